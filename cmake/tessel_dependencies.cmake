@@ -1,0 +1,13 @@
+# The design's dependencies, all from Debian packages (scripts/setup installs them).
+# Public ones are re-found by tesselConfig.cmake; private ones stay inside compiled sources.
+find_package(Boost 1.74 REQUIRED)                  # Spirit X3 (header-only), private to dsl/
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)        # private to strategies/bayesian
+find_package(NLopt REQUIRED)                       # private to strategies/bayesian
+find_package(TBB REQUIRED)                         # private to the scheduler
+find_package(range-v3 REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)

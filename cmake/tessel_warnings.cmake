@@ -1,0 +1,22 @@
+# tessel_set_warnings(target): the warning set every tessel target compiles with.
+function(tessel_set_warnings target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
+                           -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+                           -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+  elseif(MSVC)
+    target_compile_options(${target} PRIVATE /W4 /permissive-)
+  endif()
+endfunction()
+
+# tessel_add_module(name SOURCES...): a compiled tessel library exported as tessel::<name>.
+function(tessel_add_module name)
+  add_library(tessel_${name} ${ARGN})
+  add_library(tessel::${name} ALIAS tessel_${name})
+  set_target_properties(tessel_${name} PROPERTIES EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(tessel_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_compile_features(tessel_${name} PUBLIC cxx_std_20)
+  tessel_set_warnings(tessel_${name})
+endfunction()

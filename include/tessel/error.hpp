@@ -1,0 +1,66 @@
+// tessel/error.hpp: the misuse channel. Bad options, bad .tsl text and empty
+// spaces fail before tuning starts with an exception a person can act on;
+// evaluation outcomes are data (tessel::status), never exceptions.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// Base of every exception tessel throws on misuse.
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One located problem in a .tsl source, rendered compiler-style:
+/// `file:line:col: error: message`, the source line, a caret, and a hint.
+struct diagnostic {
+  enum class severity : std::uint8_t { error, warning, note };
+  severity level = severity::error;
+  std::string file;         ///< path as given by the caller, or "<input>"
+  int line = 0;             ///< 1-based; 0 when the problem has no location
+  int column = 0;           ///< 1-based, in bytes
+  std::string message;      ///< what is wrong, e.g. "unknown parameter 'tile_q'"
+  std::string hint;         ///< optional, e.g. "did you mean 'tile_k'?"
+  std::string source_line;  ///< the offending line's text, for the caret display
+
+  /// The full rendering: header line, source line, caret line, hint line.
+  [[nodiscard]] std::string render() const;
+};
+
+/// Thrown when a .tsl text (or a space built in C++) has one or more errors.
+/// Holds every diagnostic of the input, not only the first.
+class space_error : public error {
+ public:
+  explicit space_error(std::vector<diagnostic> diagnostics);
+  [[nodiscard]] const std::vector<diagnostic>& diagnostics() const noexcept { return diagnostics_; }
+
+ private:
+  std::vector<diagnostic> diagnostics_;
+};
+
+/// Thrown when every config of a space is invalid. Names the constraint that
+/// rejected the last surviving configs and how many configs it rejected.
+class empty_space_error : public error {
+ public:
+  empty_space_error(std::string message, std::string constraint, std::uint64_t rejected)
+      : error(std::move(message)), constraint_(std::move(constraint)), rejected_(rejected) {}
+  [[nodiscard]] const std::string& constraint() const noexcept { return constraint_; }
+  [[nodiscard]] std::uint64_t rejected() const noexcept { return rejected_; }
+
+ private:
+  std::string constraint_;
+  std::uint64_t rejected_ = 0;
+};
+
+/// Thrown by Options::validate() and friends: names the field and the rule.
+class options_error : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace tessel
