@@ -1,0 +1,236 @@
+// The built-in targets: trn1, trn2 (constants of shared/hardware/neuroncore.md,
+// each with its source in docs/targets.md) and cpu (the host, detected once).
+#include <tessel/target.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+namespace tessel {
+namespace {
+
+constexpr std::int64_t kib = 1024;
+constexpr std::int64_t mib = 1024 * kib;
+constexpr std::int64_t gib = 1024 * mib;
+
+// --- Trainium ----------------------------------------------------------------
+
+/// What NeuronCore-v2 (trn1) and NeuronCore-v3 (trn2) share. Sources:
+/// docs/targets.md, one row per constant.
+void add_neuroncore_common(target& t) {
+  auto& c = t.constants;
+  c["partitions"] = 128;
+  c["psum_banks"] = 8;
+  c["psum_bank_bytes"] = 2 * kib;                  // per partition: 512 fp32
+  c["psum_bytes_per_partition"] = 16 * kib;        // 8 banks x 2 KiB
+  c["psum_total_bytes"] = 2 * mib;                 // 128 partitions x 16 KiB
+  c["matmul_max_contraction"] = 128;               // partition dim of both operands
+  c["matmul_max_stationary_free"] = 128;
+  c["matmul_max_moving_free"] = 512;
+  c["tensor_min_instruction_cycles"] = 64;         // multiplies issue every max(N, 64)
+  c["fp32_matmul_cost_factor"] = 4;
+  c["vector_min_instruction_cycles"] = 64;
+  c["vector_static_overhead_cycles"] = 60;         // per SBUF/PSUM access
+  c["vector_dependent_instruction_cycles"] = 100;  // tiny dependent instructions
+  c["gpsimd_start_cycles"] = 150;
+  c["dma_engines"] = 16;
+  c["dma_partitions_per_engine"] = 8;
+  c["dma_fixed_latency_ns"] = 1300;
+  c["dma_overhead_bound_bytes_per_partition"] = 256;  // below: overhead-bound
+  c["dma_min_bytes_per_partition"] = 2 * kib;         // the minimum to design for
+  c["dma_saturating_bytes_per_partition"] = 4 * kib;
+}
+
+/// Constants derived from others of the same target, so they cannot disagree.
+void add_neuroncore_derived(target& t) {
+  auto& c = t.constants;
+  c["sbuf_total_bytes"] = c["partitions"] * c["sbuf_bytes_per_partition"];
+  c["dma_bytes_per_us"] = c["dma_engines"] * c["dma_bytes_per_us_per_engine"];
+  // 128 x 128 MACs, 2 FLOP each, per TensorE cycle (neuroncore.md, "derived").
+  c["bf16_peak_gflops"] = 128 * 128 * 2 * c["tensor_clock_mhz"] / 1000;
+  c["cores"] = c["cores_per_chip"];
+  c["memory_bytes"] = c["hbm_bytes"];
+}
+
+target make_trn1() {
+  target t{.name = "trn1", .base = "", .constants = {}};
+  add_neuroncore_common(t);
+  auto& c = t.constants;
+  c["cores_per_chip"] = 2;
+  c["sbuf_bytes_per_partition"] = 180'224;         // usable
+  c["sbuf_physical_bytes_per_partition"] = 192 * kib;
+  c["tensor_clock_mhz"] = 2800;
+  c["vector_clock_mhz"] = 1120;
+  c["scalar_clock_mhz"] = 1400;
+  c["gpsimd_clock_mhz"] = 1400;
+  c["fp8_matmul_speedup"] = 1;
+  c["matmul_fp8_max_contraction"] = 128;
+  c["vector_perf_mode_max_speedup"] = 1;
+  c["tensor_warmup_ns"] = 0;                       // no ramp documented on v2
+  c["tensor_warmup_start_percent"] = 100;
+  c["vector_scalar_share_psum"] = 1;
+  c["vector_gpsimd_share_sbuf_port"] = 1;
+  c["dma_bytes_per_us_per_engine"] = 17'000;       // 17 B/ns
+  c["hbm_bytes"] = 32 * gib;
+  c["hbm_bytes_per_us"] = 820'000;                 // 820 GB/s per chip
+  add_neuroncore_derived(t);
+  return t;
+}
+
+target make_trn2() {
+  target t{.name = "trn2", .base = "", .constants = {}};
+  add_neuroncore_common(t);
+  auto& c = t.constants;
+  c["cores_per_chip"] = 8;                         // physical; logical setting 2 pairs them
+  c["sbuf_bytes_per_partition"] = 212'984;         // usable
+  c["sbuf_physical_bytes_per_partition"] = 224 * kib;
+  c["tensor_clock_mhz"] = 2400;
+  c["vector_clock_mhz"] = 960;
+  c["scalar_clock_mhz"] = 1200;
+  c["gpsimd_clock_mhz"] = 1200;
+  c["fp8_matmul_speedup"] = 2;                     // "double row" mode
+  c["matmul_fp8_max_contraction"] = 256;
+  c["vector_perf_mode_max_speedup"] = 4;
+  c["tensor_warmup_ns"] = 3000;
+  c["tensor_warmup_start_percent"] = 50;
+  c["vector_scalar_share_psum"] = 0;
+  c["vector_gpsimd_share_sbuf_port"] = 0;
+  c["dma_bytes_per_us_per_engine"] = 23'000;       // 23 B/ns (uncertain)
+  c["hbm_bytes"] = 96 * gib;
+  c["hbm_bytes_per_us"] = 2'900'000;               // 2.9 TB/s per chip (uncertain)
+  add_neuroncore_derived(t);
+  return t;
+}
+
+// --- the host ------------------------------------------------------------------
+
+/// Fallbacks when neither sysfs nor sysconf knows: a common x86-64 / arm64 core.
+constexpr std::int64_t fallback_l1d_bytes = 32 * kib;
+constexpr std::int64_t fallback_l2_bytes = 1 * mib;
+constexpr std::int64_t fallback_l3_bytes = 8 * mib;
+constexpr std::int64_t fallback_cache_line_bytes = 64;
+constexpr std::int64_t fallback_page_bytes = 4 * kib;
+constexpr std::int64_t fallback_memory_bytes = 4 * gib;
+
+/// The first line of a small text file, or "" when it cannot be read.
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (in) std::getline(in, line);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  return line;
+}
+
+/// Parses sysfs sizes: "48K", "1024K", "32M", "64"; 0 when malformed.
+std::int64_t parse_size(std::string_view text) {
+  std::int64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc{} || number < 0) return 0;
+  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  if (suffix.empty()) return number;
+  if (suffix == "K") return number * kib;
+  if (suffix == "M") return number * mib;
+  if (suffix == "G") return number * gib;
+  return 0;
+}
+
+struct host_caches {
+  std::int64_t l1d = 0, l2 = 0, l3 = 0, line = 0;
+};
+
+/// Reads /sys/devices/system/cpu/cpu0/cache/index*/{level,type,size,coherency_line_size}.
+host_caches read_sysfs_caches() {
+  host_caches caches;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string level = read_line(dir + "level");
+    if (level.empty()) continue;
+    const std::string type = read_line(dir + "type");
+    if (type == "Instruction") continue;
+    const std::int64_t size = parse_size(read_line(dir + "size"));
+    if (level == "1") caches.l1d = size;
+    if (level == "2") caches.l2 = size;
+    if (level == "3") caches.l3 = size;
+    if (caches.line == 0) caches.line = parse_size(read_line(dir + "coherency_line_size"));
+  }
+  return caches;
+}
+
+/// sysconf(name) when the platform has it and knows the answer, else 0.
+std::int64_t sysconf_or_zero([[maybe_unused]] int name) {
+#if defined(__unix__) || defined(__APPLE__)
+  const long answer = ::sysconf(name);
+  return answer > 0 ? answer : 0;
+#else
+  return 0;
+#endif
+}
+
+/// Sysfs first, then glibc's sysconf cache queries (CPUID-based), then fallbacks.
+host_caches detect_caches() {
+  host_caches caches = read_sysfs_caches();
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  if (caches.l1d == 0) caches.l1d = sysconf_or_zero(_SC_LEVEL1_DCACHE_SIZE);
+  if (caches.l2 == 0) caches.l2 = sysconf_or_zero(_SC_LEVEL2_CACHE_SIZE);
+  if (caches.l3 == 0) caches.l3 = sysconf_or_zero(_SC_LEVEL3_CACHE_SIZE);
+  if (caches.line == 0) caches.line = sysconf_or_zero(_SC_LEVEL1_DCACHE_LINESIZE);
+#endif
+  if (caches.l1d == 0) caches.l1d = fallback_l1d_bytes;
+  if (caches.l2 == 0) caches.l2 = fallback_l2_bytes;
+  if (caches.l3 == 0) caches.l3 = fallback_l3_bytes;
+  if (caches.line == 0) caches.line = fallback_cache_line_bytes;
+  return caches;
+}
+
+std::int64_t detect_page_bytes() {
+#if defined(_SC_PAGESIZE)
+  if (const std::int64_t page = sysconf_or_zero(_SC_PAGESIZE); page > 0) return page;
+#endif
+  return fallback_page_bytes;
+}
+
+std::int64_t detect_memory_bytes(std::int64_t page_bytes) {
+#if defined(_SC_PHYS_PAGES)
+  if (const std::int64_t pages = sysconf_or_zero(_SC_PHYS_PAGES); pages > 0) return pages * page_bytes;
+#endif
+  return fallback_memory_bytes;
+}
+
+target make_cpu() {
+  target t{.name = "cpu", .base = "", .constants = {}};
+  auto& c = t.constants;
+  const unsigned threads = std::thread::hardware_concurrency();
+  c["cores"] = threads > 0 ? static_cast<std::int64_t>(threads) : 1;
+  const host_caches caches = detect_caches();
+  c["l1d_bytes"] = caches.l1d;
+  c["l2_bytes"] = caches.l2;
+  c["l3_bytes"] = caches.l3;
+  c["cache_line_bytes"] = caches.line;
+  c["page_bytes"] = detect_page_bytes();
+  c["memory_bytes"] = detect_memory_bytes(c["page_bytes"]);
+  return t;
+}
+
+}  // namespace
+
+std::optional<target> builtin_target(std::string_view name) {
+  if (name == "trn1") return make_trn1();
+  if (name == "trn2") return make_trn2();
+  if (name == "cpu") {
+    static const target host = make_cpu();  // detected once; thread-safe init
+    return host;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> builtin_target_names() { return {"trn1", "trn2", "cpu"}; }
+
+}  // namespace tessel
