@@ -1,11 +1,20 @@
-# tessel_set_warnings(target): the warning set every tessel target compiles with.
+option(TESSEL_WARNINGS_AS_ERRORS "Treat compiler warnings of tessel targets as errors" OFF)
+
+# tessel_set_warnings(target): the warning set every tessel target compiles with
+# (and -Werror / /WX when TESSEL_WARNINGS_AS_ERRORS is ON, as in the ci preset).
 function(tessel_set_warnings target)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
                            -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
                            -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+    if(TESSEL_WARNINGS_AS_ERRORS)
+      target_compile_options(${target} PRIVATE -Werror)
+    endif()
   elseif(MSVC)
     target_compile_options(${target} PRIVATE /W4 /permissive-)
+    if(TESSEL_WARNINGS_AS_ERRORS)
+      target_compile_options(${target} PRIVATE /WX)
+    endif()
   endif()
 endfunction()
 

@@ -1,0 +1,13 @@
+// tessel/tessel.hpp: the umbrella header, every public header of tessel.
+// Link tessel::tessel. Prefer the specific headers in library code: each
+// public header compiles on its own (tests/headers/ checks both, and that this
+// list names every header under include/tessel/).
+#pragma once
+
+#include <tessel/config.hpp>
+#include <tessel/dsl.hpp>
+#include <tessel/error.hpp>
+#include <tessel/expr.hpp>
+#include <tessel/random.hpp>
+#include <tessel/space.hpp>
+#include <tessel/target.hpp>

@@ -1,0 +1,2 @@
+// The entry point of the header tests: compiling and linking is the test.
+int main() { return 0; }
