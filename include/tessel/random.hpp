@@ -35,12 +35,12 @@ class rng {
 
   /// Uniform integer in [0, bound); bound must be > 0.
   std::uint64_t uniform(std::uint64_t bound) noexcept {
-    unsigned __int128 m = static_cast<unsigned __int128>((*this)()) * bound;
+    u128 m = static_cast<u128>((*this)()) * bound;
     auto low = static_cast<std::uint64_t>(m);
     if (low < bound) {
       const std::uint64_t threshold = (0 - bound) % bound;
       while (low < threshold) {
-        m = static_cast<unsigned __int128>((*this)()) * bound;
+        m = static_cast<u128>((*this)()) * bound;
         low = static_cast<std::uint64_t>(m);
       }
     }
@@ -57,6 +57,7 @@ class rng {
   static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
 
  private:
+  __extension__ using u128 = unsigned __int128;
   static std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
   static std::uint64_t splitmix64(std::uint64_t& x) noexcept {
     std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);

@@ -100,7 +100,7 @@ struct encoded_dimension {
 };
 
 /// What the engine learnt while building: one entry per constraint.
-struct constraint_stats {
+struct constraint_stat {
   std::size_t attached_to = 0;   ///< parameter index where it is first decidable
   std::uint64_t rejected = 0;    ///< configs of the Cartesian product it is the first
                                  ///< to reject (saturates at 2^64-1)
@@ -148,7 +148,7 @@ class space {
   /// more value of a conditional parameter); nullopt past 2^64-1.
   [[nodiscard]] std::optional<std::uint64_t> cartesian_size() const noexcept;
   [[nodiscard]] double log10_cartesian_size() const noexcept;
-  [[nodiscard]] const std::vector<constraint_stats>& constraint_stats() const noexcept;
+  [[nodiscard]] const std::vector<constraint_stat>& constraint_stats() const noexcept;
   [[nodiscard]] const std::vector<group_info>& groups() const noexcept;
 
   // --- validity, ranks, enumeration, sampling ------------------------------
@@ -188,8 +188,9 @@ class space {
   [[nodiscard]] std::optional<config> default_config() const;
 
   // --- identity, encoding, JSON ----------------------------------------------
-  /// Stable 64-bit key: a hash of the space name and each parameter's name and
-  /// value label, so it survives re-ordering domains and process restarts.
+  /// Stable 64-bit key: FNV-1a of each parameter's name and value label
+  /// (`tile_m=512;order=[k, m, n];`), so it survives re-ordering or extending
+  /// domains, renaming the space and process restarts.
   [[nodiscard]] std::uint64_t key(const config& c) const;
   [[nodiscard]] const std::vector<encoded_dimension>& encoding() const noexcept;
   [[nodiscard]] std::vector<double> encode(const config& c) const;
@@ -231,7 +232,6 @@ class space::iterator {
   const space* space_ = nullptr;
   std::uint64_t rank_ = 0;
   config current_;
-  std::vector<std::uint32_t> cursor_;  ///< per-parameter tree node, for O(1) steps
 };
 
 class space::range {

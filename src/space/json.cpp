@@ -1,0 +1,112 @@
+// Config <-> JSON: {"tile_m": 512, "order": ["k", "m", "n"], "evict": "vector"}.
+#include "space/impl.hpp"
+
+#include <tessel/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tessel {
+namespace {
+
+using json = nlohmann::json;
+
+nlohmann::json to_json_value(const parameter& p, config::index_type index) {
+  if (index == config::inactive) return nullptr;
+  const auto& d = p.dom;
+  switch (d.kind) {
+    case param_kind::integer: return d.values[index];
+    case param_kind::boolean: return d.values[index] != 0;
+    case param_kind::symbol: return d.labels[index];
+    case param_kind::permutation: {
+      json order = json::array();
+      for (auto e : d.permutation(index)) order.push_back(d.labels[e]);
+      return order;
+    }
+  }
+  return nullptr;
+}
+
+[[noreturn]] void bad_value(const parameter& p, const json& v, const std::string& expected) {
+  throw error("parameter '" + p.name + "': " + v.dump() + " is not " + expected);
+}
+
+std::string domain_preview(const domain& d) {
+  std::string text;
+  const auto shown = std::min<std::size_t>(d.size(), 8);
+  for (std::size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + d.label(i);
+  if (shown < d.size()) text += ", ... (" + std::to_string(d.size()) + " values)";
+  return "one of {" + text + "}";
+}
+
+config::index_type from_json_value(const parameter& p, const json& v) {
+  const auto& d = p.dom;
+  if (v.is_null()) {
+    if (!p.when) bad_value(p, v, "allowed: the parameter is not conditional");
+    return config::inactive;
+  }
+  auto find = [&](std::int64_t value) -> config::index_type {
+    const auto it = std::find(d.values.begin(), d.values.end(), value);
+    if (it == d.values.end()) bad_value(p, v, domain_preview(d));
+    return static_cast<config::index_type>(it - d.values.begin());
+  };
+  switch (d.kind) {
+    case param_kind::integer:
+      if (!v.is_number_integer()) bad_value(p, v, "an integer, " + domain_preview(d));
+      return find(v.get<std::int64_t>());
+    case param_kind::boolean:
+      if (!v.is_boolean()) bad_value(p, v, "true or false");
+      return v.get<bool>() ? 1 : 0;
+    case param_kind::symbol: {
+      if (!v.is_string()) bad_value(p, v, "a symbol, " + domain_preview(d));
+      const auto it = std::find(d.labels.begin(), d.labels.end(), v.get<std::string>());
+      if (it == d.labels.end()) bad_value(p, v, domain_preview(d));
+      return static_cast<config::index_type>(it - d.labels.begin());
+    }
+    case param_kind::permutation: {
+      for (config::index_type r = 0; r < d.size(); ++r)
+        if (v == to_json_value(p, r)) return r;
+      bad_value(p, v, "an order of " + domain_preview(d).substr(7));
+    }
+  }
+  bad_value(p, v, "a value of its domain");
+}
+
+}  // namespace
+
+std::string space::to_json(const config& c) const {
+  json out = json::object();
+  for (std::size_t p = 0; p < size(); ++p) out[parameters()[p].name] = to_json_value(parameters()[p], c[p]);
+  return out.dump();
+}
+
+config space::from_json(std::string_view text) const {
+  json in;
+  try {
+    in = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw error(std::string("config is not valid JSON: ") + e.what());
+  }
+  if (!in.is_object()) throw error("config must be a JSON object of parameter names to values");
+  for (const auto& [name, v] : in.items())
+    if (!parameter_index(name)) {
+      std::string known;
+      for (const auto& p : parameters()) known += (known.empty() ? "" : ", ") + p.name;
+      throw error("unknown parameter '" + name + "' (the space has: " + known + ")");
+    }
+  config c(std::vector<config::index_type>(size(), 0));
+  for (std::size_t p = 0; p < size(); ++p) {
+    const auto& param = parameters()[p];
+    const auto it = in.find(param.name);
+    if (it == in.end()) {
+      if (!param.when) throw error("missing parameter '" + param.name + "'");
+      c[p] = config::inactive;
+      continue;
+    }
+    c[p] = from_json_value(param, *it);
+  }
+  return c;
+}
+
+}  // namespace tessel
