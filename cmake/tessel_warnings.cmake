@@ -7,6 +7,12 @@ function(tessel_set_warnings target)
     target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
                            -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
                            -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12
+       AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+      # GCC 12 at -O2/-O3 warns on libstdc++'s own `"x" + std::string` (bogus
+      # -Wrestrict, GCC PR 105329, fixed in 13): Debian 12's compiler.
+      target_compile_options(${target} PRIVATE -Wno-restrict)
+    endif()
     if(TESSEL_WARNINGS_AS_ERRORS)
       target_compile_options(${target} PRIVATE -Werror)
     endif()
