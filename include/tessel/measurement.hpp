@@ -1,0 +1,51 @@
+// tessel/measurement.hpp: what a backend returns for one config. Failure is
+// data, never an exception: every outcome is a status with a message.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+/// The outcome of evaluating one config (KTT-style typed result).
+enum class status : unsigned char {
+  ok,             ///< measured; `objective` holds the result
+  invalid,        ///< not a valid config of the space, or unknown to the backend
+  compile_error,  ///< did not build (includes resource overflows the compiler reports)
+  runtime_error,  ///< crashed, returned an error, or threw
+  timeout,        ///< exceeded its time limit and was killed
+  incorrect,      ///< outputs differ from the reference (the equivalence gate)
+  suspicious,     ///< outputs look forged: constant, non-deterministic, faster than the roofline
+};
+
+[[nodiscard]] std::string_view to_string(status s) noexcept;
+/// Inverse of to_string; nullopt for an unknown name.
+[[nodiscard]] std::optional<status> parse_status(std::string_view name) noexcept;
+/// Every status, in declaration order.
+[[nodiscard]] const std::vector<status>& all_statuses() noexcept;
+
+/// What evaluating one config cost, in seconds of wall time.
+struct cost {
+  double compile_s = 0;  ///< building the candidate
+  double gate_s = 0;     ///< checking it against the reference
+  double run_s = 0;      ///< timing it (all repetitions)
+  [[nodiscard]] double total() const noexcept { return compile_s + gate_s + run_s; }
+};
+
+struct measurement {
+  tessel::status status = tessel::status::ok;
+  double objective = 0;              ///< seconds unless the space says otherwise; lower is better
+  std::vector<double> samples;       ///< raw repetitions the objective summarizes
+  tessel::cost cost;
+  std::map<std::string, double> metrics;  ///< engine busy fractions, bytes moved, ...
+  std::string message;               ///< why it failed, or notes
+
+  [[nodiscard]] bool ok() const noexcept { return status == tessel::status::ok; }
+  [[nodiscard]] static measurement success(double objective, tessel::cost paid = {});
+  [[nodiscard]] static measurement failure(tessel::status s, std::string message, tessel::cost paid = {});
+};
+
+}  // namespace tessel

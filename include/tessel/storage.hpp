@@ -1,0 +1,72 @@
+// tessel/storage.hpp: the study file. One SQLite file per study (the
+// embedded default): the space source text and its hash, target, backend,
+// strategy, options and seed, and every trial as it is proposed, started
+// and finished, with raw samples and provenance. Writes are durable when the
+// call returns (WAL, synchronous=NORMAL at commit points), so a process
+// killed at any moment resumes with every finished trial.
+#pragma once
+
+#include <tessel/space.hpp>
+#include <tessel/trial.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// What a study is: stored once, checked on resume.
+struct study_record {
+  std::string space_name;
+  std::string space_source;   ///< the .tsl text (or "" for a C++-built space)
+  std::string space_hash;     ///< hex FNV-1a of the source and overrides
+  std::string target;
+  std::string backend;
+  std::string strategy;
+  std::string options_json;   ///< study and CLI options as given
+  std::uint64_t seed = 0;
+  int schema_version = 0;     ///< filled by the db
+};
+
+class study_db {
+ public:
+  /// Opens (creating if needed) the study file at `path`. Throws tessel::error
+  /// with the path and SQLite's message on failure, or when the file's
+  /// schema version is newer than this build understands.
+  explicit study_db(const std::filesystem::path& path);
+  ~study_db();
+  study_db(const study_db&) = delete;
+  study_db& operator=(const study_db&) = delete;
+
+  [[nodiscard]] const std::filesystem::path& path() const noexcept;
+  [[nodiscard]] static int schema_version() noexcept;
+
+  /// The stored study, or nullopt for a new file.
+  [[nodiscard]] std::optional<study_record> study() const;
+  /// Stores the study record of a new file; on an existing one, throws
+  /// tessel::error when the space hash differs (a different space).
+  void begin(const study_record& record);
+
+  /// Inserts or updates one trial (by id) with its state and result.
+  /// Thread-safe.
+  void save(const trial& t, const space& s);
+  /// Every stored trial, by id, with configs read back through `s`.
+  [[nodiscard]] std::vector<trial> load(const space& s) const;
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+enum class export_format : unsigned char { t4, csv, json };
+/// Writes the trials of a study: T4 (Kernel Tuner's results schema), CSV
+/// (one row per trial, one column per parameter) or JSON lines.
+void export_trials(std::ostream& out, export_format format, const study_record& record,
+                   const std::vector<trial>& trials, const space& s);
+
+}  // namespace tessel

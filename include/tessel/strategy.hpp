@@ -1,0 +1,53 @@
+// tessel/strategy.hpp: a search strategy proposes batches of configs and
+// observes results. It never sees a backend: it works through the space's
+// operations (sample, neighbours, encode), so constraints hold by
+// construction. Strategies are picked by name through tessel/strategies.hpp.
+#pragma once
+
+#include <tessel/config.hpp>
+#include <tessel/random.hpp>
+#include <tessel/space.hpp>
+#include <tessel/trial.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// What a strategy may ask of the study while it proposes.
+class search_context {
+ public:
+  virtual ~search_context() = default;
+  [[nodiscard]] virtual const tessel::space& space() const = 0;
+  /// Whether the config with this key is already proposed, running or
+  /// finished (by any strategy or agent): proposing it again is wasted.
+  [[nodiscard]] virtual bool known(std::uint64_t key) const = 0;
+  /// The best finished ok trial so far, if any.
+  [[nodiscard]] virtual const trial* best() const = 0;
+  /// Number of finished trials.
+  [[nodiscard]] virtual std::size_t finished() const = 0;
+};
+
+class strategy {
+ public:
+  virtual ~strategy() = default;
+
+  /// The name proposals are credited to ("random", "ga", ...).
+  [[nodiscard]] virtual std::string name() const = 0;
+
+  /// Called once before the first proposal. `seed` is this strategy's own
+  /// stream: the same seed and the same observations give the same proposals.
+  virtual void start(const space& s, std::uint64_t seed) = 0;
+
+  /// Up to `n` valid configs, distinct, none of them context.known(). Fewer
+  /// (or none) when the strategy has nothing more to propose.
+  [[nodiscard]] virtual std::vector<config> propose(std::size_t n, const search_context& context) = 0;
+
+  /// Every finished trial of the study, whoever proposed it, in the order the
+  /// study records them (proposal order within a batch).
+  virtual void observe(const trial& t) = 0;
+};
+
+}  // namespace tessel

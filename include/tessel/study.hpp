@@ -1,0 +1,162 @@
+// tessel/study.hpp: one tuning study, Ceres-style: Options -> run -> Summary.
+// A Study owns a space, a backend, a strategy and (optionally) a study file,
+// and is driven either by run() until a stop condition, or by ask/tell from
+// a caller who owns the loop (an agent, a script).
+#pragma once
+
+#include <tessel/backend.hpp>
+#include <tessel/space.hpp>
+#include <tessel/strategy.hpp>
+#include <tessel/trial.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+class study_db;
+
+/// Progress of a study, as stop conditions and observers see it.
+struct progress {
+  std::size_t evaluations = 0;        ///< finished trials (any status)
+  std::size_t failures = 0;           ///< finished trials whose status is not ok
+  double wall_s = 0;                  ///< seconds since run() started (or the study was made)
+  double cost_s = 0;                  ///< sum of the finished trials' measurement cost
+  std::optional<double> best;         ///< best ok objective
+  std::size_t since_improvement = 0;  ///< evaluations since the best last improved
+};
+
+/// A stop condition: a predicate on progress, composable with || and &&.
+class stop_condition {
+ public:
+  stop_condition(std::function<bool(const progress&)> test, std::string reason)
+      : test_(std::move(test)), reason_(std::move(reason)) {}
+  /// Whether to stop now.
+  [[nodiscard]] bool operator()(const progress& p) const { return test_(p); }
+  /// Why, in words ("evaluations >= 100"); for composites, the clause that fired.
+  [[nodiscard]] std::string reason(const progress& p) const;
+
+  friend stop_condition operator||(stop_condition a, stop_condition b);
+  friend stop_condition operator&&(stop_condition a, stop_condition b);
+
+ private:
+  std::function<bool(const progress&)> test_;
+  std::string reason_;
+  std::vector<stop_condition> any_, all_;
+};
+
+namespace stop {
+stop_condition evaluations(std::size_t n);         ///< n trials finished
+stop_condition wall_seconds(double seconds);       ///< wall time since run() began
+stop_condition cost_seconds(double seconds);       ///< summed evaluation cost
+stop_condition target(double objective);           ///< best <= objective
+stop_condition no_improvement(std::size_t n);      ///< n evaluations without a new best
+stop_condition never();
+}  // namespace stop
+
+enum class termination : unsigned char {
+  evaluations, wall_time, cost_budget, target_reached, no_improvement,
+  space_exhausted,   ///< every valid config was evaluated
+  strategy_done,     ///< the strategy had nothing more to propose
+  negligible_gain,   ///< the best expected gain left fell below the threshold
+  not_run,
+};
+[[nodiscard]] std::string_view to_string(termination t) noexcept;
+
+struct summary {
+  termination reason = termination::not_run;
+  std::string message;                    ///< the stop condition in words
+  std::optional<trial> best;
+  std::size_t evaluations = 0;
+  std::size_t evaluations_to_best = 0;    ///< trials finished when the best was found
+  std::map<status, std::size_t> by_status;
+  std::uint64_t seed = 0;
+  std::string space_name, backend_name, strategy_name;
+  std::size_t jobs_given = 0, jobs_used = 0;
+  double wall_s = 0;       ///< run() wall time
+  double propose_s = 0;    ///< inside strategy propose/observe
+  double evaluate_s = 0;   ///< waiting for backends (batches, wall)
+  double overhead_s = 0;   ///< the rest: bookkeeping, storage, observers
+  double cost_s = 0;       ///< summed measurement cost
+
+  [[nodiscard]] std::string brief_report() const;  ///< one line
+  [[nodiscard]] std::string full_report() const;   ///< given vs used, counts, times, best config
+};
+
+/// Optional hooks; override what you need. Called on the thread that runs
+/// the study (never concurrently), in trial order.
+class observer {
+ public:
+  virtual ~observer() = default;
+  virtual void on_trial(const trial& t, const progress& p) { (void)t, (void)p; }
+  virtual void on_improvement(const trial& t, const progress& p) { (void)t, (void)p; }
+  virtual void on_end(const summary& s) { (void)s; }
+};
+
+/// A suggestion from ask(): the trial to evaluate and why it was chosen.
+struct suggestion {
+  std::uint64_t trial_id = 0;
+  tessel::config config;
+  tessel::provenance provenance;
+  std::optional<tessel::prediction> prediction;
+};
+
+class study {
+ public:
+  struct options {
+    /// Seed of every random choice (strategies, sampling). Recorded.
+    std::uint64_t seed = 0;
+    /// Evaluations in flight at once in run(); 0 = the backend's concurrency().
+    std::size_t jobs = 0;
+    /// Evaluate the space's default config first (the baseline), when valid.
+    bool evaluate_baseline = true;
+    /// A backend or observer exception: false records it as runtime_error and
+    /// goes on; true rethrows it from run() (after recording it).
+    bool rethrow_exceptions = false;
+    /// Throws options_error naming the field and the rule.
+    void validate() const;
+  };
+
+  /// `db` may be null (nothing stored). With a db holding trials of the same
+  /// space, the study resumes: finished trials are replayed to the strategy,
+  /// trials that were proposed or running are queued again.
+  study(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, options o = {},
+        std::shared_ptr<study_db> db = nullptr);
+  ~study();
+  study(study&&) noexcept;
+  study& operator=(study&&) noexcept;
+
+  /// Runs until `until` holds, the space is exhausted or the strategy is done.
+  summary run(const stop_condition& until);
+
+  /// Up to n suggestions (queued proposals first, then the strategy's).
+  std::vector<suggestion> ask(std::size_t n);
+  /// Records the measurement of an asked trial. Throws tessel::error for an
+  /// unknown or already finished trial id.
+  const trial& tell(std::uint64_t trial_id, const measurement& m);
+  /// Queues a config proposed by an agent or a person. Returns the new trial
+  /// id, or nullopt when the config was already proposed (deduplicated).
+  /// Throws tessel::error when the config is not valid (with the reason).
+  std::optional<std::uint64_t> enqueue(const config& c, provenance source);
+  /// Evaluates `c` now through the backend (ask/tell in one call).
+  const trial& evaluate(const config& c, provenance source);
+
+  void add_observer(std::shared_ptr<observer> o);
+
+  [[nodiscard]] const trial* best() const;
+  [[nodiscard]] const std::vector<trial>& trials() const;
+  [[nodiscard]] summary current_summary() const;
+  [[nodiscard]] const tessel::space& space() const;
+  [[nodiscard]] const options& opts() const;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace tessel
