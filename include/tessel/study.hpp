@@ -106,21 +106,23 @@ struct suggestion {
   std::optional<tessel::prediction> prediction;
 };
 
+struct study_options {
+  /// Seed of every random choice (strategies, sampling). Recorded.
+  std::uint64_t seed = 0;
+  /// Evaluations in flight at once in run(); 0 = the backend's concurrency().
+  std::size_t jobs = 0;
+  /// Evaluate the space's default config first (the baseline), when valid.
+  bool evaluate_baseline = true;
+  /// A backend or observer exception: false records it as runtime_error and
+  /// goes on; true rethrows it from run() (after recording it).
+  bool rethrow_exceptions = false;
+  /// Throws options_error naming the field and the rule.
+  void validate() const;
+};
+
 class study {
  public:
-  struct options {
-    /// Seed of every random choice (strategies, sampling). Recorded.
-    std::uint64_t seed = 0;
-    /// Evaluations in flight at once in run(); 0 = the backend's concurrency().
-    std::size_t jobs = 0;
-    /// Evaluate the space's default config first (the baseline), when valid.
-    bool evaluate_baseline = true;
-    /// A backend or observer exception: false records it as runtime_error and
-    /// goes on; true rethrows it from run() (after recording it).
-    bool rethrow_exceptions = false;
-    /// Throws options_error naming the field and the rule.
-    void validate() const;
-  };
+  using options = study_options;
 
   /// `db` may be null (nothing stored). With a db holding trials of the same
   /// space, the study resumes: finished trials are replayed to the strategy,
