@@ -21,6 +21,15 @@ namespace tessel {
 
 class study_db;
 
+enum class termination : unsigned char {
+  evaluations, wall_time, cost_budget, target_reached, no_improvement,
+  space_exhausted,   ///< every valid config was evaluated
+  strategy_done,     ///< the strategy had nothing more to propose
+  negligible_gain,   ///< the best expected gain left fell below the threshold
+  not_run,
+};
+[[nodiscard]] std::string_view to_string(termination t) noexcept;
+
 /// Progress of a study, as stop conditions and observers see it.
 struct progress {
   std::size_t evaluations = 0;        ///< finished trials (any status)
@@ -34,20 +43,33 @@ struct progress {
 /// A stop condition: a predicate on progress, composable with || and &&.
 class stop_condition {
  public:
-  stop_condition(std::function<bool(const progress&)> test, std::string reason)
-      : test_(std::move(test)), reason_(std::move(reason)) {}
+  /// A leaf: `test` decides, `reason` says why in words, `kind` is the
+  /// termination it reports; `budget` (optional) says how many evaluations
+  /// are left, so run() does not start a batch past it.
+  stop_condition(std::function<bool(const progress&)> test, std::string reason, termination kind,
+                 std::function<std::optional<std::size_t>(const progress&)> budget = {});
+
   /// Whether to stop now.
-  [[nodiscard]] bool operator()(const progress& p) const { return test_(p); }
-  /// Why, in words ("evaluations >= 100"); for composites, the clause that fired.
+  [[nodiscard]] bool operator()(const progress& p) const;
+  /// Why, in words ("100 evaluations done"); for composites, the clauses that fired.
   [[nodiscard]] std::string reason(const progress& p) const;
+  /// The termination kind of the (first) clause that fired.
+  [[nodiscard]] termination kind(const progress& p) const;
+  /// Evaluations that may still start before this condition must hold; nullopt if unbounded.
+  [[nodiscard]] std::optional<std::size_t> evaluations_left(const progress& p) const;
 
   friend stop_condition operator||(stop_condition a, stop_condition b);
   friend stop_condition operator&&(stop_condition a, stop_condition b);
 
  private:
+  enum class combine : unsigned char { leaf, any, all };
+  stop_condition() = default;
+  combine combine_ = combine::leaf;
   std::function<bool(const progress&)> test_;
   std::string reason_;
-  std::vector<stop_condition> any_, all_;
+  termination kind_ = termination::not_run;
+  std::function<std::optional<std::size_t>(const progress&)> budget_;
+  std::vector<stop_condition> parts_;
 };
 
 namespace stop {
@@ -59,14 +81,6 @@ stop_condition no_improvement(std::size_t n);      ///< n evaluations without a 
 stop_condition never();
 }  // namespace stop
 
-enum class termination : unsigned char {
-  evaluations, wall_time, cost_budget, target_reached, no_improvement,
-  space_exhausted,   ///< every valid config was evaluated
-  strategy_done,     ///< the strategy had nothing more to propose
-  negligible_gain,   ///< the best expected gain left fell below the threshold
-  not_run,
-};
-[[nodiscard]] std::string_view to_string(termination t) noexcept;
 
 struct summary {
   termination reason = termination::not_run;
@@ -83,6 +97,7 @@ struct summary {
   double evaluate_s = 0;   ///< waiting for backends (batches, wall)
   double overhead_s = 0;   ///< the rest: bookkeeping, storage, observers
   double cost_s = 0;       ///< summed measurement cost
+  std::string best_config_text;  ///< "tile_m = 512, order = [k, m, n], ..."
 
   [[nodiscard]] std::string brief_report() const;  ///< one line
   [[nodiscard]] std::string full_report() const;   ///< given vs used, counts, times, best config

@@ -1,0 +1,61 @@
+// The study's state: trials, dedupe index, queue, incumbent, timers. Private.
+#pragma once
+
+#include <tessel/storage.hpp>
+#include <tessel/study.hpp>
+
+#include <chrono>
+#include <deque>
+#include <unordered_map>
+
+namespace tessel {
+
+struct study::state final : search_context {
+  state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
+        std::shared_ptr<study_db> d);
+
+  // search_context
+  [[nodiscard]] const tessel::space& space() const override { return space_; }
+  [[nodiscard]] bool known(std::uint64_t key) const override { return by_key.count(key) != 0; }
+  [[nodiscard]] const trial* best() const override { return best_index ? &trials[*best_index] : nullptr; }
+  [[nodiscard]] std::size_t finished() const override { return progress_.evaluations; }
+
+  /// Seconds since the study was made.
+  [[nodiscard]] double now() const;
+  /// A new trial in state proposed; stored. Returns its index.
+  std::size_t add_trial(const config& c, provenance source);
+  /// Marks trial `index` running and stored; returns the suggestion.
+  suggestion start(std::size_t index);
+  /// Records a measurement, updates best/progress, tells strategy, storage
+  /// and observers. `replaying`: a stored trial read back on resume (not saved again).
+  const trial& finish(std::size_t index, const measurement& m, bool replaying = false);
+  /// Reloads a study file's trials (resume).
+  void resume();
+  void save(const trial& t);
+  [[nodiscard]] summary make_summary() const;
+
+  tessel::space space_;
+  std::shared_ptr<backend> backend_;
+  std::unique_ptr<strategy> strategy_;
+  study_options options_;
+  std::shared_ptr<study_db> db_;
+  std::vector<std::shared_ptr<observer>> observers;
+
+  std::vector<trial> trials;                          ///< by id - 1
+  std::unordered_map<std::uint64_t, std::size_t> by_key;
+  std::deque<std::size_t> queue;                      ///< proposed, not yet asked
+  std::optional<std::size_t> best_index;
+  progress progress_;
+  std::map<status, std::size_t> by_status;
+  std::size_t evaluations_to_best = 0;
+  bool baseline_considered = false;
+  bool prepared = false;
+
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+  double propose_s = 0, evaluate_s = 0, run_wall_s = 0;
+  std::size_t jobs_used = 0;
+  termination last_reason = termination::not_run;
+  std::string last_message;
+};
+
+}  // namespace tessel

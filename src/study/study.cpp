@@ -1,0 +1,296 @@
+// The study: ask/tell bookkeeping, resume, and run()'s dispatch loop.
+#include "study/state.hpp"
+
+#include <tessel/error.hpp>
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cmath>
+#include <exception>
+
+namespace tessel {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+std::string space_hash(const space& s) {
+  // FNV-1a over the source and the resolved constants (so --set changes it).
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&](std::string_view text) {
+    for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ULL;
+  };
+  mix(s.def().source.empty() ? s.name() : s.def().source);
+  for (const auto& k : s.def().constants) mix(fmt::format(";{}={}", k.name, k.value));
+  for (const auto& p : s.parameters()) mix(";" + p.name);
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace
+
+void study_options::validate() const {
+  if (jobs > 4096) throw options_error(fmt::format("study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
+}
+
+study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
+                    std::shared_ptr<study_db> d)
+    : space_(std::move(s)), backend_(std::move(b)), strategy_(std::move(st)), options_(o), db_(std::move(d)) {
+  if (!backend_) throw error("study: a backend is required");
+  if (!strategy_) throw error("study: a strategy is required");
+  options_.validate();
+  strategy_->start(space_, options_.seed);
+  if (!db_) return;
+  study_record record;
+  record.space_name = space_.name();
+  record.space_source = space_.def().source;
+  record.space_hash = space_hash(space_);
+  record.target = space_.def().target.name;
+  record.backend = backend_->name();
+  record.strategy = strategy_->name();
+  record.options_json = fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}}})", options_.seed,
+                                    options_.jobs, options_.evaluate_baseline);
+  record.seed = options_.seed;
+  db_->begin(record);
+  resume();
+}
+
+double study::state::now() const { return seconds_since(created); }
+
+void study::state::save(const trial& t) {
+  if (db_) db_->save(t, space_);
+}
+
+std::size_t study::state::add_trial(const config& c, provenance source) {
+  trial t;
+  t.id = trials.size() + 1;
+  t.config = c;
+  t.key = space_.key(c);
+  t.provenance = std::move(source);
+  t.proposed_at = now();
+  by_key.emplace(t.key, trials.size());
+  trials.push_back(std::move(t));
+  save(trials.back());
+  return trials.size() - 1;
+}
+
+suggestion study::state::start(std::size_t index) {
+  auto& t = trials[index];
+  t.state = trial_state::running;
+  save(t);
+  return {t.id, t.config, t.provenance, t.prediction};
+}
+
+const trial& study::state::finish(std::size_t index, const measurement& m, bool replaying) {
+  auto& t = trials[index];
+  t.state = trial_state::finished;
+  t.result = m;
+  if (m.ok() && !std::isfinite(m.objective)) {
+    t.result.status = status::runtime_error;
+    t.result.message = fmt::format("objective is not finite ({}); {}", m.objective, m.message);
+  }
+  if (!replaying) {
+    t.finished_at = now();
+    save(t);
+  }
+
+  ++progress_.evaluations;
+  ++by_status[t.result.status];
+  progress_.cost_s += t.result.cost.total();
+  const bool improved = t.result.ok() && (!progress_.best || t.result.objective < *progress_.best);
+  if (!t.result.ok()) ++progress_.failures;
+  if (improved) {
+    progress_.best = t.result.objective;
+    best_index = index;
+    evaluations_to_best = progress_.evaluations;
+    progress_.since_improvement = 0;
+  } else {
+    ++progress_.since_improvement;
+  }
+  const auto started = clock::now();
+  strategy_->observe(t);
+  propose_s += seconds_since(started);
+  for (const auto& o : observers) {
+    o->on_trial(t, progress_);
+    if (improved) o->on_improvement(t, progress_);
+  }
+  return t;
+}
+
+void study::state::resume() {
+  for (auto& t : db_->load(space_)) {
+    if (t.id != trials.size() + 1) throw error(fmt::format("study file {}: trial ids are not contiguous at {}", db_->path().string(), t.id));
+    const bool done = t.state == trial_state::finished;
+    const auto result = t.result;
+    t.state = trial_state::proposed;
+    by_key.emplace(t.key, trials.size());
+    trials.push_back(std::move(t));
+    if (done) {
+      finish(trials.size() - 1, result, /*replaying=*/true);
+    } else {
+      queue.push_back(trials.size() - 1);  // was proposed or running when the process died
+    }
+  }
+  baseline_considered = !trials.empty();
+}
+
+// --- study ----------------------------------------------------------------------
+
+study::study(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, options o,
+             std::shared_ptr<study_db> db)
+    : state_(std::make_unique<state>(std::move(s), std::move(b), std::move(st), o, std::move(db))) {}
+study::~study() = default;
+study::study(study&&) noexcept = default;
+study& study::operator=(study&&) noexcept = default;
+
+std::vector<suggestion> study::ask(std::size_t n) {
+  auto& s = *state_;
+  std::vector<suggestion> out;
+  if (!s.baseline_considered) {
+    s.baseline_considered = true;
+    if (s.options_.evaluate_baseline)
+      if (auto base = s.space_.default_config(); base && !s.known(s.space_.key(*base)))
+        s.queue.push_front(s.add_trial(*base, {"baseline", 0, "the space's default config"}));
+  }
+  while (out.size() < n && !s.queue.empty()) {
+    out.push_back(s.start(s.queue.front()));
+    s.queue.pop_front();
+  }
+  if (out.size() < n) {
+    const auto started = clock::now();
+    auto proposals = s.strategy_->propose(n - out.size(), s);
+    s.propose_s += seconds_since(started);
+    for (auto& c : proposals) {
+      // Strategies promise valid, unknown configs; the study holds them to it.
+      if (!s.space_.is_valid(c) || s.known(s.space_.key(c))) continue;
+      out.push_back(s.start(s.add_trial(c, {s.strategy_->name(), 0, {}})));
+    }
+  }
+  return out;
+}
+
+const trial& study::tell(std::uint64_t trial_id, const measurement& m) {
+  auto& s = *state_;
+  if (trial_id == 0 || trial_id > s.trials.size()) throw error(fmt::format("tell: unknown trial id {}", trial_id));
+  const auto index = trial_id - 1;
+  if (s.trials[index].state == trial_state::finished) throw error(fmt::format("tell: trial {} is already finished", trial_id));
+  if (s.trials[index].state == trial_state::proposed)
+    throw error(fmt::format("tell: trial {} was queued but not asked for yet", trial_id));
+  return s.finish(index, m);
+}
+
+std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) {
+  auto& s = *state_;
+  if (const auto why = s.space_.why_invalid(c); !why.empty()) throw error("enqueue: config is not valid: " + why);
+  if (s.known(s.space_.key(c))) return std::nullopt;
+  const auto index = s.add_trial(c, std::move(source));
+  s.queue.push_back(index);
+  return s.trials[index].id;
+}
+
+const trial& study::evaluate(const config& c, provenance source) {
+  auto& s = *state_;
+  if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end() && s.trials[it->second].state == trial_state::finished)
+    return s.trials[it->second];
+  if (!s.prepared) {
+    s.backend_->prepare(s.space_);
+    s.prepared = true;
+  }
+  std::size_t index = 0;
+  if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end()) {
+    index = it->second;
+    std::erase(s.queue, index);
+  } else {
+    if (const auto why = s.space_.why_invalid(c); !why.empty()) throw error("evaluate: config is not valid: " + why);
+    index = s.add_trial(c, std::move(source));
+  }
+  s.start(index);
+  measurement m;
+  try {
+    m = s.backend_->evaluate(s.space_, c);
+  } catch (const std::exception& e) {
+    m = measurement::failure(status::runtime_error, std::string("backend threw: ") + e.what());
+    s.finish(index, m);
+    if (s.options_.rethrow_exceptions) throw;
+    return s.trials[index];
+  }
+  return s.finish(index, m);
+}
+
+summary study::run(const stop_condition& until) {
+  auto& s = *state_;
+  const auto started = clock::now();
+  const double wall_before = s.run_wall_s;
+  if (!s.prepared) {
+    s.backend_->prepare(s.space_);
+    s.prepared = true;
+  }
+  const std::size_t jobs = s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
+  s.jobs_used = jobs;
+  tbb::task_arena arena(static_cast<int>(jobs));
+  auto progress_now = [&] {
+    auto p = s.progress_;
+    p.wall_s = seconds_since(started);
+    return p;
+  };
+  while (true) {
+    if (until(progress_now())) {
+      s.last_reason = until.kind(progress_now());
+      s.last_message = until.reason(progress_now());
+      break;
+    }
+    std::size_t batch_size = jobs;
+    if (const auto left = until.evaluations_left(progress_now())) batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
+    const auto batch = ask(batch_size);
+    if (batch.empty()) {
+      const bool exhausted = s.progress_.evaluations >= s.space_.count();
+      s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
+      s.last_message = exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
+                                 : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
+      break;
+    }
+    std::vector<measurement> results(batch.size());
+    std::vector<std::exception_ptr> errors(batch.size());
+    const auto eval_started = clock::now();
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, batch.size(), [&](std::size_t i) {
+        try {
+          results[i] = s.backend_->evaluate(s.space_, batch[i].config);
+        } catch (const std::exception& e) {
+          results[i] = measurement::failure(status::runtime_error, std::string("backend threw: ") + e.what());
+          errors[i] = std::current_exception();
+        } catch (...) {
+          results[i] = measurement::failure(status::runtime_error, "backend threw a non-standard exception");
+          errors[i] = std::current_exception();
+        }
+      });
+    });
+    s.evaluate_s += seconds_since(eval_started);
+    // Merge in proposal order, whatever order the threads finished in.
+    for (std::size_t i = 0; i < batch.size(); ++i) tell(batch[i].trial_id, results[i]);
+    if (s.options_.rethrow_exceptions)
+      for (const auto& e : errors)
+        if (e) {
+          s.run_wall_s = wall_before + seconds_since(started);
+          std::rethrow_exception(e);
+        }
+  }
+  s.run_wall_s = wall_before + seconds_since(started);
+  auto result = s.make_summary();
+  for (const auto& o : s.observers) o->on_end(result);
+  return result;
+}
+
+void study::add_observer(std::shared_ptr<observer> o) {
+  if (o) state_->observers.push_back(std::move(o));
+}
+
+const trial* study::best() const { return state_->best(); }
+const std::vector<trial>& study::trials() const { return state_->trials; }
+summary study::current_summary() const { return state_->make_summary(); }
+const tessel::space& study::space() const { return state_->space_; }
+const study::options& study::opts() const { return state_->options_; }
+
+}  // namespace tessel
