@@ -1,0 +1,32 @@
+#include <tessel/study.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace tessel;
+
+TEST_CASE("stop conditions compose with || and &&") {
+  progress p;
+  p.evaluations = 10;
+  p.wall_s = 5;
+  p.best = 2.0;
+  p.since_improvement = 3;
+  CHECK(stop::evaluations(10)(p));
+  CHECK_FALSE(stop::evaluations(11)(p));
+  CHECK(stop::target(2.5)(p));
+  CHECK_FALSE(stop::target(1.0)(p));
+  CHECK(stop::no_improvement(3)(p));
+
+  const auto any = stop::evaluations(100) || stop::wall_seconds(4);
+  CHECK(any(p));
+  CHECK(any.kind(p) == termination::wall_time);
+  CHECK(any.reason(p) == "wall time limit of 4 s reached");
+  CHECK(any.evaluations_left(p) == 90u);
+
+  const auto all = stop::evaluations(5) && stop::target(3);
+  CHECK(all(p));
+  CHECK(all.reason(p) == "5 evaluations done and target objective 3 reached");
+  const auto not_all = stop::evaluations(5) && stop::target(1);
+  CHECK_FALSE(not_all(p));
+  CHECK_FALSE(not_all.evaluations_left(p).has_value());
+  CHECK_FALSE(stop::never()(p));
+}
