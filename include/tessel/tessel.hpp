@@ -4,10 +4,16 @@
 // list names every header under include/tessel/).
 #pragma once
 
+#include <tessel/backend.hpp>
 #include <tessel/config.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
+#include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
 #include <tessel/space.hpp>
+#include <tessel/storage.hpp>
+#include <tessel/strategy.hpp>
+#include <tessel/study.hpp>
 #include <tessel/target.hpp>
+#include <tessel/trial.hpp>
