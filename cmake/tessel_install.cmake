@@ -11,8 +11,12 @@ set(TESSEL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/tessel"
     CACHE STRING "Where tesselConfig.cmake is installed, relative to the prefix")
 mark_as_advanced(TESSEL_INSTALL_CMAKEDIR)
 
-set(_tessel_exported tessel_core tessel_dsl ${TESSEL_MODULES} tessel_all)
-list(REMOVE_DUPLICATES _tessel_exported)
+set(_tessel_exported)
+foreach(target IN ITEMS tessel_core tessel_dsl ${TESSEL_MODULES} tessel_all)
+  if(TARGET ${target} AND NOT target IN_LIST _tessel_exported)
+    list(APPEND _tessel_exported ${target})
+  endif()
+endforeach()
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/tessel"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
