@@ -48,6 +48,14 @@ class strategy {
   /// Every finished trial of the study, whoever proposed it, in the order the
   /// study records them (proposal order within a batch).
   virtual void observe(const trial& t) = 0;
+
+  /// Who to credit the proposal with this key to, in the trial's provenance:
+  /// name() by default; a meta-strategy names the part that proposed it
+  /// ("auto/ga"). Called right after propose(), before the trial is observed.
+  [[nodiscard]] virtual std::string source_of(std::uint64_t key) const {
+    (void)key;
+    return name();
+  }
 };
 
 }  // namespace tessel

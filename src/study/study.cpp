@@ -165,7 +165,7 @@ std::vector<suggestion> study::ask(std::size_t n) {
     for (auto& c : proposals) {
       // Strategies promise valid, unknown configs; the study holds them to it.
       if (!s.space_.is_valid(c) || s.known(s.space_.key(c))) continue;
-      out.push_back(s.start(s.add_trial(c, {s.strategy_->name(), 0, {}})));
+      out.push_back(s.start(s.add_trial(c, {s.strategy_->source_of(s.space_.key(c)), 0, {}})));
     }
   }
   return out;
