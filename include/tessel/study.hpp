@@ -131,6 +131,9 @@ struct study_options {
   /// A backend or observer exception: false records it as runtime_error and
   /// goes on; true rethrows it from run() (after recording it).
   bool rethrow_exceptions = false;
+  /// A JSON object the caller wants stored with the study (the CLI stores its
+  /// command line there so `tessel show` and `--resume` can rebuild the space).
+  std::string annotations = "{}";
   /// Throws options_error naming the field and the rule.
   void validate() const;
 };

@@ -32,6 +32,8 @@ std::string space_hash(const space& s) {
 }  // namespace
 
 void study_options::validate() const {
+  if (annotations.empty() || annotations.front() != '{' || annotations.back() != '}')
+    throw options_error("study::options::annotations: must be a JSON object, e.g. {}");
   if (jobs > 4096) throw options_error(fmt::format("study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
 }
 
@@ -50,8 +52,8 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   record.target = space_.def().target.name;
   record.backend = backend_->name();
   record.strategy = strategy_->name();
-  record.options_json = fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}}})", options_.seed,
-                                    options_.jobs, options_.evaluate_baseline);
+  record.options_json = fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}, "annotations": {}}})",
+                                    options_.seed, options_.jobs, options_.evaluate_baseline, options_.annotations);
   record.seed = options_.seed;
   db_->begin(record);
   resume();
