@@ -29,13 +29,13 @@ void add_neuroncore_common(target& t) {
   auto& c = t.constants;
   c["partitions"] = 128;
   c["psum_banks"] = 8;
-  c["psum_bank_bytes"] = 2 * kib;                  // per partition: 512 fp32
-  c["psum_bytes_per_partition"] = 16 * kib;        // 8 banks x 2 KiB
-  c["psum_total_bytes"] = 2 * mib;                 // 128 partitions x 16 KiB
-  c["matmul_max_contraction"] = 128;               // partition dim of both operands
+  c["psum_bank_bytes"] = 2 * kib;            // per partition: 512 fp32
+  c["psum_bytes_per_partition"] = 16 * kib;  // 8 banks x 2 KiB
+  c["psum_total_bytes"] = 2 * mib;           // 128 partitions x 16 KiB
+  c["matmul_max_contraction"] = 128;         // partition dim of both operands
   c["matmul_max_stationary_free"] = 128;
   c["matmul_max_moving_free"] = 512;
-  c["tensor_min_instruction_cycles"] = 64;         // multiplies issue every max(N, 64)
+  c["tensor_min_instruction_cycles"] = 64;  // multiplies issue every max(N, 64)
   c["fp32_matmul_cost_factor"] = 4;
   c["vector_min_instruction_cycles"] = 64;
   c["vector_static_overhead_cycles"] = 60;         // per SBUF/PSUM access
@@ -65,7 +65,7 @@ target make_trn1() {
   add_neuroncore_common(t);
   auto& c = t.constants;
   c["cores_per_chip"] = 2;
-  c["sbuf_bytes_per_partition"] = 180'224;         // usable
+  c["sbuf_bytes_per_partition"] = 180'224;  // usable
   c["sbuf_physical_bytes_per_partition"] = 192 * kib;
   c["tensor_clock_mhz"] = 2800;
   c["vector_clock_mhz"] = 1120;
@@ -74,13 +74,13 @@ target make_trn1() {
   c["fp8_matmul_speedup"] = 1;
   c["matmul_fp8_max_contraction"] = 128;
   c["vector_perf_mode_max_speedup"] = 1;
-  c["tensor_warmup_ns"] = 0;                       // no ramp documented on v2
+  c["tensor_warmup_ns"] = 0;  // no ramp documented on v2
   c["tensor_warmup_start_percent"] = 100;
   c["vector_scalar_share_psum"] = 1;
   c["vector_gpsimd_share_sbuf_port"] = 1;
-  c["dma_bytes_per_us_per_engine"] = 17'000;       // 17 B/ns
+  c["dma_bytes_per_us_per_engine"] = 17'000;  // 17 B/ns
   c["hbm_bytes"] = 32 * gib;
-  c["hbm_bytes_per_us"] = 820'000;                 // 820 GB/s per chip
+  c["hbm_bytes_per_us"] = 820'000;  // 820 GB/s per chip
   add_neuroncore_derived(t);
   return t;
 }
@@ -89,23 +89,23 @@ target make_trn2() {
   target t{.name = "trn2", .base = "", .constants = {}};
   add_neuroncore_common(t);
   auto& c = t.constants;
-  c["cores_per_chip"] = 8;                         // physical; logical setting 2 pairs them
-  c["sbuf_bytes_per_partition"] = 212'984;         // usable
+  c["cores_per_chip"] = 8;                  // physical; logical setting 2 pairs them
+  c["sbuf_bytes_per_partition"] = 212'984;  // usable
   c["sbuf_physical_bytes_per_partition"] = 224 * kib;
   c["tensor_clock_mhz"] = 2400;
   c["vector_clock_mhz"] = 960;
   c["scalar_clock_mhz"] = 1200;
   c["gpsimd_clock_mhz"] = 1200;
-  c["fp8_matmul_speedup"] = 2;                     // "double row" mode
+  c["fp8_matmul_speedup"] = 2;  // "double row" mode
   c["matmul_fp8_max_contraction"] = 256;
   c["vector_perf_mode_max_speedup"] = 4;
   c["tensor_warmup_ns"] = 3000;
   c["tensor_warmup_start_percent"] = 50;
   c["vector_scalar_share_psum"] = 0;
   c["vector_gpsimd_share_sbuf_port"] = 0;
-  c["dma_bytes_per_us_per_engine"] = 23'000;       // 23 B/ns (uncertain)
+  c["dma_bytes_per_us_per_engine"] = 23'000;  // 23 B/ns (uncertain)
   c["hbm_bytes"] = 96 * gib;
-  c["hbm_bytes_per_us"] = 2'900'000;               // 2.9 TB/s per chip (uncertain)
+  c["hbm_bytes_per_us"] = 2'900'000;  // 2.9 TB/s per chip (uncertain)
   add_neuroncore_derived(t);
   return t;
 }
@@ -150,7 +150,8 @@ struct host_caches {
 host_caches read_sysfs_caches() {
   host_caches caches;
   for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
     const std::string level = read_line(dir + "level");
     if (level.empty()) continue;
     const std::string type = read_line(dir + "type");
@@ -199,7 +200,8 @@ std::int64_t detect_page_bytes() {
 
 std::int64_t detect_memory_bytes(std::int64_t page_bytes) {
 #if defined(_SC_PHYS_PAGES)
-  if (const std::int64_t pages = sysconf_or_zero(_SC_PHYS_PAGES); pages > 0) return pages * page_bytes;
+  if (const std::int64_t pages = sysconf_or_zero(_SC_PHYS_PAGES); pages > 0)
+    return pages * page_bytes;
 #endif
   return fallback_memory_bytes;
 }

@@ -99,7 +99,8 @@ TEST_CASE("psum and matmul figures are consistent") {
           constant(t, "psum_total_bytes"));
     CHECK(constant(t, "matmul_max_contraction") == constant(t, "partitions"));
     CHECK(constant(t, "matmul_max_moving_free") * 4 == constant(t, "psum_bank_bytes"));
-    CHECK(constant(t, "sbuf_bytes_per_partition") <= constant(t, "sbuf_physical_bytes_per_partition"));
+    CHECK(constant(t, "sbuf_bytes_per_partition") <=
+          constant(t, "sbuf_physical_bytes_per_partition"));
   }
 }
 

@@ -1,0 +1,341 @@
+// `tessel check FILE`: reads a space and reports what the engine learnt about
+// it: parameters and domains, raw and valid sizes, construction time,
+// independent groups, what each constraint rejects, and uniform samples.
+#include "command.hpp"
+#include "common.hpp"
+#include "format.hpp"
+
+#include <tessel/random.hpp>
+#include <tessel/space.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::cli {
+namespace {
+
+/// JSON objects keep the order they are written in: "ok" first, parameters in order.
+using json = nlohmann::ordered_json;
+
+struct check_options {
+  space_options input;
+  std::size_t samples = 3;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+/// The most samples --sample accepts.
+constexpr std::size_t max_samples = 1'000'000;
+
+/// The most values of a domain the JSON lists; larger domains set "values_truncated".
+constexpr std::size_t max_json_values = 1024;
+
+// --- what both renderings share -----------------------------------------------
+
+/// Valid configs / Cartesian product, also when the product overflows 64 bits.
+double valid_fraction(const space& s) {
+  if (s.count() == 0) return 0.0;
+  if (auto raw = s.cartesian_size(); raw && *raw > 0)
+    return static_cast<double>(s.count()) / static_cast<double>(*raw);
+  return std::pow(10.0, std::log10(static_cast<double>(s.count())) - s.log10_cartesian_size());
+}
+
+/// The fraction of the Cartesian product that `rejected` configs are.
+double raw_fraction(const space& s, std::uint64_t rejected) {
+  if (rejected == 0) return 0.0;
+  return std::pow(10.0, std::log10(static_cast<double>(rejected)) - s.log10_cartesian_size());
+}
+
+std::string parameter_name(const space& s, std::size_t index) {
+  return index < s.size() ? s.parameters()[index].name : fmt::format("#{}", index);
+}
+
+std::string constant_value(const space::definition& def, const constant& c) {
+  if (c.type == value_type::symbol && c.value >= 0 &&
+      static_cast<std::size_t>(c.value) < def.symbols.size())
+    return def.symbols[static_cast<std::size_t>(c.value)];
+  if (c.type == value_type::boolean) return c.value != 0 ? "true" : "false";
+  return std::to_string(c.value);
+}
+
+std::string target_description(const target& t) {
+  return t.base.empty() ? t.name : fmt::format("{} (based on {})", t.name, t.base);
+}
+
+std::vector<config> draw_samples(const space& s, const check_options& options) {
+  rng random(options.seed);
+  std::vector<config> samples;
+  samples.reserve(options.samples);
+  for (std::size_t i = 0; i < options.samples; ++i) samples.push_back(s.sample(random));
+  return samples;
+}
+
+// --- text ----------------------------------------------------------------------
+
+void print_header(const loaded_space& loaded, const check_options& options) {
+  const space& s = loaded.space;
+  std::string where = options.input.file;
+  if (loaded.space_names.size() > 1)
+    where +=
+        fmt::format("; space {} of {}: {}",
+                    1 + static_cast<std::size_t>(std::find(loaded.space_names.begin(),
+                                                           loaded.space_names.end(), s.name()) -
+                                                 loaded.space_names.begin()),
+                    loaded.space_names.size(), fmt::join(loaded.space_names, ", "));
+  fmt::print("space         {} ({})\n", s.name(), where);
+  fmt::print("target        {}\n", target_description(s.def().target));
+  if (!s.def().constants.empty()) {
+    std::vector<std::string> constants;
+    for (const auto& c : s.def().constants)
+      constants.push_back(fmt::format("{} = {}", c.name, constant_value(s.def(), c)));
+    fmt::print("constants     {}\n", fmt::join(constants, ", "));
+  }
+}
+
+void print_parameters(const space& s) {
+  std::size_t name_width = 4;
+  std::size_t size_width = 4;
+  for (const auto& p : s.parameters()) {
+    name_width = std::max(name_width, p.name.size());
+    size_width = std::max(size_width, with_separators(p.dom.size()).size());
+  }
+  fmt::print("\nparameters ({})\n", s.size());
+  fmt::print("  {:<{}}  {:<11}  {:>{}}  {}\n", "name", name_width, "kind", "size", size_width,
+             "domain");
+  for (const auto& p : s.parameters()) {
+    std::string notes;
+    if (p.default_index) notes += fmt::format("  default {}", p.dom.label(*p.default_index));
+    if (p.when) notes += "  conditional";
+    fmt::print("  {:<{}}  {:<11}  {:>{}}  {}{}\n", p.name, name_width, kind_name(p.dom.kind),
+               with_separators(p.dom.size()), size_width, domain_preview(p.dom), notes);
+  }
+}
+
+void print_sizes(const loaded_space& loaded) {
+  const space& s = loaded.space;
+  const auto raw = s.cartesian_size();
+  fmt::print(
+      "\nraw size      {}\n",
+      raw ? with_separators(*raw) : fmt::format("~1e{:.1f} (over 2^64)", s.log10_cartesian_size()));
+  fmt::print("valid         {} ({})\n", with_separators(s.count()), percent(valid_fraction(s)));
+  fmt::print("construction  {} (parse+check {}, engine {})\n",
+             milliseconds(loaded.parse_ms + loaded.build_ms), milliseconds(loaded.parse_ms),
+             milliseconds(loaded.build_ms));
+}
+
+void print_groups(const space& s) {
+  fmt::print("\ngroups ({})\n", s.groups().size());
+  std::size_t number = 0;
+  for (const auto& g : s.groups()) {
+    std::vector<std::string> names;
+    for (auto p : g.parameters) names.push_back(parameter_name(s, p));
+    fmt::print("  {}  {}: {} valid, {} nodes\n", ++number, fmt::join(names, ", "),
+               with_separators(g.valid), with_separators(g.nodes));
+  }
+}
+
+void print_constraints(const space& s) {
+  const auto& constraints = s.def().constraints;
+  const auto& stats = s.constraint_stats();
+  fmt::print("\nconstraints ({})\n", constraints.size());
+  for (std::size_t i = 0; i < constraints.size(); ++i) {
+    const auto& c = constraints[i];
+    const std::string label =
+        c.message.empty() ? c.text : fmt::format("\"{}\": {}", c.message, c.text);
+    fmt::print("  {}  {}\n",
+               c.line > 0 ? fmt::format("line {}", c.line) : fmt::format("#{}", i + 1), label);
+    if (i < stats.size())
+      fmt::print("      attached to {}, rejects {} ({} of raw)\n",
+                 parameter_name(s, stats[i].attached_to), with_separators(stats[i].rejected),
+                 percent(raw_fraction(s, stats[i].rejected)));
+  }
+}
+
+/// A JSON value on one line, arrays spaced: `["k", "m", "n"]`.
+std::string spaced(const json& value) {
+  if (!value.is_array()) return value.dump();
+  std::vector<std::string> items;
+  for (const auto& item : value) items.push_back(spaced(item));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+/// A config as a JSON object with the parameters in the space's order.
+json sample_json(const space& s, const config& c) {
+  const auto values = json::parse(s.to_json(c));
+  json ordered = json::object();
+  for (const auto& p : s.parameters()) {
+    const auto it = values.find(p.name);
+    ordered[p.name] = it == values.end() ? json(nullptr) : *it;
+  }
+  return ordered;
+}
+
+/// `{"tile": 16, "unroll": 4, "order": ["k", "m", "n"]}`: one line, spaced for reading.
+std::string sample_line(const space& s, const config& c) {
+  std::vector<std::string> fields;
+  const json sample = sample_json(s, c);
+  for (const auto& [name, value] : sample.items())
+    fields.push_back(fmt::format("\"{}\": {}", name, spaced(value)));
+  return fmt::format("{{{}}}", fmt::join(fields, ", "));
+}
+
+void print_samples(const space& s, const std::vector<config>& samples,
+                   const check_options& options) {
+  if (samples.empty()) return;
+  fmt::print("\nsamples ({}, seed {})\n", samples.size(), options.seed);
+  for (const auto& c : samples) fmt::print("  {}\n", sample_line(s, c));
+}
+
+void print_text(const loaded_space& loaded, const check_options& options) {
+  const space& s = loaded.space;
+  const std::vector<config> samples = draw_samples(s, options);  // before printing: it may throw
+  print_header(loaded, options);
+  print_parameters(s);
+  print_sizes(loaded);
+  print_groups(s);
+  print_constraints(s);
+  print_samples(s, samples, options);
+}
+
+// --- JSON ----------------------------------------------------------------------
+
+json value_json(const domain& dom, std::size_t index) {
+  switch (dom.kind) {
+    case param_kind::integer: return dom.values[index];
+    case param_kind::boolean: return dom.values[index] != 0;
+    case param_kind::symbol: return dom.label(index);
+    case param_kind::permutation: {
+      json order = json::array();
+      for (auto element : dom.permutation(index)) order.push_back(dom.labels[element]);
+      return order;
+    }
+  }
+  return nullptr;
+}
+
+json parameter_json(const parameter& p) {
+  json values = json::array();
+  for (std::size_t i = 0; i < std::min(p.dom.size(), max_json_values); ++i)
+    values.push_back(value_json(p.dom, i));
+  return {{"name", p.name},
+          {"kind", kind_name(p.dom.kind)},
+          {"size", p.dom.size()},
+          {"domain", domain_preview(p.dom)},
+          {"values", std::move(values)},
+          {"values_truncated", p.dom.size() > max_json_values},
+          {"conditional", static_cast<bool>(p.when)},
+          {"default", p.default_index ? value_json(p.dom, *p.default_index) : json(nullptr)},
+          {"line", p.line}};
+}
+
+json groups_json(const space& s) {
+  json groups = json::array();
+  for (const auto& g : s.groups()) {
+    json names = json::array();
+    for (auto p : g.parameters) names.push_back(parameter_name(s, p));
+    groups.push_back({{"parameters", std::move(names)}, {"valid", g.valid}, {"nodes", g.nodes}});
+  }
+  return groups;
+}
+
+json constraints_json(const space& s) {
+  json constraints = json::array();
+  const auto& stats = s.constraint_stats();
+  for (std::size_t i = 0; i < s.def().constraints.size(); ++i) {
+    const auto& c = s.def().constraints[i];
+    json entry = {{"text", c.text}, {"message", c.message}, {"line", c.line}};
+    if (i < stats.size()) {
+      entry["attached_to"] = parameter_name(s, stats[i].attached_to);
+      entry["rejected"] = stats[i].rejected;
+    }
+    constraints.push_back(std::move(entry));
+  }
+  return constraints;
+}
+
+void print_json(const loaded_space& loaded, const check_options& options) {
+  const space& s = loaded.space;
+  json constants = json::object();
+  for (const auto& c : s.def().constants) {
+    if (c.type == value_type::integer)
+      constants[c.name] = c.value;
+    else if (c.type == value_type::boolean)
+      constants[c.name] = c.value != 0;
+    else
+      constants[c.name] = constant_value(s.def(), c);
+  }
+  json parameters = json::array();
+  for (const auto& p : s.parameters()) parameters.push_back(parameter_json(p));
+  json samples = json::array();
+  for (const auto& c : draw_samples(s, options)) samples.push_back(sample_json(s, c));
+  const auto raw = s.cartesian_size();
+
+  const json out = {
+      {"ok", true},
+      {"file", options.input.file},
+      {"space", s.name()},
+      {"spaces", loaded.space_names},
+      {"target", s.def().target.name},
+      {"target_base", s.def().target.base},
+      {"constants", std::move(constants)},
+      {"parameters", std::move(parameters)},
+      {"cartesian_size", raw ? json(*raw) : json(nullptr)},
+      {"log10_cartesian_size", s.log10_cartesian_size()},
+      {"valid", s.count()},
+      {"valid_fraction", valid_fraction(s)},
+      {"construction_ms",
+       {{"parse_check", loaded.parse_ms},
+        {"engine", loaded.build_ms},
+        {"total", loaded.parse_ms + loaded.build_ms}}},
+      {"groups", groups_json(s)},
+      {"constraints", constraints_json(s)},
+      {"seed", options.seed},
+      {"samples", std::move(samples)},
+  };
+  fmt::print("{}\n", out.dump(2));
+}
+
+int run_check(const check_options& options) {
+  const loaded_space loaded = load(options.input);
+  if (options.json)
+    print_json(loaded, options);
+  else
+    print_text(loaded, options);
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_check_command(CLI::App& tool) {
+  auto options = std::make_shared<check_options>();
+  CLI::App* check = tool.add_subcommand("check",
+                                        "Check a space: parameters, raw and valid sizes, groups, "
+                                        "what each constraint rejects, samples");
+  add_space_options(*check, options->input);
+  check
+      ->add_option("--sample", options->samples,
+                   "Print N configs drawn uniformly from the valid ones")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, max_samples));
+  check
+      ->add_option("--seed", options->seed,
+                   "Seed of the sampling engine (any 64-bit unsigned integer)")
+      ->type_name("S")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  check->add_flag("--json", options->json, "Print one JSON object instead of text");
+  return {check,
+          [options] { return report_errors([&] { return run_check(*options); }, options->json); }};
+}
+
+}  // namespace tessel::cli

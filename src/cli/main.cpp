@@ -1,0 +1,38 @@
+// The `tessel` tool: sets up CLI11, registers every subcommand of
+// commands.def, and runs the one the command line selects.
+#include "command.hpp"
+#include "common.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <vector>
+
+#ifndef TESSEL_VERSION
+#error "TESSEL_VERSION must be defined by the build (src/cli/CMakeLists.txt)"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace tessel::cli;
+  CLI::App tool{"tessel: auto-tuning for compute kernels", "tessel"};
+  tool.set_version_flag("--version", "tessel " TESSEL_VERSION, "Print the version and exit");
+  tool.require_subcommand(1);
+  tool.footer(
+      "Exit codes: 0 success, 1 bad input (diagnostics, empty space, unreadable file),\n"
+      "2 usage error, 3 internal error. Run 'tessel COMMAND --help' for a command's options.");
+
+  std::vector<command> commands;
+#define TESSEL_CLI_COMMAND(name) commands.push_back(add_##name##_command(tool));
+#include "commands.def"
+#undef TESSEL_CLI_COMMAND
+
+  try {
+    tool.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = tool.exit(e);  // prints help, the version, or the usage error
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? exit_code::success
+                                                             : exit_code::usage;
+  }
+  for (const auto& c : commands)
+    if (c.app->parsed()) return c.run();
+  return exit_code::usage;  // unreachable: require_subcommand(1)
+}
