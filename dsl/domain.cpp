@@ -26,7 +26,7 @@ struct domain_builder {
     return std::nullopt;
   }
 
-  bool fits(std::size_t size, std::size_t at) {
+  bool fits(std::uint64_t size, std::size_t at) {
     if (size <= max_domain_size) return true;
     out.error(at, of() + " has " + std::to_string(size) + " values; at most " +
                       std::to_string(max_domain_size) + " are allowed");
@@ -101,9 +101,7 @@ struct domain_builder {
     }
     auto width = static_cast<std::uint64_t>(*high) - static_cast<std::uint64_t>(*low);
     auto size = width / static_cast<std::uint64_t>(*step) + 1;
-    if (!fits(size > max_domain_size ? max_domain_size + 1 : static_cast<std::size_t>(size), at)) {
-      return std::nullopt;
-    }
+    if (!fits(size, at)) return std::nullopt;
     domain result;
     for (std::uint64_t i = 0; i < size; ++i) {
       result.values.push_back(*low + static_cast<std::int64_t>(i) * *step);

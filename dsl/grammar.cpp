@@ -3,6 +3,7 @@
 // The language is described in docs/language.md; precedence, loosest first:
 // or, and, not, comparisons and `in`, + -, * / %, unary -.
 #include "parser.hpp"
+#include "precheck.hpp"
 #include "suggest.hpp"
 
 #include <boost/fusion/include/adapt_struct.hpp>
@@ -337,6 +338,11 @@ void report_syntax_error(const source& src, reporter& out, iterator where, const
   iterator end = begin + src.text().size();
   where = skip_blanks(where, end);
   auto found = token_at(where, end);
+  if (found.empty()) {  // point just after the last token, not at a blank last line
+    iterator last = where;
+    while (last != begin && std::isspace(static_cast<unsigned char>(*(last - 1))) != 0) --last;
+    where = last;
+  }
   auto expected = expected_text(which);
   auto what = found.empty() ? std::string("end of input") : "'" + found + "'";
   out.error(static_cast<std::size_t>(where - begin), "expected " + expected + ", found " + what,
@@ -384,6 +390,10 @@ parse_tree parse(const source& src, reporter& out) {
   iterator end = begin + src.text().size();
   grammar::position_cache positions(begin, end);
   parse_tree tree;
+  if (auto problem = precheck(src.text())) {
+    out.error(problem->offset, problem->message, problem->hint);
+    return tree;
+  }
   for (iterator at = skip_blanks(begin, end); at != end; at = skip_blanks(at, end)) {
     at = parse_item(src, out, positions, tree.file, at, end);
   }

@@ -138,6 +138,12 @@ const ast::identifier* as_identifier(const ast::expression& e) {
 }
 
 expr lowerer::lower(const ast::expression& e) {
+  auto where = tree_.span_of(e);
+  if (where.end - where.begin > max_expression_bytes) {
+    out_.error(where.begin, "expression longer than " + std::to_string(max_expression_bytes) + " bytes",
+               "split it with let");
+    return nullptr;
+  }
   expr result = operand(e.first);
   const ast::operand* lhs_node = &e.first;
   for (const auto& op : e.rest) {
@@ -331,6 +337,11 @@ expr lowerer::arithmetic(expr lhs, const ast::operand& lhs_node, const ast::oper
   bool ok = expect(lhs, type, lhs_node, what);
   ok = expect(rhs, type, op.rhs, what) && ok;
   if (!ok) return nullptr;
+  bool divides = op.op == ast::binary_op::divide || op.op == ast::binary_op::modulo;
+  if (divides && is_literal(rhs) && rhs->value == 0) {
+    out_.error(tree_.offset_of(op), std::string("division by zero: '") + op_text(op.op) + "' by 0 always fails");
+    return nullptr;
+  }
   return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
 }
 

@@ -16,6 +16,9 @@
 
 namespace tessel::dsl {
 
+/// Longer expressions are an error: it bounds the depth of lowered trees.
+inline constexpr std::size_t max_expression_bytes = 16384;
+
 /// What a name in an expression stands for.
 struct name_info {
   enum class kind : std::uint8_t { constant, parameter, let, symbol };
