@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -304,6 +305,15 @@ void print_json(const loaded_space& loaded, const check_options& options) {
   fmt::print("{}\n", out.dump(2));
 }
 
+/// A 64-bit unsigned integer in decimal: CLI11 alone would wrap "-3" around
+/// to 2^64 - 3 and saturate values past 2^64 - 1.
+std::string check_unsigned(const std::string& text) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc{} && end == text.data() + text.size()) return {};
+  return "expected an integer from 0 to 18446744073709551615, got '" + text + "'";
+}
+
 int run_check(const check_options& options) {
   const loaded_space loaded = load(options.input);
   if (options.json)
@@ -323,16 +333,16 @@ command add_check_command(CLI::App& tool) {
   add_space_options(*check, options->input);
   check
       ->add_option("--sample", options->samples,
-                   "Print N configs drawn uniformly from the valid ones")
+                   "Print N configs drawn uniformly from the valid ones (at most 1,000,000)")
       ->type_name("N")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, max_samples));
+      ->check(CLI::Range(std::size_t{0}, max_samples).description(""));
   check
       ->add_option("--seed", options->seed,
                    "Seed of the sampling engine (any 64-bit unsigned integer)")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(check_unsigned, "", "unsigned"));
   check->add_flag("--json", options->json, "Print one JSON object instead of text");
   return {check,
           [options] { return report_errors([&] { return run_check(*options); }, options->json); }};

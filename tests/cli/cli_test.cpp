@@ -107,6 +107,7 @@ TEST_CASE("usage errors exit with 2") {
   CHECK(tessel("check fixtures/no_such_file.tsl").code == 2);       // FILE does not exist
   CHECK(tessel("check fixtures/small.tsl --bogus").code == 2);      // unknown option
   CHECK(tessel("check fixtures/small.tsl --sample -1").code == 2);  // not a count
+  CHECK(tessel("check fixtures/small.tsl --seed -3").code == 2);    // not a 64-bit unsigned
   const auto r = tessel("check fixtures/small.tsl --set N");        // not NAME=VALUE
   CHECK(r.code == 2);
   CHECK(contains(r.err, "NAME=VALUE"));
