@@ -3,7 +3,8 @@
 // strategy, options and seed, and every trial as it is proposed, started
 // and finished, with raw samples and provenance. Writes are durable when the
 // call returns (WAL, synchronous=NORMAL at commit points), so a process
-// killed at any moment resumes with every finished trial.
+// killed at any moment resumes with every finished trial. docs/storage.md
+// describes the schema, the durability argument and the export formats.
 #pragma once
 
 #include <tessel/space.hpp>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessel {
@@ -22,14 +24,16 @@ namespace tessel {
 /// What a study is: stored once, checked on resume.
 struct study_record {
   std::string space_name;
-  std::string space_source;   ///< the .tsl text (or "" for a C++-built space)
-  std::string space_hash;     ///< hex FNV-1a of the source and overrides
+  std::string space_source;  ///< the .tsl text (or "" for a C++-built space)
+  std::string space_hash;    ///< hex FNV-1a of the source and overrides
   std::string target;
   std::string backend;
   std::string strategy;
-  std::string options_json;   ///< study and CLI options as given
+  std::string options_json;  ///< study and CLI options as given
   std::uint64_t seed = 0;
-  int schema_version = 0;     ///< filled by the db
+  int schema_version = 0;  ///< filled by the db
+  double created_at = 0;   ///< when the file was created, Unix seconds (UTC); filled by
+                           ///< the db. Trial times are seconds after it in exports.
 };
 
 class study_db {
@@ -51,11 +55,18 @@ class study_db {
   /// tessel::error when the space hash differs (a different space).
   void begin(const study_record& record);
 
-  /// Inserts or updates one trial (by id) with its state and result.
-  /// Thread-safe.
+  /// Inserts or updates one trial (by id) with its state and result, in its
+  /// own transaction: committed when the call returns. Thread-safe. Throws
+  /// tessel::error for id 0 (ids are 1-based) or a config not of `s`.
   void save(const trial& t, const space& s);
+  /// save() for several trials in one transaction: all or none are stored.
+  void save_all(const std::vector<trial>& trials, const space& s);
   /// Every stored trial, by id, with configs read back through `s`.
   [[nodiscard]] std::vector<trial> load(const space& s) const;
+
+  /// SQLite's integrity check of the file; throws tessel::error listing the
+  /// problems it finds.
+  void check_integrity() const;
 
   struct impl;
 
@@ -64,8 +75,14 @@ class study_db {
 };
 
 enum class export_format : unsigned char { t4, csv, json };
-/// Writes the trials of a study: T4 (Kernel Tuner's results schema), CSV
-/// (one row per trial, one column per parameter) or JSON lines.
+/// "t4", "csv" or "json" ("jsonl" is accepted for json): the CLI's --format.
+/// Throws tessel::error naming the known formats for anything else.
+[[nodiscard]] export_format parse_export_format(std::string_view name);
+[[nodiscard]] std::string_view to_string(export_format f) noexcept;
+
+/// Writes the trials of a study: T4 (Kernel Tuner's results schema; finished
+/// trials only), CSV (one row per trial, one column per parameter) or JSON
+/// lines (one object per trial), each trial in the order given.
 void export_trials(std::ostream& out, export_format format, const study_record& record,
                    const std::vector<trial>& trials, const space& s);
 

@@ -1,0 +1,198 @@
+// study_db: the study file over SQLite's C API (storage.hpp). One connection
+// per study_db, guarded by a mutex; every write is a transaction that has
+// committed when the call returns. docs/storage.md gives the durability
+// argument.
+#include "storage/schema.hpp"
+#include "storage/sqlite.hpp"
+#include "storage/trial_row.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/storage.hpp>
+
+#include <mutex>
+#include <string>
+
+namespace tessel {
+
+using detail::sqlite::statement;
+using detail::sqlite::statement_ptr;
+using detail::sqlite::transaction;
+
+struct study_db::impl {
+  explicit impl(const std::filesystem::path& p) : path(p), db(p) {}
+
+  /// Wraps errors raised while reading or writing trials with the file's path.
+  template <class F>
+  auto with_path(F&& f) const {
+    try {
+      return f();
+    } catch (const error& e) {
+      const std::string what = e.what();
+      const std::string prefix = "study file '" + path.string() + "'";
+      if (what.rfind(prefix, 0) == 0) throw;
+      throw error(prefix + ": " + what);
+    }
+  }
+
+  std::filesystem::path path;
+  detail::sqlite::connection db;
+  mutable std::mutex mutex;
+  statement_ptr upsert;  ///< INSERT ... ON CONFLICT(id) DO UPDATE, every column
+  statement_ptr select;  ///< every trial, by id
+};
+
+namespace {
+
+/// How long a writer waits for another connection's lock before failing.
+constexpr int busy_timeout_ms = 10'000;
+
+std::string upsert_sql() {
+  std::string sql =
+      std::string("INSERT INTO trials (") + detail::storage::trial_columns + ") VALUES (?1";
+  for (int i = 2; i <= detail::storage::trial_column_count; ++i) sql += ", ?" + std::to_string(i);
+  sql += ") ON CONFLICT (id) DO UPDATE SET ";
+  // Every column but id takes the new value.
+  const std::string columns = detail::storage::trial_columns;
+  std::size_t start = columns.find(',') + 2;
+  bool first = true;
+  while (start < columns.size()) {
+    std::size_t end = columns.find(',', start);
+    if (end == std::string::npos) end = columns.size();
+    const auto name = columns.substr(start, end - start);
+    sql += (first ? "" : ", ") + name + " = excluded." + name;
+    first = false;
+    start = end + 2;
+  }
+  return sql;
+}
+
+std::optional<study_record> read_study(const detail::sqlite::connection& c) {
+  auto s = c.prepare(
+      "SELECT space_name, space_source, space_hash, target, backend, strategy, options_json, "
+      "seed FROM study WHERE id = 1");
+  statement q(c, s.get(), "reading the study record");
+  if (!q.step()) return std::nullopt;
+  study_record r;
+  r.space_name = q.text(0);
+  r.space_source = q.text(1);
+  r.space_hash = q.text(2);
+  r.target = q.text(3);
+  r.backend = q.text(4);
+  r.strategy = q.text(5);
+  r.options_json = q.text(6);
+  r.seed = static_cast<std::uint64_t>(q.integer(7));  // the bit pattern (docs/storage.md)
+  const auto meta = detail::storage::read_meta(c);
+  r.schema_version = meta.schema_version;
+  r.created_at = meta.created_at;
+  return r;
+}
+
+void configure(const detail::sqlite::connection& c) {
+  sqlite3_busy_timeout(c.get(), busy_timeout_ms);
+  // WAL: a commit appends to the -wal file before returning, so a killed
+  // process loses nothing committed; NORMAL syncs at checkpoints, so only an
+  // OS crash or power loss can drop the last commits (never corrupting).
+  c.exec("PRAGMA journal_mode = WAL", "switching to WAL");
+  c.exec("PRAGMA synchronous = NORMAL", "setting synchronous");
+}
+
+}  // namespace
+
+study_db::study_db(const std::filesystem::path& path) : impl_(std::make_unique<impl>(path)) {
+  configure(impl_->db);
+  detail::storage::prepare(impl_->db);
+  impl_->upsert = impl_->db.prepare(upsert_sql());
+  impl_->select = impl_->db.prepare(std::string("SELECT ") + detail::storage::trial_columns +
+                                    " FROM trials ORDER BY id");
+}
+
+study_db::~study_db() = default;
+
+const std::filesystem::path& study_db::path() const noexcept { return impl_->path; }
+
+int study_db::schema_version() noexcept { return detail::storage::schema_version; }
+
+std::optional<study_record> study_db::study() const {
+  std::lock_guard lock(impl_->mutex);
+  return read_study(impl_->db);
+}
+
+void study_db::begin(const study_record& record) {
+  std::lock_guard lock(impl_->mutex);
+  const auto& c = impl_->db;
+  transaction tx(c);  // read and write under one lock: two processes cannot both insert
+  if (const auto stored = read_study(c)) {
+    if (stored->space_hash == record.space_hash) return;
+    throw error("study file '" + impl_->path.string() + "' holds a study of space '" +
+                stored->space_name + "' (hash " + stored->space_hash + "), not of space '" +
+                record.space_name + "' (hash " + record.space_hash +
+                "); use another --db, or delete the file to start over");
+  }
+  auto s = c.prepare(
+      "INSERT INTO study (id, space_name, space_source, space_hash, target, backend, strategy, "
+      "options_json, seed) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)");
+  {
+    statement q(c, s.get(), "storing the study record");
+    q.bind(1, std::string_view(record.space_name));
+    q.bind(2, std::string_view(record.space_source));
+    q.bind(3, std::string_view(record.space_hash));
+    q.bind(4, std::string_view(record.target));
+    q.bind(5, std::string_view(record.backend));
+    q.bind(6, std::string_view(record.strategy));
+    q.bind(7, std::string_view(record.options_json));
+    q.bind(8, static_cast<std::int64_t>(record.seed));  // the bit pattern (docs/storage.md)
+    q.step();
+  }
+  tx.commit();
+}
+
+void study_db::save(const trial& t, const space& s) {
+  const detail::storage::trial_row row =
+      impl_->with_path([&] { return detail::storage::trial_row(t, s); });
+  std::lock_guard lock(impl_->mutex);
+  statement q(impl_->db, impl_->upsert.get(), "saving a trial");
+  row.bind(q);
+  q.step();  // autocommit: its own transaction, committed on return
+}
+
+void study_db::save_all(const std::vector<trial>& trials, const space& s) {
+  std::vector<detail::storage::trial_row> rows;
+  rows.reserve(trials.size());
+  impl_->with_path([&] {
+    for (const auto& t : trials) rows.emplace_back(t, s);
+  });
+  std::lock_guard lock(impl_->mutex);
+  transaction tx(impl_->db);
+  for (const auto& row : rows) {
+    statement q(impl_->db, impl_->upsert.get(), "saving a trial");
+    row.bind(q);
+    q.step();
+  }
+  tx.commit();
+}
+
+std::vector<trial> study_db::load(const space& s) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->with_path([&] {
+    std::vector<trial> out;
+    statement q(impl_->db, impl_->select.get(), "loading trials");
+    while (q.step()) out.push_back(detail::storage::read_trial(q, s));
+    return out;
+  });
+}
+
+void study_db::check_integrity() const {
+  std::lock_guard lock(impl_->mutex);
+  const auto& c = impl_->db;
+  auto s = c.prepare("PRAGMA integrity_check");
+  statement q(c, s.get(), "checking integrity");
+  std::string problems;
+  while (q.step()) {
+    const auto line = q.text(0);
+    if (line != "ok") problems += "\n  " + line;
+  }
+  if (!problems.empty())
+    throw error("study file '" + impl_->path.string() + "' is damaged:" + problems);
+}
+
+}  // namespace tessel
