@@ -19,9 +19,19 @@ namespace x3 = boost::spirit::x3;
 enum class unary_op : std::uint8_t { negate, logical_not };
 
 enum class binary_op : std::uint8_t {
-  add, subtract, multiply, divide, modulo,
-  equal, not_equal, less, less_equal, greater, greater_equal,
-  logical_and, logical_or,
+  add,
+  subtract,
+  multiply,
+  divide,
+  modulo,
+  equal,
+  not_equal,
+  less,
+  less_equal,
+  greater,
+  greater_equal,
+  logical_and,
+  logical_or,
   in,  ///< right operand is a set_literal
 };
 
@@ -51,9 +61,8 @@ struct target_field : x3::position_tagged {
 };
 
 struct operand : x3::variant<nil, integer_literal, bool_literal, target_field, identifier,
-                             x3::forward_ast<call>, x3::forward_ast<index>,
-                             x3::forward_ast<unary>, x3::forward_ast<set_literal>,
-                             x3::forward_ast<expression>> {
+                             x3::forward_ast<call>, x3::forward_ast<index>, x3::forward_ast<unary>,
+                             x3::forward_ast<set_literal>, x3::forward_ast<expression>> {
   using base_type::base_type;
   using base_type::operator=;
 };
@@ -151,8 +160,8 @@ struct require_stmt : x3::position_tagged {
 
 struct when_block;
 
-struct statement : x3::variant<const_decl, let_decl, param_decl, require_stmt,
-                               x3::forward_ast<when_block>> {
+struct statement
+    : x3::variant<const_decl, let_decl, param_decl, require_stmt, x3::forward_ast<when_block>> {
   using base_type::base_type;
   using base_type::operator=;
 };

@@ -32,21 +32,30 @@ bool is_name(std::string_view text) {
 
 /// `--set` text as a value: an integer, true/false, or a symbol name.
 std::optional<constant_value> parse_override(std::string_view text, space::definition& def) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.remove_suffix(1);
-  if (text == "true" || text == "false") return constant_value{value_type::boolean, text == "true" ? 1 : 0};
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0)
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0)
+    text.remove_suffix(1);
+  if (text == "true" || text == "false")
+    return constant_value{value_type::boolean, text == "true" ? 1 : 0};
   if (is_name(text)) return constant_value{value_type::symbol, def.intern(text)};
   auto digits = text.starts_with('+') ? text.substr(1) : text;
   std::int64_t value = 0;
   auto [end, code] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (code != std::errc() || end != digits.data() + digits.size() || digits.empty()) return std::nullopt;
+  if (code != std::errc() || end != digits.data() + digits.size() || digits.empty())
+    return std::nullopt;
   return constant_value{value_type::integer, value};
 }
 
 class space_checker {
  public:
-  space_checker(const parse_tree& tree, reporter& out, const target& tgt, const override_map& overrides)
-      : tree_(tree), out_(out), overrides_(overrides), scope_(tree, out, def_), lower_(tree, out, tgt, scope_) {}
+  space_checker(const parse_tree& tree, reporter& out, const target& tgt,
+                const override_map& overrides)
+      : tree_(tree),
+        out_(out),
+        overrides_(overrides),
+        scope_(tree, out, def_),
+        lower_(tree, out, tgt, scope_) {}
 
   space::definition run(const ast::space_block& block) {
     scope_.collect(block);
@@ -99,18 +108,21 @@ void space_checker::operator()(const ast::const_decl& node) {
   scope_.define(node.name, {name_info::kind::constant, value->type, value->value, name});
 }
 
-std::optional<constant_value> space_checker::overridden(const ast::const_decl& node, constant_value declared) {
+std::optional<constant_value> space_checker::overridden(const ast::const_decl& node,
+                                                        constant_value declared) {
   const auto& name = node.name.name;
   const auto& text = overrides_.find(name)->second;
   auto prefix = "--set " + name + "=" + text + ": ";
   auto value = parse_override(text, def_);
   if (!value) {
-    out_.error(tree_.offset_of(node.name), prefix + "'" + text + "' is not an integer, true, false or a name");
+    out_.error(tree_.offset_of(node.name),
+               prefix + "'" + text + "' is not an integer, true, false or a name");
     return std::nullopt;
   }
   if (value->type != declared.type) {
-    out_.error(tree_.offset_of(node.name), prefix + "const '" + name + "' is " + type_name(declared.type) +
-                                               ", but '" + text + "' is " + type_name(value->type));
+    out_.error(tree_.offset_of(node.name), prefix + "const '" + name + "' is " +
+                                               type_name(declared.type) + ", but '" + text +
+                                               "' is " + type_name(value->type));
     return std::nullopt;
   }
   return value;
@@ -148,27 +160,31 @@ void space_checker::operator()(const ast::param_decl& node) {
   auto index = def_.parameters.size();
   auto type = type_of(dom->kind);
   def_.parameters.push_back({name, std::move(*dom), guard(), initial, line_of(node)});
-  scope_.define(node.name, {name_info::kind::parameter, type, static_cast<std::int64_t>(index), name});
+  scope_.define(node.name,
+                {name_info::kind::parameter, type, static_cast<std::int64_t>(index), name});
 }
 
-std::optional<std::size_t> space_checker::default_index(const ast::param_decl& node, const domain& dom) {
+std::optional<std::size_t> space_checker::default_index(const ast::param_decl& node,
+                                                        const domain& dom) {
   const auto& name = node.name.name;
   auto at = tree_.offset_of(*node.default_value);
   if (dom.kind == param_kind::permutation) {
-    out_.error(at, "perm parameter '" + name + "' takes no default", "its first order is the baseline");
+    out_.error(at, "perm parameter '" + name + "' takes no default",
+               "its first order is the baseline");
     return std::nullopt;
   }
   auto value = lower_.constant(*node.default_value, "the default of '" + name + "'");
   if (!value) return std::nullopt;
   if (value->type != type_of(dom.kind)) {
-    out_.error(at, "the default of '" + name + "' is " + type_name(value->type) + ", but '" + name + "' is " +
-                       type_name(type_of(dom.kind)));
+    out_.error(at, "the default of '" + name + "' is " + type_name(value->type) + ", but '" + name +
+                       "' is " + type_name(type_of(dom.kind)));
     return std::nullopt;
   }
   auto it = std::find(dom.values.begin(), dom.values.end(), value->value);
   if (it == dom.values.end()) {
-    auto shown = value->type == value_type::symbol ? def_.symbols[static_cast<std::size_t>(value->value)]
-                                                   : std::to_string(value->value);
+    auto shown = value->type == value_type::symbol
+                     ? def_.symbols[static_cast<std::size_t>(value->value)]
+                     : std::to_string(value->value);
     out_.error(at, "the default " + shown + " is not in the domain of '" + name + "'");
     return std::nullopt;
   }
@@ -185,7 +201,8 @@ void space_checker::operator()(const ast::require_stmt& node) {
     return;
   }
   if (auto g = guard()) {
-    condition = make_folded(expr_op::logical_or, {make_folded(expr_op::logical_not, {g}), condition});
+    condition =
+        make_folded(expr_op::logical_or, {make_folded(expr_op::logical_not, {g}), condition});
   }
   def_.constraints.push_back({condition, text, node.message.value_or(""), line_of(node)});
 }
@@ -202,7 +219,8 @@ void space_checker::operator()(const x3::forward_ast<ast::when_block>& node) {
   scope_.close_when();
 }
 
-void collect_names(const std::vector<ast::statement>& body, bool consts_only, std::vector<std::string>& out) {
+void collect_names(const std::vector<ast::statement>& body, bool consts_only,
+                   std::vector<std::string>& out) {
   for (const auto& statement : body) {
     const auto& s = statement.get();
     if (const auto* c = boost::get<ast::const_decl>(&s)) out.push_back(c->name.name);

@@ -22,7 +22,8 @@ struct domain_builder {
     auto value = lower.constant(e, what);
     if (!value) return std::nullopt;
     if (value->type == value_type::integer) return value->value;
-    out.error(tree.offset_of(e), std::string(what) + " must be an integer, but this is " + type_name(value->type));
+    out.error(tree.offset_of(e),
+              std::string(what) + " must be an integer, but this is " + type_name(value->type));
     return std::nullopt;
   }
 
@@ -50,8 +51,11 @@ struct domain_builder {
       }
       auto at = tree.offset_of(element);
       if (value->type != value_type::integer && value->type != value_type::symbol) {
-        out.error(at, "a domain value must be an integer or a symbol, but this is " + std::string(type_name(value->type)),
-                  value->type == value_type::boolean ? "use 'bool' for a true/false parameter" : "");
+        out.error(
+            at,
+            "a domain value must be an integer or a symbol, but this is " +
+                std::string(type_name(value->type)),
+            value->type == value_type::boolean ? "use 'bool' for a true/false parameter" : "");
         ok = false;
         continue;
       }
@@ -63,8 +67,9 @@ struct domain_builder {
       kind = value->type;
       auto seen = std::find(result.values.begin(), result.values.end(), value->value);
       if (seen != result.values.end()) {
-        auto shown = value->type == value_type::symbol ? def.symbols[static_cast<std::size_t>(value->value)]
-                                                       : std::to_string(value->value);
+        auto shown = value->type == value_type::symbol
+                         ? def.symbols[static_cast<std::size_t>(value->value)]
+                         : std::to_string(value->value);
         out.error(at, "duplicate value " + shown + " in " + of());
         ok = false;
         continue;
@@ -77,7 +82,8 @@ struct domain_builder {
       std::sort(result.values.begin(), result.values.end());
     } else {
       result.kind = param_kind::symbol;
-      for (auto id : result.values) result.labels.push_back(def.symbols[static_cast<std::size_t>(id)]);
+      for (auto id : result.values)
+        result.labels.push_back(def.symbols[static_cast<std::size_t>(id)]);
     }
     return result;
   }
@@ -95,8 +101,10 @@ struct domain_builder {
       return std::nullopt;
     }
     if (*low > *high) {
-      out.error(at, of() + " is empty: " + std::to_string(*low) + " .. " + std::to_string(*high) +
-                        " has no values", "a range lo .. hi needs lo <= hi");
+      out.error(at,
+                of() + " is empty: " + std::to_string(*low) + " .. " + std::to_string(*high) +
+                    " has no values",
+                "a range lo .. hi needs lo <= hi");
       return std::nullopt;
     }
     auto width = static_cast<std::uint64_t>(*high) - static_cast<std::uint64_t>(*low);
@@ -136,8 +144,9 @@ struct domain_builder {
 
   result_type operator()(const ast::perm_domain& node) {
     if (node.elements.size() > max_perm_elements) {
-      out.error(tree.offset_of(node), "perm of " + std::to_string(node.elements.size()) + " elements in " + of() +
-                                          "; at most " + std::to_string(max_perm_elements) + " are supported",
+      out.error(tree.offset_of(node),
+                "perm of " + std::to_string(node.elements.size()) + " elements in " + of() +
+                    "; at most " + std::to_string(max_perm_elements) + " are supported",
                 "8 elements already make 8! = 40320 orders");
       return std::nullopt;
     }
@@ -145,7 +154,8 @@ struct domain_builder {
     result.kind = param_kind::permutation;
     bool ok = true;
     for (const auto& element : node.elements) {
-      if (std::find(result.labels.begin(), result.labels.end(), element.name) != result.labels.end()) {
+      if (std::find(result.labels.begin(), result.labels.end(), element.name) !=
+          result.labels.end()) {
         out.error(tree.offset_of(element), "duplicate element '" + element.name + "' in " + of());
         ok = false;
         continue;

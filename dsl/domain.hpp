@@ -18,7 +18,7 @@ inline constexpr std::size_t max_perm_elements = 8;
 /// The domain of parameter `name`; nullopt after reporting errors.
 /// Symbols must already be interned in `def`.
 [[nodiscard]] std::optional<domain> build_domain(const ast::domain& d, const std::string& name,
-                                                 lowerer& lower, const parse_tree& tree, reporter& out,
-                                                 space::definition& def);
+                                                 lowerer& lower, const parse_tree& tree,
+                                                 reporter& out, space::definition& def);
 
 }  // namespace tessel::dsl

@@ -21,14 +21,16 @@ namespace {
 
 }  // namespace
 
-std::vector<space::definition> parse_definitions(std::string_view text, const parse_options& options) {
+std::vector<space::definition> parse_definitions(std::string_view text,
+                                                 const parse_options& options) {
   dsl::source src(text, options.file);
   return dsl::check_file(src, options).spaces;
 }
 
 space parse_space(std::string_view text, const parse_options& options, std::string_view name) {
   auto definitions = parse_definitions(text, options);
-  if (definitions.empty()) fail(options.file, "no space is defined", "declare one with: space NAME { ... }");
+  if (definitions.empty())
+    fail(options.file, "no space is defined", "declare one with: space NAME { ... }");
   if (name.empty()) return space(std::move(definitions.front()));
   std::vector<std::string> names;
   for (auto& def : definitions) {

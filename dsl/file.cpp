@@ -37,8 +37,8 @@ void check_space_names(const parse_tree& tree, reporter& out) {
     for (std::size_t j = 0; j < i; ++j) {
       if (tree.file.spaces[j].name.name != name.name) continue;
       auto first = out.src().line_of(tree.offset_of(tree.file.spaces[j].name));
-      out.error(tree.offset_of(name), "space '" + name.name + "' is already defined at line " +
-                                          std::to_string(first));
+      out.error(tree.offset_of(name),
+                "space '" + name.name + "' is already defined at line " + std::to_string(first));
       break;
     }
   }
@@ -58,7 +58,8 @@ checked_file check_file(const source& src, const parse_options& options, bool sp
   }
   auto selected = find_target(options.target, result.targets);
   if (!selected) {
-    out.error("unknown target '" + options.target + "'", did_you_mean(options.target, target_names(result.targets)));
+    out.error("unknown target '" + options.target + "'",
+              did_you_mean(options.target, target_names(result.targets)));
     out.throw_if_any();
   }
   check_overrides(tree, options, out);

@@ -12,13 +12,14 @@
 namespace tessel::dsl {
 
 struct checked_file {
-  std::vector<target> targets;               ///< declared targets, file order
-  std::vector<space::definition> spaces;     ///< checked spaces, file order
+  std::vector<target> targets;            ///< declared targets, file order
+  std::vector<space::definition> spaces;  ///< checked spaces, file order
 };
 
 /// Checks `src` against `options`. With `spaces` false only the targets are
 /// checked (and the selected target, overrides and spaces are ignored).
 /// Throws space_error with every diagnostic found.
-[[nodiscard]] checked_file check_file(const source& src, const parse_options& options, bool spaces = true);
+[[nodiscard]] checked_file check_file(const source& src, const parse_options& options,
+                                      bool spaces = true);
 
 }  // namespace tessel::dsl

@@ -42,7 +42,8 @@ struct position_cache_tag;
 /// Rule ids derive from this: a successful rule records where its node is.
 struct annotate_position {
   template <typename Iterator, typename Node, typename Context>
-  void on_success(const Iterator& first, const Iterator& last, Node& node, const Context& context) const {
+  void on_success(const Iterator& first, const Iterator& last, Node& node,
+                  const Context& context) const {
     x3::get<position_cache_tag>(context).annotate(node, first, last);
   }
 };
@@ -79,7 +80,9 @@ struct additive_ops_ : x3::symbols<binary_op> {
 } const additive_ops;
 
 struct multiplicative_ops_ : x3::symbols<binary_op> {
-  multiplicative_ops_() { add("*", binary_op::multiply)("/", binary_op::divide)("%", binary_op::modulo); }
+  multiplicative_ops_() {
+    add("*", binary_op::multiply)("/", binary_op::divide)("%", binary_op::modulo);
+  }
 } const multiplicative_ops;
 
 // --- semantic actions for one-field nodes --------------------------------------
@@ -95,7 +98,9 @@ const auto set_bool_keyword = [](auto& ctx) { x3::_val(ctx).keyword = "bool"; };
 const auto set_elements = [](auto& ctx) {
   if (auto& elements = x3::_attr(ctx)) x3::_val(ctx).elements = std::move(*elements);
 };
-const auto set_perm_elements = [](auto& ctx) { x3::_val(ctx).elements = std::move(x3::_attr(ctx)); };
+const auto set_perm_elements = [](auto& ctx) {
+  x3::_val(ctx).elements = std::move(x3::_attr(ctx));
+};
 
 // --- rules ---------------------------------------------------------------------
 
@@ -166,7 +171,8 @@ const auto integer_def = integer_action;
 const x3::rule<class boolean_action_id, ast::bool_literal> boolean_action = "boolean";
 const auto boolean_action_def = kw("true")[set_true] | kw("false")[set_false];
 const auto boolean_def = boolean_action;
-const x3::rule<class target_field_action_id, ast::target_field> target_field_action = "target field";
+const x3::rule<class target_field_action_id, ast::target_field> target_field_action =
+    "target field";
 const auto target_field_action_def = (kw("target") > '.' > name_token)[set_name];
 const auto target_field_def = target_field_action;
 const auto call_def = identifier >> '(' > -(expression % ',') > ')';
@@ -216,7 +222,8 @@ const x3::rule<class bool_domain_action_id, ast::bool_domain> bool_domain_action
 const auto bool_domain_action_def = kw("bool")[set_bool_keyword];
 const auto bool_domain_def = bool_domain_action;
 const x3::rule<class perm_domain_action_id, ast::perm_domain> perm_domain_action = "perm domain";
-const auto perm_domain_action_def = (kw("perm") >> '(' > (identifier % ',') > ')')[set_perm_elements];
+const auto perm_domain_action_def =
+    (kw("perm") >> '(' > (identifier % ',') > ')')[set_perm_elements];
 const auto perm_domain_def = perm_domain_action;
 const auto domain_def = set_domain | pow2_domain | perm_domain | bool_domain | range_domain;
 
@@ -241,8 +248,8 @@ const auto let_decl_def = kw("let") > identifier > '=' > expression;
 const auto param_decl_def = kw("param") > identifier > ':' > domain > -('=' > expression);
 const auto require_stmt_def = kw("require") > expression > -string_literal;
 const auto when_block_def = kw("when") > expression > '{' > *statement > block_end;
-const auto statement_def =
-    (const_decl | let_decl | param_decl | require_stmt | when_block) >> -x3::lit(';');
+const auto statement_def = (const_decl | let_decl | param_decl | require_stmt | when_block) >>
+                           -x3::lit(';');
 const auto block_end_def = x3::lit('}');
 const auto space_block_def = kw("space") > identifier > '{' > *statement > block_end;
 const auto assignment_def = identifier > '=' > expression;
@@ -333,7 +340,8 @@ iterator resume_point(iterator start, iterator end) {
   return end;
 }
 
-void report_syntax_error(const source& src, reporter& out, iterator where, const std::string& which) {
+void report_syntax_error(const source& src, reporter& out, iterator where,
+                         const std::string& which) {
   iterator begin = src.text().data();
   iterator end = begin + src.text().size();
   where = skip_blanks(where, end);

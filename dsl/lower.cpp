@@ -107,9 +107,13 @@ struct operand_span {
   const parse_tree& tree;
   span operator()(const ast::nil&) const { return {}; }
   template <typename T>
-  span operator()(const x3::forward_ast<T>& node) const { return tree.span_of(node.get()); }
+  span operator()(const x3::forward_ast<T>& node) const {
+    return tree.span_of(node.get());
+  }
   template <typename T>
-  span operator()(const T& node) const { return tree.span_of(node); }
+  span operator()(const T& node) const {
+    return tree.span_of(node);
+  }
 };
 
 }  // namespace
@@ -140,7 +144,8 @@ const ast::identifier* as_identifier(const ast::expression& e) {
 expr lowerer::lower(const ast::expression& e) {
   auto where = tree_.span_of(e);
   if (where.end - where.begin > max_expression_bytes) {
-    out_.error(where.begin, "expression longer than " + std::to_string(max_expression_bytes) + " bytes",
+    out_.error(where.begin,
+               "expression longer than " + std::to_string(max_expression_bytes) + " bytes",
                "split it with let");
     return nullptr;
   }
@@ -171,8 +176,9 @@ std::optional<constant_value> lowerer::constant(const ast::expression& e, std::s
 expr lowerer::condition(const ast::expression& e, std::string_view what) {
   expr value = lower(e);
   if (!value || value->type == value_type::boolean) return value;
-  out_.error(tree_.offset_of(e),
-             std::string(what) + " must be a condition (a boolean), but this is " + type_name(value->type));
+  out_.error(tree_.offset_of(e), std::string(what) +
+                                     " must be a condition (a boolean), but this is " +
+                                     type_name(value->type));
   return nullptr;
 }
 
@@ -198,7 +204,8 @@ expr lowerer::operator()(const ast::target_field& node) {
   if (auto value = target_.find(node.name)) return make_literal(*value);
   std::vector<std::string> fields;
   for (const auto& [name, value] : target_.constants) fields.push_back(name);
-  out_.error(tree_.offset_of(node), "target '" + target_.name + "' has no field '" + node.name + "'",
+  out_.error(tree_.offset_of(node),
+             "target '" + target_.name + "' has no field '" + node.name + "'",
              did_you_mean(node.name, fields));
   return nullptr;
 }
@@ -209,7 +216,8 @@ expr lowerer::operator()(const ast::identifier& node) {
   switch (info->what) {
     case name_info::kind::constant:
     case name_info::kind::symbol: return make_literal(info->value, info->type);
-    case name_info::kind::parameter: return make_param(static_cast<std::size_t>(info->value), info->type);
+    case name_info::kind::parameter:
+      return make_param(static_cast<std::size_t>(info->value), info->type);
     case name_info::kind::let: return make_let(static_cast<std::size_t>(info->value), info->type);
   }
   return nullptr;
@@ -231,7 +239,8 @@ expr lowerer::operator()(const ast::set_literal& node) {
 
 expr lowerer::operator()(const ast::call& node) {
   const auto& name = node.function.name;
-  auto it = std::find_if(functions.begin(), functions.end(), [&](const auto& f) { return f.name == name; });
+  auto it = std::find_if(functions.begin(), functions.end(),
+                         [&](const auto& f) { return f.name == name; });
   if (it == functions.end()) {
     out_.error(tree_.offset_of(node.function), "unknown function '" + name + "'",
                did_you_mean(name, function_names()));
@@ -264,9 +273,10 @@ expr lowerer::builtin(const ast::call& node, expr_op op) {
 const name_info* lowerer::permutation(const ast::identifier& id, std::string_view use) {
   const name_info* info = names_.resolve(id);
   if (info == nullptr) return nullptr;
-  if (info->what == name_info::kind::parameter && info->type == value_type::permutation) return info;
-  out_.error(tree_.offset_of(id),
-             std::string(use) + " needs a permutation parameter, but '" + id.name + "' is " + type_name(info->type));
+  if (info->what == name_info::kind::parameter && info->type == value_type::permutation)
+    return info;
+  out_.error(tree_.offset_of(id), std::string(use) + " needs a permutation parameter, but '" +
+                                      id.name + "' is " + type_name(info->type));
   return nullptr;
 }
 
@@ -280,7 +290,8 @@ std::optional<std::size_t> lowerer::element(const ast::expression& e, const name
   }
   std::string what = id != nullptr ? "'" + id->name + "'" : std::string("this");
   out_.error(tree_.offset_of(e),
-             std::string(use) + ": " + what + " is not an element of '" + perm.name + "' (" + join_labels(labels) + ")",
+             std::string(use) + ": " + what + " is not an element of '" + perm.name + "' (" +
+                 join_labels(labels) + ")",
              id != nullptr ? did_you_mean(id->name, labels) : std::string());
   return std::nullopt;
 }
@@ -289,7 +300,8 @@ expr lowerer::permutation_query(const ast::call& node) {
   const auto& name = node.function.name;
   const ast::identifier* base = as_identifier(node.args[0]);
   if (base == nullptr) {
-    out_.error(tree_.offset_of(node.args[0]), "'" + name + "' needs a permutation parameter as its first argument");
+    out_.error(tree_.offset_of(node.args[0]),
+               "'" + name + "' needs a permutation parameter as its first argument");
     return nullptr;
   }
   const name_info* perm = permutation(*base, "'" + name + "'");
@@ -309,13 +321,16 @@ expr lowerer::operator()(const ast::index& node) {
   ast::operand wrapper{node.position};
   if (!expect(position, value_type::integer, wrapper, "an index")) return nullptr;
   auto size = names_.param(static_cast<std::size_t>(perm->value)).dom.labels.size();
-  if (is_literal(position) && (position->value < 0 || static_cast<std::size_t>(position->value) >= size)) {
+  if (is_literal(position) &&
+      (position->value < 0 || static_cast<std::size_t>(position->value) >= size)) {
     out_.error(tree_.offset_of(node.position),
-               "index " + std::to_string(position->value) + " is out of range for '" + perm->name + "' (" +
-                   std::to_string(size) + " elements, indices 0 .. " + std::to_string(size - 1) + ")");
+               "index " + std::to_string(position->value) + " is out of range for '" + perm->name +
+                   "' (" + std::to_string(size) + " elements, indices 0 .. " +
+                   std::to_string(size - 1) + ")");
     return nullptr;
   }
-  return make_element_at(make_param(static_cast<std::size_t>(perm->value), value_type::permutation), position);
+  return make_element_at(make_param(static_cast<std::size_t>(perm->value), value_type::permutation),
+                         position);
 }
 
 expr lowerer::step(expr lhs, const ast::operand& lhs_node, const ast::operation& op) {
@@ -339,7 +354,8 @@ expr lowerer::arithmetic(expr lhs, const ast::operand& lhs_node, const ast::oper
   if (!ok) return nullptr;
   bool divides = op.op == ast::binary_op::divide || op.op == ast::binary_op::modulo;
   if (divides && is_literal(rhs) && rhs->value == 0) {
-    out_.error(tree_.offset_of(op), std::string("division by zero: '") + op_text(op.op) + "' by 0 always fails");
+    out_.error(tree_.offset_of(op),
+               std::string("division by zero: '") + op_text(op.op) + "' by 0 always fails");
     return nullptr;
   }
   return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
@@ -355,8 +371,8 @@ expr lowerer::comparison(expr lhs, const ast::operand& lhs_node, const ast::oper
     return nullptr;
   }
   if (lhs->type != rhs->type) {
-    out_.error(tree_.offset_of(op), std::string("cannot compare ") + type_name(lhs->type) + " with " +
-                                        type_name(rhs->type) + " using " + what);
+    out_.error(tree_.offset_of(op), std::string("cannot compare ") + type_name(lhs->type) +
+                                        " with " + type_name(rhs->type) + " using " + what);
     return nullptr;
   }
   check_symbol_value(lhs, rhs, span_of(tree_, op.rhs).begin);
@@ -378,7 +394,8 @@ expr lowerer::membership(expr lhs, const ast::operand& lhs_node, const ast::oper
     if (!value) {
       ok = false;
     } else if (value->type != lhs->type) {
-      out_.error(tree_.offset_of(element), std::string("this set element is ") + type_name(value->type) +
+      out_.error(tree_.offset_of(element), std::string("this set element is ") +
+                                               type_name(value->type) +
                                                ", but the value tested is " + type_name(lhs->type));
       ok = false;
     } else {
@@ -407,7 +424,8 @@ expr lowerer::build(expr_op op, std::vector<expr> args, std::size_t at) {
   return make_literal(result.value, make_op(op, std::move(args))->type);
 }
 
-bool lowerer::expect(const expr& e, value_type type, const ast::operand& node, std::string_view op) {
+bool lowerer::expect(const expr& e, value_type type, const ast::operand& node,
+                     std::string_view op) {
   if (e->type == type) return true;
   std::string hint;
   ast::expression wrapper;
@@ -416,18 +434,22 @@ bool lowerer::expect(const expr& e, value_type type, const ast::operand& node, s
   if (e->type == value_type::permutation && id != nullptr) {
     hint = "use pos(" + id->name + ", x), before(" + id->name + ", x, y) or " + id->name + "[i]";
   }
-  out_.error(span_of(tree_, node).begin, std::string(op) + " expects " + type_name(type) + ", but " +
-                                             subject(node) + " " + type_name(e->type),
+  out_.error(span_of(tree_, node).begin,
+             std::string(op) + " expects " + type_name(type) + ", but " + subject(node) + " " +
+                 type_name(e->type),
              hint);
   return false;
 }
 
 void lowerer::check_symbol_value(const expr& subject_expr, const expr& literal, std::size_t at) {
-  if (subject_expr->op != expr_op::param || subject_expr->type != value_type::symbol || !is_literal(literal)) return;
+  if (subject_expr->op != expr_op::param || subject_expr->type != value_type::symbol ||
+      !is_literal(literal))
+    return;
   const auto& p = names_.param(static_cast<std::size_t>(subject_expr->value));
-  if (std::find(p.dom.values.begin(), p.dom.values.end(), literal->value) != p.dom.values.end()) return;
-  out_.error(at, "'" + names_.symbol_name(literal->value) + "' is not a value of '" + p.name + "' {" +
-                     join_labels(p.dom.labels) + "}");
+  if (std::find(p.dom.values.begin(), p.dom.values.end(), literal->value) != p.dom.values.end())
+    return;
+  out_.error(at, "'" + names_.symbol_name(literal->value) + "' is not a value of '" + p.name +
+                     "' {" + join_labels(p.dom.labels) + "}");
 }
 
 }  // namespace tessel::dsl

@@ -62,7 +62,8 @@ class lowerer {
   [[nodiscard]] expr lower(const ast::expression& e);
   /// `e`, which must fold to a literal; `what` names the context in the
   /// error ("a domain value"). nullopt after reporting errors.
-  [[nodiscard]] std::optional<constant_value> constant(const ast::expression& e, std::string_view what);
+  [[nodiscard]] std::optional<constant_value> constant(const ast::expression& e,
+                                                       std::string_view what);
   /// `e`, which must be a boolean (a requirement or a when condition).
   [[nodiscard]] expr condition(const ast::expression& e, std::string_view what);
 
@@ -79,7 +80,9 @@ class lowerer {
   expr operator()(const ast::set_literal& node);
   expr operator()(const ast::expression& node) { return lower(node); }
   template <typename T>
-  expr operator()(const boost::spirit::x3::forward_ast<T>& node) { return (*this)(node.get()); }
+  expr operator()(const boost::spirit::x3::forward_ast<T>& node) {
+    return (*this)(node.get());
+  }
 
  private:
   expr operand(const ast::operand& node);
@@ -90,7 +93,8 @@ class lowerer {
   expr builtin(const ast::call& node, expr_op op);
   expr permutation_query(const ast::call& node);
   const name_info* permutation(const ast::identifier& id, std::string_view use);
-  std::optional<std::size_t> element(const ast::expression& e, const name_info& perm, std::string_view use);
+  std::optional<std::size_t> element(const ast::expression& e, const name_info& perm,
+                                     std::string_view use);
   /// make_op, folded when every argument is a literal; reports a failing fold at `at`.
   expr build(expr_op op, std::vector<expr> args, std::size_t at);
   /// Reports and returns false unless `e` has `type`.

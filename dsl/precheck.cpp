@@ -55,8 +55,9 @@ std::optional<precheck_problem> precheck(std::string_view text) {
     } else {
       bool is_not = is_not_keyword(text, i);
       if (!counter.feed(c, is_not)) {
-        return precheck_problem{i, "expression nested more than " + std::to_string(max_nesting) + " levels deep",
-                                "split it with let"};
+        return precheck_problem{
+            i, "expression nested more than " + std::to_string(max_nesting) + " levels deep",
+            "split it with let"};
       }
       i += is_not ? 3 : 1;
     }

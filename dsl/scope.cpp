@@ -30,9 +30,12 @@ void space_scope::collect(const ast::space_block& block) {
 void space_scope::collect_names(const std::vector<ast::statement>& body, int scope) {
   for (const auto& statement : body) {
     const auto& s = statement.get();
-    if (const auto* c = boost::get<ast::const_decl>(&s)) declare(c->name, name_info::kind::constant, scope);
-    if (const auto* l = boost::get<ast::let_decl>(&s)) declare(l->name, name_info::kind::let, scope);
-    if (const auto* p = boost::get<ast::param_decl>(&s)) declare(p->name, name_info::kind::parameter, scope);
+    if (const auto* c = boost::get<ast::const_decl>(&s))
+      declare(c->name, name_info::kind::constant, scope);
+    if (const auto* l = boost::get<ast::let_decl>(&s))
+      declare(l->name, name_info::kind::let, scope);
+    if (const auto* p = boost::get<ast::param_decl>(&s))
+      declare(p->name, name_info::kind::parameter, scope);
     if (const auto* w = boost::get<x3::forward_ast<ast::when_block>>(&s)) {
       int id = static_cast<int>(parents_.size());
       parents_.push_back(scope);
@@ -60,7 +63,8 @@ void space_scope::collect_symbols(const std::vector<ast::statement>& body) {
         for (const auto& element : perm->elements) add_symbol(element, "perm element");
       }
     }
-    if (const auto* w = boost::get<x3::forward_ast<ast::when_block>>(&s)) collect_symbols(w->get().body);
+    if (const auto* w = boost::get<x3::forward_ast<ast::when_block>>(&s))
+      collect_symbols(w->get().body);
   }
 }
 
@@ -69,8 +73,8 @@ void space_scope::declare(const ast::identifier& id, name_info::kind kind, int s
   auto [it, inserted] = names_.try_emplace(id.name);
   if (!inserted) {
     const auto& first = it->second;
-    out_.error(offset, "'" + id.name + "' is already declared (" + kind_name(first.info.what) + " at line " +
-                           std::to_string(out_.src().line_of(first.offset)) + ")");
+    out_.error(offset, "'" + id.name + "' is already declared (" + kind_name(first.info.what) +
+                           " at line " + std::to_string(out_.src().line_of(first.offset)) + ")");
     return;
   }
   it->second.info.what = kind;
@@ -83,9 +87,10 @@ void space_scope::add_symbol(const ast::identifier& id, std::string_view where) 
   auto it = names_.find(id.name);
   if (it != names_.end()) {
     if (it->second.info.what == name_info::kind::symbol) return;
-    out_.error(tree_.offset_of(id), std::string(where) + " '" + id.name + "' has the same name as the " +
-                                        kind_name(it->second.info.what) + " declared at line " +
-                                        std::to_string(out_.src().line_of(it->second.offset)),
+    out_.error(tree_.offset_of(id),
+               std::string(where) + " '" + id.name + "' has the same name as the " +
+                   kind_name(it->second.info.what) + " declared at line " +
+                   std::to_string(out_.src().line_of(it->second.offset)),
                "rename one of them: a bare name must mean one thing");
     return;
   }
@@ -134,7 +139,8 @@ bool space_scope::visible(int scope) const {
 const name_info* space_scope::resolve(const ast::identifier& id) {
   auto it = names_.find(id.name);
   if (it == names_.end()) {
-    out_.error(tree_.offset_of(id), "unknown name '" + id.name + "'", did_you_mean(id.name, all_names()));
+    out_.error(tree_.offset_of(id), "unknown name '" + id.name + "'",
+               did_you_mean(id.name, all_names()));
     return nullptr;
   }
   const auto& d = it->second;

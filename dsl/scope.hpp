@@ -62,8 +62,8 @@ class space_scope final : public name_table {
   reporter& out_;
   space::definition& def_;
   std::map<std::string, declaration, std::less<>> names_;
-  std::vector<int> parents_{-1};  ///< parent of each when block; block 0 is the space
-  std::vector<int> open_{0};      ///< the when blocks being checked, innermost last
+  std::vector<int> parents_{-1};           ///< parent of each when block; block 0 is the space
+  std::vector<int> open_{0};               ///< the when blocks being checked, innermost last
   std::vector<std::size_t> when_offsets_;  ///< where when block i + 1 starts
   int next_when_ = 0;
   const ast::identifier* current_ = nullptr;

@@ -52,8 +52,9 @@ void assign(target& result, const ast::target_assignment& a, const parse_tree& t
   auto value = lower.constant(a.value, "the value of '" + field + "'");
   if (!value) return;
   if (value->type != value_type::integer) {
-    out.error(tree.offset_of(a.value), "the value of '" + field + "' must be an integer, but this is " +
-                                           type_name(value->type));
+    out.error(
+        tree.offset_of(a.value),
+        "the value of '" + field + "' must be an integer, but this is " + type_name(value->type));
     return;
   }
   result.constants[field] = value->value;
@@ -63,12 +64,13 @@ std::optional<target> declare(const ast::target_decl& d, const parse_tree& tree,
                               const std::vector<target>& earlier) {
   const auto& name = d.name.name;
   if (find_target(name, earlier)) {
-    out.error(tree.offset_of(d.name), "target '" + name + "' is already defined",
-              "choose another name; built-ins are " + [] {
-                std::string list;
-                for (const auto& n : builtin_target_names()) list += (list.empty() ? "" : ", ") + n;
-                return list;
-              }());
+    out.error(
+        tree.offset_of(d.name), "target '" + name + "' is already defined",
+        "choose another name; built-ins are " + [] {
+          std::string list;
+          for (const auto& n : builtin_target_names()) list += (list.empty() ? "" : ", ") + n;
+          return list;
+        }());
     return std::nullopt;
   }
   auto base = find_target(d.base.name, earlier);

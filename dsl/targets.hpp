@@ -21,7 +21,8 @@ namespace tessel::dsl {
 [[nodiscard]] std::vector<target> resolve_targets(const parse_tree& tree, reporter& out);
 
 /// The target `name`: one of `declared`, else a built-in; nullopt if neither.
-[[nodiscard]] std::optional<target> find_target(std::string_view name, const std::vector<target>& declared);
+[[nodiscard]] std::optional<target> find_target(std::string_view name,
+                                                const std::vector<target>& declared);
 
 /// The names find_target knows, built-ins first (for did-you-mean hints).
 [[nodiscard]] std::vector<std::string> target_names(const std::vector<target>& declared);

@@ -39,7 +39,8 @@ TEST_CASE("build: a small space counts as its brute force") {
   param a : 1 .. 6
   param b : {1, 2, 3, 4}
   require a % b == 0
-})", options());
+})",
+                       options());
   CHECK(s.count() == brute_count(s));
   CHECK(s.count() == 6 + 3 + 2 + 1);
 }
@@ -53,7 +54,8 @@ TEST_CASE("build: conditional parameters and requires inside when") {
     when prefetch { param depth : 1 .. 4  require depth <= bufs + 1 }
     require prefetch or bufs > 1
   }
-})", options());
+})",
+                       options());
   CHECK(s.count() == brute_count(s));
   // sbuf: 3 (prefetch, depth inactive); hbm, no prefetch: bufs 2..3 -> 2;
   // hbm, prefetch: depth <= bufs + 1 -> 2 + 3 + 4 = 9.
@@ -65,7 +67,8 @@ TEST_CASE("build: permutation queries") {
   param order : perm(m, n, k)
   require before(order, m, k)
   require order[0] != n
-})", options());
+})",
+                       options());
   CHECK(s.count() == brute_count(s));
   CHECK(s.count() == 2);  // m k n? no: [m, n, k] and [m, k, n]; n first is excluded
 }
@@ -74,11 +77,12 @@ TEST_CASE("build: parse_space picks a space by name, the first by default") {
   constexpr std::string_view text = "space a { param x : {1} }\nspace b { param x : 1 .. 5 }";
   CHECK(parse_space(text, options()).name() == "a");
   CHECK(parse_space(text, options(), "b").count() == 5);
-  CHECK_THROWS_WITH_AS(parse_space(text, options(), "c"),
-                       "test.tsl: error: unknown space 'c'", space_error);
-  CHECK_THROWS_WITH_AS(parse_space("# nothing here\n", options()),
-                       "test.tsl: error: no space is defined\n  hint: declare one with: space NAME { ... }",
+  CHECK_THROWS_WITH_AS(parse_space(text, options(), "c"), "test.tsl: error: unknown space 'c'",
                        space_error);
+  CHECK_THROWS_WITH_AS(
+      parse_space("# nothing here\n", options()),
+      "test.tsl: error: no space is defined\n  hint: declare one with: space NAME { ... }",
+      space_error);
 }
 
 TEST_CASE("build: the examples are non-empty on trn2 and trn1") {
@@ -107,5 +111,6 @@ TEST_CASE("build: the examples are non-empty on trn2 and trn1") {
 }
 
 TEST_CASE("build: an empty space names the constraint that emptied it") {
-  CHECK_THROWS_AS(parse_space("space s { param x : 1 .. 4  require x > 10 }", options()), empty_space_error);
+  CHECK_THROWS_AS(parse_space("space s { param x : 1 .. 4  require x > 10 }", options()),
+                  empty_space_error);
 }

@@ -13,7 +13,9 @@ TEST_CASE("diagnostic: rendering with and without a location") {
   d.message = "unknown name 'tile_q'";
   d.source_line = "\tx = tile_q";
   d.hint = "did you mean 'tile_k'?";
-  CHECK(d.render() == "m.tsl:3:5: error: unknown name 'tile_q'\n\tx = tile_q\n\t   ^\n  hint: did you mean 'tile_k'?");
+  CHECK(d.render() ==
+        "m.tsl:3:5: error: unknown name 'tile_q'\n\tx = tile_q\n\t   ^\n  hint: did you mean "
+        "'tile_k'?");
   tessel::diagnostic bare;
   bare.file = "m.tsl";
   bare.message = "unknown target 'trn3'";
@@ -29,7 +31,8 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
         "space s { param x {1} }\n"
         "                  ^");
   CHECK(errors_of("space s { parm x : {1} }") ==
-        "test.tsl:1:11: error: expected a statement (param, const, let, require, when) or '}', found 'parm'\n"
+        "test.tsl:1:11: error: expected a statement (param, const, let, require, when) or '}', "
+        "found 'parm'\n"
         "space s { parm x : {1} }\n"
         "          ^\n"
         "  hint: did you mean 'param'?");
@@ -43,7 +46,8 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
         "  param x : {1, 2\n"
         "                 ^");
   CHECK(errors_of("space s { param x : }") ==
-        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or perm(...)), found '}'\n"
+        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or "
+        "perm(...)), found '}'\n"
         "space s { param x : }\n"
         "                    ^");
   CHECK(errors_of("space s { let y = 1 + }") ==
@@ -54,7 +58,8 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
 
 TEST_CASE("diagnostic: one syntax error per block, the parser resumes after it") {
   CHECK(errors_of("space a { param x : }\nspace b { let = 1 }\nspace c { param y : {1} }") ==
-        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or perm(...)), found '}'\n"
+        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or "
+        "perm(...)), found '}'\n"
         "space a { param x : }\n"
         "                    ^\n"
         "test.tsl:2:15: error: expected name, found '='\n"
@@ -95,7 +100,8 @@ TEST_CASE("diagnostic: type errors") {
         "space s { param h : {sbuf, hbm}  require h == 1 }\n"
         "                                           ^");
   CHECK(errors_of("space s { param x : 1 .. 4  require x }") ==
-        "test.tsl:1:37: error: a requirement must be a condition (a boolean), but this is an integer\n"
+        "test.tsl:1:37: error: a requirement must be a condition (a boolean), but this is an "
+        "integer\n"
         "space s { param x : 1 .. 4  require x }\n"
         "                                    ^");
   CHECK(errors_of("space s { param b : bool  require b * 2 > 1 }") ==
@@ -213,7 +219,8 @@ TEST_CASE("diagnostic: conditional parameters outside their when block") {
   param home : {sbuf, hbm}
   when home == hbm { param prefetch : bool }
   require prefetch
-})") == "test.tsl:4:11: error: param 'prefetch' is declared inside the 'when' block at line 3 and can only be used inside it\n"
+})") == "test.tsl:4:11: error: param 'prefetch' is declared inside the 'when' block at line 3 and "
+        "can only be used inside it\n"
         "  require prefetch\n"
         "          ^\n"
         "  hint: use it only inside that block or in a block nested in it");

@@ -8,7 +8,8 @@ using tessel::test::messages_of;
 namespace {
 
 domain domain_of(std::string_view declaration) {
-  auto def = definition_of("space s {\n  const M = 1024\n  param p : " + std::string(declaration) + "\n}");
+  auto def =
+      definition_of("space s {\n  const M = 1024\n  param p : " + std::string(declaration) + "\n}");
   REQUIRE(def.parameters.size() == 1);
   return def.parameters[0].dom;
 }
@@ -73,7 +74,9 @@ TEST_CASE("domain: perm lists every order of its elements") {
   CHECK(d.labels == std::vector<std::string>{"i", "j", "k", "l"});
   CHECK(d.element_ids == values{0, 1, 2, 3});
   CHECK(definition_of("space s { param o : perm(a) }").parameters[0].dom.size() == 1);
-  CHECK(definition_of("space s { param o : perm(a, b, c, d, e, f, g, h) }").parameters[0].dom.size() == 40320);
+  CHECK(definition_of("space s { param o : perm(a, b, c, d, e, f, g, h) }")
+            .parameters[0]
+            .dom.size() == 40320);
 }
 
 TEST_CASE("domain: bad domains are reported, not built") {
@@ -85,11 +88,13 @@ TEST_CASE("domain: bad domains are reported, not built") {
   CHECK(messages_of("space s { param x : {sbuf} .. 4 }") != "");
   CHECK(messages_of("space s { param x : 1 .. 2000000 }") ==
         "the domain of 'x' has 2000000 values; at most 1000000 are allowed\n");
-  CHECK(messages_of("space s { param o : perm(m, n, m) }") == "duplicate element 'm' in the domain of 'o'\n");
+  CHECK(messages_of("space s { param o : perm(m, n, m) }") ==
+        "duplicate element 'm' in the domain of 'o'\n");
   CHECK(messages_of("space s { param x : 1 .. 4 step -1 }") ==
         "the step of the domain of 'x' must be positive, but it is -1\n");
   CHECK(messages_of("space s { param x : {a, b} .. 3 }") != "");
-  CHECK(messages_of("space s { param o : perm(m, n) = 1 }") == "perm parameter 'o' takes no default\n");
+  CHECK(messages_of("space s { param o : perm(m, n) = 1 }") ==
+        "perm parameter 'o' takes no default\n");
   CHECK(messages_of("space s { param x : {1, 2} = hbm  param h : {hbm} }") ==
         "the default of 'x' is a symbol, but 'x' is an integer\n");
 }

@@ -17,13 +17,16 @@ std::string lowered(std::string_view e) {
   param f : bool
   param h : {sbuf, hbm}
   param o : perm(m, n, k)
-  let e = )" + std::string(e) + "\n}");
+  let e = )" + std::string(e) +
+                           "\n}");
   return show_let(def, "e");
 }
 
 }  // namespace
 
-TEST_CASE("expression: precedence, loosest first: or, and, not, comparison, additive, multiplicative, unary") {
+TEST_CASE(
+    "expression: precedence, loosest first: or, and, not, comparison, additive, multiplicative, "
+    "unary") {
   CHECK(lowered("a + b * 2") == "(+ a (* b 2))");
   CHECK(lowered("(a + b) * 2") == "(* (+ a b) 2)");
   CHECK(lowered("a - b - 1") == "(- (- a b) 1)");
@@ -85,15 +88,17 @@ TEST_CASE("expression: permutation queries") {
 }
 
 TEST_CASE("expression: types of lets follow their values") {
-  auto def = definition_of("space s { param a : 1 .. 4\n let big = a > 2\n let twice = a * 2\n require big }");
+  auto def = definition_of(
+      "space s { param a : 1 .. 4\n let big = a > 2\n let twice = a * 2\n require big }");
   CHECK(def.lets[0].value->type == value_type::boolean);
   CHECK(def.lets[1].value->type == value_type::integer);
 }
 
 TEST_CASE("expression: bad calls and operands") {
   auto in_space = [](std::string_view e) {
-    return messages_of("space s { param a : 1 .. 8\n param o : perm(m, n)\n param h : {sbuf, hbm}\n let e = " +
-                       std::string(e) + " }");
+    return messages_of(
+        "space s { param a : 1 .. 8\n param o : perm(m, n)\n param h : {sbuf, hbm}\n let e = " +
+        std::string(e) + " }");
   };
   CHECK(in_space("min(a)") == "'min' takes at least 2 arguments, got 1\n");
   CHECK(in_space("ceil_div(a, 1, 2)") == "'ceil_div' takes 2 arguments, got 3\n");
@@ -101,10 +106,13 @@ TEST_CASE("expression: bad calls and operands") {
   CHECK(in_space("pos(o + 1, m)") == "'pos' needs a permutation parameter as its first argument\n");
   CHECK(in_space("before(o, m, z)") == "'before': 'z' is not an element of 'o' (m, n)\n");
   CHECK(in_space("o[-1]") == "index -1 is out of range for 'o' (2 elements, indices 0 .. 1)\n");
-  CHECK(in_space("a[0]") == "indexing with [ ] needs a permutation parameter, but 'a' is an integer\n");
+  CHECK(in_space("a[0]") ==
+        "indexing with [ ] needs a permutation parameter, but 'a' is an integer\n");
   CHECK(in_space("{1, 2}") == "a set {...} is only allowed after 'in'\n");
-  CHECK(in_space("a in {1, hbm}") == "this set element is a symbol, but the value tested is an integer\n");
-  CHECK(in_space("a in {1, a}") == "an element of a set after 'in' must be a constant expression\n");
+  CHECK(in_space("a in {1, hbm}") ==
+        "this set element is a symbol, but the value tested is an integer\n");
+  CHECK(in_space("a in {1, a}") ==
+        "an element of a set after 'in' must be a constant expression\n");
   CHECK(in_space("o") == "let 'e' cannot hold a permutation\n");
   CHECK(in_space("o == o") == "'==' expects an integer, but 'o' is a permutation\n");
   CHECK(in_space("not a") == "'not' expects a boolean, but 'a' is an integer\n");

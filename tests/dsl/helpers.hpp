@@ -55,7 +55,8 @@ inline std::string messages_of(std::string_view text, const parse_options& o = o
 
 inline std::string show_value(std::int64_t value, value_type type, const space::definition& def) {
   if (type == value_type::boolean) return value != 0 ? "true" : "false";
-  if (type == value_type::symbol && value >= 0 && static_cast<std::size_t>(value) < def.symbols.size()) {
+  if (type == value_type::symbol && value >= 0 &&
+      static_cast<std::size_t>(value) < def.symbols.size()) {
     return def.symbols[static_cast<std::size_t>(value)];
   }
   return std::to_string(value);

@@ -46,7 +46,8 @@ TEST_CASE("parse: the design sketch lowers to the expected definition") {
   CHECK(def.constants[0].value == 4096);
   CHECK(def.constants[0].type == value_type::integer);
 
-  CHECK(def.symbols == std::vector<std::string>{"m", "n", "k", "sbuf", "hbm", "vector", "scalar", "gpsimd"});
+  CHECK(def.symbols ==
+        std::vector<std::string>{"m", "n", "k", "sbuf", "hbm", "vector", "scalar", "gpsimd"});
 
   REQUIRE(def.parameters.size() == 8);
   const auto& tile_m = def.parameters[0];
@@ -96,7 +97,8 @@ TEST_CASE("parse: the design sketch lowers to the expected definition") {
   CHECK(def.constraints[1].line == 16);
   auto partitions = std::to_string(*def.target.find("partitions"));
   auto sbuf = std::to_string(*def.target.find("sbuf_bytes_per_partition"));
-  CHECK(show_constraint(def, 1) == "(<= (/ (* bufs (+ a_block b_block)) " + partitions + ") " + sbuf + ")");
+  CHECK(show_constraint(def, 1) ==
+        "(<= (/ (* bufs (+ a_block b_block)) " + partitions + ") " + sbuf + ")");
 }
 
 TEST_CASE("parse: several spaces in one file, in order") {
@@ -145,7 +147,8 @@ TEST_CASE("parse: consts are folded and kept, overrides replace them") {
 }
 
 TEST_CASE("parse: a let that folds is used as its value") {
-  auto def = definition_of("space s { param x : 1 .. 4\n let bytes = 2 * 2\n let size = x * bytes }");
+  auto def =
+      definition_of("space s { param x : 1 .. 4\n let bytes = 2 * 2\n let size = x * bytes }");
   CHECK(show_let(def, "bytes") == "4");
   CHECK(show_let(def, "size") == "(* x 4)");
 }
@@ -171,7 +174,8 @@ TEST_CASE("parse_targets: declared targets derive from built-ins and earlier one
 target big : trn2 { sbuf_bytes_per_partition = 2 * target.sbuf_bytes_per_partition }
 target bigger : big { sbuf_bytes_per_partition = target.sbuf_bytes_per_partition + 1; }
 space s { param x : {1} }
-)", options());
+)",
+                               options());
   REQUIRE(targets.size() == 2);
   auto trn2 = *builtin_target("trn2");
   CHECK(targets[0].name == "big");
@@ -179,14 +183,50 @@ space s { param x : {1} }
   CHECK(*targets[0].find("sbuf_bytes_per_partition") == 2 * *trn2.find("sbuf_bytes_per_partition"));
   CHECK(*targets[0].find("partitions") == *trn2.find("partitions"));
   CHECK(targets[1].base == "big");
-  CHECK(*targets[1].find("sbuf_bytes_per_partition") == 2 * *trn2.find("sbuf_bytes_per_partition") + 1);
+  CHECK(*targets[1].find("sbuf_bytes_per_partition") ==
+        2 * *trn2.find("sbuf_bytes_per_partition") + 1);
 }
 
 TEST_CASE("parse: a space checks against a declared target") {
   auto o = options("tiny");
   auto def = definition_of(R"(target tiny : trn2 { partitions = 4 }
-space s { param x : {1, 2} require x <= target.partitions })", o);
+space s { param x : {1, 2} require x <= target.partitions })",
+                           o);
   CHECK(def.target.name == "tiny");
   CHECK(def.target.base == "trn2");
   CHECK(tessel::test::show_constraint(def, 0) == "(<= x 4)");
+}
+
+TEST_CASE("parse: boolean and symbol consts can be overridden") {
+  constexpr std::string_view text = R"(space s {
+  const causal = true
+  param f : bool
+  when causal { param g : bool }
+})";
+  CHECK(definition_of(text).parameters[1].when->value == 1);
+  auto o = options();
+  o.overrides["causal"] = "false";
+  auto def = definition_of(text, o);
+  CHECK(def.constants[0].type == value_type::boolean);
+  CHECK(def.constants[0].value == 0);
+  CHECK(def.parameters[1].when->value == 0);
+}
+
+TEST_CASE("parse: Windows line endings and tabs") {
+  auto def = definition_of("space s {\r\n\tparam x : 1 .. 3\r\n\trequire x > 1\r\n}\r\n");
+  CHECK(def.parameters[0].line == 2);
+  CHECK(def.constraints[0].text == "x > 1");
+  CHECK(tessel::test::errors_of("space s {\r\n\trequire y > 1\r\n}") ==
+        "test.tsl:2:10: error: unknown name 'y'\n\trequire y > 1\n\t        ^");
+}
+
+TEST_CASE("parse: a requirement that is false on constants alone is an error") {
+  auto o = options();
+  o.overrides["M"] = "100";
+  CHECK(tessel::test::errors_of(
+            "space s {\n  const M = 128\n  param x : {1}\n  require M % 64 == 0\n}", o) ==
+        "test.tsl:4:11: error: this requirement is always false: M % 64 == 0\n"
+        "  require M % 64 == 0\n"
+        "          ^\n"
+        "  hint: it depends on constants only; check the consts and the target");
 }

@@ -42,7 +42,8 @@ TEST_CASE("target: declarations without spaces, and their errors") {
   CHECK(parse_targets("target a : cpu { }", options()).size() == 1);
   CHECK(parse_targets("# none\n", options()).empty());
   CHECK_THROWS_AS((void)parse_targets("target a : b { }", options()), space_error);
-  CHECK(messages_of("target a : trn2 { partitions = 1  partitions = 2 }\nspace s { param x : {1} }") ==
+  CHECK(messages_of(
+            "target a : trn2 { partitions = 1  partitions = 2 }\nspace s { param x : {1} }") ==
         "field 'partitions' is assigned twice in target 'a'\n");
   CHECK(messages_of("target a : trn2 { partitions = hbm }\nspace s { param x : {1} }") ==
         "unknown name 'hbm'\n");

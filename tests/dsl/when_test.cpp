@@ -56,17 +56,20 @@ TEST_CASE("when: lets inside are visible in the block and nested blocks only") {
 })");
   CHECK(def.lets.size() == 1);
   CHECK(show_constraint(def, 0) == "(or (not (and f (> twice 2))) (< twice 8))");
-  CHECK(messages_of(R"(space s {
+  CHECK(
+      messages_of(R"(space s {
   param f : bool
   when f { param n : 1 .. 4  let twice = n * 2 }
   when f { require n > 1 }
   let x = twice
-})") == "param 'n' is declared inside the 'when' block at line 3 and can only be used inside it\n"
-        "let 'twice' is declared inside the 'when' block at line 3 and can only be used inside it\n");
+})") ==
+      "param 'n' is declared inside the 'when' block at line 3 and can only be used inside it\n"
+      "let 'twice' is declared inside the 'when' block at line 3 and can only be used inside it\n");
 }
 
 TEST_CASE("when: a constant condition still guards") {
-  auto def = definition_of("space s { const big = true\n param x : 1 .. 2\n when big { param y : bool } }");
+  auto def = definition_of(
+      "space s { const big = true\n param x : 1 .. 2\n when big { param y : bool } }");
   CHECK(show(def.parameters[1].when, def) == "true");
 }
 
