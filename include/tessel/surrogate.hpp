@@ -1,0 +1,45 @@
+// tessel/surrogate.hpp: the small interfaces through which the scheduler sees
+// models (DESIGN.md §5). The core never includes a module: the Gaussian
+// process of strategies/bayesian/ implements these, and whoever builds the
+// study (the CLI, a user) wires them in through study::options.
+#pragma once
+
+#include <tessel/config.hpp>
+#include <tessel/trial.hpp>
+
+#include <optional>
+
+namespace tessel {
+
+/// What a surrogate says of one candidate.
+struct candidate_score {
+  double mean = 0;           ///< predicted objective (the objective's units)
+  double sigma = 0;          ///< its standard deviation
+  double p_feasible = 1;     ///< probability the config compiles and passes the gate
+  double expected_gain = 0;  ///< E[max(0, incumbent - objective)] * p_feasible, objective units
+};
+
+/// A model of the objective (and of failure) over a space's configs.
+/// observe() is called for every finished trial, in study order; score() may
+/// be called many times between observations and must be cheap.
+class surrogate {
+ public:
+  virtual ~surrogate() = default;
+  virtual void observe(const trial& t) = 0;
+  /// Whether it has seen enough to score (else the scheduler keeps proposal order).
+  [[nodiscard]] virtual bool ready() const = 0;
+  /// `incumbent`: the best ok objective so far, if any.
+  [[nodiscard]] virtual candidate_score score(const config& c, std::optional<double> incumbent) const = 0;
+};
+
+/// A model of what evaluating a config costs, in seconds (compile + gate +
+/// run), learned from observed costs and seeded by the backend's estimate.
+class cost_model {
+ public:
+  virtual ~cost_model() = default;
+  virtual void observe(const trial& t) = 0;
+  /// `backend_estimate`: backend::estimated_cost(c), the prior.
+  [[nodiscard]] virtual double predict(const config& c, double backend_estimate) const = 0;
+};
+
+}  // namespace tessel
