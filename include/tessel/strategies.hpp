@@ -1,0 +1,159 @@
+// tessel/strategies.hpp: the shipped search strategies (docs/strategies.md),
+// their Options, and the registry that picks one by name. Link
+// tessel::strategies. Every strategy implements tessel::strategy
+// (tessel/strategy.hpp): it proposes valid configs the study does not know
+// yet and observes every finished trial; failed trials (status != ok) count
+// as objective +inf, so no strategy proposes a known config again.
+//
+// Options follow one pattern: a plain struct whose fields document unit,
+// default and rule, and validate(), which throws tessel::options_error naming
+// the field and the rule ("ga_options.population_size: must be at least 2
+// (got 1)"). Factories call validate() before building anything.
+#pragma once
+
+#include <tessel/strategy.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+// --- random -------------------------------------------------------------------
+
+/// `random`: configs drawn uniformly among the valid ones, skipping known keys.
+struct random_options {
+  /// Uniform draws tried per proposal before falling back to a scan of ranks
+  /// from a random start (which finds every unknown config left, so a nearly
+  /// exhausted space never loops). At least 1. Default 64.
+  std::size_t sample_attempts = 64;
+  void validate() const;
+};
+
+// --- exhaustive ---------------------------------------------------------------
+
+/// `exhaustive`: every valid config exactly once, skipping known ones.
+struct exhaustive_options {
+  /// false: rank order 0, 1, ..., count()-1 (space::at). true: a seeded
+  /// pseudo-random permutation of the ranks (a Feistel network with cycle
+  /// walking), in O(1) memory. Default false.
+  bool shuffle = false;
+  void validate() const;
+};
+
+// --- local search --------------------------------------------------------------
+
+/// `local`: first-improvement hill climbing over valid neighbours in random
+/// order, with restarts from a uniform sample at a local optimum.
+struct local_options {
+  /// Non-improving neighbour results, in a row, after which the climb
+  /// restarts even though unvisited neighbours remain; 0 = only at a local
+  /// optimum (no unvisited neighbour improves). Default 0.
+  std::size_t patience = 0;
+  /// As random_options::sample_attempts, for restart samples. At least 1. Default 64.
+  std::size_t sample_attempts = 64;
+  void validate() const;
+};
+
+// --- simulated annealing ---------------------------------------------------------
+
+/// `annealing`: simulated annealing (Kirkpatrick, Gelatt & Vecchi, Science
+/// 1983) over valid neighbours. A move from f to f' is accepted with
+/// probability min(1, exp(-(ln f' - ln f) / T)): the energy is the log
+/// objective, so temperatures are relative changes (T = 0.1 accepts a move
+/// 10% worse with probability ~0.39). After each neighbour result
+/// T <- cooling * T; below min_temperature, or with no unvisited neighbour,
+/// the walk restarts at initial_temperature.
+struct annealing_options {
+  /// T0, in units of ln(objective). Finite, > 0. Default 0.2.
+  double initial_temperature = 0.2;
+  /// Geometric factor per neighbour result. In (0, 1). Default 0.97.
+  double cooling = 0.97;
+  /// Restart threshold. In (0, initial_temperature). Default 0.005
+  /// (about 120 steps per anneal with the defaults).
+  double min_temperature = 0.005;
+  /// Probability that a restart starts from the best config observed so far
+  /// (any source) rather than a uniform sample. In [0, 1]. Default 0.5.
+  double restart_from_best = 0.5;
+  /// As random_options::sample_attempts. At least 1. Default 64.
+  std::size_t sample_attempts = 64;
+  void validate() const;
+};
+
+// --- genetic algorithm -------------------------------------------------------------
+
+/// `ga`: a generational genetic algorithm. Parents are picked by tournament;
+/// children take each non-permutation parameter from either parent (uniform
+/// crossover) and each permutation by order crossover (OX1, Davis 1985);
+/// mutation moves to a random valid neighbour; an invalid child is repaired
+/// toward its first parent, then moved to an unvisited neighbour, else
+/// replaced by a uniform sample. Every observed trial (any source) joins the
+/// generation being formed; the best elite_count of a generation survive
+/// into the next.
+struct ga_options {
+  /// Trials per generation. At least 2. Default 20.
+  std::size_t population_size = 20;
+  /// Members drawn (with replacement) per tournament; the best wins.
+  /// In [1, population_size]. Default 3.
+  std::size_t tournament_size = 3;
+  /// Probability a child is a crossover of two parents (else a copy of one). In [0, 1]. Default
+  /// 0.9.
+  double crossover_rate = 0.9;
+  /// Probability a child makes one random neighbour move. In [0, 1]. Default 0.2.
+  double mutation_rate = 0.2;
+  /// Best members of a generation carried into the next. Less than population_size. Default 2.
+  std::size_t elite_count = 2;
+  /// Breeding tries per proposal before a uniform sample. At least 1. Default 8.
+  std::size_t breed_attempts = 8;
+  /// As random_options::sample_attempts. At least 1. Default 64.
+  std::size_t sample_attempts = 64;
+  void validate() const;
+};
+
+// --- auto (AUC bandit) --------------------------------------------------------------
+
+/// `auto`: OpenTuner's AUC bandit meta-technique (Ansel et al., PACT 2014;
+/// credit after Fialho et al., PPSN 2010) over other strategies. Each arm's
+/// credit is the area under the curve of its last uses within a sliding
+/// window of the W most recent results (all arms): a use scores 1 when its
+/// proposal became a new global best, weighted by recency, normalised to
+/// [0, 1]. Each proposal goes to the arm maximising
+/// credit + C * sqrt(2 ln(results in window) / uses in window); unused arms
+/// first. Every arm observes every trial.
+struct auto_options {
+  /// Registered strategy names, each at most once, not "auto". Default
+  /// random, local, annealing, ga.
+  std::vector<std::string> arms = {"random", "local", "annealing", "ga"};
+  /// C, the exploration weight. Finite, >= 0. Default 0.05 (OpenTuner's).
+  double exploration = 0.05;
+  /// W, results remembered. At least 1. Default 500 (OpenTuner's).
+  std::size_t window = 500;
+  void validate() const;
+};
+
+// --- factories and registry -----------------------------------------------------------
+
+/// Each validates its options first (options_error).
+[[nodiscard]] std::unique_ptr<strategy> make_random_strategy(const random_options& options = {});
+[[nodiscard]] std::unique_ptr<strategy> make_exhaustive_strategy(
+    const exhaustive_options& options = {});
+[[nodiscard]] std::unique_ptr<strategy> make_local_strategy(const local_options& options = {});
+[[nodiscard]] std::unique_ptr<strategy> make_annealing_strategy(
+    const annealing_options& options = {});
+[[nodiscard]] std::unique_ptr<strategy> make_ga_strategy(const ga_options& options = {});
+/// Arms made by make_strategy(name) for each of options.arms.
+[[nodiscard]] std::unique_ptr<strategy> make_auto_strategy(const auto_options& options = {});
+/// Arms given ready-made (options.arms is ignored); names must be distinct.
+/// Throws options_error when `arms` is empty, holds null or repeats a name.
+[[nodiscard]] std::unique_ptr<strategy> make_auto_strategy(
+    const auto_options& options, std::vector<std::unique_ptr<strategy>> arms);
+
+/// The strategy registered as `name`, with default options. Throws
+/// tessel::error naming the known strategies (and a did-you-mean) otherwise.
+[[nodiscard]] std::unique_ptr<strategy> make_strategy(std::string_view name);
+/// Registered names, in registry order.
+[[nodiscard]] std::vector<std::string> strategy_names();
+
+}  // namespace tessel

@@ -1,0 +1,101 @@
+// Options validation names the field and the rule; the registry builds
+// every strategy by name and suggests the closest name for a typo.
+#include <tessel/error.hpp>
+#include <tessel/strategies.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace tessel;
+
+namespace {
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const options_error& e) {
+    return e.what();
+  } catch (const error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return "no exception";
+}
+
+}  // namespace
+
+TEST_CASE("default options are valid") {
+  CHECK_NOTHROW(random_options{}.validate());
+  CHECK_NOTHROW(exhaustive_options{}.validate());
+  CHECK_NOTHROW(local_options{}.validate());
+  CHECK_NOTHROW(annealing_options{}.validate());
+  CHECK_NOTHROW(ga_options{}.validate());
+  CHECK_NOTHROW(auto_options{}.validate());
+}
+
+TEST_CASE("options errors name the field and the rule") {
+  CHECK(message_of([] { random_options{.sample_attempts = 0}.validate(); }) ==
+        "random_options.sample_attempts: must be at least 1 (got 0)");
+  CHECK(message_of([] { local_options{.sample_attempts = 0}.validate(); }) ==
+        "local_options.sample_attempts: must be at least 1 (got 0)");
+  CHECK(message_of([] { annealing_options{.cooling = 1.5}.validate(); }) ==
+        "annealing_options.cooling: must be in (0, 1) (got 1.5)");
+  CHECK(message_of([] { annealing_options{.initial_temperature = -1}.validate(); }) ==
+        "annealing_options.initial_temperature: must be finite and > 0 (got -1)");
+  CHECK(message_of([] { annealing_options{.min_temperature = 0.5}.validate(); }) ==
+        "annealing_options.min_temperature: must be in (0, initial_temperature) (got 0.5)");
+  CHECK(message_of([] { annealing_options{.restart_from_best = 2}.validate(); }) ==
+        "annealing_options.restart_from_best: must be in [0, 1] (got 2)");
+  CHECK(message_of([] { ga_options{.population_size = 1}.validate(); }) ==
+        "ga_options.population_size: must be at least 2 (got 1)");
+  CHECK(message_of([] { ga_options{.tournament_size = 0}.validate(); }) ==
+        "ga_options.tournament_size: must be in [1, population_size] (got 0)");
+  CHECK(message_of([] { ga_options{.crossover_rate = -0.1}.validate(); }) ==
+        "ga_options.crossover_rate: must be in [0, 1] (got -0.1)");
+  CHECK(message_of([] { ga_options{.mutation_rate = 1.1}.validate(); }) ==
+        "ga_options.mutation_rate: must be in [0, 1] (got 1.1)");
+  CHECK(message_of([] {
+          ga_options{.population_size = 4, .tournament_size = 2, .elite_count = 4}.validate();
+        }) == "ga_options.elite_count: must be less than population_size (got 4)");
+  CHECK(message_of([] { auto_options{.arms = {}}.validate(); }) ==
+        "auto_options.arms: must name at least one strategy");
+  CHECK(message_of([] {
+          auto_options{.arms = {"random", "gaa"}}.validate();
+        }) ==
+        "auto_options.arms[1]: unknown strategy 'gaa' (did you mean 'ga'?); known: random, "
+        "exhaustive, local, "
+        "annealing, ga, auto");
+  CHECK(message_of([] { auto_options{.arms = {"auto"}}.validate(); }) ==
+        "auto_options.arms[0]: must not be 'auto' itself");
+  CHECK(message_of([] {
+          auto_options{.arms = {"local", "local"}}.validate();
+        }) == "auto_options.arms[1]: repeats 'local'");
+  CHECK(message_of([] { auto_options{.exploration = -1}.validate(); }) ==
+        "auto_options.exploration: must be finite and >= 0 (got -1)");
+  CHECK(message_of([] { auto_options{.window = 0}.validate(); }) ==
+        "auto_options.window: must be at least 1 (got 0)");
+}
+
+TEST_CASE("factories validate their options") {
+  CHECK_THROWS_AS((void)make_ga_strategy({.population_size = 1}), options_error);
+  CHECK_THROWS_AS((void)make_annealing_strategy({.cooling = 0}), options_error);
+  CHECK_THROWS_AS((void)make_auto_strategy({.arms = {"nope"}}), options_error);
+  CHECK_THROWS_AS((void)make_auto_strategy({}, {}), options_error);
+}
+
+TEST_CASE("the registry builds every strategy by name") {
+  const auto names = strategy_names();
+  CHECK(names ==
+        std::vector<std::string>{"random", "exhaustive", "local", "annealing", "ga", "auto"});
+  for (const auto& name : names) CHECK(make_strategy(name)->name() == name);
+}
+
+TEST_CASE("an unknown strategy name lists the known ones and suggests the closest") {
+  CHECK(message_of([] { (void)make_strategy("anealing"); }) ==
+        "error: unknown strategy 'anealing' (did you mean 'annealing'?); known: random, "
+        "exhaustive, local, "
+        "annealing, ga, auto");
+  CHECK(message_of([] { (void)make_strategy("bayes"); }) ==
+        "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, auto");
+}
