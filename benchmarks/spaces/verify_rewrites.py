@@ -171,13 +171,17 @@ def names_read(python_text, params):
                   key=list(params).index)
 
 
-def holds(code, env):
-    """Evaluates a compiled restriction; a failing evaluation (division by
-    zero) rejects the config, as in tessel."""
-    try:
-        return bool(eval(code, {}, env))
-    except ZeroDivisionError:
-        return False
+def predicate(text, names):
+    """A restriction as a function of `names` (positional). A failing
+    evaluation (division by zero) rejects the config, as in tessel."""
+    fn = eval(f"lambda {', '.join(names)}: {text}", {})
+
+    def holds(*values):
+        try:
+            return bool(fn(*values))
+        except ZeroDivisionError:
+            return False
+    return holds
 
 
 def compare(original, rewrite, names, domains, exact=False):
@@ -185,16 +189,15 @@ def compare(original, rewrite, names, domains, exact=False):
     The original reads Python ints (true division gives floats), or with
     exact=True Fractions, so that true division is exact rational arithmetic.
     Returns (points, points the original accepts, first counterexample)."""
-    a, b = compile(original, "original", "eval"), compile(rewrite, "rewrite", "eval")
+    a, b = predicate(original, names), predicate(rewrite, names)
     points, accepted, counterexample = 0, 0, None
     for values in itertools.product(*domains):
-        env = dict(zip(names, values))
-        expected = holds(a, {k: Fraction(v) for k, v in env.items()} if exact else env)
-        got = holds(b, env)
+        expected = a(*map(Fraction, values)) if exact else a(*values)
+        got = b(*values)
         points += 1
         accepted += expected
         if expected != got and counterexample is None:
-            counterexample = (env, expected, got)
+            counterexample = (dict(zip(names, values)), expected, got)
     return points, accepted, counterexample
 
 
