@@ -153,13 +153,22 @@ expr lowerer::lower(const ast::expression& e) {
   const ast::operand* lhs_node = &e.first;
   for (const auto& op : e.rest) {
     if (!result) {
-      (void)operand(op.rhs);  // still report errors on the right
+      report_only(op.rhs);
       continue;
     }
     result = step(result, *lhs_node, op);
     lhs_node = &op.rhs;
   }
   return result;
+}
+
+void lowerer::report_only(const ast::operand& node) {
+  const auto* set = boost::get<x3::forward_ast<ast::set_literal>>(&node.get());
+  if (set == nullptr) {
+    (void)operand(node);
+    return;
+  }
+  for (const auto& element : set->get().elements) (void)lower(element);
 }
 
 std::optional<constant_value> lowerer::constant(const ast::expression& e, std::string_view what) {

@@ -86,6 +86,9 @@ class lowerer {
 
  private:
   expr operand(const ast::operand& node);
+  /// Lowers `node` (the elements of a set) for its errors only, after the
+  /// left operand failed.
+  void report_only(const ast::operand& node);
   expr step(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
   expr arithmetic(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
   expr comparison(expr lhs, const ast::operand& lhs_node, const ast::operation& op);

@@ -4,8 +4,6 @@
 #include <tessel/dsl.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 using namespace tessel;
 using tessel::test::options;
@@ -93,12 +91,7 @@ TEST_CASE("build: the examples are non-empty on trn2 and trn1") {
       CAPTURE(chip);
       auto o = parse_options{};
       o.target = chip;
-      auto defs = parse_definitions(
-          [&] {
-            std::ifstream in(examples / file);
-            return std::string(std::istreambuf_iterator<char>(in), {});
-          }(),
-          o);
+      auto defs = parse_definitions(tessel::test::read_example(file), o);
       for (const auto& def : defs) {
         auto s = space(def);
         CHECK(s.count() > 0);

@@ -121,3 +121,10 @@ TEST_CASE("expression: bad calls and operands") {
   CHECK(in_space("log2(h)") == "'log2' expects an integer, but 'h' is a symbol\n");
   CHECK(in_space("a < 2 < 3") == "'<' expects an integer, but this operand is a boolean\n");
 }
+
+TEST_CASE("expression: after a failed left operand, the right one is still checked once") {
+  CHECK(messages_of("space s { param h : {a, b}\n require q in {a, z} }") ==
+        "unknown name 'q'\nunknown name 'z'\n");
+  CHECK(messages_of("space s { param h : {a, b}\n require q + r > 1 }") ==
+        "unknown name 'q'\nunknown name 'r'\n");
+}

@@ -7,10 +7,20 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 namespace tessel::test {
+
+/// The text of examples/NAME.
+inline std::string read_example(std::string_view name) {
+  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/examples/" + std::string(name));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 inline parse_options options(std::string target = "trn2") {
   parse_options o;

@@ -4,11 +4,9 @@
 
 #include <tessel/random.hpp>
 
-#include <fstream>
-#include <iterator>
-
 using namespace tessel;
 using tessel::test::options;
+using tessel::test::read_example;
 
 namespace {
 
@@ -21,11 +19,6 @@ void parses_or_reports(std::string_view text) {
     CHECK(!e.diagnostics().empty());
     for (const auto& d : e.diagnostics()) CHECK(!d.message.empty());
   }
-}
-
-std::string read_example(const char* name) {
-  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/examples/" + name);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace
