@@ -11,9 +11,12 @@
 #include <tessel/expr.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/sim.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>
+#include <tessel/strategies.hpp>
 #include <tessel/strategy.hpp>
 #include <tessel/study.hpp>
+#include <tessel/surrogate.hpp>
 #include <tessel/target.hpp>
 #include <tessel/trial.hpp>

@@ -1,0 +1,60 @@
+// analysis.hpp: turns one timing into what users read: metrics, the
+// roofline, the bottleneck in plain words, and a Perfetto trace.
+#pragma once
+
+#include "machine.hpp"
+#include "program.hpp"
+#include "timing.hpp"
+#include "workload.hpp"
+
+#include <tessel/sim.hpp>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel::sim {
+
+/// The critical path grouped by resource ("dma" or an engine) and label.
+struct resource_share {
+  std::string resource;  ///< "dma", "tensor", "vector", "scalar", "gpsimd"
+  std::string tag;       ///< "load B", "matmul", ...
+  double ns = 0;
+  std::string main_phase;  ///< the phase with most of the time ("dma issue", ...)
+};
+
+class analysis {
+ public:
+  analysis(const program& p, const timing_result& t, const machine& m);
+
+  [[nodiscard]] double latency_s() const noexcept { return t_.latency_ns * 1e-9; }
+  [[nodiscard]] double roofline_s() const noexcept { return std::max(compute_ns_, memory_ns_) * 1e-9; }
+  /// The measurement's metrics (docs/simulator.md lists the keys).
+  [[nodiscard]] std::map<std::string, double> metrics() const;
+  /// One line: the bottleneck and the distance to the roofline.
+  [[nodiscard]] std::string headline() const;
+  [[nodiscard]] sim_explanation explanation() const;
+  [[nodiscard]] bottleneck bottleneck_info() const;
+  /// Suggestions that hold for any workload (roofline, warm-up, small tiles).
+  [[nodiscard]] std::vector<std::string> generic_suggestions() const;
+  [[nodiscard]] const std::vector<resource_share>& shares() const noexcept { return shares_; }
+
+ private:
+  [[nodiscard]] std::string bottleneck_text() const;
+  const program& p_;
+  const timing_result& t_;
+  const machine& m_;
+  double compute_ns_ = 0, memory_ns_ = 0;
+  std::vector<resource_share> shares_;
+};
+
+[[nodiscard]] inline analysis analyse_run(const program& p, const timing_result& t, const machine& m) {
+  return analysis(p, t, m);
+}
+
+/// Chrome/Perfetto trace JSON of a recorded timing (timing_options::record):
+/// one thread per engine and used DMA queue, "X" slices in microseconds.
+[[nodiscard]] std::string trace_json(const program& p, const timing_result& t, std::string_view title);
+
+}  // namespace tessel::sim

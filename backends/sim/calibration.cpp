@@ -1,0 +1,193 @@
+// calibration.cpp: replays shared/calibration/ on the model (calibration.hpp).
+#include "calibration.hpp"
+
+#include "fixed_space.hpp"
+#include "machine.hpp"
+#include "program.hpp"
+#include "timing.hpp"
+#include "workload.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/target.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace tessel::sim {
+namespace {
+
+using json = nlohmann::json;
+using overrides_t = std::map<std::string, double, std::less<>>;
+
+json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw error(fmt::format("calibration: cannot read '{}'", path.string()));
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw error(fmt::format("calibration: '{}' is not JSON: {}", path.string(), e.what()));
+  }
+}
+
+target builtin(const std::string& name) {
+  auto t = builtin_target(name);
+  if (!t) throw error("calibration: no built-in target " + name);
+  return *t;
+}
+
+// --- the matmul tutorial (trn1) --------------------------------------------------------
+
+/// Each stage of the tutorial as a config of the matmul workload
+/// (docs/simulator.md explains the mapping).
+fixed_values tutorial_stage(const std::string& stage, const json& problem) {
+  fixed_values v;
+  v.integers = {{"M", problem.at("M").get<std::int64_t>()},
+                {"N", problem.at("N").get<std::int64_t>()},
+                {"K", problem.at("K").get<std::int64_t>()}};
+  v.symbols = {{"dtype", "bf16"}, {"a_layout", "km"}, {"evict", "vector"}, {"workload", "matmul"}};
+  const auto K = v.integers["K"];
+  if (stage == "tiled") {
+    v.integers.insert({{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"bufs", 2}, {"coalesce", 0}});
+    v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
+    v.order = {"m", "n", "k"};
+  } else if (stage == "hoist_loads") {
+    v.integers.insert({{"tile_m", 128}, {"tile_n", 512}, {"tile_k", K}, {"bufs", 2}, {"coalesce", 0}});
+    v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
+    v.order = {"m", "n", "k"};
+  } else if (stage == "block_free_dims") {
+    v.integers.insert({{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", K}, {"bufs", 1}, {"coalesce", 0}});
+    v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
+    v.order = {"m", "n", "k"};
+  } else if (stage == "fully_optimized") {
+    v.integers.insert({{"tile_m", 2048}, {"tile_n", 1024}, {"tile_k", 1024}, {"bufs", 2}, {"coalesce", 1}});
+    v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
+    v.order = {"n", "k", "m"};
+  } else {
+    throw error(fmt::format("calibration: unknown tutorial stage '{}'", stage));
+  }
+  return v;
+}
+
+std::string describe(const fixed_values& v) {
+  std::string s;
+  for (const char* k : {"tile_m", "tile_n", "tile_k", "bufs", "coalesce"})
+    if (v.integers.contains(k)) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v.integers.at(k));
+  if (!v.order.empty()) s += fmt::format(" order=({})", fmt::join(v.order, ","));
+  return s;
+}
+
+void tutorial(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+  const std::string file = "nki_matmul_tutorial_trn1.json";
+  const json j = read_json(dir / file);
+  const target t = builtin("trn1");
+  const machine m = resolve_machine(t, overrides);
+  program prog;
+  for (const auto& stage : j.at("stages")) {
+    const std::string name = stage.at("name").get<std::string>();
+    const fixed_values v = tutorial_stage(name, j.at("problem"));
+    auto [s, c] = fixed_space("matmul", t, v);
+    calibration_row row{file, name, "latency_ms", stage.at("latency_ms").get<double>(), 0, 0.25, describe(v)};
+    const std::string err = matmul_workload().lower(s, c, m, prog);
+    if (!err.empty()) throw error(fmt::format("calibration: stage {} does not compile: {}", name, err));
+    row.predicted = time_program(prog, m).latency_ns * 1e-6;
+    rows.push_back(row);
+  }
+}
+
+// --- TensorE tile shapes (trn2) -----------------------------------------------------------
+
+void tensor_tiles(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+  const std::string file = "tensore_tile_shapes_trn2.json";
+  const json j = read_json(dir / file);
+  const machine m = resolve_machine(builtin("trn2"), overrides);
+  for (const auto& c : j.at("cases")) {
+    program prog;
+    const auto sb = prog.add_buffer({"operands", memory::sbuf, 0, 1, 0});
+    const auto ps = prog.add_buffer({"psum", memory::psum, 2048, 8, 0});
+    const auto tag = prog.add_tag("matmul");
+    double flops = 0;
+    std::string how;
+    for (const auto& g : c.at("matmuls")) {
+      instruction in;
+      in.engine = tensor_engine;
+      in.kind = op::matmul;
+      in.type = dtype::bf16;
+      in.flags = flag_new_stationary;
+      in.count = g.at("count").get<std::uint32_t>();
+      in.partitions = g.at("K").get<std::uint32_t>();
+      in.aux = g.at("M").get<std::uint32_t>();
+      in.free = g.at("N").get<std::uint32_t>();
+      in.src = sb;
+      in.dst = ps;
+      in.tag = tag;
+      prog.add(in);
+      flops += 2.0 * in.count * in.partitions * in.aux * in.free;
+      how += fmt::format("{}{} x K{} M{} N{}", how.empty() ? "" : ", ", in.count, in.partitions, in.aux, in.free);
+    }
+    const auto r = time_program(prog, m);
+    const double tflops = flops / r.busy_ns[tensor_engine] * 1e-3;
+    rows.push_back({file, c.at("name").get<std::string>(), "achieved_tflops", c.at("achieved_tflops").get<double>(),
+                    tflops, 0.15, how + " back to back, TFLOPS over TensorE-active time"});
+  }
+}
+
+// --- DMA descriptor sizes (trn2) ------------------------------------------------------------
+
+void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+  const std::string file = "dma_descriptor_size_trn2.json";
+  const json j = read_json(dir / file);
+  const machine m = resolve_machine(builtin("trn2"), overrides);
+  for (const auto& c : j.at("cases")) {
+    program prog;
+    const auto hbm = prog.add_buffer({"HBM", memory::hbm, 0, 1, 0});
+    const auto sb = prog.add_buffer({"SBUF", memory::sbuf, 0, 1, 0});
+    const auto tag = prog.add_tag("load");
+    const std::string name = c.at("name").get<std::string>();
+    instruction in;
+    in.kind = op::dma;
+    in.src = hbm;
+    in.dst = sb;
+    in.tag = tag;
+    if (c.contains("bytes_per_partition")) {
+      // A stream of [128, bytes_per_partition] tiles spread over every queue:
+      // the steady-state rate of the engines.
+      in.partitions = 128;
+      in.free = c.at("bytes_per_partition").get<std::uint32_t>();
+      const int transfers = 512;
+      for (int i = 0; i < transfers; ++i) {
+        in.engine = static_cast<engine_id>(i % dma_queue_count);
+        prog.add(in);
+      }
+      const auto r = time_program(prog, m);
+      const double gbps = transfers * 128.0 * in.free / r.dma_active_ns;
+      rows.push_back({file, name, "achieved_gb_per_s", c.at("achieved_gb_per_s").get<double>(), gbps, 0.15,
+                      fmt::format("{} transfers of [128 x {} B] over 16 queues, bytes over DMA-active time", transfers,
+                                  in.free)});
+    } else {
+      // The NKI DMA overview's A[4, 4096] bf16: 4 partitions of 8 KiB, one engine.
+      const auto bytes = c.at("bytes").get<std::uint32_t>();
+      in.engine = 0;
+      in.partitions = 4;
+      in.free = bytes / 4;
+      prog.add(in);
+      const auto r = time_program(prog, m, timing_options{.record = true});
+      rows.push_back({file, name, "latency_ns", c.at("latency_ns").get<double>(), r.end_ns[0] - r.data_start_ns[0],
+                      0.15, "one transfer of [4 x 8192 B] (A[4,4096] bf16), the engine's data phase"});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<calibration_row> run_calibration(const std::filesystem::path& dir, const overrides_t& overrides) {
+  std::vector<calibration_row> rows;
+  tutorial(dir, overrides, rows);
+  tensor_tiles(dir, overrides, rows);
+  dma_sizes(dir, overrides, rows);
+  return rows;
+}
+
+}  // namespace tessel::sim

@@ -1,0 +1,50 @@
+// factory.cpp: builds a sim_backend from a registry spec (factory.hpp).
+#include "factory.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/sim.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+namespace tessel::sim {
+namespace {
+
+double number(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+    throw error(fmt::format("backend sim: setting {} must be a number, got '{}'", key, text));
+  return v;
+}
+
+}  // namespace
+
+std::shared_ptr<backend> make_sim_backend(std::string_view argument, const backend_settings& settings) {
+  sim_options options;
+  options.workload = std::string(argument);
+  for (const auto& [key, value] : settings) {
+    if (key == "workload") {
+      options.workload = value;
+    } else if (key == "target") {
+      options.target = value;
+    } else if (key == "concurrency") {
+      const double n = number(key, value);
+      if (n < 1 || n != static_cast<double>(static_cast<std::size_t>(n)))
+        throw error(fmt::format("backend sim: setting concurrency must be a whole number >= 1, got {}", value));
+      options.concurrency = static_cast<std::size_t>(n);
+    } else if (key.rfind("set.", 0) == 0 && key.size() > 4) {
+      options.overrides[key.substr(4)] = number(key, value);
+    } else {
+      throw error(fmt::format("backend sim: unknown setting '{}' (settings: workload, target, concurrency, "
+                              "set.NAME for a model constant)", key));
+    }
+  }
+  return std::make_shared<sim_backend>(std::move(options));
+}
+
+}  // namespace tessel::sim

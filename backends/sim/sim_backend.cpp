@@ -1,0 +1,189 @@
+// sim_backend.cpp: tessel::sim_backend (tessel/sim.hpp): picks the workload
+// and the model constants, lowers and times configs, and turns the timing
+// into a measurement, an explanation and a trace.
+#include <tessel/error.hpp>
+#include <tessel/sim.hpp>
+#include <tessel/target.hpp>
+
+#include "analysis.hpp"
+#include "machine.hpp"
+#include "program.hpp"
+#include "timing.hpp"
+#include "workload.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace tessel {
+
+using namespace tessel::sim;
+
+void sim_options::validate() const {
+  if (!workload.empty() && !find_workload(workload))
+    throw options_error(fmt::format("sim_options.workload: unknown workload '{}' (known: {})", workload,
+                                    fmt::join(workload_names(), ", ")));
+  if (!target.empty() && !builtin_target(target))
+    throw options_error(fmt::format("sim_options.target: unknown target '{}' (built-in: {})", target,
+                                    fmt::join(builtin_target_names(), ", ")));
+}
+
+std::vector<std::string> sim_workloads() { return workload_names(); }
+
+struct sim_backend::impl {
+  sim_options options;
+  std::mutex mutex;
+  // the last resolved (target -> machine), shared by evaluations
+  std::shared_ptr<const machine> machine_cache;
+  target cached_target;
+  std::string prepared_workload;
+
+  /// The target a space is timed on.
+  [[nodiscard]] target target_for(const space& s) const {
+    if (options.target.empty()) return s.def().target;
+    if (auto t = builtin_target(options.target)) return *t;
+    throw error(fmt::format("sim: unknown target '{}'", options.target));
+  }
+
+  std::shared_ptr<const machine> machine_for(const space& s) {
+    const target t = target_for(s);
+    const std::lock_guard lock(mutex);
+    if (machine_cache && cached_target.name == t.name && cached_target.constants == t.constants) return machine_cache;
+    machine_cache = std::make_shared<const machine>(resolve_machine(t, options.overrides));
+    cached_target = t;
+    return machine_cache;
+  }
+
+  [[nodiscard]] const workload& workload_for(const space& s) const {
+    std::string name = options.workload;
+    if (name.empty()) {
+      const value_reader v(s, config{});
+      for (const auto& k : s.def().constants)
+        if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
+            static_cast<std::size_t>(k.value) < s.def().symbols.size())
+          name = s.def().symbols[static_cast<std::size_t>(k.value)];
+    }
+    if (name.empty() && find_workload(s.name())) name = s.name();
+    if (name.empty())
+      throw error(fmt::format("sim: which workload does space '{}' describe? Declare `const workload = NAME` in "
+                              "the space or pass sim:NAME (workloads: {})",
+                              s.name(), fmt::join(workload_names(), ", ")));
+    const auto* w = find_workload(name);
+    if (!w) throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", name, fmt::join(workload_names(), ", ")));
+    return *w;
+  }
+
+  struct run {
+    const workload* w = nullptr;
+    std::shared_ptr<const machine> m;
+    std::string error;
+    timing_result timing;
+  };
+
+  run simulate(const space& s, const config& c, program& prog, bool record) {
+    run r;
+    r.w = &workload_for(s);
+    r.m = machine_for(s);
+    r.error = r.w->lower(s, c, *r.m, prog);
+    if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
+    return r;
+  }
+};
+
+sim_backend::sim_backend(sim_options opts) : impl_(std::make_unique<impl>()) {
+  opts.validate();
+  impl_->options = std::move(opts);
+}
+
+sim_backend::~sim_backend() = default;
+
+std::string sim_backend::name() const {
+  std::string n = "sim";
+  const std::string w = impl_->prepared_workload.empty() ? impl_->options.workload : impl_->prepared_workload;
+  if (!w.empty()) n += ":" + w;
+  const std::string t = impl_->machine_cache ? impl_->machine_cache->target_name : impl_->options.target;
+  if (!t.empty()) n += "@" + t;
+  return n;
+}
+
+void sim_backend::prepare(const space& s) {
+  const auto& w = impl_->workload_for(s);
+  w.check_space(s);
+  (void)impl_->machine_for(s);
+  impl_->prepared_workload = std::string(w.name());
+}
+
+std::size_t sim_backend::concurrency() const {
+  if (impl_->options.concurrency > 0) return impl_->options.concurrency;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+measurement sim_backend::evaluate(const space& s, const config& c) {
+  thread_local program prog;
+  impl::run r;
+  try {
+    r = impl_->simulate(s, c, prog, false);
+  } catch (const error& e) {
+    return measurement::failure(status::invalid, e.what());
+  }
+  const machine& m = *r.m;
+  cost paid;
+  paid.compile_s = m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(prog.issued_count());
+  if (!r.error.empty()) return measurement::failure(status::compile_error, r.error, paid);
+  const double latency_s = r.timing.latency_ns * 1e-9;
+  paid.run_s = latency_s;
+  measurement out = measurement::success(latency_s, paid);
+  out.samples = {latency_s};
+  const analysis a = analyse_run(prog, r.timing, m);
+  out.metrics = a.metrics();
+  out.message = a.headline();
+  return out;
+}
+
+double sim_backend::estimated_cost(const space& s, const config& c) const {
+  try {
+    const auto& w = impl_->workload_for(s);
+    const auto m = impl_->machine_for(s);
+    const double instructions = w.estimated_instructions(s, c, *m);
+    return m->compile_base_s + m->compile_per_instruction_s * instructions + 1e-3;
+  } catch (const error&) {
+    return 1e-3;
+  }
+}
+
+sim_explanation sim_backend::analyse(const space& s, const config& c) const {
+  program prog;
+  auto r = impl_->simulate(s, c, prog, false);
+  if (!r.error.empty()) throw error(fmt::format("sim: the config does not compile: {}", r.error));
+  const analysis a = analyse_run(prog, r.timing, *r.m);
+  sim_explanation e = a.explanation();
+  e.workload = std::string(r.w->name());
+  e.target = r.m->target_name;
+  bottleneck b = a.bottleneck_info();
+  e.suggestions = r.w->suggest(b, s, c);
+  for (auto& extra : a.generic_suggestions()) e.suggestions.push_back(std::move(extra));
+  return e;
+}
+
+std::string sim_backend::explain(const space& s, const config& c) const { return analyse(s, c).text(); }
+
+std::string sim_backend::trace_json(const space& s, const config& c) const {
+  program prog;
+  auto r = impl_->simulate(s, c, prog, true);
+  if (!r.error.empty()) throw error(fmt::format("sim: the config does not compile: {}", r.error));
+  return sim::trace_json(prog, r.timing, std::string(r.w->name()) + "@" + r.m->target_name);
+}
+
+void sim_backend::write_trace(const space& s, const config& c, const std::filesystem::path& path) const {
+  const std::string json = trace_json(s, c);
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw error(fmt::format("sim: cannot write the trace to '{}'", path.string()));
+  out << json;
+  if (!out) throw error(fmt::format("sim: writing the trace to '{}' failed", path.string()));
+}
+
+}  // namespace tessel

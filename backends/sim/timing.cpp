@@ -1,0 +1,681 @@
+// timing.cpp: the event-driven timing model (timing.hpp). One pass over a
+// time-ordered event queue. Compute engines and DMA queues run their streams
+// in order; DMA data phases share the 16 DMA engines (each active transfer
+// progresses at 1/n of its busiest engine, n = transfers using it: the round
+// robin between queues of the NKI DMA overview). Every cost rule is stated in
+// docs/simulator.md with its source.
+#include "timing.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace tessel::sim {
+
+// --- cost rules ------------------------------------------------------------------
+
+namespace {
+
+[[nodiscard]] double clock_ghz(engine_id e, const machine& m) {
+  switch (e) {
+    case tensor_engine: return m.tensor_ghz;
+    case vector_engine: return m.vector_ghz;
+    case scalar_engine: return m.scalar_ghz;
+    case gpsimd_engine: return m.gpsimd_ghz;
+    default: return 1.0;
+  }
+}
+
+/// TensorE cycles of one multiply (or transpose), without the stationary load.
+[[nodiscard]] double tensor_cycles(const instruction& in, const machine& m) {
+  // transpose: the data is the stationary, the identity streams as moving
+  // (free size = the partitions of the input).
+  const double moving = in.kind == op::transpose ? in.partitions : in.free;
+  const double stationary = in.kind == op::transpose ? in.free : in.aux;
+  double cycles = std::max(moving, m.tensor_min_cycles);
+  if (in.type == dtype::fp32) cycles *= m.fp32_cost_factor;
+  const bool small = in.partitions < static_cast<std::uint32_t>(m.max_contraction) ||
+                     stationary < m.max_stationary_free || moving < m.small_moving_free;
+  if (small) cycles *= 1.0 + m.small_tile_penalty;
+  return cycles / m.full_tile_efficiency;
+}
+
+/// TensorE cycles of LoadStationary for a stationary of free size `free`.
+[[nodiscard]] double stationary_load_cycles(double free, const machine& m) {
+  return std::max(free, m.tensor_min_cycles) / m.stationary_load_speedup;
+}
+
+[[nodiscard]] double elementwise_cycles(const instruction& in, const machine& m, bool depends_on_previous) {
+  double per_element = 1.0;
+  switch (in.kind) {
+    case op::tensor_tensor: per_element = m.two_input_cycles_per_element; break;
+    case op::reduce: per_element = m.reduce_cycles_per_element; break;
+    case op::reciprocal: per_element = m.reciprocal_cycles_per_element; break;
+    default: break;
+  }
+  if (in.engine == gpsimd_engine) per_element *= m.gpsimd_cycles_per_element;
+  double speedup = 1.0;
+  const bool perf_op = in.kind == op::copy || in.kind == op::tensor_scalar;
+  if (in.engine == vector_engine && perf_op && (in.flags & flag_sbuf_contiguous) && dtype_bytes(in.type) <= 2)
+    speedup = std::min(m.perf_mode_max_speedup, 4.0 / dtype_bytes(in.type));
+  const double floor_cycles = depends_on_previous ? m.dependent_instruction_cycles : m.elementwise_min_cycles;
+  double cycles = std::max(floor_cycles, per_element * in.free / std::max(speedup, 1.0));
+  cycles += m.elementwise_overhead_cycles;
+  if (in.engine == gpsimd_engine) cycles += m.gpsimd_start_cycles;
+  return cycles;
+}
+
+}  // namespace
+
+double compute_ns(const instruction& in, const machine& m, bool depends_on_previous) {
+  const double ghz = clock_ghz(in.engine, m);
+  if (in.engine == tensor_engine) return in.count * tensor_cycles(in, m) / ghz;
+  return in.count * elementwise_cycles(in, m, depends_on_previous) / ghz;
+}
+
+std::uint32_t dma_engine_mask(const instruction& in, const machine& m) {
+  const int per = m.dma_partitions_per_engine;
+  const int rows = std::max<int>(1, static_cast<int>(in.partitions));
+  const int first = in.partition_offset / per;
+  const int count = std::min((in.partition_offset + rows - 1) / per - first + 1, m.dma_engines);
+  const std::uint64_t run = (std::uint64_t{1} << count) - 1;
+  const std::uint64_t shifted = run << (first % m.dma_engines);
+  const std::uint64_t all = (std::uint64_t{1} << m.dma_engines) - 1;
+  return static_cast<std::uint32_t>((shifted | (shifted >> m.dma_engines)) & all);
+}
+
+double dma_data_ns(const instruction& in, const machine& m) {
+  // Rows on the busiest engine: each engine serves `dma_partitions_per_engine`
+  // consecutive partitions (NKI DMA overview).
+  const int per = m.dma_partitions_per_engine;
+  const int offset_in_group = in.partition_offset % per;
+  const int rows = static_cast<int>(in.partitions);
+  int busiest = std::min(rows, per - offset_in_group);
+  if (rows > per - offset_in_group) busiest = std::max(busiest, std::min(per, rows - (per - offset_in_group)));
+  // Engines beyond 16 wrap around: more rows per engine.
+  const int engines_needed = (offset_in_group + rows + per - 1) / per;
+  if (engines_needed > m.dma_engines)
+    busiest = static_cast<int>(std::ceil(static_cast<double>(rows) / m.dma_engines));
+  const double row_bytes = in.free;
+  const double chunk = in.aux > 0 ? std::min<double>(in.aux, row_bytes) : row_bytes;
+  const double descriptors_per_row = chunk > 0 ? std::ceil(row_bytes / chunk) : 1.0;
+  const double per_row = descriptors_per_row * m.dma_descriptor_ns + row_bytes / m.dma_stream_bytes_per_ns;
+  return in.count * busiest * per_row;
+}
+
+// --- the simulator ---------------------------------------------------------------
+
+namespace {
+
+enum class cause_kind : std::uint8_t { none, engine, dependency, port };
+enum class event_kind : std::uint8_t { compute_end, dma_issue_end, dma_data_end, wake };
+
+struct event {
+  double t;
+  std::uint64_t seq;
+  std::uint32_t id;  ///< instruction (engine for wake)
+  std::uint32_t version;
+  event_kind kind;
+};
+
+struct later {
+  bool operator()(const event& a, const event& b) const noexcept {
+    return a.t > b.t || (a.t == b.t && a.seq > b.seq);
+  }
+};
+
+struct port {
+  double free_at = 0;
+  std::uint32_t holder = program::none;
+  bool used = false;
+};
+
+/// Per-thread storage reused across runs (no reallocation per config).
+struct workspace {
+  std::vector<std::uint32_t> pending, cause, version, mask, succ_begin, succ, fill, active, finished;
+  std::vector<double> start, end, data_start, done, ready, remaining, rate;
+  std::vector<cause_kind> cause_kinds;
+  std::array<std::vector<std::uint32_t>, engine_count> streams;
+  std::vector<event> heap;
+  std::vector<double> shares;
+};
+
+/// The hybrid event model. Engines with no shared resource (TensorE always;
+/// VectorE, ScalarE and GpSimdE where the target has no shared ports) are
+/// resolved eagerly: an in-order engine with no contention starts each
+/// instruction at max(engine free, dependencies done), which is known as soon
+/// as its dependencies' end times are, so no event is needed. What shares a
+/// resource is ordered by time through the event queue: DMA data phases (the
+/// 16 engines) and, on trn1, the instructions that contend for a port.
+class simulator {
+ public:
+  simulator(const program& p, const machine& m, const timing_options& o, workspace& w)
+      : p_(p), m_(m), o_(o), ins_(p.instructions()), n_(ins_.size()), w_(w) {
+    const bool ports = m.vector_scalar_share_psum || m.vector_gpsimd_share_sbuf_port;
+    for (int e = 0; e < engine_count; ++e) {
+      const auto id = static_cast<engine_id>(e);
+      eager_[static_cast<std::size_t>(e)] = !is_dma(id) && (id == tensor_engine || !ports);
+    }
+  }
+
+  timing_result run() {
+    prepare();
+    for (int e = 0; e < engine_count; ++e) schedule(static_cast<engine_id>(e));
+    drain();
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), later{});
+      const event ev = heap_.back();
+      heap_.pop_back();
+      now_ = ev.t;
+      handle(ev);
+      drain();
+    }
+    check_finished();
+    return finish();
+  }
+
+ private:
+  // --- set-up -----------------------------------------------------------------
+
+  void prepare() {
+    pending_.resize(n_);
+    start_.resize(n_);
+    end_.resize(n_);
+    data_start_.resize(n_);
+    done_.assign(n_, -1);
+    ready_.assign(n_, 0);
+    cause_.assign(n_, program::none);
+    cause_kind_.assign(n_, cause_kind::none);
+    remaining_.resize(n_);
+    rate_.resize(n_);
+    version_.assign(n_, 0);
+    mask_.resize(n_);
+    heap_.clear();
+    active_.clear();
+    for (auto& s : streams_) s.clear();
+    const auto& deps = p_.deps();
+    succ_begin_.assign(n_ + 1, 0);
+    for (std::size_t i = 0; i < n_; ++i) {
+      const auto& in = ins_[i];
+      pending_[i] = in.dep_end - in.dep_begin;
+      for (auto d = in.dep_begin; d < in.dep_end; ++d) ++succ_begin_[deps[d] + 1];
+      streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
+      if (is_dma(in.engine)) mask_[i] = dma_engine_mask(in, m_);
+    }
+    for (std::size_t i = 0; i < n_; ++i) succ_begin_[i + 1] += succ_begin_[i];
+    succ_.resize(deps.size());
+    auto& fill = w_.fill;
+    fill.assign(succ_begin_.begin(), succ_begin_.end() - 1);
+    for (std::size_t i = 0; i < n_; ++i)
+      for (auto d = ins_[i].dep_begin; d < ins_[i].dep_end; ++d) succ_[fill[deps[d]]++] = static_cast<std::uint32_t>(i);
+  }
+
+  // --- events and the work list --------------------------------------------------
+
+  void push(double t, std::uint32_t id, event_kind k, std::uint32_t version = 0) {
+    heap_.push_back(event{t, seq_++, id, version, k});
+    std::push_heap(heap_.begin(), heap_.end(), later{});
+  }
+
+  /// Queues engine `e` to look at its head instruction.
+  void schedule(engine_id e) {
+    if (queued_[e]) return;
+    queued_[e] = true;
+    work_[work_size_++] = e;
+  }
+
+  void drain() {
+    while (work_size_ > 0) {
+      const engine_id e = work_[--work_size_];
+      queued_[e] = false;
+      try_start(e);
+    }
+  }
+
+  void handle(const event& ev) {
+    switch (ev.kind) {
+      case event_kind::compute_end: on_compute_end(ev.id); break;
+      case event_kind::dma_issue_end: on_issue_end(ev.id); break;
+      case event_kind::dma_data_end:
+        if (ev.version == share_version_) on_share_event();
+        break;
+      case event_kind::wake:
+        waking_[ev.id] = false;
+        schedule(static_cast<engine_id>(ev.id));
+        break;
+    }
+  }
+
+  /// `id` is done at `t` (possibly later than now): its dependents learn it.
+  void resolve(std::uint32_t id, double t) {
+    done_[id] = t;
+    for (auto s = succ_begin_[id]; s < succ_begin_[id + 1]; ++s) {
+      const auto j = succ_[s];
+      if (t >= ready_[j]) {
+        ready_[j] = t;
+        cause_[j] = id;  // provisional: the latest dependency so far
+      }
+      if (--pending_[j] == 0 && is_head(ins_[j].engine, j)) schedule(ins_[j].engine);
+    }
+  }
+
+  void on_compute_end(std::uint32_t id) {
+    const engine_id e = ins_[id].engine;
+    busy_[e] = false;
+    release_ports(id);
+    schedule(e);
+  }
+
+  void on_issue_end(std::uint32_t id) {
+    advance_sharing();
+    data_start_[id] = now_;
+    remaining_[id] = dma_data_ns(ins_[id], m_);
+    active_.push_back(id);
+    reshare();
+  }
+
+  /// The earliest predicted end of a data phase: finish every transfer done by now.
+  void on_share_event() {
+    advance_sharing();
+    std::size_t kept = 0;
+    finished_.clear();
+    for (const auto id : active_) {
+      if (remaining_[id] <= 1e-6) finished_.push_back(id);
+      else active_[kept++] = id;
+    }
+    active_.resize(kept);
+    reshare();
+    for (const auto id : finished_) on_data_end(id);
+  }
+
+  void on_data_end(std::uint32_t id) {
+    const engine_id q = ins_[id].engine;
+    busy_[q] = false;
+    end_[id] = now_;
+    free_at_[q] = now_;
+    busy_ns_[q] += now_ - start_[id];
+    // dependents see it after the rest of the fixed latency
+    resolve(id, now_ + std::max(0.0, m_.dma_fixed_latency_ns - m_.dma_issue_ns));
+    schedule(q);
+  }
+
+  [[nodiscard]] bool is_head(engine_id e, std::uint32_t id) const {
+    return head_[e] < streams_[e].size() && streams_[e][head_[e]] == id;
+  }
+
+  // --- ports (trn1: VectorE/ScalarE share PSUM access, VectorE/GpSimdE the SBUF port)
+
+  port* psum_port_for(const instruction& in) {
+    const bool engine_ok = in.engine == vector_engine || in.engine == scalar_engine;
+    if (!m_.vector_scalar_share_psum || !engine_ok) return nullptr;
+    return (in.flags & (flag_reads_psum | flag_writes_psum)) ? &psum_port_ : nullptr;
+  }
+
+  port* sbuf_port_for(const instruction& in) {
+    const bool engine_ok = in.engine == vector_engine || in.engine == gpsimd_engine;
+    return m_.vector_gpsimd_share_sbuf_port && engine_ok ? &sbuf_port_ : nullptr;
+  }
+
+  void release_ports(std::uint32_t id) {
+    bool freed = false;
+    for (port* pt : {&psum_port_, &sbuf_port_})
+      if (pt->used && pt->holder == id) {
+        pt->used = false;
+        freed = true;
+      }
+    if (freed)
+      for (engine_id e : {vector_engine, scalar_engine, gpsimd_engine}) schedule(e);
+  }
+
+  // --- starting ---------------------------------------------------------------------
+
+  void try_start(engine_id e) {
+    if (eager_[e]) {
+      run_eager(e);
+      return;
+    }
+    if (busy_[e] || head_[e] >= streams_[e].size()) return;
+    const auto id = streams_[e][head_[e]];
+    if (pending_[id] > 0) return;
+    const double at = std::max(free_at_[e], ready_[id]);
+    if (at > now_) {  // not yet: look again then
+      if (!waking_[e]) {
+        waking_[e] = true;
+        push(at, e, event_kind::wake);
+      }
+      return;
+    }
+    const auto& in = ins_[id];
+    if (is_dma(e)) {
+      begin(id, e, now_, nullptr, nullptr);
+      busy_[e] = true;
+      ++head_[e];
+      push(now_ + m_.dma_issue_ns * in.count, id, event_kind::dma_issue_end);
+      return;
+    }
+    port* pp = psum_port_for(in);
+    port* sp = sbuf_port_for(in);
+    if ((pp && pp->used) || (sp && sp->used)) return;  // retried when the port frees
+    begin(id, e, now_, pp, sp);
+    const double duration = elementwise_duration(in);
+    finish_compute(id, e, now_ + duration);
+    for (port* pt : {pp, sp})
+      if (pt) {
+        pt->used = true;
+        pt->holder = id;
+        pt->free_at = now_ + duration;
+      }
+    busy_[e] = true;
+    push(now_ + duration, id, event_kind::compute_end);
+  }
+
+  /// An uncontended in-order engine: start everything whose dependencies are known.
+  void run_eager(engine_id e) {
+    auto& stream = streams_[e];
+    while (head_[e] < stream.size()) {
+      const auto id = stream[head_[e]];
+      if (pending_[id] > 0) return;
+      const double at = std::max(free_at_[e], ready_[id]);
+      begin(id, e, at, nullptr, nullptr);
+      const auto& in = ins_[id];
+      const double duration = e == tensor_engine ? tensor_duration(in, at) : elementwise_duration(in);
+      finish_compute(id, e, at + duration);
+    }
+  }
+
+  /// Records the start of `id` on `e` at `at` and what made it wait.
+  void begin(std::uint32_t id, engine_id e, double at, const port* pp, const port* sp) {
+    start_[id] = at;
+    data_start_[id] = at;
+    // ready_/cause_ hold the latest dependency; the engine wins if it freed later
+    const auto prev = last_on_engine_[e];
+    if (prev != program::none && (cause_[id] == program::none || free_at_[e] > ready_[id])) {
+      cause_[id] = prev;
+      cause_kind_[id] = cause_kind::engine;
+    } else if (cause_[id] != program::none) {
+      cause_kind_[id] = cause_kind::dependency;
+    }
+    for (const port* pt : {pp, sp})
+      if (pt && pt->holder != program::none && pt->free_at > std::max(free_at_[e], ready_[id])) {
+        cause_[id] = pt->holder;
+        cause_kind_[id] = cause_kind::port;
+      }
+    last_on_engine_[e] = id;
+  }
+
+  void finish_compute(std::uint32_t id, engine_id e, double end) {
+    end_[id] = end;
+    busy_ns_[e] += end - start_[id];
+    free_at_[e] = end;
+    ++head_[e];
+    resolve(id, end);
+  }
+
+  [[nodiscard]] double elementwise_duration(const instruction& in) const {
+    // the instruction before it on this engine is the one begin() just replaced
+    bool depends_on_previous = false;
+    const auto prev = prev_on_engine(in.engine);
+    if (prev != program::none) {
+      const auto& deps = p_.deps();
+      for (auto d = in.dep_begin; d < in.dep_end && !depends_on_previous; ++d) depends_on_previous = deps[d] == prev;
+    }
+    return compute_ns(in, m_, depends_on_previous);
+  }
+
+  /// The instruction before the head's on engine e (head_ not yet advanced).
+  [[nodiscard]] std::uint32_t prev_on_engine(engine_id e) const {
+    return head_[e] > 0 ? streams_[e][head_[e] - 1] : program::none;
+  }
+
+  // --- TensorE: stationary loads and the warm-up throttle ------------------------------
+
+  double tensor_duration(const instruction& in, double now) {
+    const double each = tensor_cycles(in, m_);
+    const bool gap = tensor_last_end_ < 0 || now > tensor_last_end_ + 1e-9;
+    double cycles = in.count * each;
+    const bool new_stationary = in.kind == op::transpose || (in.flags & flag_new_stationary);
+    if (new_stationary) {
+      const double free = in.kind == op::transpose ? in.free : in.aux;
+      const double load = stationary_load_cycles(free, m_);
+      cycles += gap ? load : std::max(0.0, load - tensor_prev_cycles_);
+      cycles += (in.count - 1) * std::max(0.0, load - each);
+    }
+    tensor_prev_cycles_ = each;
+    const double moving = in.kind == op::transpose ? in.partitions : in.free;
+    double ideal = std::max<double>(moving, m_.tensor_min_cycles) * in.count;
+    if (in.type == dtype::fp32) ideal *= m_.fp32_cost_factor;
+    tensor_ideal_ns_ += ideal / m_.tensor_ghz;
+    const double full_ns = cycles / m_.tensor_ghz;
+    const double duration = throttled(full_ns, now);
+    tensor_warmup_loss_ns_ += duration - full_ns;
+    tensor_last_end_ = now + duration;
+    return duration;
+  }
+
+  /// The warm-up throttle (trn2): TensorE starts at warmup_start of peak and
+  /// ramps linearly to full speed over warmup_ns of busy time; it re-engages
+  /// when its utilization (an exponential average with time constant
+  /// warmup_ns) falls below 50%.
+  double throttled(double work_ns, double now) {
+    const double w = m_.warmup_ns;
+    if (w <= 0 || m_.warmup_start >= 1) return work_ns;
+    const double gap = tensor_last_end_ < 0 ? w * 10 : std::max(0.0, now - tensor_last_end_);
+    if (gap > 0) util_ *= std::exp(-gap / w);
+    if (util_ < 0.5) ramp_ = 0;
+    const double s0 = m_.warmup_start;
+    double duration = work_ns;
+    if (ramp_ < w) {
+      const double ramp_left = w - ramp_;
+      const double slope = (1 - s0) / w;
+      const double speed0 = s0 + slope * ramp_;
+      const double work_in_ramp = speed0 * ramp_left + slope * ramp_left * ramp_left / 2;
+      if (work_ns >= work_in_ramp) {
+        duration = ramp_left + (work_ns - work_in_ramp);
+      } else {  // slope/2 t^2 + speed0 t = work
+        duration = (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work_ns)) / slope;
+      }
+    }
+    ramp_ += duration;
+    if (util_ < 0.999) util_ = 1 - (1 - util_) * std::exp(-duration / w);
+    return duration;
+  }
+
+  // --- DMA engines shared by the active data phases --------------------------------------
+
+  void advance_sharing() {
+    const double dt = now_ - share_t_;
+    if (dt > 0 && !active_.empty()) {
+      std::uint32_t used = 0;
+      for (const auto id : active_) {
+        remaining_[id] = std::max(0.0, remaining_[id] - dt * rate_[id]);
+        used |= mask_[id];
+      }
+      dma_active_ns_ += dt;
+      dma_work_ns_ += dt * std::popcount(used);
+    }
+    share_t_ = now_;
+  }
+
+  /// Each active transfer progresses at 1/n of its busiest engine, n = the
+  /// transfers using that engine. One event stands for the earliest end.
+  void reshare() {
+    if (active_.empty()) return;
+    const std::uint32_t full = m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;
+    bool all_full = true;
+    for (const auto id : active_) all_full = all_full && mask_[id] == full;
+    double first = std::numeric_limits<double>::infinity();
+    if (all_full) {  // the common case: every transfer spans all 16 engines
+      const double rate = 1.0 / static_cast<double>(active_.size());
+      for (const auto id : active_) {
+        rate_[id] = rate;
+        first = std::min(first, remaining_[id]);
+      }
+      first /= rate;
+    } else {
+      std::array<int, 32> load{};
+      for (const auto id : active_)
+        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1) ++load[std::countr_zero(bits)];
+      for (const auto id : active_) {
+        int worst = 1;
+        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1) worst = std::max(worst, load[std::countr_zero(bits)]);
+        rate_[id] = 1.0 / worst;
+        first = std::min(first, remaining_[id] * worst);
+      }
+    }
+    push(now_ + first, 0, event_kind::dma_data_end, ++share_version_);
+  }
+
+  // --- results ---------------------------------------------------------------------------
+
+  void check_finished() const {
+    for (int e = 0; e < engine_count; ++e)
+      if (head_[e] < streams_[e].size()) {
+        const auto id = streams_[e][head_[e]];
+        throw std::logic_error("sim timing: deadlock: " + engine_name(static_cast<engine_id>(e)) +
+                               " waits forever at instruction " + std::to_string(id) + " (" +
+                               std::string(to_string(ins_[id].kind)) + ", tag '" +
+                               p_.tags().at(ins_[id].tag) + "')");
+      }
+  }
+
+  timing_result finish() {
+    timing_result r;
+    std::uint32_t last = program::none;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (last == program::none || done_[i] > done_[last]) last = static_cast<std::uint32_t>(i);
+    r.latency_ns = last == program::none ? 0 : done_[last];
+    r.busy_ns = busy_ns_;
+    r.dma_active_ns = dma_active_ns_;
+    r.dma_work_ns = dma_work_ns_;
+    r.tensor_ideal_ns = tensor_ideal_ns_;
+    r.tensor_warmup_ns = tensor_warmup_loss_ns_;
+    tally_bytes(r);
+    critical_path(r, last);
+    if (o_.record) {
+      r.start_ns = start_;
+      r.end_ns = end_;
+      r.done_ns = done_;
+      r.data_start_ns = data_start_;
+    }
+    return r;
+  }
+
+  void tally_bytes(timing_result& r) const {
+    const auto& buffers = p_.buffers();
+    for (const auto& in : ins_) {
+      r.instructions += in.count;
+      if (in.kind == op::dma) {
+        const double bytes = static_cast<double>(in.count) * in.partitions * in.free;
+        const memory src = buffers.at(in.src).where, dst = buffers.at(in.dst).where;
+        if (src == memory::hbm) r.hbm_read_bytes += bytes;
+        if (dst == memory::hbm) r.hbm_write_bytes += bytes;
+        if (src == memory::sbuf || dst == memory::sbuf) r.sbuf_dma_bytes += bytes;
+      } else if (in.kind == op::matmul || in.kind == op::transpose) {
+        const double rows = in.kind == op::matmul ? in.aux : in.free;
+        const double cols = in.kind == op::matmul ? in.free : in.partitions;
+        r.psum_write_bytes += static_cast<double>(in.count) * rows * cols * 4;
+      }
+    }
+  }
+
+  /// Walks back from the last instruction along the causes of each start.
+  void critical_path(timing_result& r, std::uint32_t last) const {
+    // phases: 0..3 compute engines (tensor, vector, scalar, gpsimd), 4 dma issue, 5 dma data, 6 dma latency
+    static constexpr std::array<const char*, 7> phase_names{"tensor", "vector", "scalar", "gpsimd",
+                                                            "dma issue", "dma data", "dma latency"};
+    const std::size_t tags = p_.tags().size();
+    auto& shares = w_.shares;
+    shares.assign(phase_names.size() * std::max<std::size_t>(tags, 1), 0.0);
+    auto add = [&](std::size_t phase, std::uint16_t tag, double ns) {
+      if (ns > 0) shares[phase * tags + tag] += ns;
+    };
+    std::uint32_t cur = last;
+    double until = last == program::none ? 0 : done_[last];
+    while (cur != program::none) {
+      const auto& in = ins_[cur];
+      if (is_dma(in.engine)) {
+        const double issue_end = data_start_[cur];
+        const double data_end = end_[cur];
+        add(4, in.tag, std::min(until, issue_end) - start_[cur]);
+        add(5, in.tag, std::min(until, data_end) - issue_end);
+        add(6, in.tag, until - data_end);
+      } else {
+        add(static_cast<std::size_t>(in.engine - tensor_engine), in.tag, until - start_[cur]);
+      }
+      const auto next = cause_[cur];
+      if (next != program::none) {
+        switch (cause_kind_[cur]) {
+          case cause_kind::engine:
+          case cause_kind::port: until = end_[next]; break;
+          default: until = done_[next]; break;
+        }
+      }
+      cur = next;
+    }
+    for (std::size_t ph = 0; ph < phase_names.size(); ++ph)
+      for (std::size_t t = 0; t < tags; ++t)
+        if (shares[ph * tags + t] > 0) r.critical_path.push_back({phase_names[ph], p_.tags()[t], shares[ph * tags + t]});
+    std::stable_sort(r.critical_path.begin(), r.critical_path.end(),
+                     [](const path_share& a, const path_share& b) { return a.ns > b.ns; });
+  }
+
+  const program& p_;
+  const machine& m_;
+  const timing_options& o_;
+  const std::vector<instruction>& ins_;
+  std::size_t n_;
+  workspace& w_;
+  std::vector<std::uint32_t>& pending_ = w_.pending;
+  std::vector<double>& start_ = w_.start;
+  std::vector<double>& end_ = w_.end;
+  std::vector<double>& data_start_ = w_.data_start;
+  std::vector<double>& done_ = w_.done;
+  std::vector<double>& ready_ = w_.ready;
+  std::vector<std::uint32_t>& cause_ = w_.cause;
+  std::vector<cause_kind>& cause_kind_ = w_.cause_kinds;
+  std::vector<double>& remaining_ = w_.remaining;
+  std::vector<double>& rate_ = w_.rate;
+  std::vector<std::uint32_t>& version_ = w_.version;
+  std::vector<std::uint32_t>& mask_ = w_.mask;
+  std::vector<std::uint32_t>& succ_begin_ = w_.succ_begin;
+  std::vector<std::uint32_t>& succ_ = w_.succ;
+  std::array<std::vector<std::uint32_t>, engine_count>& streams_ = w_.streams;
+  std::array<std::size_t, engine_count> head_{};
+  std::array<bool, engine_count> busy_{}, eager_{}, queued_{}, waking_{};
+  std::array<engine_id, engine_count> work_{};
+  int work_size_ = 0;
+  std::array<double, engine_count> free_at_{};
+  std::array<double, engine_count> busy_ns_{};
+  std::array<std::uint32_t, engine_count> last_on_engine_ = [] {
+    std::array<std::uint32_t, engine_count> a{};
+    a.fill(program::none);
+    return a;
+  }();
+  port psum_port_, sbuf_port_;
+
+  std::vector<event>& heap_ = w_.heap;
+  std::uint64_t seq_ = 0;
+  double now_ = 0;
+
+  std::vector<std::uint32_t>& active_ = w_.active;
+  std::vector<std::uint32_t>& finished_ = w_.finished;
+  std::uint32_t share_version_ = 0;
+  double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
+
+  double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
+  double ramp_ = 0, util_ = 0;
+  double tensor_ideal_ns_ = 0, tensor_warmup_loss_ns_ = 0;
+};
+
+}  // namespace
+
+timing_result time_program(const program& p, const machine& m, const timing_options& options) {
+  thread_local workspace w;
+  simulator s(p, m, options, w);
+  return s.run();
+}
+
+}  // namespace tessel::sim

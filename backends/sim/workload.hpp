@@ -1,0 +1,88 @@
+// workload.hpp: a parameterized kernel template the simulator can lower.
+// A workload reads its constants and parameters from a space by documented
+// names (docs/simulator.md), checks resources like a compiler, and emits a
+// program (program.hpp). Workloads are stateless and thread-safe.
+#pragma once
+
+#include "machine.hpp"
+#include "program.hpp"
+
+#include <tessel/config.hpp>
+#include <tessel/space.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel::sim {
+
+/// One name a workload reads: a constant or a parameter.
+struct name_doc {
+  std::string name;
+  std::string values;       ///< "integer", "bf16 | fp8 | fp32", "perm(m, n, k)"
+  std::string fallback;     ///< used when the space has no such name ("" = required)
+  std::string meaning;
+};
+
+/// What the explanation knows about a bottleneck, for a workload's hints.
+struct bottleneck {
+  std::string phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
+  std::string tag;    ///< the label of the instructions on the critical path ("load B")
+  double share = 0;   ///< of the latency
+};
+
+/// Reads typed values from a space and config: a parameter (when active),
+/// else a constant, else a `let`, else the fallback. Symbols by name.
+class value_reader {
+ public:
+  value_reader(const space& s, const config& c) : s_(s), c_(c) {}
+
+  [[nodiscard]] bool has(std::string_view name) const;
+  [[nodiscard]] std::optional<std::int64_t> integer(std::string_view name) const;
+  [[nodiscard]] std::int64_t integer(std::string_view name, std::int64_t fallback) const;
+  [[nodiscard]] std::optional<std::string> symbol(std::string_view name) const;
+  [[nodiscard]] std::string symbol(std::string_view name, std::string_view fallback) const;
+  [[nodiscard]] bool flag(std::string_view name, bool fallback) const;
+  /// A permutation's elements, outermost first, or nullopt.
+  [[nodiscard]] std::optional<std::vector<std::string>> order(std::string_view name) const;
+
+ private:
+  [[nodiscard]] const constant* find_constant(std::string_view name) const;
+  [[nodiscard]] std::optional<std::size_t> active_parameter(std::string_view name) const;
+  const space& s_;
+  const config& c_;
+};
+
+class workload {
+ public:
+  virtual ~workload() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// One line: what it computes.
+  [[nodiscard]] virtual std::string_view summary() const = 0;
+  /// Every constant and parameter it reads, in documentation order.
+  [[nodiscard]] virtual std::vector<name_doc> names() const = 0;
+  /// Throws tessel::error when `s` lacks a required name or has one of the
+  /// wrong kind (called by sim_backend::prepare).
+  virtual void check_space(const space& s) const;
+  /// Lowers (s, c) on `m` into `out` (cleared first). Returns "" on success,
+  /// else a compile error message ("SBUF overflow: ...").
+  [[nodiscard]] virtual std::string lower(const space& s, const config& c, const machine& m, program& out) const = 0;
+  /// About how many instructions lower(s, c) would issue, without lowering
+  /// (the modelled compile cost of sim_backend::estimated_cost).
+  [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c, const machine& m) const;
+  /// Ranked suggestions (best first) for a bottleneck, in plain words that
+  /// name this workload's parameters.
+  [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const;
+};
+
+/// The workload named `name` ("matmul"), or nullptr.
+[[nodiscard]] const workload* find_workload(std::string_view name);
+/// Every workload's name, sorted.
+[[nodiscard]] std::vector<std::string> workload_names();
+
+// Factories, one per file under workloads/.
+[[nodiscard]] const workload& matmul_workload();
+
+}  // namespace tessel::sim

@@ -1,0 +1,95 @@
+// tessel/sim.hpp: the NeuronCore simulator backend (docs/simulator.md). A
+// workload (matmul, ...) and a config lower to per-engine instruction
+// streams; an event-driven model times them from the target's constants and
+// the calibrated cost rules, and reports latency, engine busy fractions, bytes
+// moved, the roofline bound and the bottleneck. Link tessel::backends; the
+// registry makes it as `make_backend("sim")` or `make_backend("sim:matmul")`.
+#pragma once
+
+#include <tessel/backend.hpp>
+#include <tessel/config.hpp>
+#include <tessel/measurement.hpp>
+#include <tessel/space.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+struct sim_options {
+  /// The workload to lower ("matmul"). Empty: the space's symbol constant
+  /// `const workload = NAME`, else the space's name when it names a workload.
+  std::string workload;
+  /// The target to time on ("trn1", "trn2"). Empty: the space's target.
+  std::string target;
+  /// Model constants by name, in the target's units: any target constant
+  /// ("dma_fixed_latency_ns") or entry of the simulator's table
+  /// ("dma_issue_ns"); docs/simulator.md lists them.
+  std::map<std::string, double, std::less<>> overrides;
+  /// Evaluations that may run at once; 0: the hardware threads.
+  std::size_t concurrency = 0;
+
+  /// Throws options_error naming a bad field (an unknown workload or target).
+  void validate() const;
+};
+
+/// What explain() says about one config, as data.
+struct sim_explanation {
+  std::string workload, target;
+  double latency_s = 0;
+  double roofline_s = 0;                   ///< max(compute at peak, minimal HBM bytes at peak DMA rate)
+  std::string roofline_bound;              ///< "compute" or "memory"
+  std::string bottleneck;                  ///< "DMA-bound: 71% of time waiting on HBM loads of B"
+  std::map<std::string, double> busy;      ///< "tensor", "vector", "scalar", "gpsimd", "dma": fractions
+  std::vector<std::pair<std::string, double>> critical_path;  ///< "dma data (load B)" -> fraction
+  std::vector<std::string> suggestions;    ///< ranked, best first
+  /// The full plain-words rendering.
+  [[nodiscard]] std::string text() const;
+};
+
+class sim_backend : public backend {
+ public:
+  using options = sim_options;
+  explicit sim_backend(sim_options opts = {});
+  ~sim_backend() override;
+  sim_backend(const sim_backend&) = delete;
+  sim_backend& operator=(const sim_backend&) = delete;
+
+  /// "sim:matmul@trn2" (the workload and target once known).
+  [[nodiscard]] std::string name() const override;
+  /// Resolves the workload and the target's model constants and checks the
+  /// space has every name the workload requires; throws tessel::error if not.
+  void prepare(const space& s) override;
+  /// Lowers and times `c`: objective = latency in seconds; resource
+  /// overflows are compile_error with the compiler's kind of message; cost =
+  /// the modelled compile (grows with the instruction count) and the run.
+  [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  [[nodiscard]] std::size_t concurrency() const override;
+  /// The modelled compile cost of `c` (from an instruction-count estimate) plus a run.
+  [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
+
+  /// The bottleneck, engine busy fractions and ranked suggestions of `c`.
+  /// Throws tessel::error when `c` does not compile (the message says why).
+  [[nodiscard]] sim_explanation analyse(const space& s, const config& c) const;
+  /// analyse(s, c).text().
+  [[nodiscard]] std::string explain(const space& s, const config& c) const;
+  /// Writes the timeline of `c` as Chrome/Perfetto trace JSON (one track per
+  /// engine and DMA queue). Throws tessel::error when it cannot write or `c`
+  /// does not compile.
+  void write_trace(const space& s, const config& c, const std::filesystem::path& path) const;
+  /// The same trace as a string.
+  [[nodiscard]] std::string trace_json(const space& s, const config& c) const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// The workloads the simulator can lower, sorted.
+[[nodiscard]] std::vector<std::string> sim_workloads();
+
+}  // namespace tessel
