@@ -55,7 +55,7 @@ void add_neuroncore_derived(target& t) {
   c["sbuf_total_bytes"] = c["partitions"] * c["sbuf_bytes_per_partition"];
   c["dma_bytes_per_us"] = c["dma_engines"] * c["dma_bytes_per_us_per_engine"];
   // 128 x 128 MACs, 2 FLOP each, per TensorE cycle (neuroncore.md, "derived").
-  c["bf16_peak_gflops"] = 128 * 128 * 2 * c["tensor_clock_mhz"] / 1000;
+  c["bf16_peak_gflops"] = std::int64_t{128} * 128 * 2 * c["tensor_clock_mhz"] / 1000;
   c["cores"] = c["cores_per_chip"];
   c["memory_bytes"] = c["hbm_bytes"];
 }

@@ -140,6 +140,7 @@ loaded_space load(const space_options& options) {
   const auto parsed = clock::now();
 
   std::vector<std::string> names;
+  names.reserve(definitions.size());
   for (const auto& d : definitions) names.push_back(d.name);
   auto chosen = options.space.empty()
                     ? definitions.begin()

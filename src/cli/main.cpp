@@ -5,13 +5,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
 #include <vector>
 
 #ifndef TESSEL_VERSION
 #error "TESSEL_VERSION must be defined by the build (src/cli/CMakeLists.txt)"
 #endif
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace tessel::cli;
   CLI::App tool{"tessel: auto-tuning for compute kernels", "tessel"};
   tool.set_version_flag("--version", "tessel " TESSEL_VERSION, "Print the version and exit");
@@ -35,4 +39,17 @@ int main(int argc, char** argv) {
   for (const auto& c : commands)
     if (c.app->parsed()) return c.run();
   return exit_code::usage;  // unreachable: require_subcommand(1)
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // subcommands report their own; this is a bug
+    std::fprintf(stderr, "tessel: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessel: internal error: unknown exception\n");
+  }
+  return tessel::cli::exit_code::internal;
 }
