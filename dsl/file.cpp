@@ -21,11 +21,14 @@ void check_overrides(const parse_tree& tree, const parse_options& options, repor
   }
   for (const auto& [name, value] : options.overrides) {
     if (std::find(consts.begin(), consts.end(), name) != consts.end()) continue;
-    auto prefix = "--set " + name + "=" + value + ": ";
+    std::string message = "--set ";
+    message.append(name).append("=").append(value).append(": ");
     if (std::find(names.begin(), names.end(), name) != names.end()) {
-      out.error(prefix + "'" + name + "' is not a const", "only consts can be set");
+      out.error(message.append("'").append(name).append("' is not a const"),
+                "only consts can be set");
     } else {
-      out.error(prefix + "no space declares a const '" + name + "'", did_you_mean(name, consts));
+      out.error(message.append("no space declares a const '").append(name).append("'"),
+                did_you_mean(name, consts));
     }
   }
 }

@@ -79,6 +79,7 @@ constexpr std::array<function_info, 8> functions = {{
 
 std::vector<std::string> function_names() {
   std::vector<std::string> names;
+  names.reserve(functions.size());
   for (const auto& f : functions) names.emplace_back(f.name);
   return names;
 }
@@ -342,7 +343,7 @@ expr lowerer::operator()(const ast::index& node) {
                          position);
 }
 
-expr lowerer::step(expr lhs, const ast::operand& lhs_node, const ast::operation& op) {
+expr lowerer::step(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   using ast::binary_op;
   switch (op.op) {
     case binary_op::in: return membership(lhs, lhs_node, op);
@@ -352,7 +353,7 @@ expr lowerer::step(expr lhs, const ast::operand& lhs_node, const ast::operation&
   }
 }
 
-expr lowerer::arithmetic(expr lhs, const ast::operand& lhs_node, const ast::operation& op) {
+expr lowerer::arithmetic(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   expr rhs = operand(op.rhs);
   if (!rhs) return nullptr;
   bool logical = op.op == ast::binary_op::logical_and || op.op == ast::binary_op::logical_or;
@@ -370,7 +371,7 @@ expr lowerer::arithmetic(expr lhs, const ast::operand& lhs_node, const ast::oper
   return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
 }
 
-expr lowerer::comparison(expr lhs, const ast::operand& lhs_node, const ast::operation& op) {
+expr lowerer::comparison(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   expr rhs = operand(op.rhs);
   if (!rhs) return nullptr;
   auto what = std::string("'") + op_text(op.op) + "'";
@@ -389,7 +390,7 @@ expr lowerer::comparison(expr lhs, const ast::operand& lhs_node, const ast::oper
   return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
 }
 
-expr lowerer::membership(expr lhs, const ast::operand& lhs_node, const ast::operation& op) {
+expr lowerer::membership(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   const auto* set = boost::get<x3::forward_ast<ast::set_literal>>(&op.rhs.get());
   if (set == nullptr) return nullptr;  // the grammar only puts a set after 'in'
   if (lhs->type == value_type::permutation) {
@@ -424,6 +425,7 @@ expr lowerer::build(expr_op op, std::vector<expr> args, std::size_t at) {
   bool constant = std::all_of(args.begin(), args.end(), is_literal);
   if (!constant) return make_op(op, std::move(args));
   std::vector<std::int64_t> values;
+  values.reserve(args.size());
   for (const auto& arg : args) values.push_back(arg->value);
   auto result = fold(op, values);
   if (result.status != fold_status::ok) {

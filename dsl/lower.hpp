@@ -89,10 +89,10 @@ class lowerer {
   /// Lowers `node` (the elements of a set) for its errors only, after the
   /// left operand failed.
   void report_only(const ast::operand& node);
-  expr step(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
-  expr arithmetic(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
-  expr comparison(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
-  expr membership(expr lhs, const ast::operand& lhs_node, const ast::operation& op);
+  expr step(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op);
+  expr arithmetic(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op);
+  expr comparison(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op);
+  expr membership(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op);
   expr builtin(const ast::call& node, expr_op op);
   expr permutation_query(const ast::call& node);
   const name_info* permutation(const ast::identifier& id, std::string_view use);

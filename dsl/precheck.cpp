@@ -30,8 +30,8 @@ struct depth_counter {
 
   /// Feeds the token starting with `c`; false once too deep.
   bool feed(char c, bool is_not) {
-    char kind = c == '-' ? '-' : is_not ? 'n' : 0;
-    run = kind == 0 ? 0 : (kind == run_kind ? run + 1 : 1);
+    char kind = c == '-' ? '-' : (is_not ? 'n' : '\0');
+    run = kind == '\0' ? 0 : (kind == run_kind ? run + 1 : 1);
     run_kind = kind;
     if (c == '(' || c == '[' || c == '{') ++depth;
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
