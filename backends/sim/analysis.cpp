@@ -45,6 +45,9 @@ analysis::analysis(const program& p, const timing_result& t, const machine& m) :
     double best = -1;
     for (const auto& [phase, ns] : phases) {
       r.ns += ns;
+      if (phase == "dma issue") r.issue_ns = ns;
+      if (phase == "dma data") r.data_ns = ns;
+      if (phase == "dma latency") r.latency_ns = ns;
       if (ns > best) {
         best = ns;
         r.main_phase = phase;
@@ -112,7 +115,11 @@ bottleneck analysis::bottleneck_info() const {
   if (shares_.empty()) return b;
   b.phase = shares_.front().resource == "dma" ? shares_.front().main_phase : shares_.front().resource;
   b.tag = shares_.front().tag;
-  b.share = shares_.front().ns / std::max(t_.latency_ns, 1e-12);
+  const double lat = std::max(t_.latency_ns, 1e-12);
+  b.share = shares_.front().ns / lat;
+  b.issue_share = shares_.front().issue_ns / lat;
+  b.data_share = shares_.front().data_ns / lat;
+  b.latency_share = shares_.front().latency_ns / lat;
   return b;
 }
 

@@ -22,6 +22,7 @@ struct resource_share {
   std::string tag;       ///< "load B", "matmul", ...
   double ns = 0;
   std::string main_phase;  ///< the phase with most of the time ("dma issue", ...)
+  double issue_ns = 0, data_ns = 0, latency_ns = 0;  ///< DMA: by phase
 };
 
 class analysis {

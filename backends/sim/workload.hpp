@@ -31,6 +31,9 @@ struct bottleneck {
   std::string phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
   std::string tag;    ///< the label of the instructions on the critical path ("load B")
   double share = 0;   ///< of the latency
+  /// For a DMA bottleneck: the parts of `share` spent issuing, moving data,
+  /// and waiting on the completion latency.
+  double issue_share = 0, data_share = 0, latency_share = 0;
 };
 
 /// Reads typed values from a space and config: a parameter (when active),

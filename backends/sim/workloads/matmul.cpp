@@ -650,27 +650,37 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s, co
   std::vector<std::string> out;
   const value_reader v(s, c);
   const auto M = v.integer("M", 1), N = v.integer("N", 1);
-  const auto tile_m = v.integer("tile_m", 128), tile_n = v.integer("tile_n", 512);
+  const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
+  const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
+  const auto queues = v.integer("dma_queues", 1);
+  const bool coalesced = v.flag("coalesce", true);
   const bool dma = b.phase.rfind("dma", 0) == 0;
+  const bool issue_heavy = b.issue_share > 0.25 * b.share;
+  const auto issue_hints = [&](const char* what) {
+    if (!coalesced) out.emplace_back("set coalesce = true: one transfer per 128-row slab instead of per tile");
+    out.push_back(fmt::format("raise dma_queues (now {}): transfers of {} pay a fixed issue cost each, and more "
+                              "queues issue them in parallel", queues, what));
+  };
   if (dma && b.tag == "load B") {
+    if (issue_heavy) issue_hints("B");
     out.push_back(fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
-                              ceil_div(M, std::max<std::int64_t>(tile_m, 1))));
-    if (b.phase == "dma issue") out.emplace_back("set coalesce = true or raise tile_n: each transfer pays a fixed issue cost");
-    if (b.phase == "dma latency") out.emplace_back("raise bufs so the next B block loads while this one is used");
+                              ceil_div(M, tile_m)));
+    if (b.latency_share > 0.2 * b.share) out.emplace_back("raise bufs so the next B block loads while this one is used");
     out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
   } else if (dma && b.tag == "load A") {
+    if (issue_heavy) issue_hints("A");
     out.push_back(fmt::format("raise tile_n: every A block is read from HBM once per n block ({} times now)",
-                              ceil_div(N, std::max<std::int64_t>(tile_n, 1))));
+                              ceil_div(N, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
-    if (b.phase == "dma issue") out.emplace_back("set coalesce = true: each transfer pays a fixed issue cost");
     out.emplace_back("raise bufs so the next A block loads while this one is used");
   } else if (dma && b.tag == "store C") {
-    out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
-    out.emplace_back("raise dma_queues so stores do not queue behind each other");
+    if (!coalesced) out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
+    out.push_back(fmt::format("raise dma_queues (now {}) so stores do not queue behind each other", queues));
   } else if (b.phase == "tensor") {
     out.emplace_back("TensorE-bound: use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes "
                      "that are multiples of them");
-    out.emplace_back("with fp8 on trn2, mm_k = 256 doubles the rate (double-row mode)");
+    if (v.symbol("dtype", "bf16") == "fp8") out.emplace_back("on trn2, mm_k = 256 doubles the fp8 rate (double-row mode)");
+    if (v.symbol("a_layout", "km") == "mk") out.emplace_back("give A transposed (a_layout = km): the transposes take TensorE time");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
     out.push_back(fmt::format("the {} engine drains PSUM on the critical path: try evict = {}", b.phase,
                               b.phase == "vector" ? "scalar" : "vector"));

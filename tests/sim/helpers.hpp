@@ -1,0 +1,77 @@
+// helpers.hpp: small builders shared by the simulator tests.
+#pragma once
+
+#include "sim/fixed_space.hpp"
+#include "sim/machine.hpp"
+#include "sim/program.hpp"
+#include "sim/timing.hpp"
+#include "sim/workload.hpp"
+
+#include <tessel/target.hpp>
+
+#include <string>
+
+namespace tessel::sim::testing {
+
+inline target builtin(const std::string& name) { return *builtin_target(name); }
+
+inline machine machine_for(const std::string& name) { return resolve_machine(builtin(name)); }
+
+/// A program with one SBUF and one PSUM buffer and a "work" tag.
+struct bench_program {
+  program p;
+  buffer_id hbm = p.add_buffer({"HBM", memory::hbm, 0, 1, 0});
+  buffer_id sbuf = p.add_buffer({"SBUF", memory::sbuf, 0, 1, 0});
+  buffer_id psum = p.add_buffer({"PSUM", memory::psum, 2048, 8, 0});
+  std::uint16_t tag = p.add_tag("work");
+
+  instruction matmul(std::uint32_t k, std::uint32_t m, std::uint32_t n, dtype t = dtype::bf16) const {
+    instruction in;
+    in.engine = tensor_engine;
+    in.kind = op::matmul;
+    in.type = t;
+    in.flags = flag_new_stationary;
+    in.partitions = k;
+    in.aux = m;
+    in.free = n;
+    in.src = sbuf;
+    in.dst = psum;
+    in.tag = tag;
+    return in;
+  }
+  instruction elementwise(engine_id e, op kind, std::uint32_t n, std::uint8_t flags = 0) const {
+    instruction in;
+    in.engine = e;
+    in.kind = kind;
+    in.type = dtype::fp32;
+    in.flags = flags;
+    in.partitions = 128;
+    in.free = n;
+    in.src = psum;
+    in.dst = sbuf;
+    in.tag = tag;
+    return in;
+  }
+  instruction load(engine_id queue, std::uint32_t partitions, std::uint32_t bytes) const {
+    instruction in;
+    in.engine = queue;
+    in.kind = op::dma;
+    in.partitions = partitions;
+    in.free = bytes;
+    in.src = hbm;
+    in.dst = sbuf;
+    in.tag = tag;
+    return in;
+  }
+};
+
+/// The matmul tutorial's problem (trn1) with overrides, as a one-config space.
+inline fixed_values matmul_values(std::int64_t M, std::int64_t N, std::int64_t K) {
+  fixed_values v;
+  v.integers = {{"M", M}, {"N", N}, {"K", K}};
+  v.symbols = {{"workload", "matmul"}, {"dtype", "bf16"}};
+  v.order = {"m", "n", "k"};
+  return v;
+}
+
+}  // namespace tessel::sim::testing
