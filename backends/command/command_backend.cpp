@@ -1,0 +1,224 @@
+// command_backend.cpp: one external program per candidate. Builds what the
+// program gets (arguments with placeholders filled, environment, stdin JSON),
+// runs it (process.cpp) and reads its report (protocol.cpp).
+#include "command/process.hpp"
+#include "command/protocol.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include <unistd.h>
+
+extern "C" char** environ;  // NOLINT: POSIX, not declared by every libc without _GNU_SOURCE
+
+namespace tessel {
+namespace {
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+/// A placeholder's text, or nullopt for a name it does not know.
+using resolver = std::function<std::optional<std::string>(std::string_view name)>;
+
+/// Fills `{name}` placeholders; `{{` and `}}` are literal braces; a brace not
+/// around a name is kept as is. Unknown names are kept and reported in `unknown`.
+std::string substitute(std::string_view text, const resolver& resolve,
+                       std::set<std::string>* unknown) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if ((c == '{' || c == '}') && i + 1 < text.size() && text[i + 1] == c) {
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c == '{' && i + 1 < text.size() && is_name_start(text[i + 1])) {
+      std::size_t end = i + 1;
+      while (end < text.size() && is_name_char(text[end])) ++end;
+      if (end < text.size() && text[end] == '}') {
+        const auto name = text.substr(i + 1, end - i - 1);
+        if (auto value = resolve(name)) {
+          out += *value;
+          i = end;
+          continue;
+        }
+        if (unknown != nullptr) unknown->emplace(name);
+      }
+    }
+    out += c;
+  }
+  return out;
+}
+
+/// A parameter's value as the program sees it: integers in decimal, booleans
+/// 0/1, symbols by name, permutations comma-joined; nullopt when inactive.
+std::optional<std::string> text_of(const value& v) {
+  if (!v.active) return std::nullopt;
+  switch (v.kind) {
+    case param_kind::integer: return std::to_string(v.integer);
+    case param_kind::boolean: return v.integer != 0 ? "1" : "0";
+    case param_kind::symbol: return v.symbol;
+    case param_kind::permutation: return fmt::format("{}", fmt::join(v.order, ","));
+  }
+  return std::nullopt;
+}
+
+/// TESSEL_<NAME>: upper-cased, other characters than letters and digits as '_'.
+std::string variable_name(std::string_view parameter) {
+  std::string name = "TESSEL_";
+  for (char c : parameter)
+    name += is_name_char(c) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : '_';
+  return name;
+}
+
+bool names_let_or_constant(const space& s, std::string_view name) {
+  const auto& def = s.def();
+  return std::any_of(def.lets.begin(), def.lets.end(),
+                     [&](const auto& l) { return l.name == name; }) ||
+         std::any_of(def.constants.begin(), def.constants.end(),
+                     [&](const auto& k) { return k.name == name; });
+}
+
+/// Placeholder values of `c`: parameters, `config`, lets and constants.
+resolver resolver_for(const space& s, const config& c) {
+  return [&s, &c](std::string_view name) -> std::optional<std::string> {
+    if (name == "config") return s.to_json(c);
+    if (const auto p = s.parameter_index(name)) return text_of(s.value_of(c, *p)).value_or("");
+    if (names_let_or_constant(s, name)) {
+      const auto v = s.evaluate(c, name);
+      return v ? std::to_string(*v) : std::string();
+    }
+    return std::nullopt;
+  };
+}
+
+/// Sets NAME=VALUE in `environment`, replacing an existing NAME.
+void set_variable(std::vector<std::string>& environment, const std::string& name,
+                  const std::string& value) {
+  const auto prefix = name + "=";
+  std::erase_if(environment, [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+  environment.push_back(prefix + value);
+}
+
+std::vector<std::string> environment_for(const space& s, const config& c,
+                                         const command_options& options) {
+  std::vector<std::string> environment;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
+  for (const auto& [name, value] : options.environment) set_variable(environment, name, value);
+  for (std::size_t p = 0; p < s.size(); ++p) {
+    const auto name = variable_name(s.parameters()[p].name);
+    const auto prefix = name + "=";
+    std::erase_if(environment, [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    if (auto text = text_of(s.value_of(c, p))) environment.push_back(prefix + *text);
+  }
+  return environment;
+}
+
+std::string path_variable(const command_options& options) {
+  if (const auto it = options.environment.find("PATH"); it != options.environment.end())
+    return it->second;
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only use
+  return path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+std::string quoted_if_needed(const std::string& word) {
+  if (!word.empty() && word.find_first_of(" \t\n'\"\\") == std::string::npos) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+void command_options::validate() const {
+  if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
+    throw options_error(
+        fmt::format("command_options::timeout_s must be >= 0 (0: no limit), got {}", timeout_s));
+  if (!(kill_grace_s >= 0) || !std::isfinite(kill_grace_s))
+    throw options_error(
+        fmt::format("command_options::kill_grace_s must be >= 0, got {}", kill_grace_s));
+  if (concurrency == 0) throw options_error("command_options::concurrency must be at least 1");
+  if (max_output_bytes == 0)
+    throw options_error("command_options::max_output_bytes must be at least 1");
+}
+
+command_backend::command_backend(std::string_view command, options opts)
+    : command_backend(split_command(command), std::move(opts)) {}
+
+command_backend::command_backend(std::vector<std::string> arguments, options opts)
+    : arguments_(std::move(arguments)), options_(std::move(opts)) {
+  if (arguments_.empty()) throw error("command backend: the command is empty");
+  options_.validate();
+}
+
+std::string command_backend::name() const {
+  std::vector<std::string> words;
+  for (const auto& a : arguments_) words.push_back(quoted_if_needed(a));
+  return fmt::format("command:{}", fmt::join(words, " "));
+}
+
+void command_backend::prepare(const space& s) {
+  std::set<std::string> unknown;
+  const resolver known = [&s](std::string_view name) -> std::optional<std::string> {
+    if (name == "config" || s.parameter_index(name) || names_let_or_constant(s, name)) return "";
+    return std::nullopt;
+  };
+  for (const auto& a : arguments_) (void)substitute(a, known, &unknown);
+  if (!unknown.empty()) {
+    std::vector<std::string> names;
+    for (const auto& p : s.parameters()) names.push_back(p.name);
+    throw error(fmt::format(
+        "command backend: placeholder {{{}}} names no parameter, let or constant of space "
+        "'{}' (parameters: {}; {{config}} is the whole config as JSON; write {{{{ for a "
+        "literal brace)",
+        *unknown.begin(), s.name(), fmt::join(names, ", ")));
+  }
+  namespace fs = std::filesystem;
+  if (!options_.working_directory.empty() && !fs::is_directory(options_.working_directory))
+    throw error(fmt::format("command backend: working directory {} does not exist",
+                            options_.working_directory.string()));
+  const auto& program = arguments_[0];
+  if (program.find('/') == std::string::npos) {
+    if (!detail::find_program(program, path_variable(options_)))
+      throw error(fmt::format("command backend: program '{}' not found in PATH", program));
+  } else {
+    const fs::path where = fs::path(program).is_absolute() || options_.working_directory.empty()
+                               ? fs::path(program)
+                               : options_.working_directory / program;
+    if (!fs::exists(where) || ::access(where.c_str(), X_OK) != 0)
+      throw error(fmt::format("command backend: program {} does not exist or is not executable",
+                              where.string()));
+  }
+}
+
+measurement command_backend::evaluate(const space& s, const config& c) {
+  detail::process_request request;
+  const auto resolve = resolver_for(s, c);
+  for (const auto& a : arguments_) request.arguments.push_back(substitute(a, resolve, nullptr));
+  request.environment = environment_for(s, c, options_);
+  request.working_directory = options_.working_directory.string();
+  request.input = s.to_json(c) + "\n";
+  request.timeout_s = options_.timeout_s;
+  request.kill_grace_s = options_.kill_grace_s;
+  request.max_output_bytes = options_.max_output_bytes;
+  return detail::interpret(detail::run_process(request), options_);
+}
+
+double command_backend::estimated_cost(const space& s, const config& c) const {
+  (void)s;
+  (void)c;
+  return options_.estimated_cost_s;
+}
+
+}  // namespace tessel

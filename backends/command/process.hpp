@@ -1,0 +1,49 @@
+// process.hpp: run one program to completion with fork/exec, its own process
+// group, stdin fed and stdout/stderr captured through pipes, and a wall-clock
+// limit that kills the whole group. Private to the command backend.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::detail {
+
+struct process_request {
+  std::vector<std::string>
+      arguments;  ///< arguments[0]: the program (a path, or a name looked up in PATH)
+  std::vector<std::string> environment;      ///< the complete environment, "NAME=VALUE"
+  std::string working_directory;             ///< "" : the caller's
+  std::string input;                         ///< written to stdin, which is then closed
+  double timeout_s = 0;                      ///< 0: none
+  double kill_grace_s = 1.0;                 ///< SIGTERM to SIGKILL
+  std::size_t max_output_bytes = 16u << 20;  ///< stdout kept (the tail)
+  std::size_t max_error_bytes = 64u << 10;   ///< stderr kept (the tail)
+};
+
+struct process_result {
+  bool started = false;
+  std::string start_error;  ///< why it did not start ("No such file or directory")
+  int exit_code = -1;       ///< when it exited
+  int signal = 0;           ///< when a signal ended it
+  bool timed_out = false;   ///< the limit expired and the group was killed
+  std::string output;       ///< stdout (its tail when longer than max_output_bytes)
+  std::string errors;       ///< stderr (its tail)
+  bool output_truncated = false;
+  double wall_s = 0;  ///< from start to exit
+};
+
+/// Runs the program. Never throws for the program's behaviour; failures to
+/// start are reported in the result. Thread-safe: concurrent calls do not
+/// leak each other's pipe ends into their children.
+[[nodiscard]] process_result run_process(const process_request& request);
+
+/// The file exec would run for `program` given `path_variable` (PATH's value):
+/// `program` itself when it holds a '/', else the first executable match.
+[[nodiscard]] std::optional<std::string> find_program(const std::string& program,
+                                                      const std::string& path_variable);
+
+/// "SIGSEGV" for 11, ...; "signal N" for one it does not know.
+[[nodiscard]] std::string signal_name(int signal);
+
+}  // namespace tessel::detail

@@ -1,0 +1,241 @@
+// protocol.cpp: reading a program's report. Its stdout's last line of JSON
+// (an object, or a bare number on the last line) says what happened; the exit
+// status and signal say whether to believe it; stderr's tail explains failures.
+#include "command/protocol.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+#include <variant>
+#include <vector>
+
+namespace tessel::detail {
+namespace {
+
+using json = nlohmann::json;
+
+/// The fields of the program's report; `error` is set when one is malformed.
+struct report {
+  std::optional<tessel::status> status;
+  std::optional<double> objective;
+  std::vector<double> samples;
+  std::string message;
+  std::optional<double> compile_s, gate_s, run_s;
+  std::map<std::string, double> metrics;
+};
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    lines.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return lines;
+}
+
+std::string shorten(std::string_view s, std::size_t limit = 200) {
+  if (s.size() <= limit) return std::string(s);
+  return std::string(s.substr(0, limit)) + "...";
+}
+
+/// Reads a non-negative number field of `object`, if present; throws a message.
+std::optional<double> number_field(const json& object, const char* name, const char* where) {
+  const auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) throw std::string(fmt::format("{}'{}' must be a number", where, name));
+  return it->get<double>();
+}
+
+report read_report(const json& j) {
+  report r;
+  if (j.is_number()) {
+    r.objective = j.get<double>();
+    return r;
+  }
+  if (const auto it = j.find("status"); it != j.end()) {
+    if (!it->is_string()) throw std::string("'status' must be a string");
+    r.status = parse_status(it->get<std::string>());
+    if (!r.status) throw fmt::format("unknown status '{}'", it->get<std::string>());
+  }
+  r.objective = number_field(j, "objective", "");
+  if (!r.objective) r.objective = number_field(j, "time", "");
+  if (const auto it = j.find("samples"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) throw std::string("'samples' must be an array of numbers");
+    for (const auto& v : *it) {
+      if (!v.is_number()) throw std::string("'samples' must be an array of numbers");
+      r.samples.push_back(v.get<double>());
+    }
+  }
+  if (const auto it = j.find("message"); it != j.end() && !it->is_null())
+    r.message = it->is_string() ? it->get<std::string>() : it->dump();
+  if (const auto it = j.find("cost"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) throw std::string("'cost' must be an object");
+    r.compile_s = number_field(*it, "compile_s", "cost.");
+    r.gate_s = number_field(*it, "gate_s", "cost.");
+    r.run_s = number_field(*it, "run_s", "cost.");
+  }
+  if (const auto it = j.find("metrics"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) throw std::string("'metrics' must be an object");
+    for (const auto& [key, v] : it->items()) {
+      if (v.is_number())
+        r.metrics[key] = v.get<double>();
+      else if (v.is_boolean())
+        r.metrics[key] = v.get<bool>() ? 1.0 : 0.0;
+      else
+        throw fmt::format("metric '{}' must be a number", key);
+    }
+  }
+  return r;
+}
+
+/// The program's report, or why it could not be read.
+std::variant<report, std::string> parse_report(std::string_view output) {
+  const auto lines = lines_of(output);
+  std::optional<json> found;
+  bool last = true;  // the last non-empty line may be a bare number
+  for (auto it = lines.rbegin(); it != lines.rend() && !found; ++it) {
+    const auto line = trim(*it);
+    if (line.empty()) continue;
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && (j.is_object() || (last && j.is_number()))) found = std::move(j);
+    last = false;
+  }
+  if (!found) {  // a multi-line (pretty-printed) object as the whole output
+    auto j = json::parse(trim(output), nullptr, false);
+    if (!j.is_discarded() && j.is_object()) found = std::move(j);
+  }
+  if (!found) {
+    const auto final_line = std::find_if(lines.rbegin(), lines.rend(),
+                                         [](std::string_view line) { return !trim(line).empty(); });
+    if (final_line != lines.rend())
+      return fmt::format("no JSON object on stdout (last line: '{}')", shorten(trim(*final_line)));
+    return std::string("the program printed nothing on stdout");
+  }
+  try {
+    return read_report(*found);
+  } catch (const std::string& problem) {
+    return fmt::format("{} in '{}'", problem, shorten(found->dump()));
+  }
+}
+
+/// `message` followed by the stderr tail, if any.
+std::string with_stderr(std::string message, const process_result& result,
+                        const command_options& options) {
+  const auto tail = tail_of(result.errors, options.stderr_tail_lines, options.stderr_tail_bytes);
+  if (!tail.empty()) message += "\nstderr:\n" + tail;
+  return message;
+}
+
+cost cost_of(const report* r, double wall_s) {
+  cost paid;
+  if (r != nullptr) {
+    paid.compile_s = r->compile_s.value_or(0);
+    paid.gate_s = r->gate_s.value_or(0);
+  }
+  paid.run_s =
+      (r != nullptr && r->run_s) ? *r->run_s : std::max(0.0, wall_s - paid.compile_s - paid.gate_s);
+  return paid;
+}
+
+measurement from_report(report r, const process_result& result, const command_options& options) {
+  const auto paid = cost_of(&r, result.wall_s);
+  const auto st = r.status.value_or(tessel::status::ok);
+  if (st != tessel::status::ok) {
+    auto message =
+        r.message.empty() ? fmt::format("the program reported {}", to_string(st)) : r.message;
+    auto m = measurement::failure(st, with_stderr(std::move(message), result, options), paid);
+    m.metrics = std::move(r.metrics);
+    m.samples = std::move(r.samples);
+    return m;
+  }
+  if (!r.objective && !r.samples.empty())
+    r.objective = std::accumulate(r.samples.begin(), r.samples.end(), 0.0) /
+                  static_cast<double>(r.samples.size());
+  if (!r.objective)
+    return measurement::failure(
+        tessel::status::runtime_error,
+        with_stderr("could not parse the program's output: no 'objective' (or 'time') "
+                    "in its JSON",
+                    result, options),
+        paid);
+  if (!std::isfinite(*r.objective))
+    return measurement::failure(
+        tessel::status::runtime_error,
+        with_stderr("the program's objective is not finite", result, options), paid);
+  auto m = measurement::success(*r.objective, paid);
+  m.samples = std::move(r.samples);
+  m.metrics = std::move(r.metrics);
+  m.message = std::move(r.message);
+  return m;
+}
+
+}  // namespace
+
+std::string tail_of(std::string_view text, std::size_t lines, std::size_t bytes) {
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (last == std::string_view::npos || lines == 0 || bytes == 0) return {};
+  text = text.substr(0, last + 1);
+  std::size_t start = 0, count = 0;
+  for (std::size_t i = text.size(); i-- > 0;) {
+    if (text[i] == '\n' && ++count == lines) {
+      start = i + 1;
+      break;
+    }
+  }
+  start = std::max(start, text.size() > bytes ? text.size() - bytes : 0);
+  return (start > 0 ? "..." : "") + std::string(text.substr(start));
+}
+
+measurement interpret(const process_result& result, const command_options& options) {
+  if (!result.started)
+    return measurement::failure(tessel::status::runtime_error,
+                                "could not start the program: " + result.start_error);
+  if (result.timed_out) {
+    auto m = measurement::failure(
+        tessel::status::timeout,
+        with_stderr(
+            fmt::format("timed out after {} s; its process group was killed", options.timeout_s),
+            result, options),
+        cost_of(nullptr, result.wall_s));
+    return m;
+  }
+  auto parsed = parse_report(result.output);
+  report* r = std::get_if<report>(&parsed);
+  if (result.signal != 0)
+    return measurement::failure(tessel::status::runtime_error,
+                                with_stderr(fmt::format("killed by signal {} ({})", result.signal,
+                                                        signal_name(result.signal)),
+                                            result, options),
+                                cost_of(r, result.wall_s));
+  if (result.exit_code != 0) {
+    // A program that failed may say how (e.g. compile_error) before exiting non-zero.
+    if (r != nullptr && r->status && *r->status != tessel::status::ok)
+      return from_report(std::move(*r), result, options);
+    auto message = fmt::format("exited with code {}", result.exit_code);
+    if (r != nullptr && !r->message.empty()) message += ": " + r->message;
+    return measurement::failure(tessel::status::runtime_error,
+                                with_stderr(std::move(message), result, options),
+                                cost_of(r, result.wall_s));
+  }
+  if (r == nullptr)
+    return measurement::failure(
+        tessel::status::runtime_error,
+        with_stderr("could not parse the program's output: " + std::get<std::string>(parsed),
+                    result, options),
+        cost_of(nullptr, result.wall_s));
+  return from_report(std::move(*r), result, options);
+}
+
+}  // namespace tessel::detail

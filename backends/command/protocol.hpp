@@ -1,0 +1,23 @@
+// protocol.hpp: what a command backend's program reports, read from its
+// stdout, exit status and stderr (docs/backends.md, "The command protocol").
+// Private to the command backend.
+#pragma once
+
+#include "command/process.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/measurement.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace tessel::detail {
+
+/// The measurement a finished program stands for. Never throws.
+[[nodiscard]] measurement interpret(const process_result& result, const command_options& options);
+
+/// The last `lines` lines of `text`, at most `bytes` bytes of them ("" when
+/// `text` is blank); a cut is marked with "...".
+[[nodiscard]] std::string tail_of(std::string_view text, std::size_t lines, std::size_t bytes);
+
+}  // namespace tessel::detail

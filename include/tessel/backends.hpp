@@ -1,0 +1,293 @@
+// tessel/backends.hpp: the general-purpose backends and the backend registry
+// (docs/backends.md). Link tessel::backends.
+//
+// - callback_backend: a user's C++ function.
+// - command_backend:  an external program per candidate (config as JSON on
+//                     stdin, as TESSEL_<NAME> variables and as {name}
+//                     placeholders in its arguments; result as JSON on stdout).
+// - replay_backend:   answers from a table of measured configs (a Kernel Tuner
+//                     cache file or a T4 results file, optionally gzipped).
+// - make_backend("replay:PATH" | "command:CMD" | ...): pick one by scheme;
+//   other modules add schemes with register_backend.
+#pragma once
+
+#include <tessel/backend.hpp>
+#include <tessel/config.hpp>
+#include <tessel/measurement.hpp>
+#include <tessel/space.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tessel {
+
+// --- callback ------------------------------------------------------------------
+
+/// Options of callback_backend.
+struct callback_options {
+  std::string name = "callback";  ///< what name() reports
+  std::size_t concurrency = 1;    ///< evaluations that may run at once; the function
+                                  ///< must be thread-safe when > 1
+  /// Expected cost of a config in seconds (backend::estimated_cost); empty: 1 s.
+  std::function<double(const space&, const config&)> cost_estimate;
+};
+
+/// Wraps a user function. Exceptions the function throws propagate out of
+/// evaluate() unchanged (the study records them as runtime_error or rethrows
+/// them, per its options).
+class callback_backend : public backend {
+ public:
+  using options = callback_options;
+  using measure_function = std::function<measurement(const space&, const config&)>;
+
+  /// The general form: the function returns the whole measurement.
+  explicit callback_backend(measure_function f, options opts = {});
+  /// As above, for a function that does not need the space.
+  explicit callback_backend(std::function<measurement(const config&)> f, options opts = {});
+  /// The function returns the objective; its wall time (steady clock) is the
+  /// run cost, and the status is ok.
+  explicit callback_backend(std::function<double(const config&)> f, options opts = {});
+  explicit callback_backend(std::function<double(const space&, const config&)> f,
+                            options opts = {});
+
+  [[nodiscard]] std::string name() const override { return options_.name; }
+  [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
+  [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
+
+ private:
+  measure_function function_;
+  options options_;
+};
+
+// --- command -------------------------------------------------------------------
+
+/// Options of command_backend. Times are wall seconds.
+struct command_options {
+  double timeout_s = 0;                     ///< per candidate; 0: no limit. On expiry the program's
+                                            ///< process group gets SIGTERM, then SIGKILL after
+                                            ///< kill_grace_s, and the status is timeout
+  double kill_grace_s = 1.0;                ///< between SIGTERM and SIGKILL
+  std::filesystem::path working_directory;  ///< empty: the caller's
+  std::map<std::string, std::string> environment;  ///< added to (overriding) the inherited one
+  std::size_t concurrency = 1;                     ///< programs that may run at once
+  double estimated_cost_s = 1.0;                   ///< backend::estimated_cost of every config
+  std::size_t max_output_bytes = 16u << 20;        ///< stdout kept (its tail) per candidate
+  std::size_t stderr_tail_lines = 20;              ///< stderr lines quoted in a failure message
+  std::size_t stderr_tail_bytes = 2048;            ///< ... and at most this many bytes of them
+
+  /// Throws options_error naming the field and the rule.
+  void validate() const;
+};
+
+/// Runs an external program per candidate (docs/backends.md has the protocol).
+/// The program gets the config as one JSON line on stdin, as environment
+/// variables TESSEL_<NAME> (upper-cased; permutations comma-joined, booleans
+/// 0/1; inactive parameters unset), and as `{name}` placeholders in its
+/// arguments (`{config}`: the whole JSON; `{{` and `}}`: literal braces). It
+/// prints a JSON object (or a bare number: the objective) as its last line of
+/// JSON on stdout. Started with fork/exec (never through a shell unless the
+/// command is one, e.g. `sh -c '...'`), in its own process group, which is
+/// killed when the program exits or times out. Thread-safe.
+class command_backend : public backend {
+ public:
+  using options = command_options;
+
+  /// `command` is split into words shell-style (blanks separate; '...' and
+  /// "..." quote; backslash escapes). Throws tessel::error on an unbalanced
+  /// quote or an empty command.
+  explicit command_backend(std::string_view command, options opts = {});
+  explicit command_backend(std::vector<std::string> arguments, options opts = {});
+
+  [[nodiscard]] std::string name() const override;
+  /// Checks the placeholders name parameters (or lets/constants) of `s`, the
+  /// program can be found, and the working directory exists.
+  void prepare(const space& s) override;
+  [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
+  [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
+
+  [[nodiscard]] const std::vector<std::string>& arguments() const noexcept { return arguments_; }
+
+ private:
+  std::vector<std::string> arguments_;
+  options options_;
+};
+
+/// Shell-like word splitting, as command_backend does it. Throws tessel::error
+/// on an unbalanced quote or a trailing backslash.
+[[nodiscard]] std::vector<std::string> split_command(std::string_view command);
+
+// --- replay --------------------------------------------------------------------
+
+/// A measured search space read from a Kernel Tuner cache file or a T4 results
+/// file (`.json` or `.json.gz`, detected by content). Times are kept in the
+/// file's unit, milliseconds (T4 files in seconds are converted to ms), so
+/// objectives are comparable across every replay file. Immutable once loaded;
+/// share it between backends with a shared_ptr.
+class replay_table {
+ public:
+  enum class file_format : unsigned char { kernel_tuner, t4 };
+
+  struct parameter {
+    std::string name;
+    /// Every value, normalized to text: integers in decimal ("16", also for
+    /// "16" or 16.0 in the file), booleans "0"/"1", null "None", other
+    /// numbers in shortest round-trip form, strings as they are. Kernel
+    /// Tuner: the declared `tune_params` order; T4 (which declares no
+    /// domains): the observed values, numbers ascending.
+    std::vector<std::string> values;
+  };
+
+  /// One stored configuration. Costs are the recorded wall times in ms.
+  struct entry {
+    std::vector<std::uint32_t> values;  ///< index into parameters()[p].values
+    tessel::status status = tessel::status::ok;
+    std::string failure;           ///< the recorded failure ("RuntimeFailedConfig"), or ""
+    double time_ms = 0;            ///< the objective (ok only)
+    std::vector<double> times_ms;  ///< repeated runs (ok only)
+    double compile_ms = 0, verification_ms = 0, benchmark_ms = 0;
+    double framework_ms = 0, strategy_ms = 0;
+    std::map<std::string, double> metrics;  ///< other numbers in the record ("GFLOP/s")
+    /// compile + verification + benchmark (+ framework + strategy), in seconds.
+    [[nodiscard]] double cost_s(bool with_framework = false) const noexcept;
+  };
+
+  /// Reads `path`. Throws tessel::error (with the path) when the file cannot
+  /// be read, is not JSON, or is neither format.
+  [[nodiscard]] static std::shared_ptr<const replay_table> load(const std::filesystem::path& path);
+
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  [[nodiscard]] file_format format() const noexcept { return format_; }
+  [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
+  [[nodiscard]] const std::string& kernel_name() const noexcept { return kernel_name_; }
+  [[nodiscard]] std::string_view unit() const noexcept { return "ms"; }
+  [[nodiscard]] const std::vector<parameter>& parameters() const noexcept { return parameters_; }
+  [[nodiscard]] const std::vector<entry>& entries() const noexcept { return entries_; }
+
+  /// The entry with these value indices (one per parameter), or nullptr.
+  [[nodiscard]] const entry* find(const std::vector<std::uint32_t>& values) const;
+  /// The entry with these values as text (normalized as parameter::values), or nullptr.
+  [[nodiscard]] const entry* find_text(const std::vector<std::string>& values) const;
+
+  /// The index of `text` (normalized as parameter::values) among the values of
+  /// parameters()[column], or nullopt.
+  [[nodiscard]] std::optional<std::uint32_t> value_index(std::size_t column,
+                                                         std::string_view text) const;
+
+  /// Configs stored (ok or failed).
+  [[nodiscard]] std::size_t stored_count() const noexcept { return entries_.size(); }
+  /// Configs stored with status ok.
+  [[nodiscard]] std::size_t valid_count() const noexcept { return valid_times_.size(); }
+  /// Product of the domain sizes (saturates at 2^64-1).
+  [[nodiscard]] std::uint64_t cartesian_size() const noexcept;
+  /// Best (lowest) ok time, in ms. Throws tessel::error when none is ok.
+  [[nodiscard]] double optimum() const;
+  /// Median of the ok times (mean of the middle two for an even count), in ms.
+  [[nodiscard]] double median() const;
+  /// Every ok time, ascending, in ms.
+  [[nodiscard]] const std::vector<double>& valid_times() const noexcept { return valid_times_; }
+
+  /// A `.tsl` text with one space: each parameter as an integer set (a symbol
+  /// set when a value is not an integer), no constraints; named after the
+  /// file. Throws tessel::error when a value fits neither (e.g. 0.5).
+  [[nodiscard]] std::string space_source() const;
+  /// The same space as a definition, built without the language module.
+  [[nodiscard]] space::definition space_definition() const;
+
+ private:
+  replay_table() = default;
+  friend struct replay_loader;
+  std::filesystem::path path_;
+  file_format format_ = file_format::kernel_tuner;
+  std::string device_name_, kernel_name_;
+  std::vector<parameter> parameters_;
+  std::vector<std::unordered_map<std::string, std::uint32_t>> value_index_;
+  std::vector<entry> entries_;
+  std::unordered_map<config, std::uint32_t, config_hash> by_values_;  ///< value indices -> entry
+  std::vector<double> valid_times_;
+};
+
+/// Options of replay_backend.
+struct replay_options {
+  std::size_t concurrency = 1;
+  /// Add the recorded framework and strategy times to run_s (the FGCS 2024
+  /// methodology counts them; off by default: they are Kernel Tuner's, not the kernel's).
+  bool count_framework_time = false;
+  /// estimated_cost: false: the median recorded cost of the stored configs, the
+  /// same for every config (no peeking); true: the config's own recorded cost.
+  bool exact_cost_estimate = false;
+};
+
+/// Answers from a replay_table. A stored ok config: objective = recorded mean
+/// time in ms (metrics["objective_unit_s"] = 0.001 says so), samples = the
+/// recorded runs; a stored failure: compile_error (CompilationFailedConfig),
+/// invalid (InvalidConfig) or runtime_error (anything else); cost = recorded
+/// compile / verification / benchmark ms as compile_s / gate_s / run_s. A
+/// config not in the table violated the kernel's restrictions: invalid, zero
+/// cost. Thread-safe.
+class replay_backend : public backend {
+ public:
+  using options = replay_options;
+
+  explicit replay_backend(const std::filesystem::path& path, options opts = {});
+  explicit replay_backend(std::shared_ptr<const replay_table> table, options opts = {});
+
+  [[nodiscard]] std::string name() const override;
+  /// Throws tessel::error when the space's parameters are not the table's
+  /// (listing those missing on either side).
+  void prepare(const space& s) override;
+  [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
+  [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
+
+  [[nodiscard]] const replay_table& table() const noexcept { return *table_; }
+  /// The stored entry for `c`, or nullptr (not in the table).
+  [[nodiscard]] const replay_table::entry* lookup(const space& s, const config& c) const;
+
+ private:
+  struct mapping;
+  [[nodiscard]] std::shared_ptr<const mapping> mapping_for(const space& s) const;
+  std::shared_ptr<const replay_table> table_;
+  options options_;
+  double median_cost_s_ = 1.0;
+  mutable std::mutex mutex_;
+  mutable std::shared_ptr<const mapping> mapping_;
+};
+
+/// The `.tsl` space text of the replay file at `path` (replay_table::space_source).
+[[nodiscard]] std::string replay_space_source(const std::filesystem::path& path);
+/// The space of the replay file at `path`, built directly (no .tsl parsing).
+[[nodiscard]] space replay_space(const std::filesystem::path& path);
+
+// --- registry ------------------------------------------------------------------
+
+/// Settings passed to a backend factory as text ("timeout" -> "5"). Each
+/// scheme documents the keys it accepts and rejects others.
+using backend_settings = std::map<std::string, std::string, std::less<>>;
+using backend_factory = std::function<std::shared_ptr<backend>(std::string_view argument,
+                                                               const backend_settings& settings)>;
+
+/// Adds (or replaces) the factory of `scheme` ("sim"). Thread-safe.
+void register_backend(std::string scheme, backend_factory factory);
+/// Registered schemes, sorted.
+[[nodiscard]] std::vector<std::string> backend_schemes();
+/// Makes a backend from "SCHEME:ARGUMENT" (or "SCHEME"): `replay:PATH`
+/// (settings: concurrency, count_framework_time, exact_cost_estimate),
+/// `command:CMD` (settings: timeout, kill_grace, workdir, concurrency,
+/// estimated_cost, env.NAME). Throws tessel::error for an unknown scheme
+/// (listing the known ones), an unknown setting, or a bad argument.
+[[nodiscard]] std::shared_ptr<backend> make_backend(std::string_view spec,
+                                                    const backend_settings& settings = {});
+
+}  // namespace tessel

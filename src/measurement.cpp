@@ -1,0 +1,60 @@
+// measurement.cpp: status names and the measurement constructors.
+#include <tessel/measurement.hpp>
+
+#include <array>
+#include <utility>
+
+namespace tessel {
+namespace {
+
+constexpr std::array<std::pair<status, std::string_view>, 7> status_names{{
+    {status::ok, "ok"},
+    {status::invalid, "invalid"},
+    {status::compile_error, "compile_error"},
+    {status::runtime_error, "runtime_error"},
+    {status::timeout, "timeout"},
+    {status::incorrect, "incorrect"},
+    {status::suspicious, "suspicious"},
+}};
+
+}  // namespace
+
+std::string_view to_string(status s) noexcept {
+  for (const auto& [value, name] : status_names)
+    if (value == s) return name;
+  return "unknown";
+}
+
+std::optional<status> parse_status(std::string_view name) noexcept {
+  for (const auto& [value, text] : status_names)
+    if (text == name) return value;
+  return std::nullopt;
+}
+
+const std::vector<status>& all_statuses() noexcept {
+  static const std::vector<status> all = [] {
+    std::vector<status> v;
+    v.reserve(status_names.size());
+    for (const auto& entry : status_names) v.push_back(entry.first);
+    return v;
+  }();
+  return all;
+}
+
+measurement measurement::success(double objective, tessel::cost paid) {
+  measurement m;
+  m.status = tessel::status::ok;
+  m.objective = objective;
+  m.cost = paid;
+  return m;
+}
+
+measurement measurement::failure(tessel::status s, std::string message, tessel::cost paid) {
+  measurement m;
+  m.status = s;
+  m.message = std::move(message);
+  m.cost = paid;
+  return m;
+}
+
+}  // namespace tessel

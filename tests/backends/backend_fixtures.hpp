@@ -1,0 +1,38 @@
+// Shared by the backend tests: a small space built in C++ (no DSL needed),
+// configs of it by value, paths to the helper program and the shared replay
+// files, and a check that a process is gone.
+#pragma once
+
+#include <tessel/space.hpp>
+
+#include <sys/types.h>
+#include <filesystem>
+#include <string>
+
+namespace tessel::testing {
+
+/// space small { tile_m : {32, 64, 128}; order : perm(m, n, k); fast : bool;
+///               kind : {alpha, beta}; when fast { depth : {2, 3} } }
+space small_space();
+
+/// The config of small_space() with these values (order as "k,m,n").
+config small_config(const space& s, std::int64_t tile_m, const std::string& order, bool fast,
+                    const std::string& kind, std::int64_t depth = 2);
+
+/// tests/backends/programs/helper.sh
+std::string helper_program();
+
+/// shared/bench/NAME
+std::filesystem::path bench_file(const std::string& name);
+
+/// A fresh empty directory under the system's temporary directory.
+std::filesystem::path temporary_directory();
+
+/// The pid written (as text) to `file`, or -1.
+pid_t read_pid(const std::filesystem::path& file);
+
+/// Whether `pid` is gone (no such process, or a zombie waiting to be reaped),
+/// waiting up to `seconds` for it to go.
+bool process_gone(pid_t pid, double seconds = 3.0);
+
+}  // namespace tessel::testing

@@ -1,0 +1,65 @@
+#include "backend_fixtures.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+using namespace tessel;
+
+TEST_CASE("callback: a function returning the objective is timed as run cost") {
+  const auto s = testing::small_space();
+  callback_backend b(
+      [&s](const config& c) { return static_cast<double>(s.integer(c, "tile_m")) / 2; });
+  b.prepare(s);
+  const auto c = testing::small_config(s, 64, "m,n,k", false, "alpha");
+  const auto m = b.evaluate(s, c);
+  CHECK(m.ok());
+  CHECK(m.objective == 32);
+  CHECK(m.cost.run_s >= 0);
+  CHECK(m.cost.compile_s == 0);
+  CHECK(b.name() == "callback");
+  CHECK(b.concurrency() == 1);
+  CHECK(b.estimated_cost(s, c) == 1.0);
+}
+
+TEST_CASE("callback: a function returning a measurement is passed through") {
+  const auto s = testing::small_space();
+  callback_options options;
+  options.name = "mine";
+  options.concurrency = 4;
+  options.cost_estimate = [](const space& sp, const config& c) {
+    return 0.001 * static_cast<double>(sp.integer(c, "tile_m"));
+  };
+  callback_backend b(
+      [](const space& sp, const config& c) {
+        if (sp.value_of(c, "kind").symbol == "beta")
+          return measurement::failure(status::compile_error, "no beta", cost{0.5, 0, 0});
+        return measurement::success(1.0);
+      },
+      options);
+  CHECK(b.name() == "mine");
+  CHECK(b.concurrency() == 4);
+  const auto beta = testing::small_config(s, 128, "k,m,n", true, "beta", 3);
+  CHECK(b.estimated_cost(s, beta) == doctest::Approx(0.128));
+  const auto m = b.evaluate(s, beta);
+  CHECK(m.status == status::compile_error);
+  CHECK(m.message == "no beta");
+  CHECK(m.cost.compile_s == 0.5);
+  CHECK(b.evaluate(s, testing::small_config(s, 32, "m,n,k", false, "alpha")).ok());
+
+  callback_backend config_only([](const config&) { return measurement::success(3.0); });
+  CHECK(config_only.evaluate(s, beta).objective == 3.0);
+}
+
+TEST_CASE("callback: exceptions propagate; empty functions and zero concurrency are misuse") {
+  const auto s = testing::small_space();
+  callback_backend b([](const config&) -> double { throw std::runtime_error("device lost"); });
+  CHECK_THROWS_WITH_AS(b.evaluate(s, *s.configs().begin()), "device lost", std::runtime_error);
+  CHECK_THROWS_AS(callback_backend(std::function<double(const config&)>{}), options_error);
+  callback_options zero;
+  zero.concurrency = 0;
+  CHECK_THROWS_AS(callback_backend([](const config&) { return 1.0; }, zero), options_error);
+}

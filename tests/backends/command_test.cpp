@@ -1,0 +1,288 @@
+// The command backend against tests/backends/programs/helper.sh, one mode per
+// part of the protocol (docs/backends.md).
+#include "backend_fixtures.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `sh helper.sh ARGS` as a command string (so ARGS may hold placeholders).
+command_backend helper(const std::string& args, command_options options = {}) {
+  return command_backend("sh '" + testing::helper_program() + "' " + args, std::move(options));
+}
+
+config some_config(const space& s) {
+  return testing::small_config(s, 64, "k,m,n", true, "beta", 3);
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("command: the last JSON line is the report; earlier lines are logs") {
+  const auto s = testing::small_space();
+  auto b = helper("ok");
+  b.prepare(s);
+  const auto m = b.evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 1.5);
+  CHECK(m.samples == std::vector<double>{1.4, 1.6});
+  CHECK(m.metrics.at("flops") == 10);
+  CHECK(m.message == "fine");
+  CHECK(m.cost.run_s > 0);  // the measured wall time
+  CHECK(m.cost.compile_s == 0);
+  CHECK(b.name().rfind("command:sh ", 0) == 0);
+}
+
+TEST_CASE("command: the config as TESSEL_<NAME> variables; inactive parameters unset") {
+  const auto s = testing::small_space();
+  command_options options;
+  options.environment = {{"EXTRA", "hi"}, {"TESSEL_DEPTH", "99"}};
+  auto b = helper("env", options);
+  b.prepare(s);
+  auto m = b.evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 64);
+  CHECK(m.message == "order=k,m,n fast=1 kind=beta depth=3 extra=hi");
+
+  m = b.evaluate(s, testing::small_config(s, 32, "m,n,k", false, "alpha"));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 32);
+  CHECK(m.message == "order=m,n,k fast=0 kind=alpha depth=unset extra=hi");
+}
+
+TEST_CASE("command: {name} placeholders in the arguments") {
+  const auto s = testing::small_space();
+  auto b = helper("args {tile_m} '{kind}-{order}-{fast}-{depth}-{{x}}-{not a name}'");
+  b.prepare(s);
+  auto m = b.evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 64);
+  CHECK(m.message == "beta-k,m,n-1-3-{x}-{not a name}");
+  m = b.evaluate(s, testing::small_config(s, 128, "n,m,k", false, "alpha"));
+  CHECK(m.message == "alpha-n,m,k-0--{x}-{not a name}");
+
+  const auto dir = testing::temporary_directory();
+  auto whole = helper("write_arg '" + (dir / "config.json").string() + "' {config}");
+  whole.prepare(s);
+  REQUIRE(whole.evaluate(s, some_config(s)).ok());
+  CHECK(slurp(dir / "config.json") == s.to_json(some_config(s)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: the config as JSON on stdin; a bare number is the objective") {
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  auto b = helper("stdin '" + (dir / "stdin.json").string() + "'");
+  const auto m = b.evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 2.25);
+  CHECK(slurp(dir / "stdin.json") == s.to_json(some_config(s)) + "\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: report variants") {
+  const auto s = testing::small_space();
+  const auto c = some_config(s);
+  SUBCASE("time instead of objective; the program's own cost") {
+    const auto m = helper("time_field").evaluate(s, c);
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.objective == 3);
+    CHECK(m.cost.compile_s == 0.25);
+    CHECK(m.cost.run_s == 0.5);
+    CHECK(m.cost.gate_s == 0);
+  }
+  SUBCASE("a pretty-printed object") {
+    const auto m = helper("pretty").evaluate(s, c);
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.objective == 4);
+  }
+  SUBCASE("a log line after the report") {
+    const auto m = helper("json_then_log").evaluate(s, c);
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.objective == 5);
+  }
+  SUBCASE("megabytes on stdout and stderr do not deadlock") {
+    const auto m = helper("big").evaluate(s, c);
+    REQUIRE_MESSAGE(m.ok(), m.message.substr(0, 300));
+    CHECK(m.objective == 7);
+  }
+}
+
+TEST_CASE("command: failures are data, with the tail of stderr") {
+  const auto s = testing::small_space();
+  const auto c = some_config(s);
+  SUBCASE("exit code 3") {
+    const auto m = helper("fail").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message == "exited with code 3\nstderr:\nsomething broke");
+    CHECK(m.cost.run_s > 0);
+  }
+  SUBCASE("the program says compile_error, and exits 1") {
+    const auto m = helper("compile_error").evaluate(s, c);
+    CHECK(m.status == status::compile_error);
+    CHECK(m.message == "does not fit\nstderr:\nerror: tile too large");
+    CHECK(m.cost.compile_s == 0.5);
+  }
+  SUBCASE("garbage on stdout") {
+    const auto m = helper("garbage").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(
+        m.message ==
+        "could not parse the program's output: no JSON object on stdout (last line: 'not json {')\n"
+        "stderr:\nthe stderr explains");
+  }
+  SUBCASE("nothing on stdout") {
+    const auto m = helper("empty").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message ==
+          "could not parse the program's output: the program printed nothing on stdout");
+  }
+  SUBCASE("an unknown status") {
+    const auto m = helper("bad_status").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message.find("unknown status 'splendid'") != std::string::npos);
+  }
+  SUBCASE("no objective") {
+    const auto m = helper("no_objective").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message.find("no 'objective'") != std::string::npos);
+  }
+  SUBCASE("killed by a signal") {
+    const auto m = helper("crash").evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message == "killed by signal 11 (SIGSEGV)\nstderr:\nabout to crash");
+  }
+  SUBCASE("a program that cannot be started") {
+    command_backend b("/nonexistent/tessel/program");
+    CHECK_THROWS_AS(b.prepare(s), error);
+    const auto m = b.evaluate(s, c);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message ==
+          "could not start the program: could not run /nonexistent/tessel/program: "
+          "No such file or directory");
+  }
+}
+
+TEST_CASE("command: a timeout kills the whole process group") {
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  const auto pid_file = dir / "grandchild.pid";
+  SUBCASE("SIGTERM is enough") {
+    command_options options;
+    options.timeout_s = 1;
+    const auto start = std::chrono::steady_clock::now();
+    const auto m = helper("hang '" + pid_file.string() + "'", options).evaluate(s, some_config(s));
+    CHECK(seconds_since(start) < 2.5);
+    CHECK(m.status == status::timeout);
+    CHECK(m.message == "timed out after 1 s; its process group was killed");
+    CHECK(m.cost.run_s >= 1.0);
+    const auto grandchild = testing::read_pid(pid_file);
+    REQUIRE(grandchild > 0);
+    CHECK(testing::process_gone(grandchild));
+  }
+  SUBCASE("SIGKILL after the grace period when SIGTERM is ignored") {
+    command_options options;
+    options.timeout_s = 0.3;
+    options.kill_grace_s = 0.3;
+    const auto start = std::chrono::steady_clock::now();
+    const auto m = helper("hang_ignoring_term '" + pid_file.string() + "'", options)
+                       .evaluate(s, some_config(s));
+    CHECK(seconds_since(start) >= 0.6);
+    CHECK(seconds_since(start) < 2.5);
+    CHECK(m.status == status::timeout);
+    const auto grandchild = testing::read_pid(pid_file);
+    REQUIRE(grandchild > 0);
+    CHECK(testing::process_gone(grandchild));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: what a program leaves running in its group is killed when it exits") {
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  const auto start = std::chrono::steady_clock::now();
+  const auto m =
+      helper("leave_behind '" + (dir / "pid").string() + "'").evaluate(s, some_config(s));
+  CHECK(seconds_since(start) < 1.5);
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.objective == 2.0);
+  const auto grandchild = testing::read_pid(dir / "pid");
+  REQUIRE(grandchild > 0);
+  CHECK(testing::process_gone(grandchild));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: working directory, direct exec, and concurrent evaluations") {
+  const auto s = testing::small_space();
+  const auto dir = fs::canonical(testing::temporary_directory());
+  {
+    std::ofstream script(dir / "prog.sh");
+    script << "#!/bin/sh\necho \"{\\\"objective\\\": $TESSEL_TILE_M, \\\"message\\\": "
+              "\\\"$(pwd)\\\"}\"\n";
+  }
+  fs::permissions(dir / "prog.sh", fs::perms::owner_all);
+  command_options options;
+  options.working_directory = dir;
+  options.concurrency = 4;
+  command_backend b("./prog.sh", options);
+  b.prepare(s);
+  CHECK(b.concurrency() == 4);
+
+  std::vector<measurement> results(8);
+  std::vector<std::thread> threads;
+  const std::vector<std::int64_t> tiles{32, 64, 128, 32, 64, 128, 32, 64};
+  for (std::size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&, i] {
+      results[i] = b.evaluate(s, testing::small_config(s, tiles[i], "m,n,k", false, "alpha"));
+    });
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    REQUIRE_MESSAGE(results[i].ok(), results[i].message);
+    CHECK(results[i].objective == static_cast<double>(tiles[i]));
+    CHECK(results[i].message == dir.string());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: misuse fails in the constructor or prepare") {
+  const auto s = testing::small_space();
+  CHECK_THROWS_AS(command_backend(""), error);
+  CHECK_THROWS_AS(command_backend("a 'b"), error);
+  command_options negative;
+  negative.timeout_s = -1;
+  CHECK_THROWS_AS(command_backend("true", negative), options_error);
+
+  CHECK_THROWS_WITH(
+      helper("args {tile_q}").prepare(s),
+      doctest::Contains(
+          "placeholder {tile_q} names no parameter, let or constant of space 'small'"));
+  CHECK_THROWS_WITH(command_backend("tessel_no_such_program_anywhere").prepare(s),
+                    "command backend: program 'tessel_no_such_program_anywhere' not found in PATH");
+  command_options missing_dir;
+  missing_dir.working_directory = "/nonexistent/tessel/dir";
+  CHECK_THROWS_WITH(command_backend("true", missing_dir).prepare(s),
+                    "command backend: working directory /nonexistent/tessel/dir does not exist");
+  CHECK_NOTHROW(command_backend("true").prepare(s));
+}

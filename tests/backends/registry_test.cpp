@@ -1,0 +1,62 @@
+#include "backend_fixtures.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace tessel;
+
+TEST_CASE("registry: replay and command by scheme") {
+  const auto dir = testing::temporary_directory();
+  const auto path = (dir / "tiny.json").string();
+  {
+    std::ofstream out(path);
+    out << R"({"tune_params_keys": ["x"], "tune_params": {"x": [1, 2]}, "cache": {"1": {"x": 1, "time": 3.5}}})";
+  }
+  const auto replay =
+      make_backend("replay:" + path, {{"concurrency", "8"}, {"count_framework_time", "yes"}});
+  CHECK(replay->name() == "replay:" + path);
+  CHECK(replay->concurrency() == 8);
+  REQUIRE(dynamic_cast<replay_backend*>(replay.get()) != nullptr);
+  CHECK(dynamic_cast<replay_backend&>(*replay).table().optimum() == 3.5);
+  std::filesystem::remove_all(dir);
+
+  const auto command =
+      make_backend("command:sh -c 'echo 1'", {{"timeout", "2.5"}, {"env.FOO", "bar"}});
+  CHECK(command->name() == "command:sh -c 'echo 1'");
+  const auto s = testing::small_space();
+  CHECK(command->evaluate(s, *s.configs().begin()).objective == 1);
+}
+
+TEST_CASE("registry: unknown schemes and settings are errors that list what is known") {
+  CHECK_THROWS_WITH_AS(
+      make_backend("nope:x"),
+      doctest::Contains("unknown backend 'nope' in 'nope:x' (known: command, replay"), error);
+  CHECK_THROWS_WITH_AS(
+      make_backend("command:true", {{"timeuot", "1"}}),
+      "backend command: unknown setting 'timeuot' (settings: concurrency, env.NAME, "
+      "estimated_cost, kill_grace, timeout, workdir)",
+      error);
+  CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "soon"}}),
+                       "backend command: setting timeout must be a number, got 'soon'", error);
+  CHECK_THROWS_AS(make_backend("replay:"), error);
+  CHECK_THROWS_AS(make_backend("command:"), error);
+}
+
+TEST_CASE("registry: other modules add schemes") {
+  register_backend("test_scheme", [](std::string_view argument, const backend_settings&) {
+    return std::make_shared<callback_backend>(
+        [value = std::stod(std::string(argument))](const config&) { return value; });
+  });
+  const auto schemes = backend_schemes();
+  CHECK(std::find(schemes.begin(), schemes.end(), "test_scheme") != schemes.end());
+  const auto s = testing::small_space();
+  CHECK(make_backend("test_scheme:4.5")->evaluate(s, *s.configs().begin()).objective == 4.5);
+  CHECK_THROWS_AS(
+      register_backend("a:b", [](std::string_view, const backend_settings&) { return nullptr; }),
+      error);
+}
