@@ -2,6 +2,8 @@
 // outputs where they are stable. Commands run from tests/cli/ so paths in the
 // output are the relative ones given (fixtures/small.tsl).
 // TESSEL_UPDATE_GOLDEN=1 rewrites tests/cli/golden/ from the current output.
+#include "tool.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -14,39 +16,9 @@
 #include <sstream>
 #include <string>
 
+using namespace tessel::cli_testing;
+
 namespace {
-
-struct result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// Runs `tessel ARGS` (ARGS as a shell would split them) from tests/cli/.
-result tessel(const std::string& args) {
-  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
-  const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && '" +
-                              TESSEL_CLI_PATH + "' " + args + " >'" + base + ".out' 2>'" + base +
-                              ".err'";
-  const int status = std::system(command.c_str());
-  result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(base + ".out");
-  r.err = read_text(base + ".err");
-  INFO("tessel ", args, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 /// Compares with tests/cli/golden/NAME, or rewrites it under TESSEL_UPDATE_GOLDEN.
 void check_golden(const std::string& name, const std::string& actual) {

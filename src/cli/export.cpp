@@ -1,0 +1,54 @@
+// `tessel export DB --format t4|csv|json [-o FILE]`: a study's trials for other tools.
+#include "command.hpp"
+#include "common.hpp"
+#include "study_setup.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/storage.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct export_options {
+  std::string db;
+  std::string format = "t4";
+  std::string output;
+};
+
+int run_export(const export_options& o) {
+  const auto format = parse_export_format(o.format);
+  const auto stored = load_stored(o.db);
+  if (o.output.empty() || o.output == "-") {
+    export_trials(std::cout, format, stored.record, stored.trials, stored.space);
+    return exit_code::success;
+  }
+  std::ofstream out(o.output);
+  if (!out) throw error(fmt::format("cannot write '{}'", o.output));
+  export_trials(out, format, stored.record, stored.trials, stored.space);
+  out.close();
+  if (!out) throw error(fmt::format("cannot write '{}'", o.output));
+  fmt::print(stderr, "tessel: wrote {} trials to {}\n", stored.trials.size(), o.output);
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_export_command(CLI::App& tool) {
+  auto options = std::make_shared<export_options>();
+  auto* app = tool.add_subcommand(
+      "export", "Write a study's trials as T4 (Kernel Tuner's schema), CSV or JSON lines");
+  app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
+  app->add_option("--format,-f", options->format, "t4, csv or json")->capture_default_str();
+  app->add_option("--output,-o", options->output, "Where to write (default: stdout)")
+      ->type_name("PATH");
+  return {app, [options] { return report_errors([&] { return run_export(*options); }, false); }};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,98 @@
+// `tessel show DB`: a study file's summary and its best trials.
+#include "command.hpp"
+#include "common.hpp"
+#include "format.hpp"
+#include "study_setup.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct show_options {
+  std::string db;
+  std::size_t top = 10;
+  bool json = false;
+};
+
+int run_show(const show_options& o) {
+  const auto stored = load_stored(o.db);
+  const auto& s = stored.space;
+  std::map<status, std::size_t> by_status;
+  std::size_t finished = 0, pending = 0;
+  double cost = 0;
+  std::vector<const trial*> ok;
+  for (const auto& t : stored.trials) {
+    if (t.state != trial_state::finished) {
+      ++pending;
+      continue;
+    }
+    ++finished;
+    ++by_status[t.result.status];
+    cost += t.result.cost.total();
+    if (t.result.ok()) ok.push_back(&t);
+  }
+  std::stable_sort(ok.begin(), ok.end(),
+                   [](auto* a, auto* b) { return a->result.objective < b->result.objective; });
+  if (ok.size() > o.top) ok.resize(o.top);
+
+  if (o.json) {
+    nlohmann::json counts = nlohmann::json::object();
+    for (const auto& [st, n] : by_status) counts[std::string(to_string(st))] = n;
+    nlohmann::json best = nlohmann::json::array();
+    for (const auto* t : ok)
+      best.push_back({{"trial_id", t->id},
+                      {"objective", t->result.objective},
+                      {"config", nlohmann::json::parse(s.to_json(t->config))},
+                      {"source", t->provenance.source}});
+    fmt::print("{}\n", nlohmann::json{{"ok", true},
+                                      {"space", stored.record.space_name},
+                                      {"target", stored.record.target},
+                                      {"backend", stored.record.backend},
+                                      {"strategy", stored.record.strategy},
+                                      {"seed", stored.record.seed},
+                                      {"finished", finished},
+                                      {"pending", pending},
+                                      {"by_status", counts},
+                                      {"cost_s", cost},
+                                      {"best", best}}
+                           .dump(2));
+    return exit_code::success;
+  }
+  fmt::print(
+      "study file   {}\nspace        {} ({} valid configs), target {}\nbackend      {}\nstrategy   "
+      "  {} (seed {})\n",
+      o.db, stored.record.space_name, with_separators(s.count()), stored.record.target,
+      stored.record.backend, stored.record.strategy, stored.record.seed);
+  fmt::print(
+      "trials       {} finished, {} interrupted (re-run on --resume), evaluation cost {:.3f} s\n",
+      finished, pending, cost);
+  for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
+  fmt::print("\nbest {} trials\n", ok.size());
+  fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");
+  for (const auto* t : ok)
+    fmt::print("{:>6}  {:>12.6g}  {:<14}  {}\n", t->id, t->result.objective, t->provenance.source,
+               s.to_json(t->config));
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_show_command(CLI::App& tool) {
+  auto options = std::make_shared<show_options>();
+  auto* app = tool.add_subcommand("show", "Print a study file's summary and best trials");
+  app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
+  app->add_option("--top", options->top, "How many of the best trials to list")
+      ->capture_default_str();
+  app->add_flag("--json", options->json, "Print JSON on stdout");
+  return {app,
+          [options] { return report_errors([&] { return run_show(*options); }, options->json); }};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,155 @@
+#include "study_setup.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/error.hpp>
+#include <tessel/strategies.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+
+namespace tessel::cli {
+namespace {
+
+/// Stands in when no --backend is given (serve): the caller measures and tells.
+class external_backend final : public backend {
+ public:
+  std::string name() const override { return "external"; }
+  measurement evaluate(const space&, const config&) override {
+    return measurement::failure(status::invalid,
+                                "no backend: evaluate the config yourself and tell the result");
+  }
+};
+
+bool is_replay_file(const std::filesystem::path& path) {
+  const auto ext = path.extension().string();
+  return ext == ".json" || ext == ".gz";
+}
+
+backend_settings parse_settings(const std::vector<std::string>& assignments) {
+  backend_settings out;
+  for (const auto& a : assignments) {
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw error(fmt::format("--backend-set expects KEY=VALUE, got '{}'", a));
+    out[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string annotations(const study_setup_options& o) {
+  return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
+                        {"target", o.input.target}, {"set", o.input.sets},
+                        {"backend", o.backend},     {"strategy", o.strategy}}
+      .dump();
+}
+
+}  // namespace
+
+void add_study_options(CLI::App& command, study_setup_options& o, bool backend_required) {
+  add_space_options(command, o.input);
+  auto* b = command
+                .add_option("--backend", o.backend,
+                            "What evaluates configs: replay:PATH, command:'CMD {param}', sim, ... "
+                            "(a replay FILE defaults to replay:FILE)")
+                ->type_name("SPEC");
+  if (backend_required)
+    b->description(b->get_description() + "; required unless FILE is a replay file");
+  command
+      .add_option("--backend-set", o.backend_settings,
+                  "A backend setting, e.g. --backend-set timeout=30; repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  command
+      .add_option("--strategy", o.strategy,
+                  "Search strategy: auto, random, exhaustive, local, annealing, ga, ...")
+      ->capture_default_str();
+  command.add_option("--seed", o.seed, "Seed of every random choice (recorded in the study file)")
+      ->capture_default_str();
+  command
+      .add_option("--jobs,-j", o.jobs,
+                  "Evaluations in flight at once (0 = the backend's concurrency)")
+      ->capture_default_str();
+  command.add_option("--db", o.db, "The study file (SQLite); default <space>.tessel.db")
+      ->type_name("PATH");
+  command.add_flag("--resume", o.resume,
+                   "Continue the study in --db: keep finished trials, re-run interrupted ones");
+  command.add_flag("--no-db", o.no_db, "Keep nothing on disk")
+      ->excludes("--db")
+      ->excludes("--resume");
+  command.add_flag("!--no-baseline", o.baseline,
+                   "Do not evaluate the space's default config first");
+}
+
+loaded_space load_any(const space_options& options) {
+  if (!is_replay_file(options.file)) return load(options);
+  const auto started = std::chrono::steady_clock::now();
+  const auto text = replay_space_source(options.file);
+  parse_options parse;
+  parse.file = options.file;
+  parse.target = options.target;
+  auto s = parse_space(text, parse, options.space);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return loaded_space{.space = std::move(s), .space_names = {}, .parse_ms = ms, .build_ms = 0};
+}
+
+study_setup make_study(const study_setup_options& o) {
+  study_setup out{load_any(o.input), nullptr, nullptr, nullptr, true};
+  std::string spec = o.backend;
+  if (spec.empty() && is_replay_file(o.input.file)) spec = "replay:" + o.input.file;
+  if (spec.empty()) {
+    out.backend = std::make_shared<external_backend>();
+    out.evaluates = false;
+  } else {
+    out.backend = make_backend(spec, parse_settings(o.backend_settings));
+  }
+  auto strategy = make_strategy(o.strategy);
+
+  if (!o.no_db) {
+    const std::filesystem::path path = o.db.empty() ? out.space.space.name() + ".tessel.db" : o.db;
+    const bool existed = std::filesystem::exists(path) && std::filesystem::file_size(path) > 0;
+    out.db = std::make_shared<study_db>(path);
+    if (existed && out.db->study() && !o.resume)
+      throw error(
+          fmt::format("study file '{}' already holds a study: pass --resume to continue it, "
+                      "--db PATH to start another, or --no-db",
+                      path.string()));
+  }
+  study::options so;
+  so.seed = o.seed;
+  so.jobs = o.jobs;
+  so.evaluate_baseline = o.baseline;
+  so.annotations = annotations(o);
+  out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
+                                              out.db);
+  return out;
+}
+
+stored_study load_stored(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw error(fmt::format("no study file '{}'", path));
+  study_db db(path);
+  auto record = db.study();
+  if (!record) throw error(fmt::format("'{}' holds no study yet", path));
+  parse_options parse;
+  parse.file = path;
+  std::string space_name = record->space_name;
+  const auto options = nlohmann::json::parse(record->options_json, nullptr, false);
+  if (options.is_object() && options.contains("annotations")) {
+    const auto& a = options["annotations"];
+    parse.target = a.value("target", parse.target);
+    for (const auto& assignment : a.value("set", std::vector<std::string>{})) {
+      const auto eq = assignment.find('=');
+      if (eq != std::string::npos)
+        parse.overrides[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+    }
+  }
+  auto s = parse_space(record->space_source, parse, space_name);
+  auto trials = db.load(s);
+  return {std::move(*record), std::move(s), std::move(trials)};
+}
+
+}  // namespace tessel::cli

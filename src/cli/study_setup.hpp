@@ -1,0 +1,66 @@
+// src/cli/study_setup.hpp: what `tune` and `serve` share: the space (from a
+// .tsl file or a replay file), the backend, the strategy and the study file.
+#pragma once
+
+#include "common.hpp"
+
+#include <tessel/backend.hpp>
+#include <tessel/storage.hpp>
+#include <tessel/study.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace tessel::cli {
+
+struct study_setup_options {
+  space_options input;
+  std::string backend;                 ///< "replay:PATH", "command:CMD", "sim", ...; "" = none
+  std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
+  std::string strategy = "auto";
+  std::uint64_t seed = 0;
+  std::size_t jobs = 0;
+  std::string db;                      ///< "" = <space>.tessel.db
+  bool resume = false;
+  bool no_db = false;
+  bool baseline = true;
+};
+
+/// Adds the options above to `command` (FILE and the space options too).
+/// `backend_required`: whether --backend must be given.
+void add_study_options(CLI::App& command, study_setup_options& options, bool backend_required);
+
+struct study_setup {
+  loaded_space space;
+  std::shared_ptr<tessel::backend> backend;
+  std::shared_ptr<study_db> db;  ///< null with --no-db
+  std::unique_ptr<tessel::study> study;
+  bool evaluates = true;         ///< false: no backend given (the caller tells results)
+};
+
+/// Builds everything; throws tessel::error with a message a person can act
+/// on (unknown backend or strategy, a study file that holds another study, a
+/// study file with trials but no --resume).
+[[nodiscard]] study_setup make_study(const study_setup_options& options);
+
+/// Reads FILE: a .tsl text, or a replay file (.json / .json.gz) whose
+/// parameters become the space.
+[[nodiscard]] loaded_space load_any(const space_options& options);
+
+/// A study read back from its file, for `show` and `export`.
+struct stored_study {
+  study_record record;
+  tessel::space space;
+  std::vector<trial> trials;
+};
+
+/// Opens the study file at `path` and rebuilds its space from the stored
+/// source and the command line the CLI stored with it. Throws tessel::error.
+[[nodiscard]] stored_study load_stored(const std::string& path);
+
+}  // namespace tessel::cli

@@ -1,0 +1,170 @@
+// `tessel tune FILE --backend SPEC ...`: a tuning run until a budget, with a
+// progress line on stderr (a live line on a terminal, log lines otherwise),
+// the summary at the end, and every trial in the study file.
+#include "command.hpp"
+#include "common.hpp"
+#include "format.hpp"
+#include "study_setup.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/study.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace tessel::cli {
+namespace {
+
+struct tune_options {
+  study_setup_options study;
+  std::size_t budget = 0;
+  double time_s = 0;
+  double cost_s = 0;
+  std::optional<double> target;
+  std::size_t patience = 0;
+  bool json = false;
+  bool quiet = false;
+};
+
+/// Prints progress: on a terminal one line rewritten in place (with an
+/// estimate of the time left when the budget is a number of evaluations);
+/// otherwise a log line per improvement and every `every` trials.
+class progress_printer final : public observer {
+ public:
+  progress_printer(std::size_t budget, const space& s)
+      : budget_(budget), space_(s), tty_(isatty(fileno(stderr)) != 0) {}
+
+  void on_trial(const trial& t, const progress& p) override {
+    ++by_status_[t.result.status];
+    if (tty_) {
+      fmt::print(stderr, "\r\033[K{}", line(p));
+    } else if (p.evaluations % every == 0) {
+      fmt::print(stderr, "{}\n", line(p));
+    }
+  }
+
+  void on_improvement(const trial& t, const progress& p) override {
+    if (tty_) return;
+    fmt::print(stderr, "[{:>6}] new best {:.6g} from {}: {}\n", p.evaluations, t.result.objective,
+               t.provenance.source, space_.to_json(t.config));
+  }
+
+  void on_end(const summary&) override {
+    if (tty_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  std::string line(const progress& p) const {
+    std::string failures;
+    for (const auto& [st, n] : by_status_)
+      if (st != status::ok) failures += fmt::format(" {}={}", to_string(st), n);
+    std::string eta;
+    if (budget_ > 0 && p.evaluations > 0 && p.evaluations < budget_)
+      eta = fmt::format(", ~{:.0f} s left", p.wall_s / static_cast<double>(p.evaluations) *
+                                                static_cast<double>(budget_ - p.evaluations));
+    return fmt::format("[{:>6}{}] best {} | failures:{} | {:.1f} s{}", p.evaluations,
+                       budget_ ? fmt::format("/{}", budget_) : "",
+                       p.best ? fmt::format("{:.6g}", *p.best) : "-",
+                       failures.empty() ? " none" : failures, p.wall_s, eta);
+  }
+
+  static constexpr std::size_t every = 50;
+  std::size_t budget_;
+  const space& space_;
+  bool tty_;
+  std::map<status, std::size_t> by_status_;
+};
+
+stop_condition stop_for(const tune_options& o) {
+  std::optional<stop_condition> until;
+  auto add = [&](stop_condition c) { until = until ? (*until || std::move(c)) : std::move(c); };
+  if (o.budget) add(stop::evaluations(o.budget));
+  if (o.time_s > 0) add(stop::wall_seconds(o.time_s));
+  if (o.cost_s > 0) add(stop::cost_seconds(o.cost_s));
+  if (o.target) add(stop::target(*o.target));
+  if (o.patience) add(stop::no_improvement(o.patience));
+  return until ? *until : stop::never();
+}
+
+nlohmann::json summary_json(const summary& s, const space& sp) {
+  nlohmann::json by_status = nlohmann::json::object();
+  for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
+  nlohmann::json out = {{"ok", true},
+                        {"termination", to_string(s.reason)},
+                        {"message", s.message},
+                        {"evaluations", s.evaluations},
+                        {"evaluations_to_best", s.evaluations_to_best},
+                        {"by_status", by_status},
+                        {"seed", s.seed},
+                        {"wall_s", s.wall_s},
+                        {"propose_s", s.propose_s},
+                        {"evaluate_s", s.evaluate_s},
+                        {"overhead_s", s.overhead_s},
+                        {"cost_s", s.cost_s}};
+  if (s.best) {
+    out["best"] = {{"trial_id", s.best->id},
+                   {"objective", s.best->result.objective},
+                   {"config", nlohmann::json::parse(sp.to_json(s.best->config))},
+                   {"source", s.best->provenance.source}};
+  }
+  return out;
+}
+
+int run_tune(const tune_options& o) {
+  auto setup = make_study(o.study);
+  if (!setup.evaluates) throw error("tune needs --backend (or a replay file as FILE)");
+  if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience)
+    fmt::print(stderr,
+               "tessel: no --budget, --time, --cost-budget, --target-objective or --patience: "
+               "running until the strategy stops or the space is exhausted\n");
+  if (!o.quiet)
+    setup.study->add_observer(std::make_shared<progress_printer>(o.budget, setup.space.space));
+  if (!o.quiet && setup.db)
+    fmt::print(stderr,
+               "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
+               setup.space.space.name(), with_separators(setup.space.space.count()),
+               setup.backend->name(), o.study.strategy, setup.db->path().string());
+  const auto sum = setup.study->run(stop_for(o));
+  if (o.json) {
+    fmt::print("{}\n", summary_json(sum, setup.space.space).dump(2));
+  } else {
+    fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
+  }
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_tune_command(CLI::App& tool) {
+  auto options = std::make_shared<tune_options>();
+  auto* app = tool.add_subcommand(
+      "tune", "Tune a space: search it with a strategy, evaluating configs on a backend");
+  add_study_options(*app, options->study, true);
+  app->add_option("--budget,-n", options->budget, "Stop after this many evaluations")
+      ->type_name("N");
+  app->add_option("--time", options->time_s, "Stop after this many wall-clock seconds")
+      ->type_name("SECONDS");
+  app->add_option("--cost-budget", options->cost_s,
+                  "Stop when the evaluations' summed cost reaches this many seconds")
+      ->type_name("SECONDS");
+  app->add_option("--target-objective", options->target,
+                  "Stop when the best objective is at most this")
+      ->type_name("X");
+  app->add_option("--patience", options->patience,
+                  "Stop after this many evaluations without improvement")
+      ->type_name("N");
+  app->add_flag("--json", options->json, "Print the summary as JSON on stdout");
+  app->add_flag("--quiet,-q", options->quiet, "No progress on stderr");
+  return {app,
+          [options] { return report_errors([&] { return run_tune(*options); }, options->json); }};
+}
+
+}  // namespace tessel::cli

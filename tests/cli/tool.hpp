@@ -1,0 +1,47 @@
+// Running the built `tessel` tool from tests, as a user would.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tessel::cli_testing {
+
+struct result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Runs `tessel ARGS` (ARGS as a shell would split them) from tests/cli/.
+inline result tessel(const std::string& args) {
+  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
+  const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && '" +
+                              TESSEL_CLI_PATH + "' " + args + " >'" + base + ".out' 2>'" + base +
+                              ".err'";
+  const int status = std::system(command.c_str());
+  result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(base + ".out");
+  r.err = read_text(base + ".err");
+  INFO("tessel ", args, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
+  return r;
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace tessel::cli_testing
