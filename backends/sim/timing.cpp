@@ -185,13 +185,12 @@ class simulator {
     start_.resize(n_);
     end_.resize(n_);
     data_start_.resize(n_);
-    done_.assign(n_, -1);
-    ready_.assign(n_, 0);
-    cause_.assign(n_, program::none);
-    cause_kind_.assign(n_, cause_kind::none);
+    done_.resize(n_);
+    ready_.resize(n_);
+    cause_.resize(n_);
+    cause_kind_.resize(n_);
     remaining_.resize(n_);
     rate_.resize(n_);
-    version_.assign(n_, 0);
     mask_.resize(n_);
     heap_.clear();
     active_.clear();
@@ -201,6 +200,10 @@ class simulator {
     for (std::size_t i = 0; i < n_; ++i) {
       const auto& in = ins_[i];
       pending_[i] = in.dep_end - in.dep_begin;
+      done_[i] = -1;
+      ready_[i] = 0;
+      cause_[i] = program::none;
+      cause_kind_[i] = cause_kind::none;
       for (auto d = in.dep_begin; d < in.dep_end; ++d) ++succ_begin_[deps[d] + 1];
       streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
       if (is_dma(in.engine)) mask_[i] = dma_engine_mask(in, m_);
@@ -341,6 +344,15 @@ class simulator {
     const auto id = streams_[e][head_[e]];
     if (pending_[id] > 0) return;
     const double at = std::max(free_at_[e], ready_[id]);
+    if (is_dma(e)) {
+      // the issue phase holds only its queue: it may be placed ahead of now;
+      // the data phase joins the shared engines at its event, in time order
+      begin(id, e, at, nullptr, nullptr);
+      busy_[e] = true;
+      ++head_[e];
+      push(at + m_.dma_issue_ns * ins_[id].count, id, event_kind::dma_issue_end);
+      return;
+    }
     if (at > now_) {  // not yet: look again then
       if (!waking_[e]) {
         waking_[e] = true;
@@ -349,13 +361,6 @@ class simulator {
       return;
     }
     const auto& in = ins_[id];
-    if (is_dma(e)) {
-      begin(id, e, now_, nullptr, nullptr);
-      busy_[e] = true;
-      ++head_[e];
-      push(now_ + m_.dma_issue_ns * in.count, id, event_kind::dma_issue_end);
-      return;
-    }
     port* pp = psum_port_for(in);
     port* sp = sbuf_port_for(in);
     if ((pp && pp->used) || (sp && sp->used)) return;  // retried when the port frees
@@ -455,6 +460,20 @@ class simulator {
     return duration;
   }
 
+  /// exp(-x) for x >= 0 to ~1e-4, cheaply: the throttle's utilization
+  /// average needs no more.
+  static double decay(double x) {
+    if (x > 30) return 0;
+    int halvings = 0;
+    while (x > 0.5) {
+      x *= 0.5;
+      ++halvings;
+    }
+    double y = 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4 * (1 - x / 5))));
+    for (int i = 0; i < halvings; ++i) y *= y;
+    return y;
+  }
+
   /// The warm-up throttle (trn2): TensorE starts at warmup_start of peak and
   /// ramps linearly to full speed over warmup_ns of busy time; it re-engages
   /// when its utilization (an exponential average with time constant
@@ -463,7 +482,7 @@ class simulator {
     const double w = m_.warmup_ns;
     if (w <= 0 || m_.warmup_start >= 1) return work_ns;
     const double gap = tensor_last_end_ < 0 ? w * 10 : std::max(0.0, now - tensor_last_end_);
-    if (gap > 0) util_ *= std::exp(-gap / w);
+    if (gap > 0) util_ *= decay(gap / w);
     if (util_ < 0.5) ramp_ = 0;
     const double s0 = m_.warmup_start;
     double duration = work_ns;
@@ -479,7 +498,7 @@ class simulator {
       }
     }
     ramp_ += duration;
-    if (util_ < 0.999) util_ = 1 - (1 - util_) * std::exp(-duration / w);
+    if (util_ < 0.999) util_ = 1 - (1 - util_) * decay(duration / w);
     return duration;
   }
 
