@@ -1,0 +1,134 @@
+// tessel/bayesian.hpp: Bayesian optimization (docs/bayesian.md). Link
+// tessel::strategies. Three things, all built on one Gaussian process over a
+// space's encoding (Matern-5/2 on numeric parameters, an overlap kernel on
+// symbols and booleans, a Kendall kernel on permutations; log(objective);
+// maximum-likelihood hyper-parameters; a feasibility model learnt from
+// failed trials):
+//   - the `bo` strategy (make_bo_strategy, or make_strategy("bo"));
+//   - make_gp_surrogate(): a tessel::surrogate the scheduler ranks
+//     candidates with (mean, sigma, P(feasible), expected gain);
+//   - make_cost_model(): a tessel::cost_model predicting evaluation seconds.
+// Options follow the pattern of tessel/strategies.hpp: plain structs whose
+// validate() throws tessel::options_error naming the field and the rule.
+// Eigen and nlopt stay inside the compiled sources.
+#pragma once
+
+#include <tessel/space.hpp>
+#include <tessel/strategy.hpp>
+#include <tessel/surrogate.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tessel {
+
+/// The Gaussian process model, as `bo` and make_gp_surrogate use it.
+struct gp_options {
+  /// Model log(objective), so relative differences count alike everywhere.
+  /// The model falls back to the objective itself from the first ok
+  /// objective that is not > 0. Default true.
+  bool log_objective = true;
+  /// Ok observations at which hyper-parameters are first fitted (the
+  /// defaults of docs/bayesian.md until then). At least 2. Default 8.
+  std::size_t first_fit = 8;
+  /// Refit when the ok observations reach refit_growth times those of the
+  /// last fit (8, 16, 32, ... with the defaults). Finite, > 1. Default 2.
+  double refit_growth = 2.0;
+  /// Points a fit uses at most: a uniform random subset beyond, so a fit
+  /// costs O(max_fit_points^3) per likelihood evaluation. At least 10. Default 200.
+  std::size_t max_fit_points = 200;
+  /// Random starts of each fit besides the current and the default
+  /// hyper-parameters. Default 2.
+  std::size_t fit_restarts = 2;
+  /// Likelihood evaluations per start (L-BFGS). At least 1. Default 60.
+  std::size_t fit_evaluations = 60;
+  /// Noise variance of the feasibility model's 0/1 labels: smaller follows
+  /// single failures more closely. In (0, 1]. Default 0.05.
+  double feasibility_noise = 0.05;
+  /// Floor on P(feasible), so log acquisitions stay finite. In (0, 1). Default 1e-4.
+  double min_p_feasible = 1e-4;
+  /// Ok observations before gp_surrogate::ready(). At least 2. Default 5.
+  std::size_t min_observations = 5;
+  /// Seed of the surrogate's fits (random starts and subsets). `bo` seeds its
+  /// model from start() instead. Default 0.
+  std::uint64_t seed = 0;
+  void validate() const;
+};
+
+/// What `bo` maximises over candidates (all multiplied by P(feasible)).
+enum class acquisition_kind : std::uint8_t {
+  log_ei,    ///< log expected improvement (Ament et al. 2023)
+  ucb,       ///< optimistic improvement best - (mean - kappa * sd), through a softplus
+  thompson,  ///< a joint posterior sample over the candidate pool
+};
+
+/// How `bo` accounts for proposals still being evaluated.
+enum class batch_kind : std::uint8_t {
+  kriging_believer,  ///< pretend each pending config returned its posterior mean
+  constant_liar,     ///< pretend it returned the best objective so far (CL-min)
+};
+
+/// `bo`: Bayesian optimization. The first initial_samples proposals are
+/// uniform samples; after that each proposal maximises the acquisition over
+/// a pool of pool_size fresh uniform samples and the valid neighbours of the
+/// incumbents best configs, refined by local search (local_starts
+/// hill-climbs of up to local_steps neighbour moves). Pending proposals
+/// (its own, not yet observed) are fantasised per `batch`, so a batch
+/// spreads out. Failed trials teach the feasibility model, never the
+/// objective. Proposals are always valid, distinct and unknown.
+struct bo_options {
+  gp_options model{};
+  /// Uniform proposals before the model is used (observations from any
+  /// strategy count). At least 1. Default 10.
+  std::size_t initial_samples = 10;
+  acquisition_kind acquisition = acquisition_kind::log_ei;
+  /// kappa of ucb, in posterior standard deviations. Finite, >= 0. Default 2.
+  double ucb_kappa = 2.0;
+  batch_kind batch = batch_kind::kriging_believer;
+  /// Uniform samples drawn per proposal call. At least 1. Default 256.
+  std::size_t pool_size = 256;
+  /// Best observed configs whose neighbours join the pool. Default 3.
+  std::size_t incumbents = 3;
+  /// Best pool members hill-climbed by the acquisition. Default 2.
+  std::size_t local_starts = 2;
+  /// Neighbour moves per hill-climb at most. Default 4.
+  std::size_t local_steps = 4;
+  /// Candidates whose P(feasible) is below feasibility_cutoff times the
+  /// overall success rate are proposed only when no other candidate is left
+  /// (a probabilistic constraint, as Gelbart, Snoek & Adams 2014): the
+  /// objective GP extrapolates optimistically into regions that only ever
+  /// failed, and log EI there can outweigh any multiplicative penalty.
+  /// In [0, 1]; 0 disables it. Default 0.1.
+  double feasibility_cutoff = 0.1;
+  void validate() const;
+};
+
+/// The cost model: log(seconds) regressed on a config's encoding (ridge,
+/// Bayesian linear regression), combined with the backend's estimate as a
+/// prior in log space, each weighted by its precision.
+struct cost_model_options {
+  /// Standard deviation of the backend estimate's error, in ln(seconds):
+  /// 0.7 trusts it to within a factor of about 2. Finite, > 0. Default 0.7.
+  double prior_log_sd = 0.7;
+  /// Ridge penalty on the encoding's coefficients (not the intercept).
+  /// Finite, > 0. Default 1.
+  double ridge = 1.0;
+  /// Seconds predicted with neither data nor a positive estimate. Finite, > 0. Default 1.
+  double default_cost_s = 1.0;
+  void validate() const;
+};
+
+/// Each validates its options first (options_error).
+[[nodiscard]] std::unique_ptr<strategy> make_bo_strategy(const bo_options& options = {});
+/// A Gaussian process surrogate of `s`: observe() every finished trial;
+/// score() is const, O(n^2) for n ok observations, and safe to call from
+/// several threads between observations.
+[[nodiscard]] std::unique_ptr<surrogate> make_gp_surrogate(const space& s,
+                                                           const gp_options& options = {});
+/// A cost model of `s`: observe() every finished trial (its cost.total());
+/// predict() is const, O(d^2) for d encoding features, thread-safe.
+[[nodiscard]] std::unique_ptr<cost_model> make_cost_model(
+    const space& s, const cost_model_options& options = {});
+
+}  // namespace tessel

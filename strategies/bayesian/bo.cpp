@@ -1,0 +1,285 @@
+// `bo`: Bayesian optimization over the discrete valid space
+// (tessel/bayesian.hpp, docs/bayesian.md). The acquisition is maximised over
+// a pool of fresh uniform samples and incumbents' neighbours, then refined by
+// hill-climbing valid neighbours; batches fantasise pending proposals.
+#include "strategies/bayesian/acquisition.hpp"
+#include "strategies/bayesian/model.hpp"
+#include "strategies/common.hpp"
+
+#include <tessel/bayesian.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <optional>
+#include <unordered_set>
+
+namespace tessel {
+namespace {
+
+constexpr std::size_t sample_attempts = 64;
+/// Candidates of one joint Thompson draw at most.
+constexpr std::size_t thompson_candidates = 128;
+
+/// Candidates under consideration during one propose() call.
+struct pool {
+  std::vector<config> configs;
+  std::vector<std::uint64_t> keys;
+  std::vector<Eigen::VectorXd> features;
+  std::vector<bool> taken;
+  std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
+
+  /// Adds `c` when it is fresh and new to the pool; returns its index.
+  std::optional<std::size_t> add(const config& c, const detail::batch& b, const bayes::model& m) {
+    const auto key = m.space().key(c);
+    if (!seen.insert(key).second || !b.fresh(key)) return std::nullopt;
+    configs.push_back(c);
+    keys.push_back(key);
+    features.push_back(m.features(c));
+    taken.push_back(false);
+    return configs.size() - 1;
+  }
+  [[nodiscard]] Eigen::MatrixXd raw(const std::vector<std::size_t>& which) const {
+    Eigen::MatrixXd out(features.front().size(), static_cast<Eigen::Index>(which.size()));
+    for (std::size_t i = 0; i < which.size(); ++i)
+      out.col(static_cast<Eigen::Index>(i)) = features[which[i]];
+    return out;
+  }
+};
+
+struct scored {
+  double value = -std::numeric_limits<double>::infinity();
+  std::size_t index = 0;  ///< into the pool
+};
+
+/// A standard normal draw (Box-Muller), portable across standard libraries.
+double normal(rng& random) {
+  const double u = 1.0 - random.uniform01();
+  return std::sqrt(-2 * std::log(u)) * std::cos(2 * std::numbers::pi * random.uniform01());
+}
+
+class bo_search final : public strategy {
+ public:
+  explicit bo_search(bo_options o) : options_(std::move(o)) {}
+  [[nodiscard]] std::string name() const override { return "bo"; }
+
+  void start(const space& s, std::uint64_t seed) override {
+    random_.reseed(seed);
+    model_.emplace(s, options_.model, random_());
+    pending_.clear();
+    observed_ = 0;
+  }
+
+  std::vector<config> propose(std::size_t n, const search_context& context) override;
+
+  /// Every finished trial teaches the model; its own proposals stop being pending.
+  void observe(const trial& t) override {
+    ++observed_;
+    std::erase_if(pending_, [&](const auto& p) { return p.first == t.key; });
+    if (model_) model_->observe(t);
+  }
+
+ private:
+  void propose_from_model(detail::batch& b);
+  [[nodiscard]] pool make_pool(const detail::batch& b);
+  [[nodiscard]] std::optional<std::size_t> maximize(pool& p, const detail::batch& b);
+  [[nodiscard]] std::vector<scored> best_of(const pool& p, const std::vector<std::size_t>& which,
+                                            std::size_t k) const;
+  [[nodiscard]] std::optional<std::size_t> thompson(const pool& p, const detail::batch& b);
+  void climb(pool& p, const detail::batch& b, scored at, scored& best);
+  [[nodiscard]] double value(double mean, double variance, double p_feasible) const;
+  [[nodiscard]] double lie(const Eigen::VectorXd& features) const;
+
+  bo_options options_;
+  rng random_;
+  std::optional<bayes::model> model_;
+  std::vector<std::pair<std::uint64_t, config>> pending_;  ///< own proposals, unobserved
+  std::size_t observed_ = 0;
+  double cutoff_ = 0;  ///< P(feasible) below which a candidate is a last resort
+};
+
+/// Uniform samples for the initial design (or while no trial has succeeded),
+/// then the model's picks; uniform samples again only when the pool finds
+/// nothing fresh (a nearly exhausted space).
+std::vector<config> bo_search::propose(std::size_t n, const search_context& context) {
+  if (!model_) start(context.space(), 0);
+  detail::batch b(context, n);
+  const std::size_t seen = observed_ + pending_.size();
+  std::size_t uniform = 0;
+  if (model_->ok_count() < 2)
+    uniform = n;
+  else if (seen < options_.initial_samples)
+    uniform = std::min(n, options_.initial_samples - seen);
+  detail::fill_uniform(b, uniform, random_, sample_attempts);
+  if (!b.full()) propose_from_model(b);
+  if (!b.full()) detail::fill_uniform(b, n - b.size(), random_, sample_attempts);
+  auto out = b.take();
+  for (const auto& c : out) pending_.emplace_back(model_->space().key(c), c);
+  return out;
+}
+
+void bo_search::propose_from_model(detail::batch& b) {
+  cutoff_ = options_.feasibility_cutoff * model_->success_rate();
+  for (const auto& [key, c] : pending_) {
+    const auto f = model_->features(c);
+    model_->push_fantasy(f, lie(f));
+  }
+  auto p = make_pool(b);
+  while (!b.full()) {
+    const auto pick = options_.acquisition == acquisition_kind::thompson ? thompson(p, b)
+                                                                          : maximize(p, b);
+    if (!pick) break;
+    b.add(p.configs[*pick]);
+    p.taken[*pick] = true;
+    if (!b.full()) model_->push_fantasy(p.features[*pick], lie(p.features[*pick]));
+  }
+  model_->clear_fantasies();
+}
+
+/// What a pending config is pretended to have returned (model units).
+double bo_search::lie(const Eigen::VectorXd& features) const {
+  if (options_.batch == batch_kind::constant_liar) return model_->best();
+  return model_->view(features).mean[0];
+}
+
+pool bo_search::make_pool(const detail::batch& b) {
+  pool p;
+  const auto& s = model_->space();
+  for (std::size_t i = 0; i < options_.pool_size; ++i) (void)p.add(s.sample(random_), b, *model_);
+  auto best = model_->observed();
+  const auto k = std::min(options_.incumbents, best.size());
+  std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(k), best.end(),
+                    [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (std::size_t i = 0; i < k; ++i)
+    for (const auto& c : s.neighbours(best[i].second)) (void)p.add(c, b, *model_);
+  return p;
+}
+
+/// log EI or the UCB softplus, plus log P(feasible): larger is better.
+double bo_search::value(double mean, double variance, double p_feasible) const {
+  const double sd = std::sqrt(variance);
+  const double best = model_->best();
+  const double a = options_.acquisition == acquisition_kind::ucb
+                       ? bayes::log_softplus((best - mean + options_.ucb_kappa * sd) /
+                                             model_->objective().target_scale())
+                       : bayes::log_ei(mean, sd, best);
+  // Below the cutoff: ranked after every candidate above it.
+  const double penalty = p_feasible < cutoff_ ? -1e6 : 0.0;
+  return a + std::log(p_feasible) + penalty;
+}
+
+/// The k best of `which` by exact acquisition. Posterior variances cost
+/// O(n^2) each, so candidates are visited in order of an upper bound (the
+/// acquisition at variance_bound, which it increases with) and the scan
+/// stops once the bound falls below the k-th best exact value.
+std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::size_t>& which,
+                                       std::size_t k) const {
+  std::vector<scored> top;
+  if (which.empty()) return top;
+  const auto v = model_->view(p.raw(which));
+  const auto& gp = model_->objective();
+  std::vector<scored> bound(which.size());
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    const auto j = static_cast<Eigen::Index>(i);
+    bound[i] = {value(v.mean[j], gp.variance_bound(v.cross.col(j)), v.p[j]), i};
+  }
+  std::stable_sort(bound.begin(), bound.end(),
+                   [](const scored& x, const scored& y) { return x.value > y.value; });
+  for (const auto& u : bound) {
+    if (top.size() >= k && u.value <= top.back().value) break;
+    const auto j = static_cast<Eigen::Index>(u.index);
+    const scored exact{value(v.mean[j], gp.variance(v.cross.col(j)), v.p[j]), which[u.index]};
+    const auto at = std::upper_bound(top.begin(), top.end(), exact,
+                                     [](const scored& x, const scored& y) { return x.value > y.value; });
+    top.insert(at, exact);
+    if (top.size() > k) top.pop_back();
+  }
+  return top;
+}
+
+/// The pool's best candidates, each hill-climbed through fresh neighbours;
+/// the best config seen wins.
+std::optional<std::size_t> bo_search::maximize(pool& p, const detail::batch& b) {
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < p.configs.size(); ++i)
+    if (!p.taken[i] && b.fresh(p.keys[i])) open.push_back(i);
+  const auto starts = best_of(p, open, std::max<std::size_t>(1, options_.local_starts));
+  if (starts.empty()) return std::nullopt;
+  scored best = starts.front();
+  for (const auto& s : starts) climb(p, b, s, best);
+  return best.index;
+}
+
+/// First-best hill-climb: move to the best fresh unseen neighbour while it
+/// improves the acquisition, at most local_steps moves.
+void bo_search::climb(pool& p, const detail::batch& b, scored at, scored& best) {
+  for (std::size_t step = 0; step < options_.local_steps; ++step) {
+    std::vector<std::size_t> added;
+    for (const auto& c : model_->space().neighbours(p.configs[at.index]))
+      if (auto i = p.add(c, b, *model_)) added.push_back(*i);
+    const auto next = best_of(p, added, 1);
+    if (next.empty() || next.front().value <= at.value) return;
+    at = next.front();
+    if (at.value > best.value) best = at;
+  }
+}
+
+/// Thompson sampling: one joint posterior draw over the open pool's
+/// thompson_candidates most promising members (lowest mean - 2 sd by the
+/// cheap variance bound; the draw costs O(m^3)), and a feasibility draw per
+/// candidate; the sampled-feasible candidate whose sampled improvement is
+/// largest wins (any candidate when none is sampled feasible).
+std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batch& b) {
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < p.configs.size(); ++i)
+    if (!p.taken[i] && b.fresh(p.keys[i])) open.push_back(i);
+  if (open.empty()) return std::nullopt;
+  const auto& gp = model_->objective();
+  if (open.size() > thompson_candidates) {
+    const auto all = model_->view(p.raw(open));
+    std::vector<scored> optimism(open.size());
+    for (std::size_t i = 0; i < open.size(); ++i) {
+      const auto j = static_cast<Eigen::Index>(i);
+      optimism[i] = {-all.mean[j] + 2 * std::sqrt(gp.variance_bound(all.cross.col(j))), open[i]};
+    }
+    std::stable_sort(optimism.begin(), optimism.end(),
+                     [](const scored& x, const scored& y) { return x.value > y.value; });
+    open.resize(thompson_candidates);
+    for (std::size_t i = 0; i < open.size(); ++i) open[i] = optimism[i].index;
+  }
+  const auto v = model_->view(p.raw(open));
+  Eigen::MatrixXd cov = gp.covariance(gp.scaled(v.raw), v.cross);
+  const double scale = gp.target_scale();
+  // Pool members at or next to data have a posterior covariance that is
+  // singular to rounding: jitter of 1e-6 of the target variance (a sampling
+  // error of 0.1% of its scale) lets it factor, more only when that fails.
+  Eigen::LLT<Eigen::MatrixXd> llt;
+  for (double jitter = 1e-6; jitter < 2; jitter *= 100) {
+    cov.diagonal().array() += jitter * scale * scale;
+    llt.compute(cov);
+    if (llt.info() == Eigen::Success) break;
+  }
+  Eigen::VectorXd z(v.mean.size());
+  for (Eigen::Index i = 0; i < z.size(); ++i) z[i] = normal(random_);
+  const Eigen::VectorXd draw = v.mean + llt.matrixL() * z;
+  scored best;
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    const auto j = static_cast<Eigen::Index>(i);
+    // Feasibility is sampled too: a candidate counts as feasible in this
+    // draw with probability P(feasible), as in SCBO (Eriksson & Poloczek 2021).
+    const bool feasible = random_.uniform01() < v.p[j] && v.p[j] >= cutoff_;
+    const double a =
+        bayes::log_softplus((model_->best() - draw[j]) / scale) + (feasible ? 0.0 : -1e6);
+    if (a > best.value) best = {a, open[i]};
+  }
+  return best.index;
+}
+
+}  // namespace
+
+std::unique_ptr<strategy> make_bo_strategy(const bo_options& options) {
+  options.validate();
+  return std::make_unique<bo_search>(options);
+}
+
+}  // namespace tessel

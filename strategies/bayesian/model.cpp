@@ -1,0 +1,142 @@
+// The shared model: objective GP on ok trials, feasibility GP on all of
+// them, hyper-parameters refitted when the ok count grows by refit_growth.
+#include "strategies/bayesian/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessel::bayes {
+
+model::model(const tessel::space& s, const gp_options& options, std::uint64_t seed)
+    : space_(s),
+      options_(options),
+      layout_(kernel_layout::of(s)),
+      random_(seed),
+      objective_(kernel(layout_), gp::mean_mode::standardize),
+      feasibility_(kernel(layout_), gp::mean_mode::fixed),
+      log_scale_(options.log_objective),
+      best_(std::numeric_limits<double>::infinity()),
+      next_fit_(options.first_fit),
+      next_feasibility_fit_(options.first_fit) {}
+
+Eigen::VectorXd model::features(const config& c) const {
+  return layout_.features_of(space_.encode(c));
+}
+
+double model::to_model(double objective) const {
+  return log_scale_ ? std::log(objective) : objective;
+}
+
+void model::observe(const trial& t) {
+  const auto& c = t.config;
+  if (c.size() != space_.size()) return;
+  for (std::size_t p = 0; p < c.size(); ++p)
+    if (c[p] != config::inactive && c[p] >= space_.parameters()[p].dom.size()) return;
+  const Eigen::VectorXd f = features(c);
+  const bool ok = t.result.ok() && std::isfinite(t.result.objective);
+  if (ok) {
+    add_ok(c, f, t.result.objective);
+  } else {
+    ++failures_;
+  }
+  update_feasibility(f, ok);
+}
+
+void model::add_ok(const config& c, const Eigen::VectorXd& f, double objective) {
+  if (log_scale_ && !(objective > 0)) {
+    // log(objective) is undefined from now on: model the objective itself.
+    log_scale_ = false;
+    best_ = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < observed_.size(); ++i) {
+      observed_[i].first = objectives_[i];
+      best_ = std::min(best_, objectives_[i]);
+    }
+    objective_.set_targets(objectives_);
+  }
+  objectives_.push_back(objective);
+  const double y = to_model(objective);
+  observed_.emplace_back(y, c);
+  best_ = std::min(best_, y);
+  objective_.add(f, y);
+  if (ok_count() >= next_fit_) refit();
+}
+
+void model::refit() {
+  const fit_settings settings{options_.max_fit_points, options_.fit_restarts,
+                              options_.fit_evaluations};
+  last_fit_ = fit_hyper_parameters(objective_, random_, settings);
+  ++fits_;
+  const auto n = static_cast<double>(ok_count());
+  next_fit_ = std::max(ok_count() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
+}
+
+/// The feasibility model's own maximum-likelihood fit (label regression), on
+/// the same growth schedule counted in trials: failure boundaries need
+/// shorter length scales than the objective, and other dims.
+void model::refit_feasibility() {
+  const fit_settings settings{options_.max_fit_points, options_.fit_restarts,
+                              options_.fit_evaluations};
+  (void)fit_hyper_parameters(feasibility_, random_, settings);
+  const auto n = static_cast<double>(labels_.size());
+  next_feasibility_fit_ =
+      std::max(labels_.size() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
+}
+
+/// The feasibility kernel until its first fit: the objective's correlation
+/// structure, with length scales capped at 1 (the width of a numeric dim) and
+/// categorical and permutation weights at least 1, so a dimension the
+/// objective ignores can still separate failures; unit signal; label noise
+/// from the options.
+Eigen::VectorXd model::feasibility_theta() const {
+  Eigen::VectorXd t = objective_.current_kernel().theta();
+  const auto dn = static_cast<Eigen::Index>(layout_.numeric.size());
+  const auto nb = static_cast<Eigen::Index>(layout_.blocks.size());
+  t.head(dn) = t.head(dn).cwiseMin(0.0);
+  t.segment(dn, nb) = t.segment(dn, nb).cwiseMax(0.0);
+  t[dn + nb] = 0;
+  t[dn + nb + 1] = std::log(options_.feasibility_noise);
+  return t;
+}
+
+/// Kernel regression of the 0/1 labels about the smoothed overall rate
+/// (least-squares classification, Rasmussen & Williams 2006, section 6.5).
+void model::update_feasibility(const Eigen::VectorXd& f, bool ok) {
+  labels_.push_back(ok ? 1.0 : 0.0);
+  const double rate = success_rate();
+  if (failures_ == 0) {
+    stash_.push_back(f);
+    return;
+  }
+  if (!stash_.empty() || feasibility_.size() == 0) {
+    stash_.push_back(f);
+    Eigen::MatrixXd raw(f.size(), static_cast<Eigen::Index>(stash_.size()));
+    for (std::size_t i = 0; i < stash_.size(); ++i) raw.col(static_cast<Eigen::Index>(i)) = stash_[i];
+    stash_.clear();
+    stash_.shrink_to_fit();
+    feasibility_.set_theta(feasibility_theta());
+    feasibility_.set_fixed_mean(rate);
+    feasibility_.assign(raw, labels_);
+  } else {
+    feasibility_.add(f, labels_.back());
+    feasibility_.set_fixed_mean(rate);
+  }
+  if (labels_.size() >= next_feasibility_fit_) refit_feasibility();
+}
+
+Eigen::VectorXd model::p_feasible(const Eigen::Ref<const Eigen::MatrixXd>& raw) const {
+  if (failures_ == 0) return Eigen::VectorXd::Ones(raw.cols());
+  const Eigen::VectorXd mean = feasibility_.mean(feasibility_.cross(feasibility_.scaled(raw)));
+  return mean.cwiseMax(options_.min_p_feasible).cwiseMin(1.0);
+}
+
+candidates_view model::view(Eigen::MatrixXd raw) const {
+  candidates_view v;
+  v.cross = objective_.cross(objective_.scaled(raw));
+  v.mean = objective_.mean(v.cross);
+  v.p = p_feasible(raw);
+  v.raw = std::move(raw);
+  return v;
+}
+
+}  // namespace tessel::bayes
