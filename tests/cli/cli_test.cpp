@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-using namespace tessel::cli_testing;
+using namespace cli_testing;
 
 namespace {
 

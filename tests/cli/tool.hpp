@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-namespace tessel::cli_testing {
+namespace cli_testing {
 
 struct result {
   int code = -1;
@@ -44,4 +44,4 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-}  // namespace tessel::cli_testing
+}  // namespace cli_testing

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-using namespace tessel::cli_testing;
+using namespace cli_testing;
 using json = nlohmann::json;
 
 namespace {
@@ -129,7 +129,7 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
     for (const auto& t : exported(db)) {
       if (t.value("state", "") != "finished") continue;
       const auto id = t.at("id").get<std::uint64_t>();
-      const auto seen = t.at("config").dump() + " " + t.at("objective").dump();
+      const auto seen = t.at("config").dump() + " " + t.at("result").at("objective").dump();
       const auto [it, fresh] = finished.emplace(id, seen);
       CHECK(it->second == seen);  // a finished trial never changes or disappears
     }
@@ -144,7 +144,7 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   std::set<std::string> configs;
   for (const auto& t : trials) {
     CHECK(t.value("state", "") == "finished");
-    final[t.at("id").get<std::uint64_t>()] = t.at("config").dump() + " " + t.at("objective").dump();
+    final[t.at("id").get<std::uint64_t>()] = t.at("config").dump() + " " + t.at("result").at("objective").dump();
     configs.insert(t.at("config").dump());
   }
   CHECK(final.size() == 40);
