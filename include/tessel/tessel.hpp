@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessel/backend.hpp>
+#include <tessel/backends.hpp>
 #include <tessel/config.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
