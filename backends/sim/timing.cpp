@@ -135,7 +135,7 @@ struct port {
 
 /// Per-thread storage reused across runs (no reallocation per config).
 struct workspace {
-  std::vector<std::uint32_t> pending, cause, version, mask, succ_begin, succ, fill, active, finished;
+  std::vector<std::uint32_t> cause, mask, active, finished;
   std::vector<double> start, end, data_start, done, ready, remaining, rate;
   std::vector<cause_kind> cause_kinds;
   std::array<std::vector<std::uint32_t>, engine_count> streams;
@@ -165,12 +165,23 @@ class simulator {
     prepare();
     for (int e = 0; e < engine_count; ++e) schedule(static_cast<engine_id>(e));
     drain();
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), later{});
-      const event ev = heap_.back();
-      heap_.pop_back();
-      now_ = ev.t;
-      handle(ev);
+    constexpr double never = std::numeric_limits<double>::infinity();
+    for (;;) {
+      // the shared engines' next data-phase end lives outside the heap: it
+      // moves at every change, and re-pushing it would fill the heap with stale copies
+      const double heap_next = heap_.empty() ? never : heap_.front().t;
+      if (share_next_ < never && share_next_ <= heap_next) {
+        now_ = share_next_;
+        on_share_event();
+      } else if (!heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), later{});
+        const event ev = heap_.back();
+        heap_.pop_back();
+        now_ = ev.t;
+        handle(ev);
+      } else {
+        break;
+      }
       drain();
     }
     check_finished();
@@ -181,7 +192,6 @@ class simulator {
   // --- set-up -----------------------------------------------------------------
 
   void prepare() {
-    pending_.resize(n_);
     start_.resize(n_);
     end_.resize(n_);
     data_start_.resize(n_);
@@ -194,26 +204,40 @@ class simulator {
     mask_.resize(n_);
     heap_.clear();
     active_.clear();
-    for (auto& s : streams_) s.clear();
-    const auto& deps = p_.deps();
-    succ_begin_.assign(n_ + 1, 0);
+    for (auto& st : streams_) st.clear();
     for (std::size_t i = 0; i < n_; ++i) {
       const auto& in = ins_[i];
-      pending_[i] = in.dep_end - in.dep_begin;
       done_[i] = -1;
-      ready_[i] = 0;
       cause_[i] = program::none;
       cause_kind_[i] = cause_kind::none;
-      for (auto d = in.dep_begin; d < in.dep_end; ++d) ++succ_begin_[deps[d] + 1];
       streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
       if (is_dma(in.engine)) mask_[i] = dma_engine_mask(in, m_);
     }
-    for (std::size_t i = 0; i < n_; ++i) succ_begin_[i + 1] += succ_begin_[i];
-    succ_.resize(deps.size());
-    auto& fill = w_.fill;
-    fill.assign(succ_begin_.begin(), succ_begin_.end() - 1);
-    for (std::size_t i = 0; i < n_; ++i)
-      for (auto d = ins_[i].dep_begin; d < ins_[i].dep_end; ++d) succ_[fill[deps[d]]++] = static_cast<std::uint32_t>(i);
+  }
+
+  /// Whether every dependency of `id` has a known end (possibly in the
+  /// future). If so, ready_/cause_ hold the latest one; if not, engine `e`
+  /// waits for the first unknown one.
+  bool dependencies_known(std::uint32_t id, engine_id e) {
+    const auto& in = ins_[id];
+    const auto& deps = p_.deps();
+    double ready = 0;
+    std::uint32_t cause = program::none;
+    for (auto d = in.dep_begin; d < in.dep_end; ++d) {
+      const auto dep = deps[d];
+      if (done_[dep] < 0) {
+        waiting_on_[e] = dep;
+        waiting_ |= 1u << e;
+        return false;
+      }
+      if (done_[dep] >= ready) {
+        ready = done_[dep];
+        cause = dep;
+      }
+    }
+    ready_[id] = ready;
+    cause_[id] = cause;
+    return true;
   }
 
   // --- events and the work list --------------------------------------------------
@@ -242,9 +266,7 @@ class simulator {
     switch (ev.kind) {
       case event_kind::compute_end: on_compute_end(ev.id); break;
       case event_kind::dma_issue_end: on_issue_end(ev.id); break;
-      case event_kind::dma_data_end:
-        if (ev.version == share_version_) on_share_event();
-        break;
+      case event_kind::dma_data_end: break;  // not queued (share_next_)
       case event_kind::wake:
         waking_[ev.id] = false;
         schedule(static_cast<engine_id>(ev.id));
@@ -252,16 +274,19 @@ class simulator {
     }
   }
 
-  /// `id` is done at `t` (possibly later than now): its dependents learn it.
+  /// `id` is done at `t` (possibly later than now): engines waiting on it look again.
   void resolve(std::uint32_t id, double t) {
     done_[id] = t;
-    for (auto s = succ_begin_[id]; s < succ_begin_[id + 1]; ++s) {
-      const auto j = succ_[s];
-      if (t >= ready_[j]) {
-        ready_[j] = t;
-        cause_[j] = id;  // provisional: the latest dependency so far
+    if (t > last_done_) {
+      last_done_ = t;
+      last_ = id;
+    }
+    for (std::uint32_t bits = waiting_; bits; bits &= bits - 1) {
+      const auto e = static_cast<engine_id>(std::countr_zero(bits));
+      if (waiting_on_[e] == id) {
+        waiting_ &= ~(1u << e);
+        schedule(e);
       }
-      if (--pending_[j] == 0 && is_head(ins_[j].engine, j)) schedule(ins_[j].engine);
     }
   }
 
@@ -342,7 +367,7 @@ class simulator {
     }
     if (busy_[e] || head_[e] >= streams_[e].size()) return;
     const auto id = streams_[e][head_[e]];
-    if (pending_[id] > 0) return;
+    if (!dependencies_known(id, e)) return;
     const double at = std::max(free_at_[e], ready_[id]);
     if (is_dma(e)) {
       // the issue phase holds only its queue: it may be placed ahead of now;
@@ -382,7 +407,7 @@ class simulator {
     auto& stream = streams_[e];
     while (head_[e] < stream.size()) {
       const auto id = stream[head_[e]];
-      if (pending_[id] > 0) return;
+      if (!dependencies_known(id, e)) return;
       const double at = std::max(free_at_[e], ready_[id]);
       begin(id, e, at, nullptr, nullptr);
       const auto& in = ins_[id];
@@ -460,18 +485,11 @@ class simulator {
     return duration;
   }
 
-  /// exp(-x) for x >= 0 to ~1e-4, cheaply: the throttle's utilization
-  /// average needs no more.
+  /// exp(-x) for x >= 0: a short series where x is small (the common case:
+  /// one instruction against a 3 us time constant), else the library's.
   static double decay(double x) {
-    if (x > 30) return 0;
-    int halvings = 0;
-    while (x > 0.5) {
-      x *= 0.5;
-      ++halvings;
-    }
-    double y = 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4 * (1 - x / 5))));
-    for (int i = 0; i < halvings; ++i) y *= y;
-    return y;
+    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
+    return x > 40 ? 0.0 : std::exp(-x);
   }
 
   /// The warm-up throttle (trn2): TensorE starts at warmup_start of peak and
@@ -521,6 +539,7 @@ class simulator {
   /// Each active transfer progresses at 1/n of its busiest engine, n = the
   /// transfers using that engine. One event stands for the earliest end.
   void reshare() {
+    share_next_ = std::numeric_limits<double>::infinity();
     if (active_.empty()) return;
     const std::uint32_t full = m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;
     bool all_full = true;
@@ -544,7 +563,7 @@ class simulator {
         first = std::min(first, remaining_[id] * worst);
       }
     }
-    push(now_ + first, 0, event_kind::dma_data_end, ++share_version_);
+    share_next_ = now_ + first;
   }
 
   // --- results ---------------------------------------------------------------------------
@@ -562,9 +581,7 @@ class simulator {
 
   timing_result finish() {
     timing_result r;
-    std::uint32_t last = program::none;
-    for (std::size_t i = 0; i < n_; ++i)
-      if (last == program::none || done_[i] > done_[last]) last = static_cast<std::uint32_t>(i);
+    const std::uint32_t last = last_;
     r.latency_ns = last == program::none ? 0 : done_[last];
     r.busy_ns = busy_ns_;
     r.dma_active_ns = dma_active_ns_;
@@ -647,7 +664,6 @@ class simulator {
   const std::vector<instruction>& ins_;
   std::size_t n_;
   workspace& w_;
-  std::vector<std::uint32_t>& pending_ = w_.pending;
   std::vector<double>& start_ = w_.start;
   std::vector<double>& end_ = w_.end;
   std::vector<double>& data_start_ = w_.data_start;
@@ -657,15 +673,16 @@ class simulator {
   std::vector<cause_kind>& cause_kind_ = w_.cause_kinds;
   std::vector<double>& remaining_ = w_.remaining;
   std::vector<double>& rate_ = w_.rate;
-  std::vector<std::uint32_t>& version_ = w_.version;
   std::vector<std::uint32_t>& mask_ = w_.mask;
-  std::vector<std::uint32_t>& succ_begin_ = w_.succ_begin;
-  std::vector<std::uint32_t>& succ_ = w_.succ;
   std::array<std::vector<std::uint32_t>, engine_count>& streams_ = w_.streams;
   std::array<std::size_t, engine_count> head_{};
   std::array<bool, engine_count> busy_{}, eager_{}, queued_{}, waking_{};
   std::array<engine_id, engine_count> work_{};
   int work_size_ = 0;
+  std::uint32_t waiting_ = 0;  ///< engines waiting on an instruction whose end is unknown
+  std::array<std::uint32_t, engine_count> waiting_on_{};
+  double last_done_ = -1;
+  std::uint32_t last_ = program::none;
   std::array<double, engine_count> free_at_{};
   std::array<double, engine_count> busy_ns_{};
   std::array<std::uint32_t, engine_count> last_on_engine_ = [] {
@@ -681,7 +698,7 @@ class simulator {
 
   std::vector<std::uint32_t>& active_ = w_.active;
   std::vector<std::uint32_t>& finished_ = w_.finished;
-  std::uint32_t share_version_ = 0;
+  double share_next_ = std::numeric_limits<double>::infinity();
   double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
 
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;

@@ -473,39 +473,43 @@ class lowerer {
     const bool opens = pl_.acc != accumulation::psum_across || first_k;
     const bool closes = pl_.acc != accumulation::psum_across || last_k;
     if (pl_.acc == accumulation::psum_across && first_k) ++c_blocks_;
+    // per contraction tile: its rows and the 128-row slabs it reads
+    k_rows_.resize(static_cast<std::size_t>(tk));
+    k_slab0_.resize(static_cast<std::size_t>(tk));
+    k_slab1_.resize(static_cast<std::size_t>(tk));
+    for (int t = 0; t < tk; ++t) {
+      const std::int64_t kt = std::min(p_.mm_k, kb - t * p_.mm_k);
+      k_rows_[static_cast<std::size_t>(t)] = kt;
+      k_slab0_[static_cast<std::size_t>(t)] = static_cast<int>(t * p_.mm_k / m_.partitions);
+      k_slab1_[static_cast<std::size_t>(t)] = static_cast<int>((t * p_.mm_k + kt - 1) / m_.partitions);
+    }
+    const int a_stride = p_.a_mk ? static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions)) : (p_.coalesce ? 1 : pl_.tm);
+    const int b_stride = p_.coalesce ? 1 : pl_.tn;
     for (int a = 0; a < tm; ++a) {
       const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
+      const int a_off = p_.a_mk ? static_cast<int>(a * p_.mm_m / m_.partitions) : (p_.coalesce ? 0 : a);
       for (int n = 0; n < tn; ++n) {
         const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
+        const int b_off = p_.coalesce ? 0 : n;
         const std::size_t bank = group_bank(a * tn + n, opens);
         instruction_id last = program::none;
         for (int t = 0; t < tk; ++t) {
-          const std::int64_t kt = std::min(p_.mm_k, kb - t * p_.mm_k);
+          const auto ti = static_cast<std::size_t>(t);
           deps_.clear();
           if (t == 0 && opens && bank_evict_[bank] != program::none) deps_.push_back(bank_evict_[bank]);
-          const int s0 = static_cast<int>(t * p_.mm_k / m_.partitions);
-          const int s1 = static_cast<int>((t * p_.mm_k + kt - 1) / m_.partitions);
-          for (int s = s0; s <= s1; ++s) {
-            need(a_, a_piece(s, a), deps_);
-            need(b_, s * (p_.coalesce ? 1 : pl_.tn) + (p_.coalesce ? 0 : n), deps_);
+          for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
+            need(a_, sl * a_stride + a_off, deps_);
+            need(b_, sl * b_stride + b_off, deps_);
           }
-          last = matmul(kt, rows, cols, t > 0 || !opens, a, t);
-          for (int s = s0; s <= s1; ++s) {
-            a_.reader[a_.at(a_piece(s, a))] = last;
-            b_.reader[b_.at(s * (p_.coalesce ? 1 : pl_.tn) + (p_.coalesce ? 0 : n))] = last;
+          last = matmul(k_rows_[ti], rows, cols, t > 0 || !opens, a, t);
+          for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
+            a_.reader[a_.at(sl * a_stride + a_off)] = last;
+            b_.reader[b_.at(sl * b_stride + b_off)] = last;
           }
         }
         if (closes) evict(b, a, n, rows, cols, bank, last, tn);
       }
     }
-  }
-
-  [[nodiscard]] int a_piece(int slab, int a) const {
-    if (p_.a_mk) {
-      const int rows = static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions));
-      return slab * rows + static_cast<int>(a * p_.mm_m / m_.partitions);
-    }
-    return slab * (p_.coalesce ? 1 : pl_.tm) + (p_.coalesce ? 0 : a);
   }
 
   std::size_t group_bank(int group, bool opens) {
@@ -578,6 +582,8 @@ class lowerer {
   std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0, tag_evict_ = 0, tag_store_ = 0;
   operand a_, a_raw_, b_;
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
+  std::vector<std::int64_t> k_rows_;
+  std::vector<int> k_slab0_, k_slab1_;
   std::array<std::int64_t, 3> stream_count_{};
   std::int64_t groups_ = 0, stages_ = 0, transposes_ = 0, c_blocks_ = 0;
   std::size_t stage_slot_ = 0;
