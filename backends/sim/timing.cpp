@@ -111,7 +111,7 @@ double dma_data_ns(const instruction& in, const machine& m) {
 namespace {
 
 enum class cause_kind : std::uint8_t { none, engine, dependency, port };
-enum class event_kind : std::uint8_t { compute_end, dma_issue_end, dma_data_end, wake };
+enum class event_kind : std::uint8_t { compute_end, dma_issue_end, wake };
 
 struct event {
   double t;
@@ -266,7 +266,6 @@ class simulator {
     switch (ev.kind) {
       case event_kind::compute_end: on_compute_end(ev.id); break;
       case event_kind::dma_issue_end: on_issue_end(ev.id); break;
-      case event_kind::dma_data_end: break;  // not queued (share_next_)
       case event_kind::wake:
         waking_[ev.id] = false;
         schedule(static_cast<engine_id>(ev.id));

@@ -165,7 +165,8 @@ std::string psum_plan(plan& pl, const machine& m) {
     return fmt::format("PSUM overflow: {} accumulation groups outstanding (a {} x {} C block in {} x {} tiles "
                        "accumulating across k blocks); the target has {} banks{}",
                        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, m.psum_banks,
-                       p.a_mk ? " (2 of them hold transposes)" : "");
+                       p.a_mk ? fmt::format(" and transposes hold 2 (over by {})", pl.groups - pl.acc_banks)
+                              : fmt::format(" (over by {})", pl.groups - pl.acc_banks));
   pl.psum_sets = pl.acc_banks / pl.groups;
   return "";
 }
@@ -683,8 +684,12 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s, co
     if (!coalesced) out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
     out.push_back(fmt::format("raise dma_queues (now {}) so stores do not queue behind each other", queues));
   } else if (b.phase == "tensor") {
-    out.emplace_back("TensorE-bound: use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes "
-                     "that are multiples of them");
+    const auto mm_m = v.integer("mm_m", 128), mm_n = v.integer("mm_n", 512);
+    const bool full = mm_m >= 128 && mm_n >= 512 && tile_m % 128 == 0 && tile_n % 512 == 0 && M % tile_m == 0 &&
+                      N % tile_n == 0;
+    if (!full)
+      out.emplace_back("use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes that divide "
+                       "the shape in multiples of them: partial tiles cost TensorE time");
     if (v.symbol("dtype", "bf16") == "fp8") out.emplace_back("on trn2, mm_k = 256 doubles the fp8 rate (double-row mode)");
     if (v.symbol("a_layout", "km") == "mk") out.emplace_back("give A transposed (a_layout = km): the transposes take TensorE time");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
