@@ -2,6 +2,7 @@
 // strategy adds one row to `table` (and its factory to strategies.hpp).
 #include "strategies/common.hpp"
 
+#include <tessel/bayesian.hpp>
 #include <tessel/error.hpp>
 #include <tessel/strategies.hpp>
 
@@ -23,6 +24,7 @@ constexpr std::array table{
     entry{"local", [] { return make_local_strategy(); }},
     entry{"annealing", [] { return make_annealing_strategy(); }},
     entry{"ga", [] { return make_ga_strategy(); }},
+    entry{"bo", [] { return make_bo_strategy(); }},
     entry{"auto", [] { return make_auto_strategy(); }},
 };
 

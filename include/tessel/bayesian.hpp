@@ -36,13 +36,13 @@ struct gp_options {
   /// last fit (8, 16, 32, ... with the defaults). Finite, > 1. Default 2.
   double refit_growth = 2.0;
   /// Points a fit uses at most: a uniform random subset beyond, so a fit
-  /// costs O(max_fit_points^3) per likelihood evaluation. At least 10. Default 200.
-  std::size_t max_fit_points = 200;
-  /// Random starts of each fit besides the current and the default
-  /// hyper-parameters. Default 2.
-  std::size_t fit_restarts = 2;
-  /// Likelihood evaluations per start (L-BFGS). At least 1. Default 60.
-  std::size_t fit_evaluations = 60;
+  /// costs O(max_fit_points^3) per likelihood evaluation. At least 10. Default 128.
+  std::size_t max_fit_points = 128;
+  /// Random starts of each objective fit besides the current and the default
+  /// hyper-parameters (the feasibility model's fits use those two only). Default 1.
+  std::size_t fit_restarts = 1;
+  /// Likelihood evaluations per start (L-BFGS). At least 1. Default 50.
+  std::size_t fit_evaluations = 50;
   /// Noise variance of the feasibility model's 0/1 labels: smaller follows
   /// single failures more closely. In (0, 1]. Default 0.05.
   double feasibility_noise = 0.05;

@@ -124,8 +124,8 @@ struct ga_options {
 /// first. Every arm observes every trial.
 struct auto_options {
   /// Registered strategy names, each at most once, not "auto". Default
-  /// random, local, annealing, ga.
-  std::vector<std::string> arms = {"random", "local", "annealing", "ga"};
+  /// random, local, annealing, ga, bo.
+  std::vector<std::string> arms = {"random", "local", "annealing", "ga", "bo"};
   /// C, the exploration weight. Finite, >= 0. Default 0.05 (OpenTuner's).
   double exploration = 0.05;
   /// W, results remembered. At least 1. Default 500 (OpenTuner's).

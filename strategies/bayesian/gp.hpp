@@ -93,9 +93,9 @@ class gp {
 
 /// How hyper-parameters are fitted.
 struct fit_settings {
-  std::size_t max_points = 200;  ///< a random subset of this many points when there are more
-  std::size_t restarts = 2;      ///< random starts besides the current and default theta
-  std::size_t evaluations = 60;  ///< likelihood evaluations per start
+  std::size_t max_points = 128;  ///< a random subset of this many points when there are more
+  std::size_t restarts = 1;      ///< random starts besides the current and default theta
+  std::size_t evaluations = 50;  ///< likelihood evaluations per start
 };
 
 /// What a fit did: the subset's log marginal likelihood before and after.

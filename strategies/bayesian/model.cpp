@@ -75,8 +75,7 @@ void model::refit() {
 /// the same growth schedule counted in trials: failure boundaries need
 /// shorter length scales than the objective, and other dims.
 void model::refit_feasibility() {
-  const fit_settings settings{options_.max_fit_points, options_.fit_restarts,
-                              options_.fit_evaluations};
+  const fit_settings settings{options_.max_fit_points, 0, options_.fit_evaluations};
   (void)fit_hyper_parameters(feasibility_, random_, settings);
   const auto n = static_cast<double>(labels_.size());
   next_feasibility_fit_ =

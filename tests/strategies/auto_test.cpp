@@ -163,7 +163,7 @@ TEST_CASE("auto's state stays bounded: window, pending proposals, no per-trial m
     REQUIRE(uses == a->bandit().history());
   }
   // Every default arm got proposals credited to it.
-  CHECK(a->arm_names() == std::vector<std::string>{"random", "local", "annealing", "ga"});
+  CHECK(a->arm_names() == std::vector<std::string>{"random", "local", "annealing", "ga", "bo"});
 }
 
 TEST_CASE("auto labels each proposal with its arm") {
@@ -172,7 +172,8 @@ TEST_CASE("auto labels each proposal with its arm") {
   const auto run = drive(*st, s, bowl, 200, 3, 2);
   CHECK(run.problems.empty());
   std::set<std::string> sources(run.sources.begin(), run.sources.end());
-  CHECK(sources == std::set<std::string>{"auto/annealing", "auto/ga", "auto/local", "auto/random"});
+  CHECK(sources ==
+        std::set<std::string>{"auto/annealing", "auto/bo", "auto/ga", "auto/local", "auto/random"});
 }
 
 TEST_CASE("auto replays arm credit from provenance when it did not propose the trial itself") {

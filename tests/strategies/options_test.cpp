@@ -65,7 +65,7 @@ TEST_CASE("options errors name the field and the rule") {
         }) ==
         "auto_options.arms[1]: unknown strategy 'gaa' (did you mean 'ga'?); known: random, "
         "exhaustive, local, "
-        "annealing, ga, auto");
+        "annealing, ga, bo, auto");
   CHECK(message_of([] { auto_options{.arms = {"auto"}}.validate(); }) ==
         "auto_options.arms[0]: must not be 'auto' itself");
   CHECK(message_of([] {
@@ -95,7 +95,7 @@ TEST_CASE("an unknown strategy name lists the known ones and suggests the closes
   CHECK(message_of([] { (void)make_strategy("anealing"); }) ==
         "error: unknown strategy 'anealing' (did you mean 'annealing'?); known: random, "
         "exhaustive, local, "
-        "annealing, ga, auto");
+        "annealing, ga, bo, auto");
   CHECK(message_of([] { (void)make_strategy("bayes"); }) ==
-        "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, auto");
+        "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, bo, auto");
 }
