@@ -7,6 +7,7 @@
 #include <tessel/backend.hpp>
 #include <tessel/space.hpp>
 #include <tessel/strategy.hpp>
+#include <tessel/surrogate.hpp>
 #include <tessel/trial.hpp>
 
 #include <cstdint>
@@ -134,6 +135,30 @@ struct study_options {
   /// A JSON object the caller wants stored with the study (the CLI stores its
   /// command line there so `tessel show` and `--resume` can rebuild the space).
   std::string annotations = "{}";
+
+  // --- cost-aware scheduling (DESIGN.md §5, docs/scheduler.md) ---------------
+  /// With a surrogate, ask(n) draws a pool of pool_factor * n candidates
+  /// (queued proposals first, then the strategy's), scores each (predicted
+  /// mean and sigma, P(feasible), expected gain over the incumbent, predicted
+  /// cost) and returns the n of highest utility = expected_gain / cost^alpha.
+  /// Null: proposals are dispatched in the order they were made.
+  std::shared_ptr<tessel::surrogate> surrogate;
+  /// Predicts each candidate's cost in seconds; null: the backend's estimate.
+  std::shared_ptr<tessel::cost_model> costs;
+  /// Candidates scored per suggestion returned. At least 1. Default 4.
+  std::size_t pool_factor = 4;
+  /// alpha is cooled linearly from cost_alpha_start to cost_alpha_end as the
+  /// evaluation budget is spent (Lee et al. 2020), so cheap-first does not
+  /// starve expensive but promising regions. Defaults 1 and 0.
+  double cost_alpha_start = 1.0;
+  double cost_alpha_end = 0.0;
+  /// The evaluation budget alpha cools over; 0 = the budget of run()'s stop
+  /// condition when it bounds evaluations (alpha stays at start otherwise).
+  std::size_t budget_hint = 0;
+  /// Stop when the best expected gain left in the pool falls below this
+  /// fraction of the incumbent (termination negligible_gain); 0 = never.
+  double min_gain_fraction = 0;
+
   /// Throws options_error naming the field and the rule.
   void validate() const;
 };

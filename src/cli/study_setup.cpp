@@ -1,6 +1,7 @@
 #include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/bayesian.hpp>
 #include <tessel/error.hpp>
 #include <tessel/strategies.hpp>
 
@@ -124,6 +125,11 @@ study_setup make_study(const study_setup_options& o) {
   so.jobs = o.jobs;
   so.evaluate_baseline = o.baseline;
   so.annotations = annotations(o);
+  if (o.scheduler == "utility") {
+    so.surrogate = make_gp_surrogate(out.space.space);
+    so.costs = make_cost_model(out.space.space);
+  }
+  so.min_gain_fraction = o.min_gain;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
                                               out.db);
   return out;

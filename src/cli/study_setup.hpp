@@ -29,6 +29,8 @@ struct study_setup_options {
   bool resume = false;
   bool no_db = false;
   bool baseline = true;
+  std::string scheduler = "utility";  ///< "utility" (cost-aware) or "fifo"
+  double min_gain = 0;                ///< study_options::min_gain_fraction
 };
 
 /// Adds the options above to `command` (FILE and the space options too).

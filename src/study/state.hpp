@@ -7,6 +7,7 @@
 #include <chrono>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tessel {
 
@@ -16,7 +17,9 @@ struct study::state final : search_context {
 
   // search_context
   [[nodiscard]] const tessel::space& space() const override { return space_; }
-  [[nodiscard]] bool known(std::uint64_t key) const override { return by_key.count(key) != 0; }
+  [[nodiscard]] bool known(std::uint64_t key) const override {
+    return by_key.count(key) != 0 || pool_keys.count(key) != 0;
+  }
   [[nodiscard]] const trial* best() const override { return best_index ? &trials[*best_index] : nullptr; }
   [[nodiscard]] std::size_t finished() const override { return progress_.evaluations; }
 
@@ -29,6 +32,11 @@ struct study::state final : search_context {
   /// Records a measurement, updates best/progress, tells strategy, storage
   /// and observers. `replaying`: a stored trial read back on resume (not saved again).
   const trial& finish(std::size_t index, const measurement& m, bool replaying = false);
+  /// Cost-aware selection (scheduler.cpp): the n best of the queue, the
+  /// pool and fresh strategy proposals by utility; trials stay proposed.
+  std::vector<std::size_t> select_by_utility(std::size_t n);
+  /// alpha for the fraction of the budget spent.
+  [[nodiscard]] double cost_alpha() const;
   /// Reloads a study file's trials (resume).
   void resume();
   void save(const trial& t);
@@ -44,6 +52,10 @@ struct study::state final : search_context {
   std::vector<trial> trials;                          ///< by id - 1
   std::unordered_map<std::uint64_t, std::size_t> by_key;
   std::deque<std::size_t> queue;                      ///< proposed, not yet asked
+  std::vector<std::pair<config, std::string>> pool;   ///< scored, not chosen strategy proposals (and who made them)
+  std::unordered_set<std::uint64_t> pool_keys;
+  std::size_t budget_evaluations = 0;                 ///< from run()'s stop condition
+  bool negligible = false;                            ///< the early-stop test fired
   std::optional<std::size_t> best_index;
   progress progress_;
   std::map<status, std::size_t> by_status;

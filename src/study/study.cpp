@@ -34,6 +34,10 @@ std::string space_hash(const space& s) {
 void study_options::validate() const {
   if (annotations.empty() || annotations.front() != '{' || annotations.back() != '}')
     throw options_error("study::options::annotations: must be a JSON object, e.g. {}");
+  if (pool_factor == 0) throw options_error("study::options::pool_factor: must be at least 1");
+  if (!(cost_alpha_start >= 0) || !(cost_alpha_end >= 0))
+    throw options_error("study::options::cost_alpha_start/end: must be >= 0");
+  if (!(min_gain_fraction >= 0)) throw options_error("study::options::min_gain_fraction: must be >= 0");
   if (jobs > 4096) throw options_error(fmt::format("study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
 }
 
@@ -113,6 +117,8 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   }
   const auto started = clock::now();
   strategy_->observe(t);
+  if (options_.surrogate) options_.surrogate->observe(t);
+  if (options_.costs) options_.costs->observe(t);
   propose_s += seconds_since(started);
   for (const auto& o : observers) {
     o->on_trial(t, progress_);
@@ -155,6 +161,10 @@ std::vector<suggestion> study::ask(std::size_t n) {
     if (s.options_.evaluate_baseline)
       if (auto base = s.space_.default_config(); base && !s.known(s.space_.key(*base)))
         s.queue.push_front(s.add_trial(*base, {"baseline", 0, "the space's default config"}));
+  }
+  if (s.options_.surrogate && s.options_.surrogate->ready()) {
+    for (auto index : s.select_by_utility(n - out.size())) out.push_back(s.start(index));
+    return out;
   }
   while (out.size() < n && !s.queue.empty()) {
     out.push_back(s.start(s.queue.front()));
@@ -232,6 +242,7 @@ summary study::run(const stop_condition& until) {
   const std::size_t jobs = s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
   s.jobs_used = jobs;
   tbb::task_arena arena(static_cast<int>(jobs));
+  if (const auto left = until.evaluations_left(s.progress_)) s.budget_evaluations = s.progress_.evaluations + *left;
   auto progress_now = [&] {
     auto p = s.progress_;
     p.wall_s = seconds_since(started);
@@ -246,6 +257,11 @@ summary study::run(const stop_condition& until) {
     std::size_t batch_size = jobs;
     if (const auto left = until.evaluations_left(progress_now())) batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
     const auto batch = ask(batch_size);
+    if (batch.empty() && s.negligible) {
+      s.last_reason = termination::negligible_gain;
+      s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent", s.options_.min_gain_fraction);
+      break;
+    }
     if (batch.empty()) {
       const bool exhausted = s.progress_.evaluations >= s.space_.count();
       s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;

@@ -1,0 +1,216 @@
+// benchmarks/strategy_quality: each strategy on every real measured space of
+// shared/bench/, replayed, scored with the method of Willemsen, van
+// Nieuwpoort & van Werkhoven, "A methodology for comparing optimization
+// algorithms for auto-tuning" (FGCS 2024), as shared/bench/README.md states
+// it: 0 = random search, 1 = the optimum, time-based budget, the strategy's
+// own CPU time charged.
+//
+//   bench_strategy_quality [--shared DIR] [--seeds 25] [--strategies a,b] [--json]
+#include <tessel/backends.hpp>
+#include <tessel/strategies.hpp>
+#include <tessel/study.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+namespace {
+
+using namespace tessel;
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// The scoring frame of one replay table (README steps 1, 2 and 4).
+struct frame {
+  std::vector<double> worst_first;  ///< valid times, descending (ms)
+  double optimum = 0, median = 0;
+  double start_s = 0, budget_s = 0;  ///< scored range [start, T]
+  double mean_cost_s = 0;            ///< per valid evaluation, failures' share included
+
+  /// Evaluations random search (without replacement) needs to reach a time <= y.
+  double random_needs(double fraction) const {
+    const double y = optimum + (1.0 - fraction) * (median - optimum);
+    const auto n = static_cast<double>(worst_first.size());
+    std::size_t i = 0;
+    while (i < worst_first.size() && worst_first[i] > y) ++i;
+    return std::ceil(static_cast<double>(i) / (n + 1.0 - static_cast<double>(i)));
+  }
+
+  /// Expected best of random search after t seconds.
+  double random_best(double t) const {
+    const auto n = static_cast<double>(worst_first.size());
+    const double m = std::max(std::round(t / mean_cost_s), 1.0);
+    const auto rank = static_cast<std::size_t>(std::llround(m * (n + 1.0) / (m + 1.0)));
+    return worst_first[std::clamp<std::size_t>(rank, 1, worst_first.size()) - 1];
+  }
+};
+
+frame make_frame(const replay_table& table) {
+  frame f;
+  f.worst_first = table.valid_times();
+  std::reverse(f.worst_first.begin(), f.worst_first.end());
+  f.optimum = table.optimum();
+  f.median = table.median();
+  std::vector<double> costs;
+  double total = 0;
+  for (const auto& e : table.entries()) {
+    costs.push_back(e.cost_s(true));
+    total += e.cost_s(true);
+  }
+  std::nth_element(costs.begin(), costs.begin() + static_cast<std::ptrdiff_t>(costs.size() / 2), costs.end());
+  const double median_cost = costs[costs.size() / 2];
+  f.mean_cost_s = total / static_cast<double>(table.valid_count());
+  f.budget_s = f.random_needs(0.95) * median_cost;
+  f.start_s = f.random_needs(0.01) * median_cost;
+  return f;
+}
+
+/// Best-so-far (ms) against simulated seconds, one point per improvement.
+using trajectory = std::vector<std::pair<double, double>>;
+
+trajectory run_once(const space& s, const std::shared_ptr<backend>& b, const std::string& strategy_name,
+                    std::uint64_t seed, double limit_s) {
+  study::options o;
+  o.seed = seed;
+  o.evaluate_baseline = false;
+  study st(s, b, make_strategy(strategy_name), o);
+  trajectory out;
+  double clock = 0;
+  std::optional<double> best;
+  while (clock < limit_s) {
+    const double t0 = thread_cpu_s();
+    const auto batch = st.ask(1);
+    clock += thread_cpu_s() - t0;
+    if (batch.empty()) break;
+    const auto m = b->evaluate(s, batch.front().config);
+    clock += m.cost.total();
+    const double t1 = thread_cpu_s();
+    st.tell(batch.front().trial_id, m);
+    clock += thread_cpu_s() - t1;
+    if (m.ok() && (!best || m.objective < *best)) {
+      best = m.objective;
+      out.emplace_back(clock, *best);
+    }
+  }
+  return out;
+}
+
+double best_at(const trajectory& t, double time, double fallback) {
+  double best = fallback;
+  for (const auto& [when, value] : t) {
+    if (when > time) break;
+    best = value;
+  }
+  return best;
+}
+
+/// README step 5: mean over 1,000 times of (random - strategy) / (random - optimum).
+double score(const std::vector<trajectory>& runs, const frame& f) {
+  constexpr int points = 1000;
+  double sum = 0;
+  for (int k = 0; k < points; ++k) {
+    const double t = f.start_s + (f.budget_s - f.start_s) * k / (points - 1);
+    double mean = 0;
+    for (const auto& r : runs) mean += best_at(r, t, f.median);
+    mean /= static_cast<double>(runs.size());
+    const double random = f.random_best(t);
+    sum += random > f.optimum ? (random - mean) / (random - f.optimum) : 0.0;
+  }
+  return sum / points;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const auto piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!piece.empty()) out.push_back(piece);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Scores tessel's strategies on the real measured spaces of shared/bench (FGCS 2024 method)"};
+  std::string shared = TESSEL_SHARED_DIR;
+  int seeds = 25;
+  std::string strategies = "random,exhaustive,local,annealing,ga,auto";
+  std::string only;
+  bool json_out = false;
+  app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
+  app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--strategies", strategies, "comma-separated strategy names")->capture_default_str();
+  app.add_option("--spaces", only, "comma-separated replay file names (default: all but the T4 duplicate)");
+  app.add_flag("--json", json_out, "print JSON instead of a table");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto manifest = nlohmann::json::parse(std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
+  std::vector<std::string> names;
+  for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
+  if (!only.empty()) names = split(only);
+  const auto strategy_list = split(strategies);
+
+  std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
+  std::map<std::string, std::map<std::string, double>> cpu;     // strategy -> space -> CPU s per eval
+  for (const auto& name : names) {
+    const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
+    const auto table = replay_table::load(path);
+    const auto f = make_frame(*table);
+    const auto s = replay_space(path);
+    auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
+    b->prepare(s);
+    if (!json_out)
+      std::cerr << fmt::format("{}: {} valid of {} stored, optimum {:.4g} ms, median {:.4g} ms, budget {:.1f} s (scored from {:.1f} s)\n",
+                               name, table->valid_count(), table->stored_count(), f.optimum, f.median, f.budget_s, f.start_s);
+    for (const auto& strategy : strategy_list) {
+      std::vector<trajectory> runs;
+      const double started = thread_cpu_s();
+      for (int seed = 0; seed < seeds; ++seed)
+        runs.push_back(run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s));
+      scores[strategy][name] = score(runs, f);
+      cpu[strategy][name] = (thread_cpu_s() - started) / seeds;
+    }
+  }
+
+  if (json_out) {
+    nlohmann::json out;
+    out["seeds"] = seeds;
+    out["scores"] = scores;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::string header = fmt::format("{:<12}", "strategy");
+  for (const auto& name : names) header += fmt::format("{:>26}", name);
+  header += fmt::format("{:>8}", "mean");
+  std::cout << header << "\n";
+  for (const auto& strategy : strategy_list) {
+    std::string row = fmt::format("{:<12}", strategy);
+    double mean = 0;
+    for (const auto& name : names) {
+      row += fmt::format("{:>26.3f}", scores[strategy][name]);
+      mean += scores[strategy][name];
+    }
+    row += fmt::format("{:>8.3f}", mean / static_cast<double>(names.size()));
+    std::cout << row << "\n";
+  }
+  std::cout << fmt::format("\nscore: 0 = random search, 1 = optimum; {} seeds per cell; budget = what random search needs "
+                           "to get 95% of the way from the median to the optimum, x1.1; strategy CPU time charged.\n",
+                           seeds);
+  return 0;
+}

@@ -1,0 +1,92 @@
+// Cost-aware scheduling (DESIGN.md §5): rank candidates by expected gain per
+// unit of predicted cost, cost^alpha with alpha cooled as the budget is spent
+// (EI per second: Snoek, Larochelle & Adams 2012; cost cooling: Lee, Eriksson,
+// Bindel & Wilson 2020).
+#include "study/state.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessel {
+namespace {
+
+struct candidate {
+  std::optional<std::size_t> queued;  ///< index into trials when it came from the queue
+  std::size_t pooled = 0;             ///< index into pool otherwise
+  prediction predicted;
+};
+
+}  // namespace
+
+double study::state::cost_alpha() const {
+  const std::size_t budget = options_.budget_hint ? options_.budget_hint : budget_evaluations;
+  if (budget == 0) return options_.cost_alpha_start;
+  const double spent = std::min(1.0, static_cast<double>(progress_.evaluations) / static_cast<double>(budget));
+  return options_.cost_alpha_start + (options_.cost_alpha_end - options_.cost_alpha_start) * spent;
+}
+
+std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
+  negligible = false;
+  const std::size_t want = std::max<std::size_t>(n, options_.pool_factor * n);
+  if (queue.size() + pool.size() < want) {
+    const auto started = std::chrono::steady_clock::now();
+    for (auto& c : strategy_->propose(want - queue.size() - pool.size(), *this)) {
+      const auto key = space_.key(c);
+      if (!space_.is_valid(c) || known(key)) continue;
+      pool_keys.insert(key);
+      pool.emplace_back(c, strategy_->source_of(key));
+    }
+    propose_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+
+  const double alpha = cost_alpha();
+  auto score = [&](const config& c) {
+    const auto cs = options_.surrogate->score(c, progress_.best);
+    const double estimate = backend_->estimated_cost(space_, c);
+    const double cost = std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
+    return prediction{cs.mean, cs.sigma, cs.p_feasible, cs.expected_gain, cost,
+                      cs.expected_gain / std::pow(cost, alpha)};
+  };
+  std::vector<candidate> candidates;
+  for (auto index : queue) candidates.push_back({index, 0, score(trials[index].config)});
+  for (std::size_t i = 0; i < pool.size(); ++i) candidates.push_back({std::nullopt, i, score(pool[i].first)});
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const candidate& a, const candidate& b) { return a.predicted.utility > b.predicted.utility; });
+
+  if (options_.min_gain_fraction > 0 && progress_.best && !candidates.empty()) {
+    double best_gain = 0;
+    for (const auto& c : candidates) best_gain = std::max(best_gain, c.predicted.expected_gain);
+    if (best_gain < options_.min_gain_fraction * std::abs(*progress_.best)) {
+      negligible = true;
+      return {};
+    }
+  }
+
+  std::vector<std::size_t> chosen;
+  std::vector<bool> taken(pool.size(), false);
+  for (std::size_t i = 0; i < candidates.size() && chosen.size() < n; ++i) {
+    const auto& c = candidates[i];
+    std::size_t index = 0;
+    if (c.queued) {
+      index = *c.queued;
+      std::erase(queue, index);
+    } else {
+      taken[c.pooled] = true;
+      pool_keys.erase(space_.key(pool[c.pooled].first));
+      index = add_trial(pool[c.pooled].first, {pool[c.pooled].second, 0, {}});
+    }
+    trials[index].prediction = c.predicted;
+    chosen.push_back(index);
+  }
+  // Keep the rest of the pool for the next round, best first, bounded.
+  std::vector<std::pair<config, std::string>> rest;
+  for (const auto& c : candidates)
+    if (!c.queued && !taken[c.pooled]) rest.push_back(std::move(pool[c.pooled]));
+  const std::size_t cap = 4 * want;
+  for (std::size_t i = cap; i < rest.size(); ++i) pool_keys.erase(space_.key(rest[i].first));
+  if (rest.size() > cap) rest.resize(cap);
+  pool = std::move(rest);
+  return chosen;
+}
+
+}  // namespace tessel
