@@ -87,5 +87,7 @@ class workload {
 
 // Factories, one per file under workloads/.
 [[nodiscard]] const workload& matmul_workload();
+[[nodiscard]] const workload& rmsnorm_workload();
+[[nodiscard]] const workload& softmax_workload();
 
 }  // namespace tessel::sim

@@ -1,0 +1,295 @@
+// rows.cpp: the row-wise software pipeline (rows.hpp).
+#include "rows.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace tessel::sim::rows {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
+
+class lowerer {
+ public:
+  lowerer(const pipeline_spec& s, const machine& m, program& out) : s_(s), m_(m), out_(out) {}
+
+  std::string run() {
+    if (auto e = geometry(); !e.empty()) return e;
+    if (auto e = check_sbuf(); !e.empty()) return e;
+    setup();
+    const auto order = stage_order();
+    std::array<int, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
+    const std::int64_t last_lag = lag[stage_scale];
+    for (std::int64_t i = 0; i < tiles_ + last_lag; ++i)
+      for (const int st : order) {
+        const std::int64_t t = i - lag[static_cast<std::size_t>(st)];
+        if (t < 0 || t >= tiles_) continue;
+        if (st == stage_load) load(t);
+        if (st == stage_reduce) steps(t, s_.reduce, stage_reduce);
+        if (st == stage_scale) steps(t, s_.scale, stage_scale);
+      }
+    return "";
+  }
+
+ private:
+  std::string geometry() {
+    P_ = m_.partitions;
+    if (s_.rows <= 0 || s_.cols <= 0) return fmt::format("{}: the shape must be positive", s_.name);
+    rpt_ = std::min(s_.rows_per_tile, s_.rows);
+    if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
+    if (rpt_ > P_ && rpt_ % P_ != 0)
+      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}", s_.name, rpt_, P_, P_);
+    cps_ = s_.cols_per_step > 0 ? std::min(s_.cols_per_step, s_.cols) : s_.cols;
+    tiles_ = ceil_div(s_.rows, rpt_);
+    chunks_ = ceil_div(s_.cols, cps_);
+    rows_pp_ = ceil_div(rpt_, P_);
+    if (s_.bufs < 1) return fmt::format("{}: bufs must be at least 1", s_.name);
+    if (tiles_ * chunks_ > 2'000'000) return fmt::format("{}: too many tiles to lower", s_.name);
+    return "";
+  }
+
+  [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
+
+  std::string check_sbuf() {
+    const std::int64_t slots = static_cast<std::int64_t>(s_.bufs) * s_.inputs * rows_pp_ * s_.cols * bytes();
+    const std::int64_t staging = 2LL * s_.outputs * rows_pp_ * cps_ * bytes();
+    const std::int64_t total = slots + staging + s_.broadcast_bytes;
+    const std::int64_t cap = m_.sbuf_bytes_per_partition;
+    if (total <= cap) return "";
+    if (slots > cap)
+      return fmt::format("SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} (over by {} B)",
+                         slots, s_.bufs, cap, slots - cap);
+    return fmt::format("SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) need "
+                       "{} B per partition with bufs={}; the target has {} (over by {} B)",
+                       slots, staging, s_.broadcast_bytes, total, s_.bufs, cap, total - cap);
+  }
+
+  /// The stages in the order of `stage_order`, except that stages working on
+  /// the same tile (equal lag: too few bufs) keep their dependency order.
+  [[nodiscard]] std::vector<int> stage_order() const {
+    std::vector<int> order;
+    for (const auto& name : s_.stage_order)
+      order.push_back(name == "load" ? stage_load : name == "reduce" ? stage_reduce : stage_scale);
+    if (s_.bufs < 3) std::sort(order.begin(), order.end());
+    return order;
+  }
+
+  void setup() {
+    hbm_in_ = out_.add_buffer({"inputs (HBM)", memory::hbm, 0, 1, s_.inputs * s_.rows * s_.cols * bytes()});
+    hbm_out_ = out_.add_buffer({"outputs (HBM)", memory::hbm, 0, 1, s_.outputs * s_.rows * s_.cols * bytes()});
+    slots_ = out_.add_buffer({"input tiles", memory::sbuf, s_.inputs * rows_pp_ * s_.cols * bytes(), s_.bufs, 0});
+    staging_ = out_.add_buffer({"output staging", memory::sbuf, s_.outputs * rows_pp_ * cps_ * bytes(), 2, 0});
+    if (s_.broadcast_bytes > 0) {
+      const auto b = out_.add_buffer({"broadcast vector", memory::sbuf, s_.broadcast_bytes, 1, 0});
+      instruction in;
+      in.engine = 0;
+      in.kind = op::dma;
+      in.partitions = static_cast<std::uint32_t>(P_);
+      in.free = static_cast<std::uint32_t>(s_.broadcast_bytes);
+      in.src = hbm_in_;
+      in.dst = b;
+      in.tag = out_.add_tag("load broadcast");
+      broadcast_ = out_.add(in);
+    }
+    for (int k = 0; k < s_.inputs; ++k)
+      tag_load_.push_back(out_.add_tag("load " + (k < static_cast<int>(s_.input_names.size()) ? s_.input_names[static_cast<std::size_t>(k)] : std::to_string(k))));
+    for (int k = 0; k < s_.outputs; ++k)
+      tag_store_.push_back(out_.add_tag("store " + (k < static_cast<int>(s_.output_names.size()) ? s_.output_names[static_cast<std::size_t>(k)] : std::to_string(k))));
+    readers_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
+    loads_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
+    chunk_last_.assign(static_cast<std::size_t>(tiles_ * chunks_), program::none);
+    tile_last_.assign(static_cast<std::size_t>(tiles_), program::none);
+    stage_store_.assign(static_cast<std::size_t>(2 * s_.outputs), program::none);
+    const double elements = static_cast<double>(s_.rows) * static_cast<double>(s_.cols);
+    out_.totals.flops = elements * s_.flops_per_element;
+    out_.totals.min_hbm_bytes = (s_.inputs + s_.outputs) * elements * static_cast<double>(bytes()) +
+                                static_cast<double>(s_.broadcast_bytes);
+    out_.totals.compute_type = s_.type;
+  }
+
+  [[nodiscard]] std::int64_t tile_rows(std::int64_t t) const { return std::min(rpt_, s_.rows - t * rpt_); }
+  [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const { return std::min(cps_, s_.cols - c * cps_); }
+  [[nodiscard]] std::size_t at(std::int64_t t, std::int64_t c) const {
+    return static_cast<std::size_t>((t % s_.bufs) * chunks_ + c);
+  }
+
+  engine_id queue(int stream) {
+    const int n = static_cast<int>(stream_count_[static_cast<std::size_t>(stream)]++ % s_.queues);
+    return static_cast<engine_id>((stream * s_.queues + n) % dma_queue_count);
+  }
+
+  void load(std::int64_t t) {
+    const std::int64_t rows = tile_rows(t), parts = std::min(rows, P_), pp = ceil_div(rows, P_);
+    for (std::int64_t c = 0; c < chunks_; ++c) {
+      const auto slot = at(t, c);
+      const std::int64_t cols = chunk_cols(c);
+      std::vector<instruction_id> war = readers_[slot];
+      readers_[slot].clear();
+      loads_[slot].clear();
+      for (int k = 0; k < s_.inputs; ++k) {
+        instruction in;
+        in.engine = queue(k);
+        in.kind = op::dma;
+        in.partitions = static_cast<std::uint32_t>(parts);
+        in.free = static_cast<std::uint32_t>(pp * cols * bytes());
+        in.aux = cols == s_.cols ? 0u : static_cast<std::uint32_t>(cols * bytes());
+        in.src = hbm_in_;
+        in.dst = slots_;
+        in.tag = tag_load_[static_cast<std::size_t>(k)];
+        loads_[slot].push_back(out_.add(in, war));
+      }
+    }
+  }
+
+  instruction compute(const row_op& o, std::int64_t parts, std::int64_t elements) {
+    instruction in;
+    in.engine = o.engine;
+    in.kind = o.kind;
+    in.type = s_.type;
+    in.partitions = static_cast<std::uint32_t>(parts);
+    in.free = static_cast<std::uint32_t>(std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
+    if (o.perf_mode) in.flags |= flag_sbuf_contiguous;
+    in.src = slots_;
+    in.dst = o.to_staging ? staging_ : slots_;
+    in.tag = out_.add_tag(o.tag);
+    return in;
+  }
+
+  void steps(std::int64_t t, const std::vector<row_step>& list, int stage) {
+    const std::int64_t rows = tile_rows(t), parts = std::min(rows, P_), pp = ceil_div(rows, P_);
+    for (const auto& step : list) {
+      if (!step.per_chunk) {
+        const auto before = chunk_last_[static_cast<std::size_t>(t * chunks_ + chunks_ - 1)];
+        instruction_id prev = before;
+        for (const auto& o : step.ops) prev = out_.add(compute(o, parts, pp), {prev, tile_last_[static_cast<std::size_t>(t)]});
+        tile_last_[static_cast<std::size_t>(t)] = prev;
+        continue;
+      }
+      for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, parts, pp);
+    }
+  }
+
+  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts, std::int64_t pp) {
+    const auto slot = at(t, c);
+    const auto ci = static_cast<std::size_t>(t * chunks_ + c);
+    const std::int64_t elements = pp * chunk_cols(c);
+    instruction_id prev = chunk_last_[ci];
+    bool wrote_staging = false;
+    std::size_t stage_slot = 0;
+    for (const auto& o : step.ops) {
+      std::vector<instruction_id> deps{prev, tile_last_[static_cast<std::size_t>(t)]};
+      if (prev == program::none && stage != stage_load)
+        for (const auto l : loads_[slot]) deps.push_back(l);
+      if (o.store) {
+        instruction in;
+        in.engine = queue(s_.inputs + o.output);
+        in.kind = op::dma;
+        in.partitions = static_cast<std::uint32_t>(parts);
+        in.free = static_cast<std::uint32_t>(elements * bytes());
+        in.aux = chunk_cols(c) == s_.cols ? 0u : static_cast<std::uint32_t>(chunk_cols(c) * bytes());
+        in.src = wrote_staging ? staging_ : slots_;
+        in.dst = hbm_out_;
+        in.tag = tag_store_[static_cast<std::size_t>(o.output)];
+        const auto id = out_.add(in, deps);
+        if (wrote_staging) stage_store_[stage_slot] = id;
+        else readers_[slot].push_back(id);
+        continue;  // a side branch: the chain goes on from `prev`
+      }
+      if (o.uses_broadcast && !broadcast_used_ && broadcast_ != program::none) {
+        deps.push_back(broadcast_);
+        broadcast_used_ = true;
+      }
+      if (o.to_staging) {
+        stage_slot = static_cast<std::size_t>(o.output * 2 + (stage_serial_[static_cast<std::size_t>(o.output)]++ % 2));
+        deps.push_back(stage_store_[stage_slot]);
+        wrote_staging = true;
+      }
+      prev = out_.add(compute(o, parts, elements), deps);
+      readers_[slot].push_back(prev);
+    }
+    chunk_last_[ci] = prev;
+  }
+
+  const pipeline_spec& s_;
+  const machine& m_;
+  program& out_;
+  std::int64_t P_ = 128, rpt_ = 128, cps_ = 0, tiles_ = 0, chunks_ = 0, rows_pp_ = 1;
+  buffer_id hbm_in_ = 0, hbm_out_ = 0, slots_ = 0, staging_ = 0;
+  std::vector<std::uint16_t> tag_load_, tag_store_;
+  instruction_id broadcast_ = program::none;
+  bool broadcast_used_ = false;
+  std::vector<std::vector<instruction_id>> readers_, loads_;
+  std::vector<instruction_id> chunk_last_, tile_last_, stage_store_;
+  std::array<std::int64_t, 16> stream_count_{};
+  std::array<std::int64_t, 8> stage_serial_{};
+};
+
+}  // namespace
+
+std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
+  out.clear();
+  return lowerer(spec, m, out).run();
+}
+
+std::string read_common(const value_reader& v, pipeline_spec& spec) {
+  std::string type = v.symbol("dtype", "");
+  if (type.empty()) {
+    const auto b = v.integer("bytes", 2);
+    type = b == 4 ? "fp32" : b == 2 ? "bf16" : b == 1 ? "fp8" : "";
+    if (type.empty()) return fmt::format("{}: const bytes = {} is not 1, 2 or 4", spec.name, b);
+  }
+  spec.type = type == "fp32" ? dtype::fp32 : type == "fp8" ? dtype::fp8 : dtype::bf16;
+  if (type != "fp32" && type != "fp8" && type != "bf16") return fmt::format("{}: dtype '{}' is not bf16, fp8 or fp32", spec.name, type);
+  spec.rows_per_tile = v.integer("rows_per_tile", 128);
+  spec.cols_per_step = v.integer("cols_per_step", 0);
+  spec.bufs = static_cast<int>(v.integer("bufs", 2));
+  spec.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 5));
+  if (const auto order = v.order("stages")) {
+    spec.stage_order = *order;
+    for (const auto& s : *order)
+      if (s != "load" && s != "reduce" && s != "scale") return fmt::format("{}: stages must be a permutation of (load, reduce, scale)", spec.name);
+  }
+  return "";
+}
+
+std::vector<name_doc> common_names(const std::string& rows_name, const std::string& cols_name) {
+  return {
+      {rows_name, "integer", "", "rows (each normalized on its own)"},
+      {cols_name, "integer", "", "columns of a row"},
+      {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)", "element type in HBM and SBUF"},
+      {"rows_per_tile", "integer", "128", "rows per tile: up to 128 one per partition, above that a multiple of 128"},
+      {"cols_per_step", "integer", "the whole row", "columns per chunk: each instruction and DMA covers one chunk"},
+      {"bufs", "integer >= 1", "2", "tile slots: how many tiles may be in flight (the pipeline depth is min(bufs, 3))"},
+      {"stages", "perm(load, reduce, scale)", "(load, reduce, scale)", "issue order of the pipeline's stages"},
+      {"dma_queues", "integer", "1", "DMA queues per stream (each input's loads, each output's stores)"},
+  };
+}
+
+std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
+  std::vector<std::string> out;
+  const bool dma = b.phase.rfind("dma", 0) == 0;
+  const auto rpt = v.integer("rows_per_tile", 128), cps = v.integer("cols_per_step", 0);
+  const auto bytes = v.symbol("dtype", "") == "fp32" ? 4 : v.integer("bytes", 2);
+  const auto per_partition = std::max<std::int64_t>(1, rpt / 128) * cps * bytes;
+  if (dma && b.issue_share > 0.25 * b.share) {
+    out.push_back(fmt::format("raise cols_per_step or rows_per_tile (now {} x {}): each transfer pays a fixed issue cost",
+                              rpt, cps));
+    out.push_back(fmt::format("raise dma_queues (now {}) so more transfers issue at once", v.integer("dma_queues", 1)));
+  }
+  if (dma && b.latency_share > 0.2 * b.share) out.emplace_back("raise bufs so loads run ahead of the compute");
+  if (dma && b.data_share > 0.5 * b.share && cps > 0 && per_partition < 4096)
+    out.push_back(fmt::format("transfers move {} B per partition: 4 KiB or more runs the DMA engines at full rate",
+                              per_partition));
+  if (!dma) {
+    out.push_back(fmt::format("the {} engine is on the critical path ({}): move that step to an idle engine",
+                              b.phase, b.tag));
+    out.emplace_back("raise bufs (3 or more) so the three stages of different tiles overlap");
+  }
+  return out;
+}
+
+}  // namespace tessel::sim::rows
