@@ -4,6 +4,8 @@
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
 
+#include "sim/factory.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -117,6 +119,7 @@ struct registry {
   std::map<std::string, backend_factory, std::less<>> factories{
       {"replay", make_replay},
       {"command", make_command},
+      {"sim", sim::make_sim_backend},
   };
 };
 
