@@ -446,8 +446,10 @@ class lowerer {
 
   instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols) const {
     instruction in;
-    in.engine = p_.evict;
-    in.kind = (p_.evict == scalar_engine && kind == op::copy) ? op::activation : kind;
+    // ScalarE has no two-tensor add (its activation takes a per-partition
+    // bias only): with evict = scalar, the partial-sum adds run on VectorE.
+    in.engine = p_.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p_.evict;
+    in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
     in.type = dtype::fp32;
     in.flags = flag_reads_psum;
     in.partitions = static_cast<std::uint32_t>(rows);
