@@ -89,5 +89,6 @@ class workload {
 [[nodiscard]] const workload& matmul_workload();
 [[nodiscard]] const workload& rmsnorm_workload();
 [[nodiscard]] const workload& softmax_workload();
+[[nodiscard]] const workload& attention_workload();
 
 }  // namespace tessel::sim

@@ -1,0 +1,104 @@
+// The flash-attention forward workload.
+#include "helpers.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+struct outcome {
+  std::string error;
+  program p;
+  timing_result t;
+};
+
+outcome run(std::map<std::string, std::int64_t> ints, std::map<std::string, std::string> syms = {}) {
+  const target t = builtin("trn2");
+  const machine m = resolve_machine(t);
+  fixed_values v;
+  v.integers = {{"seq", 2048}, {"head_dim", 128}, {"q_tile", 256}, {"kv_tile", 512}};
+  for (auto& [k, x] : ints) v.integers[k] = x;
+  v.symbols = {{"workload", "attention"}};
+  for (auto& [k, x] : syms) v.symbols[k] = x;
+  v.order = {"q", "k", "v"};
+  auto [s, c] = fixed_space("attention", t, v);
+  outcome o;
+  o.error = attention_workload().lower(s, c, m, o.p);
+  if (o.error.empty()) o.t = time_program(o.p, m);
+  return o;
+}
+
+double matmul_flops(const program& p) {
+  double f = 0;
+  for (const auto& in : p.instructions())
+    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("attention: the matmuls do 4 seq^2 d FLOPs; causal with skipping does about half") {
+  const auto full = run({});
+  REQUIRE(full.error.empty());
+  CHECK(matmul_flops(full.p) == doctest::Approx(4.0 * 2048 * 2048 * 128));
+  CHECK(full.p.totals.flops == doctest::Approx(4.0 * 2048 * 2048 * 128));
+  const auto causal = run({{"causal", 1}});
+  REQUIRE(causal.error.empty());
+  CHECK(causal.p.totals.flops == doctest::Approx(2.0 * 2048 * 2049 * 128));
+  // whole kv tiles above the diagonal are skipped; the diagonal ones are computed and masked
+  CHECK(matmul_flops(causal.p) < 0.7 * matmul_flops(full.p));
+  CHECK(causal.t.latency_ns < full.t.latency_ns);
+  const auto unskipped = run({{"causal", 1}, {"skip_masked", 0}});
+  CHECK(matmul_flops(unskipped.p) == doctest::Approx(matmul_flops(full.p)));
+  CHECK(unskipped.t.busy_ns[gpsimd_engine] > causal.t.busy_ns[gpsimd_engine]);  // masks every tile
+}
+
+TEST_CASE("attention: lazy rescaling and moving the row max lighten VectorE") {
+  const auto eager = run({});
+  const auto lazy = run({{"rescale_every", 4}}, {{"rescale", "lazy"}});
+  const auto moved = run({}, {{"track_max_on", "gpsimd"}});
+  CHECK(lazy.t.busy_ns[vector_engine] < eager.t.busy_ns[vector_engine]);
+  CHECK(moved.t.busy_ns[vector_engine] < eager.t.busy_ns[vector_engine]);
+  CHECK(moved.t.busy_ns[gpsimd_engine] > 0);
+}
+
+TEST_CASE("attention: K and V are read once per q tile, Q and O once") {
+  const auto o = run({{"q_tile", 512}});
+  REQUIRE(o.error.empty());
+  const double tensor = 2048.0 * 128 * 2;
+  CHECK(o.t.hbm_read_bytes == doctest::Approx(tensor + 2 * tensor * (2048 / 512)));
+  CHECK(o.t.hbm_write_bytes == doctest::Approx(tensor));
+}
+
+TEST_CASE("attention: compile errors") {
+  CHECK(run({{"head_dim", 256}}).error.rfind("partition dim 256 > 128:", 0) == 0);
+  CHECK(run({{"kv_tile", 4096}, {"seq", 4096}}).error.rfind("PSUM overflow: a 4096-wide score tile needs 8 banks", 0) == 0);
+}
+
+TEST_CASE("attention: examples/sim_attention.tsl and the DSL engineer's attention.tsl run on the backend") {
+  for (const char* file : {"sim_attention.tsl", "attention.tsl"}) {
+    INFO(file);
+    parse_options options;
+    options.target = "trn2";
+    const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
+    sim_backend b;
+    b.prepare(s);
+    rng random(11);
+    int ok = 0;
+    for (int i = 0; i < 8; ++i) {
+      const auto c = s.sample(random);
+      const auto m = b.evaluate(s, c);
+      CHECK((m.ok() || m.status == status::compile_error));
+      if (!m.ok()) continue;
+      ++ok;
+      CHECK(m.objective >= m.metrics.at("roofline_s"));
+    }
+    CHECK(ok > 0);
+  }
+}
