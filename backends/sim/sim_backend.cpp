@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace tessel {
@@ -42,16 +43,17 @@ struct sim_backend::impl {
   target cached_target;
   std::string prepared_workload;
 
+  std::optional<target> option_target;  ///< options.target resolved once
+
   /// The target a space is timed on.
-  [[nodiscard]] target target_for(const space& s) const {
-    if (options.target.empty()) return s.def().target;
-    if (auto t = builtin_target(options.target)) return *t;
-    throw error(fmt::format("sim: unknown target '{}'", options.target));
+  [[nodiscard]] const target& target_for(const space& s) const {
+    return option_target ? *option_target : s.def().target;
   }
 
   std::shared_ptr<const machine> machine_for(const space& s) {
-    const target t = target_for(s);
+    const target& t = target_for(s);
     const std::lock_guard lock(mutex);
+    // compared, not copied: a target's ~50 constants cost a microsecond
     if (machine_cache && cached_target.name == t.name && cached_target.constants == t.constants) return machine_cache;
     machine_cache = std::make_shared<const machine>(resolve_machine(t, options.overrides));
     cached_target = t;
@@ -61,7 +63,6 @@ struct sim_backend::impl {
   [[nodiscard]] const workload& workload_for(const space& s) const {
     std::string name = options.workload;
     if (name.empty()) {
-      const value_reader v(s, config{});
       for (const auto& k : s.def().constants)
         if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
             static_cast<std::size_t>(k.value) < s.def().symbols.size())
@@ -97,11 +98,13 @@ struct sim_backend::impl {
 sim_backend::sim_backend(sim_options opts) : impl_(std::make_unique<impl>()) {
   opts.validate();
   impl_->options = std::move(opts);
+  if (!impl_->options.target.empty()) impl_->option_target = builtin_target(impl_->options.target);
 }
 
 sim_backend::~sim_backend() = default;
 
 std::string sim_backend::name() const {
+  const std::lock_guard lock(impl_->mutex);
   std::string n = "sim";
   const std::string w = impl_->prepared_workload.empty() ? impl_->options.workload : impl_->prepared_workload;
   if (!w.empty()) n += ":" + w;
@@ -114,6 +117,7 @@ void sim_backend::prepare(const space& s) {
   const auto& w = impl_->workload_for(s);
   w.check_space(s);
   (void)impl_->machine_for(s);
+  const std::lock_guard lock(impl_->mutex);
   impl_->prepared_workload = std::string(w.name());
 }
 
