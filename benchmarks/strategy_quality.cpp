@@ -10,8 +10,8 @@
 #include <tessel/strategies.hpp>
 #include <tessel/study.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -69,7 +69,8 @@ frame make_frame(const replay_table& table) {
     costs.push_back(e.cost_s(true));
     total += e.cost_s(true);
   }
-  std::nth_element(costs.begin(), costs.begin() + static_cast<std::ptrdiff_t>(costs.size() / 2), costs.end());
+  std::nth_element(costs.begin(), costs.begin() + static_cast<std::ptrdiff_t>(costs.size() / 2),
+                   costs.end());
   const double median_cost = costs[costs.size() / 2];
   f.mean_cost_s = total / static_cast<double>(table.valid_count());
   f.budget_s = f.random_needs(0.95) * median_cost;
@@ -80,8 +81,8 @@ frame make_frame(const replay_table& table) {
 /// Best-so-far (ms) against simulated seconds, one point per improvement.
 using trajectory = std::vector<std::pair<double, double>>;
 
-trajectory run_once(const space& s, const std::shared_ptr<backend>& b, const std::string& strategy_name,
-                    std::uint64_t seed, double limit_s) {
+trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
+                    const std::string& strategy_name, std::uint64_t seed, double limit_s) {
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
@@ -136,7 +137,8 @@ std::vector<std::string> split(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     const auto comma = text.find(',', start);
-    const auto piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto piece =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!piece.empty()) out.push_back(piece);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -147,27 +149,33 @@ std::vector<std::string> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Scores tessel's strategies on the real measured spaces of shared/bench (FGCS 2024 method)"};
+  CLI::App app{
+      "Scores tessel's strategies on the real measured spaces of shared/bench (FGCS 2024 method)"};
   std::string shared = TESSEL_SHARED_DIR;
   int seeds = 25;
   std::string strategies = "random,exhaustive,local,annealing,ga,auto";
   std::string only;
   bool json_out = false;
   app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
-  app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--strategies", strategies, "comma-separated strategy names")->capture_default_str();
-  app.add_option("--spaces", only, "comma-separated replay file names (default: all but the T4 duplicate)");
+  app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--strategies", strategies, "comma-separated strategy names")
+      ->capture_default_str();
+  app.add_option("--spaces", only,
+                 "comma-separated replay file names (default: all but the T4 duplicate)");
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
-  const auto manifest = nlohmann::json::parse(std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
+  const auto manifest = nlohmann::json::parse(
+      std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
   std::vector<std::string> names;
   for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
   if (!only.empty()) names = split(only);
   const auto strategy_list = split(strategies);
 
   std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
-  std::map<std::string, std::map<std::string, double>> cpu;     // strategy -> space -> CPU s per eval
+  std::map<std::string, std::map<std::string, double>> cpu;  // strategy -> space -> CPU s per eval
   for (const auto& name : names) {
     const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
     const auto table = replay_table::load(path);
@@ -176,13 +184,17 @@ int main(int argc, char** argv) {
     auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
     b->prepare(s);
     if (!json_out)
-      std::cerr << fmt::format("{}: {} valid of {} stored, optimum {:.4g} ms, median {:.4g} ms, budget {:.1f} s (scored from {:.1f} s)\n",
-                               name, table->valid_count(), table->stored_count(), f.optimum, f.median, f.budget_s, f.start_s);
+      std::cerr << fmt::format(
+          "{}: {} valid of {} stored, optimum {:.4g} ms, median {:.4g} ms, budget {:.1f} s (scored "
+          "from {:.1f} s)\n",
+          name, table->valid_count(), table->stored_count(), f.optimum, f.median, f.budget_s,
+          f.start_s);
     for (const auto& strategy : strategy_list) {
       std::vector<trajectory> runs;
       const double started = thread_cpu_s();
       for (int seed = 0; seed < seeds; ++seed)
-        runs.push_back(run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s));
+        runs.push_back(
+            run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s));
       scores[strategy][name] = score(runs, f);
       cpu[strategy][name] = (thread_cpu_s() - started) / seeds;
     }
@@ -209,8 +221,10 @@ int main(int argc, char** argv) {
     row += fmt::format("{:>8.3f}", mean / static_cast<double>(names.size()));
     std::cout << row << "\n";
   }
-  std::cout << fmt::format("\nscore: 0 = random search, 1 = optimum; {} seeds per cell; budget = what random search needs "
-                           "to get 95% of the way from the median to the optimum, x1.1; strategy CPU time charged.\n",
-                           seeds);
+  std::cout << fmt::format(
+      "\nscore: 0 = random search, 1 = optimum; {} seeds per cell; budget = what random search "
+      "needs "
+      "to get 95% of the way from the median to the optimum, x1.1; strategy CPU time charged.\n",
+      seeds);
   return 0;
 }

@@ -41,7 +41,8 @@ double transpose_seconds(std::int64_t n, std::int64_t br, std::int64_t bc, bool 
           for (std::int64_t j = c0; j < std::min(c0 + bc, n); ++j)
             out[static_cast<std::size_t>(j * n + i)] = in[static_cast<std::size_t>(i * n + j)];
       }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best + out[1] * 0.0;  // keep the result alive
 }
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
   std::cout << "space '" << space.name() << "': " << space.count() << " valid configs\n";
 
   auto backend = std::make_shared<tessel::callback_backend>([&space](const tessel::config& c) {
-    return transpose_seconds(*space.evaluate(c, "n"), space.integer(c, "block_rows"), space.integer(c, "block_cols"),
+    return transpose_seconds(*space.evaluate(c, "n"), space.integer(c, "block_rows"),
+                             space.integer(c, "block_cols"),
                              space.value_of(c, "order").order.front() == "rows");
   });
 

@@ -7,15 +7,20 @@ namespace {
 
 value_type result_type(expr_op op) {
   switch (op) {
-    case expr_op::logical_not: case expr_op::equal: case expr_op::not_equal:
-    case expr_op::less: case expr_op::less_equal: case expr_op::greater:
-    case expr_op::greater_equal: case expr_op::logical_and: case expr_op::logical_or:
-    case expr_op::is_pow2: case expr_op::in_set: case expr_op::before:
-      return value_type::boolean;
-    case expr_op::element_at:
-      return value_type::symbol;
-    default:
-      return value_type::integer;
+    case expr_op::logical_not:
+    case expr_op::equal:
+    case expr_op::not_equal:
+    case expr_op::less:
+    case expr_op::less_equal:
+    case expr_op::greater:
+    case expr_op::greater_equal:
+    case expr_op::logical_and:
+    case expr_op::logical_or:
+    case expr_op::is_pow2:
+    case expr_op::in_set:
+    case expr_op::before: return value_type::boolean;
+    case expr_op::element_at: return value_type::symbol;
+    default: return value_type::integer;
   }
 }
 

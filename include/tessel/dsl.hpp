@@ -42,6 +42,7 @@ struct parse_options {
 
 /// Targets the text declares (`target NAME : BASE { ... }`), resolved against
 /// the built-ins, in file order.
-[[nodiscard]] std::vector<target> parse_targets(std::string_view text, const parse_options& options = {});
+[[nodiscard]] std::vector<target> parse_targets(std::string_view text,
+                                                const parse_options& options = {});
 
 }  // namespace tessel

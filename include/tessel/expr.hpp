@@ -19,20 +19,34 @@
 namespace tessel {
 
 enum class expr_op : std::uint8_t {
-  literal,      ///< `value`
-  param,        ///< the parameter whose index is `value`
-  let,          ///< the derived value whose index is `value`
-  negate, logical_not,
-  add, subtract, multiply, divide, modulo,
-  equal, not_equal, less, less_equal, greater, greater_equal,
-  logical_and, logical_or,
-  min, max,     ///< two or more args
-  ceil_div,     ///< two args: ceil(a / b)
-  log2, pow2, is_pow2,
-  in_set,       ///< args[0] is one of `set`
-  position,     ///< args[0] a permutation; 0-based position of element index `value`
-  before,       ///< args[0] a permutation; element set[0] comes before element set[1]
-  element_at,   ///< args[0] a permutation, args[1] a position: the element's symbol id
+  literal,  ///< `value`
+  param,    ///< the parameter whose index is `value`
+  let,      ///< the derived value whose index is `value`
+  negate,
+  logical_not,
+  add,
+  subtract,
+  multiply,
+  divide,
+  modulo,
+  equal,
+  not_equal,
+  less,
+  less_equal,
+  greater,
+  greater_equal,
+  logical_and,
+  logical_or,
+  min,
+  max,       ///< two or more args
+  ceil_div,  ///< two args: ceil(a / b)
+  log2,
+  pow2,
+  is_pow2,
+  in_set,      ///< args[0] is one of `set`
+  position,    ///< args[0] a permutation; 0-based position of element index `value`
+  before,      ///< args[0] a permutation; element set[0] comes before element set[1]
+  element_at,  ///< args[0] a permutation, args[1] a position: the element's symbol id
 };
 
 /// The static type of an expression, decided by the DSL's checks.
@@ -44,9 +58,9 @@ using expr = std::shared_ptr<const expr_node>;
 struct expr_node {
   expr_op op = expr_op::literal;
   value_type type = value_type::integer;
-  std::int64_t value = 0;           ///< literal value, parameter/let/element index
+  std::int64_t value = 0;  ///< literal value, parameter/let/element index
   std::vector<expr> args;
-  std::vector<std::int64_t> set;    ///< in_set members, before's two elements
+  std::vector<std::int64_t> set;  ///< in_set members, before's two elements
 };
 
 [[nodiscard]] expr make_literal(std::int64_t value, value_type type = value_type::integer);

@@ -37,15 +37,16 @@ struct cost {
 
 struct measurement {
   tessel::status status = tessel::status::ok;
-  double objective = 0;              ///< seconds unless the space says otherwise; lower is better
-  std::vector<double> samples;       ///< raw repetitions the objective summarizes
+  double objective = 0;         ///< seconds unless the space says otherwise; lower is better
+  std::vector<double> samples;  ///< raw repetitions the objective summarizes
   tessel::cost cost;
   std::map<std::string, double> metrics;  ///< engine busy fractions, bytes moved, ...
-  std::string message;               ///< why it failed, or notes
+  std::string message;                    ///< why it failed, or notes
 
   [[nodiscard]] bool ok() const noexcept { return status == tessel::status::ok; }
   [[nodiscard]] static measurement success(double objective, tessel::cost paid = {});
-  [[nodiscard]] static measurement failure(tessel::status s, std::string message, tessel::cost paid = {});
+  [[nodiscard]] static measurement failure(tessel::status s, std::string message,
+                                           tessel::cost paid = {});
 };
 
 }  // namespace tessel

@@ -49,9 +49,9 @@ struct domain {
 struct parameter {
   std::string name;
   domain dom;
-  expr when;                          ///< null: always active
+  expr when;                                 ///< null: always active
   std::optional<std::size_t> default_index;  ///< `= value` in the .tsl: the baseline
-  int line = 0;                       ///< where it was declared (0 for C++-built)
+  int line = 0;                              ///< where it was declared (0 for C++-built)
 };
 
 /// `const NAME = VALUE`: an integer (or symbol id) known at check time.
@@ -68,9 +68,9 @@ struct let_value {
 };
 
 struct constraint {
-  expr condition;        ///< must evaluate non-zero for a valid config
-  std::string text;      ///< the source text, for reports ("M % tile_m == 0")
-  std::string message;   ///< the user's message, or ""
+  expr condition;       ///< must evaluate non-zero for a valid config
+  std::string text;     ///< the source text, for reports ("M % tile_m == 0")
+  std::string message;  ///< the user's message, or ""
   int line = 0;
 };
 
@@ -79,9 +79,9 @@ struct constraint {
 struct value {
   param_kind kind = param_kind::integer;
   bool active = true;
-  std::int64_t integer = 0;             ///< integer value, or 0/1 for booleans
-  std::string symbol;                   ///< symbol name
-  std::vector<std::string> order;       ///< permutation elements, outermost first
+  std::int64_t integer = 0;        ///< integer value, or 0/1 for booleans
+  std::string symbol;              ///< symbol name
+  std::vector<std::string> order;  ///< permutation elements, outermost first
   [[nodiscard]] std::string to_string() const;
 };
 
@@ -101,16 +101,16 @@ struct encoded_dimension {
 
 /// What the engine learnt while building: one entry per constraint.
 struct constraint_stat {
-  std::size_t attached_to = 0;   ///< parameter index where it is first decidable
-  std::uint64_t rejected = 0;    ///< configs of the Cartesian product it is the first
-                                 ///< to reject (saturates at 2^64-1)
+  std::size_t attached_to = 0;  ///< parameter index where it is first decidable
+  std::uint64_t rejected = 0;   ///< configs of the Cartesian product it is the first
+                                ///< to reject (saturates at 2^64-1)
 };
 
 /// An independent group: parameters tied together by constraints.
 struct group_info {
   std::vector<std::size_t> parameters;
-  std::uint64_t valid = 0;       ///< valid configs of the group alone
-  std::uint64_t nodes = 0;       ///< prefix-tree nodes stored
+  std::uint64_t valid = 0;  ///< valid configs of the group alone
+  std::uint64_t nodes = 0;  ///< prefix-tree nodes stored
 };
 
 class space {
@@ -118,10 +118,10 @@ class space {
   /// What a space is made of. The DSL fills one; C++ callers may too.
   struct definition {
     std::string name = "space";
-    std::string file;                     ///< where it came from, for messages
-    std::string source;                   ///< the .tsl text, stored with studies
+    std::string file;    ///< where it came from, for messages
+    std::string source;  ///< the .tsl text, stored with studies
     tessel::target target;
-    std::vector<std::string> symbols;     ///< the symbol table (ids are indices)
+    std::vector<std::string> symbols;  ///< the symbol table (ids are indices)
     std::vector<constant> constants;
     std::vector<parameter> parameters;
     std::vector<let_value> lets;
@@ -137,7 +137,9 @@ class space {
 
   [[nodiscard]] const definition& def() const noexcept;
   [[nodiscard]] const std::string& name() const noexcept { return def().name; }
-  [[nodiscard]] const std::vector<parameter>& parameters() const noexcept { return def().parameters; }
+  [[nodiscard]] const std::vector<parameter>& parameters() const noexcept {
+    return def().parameters;
+  }
   [[nodiscard]] std::size_t size() const noexcept { return parameters().size(); }
   [[nodiscard]] std::optional<std::size_t> parameter_index(std::string_view name) const;
 
@@ -223,7 +225,11 @@ class space::iterator {
   reference operator*() const { return current_; }
   pointer operator->() const { return &current_; }
   iterator& operator++();
-  iterator operator++(int) { auto copy = *this; ++*this; return copy; }
+  iterator operator++(int) {
+    auto copy = *this;
+    ++*this;
+    return copy;
+  }
   friend bool operator==(const iterator& a, const iterator& b) { return a.rank_ == b.rank_; }
 
  private:

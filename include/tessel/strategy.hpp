@@ -43,7 +43,8 @@ class strategy {
 
   /// Up to `n` valid configs, distinct, none of them context.known(). Fewer
   /// (or none) when the strategy has nothing more to propose.
-  [[nodiscard]] virtual std::vector<config> propose(std::size_t n, const search_context& context) = 0;
+  [[nodiscard]] virtual std::vector<config> propose(std::size_t n,
+                                                    const search_context& context) = 0;
 
   /// Every finished trial of the study, whoever proposed it, in the order the
   /// study records them (proposal order within a batch).

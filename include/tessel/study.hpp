@@ -23,10 +23,14 @@ namespace tessel {
 class study_db;
 
 enum class termination : unsigned char {
-  evaluations, wall_time, cost_budget, target_reached, no_improvement,
-  space_exhausted,   ///< every valid config was evaluated
-  strategy_done,     ///< the strategy had nothing more to propose
-  negligible_gain,   ///< the best expected gain left fell below the threshold
+  evaluations,
+  wall_time,
+  cost_budget,
+  target_reached,
+  no_improvement,
+  space_exhausted,  ///< every valid config was evaluated
+  strategy_done,    ///< the strategy had nothing more to propose
+  negligible_gain,  ///< the best expected gain left fell below the threshold
   not_run,
 };
 [[nodiscard]] std::string_view to_string(termination t) noexcept;
@@ -74,30 +78,29 @@ class stop_condition {
 };
 
 namespace stop {
-stop_condition evaluations(std::size_t n);         ///< n trials finished
-stop_condition wall_seconds(double seconds);       ///< wall time since run() began
-stop_condition cost_seconds(double seconds);       ///< summed evaluation cost
-stop_condition target(double objective);           ///< best <= objective
-stop_condition no_improvement(std::size_t n);      ///< n evaluations without a new best
+stop_condition evaluations(std::size_t n);     ///< n trials finished
+stop_condition wall_seconds(double seconds);   ///< wall time since run() began
+stop_condition cost_seconds(double seconds);   ///< summed evaluation cost
+stop_condition target(double objective);       ///< best <= objective
+stop_condition no_improvement(std::size_t n);  ///< n evaluations without a new best
 stop_condition never();
 }  // namespace stop
 
-
 struct summary {
   termination reason = termination::not_run;
-  std::string message;                    ///< the stop condition in words
+  std::string message;  ///< the stop condition in words
   std::optional<trial> best;
   std::size_t evaluations = 0;
-  std::size_t evaluations_to_best = 0;    ///< trials finished when the best was found
+  std::size_t evaluations_to_best = 0;  ///< trials finished when the best was found
   std::map<status, std::size_t> by_status;
   std::uint64_t seed = 0;
   std::string space_name, backend_name, strategy_name;
   std::size_t jobs_given = 0, jobs_used = 0;
-  double wall_s = 0;       ///< run() wall time
-  double propose_s = 0;    ///< inside strategy propose/observe
-  double evaluate_s = 0;   ///< waiting for backends (batches, wall)
-  double overhead_s = 0;   ///< the rest: bookkeeping, storage, observers
-  double cost_s = 0;       ///< summed measurement cost
+  double wall_s = 0;             ///< run() wall time
+  double propose_s = 0;          ///< inside strategy propose/observe
+  double evaluate_s = 0;         ///< waiting for backends (batches, wall)
+  double overhead_s = 0;         ///< the rest: bookkeeping, storage, observers
+  double cost_s = 0;             ///< summed measurement cost
   std::string best_config_text;  ///< "tile_m = 512, order = [k, m, n], ..."
 
   [[nodiscard]] std::string brief_report() const;  ///< one line

@@ -29,7 +29,8 @@ class surrogate {
   /// Whether it has seen enough to score (else the scheduler keeps proposal order).
   [[nodiscard]] virtual bool ready() const = 0;
   /// `incumbent`: the best ok objective so far, if any.
-  [[nodiscard]] virtual candidate_score score(const config& c, std::optional<double> incumbent) const = 0;
+  [[nodiscard]] virtual candidate_score score(const config& c,
+                                              std::optional<double> incumbent) const = 0;
 };
 
 /// A model of what evaluating a config costs, in seconds (compile + gate +

@@ -16,8 +16,8 @@
 namespace tessel {
 
 struct target {
-  std::string name;                               ///< e.g. "trn2"
-  std::string base;                               ///< the target it derives from, or ""
+  std::string name;  ///< e.g. "trn2"
+  std::string base;  ///< the target it derives from, or ""
   std::map<std::string, std::int64_t, std::less<>> constants;  ///< target.NAME values
 
   /// The constant `name`, or nullopt if the target has none of that name.

@@ -13,32 +13,32 @@ namespace tessel {
 
 /// Who proposed a config and what it cost them.
 struct provenance {
-  std::string source;     ///< a strategy name ("ga"), "agent", "user", "baseline", ...
-  double tokens = 0;      ///< agent tokens spent proposing it (0 for strategies)
-  std::string note;       ///< free text from the proposer (an agent's rationale)
+  std::string source;  ///< a strategy name ("ga"), "agent", "user", "baseline", ...
+  double tokens = 0;   ///< agent tokens spent proposing it (0 for strategies)
+  std::string note;    ///< free text from the proposer (an agent's rationale)
 };
 
 /// The scheduler's view of a candidate when it was chosen.
 struct prediction {
-  double mean = 0;            ///< predicted objective
-  double sigma = 0;           ///< its standard deviation
-  double p_feasible = 1;      ///< probability it passes compile and gate
-  double expected_gain = 0;   ///< expected improvement over the incumbent
-  double cost_s = 0;          ///< predicted evaluation cost, seconds
-  double utility = 0;         ///< expected gain per cost^alpha
+  double mean = 0;           ///< predicted objective
+  double sigma = 0;          ///< its standard deviation
+  double p_feasible = 1;     ///< probability it passes compile and gate
+  double expected_gain = 0;  ///< expected improvement over the incumbent
+  double cost_s = 0;         ///< predicted evaluation cost, seconds
+  double utility = 0;        ///< expected gain per cost^alpha
 };
 
 enum class trial_state : unsigned char { proposed, running, finished };
 
 struct trial {
-  std::uint64_t id = 0;          ///< 1-based, in proposal order
+  std::uint64_t id = 0;  ///< 1-based, in proposal order
   tessel::config config;
-  std::uint64_t key = 0;         ///< space::key(config)
+  std::uint64_t key = 0;  ///< space::key(config)
   tessel::provenance provenance;
   std::optional<tessel::prediction> prediction;
   trial_state state = trial_state::proposed;
-  tessel::measurement result;    ///< meaningful when state == finished
-  double proposed_at = 0;        ///< seconds since the study started
+  tessel::measurement result;  ///< meaningful when state == finished
+  double proposed_at = 0;      ///< seconds since the study started
   double finished_at = 0;
 };
 

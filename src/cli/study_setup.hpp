@@ -20,12 +20,12 @@ namespace tessel::cli {
 
 struct study_setup_options {
   space_options input;
-  std::string backend;                 ///< "replay:PATH", "command:CMD", "sim", ...; "" = none
+  std::string backend;  ///< "replay:PATH", "command:CMD", "sim", ...; "" = none
   std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
   std::string strategy = "auto";
   std::uint64_t seed = 0;
   std::size_t jobs = 0;
-  std::string db;                      ///< "" = <space>.tessel.db
+  std::string db;  ///< "" = <space>.tessel.db
   bool resume = false;
   bool no_db = false;
   bool baseline = true;
@@ -42,7 +42,7 @@ struct study_setup {
   std::shared_ptr<tessel::backend> backend;
   std::shared_ptr<study_db> db;  ///< null with --no-db
   std::unique_ptr<tessel::study> study;
-  bool evaluates = true;         ///< false: no backend given (the caller tells results)
+  bool evaluates = true;  ///< false: no backend given (the caller tells results)
 };
 
 /// Builds everything; throws tessel::error with a message a person can act

@@ -25,9 +25,7 @@ void build_encoding(space::impl& s) {
   for (std::size_t p = 0; p < s.def.parameters.size(); ++p) {
     const auto& param = s.def.parameters[p];
     switch (param.dom.kind) {
-      case param_kind::integer:
-        s.encoding.push_back({kind::numeric, p, 0, 0, param.name});
-        break;
+      case param_kind::integer: s.encoding.push_back({kind::numeric, p, 0, 0, param.name}); break;
       case param_kind::boolean:
       case param_kind::symbol:
         s.encoding.push_back({kind::categorical, p, param.dom.size(), 0, param.name});

@@ -59,11 +59,12 @@ opcode opcode_of(expr_op op) {
 
 std::size_t arity(expr_op op) {
   switch (op) {
-    case expr_op::negate: case expr_op::logical_not: case expr_op::log2:
-    case expr_op::pow2: case expr_op::is_pow2:
-      return 1;
-    default:
-      return 2;
+    case expr_op::negate:
+    case expr_op::logical_not:
+    case expr_op::log2:
+    case expr_op::pow2:
+    case expr_op::is_pow2: return 1;
+    default: return 2;
   }
 }
 
@@ -83,7 +84,8 @@ std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
 
 evaluator::evaluator(const space::definition& def) : def_(&def), perms_(def.parameters.size()) {
   for (std::size_t i = 0; i < def.parameters.size(); ++i)
-    if (def.parameters[i].dom.kind == param_kind::permutation) perms_[i] = make_table(def.parameters[i].dom);
+    if (def.parameters[i].dom.kind == param_kind::permutation)
+      perms_[i] = make_table(def.parameters[i].dom);
 }
 
 program evaluator::compile(const expr& e) const {
@@ -101,17 +103,17 @@ void evaluator::emit(const expr& e, program& p, std::size_t depth) const {
   auto param_of = [&](const expr& operand) -> std::size_t {
     if (!operand || operand->op != expr_op::param) malformed("permutation query needs a parameter");
     const auto index = static_cast<std::size_t>(operand->value);
-    if (index >= perms_.size() || perms_[index].n == 0) malformed("permutation query on a non-permutation");
+    if (index >= perms_.size() || perms_[index].n == 0)
+      malformed("permutation query on a non-permutation");
     p.inputs.push_back(index);
     return index;
   };
   switch (e->op) {
-    case expr_op::literal:
-      push({opcode::push, 0, e->value, 0});
-      return;
+    case expr_op::literal: push({opcode::push, 0, e->value, 0}); return;
     case expr_op::param: {
       const auto index = static_cast<std::size_t>(e->value);
-      if (e->value < 0 || index >= def_->parameters.size()) malformed("parameter index out of range");
+      if (e->value < 0 || index >= def_->parameters.size())
+        malformed("parameter index out of range");
       p.inputs.push_back(index);
       push({opcode::load, static_cast<std::int32_t>(index), 0, 0});
       return;
@@ -162,9 +164,11 @@ void evaluator::emit(const expr& e, program& p, std::size_t depth) const {
       const bool is_before = e->op == expr_op::before;
       const std::int64_t first = is_before ? (e->set.size() == 2 ? e->set[0] : -1) : e->value;
       const std::int64_t second = is_before ? (e->set.size() == 2 ? e->set[1] : -1) : 0;
-      if (first < 0 || first >= n || second < 0 || second >= n) malformed("permutation element out of range");
+      if (first < 0 || first >= n || second < 0 || second >= n)
+        malformed("permutation element out of range");
       push({opcode::load, static_cast<std::int32_t>(index), 0, 0});
-      push({is_before ? opcode::before : opcode::position, static_cast<std::int32_t>(index), first, second});
+      push({is_before ? opcode::before : opcode::position, static_cast<std::int32_t>(index), first,
+            second});
       return;
     }
     case expr_op::element_at: {
@@ -245,16 +249,23 @@ std::optional<std::int64_t> evaluator::run(const program& p, const std::int64_t*
         const std::int64_t at = stack[--top];
         std::int64_t& rank = stack[top - 1];
         if (at < 0 || at >= static_cast<std::int64_t>(t.n)) return std::nullopt;
-        rank = t.element_ids[t.elements[static_cast<std::size_t>(rank) * t.n + static_cast<std::size_t>(at)]];
+        rank = t.element_ids[t.elements[static_cast<std::size_t>(rank) * t.n +
+                                        static_cast<std::size_t>(at)]];
         break;
       }
       default: {  // binary operators: b on top, a below
         const std::int64_t b = stack[--top];
         std::int64_t& a = stack[top - 1];
         switch (in.op) {
-          case opcode::add: if (__builtin_add_overflow(a, b, &a)) return std::nullopt; break;
-          case opcode::subtract: if (__builtin_sub_overflow(a, b, &a)) return std::nullopt; break;
-          case opcode::multiply: if (__builtin_mul_overflow(a, b, &a)) return std::nullopt; break;
+          case opcode::add:
+            if (__builtin_add_overflow(a, b, &a)) return std::nullopt;
+            break;
+          case opcode::subtract:
+            if (__builtin_sub_overflow(a, b, &a)) return std::nullopt;
+            break;
+          case opcode::multiply:
+            if (__builtin_mul_overflow(a, b, &a)) return std::nullopt;
+            break;
           case opcode::divide:
             if (b == 0 || (b == -1 && a == INT64_MIN)) return std::nullopt;
             a = floor_div(a, b);

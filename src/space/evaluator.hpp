@@ -11,19 +11,42 @@
 namespace tessel::detail {
 
 enum class opcode : std::uint8_t {
-  push, load, negate, logical_not, to_bool,
-  add, subtract, multiply, divide, modulo,
-  equal, not_equal, less, less_equal, greater, greater_equal,
-  min, max, ceil_div, log2, pow2, is_pow2,
-  in_set, position, before, element_at,
-  jump_if_false, jump_if_true, pop,
+  push,
+  load,
+  negate,
+  logical_not,
+  to_bool,
+  add,
+  subtract,
+  multiply,
+  divide,
+  modulo,
+  equal,
+  not_equal,
+  less,
+  less_equal,
+  greater,
+  greater_equal,
+  min,
+  max,
+  ceil_div,
+  log2,
+  pow2,
+  is_pow2,
+  in_set,
+  position,
+  before,
+  element_at,
+  jump_if_false,
+  jump_if_true,
+  pop,
 };
 
 struct instruction {
   opcode op = opcode::push;
-  std::int32_t a = 0;      ///< parameter index, set index or jump target
-  std::int64_t imm = 0;    ///< literal, element index
-  std::int64_t imm2 = 0;   ///< second element index (before)
+  std::int32_t a = 0;     ///< parameter index, set index or jump target
+  std::int64_t imm = 0;   ///< literal, element index
+  std::int64_t imm2 = 0;  ///< second element index (before)
 };
 
 /// A compiled expression: straight-line code with forward jumps for the

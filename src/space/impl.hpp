@@ -18,8 +18,8 @@ struct tree_node {
   std::uint32_t index = 0;        ///< domain index (config::inactive for an inactive parameter)
   std::uint32_t first_child = 0;  ///< into the next level
   std::uint32_t child_count = 0;
-  std::uint64_t count = 0;        ///< valid completions below (1 at the last level)
-  std::uint64_t rank_begin = 0;   ///< sum of the counts of earlier siblings
+  std::uint64_t count = 0;       ///< valid completions below (1 at the last level)
+  std::uint64_t rank_begin = 0;  ///< sum of the counts of earlier siblings
 };
 
 /// A check that becomes decidable at one level of a group.
@@ -45,11 +45,12 @@ struct space::impl {
 
   definition def;
   detail::evaluator eval;
-  std::vector<detail::program> constraints;     ///< per constraint
+  std::vector<detail::program> constraints;           ///< per constraint
   std::vector<std::optional<detail::program>> whens;  ///< per parameter
-  std::vector<std::vector<std::size_t>> dependents;   ///< per parameter: conditional params whose `when` reads it
+  std::vector<std::vector<std::size_t>>
+      dependents;  ///< per parameter: conditional params whose `when` reads it
   std::vector<detail::group_tree> groups;
-  std::vector<std::size_t> group_of;            ///< per parameter
+  std::vector<std::size_t> group_of;  ///< per parameter
   std::vector<constraint_stat> stats;
   std::vector<group_info> infos;
   std::vector<encoded_dimension> encoding;

@@ -77,7 +77,8 @@ config::index_type from_json_value(const parameter& p, const json& v) {
 
 std::string space::to_json(const config& c) const {
   json out = json::object();
-  for (std::size_t p = 0; p < size(); ++p) out[parameters()[p].name] = to_json_value(parameters()[p], c[p]);
+  for (std::size_t p = 0; p < size(); ++p)
+    out[parameters()[p].name] = to_json_value(parameters()[p], c[p]);
   return out.dump();
 }
 

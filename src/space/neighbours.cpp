@@ -61,7 +61,8 @@ std::vector<config> space::neighbours(const config& c) const {
         if (s.valid(next, nullptr)) out.push_back(std::move(next));
         continue;
       }
-      if (auto repaired = s.repair_conditionals(std::move(next))) out.push_back(std::move(*repaired));
+      if (auto repaired = s.repair_conditionals(std::move(next)))
+        out.push_back(std::move(*repaired));
     }
   }
   return out;

@@ -36,21 +36,27 @@ void check_domain(const parameter& p) {
     case param_kind::integer:
       if (!std::is_sorted(d.values.begin(), d.values.end()) ||
           std::adjacent_find(d.values.begin(), d.values.end()) != d.values.end())
-        definition_error(where + ": integer values must be sorted ascending without duplicates", p.line);
+        definition_error(where + ": integer values must be sorted ascending without duplicates",
+                         p.line);
       break;
     case param_kind::boolean:
-      if (d.values != std::vector<std::int64_t>{0, 1}) definition_error(where + ": boolean values must be {0, 1}", p.line);
+      if (d.values != std::vector<std::int64_t>{0, 1})
+        definition_error(where + ": boolean values must be {0, 1}", p.line);
       break;
     case param_kind::symbol:
-      if (d.labels.size() != d.values.size()) definition_error(where + ": one label per symbol value", p.line);
+      if (d.labels.size() != d.values.size())
+        definition_error(where + ": one label per symbol value", p.line);
       break;
     case param_kind::permutation:
-      if (d.labels.size() > 8 || d.labels.empty()) definition_error(where + ": permutations have 1 to 8 elements", p.line);
+      if (d.labels.size() > 8 || d.labels.empty())
+        definition_error(where + ": permutations have 1 to 8 elements", p.line);
       if (d.values.size() != factorial(d.labels.size()) || d.element_ids.size() != d.labels.size())
-        definition_error(where + ": a permutation domain holds every order of its elements", p.line);
+        definition_error(where + ": a permutation domain holds every order of its elements",
+                         p.line);
       break;
   }
-  if (p.default_index && *p.default_index >= d.size()) definition_error(where + ": default out of domain", p.line);
+  if (p.default_index && *p.default_index >= d.size())
+    definition_error(where + ": default out of domain", p.line);
 }
 
 void check_lets(const space::definition& def) {
@@ -58,8 +64,9 @@ void check_lets(const space::definition& def) {
   std::function<void(const expr&, std::size_t)> walk = [&](const expr& e, std::size_t self) {
     if (!e) return;
     if (e->op == expr_op::let && static_cast<std::size_t>(e->value) >= self)
-      definition_error("let '" + def.lets[self].name + "' reads a let that is not defined before it",
-                       def.lets[self].line);
+      definition_error(
+          "let '" + def.lets[self].name + "' reads a let that is not defined before it",
+          def.lets[self].line);
     for (const auto& a : e->args) walk(a, self);
   };
   for (std::size_t i = 0; i < def.lets.size(); ++i) walk(def.lets[i].value, i);
@@ -69,7 +76,8 @@ void check_definition(const space::definition& def) {
   std::set<std::string, std::less<>> names;
   for (const auto& p : def.parameters) {
     if (p.name.empty()) definition_error("a parameter has no name", p.line);
-    if (!names.insert(p.name).second) definition_error("duplicate parameter '" + p.name + "'", p.line);
+    if (!names.insert(p.name).second)
+      definition_error("duplicate parameter '" + p.name + "'", p.line);
     check_domain(p);
   }
   check_lets(def);
@@ -145,7 +153,9 @@ space::space(definition def) {
     if (!when) continue;
     s->whens[p] = s->eval.compile(when);
     for (auto input : s->whens[p]->inputs) {
-      if (input == p) definition_error("the 'when' of parameter '" + s->def.parameters[p].name + "' reads itself");
+      if (input == p)
+        definition_error("the 'when' of parameter '" + s->def.parameters[p].name +
+                         "' reads itself");
       s->dependents[input].push_back(p);
     }
   }
@@ -167,7 +177,9 @@ std::optional<std::size_t> space::parameter_index(std::string_view name) const {
 std::uint64_t space::count() const noexcept { return impl_->count; }
 std::optional<std::uint64_t> space::cartesian_size() const noexcept { return impl_->cartesian; }
 double space::log10_cartesian_size() const noexcept { return impl_->log10_cartesian; }
-const std::vector<constraint_stat>& space::constraint_stats() const noexcept { return impl_->stats; }
+const std::vector<constraint_stat>& space::constraint_stats() const noexcept {
+  return impl_->stats;
+}
 const std::vector<group_info>& space::groups() const noexcept { return impl_->infos; }
 const std::vector<encoded_dimension>& space::encoding() const noexcept { return impl_->encoding; }
 
@@ -176,7 +188,8 @@ const std::vector<encoded_dimension>& space::encoding() const noexcept { return 
 std::vector<std::int64_t> space::impl::values_of(const config& c) const {
   std::vector<std::int64_t> values(def.parameters.size(), 0);
   for (std::size_t p = 0; p < values.size() && p < c.size(); ++p)
-    if (c[p] != config::inactive && c[p] < def.parameters[p].dom.size()) values[p] = def.parameters[p].dom.values[c[p]];
+    if (c[p] != config::inactive && c[p] < def.parameters[p].dom.size())
+      values[p] = def.parameters[p].dom.values[c[p]];
   return values;
 }
 
@@ -204,15 +217,17 @@ bool space::impl::valid(const config& c, std::string* why) const {
     if (!whens[p]) continue;
     const bool on = active(p, values.data());
     if (on == (c[p] == config::inactive))
-      return fail(def.parameters[p].name + (on ? " must be set: its 'when' condition holds"
-                                               : " must be inactive: its 'when' condition is false"));
+      return fail(def.parameters[p].name +
+                  (on ? " must be set: its 'when' condition holds"
+                      : " must be inactive: its 'when' condition is false"));
   }
   for (std::size_t i = 0; i < constraints.size(); ++i) {
     const auto v = eval.run(constraints[i], values.data());
     if (v && *v != 0) continue;
     const auto& con = def.constraints[i];
     std::string reason = con.message.empty() ? "" : con.message + ": ";
-    return fail(reason + "violates '" + con.text + "'" + (v ? "" : " (evaluation failed: division by zero or overflow)"));
+    return fail(reason + "violates '" + con.text + "'" +
+                (v ? "" : " (evaluation failed: division by zero or overflow)"));
   }
   return true;
 }
@@ -227,7 +242,9 @@ std::string space::why_invalid(const config& c) const {
 // --- ranks, sampling, enumeration -------------------------------------------------
 
 config space::at(std::uint64_t rank) const {
-  if (rank >= count()) throw error("space::at: rank " + std::to_string(rank) + " is not below count() = " + std::to_string(count()));
+  if (rank >= count())
+    throw error("space::at: rank " + std::to_string(rank) +
+                " is not below count() = " + std::to_string(count()));
   return impl_->unrank(rank);
 }
 
@@ -284,7 +301,8 @@ std::int64_t space::integer(const config& c, std::string_view parameter) const {
   const auto v = value_of(c, parameter);
   if (v.kind != param_kind::integer && v.kind != param_kind::boolean)
     throw error("parameter '" + std::string(parameter) + "' is not an integer or boolean");
-  if (!v.active) throw error("parameter '" + std::string(parameter) + "' is inactive in this config");
+  if (!v.active)
+    throw error("parameter '" + std::string(parameter) + "' is inactive in this config");
   return v.integer;
 }
 
@@ -303,7 +321,8 @@ std::optional<std::int64_t> space::evaluate(const config& c, std::string_view na
 
 std::optional<config> space::default_config() const {
   config c(std::vector<config::index_type>(size(), 0));
-  for (std::size_t p = 0; p < size(); ++p) c[p] = static_cast<config::index_type>(parameters()[p].default_index.value_or(0));
+  for (std::size_t p = 0; p < size(); ++p)
+    c[p] = static_cast<config::index_type>(parameters()[p].default_index.value_or(0));
   // Conditional parameters follow their conditions, in declaration order.
   for (std::size_t p = 0; p < size(); ++p) {
     if (!impl_->whens[p]) continue;

@@ -47,7 +47,10 @@ std::vector<std::size_t> union_groups(const space::impl& s) {
 class tree_builder {
  public:
   tree_builder(space::impl& s, group_tree& g, std::vector<std::uint64_t>& rejected)
-      : s_(s), g_(g), rejected_(rejected), values_(s.def.parameters.size(), 0),
+      : s_(s),
+        g_(g),
+        rejected_(rejected),
+        values_(s.def.parameters.size(), 0),
         suffix_(g.params.size() + 1, 1) {
     for (std::size_t l = g.params.size(); l-- > 0;)
       suffix_[l] = saturating_mul(suffix_[l + 1], cartesian_of(s.def.parameters[g.params[l]]));
@@ -81,7 +84,8 @@ class tree_builder {
       nodes.push_back({index, 0, 0, 0, 0});
     }
     const auto end = nodes.size();
-    if (end > begin) deepest_ = std::max<std::ptrdiff_t>(deepest_, static_cast<std::ptrdiff_t>(level));
+    if (end > begin)
+      deepest_ = std::max<std::ptrdiff_t>(deepest_, static_cast<std::ptrdiff_t>(level));
     std::uint64_t sum = 0;
     for (auto n = begin; n < end; ++n) {
       bind(param, raw_[level][n].index);
@@ -89,7 +93,8 @@ class tree_builder {
       if (level + 1 < g_.params.size()) {
         raw_[level][n].first_child = static_cast<std::uint32_t>(raw_[level + 1].size());
         count = grow(level + 1);
-        raw_[level][n].child_count = static_cast<std::uint32_t>(raw_[level + 1].size()) - raw_[level][n].first_child;
+        raw_[level][n].child_count =
+            static_cast<std::uint32_t>(raw_[level + 1].size()) - raw_[level][n].first_child;
       }
       raw_[level][n].count = count;
       sum += count;
@@ -119,8 +124,8 @@ class tree_builder {
   }
 
   // Copies the non-empty subtrees of raw_[level][first, first+n) into g_.levels.
-  std::pair<std::uint32_t, std::uint32_t> compact(std::size_t level, std::uint32_t first, std::uint32_t n,
-                                                  std::uint64_t& total) {
+  std::pair<std::uint32_t, std::uint32_t> compact(std::size_t level, std::uint32_t first,
+                                                  std::uint32_t n, std::uint64_t& total) {
     auto& out = g_.levels[level];
     const auto begin = static_cast<std::uint32_t>(out.size());
     std::vector<std::uint32_t> kept;
@@ -135,7 +140,8 @@ class tree_builder {
       const auto& node = raw_[level][kept[k]];
       if (level + 1 == g_.params.size()) continue;
       std::uint64_t below = 0;
-      const auto [child_begin, child_n] = compact(level + 1, node.first_child, node.child_count, below);
+      const auto [child_begin, child_n] =
+          compact(level + 1, node.first_child, node.child_count, below);
       g_.levels[level][begin + k].first_child = child_begin;
       g_.levels[level][begin + k].child_count = child_n;
     }
@@ -166,10 +172,12 @@ class tree_builder {
 
 /// The position of `param` in `g.params`.
 std::size_t level_of(const group_tree& g, std::size_t param) {
-  return static_cast<std::size_t>(std::find(g.params.begin(), g.params.end(), param) - g.params.begin());
+  return static_cast<std::size_t>(std::find(g.params.begin(), g.params.end(), param) -
+                                  g.params.begin());
 }
 
-std::size_t attach_level(const group_tree& g, const std::vector<std::size_t>& inputs, std::size_t floor) {
+std::size_t attach_level(const group_tree& g, const std::vector<std::size_t>& inputs,
+                         std::size_t floor) {
   std::size_t level = floor;
   for (auto i : inputs) level = std::max(level, level_of(g, i));
   return level;
@@ -197,7 +205,8 @@ std::vector<group_tree> make_groups(const space::impl& s) {
   for (std::size_t p = 0; p < s.whens.size(); ++p) {
     if (!s.whens[p]) continue;
     auto& g = groups[group_of_root[root[p]]];
-    g.checks[attach_level(g, s.whens[p]->inputs, level_of(g, p))].push_back({level_check::kind::activity, p});
+    g.checks[attach_level(g, s.whens[p]->inputs, level_of(g, p))].push_back(
+        {level_check::kind::activity, p});
   }
   return groups;
 }
@@ -217,7 +226,9 @@ std::string describe(const space::impl& s, std::size_t c) {
   if (level < g.checks.size()) {
     for (const auto& check : g.checks[level]) {
       if (check.type == level_check::kind::activity) {
-        if (culprit.empty()) culprit = "the 'when' condition of parameter '" + s.def.parameters[check.index].name + "'";
+        if (culprit.empty())
+          culprit =
+              "the 'when' condition of parameter '" + s.def.parameters[check.index].name + "'";
         continue;
       }
       if (!worst || rejected[check.index] > rejected[*worst]) worst = check.index;
@@ -239,9 +250,9 @@ void check_constant_constraints(const space::impl& s, std::uint64_t cartesian) {
     if (!s.constraints[c].inputs.empty()) continue;
     const auto v = s.eval.run(s.constraints[c], nullptr);
     if (v && *v != 0) continue;
-    throw empty_space_error("space '" + s.def.name + "' has no valid config: constraint " + describe(s, c) +
-                                " is false whatever the parameters (" + std::to_string(cartesian) +
-                                " configs rejected)",
+    throw empty_space_error("space '" + s.def.name + "' has no valid config: constraint " +
+                                describe(s, c) + " is false whatever the parameters (" +
+                                std::to_string(cartesian) + " configs rejected)",
                             s.def.constraints[c].text, cartesian);
   }
 }
@@ -296,7 +307,8 @@ void build_trees(space::impl& s) {
       std::uint64_t factor = s.groups[other].count;
       if (other > gi) {
         factor = 1;
-        for (auto p : s.groups[other].params) factor = saturating_mul(factor, cartesian_of(params[p]));
+        for (auto p : s.groups[other].params)
+          factor = saturating_mul(factor, cartesian_of(params[p]));
       }
       scale[gi] = saturating_mul(scale[gi], factor);
     }
@@ -321,8 +333,9 @@ config space::impl::unrank(std::uint64_t rank) const {
     auto n = static_cast<std::uint32_t>(g.levels.empty() ? 0 : g.levels[0].size());
     for (std::size_t level = 0; level < g.levels.size(); ++level) {
       const auto* begin = g.levels[level].data() + first;
-      const auto* it = std::upper_bound(begin, begin + n, r,
-                                        [](std::uint64_t v, const detail::tree_node& node) { return v < node.rank_begin; });
+      const auto* it = std::upper_bound(
+          begin, begin + n, r,
+          [](std::uint64_t v, const detail::tree_node& node) { return v < node.rank_begin; });
       const auto& node = *(it - 1);
       r -= node.rank_begin;
       c[g.params[level]] = node.index;
@@ -343,8 +356,9 @@ std::optional<std::uint64_t> space::impl::rank_of(const config& c) const {
     for (std::size_t level = 0; level < g.levels.size(); ++level) {
       const auto* begin = g.levels[level].data() + first;
       const auto want = c[g.params[level]];
-      const auto* it = std::lower_bound(begin, begin + n, want,
-                                        [](const detail::tree_node& node, std::uint32_t v) { return node.index < v; });
+      const auto* it = std::lower_bound(
+          begin, begin + n, want,
+          [](const detail::tree_node& node, std::uint32_t v) { return node.index < v; });
       if (it == begin + n || it->index != want) return std::nullopt;
       r += it->rank_begin;
       first = it->first_child;

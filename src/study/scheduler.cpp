@@ -21,7 +21,8 @@ struct candidate {
 double study::state::cost_alpha() const {
   const std::size_t budget = options_.budget_hint ? options_.budget_hint : budget_evaluations;
   if (budget == 0) return options_.cost_alpha_start;
-  const double spent = std::min(1.0, static_cast<double>(progress_.evaluations) / static_cast<double>(budget));
+  const double spent =
+      std::min(1.0, static_cast<double>(progress_.evaluations) / static_cast<double>(budget));
   return options_.cost_alpha_start + (options_.cost_alpha_end - options_.cost_alpha_start) * spent;
 }
 
@@ -43,15 +44,19 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   auto score = [&](const config& c) {
     const auto cs = options_.surrogate->score(c, progress_.best);
     const double estimate = backend_->estimated_cost(space_, c);
-    const double cost = std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
-    return prediction{cs.mean, cs.sigma, cs.p_feasible, cs.expected_gain, cost,
-                      cs.expected_gain / std::pow(cost, alpha)};
+    const double cost =
+        std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
+    return prediction{cs.mean,          cs.sigma, cs.p_feasible,
+                      cs.expected_gain, cost,     cs.expected_gain / std::pow(cost, alpha)};
   };
   std::vector<candidate> candidates;
   for (auto index : queue) candidates.push_back({index, 0, score(trials[index].config)});
-  for (std::size_t i = 0; i < pool.size(); ++i) candidates.push_back({std::nullopt, i, score(pool[i].first)});
+  for (std::size_t i = 0; i < pool.size(); ++i)
+    candidates.push_back({std::nullopt, i, score(pool[i].first)});
   std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const candidate& a, const candidate& b) { return a.predicted.utility > b.predicted.utility; });
+                   [](const candidate& a, const candidate& b) {
+                     return a.predicted.utility > b.predicted.utility;
+                   });
 
   if (options_.min_gain_fraction > 0 && progress_.best && !candidates.empty()) {
     double best_gain = 0;

@@ -20,7 +20,9 @@ struct study::state final : search_context {
   [[nodiscard]] bool known(std::uint64_t key) const override {
     return by_key.count(key) != 0 || pool_keys.count(key) != 0;
   }
-  [[nodiscard]] const trial* best() const override { return best_index ? &trials[*best_index] : nullptr; }
+  [[nodiscard]] const trial* best() const override {
+    return best_index ? &trials[*best_index] : nullptr;
+  }
   [[nodiscard]] std::size_t finished() const override { return progress_.evaluations; }
 
   /// Seconds since the study was made.
@@ -49,13 +51,14 @@ struct study::state final : search_context {
   std::shared_ptr<study_db> db_;
   std::vector<std::shared_ptr<observer>> observers;
 
-  std::vector<trial> trials;                          ///< by id - 1
+  std::vector<trial> trials;  ///< by id - 1
   std::unordered_map<std::uint64_t, std::size_t> by_key;
-  std::deque<std::size_t> queue;                      ///< proposed, not yet asked
-  std::vector<std::pair<config, std::string>> pool;   ///< scored, not chosen strategy proposals (and who made them)
+  std::deque<std::size_t> queue;  ///< proposed, not yet asked
+  std::vector<std::pair<config, std::string>>
+      pool;  ///< scored, not chosen strategy proposals (and who made them)
   std::unordered_set<std::uint64_t> pool_keys;
-  std::size_t budget_evaluations = 0;                 ///< from run()'s stop condition
-  bool negligible = false;                            ///< the early-stop test fired
+  std::size_t budget_evaluations = 0;  ///< from run()'s stop condition
+  bool negligible = false;             ///< the early-stop test fired
   std::optional<std::size_t> best_index;
   progress progress_;
   std::map<status, std::size_t> by_status;

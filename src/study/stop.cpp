@@ -8,7 +8,8 @@
 
 namespace tessel {
 
-stop_condition::stop_condition(std::function<bool(const progress&)> test, std::string reason, termination kind,
+stop_condition::stop_condition(std::function<bool(const progress&)> test, std::string reason,
+                               termination kind,
                                std::function<std::optional<std::size_t>(const progress&)> budget)
     : test_(std::move(test)), reason_(std::move(reason)), kind_(kind), budget_(std::move(budget)) {
   if (!test_) throw error("stop_condition: the test must be callable");
@@ -16,8 +17,10 @@ stop_condition::stop_condition(std::function<bool(const progress&)> test, std::s
 
 bool stop_condition::operator()(const progress& p) const {
   switch (combine_) {
-    case combine::any: return std::any_of(parts_.begin(), parts_.end(), [&](const auto& c) { return c(p); });
-    case combine::all: return std::all_of(parts_.begin(), parts_.end(), [&](const auto& c) { return c(p); });
+    case combine::any:
+      return std::any_of(parts_.begin(), parts_.end(), [&](const auto& c) { return c(p); });
+    case combine::all:
+      return std::all_of(parts_.begin(), parts_.end(), [&](const auto& c) { return c(p); });
     case combine::leaf: break;
   }
   return test_(p);
@@ -74,9 +77,11 @@ stop_condition operator&&(stop_condition a, stop_condition b) {
 namespace stop {
 
 stop_condition evaluations(std::size_t n) {
-  return {[n](const progress& p) { return p.evaluations >= n; }, fmt::format("{} evaluations done", n),
-          termination::evaluations,
-          [n](const progress& p) { return std::optional<std::size_t>(n > p.evaluations ? n - p.evaluations : 0); }};
+  return {[n](const progress& p) { return p.evaluations >= n; },
+          fmt::format("{} evaluations done", n), termination::evaluations,
+          [n](const progress& p) {
+            return std::optional<std::size_t>(n > p.evaluations ? n - p.evaluations : 0);
+          }};
 }
 
 stop_condition wall_seconds(double seconds) {

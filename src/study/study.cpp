@@ -15,7 +15,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
 
 std::string space_hash(const space& s) {
   // FNV-1a over the source and the resolved constants (so --set changes it).
@@ -37,13 +39,20 @@ void study_options::validate() const {
   if (pool_factor == 0) throw options_error("study::options::pool_factor: must be at least 1");
   if (!(cost_alpha_start >= 0) || !(cost_alpha_end >= 0))
     throw options_error("study::options::cost_alpha_start/end: must be >= 0");
-  if (!(min_gain_fraction >= 0)) throw options_error("study::options::min_gain_fraction: must be >= 0");
-  if (jobs > 4096) throw options_error(fmt::format("study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
+  if (!(min_gain_fraction >= 0))
+    throw options_error("study::options::min_gain_fraction: must be >= 0");
+  if (jobs > 4096)
+    throw options_error(fmt::format(
+        "study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
 }
 
-study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
-                    std::shared_ptr<study_db> d)
-    : space_(std::move(s)), backend_(std::move(b)), strategy_(std::move(st)), options_(o), db_(std::move(d)) {
+study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st,
+                    study_options o, std::shared_ptr<study_db> d)
+    : space_(std::move(s)),
+      backend_(std::move(b)),
+      strategy_(std::move(st)),
+      options_(o),
+      db_(std::move(d)) {
   if (!backend_) throw error("study: a backend is required");
   if (!strategy_) throw error("study: a strategy is required");
   options_.validate();
@@ -56,8 +65,9 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   record.target = space_.def().target.name;
   record.backend = backend_->name();
   record.strategy = strategy_->name();
-  record.options_json = fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}, "annotations": {}}})",
-                                    options_.seed, options_.jobs, options_.evaluate_baseline, options_.annotations);
+  record.options_json =
+      fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}, "annotations": {}}})",
+                  options_.seed, options_.jobs, options_.evaluate_baseline, options_.annotations);
   record.seed = options_.seed;
   db_->begin(record);
   resume();
@@ -129,7 +139,9 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
 
 void study::state::resume() {
   for (auto& t : db_->load(space_)) {
-    if (t.id != trials.size() + 1) throw error(fmt::format("study file {}: trial ids are not contiguous at {}", db_->path().string(), t.id));
+    if (t.id != trials.size() + 1)
+      throw error(fmt::format("study file {}: trial ids are not contiguous at {}",
+                              db_->path().string(), t.id));
     const bool done = t.state == trial_state::finished;
     const auto result = t.result;
     t.state = trial_state::proposed;
@@ -148,7 +160,8 @@ void study::state::resume() {
 
 study::study(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, options o,
              std::shared_ptr<study_db> db)
-    : state_(std::make_unique<state>(std::move(s), std::move(b), std::move(st), o, std::move(db))) {}
+    : state_(std::make_unique<state>(std::move(s), std::move(b), std::move(st), o, std::move(db))) {
+}
 study::~study() = default;
 study::study(study&&) noexcept = default;
 study& study::operator=(study&&) noexcept = default;
@@ -185,9 +198,11 @@ std::vector<suggestion> study::ask(std::size_t n) {
 
 const trial& study::tell(std::uint64_t trial_id, const measurement& m) {
   auto& s = *state_;
-  if (trial_id == 0 || trial_id > s.trials.size()) throw error(fmt::format("tell: unknown trial id {}", trial_id));
+  if (trial_id == 0 || trial_id > s.trials.size())
+    throw error(fmt::format("tell: unknown trial id {}", trial_id));
   const auto index = trial_id - 1;
-  if (s.trials[index].state == trial_state::finished) throw error(fmt::format("tell: trial {} is already finished", trial_id));
+  if (s.trials[index].state == trial_state::finished)
+    throw error(fmt::format("tell: trial {} is already finished", trial_id));
   if (s.trials[index].state == trial_state::proposed)
     throw error(fmt::format("tell: trial {} was queued but not asked for yet", trial_id));
   return s.finish(index, m);
@@ -195,7 +210,8 @@ const trial& study::tell(std::uint64_t trial_id, const measurement& m) {
 
 std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) {
   auto& s = *state_;
-  if (const auto why = s.space_.why_invalid(c); !why.empty()) throw error("enqueue: config is not valid: " + why);
+  if (const auto why = s.space_.why_invalid(c); !why.empty())
+    throw error("enqueue: config is not valid: " + why);
   if (s.known(s.space_.key(c))) return std::nullopt;
   const auto index = s.add_trial(c, std::move(source));
   s.queue.push_back(index);
@@ -204,7 +220,8 @@ std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) 
 
 const trial& study::evaluate(const config& c, provenance source) {
   auto& s = *state_;
-  if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end() && s.trials[it->second].state == trial_state::finished)
+  if (const auto it = s.by_key.find(s.space_.key(c));
+      it != s.by_key.end() && s.trials[it->second].state == trial_state::finished)
     return s.trials[it->second];
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
@@ -215,7 +232,8 @@ const trial& study::evaluate(const config& c, provenance source) {
     index = it->second;
     std::erase(s.queue, index);
   } else {
-    if (const auto why = s.space_.why_invalid(c); !why.empty()) throw error("evaluate: config is not valid: " + why);
+    if (const auto why = s.space_.why_invalid(c); !why.empty())
+      throw error("evaluate: config is not valid: " + why);
     index = s.add_trial(c, std::move(source));
   }
   s.start(index);
@@ -239,10 +257,12 @@ summary study::run(const stop_condition& until) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
   }
-  const std::size_t jobs = s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
+  const std::size_t jobs =
+      s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
   s.jobs_used = jobs;
   tbb::task_arena arena(static_cast<int>(jobs));
-  if (const auto left = until.evaluations_left(s.progress_)) s.budget_evaluations = s.progress_.evaluations + *left;
+  if (const auto left = until.evaluations_left(s.progress_))
+    s.budget_evaluations = s.progress_.evaluations + *left;
   auto progress_now = [&] {
     auto p = s.progress_;
     p.wall_s = seconds_since(started);
@@ -255,18 +275,21 @@ summary study::run(const stop_condition& until) {
       break;
     }
     std::size_t batch_size = jobs;
-    if (const auto left = until.evaluations_left(progress_now())) batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
+    if (const auto left = until.evaluations_left(progress_now()))
+      batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
     const auto batch = ask(batch_size);
     if (batch.empty() && s.negligible) {
       s.last_reason = termination::negligible_gain;
-      s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent", s.options_.min_gain_fraction);
+      s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent",
+                                   s.options_.min_gain_fraction);
       break;
     }
     if (batch.empty()) {
       const bool exhausted = s.progress_.evaluations >= s.space_.count();
       s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
-      s.last_message = exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
-                                 : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
+      s.last_message =
+          exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
+                    : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
       break;
     }
     std::vector<measurement> results(batch.size());
@@ -277,10 +300,12 @@ summary study::run(const stop_condition& until) {
         try {
           results[i] = s.backend_->evaluate(s.space_, batch[i].config);
         } catch (const std::exception& e) {
-          results[i] = measurement::failure(status::runtime_error, std::string("backend threw: ") + e.what());
+          results[i] = measurement::failure(status::runtime_error,
+                                            std::string("backend threw: ") + e.what());
           errors[i] = std::current_exception();
         } catch (...) {
-          results[i] = measurement::failure(status::runtime_error, "backend threw a non-standard exception");
+          results[i] =
+              measurement::failure(status::runtime_error, "backend threw a non-standard exception");
           errors[i] = std::current_exception();
         }
       });

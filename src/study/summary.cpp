@@ -9,7 +9,8 @@ namespace {
 std::string config_text(const space& s, const config& c) {
   std::string text;
   for (std::size_t p = 0; p < s.size(); ++p)
-    text += fmt::format("{}{} = {}", p ? ", " : "", s.parameters()[p].name, s.value_of(c, p).to_string());
+    text += fmt::format("{}{} = {}", p ? ", " : "", s.parameters()[p].name,
+                        s.value_of(c, p).to_string());
   return text;
 }
 
@@ -39,17 +40,18 @@ summary study::state::make_summary() const {
 }
 
 std::string summary::brief_report() const {
-  std::string best_text = best ? fmt::format("best {:.6g} (trial {}, after {} evaluations)", best->result.objective,
-                                             best->id, evaluations_to_best)
+  std::string best_text = best ? fmt::format("best {:.6g} (trial {}, after {} evaluations)",
+                                             best->result.objective, best->id, evaluations_to_best)
                                : std::string("no successful evaluation");
-  return fmt::format("tessel: {}, {} evaluations, {}, {:.2f} s [{}]", to_string(reason), evaluations, best_text,
-                     wall_s, message);
+  return fmt::format("tessel: {}, {} evaluations, {}, {:.2f} s [{}]", to_string(reason),
+                     evaluations, best_text, wall_s, message);
 }
 
 std::string summary::full_report() const {
   std::string out = "tessel study report\n\n";
   out += fmt::format("{:<24}{:>16}{:>16}\n", "", "given", "used");
-  out += fmt::format("{:<24}{:>16}{:>16}\n", "jobs", jobs_given == 0 ? std::string("auto") : std::to_string(jobs_given), jobs_used);
+  out += fmt::format("{:<24}{:>16}{:>16}\n", "jobs",
+                     jobs_given == 0 ? std::string("auto") : std::to_string(jobs_given), jobs_used);
   out += fmt::format("{:<24}{:>16}{:>16}\n", "seed", seed, seed);
   out += fmt::format("{:<24}{:>32}\n", "space", space_name);
   out += fmt::format("{:<24}{:>32}\n", "backend", backend_name);
@@ -65,8 +67,8 @@ std::string summary::full_report() const {
   out += fmt::format("  {:<22}{:>10.3f}\n\n", "evaluation cost", cost_s);
   if (best) {
     out += fmt::format("best objective          {:.6g}\n", best->result.objective);
-    out += fmt::format("found at                trial {} ({} evaluations), proposed by {}\n", best->id,
-                       evaluations_to_best, best->provenance.source);
+    out += fmt::format("found at                trial {} ({} evaluations), proposed by {}\n",
+                       best->id, evaluations_to_best, best->provenance.source);
     out += fmt::format("best config             {}\n", best_config_text);
   } else {
     out += "no successful evaluation\n";

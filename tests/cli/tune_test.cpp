@@ -22,7 +22,8 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string replay_file = std::string(TESSEL_SHARED_DIR) + "/bench/convolution_RTX_3090.json.gz";
+const std::string replay_file =
+    std::string(TESSEL_SHARED_DIR) + "/bench/convolution_RTX_3090.json.gz";
 const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
 
 std::string temp_db(const std::string& name) {
@@ -66,7 +67,8 @@ TEST_CASE("tune on a replay file: the file is the space and the backend") {
 TEST_CASE("tune: the same seed gives the same trial sequence, also with --jobs 2") {
   for (const char* jobs : {"1", "2"}) {
     const auto a = temp_db(std::string("seq_a") + jobs), b = temp_db(std::string("seq_b") + jobs);
-    const std::string args = " --budget 40 --seed 11 --quiet --jobs " + std::string(jobs) + " --strategy auto";
+    const std::string args =
+        " --budget 40 --seed 11 --quiet --jobs " + std::string(jobs) + " --strategy auto";
     REQUIRE(tessel("tune '" + replay_file + "' --db '" + a + "'" + args).code == 0);
     REQUIRE(tessel("tune '" + replay_file + "' --db '" + b + "'" + args).code == 0);
     const auto first = sequence(a);
@@ -78,7 +80,8 @@ TEST_CASE("tune: the same seed gives the same trial sequence, also with --jobs 2
 
 TEST_CASE("tune with a command backend, then show and export") {
   const auto db = temp_db("command");
-  const auto r = tessel("tune fixtures/small.tsl " + bowl + " --budget 30 --seed 2 --db '" + db + "'");
+  const auto r =
+      tessel("tune fixtures/small.tsl " + bowl + " --budget 30 --seed 2 --db '" + db + "'");
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "30 evaluations done"));
   CHECK(contains(r.out, "best config"));
@@ -103,21 +106,25 @@ TEST_CASE("tune: bad options and a bad backend give clear errors") {
   const auto unknown = tessel("tune fixtures/small.tsl --backend warp:9 --no-db --budget 3");
   CHECK(unknown.code == 1);
   CHECK(contains(unknown.err, "warp"));
-  const auto strategy = tessel("tune fixtures/small.tsl " + bowl + " --strategy anealing --no-db --budget 3");
+  const auto strategy =
+      tessel("tune fixtures/small.tsl " + bowl + " --strategy anealing --no-db --budget 3");
   CHECK(strategy.code == 1);
   CHECK(contains(strategy.err, "did you mean 'annealing'"));
 }
 
 TEST_CASE("kill -9 at random moments loses no finished trial, and --resume completes the study") {
   const auto db = temp_db("killed");
-  const std::string args = "tune fixtures/small.tsl " + bowl + " --budget 40 --seed 5 --quiet --resume --db '" + db + "'";
-  std::map<std::uint64_t, std::string> finished;  // trial id -> config + objective, as seen before each kill
+  const std::string args = "tune fixtures/small.tsl " + bowl +
+                           " --budget 40 --seed 5 --quiet --resume --db '" + db + "'";
+  std::map<std::uint64_t, std::string>
+      finished;  // trial id -> config + objective, as seen before each kill
   for (int round = 0; round < 4; ++round) {
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
       ::setenv("BOWL_SLEEP", "0.05", 1);
-      const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" + TESSEL_CLI_PATH + "' " + args + " >/dev/null 2>&1";
+      const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" +
+                                  TESSEL_CLI_PATH + "' " + args + " >/dev/null 2>&1";
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -144,7 +151,8 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   std::set<std::string> configs;
   for (const auto& t : trials) {
     CHECK(t.value("state", "") == "finished");
-    final[t.at("id").get<std::uint64_t>()] = t.at("config").dump() + " " + t.at("result").at("objective").dump();
+    final[t.at("id").get<std::uint64_t>()] =
+        t.at("config").dump() + " " + t.at("result").at("objective").dump();
     configs.insert(t.at("config").dump());
   }
   CHECK(final.size() == 40);

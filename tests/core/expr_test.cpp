@@ -31,18 +31,23 @@ std::vector<std::int64_t> solutions(const std::function<expr(expr)>& make) {
 
 TEST_CASE("division floors and modulo takes the divisor's sign, as in Python") {
   // -7 // 2 == -4, 7 // -2 == -4, -7 % 3 == 2, 7 % -3 == -2
-  CHECK(solutions([](expr x) { return op(expr_op::equal, op(expr_op::divide, lit(-7), x), lit(-4)); }) ==
-        std::vector<std::int64_t>{2});
-  CHECK(solutions([](expr x) { return op(expr_op::equal, op(expr_op::modulo, lit(-7), x), lit(2)); }) ==
-        std::vector<std::int64_t>{3});
-  CHECK(solutions([](expr x) { return op(expr_op::equal, op(expr_op::modulo, lit(7), x), lit(-2)); }) ==
-        std::vector<std::int64_t>{-3});
-  CHECK(solutions([](expr x) { return op(expr_op::equal, make_op(expr_op::ceil_div, {lit(7), x}), lit(4)); }) ==
-        std::vector<std::int64_t>{2});
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, op(expr_op::divide, lit(-7), x), lit(-4));
+        }) == std::vector<std::int64_t>{2});
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, op(expr_op::modulo, lit(-7), x), lit(2));
+        }) == std::vector<std::int64_t>{3});
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, op(expr_op::modulo, lit(7), x), lit(-2));
+        }) == std::vector<std::int64_t>{-3});
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, make_op(expr_op::ceil_div, {lit(7), x}), lit(4));
+        }) == std::vector<std::int64_t>{2});
 }
 
 TEST_CASE("division by zero makes a config invalid, not the space") {
-  const auto valid = solutions([](expr x) { return op(expr_op::greater_equal, op(expr_op::divide, lit(6), x), lit(-100)); });
+  const auto valid = solutions(
+      [](expr x) { return op(expr_op::greater_equal, op(expr_op::divide, lit(6), x), lit(-100)); });
   CHECK(valid.size() == 12);
   CHECK(std::find(valid.begin(), valid.end(), 0) == valid.end());
 }
@@ -50,7 +55,8 @@ TEST_CASE("division by zero makes a config invalid, not the space") {
 TEST_CASE("and/or short-circuit past failing operands") {
   // x == 0 or 6 / x > 0: the division is never evaluated for x == 0.
   const auto valid = solutions([](expr x) {
-    return op(expr_op::logical_or, op(expr_op::equal, x, lit(0)), op(expr_op::greater, op(expr_op::divide, lit(6), x), lit(0)));
+    return op(expr_op::logical_or, op(expr_op::equal, x, lit(0)),
+              op(expr_op::greater, op(expr_op::divide, lit(6), x), lit(0)));
   });
   CHECK(valid == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6});
 }
@@ -58,12 +64,19 @@ TEST_CASE("and/or short-circuit past failing operands") {
 TEST_CASE("log2, pow2, is_pow2, min, max, in") {
   CHECK(solutions([](expr x) { return op(expr_op::equal, make_op(expr_op::log2, {x}), lit(2)); }) ==
         std::vector<std::int64_t>{4, 5, 6});
-  CHECK(solutions([](expr x) { return make_op(expr_op::is_pow2, {x}); }) == std::vector<std::int64_t>{1, 2, 4});
+  CHECK(solutions([](expr x) { return make_op(expr_op::is_pow2, {x}); }) ==
+        std::vector<std::int64_t>{1, 2, 4});
   CHECK(solutions([](expr x) { return op(expr_op::equal, make_op(expr_op::pow2, {x}), lit(8)); }) ==
         std::vector<std::int64_t>{3});
-  CHECK(solutions([](expr x) { return op(expr_op::equal, make_op(expr_op::max, {x, lit(2), lit(-1)}), lit(2)); }).size() == 9);
-  CHECK(solutions([](expr x) { return op(expr_op::equal, make_op(expr_op::min, {x, lit(0)}), x); }).size() == 7);
-  CHECK(solutions([](expr x) { return make_in_set(x, {-6, 6, 9}); }) == std::vector<std::int64_t>{-6, 6});
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, make_op(expr_op::max, {x, lit(2), lit(-1)}), lit(2));
+        }).size() == 9);
+  CHECK(solutions([](expr x) {
+          return op(expr_op::equal, make_op(expr_op::min, {x, lit(0)}), x);
+        }).size() == 7);
+  CHECK(solutions([](expr x) {
+          return make_in_set(x, {-6, 6, 9});
+        }) == std::vector<std::int64_t>{-6, 6});
 }
 
 TEST_CASE("permutation queries") {
@@ -71,7 +84,9 @@ TEST_CASE("permutation queries") {
   def.parameters.push_back(param("order", permutation(def, {"m", "n", "k"})));
   const auto order = ref(def, "order");
   require(def, make_before(order, 2, 0), "before(order, k, m)");  // k before m
-  require(def, op(expr_op::equal, make_element_at(order, lit(2)), make_literal(def.intern("n"), value_type::symbol)),
+  require(def,
+          op(expr_op::equal, make_element_at(order, lit(2)),
+             make_literal(def.intern("n"), value_type::symbol)),
           "order[2] == n");
   const space s(def);
   REQUIRE(s.count() == 1);

@@ -13,7 +13,8 @@ std::optional<std::int64_t> reference_eval(const space::definition& def, const e
   switch (e->op) {
     case expr_op::literal: return e->value;
     case expr_op::param: return values[static_cast<std::size_t>(e->value)];
-    case expr_op::let: return reference_eval(def, def.lets[static_cast<std::size_t>(e->value)].value, values);
+    case expr_op::let:
+      return reference_eval(def, def.lets[static_cast<std::size_t>(e->value)].value, values);
     case expr_op::logical_and: {
       auto a = arg(0);
       if (!a) return std::nullopt;
@@ -40,7 +41,8 @@ std::optional<std::int64_t> reference_eval(const space::definition& def, const e
       const auto param = static_cast<std::size_t>(e->args[0]->value);
       const auto order = order_of(param, values[param]);
       auto pos = [&](std::int64_t element) {
-        return static_cast<std::int64_t>(std::find(order.begin(), order.end(), element) - order.begin());
+        return static_cast<std::int64_t>(std::find(order.begin(), order.end(), element) -
+                                         order.begin());
       };
       if (e->op == expr_op::position) return pos(e->value);
       return pos(e->set[0]) < pos(e->set[1]);
@@ -112,7 +114,8 @@ std::vector<config> cartesian(const space::definition& def) {
   const auto n = def.parameters.size();
   std::vector<std::uint32_t> limit(n);
   for (std::size_t p = 0; p < n; ++p)
-    limit[p] = static_cast<std::uint32_t>(def.parameters[p].dom.size() + (def.parameters[p].when ? 1 : 0));
+    limit[p] =
+        static_cast<std::uint32_t>(def.parameters[p].dom.size() + (def.parameters[p].when ? 1 : 0));
   std::vector<std::uint32_t> odometer(n, 0);
   while (true) {
     config c{std::vector<config::index_type>(n)};

@@ -26,8 +26,10 @@ expr random_condition(space::definition& def, rng& r, int depth) {
     for (int tries = 0; tries < 8; ++tries) {
       const auto p = pick();
       const auto kind = def.parameters[p].dom.kind;
-      if (kind == param_kind::integer || kind == param_kind::boolean) return make_param(p, type_of(def.parameters[p].dom));
-      if (kind == param_kind::permutation) return make_position(make_param(p, value_type::permutation), r.uniform(3));
+      if (kind == param_kind::integer || kind == param_kind::boolean)
+        return make_param(p, type_of(def.parameters[p].dom));
+      if (kind == param_kind::permutation)
+        return make_position(make_param(p, value_type::permutation), r.uniform(3));
     }
     return lit(static_cast<std::int64_t>(r.uniform(5)));
   };
@@ -40,15 +42,23 @@ expr random_condition(space::definition& def, rng& r, int depth) {
       for (std::size_t p = 0; p < n; ++p)
         if (def.parameters[p].dom.kind == param_kind::symbol) {
           const auto& d = def.parameters[p].dom;
-          return op(expr_op::not_equal, make_param(p, value_type::symbol), make_literal(d.values[r.uniform(d.size())], value_type::symbol));
+          return op(expr_op::not_equal, make_param(p, value_type::symbol),
+                    make_literal(d.values[r.uniform(d.size())], value_type::symbol));
         }
       [[fallthrough]];
     }
-    case 1: return op(expr_op::less_equal, integer_term(), op(expr_op::add, integer_term(), lit(static_cast<std::int64_t>(r.uniform(3)))));
+    case 1:
+      return op(expr_op::less_equal, integer_term(),
+                op(expr_op::add, integer_term(), lit(static_cast<std::int64_t>(r.uniform(3)))));
     case 2: return op(expr_op::equal, op(expr_op::modulo, integer_term(), integer_term()), lit(0));
-    case 3: return op(expr_op::greater_equal, op(expr_op::divide, integer_term(), integer_term()), lit(1));
-    case 4: return make_op(expr_op::logical_not, {op(expr_op::equal, integer_term(), integer_term())});
-    default: return make_in_set(op(expr_op::multiply, integer_term(), integer_term()), {0, 1, 2, 4, 6, 8, 9, 12, 16});
+    case 3:
+      return op(expr_op::greater_equal, op(expr_op::divide, integer_term(), integer_term()),
+                lit(1));
+    case 4:
+      return make_op(expr_op::logical_not, {op(expr_op::equal, integer_term(), integer_term())});
+    default:
+      return make_in_set(op(expr_op::multiply, integer_term(), integer_term()),
+                         {0, 1, 2, 4, 6, 8, 9, 12, 16});
   }
 }
 
@@ -65,7 +75,8 @@ space::definition random_definition(rng& r) {
       default: {
         std::vector<std::int64_t> values;
         const auto size = 1 + r.uniform(5);
-        for (std::size_t k = 0; k < size; ++k) values.push_back(static_cast<std::int64_t>(r.uniform(9)));
+        for (std::size_t k = 0; k < size; ++k)
+          values.push_back(static_cast<std::int64_t>(r.uniform(9)));
         def.parameters.push_back(param(name, integers(values)));
       }
     }
@@ -73,11 +84,13 @@ space::definition random_definition(rng& r) {
   // Sometimes a conditional parameter that depends on the first one.
   if (r.uniform(3) == 0 && def.parameters[0].dom.kind != param_kind::permutation) {
     auto p = param("cond", integers({1, 2, 3}));
-    p.when = op(expr_op::not_equal, make_param(0, type_of(def.parameters[0].dom)), make_literal(def.parameters[0].dom.values[0], type_of(def.parameters[0].dom)));
+    p.when = op(expr_op::not_equal, make_param(0, type_of(def.parameters[0].dom)),
+                make_literal(def.parameters[0].dom.values[0], type_of(def.parameters[0].dom)));
     def.parameters.push_back(std::move(p));
   }
   const auto constraints = r.uniform(4);
-  for (std::size_t i = 0; i < constraints; ++i) require(def, random_condition(def, r, 2), "c" + std::to_string(i));
+  for (std::size_t i = 0; i < constraints; ++i)
+    require(def, random_condition(def, r, 2), "c" + std::to_string(i));
   return def;
 }
 
@@ -205,32 +218,41 @@ TEST_CASE("JSON round trip and errors") {
   def.parameters.push_back(param("order", permutation(def, {"k", "m", "n"})));
   def.parameters.push_back(param("fast", booleans()));
   auto pre = param("prefetch", booleans());
-  pre.when = op(expr_op::equal, ref(def, "home"), make_literal(def.intern("hbm"), value_type::symbol));
+  pre.when =
+      op(expr_op::equal, ref(def, "home"), make_literal(def.intern("hbm"), value_type::symbol));
   def.parameters.push_back(std::move(pre));
   const space s(def);
   CHECK(s.count() == 3 * 6 * 2 * (1 + 2));
   for (const auto& c : s.configs()) CHECK(s.from_json(s.to_json(c)) == c);
 
-  const auto c = s.from_json(R"({"tile": 512, "home": "hbm", "order": ["k","m","n"], "fast": true, "prefetch": false})");
+  const auto c = s.from_json(
+      R"({"tile": 512, "home": "hbm", "order": ["k","m","n"], "fast": true, "prefetch": false})");
   CHECK(s.is_valid(c));
   CHECK(s.integer(c, "tile") == 512);
   CHECK(s.value_of(c, "order").to_string() == "[k, m, n]");
-  const auto off = s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["n","m","k"], "fast": false})");
+  const auto off =
+      s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["n","m","k"], "fast": false})");
   CHECK(s.is_valid(off));
   CHECK_FALSE(s.value_of(off, "prefetch").active);
 
-  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 100, "home": "sbuf", "order": ["k","m","n"], "fast": true})"),
-                       "parameter 'tile': 100 is not one of {128, 256, 512}", error);
-  CHECK_THROWS_WITH_AS(s.from_json(R"({"tlie": 128})"),
-                       "unknown parameter 'tlie' (the space has: tile, home, order, fast, prefetch)", error);
-  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 128, "home": "sbuf", "fast": true})"), "missing parameter 'order'", error);
-  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": "128", "home": "sbuf", "order": ["k","m","n"], "fast": true})"),
-                       "parameter 'tile': \"128\" is not an integer, one of {128, 256, 512}", error);
-  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["k","k","n"], "fast": true})"),
-                       doctest::Contains("is not an order of"), error);
+  CHECK_THROWS_WITH_AS(
+      s.from_json(R"({"tile": 100, "home": "sbuf", "order": ["k","m","n"], "fast": true})"),
+      "parameter 'tile': 100 is not one of {128, 256, 512}", error);
+  CHECK_THROWS_WITH_AS(
+      s.from_json(R"({"tlie": 128})"),
+      "unknown parameter 'tlie' (the space has: tile, home, order, fast, prefetch)", error);
+  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 128, "home": "sbuf", "fast": true})"),
+                       "missing parameter 'order'", error);
+  CHECK_THROWS_WITH_AS(
+      s.from_json(R"({"tile": "128", "home": "sbuf", "order": ["k","m","n"], "fast": true})"),
+      "parameter 'tile': \"128\" is not an integer, one of {128, 256, 512}", error);
+  CHECK_THROWS_WITH_AS(
+      s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["k","k","n"], "fast": true})"),
+      doctest::Contains("is not an order of"), error);
   CHECK_THROWS_AS(s.from_json("[1, 2"), error);
   // Present but inactive: the conditional parameter must follow its `when`.
-  const auto bad = s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["k","m","n"], "fast": true, "prefetch": true})");
+  const auto bad = s.from_json(
+      R"({"tile": 128, "home": "sbuf", "order": ["k","m","n"], "fast": true, "prefetch": true})");
   CHECK(s.why_invalid(bad) == "prefetch must be inactive: its 'when' condition is false");
 }
 
@@ -257,21 +279,25 @@ TEST_CASE("the empty-space error names the constraint and its rejections") {
   def.parameters.push_back(param("a", integers({1, 2, 3})));
   def.parameters.push_back(param("b", integers({1, 2})));
   require(def, op(expr_op::less, ref(def, "a"), lit(3)), "a < 3");
-  require(def, op(expr_op::greater, ref(def, "b"), op(expr_op::add, ref(def, "a"), lit(5))), "b > a + 5");
+  require(def, op(expr_op::greater, ref(def, "b"), op(expr_op::add, ref(def, "a"), lit(5))),
+          "b > a + 5");
   try {
     const space s(def);
     FAIL("expected empty_space_error");
   } catch (const empty_space_error& e) {
     CHECK(e.constraint() == "b > a + 5");
     CHECK(e.rejected() == 4);
-    CHECK(std::string(e.what()) == "space 'empty' has no valid config: constraint 'b > a + 5' rejects every "
-                                   "config that reaches it (4 rejected in all)");
+    CHECK(std::string(e.what()) ==
+          "space 'empty' has no valid config: constraint 'b > a + 5' rejects every "
+          "config that reaches it (4 rejected in all)");
   }
   space::definition never;
   never.parameters.push_back(param("a", integers({1})));
   require(never, op(expr_op::equal, lit(1), lit(2)), "1 == 2");
-  CHECK_THROWS_WITH_AS(space{never}, doctest::Contains("'1 == 2' is false whatever the parameters (1 configs rejected)"),
-                       empty_space_error);
+  CHECK_THROWS_WITH_AS(
+      space{never},
+      doctest::Contains("'1 == 2' is false whatever the parameters (1 configs rejected)"),
+      empty_space_error);
 }
 
 TEST_CASE("malformed definitions are errors, not crashes") {
@@ -295,7 +321,8 @@ TEST_CASE("independent groups multiply and huge products stay small") {
     std::iota(values.begin(), values.end(), 1);
     def.parameters.push_back(param("p" + std::to_string(i), integers(values)));
   }
-  require(def, op(expr_op::equal, op(expr_op::modulo, ref(def, "p0"), ref(def, "p1")), lit(0)), "p0 % p1 == 0");
+  require(def, op(expr_op::equal, op(expr_op::modulo, ref(def, "p0"), ref(def, "p1")), lit(0)),
+          "p0 % p1 == 0");
   // 482 * 100^10 valid configs overflow 2^64: counting says so rather than wrapping.
   CHECK_THROWS_WITH_AS(space{def}, doctest::Contains("more than 2^64 valid configs"), space_error);
   std::uint64_t pairs = 0;
@@ -326,7 +353,8 @@ TEST_CASE("lets, default config and encoding") {
   bytes.name = "bytes";
   bytes.value = op(expr_op::multiply, ref(def, "m"), lit(2));
   def.lets.push_back(bytes);
-  require(def, op(expr_op::less_equal, make_let(0, value_type::integer), lit(1024)), "bytes <= 1024");
+  require(def, op(expr_op::less_equal, make_let(0, value_type::integer), lit(1024)),
+          "bytes <= 1024");
   const space s(def);
   CHECK(s.count() == 3 * 3 * 6);
   const auto base = s.default_config();
@@ -339,7 +367,7 @@ TEST_CASE("lets, default config and encoding") {
   const auto enc = s.encode(x);
   CHECK(enc[0] == doctest::Approx(1.0 / 3.0));  // log2: 7, 8, 9, 10
   CHECK(enc[1] == 2.0);
-  CHECK(enc[2] == 0.5);   // m is in the middle
-  CHECK(enc[3] == 1.0);   // n is innermost
-  CHECK(enc[4] == 0.0);   // k is outermost
+  CHECK(enc[2] == 0.5);  // m is in the middle
+  CHECK(enc[3] == 1.0);  // n is innermost
+  CHECK(enc[4] == 0.0);  // k is outermost
 }

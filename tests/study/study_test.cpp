@@ -103,7 +103,8 @@ TEST_CASE("parallel results merge in proposal order: the same trial sequence wha
     study st(small_space(), b, std::move(strat), o);
     st.run(stop::never());
     std::vector<std::string> out;
-    for (const auto& t : st.trials()) out.push_back(st.space().to_json(t.config) + std::to_string(t.result.objective));
+    for (const auto& t : st.trials())
+      out.push_back(st.space().to_json(t.config) + std::to_string(t.result.objective));
     CHECK(raw->observed.size() == st.trials().size());
     for (std::size_t i = 0; i < raw->observed.size(); ++i) CHECK(raw->observed[i] == i + 1);
     return out;
@@ -129,7 +130,8 @@ TEST_CASE("ask/tell, enqueue dedupe and errors") {
   CHECK(batch[2].provenance.source == "in_order");
   CHECK_THROWS_AS(st.tell(99, measurement::success(1)), error);
   st.tell(batch[1].trial_id, measurement::success(1.0));
-  CHECK_THROWS_WITH_AS(st.tell(batch[1].trial_id, measurement::success(1.0)), doctest::Contains("already finished"), error);
+  CHECK_THROWS_WITH_AS(st.tell(batch[1].trial_id, measurement::success(1.0)),
+                       doctest::Contains("already finished"), error);
   st.tell(batch[0].trial_id, measurement::failure(status::compile_error, "too big"));
   REQUIRE(st.best());
   CHECK(st.best()->id == *id);
@@ -147,7 +149,8 @@ TEST_CASE("backend exceptions are recorded as runtime_error, or rethrown on requ
   CHECK(sum.by_status.at(status::runtime_error) == 3);  // a = 2: b in {2, 3, 4}
   bool found = false;
   for (const auto& t : st.trials())
-    if (t.result.status == status::runtime_error) found |= t.result.message == "backend threw: boom at a = 2";
+    if (t.result.status == status::runtime_error)
+      found |= t.result.message == "backend threw: boom at a = 2";
   CHECK(found);
 
   auto b2 = std::make_shared<bowl>();
