@@ -10,8 +10,8 @@
 
 #include <tessel/error.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <string>
@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   std::string file;
-  fmt::print("{:<20} {:<18} {:>12} {:>12} {:>8} {:>6}  {}\n", "case", "quantity", "published", "predicted", "error",
-             "tol", "how");
+  fmt::print("{:<20} {:<18} {:>12} {:>12} {:>8} {:>6}  {}\n", "case", "quantity", "published",
+             "predicted", "error", "tol", "how");
   for (const auto& r : rows) {
     if (r.file != file) {
       file = r.file;
@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
     }
     const bool pass = std::abs(r.error()) <= r.tolerance;
     ok = ok && pass;
-    fmt::print("{:<20} {:<18} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>5.0f}%  {}{}\n", r.name, r.quantity, r.published,
-               r.predicted, 100 * r.error(), 100 * r.tolerance, r.how, pass ? "" : "  <-- outside tolerance");
+    fmt::print("{:<20} {:<18} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>5.0f}%  {}{}\n", r.name, r.quantity,
+               r.published, r.predicted, 100 * r.error(), 100 * r.tolerance, r.how,
+               pass ? "" : "  <-- outside tolerance");
   }
   // The tutorial's stages must come out in the published order (each faster).
   double previous = 1e300;

@@ -15,8 +15,8 @@
 #include <tessel/random.hpp>
 #include <tessel/sim.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <ctime>
 #include <vector>
@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "sampling seed");
   app.add_option("--target", target, "trn1 or trn2");
   app.add_option("--file", file, "the space (.tsl)");
-  app.add_option("--goal", goal, "exit 1 when fewer compiling candidates per CPU second (0: report only)");
+  app.add_option("--goal", goal,
+                 "exit 1 when fewer compiling candidates per CPU second (0: report only)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -90,16 +91,21 @@ int main(int argc, char** argv) {
     }
     const double rate = static_cast<double>(sample.size()) / total;
     const double ok_rate = static_cast<double>(ok) / std::max(ok_s, 1e-12);
-    fmt::print("space {} ({} valid configs) on {}: {} sampled, {} compile, {} are compile errors\n", s.name(),
-               s.count(), target, sample.size(), ok, sample.size() - ok);
-    fmt::print("candidates per CPU second (one core, sim_backend::evaluate): {:.0f} (those that compile: {:.0f}; "
-               "compile errors are found before timing)\n",
-               rate, ok_rate);
-    fmt::print("  per candidate: {:.1f} us; lowering {:.1f} us, timing {:.1f} us (compiled ones: {:.0f} program "
-               "instructions on average)\n",
-               1e6 * total / static_cast<double>(sample.size()), 1e6 * lower_s / static_cast<double>(sample.size()),
-               1e6 * time_s / static_cast<double>(std::max<std::size_t>(ok, 1)),
-               instructions / static_cast<double>(std::max<std::size_t>(ok, 1)));
+    fmt::print("space {} ({} valid configs) on {}: {} sampled, {} compile, {} are compile errors\n",
+               s.name(), s.count(), target, sample.size(), ok, sample.size() - ok);
+    fmt::print(
+        "candidates per CPU second (one core, sim_backend::evaluate): {:.0f} (those that compile: "
+        "{:.0f}; "
+        "compile errors are found before timing)\n",
+        rate, ok_rate);
+    fmt::print(
+        "  per candidate: {:.1f} us; lowering {:.1f} us, timing {:.1f} us (compiled ones: {:.0f} "
+        "program "
+        "instructions on average)\n",
+        1e6 * total / static_cast<double>(sample.size()),
+        1e6 * lower_s / static_cast<double>(sample.size()),
+        1e6 * time_s / static_cast<double>(std::max<std::size_t>(ok, 1)),
+        instructions / static_cast<double>(std::max<std::size_t>(ok, 1)));
     if (goal > 0 && ok_rate < goal) {
       fmt::print("compiling candidates: below the goal of {:.0f} per second\n", goal);
       return 1;

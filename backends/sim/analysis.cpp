@@ -31,7 +31,8 @@ int percent(double f) { return static_cast<int>(std::lround(100.0 * f)); }
 
 }  // namespace
 
-analysis::analysis(const program& p, const timing_result& t, const machine& m) : p_(p), t_(t), m_(m) {
+analysis::analysis(const program& p, const timing_result& t, const machine& m)
+    : p_(p), t_(t), m_(m) {
   const double peak = m.bf16_peak_flops_per_ns * peak_factor(p.totals.compute_type, m);
   compute_ns_ = peak > 0 ? p.totals.flops / peak : 0;
   memory_ns_ = p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns();
@@ -55,7 +56,8 @@ analysis::analysis(const program& p, const timing_result& t, const machine& m) :
     }
     shares_.push_back(r);
   }
-  std::stable_sort(shares_.begin(), shares_.end(), [](const auto& a, const auto& b) { return a.ns > b.ns; });
+  std::stable_sort(shares_.begin(), shares_.end(),
+                   [](const auto& a, const auto& b) { return a.ns > b.ns; });
 }
 
 std::map<std::string, double> analysis::metrics() const {
@@ -81,7 +83,8 @@ std::map<std::string, double> analysis::metrics() const {
       {"tensor_warmup_s", t_.tensor_warmup_ns * 1e-9},
   };
   std::int64_t sbuf = 0;
-  for (const auto& b : p_.buffers()) sbuf += b.where == memory::sbuf ? b.sbuf_bytes_per_partition() : 0;
+  for (const auto& b : p_.buffers())
+    sbuf += b.where == memory::sbuf ? b.sbuf_bytes_per_partition() : 0;
   out["sbuf_bytes_per_partition"] = static_cast<double>(sbuf);
   if (!shares_.empty()) out["bound_share"] = shares_.front().ns / lat;
   return out;
@@ -93,8 +96,10 @@ std::string analysis::bottleneck_text() const {
   const int pct = percent(top.ns / std::max(t_.latency_ns, 1e-12));
   if (top.resource == "dma") {
     std::string what = top.tag;
-    if (top.tag.rfind("load ", 0) == 0) what = "HBM loads of " + top.tag.substr(5);
-    else if (top.tag.rfind("store ", 0) == 0) what = "stores of " + top.tag.substr(6) + " to HBM";
+    if (top.tag.rfind("load ", 0) == 0)
+      what = "HBM loads of " + top.tag.substr(5);
+    else if (top.tag.rfind("store ", 0) == 0)
+      what = "stores of " + top.tag.substr(6) + " to HBM";
     std::string how;
     if (top.main_phase == "dma issue") how = " (mostly the fixed issue cost of each transfer)";
     if (top.main_phase == "dma latency") how = " (mostly DMA completion latency)";
@@ -107,13 +112,15 @@ std::string analysis::bottleneck_text() const {
 std::string analysis::headline() const {
   const double lat = std::max(t_.latency_ns, 1e-12);
   return fmt::format("{}; {:.0f}% of the roofline bound ({}-bound at peak)", bottleneck_text(),
-                     100.0 * std::max(compute_ns_, memory_ns_) / lat, compute_ns_ >= memory_ns_ ? "compute" : "memory");
+                     100.0 * std::max(compute_ns_, memory_ns_) / lat,
+                     compute_ns_ >= memory_ns_ ? "compute" : "memory");
 }
 
 bottleneck analysis::bottleneck_info() const {
   bottleneck b;
   if (shares_.empty()) return b;
-  b.phase = shares_.front().resource == "dma" ? shares_.front().main_phase : shares_.front().resource;
+  b.phase =
+      shares_.front().resource == "dma" ? shares_.front().main_phase : shares_.front().resource;
   b.tag = shares_.front().tag;
   const double lat = std::max(t_.latency_ns, 1e-12);
   b.share = shares_.front().ns / lat;
@@ -128,14 +135,17 @@ std::vector<std::string> analysis::generic_suggestions() const {
   const double lat = std::max(t_.latency_ns, 1e-12);
   const double roof = std::max(compute_ns_, memory_ns_);
   if (roof >= 0.9 * lat)
-    out.push_back(fmt::format("within {}% of the roofline bound: little is left to gain", percent(1 - roof / lat)));
+    out.push_back(fmt::format("within {}% of the roofline bound: little is left to gain",
+                              percent(1 - roof / lat)));
   if (t_.tensor_warmup_ns > 0.05 * lat)
-    out.push_back(fmt::format("the TensorE warm-up throttle costs {}% of the time: keep TensorE busy without gaps",
-                              percent(t_.tensor_warmup_ns / lat)));
+    out.push_back(fmt::format(
+        "the TensorE warm-up throttle costs {}% of the time: keep TensorE busy without gaps",
+        percent(t_.tensor_warmup_ns / lat)));
   const double tensor_busy = t_.busy_ns[tensor_engine];
   if (tensor_busy > 0.3 * lat && t_.tensor_ideal_ns < 0.8 * (tensor_busy - t_.tensor_warmup_ns))
-    out.push_back(fmt::format("small or partial matmul tiles cost {}% of TensorE time",
-                              percent(1 - t_.tensor_ideal_ns / std::max(tensor_busy - t_.tensor_warmup_ns, 1e-12))));
+    out.push_back(fmt::format(
+        "small or partial matmul tiles cost {}% of TensorE time",
+        percent(1 - t_.tensor_ideal_ns / std::max(tensor_busy - t_.tensor_warmup_ns, 1e-12))));
   return out;
 }
 
@@ -151,7 +161,8 @@ sim_explanation analysis::explanation() const {
             {"scalar", t_.busy_ns[scalar_engine] / lat},
             {"gpsimd", t_.busy_ns[gpsimd_engine] / lat},
             {"dma", t_.dma_active_ns / lat}};
-  for (const auto& s : t_.critical_path) e.critical_path.emplace_back(s.phase + " (" + s.tag + ")", s.ns / lat);
+  for (const auto& s : t_.critical_path)
+    e.critical_path.emplace_back(s.phase + " (" + s.tag + ")", s.ns / lat);
   return e;
 }
 
@@ -161,18 +172,29 @@ std::string trace_json(const program& p, const timing_result& t, std::string_vie
   std::string out;
   out.reserve(p.size() * 160 + 1024);
   auto it = std::back_inserter(out);
-  fmt::format_to(it, R"j({{"displayTimeUnit":"ns","otherData":{{"title":"{}","latency_ns":{:.1f}}},"traceEvents":[)j",
-                 title, t.latency_ns);
-  fmt::format_to(it, R"j({{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{{"name":"NeuronCore ({})"}}}})j", title);
+  fmt::format_to(
+      it,
+      R"j({{"displayTimeUnit":"ns","otherData":{{"title":"{}","latency_ns":{:.1f}}},"traceEvents":[)j",
+      title, t.latency_ns);
+  fmt::format_to(
+      it,
+      R"j({{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{{"name":"NeuronCore ({})"}}}})j",
+      title);
   std::array<bool, engine_count> used{};
   for (const auto& in : p.instructions()) used[in.engine] = true;
   for (int e = 0; e < engine_count; ++e) {
     if (!used[static_cast<std::size_t>(e)]) continue;
     const auto id = static_cast<engine_id>(e);
-    const std::string name = is_dma(id) ? "DMA queue " + std::to_string(e) : engine_title(engine_name(id));
+    const std::string name =
+        is_dma(id) ? "DMA queue " + std::to_string(e) : engine_title(engine_name(id));
     const int order = is_dma(id) ? 100 + e : e - tensor_engine;
-    fmt::format_to(it, R"j(,{{"name":"thread_name","ph":"M","pid":1,"tid":{},"args":{{"name":"{}"}}}})j", e + 1, name);
-    fmt::format_to(it, R"j(,{{"name":"thread_sort_index","ph":"M","pid":1,"tid":{},"args":{{"sort_index":{}}}}})j", e + 1, order);
+    fmt::format_to(
+        it, R"j(,{{"name":"thread_name","ph":"M","pid":1,"tid":{},"args":{{"name":"{}"}}}})j",
+        e + 1, name);
+    fmt::format_to(
+        it,
+        R"j(,{{"name":"thread_sort_index","ph":"M","pid":1,"tid":{},"args":{{"sort_index":{}}}}})j",
+        e + 1, order);
   }
   const auto& ins = p.instructions();
   const bool have = t.start_ns.size() == ins.size();
@@ -183,17 +205,21 @@ std::string trace_json(const program& p, const timing_result& t, std::string_vie
     if (is_dma(in.engine)) {
       const double issue = t.data_start_ns[i] - t.start_ns[i];
       if (issue > 0)
-        fmt::format_to(it, R"j(,{{"name":"issue {}","cat":"dma issue","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{}}})j",
-                       tag, t.start_ns[i] * 1e-3, issue * 1e-3, tid);
-      fmt::format_to(it,
-                     R"j(,{{"name":"{}","cat":"dma","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{},"args":{{"id":{},"partitions":{},"bytes_per_partition":{},"done_us":{:.4f}}}}})j",
-                     tag, t.data_start_ns[i] * 1e-3, (t.end_ns[i] - t.data_start_ns[i]) * 1e-3, tid, i, in.partitions,
-                     in.free, t.done_ns[i] * 1e-3);
+        fmt::format_to(
+            it,
+            R"j(,{{"name":"issue {}","cat":"dma issue","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{}}})j",
+            tag, t.start_ns[i] * 1e-3, issue * 1e-3, tid);
+      fmt::format_to(
+          it,
+          R"j(,{{"name":"{}","cat":"dma","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{},"args":{{"id":{},"partitions":{},"bytes_per_partition":{},"done_us":{:.4f}}}}})j",
+          tag, t.data_start_ns[i] * 1e-3, (t.end_ns[i] - t.data_start_ns[i]) * 1e-3, tid, i,
+          in.partitions, in.free, t.done_ns[i] * 1e-3);
     } else {
-      fmt::format_to(it,
-                     R"j(,{{"name":"{}","cat":"{}","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{},"args":{{"id":{},"op":"{}","count":{},"partitions":{},"free":{},"aux":{}}}}})j",
-                     tag, engine_name(in.engine), t.start_ns[i] * 1e-3, (t.end_ns[i] - t.start_ns[i]) * 1e-3, tid, i,
-                     to_string(in.kind), in.count, in.partitions, in.free, in.aux);
+      fmt::format_to(
+          it,
+          R"j(,{{"name":"{}","cat":"{}","ph":"X","ts":{:.4f},"dur":{:.4f},"pid":1,"tid":{},"args":{{"id":{},"op":"{}","count":{},"partitions":{},"free":{},"aux":{}}}}})j",
+          tag, engine_name(in.engine), t.start_ns[i] * 1e-3, (t.end_ns[i] - t.start_ns[i]) * 1e-3,
+          tid, i, to_string(in.kind), in.count, in.partitions, in.free, in.aux);
     }
   }
   out += "]}\n";
@@ -209,13 +235,15 @@ namespace tessel {
 std::string sim_explanation::text() const {
   std::string out;
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "{} on {}: {:.4g} ms; roofline bound {:.4g} ms ({}-bound at peak), {:.0f}% of it\n", workload,
-                 target, latency_s * 1e3, roofline_s * 1e3, roofline_bound,
-                 latency_s > 0 ? 100.0 * roofline_s / latency_s : 0.0);
+  fmt::format_to(
+      it, "{} on {}: {:.4g} ms; roofline bound {:.4g} ms ({}-bound at peak), {:.0f}% of it\n",
+      workload, target, latency_s * 1e3, roofline_s * 1e3, roofline_bound,
+      latency_s > 0 ? 100.0 * roofline_s / latency_s : 0.0);
   fmt::format_to(it, "Bottleneck: {}\n", bottleneck);
-  fmt::format_to(it, "Busy: TensorE {:.0f}%, VectorE {:.0f}%, ScalarE {:.0f}%, GpSimdE {:.0f}%, DMA {:.0f}%\n",
-                 100 * busy.at("tensor"), 100 * busy.at("vector"), 100 * busy.at("scalar"), 100 * busy.at("gpsimd"),
-                 100 * busy.at("dma"));
+  fmt::format_to(
+      it, "Busy: TensorE {:.0f}%, VectorE {:.0f}%, ScalarE {:.0f}%, GpSimdE {:.0f}%, DMA {:.0f}%\n",
+      100 * busy.at("tensor"), 100 * busy.at("vector"), 100 * busy.at("scalar"),
+      100 * busy.at("gpsimd"), 100 * busy.at("dma"));
   out += "Critical path:";
   int shown = 0;
   for (const auto& [what, share] : critical_path) {
@@ -225,7 +253,8 @@ std::string sim_explanation::text() const {
   out += "\n";
   if (!suggestions.empty()) {
     out += "Suggestions:\n";
-    for (std::size_t i = 0; i < suggestions.size(); ++i) fmt::format_to(it, "  {}. {}\n", i + 1, suggestions[i]);
+    for (std::size_t i = 0; i < suggestions.size(); ++i)
+      fmt::format_to(it, "  {}. {}\n", i + 1, suggestions[i]);
   }
   return out;
 }

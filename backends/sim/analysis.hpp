@@ -30,7 +30,9 @@ class analysis {
   analysis(const program& p, const timing_result& t, const machine& m);
 
   [[nodiscard]] double latency_s() const noexcept { return t_.latency_ns * 1e-9; }
-  [[nodiscard]] double roofline_s() const noexcept { return std::max(compute_ns_, memory_ns_) * 1e-9; }
+  [[nodiscard]] double roofline_s() const noexcept {
+    return std::max(compute_ns_, memory_ns_) * 1e-9;
+  }
   /// The measurement's metrics (docs/simulator.md lists the keys).
   [[nodiscard]] std::map<std::string, double> metrics() const;
   /// One line: the bottleneck and the distance to the roofline.
@@ -50,12 +52,14 @@ class analysis {
   std::vector<resource_share> shares_;
 };
 
-[[nodiscard]] inline analysis analyse_run(const program& p, const timing_result& t, const machine& m) {
+[[nodiscard]] inline analysis analyse_run(const program& p, const timing_result& t,
+                                          const machine& m) {
   return analysis(p, t, m);
 }
 
 /// Chrome/Perfetto trace JSON of a recorded timing (timing_options::record):
 /// one thread per engine and used DMA queue, "X" slices in microseconds.
-[[nodiscard]] std::string trace_json(const program& p, const timing_result& t, std::string_view title);
+[[nodiscard]] std::string trace_json(const program& p, const timing_result& t,
+                                     std::string_view title);
 
 }  // namespace tessel::sim

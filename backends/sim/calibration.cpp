@@ -50,19 +50,23 @@ fixed_values tutorial_stage(const std::string& stage, const json& problem) {
   v.symbols = {{"dtype", "bf16"}, {"a_layout", "km"}, {"evict", "vector"}, {"workload", "matmul"}};
   const auto K = v.integers["K"];
   if (stage == "tiled") {
-    v.integers.insert({{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"bufs", 2}, {"coalesce", 0}});
+    v.integers.insert(
+        {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"bufs", 2}, {"coalesce", 0}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"m", "n", "k"};
   } else if (stage == "hoist_loads") {
-    v.integers.insert({{"tile_m", 128}, {"tile_n", 512}, {"tile_k", K}, {"bufs", 2}, {"coalesce", 0}});
+    v.integers.insert(
+        {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", K}, {"bufs", 2}, {"coalesce", 0}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"m", "n", "k"};
   } else if (stage == "block_free_dims") {
-    v.integers.insert({{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", K}, {"bufs", 1}, {"coalesce", 0}});
+    v.integers.insert(
+        {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", K}, {"bufs", 1}, {"coalesce", 0}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"m", "n", "k"};
   } else if (stage == "fully_optimized") {
-    v.integers.insert({{"tile_m", 2048}, {"tile_n", 1024}, {"tile_k", 1024}, {"bufs", 2}, {"coalesce", 1}});
+    v.integers.insert(
+        {{"tile_m", 2048}, {"tile_n", 1024}, {"tile_k", 1024}, {"bufs", 2}, {"coalesce", 1}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"n", "k", "m"};
   } else {
@@ -74,12 +78,14 @@ fixed_values tutorial_stage(const std::string& stage, const json& problem) {
 std::string describe(const fixed_values& v) {
   std::string s;
   for (const char* k : {"tile_m", "tile_n", "tile_k", "bufs", "coalesce"})
-    if (v.integers.contains(k)) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v.integers.at(k));
+    if (v.integers.contains(k))
+      s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v.integers.at(k));
   if (!v.order.empty()) s += fmt::format(" order=({})", fmt::join(v.order, ","));
   return s;
 }
 
-void tutorial(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+void tutorial(const std::filesystem::path& dir, const overrides_t& overrides,
+              std::vector<calibration_row>& rows) {
   const std::string file = "nki_matmul_tutorial_trn1.json";
   const json j = read_json(dir / file);
   const target t = builtin("trn1");
@@ -89,9 +95,11 @@ void tutorial(const std::filesystem::path& dir, const overrides_t& overrides, st
     const std::string name = stage.at("name").get<std::string>();
     const fixed_values v = tutorial_stage(name, j.at("problem"));
     auto [s, c] = fixed_space("matmul", t, v);
-    calibration_row row{file, name, "latency_ms", stage.at("latency_ms").get<double>(), 0, 0.25, describe(v)};
+    calibration_row row{file, name, "latency_ms", stage.at("latency_ms").get<double>(),
+                        0,    0.25, describe(v)};
     const std::string err = matmul_workload().lower(s, c, m, prog);
-    if (!err.empty()) throw error(fmt::format("calibration: stage {} does not compile: {}", name, err));
+    if (!err.empty())
+      throw error(fmt::format("calibration: stage {} does not compile: {}", name, err));
     row.predicted = time_program(prog, m).latency_ns * 1e-6;
     rows.push_back(row);
   }
@@ -99,7 +107,8 @@ void tutorial(const std::filesystem::path& dir, const overrides_t& overrides, st
 
 // --- TensorE tile shapes (trn2) -----------------------------------------------------------
 
-void tensor_tiles(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+void tensor_tiles(const std::filesystem::path& dir, const overrides_t& overrides,
+                  std::vector<calibration_row>& rows) {
   const std::string file = "tensore_tile_shapes_trn2.json";
   const json j = read_json(dir / file);
   const machine m = resolve_machine(builtin("trn2"), overrides);
@@ -125,18 +134,21 @@ void tensor_tiles(const std::filesystem::path& dir, const overrides_t& overrides
       in.tag = tag;
       prog.add(in);
       flops += 2.0 * in.count * in.partitions * in.aux * in.free;
-      how += fmt::format("{}{} x K{} M{} N{}", how.empty() ? "" : ", ", in.count, in.partitions, in.aux, in.free);
+      how += fmt::format("{}{} x K{} M{} N{}", how.empty() ? "" : ", ", in.count, in.partitions,
+                         in.aux, in.free);
     }
     const auto r = time_program(prog, m);
     const double tflops = flops / r.busy_ns[tensor_engine] * 1e-3;
-    rows.push_back({file, c.at("name").get<std::string>(), "achieved_tflops", c.at("achieved_tflops").get<double>(),
-                    tflops, 0.15, how + " back to back, TFLOPS over TensorE-active time"});
+    rows.push_back({file, c.at("name").get<std::string>(), "achieved_tflops",
+                    c.at("achieved_tflops").get<double>(), tflops, 0.15,
+                    how + " back to back, TFLOPS over TensorE-active time"});
   }
 }
 
 // --- DMA descriptor sizes (trn2) ------------------------------------------------------------
 
-void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides, std::vector<calibration_row>& rows) {
+void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides,
+               std::vector<calibration_row>& rows) {
   const std::string file = "dma_descriptor_size_trn2.json";
   const json j = read_json(dir / file);
   const machine m = resolve_machine(builtin("trn2"), overrides);
@@ -163,9 +175,10 @@ void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides, s
       }
       const auto r = time_program(prog, m);
       const double gbps = transfers * 128.0 * in.free / r.dma_active_ns;
-      rows.push_back({file, name, "achieved_gb_per_s", c.at("achieved_gb_per_s").get<double>(), gbps, 0.15,
-                      fmt::format("{} transfers of [128 x {} B] over 16 queues, bytes over DMA-active time", transfers,
-                                  in.free)});
+      rows.push_back(
+          {file, name, "achieved_gb_per_s", c.at("achieved_gb_per_s").get<double>(), gbps, 0.15,
+           fmt::format("{} transfers of [128 x {} B] over 16 queues, bytes over DMA-active time",
+                       transfers, in.free)});
     } else {
       // The NKI DMA overview's A[4, 4096] bf16: 4 partitions of 8 KiB, one engine.
       const auto bytes = c.at("bytes").get<std::uint32_t>();
@@ -174,15 +187,17 @@ void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides, s
       in.free = bytes / 4;
       prog.add(in);
       const auto r = time_program(prog, m, timing_options{.record = true});
-      rows.push_back({file, name, "latency_ns", c.at("latency_ns").get<double>(), r.end_ns[0] - r.data_start_ns[0],
-                      0.15, "one transfer of [4 x 8192 B] (A[4,4096] bf16), the engine's data phase"});
+      rows.push_back({file, name, "latency_ns", c.at("latency_ns").get<double>(),
+                      r.end_ns[0] - r.data_start_ns[0], 0.15,
+                      "one transfer of [4 x 8192 B] (A[4,4096] bf16), the engine's data phase"});
     }
   }
 }
 
 }  // namespace
 
-std::vector<calibration_row> run_calibration(const std::filesystem::path& dir, const overrides_t& overrides) {
+std::vector<calibration_row> run_calibration(const std::filesystem::path& dir,
+                                             const overrides_t& overrides) {
   std::vector<calibration_row> rows;
   tutorial(dir, overrides, rows);
   tensor_tiles(dir, overrides, rows);

@@ -24,7 +24,8 @@ double number(const std::string& key, const std::string& text) {
 
 }  // namespace
 
-std::shared_ptr<backend> make_sim_backend(std::string_view argument, const backend_settings& settings) {
+std::shared_ptr<backend> make_sim_backend(std::string_view argument,
+                                          const backend_settings& settings) {
   sim_options options;
   options.workload = std::string(argument);
   for (const auto& [key, value] : settings) {
@@ -35,13 +36,16 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument, const backe
     } else if (key == "concurrency") {
       const double n = number(key, value);
       if (n < 1 || n != static_cast<double>(static_cast<std::size_t>(n)))
-        throw error(fmt::format("backend sim: setting concurrency must be a whole number >= 1, got {}", value));
+        throw error(fmt::format(
+            "backend sim: setting concurrency must be a whole number >= 1, got {}", value));
       options.concurrency = static_cast<std::size_t>(n);
     } else if (key.rfind("set.", 0) == 0 && key.size() > 4) {
       options.overrides[key.substr(4)] = number(key, value);
     } else {
-      throw error(fmt::format("backend sim: unknown setting '{}' (settings: workload, target, concurrency, "
-                              "set.NAME for a model constant)", key));
+      throw error(
+          fmt::format("backend sim: unknown setting '{}' (settings: workload, target, concurrency, "
+                      "set.NAME for a model constant)",
+                      key));
     }
   }
   return std::make_shared<sim_backend>(std::move(options));

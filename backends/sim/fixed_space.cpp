@@ -7,11 +7,13 @@
 
 namespace tessel::sim {
 
-std::pair<space, config> fixed_space(const std::string& name, const target& t, const fixed_values& v) {
+std::pair<space, config> fixed_space(const std::string& name, const target& t,
+                                     const fixed_values& v) {
   space::definition def;
   def.name = name;
   def.target = t;
-  for (const auto& [key, value] : v.integers) def.constants.push_back({key, value_type::integer, value});
+  for (const auto& [key, value] : v.integers)
+    def.constants.push_back({key, value_type::integer, value});
   for (const auto& [key, value] : v.symbols) {
     const auto id = def.intern(value);
     def.constants.push_back({key, value_type::symbol, id});
@@ -25,7 +27,8 @@ std::pair<space, config> fixed_space(const std::string& name, const target& t, c
     std::sort(sorted.begin(), sorted.end(), [](const std::string& a, const std::string& b) {
       // m, n, k: the matmul's natural element order
       static const std::vector<std::string> natural{"m", "n", "k"};
-      const auto ia = std::find(natural.begin(), natural.end(), a), ib = std::find(natural.begin(), natural.end(), b);
+      const auto ia = std::find(natural.begin(), natural.end(), a),
+                 ib = std::find(natural.begin(), natural.end(), b);
       if (ia != natural.end() || ib != natural.end()) return ia < ib;
       return a < b;
     });
@@ -37,7 +40,8 @@ std::pair<space, config> fixed_space(const std::string& name, const target& t, c
     // the rank of v.order among the lexicographic orders of element indices
     std::vector<std::size_t> idx;
     for (const auto& e : v.order)
-      idx.push_back(static_cast<std::size_t>(std::find(sorted.begin(), sorted.end(), e) - sorted.begin()));
+      idx.push_back(
+          static_cast<std::size_t>(std::find(sorted.begin(), sorted.end(), e) - sorted.begin()));
     std::uint32_t rank = 0;
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(count); ++r)
       if (p.dom.permutation(r) == idx) rank = r;

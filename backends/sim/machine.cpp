@@ -29,10 +29,12 @@ constexpr std::array table{
     calibrated_constant{"tensor_small_tile_penalty_percent", 44, 44, "% extra time",
                         "[tile] fit: the mixed case (30.8 TFLOPS) runs 33% over max(min(64,M),N); "
                         "the penalty applies to its three under-filled groups; trn1 assumed equal"},
-    calibrated_constant{"tensor_small_moving_free", 128, 128, "elements",
-                        "[sim] moving free sizes below this count as small (the measured case has N=64)"},
-    calibrated_constant{"tensor_stationary_load_speedup", 4, 4, "x",
-                        "[nc] LoadStationary is up to 4x faster than a multiply of the same free size"},
+    calibrated_constant{
+        "tensor_small_moving_free", 128, 128, "elements",
+        "[sim] moving free sizes below this count as small (the measured case has N=64)"},
+    calibrated_constant{
+        "tensor_stationary_load_speedup", 4, 4, "x",
+        "[nc] LoadStationary is up to 4x faster than a multiply of the same free size"},
     // VectorE / ScalarE / GpSimdE cost rules
     calibrated_constant{"elementwise_two_input_cycles_per_element", 2, 2, "cycles",
                         "[nc] two-input instructions cost ~2N cycles"},
@@ -40,13 +42,15 @@ constexpr std::array table{
                         "[nc] tensor_reduce ~N/2 for bf16 add/max"},
     calibrated_constant{"elementwise_reciprocal_cycles_per_element", 8, 8, "cycles",
                         "[nc] reciprocal ~8N"},
-    calibrated_constant{"gpsimd_cycles_per_element", 1, 1, "cycles",
-                        "[sim] assumed as VectorE (8 cores x 16 partitions = 128 lanes); uncalibrated"},
+    calibrated_constant{
+        "gpsimd_cycles_per_element", 1, 1, "cycles",
+        "[sim] assumed as VectorE (8 cores x 16 partitions = 128 lanes); uncalibrated"},
     // DMA
-    calibrated_constant{"dma_stream_bytes_per_us_per_engine", 18'626, 25'200, "bytes/us",
-                        "[dmasz] trn2 fit of t = descriptors*d + bytes/rate to 1 KiB (259 GB/s) and "
-                        "4 KiB (354 GB/s) per partition; trn1 scaled by 17/23 (the per-engine "
-                        "figures of docs/targets.md)"},
+    calibrated_constant{
+        "dma_stream_bytes_per_us_per_engine", 18'626, 25'200, "bytes/us",
+        "[dmasz] trn2 fit of t = descriptors*d + bytes/rate to 1 KiB (259 GB/s) and "
+        "4 KiB (354 GB/s) per partition; trn1 scaled by 17/23 (the per-engine "
+        "figures of docs/targets.md)"},
     calibrated_constant{"dma_descriptor_ns", 56, 22.6, "ns per descriptor per engine",
                         "trn2: [dmasz] same fit; trn1: [tut] fit to the tiled and hoisted stages "
                         "(256 B and 1 KiB rows move at about the same ~100 GB/s there)"},
@@ -62,12 +66,25 @@ constexpr std::array table{
 
 /// Target constants the model cannot work without.
 constexpr std::array required_target_constants{
-    "partitions", "sbuf_bytes_per_partition", "psum_banks", "psum_bank_bytes",
-    "matmul_max_contraction", "matmul_max_stationary_free", "matmul_max_moving_free",
-    "tensor_clock_mhz", "vector_clock_mhz", "scalar_clock_mhz", "gpsimd_clock_mhz",
-    "tensor_min_instruction_cycles", "fp32_matmul_cost_factor",
-    "vector_min_instruction_cycles", "vector_static_overhead_cycles",
-    "dma_engines", "dma_partitions_per_engine", "dma_bytes_per_us_per_engine", "dma_fixed_latency_ns",
+    "partitions",
+    "sbuf_bytes_per_partition",
+    "psum_banks",
+    "psum_bank_bytes",
+    "matmul_max_contraction",
+    "matmul_max_stationary_free",
+    "matmul_max_moving_free",
+    "tensor_clock_mhz",
+    "vector_clock_mhz",
+    "scalar_clock_mhz",
+    "gpsimd_clock_mhz",
+    "tensor_min_instruction_cycles",
+    "fp32_matmul_cost_factor",
+    "vector_min_instruction_cycles",
+    "vector_static_overhead_cycles",
+    "dma_engines",
+    "dma_partitions_per_engine",
+    "dma_bytes_per_us_per_engine",
+    "dma_fixed_latency_ns",
 };
 
 using value_map = std::map<std::string, double, std::less<>>;
@@ -87,14 +104,18 @@ value_map collect(const target& t, const value_map& overrides) {
     if (!values.contains(row.name)) values[row.name] = trn1 ? row.trn1 : row.trn2;
   for (const auto& [name, value] : overrides) {
     if (!values.contains(name))
-      throw error(fmt::format("sim: override '{}' names no constant of target '{}' or of the "
-                              "simulator's table (docs/simulator.md)", name, t.name));
+      throw error(
+          fmt::format("sim: override '{}' names no constant of target '{}' or of the "
+                      "simulator's table (docs/simulator.md)",
+                      name, t.name));
     values[name] = value;
   }
   for (const auto* name : required_target_constants)
     if (!values.contains(name))
-      throw error(fmt::format("sim: target '{}' has no constant '{}'; the NeuronCore simulator "
-                              "needs a trn1- or trn2-like target", t.name, name));
+      throw error(
+          fmt::format("sim: target '{}' has no constant '{}'; the NeuronCore simulator "
+                      "needs a trn1- or trn2-like target",
+                      t.name, name));
   return values;
 }
 

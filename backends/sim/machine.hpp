@@ -48,15 +48,15 @@ struct machine {
   double tensor_ghz = 0, vector_ghz = 0, scalar_ghz = 0, gpsimd_ghz = 0;
 
   // TensorE
-  double tensor_min_cycles = 64;         ///< multiplies issue every max(N, this)
+  double tensor_min_cycles = 64;  ///< multiplies issue every max(N, this)
   double fp32_cost_factor = 4;
-  double fp8_speedup = 1;                ///< peak FP8 over BF16 (roofline)
-  double full_tile_efficiency = 0.98;    ///< issue efficiency of back-to-back full tiles
-  double small_tile_penalty = 0;         ///< extra fraction of time for an under-filled tile
-  double small_moving_free = 128;        ///< moving free sizes below this are "small"
-  double stationary_load_speedup = 4;    ///< LoadStationary vs a multiply of the same free size
-  double warmup_ns = 0;                  ///< throttle ramp length (0: none)
-  double warmup_start = 1;               ///< speed at the start of the ramp (fraction of peak)
+  double fp8_speedup = 1;              ///< peak FP8 over BF16 (roofline)
+  double full_tile_efficiency = 0.98;  ///< issue efficiency of back-to-back full tiles
+  double small_tile_penalty = 0;       ///< extra fraction of time for an under-filled tile
+  double small_moving_free = 128;      ///< moving free sizes below this are "small"
+  double stationary_load_speedup = 4;  ///< LoadStationary vs a multiply of the same free size
+  double warmup_ns = 0;                ///< throttle ramp length (0: none)
+  double warmup_start = 1;             ///< speed at the start of the ramp (fraction of peak)
 
   // VectorE / ScalarE / GpSimdE
   double elementwise_min_cycles = 64;
@@ -74,11 +74,11 @@ struct machine {
   // DMA
   int dma_engines = 16;
   int dma_partitions_per_engine = 8;
-  double dma_stream_bytes_per_ns = 0;    ///< per engine, once a descriptor is under way
-  double dma_descriptor_ns = 0;          ///< per descriptor (contiguous chunk) per engine
-  double dma_issue_ns = 0;               ///< per transfer, holds its queue
-  double dma_fixed_latency_ns = 0;       ///< trigger to completion, beyond the data phase
-  double dma_bytes_per_ns = 0;           ///< the target's nominal aggregate (reports)
+  double dma_stream_bytes_per_ns = 0;  ///< per engine, once a descriptor is under way
+  double dma_descriptor_ns = 0;        ///< per descriptor (contiguous chunk) per engine
+  double dma_issue_ns = 0;             ///< per transfer, holds its queue
+  double dma_fixed_latency_ns = 0;     ///< trigger to completion, beyond the data phase
+  double dma_bytes_per_ns = 0;         ///< the target's nominal aggregate (reports)
 
   // roofline
   double bf16_peak_flops_per_ns = 0;
@@ -98,7 +98,7 @@ struct machine {
 /// `overrides` may name any constant of the target or of the table (in the
 /// target's units). Throws tessel::error naming a required target constant
 /// the target lacks (e.g. on `cpu`) or an override that names nothing.
-[[nodiscard]] machine resolve_machine(const target& t,
-                                      const std::map<std::string, double, std::less<>>& overrides = {});
+[[nodiscard]] machine resolve_machine(
+    const target& t, const std::map<std::string, double, std::less<>>& overrides = {});
 
 }  // namespace tessel::sim

@@ -79,7 +79,8 @@ instruction_id program::add(instruction in, std::initializer_list<instruction_id
   in.dep_begin = static_cast<std::uint32_t>(deps_.size());
   for (const auto d : deps)
     if (d != none) {
-      if (d >= id) throw std::logic_error("sim program: a dependency must name an earlier instruction");
+      if (d >= id)
+        throw std::logic_error("sim program: a dependency must name an earlier instruction");
       deps_.push_back(d);
     }
   in.dep_end = static_cast<std::uint32_t>(deps_.size());
@@ -92,7 +93,8 @@ instruction_id program::add(instruction in, const std::vector<instruction_id>& d
   in.dep_begin = static_cast<std::uint32_t>(deps_.size());
   for (const auto d : deps)
     if (d != none) {
-      if (d >= id) throw std::logic_error("sim program: a dependency must name an earlier instruction");
+      if (d >= id)
+        throw std::logic_error("sim program: a dependency must name an earlier instruction");
       deps_.push_back(d);
     }
   in.dep_end = static_cast<std::uint32_t>(deps_.size());

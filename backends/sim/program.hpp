@@ -26,10 +26,10 @@ namespace tessel::sim {
 /// Engine ids: the DMA queues first, then the compute engines.
 using engine_id = std::uint8_t;
 inline constexpr int dma_queue_count = 16;
-inline constexpr engine_id tensor_engine = 16;   ///< TensorE (the PE array)
-inline constexpr engine_id vector_engine = 17;   ///< VectorE
-inline constexpr engine_id scalar_engine = 18;   ///< ScalarE (activation)
-inline constexpr engine_id gpsimd_engine = 19;   ///< GpSimdE (pool)
+inline constexpr engine_id tensor_engine = 16;  ///< TensorE (the PE array)
+inline constexpr engine_id vector_engine = 17;  ///< VectorE
+inline constexpr engine_id scalar_engine = 18;  ///< ScalarE (activation)
+inline constexpr engine_id gpsimd_engine = 19;  ///< GpSimdE (pool)
 inline constexpr int engine_count = 20;
 
 [[nodiscard]] constexpr bool is_dma(engine_id e) noexcept { return e < dma_queue_count; }
@@ -50,7 +50,7 @@ enum class memory : std::uint8_t { hbm, sbuf, psum };
 /// depth, so the buffer needs bytes_per_partition * slots per partition. For
 /// HBM, `bytes` is the tensor's size.
 struct buffer {
-  std::string name;        ///< "A", "B", "C partials", "out staging"
+  std::string name;  ///< "A", "B", "C partials", "out staging"
   memory where = memory::sbuf;
   std::int64_t bytes_per_partition = 0;
   std::int64_t slots = 1;
@@ -79,11 +79,12 @@ enum class op : std::uint8_t {
 
 /// Flags of an instruction.
 enum instruction_flags : std::uint8_t {
-  flag_reads_psum = 1u << 0,       ///< an elementwise instruction reading PSUM
-  flag_writes_psum = 1u << 1,      ///< ... writing PSUM
-  flag_new_stationary = 1u << 2,   ///< matmul: loads a new stationary (else reuses the loaded one)
-  flag_sbuf_contiguous = 1u << 3,  ///< elementwise SBUF -> SBUF on 2-byte data: VectorE perf mode eligible
-  flag_accumulate = 1u << 4,       ///< matmul: accumulates into a PSUM group already open
+  flag_reads_psum = 1u << 0,      ///< an elementwise instruction reading PSUM
+  flag_writes_psum = 1u << 1,     ///< ... writing PSUM
+  flag_new_stationary = 1u << 2,  ///< matmul: loads a new stationary (else reuses the loaded one)
+  flag_sbuf_contiguous =
+      1u << 3,  ///< elementwise SBUF -> SBUF on 2-byte data: VectorE perf mode eligible
+  flag_accumulate = 1u << 4,  ///< matmul: accumulates into a PSUM group already open
 };
 
 struct instruction {
@@ -91,7 +92,7 @@ struct instruction {
   op kind = op::matmul;
   dtype type = dtype::bf16;  ///< element type the engine processes (matmul: the inputs')
   std::uint8_t flags = 0;
-  std::uint32_t count = 1;   ///< identical copies issued back to back
+  std::uint32_t count = 1;  ///< identical copies issued back to back
   /// matmul/transpose: contraction (partition) size. Elementwise: partitions.
   /// DMA: partitions written or read on the SBUF side (rows of the transfer).
   std::uint32_t partitions = 0;
@@ -104,15 +105,15 @@ struct instruction {
   /// DMA: the first SBUF partition the transfer touches (which engines serve it).
   std::uint16_t partition_offset = 0;
   buffer_id src = 0, dst = 0;
-  std::uint16_t tag = 0;     ///< the program's label index ("load A", "evict")
+  std::uint16_t tag = 0;                     ///< the program's label index ("load A", "evict")
   std::uint32_t dep_begin = 0, dep_end = 0;  ///< range in program::deps
 };
 using instruction_id = std::uint32_t;
 
 /// Engine-independent tallies a workload states for the roofline.
 struct workload_totals {
-  double flops = 0;              ///< useful floating-point operations
-  double min_hbm_bytes = 0;      ///< bytes any implementation must move to or from HBM
+  double flops = 0;                  ///< useful floating-point operations
+  double min_hbm_bytes = 0;          ///< bytes any implementation must move to or from HBM
   dtype compute_type = dtype::bf16;  ///< the matmul input type (sets the peak)
 };
 
@@ -130,7 +131,9 @@ class program {
   instruction_id add(instruction in, const std::vector<instruction_id>& deps);
   static constexpr instruction_id none = 0xFFFF'FFFFu;
 
-  [[nodiscard]] const std::vector<instruction>& instructions() const noexcept { return instructions_; }
+  [[nodiscard]] const std::vector<instruction>& instructions() const noexcept {
+    return instructions_;
+  }
   /// The instruction `id`, to extend an aggregate (`count`) while lowering.
   [[nodiscard]] instruction& at(instruction_id id) { return instructions_.at(id); }
   [[nodiscard]] const std::vector<instruction_id>& deps() const noexcept { return deps_; }

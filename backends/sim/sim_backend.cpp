@@ -26,11 +26,11 @@ using namespace tessel::sim;
 
 void sim_options::validate() const {
   if (!workload.empty() && !find_workload(workload))
-    throw options_error(fmt::format("sim_options.workload: unknown workload '{}' (known: {})", workload,
-                                    fmt::join(workload_names(), ", ")));
+    throw options_error(fmt::format("sim_options.workload: unknown workload '{}' (known: {})",
+                                    workload, fmt::join(workload_names(), ", ")));
   if (!target.empty() && !builtin_target(target))
-    throw options_error(fmt::format("sim_options.target: unknown target '{}' (built-in: {})", target,
-                                    fmt::join(builtin_target_names(), ", ")));
+    throw options_error(fmt::format("sim_options.target: unknown target '{}' (built-in: {})",
+                                    target, fmt::join(builtin_target_names(), ", ")));
 }
 
 std::vector<std::string> sim_workloads() { return workload_names(); }
@@ -54,7 +54,8 @@ struct sim_backend::impl {
     const target& t = target_for(s);
     const std::lock_guard lock(mutex);
     // compared, not copied: a target's ~50 constants cost a microsecond
-    if (machine_cache && cached_target.name == t.name && cached_target.constants == t.constants) return machine_cache;
+    if (machine_cache && cached_target.name == t.name && cached_target.constants == t.constants)
+      return machine_cache;
     machine_cache = std::make_shared<const machine>(resolve_machine(t, options.overrides));
     cached_target = t;
     return machine_cache;
@@ -70,11 +71,14 @@ struct sim_backend::impl {
     }
     if (name.empty() && find_workload(s.name())) name = s.name();
     if (name.empty())
-      throw error(fmt::format("sim: which workload does space '{}' describe? Declare `const workload = NAME` in "
-                              "the space or pass sim:NAME (workloads: {})",
-                              s.name(), fmt::join(workload_names(), ", ")));
+      throw error(fmt::format(
+          "sim: which workload does space '{}' describe? Declare `const workload = NAME` in "
+          "the space or pass sim:NAME (workloads: {})",
+          s.name(), fmt::join(workload_names(), ", ")));
     const auto* w = find_workload(name);
-    if (!w) throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", name, fmt::join(workload_names(), ", ")));
+    if (!w)
+      throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", name,
+                              fmt::join(workload_names(), ", ")));
     return *w;
   }
 
@@ -106,9 +110,11 @@ sim_backend::~sim_backend() = default;
 std::string sim_backend::name() const {
   const std::lock_guard lock(impl_->mutex);
   std::string n = "sim";
-  const std::string w = impl_->prepared_workload.empty() ? impl_->options.workload : impl_->prepared_workload;
+  const std::string w =
+      impl_->prepared_workload.empty() ? impl_->options.workload : impl_->prepared_workload;
   if (!w.empty()) n += ":" + w;
-  const std::string t = impl_->machine_cache ? impl_->machine_cache->target_name : impl_->options.target;
+  const std::string t =
+      impl_->machine_cache ? impl_->machine_cache->target_name : impl_->options.target;
   if (!t.empty()) n += "@" + t;
   return n;
 }
@@ -136,7 +142,8 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   }
   const machine& m = *r.m;
   cost paid;
-  paid.compile_s = m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(prog.issued_count());
+  paid.compile_s =
+      m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(prog.issued_count());
   if (!r.error.empty()) return measurement::failure(status::compile_error, r.error, paid);
   const double latency_s = r.timing.latency_ns * 1e-9;
   paid.run_s = latency_s;
@@ -173,7 +180,9 @@ sim_explanation sim_backend::analyse(const space& s, const config& c) const {
   return e;
 }
 
-std::string sim_backend::explain(const space& s, const config& c) const { return analyse(s, c).text(); }
+std::string sim_backend::explain(const space& s, const config& c) const {
+  return analyse(s, c).text();
+}
 
 std::string sim_backend::trace_json(const space& s, const config& c) const {
   program prog;
@@ -182,7 +191,8 @@ std::string sim_backend::trace_json(const space& s, const config& c) const {
   return sim::trace_json(prog, r.timing, std::string(r.w->name()) + "@" + r.m->target_name);
 }
 
-void sim_backend::write_trace(const space& s, const config& c, const std::filesystem::path& path) const {
+void sim_backend::write_trace(const space& s, const config& c,
+                              const std::filesystem::path& path) const {
   const std::string json = trace_json(s, c);
   std::ofstream out(path, std::ios::binary);
   if (!out) throw error(fmt::format("sim: cannot write the trace to '{}'", path.string()));

@@ -48,7 +48,8 @@ namespace {
   return std::max(free, m.tensor_min_cycles) / m.stationary_load_speedup;
 }
 
-[[nodiscard]] double elementwise_cycles(const instruction& in, const machine& m, bool depends_on_previous) {
+[[nodiscard]] double elementwise_cycles(const instruction& in, const machine& m,
+                                        bool depends_on_previous) {
   double per_element = 1.0;
   switch (in.kind) {
     case op::tensor_tensor: per_element = m.two_input_cycles_per_element; break;
@@ -59,9 +60,11 @@ namespace {
   if (in.engine == gpsimd_engine) per_element *= m.gpsimd_cycles_per_element;
   double speedup = 1.0;
   const bool perf_op = in.kind == op::copy || in.kind == op::tensor_scalar;
-  if (in.engine == vector_engine && perf_op && (in.flags & flag_sbuf_contiguous) && dtype_bytes(in.type) <= 2)
+  if (in.engine == vector_engine && perf_op && (in.flags & flag_sbuf_contiguous) &&
+      dtype_bytes(in.type) <= 2)
     speedup = std::min(m.perf_mode_max_speedup, 4.0 / dtype_bytes(in.type));
-  const double floor_cycles = depends_on_previous ? m.dependent_instruction_cycles : m.elementwise_min_cycles;
+  const double floor_cycles =
+      depends_on_previous ? m.dependent_instruction_cycles : m.elementwise_min_cycles;
   double cycles = std::max(floor_cycles, per_element * in.free / std::max(speedup, 1.0));
   cycles += m.elementwise_overhead_cycles;
   if (in.engine == gpsimd_engine) cycles += m.gpsimd_start_cycles;
@@ -94,7 +97,8 @@ double dma_data_ns(const instruction& in, const machine& m) {
   const int offset_in_group = in.partition_offset % per;
   const int rows = static_cast<int>(in.partitions);
   int busiest = std::min(rows, per - offset_in_group);
-  if (rows > per - offset_in_group) busiest = std::max(busiest, std::min(per, rows - (per - offset_in_group)));
+  if (rows > per - offset_in_group)
+    busiest = std::max(busiest, std::min(per, rows - (per - offset_in_group)));
   // Engines beyond 16 wrap around: more rows per engine.
   const int engines_needed = (offset_in_group + rows + per - 1) / per;
   if (engines_needed > m.dma_engines)
@@ -102,7 +106,8 @@ double dma_data_ns(const instruction& in, const machine& m) {
   const double row_bytes = in.free;
   const double chunk = in.aux > 0 ? std::min<double>(in.aux, row_bytes) : row_bytes;
   const double descriptors_per_row = chunk > 0 ? std::ceil(row_bytes / chunk) : 1.0;
-  const double per_row = descriptors_per_row * m.dma_descriptor_ns + row_bytes / m.dma_stream_bytes_per_ns;
+  const double per_row =
+      descriptors_per_row * m.dma_descriptor_ns + row_bytes / m.dma_stream_bytes_per_ns;
   return in.count * busiest * per_row;
 }
 
@@ -310,8 +315,10 @@ class simulator {
     std::size_t kept = 0;
     finished_.clear();
     for (const auto id : active_) {
-      if (remaining_[id] <= 1e-6) finished_.push_back(id);
-      else active_[kept++] = id;
+      if (remaining_[id] <= 1e-6)
+        finished_.push_back(id);
+      else
+        active_[kept++] = id;
     }
     active_.resize(kept);
     reshare();
@@ -410,7 +417,8 @@ class simulator {
       const double at = std::max(free_at_[e], ready_[id]);
       begin(id, e, at, nullptr, nullptr);
       const auto& in = ins_[id];
-      const double duration = e == tensor_engine ? tensor_duration(in, at) : elementwise_duration(in);
+      const double duration =
+          e == tensor_engine ? tensor_duration(in, at) : elementwise_duration(in);
       finish_compute(id, e, at + duration);
     }
   }
@@ -449,7 +457,8 @@ class simulator {
     const auto prev = prev_on_engine(in.engine);
     if (prev != program::none) {
       const auto& deps = p_.deps();
-      for (auto d = in.dep_begin; d < in.dep_end && !depends_on_previous; ++d) depends_on_previous = deps[d] == prev;
+      for (auto d = in.dep_begin; d < in.dep_end && !depends_on_previous; ++d)
+        depends_on_previous = deps[d] == prev;
     }
     return compute_ns(in, m_, depends_on_previous);
   }
@@ -557,7 +566,8 @@ class simulator {
         for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1) ++load[std::countr_zero(bits)];
       for (const auto id : active_) {
         int worst = 1;
-        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1) worst = std::max(worst, load[std::countr_zero(bits)]);
+        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1)
+          worst = std::max(worst, load[std::countr_zero(bits)]);
         rate_[id] = 1.0 / worst;
         first = std::min(first, remaining_[id] * worst);
       }
@@ -618,9 +628,10 @@ class simulator {
 
   /// Walks back from the last instruction along the causes of each start.
   void critical_path(timing_result& r, std::uint32_t last) const {
-    // phases: 0..3 compute engines (tensor, vector, scalar, gpsimd), 4 dma issue, 5 dma data, 6 dma latency
-    static constexpr std::array<const char*, 7> phase_names{"tensor", "vector", "scalar", "gpsimd",
-                                                            "dma issue", "dma data", "dma latency"};
+    // phases: 0..3 compute engines (tensor, vector, scalar, gpsimd), 4 dma issue, 5 dma data, 6 dma
+    // latency
+    static constexpr std::array<const char*, 7> phase_names{
+        "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"};
     const std::size_t tags = p_.tags().size();
     auto& shares = w_.shares;
     shares.assign(phase_names.size() * std::max<std::size_t>(tags, 1), 0.0);
@@ -652,7 +663,8 @@ class simulator {
     }
     for (std::size_t ph = 0; ph < phase_names.size(); ++ph)
       for (std::size_t t = 0; t < tags; ++t)
-        if (shares[ph * tags + t] > 0) r.critical_path.push_back({phase_names[ph], p_.tags()[t], shares[ph * tags + t]});
+        if (shares[ph * tags + t] > 0)
+          r.critical_path.push_back({phase_names[ph], p_.tags()[t], shares[ph * tags + t]});
     std::stable_sort(r.critical_path.begin(), r.critical_path.end(),
                      [](const path_share& a, const path_share& b) { return a.ns > b.ns; });
   }

@@ -21,22 +21,23 @@ struct timing_options {
 
 /// Where time on the critical path went: one row per (phase, label).
 struct path_share {
-  std::string phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
-  std::string tag;    ///< the instruction label ("load B", "matmul", "evict")
+  std::string
+      phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
+  std::string tag;  ///< the instruction label ("load B", "matmul", "evict")
   double ns = 0;
 };
 
 struct timing_result {
   double latency_ns = 0;
   std::array<double, engine_count> busy_ns{};  ///< per engine; a queue counts issue and data phases
-  double dma_active_ns = 0;      ///< time at least one transfer is in its data phase
-  double dma_work_ns = 0;        ///< data-phase work summed over the DMA engines
+  double dma_active_ns = 0;                    ///< time at least one transfer is in its data phase
+  double dma_work_ns = 0;                      ///< data-phase work summed over the DMA engines
   double hbm_read_bytes = 0, hbm_write_bytes = 0;
-  double sbuf_dma_bytes = 0;     ///< bytes DMA moved into or out of SBUF
-  double psum_write_bytes = 0;   ///< bytes TensorE wrote to PSUM
+  double sbuf_dma_bytes = 0;       ///< bytes DMA moved into or out of SBUF
+  double psum_write_bytes = 0;     ///< bytes TensorE wrote to PSUM
   std::uint64_t instructions = 0;  ///< issued, counting aggregation
-  double tensor_ideal_ns = 0;    ///< TensorE time at full speed without small-tile or warm-up losses
-  double tensor_warmup_ns = 0;   ///< TensorE time lost to the warm-up throttle
+  double tensor_ideal_ns = 0;   ///< TensorE time at full speed without small-tile or warm-up losses
+  double tensor_warmup_ns = 0;  ///< TensorE time lost to the warm-up throttle
   std::vector<path_share> critical_path;  ///< sorted by time, largest first; sums to latency_ns
 
   /// With timing_options::record: per instruction, in ns.
@@ -51,12 +52,14 @@ struct timing_result {
 
 /// Times `p` on `m`. Throws std::logic_error if the program deadlocks (a
 /// dependency that can never be satisfied: a workload bug).
-[[nodiscard]] timing_result time_program(const program& p, const machine& m, const timing_options& options = {});
+[[nodiscard]] timing_result time_program(const program& p, const machine& m,
+                                         const timing_options& options = {});
 
 /// The duration of one (aggregated) compute instruction at full speed, in ns,
 /// ignoring the warm-up throttle and stationary-load exposure; the cost
 /// rules in one place (used by the timing and by tests).
-[[nodiscard]] double compute_ns(const instruction& in, const machine& m, bool depends_on_previous = false);
+[[nodiscard]] double compute_ns(const instruction& in, const machine& m,
+                                bool depends_on_previous = false);
 
 /// The data-phase work of one DMA transfer on its busiest engine, in ns, when
 /// it has the engines to itself.

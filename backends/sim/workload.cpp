@@ -25,18 +25,23 @@ std::optional<std::size_t> value_reader::active_parameter(std::string_view name)
 
 bool value_reader::has(std::string_view name) const {
   if (active_parameter(name) || find_constant(name)) return true;
-  return std::any_of(s_.def().lets.begin(), s_.def().lets.end(), [&](const let_value& l) { return l.name == name; });
+  return std::any_of(s_.def().lets.begin(), s_.def().lets.end(),
+                     [&](const let_value& l) { return l.name == name; });
 }
 
 std::optional<std::int64_t> value_reader::integer(std::string_view name) const {
   if (const auto p = active_parameter(name)) {
     const auto& dom = s_.parameters()[*p].dom;
-    if (dom.kind == param_kind::integer || dom.kind == param_kind::boolean) return dom.values.at(c_[*p]);
+    if (dom.kind == param_kind::integer || dom.kind == param_kind::boolean)
+      return dom.values.at(c_[*p]);
     return std::nullopt;
   }
   if (const auto* k = find_constant(name))
-    return k->type == value_type::integer || k->type == value_type::boolean ? std::optional(k->value) : std::nullopt;
-  if (std::any_of(s_.def().lets.begin(), s_.def().lets.end(), [&](const let_value& l) { return l.name == name; }))
+    return k->type == value_type::integer || k->type == value_type::boolean
+               ? std::optional(k->value)
+               : std::nullopt;
+  if (std::any_of(s_.def().lets.begin(), s_.def().lets.end(),
+                  [&](const let_value& l) { return l.name == name; }))
     return s_.evaluate(c_, name);
   return std::nullopt;
 }
@@ -84,8 +89,9 @@ void workload::check_space(const space& s) const {
                          std::any_of(s.def().constants.begin(), s.def().constants.end(),
                                      [&](const constant& k) { return k.name == n.name; });
     if (!present)
-      throw error(fmt::format("sim workload '{}' needs '{}' ({}) as a constant or parameter of space '{}'",
-                              name(), n.name, n.meaning, s.name()));
+      throw error(
+          fmt::format("sim workload '{}' needs '{}' ({}) as a constant or parameter of space '{}'",
+                      name(), n.name, n.meaning, s.name()));
   }
 }
 
@@ -96,7 +102,8 @@ double workload::estimated_instructions(const space& s, const config& c, const m
   return 1e4;
 }
 
-std::vector<std::string> workload::suggest(const bottleneck& b, const space& s, const config& c) const {
+std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
+                                           const config& c) const {
   (void)b;
   (void)s;
   (void)c;
@@ -107,8 +114,8 @@ std::vector<std::string> workload::suggest(const bottleneck& b, const space& s, 
 
 namespace {
 const std::vector<const workload*>& all_workloads() {
-  static const std::vector<const workload*> list{&matmul_workload(), &rmsnorm_workload(), &softmax_workload(),
-                                                  &attention_workload()};
+  static const std::vector<const workload*> list{&matmul_workload(), &rmsnorm_workload(),
+                                                 &softmax_workload(), &attention_workload()};
   return list;
 }
 }  // namespace

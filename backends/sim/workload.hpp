@@ -21,16 +21,17 @@ namespace tessel::sim {
 /// One name a workload reads: a constant or a parameter.
 struct name_doc {
   std::string name;
-  std::string values;       ///< "integer", "bf16 | fp8 | fp32", "perm(m, n, k)"
-  std::string fallback;     ///< used when the space has no such name ("" = required)
+  std::string values;    ///< "integer", "bf16 | fp8 | fp32", "perm(m, n, k)"
+  std::string fallback;  ///< used when the space has no such name ("" = required)
   std::string meaning;
 };
 
 /// What the explanation knows about a bottleneck, for a workload's hints.
 struct bottleneck {
-  std::string phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
-  std::string tag;    ///< the label of the instructions on the critical path ("load B")
-  double share = 0;   ///< of the latency
+  std::string
+      phase;  ///< "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"
+  std::string tag;   ///< the label of the instructions on the critical path ("load B")
+  double share = 0;  ///< of the latency
   /// For a DMA bottleneck: the parts of `share` spent issuing, moving data,
   /// and waiting on the completion latency.
   double issue_share = 0, data_share = 0, latency_share = 0;
@@ -71,13 +72,16 @@ class workload {
   virtual void check_space(const space& s) const;
   /// Lowers (s, c) on `m` into `out` (cleared first). Returns "" on success,
   /// else a compile error message ("SBUF overflow: ...").
-  [[nodiscard]] virtual std::string lower(const space& s, const config& c, const machine& m, program& out) const = 0;
+  [[nodiscard]] virtual std::string lower(const space& s, const config& c, const machine& m,
+                                          program& out) const = 0;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
-  [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c, const machine& m) const;
+  [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,
+                                                      const machine& m) const;
   /// Ranked suggestions (best first) for a bottleneck, in plain words that
   /// name this workload's parameters.
-  [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const;
+  [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                         const config& c) const;
 };
 
 /// The workload named `name` ("matmul"), or nullptr.

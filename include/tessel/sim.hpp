@@ -41,12 +41,12 @@ struct sim_options {
 struct sim_explanation {
   std::string workload, target;
   double latency_s = 0;
-  double roofline_s = 0;                   ///< max(compute at peak, minimal HBM bytes at peak DMA rate)
-  std::string roofline_bound;              ///< "compute" or "memory"
-  std::string bottleneck;                  ///< "DMA-bound: 71% of time waiting on HBM loads of B"
-  std::map<std::string, double> busy;      ///< "tensor", "vector", "scalar", "gpsimd", "dma": fractions
+  double roofline_s = 0;               ///< max(compute at peak, minimal HBM bytes at peak DMA rate)
+  std::string roofline_bound;          ///< "compute" or "memory"
+  std::string bottleneck;              ///< "DMA-bound: 71% of time waiting on HBM loads of B"
+  std::map<std::string, double> busy;  ///< "tensor", "vector", "scalar", "gpsimd", "dma": fractions
   std::vector<std::pair<std::string, double>> critical_path;  ///< "dma data (load B)" -> fraction
-  std::vector<std::string> suggestions;    ///< ranked, best first
+  std::vector<std::string> suggestions;                       ///< ranked, best first
   /// The full plain-words rendering.
   [[nodiscard]] std::string text() const;
 };

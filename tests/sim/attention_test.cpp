@@ -18,7 +18,8 @@ struct outcome {
   timing_result t;
 };
 
-outcome run(std::map<std::string, std::int64_t> ints, std::map<std::string, std::string> syms = {}) {
+outcome run(std::map<std::string, std::int64_t> ints,
+            std::map<std::string, std::string> syms = {}) {
   const target t = builtin("trn2");
   const machine m = resolve_machine(t);
   fixed_values v;
@@ -78,10 +79,13 @@ TEST_CASE("attention: K and V are read once per q tile, Q and O once") {
 
 TEST_CASE("attention: compile errors") {
   CHECK(run({{"head_dim", 256}}).error.rfind("partition dim 256 > 128:", 0) == 0);
-  CHECK(run({{"kv_tile", 4096}, {"seq", 4096}}).error.rfind("PSUM overflow: a 4096-wide score tile needs 8 banks", 0) == 0);
+  CHECK(run({{"kv_tile", 4096}, {"seq", 4096}})
+            .error.rfind("PSUM overflow: a 4096-wide score tile needs 8 banks", 0) == 0);
 }
 
-TEST_CASE("attention: examples/sim_attention.tsl and the DSL engineer's attention.tsl run on the backend") {
+TEST_CASE(
+    "attention: examples/sim_attention.tsl and the DSL engineer's attention.tsl run on the "
+    "backend") {
   for (const char* file : {"sim_attention.tsl", "attention.tsl"}) {
     INFO(file);
     parse_options options;

@@ -30,11 +30,13 @@ fixed_values good_config() {
 
 fixed_values dma_bound_config() {
   auto v = matmul_values(4096, 4096, 4096);
-  v.integers.insert({{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 4096}, {"bufs", 2}, {"coalesce", 0}});
+  v.integers.insert(
+      {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 4096}, {"bufs", 2}, {"coalesce", 0}});
   return v;
 }
 
-sim_options opts(std::string workload, std::string target = "", std::map<std::string, double, std::less<>> overrides = {}) {
+sim_options opts(std::string workload, std::string target = "",
+                 std::map<std::string, double, std::less<>> overrides = {}) {
   sim_options o;
   o.workload = std::move(workload);
   o.target = std::move(target);
@@ -42,7 +44,9 @@ sim_options opts(std::string workload, std::string target = "", std::map<std::st
   return o;
 }
 
-std::string example(const std::string& name) { return std::string(TESSEL_SOURCE_DIR) + "/examples/" + name; }
+std::string example(const std::string& name) {
+  return std::string(TESSEL_SOURCE_DIR) + "/examples/" + name;
+}
 
 }  // namespace
 
@@ -55,12 +59,14 @@ TEST_CASE("sim_backend: a good config is ok, near the roofline, with its metrics
   REQUIRE(m.ok());
   CHECK(m.objective == doctest::Approx(m.metrics.at("latency_s")));
   CHECK(m.samples.size() == 1);
-  CHECK(m.metrics.at("roofline_s") == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 78'643e9).epsilon(1e-3));
+  CHECK(m.metrics.at("roofline_s") ==
+        doctest::Approx(2.0 * 4096 * 4096 * 4096 / 78'643e9).epsilon(1e-3));
   CHECK(m.metrics.at("roofline_fraction") > 0.9);  // issue 4: within 10% of the roofline
   CHECK(m.objective >= m.metrics.at("roofline_s"));
   CHECK(m.metrics.at("tensor_busy") > 0.9);
-  for (const char* key : {"vector_busy", "scalar_busy", "gpsimd_busy", "dma_busy", "hbm_read_bytes",
-                          "hbm_write_bytes", "roofline_compute_s", "roofline_memory_s", "instructions"})
+  for (const char* key :
+       {"vector_busy", "scalar_busy", "gpsimd_busy", "dma_busy", "hbm_read_bytes",
+        "hbm_write_bytes", "roofline_compute_s", "roofline_memory_s", "instructions"})
     CHECK(m.metrics.contains(key));
   CHECK(m.cost.compile_s > 0);
   CHECK(m.cost.run_s == doctest::Approx(m.objective));
@@ -92,7 +98,8 @@ TEST_CASE("sim_backend: compile errors and unknown workloads are data, not excep
 TEST_CASE("sim_backend: the target must be a NeuronCore") {
   auto [s, c] = fixed_space("matmul", builtin("cpu"), good_config());
   sim_backend b;
-  CHECK_THROWS_WITH_AS(b.prepare(s), doctest::Contains("needs a trn1- or trn2-like target"), tessel::error);
+  CHECK_THROWS_WITH_AS(b.prepare(s), doctest::Contains("needs a trn1- or trn2-like target"),
+                       tessel::error);
   CHECK(b.evaluate(s, c).status == status::invalid);
   // ... unless the backend is told which target to time on
   sim_backend on_trn1(opts("matmul", "trn1"));
@@ -122,7 +129,8 @@ TEST_CASE("sim_backend: explain names the bottleneck and ranked suggestions") {
                     [](const std::string& x) { return x.find("raise tile_m") == 0; }));
   CHECK(e.busy.at("tensor") < 0.6);
   const std::string text = b.explain(s, c);
-  for (const char* part : {"matmul on trn2:", "Bottleneck: DMA-bound", "Busy: TensorE", "Critical path:", "Suggestions:"})
+  for (const char* part : {"matmul on trn2:", "Bottleneck: DMA-bound", "Busy: TensorE",
+                           "Critical path:", "Suggestions:"})
     CHECK(text.find(part) != std::string::npos);
 
   auto [s2, c2] = fixed_space("matmul", builtin("trn2"), good_config());
@@ -169,7 +177,8 @@ TEST_CASE("sim_backend: the registry makes it by scheme") {
   const auto schemes = backend_schemes();
   CHECK(std::find(schemes.begin(), schemes.end(), "sim") != schemes.end());
   auto [s, c] = fixed_space("matmul", builtin("trn2"), good_config());
-  auto b = make_backend("sim:matmul", {{"target", "trn1"}, {"set.dma_issue_ns", "500"}, {"concurrency", "2"}});
+  auto b = make_backend("sim:matmul",
+                        {{"target", "trn1"}, {"set.dma_issue_ns", "500"}, {"concurrency", "2"}});
   CHECK(b->concurrency() == 2);
   b->prepare(s);
   CHECK(b->name() == "sim:matmul@trn1");

@@ -25,7 +25,8 @@ struct bench_program {
   buffer_id psum = p.add_buffer({"PSUM", memory::psum, 2048, 8, 0});
   std::uint16_t tag = p.add_tag("work");
 
-  instruction matmul(std::uint32_t k, std::uint32_t m, std::uint32_t n, dtype t = dtype::bf16) const {
+  instruction matmul(std::uint32_t k, std::uint32_t m, std::uint32_t n,
+                     dtype t = dtype::bf16) const {
     instruction in;
     in.engine = tensor_engine;
     in.kind = op::matmul;

@@ -27,7 +27,8 @@ outcome lower_and_time(const fixed_values& v, const std::string& target_name = "
   return o;
 }
 
-fixed_values with(fixed_values v, std::map<std::string, std::int64_t> ints, std::map<std::string, std::string> syms = {}) {
+fixed_values with(fixed_values v, std::map<std::string, std::int64_t> ints,
+                  std::map<std::string, std::string> syms = {}) {
   for (auto& [k, x] : ints) v.integers[k] = x;
   for (auto& [k, x] : syms) v.symbols[k] = x;
   return v;
@@ -38,7 +39,8 @@ fixed_values with(fixed_values v, std::map<std::string, std::int64_t> ints, std:
 TEST_CASE("matmul: FLOPs, minimal bytes and the bytes a blocking moves") {
   // blocks 512 x 1024 x 1024 in order (m, n, k): A re-read once per n block,
   // B once per m block, C written once.
-  const auto v = with(matmul_values(2048, 2048, 2048), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
+  const auto v =
+      with(matmul_values(2048, 2048, 2048), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
   const auto o = lower_and_time(v);
   REQUIRE(o.error.empty());
   CHECK(o.p.totals.flops == 2.0 * 2048 * 2048 * 2048);
@@ -48,7 +50,8 @@ TEST_CASE("matmul: FLOPs, minimal bytes and the bytes a blocking moves") {
 }
 
 TEST_CASE("matmul: a_home = sbuf keeps A resident across the n loop") {
-  auto v = with(matmul_values(1024, 4096, 1024), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 256}});
+  auto v =
+      with(matmul_values(1024, 4096, 1024), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 256}});
   const auto streamed = lower_and_time(with(v, {}, {{"a_home", "hbm"}}));
   const auto cached = lower_and_time(with(v, {}, {{"a_home", "sbuf"}}));
   REQUIRE(streamed.error.empty());
@@ -59,8 +62,10 @@ TEST_CASE("matmul: a_home = sbuf keeps A resident across the n loop") {
   CHECK(cached.t.latency_ns < streamed.t.latency_ns);
 }
 
-TEST_CASE("matmul: PSUM accumulation across k blocks when k is innermost, SBUF partial sums otherwise") {
-  const auto base = with(matmul_values(1024, 1024, 2048), {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", 512}});
+TEST_CASE(
+    "matmul: PSUM accumulation across k blocks when k is innermost, SBUF partial sums otherwise") {
+  const auto base =
+      with(matmul_values(1024, 1024, 2048), {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", 512}});
   auto inner = base;
   inner.order = {"m", "n", "k"};
   auto outer = base;
@@ -82,16 +87,19 @@ TEST_CASE("matmul: PSUM accumulation across k blocks when k is innermost, SBUF p
 TEST_CASE("matmul: resource overflows are compile errors with the compiler's kind of message") {
   const auto base = matmul_values(4096, 4096, 4096);
   SUBCASE("SBUF") {
-    const auto o = lower_and_time(with(base, {{"tile_m", 128}, {"tile_n", 4096}, {"tile_k", 4096}, {"bufs", 2}}));
+    const auto o = lower_and_time(
+        with(base, {{"tile_m", 128}, {"tile_n", 4096}, {"tile_k", 4096}, {"bufs", 2}}));
     CHECK(o.error ==
-          "SBUF overflow: B blocks need 524288 B per partition with bufs=2; the target has 212984 (over by 311304 B)");
+          "SBUF overflow: B blocks need 524288 B per partition with bufs=2; the target has 212984 "
+          "(over by 311304 B)");
   }
   SUBCASE("SBUF, several parts") {
     auto v = with(base, {{"tile_m", 1024}, {"tile_n", 2048}, {"tile_k", 1024}, {"bufs", 3}});
     v.order = {"m", "k", "n"};  // partial sums of a 1024 x 4096 band stay in SBUF across k
     const auto o = lower_and_time(v);
     CHECK(o.error ==
-          "SBUF overflow: A blocks (49152 B), B blocks (98304 B), C partial sums (65536 B), output staging (8192 B) "
+          "SBUF overflow: A blocks (49152 B), B blocks (98304 B), C partial sums (65536 B), output "
+          "staging (8192 B) "
           "need 221184 B per partition with bufs=3; the target has 212984 (over by 8200 B)");
   }
   SUBCASE("partition dim") {
@@ -100,7 +108,8 @@ TEST_CASE("matmul: resource overflows are compile errors with the compiler's kin
   }
   SUBCASE("fp8 on trn2 contracts 256 partitions-deep (double row)") {
     CHECK(lower_and_time(with(base, {{"mm_k", 256}}, {{"dtype", "fp8"}})).error.empty());
-    CHECK(lower_and_time(with(base, {{"mm_k", 256}}, {{"dtype", "fp8"}}), "trn1").error.rfind("partition dim 256 > 128", 0) == 0);
+    CHECK(lower_and_time(with(base, {{"mm_k", 256}}, {{"dtype", "fp8"}}), "trn1")
+              .error.rfind("partition dim 256 > 128", 0) == 0);
   }
   SUBCASE("moving free size") {
     const auto o = lower_and_time(with(base, {{"mm_n", 1024}}));
@@ -116,7 +125,8 @@ TEST_CASE("matmul: resource overflows are compile errors with the compiler's kin
 
 TEST_CASE("matmul: dtypes: fp8 doubles TensorE throughput on trn2, fp32 costs 4x") {
   // a TensorE-bound shape: big blocks, k innermost
-  const auto v = with(matmul_values(2048, 2048, 2048), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
+  const auto v =
+      with(matmul_values(2048, 2048, 2048), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
   const auto bf16 = lower_and_time(v);
   const auto fp8 = lower_and_time(with(v, {}, {{"dtype", "fp8"}}));
   const auto fp32 = lower_and_time(with(v, {{"bufs", 1}}, {{"dtype", "fp32"}}));
@@ -132,20 +142,23 @@ TEST_CASE("matmul: dtypes: fp8 doubles TensorE throughput on trn2, fp32 costs 4x
 }
 
 TEST_CASE("matmul: A given as [M, K] costs TensorE transposes") {
-  const auto v = with(matmul_values(1024, 1024, 1024), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
+  const auto v =
+      with(matmul_values(1024, 1024, 1024), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});
   const auto km = lower_and_time(v);
   const auto mk = lower_and_time(with(v, {}, {{"a_layout", "mk"}}));
   REQUIRE(km.error.empty());
   REQUIRE(mk.error.empty());
   int transposes = 0;
-  for (const auto& in : mk.p.instructions()) transposes += in.kind == op::transpose ? static_cast<int>(in.count) : 0;
+  for (const auto& in : mk.p.instructions())
+    transposes += in.kind == op::transpose ? static_cast<int>(in.count) : 0;
   CHECK(transposes == (1024 / 128) * (1024 / 128));  // A read once (n has one block)
   CHECK(mk.t.latency_ns > km.t.latency_ns);
   CHECK(mk.t.hbm_read_bytes == km.t.hbm_read_bytes);
 }
 
 TEST_CASE("matmul: edge tiles when the shape is not a multiple of the blocks") {
-  const auto v = with(matmul_values(1000, 700, 300), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 256}});
+  const auto v =
+      with(matmul_values(1000, 700, 300), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 256}});
   const auto o = lower_and_time(v);
   REQUIRE(o.error.empty());
   double flops = 0;
@@ -157,7 +170,8 @@ TEST_CASE("matmul: edge tiles when the shape is not a multiple of the blocks") {
 
 TEST_CASE("matmul: deterministic, and more buffering never hurts a streamed loop") {
   const auto v = with(matmul_values(2048, 2048, 2048),
-                      {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 512}, {"coalesce", 0}}, {{"a_home", "hbm"}});
+                      {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 512}, {"coalesce", 0}},
+                      {{"a_home", "hbm"}});
   const auto a = lower_and_time(with(v, {{"bufs", 1}}));
   const auto b = lower_and_time(with(v, {{"bufs", 1}}));
   const auto c = lower_and_time(with(v, {{"bufs", 3}}));
@@ -167,12 +181,14 @@ TEST_CASE("matmul: deterministic, and more buffering never hurts a streamed loop
 
 TEST_CASE("matmul: the tutorial's stages on trn1 order as published") {
   // the same configs as shared/calibration/ (calibration.cpp), checked in calibration_test
-  const auto tiled = lower_and_time(
-      with(matmul_values(4096, 8192, 8192), {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"coalesce", 0}}),
-      "trn1");
-  const auto hoisted = lower_and_time(
-      with(matmul_values(4096, 8192, 8192), {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 8192}, {"coalesce", 0}}),
-      "trn1");
+  const auto tiled =
+      lower_and_time(with(matmul_values(4096, 8192, 8192),
+                          {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"coalesce", 0}}),
+                     "trn1");
+  const auto hoisted =
+      lower_and_time(with(matmul_values(4096, 8192, 8192),
+                          {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 8192}, {"coalesce", 0}}),
+                     "trn1");
   REQUIRE(tiled.error.empty());
   REQUIRE(hoisted.error.empty());
   CHECK(tiled.t.latency_ns > 1.1 * hoisted.t.latency_ns);

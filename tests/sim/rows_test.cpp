@@ -27,7 +27,8 @@ struct outcome {
   timing_result t;
 };
 
-outcome run(const std::string& workload, const fixed_values& v, const std::string& target_name = "trn2") {
+outcome run(const std::string& workload, const fixed_values& v,
+            const std::string& target_name = "trn2") {
   const target t = builtin(target_name);
   const machine m = resolve_machine(t);
   fixed_values with_order = v;
@@ -46,7 +47,8 @@ TEST_CASE("rmsnorm: moves x, r, y, h once and the weight once") {
   v.integers["cols_per_step"] = 512;
   const auto o = run("rmsnorm", v);
   REQUIRE(o.error.empty());
-  CHECK(o.t.hbm_read_bytes == 2.0 * 1024 * 2048 * 2 + 2048 * 2 * 128);  // the weight to every partition
+  CHECK(o.t.hbm_read_bytes ==
+        2.0 * 1024 * 2048 * 2 + 2048 * 2 * 128);  // the weight to every partition
   CHECK(o.t.hbm_write_bytes == 2.0 * 1024 * 2048 * 2);
   CHECK(o.p.totals.min_hbm_bytes == 4.0 * 1024 * 2048 * 2 + 2048 * 2);
   CHECK(o.t.latency_ns > 0);
@@ -65,7 +67,9 @@ TEST_CASE("rmsnorm: engines follow the parameters; fusing saves a pass") {
   CHECK(a.t.busy_ns[vector_engine] > b.t.busy_ns[vector_engine]);
   auto bad = v;
   bad.integers["fuse_weight"] = 1;
-  CHECK(run("rmsnorm", bad).error == "rmsnorm: fuse_weight needs scale_engine = scalar (only ScalarE fuses the weight multiply)");
+  CHECK(
+      run("rmsnorm", bad).error ==
+      "rmsnorm: fuse_weight needs scale_engine = scalar (only ScalarE fuses the weight multiply)");
   auto gp = v;
   gp.symbols["square_engine"] = "gpsimd";
   const auto g = run("rmsnorm", gp);
@@ -79,8 +83,9 @@ TEST_CASE("rmsnorm: SBUF overflow is a compile error") {
   v.integers["rows_per_tile"] = 512;
   v.integers["bufs"] = 2;
   const auto o = run("rmsnorm", v);
-  CHECK(o.error == "SBUF overflow: input tiles need 524288 B per partition with bufs=2; the target has 212984 "
-                   "(over by 311304 B)");
+  CHECK(o.error ==
+        "SBUF overflow: input tiles need 524288 B per partition with bufs=2; the target has 212984 "
+        "(over by 311304 B)");
 }
 
 TEST_CASE("rows: more bufs let the stages of different tiles overlap") {
@@ -93,7 +98,8 @@ TEST_CASE("rows: more bufs let the stages of different tiles overlap") {
   REQUIRE(one.error.empty());
   REQUIRE(three.error.empty());
   CHECK(three.t.latency_ns < 0.8 * one.t.latency_ns);
-  CHECK(three.t.latency_ns * 1e-9 >= 2.0 * 4096 * 2048 * 2 / (16 * 25.2e9) * 0.999);  // the memory roofline
+  CHECK(three.t.latency_ns * 1e-9 >=
+        2.0 * 4096 * 2048 * 2 / (16 * 25.2e9) * 0.999);  // the memory roofline
 }
 
 TEST_CASE("softmax: bytes, reductions on the chosen engines, partial tiles") {
@@ -111,7 +117,9 @@ TEST_CASE("softmax: bytes, reductions on the chosen engines, partial tiles") {
   CHECK(exps == 8 * 3);  // 8 tiles (the last has 104 rows) x 3 chunks
 }
 
-TEST_CASE("rows: examples/sim_rmsnorm.tsl, sim_softmax.tsl and the DSL engineer's rmsnorm.tsl run on the backend") {
+TEST_CASE(
+    "rows: examples/sim_rmsnorm.tsl, sim_softmax.tsl and the DSL engineer's rmsnorm.tsl run on the "
+    "backend") {
   for (const char* file : {"sim_rmsnorm.tsl", "sim_softmax.tsl", "rmsnorm.tsl"}) {
     INFO(file);
     parse_options options;

@@ -51,11 +51,13 @@ std::string read(const value_reader& v, const machine& m, params& p) {
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
   if (const auto o = v.order("dma_order")) p.dma_order = *o;
   p.exp_on_vector = v.symbol("exp_engine", "scalar") == "vector";
-  p.rescale_every = v.symbol("rescale", "eager") == "lazy" ? static_cast<int>(v.integer("rescale_every", 2)) : 1;
+  p.rescale_every =
+      v.symbol("rescale", "eager") == "lazy" ? static_cast<int>(v.integer("rescale_every", 2)) : 1;
   p.max_engine = v.symbol("track_max_on", "vector") == "gpsimd" ? gpsimd_engine : vector_engine;
   if (p.d > m.max_contraction)
-    return fmt::format("partition dim {} > {}: head_dim is the contraction of Q K^T and must fit the partitions",
-                       p.d, m.max_contraction);
+    return fmt::format(
+        "partition dim {} > {}: head_dim is the contraction of Q K^T and must fit the partitions",
+        p.d, m.max_contraction);
   if (p.q_tile <= 0 || p.kv_tile <= 0 || p.kv_bufs < 1 || p.rescale_every < 1)
     return "attention: q_tile, kv_tile, kv_bufs and rescale_every must be positive";
   if (p.q_tile % m.partitions != 0 && p.q_tile > m.partitions)
@@ -69,7 +71,7 @@ struct unit {
   int sub = 0;                  ///< 128-row sub-tile of the q tile
   bool diagonal = false;        ///< partly masked (causal)
   bool first_kv = false, last_kv = false;
-  int kv_index = 0;             ///< position among the kv tiles this q tile visits
+  int kv_index = 0;  ///< position among the kv tiles this q tile visits
 };
 
 class lowerer {
@@ -84,8 +86,10 @@ class lowerer {
     const int free_banks = m_.psum_banks - 2 /*transposes*/ - 1 /*O part*/;
     s_sets_ = free_banks / std::max(1, s_banks_);
     if (s_sets_ < 1)
-      return fmt::format("PSUM overflow: a {}-wide score tile needs {} banks, transposes 2 and the output 1; the "
-                         "target has {} (over by {})", p_.kv_tile, s_banks_, m_.psum_banks, s_banks_ + 3 - m_.psum_banks);
+      return fmt::format(
+          "PSUM overflow: a {}-wide score tile needs {} banks, transposes 2 and the output 1; the "
+          "target has {} (over by {})",
+          p_.kv_tile, s_banks_, m_.psum_banks, s_banks_ + 3 - m_.psum_banks);
     if (auto e = check_sbuf(); !e.empty()) return e;
     setup();
     const auto units = schedule();
@@ -103,15 +107,18 @@ class lowerer {
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(p_.type); }
 
   std::string check_sbuf() const {
-    const std::int64_t q = p_.q_tile * bytes();                         // Q^T: d partitions x q_tile
-    const std::int64_t kv = p_.kv_bufs * (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
-    const std::int64_t probs = 2 * 2 * p_.kv_tile * bytes();            // P and P^T, 2 slots each
-    const std::int64_t acc = sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes();  // O_acc (fp32) and output staging
+    const std::int64_t q = p_.q_tile * bytes();  // Q^T: d partitions x q_tile
+    const std::int64_t kv =
+        p_.kv_bufs * (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
+    const std::int64_t probs = 2 * 2 * p_.kv_tile * bytes();  // P and P^T, 2 slots each
+    const std::int64_t acc =
+        sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes();  // O_acc (fp32) and output staging
     const std::int64_t total = q + kv + probs + acc, cap = m_.sbuf_bytes_per_partition;
     if (total <= cap) return "";
-    return fmt::format("SBUF overflow: Q ({} B), K and V with kv_bufs={} ({} B), probabilities ({} B) and "
-                       "accumulators ({} B) need {} B per partition; the target has {} (over by {} B)",
-                       q, p_.kv_bufs, kv, probs, acc, total, cap, total - cap);
+    return fmt::format(
+        "SBUF overflow: Q ({} B), K and V with kv_bufs={} ({} B), probabilities ({} B) and "
+        "accumulators ({} B) need {} B per partition; the target has {} (over by {} B)",
+        q, p_.kv_bufs, kv, probs, acc, total, cap, total - cap);
   }
 
   void setup() {
@@ -119,30 +126,48 @@ class lowerer {
     hbm_ = out_.add_buffer({"Q, K, V (HBM)", memory::hbm, 0, 1, 3 * tensor});
     hbm_o_ = out_.add_buffer({"O (HBM)", memory::hbm, 0, 1, tensor});
     sb_q_ = out_.add_buffer({"Q^T tile", memory::sbuf, p_.q_tile * bytes(), 1, 0});
-    sb_kv_ = out_.add_buffer({"K^T and V tiles", memory::sbuf, p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes(), p_.kv_bufs, 0});
+    sb_kv_ = out_.add_buffer({"K^T and V tiles", memory::sbuf,
+                              p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes(), p_.kv_bufs, 0});
     sb_p_ = out_.add_buffer({"P and P^T", memory::sbuf, 2 * p_.kv_tile * bytes(), 2, 0});
-    sb_o_ = out_.add_buffer({"O accumulators", memory::sbuf, sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes(), 1, 0});
+    sb_o_ = out_.add_buffer(
+        {"O accumulators", memory::sbuf, sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes(), 1, 0});
     psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
-    for (const char* t : {"load Q", "load K", "load V", "QK^T", "row max", "mask", "rescale", "exp", "transpose P",
-                          "PV", "accumulate O", "normalize O", "store O"})
+    for (const char* t : {"load Q", "load K", "load V", "QK^T", "row max", "mask", "rescale", "exp",
+                          "transpose P", "PV", "accumulate O", "normalize O", "store O"})
       tags_.push_back(out_.add_tag(t));
     kv_readers_.assign(static_cast<std::size_t>(p_.kv_bufs), {});
     kv_loads_.assign(static_cast<std::size_t>(p_.kv_bufs), {program::none, program::none});
     s_reader_.assign(static_cast<std::size_t>(s_sets_), program::none);
     acc_last_.assign(static_cast<std::size_t>(sub_tiles_), program::none);
-    const double pairs = p_.causal ? 0.5 * static_cast<double>(p_.seq) * static_cast<double>(p_.seq + 1)
-                                   : static_cast<double>(p_.seq) * static_cast<double>(p_.seq);
+    const double pairs = p_.causal
+                             ? 0.5 * static_cast<double>(p_.seq) * static_cast<double>(p_.seq + 1)
+                             : static_cast<double>(p_.seq) * static_cast<double>(p_.seq);
     out_.totals.flops = 4.0 * pairs * static_cast<double>(p_.d);
     out_.totals.min_hbm_bytes = 4.0 * static_cast<double>(p_.seq * p_.d * bytes());
     out_.totals.compute_type = p_.type;
   }
 
-  enum tag_index : std::size_t { t_q, t_k, t_v, t_qk, t_max, t_mask, t_rescale, t_exp, t_transpose, t_pv, t_acc, t_norm, t_store };
+  enum tag_index : std::size_t {
+    t_q,
+    t_k,
+    t_v,
+    t_qk,
+    t_max,
+    t_mask,
+    t_rescale,
+    t_exp,
+    t_transpose,
+    t_pv,
+    t_acc,
+    t_norm,
+    t_store
+  };
 
   /// Every (q tile, kv tile, sub-tile) step, skipping fully masked kv tiles.
   [[nodiscard]] std::vector<unit> schedule() const {
     std::vector<unit> units;
-    const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile), kv_tiles = ceil_div(p_.seq, p_.kv_tile);
+    const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile),
+                       kv_tiles = ceil_div(p_.seq, p_.kv_tile);
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
       const std::int64_t q_end = std::min(p_.seq, (qt + 1) * p_.q_tile);
       std::vector<std::int64_t> kvs;
@@ -166,8 +191,8 @@ class lowerer {
 
   engine_id queue() { return static_cast<engine_id>(dma_serial_++ % p_.queues); }
 
-  instruction_id dma(buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes_per_row, std::int64_t chunk,
-                     std::size_t tag, const std::vector<instruction_id>& deps) {
+  instruction_id dma(buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes_per_row,
+                     std::int64_t chunk, std::size_t tag, const std::vector<instruction_id>& deps) {
     instruction in;
     in.engine = queue();
     in.kind = op::dma;
@@ -180,7 +205,8 @@ class lowerer {
     return out_.add(in, deps);
   }
 
-  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n, std::uint8_t flags, std::size_t tag,
+  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
+                         std::uint8_t flags, std::size_t tag,
                          const std::vector<instruction_id>& deps, dtype t = dtype::fp32) {
     instruction in;
     in.engine = e;
@@ -228,8 +254,8 @@ class lowerer {
     for (const auto& which : p_.dma_order) {
       if (which == "k") kv_loads_[slot][0] = dma(hbm_, sb_kv_, p_.d, cols * bytes(), 0, t_k, war);
       if (which == "v")
-        kv_loads_[slot][1] = dma(hbm_, sb_kv_, std::min<std::int64_t>(P_, cols), ceil_div(cols, P_) * p_.d * bytes(),
-                                 p_.d * bytes(), t_v, war);
+        kv_loads_[slot][1] = dma(hbm_, sb_kv_, std::min<std::int64_t>(P_, cols),
+                                 ceil_div(cols, P_) * p_.d * bytes(), p_.d * bytes(), t_v, war);
     }
     kv_slot_ = slot;
   }
@@ -244,22 +270,27 @@ class lowerer {
     for (std::int64_t c = 0; c < cols; c += m_.max_moving_free) {
       std::vector<instruction_id> deps;
       if (c == 0) deps = {s_reader_[set], q_load_, kv_loads_[slot][0]};
-      last = matmul(p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c), c == 0, t_qk, deps);
+      last = matmul(p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c), c == 0, t_qk,
+                    deps);
     }
     q_readers_.push_back(last);
     kv_readers_[slot].push_back(last);
     instruction_id prev = last;
-    if (u.diagonal) prev = compute(gpsimd_engine, op::tensor_scalar, rows, cols, flag_reads_psum, t_mask, {prev});
-    const instruction_id max = compute(p_.max_engine, op::reduce, rows, cols, flag_reads_psum, t_max, {prev});
+    if (u.diagonal)
+      prev = compute(gpsimd_engine, op::tensor_scalar, rows, cols, flag_reads_psum, t_mask, {prev});
+    const instruction_id max =
+        compute(p_.max_engine, op::reduce, rows, cols, flag_reads_psum, t_max, {prev});
     const bool corrects = !u.first_kv && u.kv_index % p_.rescale_every == 0;
     if (corrects) {  // alpha = exp(m_old - m_new); O_acc *= alpha; l = l * alpha
       const auto alpha = compute(scalar_engine, op::activation, rows, 1, 0, t_rescale, {max});
-      compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_rescale, {alpha, acc_last_[static_cast<std::size_t>(u.sub)]});
+      compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_rescale,
+              {alpha, acc_last_[static_cast<std::size_t>(u.sub)]});
     }
     const engine_id exp_engine = p_.exp_on_vector ? vector_engine : scalar_engine;
     instruction e;
     e.engine = exp_engine;
-    e.kind = p_.exp_on_vector ? op::reciprocal : op::activation;  // VectorE: no function unit (8N, see docs)
+    e.kind = p_.exp_on_vector ? op::reciprocal
+                              : op::activation;  // VectorE: no function unit (8N, see docs)
     e.type = dtype::fp32;
     e.flags = flag_reads_psum;
     e.partitions = static_cast<std::uint32_t>(rows);
@@ -274,7 +305,8 @@ class lowerer {
     rows_of_[index % 2] = rows;
   }
 
-  /// Transposes of P, O_part = P V, O_acc += O_part; at the last kv tile the normalization and store.
+  /// Transposes of P, O_part = P V, O_acc += O_part; at the last kv tile the normalization and
+  /// store.
   void product(const unit& u, std::size_t index) {
     const auto slot = static_cast<std::size_t>(u.kt % p_.kv_bufs);
     const std::int64_t cols = cols_of_[index % 2], rows = rows_of_[index % 2];
@@ -298,13 +330,15 @@ class lowerer {
         t.src = sb_p_;
         t.dst = psum_;
         t.tag = tags_[t_transpose];
-        tid = b == g ? out_.add(t, {exp_of_[index % 2], transpose_bank_reader_[bank]}) : out_.add(t);
+        tid =
+            b == g ? out_.add(t, {exp_of_[index % 2], transpose_bank_reader_[bank]}) : out_.add(t);
         width += rows;
       }
-      const auto copy = compute(vector_engine, op::copy, std::min<std::int64_t>(P_, cols - g * P_), width,
-                                flag_reads_psum, t_transpose, {tid, pv_reader_[index % 2]});
+      const auto copy = compute(vector_engine, op::copy, std::min<std::int64_t>(P_, cols - g * P_),
+                                width, flag_reads_psum, t_transpose, {tid, pv_reader_[index % 2]});
       transpose_bank_reader_[bank] = copy;
-      for (std::int64_t b = g; b < std::min(blocks, g + per_bank); ++b) copies[static_cast<std::size_t>(b)] = copy;
+      for (std::int64_t b = g; b < std::min(blocks, g + per_bank); ++b)
+        copies[static_cast<std::size_t>(b)] = copy;
     }
     p_transposed_reader_[index % 2] = copies.empty() ? exp_of_[index % 2] : copies.back();
     instruction_id last = program::none;
@@ -320,13 +354,14 @@ class lowerer {
     pv_reader_[index % 2] = last;
     kv_readers_[slot].push_back(last);
     const auto sub = static_cast<std::size_t>(u.sub);
-    const auto acc = compute(vector_engine, u.first_kv ? op::copy : op::tensor_tensor, rows, p_.d, flag_reads_psum, t_acc,
-                             {last, acc_last_[sub]});
+    const auto acc = compute(vector_engine, u.first_kv ? op::copy : op::tensor_tensor, rows, p_.d,
+                             flag_reads_psum, t_acc, {last, acc_last_[sub]});
     o_part_reader_ = acc;
     acc_last_[sub] = acc;
     if (!u.last_kv) return;
     const auto inv = compute(vector_engine, op::reciprocal, rows, 1, 0, t_norm, {acc});
-    const auto norm = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_norm, {inv, store_[store_serial_ % 2]});
+    const auto norm = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_norm,
+                              {inv, store_[store_serial_ % 2]});
     const auto store = dma(sb_o_, hbm_o_, rows, p_.d * bytes(), 0, t_store, {norm});
     store_[store_serial_++ % 2] = store;
     acc_last_[sub] = norm;
@@ -343,7 +378,8 @@ class lowerer {
   std::vector<std::array<instruction_id, 2>> kv_loads_;
   std::vector<instruction_id> s_reader_, q_readers_;
   instruction_id q_load_ = program::none, o_part_reader_ = program::none;
-  std::array<instruction_id, 2> exp_of_{program::none, program::none}, pv_reader_{program::none, program::none};
+  std::array<instruction_id, 2> exp_of_{program::none, program::none},
+      pv_reader_{program::none, program::none};
   std::array<instruction_id, 2> p_transposed_reader_{program::none, program::none};
   std::array<instruction_id, 2> transpose_bank_reader_{program::none, program::none};
   std::array<instruction_id, 2> store_{program::none, program::none};
@@ -371,15 +407,19 @@ class attention final : public workload {
         {"kv_tile", "integer", "512", "keys per tile (the score tile's width)"},
         {"kv_bufs", "integer >= 1", "2", "K/V tile slots"},
         {"dma_order", "perm(q, k, v)", "(q, k, v)", "issue order of the K and V loads of a tile"},
-        {"exp_engine", "scalar | vector", "scalar", "exp: ScalarE's function unit, or VectorE (no function unit: 8 cycles per 2 elements, an assumption)"},
-        {"rescale", "eager | lazy", "eager", "correct the accumulator for a new row max every kv tile, or every rescale_every"},
+        {"exp_engine", "scalar | vector", "scalar",
+         "exp: ScalarE's function unit, or VectorE (no function unit: 8 cycles per 2 elements, an "
+         "assumption)"},
+        {"rescale", "eager | lazy", "eager",
+         "correct the accumulator for a new row max every kv tile, or every rescale_every"},
         {"rescale_every", "2 | 4 | 8", "2", "lazy: kv tiles between corrections"},
         {"track_max_on", "vector | gpsimd", "vector", "engine of the row max"},
         {"dma_queues", "integer", "1", "DMA queues shared by all loads and stores"},
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m, program& out) const override {
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
     out.clear();
     const value_reader v(s, c);
     params p;
@@ -387,19 +427,29 @@ class attention final : public workload {
     return lowerer(p, m, out).run();
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const override {
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
     const value_reader v(s, c);
     std::vector<std::string> out;
-    if (b.tag == "exp" && v.symbol("exp_engine", "scalar") == "vector") out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
-    if (b.tag == "rescale" && v.symbol("rescale", "eager") == "eager") out.emplace_back("rescale = lazy: correct the accumulator less often");
-    if (b.tag == "row max" && v.symbol("track_max_on", "vector") == "vector") out.emplace_back("track_max_on = gpsimd: take the row max off VectorE");
-    if (b.phase == "vector") out.emplace_back("VectorE carries the transposes' copies, the accumulation and the row max: move what can move (track_max_on, rescale)");
-    if (b.phase == "tensor") out.emplace_back("raise kv_tile: wider score tiles issue fewer, fuller matmuls");
+    if (b.tag == "exp" && v.symbol("exp_engine", "scalar") == "vector")
+      out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
+    if (b.tag == "rescale" && v.symbol("rescale", "eager") == "eager")
+      out.emplace_back("rescale = lazy: correct the accumulator less often");
+    if (b.tag == "row max" && v.symbol("track_max_on", "vector") == "vector")
+      out.emplace_back("track_max_on = gpsimd: take the row max off VectorE");
+    if (b.phase == "vector")
+      out.emplace_back(
+          "VectorE carries the transposes' copies, the accumulation and the row max: move what can "
+          "move (track_max_on, rescale)");
+    if (b.phase == "tensor")
+      out.emplace_back("raise kv_tile: wider score tiles issue fewer, fuller matmuls");
     if (b.phase.rfind("dma", 0) == 0) {
       out.emplace_back("raise kv_tile or q_tile: K and V are re-read once per q tile");
-      out.push_back(fmt::format("raise kv_bufs (now {}) or dma_queues (now {})", v.integer("kv_bufs", 2), v.integer("dma_queues", 1)));
+      out.push_back(fmt::format("raise kv_bufs (now {}) or dma_queues (now {})",
+                                v.integer("kv_bufs", 2), v.integer("dma_queues", 1)));
     }
-    if (v.flag("causal", false) && !v.flag("skip_masked", true)) out.emplace_back("skip_masked = true: wholly masked kv tiles do no work");
+    if (v.flag("causal", false) && !v.flag("skip_masked", true))
+      out.emplace_back("skip_masked = true: wholly masked kv tiles do no work");
     return out;
   }
 };

@@ -36,11 +36,11 @@ enum class accumulation : std::uint8_t {
 struct params {
   std::int64_t M = 0, N = 0, K = 0;
   dtype in = dtype::bf16, out = dtype::bf16, acc = dtype::bf16;
-  bool a_mk = false;                 ///< A given as [M, K]: TensorE transposes each tile
+  bool a_mk = false;  ///< A given as [M, K]: TensorE transposes each tile
   std::array<std::int64_t, 3> ext{}, tile{};
   std::int64_t mm_m = 128, mm_n = 512, mm_k = 128;
   std::array<int, 3> order{dim_m, dim_n, dim_k};
-  std::array<int, 3> pos{0, 1, 2};   ///< position of each dim in `order`
+  std::array<int, 3> pos{0, 1, 2};  ///< position of each dim in `order`
   bool a_cached = false, b_cached = false;
   int bufs = 2, a_bufs = 2, b_bufs = 2;
   engine_id evict = vector_engine;
@@ -55,17 +55,23 @@ std::string read_dtypes(const value_reader& v, params& p) {
   if (type.empty()) {
     const auto bytes = v.integer("bytes", 2);
     type = bytes == 1 ? "fp8" : bytes == 4 ? "fp32" : bytes == 2 ? "bf16" : "";
-    if (type.empty()) return fmt::format("matmul: const bytes = {} is not 1 (fp8), 2 (bf16) or 4 (fp32)", bytes);
+    if (type.empty())
+      return fmt::format("matmul: const bytes = {} is not 1 (fp8), 2 (bf16) or 4 (fp32)", bytes);
   }
-  if (type == "bf16") p.in = dtype::bf16;
-  else if (type == "fp8") p.in = dtype::fp8;
-  else if (type == "fp32") p.in = dtype::fp32;
-  else return fmt::format("matmul: dtype '{}' is not bf16, fp8 or fp32", type);
+  if (type == "bf16")
+    p.in = dtype::bf16;
+  else if (type == "fp8")
+    p.in = dtype::fp8;
+  else if (type == "fp32")
+    p.in = dtype::fp32;
+  else
+    return fmt::format("matmul: dtype '{}' is not bf16, fp8 or fp32", type);
   p.out = p.in == dtype::fp32 ? dtype::fp32 : dtype::bf16;
   const std::string acc = v.symbol("acc_dtype", "");
   p.acc = acc == "fp32" ? dtype::fp32 : acc == "bf16" ? dtype::bf16 : p.out;
   const std::string layout = v.symbol("a_layout", "km");
-  if (layout != "km" && layout != "mk") return fmt::format("matmul: a_layout '{}' is not km or mk", layout);
+  if (layout != "km" && layout != "mk")
+    return fmt::format("matmul: a_layout '{}' is not km or mk", layout);
   p.a_mk = layout == "mk";
   return "";
 }
@@ -75,11 +81,13 @@ std::string read_order(const value_reader& v, params& p) {
   if (!order) return "";
   if (order->size() != 3) return "matmul: order must be a permutation of (m, n, k)";
   for (int i = 0; i < 3; ++i) {
-    const auto it = std::find(dim_names.begin(), dim_names.end(), (*order)[static_cast<std::size_t>(i)]);
+    const auto it =
+        std::find(dim_names.begin(), dim_names.end(), (*order)[static_cast<std::size_t>(i)]);
     if (it == dim_names.end()) return "matmul: order must be a permutation of (m, n, k)";
     p.order[static_cast<std::size_t>(i)] = static_cast<int>(it - dim_names.begin());
   }
-  for (int i = 0; i < 3; ++i) p.pos[static_cast<std::size_t>(p.order[static_cast<std::size_t>(i)])] = i;
+  for (int i = 0; i < 3; ++i)
+    p.pos[static_cast<std::size_t>(p.order[static_cast<std::size_t>(i)])] = i;
   return "";
 }
 
@@ -97,8 +105,12 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
   p.ext = {p.M, p.N, p.K};
   p.tile = {v.integer("tile_m", p.mm_m), v.integer("tile_n", p.mm_n), v.integer("tile_k", p.mm_k)};
   for (int d = 0; d < 3; ++d)
-    if (p.tile[static_cast<std::size_t>(d)] <= 0) return fmt::format("matmul: tile_{} must be positive", dim_names[static_cast<std::size_t>(d)]);
-  for (int d = 0; d < 3; ++d) p.tile[static_cast<std::size_t>(d)] = std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
+    if (p.tile[static_cast<std::size_t>(d)] <= 0)
+      return fmt::format("matmul: tile_{} must be positive",
+                         dim_names[static_cast<std::size_t>(d)]);
+  for (int d = 0; d < 3; ++d)
+    p.tile[static_cast<std::size_t>(d)] =
+        std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
   p.bufs = static_cast<int>(v.integer("bufs", 2));
   if (p.bufs < 1) return "matmul: bufs must be at least 1";
   const std::string a_home = v.symbol("a_home", "hbm"), b_home = v.symbol("b_home", "hbm");
@@ -112,7 +124,8 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
   if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
     return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
   p.coalesce = v.flag("coalesce", true);
-  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
+  p.queues = static_cast<int>(
+      std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
   return "";
 }
 
@@ -120,13 +133,18 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
 std::string check_tiles(const params& p, const machine& m) {
   const int max_k = p.in == dtype::fp8 ? m.fp8_max_contraction : m.max_contraction;
   if (p.mm_k > max_k)
-    return fmt::format("partition dim {} > {}: a matmul contraction tile (mm_k) spans at most {} partitions "
-                       "for {} on {}", p.mm_k, max_k, max_k, to_string(p.in), m.target_name);
+    return fmt::format(
+        "partition dim {} > {}: a matmul contraction tile (mm_k) spans at most {} partitions "
+        "for {} on {}",
+        p.mm_k, max_k, max_k, to_string(p.in), m.target_name);
   if (p.mm_m > m.max_stationary_free)
-    return fmt::format("stationary free size {} > {}: mm_m exceeds the TensorE array", p.mm_m, m.max_stationary_free);
+    return fmt::format("stationary free size {} > {}: mm_m exceeds the TensorE array", p.mm_m,
+                       m.max_stationary_free);
   if (p.mm_n > m.max_moving_free)
-    return fmt::format("moving free size {} > {}: mm_n exceeds what one matmul streams", p.mm_n, m.max_moving_free);
-  if (p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0) return "matmul: mm_m, mm_n and mm_k must be positive";
+    return fmt::format("moving free size {} > {}: mm_n exceeds what one matmul streams", p.mm_n,
+                       m.max_moving_free);
+  if (p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0)
+    return "matmul: mm_m, mm_n and mm_k must be positive";
   return "";
 }
 
@@ -134,7 +152,7 @@ std::string check_tiles(const params& p, const machine& m) {
 
 struct plan {
   params p;
-  std::array<std::int64_t, 3> nb{};    ///< blocks per dim
+  std::array<std::int64_t, 3> nb{};  ///< blocks per dim
   accumulation acc = accumulation::single_k;
   int a_resident = 1, b_resident = 1;  ///< blocks kept per buffer slot set (panel caching)
   int a_slots = 1, b_slots = 1;        ///< block slots
@@ -142,7 +160,7 @@ struct plan {
   int slabs = 1;                       ///< 128-row slabs per full k block
   int acc_banks = 8, groups = 1, psum_sets = 1;
   int stage_slots = 2;
-  std::int64_t c_rows = 0, c_cols = 0; ///< C partial sums resident (sbuf accumulation)
+  std::int64_t c_rows = 0, c_cols = 0;  ///< C partial sums resident (sbuf accumulation)
 };
 
 /// Blocks of operand X kept resident when X is cached in SBUF and its free
@@ -151,22 +169,26 @@ int cached_blocks(const plan& pl, int u, bool cached) {
   const int pu = pl.p.pos[static_cast<std::size_t>(u)];
   if (!cached || pu == 2) return 1;
   std::int64_t blocks = 1;
-  for (int i = pu + 1; i < 3; ++i) blocks *= pl.nb[static_cast<std::size_t>(pl.p.order[static_cast<std::size_t>(i)])];
+  for (int i = pu + 1; i < 3; ++i)
+    blocks *= pl.nb[static_cast<std::size_t>(pl.p.order[static_cast<std::size_t>(i)])];
   return static_cast<int>(std::min<std::int64_t>(blocks, 1 << 20));
 }
 
 std::string psum_plan(plan& pl, const machine& m) {
   const auto& p = pl.p;
   pl.acc_banks = m.psum_banks - (p.a_mk ? 2 : 0);
-  if (pl.acc_banks < 1) return fmt::format("PSUM overflow: transposes need 2 banks and the target has {}", m.psum_banks);
+  if (pl.acc_banks < 1)
+    return fmt::format("PSUM overflow: transposes need 2 banks and the target has {}",
+                       m.psum_banks);
   pl.groups = pl.tm * pl.tn;
   if (pl.acc != accumulation::psum_across) return "";
   if (pl.groups > pl.acc_banks)
-    return fmt::format("PSUM overflow: {} accumulation groups outstanding (a {} x {} C block in {} x {} tiles "
-                       "accumulating across k blocks); the target has {} banks{}",
-                       pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, m.psum_banks,
-                       p.a_mk ? fmt::format(" and transposes hold 2 (over by {})", pl.groups - pl.acc_banks)
-                              : fmt::format(" (over by {})", pl.groups - pl.acc_banks));
+    return fmt::format(
+        "PSUM overflow: {} accumulation groups outstanding (a {} x {} C block in {} x {} tiles "
+        "accumulating across k blocks); the target has {} banks{}",
+        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, m.psum_banks,
+        p.a_mk ? fmt::format(" and transposes hold 2 (over by {})", pl.groups - pl.acc_banks)
+               : fmt::format(" (over by {})", pl.groups - pl.acc_banks));
   pl.psum_sets = pl.acc_banks / pl.groups;
   return "";
 }
@@ -181,11 +203,14 @@ sbuf_use sbuf_needs(const plan& pl, const machine& m) {
   const std::int64_t P = m.partitions, in_b = dtype_bytes(p.in);
   sbuf_use u;
   std::int64_t a_block = ceil_div(p.tile[dim_k], P) * p.tile[dim_m] * in_b;
-  if (p.a_mk) a_block += ceil_div(p.tile[dim_m], P) * p.tile[dim_k] * in_b;  // the untransposed rows
+  if (p.a_mk)
+    a_block += ceil_div(p.tile[dim_m], P) * p.tile[dim_k] * in_b;  // the untransposed rows
   u.a = a_block * pl.a_slots;
   u.b = ceil_div(p.tile[dim_k], P) * p.tile[dim_n] * in_b * pl.b_slots;
-  if (pl.acc == accumulation::sbuf) u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
-  u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) * dtype_bytes(p.out);
+  if (pl.acc == accumulation::sbuf)
+    u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
+  u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
+            dtype_bytes(p.out);
   return u;
 }
 
@@ -197,25 +222,32 @@ std::string check_sbuf(const plan& pl, const machine& m) {
       {{"A blocks", u.a}, {"B blocks", u.b}, {"C partial sums", u.c}, {"output staging", u.stage}}};
   for (const auto& [what, bytes] : parts)
     if (bytes > cap)
-      return fmt::format("SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} B)",
-                         what, bytes, pl.p.bufs, cap, bytes - cap);
+      return fmt::format(
+          "SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} "
+          "B)",
+          what, bytes, pl.p.bufs, cap, bytes - cap);
   std::string list;
   int shown = 0;
   for (const auto& [what, bytes] : parts)
     if (bytes > 0) list += fmt::format("{}{} ({} B)", shown++ ? ", " : "", what, bytes);
-  return fmt::format("SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} B)",
-                     list, u.total(), pl.p.bufs, cap, u.total() - cap);
+  return fmt::format(
+      "SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} B)",
+      list, u.total(), pl.p.bufs, cap, u.total() - cap);
 }
 
 std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.p = p;
-  for (int d = 0; d < 3; ++d) pl.nb[static_cast<std::size_t>(d)] = ceil_div(p.ext[static_cast<std::size_t>(d)], p.tile[static_cast<std::size_t>(d)]);
+  for (int d = 0; d < 3; ++d)
+    pl.nb[static_cast<std::size_t>(d)] =
+        ceil_div(p.ext[static_cast<std::size_t>(d)], p.tile[static_cast<std::size_t>(d)]);
   pl.tm = static_cast<int>(ceil_div(p.tile[dim_m], p.mm_m));
   pl.tn = static_cast<int>(ceil_div(p.tile[dim_n], p.mm_n));
   pl.tk = static_cast<int>(ceil_div(p.tile[dim_k], p.mm_k));
   pl.slabs = static_cast<int>(ceil_div(p.tile[dim_k], m.partitions));
-  if (pl.nb[dim_k] == 1) pl.acc = accumulation::single_k;
-  else pl.acc = p.order[2] == dim_k ? accumulation::psum_across : accumulation::sbuf;
+  if (pl.nb[dim_k] == 1)
+    pl.acc = accumulation::single_k;
+  else
+    pl.acc = p.order[2] == dim_k ? accumulation::psum_across : accumulation::sbuf;
   pl.a_resident = cached_blocks(pl, dim_n, p.a_cached);
   pl.b_resident = cached_blocks(pl, dim_m, p.b_cached);
   pl.a_slots = pl.a_resident * p.a_bufs;
@@ -228,8 +260,11 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.c_cols = std::min(pl.c_cols, p.N);
   if (auto e = psum_plan(pl, m); !e.empty()) return e;
   if (auto e = check_sbuf(pl, m); !e.empty()) return e;
-  const double matmuls = static_cast<double>(ceil_div(p.M, p.mm_m)) * ceil_div(p.N, p.mm_n) * ceil_div(p.K, p.mm_k);
-  if (matmuls > 5e7) return fmt::format("matmul: {:.3g} matmul instructions is more than the simulator lowers", matmuls);
+  const double matmuls =
+      static_cast<double>(ceil_div(p.M, p.mm_m)) * ceil_div(p.N, p.mm_n) * ceil_div(p.K, p.mm_k);
+  if (matmuls > 5e7)
+    return fmt::format("matmul: {:.3g} matmul instructions is more than the simulator lowers",
+                       matmuls);
   return "";
 }
 
@@ -253,7 +288,8 @@ struct operand {
     consumed.assign(n, 1);
   }
   [[nodiscard]] std::size_t at(int piece) const {
-    return static_cast<std::size_t>(slot) * static_cast<std::size_t>(pieces) + static_cast<std::size_t>(piece);
+    return static_cast<std::size_t>(slot) * static_cast<std::size_t>(pieces) +
+           static_cast<std::size_t>(piece);
   }
 };
 
@@ -269,7 +305,9 @@ class lowerer {
       for (idx[1] = 0; idx[1] < pl_.nb[static_cast<std::size_t>(o[1])]; ++idx[1])
         for (idx[2] = 0; idx[2] < pl_.nb[static_cast<std::size_t>(o[2])]; ++idx[2]) {
           std::array<std::int64_t, 3> b{};
-          for (int i = 0; i < 3; ++i) b[static_cast<std::size_t>(o[static_cast<std::size_t>(i)])] = idx[static_cast<std::size_t>(i)];
+          for (int i = 0; i < 3; ++i)
+            b[static_cast<std::size_t>(o[static_cast<std::size_t>(i)])] =
+                idx[static_cast<std::size_t>(i)];
           iteration(b, idx);
         }
   }
@@ -283,11 +321,15 @@ class lowerer {
     hbm_b_ = out_.add_buffer({"B (HBM)", memory::hbm, 0, 1, p_.K * p_.N * in_b});
     hbm_c_ = out_.add_buffer({"C (HBM)", memory::hbm, 0, 1, p_.M * p_.N * out_b});
     const sbuf_use u = sbuf_needs(pl_, m_);
-    sb_a_ = out_.add_buffer({"A blocks", memory::sbuf, u.a / std::max(1, pl_.a_slots), pl_.a_slots, 0});
-    sb_b_ = out_.add_buffer({"B blocks", memory::sbuf, u.b / std::max(1, pl_.b_slots), pl_.b_slots, 0});
+    sb_a_ =
+        out_.add_buffer({"A blocks", memory::sbuf, u.a / std::max(1, pl_.a_slots), pl_.a_slots, 0});
+    sb_b_ =
+        out_.add_buffer({"B blocks", memory::sbuf, u.b / std::max(1, pl_.b_slots), pl_.b_slots, 0});
     sb_c_ = out_.add_buffer({"C partial sums", memory::sbuf, u.c, 1, 0});
-    sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, u.stage / pl_.stage_slots, pl_.stage_slots, 0});
-    psum_ = out_.add_buffer({"PSUM accumulators", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    sb_stage_ = out_.add_buffer(
+        {"output staging", memory::sbuf, u.stage / pl_.stage_slots, pl_.stage_slots, 0});
+    psum_ =
+        out_.add_buffer({"PSUM accumulators", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
     tag_load_a_ = out_.add_tag("load A");
     tag_load_b_ = out_.add_tag("load B");
     tag_matmul_ = out_.add_tag("matmul");
@@ -297,7 +339,7 @@ class lowerer {
     const int a_width = p_.coalesce ? 1 : pl_.tm;
     if (p_.a_mk) {
       const int rows = static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions));
-      a_.init(pl_.a_slots, pl_.slabs * rows);                       // transposed [128 k, 128 m] pieces
+      a_.init(pl_.a_slots, pl_.slabs * rows);  // transposed [128 k, 128 m] pieces
       a_raw_.init(pl_.a_slots, rows * (p_.coalesce ? 1 : pl_.slabs));  // untransposed rows
     } else {
       a_.init(pl_.a_slots, pl_.slabs * a_width);
@@ -305,9 +347,11 @@ class lowerer {
     b_.init(pl_.b_slots, pl_.slabs * (p_.coalesce ? 1 : pl_.tn));
     bank_evict_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     stage_store_.assign(static_cast<std::size_t>(pl_.stage_slots), program::none);
-    out_.totals.flops = 2.0 * static_cast<double>(p_.M) * static_cast<double>(p_.N) * static_cast<double>(p_.K);
-    out_.totals.min_hbm_bytes = static_cast<double>(p_.M * p_.K + p_.K * p_.N) * static_cast<double>(in_b) +
-                                static_cast<double>(p_.M * p_.N) * static_cast<double>(out_b);
+    out_.totals.flops =
+        2.0 * static_cast<double>(p_.M) * static_cast<double>(p_.N) * static_cast<double>(p_.K);
+    out_.totals.min_hbm_bytes =
+        static_cast<double>(p_.M * p_.K + p_.K * p_.N) * static_cast<double>(in_b) +
+        static_cast<double>(p_.M * p_.N) * static_cast<double>(out_b);
     out_.totals.compute_type = p_.in;
   }
 
@@ -325,15 +369,20 @@ class lowerer {
   // --- residency: does this iteration load the operand, and into which slot? ----------
 
   /// u: the operand's free loop that does not index it (A: n, B: m).
-  bool place(operand& x, int u, bool cached, int bufs, int resident, const std::array<std::int64_t, 3>& b,
-             const std::array<std::int64_t, 3>& idx, std::array<std::int64_t, 2> block) {
+  bool place(operand& x, int u, bool cached, int bufs, int resident,
+             const std::array<std::int64_t, 3>& b, const std::array<std::int64_t, 3>& idx,
+             std::array<std::int64_t, 2> block) {
     const int pu = p_.pos[static_cast<std::size_t>(u)];
     const bool changed = block != x.last_block;
     x.last_block = block;
     if (cached && pu < 2) {
       std::int64_t panel = 0, inner = 0;
-      for (int i = 0; i < pu; ++i) panel = panel * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] + idx[static_cast<std::size_t>(i)];
-      for (int i = pu + 1; i < 3; ++i) inner = inner * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] + idx[static_cast<std::size_t>(i)];
+      for (int i = 0; i < pu; ++i)
+        panel = panel * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] +
+                idx[static_cast<std::size_t>(i)];
+      for (int i = pu + 1; i < 3; ++i)
+        inner = inner * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] +
+                idx[static_cast<std::size_t>(i)];
       x.slot = static_cast<int>((panel % bufs) * resident + inner);
       return b[static_cast<std::size_t>(u)] == 0;
     }
@@ -348,11 +397,13 @@ class lowerer {
       a_raw_.slot = a_.slot;
       load_a(b[dim_m], b[dim_k]);
     }
-    if (place(b_, dim_m, p_.b_cached, p_.b_bufs, pl_.b_resident, b, idx, {b[dim_k], b[dim_n]})) load_b(b[dim_k], b[dim_n]);
+    if (place(b_, dim_m, p_.b_cached, p_.b_bufs, pl_.b_resident, b, idx, {b[dim_k], b[dim_n]}))
+      load_b(b[dim_k], b[dim_n]);
     compute(b);
   }
 
-  instruction dma(engine_id q, buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes, std::uint16_t tag) const {
+  instruction dma(engine_id q, buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes,
+                  std::uint16_t tag) const {
     instruction in;
     in.engine = q;
     in.kind = op::dma;
@@ -372,7 +423,8 @@ class lowerer {
   }
 
   void load_a(std::int64_t im, std::int64_t ik) {
-    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik), P = m_.partitions, in_b = dtype_bytes(p_.in);
+    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik), P = m_.partitions,
+                       in_b = dtype_bytes(p_.in);
     const auto slabs = static_cast<int>(ceil_div(kb, P));
     if (p_.a_mk) return load_a_transposed(mb, kb);
     const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(mb, p_.mm_m));
@@ -381,8 +433,9 @@ class lowerer {
       for (int s = 0; s < slabs; ++s) {
         const std::int64_t cols = p_.coalesce ? mb : std::min(p_.mm_m, mb - w * p_.mm_m);
         const int piece = s * (p_.coalesce ? 1 : pl_.tm) + w;
-        const auto id = out_.add(dma(queue(0), hbm_a_, sb_a_, std::min(P, kb - s * P), cols * in_b, tag_load_a_),
-                                 {a_.reader[a_.at(piece)]});
+        const auto id = out_.add(
+            dma(queue(0), hbm_a_, sb_a_, std::min(P, kb - s * P), cols * in_b, tag_load_a_),
+            {a_.reader[a_.at(piece)]});
         fill(a_, piece, id);
       }
   }
@@ -398,8 +451,9 @@ class lowerer {
       for (int w = 0; w < chunks; ++w) {
         const std::int64_t cols = p_.coalesce ? kb : std::min(P, kb - w * P);
         const int piece = r * chunks + w;
-        const auto id = out_.add(dma(queue(0), hbm_a_, sb_a_, std::min(P, mb - r * P), cols * in_b, tag_load_a_),
-                                 {a_raw_.reader[a_raw_.at(piece)]});
+        const auto id = out_.add(
+            dma(queue(0), hbm_a_, sb_a_, std::min(P, mb - r * P), cols * in_b, tag_load_a_),
+            {a_raw_.reader[a_raw_.at(piece)]});
         fill(a_raw_, piece, id);
       }
     for (int r = 0; r < rows; ++r)
@@ -429,15 +483,17 @@ class lowerer {
   }
 
   void load_b(std::int64_t ik, std::int64_t in) {
-    const std::int64_t nb = size(dim_n, in), kb = size(dim_k, ik), P = m_.partitions, in_b = dtype_bytes(p_.in);
+    const std::int64_t nb = size(dim_n, in), kb = size(dim_k, ik), P = m_.partitions,
+                       in_b = dtype_bytes(p_.in);
     const auto slabs = static_cast<int>(ceil_div(kb, P));
     const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(nb, p_.mm_n));
     for (int w = 0; w < widths; ++w)
       for (int s = 0; s < slabs; ++s) {
         const std::int64_t cols = p_.coalesce ? nb : std::min(p_.mm_n, nb - w * p_.mm_n);
         const int piece = s * (p_.coalesce ? 1 : pl_.tn) + w;
-        const auto id = out_.add(dma(queue(1), hbm_b_, sb_b_, std::min(P, kb - s * P), cols * in_b, tag_load_b_),
-                                 {b_.reader[b_.at(piece)]});
+        const auto id = out_.add(
+            dma(queue(1), hbm_b_, sb_b_, std::min(P, kb - s * P), cols * in_b, tag_load_b_),
+            {b_.reader[b_.at(piece)]});
         fill(b_, piece, id);
       }
   }
@@ -469,8 +525,10 @@ class lowerer {
   }
 
   void compute(const std::array<std::int64_t, 3>& b) {
-    const std::int64_t mb = size(dim_m, b[dim_m]), nbk = size(dim_n, b[dim_n]), kb = size(dim_k, b[dim_k]);
-    const auto tm = static_cast<int>(ceil_div(mb, p_.mm_m)), tn = static_cast<int>(ceil_div(nbk, p_.mm_n));
+    const std::int64_t mb = size(dim_m, b[dim_m]), nbk = size(dim_n, b[dim_n]),
+                       kb = size(dim_k, b[dim_k]);
+    const auto tm = static_cast<int>(ceil_div(mb, p_.mm_m)),
+               tn = static_cast<int>(ceil_div(nbk, p_.mm_n));
     const auto tk = static_cast<int>(ceil_div(kb, p_.mm_k));
     const bool first_k = b[dim_k] == 0, last_k = b[dim_k] == pl_.nb[dim_k] - 1;
     const bool opens = pl_.acc != accumulation::psum_across || first_k;
@@ -484,13 +542,16 @@ class lowerer {
       const std::int64_t kt = std::min(p_.mm_k, kb - t * p_.mm_k);
       k_rows_[static_cast<std::size_t>(t)] = kt;
       k_slab0_[static_cast<std::size_t>(t)] = static_cast<int>(t * p_.mm_k / m_.partitions);
-      k_slab1_[static_cast<std::size_t>(t)] = static_cast<int>((t * p_.mm_k + kt - 1) / m_.partitions);
+      k_slab1_[static_cast<std::size_t>(t)] =
+          static_cast<int>((t * p_.mm_k + kt - 1) / m_.partitions);
     }
-    const int a_stride = p_.a_mk ? static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions)) : (p_.coalesce ? 1 : pl_.tm);
+    const int a_stride = p_.a_mk ? static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions))
+                                 : (p_.coalesce ? 1 : pl_.tm);
     const int b_stride = p_.coalesce ? 1 : pl_.tn;
     for (int a = 0; a < tm; ++a) {
       const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
-      const int a_off = p_.a_mk ? static_cast<int>(a * p_.mm_m / m_.partitions) : (p_.coalesce ? 0 : a);
+      const int a_off =
+          p_.a_mk ? static_cast<int>(a * p_.mm_m / m_.partitions) : (p_.coalesce ? 0 : a);
       for (int n = 0; n < tn; ++n) {
         const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
         const int b_off = p_.coalesce ? 0 : n;
@@ -499,7 +560,8 @@ class lowerer {
         for (int t = 0; t < tk; ++t) {
           const auto ti = static_cast<std::size_t>(t);
           deps_.clear();
-          if (t == 0 && opens && bank_evict_[bank] != program::none) deps_.push_back(bank_evict_[bank]);
+          if (t == 0 && opens && bank_evict_[bank] != program::none)
+            deps_.push_back(bank_evict_[bank]);
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             need(a_, sl * a_stride + a_off, deps_);
             need(b_, sl * b_stride + b_off, deps_);
@@ -526,7 +588,8 @@ class lowerer {
 
   /// Emits one matmul, merged into the previous one when it repeats it with
   /// no new dependency (same engine, same shape: the order is fixed).
-  instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate, int a, int t) {
+  instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate,
+                        int a, int t) {
     instruction in;
     in.engine = tensor_engine;
     in.kind = op::matmul;
@@ -544,7 +607,8 @@ class lowerer {
     if (deps_.empty() && last_matmul_ != program::none && last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);
       if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
-          (prev.flags | flag_accumulate) == (in.flags | flag_accumulate) && (in.flags & flag_accumulate)) {
+          (prev.flags | flag_accumulate) == (in.flags | flag_accumulate) &&
+          (in.flags & flag_accumulate)) {
         prev.count += 1;
         return last_matmul_;
       }
@@ -553,8 +617,8 @@ class lowerer {
     return last_matmul_;
   }
 
-  void evict(const std::array<std::int64_t, 3>& b, int a, int n, std::int64_t rows, std::int64_t cols,
-             std::size_t bank, instruction_id last_matmul, int tn) {
+  void evict(const std::array<std::int64_t, 3>& b, int a, int n, std::int64_t rows,
+             std::int64_t cols, std::size_t bank, instruction_id last_matmul, int tn) {
     const bool partial_only = pl_.acc == accumulation::sbuf && b[dim_k] != pl_.nb[dim_k] - 1;
     const bool adds = pl_.acc == accumulation::sbuf && b[dim_k] != 0;
     instruction e = evict_instruction(adds ? op::tensor_tensor : op::copy, rows, cols);
@@ -572,7 +636,8 @@ class lowerer {
     const std::int64_t out_b = dtype_bytes(p_.out);
     if (p_.coalesce && n + 1 < tn) return;
     const std::int64_t width = p_.coalesce ? size(dim_n, b[dim_n]) : cols;
-    const auto store = out_.add(dma(queue(2), sb_stage_, hbm_c_, rows, width * out_b, tag_store_), {id});
+    const auto store =
+        out_.add(dma(queue(2), sb_stage_, hbm_c_, rows, width * out_b, tag_store_), {id});
     stage_store_[stage_slot_] = store;
     (void)a;
   }
@@ -581,8 +646,10 @@ class lowerer {
   const params& p_;
   const machine& m_;
   program& out_;
-  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0, psum_ = 0;
-  std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0, tag_evict_ = 0, tag_store_ = 0;
+  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0,
+            psum_ = 0;
+  std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0,
+                tag_evict_ = 0, tag_store_ = 0;
   operand a_, a_raw_, b_;
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
   std::vector<std::int64_t> k_rows_;
@@ -594,7 +661,8 @@ class lowerer {
   std::pair<int, int> last_stationary_{-1, -1};
 };
 
-// --- the workload ---------------------------------------------------------------------------------
+// --- the workload
+// ---------------------------------------------------------------------------------
 
 class matmul final : public workload {
  public:
@@ -608,27 +676,36 @@ class matmul final : public workload {
         {"M", "integer", "", "rows of A and C"},
         {"N", "integer", "", "columns of B and C"},
         {"K", "integer", "", "the contraction"},
-        {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)", "input type; C is bf16 (fp32 for fp32)"},
-        {"a_layout", "km | mk", "km", "km: A given as lhsT [K,M]; mk: A [M,K], each tile transposed on TensorE"},
+        {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)",
+         "input type; C is bf16 (fp32 for fp32)"},
+        {"a_layout", "km | mk", "km",
+         "km: A given as lhsT [K,M]; mk: A [M,K], each tile transposed on TensorE"},
         {"tile_m", "integer", "mm_m", "block size along M (rows of C computed per block)"},
         {"tile_n", "integer", "mm_n", "block size along N"},
         {"tile_k", "integer", "mm_k", "block size along K"},
         {"order", "perm(m, n, k)", "(m, n, k)", "loop order of the blocks, outermost first"},
-        {"a_home", "sbuf | hbm", "hbm", "sbuf: A blocks stay resident across the n loop; hbm: streamed"},
+        {"a_home", "sbuf | hbm", "hbm",
+         "sbuf: A blocks stay resident across the n loop; hbm: streamed"},
         {"b_home", "sbuf | hbm", "hbm", "as a_home for B across the m loop"},
         {"bufs", "integer >= 1", "2", "block slots per streamed operand (DMA multi-buffering)"},
-        {"prefetch", "bool", "true", "a_home = hbm: false gives A one slot (loads wait for the last use)"},
-        {"evict", "vector | scalar | gpsimd", "vector", "engine that drains PSUM (and adds partial sums)"},
-        {"coalesce", "bool", "true", "true: one DMA per 128-row slab of a block; false: one per instruction tile"},
+        {"prefetch", "bool", "true",
+         "a_home = hbm: false gives A one slot (loads wait for the last use)"},
+        {"evict", "vector | scalar | gpsimd", "vector",
+         "engine that drains PSUM (and adds partial sums)"},
+        {"coalesce", "bool", "true",
+         "true: one DMA per 128-row slab of a block; false: one per instruction tile"},
         {"dma_queues", "integer", "1", "DMA queues per stream (A loads, B loads, C stores)"},
-        {"acc_dtype", "fp32 | bf16", "the output type", "type of partial sums kept in SBUF across k blocks"},
-        {"mm_m", "integer", "128", "stationary free size of one matmul (<= matmul_max_stationary_free)"},
+        {"acc_dtype", "fp32 | bf16", "the output type",
+         "type of partial sums kept in SBUF across k blocks"},
+        {"mm_m", "integer", "128",
+         "stationary free size of one matmul (<= matmul_max_stationary_free)"},
         {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
         {"mm_k", "integer", "128 (fp8 on trn2: 256)", "contraction of one matmul (<= partitions)"},
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m, program& out) const override {
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
     out.clear();
     const value_reader v(s, c);
     params p;
@@ -636,26 +713,33 @@ class matmul final : public workload {
     if (auto e = check_tiles(p, m); !e.empty()) return e;
     plan pl;
     if (auto e = make_plan(p, m, pl); !e.empty()) return e;
-    const double matmuls = static_cast<double>(ceil_div(p.M, p.mm_m) * ceil_div(p.N, p.mm_n)) * static_cast<double>(ceil_div(p.K, p.mm_k));
+    const double matmuls = static_cast<double>(ceil_div(p.M, p.mm_m) * ceil_div(p.N, p.mm_n)) *
+                           static_cast<double>(ceil_div(p.K, p.mm_k));
     out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
     lowerer(pl, m, out).run();
     return "";
   }
 
-  [[nodiscard]] double estimated_instructions(const space& s, const config& c, const machine& m) const override {
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
     const value_reader v(s, c);
     params p;
     if (!read_params(v, m, p).empty() || p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0) return 1;
-    const auto tiles = [&](int d, std::int64_t t) { return static_cast<double>(ceil_div(p.ext[static_cast<std::size_t>(d)], t)); };
+    const auto tiles = [&](int d, std::int64_t t) {
+      return static_cast<double>(ceil_div(p.ext[static_cast<std::size_t>(d)], t));
+    };
     const double matmuls = tiles(dim_m, p.mm_m) * tiles(dim_n, p.mm_n) * tiles(dim_k, p.mm_k);
-    const double loads = tiles(dim_m, p.tile[dim_m]) * tiles(dim_n, p.tile[dim_n]) * tiles(dim_k, m.partitions) * 2;
+    const double loads =
+        tiles(dim_m, p.tile[dim_m]) * tiles(dim_n, p.tile[dim_n]) * tiles(dim_k, m.partitions) * 2;
     return matmuls + loads + tiles(dim_m, p.mm_m) * tiles(dim_n, p.mm_n) * 2;
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const override;
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
 };
 
-std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s, const config& c) const {
+std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
+                                         const config& c) const {
   std::vector<std::string> out;
   const value_reader v(s, c);
   const auto M = v.integer("M", 1), N = v.integer("N", 1);
@@ -666,37 +750,49 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s, co
   const bool dma = b.phase.rfind("dma", 0) == 0;
   const bool issue_heavy = b.issue_share > 0.25 * b.share;
   const auto issue_hints = [&](const char* what) {
-    if (!coalesced) out.emplace_back("set coalesce = true: one transfer per 128-row slab instead of per tile");
-    out.push_back(fmt::format("raise dma_queues (now {}): transfers of {} pay a fixed issue cost each, and more "
-                              "queues issue them in parallel", queues, what));
+    if (!coalesced)
+      out.emplace_back("set coalesce = true: one transfer per 128-row slab instead of per tile");
+    out.push_back(fmt::format(
+        "raise dma_queues (now {}): transfers of {} pay a fixed issue cost each, and more "
+        "queues issue them in parallel",
+        queues, what));
   };
   if (dma && b.tag == "load B") {
     if (issue_heavy) issue_hints("B");
-    out.push_back(fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
-                              ceil_div(M, tile_m)));
-    if (b.latency_share > 0.2 * b.share) out.emplace_back("raise bufs so the next B block loads while this one is used");
+    out.push_back(
+        fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
+                    ceil_div(M, tile_m)));
+    if (b.latency_share > 0.2 * b.share)
+      out.emplace_back("raise bufs so the next B block loads while this one is used");
     out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
   } else if (dma && b.tag == "load A") {
     if (issue_heavy) issue_hints("A");
-    out.push_back(fmt::format("raise tile_n: every A block is read from HBM once per n block ({} times now)",
-                              ceil_div(N, tile_n)));
+    out.push_back(
+        fmt::format("raise tile_n: every A block is read from HBM once per n block ({} times now)",
+                    ceil_div(N, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
     out.emplace_back("raise bufs so the next A block loads while this one is used");
   } else if (dma && b.tag == "store C") {
-    if (!coalesced) out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
-    out.push_back(fmt::format("raise dma_queues (now {}) so stores do not queue behind each other", queues));
+    if (!coalesced)
+      out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
+    out.push_back(
+        fmt::format("raise dma_queues (now {}) so stores do not queue behind each other", queues));
   } else if (b.phase == "tensor") {
     const auto mm_m = v.integer("mm_m", 128), mm_n = v.integer("mm_n", 512);
-    const bool full = mm_m >= 128 && mm_n >= 512 && tile_m % 128 == 0 && tile_n % 512 == 0 && M % tile_m == 0 &&
-                      N % tile_n == 0;
+    const bool full = mm_m >= 128 && mm_n >= 512 && tile_m % 128 == 0 && tile_n % 512 == 0 &&
+                      M % tile_m == 0 && N % tile_n == 0;
     if (!full)
-      out.emplace_back("use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes that divide "
-                       "the shape in multiples of them: partial tiles cost TensorE time");
-    if (v.symbol("dtype", "bf16") == "fp8") out.emplace_back("on trn2, mm_k = 256 doubles the fp8 rate (double-row mode)");
-    if (v.symbol("a_layout", "km") == "mk") out.emplace_back("give A transposed (a_layout = km): the transposes take TensorE time");
+      out.emplace_back(
+          "use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes that "
+          "divide "
+          "the shape in multiples of them: partial tiles cost TensorE time");
+    if (v.symbol("dtype", "bf16") == "fp8")
+      out.emplace_back("on trn2, mm_k = 256 doubles the fp8 rate (double-row mode)");
+    if (v.symbol("a_layout", "km") == "mk")
+      out.emplace_back("give A transposed (a_layout = km): the transposes take TensorE time");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
-    out.push_back(fmt::format("the {} engine drains PSUM on the critical path: try evict = {}", b.phase,
-                              b.phase == "vector" ? "scalar" : "vector"));
+    out.push_back(fmt::format("the {} engine drains PSUM on the critical path: try evict = {}",
+                              b.phase, b.phase == "vector" ? "scalar" : "vector"));
     out.emplace_back("put k innermost in order (partial sums stay in PSUM; no SBUF adds)");
     out.emplace_back("raise tile_k so each PSUM group accumulates more before it is drained");
   }

@@ -18,21 +18,27 @@ class rmsnorm final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "rmsnorm"; }
   [[nodiscard]] std::string_view summary() const override {
-    return "RMSNorm with a residual add over the rows of x: h = x + r, y = h * rsqrt(mean(h^2) + eps) * w";
+    return "RMSNorm with a residual add over the rows of x: h = x + r, y = h * rsqrt(mean(h^2) + "
+           "eps) * w";
   }
 
   [[nodiscard]] std::vector<name_doc> names() const override {
     auto out = rows::common_names("rows", "hidden");
-    out.push_back({"residual", "bool", "true", "add a residual input first and store the sum h too"});
+    out.push_back(
+        {"residual", "bool", "true", "add a residual input first and store the sum h too"});
     out.push_back({"add_engine", "vector | gpsimd", "vector", "engine of the residual add"});
     out.push_back({"square_engine", "vector | scalar | gpsimd", "scalar",
-                   "sum of squares: ScalarE activation with accumulation, VectorE bn_stats, or GpSimdE multiply + reduce"});
+                   "sum of squares: ScalarE activation with accumulation, VectorE bn_stats, or "
+                   "GpSimdE multiply + reduce"});
     out.push_back({"scale_engine", "vector | scalar", "vector", "multiplies by the per-row rsqrt"});
-    out.push_back({"fuse_weight", "bool", "false", "ScalarE applies rsqrt and the weight in one pass (needs scale_engine = scalar)"});
+    out.push_back(
+        {"fuse_weight", "bool", "false",
+         "ScalarE applies rsqrt and the weight in one pass (needs scale_engine = scalar)"});
     return out;
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m, program& out) const override {
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
     out.clear();
     const value_reader v(s, c);
     rows::pipeline_spec spec;
@@ -40,13 +46,15 @@ class rmsnorm final : public workload {
     return rows::lower(spec, m, out);
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const override {
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
     const value_reader v(s, c);
     std::vector<std::string> out;
     if ((b.tag == "scale" || b.tag == "weight") && !v.flag("fuse_weight", false))
       out.emplace_back("fuse_weight = true with scale_engine = scalar: one pass instead of two");
     if (b.tag == "square-sum" && v.symbol("square_engine", "scalar") != "scalar")
-      out.emplace_back("square_engine = scalar: one activation pass accumulates the sum of squares");
+      out.emplace_back(
+          "square_engine = scalar: one activation pass accumulates the sum of squares");
     for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
     return out;
   }
@@ -61,7 +69,9 @@ class rmsnorm final : public workload {
     const std::string square = v.symbol("square_engine", "scalar");
     const std::string scale = v.symbol("scale_engine", "vector");
     const bool fuse = v.flag("fuse_weight", false);
-    if (fuse && scale != "scalar") return "rmsnorm: fuse_weight needs scale_engine = scalar (only ScalarE fuses the weight multiply)";
+    if (fuse && scale != "scalar")
+      return "rmsnorm: fuse_weight needs scale_engine = scalar (only ScalarE fuses the weight "
+             "multiply)";
     spec.inputs = residual ? 2 : 1;
     spec.outputs = residual ? 2 : 1;
     spec.input_names = {"x", "residual"};
@@ -71,16 +81,21 @@ class rmsnorm final : public workload {
 
     rows::row_step sums;
     if (residual) {
-      sums.ops.push_back({engine_named(v.symbol("add_engine", "vector")), op::tensor_tensor, 1, false, false, 0, false, false, "residual add"});
+      sums.ops.push_back({engine_named(v.symbol("add_engine", "vector")), op::tensor_tensor, 1,
+                          false, false, 0, false, false, "residual add"});
       sums.ops.push_back({vector_engine, op::dma, 1, false, true, 1, false, false, "store h"});
     }
     if (square == "scalar") {
-      sums.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "square-sum"});
+      sums.ops.push_back(
+          {scalar_engine, op::activation, 1, false, false, 0, false, false, "square-sum"});
     } else if (square == "vector") {
-      sums.ops.push_back({vector_engine, op::bn_stats, 1, false, false, 0, false, false, "square-sum"});
+      sums.ops.push_back(
+          {vector_engine, op::bn_stats, 1, false, false, 0, false, false, "square-sum"});
     } else {
-      sums.ops.push_back({gpsimd_engine, op::tensor_tensor, 1, false, false, 0, false, false, "square-sum"});
-      sums.ops.push_back({gpsimd_engine, op::reduce, 1, false, false, 0, false, false, "square-sum"});
+      sums.ops.push_back(
+          {gpsimd_engine, op::tensor_tensor, 1, false, false, 0, false, false, "square-sum"});
+      sums.ops.push_back(
+          {gpsimd_engine, op::reduce, 1, false, false, 0, false, false, "square-sum"});
     }
     rows::row_step rstd;
     rstd.per_chunk = false;
@@ -91,9 +106,14 @@ class rmsnorm final : public workload {
     if (fuse) {
       apply.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, true, true, "scale"});
     } else {
-      if (scale == "scalar") apply.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "scale"});
-      else apply.ops.push_back({vector_engine, op::tensor_scalar, 1, true, false, 0, false, false, "scale"});
-      apply.ops.push_back({vector_engine, op::tensor_tensor, 1, false, false, 0, true, true, "weight"});
+      if (scale == "scalar")
+        apply.ops.push_back(
+            {scalar_engine, op::activation, 1, false, false, 0, false, false, "scale"});
+      else
+        apply.ops.push_back(
+            {vector_engine, op::tensor_scalar, 1, true, false, 0, false, false, "scale"});
+      apply.ops.push_back(
+          {vector_engine, op::tensor_tensor, 1, false, false, 0, true, true, "weight"});
     }
     apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
     spec.scale = {apply};

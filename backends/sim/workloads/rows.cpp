@@ -42,7 +42,8 @@ class lowerer {
     rpt_ = std::min(s_.rows_per_tile, s_.rows);
     if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
     if (rpt_ > P_ && rpt_ % P_ != 0)
-      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}", s_.name, rpt_, P_, P_);
+      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
+                         s_.name, rpt_, P_, P_);
     cps_ = s_.cols_per_step > 0 ? std::min(s_.cols_per_step, s_.cols) : s_.cols;
     tiles_ = ceil_div(s_.rows, rpt_);
     chunks_ = ceil_div(s_.cols, cps_);
@@ -55,17 +56,22 @@ class lowerer {
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
 
   std::string check_sbuf() {
-    const std::int64_t slots = static_cast<std::int64_t>(s_.bufs) * s_.inputs * rows_pp_ * s_.cols * bytes();
+    const std::int64_t slots =
+        static_cast<std::int64_t>(s_.bufs) * s_.inputs * rows_pp_ * s_.cols * bytes();
     const std::int64_t staging = 2LL * s_.outputs * rows_pp_ * cps_ * bytes();
     const std::int64_t total = slots + staging + s_.broadcast_bytes;
     const std::int64_t cap = m_.sbuf_bytes_per_partition;
     if (total <= cap) return "";
     if (slots > cap)
-      return fmt::format("SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} (over by {} B)",
-                         slots, s_.bufs, cap, slots - cap);
-    return fmt::format("SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) need "
-                       "{} B per partition with bufs={}; the target has {} (over by {} B)",
-                       slots, staging, s_.broadcast_bytes, total, s_.bufs, cap, total - cap);
+      return fmt::format(
+          "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
+          "(over by {} B)",
+          slots, s_.bufs, cap, slots - cap);
+    return fmt::format(
+        "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
+        "need "
+        "{} B per partition with bufs={}; the target has {} (over by {} B)",
+        slots, staging, s_.broadcast_bytes, total, s_.bufs, cap, total - cap);
   }
 
   /// The stages in the order of `stage_order`, except that stages working on
@@ -79,10 +85,14 @@ class lowerer {
   }
 
   void setup() {
-    hbm_in_ = out_.add_buffer({"inputs (HBM)", memory::hbm, 0, 1, s_.inputs * s_.rows * s_.cols * bytes()});
-    hbm_out_ = out_.add_buffer({"outputs (HBM)", memory::hbm, 0, 1, s_.outputs * s_.rows * s_.cols * bytes()});
-    slots_ = out_.add_buffer({"input tiles", memory::sbuf, s_.inputs * rows_pp_ * s_.cols * bytes(), s_.bufs, 0});
-    staging_ = out_.add_buffer({"output staging", memory::sbuf, s_.outputs * rows_pp_ * cps_ * bytes(), 2, 0});
+    hbm_in_ = out_.add_buffer(
+        {"inputs (HBM)", memory::hbm, 0, 1, s_.inputs * s_.rows * s_.cols * bytes()});
+    hbm_out_ = out_.add_buffer(
+        {"outputs (HBM)", memory::hbm, 0, 1, s_.outputs * s_.rows * s_.cols * bytes()});
+    slots_ = out_.add_buffer(
+        {"input tiles", memory::sbuf, s_.inputs * rows_pp_ * s_.cols * bytes(), s_.bufs, 0});
+    staging_ = out_.add_buffer(
+        {"output staging", memory::sbuf, s_.outputs * rows_pp_ * cps_ * bytes(), 2, 0});
     if (s_.broadcast_bytes > 0) {
       const auto b = out_.add_buffer({"broadcast vector", memory::sbuf, s_.broadcast_bytes, 1, 0});
       instruction in;
@@ -96,9 +106,14 @@ class lowerer {
       broadcast_ = out_.add(in);
     }
     for (int k = 0; k < s_.inputs; ++k)
-      tag_load_.push_back(out_.add_tag("load " + (k < static_cast<int>(s_.input_names.size()) ? s_.input_names[static_cast<std::size_t>(k)] : std::to_string(k))));
+      tag_load_.push_back(out_.add_tag("load " + (k < static_cast<int>(s_.input_names.size())
+                                                      ? s_.input_names[static_cast<std::size_t>(k)]
+                                                      : std::to_string(k))));
     for (int k = 0; k < s_.outputs; ++k)
-      tag_store_.push_back(out_.add_tag("store " + (k < static_cast<int>(s_.output_names.size()) ? s_.output_names[static_cast<std::size_t>(k)] : std::to_string(k))));
+      tag_store_.push_back(
+          out_.add_tag("store " + (k < static_cast<int>(s_.output_names.size())
+                                       ? s_.output_names[static_cast<std::size_t>(k)]
+                                       : std::to_string(k))));
     readers_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
     loads_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
     chunk_last_.assign(static_cast<std::size_t>(tiles_ * chunks_), program::none);
@@ -111,8 +126,12 @@ class lowerer {
     out_.totals.compute_type = s_.type;
   }
 
-  [[nodiscard]] std::int64_t tile_rows(std::int64_t t) const { return std::min(rpt_, s_.rows - t * rpt_); }
-  [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const { return std::min(cps_, s_.cols - c * cps_); }
+  [[nodiscard]] std::int64_t tile_rows(std::int64_t t) const {
+    return std::min(rpt_, s_.rows - t * rpt_);
+  }
+  [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const {
+    return std::min(cps_, s_.cols - c * cps_);
+  }
   [[nodiscard]] std::size_t at(std::int64_t t, std::int64_t c) const {
     return static_cast<std::size_t>((t % s_.bufs) * chunks_ + c);
   }
@@ -151,7 +170,8 @@ class lowerer {
     in.kind = o.kind;
     in.type = s_.type;
     in.partitions = static_cast<std::uint32_t>(parts);
-    in.free = static_cast<std::uint32_t>(std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
+    in.free = static_cast<std::uint32_t>(
+        std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
     if (o.perf_mode) in.flags |= flag_sbuf_contiguous;
     in.src = slots_;
     in.dst = o.to_staging ? staging_ : slots_;
@@ -165,7 +185,8 @@ class lowerer {
       if (!step.per_chunk) {
         const auto before = chunk_last_[static_cast<std::size_t>(t * chunks_ + chunks_ - 1)];
         instruction_id prev = before;
-        for (const auto& o : step.ops) prev = out_.add(compute(o, parts, pp), {prev, tile_last_[static_cast<std::size_t>(t)]});
+        for (const auto& o : step.ops)
+          prev = out_.add(compute(o, parts, pp), {prev, tile_last_[static_cast<std::size_t>(t)]});
         tile_last_[static_cast<std::size_t>(t)] = prev;
         continue;
       }
@@ -173,7 +194,8 @@ class lowerer {
     }
   }
 
-  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts, std::int64_t pp) {
+  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts,
+             std::int64_t pp) {
     const auto slot = at(t, c);
     const auto ci = static_cast<std::size_t>(t * chunks_ + c);
     const std::int64_t elements = pp * chunk_cols(c);
@@ -190,13 +212,16 @@ class lowerer {
         in.kind = op::dma;
         in.partitions = static_cast<std::uint32_t>(parts);
         in.free = static_cast<std::uint32_t>(elements * bytes());
-        in.aux = chunk_cols(c) == s_.cols ? 0u : static_cast<std::uint32_t>(chunk_cols(c) * bytes());
+        in.aux =
+            chunk_cols(c) == s_.cols ? 0u : static_cast<std::uint32_t>(chunk_cols(c) * bytes());
         in.src = wrote_staging ? staging_ : slots_;
         in.dst = hbm_out_;
         in.tag = tag_store_[static_cast<std::size_t>(o.output)];
         const auto id = out_.add(in, deps);
-        if (wrote_staging) stage_store_[stage_slot] = id;
-        else readers_[slot].push_back(id);
+        if (wrote_staging)
+          stage_store_[stage_slot] = id;
+        else
+          readers_[slot].push_back(id);
         continue;  // a side branch: the chain goes on from `prev`
       }
       if (o.uses_broadcast && !broadcast_used_ && broadcast_ != program::none) {
@@ -204,7 +229,8 @@ class lowerer {
         broadcast_used_ = true;
       }
       if (o.to_staging) {
-        stage_slot = static_cast<std::size_t>(o.output * 2 + (stage_serial_[static_cast<std::size_t>(o.output)]++ % 2));
+        stage_slot = static_cast<std::size_t>(
+            o.output * 2 + (stage_serial_[static_cast<std::size_t>(o.output)]++ % 2));
         deps.push_back(stage_store_[stage_slot]);
         wrote_staging = true;
       }
@@ -243,7 +269,8 @@ std::string read_common(const value_reader& v, pipeline_spec& spec) {
     if (type.empty()) return fmt::format("{}: const bytes = {} is not 1, 2 or 4", spec.name, b);
   }
   spec.type = type == "fp32" ? dtype::fp32 : type == "fp8" ? dtype::fp8 : dtype::bf16;
-  if (type != "fp32" && type != "fp8" && type != "bf16") return fmt::format("{}: dtype '{}' is not bf16, fp8 or fp32", spec.name, type);
+  if (type != "fp32" && type != "fp8" && type != "bf16")
+    return fmt::format("{}: dtype '{}' is not bf16, fp8 or fp32", spec.name, type);
   spec.rows_per_tile = v.integer("rows_per_tile", 128);
   spec.cols_per_step = v.integer("cols_per_step", 0);
   spec.bufs = static_cast<int>(v.integer("bufs", 2));
@@ -251,7 +278,8 @@ std::string read_common(const value_reader& v, pipeline_spec& spec) {
   if (const auto order = v.order("stages")) {
     spec.stage_order = *order;
     for (const auto& s : *order)
-      if (s != "load" && s != "reduce" && s != "scale") return fmt::format("{}: stages must be a permutation of (load, reduce, scale)", spec.name);
+      if (s != "load" && s != "reduce" && s != "scale")
+        return fmt::format("{}: stages must be a permutation of (load, reduce, scale)", spec.name);
   }
   return "";
 }
@@ -260,12 +288,18 @@ std::vector<name_doc> common_names(const std::string& rows_name, const std::stri
   return {
       {rows_name, "integer", "", "rows (each normalized on its own)"},
       {cols_name, "integer", "", "columns of a row"},
-      {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)", "element type in HBM and SBUF"},
-      {"rows_per_tile", "integer", "128", "rows per tile: up to 128 one per partition, above that a multiple of 128"},
-      {"cols_per_step", "integer", "the whole row", "columns per chunk: each instruction and DMA covers one chunk"},
-      {"bufs", "integer >= 1", "2", "tile slots: how many tiles may be in flight (the pipeline depth is min(bufs, 3))"},
-      {"stages", "perm(load, reduce, scale)", "(load, reduce, scale)", "issue order of the pipeline's stages"},
-      {"dma_queues", "integer", "1", "DMA queues per stream (each input's loads, each output's stores)"},
+      {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)",
+       "element type in HBM and SBUF"},
+      {"rows_per_tile", "integer", "128",
+       "rows per tile: up to 128 one per partition, above that a multiple of 128"},
+      {"cols_per_step", "integer", "the whole row",
+       "columns per chunk: each instruction and DMA covers one chunk"},
+      {"bufs", "integer >= 1", "2",
+       "tile slots: how many tiles may be in flight (the pipeline depth is min(bufs, 3))"},
+      {"stages", "perm(load, reduce, scale)", "(load, reduce, scale)",
+       "issue order of the pipeline's stages"},
+      {"dma_queues", "integer", "1",
+       "DMA queues per stream (each input's loads, each output's stores)"},
   };
 }
 
@@ -276,17 +310,22 @@ std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
   const auto bytes = v.symbol("dtype", "") == "fp32" ? 4 : v.integer("bytes", 2);
   const auto per_partition = std::max<std::int64_t>(1, rpt / 128) * cps * bytes;
   if (dma && b.issue_share > 0.25 * b.share) {
-    out.push_back(fmt::format("raise cols_per_step or rows_per_tile (now {} x {}): each transfer pays a fixed issue cost",
-                              rpt, cps));
-    out.push_back(fmt::format("raise dma_queues (now {}) so more transfers issue at once", v.integer("dma_queues", 1)));
+    out.push_back(fmt::format(
+        "raise cols_per_step or rows_per_tile (now {} x {}): each transfer pays a fixed issue cost",
+        rpt, cps));
+    out.push_back(fmt::format("raise dma_queues (now {}) so more transfers issue at once",
+                              v.integer("dma_queues", 1)));
   }
-  if (dma && b.latency_share > 0.2 * b.share) out.emplace_back("raise bufs so loads run ahead of the compute");
+  if (dma && b.latency_share > 0.2 * b.share)
+    out.emplace_back("raise bufs so loads run ahead of the compute");
   if (dma && b.data_share > 0.5 * b.share && cps > 0 && per_partition < 4096)
-    out.push_back(fmt::format("transfers move {} B per partition: 4 KiB or more runs the DMA engines at full rate",
-                              per_partition));
+    out.push_back(fmt::format(
+        "transfers move {} B per partition: 4 KiB or more runs the DMA engines at full rate",
+        per_partition));
   if (!dma) {
-    out.push_back(fmt::format("the {} engine is on the critical path ({}): move that step to an idle engine",
-                              b.phase, b.tag));
+    out.push_back(
+        fmt::format("the {} engine is on the critical path ({}): move that step to an idle engine",
+                    b.phase, b.tag));
     out.emplace_back("raise bufs (3 or more) so the three stages of different tiles overlap");
   }
   return out;

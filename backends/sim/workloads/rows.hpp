@@ -26,27 +26,28 @@ struct row_op {
   bool perf_mode = false;         ///< SBUF -> SBUF 2-byte data (VectorE perf mode on trn2)
   bool store = false;             ///< a DMA of the chunk's current value to HBM output `output`
   int output = 0;
-  bool to_staging = false;        ///< writes the output staging (the store after it reads there)
-  bool uses_broadcast = false;    ///< reads the broadcast vector
-  std::string tag;                ///< label ("square-sum", "exp")
+  bool to_staging = false;      ///< writes the output staging (the store after it reads there)
+  bool uses_broadcast = false;  ///< reads the broadcast vector
+  std::string tag;              ///< label ("square-sum", "exp")
 };
 
 struct row_step {
-  bool per_chunk = true;          ///< false: once per tile on `rows per partition` values
-  std::vector<row_op> ops;        ///< chained in order (a store is a side branch)
+  bool per_chunk = true;    ///< false: once per tile on `rows per partition` values
+  std::vector<row_op> ops;  ///< chained in order (a store is a side branch)
 };
 
 /// The workload's description of one tile's work.
 struct pipeline_spec {
-  std::string name;               ///< "rmsnorm"
+  std::string name;  ///< "rmsnorm"
   std::int64_t rows = 0, cols = 0;
   dtype type = dtype::bf16;
-  int inputs = 1;                 ///< input tensors per tile (x, residual)
-  int outputs = 1;                ///< output tensors (y, h)
-  std::vector<std::string> input_names{"x"}, output_names{"y"};  ///< for labels: "load x", "store y"
+  int inputs = 1;   ///< input tensors per tile (x, residual)
+  int outputs = 1;  ///< output tensors (y, h)
+  std::vector<std::string> input_names{"x"},
+      output_names{"y"};  ///< for labels: "load x", "store y"
   std::int64_t rows_per_tile = 128, cols_per_step = 0;
   int bufs = 2;
-  int queues = 1;                 ///< DMA queues per stream (loads of each input, stores of each output)
+  int queues = 1;  ///< DMA queues per stream (loads of each input, stores of each output)
   std::vector<std::string> stage_order{"load", "reduce", "scale"};
   std::vector<row_step> reduce, scale;
   std::int64_t broadcast_bytes = 0;  ///< a vector loaded once to every partition (RMSNorm's weight)
@@ -61,7 +62,8 @@ struct pipeline_spec {
 [[nodiscard]] std::string read_common(const value_reader& v, pipeline_spec& spec);
 
 /// The shared names, for workload::names().
-[[nodiscard]] std::vector<name_doc> common_names(const std::string& rows_name, const std::string& cols_name);
+[[nodiscard]] std::vector<name_doc> common_names(const std::string& rows_name,
+                                                 const std::string& cols_name);
 
 /// Suggestions that hold for any row pipeline.
 [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const value_reader& v);

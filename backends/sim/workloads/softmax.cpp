@@ -27,7 +27,8 @@ class softmax final : public workload {
     return out;
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m, program& out) const override {
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
     out.clear();
     const value_reader v(s, c);
     rows::pipeline_spec spec;
@@ -48,18 +49,24 @@ class softmax final : public workload {
     exps.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "exp"});
     rows::row_step inverse;
     inverse.per_chunk = false;
-    inverse.ops.push_back({vector_engine, op::reciprocal, 1, false, false, 0, false, false, "1/sum"});
+    inverse.ops.push_back(
+        {vector_engine, op::reciprocal, 1, false, false, 0, false, false, "1/sum"});
     spec.reduce = {maxima, combine, exps, inverse};
 
     rows::row_step apply;
-    if (scale == "scalar") apply.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, true, false, "normalize"});
-    else apply.ops.push_back({engine_named(scale), op::tensor_scalar, 1, true, false, 0, true, false, "normalize"});
+    if (scale == "scalar")
+      apply.ops.push_back(
+          {scalar_engine, op::activation, 1, false, false, 0, true, false, "normalize"});
+    else
+      apply.ops.push_back(
+          {engine_named(scale), op::tensor_scalar, 1, true, false, 0, true, false, "normalize"});
     apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
     spec.scale = {apply};
     return rows::lower(spec, m, out);
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s, const config& c) const override {
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
     const value_reader v(s, c);
     std::vector<std::string> out;
     if (b.tag == "normalize" && v.symbol("scale_engine", "vector") == "scalar")
