@@ -38,13 +38,21 @@ struct gp_options {
   /// Points a fit uses at most: a uniform random subset beyond, so a fit
   /// costs O(max_fit_points^3) per likelihood evaluation. At least 10. Default 128.
   std::size_t max_fit_points = 128;
+  /// Observations the objective GP holds at most: beyond, the best half and
+  /// a uniform random draw from the rest (redrawn each time an eighth more
+  /// have arrived), so ask costs O(max_model_points^2) per candidate however
+  /// long the study. 0 = every observation (exact; cost grows as n^2). At
+  /// least 16 otherwise. Default 256.
+  std::size_t max_model_points = 256;
   /// Random starts of each objective fit besides the current and the default
   /// hyper-parameters (the feasibility model's fits use those two only). Default 1.
   std::size_t fit_restarts = 1;
   /// Likelihood evaluations per start (L-BFGS). At least 1. Default 50.
   std::size_t fit_evaluations = 50;
-  /// Noise variance of the feasibility model's 0/1 labels: smaller follows
-  /// single failures more closely. In (0, 1]. Default 0.05.
+  /// Noise variance of the feasibility model's 0/1 labels before its first
+  /// fit, and its floor in every fit (without one, deterministic labels are
+  /// interpolated exactly and the model rings between nearby opposite
+  /// labels): smaller follows single failures more closely. In (0, 1]. Default 0.05.
   double feasibility_noise = 0.05;
   /// Floor on P(feasible), so log acquisitions stay finite. In (0, 1). Default 1e-4.
   double min_p_feasible = 1e-4;
@@ -86,8 +94,8 @@ struct bo_options {
   /// kappa of ucb, in posterior standard deviations. Finite, >= 0. Default 2.
   double ucb_kappa = 2.0;
   batch_kind batch = batch_kind::kriging_believer;
-  /// Uniform samples drawn per proposal call. At least 1. Default 256.
-  std::size_t pool_size = 256;
+  /// Uniform samples drawn per proposal call. At least 1. Default 128.
+  std::size_t pool_size = 128;
   /// Best observed configs whose neighbours join the pool. Default 3.
   std::size_t incumbents = 3;
   /// Best pool members hill-climbed by the acquisition. Default 2.
@@ -99,8 +107,8 @@ struct bo_options {
   /// (a probabilistic constraint, as Gelbart, Snoek & Adams 2014): the
   /// objective GP extrapolates optimistically into regions that only ever
   /// failed, and log EI there can outweigh any multiplicative penalty.
-  /// In [0, 1]; 0 disables it. Default 0.1.
-  double feasibility_cutoff = 0.1;
+  /// In [0, 1]; 0 disables it. Default 0.5.
+  double feasibility_cutoff = 0.5;
   void validate() const;
 };
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <limits>
 #include <optional>
 #include <unordered_set>
 
@@ -18,6 +19,10 @@ namespace tessel {
 namespace {
 
 constexpr std::size_t sample_attempts = 64;
+/// Own proposals awaiting results that are fantasised, at most.
+constexpr std::size_t max_pending = 256;
+/// Candidates scored per kernel product and solve (bounds the n x m temporaries).
+constexpr std::size_t screen_chunk = 64;
 /// Candidates of one joint Thompson draw at most.
 constexpr std::size_t thompson_candidates = 128;
 
@@ -83,8 +88,9 @@ class bo_search final : public strategy {
   void propose_from_model(detail::batch& b);
   [[nodiscard]] pool make_pool(const detail::batch& b);
   [[nodiscard]] std::optional<std::size_t> maximize(pool& p, const detail::batch& b);
-  [[nodiscard]] std::vector<scored> best_of(const pool& p, const std::vector<std::size_t>& which,
-                                            std::size_t k) const;
+  [[nodiscard]] std::vector<scored> best_of(
+      const pool& p, const std::vector<std::size_t>& which, std::size_t k,
+      double floor = -std::numeric_limits<double>::infinity()) const;
   [[nodiscard]] std::optional<std::size_t> thompson(const pool& p, const detail::batch& b);
   void climb(pool& p, const detail::batch& b, scored at, scored& best);
   [[nodiscard]] double value(double mean, double variance, double p_feasible) const;
@@ -115,6 +121,10 @@ std::vector<config> bo_search::propose(std::size_t n, const search_context& cont
   if (!b.full()) detail::fill_uniform(b, n - b.size(), random_, sample_attempts);
   auto out = b.take();
   for (const auto& c : out) pending_.emplace_back(model_->space().key(c), c);
+  // A proposal the study never reports back (cancelled) must not stay a
+  // fantasy for ever: only the most recent max_pending are kept.
+  if (pending_.size() > max_pending)
+    pending_.erase(pending_.begin(), pending_.end() - static_cast<std::ptrdiff_t>(max_pending));
   return out;
 }
 
@@ -168,33 +178,34 @@ double bo_search::value(double mean, double variance, double p_feasible) const {
   return a + std::log(p_feasible) + penalty;
 }
 
-/// The k best of `which` by exact acquisition. Posterior variances cost
-/// O(n^2) each, so candidates are visited in order of an upper bound (the
-/// acquisition at variance_bound, which it increases with) and the scan
-/// stops once the bound falls below the k-th best exact value.
+/// The k best of `which` by acquisition, above `floor`. Candidates are
+/// scored in chunks: one kernel product for their means and P(feasible), one
+/// triangular solve (L^-1 K*, BLAS-3) for their variances, O(n^2) each; the
+/// chunks bound the n x m temporaries.
 std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::size_t>& which,
-                                       std::size_t k) const {
-  std::vector<scored> top;
-  if (which.empty()) return top;
-  const auto v = model_->view(p.raw(which));
+                                       std::size_t k, double floor) const {
   const auto& gp = model_->objective();
-  std::vector<scored> bound(which.size());
-  for (std::size_t i = 0; i < which.size(); ++i) {
-    const auto j = static_cast<Eigen::Index>(i);
-    bound[i] = {value(v.mean[j], gp.variance_bound(v.cross.col(j)), v.p[j]), i};
+  std::vector<scored> all;
+  all.reserve(which.size());
+  for (std::size_t first = 0; first < which.size(); first += screen_chunk) {
+    const auto last = std::min(first + screen_chunk, which.size());
+    const std::vector<std::size_t> chunk(which.begin() + static_cast<std::ptrdiff_t>(first),
+                                         which.begin() + static_cast<std::ptrdiff_t>(last));
+    const auto v = model_->view(p.raw(chunk));
+    const Eigen::VectorXd variance = gp.variances(v.cross);
+    for (std::size_t j = 0; j < chunk.size(); ++j) {
+      const auto c = static_cast<Eigen::Index>(j);
+      const double a = value(v.mean[c], variance[c], v.p[c]);
+      if (a > floor) all.push_back({a, chunk[j]});
+    }
   }
-  std::stable_sort(bound.begin(), bound.end(),
-                   [](const scored& x, const scored& y) { return x.value > y.value; });
-  for (const auto& u : bound) {
-    if (top.size() >= k && u.value <= top.back().value) break;
-    const auto j = static_cast<Eigen::Index>(u.index);
-    const scored exact{value(v.mean[j], gp.variance(v.cross.col(j)), v.p[j]), which[u.index]};
-    const auto at = std::upper_bound(top.begin(), top.end(), exact,
-                                     [](const scored& x, const scored& y) { return x.value > y.value; });
-    top.insert(at, exact);
-    if (top.size() > k) top.pop_back();
-  }
-  return top;
+  const auto n = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
+                    [](const scored& x, const scored& y) {
+                      return x.value > y.value || (x.value == y.value && x.index < y.index);
+                    });
+  all.resize(n);
+  return all;
 }
 
 /// The pool's best candidates, each hill-climbed through fresh neighbours;
@@ -217,16 +228,16 @@ void bo_search::climb(pool& p, const detail::batch& b, scored at, scored& best) 
     std::vector<std::size_t> added;
     for (const auto& c : model_->space().neighbours(p.configs[at.index]))
       if (auto i = p.add(c, b, *model_)) added.push_back(*i);
-    const auto next = best_of(p, added, 1);
-    if (next.empty() || next.front().value <= at.value) return;
+    const auto next = best_of(p, added, 1, at.value);
+    if (next.empty()) return;
     at = next.front();
     if (at.value > best.value) best = at;
   }
 }
 
 /// Thompson sampling: one joint posterior draw over the open pool's
-/// thompson_candidates most promising members (lowest mean - 2 sd by the
-/// cheap variance bound; the draw costs O(m^3)), and a feasibility draw per
+/// thompson_candidates most promising members (lowest mean - 2 sd; the
+/// draw costs O(m^3)), and a feasibility draw per
 /// candidate; the sampled-feasible candidate whose sampled improvement is
 /// largest wins (any candidate when none is sampled feasible).
 std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batch& b) {
@@ -237,10 +248,11 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
   const auto& gp = model_->objective();
   if (open.size() > thompson_candidates) {
     const auto all = model_->view(p.raw(open));
+    const Eigen::VectorXd variance = gp.variances(all.cross);
     std::vector<scored> optimism(open.size());
     for (std::size_t i = 0; i < open.size(); ++i) {
       const auto j = static_cast<Eigen::Index>(i);
-      optimism[i] = {-all.mean[j] + 2 * std::sqrt(gp.variance_bound(all.cross.col(j))), open[i]};
+      optimism[i] = {-all.mean[j] + 2 * std::sqrt(variance[j]), open[i]};
     }
     std::stable_sort(optimism.begin(), optimism.end(),
                      [](const scored& x, const scored& y) { return x.value > y.value; });

@@ -204,11 +204,15 @@ double gp::variance(const Eigen::Ref<const Eigen::VectorXd>& cross) const {
   return std::max(v, 0.0) * scale_ * scale_;
 }
 
-double gp::variance_bound(const Eigen::Ref<const Eigen::VectorXd>& cross) const {
-  double v = kernel_.signal();
-  if (cross.size() > 0)
-    v -= cross.cwiseAbs2().maxCoeff() / (kernel_.signal() + kernel_.noise() + jitter_);
-  return std::max(v, 0.0) * scale_ * scale_;
+Eigen::VectorXd gp::variances(const Eigen::MatrixXd& cross) const {
+  const auto n = static_cast<Eigen::Index>(n_);
+  Eigen::VectorXd v = Eigen::VectorXd::Constant(cross.cols(), kernel_.signal());
+  if (n > 0) {
+    Eigen::MatrixXd w = cross;
+    l_.topLeftCorner(n, n).triangularView<Eigen::Lower>().solveInPlace(w);
+    v -= w.colwise().squaredNorm().transpose();
+  }
+  return v.cwiseMax(0.0) * (scale_ * scale_);
 }
 
 Eigen::MatrixXd gp::covariance(const Eigen::Ref<const Eigen::MatrixXd>& scaled,
@@ -305,8 +309,11 @@ fit_report fit_hyper_parameters(gp& model, rng& random, const fit_settings& sett
     p.y[col] = (model.targets()[static_cast<std::size_t>(index[i])] - model.target_mean()) /
                model.target_scale();
   }
-  const Eigen::VectorXd lo = p.k.lower(), hi = p.k.upper();
-  std::vector<Eigen::VectorXd> starts{clamp(p.k.theta(), lo, hi), p.k.default_theta()};
+  Eigen::VectorXd lo = p.k.lower();
+  const Eigen::VectorXd hi = p.k.upper();
+  const auto noise = static_cast<Eigen::Index>(p.k.index_noise());
+  if (settings.min_noise > 0) lo[noise] = std::min(hi[noise], std::max(lo[noise], std::log(settings.min_noise)));
+  std::vector<Eigen::VectorXd> starts{clamp(p.k.theta(), lo, hi), clamp(p.k.default_theta(), lo, hi)};
   for (std::size_t r = 0; r < settings.restarts; ++r) {
     Eigen::VectorXd t = p.k.default_theta();
     for (Eigen::Index i = 0; i < t.size(); ++i) t[i] += 4 * random.uniform01() - 2;

@@ -67,9 +67,9 @@ class gp {
   [[nodiscard]] Eigen::VectorXd mean(const Eigen::MatrixXd& cross) const;
   /// Posterior variance of one candidate from its cross() column, O(n^2).
   [[nodiscard]] double variance(const Eigen::Ref<const Eigen::VectorXd>& cross) const;
-  /// An upper bound on variance() from the column alone, O(n): the
-  /// variance given only the most correlated training point.
-  [[nodiscard]] double variance_bound(const Eigen::Ref<const Eigen::VectorXd>& cross) const;
+  /// Posterior variances of the candidates whose cross() this is, O(n^2 m)
+  /// in one triangular solve.
+  [[nodiscard]] Eigen::VectorXd variances(const Eigen::MatrixXd& cross) const;
   /// Joint posterior covariance of m candidates, m x m.
   [[nodiscard]] Eigen::MatrixXd covariance(const Eigen::Ref<const Eigen::MatrixXd>& scaled,
                                            const Eigen::MatrixXd& cross) const;
@@ -96,6 +96,7 @@ struct fit_settings {
   std::size_t max_points = 128;  ///< a random subset of this many points when there are more
   std::size_t restarts = 1;      ///< random starts besides the current and default theta
   std::size_t evaluations = 50;  ///< likelihood evaluations per start
+  double min_noise = 0;          ///< raises the noise variance's lower bound (0: the kernel's)
 };
 
 /// What a fit did: the subset's log marginal likelihood before and after.

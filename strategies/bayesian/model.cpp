@@ -52,14 +52,51 @@ void model::add_ok(const config& c, const Eigen::VectorXd& f, double objective) 
       observed_[i].first = objectives_[i];
       best_ = std::min(best_, objectives_[i]);
     }
-    objective_.set_targets(objectives_);
+    std::vector<double> targets;
+    for (auto i : active_) targets.push_back(observed_[i].first);
+    objective_.set_targets(targets);
   }
   objectives_.push_back(objective);
   const double y = to_model(objective);
   observed_.emplace_back(y, c);
+  features_.push_back(f);
   best_ = std::min(best_, y);
-  objective_.add(f, y);
+  const auto cap = options_.max_model_points;
+  if (cap == 0 || objective_.size() < cap + cap / 8) {
+    objective_.add(f, y);
+    active_.push_back(observed_.size() - 1);
+  } else {
+    choose_active();
+  }
   if (ok_count() >= next_fit_) refit();
+}
+
+/// The GP's points once there are more than max_model_points: the best half
+/// (lowest targets) and a uniform random draw from the rest, one
+/// factorization; new observations are then appended one row at a time until
+/// the set has grown by an eighth.
+void model::choose_active() {
+  const auto cap = options_.max_model_points;
+  std::vector<std::size_t> order(observed_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto best = cap / 2;
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best), order.end(),
+                    [&](std::size_t a, std::size_t b) {
+                      return observed_[a].first < observed_[b].first ||
+                             (observed_[a].first == observed_[b].first && a < b);
+                    });
+  for (std::size_t i = best; i < cap; ++i)
+    std::swap(order[i], order[i + random_.uniform(order.size() - i)]);
+  order.resize(cap);
+  std::sort(order.begin(), order.end());
+  active_ = order;
+  Eigen::MatrixXd raw(features_.front().size(), static_cast<Eigen::Index>(cap));
+  std::vector<double> targets;
+  for (std::size_t i = 0; i < cap; ++i) {
+    raw.col(static_cast<Eigen::Index>(i)) = features_[active_[i]];
+    targets.push_back(observed_[active_[i]].first);
+  }
+  objective_.assign(raw, targets);
 }
 
 void model::refit() {
@@ -73,9 +110,13 @@ void model::refit() {
 
 /// The feasibility model's own maximum-likelihood fit (label regression), on
 /// the same growth schedule counted in trials: failure boundaries need
-/// shorter length scales than the objective, and other dims.
+/// shorter length scales than the objective, and other dims. The label noise
+/// stays at least feasibility_noise.
 void model::refit_feasibility() {
-  const fit_settings settings{options_.max_fit_points, 0, options_.fit_evaluations};
+  // Without a noise floor the labels (deterministic 0s and 1s) are
+  // interpolated exactly, and the fit rings between nearby opposite labels.
+  const fit_settings settings{options_.max_fit_points, 0, options_.fit_evaluations,
+                              options_.feasibility_noise};
   (void)fit_hyper_parameters(feasibility_, random_, settings);
   const auto n = static_cast<double>(labels_.size());
   next_feasibility_fit_ =

@@ -39,7 +39,7 @@ class model {
   /// config does not belong to the space are ignored.
   void observe(const trial& t);
 
-  [[nodiscard]] std::size_t ok_count() const noexcept { return objective_.size(); }
+  [[nodiscard]] std::size_t ok_count() const noexcept { return observed_.size(); }
   [[nodiscard]] std::size_t failure_count() const noexcept { return failures_; }
   /// (ok + 1) / (trials + 2): the smoothed share of trials that succeeded.
   [[nodiscard]] double success_rate() const noexcept {
@@ -75,6 +75,7 @@ class model {
 
  private:
   void add_ok(const config& c, const Eigen::VectorXd& f, double objective);
+  void choose_active();
   void update_feasibility(const Eigen::VectorXd& f, bool ok);
   void refit_feasibility();
   [[nodiscard]] Eigen::VectorXd feasibility_theta() const;
@@ -89,6 +90,8 @@ class model {
   double best_ = 0;
   std::vector<double> objectives_;                 ///< ok objectives, as measured
   std::vector<std::pair<double, config>> observed_;
+  std::vector<Eigen::VectorXd> features_;          ///< of each ok observation
+  std::vector<std::size_t> active_;                ///< observations the objective GP holds
   std::vector<Eigen::VectorXd> stash_;             ///< every trial's features, until one fails
   std::vector<double> labels_;                     ///< 1 ok, 0 failed
   std::size_t failures_ = 0, fits_ = 0, next_fit_ = 0;

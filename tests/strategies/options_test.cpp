@@ -87,7 +87,7 @@ TEST_CASE("factories validate their options") {
 TEST_CASE("the registry builds every strategy by name") {
   const auto names = strategy_names();
   CHECK(names ==
-        std::vector<std::string>{"random", "exhaustive", "local", "annealing", "ga", "auto"});
+        std::vector<std::string>{"random", "exhaustive", "local", "annealing", "ga", "bo", "auto"});
   for (const auto& name : names) CHECK(make_strategy(name)->name() == name);
 }
 
