@@ -48,7 +48,7 @@ fixed_values tutorial_stage(const std::string& stage, const json& problem) {
                 {"N", problem.at("N").get<std::int64_t>()},
                 {"K", problem.at("K").get<std::int64_t>()}};
   v.symbols = {{"dtype", "bf16"}, {"a_layout", "km"}, {"evict", "vector"}, {"workload", "matmul"}};
-  const auto K = v.integers["K"];
+  const auto depth = v.integers["K"];
   if (stage == "tiled") {
     v.integers.insert(
         {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"bufs", 2}, {"coalesce", 0}});
@@ -56,12 +56,12 @@ fixed_values tutorial_stage(const std::string& stage, const json& problem) {
     v.order = {"m", "n", "k"};
   } else if (stage == "hoist_loads") {
     v.integers.insert(
-        {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", K}, {"bufs", 2}, {"coalesce", 0}});
+        {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", depth}, {"bufs", 2}, {"coalesce", 0}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"m", "n", "k"};
   } else if (stage == "block_free_dims") {
     v.integers.insert(
-        {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", K}, {"bufs", 1}, {"coalesce", 0}});
+        {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", depth}, {"bufs", 1}, {"coalesce", 0}});
     v.symbols.insert({{"a_home", "hbm"}, {"b_home", "hbm"}});
     v.order = {"m", "n", "k"};
   } else if (stage == "fully_optimized") {

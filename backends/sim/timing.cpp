@@ -174,7 +174,9 @@ class simulator {
     for (;;) {
       // the shared engines' next data-phase end lives outside the heap: it
       // moves at every change, and re-pushing it would fill the heap with stale copies
-      const double heap_next = heap_.empty() ? never : heap_.front().t;
+      const double heap_next =
+          heap_.empty() ? never
+                        : heap_.front().t;  // NOLINT(bugprone-narrowing-conversions): both double
       if (share_next_ < never && share_next_ <= heap_next) {
         now_ = share_next_;
         on_share_event();

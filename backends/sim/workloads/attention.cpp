@@ -108,11 +108,11 @@ class lowerer {
 
   std::string check_sbuf() const {
     const std::int64_t q = p_.q_tile * bytes();  // Q^T: d partitions x q_tile
-    const std::int64_t kv =
-        p_.kv_bufs * (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
-    const std::int64_t probs = 2 * 2 * p_.kv_tile * bytes();  // P and P^T, 2 slots each
-    const std::int64_t acc =
-        sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes();  // O_acc (fp32) and output staging
+    const std::int64_t kv = static_cast<std::int64_t>(p_.kv_bufs) *
+                            (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
+    const std::int64_t probs = p_.kv_tile * bytes() * 4;  // P and P^T, 2 slots each
+    const std::int64_t acc = static_cast<std::int64_t>(sub_tiles_) * p_.d * 4 +
+                             2 * p_.d * bytes();  // O_acc (fp32) and output staging
     const std::int64_t total = q + kv + probs + acc, cap = m_.sbuf_bytes_per_partition;
     if (total <= cap) return "";
     return fmt::format(

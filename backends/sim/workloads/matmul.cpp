@@ -34,7 +34,7 @@ enum class accumulation : std::uint8_t {
 };
 
 struct params {
-  std::int64_t M = 0, N = 0, K = 0;
+  std::int64_t size_m = 0, size_n = 0, size_k = 0;  ///< the shape M, N, K
   dtype in = dtype::bf16, out = dtype::bf16, acc = dtype::bf16;
   bool a_mk = false;  ///< A given as [M, K]: TensorE transposes each tile
   std::array<std::int64_t, 3> ext{}, tile{};
@@ -92,17 +92,17 @@ std::string read_order(const value_reader& v, params& p) {
 }
 
 std::string read_params(const value_reader& v, const machine& m, params& p) {
-  p.M = v.integer("M", 0);
-  p.N = v.integer("N", 0);
-  p.K = v.integer("K", 0);
-  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return "matmul: M, N and K must be positive";
+  p.size_m = v.integer("M", 0);
+  p.size_n = v.integer("N", 0);
+  p.size_k = v.integer("K", 0);
+  if (p.size_m <= 0 || p.size_n <= 0 || p.size_k <= 0) return "matmul: M, N and K must be positive";
   if (auto e = read_dtypes(v, p); !e.empty()) return e;
   if (auto e = read_order(v, p); !e.empty()) return e;
   const int max_k = p.in == dtype::fp8 ? m.fp8_max_contraction : m.max_contraction;
   p.mm_m = v.integer("mm_m", m.max_stationary_free);
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   p.mm_k = v.integer("mm_k", max_k);
-  p.ext = {p.M, p.N, p.K};
+  p.ext = {p.size_m, p.size_n, p.size_k};
   p.tile = {v.integer("tile_m", p.mm_m), v.integer("tile_n", p.mm_n), v.integer("tile_k", p.mm_k)};
   for (int d = 0; d < 3; ++d)
     if (p.tile[static_cast<std::size_t>(d)] <= 0)
@@ -200,13 +200,13 @@ struct sbuf_use {
 
 sbuf_use sbuf_needs(const plan& pl, const machine& m) {
   const auto& p = pl.p;
-  const std::int64_t P = m.partitions, in_b = dtype_bytes(p.in);
+  const std::int64_t parts = m.partitions, in_b = dtype_bytes(p.in);
   sbuf_use u;
-  std::int64_t a_block = ceil_div(p.tile[dim_k], P) * p.tile[dim_m] * in_b;
+  std::int64_t a_block = ceil_div(p.tile[dim_k], parts) * p.tile[dim_m] * in_b;
   if (p.a_mk)
-    a_block += ceil_div(p.tile[dim_m], P) * p.tile[dim_k] * in_b;  // the untransposed rows
+    a_block += ceil_div(p.tile[dim_m], parts) * p.tile[dim_k] * in_b;  // the untransposed rows
   u.a = a_block * pl.a_slots;
-  u.b = ceil_div(p.tile[dim_k], P) * p.tile[dim_n] * in_b * pl.b_slots;
+  u.b = ceil_div(p.tile[dim_k], parts) * p.tile[dim_n] * in_b * pl.b_slots;
   if (pl.acc == accumulation::sbuf)
     u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
   u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
@@ -256,12 +256,13 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   // block of a free dim whose loop runs inside the k loop.
   pl.c_rows = p.pos[dim_m] > p.pos[dim_k] ? pl.nb[dim_m] * p.tile[dim_m] : p.tile[dim_m];
   pl.c_cols = p.pos[dim_n] > p.pos[dim_k] ? pl.nb[dim_n] * p.tile[dim_n] : p.tile[dim_n];
-  pl.c_rows = std::min(pl.c_rows, p.M);
-  pl.c_cols = std::min(pl.c_cols, p.N);
+  pl.c_rows = std::min(pl.c_rows, p.size_m);
+  pl.c_cols = std::min(pl.c_cols, p.size_n);
   if (auto e = psum_plan(pl, m); !e.empty()) return e;
   if (auto e = check_sbuf(pl, m); !e.empty()) return e;
-  const double matmuls =
-      static_cast<double>(ceil_div(p.M, p.mm_m)) * ceil_div(p.N, p.mm_n) * ceil_div(p.K, p.mm_k);
+  const double matmuls = static_cast<double>(ceil_div(p.size_m, p.mm_m)) *
+                         static_cast<double>(ceil_div(p.size_n, p.mm_n)) *
+                         static_cast<double>(ceil_div(p.size_k, p.mm_k));
   if (matmuls > 5e7)
     return fmt::format("matmul: {:.3g} matmul instructions is more than the simulator lowers",
                        matmuls);
@@ -317,9 +318,9 @@ class lowerer {
 
   void setup() {
     const std::int64_t in_b = dtype_bytes(p_.in), out_b = dtype_bytes(p_.out);
-    hbm_a_ = out_.add_buffer({"A (HBM)", memory::hbm, 0, 1, p_.M * p_.K * in_b});
-    hbm_b_ = out_.add_buffer({"B (HBM)", memory::hbm, 0, 1, p_.K * p_.N * in_b});
-    hbm_c_ = out_.add_buffer({"C (HBM)", memory::hbm, 0, 1, p_.M * p_.N * out_b});
+    hbm_a_ = out_.add_buffer({"A (HBM)", memory::hbm, 0, 1, p_.size_m * p_.size_k * in_b});
+    hbm_b_ = out_.add_buffer({"B (HBM)", memory::hbm, 0, 1, p_.size_k * p_.size_n * in_b});
+    hbm_c_ = out_.add_buffer({"C (HBM)", memory::hbm, 0, 1, p_.size_m * p_.size_n * out_b});
     const sbuf_use u = sbuf_needs(pl_, m_);
     sb_a_ =
         out_.add_buffer({"A blocks", memory::sbuf, u.a / std::max(1, pl_.a_slots), pl_.a_slots, 0});
@@ -347,11 +348,12 @@ class lowerer {
     b_.init(pl_.b_slots, pl_.slabs * (p_.coalesce ? 1 : pl_.tn));
     bank_evict_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     stage_store_.assign(static_cast<std::size_t>(pl_.stage_slots), program::none);
-    out_.totals.flops =
-        2.0 * static_cast<double>(p_.M) * static_cast<double>(p_.N) * static_cast<double>(p_.K);
+    out_.totals.flops = 2.0 * static_cast<double>(p_.size_m) * static_cast<double>(p_.size_n) *
+                        static_cast<double>(p_.size_k);
     out_.totals.min_hbm_bytes =
-        static_cast<double>(p_.M * p_.K + p_.K * p_.N) * static_cast<double>(in_b) +
-        static_cast<double>(p_.M * p_.N) * static_cast<double>(out_b);
+        static_cast<double>(p_.size_m * p_.size_k + p_.size_k * p_.size_n) *
+            static_cast<double>(in_b) +
+        static_cast<double>(p_.size_m * p_.size_n) * static_cast<double>(out_b);
     out_.totals.compute_type = p_.in;
   }
 
@@ -423,9 +425,9 @@ class lowerer {
   }
 
   void load_a(std::int64_t im, std::int64_t ik) {
-    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik), P = m_.partitions,
+    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik), parts = m_.partitions,
                        in_b = dtype_bytes(p_.in);
-    const auto slabs = static_cast<int>(ceil_div(kb, P));
+    const auto slabs = static_cast<int>(ceil_div(kb, parts));
     if (p_.a_mk) return load_a_transposed(mb, kb);
     const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(mb, p_.mm_m));
     // tile column outer, slab inner: the tutorial's `for bm: for k: load`
@@ -434,7 +436,7 @@ class lowerer {
         const std::int64_t cols = p_.coalesce ? mb : std::min(p_.mm_m, mb - w * p_.mm_m);
         const int piece = s * (p_.coalesce ? 1 : pl_.tm) + w;
         const auto id = out_.add(
-            dma(queue(0), hbm_a_, sb_a_, std::min(P, kb - s * P), cols * in_b, tag_load_a_),
+            dma(queue(0), hbm_a_, sb_a_, std::min(parts, kb - s * parts), cols * in_b, tag_load_a_),
             {a_.reader[a_.at(piece)]});
         fill(a_, piece, id);
       }
@@ -443,24 +445,25 @@ class lowerer {
   /// A given as [M, K]: load rows of m, transpose each 128 x 128 tile on
   /// TensorE into PSUM, and copy it into the lhsT slab with the evict engine.
   void load_a_transposed(std::int64_t mb, std::int64_t kb) {
-    const std::int64_t P = m_.partitions, in_b = dtype_bytes(p_.in);
-    const auto rows = static_cast<int>(ceil_div(mb, P));
-    const auto slabs = static_cast<int>(ceil_div(kb, P));
+    const std::int64_t parts = m_.partitions, in_b = dtype_bytes(p_.in);
+    const auto rows = static_cast<int>(ceil_div(mb, parts));
+    const auto slabs = static_cast<int>(ceil_div(kb, parts));
     const int chunks = p_.coalesce ? 1 : slabs;
     for (int r = 0; r < rows; ++r)
       for (int w = 0; w < chunks; ++w) {
-        const std::int64_t cols = p_.coalesce ? kb : std::min(P, kb - w * P);
+        const std::int64_t cols = p_.coalesce ? kb : std::min(parts, kb - w * parts);
         const int piece = r * chunks + w;
         const auto id = out_.add(
-            dma(queue(0), hbm_a_, sb_a_, std::min(P, mb - r * P), cols * in_b, tag_load_a_),
+            dma(queue(0), hbm_a_, sb_a_, std::min(parts, mb - r * parts), cols * in_b, tag_load_a_),
             {a_raw_.reader[a_raw_.at(piece)]});
         fill(a_raw_, piece, id);
       }
     for (int r = 0; r < rows; ++r)
       for (int s = 0; s < slabs; ++s) {
         const int raw_piece = r * chunks + (p_.coalesce ? 0 : s);
-        const std::int64_t m_rows = std::min(P, mb - r * P), k_cols = std::min(P, kb - s * P);
-        const std::size_t bank = static_cast<std::size_t>(pl_.acc_banks + (transposes_++ % 2));
+        const std::int64_t m_rows = std::min(parts, mb - r * parts),
+                           k_cols = std::min(parts, kb - s * parts);
+        const auto bank = static_cast<std::size_t>(pl_.acc_banks + (transposes_++ % 2));
         instruction t;
         t.engine = tensor_engine;
         t.kind = op::transpose;
@@ -483,16 +486,16 @@ class lowerer {
   }
 
   void load_b(std::int64_t ik, std::int64_t in) {
-    const std::int64_t nb = size(dim_n, in), kb = size(dim_k, ik), P = m_.partitions,
+    const std::int64_t nb = size(dim_n, in), kb = size(dim_k, ik), parts = m_.partitions,
                        in_b = dtype_bytes(p_.in);
-    const auto slabs = static_cast<int>(ceil_div(kb, P));
+    const auto slabs = static_cast<int>(ceil_div(kb, parts));
     const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(nb, p_.mm_n));
     for (int w = 0; w < widths; ++w)
       for (int s = 0; s < slabs; ++s) {
         const std::int64_t cols = p_.coalesce ? nb : std::min(p_.mm_n, nb - w * p_.mm_n);
         const int piece = s * (p_.coalesce ? 1 : pl_.tn) + w;
         const auto id = out_.add(
-            dma(queue(1), hbm_b_, sb_b_, std::min(P, kb - s * P), cols * in_b, tag_load_b_),
+            dma(queue(1), hbm_b_, sb_b_, std::min(parts, kb - s * parts), cols * in_b, tag_load_b_),
             {b_.reader[b_.at(piece)]});
         fill(b_, piece, id);
       }
@@ -713,8 +716,9 @@ class matmul final : public workload {
     if (auto e = check_tiles(p, m); !e.empty()) return e;
     plan pl;
     if (auto e = make_plan(p, m, pl); !e.empty()) return e;
-    const double matmuls = static_cast<double>(ceil_div(p.M, p.mm_m) * ceil_div(p.N, p.mm_n)) *
-                           static_cast<double>(ceil_div(p.K, p.mm_k));
+    const double matmuls =
+        static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
+        static_cast<double>(ceil_div(p.size_k, p.mm_k));
     out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
     lowerer(pl, m, out).run();
     return "";
@@ -742,7 +746,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
                                          const config& c) const {
   std::vector<std::string> out;
   const value_reader v(s, c);
-  const auto M = v.integer("M", 1), N = v.integer("N", 1);
+  const auto size_m = v.integer("M", 1), size_n = v.integer("N", 1);
   const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
   const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
   const auto queues = v.integer("dma_queues", 1);
@@ -761,7 +765,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
     if (issue_heavy) issue_hints("B");
     out.push_back(
         fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
-                    ceil_div(M, tile_m)));
+                    ceil_div(size_m, tile_m)));
     if (b.latency_share > 0.2 * b.share)
       out.emplace_back("raise bufs so the next B block loads while this one is used");
     out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
@@ -769,7 +773,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
     if (issue_heavy) issue_hints("A");
     out.push_back(
         fmt::format("raise tile_n: every A block is read from HBM once per n block ({} times now)",
-                    ceil_div(N, tile_n)));
+                    ceil_div(size_n, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
     out.emplace_back("raise bufs so the next A block loads while this one is used");
   } else if (dma && b.tag == "store C") {
@@ -780,7 +784,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
   } else if (b.phase == "tensor") {
     const auto mm_m = v.integer("mm_m", 128), mm_n = v.integer("mm_n", 512);
     const bool full = mm_m >= 128 && mm_n >= 512 && tile_m % 128 == 0 && tile_n % 512 == 0 &&
-                      M % tile_m == 0 && N % tile_n == 0;
+                      size_m % tile_m == 0 && size_n % tile_n == 0;
     if (!full)
       out.emplace_back(
           "use full 128 x 512 instruction tiles (mm_m = 128, mm_n = 512) and block sizes that "

@@ -118,7 +118,7 @@ class lowerer {
     loads_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
     chunk_last_.assign(static_cast<std::size_t>(tiles_ * chunks_), program::none);
     tile_last_.assign(static_cast<std::size_t>(tiles_), program::none);
-    stage_store_.assign(static_cast<std::size_t>(2 * s_.outputs), program::none);
+    stage_store_.assign(2 * static_cast<std::size_t>(s_.outputs), program::none);
     const double elements = static_cast<double>(s_.rows) * static_cast<double>(s_.cols);
     out_.totals.flops = elements * s_.flops_per_element;
     out_.totals.min_hbm_bytes = (s_.inputs + s_.outputs) * elements * static_cast<double>(bytes()) +
@@ -229,8 +229,9 @@ class lowerer {
         broadcast_used_ = true;
       }
       if (o.to_staging) {
-        stage_slot = static_cast<std::size_t>(
-            o.output * 2 + (stage_serial_[static_cast<std::size_t>(o.output)]++ % 2));
+        stage_slot =
+            2 * static_cast<std::size_t>(o.output) +
+            static_cast<std::size_t>(stage_serial_[static_cast<std::size_t>(o.output)]++ % 2);
         deps.push_back(stage_store_[stage_slot]);
         wrote_staging = true;
       }
