@@ -27,8 +27,8 @@
 #include <tessel/dsl.hpp>
 #include <tessel/strategies.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -94,7 +94,10 @@ measurement objective(const space& s, const config& c) {
   double bowl = 0, edge = 0;
   for (std::size_t d = 0; d < e.size(); ++d) {
     const double centre = 0.3 + 0.4 * static_cast<double>(d % 3) / 2;
-    const double x = e[d] < 0 ? 1.5 : (s.encoding()[d].categories > 0 ? e[d] / static_cast<double>(s.encoding()[d].categories) : e[d]);
+    const double x = e[d] < 0 ? 1.5
+                              : (s.encoding()[d].categories > 0
+                                     ? e[d] / static_cast<double>(s.encoding()[d].categories)
+                                     : e[d]);
     bowl += (x - centre) * (x - centre);
     if (d < 2) edge += x;
   }
@@ -182,7 +185,8 @@ std::vector<std::string> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Time per ask+tell of each strategy as observations grow, as ratios to random search"};
+  CLI::App app{
+      "Time per ask+tell of each strategy as observations grow, as ratios to random search"};
   std::string space_file;
   std::string strategies;
   std::string checkpoints_text = "100,500,1000";
@@ -190,9 +194,13 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   app.add_option("--space", space_file, "a .tsl file (default: the built-in matmul space)");
   app.add_option("--strategies", strategies,
-                 "comma-separated names (default: every registered one, and bo-exact: bo without its model-size cap)");
-  app.add_option("--checkpoints", checkpoints_text, "observation counts to time at")->capture_default_str();
-  app.add_option("--window", window, "iterations timed after each checkpoint")->capture_default_str()->check(CLI::PositiveNumber);
+                 "comma-separated names (default: every registered one, and bo-exact: bo without "
+                 "its model-size cap)");
+  app.add_option("--checkpoints", checkpoints_text, "observation counts to time at")
+      ->capture_default_str();
+  app.add_option("--window", window, "iterations timed after each checkpoint")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "the strategies' seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -202,27 +210,31 @@ int main(int argc, char** argv) {
   std::sort(checkpoints.begin(), checkpoints.end());
   auto names = strategies.empty() ? strategy_names() : split(strategies);
   if (strategies.empty()) names.insert(std::find(names.begin(), names.end(), "bo") + 1, "bo-exact");
-  std::cout << fmt::format("space {}: {} valid configs, {} parameters, {} encoded dims\n\n", s.name(), s.count(),
-                           s.size(), s.encoding().size());
+  std::cout << fmt::format("space {}: {} valid configs, {} parameters, {} encoded dims\n\n",
+                           s.name(), s.count(), s.size(), s.encoding().size());
 
   std::map<std::string, std::vector<row>> rows;
   for (const auto& name : names) {
     const auto t = run(name, s, checkpoints.back() + window, seed);
     for (auto n : checkpoints) rows[name].push_back(summarize(t, n, window));
   }
-  std::cout << fmt::format("{:<12}{:>7}{:>12}{:>12}{:>11}{:>11}{:>13}{:>11}\n", "strategy", "obs", "median ms",
-                           "mean ms", "ask ms", "tell ms", "amortized ms", "x random");
+  std::cout << fmt::format("{:<12}{:>7}{:>12}{:>12}{:>11}{:>11}{:>13}{:>11}\n", "strategy", "obs",
+                           "median ms", "mean ms", "ask ms", "tell ms", "amortized ms", "x random");
   for (const auto& name : names) {
     for (std::size_t k = 0; k < checkpoints.size(); ++k) {
       const auto& r = rows[name][k];
       if (!r.ok) {
-        std::cout << fmt::format("{:<12}{:>7}   (ran dry before the window)\n", name, checkpoints[k]);
+        std::cout << fmt::format("{:<12}{:>7}   (ran dry before the window)\n", name,
+                                 checkpoints[k]);
         continue;
       }
       const auto& random = rows.contains("random") ? rows["random"][k] : row{};
-      const std::string ratio = random.ok && random.median_ms > 0 ? fmt::format("{:.0f}", r.median_ms / random.median_ms) : "-";
-      std::cout << fmt::format("{:<12}{:>7}{:>12.3f}{:>12.3f}{:>11.3f}{:>11.3f}{:>13.3f}{:>11}\n", name, checkpoints[k],
-                               r.median_ms, r.mean_ms, r.ask_ms, r.tell_ms, r.amortized_ms, ratio);
+      const std::string ratio = random.ok && random.median_ms > 0
+                                    ? fmt::format("{:.0f}", r.median_ms / random.median_ms)
+                                    : "-";
+      std::cout << fmt::format("{:<12}{:>7}{:>12.3f}{:>12.3f}{:>11.3f}{:>11.3f}{:>13.3f}{:>11}\n",
+                               name, checkpoints[k], r.median_ms, r.mean_ms, r.ask_ms, r.tell_ms,
+                               r.amortized_ms, ratio);
     }
   }
   return 0;

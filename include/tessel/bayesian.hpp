@@ -136,7 +136,7 @@ struct cost_model_options {
                                                            const gp_options& options = {});
 /// A cost model of `s`: observe() every finished trial (its cost.total());
 /// predict() is const, O(d^2) for d encoding features, thread-safe.
-[[nodiscard]] std::unique_ptr<cost_model> make_cost_model(
-    const space& s, const cost_model_options& options = {});
+[[nodiscard]] std::unique_ptr<cost_model> make_cost_model(const space& s,
+                                                          const cost_model_options& options = {});
 
 }  // namespace tessel

@@ -7,7 +7,7 @@
 namespace tessel::bayes {
 namespace {
 
-const double log_sqrt_2pi = 0.5 * std::log(2 * std::numbers::pi);     // c1 of Ament et al.
+const double log_sqrt_2pi = 0.5 * std::log(2 * std::numbers::pi);      // c1 of Ament et al.
 const double log_sqrt_half_pi = 0.5 * std::log(std::numbers::pi / 2);  // c2
 
 /// log(1 - exp(a)) for a < 0 (Maechler 2012).
@@ -40,7 +40,8 @@ double log_h(double z) noexcept {
 }
 
 double log_ei(double mean, double sd, double best) noexcept {
-  if (!(sd > 0)) return best > mean ? std::log(best - mean) : -std::numeric_limits<double>::infinity();
+  if (!(sd > 0))
+    return best > mean ? std::log(best - mean) : -std::numeric_limits<double>::infinity();
   return log_h((best - mean) / sd) + std::log(sd);
 }
 
@@ -58,8 +59,8 @@ double lognormal_ei(double mu, double sd, double c) noexcept {
 }
 
 double log_softplus(double x) noexcept {
-  if (x < -30) return x;                          // log1p(e^x) = e^x (1 - e^x/2 ...)
-  if (x > 30) return std::log(x);                  // softplus(x) = x + log1p(e^-x)
+  if (x < -30) return x;           // log1p(e^x) = e^x (1 - e^x/2 ...)
+  if (x > 30) return std::log(x);  // softplus(x) = x + log1p(e^-x)
   return std::log(std::log1p(std::exp(x)));
 }
 

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <limits>
+#include <numbers>
 #include <optional>
 #include <unordered_set>
 
@@ -136,8 +136,8 @@ void bo_search::propose_from_model(detail::batch& b) {
   }
   auto p = make_pool(b);
   while (!b.full()) {
-    const auto pick = options_.acquisition == acquisition_kind::thompson ? thompson(p, b)
-                                                                          : maximize(p, b);
+    const auto pick =
+        options_.acquisition == acquisition_kind::thompson ? thompson(p, b) : maximize(p, b);
     if (!pick) break;
     b.add(p.configs[*pick]);
     p.taken[*pick] = true;

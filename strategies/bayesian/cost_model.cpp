@@ -44,13 +44,13 @@ class log_linear_cost final : public cost_model {
   space space_;
   cost_model_options options_;
   bayes::kernel_layout layout_;
-  Eigen::MatrixXd gram_;     ///< X^T X
-  Eigen::VectorXd moment_;   ///< X^T y
+  Eigen::MatrixXd gram_;    ///< X^T X
+  Eigen::VectorXd moment_;  ///< X^T y
   double sum_y2_ = 0;
   std::size_t n_ = 0;
   Eigen::MatrixXd inverse_;  ///< A^-1 = (X^T X + ridge)^-1
   Eigen::VectorXd weights_;
-  double residual_ = 0;      ///< s^2, residual variance of ln(seconds)
+  double residual_ = 0;  ///< s^2, residual variance of ln(seconds)
 };
 
 void log_linear_cost::observe(const trial& t) {
@@ -74,7 +74,8 @@ void log_linear_cost::solve() {
   const Eigen::LDLT<Eigen::MatrixXd> ldlt(a);
   inverse_ = ldlt.solve(Eigen::MatrixXd::Identity(a.rows(), a.cols()));
   weights_ = inverse_ * moment_;
-  const double rss = std::max(0.0, sum_y2_ - 2 * weights_.dot(moment_) + weights_.dot(gram_ * weights_));
+  const double rss =
+      std::max(0.0, sum_y2_ - 2 * weights_.dot(moment_) + weights_.dot(gram_ * weights_));
   const double prior = options_.prior_log_sd * options_.prior_log_sd;
   residual_ = (rss + prior_weight * prior) / (static_cast<double>(n_) + prior_weight);
 }

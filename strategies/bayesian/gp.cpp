@@ -94,7 +94,8 @@ void gp::refactor() {
   const auto n = static_cast<Eigen::Index>(n_);
   if (n == 0) return;
   const auto s = scaled_.leftCols(n);
-  const auto llt = factor_with_jitter(kernel_.cross(s, s), kernel_.noise(), kernel_.signal(), jitter_);
+  const auto llt =
+      factor_with_jitter(kernel_.cross(s, s), kernel_.noise(), kernel_.signal(), jitter_);
   l_.topLeftCorner(n, n) = llt.matrixL();
 }
 
@@ -116,7 +117,8 @@ void gp::restandardize() {
 void gp::solve() {
   const auto n = static_cast<Eigen::Index>(n_);
   alpha_.resize(n);
-  for (Eigen::Index i = 0; i < n; ++i) alpha_[i] = (y_[static_cast<std::size_t>(i)] - mean_) / scale_;
+  for (Eigen::Index i = 0; i < n; ++i)
+    alpha_[i] = (y_[static_cast<std::size_t>(i)] - mean_) / scale_;
   if (n == 0) return;
   const auto l = l_.topLeftCorner(n, n).triangularView<Eigen::Lower>();
   l.solveInPlace(alpha_);
@@ -234,8 +236,7 @@ double log_marginal_likelihood(const bayes::kernel& k, const Eigen::MatrixXd& ra
   double jitter = 0;
   const auto llt = factor_with_jitter(k.cross(s, s), k.noise(), k.signal(), jitter);
   const Eigen::VectorXd alpha = llt.solve(y);
-  const double value = -0.5 * y.dot(alpha) -
-                       llt.matrixLLT().diagonal().array().log().sum() -
+  const double value = -0.5 * y.dot(alpha) - llt.matrixLLT().diagonal().array().log().sum() -
                        0.5 * static_cast<double>(y.size()) * std::log(2 * std::numbers::pi);
   if (gradient != nullptr) {
     Eigen::MatrixXd w = -llt.solve(Eigen::MatrixXd::Identity(y.size(), y.size()));
@@ -259,7 +260,8 @@ struct fit_problem {
 /// nlopt objective: -log marginal likelihood and its gradient.
 double negative_lml(const std::vector<double>& x, std::vector<double>& grad, void* data) {
   auto& p = *static_cast<fit_problem*>(data);
-  const Eigen::VectorXd theta = Eigen::Map<const Eigen::VectorXd>(x.data(), static_cast<Eigen::Index>(x.size()));
+  const Eigen::VectorXd theta =
+      Eigen::Map<const Eigen::VectorXd>(x.data(), static_cast<Eigen::Index>(x.size()));
   p.k.set_theta(theta);
   Eigen::VectorXd g;
   const double value = log_marginal_likelihood(p.k, p.raw, p.y, grad.empty() ? nullptr : &g);
@@ -312,8 +314,10 @@ fit_report fit_hyper_parameters(gp& model, rng& random, const fit_settings& sett
   Eigen::VectorXd lo = p.k.lower();
   const Eigen::VectorXd hi = p.k.upper();
   const auto noise = static_cast<Eigen::Index>(p.k.index_noise());
-  if (settings.min_noise > 0) lo[noise] = std::min(hi[noise], std::max(lo[noise], std::log(settings.min_noise)));
-  std::vector<Eigen::VectorXd> starts{clamp(p.k.theta(), lo, hi), clamp(p.k.default_theta(), lo, hi)};
+  if (settings.min_noise > 0)
+    lo[noise] = std::min(hi[noise], std::max(lo[noise], std::log(settings.min_noise)));
+  std::vector<Eigen::VectorXd> starts{clamp(p.k.theta(), lo, hi),
+                                      clamp(p.k.default_theta(), lo, hi)};
   for (std::size_t r = 0; r < settings.restarts; ++r) {
     Eigen::VectorXd t = p.k.default_theta();
     for (Eigen::Index i = 0; i < t.size(); ++i) t[i] += 4 * random.uniform01() - 2;

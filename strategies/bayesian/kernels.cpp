@@ -91,7 +91,7 @@ Eigen::VectorXd kernel::default_theta() const {
   for (std::size_t d = 0; d < layout_.numeric.size(); ++d) t[i++] = std::log(default_length);
   for (const auto& b : layout_.blocks)
     t[i++] = std::log(b.type == kernel_layout::block::kind::categorical ? default_overlap
-                                                                         : default_kendall);
+                                                                        : default_kendall);
   t[i++] = std::log(default_signal);
   t[i] = std::log(default_noise);
   return t;
@@ -208,8 +208,8 @@ Eigen::VectorXd kernel::trace_gradient(const Eigen::Ref<const Eigen::MatrixXd>& 
         const auto first = static_cast<Eigen::Index>(b.first_feature);
         const auto size = static_cast<Eigen::Index>(b.features);
         blocks[h] =
-            block_weight_[h] * (raw.col(i).segment(first, size) - raw.col(j).segment(first, size))
-                                   .squaredNorm();
+            block_weight_[h] *
+            (raw.col(i).segment(first, size) - raw.col(j).segment(first, size)).squaredNorm();
         c += blocks[h];
       }
       const double r = std::sqrt(r2);

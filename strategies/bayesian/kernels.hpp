@@ -39,14 +39,14 @@ struct kernel_layout {
   struct block {
     enum class kind : unsigned char { categorical, permutation };
     kind type = kind::categorical;
-    std::size_t first_feature = 0;    ///< row of the block's first feature
-    std::size_t features = 0;         ///< one-hot size, or pair count P
-    std::vector<std::size_t> dims;    ///< encoded dims it reads (one, or one per element)
-    double scale = 0.5;               ///< w_h / theta_h: 1/2, or 1/(4P)
+    std::size_t first_feature = 0;  ///< row of the block's first feature
+    std::size_t features = 0;       ///< one-hot size, or pair count P
+    std::vector<std::size_t> dims;  ///< encoded dims it reads (one, or one per element)
+    double scale = 0.5;             ///< w_h / theta_h: 1/2, or 1/(4P)
   };
-  std::vector<std::size_t> numeric;   ///< encoded dims of numeric features (rows 0..)
-  std::vector<block> blocks;          ///< after the numeric rows
-  std::size_t features = 0;           ///< rows of a feature column
+  std::vector<std::size_t> numeric;  ///< encoded dims of numeric features (rows 0..)
+  std::vector<block> blocks;         ///< after the numeric rows
+  std::size_t features = 0;          ///< rows of a feature column
 
   [[nodiscard]] static kernel_layout of(const space& s);
   /// The feature column of an encoded config (space::encode).

@@ -105,7 +105,8 @@ void model::refit() {
   last_fit_ = fit_hyper_parameters(objective_, random_, settings);
   ++fits_;
   const auto n = static_cast<double>(ok_count());
-  next_fit_ = std::max(ok_count() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
+  next_fit_ =
+      std::max(ok_count() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
 }
 
 /// The feasibility model's own maximum-likelihood fit (label regression), on
@@ -151,7 +152,8 @@ void model::update_feasibility(const Eigen::VectorXd& f, bool ok) {
   if (!stash_.empty() || feasibility_.size() == 0) {
     stash_.push_back(f);
     Eigen::MatrixXd raw(f.size(), static_cast<Eigen::Index>(stash_.size()));
-    for (std::size_t i = 0; i < stash_.size(); ++i) raw.col(static_cast<Eigen::Index>(i)) = stash_[i];
+    for (std::size_t i = 0; i < stash_.size(); ++i)
+      raw.col(static_cast<Eigen::Index>(i)) = stash_[i];
     stash_.clear();
     stash_.shrink_to_fit();
     feasibility_.set_theta(feasibility_theta());

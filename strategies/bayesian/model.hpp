@@ -20,10 +20,10 @@ namespace tessel::bayes {
 
 /// Predictions for a set of candidates (feature columns), in model units.
 struct candidates_view {
-  Eigen::MatrixXd raw;     ///< features x m
-  Eigen::MatrixXd cross;   ///< objective k(train, candidates)
-  Eigen::VectorXd mean;    ///< objective posterior means
-  Eigen::VectorXd p;       ///< P(feasible)
+  Eigen::MatrixXd raw;    ///< features x m
+  Eigen::MatrixXd cross;  ///< objective k(train, candidates)
+  Eigen::VectorXd mean;   ///< objective posterior means
+  Eigen::VectorXd p;      ///< P(feasible)
 };
 
 class model {
@@ -88,14 +88,14 @@ class model {
   gp feasibility_;
   bool log_scale_ = true;
   double best_ = 0;
-  std::vector<double> objectives_;                 ///< ok objectives, as measured
+  std::vector<double> objectives_;  ///< ok objectives, as measured
   std::vector<std::pair<double, config>> observed_;
-  std::vector<Eigen::VectorXd> features_;          ///< of each ok observation
-  std::vector<std::size_t> active_;                ///< observations the objective GP holds
-  std::vector<Eigen::VectorXd> stash_;             ///< every trial's features, until one fails
-  std::vector<double> labels_;                     ///< 1 ok, 0 failed
+  std::vector<Eigen::VectorXd> features_;  ///< of each ok observation
+  std::vector<std::size_t> active_;        ///< observations the objective GP holds
+  std::vector<Eigen::VectorXd> stash_;     ///< every trial's features, until one fails
+  std::vector<double> labels_;             ///< 1 ok, 0 failed
   std::size_t failures_ = 0, fits_ = 0, next_fit_ = 0;
-  std::size_t next_feasibility_fit_ = 0;           ///< in trials (ok or not)
+  std::size_t next_feasibility_fit_ = 0;  ///< in trials (ok or not)
   fit_report last_fit_;
 };
 

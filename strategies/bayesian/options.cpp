@@ -40,8 +40,9 @@ void validate_gp(const gp_options& o, const std::string& where) {
                             "must be finite and > 1" + detail::got(o.refit_growth));
   at_least(where, "max_fit_points", o.max_fit_points, 10);
   if (o.max_model_points != 0 && o.max_model_points < 16)
-    detail::options_failure(where, "max_model_points",
-                            "must be 0 (no limit) or at least 16" + detail::got(o.max_model_points));
+    detail::options_failure(
+        where, "max_model_points",
+        "must be 0 (no limit) or at least 16" + detail::got(o.max_model_points));
   at_least(where, "fit_evaluations", o.fit_evaluations, 1);
   between(where, "feasibility_noise", o.feasibility_noise, 0, 1, true);
   between(where, "min_p_feasible", o.min_p_feasible, 0, 1, false);

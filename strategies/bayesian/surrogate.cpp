@@ -37,8 +37,8 @@ candidate_score gp_surrogate::score(const config& c, std::optional<double> incum
   const double var = model_.objective().variance(v.cross.col(0));
   const double sd = std::sqrt(var);
   // Without an incumbent from the caller, the best objective the model saw.
-  const double best = incumbent ? *incumbent
-                                : (model_.log_scale() ? std::exp(model_.best()) : model_.best());
+  const double best =
+      incumbent ? *incumbent : (model_.log_scale() ? std::exp(model_.best()) : model_.best());
   if (model_.log_scale()) {
     out.mean = std::exp(mu + 0.5 * var);
     out.sigma = out.mean * std::sqrt(std::expm1(var));

@@ -21,6 +21,7 @@
 #include <Eigen/Eigenvalues>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <numeric>
 #include <set>
@@ -74,9 +75,7 @@ Eigen::VectorXd numeric_theta(std::size_t dims, double length, double signal, do
   return t;
 }
 
-double mean_at(const gp& g, const Eigen::VectorXd& f) {
-  return g.mean(g.cross(g.scaled(f)))[0];
-}
+double mean_at(const gp& g, const Eigen::VectorXd& f) { return g.mean(g.cross(g.scaled(f)))[0]; }
 double variance_at(const gp& g, const Eigen::VectorXd& f) {
   return g.variance(g.cross(g.scaled(f)).col(0));
 }
@@ -116,7 +115,8 @@ TEST_CASE("log-EI matches log(EI) where EI is representable and stays finite bel
   for (double z = -1.5; z >= -25; z -= 0.5) {  // still representable: compare to the direct form
     const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
     const double direct = std::log(pdf + z * bayes::normal_cdf(z));
-    if (std::isfinite(direct) && z > -8) CHECK(bayes::log_h(z) == doctest::Approx(direct).epsilon(1e-6));
+    if (std::isfinite(direct) && z > -8)
+      CHECK(bayes::log_h(z) == doctest::Approx(direct).epsilon(1e-6));
   }
   double previous = bayes::log_h(0.0);
   for (double z : {-1.0, -5.0, -30.0, -40.0, -1e3, -1e5, -1e9}) {
@@ -127,9 +127,11 @@ TEST_CASE("log-EI matches log(EI) where EI is representable and stays finite bel
   }
   // Past the cut-over the asymptote -z^2/2 - log(2 pi)/2 - 2 log|z| holds.
   CHECK(bayes::log_h(-1e3) ==
-        doctest::Approx(-0.5e6 - 0.5 * std::log(2 * std::numbers::pi) - 2 * std::log(1e3)).epsilon(1e-9));
+        doctest::Approx(-0.5e6 - 0.5 * std::log(2 * std::numbers::pi) - 2 * std::log(1e3))
+            .epsilon(1e-9));
   CHECK(bayes::erfcx(24.999) == doctest::Approx(bayes::erfcx(25.0)).epsilon(1e-4));
-  CHECK(bayes::log_ei(0.0, 1.0, 0.0) == doctest::Approx(std::log(1 / std::sqrt(2 * std::numbers::pi))));
+  CHECK(bayes::log_ei(0.0, 1.0, 0.0) ==
+        doctest::Approx(std::log(1 / std::sqrt(2 * std::numbers::pi))));
 }
 
 TEST_CASE("the log-normal expected gain matches a quadrature") {
@@ -138,7 +140,8 @@ TEST_CASE("the log-normal expected gain matches a quadrature") {
   const int steps = 200000;
   for (int i = 0; i < steps; ++i) {  // midpoint rule over g in mu +- 10 sd
     const double g = mu - 10 * sd + (i + 0.5) * 20 * sd / steps;
-    const double density = std::exp(-0.5 * std::pow((g - mu) / sd, 2)) / (sd * std::sqrt(2 * std::numbers::pi));
+    const double density =
+        std::exp(-0.5 * std::pow((g - mu) / sd, 2)) / (sd * std::sqrt(2 * std::numbers::pi));
     integral += std::max(0.0, c - std::exp(g)) * density * 20 * sd / steps;
   }
   CHECK(bayes::lognormal_ei(mu, sd, c) == doctest::Approx(integral).epsilon(1e-6));
@@ -176,18 +179,22 @@ TEST_CASE("the GP interpolates a 1-D function; its variance is the noise at data
 TEST_CASE("the GP fitted on a 2-D function predicts held-out points") {
   const auto s = plane_space();
   bayes::model m(s, gp_options{}, 5);
-  const auto f = [](double x, double y) { return 1 + (x - 0.3) * (x - 0.3) + 2 * (y - 0.6) * (y - 0.6); };
+  const auto f = [](double x, double y) {
+    return 1 + (x - 0.3) * (x - 0.3) + 2 * (y - 0.6) * (y - 0.6);
+  };
   rng random(3);
   for (int i = 0; i < 40; ++i) {
     const auto c = s.sample(random);
-    const double x = static_cast<double>(s.integer(c, "x")) / 20, y = static_cast<double>(s.integer(c, "y")) / 20;
+    const double x = static_cast<double>(s.integer(c, "x")) / 20,
+                 y = static_cast<double>(s.integer(c, "y")) / 20;
     m.observe(finished(s, c, f(x, y)));
   }
   CHECK(m.fits() >= 2);  // at 8 and 16 and 32 observations
   double worst = 0;
   for (int i = 0; i < 20; ++i) {
     const auto c = s.sample(random);
-    const double x = static_cast<double>(s.integer(c, "x")) / 20, y = static_cast<double>(s.integer(c, "y")) / 20;
+    const double x = static_cast<double>(s.integer(c, "x")) / 20,
+                 y = static_cast<double>(s.integer(c, "y")) / 20;
     const auto v = m.view(m.features(c));
     worst = std::max(worst, std::abs(std::exp(v.mean[0]) - f(x, y)) / f(x, y));
   }
@@ -208,7 +215,8 @@ TEST_CASE("the likelihood gradient matches finite differences, and fitting raise
   }
   y = (y.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
   Eigen::VectorXd theta = k.default_theta();
-  for (Eigen::Index i = 0; i < theta.size(); ++i) theta[i] += 0.1 * static_cast<double>(i % 3) - 0.1;
+  for (Eigen::Index i = 0; i < theta.size(); ++i)
+    theta[i] += 0.1 * static_cast<double>(i % 3) - 0.1;
   k.set_theta(theta);
   Eigen::VectorXd grad;
   (void)bayes::log_marginal_likelihood(k, raw, y, &grad);
@@ -281,7 +289,8 @@ TEST_CASE("the permutation kernel is positive semi-definite on all permutations 
     const auto s = permutation_space(elements);
     const auto layout = kernel_layout::of(s);
     REQUIRE(layout.blocks.size() == 1);
-    Eigen::MatrixXd raw(static_cast<Eigen::Index>(layout.features), static_cast<Eigen::Index>(s.count()));
+    Eigen::MatrixXd raw(static_cast<Eigen::Index>(layout.features),
+                        static_cast<Eigen::Index>(s.count()));
     Eigen::Index i = 0;
     for (const auto& c : s.configs()) raw.col(i++) = layout.features_of(s.encode(c));
     kernel k(layout);
@@ -301,6 +310,35 @@ TEST_CASE("the permutation kernel is positive semi-definite on all permutations 
       CHECK(kk(0, 0) == doctest::Approx(1.0));
     }
   }
+}
+
+TEST_CASE("the model keeps at most max_model_points observations, the best among them") {
+  const auto s = bowl_space();
+  bayes::model m(s, gp_options{.max_model_points = 16}, 3);
+  rng random(5);
+  double best = std::numeric_limits<double>::infinity();
+  config best_config;
+  for (int i = 0; i < 60; ++i) {
+    const auto c = s.sample(random);
+    const double y = *bowl(s, c);
+    m.observe(finished(s, c, y));
+    if (y < best) {
+      best = y;
+      best_config = c;
+    }
+    CHECK(m.objective().size() <= 16 + 2);  // redrawn once it grows by an eighth
+  }
+  CHECK(m.ok_count() == 60);
+  CHECK(m.best() == doctest::Approx(std::log(best)));
+  // The best observation is always among the points the GP holds.
+  const auto v = m.view(m.features(best_config));
+  CHECK(m.objective().variance(v.cross.col(0)) <
+        0.05 * m.objective().target_scale() * m.objective().target_scale());
+  // And bo with a small model still finds the bowl's optimum.
+  auto st = make_bo_strategy({.model = {.max_model_points = 32}});
+  const auto run = drive(*st, s, bowl, 150, 1, 4, 1.0);
+  CHECK(run.problems.empty());
+  CHECK(run.best == doctest::Approx(1.0));
 }
 
 TEST_CASE("the feasibility model learns a failing region") {
@@ -354,7 +392,8 @@ TEST_CASE("bo finds the optimum of small spaces reproducibly from a seed") {
 
 TEST_CASE("bo in batches, with each acquisition, avoids failures and covers a space exactly once") {
   const auto s = bowl_space();
-  for (auto acquisition : {acquisition_kind::log_ei, acquisition_kind::ucb, acquisition_kind::thompson}) {
+  for (auto acquisition :
+       {acquisition_kind::log_ei, acquisition_kind::ucb, acquisition_kind::thompson}) {
     for (auto batch : {batch_kind::kriging_believer, batch_kind::constant_liar}) {
       CAPTURE(static_cast<int>(acquisition));
       CAPTURE(static_cast<int>(batch));
@@ -447,6 +486,10 @@ TEST_CASE("bayesian options name the field and the rule") {
         "bo_options.model.refit_growth: must be finite and > 1 (got 1)");
   CHECK(message_of([] { gp_options{.min_p_feasible = 0}.validate(); }) ==
         "gp_options.min_p_feasible: must be in (0, 1) (got 0)");
+  CHECK(message_of([] { gp_options{.max_model_points = 8}.validate(); }) ==
+        "gp_options.max_model_points: must be 0 (no limit) or at least 16 (got 8)");
+  CHECK(message_of([] { bo_options{.feasibility_cutoff = 2}.validate(); }) ==
+        "bo_options.feasibility_cutoff: must be in [0, 1] (got 2)");
   CHECK(message_of([] { cost_model_options{.prior_log_sd = -1}.validate(); }) ==
         "cost_model_options.prior_log_sd: must be finite and > 0 (got -1)");
   CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);

@@ -96,6 +96,7 @@ TEST_CASE("an unknown strategy name lists the known ones and suggests the closes
         "error: unknown strategy 'anealing' (did you mean 'annealing'?); known: random, "
         "exhaustive, local, "
         "annealing, ga, bo, auto");
-  CHECK(message_of([] { (void)make_strategy("bayes"); }) ==
-        "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, bo, auto");
+  CHECK(
+      message_of([] { (void)make_strategy("bayes"); }) ==
+      "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, bo, auto");
 }
