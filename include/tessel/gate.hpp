@@ -1,0 +1,203 @@
+// tessel/gate.hpp: the equivalence gate. Before a candidate's time counts,
+// its outputs are compared with a reference on a hidden suite of inputs
+// (several distributions, seeds the candidate never sees). Tolerances scale
+// with the reference's magnitude and the output's element type, so zeros or
+// a constant cannot pass. Outputs that do not change when the inputs change,
+// runs that do not repeat, NaN/Inf and times below the roofline bound are
+// `suspicious`. Verdicts are cached per config key (docs/gate.md).
+//
+// The gate is backend-independent: a backend that can execute a config on
+// data (the simulator's functional mode, a CPU kernel, a device run that
+// copies outputs back) exposes it as a `gated_kernel`; the gate draws the
+// inputs, picks which output elements to compare, and judges.
+#pragma once
+
+#include <tessel/measurement.hpp>
+#include <tessel/random.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+// --- element types -------------------------------------------------------------
+
+/// What a tensor's elements are stored as. Inputs the gate draws are exactly
+/// representable in their type; tolerances follow the output's type.
+enum class element_type : unsigned char {
+  fp32,
+  bf16,
+  fp16,
+  fp8_e4m3,  ///< the Trainium FP8 format for weights and activations (max 448)
+  int32,     ///< integer inputs (class labels, indices)
+};
+[[nodiscard]] std::string_view to_string(element_type t) noexcept;
+/// Inverse of to_string ("fp32", "bf16", "fp16", "fp8_e4m3", "int32"), also "fp8".
+[[nodiscard]] std::optional<element_type> parse_element_type(std::string_view name) noexcept;
+/// `x` rounded to nearest-even in `t`, saturating at the type's largest finite
+/// value (fp8 e4m3 saturates at ±448; int32 rounds to an integer).
+[[nodiscard]] double round_to(element_type t, double x) noexcept;
+/// The unit roundoff of `t` (2^-24 for fp32, 2^-8 for bf16, 2^-11 for fp16,
+/// 2^-4 for fp8 e4m3, 0 for int32).
+[[nodiscard]] double unit_roundoff(element_type t) noexcept;
+
+// --- inputs ----------------------------------------------------------------------
+
+/// How the hidden suite draws an input's values.
+enum class distribution : unsigned char {
+  normal,      ///< N(0, 1)
+  uniform,     ///< U(-1, 1)
+  large,       ///< N(0, 1) scaled toward the top of the type's range
+  tiny,        ///< N(0, 1) scaled toward the bottom of the type's normal range
+  constant,    ///< one value everywhere (drawn per suite)
+  structured,  ///< smooth ramps and periodic patterns (index-dependent)
+  outliers,    ///< N(0, 1) with rare elements a thousand times larger
+};
+[[nodiscard]] std::string_view to_string(distribution d) noexcept;
+/// Every distribution, in declaration order (the default suite).
+[[nodiscard]] std::span<const distribution> all_distributions() noexcept;
+
+/// One tensor a kernel reads or writes, row-major.
+struct tensor_spec {
+  std::string name;                 ///< "A", "x", "labels"
+  std::vector<std::int64_t> shape;  ///< outermost first
+  element_type type = element_type::fp32;
+  /// Integer inputs: values are drawn uniformly from [0, label_range).
+  std::int64_t label_range = 0;
+  [[nodiscard]] std::int64_t elements() const noexcept;
+};
+
+/// A lazily drawn input tensor: the value at any index is a pure function of
+/// (the gate's hidden seed, the suite, the input, the index), so a kernel
+/// reads only the elements it needs and no full tensor is ever materialized.
+/// Values are exactly representable in the spec's type. Cheap to copy.
+class input_tensor {
+ public:
+  input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed);
+
+  [[nodiscard]] const tensor_spec& spec() const noexcept { return *spec_; }
+  [[nodiscard]] distribution kind() const noexcept { return kind_; }
+  /// The element at row-major flat index `flat`.
+  [[nodiscard]] double at(std::int64_t flat) const noexcept;
+  /// The element at (row, col) of a 2-D tensor (or of the last two
+  /// dimensions, batch 0).
+  [[nodiscard]] double at(std::int64_t row, std::int64_t col) const noexcept {
+    return at(row * spec_->shape.back() + col);
+  }
+
+ private:
+  const tensor_spec* spec_;
+  distribution kind_;
+  std::uint64_t seed_;
+  double scale_ = 1, offset_ = 0;
+};
+
+/// Which output elements the gate compares: flat indices per output.
+using probe_points = std::vector<std::vector<std::int64_t>>;
+/// Values at the probe points, per output, in the same order.
+using probe_values = std::vector<std::vector<double>>;
+
+// --- what a backend exposes -------------------------------------------------------
+
+/// One config of a kernel, executable on data. Implementations must be
+/// thread-safe for concurrent const calls.
+class gated_kernel {
+ public:
+  virtual ~gated_kernel() = default;
+
+  [[nodiscard]] virtual std::vector<tensor_spec> inputs() const = 0;
+  [[nodiscard]] virtual std::vector<tensor_spec> outputs() const = 0;
+
+  /// The output elements to compare. The default compares every element of
+  /// an output with at most `whole_output_limit` elements, and otherwise a
+  /// sample drawn from `r` that always includes the first and last element
+  /// of each dimension. Kernels override it to sample whole output tiles of
+  /// their schedule, always including the edge (tail) tiles.
+  [[nodiscard]] virtual probe_points probes(rng& r) const;
+
+  /// The candidate's outputs at `where`, computed on `in` the way the
+  /// config's schedule computes them (tiling, rounding, accumulation order).
+  [[nodiscard]] virtual probe_values run(std::span<const input_tensor> in,
+                                         const probe_points& where) const = 0;
+  /// The reference outputs at `where`, computed in fp64 on the same inputs.
+  [[nodiscard]] virtual probe_values reference(std::span<const input_tensor> in,
+                                               const probe_points& where) const = 0;
+
+  /// Per output: the relative tolerance to apply (default: derived from the
+  /// output's element type and the kernel's reduction length; see
+  /// gate_options::tolerance_scale). Kernels with long reductions in low
+  /// precision override it.
+  [[nodiscard]] virtual std::vector<double> tolerances() const;
+
+  static constexpr std::int64_t whole_output_limit = 1 << 16;
+};
+
+// --- the gate -----------------------------------------------------------------------
+
+struct gate_options {
+  /// The input distributions of the hidden suite, one input set each.
+  std::vector<distribution> suite{all_distributions().begin(), all_distributions().end()};
+  /// The hidden seed. 0 (default): drawn from std::random_device when the
+  /// gate is made, so a candidate cannot predict its inputs. Tests set it.
+  std::uint64_t secret = 0;
+  /// Multiplies every kernel tolerance (> 0).
+  double tolerance_scale = 1.0;
+  /// Run the first suite twice and require bit-identical outputs.
+  bool check_determinism = true;
+  /// Require outputs to change when the inputs change (across suites).
+  bool check_sensitivity = true;
+  /// A time below (1 - roofline_slack) x the roofline bound is suspicious.
+  double roofline_slack = 0.02;
+  /// Throws tessel::options_error naming the first bad field.
+  void validate() const;
+};
+
+/// The gate's judgement of one config.
+struct verdict {
+  tessel::status status = tessel::status::ok;  ///< ok, incorrect or suspicious
+  std::string message;   ///< what failed where: output, element, suite, values
+  double seconds = 0;    ///< CPU seconds the check took (0 when cached)
+  double max_error = 0;  ///< largest error seen, in units of the tolerance
+  int suites = 0;        ///< input sets run
+  bool cached = false;   ///< answered from the cache
+  [[nodiscard]] bool ok() const noexcept { return status == tessel::status::ok; }
+};
+
+class gate {
+ public:
+  explicit gate(gate_options o = {});
+  ~gate();
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+
+  /// Checks `k` (the config whose key is `config_key`), or answers from the
+  /// cache. Thread-safe. An exception thrown by the kernel becomes a
+  /// runtime_error verdict with its message.
+  [[nodiscard]] verdict check(const gated_kernel& k, std::uint64_t config_key);
+
+  /// "suspicious" with a message when `objective_s` is below the roofline
+  /// bound by more than the slack; nullopt otherwise (or when bound_s <= 0).
+  [[nodiscard]] std::optional<verdict> check_time(double objective_s, double bound_s) const;
+
+  /// Applies the gate to a measurement a backend produced: when `m` is ok
+  /// and `kernel` is set, checks it (adding the gate's seconds to
+  /// m.cost.gate_s) and, when the verdict fails, turns `m` into that failure;
+  /// then applies check_time with the metric "roofline_s" when present.
+  void apply(measurement& m, const gated_kernel* kernel, std::uint64_t config_key);
+
+  [[nodiscard]] const gate_options& options() const noexcept;
+  /// Verdicts cached so far.
+  [[nodiscard]] std::size_t cached() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tessel
