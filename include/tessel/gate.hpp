@@ -42,10 +42,22 @@ enum class element_type : unsigned char {
 [[nodiscard]] std::optional<element_type> parse_element_type(std::string_view name) noexcept;
 /// `x` rounded to nearest-even in `t`, saturating at the type's largest finite
 /// value (fp8 e4m3 saturates at ±448; int32 rounds to an integer).
+/// NaN and ±inf pass through unchanged (a finite value that overflows
+/// saturates; for int32, ±inf saturates too).
 [[nodiscard]] double round_to(element_type t, double x) noexcept;
 /// The unit roundoff of `t` (2^-24 for fp32, 2^-8 for bf16, 2^-11 for fp16,
 /// 2^-4 for fp8 e4m3, 0 for int32).
 [[nodiscard]] double unit_roundoff(element_type t) noexcept;
+/// The largest finite value of `t` (448 for fp8 e4m3, 65504 for fp16, 2^31 - 1 for int32).
+[[nodiscard]] double max_finite(element_type t) noexcept;
+/// The smallest positive normal value of `t` (2^-126 for fp32 and bf16, 2^-14
+/// for fp16, 2^-6 for fp8 e4m3, 1 for int32).
+[[nodiscard]] double min_normal(element_type t) noexcept;
+/// The relative tolerance gated_kernel::tolerances() gives an output of type
+/// `t`: max(4 u, 2^-12) with u = unit_roundoff(t), so 2^-6 for bf16, 2^-9 for
+/// fp16, 2^-2 for fp8 e4m3 and 2^-12 for fp32 (the floor covers fp32
+/// accumulation over reductions of up to ~10^6 terms); 0 (exact) for int32.
+[[nodiscard]] double default_tolerance(element_type t) noexcept;
 
 // --- inputs ----------------------------------------------------------------------
 
@@ -76,13 +88,21 @@ struct tensor_spec {
 /// A lazily drawn input tensor: the value at any index is a pure function of
 /// (the gate's hidden seed, the suite, the input, the index), so a kernel
 /// reads only the elements it needs and no full tensor is ever materialized.
-/// Values are exactly representable in the spec's type. Cheap to copy.
+/// Values are exactly representable in the spec's type. Cheap to copy; holds
+/// a pointer to `spec`, which must outlive it. docs/gate.md lists how each
+/// distribution draws (large and tiny magnitudes per type, the outlier rate).
+/// int32 inputs are labels: uniform in [0, label_range) (the constant suite:
+/// one label; structured: flat index mod label_range).
 class input_tensor {
  public:
+  /// Throws tessel::options_error when an int32 spec has label_range <= 0.
   input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed);
 
   [[nodiscard]] const tensor_spec& spec() const noexcept { return *spec_; }
   [[nodiscard]] distribution kind() const noexcept { return kind_; }
+  /// The seed the values derive from (a kernel may key a cache of
+  /// materialized inputs on it).
+  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
   /// The element at row-major flat index `flat`.
   [[nodiscard]] double at(std::int64_t flat) const noexcept;
   /// The element at (row, col) of a 2-D tensor (or of the last two
@@ -97,6 +117,9 @@ class input_tensor {
   std::uint64_t seed_;
   double scale_ = 1, offset_ = 0;
 };
+
+/// The multi-dimensional index of row-major flat index `flat` in `s`.
+[[nodiscard]] std::vector<std::int64_t> index_of(const tensor_spec& s, std::int64_t flat);
 
 /// Which output elements the gate compares: flat indices per output.
 using probe_points = std::vector<std::vector<std::int64_t>>;
@@ -114,11 +137,15 @@ class gated_kernel {
   [[nodiscard]] virtual std::vector<tensor_spec> inputs() const = 0;
   [[nodiscard]] virtual std::vector<tensor_spec> outputs() const = 0;
 
-  /// The output elements to compare. The default compares every element of
-  /// an output with at most `whole_output_limit` elements, and otherwise a
-  /// sample drawn from `r` that always includes the first and last element
-  /// of each dimension. Kernels override it to sample whole output tiles of
-  /// their schedule, always including the edge (tail) tiles.
+  /// The output elements to compare, one list per output (in outputs()
+  /// order), each index in [0, elements()). The default compares every
+  /// element of an output with at most `whole_output_limit` elements, and
+  /// otherwise a grid sample of about `sample_size` elements drawn from `r`:
+  /// per dimension, the first and last index plus random ones, and every
+  /// combination of those (sorted, row-major). The gate draws probes once per
+  /// check and passes the same points to every run() and reference() call.
+  /// Kernels override it to sample whole output tiles of their schedule,
+  /// always including the edge (tail) tiles.
   [[nodiscard]] virtual probe_points probes(rng& r) const;
 
   /// The candidate's outputs at `where`, computed on `in` the way the
@@ -129,13 +156,17 @@ class gated_kernel {
   [[nodiscard]] virtual probe_values reference(std::span<const input_tensor> in,
                                                const probe_points& where) const = 0;
 
-  /// Per output: the relative tolerance to apply (default: derived from the
-  /// output's element type and the kernel's reduction length; see
-  /// gate_options::tolerance_scale). Kernels with long reductions in low
-  /// precision override it.
+  /// Per output: the relative tolerance (default: default_tolerance() of the
+  /// output's element type; 0 means exact). The gate multiplies it by
+  /// gate_options::tolerance_scale and passes an element when
+  /// |cand - ref| <= tol x (|ref| + rms), rms being the root mean square of
+  /// the reference over that output's probes (docs/gate.md). Kernels that
+  /// accumulate in low precision override it (e.g. scale by sqrt(K)).
   [[nodiscard]] virtual std::vector<double> tolerances() const;
 
   static constexpr std::int64_t whole_output_limit = 1 << 16;
+  /// About how many elements the default probes() samples from a larger output.
+  static constexpr std::int64_t sample_size = 1 << 12;
 };
 
 // --- the gate -----------------------------------------------------------------------
@@ -145,6 +176,9 @@ struct gate_options {
   std::vector<distribution> suite{all_distributions().begin(), all_distributions().end()};
   /// The hidden seed. 0 (default): drawn from std::random_device when the
   /// gate is made, so a candidate cannot predict its inputs. Tests set it.
+  /// Suite s's input i is drawn with seed hash(hash(secret, s), i) and the
+  /// probes from hash(secret, ~0): neither depends on the config key, so
+  /// every config of a gate sees the same inputs at the same points.
   std::uint64_t secret = 0;
   /// Multiplies every kernel tolerance (> 0).
   double tolerance_scale = 1.0;
@@ -177,8 +211,16 @@ class gate {
   gate& operator=(const gate&) = delete;
 
   /// Checks `k` (the config whose key is `config_key`), or answers from the
-  /// cache. Thread-safe. An exception thrown by the kernel becomes a
-  /// runtime_error verdict with its message.
+  /// cache. Thread-safe (two threads checking one new key may both compute;
+  /// the first verdict is kept). Per suite, in order: run(), reference(),
+  /// then NaN/Inf in the candidate where the reference is finite is
+  /// suspicious, and on the first suite a second run() that differs in any
+  /// bit is suspicious. After every suite: an output bit-identical on two
+  /// suites whose references (rounded to the output type) differ is
+  /// suspicious; else an element with |cand - ref| > tol x (|ref| + rms)
+  /// makes the verdict incorrect, reporting the worst one. An exception
+  /// thrown by the kernel, or answers of the wrong shape, become a
+  /// runtime_error verdict naming the call. Every verdict is cached.
   [[nodiscard]] verdict check(const gated_kernel& k, std::uint64_t config_key);
 
   /// "suspicious" with a message when `objective_s` is below the roofline
@@ -187,8 +229,11 @@ class gate {
 
   /// Applies the gate to a measurement a backend produced: when `m` is ok
   /// and `kernel` is set, checks it (adding the gate's seconds to
-  /// m.cost.gate_s) and, when the verdict fails, turns `m` into that failure;
-  /// then applies check_time with the metric "roofline_s" when present.
+  /// m.cost.gate_s, and its max_error as the metric "gate_max_error") and,
+  /// when the verdict fails, turns `m` into that failure (status and message;
+  /// objective, samples and metrics are kept); then applies check_time to
+  /// m.objective (seconds) with the metric "roofline_s" when present. A
+  /// measurement that is not ok is left alone.
   void apply(measurement& m, const gated_kernel* kernel, std::uint64_t config_key);
 
   [[nodiscard]] const gate_options& options() const noexcept;

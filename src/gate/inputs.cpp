@@ -1,0 +1,173 @@
+// inputs.cpp: the hidden suite's distributions and the lazily drawn input
+// tensor. Each element hashes (seed, flat index) with splitmix64, turns the
+// word into a draw (Box-Muller for the normal, using the word's two 32-bit
+// halves) and rounds it into the spec's type, so every value is reproducible,
+// O(1) to compute and exactly representable.
+#include <tessel/error.hpp>
+#include <tessel/gate.hpp>
+
+#include "gate/hash.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numbers>
+
+namespace tessel {
+namespace {
+
+constexpr std::array<distribution, 7> all_kinds{
+    distribution::normal,   distribution::uniform,    distribution::large,    distribution::tiny,
+    distribution::constant, distribution::structured, distribution::outliers,
+};
+
+/// An outlier is one element in 1024, multiplied by outlier_factor().
+constexpr std::uint64_t outlier_mask = 1023;
+/// |z| below this is raised to it for `large`, `tiny` and `constant`, so
+/// those draws are never zero (and tiny ones stay in the normal range).
+constexpr double min_magnitude = 0.125;
+
+/// Scale of `large`: products of two or three inputs and long sums stay
+/// finite in fp32 (2^40); for the narrow types the largest draw (|z| <= 6.7)
+/// stays below the type's max with room for products (fp16, fp8: 2^4).
+double large_scale(element_type t) noexcept {
+  switch (t) {
+    case element_type::fp16:
+    case element_type::fp8_e4m3: return 0x1p4;
+    default: return 0x1p40;
+  }
+}
+
+/// Scale of `tiny`: 8 x the type's smallest normal for the narrow types (so
+/// |z| >= 1/8 keeps every draw normal); 2^-40 for fp32 and bf16, where
+/// products and sums of squares must stay normal in fp32 (2^-80 >> 2^-126).
+double tiny_scale(element_type t) noexcept {
+  switch (t) {
+    case element_type::fp16:
+    case element_type::fp8_e4m3: return 8 * min_normal(t);
+    default: return 0x1p-40;
+  }
+}
+
+/// fp8 e4m3 tops out at 448: its outliers are x64 so the largest stays finite.
+double outlier_factor(element_type t) noexcept { return t == element_type::fp8_e4m3 ? 64 : 1000; }
+
+double uniform01(std::uint64_t h) noexcept { return static_cast<double>(h >> 11) * 0x1p-53; }
+
+/// N(0, 1) by Box-Muller from the two 32-bit halves of `h` (|z| <= 6.67).
+double standard_normal(std::uint64_t h) noexcept {
+  const double u1 = (static_cast<double>(h >> 32) + 0.5) * 0x1p-32;  // in (0, 1)
+  const double u2 = static_cast<double>(h & 0xffffffffULL) * 0x1p-32;
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+}
+
+double away_from_zero(double z) noexcept {
+  return std::abs(z) < min_magnitude ? std::copysign(min_magnitude, z) : z;
+}
+
+/// Smooth in the index: a sine along the last dimension, a cosine along the
+/// rows, and a ramp, with periods and phases drawn from the seed.
+double structured_value(std::uint64_t seed, std::int64_t flat, std::int64_t last) noexcept {
+  const std::int64_t row_index = flat / last;  // integer: the row of the last dimension
+  const auto col = static_cast<double>(flat % last);
+  const auto row = static_cast<double>(row_index);
+  const std::uint64_t h1 = detail::hash(seed, ~0ULL - 1), h2 = detail::hash(seed, ~0ULL - 2);
+  const double period_col = 5 + static_cast<double>(h1 % 60), phase_col = uniform01(h1);
+  const double period_row = 3 + static_cast<double>(h2 % 40), phase_row = uniform01(h2);
+  constexpr double two_pi = 2 * std::numbers::pi;
+  return 0.75 * std::sin(two_pi * (col / period_col + phase_col)) +
+         0.5 * std::cos(two_pi * (row / period_row + phase_row)) +
+         0.5 * (2 * col / static_cast<double>(last) - 1);
+}
+
+}  // namespace
+
+std::string_view to_string(distribution d) noexcept {
+  switch (d) {
+    case distribution::normal: return "normal";
+    case distribution::uniform: return "uniform";
+    case distribution::large: return "large";
+    case distribution::tiny: return "tiny";
+    case distribution::constant: return "constant";
+    case distribution::structured: return "structured";
+    case distribution::outliers: return "outliers";
+  }
+  return "unknown";
+}
+
+std::span<const distribution> all_distributions() noexcept { return all_kinds; }
+
+std::int64_t tensor_spec::elements() const noexcept {
+  std::int64_t n = 1;
+  for (const std::int64_t extent : shape) n *= extent;
+  return n;
+}
+
+std::vector<std::int64_t> index_of(const tensor_spec& s, std::int64_t flat) {
+  std::vector<std::int64_t> index(s.shape.size());
+  for (std::size_t d = s.shape.size(); d-- > 0;) {
+    const std::int64_t extent = std::max<std::int64_t>(s.shape[d], 1);
+    index[d] = flat % extent;
+    flat /= extent;
+  }
+  return index;
+}
+
+input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed)
+    : spec_(&spec), kind_(d), seed_(seed) {
+  const element_type t = spec.type;
+  if (t == element_type::int32) {
+    if (spec.label_range <= 0)
+      throw options_error(fmt::format(
+          "tensor_spec '{}': an int32 input needs label_range > 0 (labels are drawn from "
+          "[0, label_range))",
+          spec.name));
+    if (d == distribution::constant)
+      offset_ = static_cast<double>(detail::hash(seed, ~0ULL) %
+                                    static_cast<std::uint64_t>(spec.label_range));
+    return;
+  }
+  switch (d) {
+    case distribution::large: scale_ = large_scale(t); break;
+    case distribution::tiny: scale_ = tiny_scale(t); break;
+    case distribution::outliers: scale_ = outlier_factor(t); break;
+    case distribution::constant:
+      scale_ = 0;
+      offset_ = round_to(t, away_from_zero(standard_normal(detail::hash(seed, ~0ULL))));
+      break;
+    default: break;
+  }
+}
+
+double input_tensor::at(std::int64_t flat) const noexcept {
+  const element_type t = spec_->type;
+  if (kind_ == distribution::constant) return offset_;
+  const std::uint64_t h = detail::hash(seed_, static_cast<std::uint64_t>(flat));
+  if (t == element_type::int32) {
+    const auto range = static_cast<std::uint64_t>(spec_->label_range);
+    if (kind_ == distribution::structured)
+      return static_cast<double>(static_cast<std::uint64_t>(flat) % range);
+    return static_cast<double>(h % range);  // bias < range / 2^64: negligible
+  }
+  double v = 0;
+  switch (kind_) {
+    case distribution::normal: v = standard_normal(h); break;
+    case distribution::uniform: v = 2 * uniform01(h) - 1; break;
+    case distribution::large:
+    case distribution::tiny: v = away_from_zero(standard_normal(h)) * scale_; break;
+    case distribution::structured:
+      v = structured_value(
+          seed_, flat, spec_->shape.empty() ? 1 : std::max<std::int64_t>(spec_->shape.back(), 1));
+      break;
+    case distribution::outliers:
+      v = standard_normal(h);
+      if ((detail::mix64(h) & outlier_mask) == 0) v *= scale_;
+      break;
+    case distribution::constant: break;
+  }
+  return round_to(t, v);
+}
+
+}  // namespace tessel
