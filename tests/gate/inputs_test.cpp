@@ -1,0 +1,161 @@
+// inputs_test.cpp: the hidden suite's inputs are reproducible from a seed,
+// exactly representable in their type, and have the moments and ranges
+// docs/gate.md states; the default probes and tolerances.
+#include <tessel/error.hpp>
+#include <tessel/gate.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+using tessel::distribution;
+using tessel::element_type;
+using tessel::input_tensor;
+using tessel::tensor_spec;
+
+namespace {
+
+constexpr element_type float_types[] = {element_type::fp32, element_type::bf16, element_type::fp16,
+                                        element_type::fp8_e4m3};
+
+struct moments {
+  double mean = 0, variance = 0, max_abs = 0, min_abs = 1e300;
+};
+
+moments moments_of(const input_tensor& t, std::int64_t n) {
+  moments m;
+  double sum = 0, sum_squares = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = t.at(i);
+    sum += v;
+    sum_squares += v * v;
+    m.max_abs = std::max(m.max_abs, std::abs(v));
+    m.min_abs = std::min(m.min_abs, std::abs(v));
+  }
+  m.mean = sum / static_cast<double>(n);
+  m.variance = sum_squares / static_cast<double>(n) - m.mean * m.mean;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("every distribution is named and in the default suite") {
+  CHECK(tessel::all_distributions().size() == 7);
+  std::set<std::string_view> names;
+  for (const distribution d : tessel::all_distributions()) names.insert(tessel::to_string(d));
+  CHECK(names.size() == 7);
+  CHECK(tessel::gate_options{}.suite.size() == 7);
+}
+
+TEST_CASE("inputs are reproducible from the seed and differ across seeds") {
+  const tensor_spec spec{"x", {64, 32}, element_type::bf16, 0};
+  for (const distribution d : tessel::all_distributions()) {
+    const input_tensor a(spec, d, 11), b(spec, d, 11), c(spec, d, 12);
+    int same = 0;
+    for (std::int64_t i = 0; i < spec.elements(); ++i) {
+      REQUIRE(a.at(i) == b.at(i));
+      same += a.at(i) == c.at(i) ? 1 : 0;
+    }
+    CAPTURE(tessel::to_string(d));
+    CHECK(same < spec.elements() / 4);
+    CHECK(a.at(3, 5) == a.at(3 * 32 + 5));
+    CHECK(a.seed() == 11);
+  }
+}
+
+TEST_CASE("every drawn value is finite and exactly representable in its type") {
+  for (const element_type t : float_types) {
+    const tensor_spec spec{"x", {100, 50}, t, 0};
+    for (const distribution d : tessel::all_distributions()) {
+      const input_tensor x(spec, d, 5);
+      CAPTURE(tessel::to_string(t));
+      CAPTURE(tessel::to_string(d));
+      for (std::int64_t i = 0; i < spec.elements(); ++i) {
+        const double v = x.at(i);
+        REQUIRE(std::isfinite(v));
+        REQUIRE(tessel::round_to(t, v) == v);
+        REQUIRE(std::abs(v) < tessel::max_finite(t));  // large and outliers never saturate
+      }
+    }
+  }
+}
+
+TEST_CASE("normal and uniform have the right moments") {
+  const tensor_spec spec{"x", {20000}, element_type::fp32, 0};
+  const moments n = moments_of(input_tensor(spec, distribution::normal, 1), 20000);
+  CHECK(std::abs(n.mean) < 0.03);
+  CHECK(n.variance == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(n.max_abs > 3);
+  CHECK(n.max_abs < 6.7);
+  const moments u = moments_of(input_tensor(spec, distribution::uniform, 1), 20000);
+  CHECK(std::abs(u.mean) < 0.02);
+  CHECK(u.variance == doctest::Approx(1.0 / 3).epsilon(0.05));
+  CHECK(u.max_abs <= 1);
+}
+
+TEST_CASE("large and tiny are scaled to the type and never zero") {
+  struct expected {
+    element_type type;
+    double large, tiny;
+  };
+  const expected scales[] = {{element_type::fp32, 0x1p40, 0x1p-40},
+                             {element_type::bf16, 0x1p40, 0x1p-40},
+                             {element_type::fp16, 16, 0x1p-11},
+                             {element_type::fp8_e4m3, 16, 0x1p-3}};
+  for (const expected& e : scales) {
+    const tensor_spec spec{"x", {5000}, e.type, 0};
+    CAPTURE(tessel::to_string(e.type));
+    const moments large = moments_of(input_tensor(spec, distribution::large, 2), 5000);
+    CHECK(std::sqrt(large.variance) == doctest::Approx(e.large).epsilon(0.1));
+    CHECK(large.min_abs >= e.large / 8 * (1 - 0x1p-3));
+    const moments tiny = moments_of(input_tensor(spec, distribution::tiny, 2), 5000);
+    CHECK(std::sqrt(tiny.variance) == doctest::Approx(e.tiny).epsilon(0.1));
+    CHECK(tiny.min_abs >= tessel::min_normal(e.type));
+  }
+}
+
+TEST_CASE("constant is one nonzero value; structured is smooth; outliers are rare and large") {
+  const tensor_spec spec{"x", {128, 256}, element_type::bf16, 0};
+  const input_tensor c(spec, distribution::constant, 3);
+  CHECK(c.at(0) != 0);
+  for (std::int64_t i = 0; i < spec.elements(); i += 97) REQUIRE(c.at(i) == c.at(0));
+
+  const input_tensor s(spec, distribution::structured, 3);
+  double largest_step = 0, spread = 0;
+  for (std::int64_t col = 1; col < 256; ++col) {
+    largest_step = std::max(largest_step, std::abs(s.at(7, col) - s.at(7, col - 1)));
+    spread = std::max(spread, std::abs(s.at(7, col) - s.at(7, 0)));
+  }
+  CHECK(largest_step < 1.1);  // a period of at least 5 columns
+  CHECK(spread > 0.5);
+
+  const tensor_spec long_spec{"x", {200000}, element_type::fp32, 0};
+  const input_tensor o(long_spec, distribution::outliers, 3);
+  int outliers = 0;
+  for (std::int64_t i = 0; i < long_spec.elements(); ++i) outliers += std::abs(o.at(i)) > 50;
+  CHECK(outliers > 100);  // about 1 in 1024, most of them above 50
+  CHECK(outliers < 300);
+}
+
+TEST_CASE("int32 inputs are labels in [0, label_range)") {
+  const tensor_spec spec{"labels", {10000}, element_type::int32, 10};
+  std::vector<int> counts(10, 0);
+  const input_tensor labels(spec, distribution::normal, 4);
+  for (std::int64_t i = 0; i < spec.elements(); ++i) {
+    const double v = labels.at(i);
+    REQUIRE(v >= 0);
+    REQUIRE(v < 10);
+    REQUIRE(v == std::floor(v));
+    ++counts[static_cast<std::size_t>(v)];
+  }
+  for (const int count : counts) CHECK(count > 850);
+  const input_tensor same(spec, distribution::constant, 4);
+  CHECK(same.at(0) == same.at(9999));
+  const input_tensor ramp(spec, distribution::structured, 4);
+  CHECK(ramp.at(13) == 3);
+
+  const tensor_spec bad{"labels", {10}, element_type::int32, 0};
+  CHECK_THROWS_AS(input_tensor(bad, distribution::normal, 1), tessel::options_error);
+}
