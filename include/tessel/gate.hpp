@@ -194,9 +194,9 @@ struct gate_options {
 
 /// The gate's judgement of one config.
 struct verdict {
-  tessel::status status = tessel::status::ok;  ///< ok, incorrect or suspicious
+  tessel::status status = tessel::status::ok;  ///< ok, incorrect, suspicious or runtime_error
   std::string message;   ///< what failed where: output, element, suite, values
-  double seconds = 0;    ///< CPU seconds the check took (0 when cached)
+  double seconds = 0;    ///< wall seconds the check took (0 when cached)
   double max_error = 0;  ///< largest error seen, in units of the tolerance
   int suites = 0;        ///< input sets run
   bool cached = false;   ///< answered from the cache
