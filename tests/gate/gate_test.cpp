@@ -16,6 +16,7 @@
 using tessel::element_type;
 using tessel::probe_points;
 using tessel::probe_values;
+using tessel::round_to;
 using tessel::status;
 using tessel::tensor_spec;
 
@@ -131,6 +132,55 @@ TEST_CASE("the scale rule: near-zero elements are judged against the output's rm
   const tessel::verdict w = g.check(shifted, 2);
   CHECK(w.status == status::incorrect);
   CHECK(w.message.find("the tolerance (0.000244 x (|reference| + rms ") != std::string::npos);
+}
+
+TEST_CASE("overflow: saturation or an infinity of the reference's sign is honest") {
+  // y = 1e6 x in fp16: most references exceed 65504.
+  struct amplifier : elementwise {
+    using elementwise::elementwise;
+    probe_values reference(std::span<const tessel::input_tensor> in,
+                           const probe_points& where) const override {
+      probe_values out = elementwise::reference(in, where);
+      for (double& v : out[0]) v *= 1e6;
+      return out;
+    }
+  };
+  const auto fp16 = element_type::fp16;
+  const amplifier saturating({200}, fp16, [](double r, std::int64_t) { return round_to(fp16, r); });
+  const amplifier overflowing({200}, fp16, [](double r, std::int64_t) {
+    return std::abs(r) > 65504 ? std::copysign(INFINITY, r) : round_to(fp16, r);
+  });
+  const amplifier flipped({200}, fp16, [](double r, std::int64_t) {
+    return std::abs(r) > 65504 ? std::copysign(INFINITY, -r) : round_to(fp16, r);
+  });
+  tessel::gate g(seeded());
+  CHECK(g.check(saturating, 1).ok());
+  CHECK(g.check(overflowing, 2).ok());
+  const tessel::verdict v = g.check(flipped, 3);
+  CHECK(v.status == status::suspicious);
+  CHECK(v.message.find("where the reference is finite") != std::string::npos);
+}
+
+TEST_CASE("a NaN reference needs a NaN candidate") {
+  struct undefined_at_zero : elementwise {
+    using elementwise::elementwise;
+    probe_values reference(std::span<const tessel::input_tensor> in,
+                           const probe_points& where) const override {
+      probe_values out = elementwise::reference(in, where);
+      out[0][0] = std::nan("");
+      return out;
+    }
+  };
+  const undefined_at_zero nan_too({50}, element_type::fp32,
+                                  [](double r, std::int64_t) { return r; });
+  const undefined_at_zero finite({50}, element_type::fp32,
+                                 [](double r, std::int64_t flat) { return flat == 0 ? 0.0 : r; });
+  tessel::gate g(seeded());
+  CHECK(g.check(nan_too, 1).ok());
+  const tessel::verdict v = g.check(finite, 2);
+  CHECK(v.status == status::incorrect);
+  CHECK(v.message ==
+        "incorrect: output y[0] is 0 on the 'normal' suite where the reference is nan");
 }
 
 TEST_CASE("int32 outputs are compared exactly") {
