@@ -281,6 +281,7 @@ TEST_CASE("verdicts are cached per config key, also across threads") {
   CHECK(g.cached() == 1);
 
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&g, &k, t] {
       for (std::uint64_t key = 100; key < 108; ++key) {
