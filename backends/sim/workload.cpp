@@ -114,8 +114,9 @@ std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
 
 namespace {
 const std::vector<const workload*>& all_workloads() {
-  static const std::vector<const workload*> list{&matmul_workload(), &rmsnorm_workload(),
-                                                 &softmax_workload(), &attention_workload()};
+  static const std::vector<const workload*> list{&matmul_workload(),  &rmsnorm_workload(),
+                                                 &softmax_workload(), &attention_workload(),
+                                                 &swiglu_workload(),  &cross_entropy_workload()};
   return list;
 }
 }  // namespace

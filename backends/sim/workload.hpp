@@ -94,5 +94,7 @@ class workload {
 [[nodiscard]] const workload& rmsnorm_workload();
 [[nodiscard]] const workload& softmax_workload();
 [[nodiscard]] const workload& attention_workload();
+[[nodiscard]] const workload& swiglu_workload();
+[[nodiscard]] const workload& cross_entropy_workload();
 
 }  // namespace tessel::sim

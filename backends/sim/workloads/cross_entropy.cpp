@@ -1,0 +1,450 @@
+// cross_entropy.cpp: the fused cross-entropy of a language model's head on
+// one NeuronCore: loss[t] = logsumexp_v(x[t] . W[:, v]) - x[t] . W[:, label[t]],
+// with x given transposed ([d_model, tokens]) and W as [d_model, vocab]. The
+// logits are computed a vocabulary chunk at a time into PSUM and folded into
+// a running (max, sum, label logit) per token (the online log-sum-exp), so
+// the logits are never written to HBM: only the loss (4 bytes per token) is.
+//
+// Units are (token tile, vocabulary chunk) pairs visited in `order`. For a
+// unit, each 128-token row tile accumulates its logits over the d_model
+// contraction in PSUM (one bank per 512 logits); then the chunk's row max
+// (max_engine), the new running max, exp(logits - max) with its row sum
+// (exp_engine), the label's logit through a one-hot multiply-reduce
+// (pick_engine), and the running sum's correction. After the last chunk:
+// loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
+#include "../timing.hpp"
+#include "../workload.hpp"
+#include "emit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+using emit::ceil_div;
+
+struct params {
+  std::int64_t tokens = 0, d_model = 0, vocab = 0;
+  dtype type = dtype::bf16;
+  std::int64_t token_tile = 128, vocab_chunk = 512, mm_k = 128, mm_n = 512;
+  bool vocab_outer = false;  ///< order (v, t): W chunks resident, x tiles streamed
+  int bufs = 2, queues = 1;
+  engine_id max_engine = vector_engine, exp_engine = scalar_engine, pick_engine = vector_engine;
+};
+
+std::string read_order(const value_reader& v, params& p) {
+  const auto order = v.order("order");
+  if (!order) return "";
+  if (order->size() != 2 || (*order)[0] == (*order)[1] ||
+      ((*order)[0] != "t" && (*order)[0] != "v") || ((*order)[1] != "t" && (*order)[1] != "v"))
+    return "cross_entropy: order must be a permutation of (t, v)";
+  p.vocab_outer = (*order)[0] == "v";
+  return "";
+}
+
+std::string read(const value_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens", 0);
+  p.d_model = v.integer("d_model", 0);
+  p.vocab = v.integer("vocab", 0);
+  if (p.tokens <= 0 || p.d_model <= 0 || p.vocab <= 0)
+    return "cross_entropy: tokens, d_model and vocab must be positive";
+  if (auto e = emit::read_dtype(v, "cross_entropy", p.type); !e.empty()) return e;
+  if (auto e = read_order(v, p); !e.empty()) return e;
+  p.mm_k = v.integer("mm_k", m.max_contraction);
+  p.mm_n = v.integer("mm_n", m.max_moving_free);
+  if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
+  p.token_tile = std::min(v.integer("token_tile", 128), p.tokens);
+  p.vocab_chunk = std::min(v.integer("vocab_chunk", 512), p.vocab);
+  if (p.token_tile <= 0 || p.vocab_chunk <= 0)
+    return "cross_entropy: token_tile and vocab_chunk must be positive";
+  if (p.token_tile > m.partitions && p.token_tile % m.partitions != 0)
+    return fmt::format(
+        "cross_entropy: token_tile = {} is over {} partitions and not a multiple of {}",
+        p.token_tile, m.partitions, m.partitions);
+  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  if (p.bufs < 1) return "cross_entropy: bufs must be at least 1";
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 5));
+  if (auto e = emit::read_engine(v, "cross_entropy", "max_engine", "vector", {"vector", "gpsimd"},
+                                 p.max_engine);
+      !e.empty())
+    return e;
+  if (auto e = emit::read_engine(v, "cross_entropy", "exp_engine", "scalar", {"scalar", "vector"},
+                                 p.exp_engine);
+      !e.empty())
+    return e;
+  return emit::read_engine(v, "cross_entropy", "pick_engine", "vector", {"vector", "gpsimd"},
+                           p.pick_engine);
+}
+
+/// The sizes the lowering derives from the parameters.
+struct plan {
+  params p;
+  std::int64_t slabs = 1;          ///< contraction tiles (mm_k rows of d_model)
+  std::int64_t subs = 1;           ///< 128-token row tiles per token tile
+  std::int64_t banks_per_sub = 1;  ///< PSUM banks one row tile's chunk of logits spans
+  std::int64_t groups = 1;         ///< banks a unit keeps accumulating at once
+  std::int64_t sets = 1;           ///< units whose logits fit PSUM at once
+  std::int64_t token_tiles = 1, chunks = 1;
+  int x_slots = 1, w_slots = 1;
+  std::int64_t x_bytes = 0, w_bytes = 0, scratch_bytes = 0, state_bytes = 0;  ///< per partition
+};
+
+std::string make_plan(const params& p, const machine& m, plan& pl) {
+  pl.p = p;
+  const std::int64_t b = dtype_bytes(p.type), parts = m.partitions;
+  pl.slabs = ceil_div(p.d_model, p.mm_k);
+  pl.subs = ceil_div(p.token_tile, parts);
+  pl.banks_per_sub = ceil_div(p.vocab_chunk * 4, m.psum_bank_bytes);
+  pl.groups = pl.subs * pl.banks_per_sub;
+  pl.token_tiles = ceil_div(p.tokens, p.token_tile);
+  pl.chunks = ceil_div(p.vocab, p.vocab_chunk);
+  if (pl.groups > m.psum_banks)
+    return fmt::format(
+        "PSUM overflow: {} accumulation groups outstanding (token_tile {} = {} row tiles x "
+        "vocab_chunk {} = {} banks of fp32 logits each); the target has {} banks (over by {})",
+        pl.groups, p.token_tile, pl.subs, p.vocab_chunk, pl.banks_per_sub, m.psum_banks,
+        pl.groups - m.psum_banks);
+  pl.sets = m.psum_banks / pl.groups;
+  // the inner (streamed) operand rotates through `bufs` slots; the outer one
+  // keeps two when it can, so the next outer block loads during this one
+  const int outer = std::min(p.bufs, 2);
+  pl.x_slots = p.vocab_outer ? p.bufs : outer;
+  pl.w_slots = p.vocab_outer ? outer : p.bufs;
+  pl.x_bytes = pl.x_slots * pl.slabs * p.token_tile * b;
+  pl.w_bytes = pl.w_slots * pl.slabs * p.vocab_chunk * b;
+  pl.scratch_bytes = 2 * 2 * p.vocab_chunk * 4;  // exp and one-hot products, 2 slots each
+  const std::int64_t rows_pp = p.vocab_outer ? ceil_div(p.tokens, parts) : pl.subs;
+  pl.state_bytes = rows_pp * 8 * 4;  // max, sum, label logit, label, temporaries (fp32)
+  if (auto e = emit::check_sbuf({{"x tiles", pl.x_bytes},
+                                 {"W chunks", pl.w_bytes},
+                                 {"exp scratch", pl.scratch_bytes},
+                                 {"running state", pl.state_bytes}},
+                                m.sbuf_bytes_per_partition,
+                                fmt::format("token_tile={}, vocab_chunk={}, bufs={}", p.token_tile,
+                                            p.vocab_chunk, p.bufs));
+      !e.empty())
+    return e;
+  const double matmuls = static_cast<double>(ceil_div(p.tokens, parts)) *
+                         static_cast<double>(ceil_div(p.vocab, p.mm_n)) *
+                         static_cast<double>(pl.slabs);
+  if (matmuls > 5e7)
+    return fmt::format(
+        "cross_entropy: {:.3g} matmul instructions is more than the simulator lowers", matmuls);
+  return "";
+}
+
+/// One operand's block slots: who loaded each contraction slab and who read
+/// the slot last (RAW and WAR dependencies).
+struct operand {
+  std::int64_t slabs = 1;
+  int slots = 1, slot = 0;
+  std::int64_t block = -1, serial = 0;
+  std::vector<instruction_id> load, reader;
+  std::vector<std::uint8_t> consumed;
+
+  void init(int slot_count, std::int64_t slab_count) {
+    slots = slot_count;
+    slabs = slab_count;
+    load.assign(static_cast<std::size_t>(slots * slabs), program::none);
+    consumed.assign(load.size(), 1);
+    reader.assign(static_cast<std::size_t>(slots), program::none);
+  }
+  [[nodiscard]] std::size_t at(std::int64_t slab) const {
+    return static_cast<std::size_t>(slot * slabs + slab);
+  }
+  /// Adds the load of `slab` to `deps` unless TensorE already waited on it.
+  void need(std::int64_t slab, std::vector<instruction_id>& deps) {
+    const auto i = at(slab);
+    if (consumed[i]) return;
+    deps.push_back(load[i]);
+    consumed[i] = 1;
+  }
+};
+
+class lowerer {
+ public:
+  lowerer(const plan& pl, const machine& m, program& out)
+      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(3, pl.p.queues) {}
+
+  void run() {
+    setup();
+    const std::int64_t outer = p_.vocab_outer ? pl_.chunks : pl_.token_tiles;
+    const std::int64_t inner = p_.vocab_outer ? pl_.token_tiles : pl_.chunks;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        if (p_.vocab_outer)
+          unit(i, o);
+        else
+          unit(o, i);
+      }
+  }
+
+ private:
+  enum tag_index : std::size_t {
+    t_x,
+    t_w,
+    t_labels,
+    t_mm,
+    t_max,
+    t_online,
+    t_exp,
+    t_pick,
+    t_loss,
+    t_store,
+    tag_count
+  };
+
+  void setup() {
+    const std::int64_t b = dtype_bytes(p_.type), parts = m_.partitions;
+    hbm_x_ = out_.add_buffer({"x^T (HBM)", memory::hbm, 0, 1, p_.d_model * p_.tokens * b});
+    hbm_w_ = out_.add_buffer({"W (HBM)", memory::hbm, 0, 1, p_.d_model * p_.vocab * b});
+    hbm_labels_ = out_.add_buffer({"labels (HBM)", memory::hbm, 0, 1, p_.tokens * 4});
+    hbm_loss_ = out_.add_buffer({"loss (HBM)", memory::hbm, 0, 1, p_.tokens * 4});
+    sb_x_ = out_.add_buffer({"x tiles", memory::sbuf, pl_.x_bytes / pl_.x_slots, pl_.x_slots, 0});
+    sb_w_ = out_.add_buffer({"W chunks", memory::sbuf, pl_.w_bytes / pl_.w_slots, pl_.w_slots, 0});
+    sb_scratch_ = out_.add_buffer({"exp scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
+    sb_state_ = out_.add_buffer({"running state", memory::sbuf, pl_.state_bytes, 1, 0});
+    psum_ = out_.add_buffer({"PSUM logits", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    for (const char* t : {"load x", "load W", "load labels", "logits", "row max", "online max",
+                          "exp", "label logit", "loss", "store loss"})
+      tags_.push_back(out_.add_tag(t));
+    x_.init(pl_.x_slots, pl_.slabs);
+    w_.init(pl_.w_slots, pl_.slabs);
+    bank_readers_.assign(static_cast<std::size_t>(m_.psum_banks), {program::none, program::none});
+    const auto row_tiles = static_cast<std::size_t>(ceil_div(p_.tokens, parts));
+    state_.assign(row_tiles, program::none);
+    labels_.assign(static_cast<std::size_t>(pl_.token_tiles), program::none);
+    if (p_.vocab_outer)  // every token's label, once: [128, tokens / 128] int32
+      labels_.assign(labels_.size(),
+                     b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, p_.tokens),
+                            ceil_div(p_.tokens, parts) * 4, tags_[t_labels], {}));
+    out_.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
+                        static_cast<double>(p_.vocab);
+    out_.totals.min_hbm_bytes = static_cast<double>((p_.tokens + p_.vocab) * p_.d_model * b) +
+                                8.0 * static_cast<double>(p_.tokens);  // labels in, loss out
+    out_.totals.compute_type = p_.type;
+  }
+
+  /// Loads block `block` of `x` (stream 0: x tiles, 1: W chunks) when it is
+  /// not the block its current slot holds.
+  void place(operand& x, int stream, std::int64_t block, std::int64_t cols) {
+    if (x.block == block) return;
+    x.block = block;
+    x.slot = static_cast<int>(x.serial++ % x.slots);
+    const std::int64_t b = dtype_bytes(p_.type);
+    const auto war = x.reader[static_cast<std::size_t>(x.slot)];
+    for (std::int64_t k = 0; k < pl_.slabs; ++k) {
+      const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
+      const auto id =
+          b_.dma(q_.next(stream), stream == 0 ? hbm_x_ : hbm_w_, stream == 0 ? sb_x_ : sb_w_, rows,
+                 cols * b, tags_[stream == 0 ? t_x : t_w], {war});
+      x.load[x.at(k)] = id;
+      x.consumed[x.at(k)] = 0;
+    }
+  }
+
+  void unit(std::int64_t ti, std::int64_t vi) {
+    const std::int64_t parts = m_.partitions;
+    const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
+    const std::int64_t cols = std::min(p_.vocab_chunk, p_.vocab - vi * p_.vocab_chunk);
+    const bool new_x = x_.block != ti;
+    place(x_, 0, ti, rows_t);
+    if (new_x && !p_.vocab_outer)  // this tile's labels: [128, row tiles] int32
+      labels_[static_cast<std::size_t>(ti)] =
+          b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, rows_t),
+                 ceil_div(rows_t, parts) * 4, tags_[t_labels], {});
+    place(w_, 1, vi, cols);
+    const auto set = static_cast<std::int64_t>(units_++ % pl_.sets);
+    const std::int64_t subs = ceil_div(rows_t, parts);
+    const std::int64_t n_tiles = ceil_div(cols, p_.mm_n);
+    instruction_id last = program::none;
+    for (std::int64_t s = 0; s < subs; ++s) {
+      const std::int64_t rows = std::min(parts, rows_t - s * parts);
+      const std::int64_t bank0 = set * pl_.groups + s * pl_.banks_per_sub;
+      for (std::int64_t n = 0; n < n_tiles; ++n) {
+        const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
+        const auto bank = static_cast<std::size_t>(bank0 + n * p_.mm_n * 4 / m_.psum_bank_bytes);
+        for (std::int64_t k = 0; k < pl_.slabs; ++k) {
+          deps_.clear();
+          if (k == 0)
+            for (const auto r : bank_readers_[bank])
+              if (r != program::none) deps_.push_back(r);
+          x_.need(k, deps_);
+          w_.need(k, deps_);
+          last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), rows, width, true,
+                           k > 0, sb_w_, psum_, tags_[t_mm], deps_);
+        }
+      }
+      epilogue(ti, vi, s, rows, cols, last, bank0);
+    }
+    x_.reader[static_cast<std::size_t>(x_.slot)] = last;
+    w_.reader[static_cast<std::size_t>(w_.slot)] = last;
+  }
+
+  /// The online log-sum-exp step of one row tile over one chunk of logits,
+  /// and after the last chunk the loss and its store.
+  void epilogue(std::int64_t ti, std::int64_t vi, std::int64_t s, std::int64_t rows,
+                std::int64_t cols, instruction_id last_mm, std::int64_t bank0) {
+    const auto row_tile = static_cast<std::size_t>(ti * pl_.subs + s);
+    const instruction_id prev = state_[row_tile];
+    const auto cmax = b_.compute(p_.max_engine, op::reduce, rows, cols, flag_reads_psum, psum_,
+                                 sb_state_, tags_[t_max], {last_mm});
+    const auto mnew = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
+                                 tags_[t_online], {cmax, prev});
+    const auto ex = b_.function(p_.exp_engine, rows, cols, flag_reads_psum, psum_, sb_scratch_,
+                                tags_[t_exp], {mnew});
+    const auto pick =
+        b_.compute(p_.pick_engine, op::tensor_tensor, rows, cols, flag_reads_psum, psum_,
+                   sb_scratch_, tags_[t_pick], {last_mm, labels_[static_cast<std::size_t>(ti)]});
+    for (std::int64_t k = 0; k < pl_.banks_per_sub; ++k)
+      bank_readers_[static_cast<std::size_t>(bank0 + k)] = {ex, pick};
+    instruction_id alpha = program::none;
+    if (vi > 0)  // exp(m_old - m_new): the running sum's correction
+      alpha = b_.function(p_.exp_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_online], {mnew});
+    const auto update = b_.compute(vector_engine, op::tensor_scalar, rows, 1, 0, sb_state_,
+                                   sb_state_, tags_[t_online], {ex, pick, alpha});
+    state_[row_tile] = update;
+    if (vi + 1 < pl_.chunks) return;
+    const auto ln =
+        b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_loss], {update});
+    const auto loss = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
+                                 tags_[t_loss], {ln});
+    state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, tags_[t_store], {loss});
+  }
+
+  const plan& pl_;
+  const params& p_;
+  const machine& m_;
+  program& out_;
+  emit::builder b_;
+  emit::queues q_;
+  buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_labels_ = 0, hbm_loss_ = 0, sb_x_ = 0, sb_w_ = 0,
+            sb_scratch_ = 0, sb_state_ = 0, psum_ = 0;
+  std::vector<std::uint16_t> tags_;
+  operand x_, w_;
+  std::vector<std::array<instruction_id, 2>> bank_readers_;
+  std::vector<instruction_id> state_, labels_, deps_;
+  std::uint64_t units_ = 0;
+};
+
+class cross_entropy final : public workload {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "cross_entropy"; }
+  [[nodiscard]] std::string_view summary() const override {
+    return "fused cross-entropy: loss = logsumexp(x W) - (x W)[label], chunked over the "
+           "vocabulary (the logits never reach HBM)";
+  }
+
+  [[nodiscard]] std::vector<name_doc> names() const override {
+    return {
+        {"tokens", "integer", "", "rows of x (one loss each)"},
+        {"d_model", "integer", "", "the contraction of the vocabulary projection"},
+        {"vocab", "integer", "", "columns of W (the logits per token)"},
+        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x and W type; PSUM is fp32"},
+        {"token_tile", "integer", "128",
+         "tokens per x tile (128-row tiles; over 128 a multiple of 128)"},
+        {"vocab_chunk", "integer", "512",
+         "vocabulary columns per chunk (the W block; one PSUM bank per 512 per row tile)"},
+        {"order", "perm(t, v)", "(t, v)",
+         "(t, v): x tile resident, W streamed once per token tile; (v, t): W chunk resident, x "
+         "streamed once per chunk"},
+        {"bufs", "integer >= 1", "2", "slots of the streamed operand (the outer one keeps 2)"},
+        {"max_engine", "vector | gpsimd", "vector", "the chunk's row max (tensor_reduce on PSUM)"},
+        {"exp_engine", "scalar | vector", "scalar",
+         "exp(logits - max) with its row sum, and the running-sum correction"},
+        {"pick_engine", "vector | gpsimd", "vector",
+         "the label's logit: a one-hot multiply-reduce over the chunk"},
+        {"dma_queues", "integer", "1", "queues per stream (x loads, W loads, labels and loss)"},
+        {"mm_k", "integer", "128", "contraction of one matmul (<= partitions)"},
+        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
+    };
+  }
+
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
+    out.clear();
+    const value_reader v(s, c);
+    params p;
+    if (auto e = read(v, m, p); !e.empty()) return e;
+    plan pl;
+    if (auto e = make_plan(p, m, pl); !e.empty()) return e;
+    out.reserve(static_cast<std::size_t>(
+        std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
+                                  static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
+    lowerer(pl, m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    const value_reader v(s, c);
+    params p;
+    plan pl;
+    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return 1;
+    return static_cast<double>(pl.token_tiles * pl.chunks) *
+           static_cast<double>(pl.slabs * 2 + pl.subs * (8 + ceil_div(p.vocab_chunk, p.mm_n)));
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
+};
+
+std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space& s,
+                                                const config& c) const {
+  const value_reader v(s, c);
+  std::vector<std::string> out;
+  const auto tokens = v.integer("tokens", 1), vocab = v.integer("vocab", 1);
+  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 128));
+  const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk", 512));
+  const bool dma = b.phase.rfind("dma", 0) == 0;
+  if (dma && b.tag == "load W") {
+    out.push_back(fmt::format(
+        "raise token_tile (now {}): W is read from HBM once per token tile ({} times now)", tile,
+        ceil_div(tokens, tile)));
+    out.emplace_back("order = (v, t) keeps each W chunk resident while x streams");
+    out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {}) to overlap the W loads",
+                              v.integer("bufs", 2), v.integer("dma_queues", 1)));
+  } else if (dma && b.tag == "load x") {
+    out.push_back(fmt::format(
+        "raise vocab_chunk (now {}): x is read once per vocabulary chunk ({} times now)", chunk,
+        ceil_div(vocab, chunk)));
+    out.emplace_back("order = (t, v) keeps each x tile resident while W streams");
+  } else if (dma) {
+    out.push_back(fmt::format("raise dma_queues (now {}) so transfers issue in parallel",
+                              v.integer("dma_queues", 1)));
+  } else if (b.phase == "tensor") {
+    out.emplace_back(
+        "TensorE carries the vocabulary projection: keep mm_n = 512 and vocab_chunk a multiple "
+        "of 512, token_tile a multiple of 128");
+    if (ceil_div(tile, 128) * ceil_div(chunk, 512) > 4)
+      out.emplace_back(
+          "lower token_tile x vocab_chunk to at most 4 PSUM banks so the next chunk's matmuls "
+          "overlap this chunk's log-sum-exp");
+  } else if (b.tag == "label logit") {
+    out.push_back(fmt::format("pick_engine = {}: move the one-hot multiply-reduce",
+                              v.symbol("pick_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+  } else if (b.tag == "row max") {
+    out.push_back(fmt::format("max_engine = {}: move the row max",
+                              v.symbol("max_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+  } else if (b.tag == "exp" && v.symbol("exp_engine", "scalar") != "scalar") {
+    out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
+  } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
+    out.emplace_back(
+        "spread the per-chunk passes over the engines (max_engine, pick_engine, exp_engine)");
+  }
+  return out;
+}
+
+}  // namespace
+
+const workload& cross_entropy_workload() {
+  static const cross_entropy instance;
+  return instance;
+}
+
+}  // namespace tessel::sim

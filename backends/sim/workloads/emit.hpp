@@ -1,0 +1,207 @@
+// emit.hpp: small builders shared by the fused workloads (swiglu.cpp,
+// cross_entropy.cpp): instruction constructors with matmul aggregation, the
+// SBUF budget check worded as a compiler would, and the readers of the names
+// every fused workload shares (dtype, engines, instruction tile). Internal to
+// the simulator; header-only and inline.
+#pragma once
+
+#include "../program.hpp"
+#include "../workload.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim::emit {
+
+[[nodiscard]] inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/// "vector" | "scalar" | "gpsimd" -> the engine, else nullopt.
+[[nodiscard]] inline std::optional<engine_id> engine_named(std::string_view name) {
+  if (name == "vector") return vector_engine;
+  if (name == "scalar") return scalar_engine;
+  if (name == "gpsimd") return gpsimd_engine;
+  return std::nullopt;
+}
+
+/// Reads `name` as an engine among `allowed` (e.g. {"vector", "gpsimd"}).
+/// Returns "" or an error naming the workload, the name and the choices.
+[[nodiscard]] inline std::string read_engine(const value_reader& v, std::string_view workload,
+                                             std::string_view name, std::string_view fallback,
+                                             const std::vector<std::string_view>& allowed,
+                                             engine_id& out) {
+  const std::string value = v.symbol(name, fallback);
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+    std::string list;
+    for (const auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
+    return fmt::format("{}: {} '{}' is not one of {}", workload, name, value, list);
+  }
+  out = *engine_named(value);
+  return "";
+}
+
+/// The input type from `dtype` (bf16 | fp32), else from `const bytes` (2 | 4).
+[[nodiscard]] inline std::string read_dtype(const value_reader& v, std::string_view workload,
+                                            dtype& out) {
+  std::string type = v.symbol("dtype", "");
+  if (type.empty()) {
+    const auto bytes = v.integer("bytes", 2);
+    type = bytes == 2 ? "bf16" : bytes == 4 ? "fp32" : "";
+    if (type.empty())
+      return fmt::format("{}: const bytes = {} is not 2 (bf16) or 4 (fp32)", workload, bytes);
+  }
+  if (type != "bf16" && type != "fp32")
+    return fmt::format("{}: dtype '{}' is not bf16 or fp32", workload, type);
+  out = type == "fp32" ? dtype::fp32 : dtype::bf16;
+  return "";
+}
+
+/// The instruction tile's limits, as a compiler checks them: `mm_k` is the
+/// contraction (partitions), `mm_n` the moving free size.
+[[nodiscard]] inline std::string check_instruction_tile(std::int64_t mm_k, std::int64_t mm_n,
+                                                        const machine& m) {
+  if (mm_k <= 0 || mm_n <= 0) return "mm_k and mm_n must be positive";
+  if (mm_k > m.max_contraction)
+    return fmt::format(
+        "partition dim {} > {}: a matmul contraction tile (mm_k) spans at most {} partitions on {}",
+        mm_k, m.max_contraction, m.max_contraction, m.target_name);
+  if (mm_n > m.max_moving_free)
+    return fmt::format("moving free size {} > {}: mm_n exceeds what one matmul streams", mm_n,
+                       m.max_moving_free);
+  return "";
+}
+
+/// One part of an SBUF budget: what it holds and its bytes per partition.
+struct sbuf_part {
+  std::string what;
+  std::int64_t bytes = 0;
+};
+
+/// "" when the parts fit `cap` bytes per partition, else the overflow
+/// message: the parts, their total, the capacity and by how much it is over.
+/// `context` names the parameters that sized them ("token_tile=512, bufs=2").
+[[nodiscard]] inline std::string check_sbuf(const std::vector<sbuf_part>& parts, std::int64_t cap,
+                                            std::string_view context) {
+  std::int64_t total = 0;
+  for (const auto& p : parts) total += p.bytes;
+  if (total <= cap) return "";
+  std::string list;
+  for (const auto& p : parts)
+    if (p.bytes > 0) list += fmt::format("{}{} ({} B)", list.empty() ? "" : ", ", p.what, p.bytes);
+  return fmt::format(
+      "SBUF overflow: {} need {} B per partition with {}; the target has {} (over by {} B)", list,
+      total, context, cap, total - cap);
+}
+
+/// Instruction builders over one program. Matmuls that repeat the previous
+/// instruction's shape into an open accumulation group, with no dependency
+/// of their own, are aggregated into it (program.hpp's rule).
+class builder {
+ public:
+  explicit builder(program& out) : out_(out) {}
+
+  instruction_id dma(engine_id queue, buffer_id src, buffer_id dst, std::int64_t rows,
+                     std::int64_t bytes_per_row, std::uint16_t tag,
+                     const std::vector<instruction_id>& deps) {
+    instruction in;
+    in.engine = queue;
+    in.kind = op::dma;
+    in.partitions = static_cast<std::uint32_t>(rows);
+    in.free = static_cast<std::uint32_t>(bytes_per_row);
+    in.src = src;
+    in.dst = dst;
+    in.tag = tag;
+    return out_.add(in, deps);
+  }
+
+  /// An elementwise instruction: `rows` partitions x `n` elements each.
+  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
+                         std::uint8_t flags, buffer_id src, buffer_id dst, std::uint16_t tag,
+                         const std::vector<instruction_id>& deps, dtype t = dtype::fp32) {
+    instruction in;
+    in.engine = e;
+    in.kind = kind;
+    in.type = t;
+    in.flags = flags;
+    in.partitions = static_cast<std::uint32_t>(rows);
+    in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
+    in.src = src;
+    in.dst = dst;
+    in.tag = tag;
+    return out_.add(in, deps);
+  }
+
+  /// A function of one input (exp, SiLU, ln): ScalarE's function unit as one
+  /// activation pass; VectorE and GpSimdE have no function unit and are
+  /// modelled as 4 cycles per element (a reciprocal-class pass over half the
+  /// elements, the assumption attention's exp_engine = vector makes).
+  instruction_id function(engine_id e, std::int64_t rows, std::int64_t n, std::uint8_t flags,
+                          buffer_id src, buffer_id dst, std::uint16_t tag,
+                          const std::vector<instruction_id>& deps) {
+    if (e == scalar_engine) return compute(e, op::activation, rows, n, flags, src, dst, tag, deps);
+    return compute(e, op::reciprocal, rows, ceil_div(n, 2), flags, src, dst, tag, deps);
+  }
+
+  /// nc_matmul: contraction k, stationary free m, moving free n, into PSUM.
+  instruction_id matmul(dtype t, std::int64_t k, std::int64_t m, std::int64_t n,
+                        bool new_stationary, bool accumulate, buffer_id src, buffer_id dst,
+                        std::uint16_t tag, const std::vector<instruction_id>& deps) {
+    instruction in;
+    in.engine = tensor_engine;
+    in.kind = op::matmul;
+    in.type = t;
+    in.partitions = static_cast<std::uint32_t>(k);
+    in.aux = static_cast<std::uint32_t>(m);
+    in.free = static_cast<std::uint32_t>(n);
+    in.src = src;
+    in.dst = dst;
+    in.tag = tag;
+    if (new_stationary) in.flags |= flag_new_stationary;
+    if (accumulate) in.flags |= flag_accumulate;
+    if (accumulate && deps.empty() && last_matmul_ != program::none &&
+        last_matmul_ + 1 == out_.size()) {
+      auto& prev = out_.at(last_matmul_);
+      if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
+          prev.type == in.type && prev.tag == in.tag &&
+          (prev.flags | flag_accumulate) == in.flags) {
+        prev.count += 1;
+        return last_matmul_;
+      }
+    }
+    last_matmul_ = out_.add(in, deps);
+    return last_matmul_;
+  }
+
+  [[nodiscard]] program& out() noexcept { return out_; }
+
+ private:
+  program& out_;
+  instruction_id last_matmul_ = program::none;
+};
+
+/// DMA queues for `streams` independent streams, `per_stream` queues each:
+/// stream s rotates over its own queues.
+class queues {
+ public:
+  queues(int streams, int per_stream)
+      : per_(std::clamp(per_stream, 1, dma_queue_count / std::max(1, streams))),
+        count_(static_cast<std::size_t>(std::max(1, streams)), 0) {}
+  engine_id next(int stream) {
+    const auto n = count_[static_cast<std::size_t>(stream)]++ % per_;
+    return static_cast<engine_id>((stream * per_ + static_cast<int>(n)) % dma_queue_count);
+  }
+
+ private:
+  int per_;
+  std::vector<std::int64_t> count_;
+};
+
+}  // namespace tessel::sim::emit

@@ -1,0 +1,515 @@
+// swiglu.cpp: the SwiGLU MLP of a transformer block on one NeuronCore,
+// y = (silu(x W_gate) * (x W_up)) W_down, with x given transposed
+// ([d_model, tokens]), W_gate and W_up as [d_model, d_ff], W_down as
+// [d_ff, d_model] and y as [tokens, d_model].
+//
+// Per token tile (its x^T tile resident in SBUF):
+//   1. gate/up: for each block of ff_tile columns of W_gate and W_up
+//      (streamed, `bufs` slots) and each 128-column sub-tile of it, the gate
+//      and the up projections accumulate over d_model into two PSUM banks,
+//      giving h^T = silu(g) * u directly with d_ff on the partitions (the
+//      layout the down projection contracts over): SiLU on `silu_engine`
+//      from PSUM, the multiply on `mul_engine` into the resident h tile;
+//   2. down: for each block of d_tile output columns, the W_down blocks
+//      (ff_tile rows, streamed) accumulate the token tile's y block over d_ff
+//      in PSUM; the `evict` engine drains it and y is stored.
+// The weights are read once per token tile. docs/simulator.md has the table.
+#include "../timing.hpp"
+#include "../workload.hpp"
+#include "emit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+using emit::ceil_div;
+
+struct params {
+  std::int64_t tokens = 0, d_model = 0, d_ff = 0;
+  dtype type = dtype::bf16;
+  std::int64_t token_tile = 512, ff_tile = 128, d_tile = 512, mm_k = 128, mm_n = 512;
+  int bufs = 2, x_bufs = 2, psum_sets = 2, queues = 1;
+  bool fuse_gate_up = false;
+  engine_id silu_engine = scalar_engine, mul_engine = vector_engine, evict = vector_engine;
+};
+
+std::string read_engines(const value_reader& v, params& p) {
+  if (auto e = emit::read_engine(v, "swiglu", "silu_engine", "scalar",
+                                 {"scalar", "vector", "gpsimd"}, p.silu_engine);
+      !e.empty())
+    return e;
+  if (auto e = emit::read_engine(v, "swiglu", "mul_engine", "vector", {"vector", "gpsimd"},
+                                 p.mul_engine);
+      !e.empty())
+    return e;
+  return emit::read_engine(v, "swiglu", "evict", "vector", {"vector", "scalar", "gpsimd"}, p.evict);
+}
+
+std::string read(const value_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens", 0);
+  p.d_model = v.integer("d_model", 0);
+  p.d_ff = v.integer("d_ff", 0);
+  if (p.tokens <= 0 || p.d_model <= 0 || p.d_ff <= 0)
+    return "swiglu: tokens, d_model and d_ff must be positive";
+  if (auto e = emit::read_dtype(v, "swiglu", p.type); !e.empty()) return e;
+  p.mm_k = v.integer("mm_k", m.max_contraction);
+  p.mm_n = v.integer("mm_n", m.max_moving_free);
+  if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
+  p.token_tile = std::min(v.integer("token_tile", 512), p.tokens);
+  p.ff_tile = std::min(v.integer("ff_tile", 128), p.d_ff);
+  p.d_tile = std::min(v.integer("d_tile", 512), p.d_model);
+  if (p.token_tile <= 0 || p.ff_tile <= 0 || p.d_tile <= 0)
+    return "swiglu: token_tile, ff_tile and d_tile must be positive";
+  for (const auto& [name, value] :
+       {std::pair{"token_tile", p.token_tile}, std::pair{"ff_tile", p.ff_tile}})
+    if (value > m.partitions && value % m.partitions != 0)
+      return fmt::format("swiglu: {} = {} is over {} partitions and not a multiple of {}", name,
+                         value, m.partitions, m.partitions);
+  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  p.x_bufs = static_cast<int>(v.integer("x_bufs", 2));
+  p.psum_sets = static_cast<int>(v.integer("psum_sets", 2));
+  if (p.bufs < 1 || p.x_bufs < 1 || p.psum_sets < 1)
+    return "swiglu: bufs, x_bufs and psum_sets must be at least 1";
+  p.fuse_gate_up = v.flag("fuse_gate_up", false);
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
+  return read_engines(v, p);
+}
+
+/// The sizes the lowering derives from the parameters.
+struct plan {
+  params p;
+  std::int64_t k_slabs = 1;     ///< contraction tiles of d_model (mm_k rows)
+  std::int64_t f_subs = 1;      ///< 128-row sub-tiles of d_ff (h^T rows; the down contraction)
+  std::int64_t t_subs = 1;      ///< 128-token row tiles of a token tile (down stationaries)
+  std::int64_t n_tiles = 1;     ///< moving tiles (mm_n tokens) of a token tile
+  std::int64_t down_banks = 1;  ///< PSUM banks one row tile's y block spans
+  std::int64_t down_groups = 1, token_tiles = 1, f_blocks = 1, d_blocks = 1;
+  std::int64_t x_bytes = 0, gu_bytes = 0, h_bytes = 0, wd_bytes = 0, scratch_bytes = 0,
+               stage_bytes = 0;  ///< per partition
+};
+
+std::string check_psum(const plan& pl, const machine& m) {
+  const auto& p = pl.p;
+  const std::int64_t free = m.psum_banks - 2LL * p.psum_sets;
+  if (pl.down_groups <= free) return "";
+  return fmt::format(
+      "PSUM overflow: {} accumulation groups outstanding for the down projection (token_tile {} "
+      "= {} row tiles x d_tile {} = {} banks each) and {} banks for gate/up (psum_sets = {}); the "
+      "target has {} banks (over by {})",
+      pl.down_groups, p.token_tile, pl.t_subs, p.d_tile, pl.down_banks, 2 * p.psum_sets,
+      p.psum_sets, m.psum_banks, pl.down_groups - free);
+}
+
+std::string make_plan(const params& p, const machine& m, plan& pl) {
+  pl.p = p;
+  const std::int64_t b = dtype_bytes(p.type), parts = m.partitions;
+  pl.k_slabs = ceil_div(p.d_model, p.mm_k);
+  pl.f_subs = ceil_div(p.d_ff, parts);
+  pl.t_subs = ceil_div(p.token_tile, parts);
+  pl.n_tiles = ceil_div(p.token_tile, p.mm_n);
+  pl.down_banks = ceil_div(p.d_tile * 4, m.psum_bank_bytes);
+  pl.down_groups = pl.t_subs * pl.down_banks;
+  pl.token_tiles = ceil_div(p.tokens, p.token_tile);
+  pl.f_blocks = ceil_div(p.d_ff, p.ff_tile);
+  pl.d_blocks = ceil_div(p.d_model, p.d_tile);
+  if (auto e = check_psum(pl, m); !e.empty()) return e;
+  pl.x_bytes = p.x_bufs * pl.k_slabs * p.token_tile * b;
+  pl.gu_bytes = p.bufs * pl.k_slabs * 2 * p.ff_tile * b;
+  pl.h_bytes = pl.f_subs * p.token_tile * b;
+  pl.wd_bytes = p.bufs * ceil_div(p.ff_tile, parts) * p.d_tile * b;
+  pl.scratch_bytes = 2 * p.mm_n * 4;
+  pl.stage_bytes = 2 * p.d_tile * b;
+  if (auto e = emit::check_sbuf({{"x tiles", pl.x_bytes},
+                                 {"W_gate/W_up blocks", pl.gu_bytes},
+                                 {"h tile", pl.h_bytes},
+                                 {"W_down blocks", pl.wd_bytes},
+                                 {"SiLU scratch", pl.scratch_bytes},
+                                 {"output staging", pl.stage_bytes}},
+                                m.sbuf_bytes_per_partition,
+                                fmt::format("token_tile={}, ff_tile={}, d_tile={}, bufs={}, "
+                                            "x_bufs={}",
+                                            p.token_tile, p.ff_tile, p.d_tile, p.bufs, p.x_bufs));
+      !e.empty())
+    return e;
+  const double matmuls = static_cast<double>(ceil_div(p.tokens, parts)) *
+                         static_cast<double>(pl.f_subs) *
+                         static_cast<double>(pl.k_slabs + ceil_div(p.d_model, p.mm_n));
+  if (matmuls > 5e7)
+    return fmt::format("swiglu: {:.3g} matmul instructions is more than the simulator lowers",
+                       matmuls);
+  return "";
+}
+
+/// One operand's block slots: who loaded each piece and who read the slot
+/// last (RAW and WAR dependencies).
+struct operand {
+  std::int64_t pieces = 1;
+  int slots = 1, slot = 0;
+  std::int64_t serial = 0;
+  std::vector<instruction_id> load, reader;
+  std::vector<std::uint8_t> consumed;
+
+  void init(int slot_count, std::int64_t piece_count) {
+    slots = slot_count;
+    pieces = piece_count;
+    load.assign(static_cast<std::size_t>(slots * pieces), program::none);
+    consumed.assign(load.size(), 1);
+    reader.assign(static_cast<std::size_t>(slots), program::none);
+  }
+  /// Moves to the next slot; returns the WAR dependency of its loads.
+  instruction_id next() {
+    slot = static_cast<int>(serial++ % slots);
+    return reader[static_cast<std::size_t>(slot)];
+  }
+  void fill(std::int64_t piece, instruction_id id) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    load[i] = id;
+    consumed[i] = 0;
+  }
+  /// Adds the load of `piece` to `deps` unless TensorE already waited on it.
+  void need(std::int64_t piece, std::vector<instruction_id>& deps) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    if (consumed[i]) return;
+    deps.push_back(load[i]);
+    consumed[i] = 1;
+  }
+  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
+};
+
+class lowerer {
+ public:
+  lowerer(const plan& pl, const machine& m, program& out)
+      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(4, pl.p.queues) {}
+
+  void run() {
+    setup();
+    for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) {
+      const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
+      load_x(rows_t);
+      for (std::int64_t fb = 0; fb < pl_.f_blocks; ++fb) gate_up(fb, rows_t);
+      for (std::int64_t db = 0; db < pl_.d_blocks; ++db) down(db, rows_t);
+    }
+  }
+
+ private:
+  enum tag_index : std::size_t {
+    t_x,
+    t_gu,
+    t_wd,
+    t_gate,
+    t_up,
+    t_silu,
+    t_mul,
+    t_down,
+    t_evict,
+    t_store
+  };
+
+  void setup() {
+    const std::int64_t b = dtype_bytes(p_.type);
+    hbm_x_ = out_.add_buffer({"x^T (HBM)", memory::hbm, 0, 1, p_.d_model * p_.tokens * b});
+    hbm_w_ = out_.add_buffer(
+        {"W_gate, W_up, W_down (HBM)", memory::hbm, 0, 1, 3 * p_.d_model * p_.d_ff * b});
+    hbm_y_ = out_.add_buffer({"y (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_model * b});
+    sb_x_ = out_.add_buffer({"x tiles", memory::sbuf, pl_.x_bytes / p_.x_bufs, p_.x_bufs, 0});
+    sb_gu_ =
+        out_.add_buffer({"W_gate/W_up blocks", memory::sbuf, pl_.gu_bytes / p_.bufs, p_.bufs, 0});
+    sb_h_ = out_.add_buffer({"h tile", memory::sbuf, pl_.h_bytes, 1, 0});
+    sb_wd_ = out_.add_buffer({"W_down blocks", memory::sbuf, pl_.wd_bytes / p_.bufs, p_.bufs, 0});
+    sb_scratch_ = out_.add_buffer({"SiLU scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
+    sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
+    psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    for (const char* t : {"load x", "load W_gate/W_up", "load W_down", "gate", "up", "silu",
+                          "multiply", "down", "evict", "store y"})
+      tags_.push_back(out_.add_tag(t));
+    x_.init(p_.x_bufs, pl_.k_slabs);
+    gu_.init(p_.bufs, pl_.k_slabs * 2);
+    wd_.init(p_.bufs, ceil_div(p_.ff_tile, m_.partitions));
+    const auto h_pieces = static_cast<std::size_t>(pl_.f_subs * pl_.n_tiles);
+    h_write_.assign(h_pieces, program::none);
+    h_consumed_.assign(h_pieces, 1);
+    h_reader_.assign(static_cast<std::size_t>(pl_.f_subs), program::none);
+    bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
+    scratch_reader_.assign(2, program::none);
+    stage_store_.assign(2, program::none);
+    const double t = static_cast<double>(p_.tokens), d = static_cast<double>(p_.d_model),
+                 f = static_cast<double>(p_.d_ff);
+    out_.totals.flops = 6.0 * t * d * f;
+    out_.totals.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(b);
+    out_.totals.compute_type = p_.type;
+  }
+
+  void load_x(std::int64_t rows_t) {
+    const auto war = x_.next();
+    for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
+      const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
+      x_.fill(k, b_.dma(q_.next(0), hbm_x_, sb_x_, rows, rows_t * dtype_bytes(p_.type), tags_[t_x],
+                        {war}));
+    }
+  }
+
+  /// Loads block fb of W_gate and W_up: per contraction slab one transfer of
+  /// the concatenated [gate | up] rows (fuse_gate_up) or one of each.
+  void load_gate_up(std::int64_t cols) {
+    const auto war = gu_.next();
+    const std::int64_t b = dtype_bytes(p_.type);
+    for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
+      const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
+      if (p_.fuse_gate_up) {
+        const auto id = b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, 2 * cols * b, tags_[t_gu], {war});
+        gu_.fill(2 * k, id);
+        gu_.fill(2 * k + 1, id);
+        continue;
+      }
+      gu_.fill(2 * k, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, tags_[t_gu], {war}));
+      gu_.fill(2 * k + 1, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, tags_[t_gu], {war}));
+    }
+  }
+
+  /// One accumulation group of gate (which = 0) or up (1) over d_model.
+  instruction_id projection(int which, std::int64_t f_rows, std::int64_t cols, std::size_t bank) {
+    instruction_id last = program::none;
+    for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
+      deps_.clear();
+      if (k == 0 && bank_reader_[bank] != program::none) deps_.push_back(bank_reader_[bank]);
+      x_.need(k, deps_);
+      gu_.need(2 * k + which, deps_);
+      last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), f_rows, cols, true,
+                       k > 0, sb_gu_, psum_, tags_[which == 0 ? t_gate : t_up], deps_);
+    }
+    return last;
+  }
+
+  void gate_up(std::int64_t fb, std::int64_t rows_t) {
+    const std::int64_t parts = m_.partitions;
+    const std::int64_t cols = std::min(p_.ff_tile, p_.d_ff - fb * p_.ff_tile);
+    load_gate_up(cols);
+    instruction_id last = program::none;
+    for (std::int64_t fs = 0; fs < ceil_div(cols, parts); ++fs) {
+      const std::int64_t f_rows = std::min(parts, cols - fs * parts);
+      const std::int64_t f_sub = (fb * p_.ff_tile + fs * parts) / parts;
+      for (std::int64_t n = 0; n < ceil_div(rows_t, p_.mm_n); ++n) {
+        const std::int64_t width = std::min(p_.mm_n, rows_t - n * p_.mm_n);
+        const auto set = static_cast<std::size_t>(sets_++ % p_.psum_sets);
+        const auto gate = projection(0, f_rows, width, 2 * set);
+        last = projection(1, f_rows, width, 2 * set + 1);
+        const auto slot = static_cast<std::size_t>(silus_++ % 2);
+        const auto silu = b_.function(p_.silu_engine, f_rows, width, flag_reads_psum, psum_,
+                                      sb_scratch_, tags_[t_silu], {gate, scratch_reader_[slot]});
+        const auto mul = b_.compute(p_.mul_engine, op::tensor_tensor, f_rows, width,
+                                    flag_reads_psum, psum_, sb_h_, tags_[t_mul],
+                                    {silu, last, h_reader_[static_cast<std::size_t>(f_sub)]});
+        bank_reader_[2 * set] = silu;
+        bank_reader_[2 * set + 1] = mul;
+        scratch_reader_[slot] = mul;
+        const auto piece = static_cast<std::size_t>(f_sub * pl_.n_tiles + n);
+        h_write_[piece] = mul;
+        h_consumed_[piece] = 0;
+      }
+    }
+    gu_.read_by(last);
+    x_.read_by(last);
+  }
+
+  void load_down(std::int64_t f_rows, std::int64_t cols) {
+    const auto war = wd_.next();
+    for (std::int64_t s = 0; s < ceil_div(f_rows, m_.partitions); ++s)
+      wd_.fill(s, b_.dma(q_.next(2), hbm_w_, sb_wd_,
+                         std::min<std::int64_t>(m_.partitions, f_rows - s * m_.partitions),
+                         cols * dtype_bytes(p_.type), tags_[t_wd], {war}));
+  }
+
+  /// y[token tile, block db] = h W_down[:, block db], accumulated in PSUM over d_ff.
+  void down(std::int64_t db, std::int64_t rows_t) {
+    const std::int64_t parts = m_.partitions;
+    const std::int64_t cols = std::min(p_.d_tile, p_.d_model - db * p_.d_tile);
+    const std::int64_t t_subs = ceil_div(rows_t, parts), n_tiles = ceil_div(cols, p_.mm_n);
+    const std::int64_t base = 2LL * p_.psum_sets;
+    const auto bank_of = [&](std::int64_t ts, std::int64_t n) {
+      return static_cast<std::size_t>(base + ts * pl_.down_banks +
+                                      n * p_.mm_n * 4 / m_.psum_bank_bytes);
+    };
+    instruction_id last = program::none;
+    for (std::int64_t fb = 0; fb < pl_.f_blocks; ++fb) {
+      const std::int64_t f_cols = std::min(p_.ff_tile, p_.d_ff - fb * p_.ff_tile);
+      load_down(f_cols, cols);
+      for (std::int64_t fs = 0; fs < ceil_div(f_cols, parts); ++fs) {
+        const std::int64_t f_rows = std::min(parts, f_cols - fs * parts);
+        const std::int64_t f_sub = (fb * p_.ff_tile + fs * parts) / parts;
+        const bool opens = fb == 0 && fs == 0;
+        for (std::int64_t ts = 0; ts < t_subs; ++ts) {
+          const std::int64_t rows = std::min(parts, rows_t - ts * parts);
+          for (std::int64_t n = 0; n < n_tiles; ++n) {
+            deps_.clear();
+            if (opens && bank_reader_[bank_of(ts, n)] != program::none)
+              deps_.push_back(bank_reader_[bank_of(ts, n)]);
+            wd_.need(fs, deps_);
+            for (std::int64_t hn = ts * parts / p_.mm_n; hn <= (ts * parts + rows - 1) / p_.mm_n;
+                 ++hn) {
+              const auto piece = static_cast<std::size_t>(f_sub * pl_.n_tiles + hn);
+              if (h_consumed_[piece]) continue;
+              deps_.push_back(h_write_[piece]);
+              h_consumed_[piece] = 1;
+            }
+            last = b_.matmul(p_.type, f_rows, rows, std::min(p_.mm_n, cols - n * p_.mm_n), n == 0,
+                             !opens, sb_h_, psum_, tags_[t_down], deps_);
+          }
+        }
+        h_reader_[static_cast<std::size_t>(f_sub)] = last;
+      }
+      wd_.read_by(last);
+    }
+    evict(rows_t, cols, last, bank_of);
+  }
+
+  template <class bank_fn>
+  void evict(std::int64_t rows_t, std::int64_t cols, instruction_id last, const bank_fn& bank_of) {
+    const std::int64_t parts = m_.partitions;
+    for (std::int64_t ts = 0; ts < ceil_div(rows_t, parts); ++ts) {
+      const std::int64_t rows = std::min(parts, rows_t - ts * parts);
+      const auto slot = static_cast<std::size_t>(stages_++ % 2);
+      instruction_id e = program::none;
+      for (std::int64_t n = 0; n < ceil_div(cols, p_.mm_n); ++n) {
+        const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
+        e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy, rows, width,
+                       flag_reads_psum, psum_, sb_stage_, tags_[t_evict],
+                       {last, n == 0 ? stage_store_[slot] : e});
+        bank_reader_[bank_of(ts, n)] = e;
+      }
+      stage_store_[slot] = b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type),
+                                  tags_[t_store], {e});
+    }
+  }
+
+  const plan& pl_;
+  const params& p_;
+  const machine& m_;
+  program& out_;
+  emit::builder b_;
+  emit::queues q_;
+  buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
+            sb_scratch_ = 0, sb_stage_ = 0, psum_ = 0;
+  std::vector<std::uint16_t> tags_;
+  operand x_, gu_, wd_;
+  std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
+      deps_;
+  std::vector<std::uint8_t> h_consumed_;
+  std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0;
+};
+
+class swiglu final : public workload {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "swiglu"; }
+  [[nodiscard]] std::string_view summary() const override {
+    return "SwiGLU MLP: y = (silu(x W_gate) * (x W_up)) W_down, weights streamed per token tile";
+  }
+
+  [[nodiscard]] std::vector<name_doc> names() const override {
+    return {
+        {"tokens", "integer", "", "rows of x and y"},
+        {"d_model", "integer", "", "columns of x and y (the gate/up contraction)"},
+        {"d_ff", "integer", "", "the hidden width (the down projection's contraction)"},
+        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x, weights, h and y type"},
+        {"token_tile", "integer", "512",
+         "tokens per tile: its x^T and h tiles stay in SBUF; the weights are read once per tile"},
+        {"ff_tile", "integer", "128",
+         "d_ff columns per W_gate/W_up block (and rows per W_down block)"},
+        {"d_tile", "integer", "512", "output columns per down-projection pass"},
+        {"bufs", "integer >= 1", "2", "slots of the streamed weight blocks"},
+        {"x_bufs", "integer >= 1", "2", "x tile slots (2: the next tile loads during this one)"},
+        {"fuse_gate_up", "bool", "false",
+         "W_gate and W_up stored block-interleaved: one transfer per slab for both"},
+        {"psum_sets", "integer >= 1", "2",
+         "PSUM bank pairs (gate, up) in rotation; the down projection gets the rest"},
+        {"silu_engine", "scalar | vector | gpsimd", "scalar",
+         "SiLU from PSUM (ScalarE has the function unit; the others are modelled at 4 cycles "
+         "per element)"},
+        {"mul_engine", "vector | gpsimd", "vector", "silu(g) * u, written to the h tile"},
+        {"evict", "vector | scalar | gpsimd", "vector", "drains the down projection's PSUM"},
+        {"dma_queues", "integer", "1", "queues per stream (x, gate/up, W_down, y)"},
+        {"mm_k", "integer", "128", "contraction of one gate/up matmul (<= partitions)"},
+        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
+    };
+  }
+
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const override {
+    out.clear();
+    const value_reader v(s, c);
+    params p;
+    if (auto e = read(v, m, p); !e.empty()) return e;
+    plan pl;
+    if (auto e = make_plan(p, m, pl); !e.empty()) return e;
+    lowerer(pl, m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    const value_reader v(s, c);
+    params p;
+    plan pl;
+    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return 1;
+    const double tiles = static_cast<double>(pl.token_tiles);
+    const double gate_up =
+        static_cast<double>(pl.f_blocks * pl.k_slabs * 4 + pl.f_subs * pl.n_tiles * 6);
+    const double down = static_cast<double>(pl.d_blocks * pl.f_subs * (pl.t_subs + 2));
+    return tiles * (gate_up + down);
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
+};
+
+std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
+                                         const config& c) const {
+  const value_reader v(s, c);
+  std::vector<std::string> out;
+  const auto tokens = v.integer("tokens", 1);
+  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 512));
+  const bool dma = b.phase.rfind("dma", 0) == 0;
+  if (dma && (b.tag == "load W_gate/W_up" || b.tag == "load W_down")) {
+    out.push_back(fmt::format(
+        "raise token_tile (now {}): the weights are read from HBM once per token tile ({} times "
+        "now); lower x_bufs or ff_tile to make room in SBUF",
+        tile, ceil_div(tokens, tile)));
+    if (b.tag == "load W_gate/W_up") {
+      if (!v.flag("fuse_gate_up", false))
+        out.emplace_back("fuse_gate_up = true: one transfer per slab for W_gate and W_up");
+      out.emplace_back("raise ff_tile: longer rows per transfer move W_gate/W_up faster");
+    }
+    out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {})", v.integer("bufs", 2),
+                              v.integer("dma_queues", 1)));
+  } else if (dma) {
+    out.push_back(fmt::format("raise dma_queues (now {}) or x_bufs (now {})",
+                              v.integer("dma_queues", 1), v.integer("x_bufs", 2)));
+  } else if (b.phase == "tensor") {
+    out.emplace_back(
+        "TensorE carries the three projections: keep mm_n = 512, token_tile a multiple of 512 "
+        "and d_tile a multiple of 512");
+    if (v.integer("psum_sets", 2) < 2)
+      out.emplace_back("psum_sets = 2: the next gate/up pair accumulates while SiLU drains");
+  } else if (b.tag == "silu" && v.symbol("silu_engine", "scalar") != "scalar") {
+    out.emplace_back("silu_engine = scalar: ScalarE has the function unit");
+  } else if (b.tag == "multiply") {
+    out.push_back(fmt::format("mul_engine = {}: move the multiply",
+                              v.symbol("mul_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+  } else if (b.tag == "evict") {
+    out.emplace_back("evict = scalar when VectorE is busy with the multiply, or raise d_tile");
+  }
+  return out;
+}
+
+}  // namespace
+
+const workload& swiglu_workload() {
+  static const swiglu instance;
+  return instance;
+}
+
+}  // namespace tessel::sim

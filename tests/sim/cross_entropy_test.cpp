@@ -1,0 +1,150 @@
+// The fused cross-entropy workload: the vocabulary projection with an online
+// log-sum-exp, chunked over the vocabulary.
+#include "helpers.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+struct outcome {
+  std::string error;
+  program p;
+  timing_result t;
+  double roofline_ns = 0;
+};
+
+constexpr std::int64_t tokens = 1024, d_model = 1024, vocab = 8192;
+
+outcome run(std::map<std::string, std::int64_t> ints, std::map<std::string, std::string> syms = {},
+            std::vector<std::string> order = {"t", "v"}) {
+  const target t = builtin("trn2");
+  const machine m = resolve_machine(t);
+  fixed_values v;
+  v.integers = {{"tokens", tokens},  {"d_model", d_model},  {"vocab", vocab},
+                {"token_tile", 512}, {"vocab_chunk", 1024}, {"dma_queues", 2}};
+  for (auto& [k, x] : ints) v.integers[k] = x;
+  v.symbols = {{"workload", "cross_entropy"}};
+  for (auto& [k, x] : syms) v.symbols[k] = x;
+  v.order = std::move(order);
+  auto [s, c] = fixed_space("cross_entropy", t, v);
+  outcome o;
+  o.error = cross_entropy_workload().lower(s, c, m, o.p);
+  if (!o.error.empty()) return o;
+  o.t = time_program(o.p, m);
+  o.roofline_ns = std::max(o.p.totals.flops / m.bf16_peak_flops_per_ns,
+                           o.p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns());
+  return o;
+}
+
+double matmul_flops(const program& p) {
+  double f = 0;
+  for (const auto& in : p.instructions())
+    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cross_entropy: the projection does 2 T D V FLOPs; the roofline counts x, W, labels, loss") {
+  const auto o = run({});
+  REQUIRE(o.error.empty());
+  const double flops = 2.0 * tokens * d_model * vocab;
+  CHECK(matmul_flops(o.p) == doctest::Approx(flops));
+  CHECK(o.p.totals.flops == doctest::Approx(flops));
+  CHECK(o.p.totals.min_hbm_bytes ==
+        doctest::Approx((tokens + vocab) * d_model * 2.0 + 8.0 * tokens));
+  CHECK(o.t.latency_ns >= o.roofline_ns);
+}
+
+TEST_CASE("cross_entropy: the logits never reach HBM; only 4 bytes of loss per token are stored") {
+  for (const auto& order : {std::vector<std::string>{"t", "v"}, {"v", "t"}}) {
+    INFO(order[0]);
+    const auto o = run({}, {}, order);
+    REQUIRE(o.error.empty());
+    CHECK(o.t.hbm_write_bytes == doctest::Approx(4.0 * tokens));
+  }
+  // (t, v): W is read once per token tile, x once; (v, t): x once per chunk, W once
+  const double x = tokens * d_model * 2.0, w = d_model * vocab * 2.0, labels = 4.0 * tokens;
+  CHECK(run({}).t.hbm_read_bytes == doctest::Approx(x + w * (tokens / 512) + labels));
+  CHECK(run({}, {}, {"v", "t"}).t.hbm_read_bytes ==
+        doctest::Approx(w + x * (vocab / 1024) + labels));
+}
+
+TEST_CASE("cross_entropy: partial tiles and chunks cover the shape exactly") {
+  const auto o = run({{"tokens", 1000}, {"vocab", 5000}, {"token_tile", 384}});
+  REQUIRE(o.error.empty());
+  CHECK(matmul_flops(o.p) == doctest::Approx(2.0 * 1000 * d_model * 5000));
+  CHECK(o.t.hbm_write_bytes == doctest::Approx(4.0 * 1000));
+}
+
+TEST_CASE("cross_entropy: larger token tiles read W less often and run faster when W-bound") {
+  const auto small = run({{"token_tile", 128}, {"vocab_chunk", 512}});
+  const auto large = run({{"token_tile", 512}, {"vocab_chunk", 512}});
+  REQUIRE(small.error.empty());
+  REQUIRE(large.error.empty());
+  CHECK(small.t.hbm_read_bytes > 3 * large.t.hbm_read_bytes);
+  CHECK(large.t.latency_ns < small.t.latency_ns);
+  // a good config of a compute-bound shape comes near the compute roofline
+  CHECK(large.t.latency_ns < 1.25 * large.roofline_ns);
+  // latency scales with the work: twice the tokens, about twice the time
+  const auto twice = run({{"tokens", 2 * tokens}, {"token_tile", 512}, {"vocab_chunk", 512}});
+  CHECK(twice.t.latency_ns / large.t.latency_ns == doctest::Approx(2.0).epsilon(0.15));
+}
+
+TEST_CASE("cross_entropy: engine choices move the per-chunk passes") {
+  const auto base = run({{"token_tile", 128}, {"d_model", 256}});
+  const auto moved = run({{"token_tile", 128}, {"d_model", 256}},
+                         {{"pick_engine", "gpsimd"}, {"max_engine", "gpsimd"}});
+  const auto vexp = run({{"token_tile", 128}, {"d_model", 256}}, {{"exp_engine", "vector"}});
+  REQUIRE(base.error.empty());
+  CHECK(moved.t.busy_ns[vector_engine] < base.t.busy_ns[vector_engine]);
+  CHECK(moved.t.busy_ns[gpsimd_engine] > 0);
+  CHECK(vexp.t.busy_ns[scalar_engine] < base.t.busy_ns[scalar_engine]);
+  CHECK(vexp.t.latency_ns > base.t.latency_ns);  // no function unit on VectorE
+}
+
+TEST_CASE("cross_entropy: compile errors say what overflowed and by how much") {
+  CHECK(run({{"token_tile", 1024}, {"vocab_chunk", 1024}, {"tokens", 2048}}).error ==
+        "PSUM overflow: 16 accumulation groups outstanding (token_tile 1024 = 8 row tiles x "
+        "vocab_chunk 1024 = 2 banks of fp32 logits each); the target has 8 banks (over by 8)");
+  const auto sbuf =
+      run({{"d_model", 16384}, {"vocab_chunk", 2048}, {"token_tile", 256}, {"bufs", 3}});
+  CHECK(sbuf.error.rfind("SBUF overflow: x tiles (131072 B), W chunks (1572864 B)", 0) == 0);
+  CHECK(sbuf.error.find("the target has 212984 (over by") != std::string::npos);
+  CHECK(run({{"mm_k", 256}}).error.rfind("partition dim 256 > 128:", 0) == 0);
+  CHECK(run({{"mm_n", 1024}}).error.rfind("moving free size 1024 > 512:", 0) == 0);
+  CHECK(run({{"token_tile", 200}}).error ==
+        "cross_entropy: token_tile = 200 is over 128 partitions and not a multiple of 128");
+}
+
+TEST_CASE("cross_entropy: examples/cross_entropy.tsl loads and a sample of its configs lowers") {
+  parse_options options;
+  options.target = "trn2";
+  options.overrides = {{"tokens", "1024"}, {"vocab", "32000"}};
+  const space s =
+      load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/cross_entropy.tsl", options);
+  sim_backend b;
+  b.prepare(s);
+  rng random(5);
+  int ok = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto c = s.sample(random);
+    const auto m = b.evaluate(s, c);
+    INFO(m.message);
+    CHECK(m.ok());  // the space's requirements match the workload's resource checks
+    if (!m.ok()) continue;
+    ++ok;
+    CHECK(m.objective >= m.metrics.at("roofline_s"));
+  }
+  CHECK(ok > 0);
+}

@@ -1,0 +1,143 @@
+// The SwiGLU MLP workload: gate and up projections, SiLU, multiply and the
+// down projection, with the weights streamed once per token tile.
+#include "helpers.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+struct outcome {
+  std::string error;
+  program p;
+  timing_result t;
+  double roofline_ns = 0;
+};
+
+constexpr std::int64_t tokens = 1024, d_model = 1024, d_ff = 2816;
+
+outcome run(std::map<std::string, std::int64_t> ints,
+            std::map<std::string, std::string> syms = {}) {
+  const target t = builtin("trn2");
+  const machine m = resolve_machine(t);
+  fixed_values v;
+  v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
+                {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
+                {"x_bufs", 1},       {"dma_queues", 2},    {"fuse_gate_up", 1}};
+  for (auto& [k, x] : ints) v.integers[k] = x;
+  v.symbols = {{"workload", "swiglu"}};
+  for (auto& [k, x] : syms) v.symbols[k] = x;
+  auto [s, c] = fixed_space("swiglu", t, v);
+  outcome o;
+  o.error = swiglu_workload().lower(s, c, m, o.p);
+  if (!o.error.empty()) return o;
+  o.t = time_program(o.p, m);
+  o.roofline_ns = std::max(o.p.totals.flops / m.bf16_peak_flops_per_ns,
+                           o.p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns());
+  return o;
+}
+
+double matmul_flops(const program& p) {
+  double f = 0;
+  for (const auto& in : p.instructions())
+    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "swiglu: three projections of 2 T D F FLOPs each; x, the weights and y for the roofline") {
+  const auto o = run({});
+  REQUIRE(o.error.empty());
+  const double flops = 6.0 * tokens * d_model * d_ff;
+  CHECK(matmul_flops(o.p) == doctest::Approx(flops));
+  CHECK(o.p.totals.flops == doctest::Approx(flops));
+  CHECK(o.p.totals.min_hbm_bytes ==
+        doctest::Approx((2.0 * tokens * d_model + 3.0 * d_model * d_ff) * 2));
+  CHECK(o.t.latency_ns >= o.roofline_ns);
+}
+
+TEST_CASE("swiglu: x is read once, the weights once per token tile, y written once") {
+  for (const std::int64_t tile : {128, 256, 512}) {
+    INFO(tile);
+    const auto o = run({{"token_tile", tile}});
+    REQUIRE(o.error.empty());
+    const double x = tokens * d_model * 2.0, w = 3.0 * d_model * d_ff * 2;
+    CHECK(o.t.hbm_read_bytes == doctest::Approx(x + w * static_cast<double>(tokens / tile)));
+    CHECK(o.t.hbm_write_bytes == doctest::Approx(x));
+  }
+}
+
+TEST_CASE("swiglu: partial tiles cover the shape exactly") {
+  const auto o = run({{"tokens", 1000},
+                      {"d_ff", 2800},
+                      {"d_model", 1000},
+                      {"token_tile", 256},
+                      {"ff_tile", 384},
+                      {"d_tile", 768}});
+  REQUIRE(o.error.empty());
+  CHECK(matmul_flops(o.p) == doctest::Approx(6.0 * 1000 * 1000 * 2800));
+  CHECK(o.t.hbm_write_bytes == doctest::Approx(1000.0 * 1000 * 2));
+}
+
+TEST_CASE("swiglu: better configs are faster; a good one is near the compute roofline") {
+  const auto good = run({});
+  const auto small = run({{"token_tile", 128}});  // weights re-read 8 times: DMA-bound
+  const auto split = run({{"fuse_gate_up", 0}, {"ff_tile", 128}, {"dma_queues", 1}});
+  const auto vsilu = run({}, {{"silu_engine", "vector"}});
+  REQUIRE(good.error.empty());
+  CHECK(good.t.latency_ns < small.t.latency_ns);
+  CHECK(good.t.latency_ns <= split.t.latency_ns);
+  CHECK(vsilu.t.busy_ns[scalar_engine] < good.t.busy_ns[scalar_engine]);
+  CHECK(vsilu.t.busy_ns[vector_engine] > good.t.busy_ns[vector_engine]);
+  CHECK(good.t.latency_ns < 1.3 * good.roofline_ns);
+  // twice the tokens, about twice the time
+  const auto twice = run({{"tokens", 2 * tokens}});
+  CHECK(twice.t.latency_ns / good.t.latency_ns == doctest::Approx(2.0).epsilon(0.15));
+}
+
+TEST_CASE("swiglu: compile errors say what overflowed and by how much") {
+  CHECK(run({{"token_tile", 1024}}).error ==
+        "PSUM overflow: 8 accumulation groups outstanding for the down projection (token_tile "
+        "1024 = 8 row tiles x d_tile 512 = 1 banks each) and 4 banks for gate/up (psum_sets = 2); "
+        "the target has 8 banks (over by 4)");
+  const auto sbuf = run({{"d_ff", 14336}, {"d_model", 4096}, {"x_bufs", 2}});
+  CHECK(sbuf.error.rfind("SBUF overflow: x tiles (65536 B), W_gate/W_up blocks (65536 B), h tile "
+                         "(114688 B)",
+                         0) == 0);
+  CHECK(sbuf.error.find("the target has 212984 (over by") != std::string::npos);
+  CHECK(run({{"mm_k", 256}}).error.rfind("partition dim 256 > 128:", 0) == 0);
+  CHECK(run({{"mm_n", 1024}}).error.rfind("moving free size 1024 > 512:", 0) == 0);
+  CHECK(run({{"ff_tile", 200}}).error ==
+        "swiglu: ff_tile = 200 is over 128 partitions and not a multiple of 128");
+}
+
+TEST_CASE("swiglu: examples/swiglu.tsl loads and a sample of its configs lowers") {
+  parse_options options;
+  options.target = "trn2";
+  options.overrides = {{"tokens", "1024"}};
+  const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/swiglu.tsl", options);
+  sim_backend b;
+  b.prepare(s);
+  rng random(3);
+  int ok = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto c = s.sample(random);
+    const auto m = b.evaluate(s, c);
+    INFO(m.message);
+    CHECK(m.ok());  // the space's requirements match the workload's resource checks
+    if (!m.ok()) continue;
+    ++ok;
+    CHECK(m.objective >= m.metrics.at("roofline_s"));
+  }
+  CHECK(ok > 0);
+}
