@@ -1,0 +1,107 @@
+// `tessel tune ... --backend sim` and `tessel explain` as a user runs them:
+// the README's main job reaches the roofline, and explain says why a config
+// is slow in plain words and writes a trace Perfetto can open.
+#include "tool.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+using namespace cli_testing;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string matmul = "'" + std::string(TESSEL_SOURCE_DIR) + "/examples/matmul.tsl'";
+
+std::string fresh(const std::string& name) {
+  const auto path = std::filesystem::path(TESSEL_CLI_WORK_DIR) / name;
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("the main job: tune matmul on the simulator ends within 10% of the roofline bound") {
+  // scripts/demo runs this search (same space, target, budget and seed).
+  const auto db = fresh("demo.tessel.db");
+  const auto tuned =
+      tessel("tune " + matmul +
+             " --backend sim --target trn2 --budget 300 --seed 1 --quiet --db '" + db + "'");
+  REQUIRE(tuned.code == 0);
+  const auto r = tessel("explain " + matmul + " --target trn2 --best '" + db + "' --json");
+  REQUIRE(r.code == 0);
+  const auto e = json::parse(r.out);
+  const double latency = e.at("latency_s").get<double>();
+  const double roofline = e.at("roofline_s").get<double>();
+  CHECK(roofline > 0);
+  CHECK(latency >= roofline);
+  CHECK(latency <= 1.10 * roofline);
+}
+
+TEST_CASE("explain: bottleneck, busy fractions and ranked suggestions in plain words") {
+  // tile_k = 128 with 128 x 128 blocks: every transfer is small, so the DMA
+  // issue cost dominates and the suggestions must say what to raise.
+  const auto r = tessel("explain " + matmul + " --config '{\"tile_k\": 128, \"tile_m\": 128}'");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "Bottleneck: DMA-bound"));
+  CHECK(contains(r.out, "Busy: TensorE"));
+  CHECK(contains(r.out, "Suggestions:"));
+  CHECK(contains(r.out, "1. raise"));
+  CHECK(contains(r.out, "roofline bound"));
+
+  const auto j = tessel("explain " + matmul + " --config '{\"tile_k\": 128}' --json");
+  REQUIRE(j.code == 0);
+  const auto e = json::parse(j.out);
+  CHECK(e.at("config").at("tile_k") == 128);
+  CHECK(e.at("config").at("bufs") == 2);  // left out: the declared default
+  CHECK(e.at("busy").at("tensor").get<double>() > 0);
+  CHECK(e.at("busy").at("tensor").get<double>() <= 1);
+  CHECK(!e.at("suggestions").empty());
+  CHECK(e.at("latency_s").get<double>() > e.at("roofline_s").get<double>());
+}
+
+TEST_CASE("explain --trace writes Chrome/Perfetto trace JSON with a track per engine") {
+  const auto path = fresh("explain.trace.json");
+  const auto r = tessel("explain " + matmul + " --config '{\"tile_m\": 1024, \"tile_n\": 512, " +
+                        "\"tile_k\": 1024}' --trace '" + path + "'");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "trace written to"));
+  const auto trace = json::parse(read_text(path));
+  const auto& events = trace.at("traceEvents");
+  REQUIRE(events.is_array());
+  std::size_t complete = 0;
+  bool tensor_track = false;
+  for (const auto& ev : events) {
+    if (ev.at("ph") == "X") {
+      ++complete;
+      CHECK(ev.at("dur").get<double>() >= 0);
+    }
+    if (ev.at("ph") == "M" && ev.at("name") == "thread_name" &&
+        ev.at("args").at("name").get<std::string>().find("TensorE") != std::string::npos)
+      tensor_track = true;
+  }
+  CHECK(complete > 100);
+  CHECK(tensor_track);
+}
+
+TEST_CASE("explain: clear errors for a missing, unknown, invalid config or a non-sim backend") {
+  auto r = tessel("explain " + matmul);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--config"));
+  r = tessel("explain " + matmul + " --config '{\"tile_q\": 1}'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "unknown parameter 'tile_q'"));
+  r = tessel("explain " + matmul + " --config 'tile_k=128'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "JSON object"));
+  r = tessel("explain " + matmul + " --config '{\"tile_k\": 100}'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tile_k"));
+  r = tessel("explain " + matmul + " --config '{}' --backend 'command:true'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "needs the simulator"));
+}
