@@ -39,12 +39,20 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument,
         throw error(fmt::format(
             "backend sim: setting concurrency must be a whole number >= 1, got {}", value));
       options.concurrency = static_cast<std::size_t>(n);
+    } else if (key == "gate") {
+      if (value != "true" && value != "false" && value != "on" && value != "off" && value != "1" &&
+          value != "0")
+        throw error(
+            fmt::format("backend sim: setting gate must be true or false, got '{}'", value));
+      options.gate = value == "true" || value == "on" || value == "1";
+    } else if (key == "fault") {
+      options.fault = value;
     } else if (key.rfind("set.", 0) == 0 && key.size() > 4) {
       options.overrides[key.substr(4)] = number(key, value);
     } else {
       throw error(
           fmt::format("backend sim: unknown setting '{}' (settings: workload, target, concurrency, "
-                      "set.NAME for a model constant)",
+                      "gate, fault, set.NAME for a model constant)",
                       key));
     }
   }

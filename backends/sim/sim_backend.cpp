@@ -6,6 +6,7 @@
 #include <tessel/target.hpp>
 
 #include "analysis.hpp"
+#include "functional.hpp"
 #include "machine.hpp"
 #include "program.hpp"
 #include "timing.hpp"
@@ -31,6 +32,12 @@ void sim_options::validate() const {
   if (!target.empty() && !builtin_target(target))
     throw options_error(fmt::format("sim_options.target: unknown target '{}' (built-in: {})",
                                     target, fmt::join(builtin_target_names(), ", ")));
+  if (!parse_fault(fault))
+    throw options_error(fmt::format(
+        "sim_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, truncate_output, "
+        "constant_output, ignore_input, or empty)",
+        fault));
+  if (gate) gate_options.validate();
 }
 
 std::vector<std::string> sim_workloads() { return workload_names(); }
@@ -43,7 +50,9 @@ struct sim_backend::impl {
   target cached_target;
   std::string prepared_workload;
 
-  std::optional<target> option_target;  ///< options.target resolved once
+  std::optional<target> option_target;    ///< options.target resolved once
+  std::unique_ptr<tessel::gate> checker;  ///< the equivalence gate (options.gate)
+  fault injected = fault::none;           ///< options.fault, parsed
 
   /// The target a space is timed on.
   [[nodiscard]] const target& target_for(const space& s) const {
@@ -103,6 +112,8 @@ sim_backend::sim_backend(sim_options opts) : impl_(std::make_unique<impl>()) {
   opts.validate();
   impl_->options = std::move(opts);
   if (!impl_->options.target.empty()) impl_->option_target = builtin_target(impl_->options.target);
+  impl_->injected = *parse_fault(impl_->options.fault);
+  if (impl_->options.gate) impl_->checker = std::make_unique<gate>(impl_->options.gate_options);
 }
 
 sim_backend::~sim_backend() = default;
@@ -152,6 +163,11 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   const analysis a = analyse_run(prog, r.timing, m);
   out.metrics = a.metrics();
   out.message = a.headline();
+  if (impl_->checker) {
+    auto kernel = r.w->functional(s, c, m);
+    if (auto* f = dynamic_cast<functional_kernel*>(kernel.get())) f->inject(impl_->injected);
+    impl_->checker->apply(out, kernel.get(), s.key(c));
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "workload.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/gate.hpp>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,14 @@ void workload::check_space(const space& s) const {
           fmt::format("sim workload '{}' needs '{}' ({}) as a constant or parameter of space '{}'",
                       name(), n.name, n.meaning, s.name()));
   }
+}
+
+std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
+                                                   const machine& m) const {
+  (void)s;
+  (void)c;
+  (void)m;
+  return nullptr;
 }
 
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {

@@ -11,10 +11,15 @@
 #include <tessel/space.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace tessel {
+class gated_kernel;
+}
 
 namespace tessel::sim {
 
@@ -74,6 +79,11 @@ class workload {
   /// else a compile error message ("SBUF overflow: ...").
   [[nodiscard]] virtual std::string lower(const space& s, const config& c, const machine& m,
                                           program& out) const = 0;
+  /// The functional executor of (s, c) on `m` (functional.hpp): the plan
+  /// lower() times, executed on the gate's inputs. nullptr (the default)
+  /// when the workload has no functional mode or (s, c) does not compile.
+  [[nodiscard]] virtual std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                                 const machine& m) const;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,

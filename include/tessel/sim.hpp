@@ -8,6 +8,7 @@
 
 #include <tessel/backend.hpp>
 #include <tessel/config.hpp>
+#include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/space.hpp>
 
@@ -32,8 +33,27 @@ struct sim_options {
   std::map<std::string, double, std::less<>> overrides;
   /// Evaluations that may run at once; 0: the hardware threads.
   std::size_t concurrency = 0;
+  /// Check every config that compiles with the equivalence gate before its
+  /// time counts: the workload's functional mode executes the schedule on
+  /// the gate's hidden inputs and the gate compares it with the fp64
+  /// reference (docs/simulator.md, "Functional mode"; docs/gate.md). The
+  /// gate's CPU time goes to cost.gate_s. false skips it (the CLI's
+  /// --no-gate); a workload without a functional mode gets only the
+  /// roofline check either way.
+  bool gate = true;
+  /// The gate's options: its input suite, hidden seed, tolerance scale, checks.
+  tessel::gate_options gate_options;
+  /// Test only: a mistake the functional executor makes so tests can show
+  /// the gate catches wrong schedules through the whole backend; the timing
+  /// is unchanged. "" (none), "drop_tail" (a partial last tile is not
+  /// computed), "skip_accumulation" (the last accumulation into each output
+  /// is lost), "truncate_output" (outputs rounded to a narrower type),
+  /// "constant_output" (every output 0.5), "ignore_input" (the last input is
+  /// replaced by a fixed tensor).
+  std::string fault;
 
-  /// Throws options_error naming a bad field (an unknown workload or target).
+  /// Throws options_error naming a bad field (an unknown workload, target or
+  /// fault; bad gate options).
   void validate() const;
 };
 
@@ -67,6 +87,9 @@ class sim_backend : public backend {
   /// Lowers and times `c`: objective = latency in seconds; resource
   /// overflows are compile_error with the compiler's kind of message; cost =
   /// the modelled compile (grows with the instruction count) and the run.
+  /// With options.gate, a config that compiles is then checked by the gate
+  /// (incorrect / suspicious with the gate's message when it fails; the
+  /// gate's CPU seconds in cost.gate_s; verdicts cached per space::key).
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override;
   /// The modelled compile cost of `c` (from an instruction-count estimate) plus a run.

@@ -91,7 +91,9 @@ TEST_CASE(
     parse_options options;
     options.target = "trn2";
     const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
-    sim_backend b;
+    sim_options timing_only;  // the gate is tested in functional_test.cpp
+    timing_only.gate = false;
+    sim_backend b(timing_only);
     b.prepare(s);
     rng random(11);
     int ok = 0;

@@ -8,8 +8,12 @@
 // O_acc += O_part (VectorE); at the end O = O_acc / l, stored. The sub-tiles
 // are software-pipelined one deep: S of the next unit is issued before the
 // transposes of the current one. Reads the names of examples/attention.tsl.
+#include "../functional.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
+#include "attention_plan.hpp"
+
+#include <tessel/gate.hpp>
 
 #include <fmt/format.h>
 
@@ -20,21 +24,8 @@
 #include <vector>
 
 namespace tessel::sim {
-namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-struct params {
-  std::int64_t seq = 0, d = 128;
-  dtype type = dtype::bf16;
-  bool causal = false, skip_masked = true;
-  std::int64_t q_tile = 128, kv_tile = 512;
-  int kv_bufs = 2, queues = 1;
-  std::vector<std::string> dma_order{"q", "k", "v"};
-  bool exp_on_vector = false;
-  int rescale_every = 1;  ///< 1: eager
-  engine_id max_engine = vector_engine;
-};
+namespace attn {
 
 std::string read(const value_reader& v, const machine& m, params& p) {
   p.seq = v.integer("seq", 0);
@@ -64,6 +55,12 @@ std::string read(const value_reader& v, const machine& m, params& p) {
     return fmt::format("attention: q_tile = {} must be a multiple of {}", p.q_tile, m.partitions);
   return "";
 }
+
+}  // namespace attn
+
+namespace {
+
+using namespace attn;
 
 /// One (q sub-tile, kv tile) step of the pipeline.
 struct unit {
@@ -166,13 +163,9 @@ class lowerer {
   /// Every (q tile, kv tile, sub-tile) step, skipping fully masked kv tiles.
   [[nodiscard]] std::vector<unit> schedule() const {
     std::vector<unit> units;
-    const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile),
-                       kv_tiles = ceil_div(p_.seq, p_.kv_tile);
+    const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile);
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
-      const std::int64_t q_end = std::min(p_.seq, (qt + 1) * p_.q_tile);
-      std::vector<std::int64_t> kvs;
-      for (std::int64_t kt = 0; kt < kv_tiles; ++kt)
-        if (!(p_.causal && p_.skip_masked && kt * p_.kv_tile >= q_end)) kvs.push_back(kt);
+      const std::vector<std::int64_t> kvs = visited_kv_tiles(p_, qt);
       for (std::size_t i = 0; i < kvs.size(); ++i)
         for (int sub = 0; sub < sub_tiles_ && qt * p_.q_tile + sub * P_ < p_.seq; ++sub) {
           unit u;
@@ -425,6 +418,14 @@ class attention final : public workload {
     params p;
     if (auto e = read(v, m, p); !e.empty()) return e;
     return lowerer(p, m, out).run();
+  }
+
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const override {
+    const value_reader v(s, c);
+    params p;
+    if (!read(v, m, p).empty()) return nullptr;
+    return make_functional(p, m.partitions);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

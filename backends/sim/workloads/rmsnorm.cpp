@@ -3,7 +3,10 @@
 // (h is stored too: the next layer's residual). Reads the names of
 // examples/rmsnorm.tsl (rows, hidden, rows_per_tile, cols_per_step, bufs,
 // square_engine, scale_engine, stages, fuse_weight) and a few of its own.
+#include "../functional.hpp"
 #include "rows.hpp"
+
+#include <tessel/gate.hpp>
 
 #include <fmt/format.h>
 
@@ -44,6 +47,16 @@ class rmsnorm final : public workload {
     rows::pipeline_spec spec;
     if (auto e = build(v, spec); !e.empty()) return e;
     return rows::lower(spec, m, out);
+  }
+
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const override {
+    (void)m;
+    const value_reader v(s, c);
+    rows::pipeline_spec spec;
+    if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
+      return nullptr;
+    return rows::rmsnorm_functional(spec, v.flag("residual", true), v.flag("fuse_weight", false));
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

@@ -39,14 +39,15 @@ class lowerer {
   std::string geometry() {
     P_ = m_.partitions;
     if (s_.rows <= 0 || s_.cols <= 0) return fmt::format("{}: the shape must be positive", s_.name);
-    rpt_ = std::min(s_.rows_per_tile, s_.rows);
+    const tiling t = tiling_of(s_);
+    rpt_ = t.rows_per_tile;
     if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
     if (rpt_ > P_ && rpt_ % P_ != 0)
       return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
                          s_.name, rpt_, P_, P_);
-    cps_ = s_.cols_per_step > 0 ? std::min(s_.cols_per_step, s_.cols) : s_.cols;
-    tiles_ = ceil_div(s_.rows, rpt_);
-    chunks_ = ceil_div(s_.cols, cps_);
+    cps_ = t.cols_per_step;
+    tiles_ = t.tiles;
+    chunks_ = t.chunks;
     rows_pp_ = ceil_div(rpt_, P_);
     if (s_.bufs < 1) return fmt::format("{}: bufs must be at least 1", s_.name);
     if (tiles_ * chunks_ > 2'000'000) return fmt::format("{}: too many tiles to lower", s_.name);
@@ -256,6 +257,15 @@ class lowerer {
 };
 
 }  // namespace
+
+tiling tiling_of(const pipeline_spec& spec) {
+  tiling t;
+  t.rows_per_tile = std::min(spec.rows_per_tile, spec.rows);
+  t.cols_per_step = spec.cols_per_step > 0 ? std::min(spec.cols_per_step, spec.cols) : spec.cols;
+  if (t.rows_per_tile > 0) t.tiles = ceil_div(spec.rows, t.rows_per_tile);
+  if (t.cols_per_step > 0) t.chunks = ceil_div(spec.cols, t.cols_per_step);
+  return t;
+}
 
 std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
   out.clear();

@@ -12,8 +12,13 @@
 #include "../program.hpp"
 #include "../workload.hpp"
 
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace tessel::sim {
+class functional_kernel;
+}
 
 namespace tessel::sim::rows {
 
@@ -54,6 +59,15 @@ struct pipeline_spec {
   double flops_per_element = 1;
 };
 
+/// How a pipeline tiles its rows and columns: the plan its lowering issues
+/// and its functional executor follows (rows_functional.cpp).
+struct tiling {
+  std::int64_t rows_per_tile = 128;  ///< min(spec.rows_per_tile, rows)
+  std::int64_t cols_per_step = 0;    ///< min(spec.cols_per_step, cols), or cols
+  std::int64_t tiles = 0, chunks = 0;
+};
+[[nodiscard]] tiling tiling_of(const pipeline_spec& spec);
+
 /// Lowers the pipeline; returns "" or a compile error (SBUF overflow, ...).
 [[nodiscard]] std::string lower(const pipeline_spec& spec, const machine& m, program& out);
 
@@ -64,6 +78,14 @@ struct pipeline_spec {
 /// The shared names, for workload::names().
 [[nodiscard]] std::vector<name_doc> common_names(const std::string& rows_name,
                                                  const std::string& cols_name);
+
+/// Functional executors (rows_functional.cpp). RMSNorm: inputs x, residual
+/// (when `residual`) and the weight w; outputs y and h (when `residual`).
+[[nodiscard]] std::unique_ptr<functional_kernel> rmsnorm_functional(const pipeline_spec& spec,
+                                                                    bool residual,
+                                                                    bool fuse_weight);
+/// Softmax: input x, output y.
+[[nodiscard]] std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec);
 
 /// Suggestions that hold for any row pipeline.
 [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const value_reader& v);

@@ -2,7 +2,10 @@
 // Reduce stage: row max per chunk, their max, exp with a running sum
 // (ScalarE activation with accumulation), the reciprocal; scale stage: the
 // multiply by 1/sum and the store.
+#include "../functional.hpp"
 #include "rows.hpp"
+
+#include <tessel/gate.hpp>
 
 #include <fmt/format.h>
 
@@ -32,6 +35,32 @@ class softmax final : public workload {
     out.clear();
     const value_reader v(s, c);
     rows::pipeline_spec spec;
+    if (auto e = build(v, spec); !e.empty()) return e;
+    return rows::lower(spec, m, out);
+  }
+
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const override {
+    (void)m;
+    const value_reader v(s, c);
+    rows::pipeline_spec spec;
+    if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
+      return nullptr;
+    return rows::softmax_functional(spec);
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
+    const value_reader v(s, c);
+    std::vector<std::string> out;
+    if (b.tag == "normalize" && v.symbol("scale_engine", "vector") == "scalar")
+      out.emplace_back("scale_engine = vector: ScalarE already computes every exp");
+    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
+    return out;
+  }
+
+ private:
+  static std::string build(const value_reader& v, rows::pipeline_spec& spec) {
     spec.name = "softmax";
     spec.rows = v.integer("rows", 0);
     spec.cols = v.integer("cols", 0);
@@ -62,17 +91,7 @@ class softmax final : public workload {
           {engine_named(scale), op::tensor_scalar, 1, true, false, 0, true, false, "normalize"});
     apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
     spec.scale = {apply};
-    return rows::lower(spec, m, out);
-  }
-
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override {
-    const value_reader v(s, c);
-    std::vector<std::string> out;
-    if (b.tag == "normalize" && v.symbol("scale_engine", "vector") == "scalar")
-      out.emplace_back("scale_engine = vector: ScalarE already computes every exp");
-    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
-    return out;
+    return "";
   }
 };
 

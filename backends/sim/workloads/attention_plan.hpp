@@ -1,0 +1,57 @@
+// attention_plan.hpp: the plan of the attention workload (attention.cpp),
+// shared by its lowering and its functional executor
+// (attention_functional.cpp): the parameters it reads and which kv tiles
+// each q tile visits.
+#pragma once
+
+#include "../machine.hpp"
+#include "../program.hpp"
+#include "../workload.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+class functional_kernel;
+}
+
+namespace tessel::sim::attn {
+
+[[nodiscard]] inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+struct params {
+  std::int64_t seq = 0, d = 128;
+  dtype type = dtype::bf16;
+  bool causal = false, skip_masked = true;
+  std::int64_t q_tile = 128, kv_tile = 512;
+  int kv_bufs = 2, queues = 1;
+  std::vector<std::string> dma_order{"q", "k", "v"};
+  bool exp_on_vector = false;
+  int rescale_every = 1;  ///< 1: eager
+  engine_id max_engine = vector_engine;
+};
+
+/// Reads the workload's names into `p`; returns "" or an error.
+[[nodiscard]] std::string read(const value_reader& v, const machine& m, params& p);
+
+/// The kv tiles q tile `qt` visits, in order: all of them, or with causal
+/// and skip_masked those not wholly above the diagonal.
+[[nodiscard]] inline std::vector<std::int64_t> visited_kv_tiles(const params& p, std::int64_t qt) {
+  const std::int64_t q_end = std::min(p.seq, (qt + 1) * p.q_tile);
+  const std::int64_t kv_tiles = ceil_div(p.seq, p.kv_tile);
+  std::vector<std::int64_t> kvs;
+  for (std::int64_t kt = 0; kt < kv_tiles; ++kt)
+    if (!(p.causal && p.skip_masked && kt * p.kv_tile >= q_end)) kvs.push_back(kt);
+  return kvs;
+}
+
+/// The functional executor (attention_functional.cpp).
+[[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const params& p,
+                                                                 std::int64_t partitions);
+
+}  // namespace tessel::sim::attn

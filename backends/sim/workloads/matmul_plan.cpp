@@ -1,0 +1,224 @@
+// matmul_plan.cpp: reading the matmul workload's names and planning its
+// schedule (matmul_plan.hpp).
+#include "matmul_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tessel::sim::mm {
+namespace {
+
+std::string read_dtypes(const value_reader& v, params& p) {
+  std::string type = v.symbol("dtype", "");
+  if (type.empty()) {
+    const auto bytes = v.integer("bytes", 2);
+    type = bytes == 1 ? "fp8" : bytes == 4 ? "fp32" : bytes == 2 ? "bf16" : "";
+    if (type.empty())
+      return fmt::format("matmul: const bytes = {} is not 1 (fp8), 2 (bf16) or 4 (fp32)", bytes);
+  }
+  if (type == "bf16")
+    p.in = dtype::bf16;
+  else if (type == "fp8")
+    p.in = dtype::fp8;
+  else if (type == "fp32")
+    p.in = dtype::fp32;
+  else
+    return fmt::format("matmul: dtype '{}' is not bf16, fp8 or fp32", type);
+  p.out = p.in == dtype::fp32 ? dtype::fp32 : dtype::bf16;
+  const std::string acc = v.symbol("acc_dtype", "");
+  p.acc = acc == "fp32" ? dtype::fp32 : acc == "bf16" ? dtype::bf16 : p.out;
+  const std::string layout = v.symbol("a_layout", "km");
+  if (layout != "km" && layout != "mk")
+    return fmt::format("matmul: a_layout '{}' is not km or mk", layout);
+  p.a_mk = layout == "mk";
+  return "";
+}
+
+std::string read_order(const value_reader& v, params& p) {
+  const auto order = v.order("order");
+  if (!order) return "";
+  if (order->size() != 3) return "matmul: order must be a permutation of (m, n, k)";
+  for (int i = 0; i < 3; ++i) {
+    const auto it =
+        std::find(dim_names.begin(), dim_names.end(), (*order)[static_cast<std::size_t>(i)]);
+    if (it == dim_names.end()) return "matmul: order must be a permutation of (m, n, k)";
+    p.order[static_cast<std::size_t>(i)] = static_cast<int>(it - dim_names.begin());
+  }
+  for (int i = 0; i < 3; ++i)
+    p.pos[static_cast<std::size_t>(p.order[static_cast<std::size_t>(i)])] = i;
+  return "";
+}
+
+}  // namespace
+
+std::string read_params(const value_reader& v, const machine& m, params& p) {
+  p.size_m = v.integer("M", 0);
+  p.size_n = v.integer("N", 0);
+  p.size_k = v.integer("K", 0);
+  if (p.size_m <= 0 || p.size_n <= 0 || p.size_k <= 0) return "matmul: M, N and K must be positive";
+  if (auto e = read_dtypes(v, p); !e.empty()) return e;
+  if (auto e = read_order(v, p); !e.empty()) return e;
+  const int max_k = p.in == dtype::fp8 ? m.fp8_max_contraction : m.max_contraction;
+  p.mm_m = v.integer("mm_m", m.max_stationary_free);
+  p.mm_n = v.integer("mm_n", m.max_moving_free);
+  p.mm_k = v.integer("mm_k", max_k);
+  p.ext = {p.size_m, p.size_n, p.size_k};
+  p.tile = {v.integer("tile_m", p.mm_m), v.integer("tile_n", p.mm_n), v.integer("tile_k", p.mm_k)};
+  for (int d = 0; d < 3; ++d)
+    if (p.tile[static_cast<std::size_t>(d)] <= 0)
+      return fmt::format("matmul: tile_{} must be positive",
+                         dim_names[static_cast<std::size_t>(d)]);
+  for (int d = 0; d < 3; ++d)
+    p.tile[static_cast<std::size_t>(d)] =
+        std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
+  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  if (p.bufs < 1) return "matmul: bufs must be at least 1";
+  const std::string a_home = v.symbol("a_home", "hbm"), b_home = v.symbol("b_home", "hbm");
+  p.a_cached = a_home == "sbuf";
+  p.b_cached = b_home == "sbuf";
+  p.a_bufs = p.bufs;
+  p.b_bufs = p.bufs;
+  if (!p.a_cached && !v.flag("prefetch", true)) p.a_bufs = 1;
+  const std::string evict = v.symbol("evict", "vector");
+  p.evict = evict == "scalar" ? scalar_engine : evict == "gpsimd" ? gpsimd_engine : vector_engine;
+  if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
+    return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
+  p.coalesce = v.flag("coalesce", true);
+  p.queues = static_cast<int>(
+      std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
+  return "";
+}
+
+std::string check_tiles(const params& p, const machine& m) {
+  const int max_k = p.in == dtype::fp8 ? m.fp8_max_contraction : m.max_contraction;
+  if (p.mm_k > max_k)
+    return fmt::format(
+        "partition dim {} > {}: a matmul contraction tile (mm_k) spans at most {} partitions "
+        "for {} on {}",
+        p.mm_k, max_k, max_k, to_string(p.in), m.target_name);
+  if (p.mm_m > m.max_stationary_free)
+    return fmt::format("stationary free size {} > {}: mm_m exceeds the TensorE array", p.mm_m,
+                       m.max_stationary_free);
+  if (p.mm_n > m.max_moving_free)
+    return fmt::format("moving free size {} > {}: mm_n exceeds what one matmul streams", p.mm_n,
+                       m.max_moving_free);
+  if (p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0)
+    return "matmul: mm_m, mm_n and mm_k must be positive";
+  return "";
+}
+
+namespace {
+
+/// Blocks of operand X kept resident when X is cached in SBUF and its free
+/// loop `u` (A: n, B: m) is not innermost: every block of the loops inside u.
+int cached_blocks(const plan& pl, int u, bool cached) {
+  const int pu = pl.p.pos[static_cast<std::size_t>(u)];
+  if (!cached || pu == 2) return 1;
+  std::int64_t blocks = 1;
+  for (int i = pu + 1; i < 3; ++i)
+    blocks *= pl.nb[static_cast<std::size_t>(pl.p.order[static_cast<std::size_t>(i)])];
+  return static_cast<int>(std::min<std::int64_t>(blocks, 1 << 20));
+}
+
+std::string psum_plan(plan& pl, const machine& m) {
+  const auto& p = pl.p;
+  pl.acc_banks = m.psum_banks - (p.a_mk ? 2 : 0);
+  if (pl.acc_banks < 1)
+    return fmt::format("PSUM overflow: transposes need 2 banks and the target has {}",
+                       m.psum_banks);
+  pl.groups = pl.tm * pl.tn;
+  if (pl.acc != accumulation::psum_across) return "";
+  if (pl.groups > pl.acc_banks)
+    return fmt::format(
+        "PSUM overflow: {} accumulation groups outstanding (a {} x {} C block in {} x {} tiles "
+        "accumulating across k blocks); the target has {} banks{}",
+        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, m.psum_banks,
+        p.a_mk ? fmt::format(" and transposes hold 2 (over by {})", pl.groups - pl.acc_banks)
+               : fmt::format(" (over by {})", pl.groups - pl.acc_banks));
+  pl.psum_sets = pl.acc_banks / pl.groups;
+  return "";
+}
+
+std::string check_sbuf(const plan& pl, const machine& m) {
+  const sbuf_use u = sbuf_needs(pl, m);
+  const std::int64_t cap = m.sbuf_bytes_per_partition;
+  if (u.total() <= cap) return "";
+  const std::array<std::pair<const char*, std::int64_t>, 4> parts{
+      {{"A blocks", u.a}, {"B blocks", u.b}, {"C partial sums", u.c}, {"output staging", u.stage}}};
+  for (const auto& [what, bytes] : parts)
+    if (bytes > cap)
+      return fmt::format(
+          "SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} "
+          "B)",
+          what, bytes, pl.p.bufs, cap, bytes - cap);
+  std::string list;
+  int shown = 0;
+  for (const auto& [what, bytes] : parts)
+    if (bytes > 0) list += fmt::format("{}{} ({} B)", shown++ ? ", " : "", what, bytes);
+  return fmt::format(
+      "SBUF overflow: {} need {} B per partition with bufs={}; the target has {} (over by {} B)",
+      list, u.total(), pl.p.bufs, cap, u.total() - cap);
+}
+
+}  // namespace
+
+sbuf_use sbuf_needs(const plan& pl, const machine& m) {
+  const auto& p = pl.p;
+  const std::int64_t parts = m.partitions, in_b = dtype_bytes(p.in);
+  sbuf_use u;
+  std::int64_t a_block = ceil_div(p.tile[dim_k], parts) * p.tile[dim_m] * in_b;
+  if (p.a_mk)
+    a_block += ceil_div(p.tile[dim_m], parts) * p.tile[dim_k] * in_b;  // the untransposed rows
+  u.a = a_block * pl.a_slots;
+  u.b = ceil_div(p.tile[dim_k], parts) * p.tile[dim_n] * in_b * pl.b_slots;
+  if (pl.acc == accumulation::sbuf)
+    u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
+  u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
+            dtype_bytes(p.out);
+  return u;
+}
+
+std::string make_plan(const params& p, const machine& m, plan& pl) {
+  pl.p = p;
+  for (int d = 0; d < 3; ++d)
+    pl.nb[static_cast<std::size_t>(d)] =
+        ceil_div(p.ext[static_cast<std::size_t>(d)], p.tile[static_cast<std::size_t>(d)]);
+  pl.tm = static_cast<int>(ceil_div(p.tile[dim_m], p.mm_m));
+  pl.tn = static_cast<int>(ceil_div(p.tile[dim_n], p.mm_n));
+  pl.tk = static_cast<int>(ceil_div(p.tile[dim_k], p.mm_k));
+  pl.slabs = static_cast<int>(ceil_div(p.tile[dim_k], m.partitions));
+  if (pl.nb[dim_k] == 1)
+    pl.acc = accumulation::single_k;
+  else
+    pl.acc = p.order[2] == dim_k ? accumulation::psum_across : accumulation::sbuf;
+  pl.a_resident = cached_blocks(pl, dim_n, p.a_cached);
+  pl.b_resident = cached_blocks(pl, dim_m, p.b_cached);
+  pl.a_slots = pl.a_resident * p.a_bufs;
+  pl.b_slots = pl.b_resident * p.b_bufs;
+  // C partial sums live from a C tile's first k block to its last: every
+  // block of a free dim whose loop runs inside the k loop.
+  pl.c_rows = p.pos[dim_m] > p.pos[dim_k] ? pl.nb[dim_m] * p.tile[dim_m] : p.tile[dim_m];
+  pl.c_cols = p.pos[dim_n] > p.pos[dim_k] ? pl.nb[dim_n] * p.tile[dim_n] : p.tile[dim_n];
+  pl.c_rows = std::min(pl.c_rows, p.size_m);
+  pl.c_cols = std::min(pl.c_cols, p.size_n);
+  if (auto e = psum_plan(pl, m); !e.empty()) return e;
+  if (auto e = check_sbuf(pl, m); !e.empty()) return e;
+  const double matmuls = static_cast<double>(ceil_div(p.size_m, p.mm_m)) *
+                         static_cast<double>(ceil_div(p.size_n, p.mm_n)) *
+                         static_cast<double>(ceil_div(p.size_k, p.mm_k));
+  if (matmuls > 5e7)
+    return fmt::format("matmul: {:.3g} matmul instructions is more than the simulator lowers",
+                       matmuls);
+  return "";
+}
+
+std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
+  const value_reader v(s, c);
+  params p;
+  if (auto e = read_params(v, m, p); !e.empty()) return e;
+  if (auto e = check_tiles(p, m); !e.empty()) return e;
+  return make_plan(p, m, pl);
+}
+
+}  // namespace tessel::sim::mm

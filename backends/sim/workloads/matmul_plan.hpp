@@ -1,0 +1,87 @@
+// matmul_plan.hpp: the plan of the matmul workload (matmul.cpp), shared by
+// its lowering and its functional executor (matmul_functional.cpp) so both
+// follow the same schedule: block and instruction-tile sizes, loop order,
+// residency, where partial sums accumulate and in which type.
+#pragma once
+
+#include "../machine.hpp"
+#include "../program.hpp"
+#include "../workload.hpp"
+
+#include <tessel/config.hpp>
+#include <tessel/space.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tessel::sim {
+class functional_kernel;
+}
+
+namespace tessel::sim::mm {
+
+enum dim : int { dim_m = 0, dim_n = 1, dim_k = 2 };
+constexpr std::array<const char*, 3> dim_names{"m", "n", "k"};
+
+/// How partial sums reach their final value.
+enum class accumulation : std::uint8_t {
+  single_k,     ///< one k block: each PSUM group holds the whole sum
+  psum_across,  ///< k innermost: PSUM groups stay open across the k blocks
+  sbuf,         ///< partial sums of each k block added into SBUF by the evict engine
+};
+
+struct params {
+  std::int64_t size_m = 0, size_n = 0, size_k = 0;  ///< the shape M, N, K
+  dtype in = dtype::bf16, out = dtype::bf16, acc = dtype::bf16;
+  bool a_mk = false;  ///< A given as [M, K]: TensorE transposes each tile
+  std::array<std::int64_t, 3> ext{}, tile{};
+  std::int64_t mm_m = 128, mm_n = 512, mm_k = 128;
+  std::array<int, 3> order{dim_m, dim_n, dim_k};
+  std::array<int, 3> pos{0, 1, 2};  ///< position of each dim in `order`
+  bool a_cached = false, b_cached = false;
+  int bufs = 2, a_bufs = 2, b_bufs = 2;
+  engine_id evict = vector_engine;
+  bool coalesce = true;
+  int queues = 1;
+};
+
+[[nodiscard]] inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// --- the plan: residency, accumulation, resources ---------------------------------------
+
+struct plan {
+  params p;
+  std::array<std::int64_t, 3> nb{};  ///< blocks per dim
+  accumulation acc = accumulation::single_k;
+  int a_resident = 1, b_resident = 1;  ///< blocks kept per buffer slot set (panel caching)
+  int a_slots = 1, b_slots = 1;        ///< block slots
+  int tm = 1, tn = 1, tk = 1;          ///< instruction tiles per full block
+  int slabs = 1;                       ///< 128-row slabs per full k block
+  int acc_banks = 8, groups = 1, psum_sets = 1;
+  int stage_slots = 2;
+  std::int64_t c_rows = 0, c_cols = 0;  ///< C partial sums resident (sbuf accumulation)
+};
+
+struct sbuf_use {
+  std::int64_t a = 0, b = 0, c = 0, stage = 0;
+  [[nodiscard]] std::int64_t total() const { return a + b + c + stage; }
+};
+
+/// Reads the workload's names into `p`; returns "" or an error.
+[[nodiscard]] std::string read_params(const value_reader& v, const machine& m, params& p);
+/// The instruction-tile limits of the target, as a compiler checks them.
+[[nodiscard]] std::string check_tiles(const params& p, const machine& m);
+/// Blocks, residency, accumulation and the resource checks; "" or a compile error.
+[[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
+/// SBUF bytes per partition of each buffer of the plan.
+[[nodiscard]] sbuf_use sbuf_needs(const plan& pl, const machine& m);
+/// read_params, check_tiles and make_plan: "" or the first error.
+[[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, plan& pl);
+/// The functional executor of a plan (matmul_functional.cpp).
+[[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const plan& pl);
+
+}  // namespace tessel::sim::mm

@@ -1,0 +1,237 @@
+// rows_functional.cpp: the functional executors of the row workloads
+// (rows.hpp). Both follow the pipeline's tiling: rows in tiles of
+// rows_per_tile, columns in chunks of cols_per_step; the per-chunk
+// reductions (sum of squares, row sum) accumulate in fp32 along the chunk,
+// and the per-tile step combines the chunks' partial results in chunk
+// order, as the lowering's reduce stage issues them. Values written back to
+// SBUF or HBM are rounded to the pipeline's type. docs/simulator.md,
+// "Functional mode".
+#include "../functional.hpp"
+#include "rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+namespace tessel::sim::rows {
+namespace {
+
+/// RMSNorm's epsilon (the NKI tutorial's).
+constexpr float rms_epsilon = 1e-6F;
+
+/// Shared by both executors: the tiling, the probes, caching one computed
+/// row per probed row.
+class row_kernel : public functional_kernel {
+ public:
+  explicit row_kernel(const pipeline_spec& spec)
+      : spec_(spec), tiling_(tiling_of(spec)), type_(element_of(spec.type)) {}
+
+  /// Rows from the first, the tail and random interior row tiles; columns
+  /// from the first, the tail and random interior chunks; every combination,
+  /// per output. A probed row costs one pass over its columns, so the rows
+  /// thin out as rows get long.
+  [[nodiscard]] probe_points probes(rng& r) const override {
+    const std::int64_t want_rows = std::clamp<std::int64_t>(probe_budget / spec_.cols, 4, 64);
+    const auto rows = pick_indices(spec_.rows, tiling_.rows_per_tile, want_rows, r);
+    const auto cols = pick_indices(spec_.cols, tiling_.cols_per_step, 64, r);
+    return probe_points(outputs().size(), grid(rows, cols, spec_.cols));
+  }
+
+ protected:
+  /// Every output's values of row `i`, in fp64 (reference) or as the schedule computes them.
+  [[nodiscard]] virtual std::vector<std::vector<double>> row(std::span<const input_tensor> in,
+                                                             const std::vector<double>& shared,
+                                                             std::int64_t i,
+                                                             bool reference) const = 0;
+  /// Values every row reads, read once per run (RMSNorm's weight).
+  [[nodiscard]] virtual std::vector<double> shared(std::span<const input_tensor> in) const {
+    (void)in;
+    return {};
+  }
+
+  [[nodiscard]] probe_values gather(std::span<const input_tensor> in, const probe_points& where,
+                                    bool reference) const {
+    std::map<std::int64_t, std::vector<std::vector<double>>> rows;
+    const std::vector<double> common = shared(in);
+    probe_values out(where.size());
+    for (std::size_t k = 0; k < where.size(); ++k)
+      for (const auto flat : where[k]) {
+        const std::int64_t i = flat / spec_.cols, j = flat % spec_.cols;
+        auto& r = rows[i];
+        if (r.empty()) r = row(in, common, i, reference);
+        out[k].push_back(r[k][static_cast<std::size_t>(j)]);
+      }
+    return out;
+  }
+
+  [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
+                                     const probe_points& where) const override {
+    return gather(in, where, false);
+  }
+
+ public:
+  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
+                                       const probe_points& where) const override {
+    return gather(in, where, true);
+  }
+
+ protected:
+  /// Row tiles and column chunks the loops visit: all, or with drop_tail
+  /// only the full ones.
+  [[nodiscard]] bool row_computed(std::int64_t i) const {
+    if (injected() != fault::drop_tail) return true;
+    return i / tiling_.rows_per_tile <
+           std::max<std::int64_t>(1, spec_.rows / tiling_.rows_per_tile);
+  }
+  [[nodiscard]] std::int64_t chunks() const {
+    if (injected() != fault::drop_tail) return tiling_.chunks;
+    return std::max<std::int64_t>(1, spec_.cols / tiling_.cols_per_step);
+  }
+  [[nodiscard]] std::int64_t chunk_end(std::int64_t c) const {
+    return std::min(spec_.cols, (c + 1) * tiling_.cols_per_step);
+  }
+  /// Whether the per-tile step adds chunk c's partial result.
+  [[nodiscard]] bool adds(std::int64_t c) const {
+    return !(injected() == fault::skip_accumulation && c + 1 == chunks());
+  }
+  [[nodiscard]] float rounded(double v) const { return static_cast<float>(round_to(type_, v)); }
+
+  pipeline_spec spec_;
+  tiling tiling_;
+  element_type type_;
+};
+
+class rmsnorm_kernel final : public row_kernel {
+ public:
+  rmsnorm_kernel(const pipeline_spec& spec, bool residual, bool fuse)
+      : row_kernel(spec), residual_(residual), fuse_(fuse) {}
+
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    std::vector<tensor_spec> out{{"x", {spec_.rows, spec_.cols}, type_}};
+    if (residual_) out.push_back({"residual", {spec_.rows, spec_.cols}, type_});
+    out.push_back({"w", {spec_.cols}, type_});
+    return out;
+  }
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
+    std::vector<tensor_spec> out{{"y", {spec_.rows, spec_.cols}, type_}};
+    if (residual_) out.push_back({"h", {spec_.rows, spec_.cols}, type_});
+    return out;
+  }
+
+ protected:
+  [[nodiscard]] std::vector<double> shared(std::span<const input_tensor> in) const override {
+    const input_tensor& weight = in[residual_ ? 2 : 1];
+    std::vector<double> w(static_cast<std::size_t>(spec_.cols));
+    for (std::size_t j = 0; j < w.size(); ++j) w[j] = weight.at(static_cast<std::int64_t>(j));
+    return w;
+  }
+
+  [[nodiscard]] std::vector<std::vector<double>> row(std::span<const input_tensor> in,
+                                                     const std::vector<double>& w, std::int64_t i,
+                                                     bool reference) const override {
+    const auto n = static_cast<std::size_t>(spec_.cols);
+    std::vector<std::vector<double>> out(outputs().size(), std::vector<double>(n, 0.0));
+    std::vector<double> h(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto col = static_cast<std::int64_t>(j);
+      h[j] = in[0].at(i, col) + (residual_ ? in[1].at(i, col) : 0.0);
+    }
+    if (reference) {
+      double squares = 0;
+      for (const double v : h) squares += v * v;
+      const double rstd = 1 / std::sqrt(squares / static_cast<double>(n) + rms_epsilon);
+      for (std::size_t j = 0; j < n; ++j) {
+        out[0][j] = h[j] * rstd * w[j];
+        if (residual_) out[1][j] = h[j];
+      }
+      return out;
+    }
+    if (!row_computed(i)) return out;
+    // the residual add on its engine, written to SBUF (and stored as h)
+    for (auto& v : h) v = residual_ ? rounded(v) : v;
+    float total = 0;  // the per-tile step: the chunks' sums of squares, in order
+    for (std::int64_t c = 0; c < chunks(); ++c) {
+      float part = 0;  // one activation with accumulation along the chunk (fp32)
+      for (auto j = static_cast<std::size_t>(c * tiling_.cols_per_step);
+           j < static_cast<std::size_t>(chunk_end(c)); ++j)
+        part += static_cast<float>(h[j]) * static_cast<float>(h[j]);
+      if (adds(c)) total += part;
+    }
+    const float rstd = 1.0F / std::sqrt(total / static_cast<float>(n) + rms_epsilon);
+    for (auto j = std::size_t{0}; j < static_cast<std::size_t>(chunk_end(chunks() - 1)); ++j) {
+      const auto wj = static_cast<float>(w[j]);
+      const auto hj = static_cast<float>(h[j]);
+      out[0][j] = fuse_ ? rounded(hj * rstd * wj) : rounded(rounded(hj * rstd) * wj);
+      if (residual_) out[1][j] = h[j];
+    }
+    return out;
+  }
+
+ private:
+  bool residual_, fuse_;
+};
+
+class softmax_kernel final : public row_kernel {
+ public:
+  using row_kernel::row_kernel;
+
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    return {{"x", {spec_.rows, spec_.cols}, type_}};
+  }
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
+    return {{"y", {spec_.rows, spec_.cols}, type_}};
+  }
+
+ protected:
+  [[nodiscard]] std::vector<std::vector<double>> row(std::span<const input_tensor> in,
+                                                     const std::vector<double>& shared,
+                                                     std::int64_t i,
+                                                     bool reference) const override {
+    (void)shared;
+    const auto n = static_cast<std::size_t>(spec_.cols);
+    std::vector<std::vector<double>> out(1, std::vector<double>(n, 0.0));
+    std::vector<double> x(n);
+    for (std::size_t j = 0; j < n; ++j) x[j] = in[0].at(i, static_cast<std::int64_t>(j));
+    if (reference) {
+      const double top = *std::max_element(x.begin(), x.end());
+      double sum = 0;
+      for (std::size_t j = 0; j < n; ++j) sum += out[0][j] = std::exp(x[j] - top);
+      for (auto& v : out[0]) v /= sum;
+      return out;
+    }
+    if (!row_computed(i)) return out;
+    const auto end = static_cast<std::size_t>(chunk_end(chunks() - 1));
+    float top = -std::numeric_limits<float>::infinity();  // per-chunk maxima, then theirs
+    for (std::size_t j = 0; j < end; ++j) top = std::max(top, static_cast<float>(x[j]));
+    float total = 0;
+    std::vector<float> p(end);
+    for (std::int64_t c = 0; c < chunks(); ++c) {
+      float part = 0;  // exp with a running sum along the chunk (ScalarE, fp32)
+      for (auto j = static_cast<std::size_t>(c * tiling_.cols_per_step);
+           j < static_cast<std::size_t>(chunk_end(c)); ++j) {
+        const float e = std::exp(static_cast<float>(x[j]) - top);
+        part += e;
+        p[j] = rounded(e);  // exp written in place, in the pipeline's type
+      }
+      if (adds(c)) total += part;
+    }
+    const float inverse = 1.0F / total;
+    for (std::size_t j = 0; j < end; ++j) out[0][j] = rounded(p[j] * inverse);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<functional_kernel> rmsnorm_functional(const pipeline_spec& spec, bool residual,
+                                                      bool fuse_weight) {
+  return std::make_unique<rmsnorm_kernel>(spec, residual, fuse_weight);
+}
+
+std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec) {
+  return std::make_unique<softmax_kernel>(spec);
+}
+
+}  // namespace tessel::sim::rows
