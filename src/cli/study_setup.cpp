@@ -83,6 +83,9 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
       ->excludes("--resume");
   command.add_flag("!--no-baseline", o.baseline,
                    "Do not evaluate the space's default config first");
+  command.add_flag("!--no-gate", o.gate,
+                   "--backend sim: time configs without checking their outputs in the "
+                   "equivalence gate (docs/simulator.md)");
 }
 
 loaded_space load_any(const space_options& options) {
@@ -106,7 +109,10 @@ study_setup make_study(const study_setup_options& o) {
     out.backend = std::make_shared<external_backend>();
     out.evaluates = false;
   } else {
-    out.backend = make_backend(spec, parse_settings(o.backend_settings));
+    auto settings = o.backend_settings;
+    if (!o.gate && spec.rfind("sim", 0) == 0 && (spec.size() == 3 || spec[3] == ':'))
+      settings.emplace_back("gate=false");
+    out.backend = make_backend(spec, parse_settings(settings));
   }
   auto strategy = make_strategy(o.strategy);
 

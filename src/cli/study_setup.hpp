@@ -29,6 +29,7 @@ struct study_setup_options {
   bool resume = false;
   bool no_db = false;
   bool baseline = true;
+  bool gate = true;                   ///< --no-gate: the simulator skips the equivalence gate
   std::string scheduler = "utility";  ///< "utility" (cost-aware) or "fifo"
   double min_gain = 0;                ///< study_options::min_gain_fraction
 };

@@ -5,6 +5,7 @@
 #include "sim/functional.hpp"
 #include "helpers.hpp"
 
+#include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
@@ -329,4 +330,17 @@ TEST_CASE("functional: probes cover the first and the tail tiles") {
   CHECK(has(256, 0));    // the first row of the tail m block
   CHECK(has(0, 512));    // the first column of the tail n block
   CHECK(has(127, 511));  // the last element of the first block
+}
+
+TEST_CASE(
+    "functional: the registry settings gate and fault (the CLI's --no-gate sets gate=false)") {
+  auto [s, cfg] = fixed({"matmul", matmul_tail()});
+  const auto off = make_backend("sim", {{"gate", "false"}});
+  const auto m = off->evaluate(s, cfg);
+  CHECK(m.ok());
+  CHECK(m.cost.gate_s == 0);
+  const auto faulty = make_backend("sim", {{"fault", "constant_output"}});
+  CHECK(faulty->evaluate(s, cfg).status == status::suspicious);
+  CHECK_THROWS_WITH_AS(make_backend("sim", {{"gate", "maybe"}}),
+                       "backend sim: setting gate must be true or false, got 'maybe'", error);
 }
