@@ -14,6 +14,7 @@
 #include <tessel/random.hpp>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -57,6 +58,36 @@ class functional_kernel : public gated_kernel {
 
  private:
   fault fault_ = fault::none;
+};
+
+/// What one suite's run read from its inputs, kept for the next call on the
+/// same inputs: the gate calls run(), reference() and (for determinism) run()
+/// again on one suite, so each input element is drawn once per suite. Keyed
+/// by every input's seed and distribution (input_tensor::seed), cleared when
+/// they change. Thread-safe: with() holds a lock while `use` runs.
+template <class T>
+class input_memo {
+ public:
+  template <class F>
+  auto with(std::span<const input_tensor> in, F&& use) const {
+    std::vector<std::uint64_t> k;
+    k.reserve(2 * in.size());
+    for (const auto& t : in) {
+      k.push_back(t.seed());
+      k.push_back(static_cast<std::uint64_t>(t.kind()));
+    }
+    const std::lock_guard lock(mutex_);
+    if (k != key_) {
+      value_ = T{};
+      key_ = std::move(k);
+    }
+    return use(value_);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::uint64_t> key_;
+  mutable T value_{};
 };
 
 /// Up to `want` indices of [0, extent) tiled by `tile`, in priority order:

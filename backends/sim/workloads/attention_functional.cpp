@@ -26,9 +26,10 @@ namespace {
 /// lazy-rescaling kernels guard them (the timing does not charge it).
 constexpr float lazy_guard = 8.0F;
 
-/// K^T columns and V rows read so far in one run (each read once).
+/// K^T columns and V rows read so far in one suite (each read once).
 struct kv_cache {
   std::vector<std::vector<float>> k, v;
+  std::vector<std::uint8_t> v_columns;  ///< the columns of V read (those of O probed)
 };
 
 class attention_kernel final : public functional_kernel {
@@ -44,16 +45,15 @@ class attention_kernel final : public functional_kernel {
     return {{"O", {p_.seq, p_.d}, type_}};
   }
 
-  /// Whole rows of O (every column): the first and the last row (the first
-  /// and the tail q tile), then the other edges of those tiles and rows of
-  /// random interior tiles as the budget allows. A row reads all of K and V
-  /// it attends to, so long sequences get two rows.
+  /// Rows of O: the first and the last row (the first and the tail q tile),
+  /// then the other edges of those tiles and rows of random interior tiles as
+  /// the budget allows; 8 of the d columns (the first, the last, random) in
+  /// each. A row reads all of K it attends to (and V's probed columns), so
+  /// long sequences get two rows.
   [[nodiscard]] probe_points probes(rng& r) const override {
     const std::int64_t want = std::clamp<std::int64_t>(16 * probe_budget / (p_.seq * p_.d), 2, 64);
-    std::vector<std::int64_t> cols(static_cast<std::size_t>(p_.d));
-    for (std::int64_t c = 0; c < p_.d; ++c) cols[static_cast<std::size_t>(c)] = c;
     const std::int64_t sub = std::min(p_.q_tile, partitions_);
-    return {grid(pick_indices(p_.seq, sub, want, r), cols, p_.d)};
+    return {grid(pick_indices(p_.seq, sub, want, r), pick_indices(p_.d, p_.d, 8, r), p_.d)};
   }
 
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
@@ -70,18 +70,25 @@ class attention_kernel final : public functional_kernel {
  private:
   [[nodiscard]] probe_values gather(std::span<const input_tensor> in, const probe_points& where,
                                     bool reference) const {
-    kv_cache cache;
-    cache.k.resize(static_cast<std::size_t>(p_.seq));
-    cache.v.resize(static_cast<std::size_t>(p_.seq));
-    std::map<std::int64_t, std::vector<double>> rows;
-    probe_values out(1);
-    for (const auto flat : where.at(0)) {
-      const std::int64_t i = flat / p_.d, c = flat % p_.d;
-      auto& r = rows[i];
-      if (r.empty()) r = reference ? exact_row(in, cache, i) : scheduled_row(in, cache, i);
-      out[0].push_back(r[static_cast<std::size_t>(c)]);
-    }
-    return out;
+    return memo_.with(in, [&](kv_cache& cache) {
+      cache.k.resize(static_cast<std::size_t>(p_.seq));
+      cache.v.resize(static_cast<std::size_t>(p_.seq));
+      cache.v_columns.resize(static_cast<std::size_t>(p_.d));
+      for (const auto flat : where.at(0)) {
+        auto& column = cache.v_columns[static_cast<std::size_t>(flat % p_.d)];
+        if (!column) cache.k.assign(cache.k.size(), {});  // a new column: read again
+        column = 1;
+      }
+      std::map<std::int64_t, std::vector<double>> rows;
+      probe_values out(1);
+      for (const auto flat : where.at(0)) {
+        const std::int64_t i = flat / p_.d, c = flat % p_.d;
+        auto& r = rows[i];
+        if (r.empty()) r = reference ? exact_row(in, cache, i) : scheduled_row(in, cache, i);
+        out[0].push_back(r[static_cast<std::size_t>(c)]);
+      }
+      return out;
+    });
   }
 
   [[nodiscard]] std::vector<float> query(std::span<const input_tensor> in, std::int64_t i) const {
@@ -97,8 +104,9 @@ class attention_kernel final : public functional_kernel {
     cache.k[jj].resize(static_cast<std::size_t>(p_.d));
     cache.v[jj].resize(static_cast<std::size_t>(p_.d));
     for (std::int64_t c = 0; c < p_.d; ++c) {
-      cache.k[jj][static_cast<std::size_t>(c)] = static_cast<float>(in[1].at(c, j));
-      cache.v[jj][static_cast<std::size_t>(c)] = static_cast<float>(in[2].at(j, c));
+      const auto cc = static_cast<std::size_t>(c);
+      cache.k[jj][cc] = static_cast<float>(in[1].at(c, j));
+      if (cache.v_columns[cc]) cache.v[jj][cc] = static_cast<float>(in[2].at(j, c));
     }
   }
 
@@ -192,6 +200,7 @@ class attention_kernel final : public functional_kernel {
   params p_;
   std::int64_t partitions_;
   element_type type_;
+  input_memo<kv_cache> memo_;
 };
 
 }  // namespace

@@ -36,7 +36,7 @@ class matmul_kernel final : public functional_kernel {
   /// a few rows x columns of them when the reduction is long (each probed
   /// row or column reads K inputs).
   [[nodiscard]] probe_points probes(rng& r) const override {
-    const std::int64_t want = std::clamp<std::int64_t>(probe_budget / (2 * p_.size_k), 4, 256);
+    const std::int64_t want = std::clamp<std::int64_t>(probe_budget / (2 * p_.size_k), 3, 256);
     const auto rows = pick_indices(p_.size_m, p_.tile[dim_m], want, r);
     const auto cols = pick_indices(p_.size_n, p_.tile[dim_n], want, r);
     return {grid(rows, cols, p_.size_n)};
@@ -76,7 +76,14 @@ class matmul_kernel final : public functional_kernel {
   template <class Dot>
   probe_values evaluate(std::span<const input_tensor> in, const probe_points& where,
                         Dot dot) const {
-    std::map<std::int64_t, std::vector<float>> a_rows, b_cols;
+    return memo_.with(
+        in, [&](operands& read) { return evaluate(in, where, read.a_rows, read.b_cols, dot); });
+  }
+
+  template <class Dot>
+  probe_values evaluate(std::span<const input_tensor> in, const probe_points& where,
+                        std::map<std::int64_t, std::vector<float>>& a_rows,
+                        std::map<std::int64_t, std::vector<float>>& b_cols, Dot dot) const {
     const std::int64_t n = p_.size_n, k = p_.size_k;
     probe_values out(1);
     out[0].reserve(where.at(0).size());
@@ -142,8 +149,14 @@ class matmul_kernel final : public functional_kernel {
     return round_to(out, psum);
   }
 
+  /// The rows of A and columns of B read in this suite.
+  struct operands {
+    std::map<std::int64_t, std::vector<float>> a_rows, b_cols;
+  };
+
   plan pl_;
   const params& p_;
+  input_memo<operands> memo_;
 };
 
 }  // namespace

@@ -41,10 +41,10 @@ class row_kernel : public functional_kernel {
 
  protected:
   /// Every output's values of row `i`, in fp64 (reference) or as the schedule computes them.
-  [[nodiscard]] virtual std::vector<std::vector<double>> row(std::span<const input_tensor> in,
-                                                             const std::vector<double>& shared,
-                                                             std::int64_t i,
-                                                             bool reference) const = 0;
+  /// `x`: row i of each 2-D input; `shared`: what shared() read.
+  [[nodiscard]] virtual std::vector<std::vector<double>> row(
+      const std::vector<std::vector<double>>& x, const std::vector<double>& shared, std::int64_t i,
+      bool reference) const = 0;
   /// Values every row reads, read once per run (RMSNorm's weight).
   [[nodiscard]] virtual std::vector<double> shared(std::span<const input_tensor> in) const {
     (void)in;
@@ -53,23 +53,50 @@ class row_kernel : public functional_kernel {
 
   [[nodiscard]] probe_values gather(std::span<const input_tensor> in, const probe_points& where,
                                     bool reference) const {
-    std::map<std::int64_t, std::vector<std::vector<double>>> rows;
-    const std::vector<double> common = shared(in);
-    probe_values out(where.size());
-    for (std::size_t k = 0; k < where.size(); ++k)
-      for (const auto flat : where[k]) {
-        const std::int64_t i = flat / spec_.cols, j = flat % spec_.cols;
-        auto& r = rows[i];
-        if (r.empty()) r = row(in, common, i, reference);
-        out[k].push_back(r[k][static_cast<std::size_t>(j)]);
-      }
-    return out;
+    return memo_.with(in, [&](row_inputs& read) {
+      if (!read.has_shared) read.shared = shared(in);
+      read.has_shared = true;
+      std::map<std::int64_t, std::vector<std::vector<double>>> rows;
+      probe_values out(where.size());
+      for (std::size_t k = 0; k < where.size(); ++k)
+        for (const auto flat : where[k]) {
+          const std::int64_t i = flat / spec_.cols, j = flat % spec_.cols;
+          auto& r = rows[i];
+          if (r.empty()) r = row(input_rows(in, read, i), read.shared, i, reference);
+          out[k].push_back(r[k][static_cast<std::size_t>(j)]);
+        }
+      return out;
+    });
   }
 
   [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
                                      const probe_points& where) const override {
     return gather(in, where, false);
   }
+
+ private:
+  /// The input rows and shared values read in this suite.
+  struct row_inputs {
+    std::map<std::int64_t, std::vector<std::vector<double>>> rows;
+    std::vector<double> shared;
+    bool has_shared = false;
+  };
+
+  /// Row i of every 2-D input, read once per suite.
+  const std::vector<std::vector<double>>& input_rows(std::span<const input_tensor> in,
+                                                     row_inputs& read, std::int64_t i) const {
+    auto& x = read.rows[i];
+    if (!x.empty()) return x;
+    for (const auto& t : in) {
+      if (t.spec().shape.size() != 2) continue;
+      auto& values = x.emplace_back(static_cast<std::size_t>(spec_.cols));
+      for (std::int64_t j = 0; j < spec_.cols; ++j)
+        values[static_cast<std::size_t>(j)] = t.at(i, j);
+    }
+    return x;
+  }
+
+  input_memo<row_inputs> memo_;
 
  public:
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
@@ -128,16 +155,13 @@ class rmsnorm_kernel final : public row_kernel {
     return w;
   }
 
-  [[nodiscard]] std::vector<std::vector<double>> row(std::span<const input_tensor> in,
+  [[nodiscard]] std::vector<std::vector<double>> row(const std::vector<std::vector<double>>& x,
                                                      const std::vector<double>& w, std::int64_t i,
                                                      bool reference) const override {
     const auto n = static_cast<std::size_t>(spec_.cols);
     std::vector<std::vector<double>> out(outputs().size(), std::vector<double>(n, 0.0));
     std::vector<double> h(n);
-    for (std::size_t j = 0; j < n; ++j) {
-      const auto col = static_cast<std::int64_t>(j);
-      h[j] = in[0].at(i, col) + (residual_ ? in[1].at(i, col) : 0.0);
-    }
+    for (std::size_t j = 0; j < n; ++j) h[j] = x[0][j] + (residual_ ? x[1][j] : 0.0);
     if (reference) {
       double squares = 0;
       for (const double v : h) squares += v * v;
@@ -185,15 +209,14 @@ class softmax_kernel final : public row_kernel {
   }
 
  protected:
-  [[nodiscard]] std::vector<std::vector<double>> row(std::span<const input_tensor> in,
+  [[nodiscard]] std::vector<std::vector<double>> row(const std::vector<std::vector<double>>& in,
                                                      const std::vector<double>& shared,
                                                      std::int64_t i,
                                                      bool reference) const override {
     (void)shared;
     const auto n = static_cast<std::size_t>(spec_.cols);
     std::vector<std::vector<double>> out(1, std::vector<double>(n, 0.0));
-    std::vector<double> x(n);
-    for (std::size_t j = 0; j < n; ++j) x[j] = in[0].at(i, static_cast<std::int64_t>(j));
+    const std::vector<double>& x = in[0];
     if (reference) {
       const double top = *std::max_element(x.begin(), x.end());
       double sum = 0;
