@@ -216,8 +216,7 @@ class lowerer {
     x_.init(pl_.x_slots, pl_.slabs);
     w_.init(pl_.w_slots, pl_.slabs);
     bank_readers_.assign(static_cast<std::size_t>(m_.psum_banks), {program::none, program::none});
-    const auto row_tiles = static_cast<std::size_t>(ceil_div(p_.tokens, parts));
-    state_.assign(row_tiles, program::none);
+    state_.assign(static_cast<std::size_t>(pl_.token_tiles * pl_.subs), program::none);
     labels_.assign(static_cast<std::size_t>(pl_.token_tiles), program::none);
     if (p_.vocab_outer)  // every token's label, once: [128, tokens / 128] int32
       labels_.assign(labels_.size(),
@@ -402,6 +401,11 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 128));
   const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk", 512));
   const bool dma = b.phase.rfind("dma", 0) == 0;
+  if (dma && b.issue_share > 0.25 * b.share)
+    out.push_back(fmt::format(
+        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
+        "issue them in parallel",
+        v.integer("dma_queues", 1), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
   if (dma && b.tag == "load W") {
     out.push_back(fmt::format(
         "raise token_tile (now {}): W is read from HBM once per token tile ({} times now)", tile,

@@ -83,11 +83,12 @@ std::string read(const value_reader& v, const machine& m, params& p) {
 /// The sizes the lowering derives from the parameters.
 struct plan {
   params p;
-  std::int64_t k_slabs = 1;     ///< contraction tiles of d_model (mm_k rows)
-  std::int64_t f_subs = 1;      ///< 128-row sub-tiles of d_ff (h^T rows; the down contraction)
-  std::int64_t t_subs = 1;      ///< 128-token row tiles of a token tile (down stationaries)
-  std::int64_t n_tiles = 1;     ///< moving tiles (mm_n tokens) of a token tile
-  std::int64_t down_banks = 1;  ///< PSUM banks one row tile's y block spans
+  std::int64_t k_slabs = 1;         ///< contraction tiles of d_model (mm_k rows)
+  std::int64_t f_subs = 1;          ///< d_ff sub-tiles of <= 128 rows (h^T rows)
+  std::int64_t subs_per_block = 1;  ///< sub-tiles per ff block
+  std::int64_t t_subs = 1;          ///< 128-token row tiles of a token tile (down stationaries)
+  std::int64_t n_tiles = 1;         ///< moving tiles (mm_n tokens) of a token tile
+  std::int64_t down_banks = 1;      ///< PSUM banks one row tile's y block spans
   std::int64_t down_groups = 1, token_tiles = 1, f_blocks = 1, d_blocks = 1;
   std::int64_t x_bytes = 0, gu_bytes = 0, h_bytes = 0, wd_bytes = 0, scratch_bytes = 0,
                stage_bytes = 0;  ///< per partition
@@ -109,7 +110,8 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.p = p;
   const std::int64_t b = dtype_bytes(p.type), parts = m.partitions;
   pl.k_slabs = ceil_div(p.d_model, p.mm_k);
-  pl.f_subs = ceil_div(p.d_ff, parts);
+  pl.subs_per_block = ceil_div(p.ff_tile, parts);
+  pl.f_subs = p.d_ff / p.ff_tile * pl.subs_per_block + ceil_div(p.d_ff % p.ff_tile, parts);
   pl.t_subs = ceil_div(p.token_tile, parts);
   pl.n_tiles = ceil_div(p.token_tile, p.mm_n);
   pl.down_banks = ceil_div(p.d_tile * 4, m.psum_bank_bytes);
@@ -292,7 +294,7 @@ class lowerer {
     instruction_id last = program::none;
     for (std::int64_t fs = 0; fs < ceil_div(cols, parts); ++fs) {
       const std::int64_t f_rows = std::min(parts, cols - fs * parts);
-      const std::int64_t f_sub = (fb * p_.ff_tile + fs * parts) / parts;
+      const std::int64_t f_sub = fb * pl_.subs_per_block + fs;
       for (std::int64_t n = 0; n < ceil_div(rows_t, p_.mm_n); ++n) {
         const std::int64_t width = std::min(p_.mm_n, rows_t - n * p_.mm_n);
         const auto set = static_cast<std::size_t>(sets_++ % p_.psum_sets);
@@ -340,7 +342,7 @@ class lowerer {
       load_down(f_cols, cols);
       for (std::int64_t fs = 0; fs < ceil_div(f_cols, parts); ++fs) {
         const std::int64_t f_rows = std::min(parts, f_cols - fs * parts);
-        const std::int64_t f_sub = (fb * p_.ff_tile + fs * parts) / parts;
+        const std::int64_t f_sub = fb * pl_.subs_per_block + fs;
         const bool opens = fb == 0 && fs == 0;
         for (std::int64_t ts = 0; ts < t_subs; ++ts) {
           const std::int64_t rows = std::min(parts, rows_t - ts * parts);
@@ -473,6 +475,11 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
   const auto tokens = v.integer("tokens", 1);
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 512));
   const bool dma = b.phase.rfind("dma", 0) == 0;
+  if (dma && b.issue_share > 0.25 * b.share)
+    out.push_back(fmt::format(
+        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
+        "issue them in parallel",
+        v.integer("dma_queues", 1), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
   if (dma && (b.tag == "load W_gate/W_up" || b.tag == "load W_down")) {
     out.push_back(fmt::format(
         "raise token_tile (now {}): the weights are read from HBM once per token tile ({} times "
