@@ -2,7 +2,9 @@
 // evaluates on one core (issue 4's goal: >= 1,000/s for 4096^3 bf16 matmul
 // configs). Samples valid configs of examples/sim_matmul.tsl uniformly with a
 // fixed seed and evaluates them one after another on this thread, splitting
-// the time into lowering and timing.
+// the time into lowering and timing; then the same configs again with the
+// equivalence gate on (the functional mode checks each compiled config), to
+// report the gate's cost per candidate separately.
 //
 //   bench_sim_speed [--configs N] [--seed S] [--target trn2] [--file PATH]
 #include "sim/machine.hpp"
@@ -58,8 +60,10 @@ int main(int argc, char** argv) {
     std::vector<tessel::config> sample;
     for (std::size_t i = 0; i < configs; ++i) sample.push_back(s.sample(random));
 
-    // 1. the backend, as a study calls it
-    tessel::sim_backend backend;
+    // 1. the backend, as a study calls it, timing only (no gate)
+    tessel::sim_options timing_only;
+    timing_only.gate = false;
+    tessel::sim_backend backend(timing_only);
     backend.prepare(s);
     std::size_t ok = 0;
     double ok_s = 0, total = 0;
@@ -72,6 +76,24 @@ int main(int argc, char** argv) {
         ++ok;
         ok_s += dt;
       }
+    }
+
+    // 1b. the same with the equivalence gate on (the default): each compiled
+    // config is checked once on the gate's suite (verdicts are cached per
+    // config, so a study pays it once per distinct config)
+    tessel::sim_backend gated;
+    gated.prepare(s);
+    std::size_t gated_ok = 0, gate_failed = 0;
+    double gated_s = 0, gate_s = 0;
+    for (const auto& c : sample) {
+      const auto t0 = clock_type::now();
+      const auto r = gated.evaluate(s, c);
+      const double dt = seconds_since(t0);
+      if (r.status == tessel::status::compile_error) continue;
+      ++gated_ok;
+      gated_s += dt;
+      gate_s += r.cost.gate_s;
+      if (!r.ok()) ++gate_failed;
     }
 
     // 2. the same configs, lowering and timing apart
@@ -106,6 +128,14 @@ int main(int argc, char** argv) {
         1e6 * lower_s / static_cast<double>(sample.size()),
         1e6 * time_s / static_cast<double>(std::max<std::size_t>(ok, 1)),
         instructions / static_cast<double>(std::max<std::size_t>(ok, 1)));
+    const double per_gated = gated_s / static_cast<double>(std::max<std::size_t>(gated_ok, 1));
+    fmt::print(
+        "with the gate (compiling candidates): {:.0f} per CPU second vs {:.0f} without; the gate "
+        "costs {:.2f} ms CPU per candidate (cost.gate_s, wall: {:.2f} ms); {} of {} failed it\n",
+        1.0 / std::max(per_gated, 1e-12), ok_rate,
+        1e3 * (per_gated - ok_s / std::max<double>(static_cast<double>(ok), 1)),
+        1e3 * gate_s / static_cast<double>(std::max<std::size_t>(gated_ok, 1)), gate_failed,
+        gated_ok);
     if (goal > 0 && ok_rate < goal) {
       fmt::print("compiling candidates: below the goal of {:.0f} per second\n", goal);
       return 1;
