@@ -87,6 +87,18 @@ TEST_CASE("cross_entropy: partial tiles and chunks cover the shape exactly") {
   CHECK(o.t.hbm_write_bytes == doctest::Approx(4.0 * 1000));
 }
 
+TEST_CASE("cross_entropy: token tiles under 128 rows and odd instruction tiles lower") {
+  // more row tiles than tokens / 128: the running state is per (token tile, row tile)
+  for (const auto& order : {std::vector<std::string>{"t", "v"}, {"v", "t"}}) {
+    const auto o = run(
+        {{"tokens", 1000}, {"token_tile", 100}, {"vocab_chunk", 700}, {"mm_k", 100}, {"mm_n", 200}},
+        {}, order);
+    REQUIRE(o.error.empty());
+    CHECK(matmul_flops(o.p) == doctest::Approx(2.0 * 1000 * d_model * vocab));
+    CHECK(o.t.hbm_write_bytes == doctest::Approx(4.0 * 1000));
+  }
+}
+
 TEST_CASE("cross_entropy: larger token tiles read W less often and run faster when W-bound") {
   const auto small = run({{"token_tile", 128}, {"vocab_chunk", 512}});
   const auto large = run({{"token_tile", 512}, {"vocab_chunk", 512}});
@@ -133,7 +145,9 @@ TEST_CASE("cross_entropy: examples/cross_entropy.tsl loads and a sample of its c
   options.overrides = {{"tokens", "1024"}, {"vocab", "32000"}};
   const space s =
       load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/cross_entropy.tsl", options);
-  sim_backend b;
+  sim_options timing_only;  // the gate has its own cases below
+  timing_only.gate = false;
+  sim_backend b(timing_only);
   b.prepare(s);
   rng random(5);
   int ok = 0;
@@ -147,4 +161,66 @@ TEST_CASE("cross_entropy: examples/cross_entropy.tsl loads and a sample of its c
     CHECK(m.objective >= m.metrics.at("roofline_s"));
   }
   CHECK(ok > 0);
+}
+
+// --- functional mode through the gate ---------------------------------------------------
+
+namespace {
+
+/// Tokens, d_model and vocabulary that no tile divides, order (t, v) or (v, t).
+std::pair<space, config> tail_case(std::vector<std::string> order) {
+  fixed_values v;
+  v.integers = {{"tokens", 300},     {"d_model", 200},     {"vocab", 1300},
+                {"token_tile", 256}, {"vocab_chunk", 512}, {"bufs", 2}};
+  v.symbols = {{"workload", "cross_entropy"}, {"dtype", "bf16"}};
+  v.order = std::move(order);
+  return fixed_space("cross_entropy", builtin("trn2"), v);
+}
+
+sim_options gated(std::string fault = "") {
+  sim_options o;
+  o.gate_options.secret = 0xce11;
+  o.fault = std::move(fault);
+  o.concurrency = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cross_entropy: correct schedules pass the gate and every fault is caught") {
+  for (const auto& order : {std::vector<std::string>{"t", "v"}, {"v", "t"}}) {
+    auto [s, c] = tail_case(order);
+    sim_backend good(gated());
+    const auto ok = good.evaluate(s, c);
+    INFO(order[0], ": ", ok.message);
+    CHECK(ok.ok());
+    CHECK(ok.cost.gate_s > 0);
+    for (const char* f :
+         {"drop_tail", "skip_accumulation", "truncate_output", "constant_output", "ignore_input"}) {
+      sim_backend bad(gated(f));
+      const auto m = bad.evaluate(s, c);
+      INFO(f, ": ", m.message);
+      CHECK((m.status == status::incorrect || m.status == status::suspicious));
+    }
+  }
+}
+
+TEST_CASE("cross_entropy: at long reductions the functional mode checks a shrunk vocabulary") {
+  parse_options options;
+  options.target = "trn2";
+  const space s =
+      load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/cross_entropy.tsl", options);
+  rng random(9);
+  const auto c = s.sample(random);
+  const machine m = machine_for("trn2");
+  const auto k = cross_entropy_workload().functional(s, c, m);
+  REQUIRE(k);
+  const auto in = k->inputs();
+  const value_reader v(s, c);
+  const auto chunk = v.integer("vocab_chunk", 0);
+  CHECK(in.at(1).shape.at(1) == 2 * chunk + 128256 % chunk);  // first, interior, tail chunks
+  CHECK(in.at(1).shape.at(0) == 3 * 128);                     // three d_model slabs
+  CHECK(k->outputs().at(0).shape.at(0) == 8192);              // every token stays
+  sim_backend b(gated());
+  CHECK(b.evaluate(s, c).ok());
 }

@@ -12,14 +12,20 @@
 // (exp_engine), the label's logit through a one-hot multiply-reduce
 // (pick_engine), and the running sum's correction. After the last chunk:
 // loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
+#include "../functional.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
 #include "emit.hpp"
+
+#include <tessel/gate.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -331,6 +337,152 @@ class lowerer {
   std::uint64_t units_ = 0;
 };
 
+// --- functional mode ---------------------------------------------------------------
+
+/// The schedule on data: per probed token, the logits of each vocabulary
+/// chunk accumulated in fp32 over d_model (one mm_k slab after another, as
+/// the PSUM group does), then the fp32 online log-sum-exp in chunk order —
+/// chunk max, new running max, the sum of exp(logit - max), the label's
+/// logit picked by the one-hot reduce, the running sum corrected by
+/// exp(m_old - m_new) — and loss = max + ln(sum) - label logit in fp32.
+/// The reference is the same in fp64 with an exact log-sum-exp. Each run
+/// reads every column of W once (d_model x vocab draws) whatever the
+/// number of probed tokens; past emit::functional_reads_per_output,
+/// functional() checks the schedule at a vocabulary and d_model shrunk to
+/// the first, an interior and the tail chunk and slab (emit::shrink).
+class cross_entropy_kernel final : public functional_kernel {
+ public:
+  explicit cross_entropy_kernel(const params& p) : p_(p), type_(element_of(p.type)) {}
+
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    return {{"x", {p_.d_model, p_.tokens}, type_, 0},
+            {"W", {p_.d_model, p_.vocab}, type_, 0},
+            {"labels", {p_.tokens}, element_type::int32, p_.vocab}};
+  }
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
+    return {{"loss", {p_.tokens}, element_type::fp32, 0}};
+  }
+
+  /// Tokens of the first, the tail and random interior token tiles: every
+  /// token costs d_model x vocab multiply-adds, so long projections get few.
+  [[nodiscard]] probe_points probes(rng& r) const override {
+    const double per_token = static_cast<double>(p_.d_model) * static_cast<double>(p_.vocab);
+    const auto want =
+        static_cast<std::int64_t>(std::clamp(64.0 * probe_budget / per_token, 4.0, 128.0));
+    return {pick_indices(p_.tokens, p_.token_tile, want, r)};
+  }
+
+  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
+                                       const probe_points& where) const override {
+    return losses(in, where, true);
+  }
+
+ protected:
+  [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
+                                     const probe_points& where) const override {
+    return losses(in, where, false);
+  }
+
+ private:
+  /// The running state of one token (fp32 in the schedule, fp64 in the reference).
+  template <class real>
+  struct state {
+    real m = -std::numeric_limits<real>::infinity(), l = 0, picked = 0;
+    bool started = false;
+  };
+
+  template <class real>
+  static void fold(state<real>& st, const std::vector<real>& logits, std::int64_t label_at) {
+    real cmax = -std::numeric_limits<real>::infinity();
+    for (const real z : logits) cmax = std::max(cmax, z);
+    const real mnew = std::max(st.m, cmax);
+    real sum = 0;
+    for (const real z : logits) sum += std::exp(z - mnew);
+    if (label_at >= 0) st.picked += logits[static_cast<std::size_t>(label_at)];
+    st.l = st.started ? st.l * std::exp(st.m - mnew) + sum : sum;
+    st.m = mnew;
+    st.started = true;
+  }
+
+  /// The schedule's (exact = false) or the reference's losses at `where`.
+  [[nodiscard]] probe_values losses(std::span<const input_tensor> in, const probe_points& where,
+                                    bool exact) const {
+    const auto& points = where.at(0);
+    const bool drop = !exact && injected() == fault::drop_tail;
+    const bool skip = !exact && injected() == fault::skip_accumulation;
+    const std::int64_t d = p_.d_model, chunk = p_.vocab_chunk;
+    // drop_tail: the loops stop before a partial last chunk or token tile
+    const std::int64_t v_end =
+        drop && p_.vocab % chunk != 0 && p_.vocab > chunk ? p_.vocab / chunk * chunk : p_.vocab;
+    const std::int64_t t_end = drop && p_.tokens % p_.token_tile != 0 && p_.tokens > p_.token_tile
+                                   ? p_.tokens / p_.token_tile * p_.token_tile
+                                   : p_.tokens;
+    const std::int64_t k_end = skip ? (ceil_div(d, p_.mm_k) - 1) * p_.mm_k : d;
+    const std::size_t n = points.size();
+    std::vector<std::vector<float>> x(n, std::vector<float>(static_cast<std::size_t>(d)));
+    std::vector<std::int64_t> label(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::int64_t k = 0; k < d; ++k)
+        x[i][static_cast<std::size_t>(k)] = static_cast<float>(in[0].at(k, points[i]));
+      label[i] = static_cast<std::int64_t>(in[2].at(points[i]));
+    }
+    std::vector<state<float>> fs(n);
+    std::vector<state<double>> ds(n);
+    std::vector<std::vector<float>> fl(n);
+    std::vector<std::vector<double>> dl(n);
+    std::vector<float> w(static_cast<std::size_t>(d));
+    for (std::int64_t c0 = 0; c0 < v_end; c0 += chunk) {
+      const std::int64_t c1 = std::min(p_.vocab, c0 + chunk);
+      for (std::size_t i = 0; i < n; ++i) {
+        fl[i].assign(static_cast<std::size_t>(c1 - c0), 0.0F);
+        dl[i].assign(static_cast<std::size_t>(c1 - c0), 0.0);
+      }
+      for (std::int64_t v = c0; v < c1; ++v) {
+        for (std::int64_t k = 0; k < d; ++k)
+          w[static_cast<std::size_t>(k)] = static_cast<float>(in[1].at(k, v));
+        const auto j = static_cast<std::size_t>(v - c0);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (exact) {
+            double z = 0;
+            for (std::int64_t k = 0; k < d; ++k)
+              z += static_cast<double>(x[i][static_cast<std::size_t>(k)]) *
+                   static_cast<double>(w[static_cast<std::size_t>(k)]);
+            dl[i][j] = z;
+            continue;
+          }
+          float z = 0;  // the PSUM group: fp32, slab after slab
+          for (std::int64_t k = 0; k < k_end; ++k)
+            z += x[i][static_cast<std::size_t>(k)] * w[static_cast<std::size_t>(k)];
+          fl[i][j] = z;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t at = label[i] >= c0 && label[i] < c1 ? label[i] - c0 : -1;
+        if (exact)
+          fold(ds[i], dl[i], at);
+        else
+          fold(fs[i], fl[i], at);
+      }
+    }
+    probe_values out(1);
+    out[0].reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (exact) {
+        out[0].push_back(ds[i].m + std::log(ds[i].l) - ds[i].picked);
+      } else if (points[i] >= t_end) {
+        out[0].push_back(0);  // never computed
+      } else {
+        const float ln = std::log(fs[i].l);
+        out[0].push_back(static_cast<double>((fs[i].m + ln) - fs[i].picked));
+      }
+    }
+    return out;
+  }
+
+  params p_;
+  element_type type_;
+};
+
 class cross_entropy final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "cross_entropy"; }
@@ -377,6 +529,22 @@ class cross_entropy final : public workload {
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
     lowerer(pl, m, out).run();
     return "";
+  }
+
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const override {
+    const value_reader v(s, c);
+    params p;
+    plan pl;
+    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return nullptr;
+    // every loss reads d_model x vocab inputs: past the cap, check the
+    // schedule on its first, an interior and its tail chunk and slab
+    if (static_cast<double>(p.d_model) * static_cast<double>(p.vocab) >
+        emit::functional_reads_per_output) {
+      p.vocab = emit::shrink(p.vocab, p.vocab_chunk);
+      p.d_model = emit::shrink(p.d_model, p.mm_k);
+    }
+    return std::make_unique<cross_entropy_kernel>(p);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,

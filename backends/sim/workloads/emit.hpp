@@ -79,6 +79,20 @@ namespace tessel::sim::emit {
   return "";
 }
 
+/// The functional mode's cap on the inputs one output element reads: above
+/// it the executors shrink the reduced dimensions (shrink()).
+inline constexpr double functional_reads_per_output = 1 << 18;
+
+/// `extent` cut to the first, one interior and the tail block of `tile`
+/// (three whole blocks when `tile` divides it): the shape the functional
+/// mode checks a schedule on when every output reduces over too many inputs
+/// to execute at the timed shape; every block kind of the tiling survives.
+[[nodiscard]] inline std::int64_t shrink(std::int64_t extent, std::int64_t tile) {
+  if (tile <= 0 || extent <= 3 * tile) return extent;
+  const std::int64_t tail = extent % tile;
+  return tail != 0 ? 2 * tile + tail : 3 * tile;
+}
+
 /// One part of an SBUF budget: what it holds and its bytes per partition.
 struct sbuf_part {
   std::string what;
