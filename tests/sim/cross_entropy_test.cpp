@@ -24,16 +24,17 @@ struct outcome {
 
 constexpr std::int64_t tokens = 1024, d_model = 1024, vocab = 8192;
 
-outcome run(std::map<std::string, std::int64_t> ints, std::map<std::string, std::string> syms = {},
+outcome run(const std::map<std::string, std::int64_t>& ints,
+            const std::map<std::string, std::string>& syms = {},
             std::vector<std::string> order = {"t", "v"}) {
   const target t = builtin("trn2");
   const machine m = resolve_machine(t);
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model},  {"vocab", vocab},
                 {"token_tile", 512}, {"vocab_chunk", 1024}, {"dma_queues", 2}};
-  for (auto& [k, x] : ints) v.integers[k] = x;
+  for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "cross_entropy"}};
-  for (auto& [k, x] : syms) v.symbols[k] = x;
+  for (const auto& [k, x] : syms) v.symbols[k] = x;
   v.order = std::move(order);
   auto [s, c] = fixed_space("cross_entropy", t, v);
   outcome o;
@@ -75,9 +76,9 @@ TEST_CASE("cross_entropy: the logits never reach HBM; only 4 bytes of loss per t
   }
   // (t, v): W is read once per token tile, x once; (v, t): x once per chunk, W once
   const double x = tokens * d_model * 2.0, w = d_model * vocab * 2.0, labels = 4.0 * tokens;
-  CHECK(run({}).t.hbm_read_bytes == doctest::Approx(x + w * (tokens / 512) + labels));
+  CHECK(run({}).t.hbm_read_bytes == doctest::Approx(x + w * (tokens / 512.0) + labels));
   CHECK(run({}, {}, {"v", "t"}).t.hbm_read_bytes ==
-        doctest::Approx(w + x * (vocab / 1024) + labels));
+        doctest::Approx(w + x * (vocab / 1024.0) + labels));
 }
 
 TEST_CASE("cross_entropy: partial tiles and chunks cover the shape exactly") {

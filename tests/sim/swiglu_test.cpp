@@ -27,17 +27,17 @@ struct outcome {
 
 constexpr std::int64_t tokens = 1024, d_model = 1024, d_ff = 2816;
 
-outcome run(std::map<std::string, std::int64_t> ints,
-            std::map<std::string, std::string> syms = {}) {
+outcome run(const std::map<std::string, std::int64_t>& ints,
+            const std::map<std::string, std::string>& syms = {}) {
   const target t = builtin("trn2");
   const machine m = resolve_machine(t);
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
                 {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
                 {"x_bufs", 1},       {"dma_queues", 2},    {"fuse_gate_up", 1}};
-  for (auto& [k, x] : ints) v.integers[k] = x;
+  for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "swiglu"}};
-  for (auto& [k, x] : syms) v.symbols[k] = x;
+  for (const auto& [k, x] : syms) v.symbols[k] = x;
   auto [s, c] = fixed_space("swiglu", t, v);
   outcome o;
   o.error = swiglu_workload().lower(s, c, m, o.p);
@@ -75,7 +75,8 @@ TEST_CASE("swiglu: x is read once, the weights once per token tile, y written on
     const auto o = run({{"token_tile", tile}});
     REQUIRE(o.error.empty());
     const double x = tokens * d_model * 2.0, w = 3.0 * d_model * d_ff * 2;
-    CHECK(o.t.hbm_read_bytes == doctest::Approx(x + w * static_cast<double>(tokens / tile)));
+    CHECK(o.t.hbm_read_bytes ==
+          doctest::Approx(x + w * static_cast<double>(tokens) / static_cast<double>(tile)));
     CHECK(o.t.hbm_write_bytes == doctest::Approx(x));
   }
 }

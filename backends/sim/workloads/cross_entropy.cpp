@@ -123,7 +123,7 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.w_slots = p.vocab_outer ? outer : p.bufs;
   pl.x_bytes = pl.x_slots * pl.slabs * p.token_tile * b;
   pl.w_bytes = pl.w_slots * pl.slabs * p.vocab_chunk * b;
-  pl.scratch_bytes = 2 * 2 * p.vocab_chunk * 4;  // exp and one-hot products, 2 slots each
+  pl.scratch_bytes = std::int64_t{16} * p.vocab_chunk;  // exp and one-hot products, 2 slots each
   const std::int64_t rows_pp = p.vocab_outer ? ceil_div(p.tokens, parts) : pl.subs;
   pl.state_bytes = rows_pp * 8 * 4;  // max, sum, label logit, label, temporaries (fp32)
   if (auto e = emit::check_sbuf({{"x tiles", pl.x_bytes},

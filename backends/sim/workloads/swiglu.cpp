@@ -245,8 +245,9 @@ class lowerer {
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     scratch_reader_.assign(2, program::none);
     stage_store_.assign(2, program::none);
-    const double t = static_cast<double>(p_.tokens), d = static_cast<double>(p_.d_model),
-                 f = static_cast<double>(p_.d_ff);
+    const auto t = static_cast<double>(p_.tokens);
+    const auto d = static_cast<double>(p_.d_model);
+    const auto f = static_cast<double>(p_.d_ff);
     out_.totals.flops = 6.0 * t * d * f;
     out_.totals.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(b);
     out_.totals.compute_type = p_.type;
@@ -625,10 +626,10 @@ class swiglu final : public workload {
     params p;
     plan pl;
     if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return 1;
-    const double tiles = static_cast<double>(pl.token_tiles);
-    const double gate_up =
+    const auto tiles = static_cast<double>(pl.token_tiles);
+    const auto gate_up =
         static_cast<double>(pl.f_blocks * pl.k_slabs * 4 + pl.f_subs * pl.n_tiles * 6);
-    const double down = static_cast<double>(pl.d_blocks * pl.f_subs * (pl.t_subs + 2));
+    const auto down = static_cast<double>(pl.d_blocks * pl.f_subs * (pl.t_subs + 2));
     return tiles * (gate_up + down);
   }
 
