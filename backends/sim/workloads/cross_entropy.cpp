@@ -25,6 +25,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -384,6 +385,13 @@ class cross_entropy_kernel final : public functional_kernel {
   }
 
  private:
+  /// W (column after column) and the probed tokens' x columns and labels,
+  /// drawn once per suite (input_memo).
+  struct drawn {
+    std::vector<float> w;
+    std::map<std::int64_t, std::pair<std::vector<float>, std::int64_t>> tokens;
+  };
+
   /// The running state of one token (fp32 in the schedule, fp64 in the reference).
   template <class real>
   struct state {
@@ -407,7 +415,33 @@ class cross_entropy_kernel final : public functional_kernel {
   /// The schedule's (exact = false) or the reference's losses at `where`.
   [[nodiscard]] probe_values losses(std::span<const input_tensor> in, const probe_points& where,
                                     bool exact) const {
+    return memo_.with(in, [&](drawn& cache) { return losses(in, where, exact, cache); });
+  }
+
+  /// Fills `cache` with W and the x columns and labels of `points`.
+  void draw(std::span<const input_tensor> in, const std::vector<std::int64_t>& points,
+            drawn& cache) const {
+    const std::int64_t d = p_.d_model;
+    if (cache.w.empty()) {
+      cache.w.resize(static_cast<std::size_t>(d * p_.vocab));
+      for (std::int64_t v = 0; v < p_.vocab; ++v)
+        for (std::int64_t k = 0; k < d; ++k)
+          cache.w[static_cast<std::size_t>(v * d + k)] = static_cast<float>(in[1].at(k, v));
+    }
+    for (const auto t : points) {
+      auto& [x, label] = cache.tokens[t];
+      if (!x.empty()) continue;
+      x.resize(static_cast<std::size_t>(d));
+      for (std::int64_t k = 0; k < d; ++k)
+        x[static_cast<std::size_t>(k)] = static_cast<float>(in[0].at(k, t));
+      label = static_cast<std::int64_t>(in[2].at(t));
+    }
+  }
+
+  [[nodiscard]] probe_values losses(std::span<const input_tensor> in, const probe_points& where,
+                                    bool exact, drawn& cache) const {
     const auto& points = where.at(0);
+    draw(in, points, cache);
     const bool drop = !exact && injected() == fault::drop_tail;
     const bool skip = !exact && injected() == fault::skip_accumulation;
     const std::int64_t d = p_.d_model, chunk = p_.vocab_chunk;
@@ -419,18 +453,17 @@ class cross_entropy_kernel final : public functional_kernel {
                                    : p_.tokens;
     const std::int64_t k_end = skip ? (ceil_div(d, p_.mm_k) - 1) * p_.mm_k : d;
     const std::size_t n = points.size();
-    std::vector<std::vector<float>> x(n, std::vector<float>(static_cast<std::size_t>(d)));
+    std::vector<const std::vector<float>*> x(n);
     std::vector<std::int64_t> label(n);
     for (std::size_t i = 0; i < n; ++i) {
-      for (std::int64_t k = 0; k < d; ++k)
-        x[i][static_cast<std::size_t>(k)] = static_cast<float>(in[0].at(k, points[i]));
-      label[i] = static_cast<std::int64_t>(in[2].at(points[i]));
+      const auto& token = cache.tokens.at(points[i]);
+      x[i] = &token.first;
+      label[i] = token.second;
     }
     std::vector<state<float>> fs(n);
     std::vector<state<double>> ds(n);
     std::vector<std::vector<float>> fl(n);
     std::vector<std::vector<double>> dl(n);
-    std::vector<float> w(static_cast<std::size_t>(d));
     for (std::int64_t c0 = 0; c0 < v_end; c0 += chunk) {
       const std::int64_t c1 = std::min(p_.vocab, c0 + chunk);
       for (std::size_t i = 0; i < n; ++i) {
@@ -438,21 +471,19 @@ class cross_entropy_kernel final : public functional_kernel {
         dl[i].assign(static_cast<std::size_t>(c1 - c0), 0.0);
       }
       for (std::int64_t v = c0; v < c1; ++v) {
-        for (std::int64_t k = 0; k < d; ++k)
-          w[static_cast<std::size_t>(k)] = static_cast<float>(in[1].at(k, v));
+        const float* w = cache.w.data() + v * d;
         const auto j = static_cast<std::size_t>(v - c0);
         for (std::size_t i = 0; i < n; ++i) {
           if (exact) {
             double z = 0;
             for (std::int64_t k = 0; k < d; ++k)
-              z += static_cast<double>(x[i][static_cast<std::size_t>(k)]) *
-                   static_cast<double>(w[static_cast<std::size_t>(k)]);
+              z += static_cast<double>((*x[i])[static_cast<std::size_t>(k)]) *
+                   static_cast<double>(w[k]);
             dl[i][j] = z;
             continue;
           }
           float z = 0;  // the PSUM group: fp32, slab after slab
-          for (std::int64_t k = 0; k < k_end; ++k)
-            z += x[i][static_cast<std::size_t>(k)] * w[static_cast<std::size_t>(k)];
+          for (std::int64_t k = 0; k < k_end; ++k) z += (*x[i])[static_cast<std::size_t>(k)] * w[k];
           fl[i][j] = z;
         }
       }
@@ -481,6 +512,7 @@ class cross_entropy_kernel final : public functional_kernel {
 
   params p_;
   element_type type_;
+  input_memo<drawn> memo_;
 };
 
 class cross_entropy final : public workload {
