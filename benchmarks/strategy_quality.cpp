@@ -6,7 +6,10 @@
 // own CPU time charged.
 //
 //   bench_strategy_quality [--shared DIR] [--seeds 25] [--strategies a,b] [--json]
+#include "replay_frame.hpp"
+
 #include <tessel/backends.hpp>
+#include <tessel/bayesian.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/study.hpp>
 
@@ -15,16 +18,20 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <thread>
 
 namespace {
 
 using namespace tessel;
+using bench::frame;
+using bench::make_frame;
 
 double thread_cpu_s() {
   timespec ts{};
@@ -32,50 +39,26 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-/// The scoring frame of one replay table (README steps 1, 2 and 4).
-struct frame {
-  std::vector<double> worst_first;  ///< valid times, descending (ms)
-  double optimum = 0, median = 0;
-  double start_s = 0, budget_s = 0;  ///< scored range [start, T]
-  double mean_cost_s = 0;            ///< per valid evaluation, failures' share included
-
-  /// Evaluations random search (without replacement) needs to reach a time <= y.
-  double random_needs(double fraction) const {
-    const double y = optimum + (1.0 - fraction) * (median - optimum);
-    const auto n = static_cast<double>(worst_first.size());
-    std::size_t i = 0;
-    while (i < worst_first.size() && worst_first[i] > y) ++i;
-    return std::ceil(static_cast<double>(i) / (n + 1.0 - static_cast<double>(i)));
+/// A registered strategy, or "auto:ARM+ARM+..." for the bandit over those arms
+/// (to compare arm sets side by side).
+std::unique_ptr<strategy> make_named(const std::string& spec) {
+  if (spec.starts_with("bo@")) {  // bo with another model size: "bo@128"
+    bo_options o;
+    o.model.max_model_points = std::stoul(spec.substr(3));
+    return make_bo_strategy(o);
   }
-
-  /// Expected best of random search after t seconds.
-  double random_best(double t) const {
-    const auto n = static_cast<double>(worst_first.size());
-    const double m = std::max(std::round(t / mean_cost_s), 1.0);
-    const auto rank = static_cast<std::size_t>(std::llround(m * (n + 1.0) / (m + 1.0)));
-    return worst_first[std::clamp<std::size_t>(rank, 1, worst_first.size()) - 1];
+  constexpr std::string_view prefix = "auto:";
+  if (!spec.starts_with(prefix)) return make_strategy(spec);
+  auto_options o;
+  o.arms.clear();
+  std::string rest = spec.substr(prefix.size());
+  for (std::size_t start = 0; start <= rest.size();) {
+    const auto plus = rest.find('+', start);
+    o.arms.push_back(rest.substr(start, plus == std::string::npos ? plus : plus - start));
+    if (plus == std::string::npos) break;
+    start = plus + 1;
   }
-};
-
-frame make_frame(const replay_table& table) {
-  frame f;
-  f.worst_first = table.valid_times();
-  std::reverse(f.worst_first.begin(), f.worst_first.end());
-  f.optimum = table.optimum();
-  f.median = table.median();
-  std::vector<double> costs;
-  double total = 0;
-  for (const auto& e : table.entries()) {
-    costs.push_back(e.cost_s(true));
-    total += e.cost_s(true);
-  }
-  std::nth_element(costs.begin(), costs.begin() + static_cast<std::ptrdiff_t>(costs.size() / 2),
-                   costs.end());
-  const double median_cost = costs[costs.size() / 2];
-  f.mean_cost_s = total / static_cast<double>(table.valid_count());
-  f.budget_s = f.random_needs(0.95) * median_cost;
-  f.start_s = f.random_needs(0.01) * median_cost;
-  return f;
+  return make_auto_strategy(o);
 }
 
 /// Best-so-far (ms) against simulated seconds, one point per improvement.
@@ -86,7 +69,7 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
-  study st(s, b, make_strategy(strategy_name), o);
+  study st(s, b, make_named(strategy_name), o);
   trajectory out;
   double clock = 0;
   std::optional<double> best;
@@ -156,6 +139,7 @@ int main(int argc, char** argv) {
   std::string strategies = "random,exhaustive,local,annealing,ga,auto";
   std::string only;
   bool json_out = false;
+  int jobs = 1;
   app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
       ->capture_default_str()
@@ -164,6 +148,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--spaces", only,
                  "comma-separated replay file names (default: all but the T4 duplicate)");
+  app.add_option("--jobs", jobs, "seeds run at once, one thread each")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -175,7 +162,6 @@ int main(int argc, char** argv) {
   const auto strategy_list = split(strategies);
 
   std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
-  std::map<std::string, std::map<std::string, double>> cpu;  // strategy -> space -> CPU s per eval
   for (const auto& name : names) {
     const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
     const auto table = replay_table::load(path);
@@ -190,13 +176,20 @@ int main(int argc, char** argv) {
           name, table->valid_count(), table->stored_count(), f.optimum, f.median, f.budget_s,
           f.start_s);
     for (const auto& strategy : strategy_list) {
-      std::vector<trajectory> runs;
-      const double started = thread_cpu_s();
-      for (int seed = 0; seed < seeds; ++seed)
-        runs.push_back(
-            run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s));
+      // Seeds run on `jobs` threads; each run charges its own thread's CPU
+      // time, so running them side by side changes no score.
+      std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
+      std::atomic<int> next{0};
+      auto worker = [&] {
+        for (int seed = next++; seed < seeds; seed = next++)
+          runs[static_cast<std::size_t>(seed)] =
+              run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s);
+      };
+      std::vector<std::thread> pool;
+      for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
+      worker();
+      for (auto& t : pool) t.join();
       scores[strategy][name] = score(runs, f);
-      cpu[strategy][name] = (thread_cpu_s() - started) / seeds;
     }
   }
 

@@ -144,26 +144,55 @@ Eigen::VectorXd model::feasibility_theta() const {
 /// (least-squares classification, Rasmussen & Williams 2006, section 6.5).
 void model::update_feasibility(const Eigen::VectorXd& f, bool ok) {
   labels_.push_back(ok ? 1.0 : 0.0);
-  const double rate = success_rate();
-  if (failures_ == 0) {
-    stash_.push_back(f);
-    return;
-  }
-  if (!stash_.empty() || feasibility_.size() == 0) {
-    stash_.push_back(f);
-    Eigen::MatrixXd raw(f.size(), static_cast<Eigen::Index>(stash_.size()));
-    for (std::size_t i = 0; i < stash_.size(); ++i)
-      raw.col(static_cast<Eigen::Index>(i)) = stash_[i];
-    stash_.clear();
-    stash_.shrink_to_fit();
-    feasibility_.set_theta(feasibility_theta());
-    feasibility_.set_fixed_mean(rate);
-    feasibility_.assign(raw, labels_);
+  trial_features_.push_back(f);
+  if (failures_ == 0) return;  // P(feasible) = 1 until something fails
+  const auto cap = options_.max_model_points;
+  if (feasibility_.size() == 0 || (cap != 0 && feasibility_.size() >= cap + cap / 8)) {
+    choose_feasibility_points();
   } else {
     feasibility_.add(f, labels_.back());
-    feasibility_.set_fixed_mean(rate);
+    feasibility_.set_fixed_mean(success_rate());
   }
   if (labels_.size() >= next_feasibility_fit_) refit_feasibility();
+}
+
+/// The feasibility GP's points: every trial while they fit under
+/// max_model_points; beyond, the failures (at most half the cap, a uniform
+/// draw when there are more) and a uniform draw of the successes, redrawn
+/// each time an eighth more have arrived, so P(feasible) costs
+/// O(max_model_points) per candidate however long the study. The fixed
+/// prior mean stays the success rate of every trial.
+void model::choose_feasibility_points() {
+  if (feasibility_.size() == 0) feasibility_.set_theta(feasibility_theta());
+  const auto cap = options_.max_model_points;
+  std::vector<std::size_t> chosen;
+  chosen.reserve(std::min(labels_.size(), cap == 0 ? labels_.size() : cap));
+  if (cap == 0 || labels_.size() <= cap) {
+    for (std::size_t i = 0; i < labels_.size(); ++i) chosen.push_back(i);
+  } else {
+    std::vector<std::size_t> failed, succeeded;
+    for (std::size_t i = 0; i < labels_.size(); ++i)
+      (labels_[i] > 0.5 ? succeeded : failed).push_back(i);
+    auto draw = [&](std::vector<std::size_t>& from, std::size_t k) {
+      k = std::min(k, from.size());
+      for (std::size_t i = 0; i < k; ++i)
+        std::swap(from[i], from[i + random_.uniform(from.size() - i)]);
+      chosen.insert(chosen.end(), from.begin(), from.begin() + static_cast<std::ptrdiff_t>(k));
+    };
+    const std::size_t keep_ok = std::min(succeeded.size(), cap - std::min(failed.size(), cap / 2));
+    draw(failed, cap - keep_ok);
+    draw(succeeded, keep_ok);
+    std::sort(chosen.begin(), chosen.end());
+  }
+  Eigen::MatrixXd raw(trial_features_.front().size(), static_cast<Eigen::Index>(chosen.size()));
+  std::vector<double> labels;
+  labels.reserve(chosen.size());
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    raw.col(static_cast<Eigen::Index>(i)) = trial_features_[chosen[i]];
+    labels.push_back(labels_[chosen[i]]);
+  }
+  feasibility_.set_fixed_mean(success_rate());
+  feasibility_.assign(raw, labels);
 }
 
 Eigen::VectorXd model::p_feasible(const Eigen::Ref<const Eigen::MatrixXd>& raw) const {

@@ -78,6 +78,7 @@ class model {
   void choose_active();
   void update_feasibility(const Eigen::VectorXd& f, bool ok);
   void refit_feasibility();
+  void choose_feasibility_points();
   [[nodiscard]] Eigen::VectorXd feasibility_theta() const;
 
   tessel::space space_;
@@ -90,10 +91,10 @@ class model {
   double best_ = 0;
   std::vector<double> objectives_;  ///< ok objectives, as measured
   std::vector<std::pair<double, config>> observed_;
-  std::vector<Eigen::VectorXd> features_;  ///< of each ok observation
-  std::vector<std::size_t> active_;        ///< observations the objective GP holds
-  std::vector<Eigen::VectorXd> stash_;     ///< every trial's features, until one fails
-  std::vector<double> labels_;             ///< 1 ok, 0 failed
+  std::vector<Eigen::VectorXd> features_;        ///< of each ok observation
+  std::vector<std::size_t> active_;              ///< observations the objective GP holds
+  std::vector<Eigen::VectorXd> trial_features_;  ///< of every trial, in observation order
+  std::vector<double> labels_;                   ///< of every trial: 1 ok, 0 failed
   std::size_t failures_ = 0, fits_ = 0, next_fit_ = 0;
   std::size_t next_feasibility_fit_ = 0;  ///< in trials (ok or not)
   fit_report last_fit_;
