@@ -120,6 +120,25 @@ TEST_CASE("swiglu: better configs are faster; a good one is near the compute roo
   CHECK(twice.t.latency_ns / good.t.latency_ns == doctest::Approx(2.0).epsilon(0.15));
 }
 
+TEST_CASE("swiglu: fuse_down trades the resident h for fp32 adds of every ff block's partial y") {
+  const auto resident = run({});
+  const auto fused = run({{"fuse_down", 1}});
+  REQUIRE(fused.error.empty());
+  CHECK(matmul_flops(fused.p) == doctest::Approx(matmul_flops(resident.p)));
+  CHECK(fused.t.hbm_read_bytes == doctest::Approx(resident.t.hbm_read_bytes));
+  CHECK(fused.t.hbm_write_bytes == doctest::Approx(resident.t.hbm_write_bytes));
+  const auto bytes = [](const program& p, const char* name) {
+    for (const auto& b : p.buffers())
+      if (b.name == name) return b.sbuf_bytes_per_partition();
+    return std::int64_t{-1};
+  };
+  CHECK(bytes(fused.p, "h tile") == 2 * 2 * 512 * 2);         // two 256-row ff blocks
+  CHECK(bytes(fused.p, "y accumulator") == 4 * d_model * 4);  // 4 row tiles x d_model fp32
+  CHECK(bytes(resident.p, "h tile") == 22 * 512 * 2);         // all 22 sub-tiles of d_ff
+  CHECK(fused.t.busy_ns[vector_engine] > 3 * resident.t.busy_ns[vector_engine]);
+  CHECK(fused.t.latency_ns > resident.t.latency_ns);
+}
+
 TEST_CASE("swiglu: compile errors say what overflowed and by how much") {
   CHECK(run({{"token_tile", 1024}}).error ==
         "PSUM overflow: 8 accumulation groups outstanding for the down projection (token_tile "
@@ -164,11 +183,12 @@ TEST_CASE("swiglu: examples/swiglu.tsl loads and a sample of its configs lowers"
 namespace {
 
 /// Tokens, d_model and d_ff that no tile divides.
-std::pair<space, config> tail_case(std::int64_t psum_sets) {
+std::pair<space, config> tail_case(std::int64_t psum_sets, bool fuse_down = false) {
   fixed_values v;
   v.integers = {{"tokens", 300},          {"d_model", 700}, {"d_ff", 600},
                 {"token_tile", 256},      {"ff_tile", 256}, {"d_tile", 512},
                 {"psum_sets", psum_sets}, {"x_bufs", 1}};
+  v.integers["fuse_down"] = fuse_down ? 1 : 0;
   v.symbols = {{"workload", "swiglu"}, {"dtype", "bf16"}};
   return fixed_space("swiglu", builtin("trn2"), v);
 }
@@ -195,7 +215,7 @@ verdict check(const std::pair<space, config>& sc, fault f) {
 
 TEST_CASE("swiglu: the executor passes the gate and every fault of the corpus is caught") {
   for (const std::int64_t sets : {1, 2}) {
-    const auto sc = tail_case(sets);
+    const auto sc = tail_case(sets, sets == 2);  // psum_sets 2 with fuse_down
     const auto ok = check(sc, fault::none);
     INFO(sets, ": ", ok.message);
     CHECK(ok.ok());

@@ -42,6 +42,7 @@ struct params {
   std::int64_t token_tile = 512, ff_tile = 128, d_tile = 512, mm_k = 128, mm_n = 512;
   int bufs = 2, x_bufs = 2, psum_sets = 2, queues = 1;
   bool fuse_gate_up = false;
+  bool fuse_down = false;  ///< down projection per ff block into an fp32 y accumulator
   engine_id silu_engine = scalar_engine, mul_engine = vector_engine, evict = vector_engine;
 };
 
@@ -83,6 +84,7 @@ std::string read(const value_reader& v, const machine& m, params& p) {
   if (p.bufs < 1 || p.x_bufs < 1 || p.psum_sets < 1)
     return "swiglu: bufs, x_bufs and psum_sets must be at least 1";
   p.fuse_gate_up = v.flag("fuse_gate_up", false);
+  p.fuse_down = v.flag("fuse_down", false);
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
   return read_engines(v, p);
 }
@@ -98,7 +100,8 @@ struct plan {
   std::int64_t down_banks = 1;      ///< PSUM banks one row tile's y block spans
   std::int64_t down_groups = 1, token_tiles = 1, f_blocks = 1, d_blocks = 1;
   std::int64_t x_bytes = 0, gu_bytes = 0, h_bytes = 0, wd_bytes = 0, scratch_bytes = 0,
-               stage_bytes = 0;  ///< per partition
+               stage_bytes = 0, acc_bytes = 0;  ///< per partition
+  std::int64_t down_sets = 1;                   ///< y block PSUM sets in rotation (fuse_down)
 };
 
 std::string check_psum(const plan& pl, const machine& m) {
@@ -129,13 +132,18 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   if (auto e = check_psum(pl, m); !e.empty()) return e;
   pl.x_bytes = p.x_bufs * pl.k_slabs * p.token_tile * b;
   pl.gu_bytes = p.bufs * pl.k_slabs * 2 * p.ff_tile * b;
-  pl.h_bytes = pl.f_subs * p.token_tile * b;
+  // fuse_down: h holds two ff blocks and y accumulates in fp32 across them
+  pl.h_bytes = (p.fuse_down ? 2 * pl.subs_per_block : pl.f_subs) * p.token_tile * b;
+  pl.acc_bytes = p.fuse_down ? pl.t_subs * p.d_model * 4 : 0;
+  pl.down_sets = std::max<std::int64_t>(
+      1, (m.psum_banks - 2LL * p.psum_sets) / std::max<std::int64_t>(1, pl.down_groups));
   pl.wd_bytes = p.bufs * ceil_div(p.ff_tile, parts) * p.d_tile * b;
   pl.scratch_bytes = 2 * p.mm_n * 4;
   pl.stage_bytes = 2 * p.d_tile * b;
   if (auto e = emit::check_sbuf({{"x tiles", pl.x_bytes},
                                  {"W_gate/W_up blocks", pl.gu_bytes},
                                  {"h tile", pl.h_bytes},
+                                 {"y accumulator", pl.acc_bytes},
                                  {"W_down blocks", pl.wd_bytes},
                                  {"SiLU scratch", pl.scratch_bytes},
                                  {"output staging", pl.stage_bytes}},
@@ -200,8 +208,15 @@ class lowerer {
     for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) {
       const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
       load_x(rows_t);
+      if (p_.fuse_down) {
+        for (std::int64_t fb = 0; fb < pl_.f_blocks; ++fb) {
+          gate_up(fb, rows_t);
+          for (std::int64_t db = 0; db < pl_.d_blocks; ++db) down(db, rows_t, fb, fb + 1);
+        }
+        continue;
+      }
       for (std::int64_t fb = 0; fb < pl_.f_blocks; ++fb) gate_up(fb, rows_t);
-      for (std::int64_t db = 0; db < pl_.d_blocks; ++db) down(db, rows_t);
+      for (std::int64_t db = 0; db < pl_.d_blocks; ++db) down(db, rows_t, 0, pl_.f_blocks);
     }
   }
 
@@ -216,7 +231,8 @@ class lowerer {
     t_mul,
     t_down,
     t_evict,
-    t_store
+    t_store,
+    t_acc
   };
 
   void setup() {
@@ -229,12 +245,13 @@ class lowerer {
     sb_gu_ =
         out_.add_buffer({"W_gate/W_up blocks", memory::sbuf, pl_.gu_bytes / p_.bufs, p_.bufs, 0});
     sb_h_ = out_.add_buffer({"h tile", memory::sbuf, pl_.h_bytes, 1, 0});
+    sb_acc_ = out_.add_buffer({"y accumulator", memory::sbuf, pl_.acc_bytes, 1, 0});
     sb_wd_ = out_.add_buffer({"W_down blocks", memory::sbuf, pl_.wd_bytes / p_.bufs, p_.bufs, 0});
     sb_scratch_ = out_.add_buffer({"SiLU scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
     psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
     for (const char* t : {"load x", "load W_gate/W_up", "load W_down", "gate", "up", "silu",
-                          "multiply", "down", "evict", "store y"})
+                          "multiply", "down", "evict", "store y", "accumulate y"})
       tags_.push_back(out_.add_tag(t));
     x_.init(p_.x_bufs, pl_.k_slabs);
     gu_.init(p_.bufs, pl_.k_slabs * 2);
@@ -243,6 +260,9 @@ class lowerer {
     h_write_.assign(h_pieces, program::none);
     h_consumed_.assign(h_pieces, 1);
     h_reader_.assign(static_cast<std::size_t>(pl_.f_subs), program::none);
+    h_slot_reader_.assign(static_cast<std::size_t>(2 * pl_.subs_per_block), program::none);
+    max_n_ = ceil_div(p_.d_tile, p_.mm_n);
+    y_last_.assign(static_cast<std::size_t>(pl_.d_blocks * pl_.t_subs * max_n_), program::none);
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     scratch_reader_.assign(2, program::none);
     stage_store_.assign(2, program::none);
@@ -311,9 +331,9 @@ class lowerer {
         const auto slot = static_cast<std::size_t>(silus_++ % 2);
         const auto silu = b_.function(p_.silu_engine, f_rows, width, flag_reads_psum, psum_,
                                       sb_scratch_, tags_[t_silu], {gate, scratch_reader_[slot]});
-        const auto mul = b_.compute(p_.mul_engine, op::tensor_tensor, f_rows, width,
-                                    flag_reads_psum, psum_, sb_h_, tags_[t_mul],
-                                    {silu, last, h_reader_[static_cast<std::size_t>(f_sub)]});
+        const auto mul =
+            b_.compute(p_.mul_engine, op::tensor_tensor, f_rows, width, flag_reads_psum, psum_,
+                       sb_h_, tags_[t_mul], {silu, last, h_war(fb, fs, f_sub)});
         bank_reader_[2 * set] = silu;
         bank_reader_[2 * set + 1] = mul;
         scratch_reader_[slot] = mul;
@@ -334,24 +354,35 @@ class lowerer {
                          cols * dtype_bytes(p_.type), tags_[t_wd], {war}));
   }
 
-  /// y[token tile, block db] = h W_down[:, block db], accumulated in PSUM over d_ff.
-  void down(std::int64_t db, std::int64_t rows_t) {
+  /// What the multiply writing h sub-tile `f_sub` (sub-tile fs of block fb)
+  /// waits for: the last down matmul that read its h slot.
+  instruction_id h_war(std::int64_t fb, std::int64_t fs, std::int64_t f_sub) const {
+    if (!p_.fuse_down) return h_reader_[static_cast<std::size_t>(f_sub)];
+    return h_slot_reader_[static_cast<std::size_t>((fb % 2) * pl_.subs_per_block + fs)];
+  }
+
+  /// y[token tile, block db] (+)= h[:, ff blocks fb0..fb1) W_down[those rows, block db],
+  /// accumulated in PSUM; drained to staging and stored (all of d_ff) or added
+  /// into the fp32 y accumulator (fuse_down: one ff block at a time).
+  void down(std::int64_t db, std::int64_t rows_t, std::int64_t fb0, std::int64_t fb1) {
     const std::int64_t parts = m_.partitions;
     const std::int64_t cols = std::min(p_.d_tile, p_.d_model - db * p_.d_tile);
     const std::int64_t t_subs = ceil_div(rows_t, parts), n_tiles = ceil_div(cols, p_.mm_n);
-    const std::int64_t base = 2LL * p_.psum_sets;
+    std::int64_t base = 2LL * p_.psum_sets;
+    if (p_.fuse_down)
+      base += static_cast<std::int64_t>(passes_++ % pl_.down_sets) * pl_.down_groups;
     const auto bank_of = [&](std::int64_t ts, std::int64_t n) {
       return static_cast<std::size_t>(base + ts * pl_.down_banks +
                                       n * p_.mm_n * 4 / m_.psum_bank_bytes);
     };
     instruction_id last = program::none;
-    for (std::int64_t fb = 0; fb < pl_.f_blocks; ++fb) {
+    for (std::int64_t fb = fb0; fb < fb1; ++fb) {
       const std::int64_t f_cols = std::min(p_.ff_tile, p_.d_ff - fb * p_.ff_tile);
       load_down(f_cols, cols);
       for (std::int64_t fs = 0; fs < ceil_div(f_cols, parts); ++fs) {
         const std::int64_t f_rows = std::min(parts, f_cols - fs * parts);
         const std::int64_t f_sub = fb * pl_.subs_per_block + fs;
-        const bool opens = fb == 0 && fs == 0;
+        const bool opens = fb == fb0 && fs == 0;
         for (std::int64_t ts = 0; ts < t_subs; ++ts) {
           const std::int64_t rows = std::min(parts, rows_t - ts * parts);
           for (std::int64_t n = 0; n < n_tiles; ++n) {
@@ -371,10 +402,55 @@ class lowerer {
           }
         }
         h_reader_[static_cast<std::size_t>(f_sub)] = last;
+        h_slot_reader_[static_cast<std::size_t>((fb % 2) * pl_.subs_per_block + fs)] = last;
       }
       wd_.read_by(last);
     }
-    evict(rows_t, cols, last, bank_of);
+    if (p_.fuse_down)
+      accumulate(db, rows_t, cols, last, bank_of, fb0 == 0, fb1 == pl_.f_blocks);
+    else
+      evict(rows_t, cols, last, bank_of);
+  }
+
+  /// fuse_down: adds the PSUM partial of one ff block into the fp32 y
+  /// accumulator (the first block copies; the evict engine, VectorE for the
+  /// adds when it is ScalarE); after the last block, converts to dtype into
+  /// staging and stores.
+  template <class bank_fn>
+  void accumulate(std::int64_t db, std::int64_t rows_t, std::int64_t cols, instruction_id last,
+                  const bank_fn& bank_of, bool first, bool closes) {
+    const std::int64_t parts = m_.partitions, n_tiles = ceil_div(cols, p_.mm_n);
+    const auto key = [&](std::int64_t ts, std::int64_t n) {
+      return static_cast<std::size_t>((db * pl_.t_subs + ts) * max_n_ + n);
+    };
+    for (std::int64_t ts = 0; ts < ceil_div(rows_t, parts); ++ts) {
+      const std::int64_t rows = std::min(parts, rows_t - ts * parts);
+      for (std::int64_t n = 0; n < n_tiles; ++n) {
+        const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
+        const engine_id e = !first && p_.evict == scalar_engine ? vector_engine : p_.evict;
+        const op kind =
+            first ? (e == scalar_engine ? op::activation : op::copy) : op::tensor_tensor;
+        const auto id = b_.compute(e, kind, rows, width, flag_reads_psum, psum_, sb_acc_,
+                                   tags_[t_acc], {last, y_last_[key(ts, n)]});
+        bank_reader_[bank_of(ts, n)] = id;
+        y_last_[key(ts, n)] = id;
+      }
+    }
+    if (!closes) return;
+    for (std::int64_t ts = 0; ts < ceil_div(rows_t, parts); ++ts) {
+      const std::int64_t rows = std::min(parts, rows_t - ts * parts);
+      const auto slot = static_cast<std::size_t>(stages_++ % 2);
+      instruction_id e = program::none;
+      for (std::int64_t n = 0; n < n_tiles; ++n) {
+        const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
+        e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy, rows, width,
+                       0, sb_acc_, sb_stage_, tags_[t_evict],
+                       {y_last_[key(ts, n)], n == 0 ? stage_store_[slot] : e});
+        y_last_[key(ts, n)] = e;
+      }
+      stage_store_[slot] = b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type),
+                                  tags_[t_store], {e});
+    }
   }
 
   template <class bank_fn>
@@ -403,13 +479,15 @@ class lowerer {
   emit::builder b_;
   emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
-            sb_scratch_ = 0, sb_stage_ = 0, psum_ = 0;
+            sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0, psum_ = 0;
   std::vector<std::uint16_t> tags_;
   operand x_, gu_, wd_;
   std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
       deps_;
   std::vector<std::uint8_t> h_consumed_;
-  std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0;
+  std::vector<instruction_id> h_slot_reader_, y_last_;
+  std::int64_t max_n_ = 1;
+  std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0, passes_ = 0;
 };
 
 // --- functional mode ---------------------------------------------------------------
@@ -418,7 +496,8 @@ class lowerer {
 /// over d_model (mm_k slab after slab, one PSUM group each), SiLU in fp32
 /// into the scratch tile, h = silu(g) * u in fp32 rounded to dtype (the h
 /// tile), then y accumulated in fp32 over d_ff in 128-row steps (the down
-/// projection's PSUM group) and rounded to dtype by the evict. The
+/// projection's PSUM group; with fuse_down one group per ff block, added into
+/// the fp32 accumulator) and rounded to dtype. The
 /// reference is the same in fp64 without roundings. A suite reads every
 /// column of W_gate and W_up once (2 x d_model x d_ff draws, kept for its
 /// other runs: input_memo) and the probed columns of W_down, whatever the
@@ -538,10 +617,17 @@ class swiglu_kernel final : public functional_kernel {
           y[i][c] = sum;
           continue;
         }
-        float sum = 0;  // the PSUM group over d_ff
-        for (std::int64_t j = 0; j < down_end; ++j)
-          sum += static_cast<float>(h[i][static_cast<std::size_t>(j)]) *
-                 wd[static_cast<std::size_t>(j)];
+        // the PSUM group over d_ff; with fuse_down one group per ff block,
+        // each added into the fp32 accumulator
+        const std::int64_t group = p_.fuse_down ? p_.ff_tile : f;
+        float sum = 0;
+        for (std::int64_t j0 = 0; j0 < down_end; j0 += group) {
+          float part = 0;
+          for (std::int64_t j = j0; j < std::min(down_end, j0 + group); ++j)
+            part += static_cast<float>(h[i][static_cast<std::size_t>(j)]) *
+                    wd[static_cast<std::size_t>(j)];
+          sum = j0 == 0 ? part : sum + part;
+        }
         y[i][c] = round_to(type_, sum);
       }
     }
@@ -607,6 +693,10 @@ class swiglu final : public workload {
         {"x_bufs", "integer >= 1", "2", "x tile slots (2: the next tile loads during this one)"},
         {"fuse_gate_up", "bool", "false",
          "W_gate and W_up stored block-interleaved: one transfer per slab for both"},
+        {"fuse_down", "bool", "false",
+         "true: each ff block's h goes through W_down at once, its partial y added into an fp32 "
+         "accumulator (h holds two blocks); false: h for all of d_ff stays resident and the down "
+         "projection accumulates in PSUM after it"},
         {"psum_sets", "integer >= 1", "2",
          "PSUM bank pairs (gate, up) in rotation; the down projection gets the rest"},
         {"silu_engine", "scalar | vector | gpsimd", "scalar",
@@ -689,6 +779,11 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
       out.emplace_back("psum_sets = 2: the next gate/up pair accumulates while SiLU drains");
   } else if (b.tag == "silu" && v.symbol("silu_engine", "scalar") != "scalar") {
     out.emplace_back("silu_engine = scalar: ScalarE has the function unit");
+  } else if (b.tag == "accumulate y") {
+    out.emplace_back(
+        "fuse_down = false: keep h for all of d_ff resident so y accumulates in PSUM instead of "
+        "an fp32 add per ff block (lower token_tile or x_bufs if it does not fit)");
+    out.emplace_back("raise ff_tile: fewer, larger ff blocks mean fewer partial-y adds");
   } else if (b.tag == "multiply") {
     out.push_back(fmt::format("mul_engine = {}: move the multiply",
                               v.symbol("mul_engine", "vector") == "vector" ? "gpsimd" : "vector"));
