@@ -29,25 +29,28 @@ constexpr std::uint64_t outlier_mask = 1023;
 /// those draws are never zero (and tiny ones stay in the normal range).
 constexpr double min_magnitude = 0.125;
 
-/// Scale of `large`: products of two or three inputs and long sums stay
-/// finite in fp32 (2^40); for the narrow types the largest draw (|z| <= 6.7)
-/// stays below the type's max with room for products (fp16, fp8: 2^4).
+/// Scale of `large`: 2^12 for fp32 and bf16, so products of up to five
+/// inputs (SwiGLU's x * W_gate * x * W_up * W_down) summed over 2^17 terms
+/// stay finite in fp32 ((6.7 * 2^12)^5 * 2^17 < 2^100); for the narrow types
+/// the largest draw (|z| <= 6.7) stays below the type's max with room for
+/// products (fp16, fp8: 2^4).
 double large_scale(element_type t) noexcept {
   switch (t) {
     case element_type::fp16:
     case element_type::fp8_e4m3: return 0x1p4;
-    default: return 0x1p40;
+    default: return 0x1p12;
   }
 }
 
 /// Scale of `tiny`: 8 x the type's smallest normal for the narrow types (so
-/// |z| >= 1/8 keeps every draw normal); 2^-40 for fp32 and bf16, where
-/// products and sums of squares must stay normal in fp32 (2^-80 >> 2^-126).
+/// |z| >= 1/8 keeps every draw normal); 2^-12 for fp32 and bf16, where
+/// products of up to five inputs must stay normal in fp32
+/// ((2^-12 / 8)^5 = 2^-75 >> 2^-126).
 double tiny_scale(element_type t) noexcept {
   switch (t) {
     case element_type::fp16:
     case element_type::fp8_e4m3: return 8 * min_normal(t);
-    default: return 0x1p-40;
+    default: return 0x1p-12;
   }
 }
 

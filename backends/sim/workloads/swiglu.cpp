@@ -722,10 +722,10 @@ class swiglu final : public workload {
     return "";
   }
 
-  // No functional() override yet: the gate's `large` inputs (2^40) overflow
-  // fp32 in SwiGLU's five-input products (and `tiny` ones underflow), so
-  // every correct config would be judged suspicious; swiglu_functional()
-  // below is the executor, for the gate to use once its suite allows it.
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const override {
+    return swiglu_functional(s, c, m);
+  }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {

@@ -1,8 +1,6 @@
-// swiglu.hpp: the swiglu workload's functional executor (swiglu.cpp),
-// reachable while the workload does not return it from functional(): the
-// gate's `large` and `tiny` suites overflow and underflow fp32 in SwiGLU's
-// five-input products, so it is checked on the other suites only
-// (docs/simulator.md, swiglu).
+// swiglu.hpp: the swiglu workload's functional executor (swiglu.cpp), which
+// its functional() returns; declared here so tests can inject faults into it
+// directly (docs/simulator.md, swiglu).
 #pragma once
 
 #include "../machine.hpp"
