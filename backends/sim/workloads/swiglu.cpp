@@ -15,7 +15,6 @@
 //      in PSUM; the `evict` engine drains it and y is stored.
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
-#include "../functional.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
 #include "emit.hpp"
@@ -35,16 +34,7 @@ namespace tessel::sim {
 namespace {
 
 using emit::ceil_div;
-
-struct params {
-  std::int64_t tokens = 0, d_model = 0, d_ff = 0;
-  dtype type = dtype::bf16;
-  std::int64_t token_tile = 512, ff_tile = 128, d_tile = 512, mm_k = 128, mm_n = 512;
-  int bufs = 2, x_bufs = 2, psum_sets = 2, queues = 1;
-  bool fuse_gate_up = false;
-  bool fuse_down = false;  ///< down projection per ff block into an fp32 y accumulator
-  engine_id silu_engine = scalar_engine, mul_engine = vector_engine, evict = vector_engine;
-};
+using swiglu_detail::params;
 
 std::string read_engines(const value_reader& v, params& p) {
   if (auto e = emit::read_engine(v, "swiglu", "silu_engine", "scalar",
@@ -490,187 +480,6 @@ class lowerer {
   std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0, passes_ = 0;
 };
 
-// --- functional mode ---------------------------------------------------------------
-
-/// The schedule on data: for each probed token, g and u accumulated in fp32
-/// over d_model (mm_k slab after slab, one PSUM group each), SiLU in fp32
-/// into the scratch tile, h = silu(g) * u in fp32 rounded to dtype (the h
-/// tile), then y accumulated in fp32 over d_ff in 128-row steps (the down
-/// projection's PSUM group; with fuse_down one group per ff block, added into
-/// the fp32 accumulator) and rounded to dtype. The
-/// reference is the same in fp64 without roundings. A suite reads every
-/// column of W_gate and W_up once (2 x d_model x d_ff draws, kept for its
-/// other runs: input_memo) and the probed columns of W_down, whatever the
-/// number of probed tokens; past
-/// emit::functional_reads_per_output, functional() checks the schedule at
-/// a d_ff and d_model shrunk to the first, an interior and the tail ff and
-/// d blocks (emit::shrink).
-class swiglu_kernel final : public functional_kernel {
- public:
-  explicit swiglu_kernel(const params& p) : p_(p), type_(element_of(p.type)) {}
-
-  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
-    return {{"x", {p_.d_model, p_.tokens}, type_, 0},
-            {"W_gate", {p_.d_model, p_.d_ff}, type_, 0},
-            {"W_up", {p_.d_model, p_.d_ff}, type_, 0},
-            {"W_down", {p_.d_ff, p_.d_model}, type_, 0}};
-  }
-  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
-    return {{"y", {p_.tokens, p_.d_model}, type_, 0}};
-  }
-
-  /// Rows (tokens) of the first, the tail and random interior token tiles
-  /// times columns of the first, the tail and random interior d blocks: a
-  /// token costs 2 x d_model x d_ff multiply-adds, a column d_ff per token.
-  [[nodiscard]] probe_points probes(rng& r) const override {
-    const double per_token = 2.0 * static_cast<double>(p_.d_model) * static_cast<double>(p_.d_ff);
-    const auto rows =
-        static_cast<std::int64_t>(std::clamp(64.0 * probe_budget / per_token, 4.0, 64.0));
-    const auto cols = static_cast<std::int64_t>(
-        std::clamp(static_cast<double>(probe_budget) / static_cast<double>(p_.d_ff), 8.0, 256.0));
-    return {grid(pick_indices(p_.tokens, p_.token_tile, rows, r),
-                 pick_indices(p_.d_model, p_.d_tile, cols, r), p_.d_model)};
-  }
-
-  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
-                                       const probe_points& where) const override {
-    return outputs_at(in, where, true);
-  }
-
- protected:
-  [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
-                                     const probe_points& where) const override {
-    return outputs_at(in, where, false);
-  }
-
- private:
-  /// Columns read so far, by (input, column): drawn once per suite (input_memo).
-  using columns = std::map<std::pair<int, std::int64_t>, std::vector<float>>;
-
-  /// Column `col` of input `which` (its first `rows` elements), drawn once.
-  static const std::vector<float>& column(columns& cache, std::span<const input_tensor> in,
-                                          int which, std::int64_t col, std::int64_t rows) {
-    auto& c = cache[{which, col}];
-    if (c.empty()) {
-      c.resize(static_cast<std::size_t>(rows));
-      for (std::int64_t k = 0; k < rows; ++k)
-        c[static_cast<std::size_t>(k)] =
-            static_cast<float>(in[static_cast<std::size_t>(which)].at(k, col));
-    }
-    return c;
-  }
-
-  [[nodiscard]] probe_values outputs_at(std::span<const input_tensor> in, const probe_points& where,
-                                        bool exact) const {
-    return memo_.with(in, [&](columns& cache) { return outputs_at(in, where, exact, cache); });
-  }
-
-  /// The f (d_ff) and d (d_model) extents the loops visit, and whether the
-  /// token `t` is computed: with drop_tail the partial last blocks are not.
-  [[nodiscard]] std::int64_t visited(std::int64_t extent, std::int64_t tile, bool drop) const {
-    return drop && extent % tile != 0 && extent > tile ? extent / tile * tile : extent;
-  }
-
-  [[nodiscard]] probe_values outputs_at(std::span<const input_tensor> in, const probe_points& where,
-                                        bool exact, columns& cache) const {
-    const auto& points = where.at(0);
-    const bool drop = !exact && injected() == fault::drop_tail;
-    const bool skip = !exact && injected() == fault::skip_accumulation;
-    const std::int64_t d = p_.d_model, f = p_.d_ff, parts = 128;
-    const std::int64_t f_end = visited(f, p_.ff_tile, drop);
-    const std::int64_t t_end = visited(p_.tokens, p_.token_tile, drop);
-    const std::int64_t d_end = visited(d, p_.d_tile, drop);
-    // skip_accumulation: the last 128-row step of each down-projection group is lost
-    const std::int64_t down_end = skip ? (ceil_div(f_end, parts) - 1) * parts : f_end;
-    std::vector<std::int64_t> tokens, cols;
-    for (const auto flat : points) {
-      tokens.push_back(flat / d);
-      cols.push_back(flat % d);
-    }
-    std::sort(tokens.begin(), tokens.end());
-    tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
-    std::sort(cols.begin(), cols.end());
-    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    const std::size_t n = tokens.size();
-    std::vector<const std::vector<float>*> x(n);
-    for (std::size_t i = 0; i < n; ++i) x[i] = &column(cache, in, 0, tokens[i], d);
-    // h[i][j] for every f the schedule visits
-    std::vector<std::vector<double>> h(n, std::vector<double>(static_cast<std::size_t>(f), 0.0));
-    for (std::int64_t j = 0; j < f_end; ++j) {
-      const auto& wg = column(cache, in, 1, j, d);
-      const auto& wu = column(cache, in, 2, j, d);
-      for (std::size_t i = 0; i < n; ++i)
-        h[i][static_cast<std::size_t>(j)] =
-            exact ? exact_h(*x[i], wg, wu) : scheduled_h(*x[i], wg, wu);
-    }
-    std::vector<std::vector<double>> y(n, std::vector<double>(cols.size(), 0.0));
-    for (std::size_t c = 0; c < cols.size(); ++c) {
-      if (cols[c] >= d_end) continue;  // never computed
-      const auto& wd = column(cache, in, 3, cols[c], f);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (tokens[i] >= t_end) continue;
-        if (exact) {
-          double sum = 0;
-          for (std::int64_t j = 0; j < f; ++j)
-            sum += h[i][static_cast<std::size_t>(j)] *
-                   static_cast<double>(wd[static_cast<std::size_t>(j)]);
-          y[i][c] = sum;
-          continue;
-        }
-        // the PSUM group over d_ff; with fuse_down one group per ff block,
-        // each added into the fp32 accumulator
-        const std::int64_t group = p_.fuse_down ? p_.ff_tile : f;
-        float sum = 0;
-        for (std::int64_t j0 = 0; j0 < down_end; j0 += group) {
-          float part = 0;
-          for (std::int64_t j = j0; j < std::min(down_end, j0 + group); ++j)
-            part += static_cast<float>(h[i][static_cast<std::size_t>(j)]) *
-                    wd[static_cast<std::size_t>(j)];
-          sum = j0 == 0 ? part : sum + part;
-        }
-        y[i][c] = round_to(type_, sum);
-      }
-    }
-    probe_values out(1);
-    out[0].reserve(points.size());
-    for (const auto flat : points) {
-      const auto i = static_cast<std::size_t>(
-          std::lower_bound(tokens.begin(), tokens.end(), flat / d) - tokens.begin());
-      const auto c = static_cast<std::size_t>(std::lower_bound(cols.begin(), cols.end(), flat % d) -
-                                              cols.begin());
-      out[0].push_back(y[i][c]);
-    }
-    return out;
-  }
-
-  /// h = silu(g) * u as the schedule computes it: fp32 PSUM sums, fp32 SiLU
-  /// and multiply, rounded to dtype in the h tile.
-  [[nodiscard]] double scheduled_h(const std::vector<float>& x, const std::vector<float>& wg,
-                                   const std::vector<float>& wu) const {
-    float g = 0, u = 0;
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      g += x[k] * wg[k];
-      u += x[k] * wu[k];
-    }
-    const float silu = g / (1.0F + std::exp(-g));
-    return round_to(type_, static_cast<double>(silu * u));
-  }
-
-  [[nodiscard]] static double exact_h(const std::vector<float>& x, const std::vector<float>& wg,
-                                      const std::vector<float>& wu) {
-    double g = 0, u = 0;
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      g += static_cast<double>(x[k]) * static_cast<double>(wg[k]);
-      u += static_cast<double>(x[k]) * static_cast<double>(wu[k]);
-    }
-    return g / (1.0 + std::exp(-g)) * u;
-  }
-
-  params p_;
-  element_type type_;
-  input_memo<columns> memo_;
-};
-
 class swiglu final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "swiglu"; }
@@ -807,7 +616,7 @@ std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c,
     p.d_ff = emit::shrink(p.d_ff, p.ff_tile);
     p.d_model = emit::shrink(p.d_model, p.d_tile);
   }
-  return std::make_unique<swiglu_kernel>(p);
+  return swiglu_detail::make_kernel(p);
 }
 
 const workload& swiglu_workload() {
