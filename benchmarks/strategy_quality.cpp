@@ -48,6 +48,11 @@ std::unique_ptr<strategy> make_named(const std::string& spec) {
     return make_bo_strategy(o);
   }
   constexpr std::string_view prefix = "auto:";
+  if (spec.starts_with("auto@")) {  // the default arms with another lead: "auto@30"
+    auto_options o;
+    o.lead = std::stoul(spec.substr(5));
+    return make_auto_strategy(o);
+  }
   if (!spec.starts_with(prefix)) return make_strategy(spec);
   auto_options o;
   o.arms.clear();

@@ -83,6 +83,7 @@ void auto_search::start(const space& s, std::uint64_t seed) {
   random_ = streams.split();
   bandit_ = auc_bandit(arms_.size(), options_.window, options_.exploration);
   best_ = std::numeric_limits<double>::infinity();
+  proposed_ = 0;
   owner_.clear();
 }
 
@@ -97,13 +98,15 @@ std::vector<config> auto_search::propose(std::size_t n, const search_context& co
   std::vector<std::size_t> picks(arms_.size(), 0);
   std::vector<bool> dry(arms_.size(), false);
   while (!b.full()) {
-    const auto arm = bandit_.select(random_, picks, dry);
+    const auto arm = proposed_ < options_.lead && !dry[0] ? std::optional<std::size_t>(0)
+                                                          : bandit_.select(random_, picks, dry);
     if (!arm) break;
     bool added = false;
     for (const auto& c : arms_[*arm]->propose(1, view)) {
       if (auto key = b.add(c)) {
         owner_[*key] = *arm;
         ++picks[*arm];
+        ++proposed_;
         added = true;
       }
     }

@@ -43,6 +43,7 @@ class auto_search final : public strategy {
   auc_bandit bandit_;
   rng random_;
   double best_ = std::numeric_limits<double>::infinity();
+  std::size_t proposed_ = 0;                              ///< proposals made (the lead phase)
   std::unordered_map<std::uint64_t, std::size_t> owner_;  ///< key -> arm, until observed
 };
 

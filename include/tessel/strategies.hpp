@@ -36,10 +36,12 @@ struct random_options {
 
 /// `exhaustive`: every valid config exactly once, skipping known ones.
 struct exhaustive_options {
-  /// false: rank order 0, 1, ..., count()-1 (space::at). true: a seeded
-  /// pseudo-random permutation of the ranks (a Feistel network with cycle
-  /// walking), in O(1) memory. Default false.
-  bool shuffle = false;
+  /// true: a seeded pseudo-random permutation of the ranks (a Feistel
+  /// network with cycle walking), in O(1) memory, so a run cut short by its
+  /// budget is a uniform sample. false: rank order 0, 1, ..., count()-1
+  /// (space::at), which front-loads whatever the first parameters' first
+  /// values are. Default true.
+  bool shuffle = true;
   void validate() const;
 };
 
@@ -132,6 +134,12 @@ struct auto_options {
   double exploration = 0.05;
   /// W, results remembered. At least 1. Default 500 (OpenTuner's).
   std::size_t window = 500;
+  /// The first `lead` proposals all go to the first arm (its results are
+  /// credited as usual); the bandit chooses from then on. With bo first, the
+  /// model-based arm gets its initial design and first model-guided picks
+  /// before the walkers (ga, local) are tried, which is what short budgets
+  /// reward (benchmarks/README.md). Default 0.
+  std::size_t lead = 0;
   void validate() const;
 };
 
