@@ -12,34 +12,15 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-struct outcome {
-  std::string error;
-  program p;
-  timing_result t;
-};
-
 outcome run(std::map<std::string, std::int64_t> ints,
             std::map<std::string, std::string> syms = {}) {
-  const target t = builtin("trn2");
-  const machine m = resolve_machine(t);
   fixed_values v;
   v.integers = {{"seq", 2048}, {"head_dim", 128}, {"q_tile", 256}, {"kv_tile", 512}};
   for (auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "attention"}};
   for (auto& [k, x] : syms) v.symbols[k] = x;
   v.order = {"q", "k", "v"};
-  auto [s, c] = fixed_space("attention", t, v);
-  outcome o;
-  o.error = attention_workload().lower(s, c, m, o.p);
-  if (o.error.empty()) o.t = time_program(o.p, m);
-  return o;
-}
-
-double matmul_flops(const program& p) {
-  double f = 0;
-  for (const auto& in : p.instructions())
-    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
-  return f;
+  return lower_and_time(attention_workload(), "attention", builtin("trn2"), std::move(v));
 }
 
 }  // namespace

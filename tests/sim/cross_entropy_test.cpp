@@ -15,20 +15,11 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-struct outcome {
-  std::string error;
-  program p;
-  timing_result t;
-  double roofline_ns = 0;
-};
-
 constexpr std::int64_t tokens = 1024, d_model = 1024, vocab = 8192;
 
 outcome run(const std::map<std::string, std::int64_t>& ints,
             const std::map<std::string, std::string>& syms = {},
             std::vector<std::string> order = {"t", "v"}) {
-  const target t = builtin("trn2");
-  const machine m = resolve_machine(t);
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model},  {"vocab", vocab},
                 {"token_tile", 512}, {"vocab_chunk", 1024}, {"dma_queues", 2}};
@@ -36,21 +27,7 @@ outcome run(const std::map<std::string, std::int64_t>& ints,
   v.symbols = {{"workload", "cross_entropy"}};
   for (const auto& [k, x] : syms) v.symbols[k] = x;
   v.order = std::move(order);
-  auto [s, c] = fixed_space("cross_entropy", t, v);
-  outcome o;
-  o.error = cross_entropy_workload().lower(s, c, m, o.p);
-  if (!o.error.empty()) return o;
-  o.t = time_program(o.p, m);
-  o.roofline_ns = std::max(o.p.totals.flops / m.bf16_peak_flops_per_ns,
-                           o.p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns());
-  return o;
-}
-
-double matmul_flops(const program& p) {
-  double f = 0;
-  for (const auto& in : p.instructions())
-    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
-  return f;
+  return lower_and_time(cross_entropy_workload(), "cross_entropy", builtin("trn2"), std::move(v));
 }
 
 }  // namespace

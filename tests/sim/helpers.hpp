@@ -9,6 +9,7 @@
 
 #include <tessel/target.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace tessel::sim::testing {
@@ -73,6 +74,37 @@ inline fixed_values matmul_values(std::int64_t M, std::int64_t N, std::int64_t K
   v.symbols = {{"workload", "matmul"}, {"dtype", "bf16"}};
   v.order = {"m", "n", "k"};
   return v;
+}
+
+/// A workload lowered and timed on one fixed config.
+struct outcome {
+  std::string error;  ///< the compile error, or ""
+  program p;
+  timing_result t;
+  double roofline_ns = 0;  ///< max(FLOPs at peak, minimal HBM bytes at peak DMA)
+};
+
+/// Lowers `w` for the one-config space `name` built from `v` on `t`, and
+/// times it when it compiles.
+inline outcome lower_and_time(const workload& w, const std::string& name, const target& t,
+                              fixed_values v) {
+  const machine m = resolve_machine(t);
+  auto [s, c] = fixed_space(name, t, std::move(v));
+  outcome o;
+  o.error = w.lower(s, c, m, o.p);
+  if (!o.error.empty()) return o;
+  o.t = time_program(o.p, m);
+  o.roofline_ns = std::max(o.p.totals.flops / m.bf16_peak_flops_per_ns,
+                           o.p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns());
+  return o;
+}
+
+/// FLOPs of the program's matmul instructions (2 K M N each, with counts).
+inline double matmul_flops(const program& p) {
+  double f = 0;
+  for (const auto& in : p.instructions())
+    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
+  return f;
 }
 
 }  // namespace tessel::sim::testing

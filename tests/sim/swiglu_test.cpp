@@ -18,19 +18,10 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-struct outcome {
-  std::string error;
-  program p;
-  timing_result t;
-  double roofline_ns = 0;
-};
-
 constexpr std::int64_t tokens = 1024, d_model = 1024, d_ff = 2816;
 
 outcome run(const std::map<std::string, std::int64_t>& ints,
             const std::map<std::string, std::string>& syms = {}) {
-  const target t = builtin("trn2");
-  const machine m = resolve_machine(t);
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
                 {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
@@ -38,21 +29,7 @@ outcome run(const std::map<std::string, std::int64_t>& ints,
   for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "swiglu"}};
   for (const auto& [k, x] : syms) v.symbols[k] = x;
-  auto [s, c] = fixed_space("swiglu", t, v);
-  outcome o;
-  o.error = swiglu_workload().lower(s, c, m, o.p);
-  if (!o.error.empty()) return o;
-  o.t = time_program(o.p, m);
-  o.roofline_ns = std::max(o.p.totals.flops / m.bf16_peak_flops_per_ns,
-                           o.p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns());
-  return o;
-}
-
-double matmul_flops(const program& p) {
-  double f = 0;
-  for (const auto& in : p.instructions())
-    if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
-  return f;
+  return lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), std::move(v));
 }
 
 }  // namespace
