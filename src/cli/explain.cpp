@@ -42,6 +42,15 @@ std::string read_config_text(const std::string& spec) {
   return text.str();
 }
 
+/// `given` over the space's baseline (its declared defaults), as JSON text.
+std::string merged_text(const space& s, const nlohmann::json& given) {
+  const auto baseline = s.default_config();
+  if (!baseline) return given.dump();
+  auto merged = nlohmann::json::parse(s.to_json(*baseline));
+  for (const auto& [name, value] : given.items()) merged[name] = value;
+  return merged.dump();
+}
+
 /// The config to explain: parameters the JSON leaves out take their value in
 /// the space's baseline (its declared defaults), so a person can name only
 /// what they want to change.
@@ -54,22 +63,26 @@ config config_from(const space& s, const explain_options& o) {
     if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", o.best));
     return s.from_json(stored.space.to_json(best->config));
   }
-  auto given = nlohmann::json::parse(read_config_text(o.config), nullptr, false);
+  const auto given = nlohmann::json::parse(read_config_text(o.config), nullptr, false);
   if (given.is_discarded() || !given.is_object())
     throw error(
         "--config expects a JSON object of parameter names to values, e.g. "
         "'{\"tile_m\": 128}', or @PATH of a file holding one");
-  if (const auto baseline = s.default_config()) {
-    auto merged = nlohmann::json::parse(s.to_json(*baseline));
-    for (const auto& [name, value] : given.items()) merged[name] = value;
-    given = std::move(merged);
+  config c = s.from_json(merged_text(s, given));
+  if (!s.is_valid(c)) {
+    // A conditional parameter the caller left out is inactive in the
+    // baseline but may be active in this config: give it its default.
+    config filled = c;
+    for (std::size_t p = 0; p < s.size(); ++p) {
+      const auto& param = s.parameters()[p];
+      if (param.when && filled[p] == config::inactive && !given.contains(param.name))
+        filled[p] = static_cast<config::index_type>(param.default_index.value_or(0));
+    }
+    c = filled;  // valid, or the better diagnosis
   }
-  const config c = s.from_json(given.dump());
   if (!s.is_valid(c))
-    throw error(fmt::format(
-        "the config {} is not valid in space '{}' (a constraint rejects it; `tessel check` lists "
-        "them)",
-        s.to_json(c), s.name()));
+    throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
+                            s.why_invalid(c)));
   return c;
 }
 

@@ -58,6 +58,13 @@ TEST_CASE("explain: bottleneck, busy fractions and ranked suggestions in plain w
   const auto e = json::parse(j.out);
   CHECK(e.at("config").at("tile_k") == 128);
   CHECK(e.at("config").at("bufs") == 2);  // left out: the declared default
+
+  // a_home = hbm activates `prefetch`, inactive in the baseline: it takes its default
+  const auto h =
+      tessel("explain " + matmul +
+             " --config '{\"a_home\": \"hbm\", \"order\": [\"m\", \"k\", \"n\"]}' --json");
+  REQUIRE(h.code == 0);
+  CHECK(json::parse(h.out).at("config").at("prefetch") == true);
   CHECK(e.at("busy").at("tensor").get<double>() > 0);
   CHECK(e.at("busy").at("tensor").get<double>() <= 1);
   CHECK(!e.at("suggestions").empty());
