@@ -2,7 +2,8 @@
 // time-ordered event queue. Compute engines and DMA queues run their streams
 // in order; DMA data phases share the 16 DMA engines (each active transfer
 // progresses at 1/n of its busiest engine, n = transfers using it: the round
-// robin between queues of the NKI DMA overview). Every cost rule is stated in
+// robin between queues of the NKI DMA overview). The cost of each
+// instruction comes from cost_rules.hpp; every rule is stated in
 // docs/simulator.md with its source.
 #include "timing.hpp"
 
@@ -15,101 +16,8 @@
 
 namespace tessel::sim {
 
-// --- cost rules ------------------------------------------------------------------
-
-namespace {
-
-[[nodiscard]] double clock_ghz(engine_id e, const machine& m) {
-  switch (e) {
-    case tensor_engine: return m.tensor_ghz;
-    case vector_engine: return m.vector_ghz;
-    case scalar_engine: return m.scalar_ghz;
-    case gpsimd_engine: return m.gpsimd_ghz;
-    default: return 1.0;
-  }
-}
-
-/// TensorE cycles of one multiply (or transpose), without the stationary load.
-[[nodiscard]] double tensor_cycles(const instruction& in, const machine& m) {
-  // transpose: the data is the stationary, the identity streams as moving
-  // (free size = the partitions of the input).
-  const double moving = in.kind == op::transpose ? in.partitions : in.free;
-  const double stationary = in.kind == op::transpose ? in.free : in.aux;
-  double cycles = std::max(moving, m.tensor_min_cycles);
-  if (in.type == dtype::fp32) cycles *= m.fp32_cost_factor;
-  const bool small = in.partitions < static_cast<std::uint32_t>(m.max_contraction) ||
-                     stationary < m.max_stationary_free || moving < m.small_moving_free;
-  if (small) cycles *= 1.0 + m.small_tile_penalty;
-  return cycles / m.full_tile_efficiency;
-}
-
-/// TensorE cycles of LoadStationary for a stationary of free size `free`.
-[[nodiscard]] double stationary_load_cycles(double free, const machine& m) {
-  return std::max(free, m.tensor_min_cycles) / m.stationary_load_speedup;
-}
-
-[[nodiscard]] double elementwise_cycles(const instruction& in, const machine& m,
-                                        bool depends_on_previous) {
-  double per_element = 1.0;
-  switch (in.kind) {
-    case op::tensor_tensor: per_element = m.two_input_cycles_per_element; break;
-    case op::reduce: per_element = m.reduce_cycles_per_element; break;
-    case op::reciprocal: per_element = m.reciprocal_cycles_per_element; break;
-    default: break;
-  }
-  if (in.engine == gpsimd_engine) per_element *= m.gpsimd_cycles_per_element;
-  double speedup = 1.0;
-  const bool perf_op = in.kind == op::copy || in.kind == op::tensor_scalar;
-  if (in.engine == vector_engine && perf_op && (in.flags & flag_sbuf_contiguous) &&
-      dtype_bytes(in.type) <= 2)
-    speedup = std::min(m.perf_mode_max_speedup, 4.0 / dtype_bytes(in.type));
-  const double floor_cycles =
-      depends_on_previous ? m.dependent_instruction_cycles : m.elementwise_min_cycles;
-  double cycles = std::max(floor_cycles, per_element * in.free / std::max(speedup, 1.0));
-  cycles += m.elementwise_overhead_cycles;
-  if (in.engine == gpsimd_engine) cycles += m.gpsimd_start_cycles;
-  return cycles;
-}
-
-}  // namespace
-
-double compute_ns(const instruction& in, const machine& m, bool depends_on_previous) {
-  const double ghz = clock_ghz(in.engine, m);
-  if (in.engine == tensor_engine) return in.count * tensor_cycles(in, m) / ghz;
-  return in.count * elementwise_cycles(in, m, depends_on_previous) / ghz;
-}
-
-std::uint32_t dma_engine_mask(const instruction& in, const machine& m) {
-  const int per = m.dma_partitions_per_engine;
-  const int rows = std::max<int>(1, static_cast<int>(in.partitions));
-  const int first = in.partition_offset / per;
-  const int count = std::min((in.partition_offset + rows - 1) / per - first + 1, m.dma_engines);
-  const std::uint64_t run = (std::uint64_t{1} << count) - 1;
-  const std::uint64_t shifted = run << (first % m.dma_engines);
-  const std::uint64_t all = (std::uint64_t{1} << m.dma_engines) - 1;
-  return static_cast<std::uint32_t>((shifted | (shifted >> m.dma_engines)) & all);
-}
-
-double dma_data_ns(const instruction& in, const machine& m) {
-  // Rows on the busiest engine: each engine serves `dma_partitions_per_engine`
-  // consecutive partitions (NKI DMA overview).
-  const int per = m.dma_partitions_per_engine;
-  const int offset_in_group = in.partition_offset % per;
-  const int rows = static_cast<int>(in.partitions);
-  int busiest = std::min(rows, per - offset_in_group);
-  if (rows > per - offset_in_group)
-    busiest = std::max(busiest, std::min(per, rows - (per - offset_in_group)));
-  // Engines beyond 16 wrap around: more rows per engine.
-  const int engines_needed = (offset_in_group + rows + per - 1) / per;
-  if (engines_needed > m.dma_engines)
-    busiest = static_cast<int>(std::ceil(static_cast<double>(rows) / m.dma_engines));
-  const double row_bytes = in.free;
-  const double chunk = in.aux > 0 ? std::min<double>(in.aux, row_bytes) : row_bytes;
-  const double descriptors_per_row = chunk > 0 ? std::ceil(row_bytes / chunk) : 1.0;
-  const double per_row =
-      descriptors_per_row * m.dma_descriptor_ns + row_bytes / m.dma_stream_bytes_per_ns;
-  return in.count * busiest * per_row;
-}
+using cost_rule::stationary_load_cycles;
+using cost_rule::tensor_cycles;
 
 // --- the simulator ---------------------------------------------------------------
 

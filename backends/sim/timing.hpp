@@ -5,6 +5,7 @@
 // machine.hpp; docs/simulator.md states every rule.
 #pragma once
 
+#include "cost_rules.hpp"
 #include "machine.hpp"
 #include "program.hpp"
 
@@ -54,18 +55,5 @@ struct timing_result {
 /// dependency that can never be satisfied: a workload bug).
 [[nodiscard]] timing_result time_program(const program& p, const machine& m,
                                          const timing_options& options = {});
-
-/// The duration of one (aggregated) compute instruction at full speed, in ns,
-/// ignoring the warm-up throttle and stationary-load exposure; the cost
-/// rules in one place (used by the timing and by tests).
-[[nodiscard]] double compute_ns(const instruction& in, const machine& m,
-                                bool depends_on_previous = false);
-
-/// The data-phase work of one DMA transfer on its busiest engine, in ns, when
-/// it has the engines to itself.
-[[nodiscard]] double dma_data_ns(const instruction& in, const machine& m);
-
-/// The mask of DMA engines a transfer uses (bit e: engine e).
-[[nodiscard]] std::uint32_t dma_engine_mask(const instruction& in, const machine& m);
 
 }  // namespace tessel::sim
