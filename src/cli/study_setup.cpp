@@ -83,6 +83,18 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
       ->excludes("--resume");
   command.add_flag("!--no-baseline", o.baseline,
                    "Do not evaluate the space's default config first");
+  command
+      .add_option("--scheduler", o.scheduler,
+                  "utility: rank candidates by expected gain per predicted second (cost-aware); "
+                  "fifo: evaluate proposals in the order the strategy made them")
+      ->check(CLI::IsMember({"utility", "fifo"}))
+      ->capture_default_str();
+  command
+      .add_option("--min-gain", o.min_gain,
+                  "Stop when the best expected gain left is below this fraction of the best "
+                  "objective (utility scheduler; 0 = never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command.add_flag("!--no-gate", o.gate,
                    "--backend sim: time configs without checking their outputs in the "
                    "equivalence gate (docs/simulator.md)");
