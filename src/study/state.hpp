@@ -54,6 +54,10 @@ struct study::state final : search_context {
   std::vector<trial> trials;  ///< by id - 1
   std::unordered_map<std::uint64_t, std::size_t> by_key;
   std::deque<std::size_t> queue;  ///< proposed, not yet asked
+  /// Trials a killed run had proposed or started (resume()): asked for
+  /// before anything else, whatever the scheduler would rank first, so a
+  /// resumed study completes them within its budget.
+  std::deque<std::size_t> interrupted;
   std::vector<std::pair<config, std::string>>
       pool;  ///< scored, not chosen strategy proposals (and who made them)
   std::unordered_set<std::uint64_t> pool_keys;

@@ -150,7 +150,7 @@ void study::state::resume() {
     if (done) {
       finish(trials.size() - 1, result, /*replaying=*/true);
     } else {
-      queue.push_back(trials.size() - 1);  // was proposed or running when the process died
+      interrupted.push_back(trials.size() - 1);  // proposed or running when the process died
     }
   }
   baseline_considered = !trials.empty();
@@ -169,6 +169,11 @@ study& study::operator=(study&&) noexcept = default;
 std::vector<suggestion> study::ask(std::size_t n) {
   auto& s = *state_;
   std::vector<suggestion> out;
+  while (out.size() < n && !s.interrupted.empty()) {
+    out.push_back(s.start(s.interrupted.front()));
+    s.interrupted.pop_front();
+  }
+  if (out.size() == n) return out;
   if (!s.baseline_considered) {
     s.baseline_considered = true;
     if (s.options_.evaluate_baseline)
@@ -231,6 +236,7 @@ const trial& study::evaluate(const config& c, provenance source) {
   if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end()) {
     index = it->second;
     std::erase(s.queue, index);
+    std::erase(s.interrupted, index);
   } else {
     if (const auto why = s.space_.why_invalid(c); !why.empty())
       throw error("evaluate: config is not valid: " + why);

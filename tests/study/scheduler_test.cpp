@@ -3,9 +3,12 @@
 // gain left is negligible.
 #include "core/space_fixtures.hpp"
 
+#include <tessel/storage.hpp>
 #include <tessel/study.hpp>
 
 #include <doctest/doctest.h>
+
+#include <filesystem>
 
 using namespace tessel;
 using namespace tessel::testing;
@@ -146,4 +149,30 @@ TEST_CASE("run stops early when the expected gain left is negligible") {
   const auto sum = st.run(stop::evaluations(15));
   CHECK(sum.reason == termination::negligible_gain);
   CHECK(sum.evaluations == 3);
+}
+
+TEST_CASE("a resumed study runs the trials a killed run left unfinished before any ranked one") {
+  // The trials left behind rank last here (small x: little gain), yet a
+  // resumed study must complete them: they were chosen before the kill.
+  const auto path = std::filesystem::temp_directory_path() / "tessel_scheduler_resume.tessel.db";
+  std::filesystem::remove(path);
+  const auto s = line_space();
+  std::vector<std::uint64_t> left;
+  {
+    auto db = std::make_shared<study_db>(path);
+    study st(s, std::make_shared<flat>(), std::make_unique<in_order>(),
+             {.evaluate_baseline = false}, db);
+    st.run(stop::evaluations(2));
+    for (const auto& g : st.ask(2)) left.push_back(g.trial_id);  // asked, never told
+  }
+  study::options o;
+  o.evaluate_baseline = false;
+  o.surrogate = std::make_shared<believes_large>(s);
+  auto db = std::make_shared<study_db>(path);
+  study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o, db);
+  const auto first = st.ask(2);
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].trial_id == left[0]);
+  CHECK(first[1].trial_id == left[1]);
+  std::filesystem::remove(path);
 }
