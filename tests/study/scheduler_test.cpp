@@ -158,10 +158,11 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   std::filesystem::remove(path);
   const auto s = line_space();
   std::vector<std::uint64_t> left;
+  study::options first_run;
+  first_run.evaluate_baseline = false;
   {
     auto db = std::make_shared<study_db>(path);
-    study st(s, std::make_shared<flat>(), std::make_unique<in_order>(),
-             {.evaluate_baseline = false}, db);
+    study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), first_run, db);
     st.run(stop::evaluations(2));
     for (const auto& g : st.ask(2)) left.push_back(g.trial_id);  // asked, never told
   }
