@@ -118,27 +118,7 @@ TEST_CASE("cross_entropy: compile errors say what overflowed and by how much") {
 }
 
 TEST_CASE("cross_entropy: examples/cross_entropy.tsl loads and a sample of its configs lowers") {
-  parse_options options;
-  options.target = "trn2";
-  options.overrides = {{"tokens", "1024"}, {"vocab", "32000"}};
-  const space s =
-      load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/cross_entropy.tsl", options);
-  sim_options timing_only;  // the gate has its own cases below
-  timing_only.gate = false;
-  sim_backend b(timing_only);
-  b.prepare(s);
-  rng random(5);
-  int ok = 0;
-  for (int i = 0; i < 8; ++i) {
-    const auto c = s.sample(random);
-    const auto m = b.evaluate(s, c);
-    INFO(m.message);
-    CHECK(m.ok());  // the space's requirements match the workload's resource checks
-    if (!m.ok()) continue;
-    ++ok;
-    CHECK(m.objective >= m.metrics.at("roofline_s"));
-  }
-  CHECK(ok > 0);
+  check_example_samples("cross_entropy.tsl", {{"tokens", "1024"}, {"vocab", "32000"}}, 5);
 }
 
 // --- functional mode through the gate ---------------------------------------------------

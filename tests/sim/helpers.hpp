@@ -7,9 +7,15 @@
 #include "sim/timing.hpp"
 #include "sim/workload.hpp"
 
+#include <tessel/dsl.hpp>
+#include <tessel/random.hpp>
+#include <tessel/sim.hpp>
 #include <tessel/target.hpp>
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
+#include <map>
 #include <string>
 
 namespace tessel::sim::testing {
@@ -105,6 +111,35 @@ inline double matmul_flops(const program& p) {
   for (const auto& in : p.instructions())
     if (in.kind == op::matmul) f += 2.0 * in.count * in.partitions * in.aux * in.free;
   return f;
+}
+
+/// Loads examples/`example` on trn2 with `overrides` and times 8 sampled
+/// configs with the gate off (the gate has its own cases): each must
+/// compile (the space's requirements match the workload's resource checks)
+/// and take no less than its roofline bound.
+inline void check_example_samples(const std::string& example,
+                                  const std::map<std::string, std::string>& overrides,
+                                  std::uint64_t seed) {
+  parse_options options;
+  options.target = "trn2";
+  for (const auto& [name, value] : overrides) options.overrides[name] = value;
+  const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + example, options);
+  sim_options timing_only;
+  timing_only.gate = false;
+  sim_backend b(timing_only);
+  b.prepare(s);
+  rng random(seed);
+  int ok = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto c = s.sample(random);
+    const auto m = b.evaluate(s, c);
+    INFO(m.message);
+    CHECK(m.ok());
+    if (!m.ok()) continue;
+    ++ok;
+    CHECK(m.objective >= m.metrics.at("roofline_s"));
+  }
+  CHECK(ok > 0);
 }
 
 }  // namespace tessel::sim::testing
