@@ -1,23 +1,31 @@
-// benchmarks/cost_aware: does ranking candidates by expected gain per unit of
-// cost reach a good config sooner than ranking them by expected gain alone?
-// Both arms run the same study (the same strategy proposing the pool, the
-// same GP surrogate and cost model scoring it); the only difference is the
-// scheduler's cost exponent: cost-aware cools alpha from 1 to 0 over the
-// budget (Lee et al. 2020), EI-only keeps alpha = 0. Measured: the time until
-// the best objective is 95% of the way from the space's median to its
-// optimum, where time = the evaluation costs the backend reports + the CPU
-// time tessel spends proposing and learning. Spaces: the real measured
-// replay tables of shared/bench (recorded compile + verification + benchmark
+// benchmarks/cost_aware: does weighing candidates by expected gain per unit
+// of cost reach a good config sooner than by expected gain alone? Both arms
+// run the same study (`auto` proposing, the GP surrogate and the GP cost
+// model scoring); the only difference is the cost exponent alpha of the
+// study, which the scheduler's ranking (expected gain / cost^alpha) and
+// `bo`'s acquisition (log EI - alpha ln cost, and its cheaper initial
+// design) both read: cost-aware cools alpha from 1 to 0 over the cost budget
+// (Lee et al. 2020), EI-only keeps alpha = 0. Measured: the time until the
+// best objective is 95% of the way from the space's median to its optimum,
+// where time = the evaluation costs the backend reports + the CPU time
+// tessel spends proposing and learning. Spaces: the real measured replay
+// tables of shared/bench (recorded compile + verification + benchmark
 // seconds per config), and the simulator's matmul (a modelled compile cost
-// that grows with the unrolled instruction count, plus the kernel's latency).
+// that grows with the unrolled instruction count, the gate's CPU time and
+// the kernel's latency). The ratios come with percentile-bootstrap 95%
+// intervals over the seeds. --exact-cost gives the replay arms the recorded
+// cost of every config (an oracle cost model): the bound on what a better
+// cost model could add.
 //
-//   bench_cost_aware [--shared DIR] [--seeds 25] [--strategy auto] [--spaces a,b] [--no-sim]
+//   bench_cost_aware [--shared DIR] [--seeds 25] [--strategy auto] [--spaces a,b]
+//                    [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay] [--json]
 #include "replay_frame.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/random.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/study.hpp>
@@ -46,17 +54,23 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+/// One improvement of the best-so-far objective.
+struct step {
+  double clock = 0;             ///< charged seconds when it was found
+  double best = 0;              ///< the new best objective
+  std::size_t evaluations = 0;  ///< evaluations done by then
+};
 /// Best-so-far objective against charged seconds, one point per improvement.
-using trajectory = std::vector<std::pair<double, double>>;
+using trajectory = std::vector<step>;
 
 struct problem {
   std::string name;
   space s;
   std::shared_ptr<backend> b;
-  double cap_s = 0;             ///< a run stops here (censored if the target is not reached)
-  std::size_t budget_hint = 0;  ///< evaluations alpha cools over
+  double cap_s = 0;  ///< a run stops here (censored if not reached); alpha cools over it
   double median = 0;
   double optimum = std::numeric_limits<double>::infinity();  ///< lowered by the runs (sim)
+  bool oracle_cost = false;  ///< the backend's estimate is exact: no cost model is learned
 };
 
 trajectory run_once(const problem& p, const std::string& strategy, std::size_t pool_factor,
@@ -65,15 +79,16 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   o.seed = seed;
   o.evaluate_baseline = false;
   o.surrogate = make_gp_surrogate(p.s);
-  o.costs = make_cost_model(p.s);
+  if (!p.oracle_cost) o.costs = make_cost_model(p.s);
   o.cost_alpha_start = cost_aware ? 1.0 : 0.0;
   o.cost_alpha_end = 0.0;
-  o.budget_hint = p.budget_hint;
+  o.cost_budget_hint_s = p.cap_s;
   if (pool_factor) o.pool_factor = pool_factor;
   study st(p.s, p.b, make_strategy(strategy), o);
   trajectory out;
   double clock = 0;
   double best = std::numeric_limits<double>::infinity();
+  std::size_t evaluations = 0;
   while (clock < p.cap_s && best > stop_at) {
     const double t0 = thread_cpu_s();
     const auto batch = st.ask(1);
@@ -81,21 +96,22 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
     if (batch.empty()) break;
     const auto m = p.b->evaluate(p.s, batch.front().config);
     clock += m.cost.total();
+    ++evaluations;
     const double t1 = thread_cpu_s();
     st.tell(batch.front().trial_id, m);
     clock += thread_cpu_s() - t1;
     if (m.ok() && m.objective < best) {
       best = m.objective;
-      out.emplace_back(clock, best);
+      out.push_back({clock, best, evaluations});
     }
   }
   return out;
 }
 
-/// When `t` first reaches `target`, or nullopt.
-std::optional<double> time_to(const trajectory& t, double target) {
-  for (const auto& [when, value] : t)
-    if (value <= target) return when;
+/// The first step of `t` that reaches `target`, or nullopt.
+std::optional<step> reaching(const trajectory& t, double target) {
+  for (const auto& s : t)
+    if (s.best <= target) return s;
   return std::nullopt;
 }
 
@@ -107,17 +123,18 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
-problem replay_problem(const std::filesystem::path& path, const std::string& name) {
+problem replay_problem(const std::filesystem::path& path, const std::string& name,
+                       bool exact_cost) {
   const auto table = replay_table::load(path);
   const auto f = bench::make_frame(*table);
-  auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
+  auto b = std::make_shared<replay_backend>(table, replay_options{1, true, exact_cost});
   problem p{name, replay_space(path), b};
   b->prepare(p.s);
   p.median = f.median;
   p.optimum = f.optimum;
+  p.oracle_cost = exact_cost;
   // Twice what random search needs on average to get 95% of the way.
   p.cap_s = 2.0 * f.budget_s;
-  p.budget_hint = static_cast<std::size_t>(std::ceil(p.cap_s / f.mean_cost_s));
   return p;
 }
 
@@ -150,14 +167,17 @@ problem sim_problem(std::size_t sample, std::uint64_t seed) {
   p.median = ok[ok.size() / 2];
   p.optimum = *std::min_element(ok.begin(), ok.end());
   const double mean_cost = cost / static_cast<double>(sample);
-  p.budget_hint = 300;
-  p.cap_s = mean_cost * static_cast<double>(p.budget_hint);
+  p.cap_s = mean_cost * 300;  // 300 evaluations of the average sampled cost
   return p;
 }
 
 struct arm_result {
   std::vector<double> times;  ///< per seed; the cap where the target was not reached
   std::size_t reached = 0;
+  double evaluations = 0;  ///< summed over the runs that reached the target
+  [[nodiscard]] double mean_evaluations() const {
+    return reached ? evaluations / static_cast<double>(reached) : 0.0;
+  }
   [[nodiscard]] double mean() const {
     return std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size());
   }
@@ -169,6 +189,49 @@ struct arm_result {
   }
 };
 
+/// The mean of a resample (with replacement) of `times`.
+double resampled_mean(const std::vector<double>& times, rng& random) {
+  double sum = 0;
+  for (std::size_t i = 0; i < times.size(); ++i) sum += times[random.uniform(times.size())];
+  return sum / static_cast<double>(times.size());
+}
+
+/// The 2.5% and 97.5% points of `draws`.
+std::pair<double, double> interval(std::vector<double> draws) {
+  std::sort(draws.begin(), draws.end());
+  const auto at = [&](double q) {
+    return draws[static_cast<std::size_t>(q * static_cast<double>(draws.size() - 1))];
+  };
+  return {at(0.025), at(0.975)};
+}
+
+/// Percentile-bootstrap 95% intervals of each space's EI / aware mean-time
+/// ratio and of their geometric mean: seeds resampled with replacement,
+/// each arm on its own, 2,000 times.
+struct bootstrap {
+  std::vector<std::pair<double, double>> per_space;
+  std::pair<double, double> geomean;
+};
+
+bootstrap bootstrap_ratios(const std::vector<std::pair<arm_result, arm_result>>& arms) {
+  constexpr std::size_t draws = 2000;
+  rng random(2024);
+  std::vector<std::vector<double>> ratios(arms.size());
+  std::vector<double> geo(draws, 0.0);
+  for (std::size_t d = 0; d < draws; ++d)
+    for (std::size_t i = 0; i < arms.size(); ++i) {
+      const double r = resampled_mean(arms[i].second.times, random) /
+                       resampled_mean(arms[i].first.times, random);
+      ratios[i].push_back(r);
+      geo[d] += std::log(r) / static_cast<double>(arms.size());
+    }
+  bootstrap out;
+  for (auto& r : ratios) out.per_space.push_back(interval(std::move(r)));
+  for (auto& g : geo) g = std::exp(g);
+  out.geomean = interval(std::move(geo));
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,7 +242,7 @@ int main(int argc, char** argv) {
   int seeds = 25;
   std::string strategy = "auto";
   std::string only;
-  bool no_sim = false, no_replay = false, json_out = false;
+  bool no_sim = false, no_replay = false, json_out = false, exact_cost = false;
   std::size_t sim_sample = 2000;
   std::size_t pool_factor = 0;
   app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
@@ -194,6 +257,9 @@ int main(int argc, char** argv) {
   app.add_option("--pool-factor", pool_factor,
                  "candidates scored per suggestion (0: study_options' default)")
       ->capture_default_str();
+  app.add_flag("--exact-cost", exact_cost,
+               "replay: the backend's estimate is each config's recorded cost (an oracle cost "
+               "model, bounding what cost-awareness can gain)");
   app.add_flag("--no-sim", no_sim, "skip the simulator space");
   app.add_flag("--no-replay", no_replay, "skip the replay spaces");
   app.add_flag("--json", json_out, "print JSON instead of a table");
@@ -207,17 +273,19 @@ int main(int argc, char** argv) {
     for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
     if (!only.empty()) names = split(only);
     for (const auto& name : names)
-      problems.push_back(
-          replay_problem(std::filesystem::path(shared) / "bench" / (name + ".json.gz"), name));
+      problems.push_back(replay_problem(
+          std::filesystem::path(shared) / "bench" / (name + ".json.gz"), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
 
   nlohmann::json report = nlohmann::json::array();
   if (!json_out)
-    std::cout << fmt::format("{:<26}{:>14}{:>14}{:>9}{:>14}{:>14}{:>9}{:>10}{:>10}\n", "space",
-                             "aware mean s", "aware med s", "reached", "EI mean s", "EI med s",
-                             "reached", "mean x", "median x");
+    std::cout << fmt::format("{:<26}{:>13}{:>12}{:>8}{:>9}{:>13}{:>12}{:>8}{:>9}{:>9}{:>10}   {}\n",
+                             "space", "aware mean s", "aware med s", "evals", "reached",
+                             "EI mean s", "EI med s", "evals", "reached", "mean x", "median x",
+                             "95% CI of mean x");
   double log_sum = 0;
+  std::vector<std::pair<arm_result, arm_result>> arms;  ///< (aware, EI) per space
   for (auto& p : problems) {
     std::vector<trajectory> aware_runs, ei_runs;
     // The target is 95% of the way from the median to the optimum; for the
@@ -234,14 +302,17 @@ int main(int argc, char** argv) {
     }
     for (const auto* runs : {&aware_runs, &ei_runs})
       for (const auto& r : *runs)
-        if (!r.empty()) p.optimum = std::min(p.optimum, r.back().second);
+        if (!r.empty()) p.optimum = std::min(p.optimum, r.back().best);
     const double target = p.optimum + 0.05 * (p.median - p.optimum);
     auto collect = [&](const std::vector<trajectory>& runs) {
       arm_result a;
       for (const auto& r : runs) {
-        const auto t = time_to(r, target);
-        a.times.push_back(t ? *t : p.cap_s);
-        a.reached += t ? 1 : 0;
+        const auto t = reaching(r, target);
+        a.times.push_back(t ? t->clock : p.cap_s);
+        if (t) {
+          ++a.reached;
+          a.evaluations += static_cast<double>(t->evaluations);
+        }
       }
       return a;
     };
@@ -250,36 +321,53 @@ int main(int argc, char** argv) {
     const double mean_ratio = ei.mean() / aware.mean();
     const double median_ratio = ei.median() / aware.median();
     log_sum += std::log(mean_ratio);
-    report.push_back(
-        {{"space", p.name},
-         {"target", target},
-         {"cap_s", p.cap_s},
-         {"aware",
-          {{"mean_s", aware.mean()}, {"median_s", aware.median()}, {"reached", aware.reached}}},
-         {"ei", {{"mean_s", ei.mean()}, {"median_s", ei.median()}, {"reached", ei.reached}}},
-         {"mean_ratio", mean_ratio},
-         {"median_ratio", median_ratio}});
-    if (!json_out)
-      std::cout << fmt::format(
-          "{:<26}{:>14.1f}{:>14.1f}{:>6}/{:<2}{:>14.1f}{:>14.1f}{:>6}/{:<2}{:>10.2f}{:>10.2f}\n",
-          p.name.substr(0, 25), aware.mean(), aware.median(), aware.reached, seeds, ei.mean(),
-          ei.median(), ei.reached, seeds, mean_ratio, median_ratio);
+    arms.emplace_back(aware, ei);
+    report.push_back({{"space", p.name},
+                      {"target", target},
+                      {"cap_s", p.cap_s},
+                      {"aware",
+                       {{"mean_s", aware.mean()},
+                        {"median_s", aware.median()},
+                        {"reached", aware.reached},
+                        {"evaluations", aware.mean_evaluations()}}},
+                      {"ei",
+                       {{"mean_s", ei.mean()},
+                        {"median_s", ei.median()},
+                        {"reached", ei.reached},
+                        {"evaluations", ei.mean_evaluations()}}},
+                      {"mean_ratio", mean_ratio},
+                      {"median_ratio", median_ratio}});
   }
   const double geo = std::exp(log_sum / static_cast<double>(problems.size()));
+  const auto ci = bootstrap_ratios(arms);
+  for (std::size_t i = 0; i < report.size(); ++i)
+    report[i]["mean_ratio_ci95"] = {ci.per_space[i].first, ci.per_space[i].second};
   if (json_out) {
     std::cout << nlohmann::json{{"seeds", seeds},
                                 {"strategy", strategy},
                                 {"spaces", report},
-                                {"geomean_mean_ratio", geo}}
+                                {"geomean_mean_ratio", geo},
+                                {"geomean_ci95", {ci.geomean.first, ci.geomean.second}}}
                      .dump(2)
               << "\n";
     return 0;
   }
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const auto& [aware, ei] = arms[i];
+    std::cout << fmt::format(
+        "{:<26}{:>13.1f}{:>12.1f}{:>8.0f}{:>6}/{:<2}{:>13.1f}{:>12.1f}{:>8.0f}{:>6}/{:<2}{:>9.2f}"
+        "{:>10.2f}   [{:.2f}, {:.2f}]\n",
+        problems[i].name.substr(0, 25), aware.mean(), aware.median(), aware.mean_evaluations(),
+        aware.reached, seeds, ei.mean(), ei.median(), ei.mean_evaluations(), ei.reached, seeds,
+        ei.mean() / aware.mean(), ei.median() / aware.median(), ci.per_space[i].first,
+        ci.per_space[i].second);
+  }
   std::cout << fmt::format(
-      "\ngeometric mean of (EI-only mean time / cost-aware mean time): {:.2f}x\n"
+      "\ngeometric mean of (EI-only mean time / cost-aware mean time): {:.2f}x "
+      "(bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "time = evaluation cost charged + tessel's own CPU time; a run that never reaches the "
       "target counts at the cap;\n{} seeds per arm, strategy '{}' proposing, GP surrogate and cost "
       "model scoring in both arms.\n",
-      geo, seeds, strategy);
+      geo, ci.geomean.first, ci.geomean.second, seeds, strategy);
   return 0;
 }

@@ -63,6 +63,10 @@ class batch_context final : public search_context {
   [[nodiscard]] bool known(std::uint64_t key) const override { return !batch_.fresh(key); }
   [[nodiscard]] const trial* best() const override { return base_.best(); }
   [[nodiscard]] std::size_t finished() const override { return base_.finished(); }
+  [[nodiscard]] double cost_alpha() const override { return base_.cost_alpha(); }
+  [[nodiscard]] double predicted_cost(const config& c) const override {
+    return base_.predicted_cost(c);
+  }
 
  private:
   const search_context& base_;

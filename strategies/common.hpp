@@ -41,6 +41,7 @@ class batch {
     configs_.reserve(capacity);
   }
   [[nodiscard]] const tessel::space& space() const { return context_.space(); }
+  [[nodiscard]] const search_context& context() const { return context_; }
   [[nodiscard]] bool full() const noexcept { return configs_.size() >= capacity_; }
   [[nodiscard]] std::size_t size() const noexcept { return configs_.size(); }
   /// Neither known to the context nor already in this batch.

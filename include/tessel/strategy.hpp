@@ -28,6 +28,19 @@ class search_context {
   [[nodiscard]] virtual const trial* best() const = 0;
   /// Number of finished trials.
   [[nodiscard]] virtual std::size_t finished() const = 0;
+  /// The exponent the study's cost-aware scheduler puts on cost now (its
+  /// utility is expected gain / cost^alpha, docs/scheduler.md); 0 when the
+  /// study does not weigh cost. A strategy that maximises an acquisition can
+  /// subtract alpha * ln predicted_cost(c) from its log acquisition, so its
+  /// proposals already favour gain per second (as `bo` does).
+  [[nodiscard]] virtual double cost_alpha() const { return 0.0; }
+  /// The study's prediction of what evaluating `c` costs, in seconds (its
+  /// cost model, seeded by the backend's estimate); > 0. Meaningful when
+  /// cost_alpha() > 0.
+  [[nodiscard]] virtual double predicted_cost(const config& c) const {
+    (void)c;
+    return 1.0;
+  }
 };
 
 class strategy {

@@ -51,8 +51,10 @@ class stop_condition {
   /// A leaf: `test` decides, `reason` says why in words, `kind` is the
   /// termination it reports; `budget` (optional) says how many evaluations
   /// are left, so run() does not start a batch past it.
+  /// `spent` (optional) says what fraction of its budget is used, in [0, 1].
   stop_condition(std::function<bool(const progress&)> test, std::string reason, termination kind,
-                 std::function<std::optional<std::size_t>(const progress&)> budget = {});
+                 std::function<std::optional<std::size_t>(const progress&)> budget = {},
+                 std::function<std::optional<double>(const progress&)> spent = {});
 
   /// Whether to stop now.
   [[nodiscard]] bool operator()(const progress& p) const;
@@ -62,6 +64,12 @@ class stop_condition {
   [[nodiscard]] termination kind(const progress& p) const;
   /// Evaluations that may still start before this condition must hold; nullopt if unbounded.
   [[nodiscard]] std::optional<std::size_t> evaluations_left(const progress& p) const;
+  /// The fraction of its budget used, in [0, 1]: evaluations, wall seconds or
+  /// cost seconds; nullopt for a condition that sets no budget (a target,
+  /// patience). For ||, the largest (the clause closest to firing); for &&,
+  /// the smallest, nullopt when any clause is unbounded. The cost-aware
+  /// scheduler cools its exponent with it.
+  [[nodiscard]] std::optional<double> spent(const progress& p) const;
 
   friend stop_condition operator||(stop_condition a, stop_condition b);
   friend stop_condition operator&&(stop_condition a, stop_condition b);
@@ -74,6 +82,7 @@ class stop_condition {
   std::string reason_;
   termination kind_ = termination::not_run;
   std::function<std::optional<std::size_t>(const progress&)> budget_;
+  std::function<std::optional<double>(const progress&)> spent_;
   std::vector<stop_condition> parts_;
 };
 
@@ -155,9 +164,13 @@ struct study_options {
   /// starve expensive but promising regions. Defaults 1 and 0.
   double cost_alpha_start = 1.0;
   double cost_alpha_end = 0.0;
-  /// The evaluation budget alpha cools over; 0 = the budget of run()'s stop
-  /// condition when it bounds evaluations (alpha stays at start otherwise).
+  /// The budget alpha cools over, for ask/tell use: evaluations, or seconds
+  /// of summed evaluation cost (progress::cost_s; CArBO cools by cost spent);
+  /// with both, whichever is more used up. 0 and 0: the fraction of run()'s
+  /// stop condition spent (stop_condition::spent: evaluations, wall or cost
+  /// seconds); alpha stays at start when nothing bounds the budget.
   std::size_t budget_hint = 0;
+  double cost_budget_hint_s = 0;
   /// Stop when the best expected gain left in the pool falls below this
   /// fraction of the incumbent (termination negligible_gain); 0 = never.
   double min_gain_fraction = 0;

@@ -19,11 +19,23 @@ struct candidate {
 }  // namespace
 
 double study::state::cost_alpha() const {
-  const std::size_t budget = options_.budget_hint ? options_.budget_hint : budget_evaluations;
-  if (budget == 0) return options_.cost_alpha_start;
-  const double spent =
-      std::min(1.0, static_cast<double>(progress_.evaluations) / static_cast<double>(budget));
-  return options_.cost_alpha_start + (options_.cost_alpha_end - options_.cost_alpha_start) * spent;
+  if (!options_.surrogate) return 0.0;
+  // The hints (for ask/tell, where no stop condition is known) win over
+  // run()'s condition; with both hints, whichever is more used up.
+  std::optional<double> spent;
+  if (options_.budget_hint > 0)
+    spent = static_cast<double>(progress_.evaluations) / static_cast<double>(options_.budget_hint);
+  if (options_.cost_budget_hint_s > 0)
+    spent = std::max(spent.value_or(0.0), progress_.cost_s / options_.cost_budget_hint_s);
+  if (!spent) spent = run_spent;
+  if (!spent) return options_.cost_alpha_start;
+  return options_.cost_alpha_start +
+         (options_.cost_alpha_end - options_.cost_alpha_start) * std::min(1.0, *spent);
+}
+
+double study::state::predicted_cost(const config& c) const {
+  const double estimate = backend_->estimated_cost(space_, c);
+  return std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
 }
 
 std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
@@ -43,9 +55,7 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   const double alpha = cost_alpha();
   auto score = [&](const config& c) {
     const auto cs = options_.surrogate->score(c, progress_.best);
-    const double estimate = backend_->estimated_cost(space_, c);
-    const double cost =
-        std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
+    const double cost = predicted_cost(c);
     return prediction{cs.mean,          cs.sigma, cs.p_feasible,
                       cs.expected_gain, cost,     cs.expected_gain / std::pow(cost, alpha)};
   };

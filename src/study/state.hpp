@@ -37,8 +37,11 @@ struct study::state final : search_context {
   /// Cost-aware selection (scheduler.cpp): the n best of the queue, the
   /// pool and fresh strategy proposals by utility; trials stay proposed.
   std::vector<std::size_t> select_by_utility(std::size_t n);
-  /// alpha for the fraction of the budget spent.
-  [[nodiscard]] double cost_alpha() const;
+  /// alpha for the fraction of the budget spent; 0 without a surrogate
+  /// (the scheduler does not weigh cost then).
+  [[nodiscard]] double cost_alpha() const override;
+  /// The cost model's prediction (the backend's estimate without one).
+  [[nodiscard]] double predicted_cost(const config& c) const override;
   /// Reloads a study file's trials (resume).
   void resume();
   void save(const trial& t);
@@ -61,8 +64,10 @@ struct study::state final : search_context {
   std::vector<std::pair<config, std::string>>
       pool;  ///< scored, not chosen strategy proposals (and who made them)
   std::unordered_set<std::uint64_t> pool_keys;
-  std::size_t budget_evaluations = 0;  ///< from run()'s stop condition
-  bool negligible = false;             ///< the early-stop test fired
+  /// The fraction of run()'s budget spent (stop_condition::spent), while
+  /// run() is going; nullopt outside run() or for an unbounded condition.
+  std::optional<double> run_spent;
+  bool negligible = false;  ///< the early-stop test fired
   std::optional<std::size_t> best_index;
   progress progress_;
   std::map<status, std::size_t> by_status;

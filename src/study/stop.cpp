@@ -10,8 +10,13 @@ namespace tessel {
 
 stop_condition::stop_condition(std::function<bool(const progress&)> test, std::string reason,
                                termination kind,
-                               std::function<std::optional<std::size_t>(const progress&)> budget)
-    : test_(std::move(test)), reason_(std::move(reason)), kind_(kind), budget_(std::move(budget)) {
+                               std::function<std::optional<std::size_t>(const progress&)> budget,
+                               std::function<std::optional<double>(const progress&)> spent)
+    : test_(std::move(test)),
+      reason_(std::move(reason)),
+      kind_(kind),
+      budget_(std::move(budget)),
+      spent_(std::move(spent)) {
   if (!test_) throw error("stop_condition: the test must be callable");
 }
 
@@ -60,6 +65,22 @@ std::optional<std::size_t> stop_condition::evaluations_left(const progress& p) c
   return left;
 }
 
+std::optional<double> stop_condition::spent(const progress& p) const {
+  if (combine_ == combine::leaf) return spent_ ? spent_(p) : std::nullopt;
+  std::optional<double> out;
+  for (const auto& c : parts_) {
+    const auto part = c.spent(p);
+    if (combine_ == combine::any) {
+      if (part) out = out ? std::max(*out, *part) : *part;
+    } else if (!part) {
+      return std::nullopt;
+    } else {
+      out = out ? std::min(*out, *part) : *part;
+    }
+  }
+  return out;
+}
+
 stop_condition operator||(stop_condition a, stop_condition b) {
   stop_condition c;
   c.combine_ = stop_condition::combine::any;
@@ -74,6 +95,15 @@ stop_condition operator&&(stop_condition a, stop_condition b) {
   return c;
 }
 
+namespace {
+
+/// used / budget, clamped to [0, 1].
+std::optional<double> fraction(double used, double budget) {
+  return budget > 0 ? std::clamp(used / budget, 0.0, 1.0) : 1.0;
+}
+
+}  // namespace
+
 namespace stop {
 
 stop_condition evaluations(std::size_t n) {
@@ -81,17 +111,26 @@ stop_condition evaluations(std::size_t n) {
           fmt::format("{} evaluations done", n), termination::evaluations,
           [n](const progress& p) {
             return std::optional<std::size_t>(n > p.evaluations ? n - p.evaluations : 0);
+          },
+          [n](const progress& p) {
+            return fraction(static_cast<double>(p.evaluations), static_cast<double>(n));
           }};
 }
 
 stop_condition wall_seconds(double seconds) {
   return {[seconds](const progress& p) { return p.wall_s >= seconds; },
-          fmt::format("wall time limit of {:g} s reached", seconds), termination::wall_time};
+          fmt::format("wall time limit of {:g} s reached", seconds),
+          termination::wall_time,
+          {},
+          [seconds](const progress& p) { return fraction(p.wall_s, seconds); }};
 }
 
 stop_condition cost_seconds(double seconds) {
   return {[seconds](const progress& p) { return p.cost_s >= seconds; },
-          fmt::format("evaluation-cost budget of {:g} s spent", seconds), termination::cost_budget};
+          fmt::format("evaluation-cost budget of {:g} s spent", seconds),
+          termination::cost_budget,
+          {},
+          [seconds](const progress& p) { return fraction(p.cost_s, seconds); }};
 }
 
 stop_condition target(double objective) {

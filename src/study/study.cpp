@@ -39,6 +39,8 @@ void study_options::validate() const {
   if (pool_factor == 0) throw options_error("study::options::pool_factor: must be at least 1");
   if (!(cost_alpha_start >= 0) || !(cost_alpha_end >= 0))
     throw options_error("study::options::cost_alpha_start/end: must be >= 0");
+  if (!(cost_budget_hint_s >= 0) || !std::isfinite(cost_budget_hint_s))
+    throw options_error("study::options::cost_budget_hint_s: must be finite and >= 0");
   if (!(min_gain_fraction >= 0))
     throw options_error("study::options::min_gain_fraction: must be >= 0");
   if (jobs > 4096)
@@ -267,8 +269,6 @@ summary study::run(const stop_condition& until) {
       s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
   s.jobs_used = jobs;
   tbb::task_arena arena(static_cast<int>(jobs));
-  if (const auto left = until.evaluations_left(s.progress_))
-    s.budget_evaluations = s.progress_.evaluations + *left;
   auto progress_now = [&] {
     auto p = s.progress_;
     p.wall_s = seconds_since(started);
@@ -283,6 +283,7 @@ summary study::run(const stop_condition& until) {
     std::size_t batch_size = jobs;
     if (const auto left = until.evaluations_left(progress_now()))
       batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
+    s.run_spent = until.spent(progress_now());
     const auto batch = ask(batch_size);
     if (batch.empty() && s.negligible) {
       s.last_reason = termination::negligible_gain;
@@ -327,6 +328,7 @@ summary study::run(const stop_condition& until) {
         }
   }
   s.run_wall_s = wall_before + seconds_since(started);
+  s.run_spent.reset();
   auto result = s.make_summary();
   for (const auto& o : s.observers) o->on_end(result);
   return result;

@@ -1,7 +1,10 @@
 // `bo`: Bayesian optimization over the discrete valid space
 // (tessel/bayesian.hpp, docs/bayesian.md). The acquisition is maximised over
 // a pool of fresh uniform samples and incumbents' neighbours, then refined by
-// hill-climbing valid neighbours; batches fantasise pending proposals.
+// hill-climbing valid neighbours; batches fantasise pending proposals. When
+// the study weighs cost, the log acquisition is less alpha * ln(predicted
+// cost): expected improvement per second^alpha, maximised over the whole
+// pool (Snoek et al. 2012; Lee et al. 2020).
 #include "strategies/bayesian/acquisition.hpp"
 #include "strategies/bayesian/model.hpp"
 #include "strategies/common.hpp"
@@ -31,8 +34,12 @@ struct pool {
   std::vector<config> configs;
   std::vector<std::uint64_t> keys;
   std::vector<Eigen::VectorXd> features;
+  /// alpha * ln(predicted seconds), subtracted from the log acquisition when
+  /// the study weighs cost (search_context::cost_alpha() > 0), else 0.
+  std::vector<double> cost_penalty;
   std::vector<bool> taken;
   std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
+  double alpha = 0;                        ///< the study's cost exponent during this propose()
 
   /// Adds `c` when it is fresh and new to the pool; returns its index.
   std::optional<std::size_t> add(const config& c, const detail::batch& b, const bayes::model& m) {
@@ -41,6 +48,7 @@ struct pool {
     configs.push_back(c);
     keys.push_back(key);
     features.push_back(m.features(c));
+    cost_penalty.push_back(alpha > 0 ? alpha * std::log(b.context().predicted_cost(c)) : 0.0);
     taken.push_back(false);
     return configs.size() - 1;
   }
@@ -85,6 +93,7 @@ class bo_search final : public strategy {
   }
 
  private:
+  void fill_initial(detail::batch& b, std::size_t n);
   void propose_from_model(detail::batch& b);
   [[nodiscard]] pool make_pool(const detail::batch& b);
   [[nodiscard]] std::optional<std::size_t> maximize(pool& p, const detail::batch& b);
@@ -116,7 +125,7 @@ std::vector<config> bo_search::propose(std::size_t n, const search_context& cont
     uniform = n;
   else if (seen < options_.initial_samples)
     uniform = std::min(n, options_.initial_samples - seen);
-  detail::fill_uniform(b, uniform, random_, sample_attempts);
+  fill_initial(b, uniform);
   if (!b.full()) propose_from_model(b);
   if (!b.full()) detail::fill_uniform(b, n - b.size(), random_, sample_attempts);
   auto out = b.take();
@@ -126,6 +135,39 @@ std::vector<config> bo_search::propose(std::size_t n, const search_context& cont
   if (pending_.size() > max_pending)
     pending_.erase(pending_.begin(), pending_.end() - static_cast<std::ptrdiff_t>(max_pending));
   return out;
+}
+
+/// `n` initial samples: uniform, or while the study weighs cost, each the
+/// cheapest of a few fresh uniform draws (bo_options::initial_draws).
+void bo_search::fill_initial(detail::batch& b, std::size_t n) {
+  const double alpha = b.context().cost_alpha();
+  const auto draws = static_cast<std::size_t>(
+      1 + std::lround(static_cast<double>(options_.initial_draws - 1) * std::min(alpha, 1.0)));
+  if (draws <= 1) {
+    detail::fill_uniform(b, n, random_, sample_attempts);
+    return;
+  }
+  const auto& s = b.space();
+  for (std::size_t slot = 0; slot < n && !b.full(); ++slot) {
+    std::optional<config> cheapest;
+    double lowest = std::numeric_limits<double>::infinity();
+    std::unordered_set<std::uint64_t> drawn;
+    for (std::size_t attempt = 0; attempt < sample_attempts && drawn.size() < draws; ++attempt) {
+      auto c = s.sample(random_);
+      const auto key = s.key(c);
+      if (!b.fresh(key) || !drawn.insert(key).second) continue;
+      const double cost = b.context().predicted_cost(c);
+      if (cost < lowest) {
+        lowest = cost;
+        cheapest = std::move(c);
+      }
+    }
+    if (!cheapest) {  // nearly exhausted: the uniform fill scans for what is left
+      detail::fill_uniform(b, n - slot, random_, sample_attempts);
+      return;
+    }
+    (void)b.add(*cheapest);
+  }
 }
 
 void bo_search::propose_from_model(detail::batch& b) {
@@ -154,6 +196,7 @@ double bo_search::lie(const Eigen::VectorXd& features) const {
 
 pool bo_search::make_pool(const detail::batch& b) {
   pool p;
+  p.alpha = b.context().cost_alpha();
   const auto& s = model_->space();
   for (std::size_t i = 0; i < options_.pool_size; ++i) (void)p.add(s.sample(random_), b, *model_);
   auto best = model_->observed();
@@ -195,7 +238,7 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
     const Eigen::VectorXd variance = gp.variances(v.cross);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
       const auto c = static_cast<Eigen::Index>(j);
-      const double a = value(v.mean[c], variance[c], v.p[c]);
+      const double a = value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]];
       if (a > floor) all.push_back({a, chunk[j]});
     }
   }
@@ -280,8 +323,8 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
     // Feasibility is sampled too: a candidate counts as feasible in this
     // draw with probability P(feasible), as in SCBO (Eriksson & Poloczek 2021).
     const bool feasible = random_.uniform01() < v.p[j] && v.p[j] >= cutoff_;
-    const double a =
-        bayes::log_softplus((model_->best() - draw[j]) / scale) + (feasible ? 0.0 : -1e6);
+    const double a = bayes::log_softplus((model_->best() - draw[j]) / scale) -
+                     p.cost_penalty[open[i]] + (feasible ? 0.0 : -1e6);
     if (a > best.value) best = {a, open[i]};
   }
   return best.index;

@@ -57,6 +57,7 @@ void bo_options::validate() const {
   constexpr std::string_view where = "bo_options";
   validate_gp(model, "bo_options.model");
   at_least(where, "initial_samples", initial_samples, 1);
+  at_least(where, "initial_draws", initial_draws, 1);
   if (!(ucb_kappa >= 0) || !std::isfinite(ucb_kappa))
     detail::options_failure(where, "ucb_kappa", "must be finite and >= 0" + detail::got(ucb_kappa));
   at_least(where, "pool_size", pool_size, 1);
@@ -70,6 +71,11 @@ void cost_model_options::validate() const {
   positive_finite(where, "prior_log_sd", prior_log_sd);
   positive_finite(where, "ridge", ridge);
   positive_finite(where, "default_cost_s", default_cost_s);
+  at_least(where, "max_points", max_points, 16);
+  at_least(where, "first_fit", first_fit, 2);
+  if (!(refit_growth > 1) || !std::isfinite(refit_growth))
+    detail::options_failure(where, "refit_growth",
+                            "must be finite and > 1" + detail::got(refit_growth));
 }
 
 }  // namespace tessel

@@ -476,6 +476,92 @@ TEST_CASE("the cost model starts from the backend estimate and learns from obser
   CHECK(worst < std::log(1.3));
 }
 
+TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear") {
+  const auto s = bowl_space();
+  // A cost valley in x (cheap at x = 8, 30x dearer at the edges) and a
+  // doubling with log2 z: ln(cost) is quadratic in x, which no linear model fits.
+  const auto truth = [&](const config& c) {
+    const double x = static_cast<double>(s.integer(c, "x"));
+    const double z = static_cast<double>(s.integer(c, "z"));
+    return 0.05 * std::exp(0.06 * (x - 8) * (x - 8)) * z;
+  };
+  auto held_out_error = [&](cost_model_kind kind) {
+    auto cost = make_cost_model(s, {.kind = kind});
+    rng random(11);
+    for (int i = 0; i < 120; ++i) {
+      const auto c = s.sample(random);
+      cost->observe(finished(s, c, 1.0, truth(c)));
+    }
+    double squared = 0;
+    for (int i = 0; i < 200; ++i) {
+      const auto c = s.sample(random);
+      squared += std::pow(std::log(cost->predict(c, 1.0) / truth(c)), 2);
+    }
+    return std::sqrt(squared / 200);
+  };
+  const double gp_error = held_out_error(cost_model_kind::gp);
+  const double linear_error = held_out_error(cost_model_kind::log_linear);
+  MESSAGE("held-out rms error of ln(cost): gp " << gp_error << ", log_linear " << linear_error);
+  CHECK(gp_error < 0.2);
+  CHECK(gp_error < 0.5 * linear_error);
+  // The GP keeps at most max_points observations and still predicts well.
+  auto capped = make_cost_model(s, {.max_points = 32});
+  rng random(12);
+  for (int i = 0; i < 300; ++i) {
+    const auto c = s.sample(random);
+    capped->observe(finished(s, c, 1.0, truth(c)));
+  }
+  double worst = 0;
+  for (int i = 0; i < 50; ++i) {
+    const auto c = s.sample(random);
+    worst = std::max(worst, std::abs(std::log(capped->predict(c, 1.0) / truth(c))));
+  }
+  CHECK(worst < std::log(2.0));
+}
+
+TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper initial design") {
+  const auto s = bowl_space();
+  // y >= 8 costs 20 s, the rest 1 s; the optimum (x 11, y 5) is cheap.
+  const auto seconds = [](const space& sp, const config& c) {
+    return sp.integer(c, "y") >= 8 ? 20.0 : 1.0;
+  };
+  auto spent = [&](double alpha, std::uint64_t seed) {
+    auto st = make_bo_strategy();
+    const auto run = drive(*st, s, bowl, 60, 1, seed, std::nullopt, {}, [&](fake_context& ctx) {
+      ctx.alpha = alpha;
+      ctx.seconds = seconds;
+    });
+    CHECK(run.problems.empty());
+    double total = 0, initial = 0;
+    for (std::size_t i = 0; i < run.proposals.size(); ++i) {
+      total += seconds(s, run.proposals[i]);
+      if (i < 10) initial += seconds(s, run.proposals[i]);
+    }
+    return std::pair{total, initial};
+  };
+  double aware = 0, blind = 0, aware_initial = 0, blind_initial = 0;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const auto [a, ai] = spent(1.0, seed);
+    const auto [b, bi] = spent(0.0, seed);
+    aware += a;
+    blind += b;
+    aware_initial += ai;
+    blind_initial += bi;
+  }
+  MESSAGE("seconds of 60 proposals, 3 seeds: cost-aware " << aware << ", EI alone " << blind
+                                                          << " (initial: " << aware_initial << ", "
+                                                          << blind_initial << ")");
+  CHECK(aware < 0.8 * blind);
+  CHECK(aware_initial < 0.6 * blind_initial);
+  // Weighing cost does not stop it finding the optimum (which is cheap here).
+  auto st = make_bo_strategy();
+  const auto run = drive(*st, s, bowl, 150, 1, 4, 1.0, {}, [&](fake_context& ctx) {
+    ctx.alpha = 1.0;
+    ctx.seconds = seconds;
+  });
+  CHECK(run.best == doctest::Approx(1.0));
+}
+
 TEST_CASE("bayesian options name the field and the rule") {
   CHECK_NOTHROW(bo_options{}.validate());
   CHECK_NOTHROW(gp_options{}.validate());
@@ -492,5 +578,11 @@ TEST_CASE("bayesian options name the field and the rule") {
         "bo_options.feasibility_cutoff: must be in [0, 1] (got 2)");
   CHECK(message_of([] { cost_model_options{.prior_log_sd = -1}.validate(); }) ==
         "cost_model_options.prior_log_sd: must be finite and > 0 (got -1)");
+  CHECK(message_of([] { cost_model_options{.max_points = 4}.validate(); }) ==
+        "cost_model_options.max_points: must be at least 16 (got 4)");
+  CHECK(message_of([] { cost_model_options{.refit_growth = 0.5}.validate(); }) ==
+        "cost_model_options.refit_growth: must be finite and > 1 (got 0.5)");
+  CHECK(message_of([] { bo_options{.initial_draws = 0}.validate(); }) ==
+        "bo_options.initial_draws: must be at least 1 (got 0)");
   CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);
 }

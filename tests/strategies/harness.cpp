@@ -14,8 +14,10 @@ void fake_context::finish(const trial& t) {
 
 run_record drive(strategy& st, const space& s, const objective_fn& f, std::size_t budget,
                  std::size_t batch, std::uint64_t seed, std::optional<double> target,
-                 const std::vector<std::uint64_t>& pre_known) {
+                 const std::vector<std::uint64_t>& pre_known,
+                 const std::function<void(fake_context&)>& prepare) {
   fake_context context(s);
+  if (prepare) prepare(context);
   for (auto key : pre_known) context.mark_known(key);
   run_record record;
   st.start(s, seed);

@@ -26,6 +26,14 @@ class fake_context final : public search_context {
   [[nodiscard]] bool known(std::uint64_t key) const override { return known_.contains(key); }
   [[nodiscard]] const trial* best() const override { return best_ ? &*best_ : nullptr; }
   [[nodiscard]] std::size_t finished() const override { return finished_; }
+  [[nodiscard]] double cost_alpha() const override { return alpha; }
+  [[nodiscard]] double predicted_cost(const config& c) const override {
+    return seconds ? seconds(space_, c) : 1.0;
+  }
+
+  /// What the study would say of cost (0 and null: it does not weigh cost).
+  double alpha = 0;
+  std::function<double(const tessel::space&, const config&)> seconds;
 
   void mark_known(std::uint64_t key) { known_.insert(key); }
   void finish(const trial& t);
@@ -53,9 +61,11 @@ struct run_record {
 /// until `budget` evaluations, `target` is reached, or the strategy returns
 /// nothing. Keys in `pre_known` count as known from the start. Records every
 /// violation: an invalid, known or repeated proposal, or more than asked.
+/// `prepare` (optional) sets up the context first (its cost view).
 run_record drive(strategy& st, const space& s, const objective_fn& f, std::size_t budget,
                  std::size_t batch, std::uint64_t seed, std::optional<double> target = std::nullopt,
-                 const std::vector<std::uint64_t>& pre_known = {});
+                 const std::vector<std::uint64_t>& pre_known = {},
+                 const std::function<void(fake_context&)>& prepare = {});
 
 // --- spaces ---------------------------------------------------------------------
 

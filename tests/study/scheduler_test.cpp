@@ -138,6 +138,48 @@ TEST_CASE("alpha cools from start to end over the evaluation budget") {
   CHECK(picks.back() > 10);
 }
 
+TEST_CASE("alpha cools over the cost spent, or over run()'s stop condition") {
+  const auto s = line_space();
+  // Costs x^2 seconds; the backend reports them, so progress::cost_s grows.
+  class costly final : public backend {
+   public:
+    std::string name() const override { return "costly"; }
+    measurement evaluate(const space& sp, const config& c) override {
+      const double x = static_cast<double>(sp.integer(c, "x"));
+      cost paid;
+      paid.run_s = x * x;
+      return measurement::success(100.0 - x, paid);
+    }
+  };
+  const auto backend = std::make_shared<costly>();
+  auto make = [&](double cost_budget_s) {
+    study::options o;
+    o.evaluate_baseline = false;
+    o.surrogate = std::make_shared<believes_large>(s, 0);
+    o.costs = std::make_shared<quadratic_cost>(s);
+    o.pool_factor = 20;
+    o.cost_budget_hint_s = cost_budget_s;
+    return study(s, backend, std::make_unique<in_order>(), o);
+  };
+  // A 31 s cost budget: x = 1, 2, 3, 4 cost 30 s together, so alpha is
+  // 1/31 at the fifth ask and the largest gain (x = 20) is picked.
+  auto st = make(31.0);
+  std::vector<std::int64_t> picks;
+  for (int i = 0; i < 5; ++i) {
+    const auto b = st.ask(1);
+    picks.push_back(st.space().integer(b[0].config, "x"));
+    st.tell(b[0].trial_id, backend->evaluate(s, b[0].config));
+  }
+  CHECK(picks == std::vector<std::int64_t>{1, 2, 3, 4, 20});
+  // Through run(): the same study with stop::cost_seconds(31) and no hint.
+  auto by_run = make(0.0);
+  const auto done = by_run.run(stop::cost_seconds(31));
+  std::vector<std::int64_t> run_picks;
+  for (const auto& t : by_run.trials()) run_picks.push_back(s.integer(t.config, "x"));
+  CHECK(done.reason == termination::cost_budget);
+  CHECK(run_picks == std::vector<std::int64_t>{1, 2, 3, 4, 20});
+}
+
 TEST_CASE("run stops early when the expected gain left is negligible") {
   const auto s = line_space();
   study::options o;

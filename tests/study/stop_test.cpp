@@ -30,3 +30,23 @@ TEST_CASE("stop conditions compose with || and &&") {
   CHECK_FALSE(not_all.evaluations_left(p).has_value());
   CHECK_FALSE(stop::never()(p));
 }
+
+TEST_CASE("a stop condition says what fraction of its budget is spent") {
+  progress p;
+  p.evaluations = 10;
+  p.wall_s = 5;
+  p.cost_s = 30;
+  p.best = 2.0;
+  CHECK(stop::evaluations(40).spent(p) == doctest::Approx(0.25));
+  CHECK(stop::wall_seconds(20).spent(p) == doctest::Approx(0.25));
+  CHECK(stop::cost_seconds(60).spent(p) == doctest::Approx(0.5));
+  CHECK(stop::cost_seconds(10).spent(p) == doctest::Approx(1.0));  // clamped
+  CHECK_FALSE(stop::target(1.0).spent(p).has_value());
+  CHECK_FALSE(stop::no_improvement(5).spent(p).has_value());
+  // ||: the clause closest to firing; a clause with no budget does not count.
+  CHECK((stop::evaluations(40) || stop::cost_seconds(60)).spent(p) == doctest::Approx(0.5));
+  CHECK((stop::target(1.0) || stop::evaluations(40)).spent(p) == doctest::Approx(0.25));
+  // &&: the clause furthest from firing; unbounded when one clause is.
+  CHECK((stop::evaluations(40) && stop::cost_seconds(60)).spent(p) == doctest::Approx(0.25));
+  CHECK_FALSE((stop::evaluations(40) && stop::target(1.0)).spent(p).has_value());
+}
