@@ -130,8 +130,8 @@ enum class cost_model_kind : std::uint8_t {
 /// precision (docs/bayesian.md).
 struct cost_model_options {
   /// Default gp: on the real spaces of shared/bench it ranks held-out costs
-  /// with Spearman 0.79-0.96 after 300 observations, against 0.53-0.83 for
-  /// log_linear (docs/bayesian.md).
+  /// with Spearman 0.59-0.92 after 100 observations, against 0.45-0.82 for
+  /// log_linear (bench_cost_model, docs/bayesian.md).
   cost_model_kind kind = cost_model_kind::gp;
   /// Standard deviation of the backend estimate's error, in ln(seconds):
   /// 0.7 trusts it to within a factor of about 2. Finite, > 0. Default 0.7.
