@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   }
   constexpr std::size_t held_out = 1200;
   const std::vector<std::size_t> sizes{30, 100, 300};
-  fmt::print("{:<26}{:>6}{:>14}{:>12}{:>12}{:>12}{:>12}\n", "space", "n", "rms const",
-             "rms linear", "rho linear", "rms gp", "rho gp");
+  fmt::print("{:<26}{:>6}{:>14}{:>12}{:>12}{:>12}{:>12}\n", "space", "n", "rms const", "rms linear",
+             "rho linear", "rms gp", "rho gp");
   for (const auto& name : names) {
     const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
     const auto table = replay_table::load(path);
@@ -101,10 +101,10 @@ int main(int argc, char** argv) {
     for (auto n : sizes) {
       double rms[3] = {0, 0, 0};
       std::vector<double> truth, predicted[2];
-      const double mean = std::accumulate(all.log_cost.begin(), all.log_cost.begin() +
-                                                                    static_cast<std::ptrdiff_t>(n),
-                                          0.0) /
-                          static_cast<double>(n);
+      const double mean =
+          std::accumulate(all.log_cost.begin(),
+                          all.log_cost.begin() + static_cast<std::ptrdiff_t>(n), 0.0) /
+          static_cast<double>(n);
       for (int k = 0; k < 2; ++k) {
         auto model = make_cost_model(
             s, {.kind = k == 0 ? cost_model_kind::log_linear : cost_model_kind::gp});
