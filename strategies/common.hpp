@@ -68,6 +68,16 @@ class batch {
 /// fresh config whenever one exists.
 std::vector<std::uint64_t> fill_uniform(batch& b, std::size_t n, rng& random, std::size_t attempts);
 
+/// Moves a uniform draw (without replacement) of min(k, size - first) of the
+/// items at or after `first` to positions first, first + 1, ...: the first
+/// k steps of Fisher-Yates, k draws however many items there are.
+template <class T>
+void draw_to_front(std::vector<T>& items, std::size_t first, std::size_t k, rng& random) {
+  const std::size_t end = first + std::min(k, items.size() - std::min(first, items.size()));
+  for (std::size_t i = first; i < end; ++i)
+    std::swap(items[i], items[i + random.uniform(items.size() - i)]);
+}
+
 /// Fisher-Yates with tessel::rng (std::shuffle's draws are not portable).
 template <class T>
 void shuffle(std::vector<T>& items, rng& random) {

@@ -8,11 +8,13 @@
 // its own fitted hyper-parameters) and Bayesian ridge regression.
 #include "strategies/bayesian/gp.hpp"
 #include "strategies/bayesian/kernels.hpp"
+#include "strategies/common.hpp"
 
 #include <tessel/bayesian.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -22,9 +24,8 @@ namespace {
 /// ln(seconds) of a finished trial whose config belongs to `s`, or nullopt.
 std::optional<double> log_cost_of(const space& s, const trial& t) {
   const double seconds = t.result.cost.total();
-  if (!(seconds > 0) || !std::isfinite(seconds) || t.config.size() != s.size()) return {};
-  for (std::size_t p = 0; p < t.config.size(); ++p)
-    if (t.config[p] != config::inactive && t.config[p] >= s.parameters()[p].dom.size()) return {};
+  if (!(seconds > 0) || !std::isfinite(seconds) || !bayes::kernel_layout::encodable(s, t.config))
+    return {};
   return std::log(seconds);
 }
 
@@ -74,9 +75,7 @@ class gp_cost final : public cost_model {
       bayes::fit_settings settings;
       settings.max_points = cap;
       (void)bayes::fit_hyper_parameters(model_, random_, settings);
-      next_fit_ = std::max(targets_.size() + 1,
-                           static_cast<std::size_t>(std::ceil(static_cast<double>(targets_.size()) *
-                                                              options_.refit_growth)));
+      next_fit_ = bayes::next_fit(targets_.size(), options_.refit_growth);
     }
   }
 
@@ -94,24 +93,13 @@ class gp_cost final : public cost_model {
     const auto cap = options_.max_points;
     const std::size_t n = targets_.size();
     const std::size_t recent = cap / 2;
-    std::vector<std::size_t> older(n - recent);
-    for (std::size_t i = 0; i < older.size(); ++i) older[i] = i;
-    for (std::size_t i = 0; i < cap - recent; ++i)
-      std::swap(older[i], older[i + random_.uniform(older.size() - i)]);
-    older.resize(cap - recent);
-    std::sort(older.begin(), older.end());
-    Eigen::MatrixXd raw(static_cast<Eigen::Index>(layout_.features),
-                        static_cast<Eigen::Index>(cap));
-    std::vector<double> y;
-    y.reserve(cap);
-    Eigen::Index col = 0;
-    auto take = [&](std::size_t i) {
-      raw.col(col++) = features_[i];
-      y.push_back(targets_[i]);
-    };
-    for (auto i : older) take(i);
-    for (std::size_t i = n - recent; i < n; ++i) take(i);
-    model_.assign(raw, y);
+    std::vector<std::size_t> chosen(n - recent);
+    std::iota(chosen.begin(), chosen.end(), std::size_t{0});
+    detail::draw_to_front(chosen, 0, cap - recent, random_);
+    chosen.resize(cap - recent);
+    std::sort(chosen.begin(), chosen.end());
+    for (std::size_t i = n - recent; i < n; ++i) chosen.push_back(i);
+    bayes::assign_subset(model_, features_, chosen, [&](std::size_t i) { return targets_[i]; });
   }
 
   space space_;

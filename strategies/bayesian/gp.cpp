@@ -296,6 +296,11 @@ Eigen::VectorXd clamp(Eigen::VectorXd x, const Eigen::VectorXd& lo, const Eigen:
 
 }  // namespace
 
+std::size_t next_fit(std::size_t count, double growth) {
+  return std::max(count + 1,
+                  static_cast<std::size_t>(std::ceil(static_cast<double>(count) * growth)));
+}
+
 fit_report fit_hyper_parameters(gp& model, rng& random, const fit_settings& settings) {
   fit_report report;
   if (model.size() < 2) return report;

@@ -99,6 +99,26 @@ struct fit_settings {
   double min_noise = 0;          ///< raises the noise variance's lower bound (0: the kernel's)
 };
 
+/// The observation count of the next hyper-parameter fit after one at
+/// `count`: ceil(count * growth), at least count + 1 (8, 16, 32, ... from 8
+/// with growth 2), so fits cost O(1) amortised per observation.
+[[nodiscard]] std::size_t next_fit(std::size_t count, double growth);
+
+/// model.assign() of the feature columns `which` (indices into `features`),
+/// each with target(index): the capped point sets of the models.
+template <class Target>
+void assign_subset(gp& model, const std::vector<Eigen::VectorXd>& features,
+                   const std::vector<std::size_t>& which, Target target) {
+  Eigen::MatrixXd raw(features.front().size(), static_cast<Eigen::Index>(which.size()));
+  std::vector<double> y;
+  y.reserve(which.size());
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    raw.col(static_cast<Eigen::Index>(i)) = features[which[i]];
+    y.push_back(target(which[i]));
+  }
+  model.assign(raw, y);
+}
+
 /// What a fit did: the subset's log marginal likelihood before and after.
 struct fit_report {
   double before = 0, after = 0;

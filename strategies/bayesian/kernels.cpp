@@ -61,6 +61,13 @@ kernel_layout kernel_layout::of(const space& s) {
   return layout;
 }
 
+bool kernel_layout::encodable(const space& s, const config& c) {
+  if (c.size() != s.size()) return false;
+  for (std::size_t p = 0; p < c.size(); ++p)
+    if (c[p] != config::inactive && c[p] >= s.parameters()[p].dom.size()) return false;
+  return true;
+}
+
 Eigen::VectorXd kernel_layout::features_of(const std::vector<double>& encoded) const {
   Eigen::VectorXd f = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(features));
   for (std::size_t i = 0; i < numeric.size(); ++i)

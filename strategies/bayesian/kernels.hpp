@@ -49,6 +49,9 @@ struct kernel_layout {
   std::size_t features = 0;          ///< rows of a feature column
 
   [[nodiscard]] static kernel_layout of(const space& s);
+  /// Whether `c` has one value index in range (or inactive) per parameter of
+  /// `s`, so it can be encoded: trials of another space are ignored.
+  [[nodiscard]] static bool encodable(const space& s, const config& c);
   /// The feature column of an encoded config (space::encode).
   [[nodiscard]] Eigen::VectorXd features_of(const std::vector<double>& encoded) const;
   [[nodiscard]] std::size_t hyper_parameters() const { return numeric.size() + blocks.size() + 2; }

@@ -2,6 +2,8 @@
 // them, hyper-parameters refitted when the ok count grows by refit_growth.
 #include "strategies/bayesian/model.hpp"
 
+#include "strategies/common.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,9 +32,7 @@ double model::to_model(double objective) const {
 
 void model::observe(const trial& t) {
   const auto& c = t.config;
-  if (c.size() != space_.size()) return;
-  for (std::size_t p = 0; p < c.size(); ++p)
-    if (c[p] != config::inactive && c[p] >= space_.parameters()[p].dom.size()) return;
+  if (!kernel_layout::encodable(space_, c)) return;
   const Eigen::VectorXd f = features(c);
   const bool ok = t.result.ok() && std::isfinite(t.result.objective);
   if (ok) {
@@ -85,18 +85,11 @@ void model::choose_active() {
                       return observed_[a].first < observed_[b].first ||
                              (observed_[a].first == observed_[b].first && a < b);
                     });
-  for (std::size_t i = best; i < cap; ++i)
-    std::swap(order[i], order[i + random_.uniform(order.size() - i)]);
+  detail::draw_to_front(order, best, cap - best, random_);
   order.resize(cap);
   std::sort(order.begin(), order.end());
   active_ = order;
-  Eigen::MatrixXd raw(features_.front().size(), static_cast<Eigen::Index>(cap));
-  std::vector<double> targets;
-  for (std::size_t i = 0; i < cap; ++i) {
-    raw.col(static_cast<Eigen::Index>(i)) = features_[active_[i]];
-    targets.push_back(observed_[active_[i]].first);
-  }
-  objective_.assign(raw, targets);
+  assign_subset(objective_, features_, active_, [&](std::size_t i) { return observed_[i].first; });
 }
 
 void model::refit() {
@@ -104,9 +97,7 @@ void model::refit() {
                               options_.fit_evaluations};
   last_fit_ = fit_hyper_parameters(objective_, random_, settings);
   ++fits_;
-  const auto n = static_cast<double>(ok_count());
-  next_fit_ =
-      std::max(ok_count() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
+  next_fit_ = next_fit(ok_count(), options_.refit_growth);
 }
 
 /// The feasibility model's own maximum-likelihood fit (label regression), on
@@ -119,9 +110,7 @@ void model::refit_feasibility() {
   const fit_settings settings{options_.max_fit_points, 0, options_.fit_evaluations,
                               options_.feasibility_noise};
   (void)fit_hyper_parameters(feasibility_, random_, settings);
-  const auto n = static_cast<double>(labels_.size());
-  next_feasibility_fit_ =
-      std::max(labels_.size() + 1, static_cast<std::size_t>(std::ceil(n * options_.refit_growth)));
+  next_feasibility_fit_ = next_fit(labels_.size(), options_.refit_growth);
 }
 
 /// The feasibility kernel until its first fit: the objective's correlation
@@ -175,8 +164,7 @@ void model::choose_feasibility_points() {
       (labels_[i] > 0.5 ? succeeded : failed).push_back(i);
     auto draw = [&](std::vector<std::size_t>& from, std::size_t k) {
       k = std::min(k, from.size());
-      for (std::size_t i = 0; i < k; ++i)
-        std::swap(from[i], from[i + random_.uniform(from.size() - i)]);
+      detail::draw_to_front(from, 0, k, random_);
       chosen.insert(chosen.end(), from.begin(), from.begin() + static_cast<std::ptrdiff_t>(k));
     };
     const std::size_t keep_ok = std::min(succeeded.size(), cap - std::min(failed.size(), cap / 2));
@@ -184,15 +172,8 @@ void model::choose_feasibility_points() {
     draw(succeeded, keep_ok);
     std::sort(chosen.begin(), chosen.end());
   }
-  Eigen::MatrixXd raw(trial_features_.front().size(), static_cast<Eigen::Index>(chosen.size()));
-  std::vector<double> labels;
-  labels.reserve(chosen.size());
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    raw.col(static_cast<Eigen::Index>(i)) = trial_features_[chosen[i]];
-    labels.push_back(labels_[chosen[i]]);
-  }
   feasibility_.set_fixed_mean(success_rate());
-  feasibility_.assign(raw, labels);
+  assign_subset(feasibility_, trial_features_, chosen, [&](std::size_t i) { return labels_[i]; });
 }
 
 Eigen::VectorXd model::p_feasible(const Eigen::Ref<const Eigen::MatrixXd>& raw) const {
