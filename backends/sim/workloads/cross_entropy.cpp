@@ -515,6 +515,14 @@ class cross_entropy_kernel final : public functional_kernel {
   input_memo<drawn> memo_;
 };
 
+/// Reads and plans a config (the plan holds its params): "" or the first error.
+std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
+  const value_reader v(s, c);
+  params p;
+  if (auto e = read(v, m, p); !e.empty()) return e;
+  return make_plan(p, m, pl);
+}
+
 class cross_entropy final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "cross_entropy"; }
@@ -551,11 +559,8 @@ class cross_entropy final : public workload {
   [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
                                   program& out) const override {
     out.clear();
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
     plan pl;
-    if (auto e = make_plan(p, m, pl); !e.empty()) return e;
+    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
@@ -565,10 +570,9 @@ class cross_entropy final : public workload {
 
   [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
                                                          const machine& m) const override {
-    const value_reader v(s, c);
-    params p;
     plan pl;
-    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return nullptr;
+    if (!plan_for(s, c, m, pl).empty()) return nullptr;
+    params p = pl.p;  // shrunk below for long reductions
     // every loss reads d_model x vocab inputs: past the cap, check the
     // schedule on its first, an interior and its tail chunk and slab
     if (static_cast<double>(p.d_model) * static_cast<double>(p.vocab) >
@@ -581,10 +585,9 @@ class cross_entropy final : public workload {
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
-    const value_reader v(s, c);
-    params p;
     plan pl;
-    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return 1;
+    if (!plan_for(s, c, m, pl).empty()) return 1;
+    const params& p = pl.p;
     return static_cast<double>(pl.token_tiles * pl.chunks) *
            static_cast<double>(pl.slabs * 2 + pl.subs * (8 + ceil_div(p.vocab_chunk, p.mm_n)));
   }

@@ -468,12 +468,9 @@ class matmul final : public workload {
   [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
                                   program& out) const override {
     out.clear();
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read_params(v, m, p); !e.empty()) return e;
-    if (auto e = check_tiles(p, m); !e.empty()) return e;
     plan pl;
-    if (auto e = make_plan(p, m, pl); !e.empty()) return e;
+    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
+    const params& p = pl.p;
     const double matmuls =
         static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
         static_cast<double>(ceil_div(p.size_k, p.mm_k));

@@ -4,6 +4,7 @@
 // examples/rmsnorm.tsl (rows, hidden, rows_per_tile, cols_per_step, bufs,
 // square_engine, scale_engine, stages, fuse_weight) and a few of its own.
 #include "../functional.hpp"
+#include "emit.hpp"
 #include "rows.hpp"
 
 #include <tessel/gate.hpp>
@@ -13,11 +14,12 @@
 namespace tessel::sim {
 namespace {
 
+/// The engine a symbol names; anything else is VectorE.
 engine_id engine_named(const std::string& name) {
-  return name == "scalar" ? scalar_engine : name == "gpsimd" ? gpsimd_engine : vector_engine;
+  return emit::engine_named(name).value_or(vector_engine);
 }
 
-class rmsnorm final : public workload {
+class rmsnorm final : public rows::pipeline_workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "rmsnorm"; }
   [[nodiscard]] std::string_view summary() const override {
@@ -40,25 +42,6 @@ class rmsnorm final : public workload {
     return out;
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
-    out.clear();
-    const value_reader v(s, c);
-    rows::pipeline_spec spec;
-    if (auto e = build(v, spec); !e.empty()) return e;
-    return rows::lower(spec, m, out);
-  }
-
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    (void)m;
-    const value_reader v(s, c);
-    rows::pipeline_spec spec;
-    if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
-      return nullptr;
-    return rows::rmsnorm_functional(spec, v.flag("residual", true), v.flag("fuse_weight", false));
-  }
-
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override {
     const value_reader v(s, c);
@@ -73,7 +56,12 @@ class rmsnorm final : public workload {
   }
 
  private:
-  static std::string build(const value_reader& v, rows::pipeline_spec& spec) {
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
+                                                            const value_reader& v) const override {
+    return rows::rmsnorm_functional(spec, v.flag("residual", true), v.flag("fuse_weight", false));
+  }
+
+  [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {
     spec.name = "rmsnorm";
     spec.rows = v.integer("rows", 0);
     spec.cols = v.integer("hidden", 0);

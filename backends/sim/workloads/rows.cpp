@@ -1,6 +1,10 @@
 // rows.cpp: the row-wise software pipeline (rows.hpp).
 #include "rows.hpp"
 
+#include "../functional.hpp"
+
+#include <tessel/gate.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -340,6 +344,25 @@ std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
     out.emplace_back("raise bufs (3 or more) so the three stages of different tiles overlap");
   }
   return out;
+}
+
+std::string pipeline_workload::lower(const space& s, const config& c, const machine& m,
+                                     program& out) const {
+  out.clear();
+  const value_reader v(s, c);
+  pipeline_spec spec;
+  if (auto e = build(v, spec); !e.empty()) return e;
+  return rows::lower(spec, m, out);
+}
+
+std::unique_ptr<gated_kernel> pipeline_workload::functional(const space& s, const config& c,
+                                                            const machine& m) const {
+  (void)m;
+  const value_reader v(s, c);
+  pipeline_spec spec;
+  if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
+    return nullptr;
+  return executor(spec, v);
 }
 
 }  // namespace tessel::sim::rows

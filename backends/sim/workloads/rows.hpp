@@ -87,6 +87,24 @@ struct tiling {
 /// Softmax: input x, output y.
 [[nodiscard]] std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec);
 
+/// A workload built on the row pipeline: build() reads a config into a
+/// pipeline_spec, and lowering and the functional executor follow from it.
+class pipeline_workload : public workload {
+ public:
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const final;
+  /// nullptr when the config does not build (or has no rows or columns).
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const final;
+
+ protected:
+  /// Reads `v` into `spec`; "" or the error.
+  [[nodiscard]] virtual std::string build(const value_reader& v, pipeline_spec& spec) const = 0;
+  /// The functional executor of a spec build() accepted.
+  [[nodiscard]] virtual std::unique_ptr<functional_kernel> executor(
+      const pipeline_spec& spec, const value_reader& v) const = 0;
+};
+
 /// Suggestions that hold for any row pipeline.
 [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const value_reader& v);
 

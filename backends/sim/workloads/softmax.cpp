@@ -3,6 +3,7 @@
 // (ScalarE activation with accumulation), the reciprocal; scale stage: the
 // multiply by 1/sum and the store.
 #include "../functional.hpp"
+#include "emit.hpp"
 #include "rows.hpp"
 
 #include <tessel/gate.hpp>
@@ -12,11 +13,12 @@
 namespace tessel::sim {
 namespace {
 
+/// The engine a symbol names; anything else is VectorE.
 engine_id engine_named(const std::string& name) {
-  return name == "scalar" ? scalar_engine : name == "gpsimd" ? gpsimd_engine : vector_engine;
+  return emit::engine_named(name).value_or(vector_engine);
 }
 
-class softmax final : public workload {
+class softmax final : public rows::pipeline_workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "softmax"; }
   [[nodiscard]] std::string_view summary() const override {
@@ -30,25 +32,6 @@ class softmax final : public workload {
     return out;
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
-    out.clear();
-    const value_reader v(s, c);
-    rows::pipeline_spec spec;
-    if (auto e = build(v, spec); !e.empty()) return e;
-    return rows::lower(spec, m, out);
-  }
-
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    (void)m;
-    const value_reader v(s, c);
-    rows::pipeline_spec spec;
-    if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
-      return nullptr;
-    return rows::softmax_functional(spec);
-  }
-
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override {
     const value_reader v(s, c);
@@ -60,7 +43,13 @@ class softmax final : public workload {
   }
 
  private:
-  static std::string build(const value_reader& v, rows::pipeline_spec& spec) {
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
+                                                            const value_reader& v) const override {
+    (void)v;
+    return rows::softmax_functional(spec);
+  }
+
+  [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {
     spec.name = "softmax";
     spec.rows = v.integer("rows", 0);
     spec.cols = v.integer("cols", 0);

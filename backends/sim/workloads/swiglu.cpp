@@ -480,6 +480,14 @@ class lowerer {
   std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0, passes_ = 0;
 };
 
+/// Reads and plans a config (the plan holds its params): "" or the first error.
+std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
+  const value_reader v(s, c);
+  params p;
+  if (auto e = read(v, m, p); !e.empty()) return e;
+  return make_plan(p, m, pl);
+}
+
 class swiglu final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "swiglu"; }
@@ -522,11 +530,8 @@ class swiglu final : public workload {
   [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
                                   program& out) const override {
     out.clear();
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
     plan pl;
-    if (auto e = make_plan(p, m, pl); !e.empty()) return e;
+    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
     lowerer(pl, m, out).run();
     return "";
   }
@@ -538,10 +543,8 @@ class swiglu final : public workload {
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
-    const value_reader v(s, c);
-    params p;
     plan pl;
-    if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return 1;
+    if (!plan_for(s, c, m, pl).empty()) return 1;
     const auto tiles = static_cast<double>(pl.token_tiles);
     const auto gate_up =
         static_cast<double>(pl.f_blocks * pl.k_slabs * 4 + pl.f_subs * pl.n_tiles * 6);
@@ -605,10 +608,9 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
 }  // namespace
 
 std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c, const machine& m) {
-  const value_reader v(s, c);
-  params p;
   plan pl;
-  if (!read(v, m, p).empty() || !make_plan(p, m, pl).empty()) return nullptr;
+  if (!plan_for(s, c, m, pl).empty()) return nullptr;
+  params p = pl.p;  // shrunk below for long reductions
   // every output reads 2 x d_model x d_ff inputs: past the cap, check the
   // schedule on its first, an interior and its tail ff and d blocks
   if (2.0 * static_cast<double>(p.d_model) * static_cast<double>(p.d_ff) >
