@@ -19,6 +19,7 @@
 //
 //   bench_cost_aware [--shared DIR] [--seeds 25] [--strategy auto] [--spaces a,b]
 //                    [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay] [--json]
+#include "common.hpp"
 #include "replay_frame.hpp"
 
 #include <tessel/backends.hpp>
@@ -47,12 +48,6 @@
 namespace {
 
 using namespace tessel;
-
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 /// One improvement of the best-so-far objective.
 struct step {
@@ -90,16 +85,16 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   double best = std::numeric_limits<double>::infinity();
   std::size_t evaluations = 0;
   while (clock < p.cap_s && best > stop_at) {
-    const double t0 = thread_cpu_s();
+    const double t0 = bench::thread_cpu_s();
     const auto batch = st.ask(1);
-    clock += thread_cpu_s() - t0;
+    clock += bench::thread_cpu_s() - t0;
     if (batch.empty()) break;
     const auto m = p.b->evaluate(p.s, batch.front().config);
     clock += m.cost.total();
     ++evaluations;
-    const double t1 = thread_cpu_s();
+    const double t1 = bench::thread_cpu_s();
     st.tell(batch.front().trial_id, m);
-    clock += thread_cpu_s() - t1;
+    clock += bench::thread_cpu_s() - t1;
     if (m.ok() && m.objective < best) {
       best = m.objective;
       out.push_back({clock, best, evaluations});
@@ -113,14 +108,6 @@ std::optional<step> reaching(const trajectory& t, double target) {
   for (const auto& s : t)
     if (s.best <= target) return s;
   return std::nullopt;
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string piece; std::getline(in, piece, ',');)
-    if (!piece.empty()) out.push_back(piece);
-  return out;
 }
 
 problem replay_problem(const std::filesystem::path& path, const std::string& name,
@@ -267,14 +254,8 @@ int main(int argc, char** argv) {
 
   std::vector<problem> problems;
   if (!no_replay) {
-    const auto manifest = nlohmann::json::parse(
-        std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
-    std::vector<std::string> names;
-    for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
-    if (!only.empty()) names = split(only);
-    for (const auto& name : names)
-      problems.push_back(replay_problem(
-          std::filesystem::path(shared) / "bench" / (name + ".json.gz"), name, exact_cost));
+    for (const auto& name : bench::replay_names(shared, only))
+      problems.push_back(replay_problem(bench::replay_path(shared, name), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
 

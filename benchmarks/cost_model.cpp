@@ -9,7 +9,7 @@
 // training costs).
 //
 //   bench_cost_model [--shared DIR] [--spaces a,b] [--seed 3]
-#include "replay_frame.hpp"
+#include "common.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
@@ -67,22 +67,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the draws")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<std::string> names;
-  if (only.empty()) {
-    const auto manifest = nlohmann::json::parse(
-        std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
-    for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
-  } else {
-    std::stringstream in(only);
-    for (std::string piece; std::getline(in, piece, ',');)
-      if (!piece.empty()) names.push_back(piece);
-  }
+  const auto names = bench::replay_names(shared, only);
   constexpr std::size_t held_out = 1200;
   const std::vector<std::size_t> sizes{30, 100, 300};
   fmt::print("{:<26}{:>6}{:>14}{:>12}{:>12}{:>12}{:>12}\n", "space", "n", "rms const", "rms linear",
              "rho linear", "rms gp", "rho gp");
   for (const auto& name : names) {
-    const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
+    const auto path = bench::replay_path(shared, name);
     const auto table = replay_table::load(path);
     const space s = replay_space(path);
     replay_backend b(table, replay_options{1, true, false});

@@ -7,6 +7,7 @@
 // report the gate's cost per candidate separately.
 //
 //   bench_sim_speed [--configs N] [--seed S] [--target trn2] [--file PATH]
+#include "common.hpp"
 #include "sim/machine.hpp"
 #include "sim/program.hpp"
 #include "sim/timing.hpp"
@@ -28,11 +29,7 @@ namespace {
 /// simulation is single-threaded work, so CPU seconds are what it costs.
 struct clock_type {
   using time_point = double;
-  static double now() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  }
+  static double now() { return tessel::bench::thread_cpu_s(); }
 };
 double seconds_since(double t0) { return clock_type::now() - t0; }
 }  // namespace

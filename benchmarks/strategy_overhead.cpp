@@ -23,6 +23,8 @@
 //
 //   bench_strategy_overhead [--space FILE] [--strategies a,b] [--checkpoints 100,500,1000]
 //                           [--window 20] [--seed 1]
+#include "common.hpp"
+
 #include <tessel/bayesian.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/strategies.hpp>
@@ -43,14 +45,6 @@
 namespace {
 
 using namespace tessel;
-
-/// This thread's CPU seconds: the strategy's own work, not the time other
-/// processes take the core from it (benchmarks here run on loaded machines).
-double cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 constexpr std::string_view default_space = R"(
 space overhead {
@@ -123,9 +117,9 @@ timing run(const std::string& name, const space& s, std::size_t iterations, std:
   st->start(s, seed);
   timing t;
   for (std::size_t i = 0; i < iterations; ++i) {
-    const double t0 = cpu_s();
+    const double t0 = bench::thread_cpu_s();
     const auto proposed = st->propose(1, ctx);
-    const double t1 = cpu_s();
+    const double t1 = bench::thread_cpu_s();
     if (proposed.empty()) break;
     trial tr;
     tr.id = i + 1;
@@ -136,9 +130,9 @@ timing run(const std::string& name, const space& s, std::size_t iterations, std:
     tr.result = objective(s, tr.config);
     ctx.mark(tr.key);
     ctx.finish(tr);
-    const double t2 = cpu_s();
+    const double t2 = bench::thread_cpu_s();
     st->observe(tr);
-    const double t3 = cpu_s();
+    const double t3 = bench::thread_cpu_s();
     t.ask_s.push_back(t1 - t0);
     t.tell_s.push_back(t3 - t2);
   }
@@ -169,19 +163,6 @@ row summarize(const timing& t, std::size_t n, std::size_t window) {
   return r;
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    auto piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!piece.empty()) out.push_back(std::move(piece));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,9 +187,9 @@ int main(int argc, char** argv) {
 
   const space s = space_file.empty() ? parse_space(default_space) : load_space(space_file);
   std::vector<std::size_t> checkpoints;
-  for (const auto& c : split(checkpoints_text)) checkpoints.push_back(std::stoul(c));
+  for (const auto& c : bench::split(checkpoints_text)) checkpoints.push_back(std::stoul(c));
   std::sort(checkpoints.begin(), checkpoints.end());
-  auto names = strategies.empty() ? strategy_names() : split(strategies);
+  auto names = strategies.empty() ? strategy_names() : bench::split(strategies);
   if (strategies.empty()) names.insert(std::find(names.begin(), names.end(), "bo") + 1, "bo-exact");
   std::cout << fmt::format("space {}: {} valid configs, {} parameters, {} encoded dims\n\n",
                            s.name(), s.count(), s.size(), s.encoding().size());

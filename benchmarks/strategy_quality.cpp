@@ -6,6 +6,7 @@
 // own CPU time charged.
 //
 //   bench_strategy_quality [--shared DIR] [--seeds 25] [--strategies a,b] [--json]
+#include "common.hpp"
 #include "replay_frame.hpp"
 
 #include <tessel/backends.hpp>
@@ -32,12 +33,6 @@ namespace {
 using namespace tessel;
 using bench::frame;
 using bench::make_frame;
-
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 /// A registered strategy, or "auto:ARM+ARM+..." for the bandit over those arms
 /// (to compare arm sets side by side).
@@ -79,15 +74,15 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
   double clock = 0;
   std::optional<double> best;
   while (clock < limit_s) {
-    const double t0 = thread_cpu_s();
+    const double t0 = bench::thread_cpu_s();
     const auto batch = st.ask(1);
-    clock += thread_cpu_s() - t0;
+    clock += bench::thread_cpu_s() - t0;
     if (batch.empty()) break;
     const auto m = b->evaluate(s, batch.front().config);
     clock += m.cost.total();
-    const double t1 = thread_cpu_s();
+    const double t1 = bench::thread_cpu_s();
     st.tell(batch.front().trial_id, m);
-    clock += thread_cpu_s() - t1;
+    clock += bench::thread_cpu_s() - t1;
     if (m.ok() && (!best || m.objective < *best)) {
       best = m.objective;
       out.emplace_back(clock, *best);
@@ -120,20 +115,6 @@ double score(const std::vector<trajectory>& runs, const frame& f) {
   return sum / points;
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const auto piece =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!piece.empty()) out.push_back(piece);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,16 +140,12 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
-  const auto manifest = nlohmann::json::parse(
-      std::ifstream(std::filesystem::path(shared) / "bench" / "manifest.json"));
-  std::vector<std::string> names;
-  for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
-  if (!only.empty()) names = split(only);
-  const auto strategy_list = split(strategies);
+  const auto names = bench::replay_names(shared, only);
+  const auto strategy_list = bench::split(strategies);
 
   std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
   for (const auto& name : names) {
-    const auto path = std::filesystem::path(shared) / "bench" / (name + ".json.gz");
+    const auto path = bench::replay_path(shared, name);
     const auto table = replay_table::load(path);
     const auto f = make_frame(*table);
     const auto s = replay_space(path);

@@ -1,0 +1,55 @@
+// benchmarks/common.hpp: what several benchmarks need: the thread's CPU
+// clock (the machine may be shared, so a strategy is charged its own CPU
+// time, not the time other processes take the core), comma-separated option
+// lists, and the names of the real replay spaces of shared/bench.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tessel::bench {
+
+/// This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID).
+inline double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// "a,b,,c" -> {"a", "b", "c"}.
+inline std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    auto piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!piece.empty()) out.push_back(std::move(piece));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+/// The replay spaces to run: `only` (comma-separated) when given, else every
+/// name in shared/bench/manifest.json.
+inline std::vector<std::string> replay_names(const std::filesystem::path& shared,
+                                             const std::string& only) {
+  if (!only.empty()) return split(only);
+  const auto manifest = nlohmann::json::parse(std::ifstream(shared / "bench" / "manifest.json"));
+  std::vector<std::string> names;
+  for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
+  return names;
+}
+
+/// shared/bench/NAME.json.gz.
+inline std::filesystem::path replay_path(const std::filesystem::path& shared,
+                                         const std::string& name) {
+  return shared / "bench" / (name + ".json.gz");
+}
+
+}  // namespace tessel::bench
