@@ -515,14 +515,6 @@ class cross_entropy_kernel final : public functional_kernel {
   input_memo<drawn> memo_;
 };
 
-/// Reads and plans a config (the plan holds its params): "" or the first error.
-std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
-  const value_reader v(s, c);
-  params p;
-  if (auto e = read(v, m, p); !e.empty()) return e;
-  return make_plan(p, m, pl);
-}
-
 class cross_entropy final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "cross_entropy"; }
@@ -560,7 +552,7 @@ class cross_entropy final : public workload {
                                   program& out) const override {
     out.clear();
     plan pl;
-    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
+    if (auto e = emit::plan_for(s, c, m, pl, read, make_plan); !e.empty()) return e;
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
@@ -571,7 +563,7 @@ class cross_entropy final : public workload {
   [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
                                                          const machine& m) const override {
     plan pl;
-    if (!plan_for(s, c, m, pl).empty()) return nullptr;
+    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
     params p = pl.p;  // shrunk below for long reductions
     // every loss reads d_model x vocab inputs: past the cap, check the
     // schedule on its first, an interior and its tail chunk and slab
@@ -586,7 +578,7 @@ class cross_entropy final : public workload {
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
     plan pl;
-    if (!plan_for(s, c, m, pl).empty()) return 1;
+    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return 1;
     const params& p = pl.p;
     return static_cast<double>(pl.token_tiles * pl.chunks) *
            static_cast<double>(pl.slabs * 2 + pl.subs * (8 + ceil_div(p.vocab_chunk, p.mm_n)));

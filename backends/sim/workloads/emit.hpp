@@ -24,6 +24,20 @@ namespace tessel::sim::emit {
   return (a + b - 1) / b;
 }
 
+/// A workload's read-then-plan: "" or the first error. `read` fills the
+/// workload's Params from a config, `make_plan` its Plan (which keeps the
+/// Params) from them.
+template <class Params, class Plan>
+[[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, Plan& pl,
+                                   std::string (*read)(const value_reader&, const machine&,
+                                                       Params&),
+                                   std::string (*make_plan)(const Params&, const machine&, Plan&)) {
+  const value_reader v(s, c);
+  Params p;
+  if (auto e = read(v, m, p); !e.empty()) return e;
+  return make_plan(p, m, pl);
+}
+
 /// "vector" | "scalar" | "gpsimd" -> the engine, else nullopt.
 [[nodiscard]] inline std::optional<engine_id> engine_named(std::string_view name) {
   if (name == "vector") return vector_engine;

@@ -480,14 +480,6 @@ class lowerer {
   std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0, passes_ = 0;
 };
 
-/// Reads and plans a config (the plan holds its params): "" or the first error.
-std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
-  const value_reader v(s, c);
-  params p;
-  if (auto e = read(v, m, p); !e.empty()) return e;
-  return make_plan(p, m, pl);
-}
-
 class swiglu final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "swiglu"; }
@@ -531,7 +523,7 @@ class swiglu final : public workload {
                                   program& out) const override {
     out.clear();
     plan pl;
-    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
+    if (auto e = emit::plan_for(s, c, m, pl, read, make_plan); !e.empty()) return e;
     lowerer(pl, m, out).run();
     return "";
   }
@@ -544,7 +536,7 @@ class swiglu final : public workload {
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
     plan pl;
-    if (!plan_for(s, c, m, pl).empty()) return 1;
+    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return 1;
     const auto tiles = static_cast<double>(pl.token_tiles);
     const auto gate_up =
         static_cast<double>(pl.f_blocks * pl.k_slabs * 4 + pl.f_subs * pl.n_tiles * 6);
@@ -609,7 +601,7 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
 
 std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c, const machine& m) {
   plan pl;
-  if (!plan_for(s, c, m, pl).empty()) return nullptr;
+  if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
   params p = pl.p;  // shrunk below for long reductions
   // every output reads 2 x d_model x d_ff inputs: past the cap, check the
   // schedule on its first, an interior and its tail ff and d blocks
