@@ -77,6 +77,16 @@ class flat final : public backend {
   }
 };
 
+/// A study's options with the in-test models: gain = x, cost = x^2.
+study::options weighing_cost(const space& s, std::size_t pool_factor) {
+  study::options o;
+  o.evaluate_baseline = false;
+  o.surrogate = std::make_shared<believes_large>(s, 0);
+  o.costs = std::make_shared<quadratic_cost>(s);
+  o.pool_factor = pool_factor;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("ask ranks the pool by expected gain and reports the prediction") {
@@ -102,11 +112,7 @@ TEST_CASE("ask ranks the pool by expected gain and reports the prediction") {
 TEST_CASE("expected gain per cost^alpha: cheap first at alpha 1, gain first at alpha 0") {
   const auto s = line_space();
   auto first_pick = [&](double alpha) {
-    study::options o;
-    o.evaluate_baseline = false;
-    o.surrogate = std::make_shared<believes_large>(s, 0);
-    o.costs = std::make_shared<quadratic_cost>(s);
-    o.pool_factor = 10;
+    auto o = weighing_cost(s, 10);
     o.cost_alpha_start = alpha;
     o.cost_alpha_end = alpha;
     study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
@@ -118,11 +124,7 @@ TEST_CASE("expected gain per cost^alpha: cheap first at alpha 1, gain first at a
 
 TEST_CASE("alpha cools from start to end over the evaluation budget") {
   const auto s = line_space();
-  study::options o;
-  o.evaluate_baseline = false;
-  o.surrogate = std::make_shared<believes_large>(s, 0);
-  o.costs = std::make_shared<quadratic_cost>(s);
-  o.pool_factor = 20;
+  auto o = weighing_cost(s, 20);
   o.budget_hint = 10;
   study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
   std::vector<std::int64_t> picks;
@@ -153,11 +155,7 @@ TEST_CASE("alpha cools over the cost spent, or over run()'s stop condition") {
   };
   const auto backend = std::make_shared<costly>();
   auto make = [&](double cost_budget_s) {
-    study::options o;
-    o.evaluate_baseline = false;
-    o.surrogate = std::make_shared<believes_large>(s, 0);
-    o.costs = std::make_shared<quadratic_cost>(s);
-    o.pool_factor = 20;
+    auto o = weighing_cost(s, 20);
     o.cost_budget_hint_s = cost_budget_s;
     return study(s, backend, std::make_unique<in_order>(), o);
   };

@@ -4,12 +4,24 @@
 
 using namespace tessel;
 
-TEST_CASE("stop conditions compose with || and &&") {
+namespace {
+
+/// 10 evaluations, 5 s of wall time, 30 s of evaluation cost, best 2, 3
+/// evaluations since it improved.
+progress midway() {
   progress p;
   p.evaluations = 10;
   p.wall_s = 5;
+  p.cost_s = 30;
   p.best = 2.0;
   p.since_improvement = 3;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("stop conditions compose with || and &&") {
+  const progress p = midway();
   CHECK(stop::evaluations(10)(p));
   CHECK_FALSE(stop::evaluations(11)(p));
   CHECK(stop::target(2.5)(p));
@@ -32,11 +44,7 @@ TEST_CASE("stop conditions compose with || and &&") {
 }
 
 TEST_CASE("a stop condition says what fraction of its budget is spent") {
-  progress p;
-  p.evaluations = 10;
-  p.wall_s = 5;
-  p.cost_s = 30;
-  p.best = 2.0;
+  const progress p = midway();
   CHECK(stop::evaluations(40).spent(p) == doctest::Approx(0.25));
   CHECK(stop::wall_seconds(20).spent(p) == doctest::Approx(0.25));
   CHECK(stop::cost_seconds(60).spent(p) == doctest::Approx(0.5));
