@@ -20,7 +20,9 @@
 
 #include <Eigen/Eigenvalues>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <numeric>
@@ -452,6 +454,35 @@ TEST_CASE("the GP surrogate scores candidates in objective units") {
   CHECK(bad.expected_gain <= bad.p_feasible * *best);
 }
 
+namespace {
+
+using cost_fn = std::function<double(const config&)>;
+
+/// Observes `n` uniform samples of `s`, each costing truth(c) seconds.
+void teach(cost_model& cost, const space& s, const cost_fn& truth, int n, rng& random) {
+  for (int i = 0; i < n; ++i) {
+    const auto c = s.sample(random);
+    cost.observe(finished(s, c, 1.0, truth(c)));
+  }
+}
+
+/// |ln(predicted / true seconds)| at `n` fresh uniform samples (estimate 1 s).
+std::vector<double> log_errors(const cost_model& cost, const space& s, const cost_fn& truth, int n,
+                               rng& random) {
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) {
+    const auto c = s.sample(random);
+    out.push_back(std::abs(std::log(cost.predict(c, 1.0) / truth(c))));
+  }
+  return out;
+}
+
+double worst(const std::vector<double>& errors) {
+  return *std::max_element(errors.begin(), errors.end());
+}
+
+}  // namespace
+
 TEST_CASE("the cost model starts from the backend estimate and learns from observed costs") {
   const auto s = bowl_space();
   auto cost = make_cost_model(s);
@@ -464,16 +495,8 @@ TEST_CASE("the cost model starts from the backend estimate and learns from obser
     return 0.1 * std::exp2(static_cast<double>(s.integer(c, "x")) / 4);
   };
   rng random(6);
-  for (int i = 0; i < 200; ++i) {
-    const auto c = s.sample(random);
-    cost->observe(finished(s, c, 1.0, truth(c)));
-  }
-  double worst = 0;
-  for (int i = 0; i < 50; ++i) {
-    const auto c = s.sample(random);
-    worst = std::max(worst, std::abs(std::log(cost->predict(c, 1.0) / truth(c))));
-  }
-  CHECK(worst < std::log(1.3));
+  teach(*cost, s, truth, 200, random);
+  CHECK(worst(log_errors(*cost, s, truth, 50, random)) < std::log(1.3));
 }
 
 TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear") {
@@ -488,15 +511,9 @@ TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear"
   auto held_out_error = [&](cost_model_kind kind) {
     auto cost = make_cost_model(s, {.kind = kind});
     rng random(11);
-    for (int i = 0; i < 120; ++i) {
-      const auto c = s.sample(random);
-      cost->observe(finished(s, c, 1.0, truth(c)));
-    }
+    teach(*cost, s, truth, 120, random);
     double squared = 0;
-    for (int i = 0; i < 200; ++i) {
-      const auto c = s.sample(random);
-      squared += std::pow(std::log(cost->predict(c, 1.0) / truth(c)), 2);
-    }
+    for (double e : log_errors(*cost, s, truth, 200, random)) squared += e * e;
     return std::sqrt(squared / 200);
   };
   const double gp_error = held_out_error(cost_model_kind::gp);
@@ -507,16 +524,8 @@ TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear"
   // The GP keeps at most max_points observations and still predicts well.
   auto capped = make_cost_model(s, {.max_points = 32});
   rng random(12);
-  for (int i = 0; i < 300; ++i) {
-    const auto c = s.sample(random);
-    capped->observe(finished(s, c, 1.0, truth(c)));
-  }
-  double worst = 0;
-  for (int i = 0; i < 50; ++i) {
-    const auto c = s.sample(random);
-    worst = std::max(worst, std::abs(std::log(capped->predict(c, 1.0) / truth(c))));
-  }
-  CHECK(worst < std::log(2.0));
+  teach(*capped, s, truth, 300, random);
+  CHECK(worst(log_errors(*capped, s, truth, 50, random)) < std::log(2.0));
 }
 
 TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper initial design") {
