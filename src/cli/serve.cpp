@@ -36,6 +36,15 @@ command add_serve_command(CLI::App& tool) {
   auto* app = tool.add_subcommand(
       "serve", "Speak the JSON-lines ask/tell protocol on stdin/stdout (for agent loops)");
   add_study_options(*app, *options, false);
+  // A session has no stop condition, so the cost-aware scheduler cannot tell
+  // how much of the budget is spent unless it is told (docs/scheduler.md).
+  app->add_option("--budget-hint", options->budget_hint,
+                  "Evaluations the session expects: the cost weight cools from 1 to 0 over "
+                  "them (utility scheduler; serve does not stop there)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--cost-budget-hint", options->cost_budget_hint_s,
+                  "Seconds of evaluation cost the session expects, as --budget-hint")
+      ->check(CLI::NonNegativeNumber);
   return {app, [options] { return report_errors([&] { return run_serve(*options); }, true); }};
 }
 

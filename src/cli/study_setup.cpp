@@ -148,6 +148,8 @@ study_setup make_study(const study_setup_options& o) {
     so.costs = make_cost_model(out.space.space);
   }
   so.min_gain_fraction = o.min_gain;
+  so.budget_hint = o.budget_hint;
+  so.cost_budget_hint_s = o.cost_budget_hint_s;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
                                               out.db);
   return out;

@@ -32,6 +32,10 @@ struct study_setup_options {
   bool gate = true;                   ///< --no-gate: the simulator skips the equivalence gate
   std::string scheduler = "utility";  ///< "utility" (cost-aware) or "fifo"
   double min_gain = 0;                ///< study_options::min_gain_fraction
+  /// serve: the budget the cost exponent cools over (study_options::budget_hint,
+  /// cost_budget_hint_s); tune takes it from its stop condition instead.
+  std::size_t budget_hint = 0;
+  double cost_budget_hint_s = 0;
 };
 
 /// Adds the options above to `command` (FILE and the space options too).

@@ -160,6 +160,34 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   for (const auto& [id, seen] : finished) CHECK(final[id] == seen);
 }
 
+TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions report") {
+  // Six trials told at 2 s each (12 s); then one ask. Without a hint alpha
+  // stays 1 (utility = gain / cost); with a 6 s hint the budget is spent and
+  // alpha is 0 (utility = gain).
+  auto prediction = [](const std::string& hint) {
+    const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 " + hint +
+                          " < fixtures/serve_cost.jsonl");
+    REQUIRE(r.code == 0);
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = json::parse(line);
+      if (j.contains("id") && j["id"] == 2) return j["suggestions"][0]["prediction"];
+    }
+    FAIL("no reply to the second ask");
+    return json();
+  };
+  const auto plain = prediction("");
+  CHECK(plain["utility"].get<double>() ==
+        doctest::Approx(plain["expected_gain"].get<double>() / plain["cost_s"].get<double>()));
+  const auto cooled = prediction("--cost-budget-hint 6");
+  // (the predicted cost is not 1 s, so the two utilities are distinguishable)
+  CHECK(cooled["cost_s"].get<double>() != doctest::Approx(1.0));
+  CHECK(cooled["utility"].get<double>() == doctest::Approx(cooled["expected_gain"].get<double>()));
+  const auto bad = tessel("serve fixtures/small.tsl --no-db --cost-budget-hint -1 < /dev/null");
+  CHECK(bad.code != 0);
+  CHECK(contains(bad.err, "--cost-budget-hint"));
+}
+
 TEST_CASE("serve: a scripted agent conversation, malformed lines included") {
   const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 < fixtures/serve_script.jsonl");
   REQUIRE(r.code == 0);
