@@ -141,6 +141,14 @@ struct cost_model_options {
   double ridge = 1.0;
   /// Seconds predicted with neither data nor a positive estimate. Finite, > 0. Default 1.
   double default_cost_s = 1.0;
+  /// The run link: timing a kernel costs about repetitions x its run time,
+  /// so while ln(run seconds / objective) over the ok trials has a standard
+  /// deviation at most this, the cost is predicted as a regression of the
+  /// compile + gate seconds plus that ratio x the surrogate's predicted
+  /// objective (when the study passes one, cost_query::objective). On the
+  /// replay spaces of shared/bench the ratio's deviation is 0.00-0.02.
+  /// Finite, >= 0; 0: never (one regression of the total). Default 0.5.
+  double run_link_max_sd = 0.5;
   /// gp: observations it holds at most; beyond, the most recent half and a
   /// uniform draw of the older ones, redrawn each time an eighth more have
   /// arrived, so predict() stays O(max_points^2). At least 16. Default 128.

@@ -33,14 +33,28 @@ class surrogate {
                                               std::optional<double> incumbent) const = 0;
 };
 
+/// What the study knows of a candidate, besides its config, when it asks a
+/// cost model.
+struct cost_query {
+  /// backend::estimated_cost(c), the prior; <= 0 or not finite: none.
+  double backend_estimate = 0;
+  /// The surrogate's view of the candidate once it is ready. Timing a kernel
+  /// takes about repetitions x its run time, so the run part of the cost
+  /// follows the predicted objective.
+  std::optional<candidate_score> objective;
+};
+
 /// A model of what evaluating a config costs, in seconds (compile + gate +
 /// run), learned from observed costs and seeded by the backend's estimate.
 class cost_model {
  public:
   virtual ~cost_model() = default;
   virtual void observe(const trial& t) = 0;
-  /// `backend_estimate`: backend::estimated_cost(c), the prior.
-  [[nodiscard]] virtual double predict(const config& c, double backend_estimate) const = 0;
+  [[nodiscard]] virtual double predict(const config& c, const cost_query& q) const = 0;
+  /// predict() from the backend's estimate alone.
+  [[nodiscard]] double predict(const config& c, double backend_estimate) const {
+    return predict(c, cost_query{backend_estimate, std::nullopt});
+  }
 };
 
 }  // namespace tessel

@@ -34,8 +34,16 @@ double study::state::cost_alpha() const {
 }
 
 double study::state::predicted_cost(const config& c) const {
+  std::optional<candidate_score> scored;
+  if (options_.costs && options_.surrogate && options_.surrogate->ready())
+    scored = options_.surrogate->score(c, progress_.best);
+  return predicted_cost(c, scored);
+}
+
+double study::state::predicted_cost(const config& c,
+                                    const std::optional<candidate_score>& scored) const {
   const double estimate = backend_->estimated_cost(space_, c);
-  return std::max(1e-9, options_.costs ? options_.costs->predict(c, estimate) : estimate);
+  return std::max(1e-9, options_.costs ? options_.costs->predict(c, {estimate, scored}) : estimate);
 }
 
 std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
@@ -55,7 +63,7 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   const double alpha = cost_alpha();
   auto score = [&](const config& c) {
     const auto cs = options_.surrogate->score(c, progress_.best);
-    const double cost = predicted_cost(c);
+    const double cost = predicted_cost(c, cs);  // the surrogate is ready here
     return prediction{cs.mean,          cs.sigma, cs.p_feasible,
                       cs.expected_gain, cost,     cs.expected_gain / std::pow(cost, alpha)};
   };

@@ -40,8 +40,12 @@ struct study::state final : search_context {
   /// alpha for the fraction of the budget spent; 0 without a surrogate
   /// (the scheduler does not weigh cost then).
   [[nodiscard]] double cost_alpha() const override;
-  /// The cost model's prediction (the backend's estimate without one).
+  /// The cost model's prediction (the backend's estimate without one), told
+  /// the surrogate's score of `c` once the surrogate is ready.
   [[nodiscard]] double predicted_cost(const config& c) const override;
+  /// The same, with the surrogate's score of `c` already at hand.
+  [[nodiscard]] double predicted_cost(const config& c,
+                                      const std::optional<candidate_score>& scored) const;
   /// Reloads a study file's trials (resume).
   void resume();
   void save(const trial& t);

@@ -1,11 +1,18 @@
-// The cost models (tessel/bayesian.hpp, cost_model_options): a regression
-// of ln(seconds) on the kernel features of a config's encoding, combined
-// with the backend's estimate as a Gaussian prior in ln(seconds). The
-// regression's mean has a variance that shrinks with data near x; the
-// estimate has prior_log_sd^2; the prediction is their precision-weighted
-// average, so the estimate rules before data and fades where observations
-// accumulate. Two regressions: a Gaussian process (the objective's kernel,
-// its own fitted hyper-parameters) and Bayesian ridge regression.
+// The cost models (tessel/bayesian.hpp, cost_model_options): regressions of
+// ln(seconds) on the kernel features of a config's encoding, combined with
+// the backend's estimate as a Gaussian prior in ln(seconds). A regression's
+// mean has a variance that shrinks with data near x; the estimate has
+// prior_log_sd^2; the prediction is their precision-weighted average, so the
+// estimate rules before data and fades where observations accumulate. Two
+// regressions: a Gaussian process (the objective's kernel, its own fitted
+// hyper-parameters) and Bayesian ridge regression.
+//
+// The run link: timing a kernel costs about repetitions x its run time, a
+// ratio the ok trials show. While that ratio is steady and the study passes
+// the surrogate's predicted objective, the cost is a regression of the
+// compile + gate seconds plus ratio x predicted objective (x P(feasible),
+// plus what failed runs cost x P(failure)); otherwise one regression of the
+// total seconds.
 #include "strategies/bayesian/gp.hpp"
 #include "strategies/bayesian/kernels.hpp"
 #include "strategies/common.hpp"
@@ -14,23 +21,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace tessel {
 namespace {
 
-/// ln(seconds) of a finished trial whose config belongs to `s`, or nullopt.
-std::optional<double> log_cost_of(const space& s, const trial& t) {
-  const double seconds = t.result.cost.total();
-  if (!(seconds > 0) || !std::isfinite(seconds) || !bayes::kernel_layout::encodable(s, t.config))
-    return {};
-  return std::log(seconds);
-}
-
-/// The precision-weighted mean of the regression (log_mean, its variance)
-/// and the backend estimate (prior variance prior_log_sd^2), in seconds.
+/// The precision-weighted mean of a regression (log_mean, its variance) and
+/// the backend estimate (prior variance prior_log_sd^2), in seconds.
 double combine(double log_mean, double model_var, double backend_estimate,
                const cost_model_options& o) {
   if (!(backend_estimate > 0) || !std::isfinite(backend_estimate)) return std::exp(log_mean);
@@ -45,29 +46,41 @@ double unobserved(double backend_estimate, const cost_model_options& o) {
                                                                  : o.default_cost_s;
 }
 
-/// ln(seconds) as a Gaussian process over the kernel features, targets
-/// standardised; hyper-parameters by maximum likelihood on the
-/// first_fit * refit_growth^k schedule. Beyond max_points observations it
-/// holds the most recent half (where the search is now) and a uniform draw
-/// of the rest.
-class gp_cost final : public cost_model {
+/// ln(seconds) for `seconds` > 0 and finite, else nullopt.
+std::optional<double> log_of(double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds)) return {};
+  return std::log(seconds);
+}
+
+/// A regression of ln(seconds) on kernel features.
+class log_regression {
  public:
-  gp_cost(const space& s, const cost_model_options& o)
-      : space_(s),
-        options_(o),
-        layout_(bayes::kernel_layout::of(s)),
+  virtual ~log_regression() = default;
+  virtual void add(const Eigen::VectorXd& features, double y) = 0;
+  /// Whether at() may be called.
+  [[nodiscard]] virtual bool ready() const = 0;
+  /// The mean of ln(seconds) at `features` and its variance.
+  [[nodiscard]] virtual std::pair<double, double> at(const Eigen::VectorXd& features) const = 0;
+};
+
+/// ln(seconds) as a Gaussian process, targets standardised; hyper-parameters
+/// by maximum likelihood on the first_fit * refit_growth^k schedule. Beyond
+/// max_points observations it holds the most recent half (where the search
+/// is now) and a uniform draw of the rest.
+class gp_regression final : public log_regression {
+ public:
+  gp_regression(const bayes::kernel_layout& layout, const cost_model_options& o)
+      : options_(o),
         random_(o.seed),
-        model_(bayes::kernel(layout_), bayes::gp::mean_mode::standardize),
+        model_(bayes::kernel(layout), bayes::gp::mean_mode::standardize),
         next_fit_(o.first_fit) {}
 
-  void observe(const trial& t) override {
-    const auto y = log_cost_of(space_, t);
-    if (!y) return;
-    features_.push_back(layout_.features_of(space_.encode(t.config)));
-    targets_.push_back(*y);
+  void add(const Eigen::VectorXd& features, double y) override {
+    features_.push_back(features);
+    targets_.push_back(y);
     const auto cap = options_.max_points;
     if (model_.size() < cap + cap / 8) {
-      model_.add(features_.back(), *y);
+      model_.add(features, y);
     } else {
       choose_points();
     }
@@ -79,13 +92,12 @@ class gp_cost final : public cost_model {
     }
   }
 
-  [[nodiscard]] double predict(const config& c, double backend_estimate) const override {
-    // One point has no spread to standardise by.
-    if (model_.size() < 2) return unobserved(backend_estimate, options_);
-    const Eigen::MatrixXd raw = layout_.features_of(space_.encode(c));
-    const Eigen::MatrixXd cross = model_.cross(model_.scaled(raw));
-    return combine(model_.mean(cross)[0], model_.variance(cross.col(0)), backend_estimate,
-                   options_);
+  // One point has no spread to standardise by.
+  [[nodiscard]] bool ready() const override { return model_.size() >= 2; }
+
+  [[nodiscard]] std::pair<double, double> at(const Eigen::VectorXd& features) const override {
+    const Eigen::MatrixXd cross = model_.cross(model_.scaled(features));
+    return {model_.mean(cross)[0], model_.variance(cross.col(0))};
   }
 
  private:
@@ -102,9 +114,7 @@ class gp_cost final : public cost_model {
     bayes::assign_subset(model_, features_, chosen, [&](std::size_t i) { return targets_[i]; });
   }
 
-  space space_;
   cost_model_options options_;
-  bayes::kernel_layout layout_;
   rng random_;
   bayes::gp model_;
   std::vector<Eigen::VectorXd> features_;  ///< of every observation
@@ -117,31 +127,54 @@ constexpr double intercept_ridge = 1e-6;
 /// Pseudo-observations behind the residual variance's prior (prior_log_sd^2).
 constexpr double prior_weight = 2;
 
-class log_linear_cost final : public cost_model {
+/// Bayesian ridge regression of ln(seconds) on the features and an intercept.
+class ridge_regression final : public log_regression {
  public:
-  log_linear_cost(const space& s, const cost_model_options& o)
-      : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
-    const auto p = static_cast<Eigen::Index>(layout_.features + 1);
+  ridge_regression(std::size_t features, const cost_model_options& o) : options_(o) {
+    const auto p = static_cast<Eigen::Index>(features + 1);
     gram_ = Eigen::MatrixXd::Zero(p, p);
     moment_ = Eigen::VectorXd::Zero(p);
     solve();
   }
 
-  void observe(const trial& t) override;
-  [[nodiscard]] double predict(const config& c, double backend_estimate) const override;
+  void add(const Eigen::VectorXd& features, double y) override {
+    const Eigen::VectorXd x = design(features);
+    gram_.noalias() += x * x.transpose();
+    moment_ += y * x;
+    sum_y2_ += y * y;
+    ++n_;
+    solve();
+  }
+
+  [[nodiscard]] bool ready() const override { return n_ > 0; }
+
+  [[nodiscard]] std::pair<double, double> at(const Eigen::VectorXd& features) const override {
+    const Eigen::VectorXd x = design(features);
+    return {weights_.dot(x), residual_ * x.dot(inverse_ * x)};
+  }
 
  private:
-  [[nodiscard]] Eigen::VectorXd design(const config& c) const {
-    Eigen::VectorXd x(static_cast<Eigen::Index>(layout_.features + 1));
+  [[nodiscard]] static Eigen::VectorXd design(const Eigen::VectorXd& features) {
+    Eigen::VectorXd x(features.size() + 1);
     x[0] = 1;
-    x.tail(x.size() - 1) = layout_.features_of(space_.encode(c));
+    x.tail(features.size()) = features;
     return x;
   }
-  void solve();
 
-  space space_;
+  void solve() {
+    Eigen::MatrixXd a = gram_;
+    a.diagonal().array() += options_.ridge;
+    a(0, 0) += intercept_ridge - options_.ridge;
+    const Eigen::LDLT<Eigen::MatrixXd> ldlt(a);
+    inverse_ = ldlt.solve(Eigen::MatrixXd::Identity(a.rows(), a.cols()));
+    weights_ = inverse_ * moment_;
+    const double rss =
+        std::max(0.0, sum_y2_ - 2 * weights_.dot(moment_) + weights_.dot(gram_ * weights_));
+    const double prior = options_.prior_log_sd * options_.prior_log_sd;
+    residual_ = (rss + prior_weight * prior) / (static_cast<double>(n_) + prior_weight);
+  }
+
   cost_model_options options_;
-  bayes::kernel_layout layout_;
   Eigen::MatrixXd gram_;    ///< X^T X
   Eigen::VectorXd moment_;  ///< X^T y
   double sum_y2_ = 0;
@@ -151,44 +184,109 @@ class log_linear_cost final : public cost_model {
   double residual_ = 0;  ///< s^2, residual variance of ln(seconds)
 };
 
-void log_linear_cost::observe(const trial& t) {
-  const auto log_cost = log_cost_of(space_, t);
-  if (!log_cost) return;
-  const Eigen::VectorXd x = design(t.config);
-  const double y = *log_cost;
-  gram_.noalias() += x * x.transpose();
-  moment_ += y * x;
-  sum_y2_ += y * y;
-  ++n_;
-  solve();
-}
+/// Running mean and variance (Welford).
+struct running {
+  std::size_t n = 0;
+  double mean = 0, m2 = 0;
+  void add(double x) {
+    ++n;
+    const double d = x - mean;
+    mean += d / static_cast<double>(n);
+    m2 += d * (x - mean);
+  }
+  [[nodiscard]] double variance() const { return n > 1 ? m2 / static_cast<double>(n - 1) : 0.0; }
+};
 
-void log_linear_cost::solve() {
-  Eigen::MatrixXd a = gram_;
-  a.diagonal().array() += options_.ridge;
-  a(0, 0) += intercept_ridge - options_.ridge;
-  const Eigen::LDLT<Eigen::MatrixXd> ldlt(a);
-  inverse_ = ldlt.solve(Eigen::MatrixXd::Identity(a.rows(), a.cols()));
-  weights_ = inverse_ * moment_;
-  const double rss =
-      std::max(0.0, sum_y2_ - 2 * weights_.dot(moment_) + weights_.dot(gram_ * weights_));
-  const double prior = options_.prior_log_sd * options_.prior_log_sd;
-  residual_ = (rss + prior_weight * prior) / (static_cast<double>(n_) + prior_weight);
-}
+/// Observations at which the run link's ratio is trusted at the earliest.
+constexpr std::size_t link_min_observations = 3;
 
-double log_linear_cost::predict(const config& c, double backend_estimate) const {
-  if (n_ == 0) return unobserved(backend_estimate, options_);
-  const Eigen::VectorXd x = design(c);
-  return combine(weights_.dot(x), residual_ * x.dot(inverse_ * x), backend_estimate, options_);
-}
+class linked_cost final : public cost_model {
+ public:
+  linked_cost(const space& s, const cost_model_options& o)
+      : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
+    total_ = make_regression();
+    fixed_ = make_regression();
+  }
+
+  void observe(const trial& t) override {
+    if (!bayes::kernel_layout::encodable(space_, t.config)) return;
+    const auto total = log_of(t.result.cost.total());
+    if (!total) return;
+    const Eigen::VectorXd x = layout_.features_of(space_.encode(t.config));
+    total_->add(x, *total);
+    const auto& paid = t.result.cost;
+    if (const auto fixed = log_of(paid.compile_s + paid.gate_s)) {
+      fixed_->add(x, *fixed);
+      fixed_seen_ = true;
+    }
+    if (!t.result.ok()) {
+      failed_run_.add(paid.run_s);
+    } else if (const auto run = log_of(paid.run_s); run && t.result.objective > 0) {
+      ratio_.add(*run - std::log(t.result.objective));
+    }
+  }
+
+  [[nodiscard]] double predict(const config& c, const cost_query& q) const override {
+    if (!total_->ready()) return unobserved(q.backend_estimate, options_);
+    const Eigen::VectorXd x = layout_.features_of(space_.encode(c));
+    if (linked(q)) return linked_prediction(x, *q.objective, q.backend_estimate);
+    const auto [mean, var] = total_->at(x);
+    return combine(mean, var, q.backend_estimate, options_);
+  }
+
+ private:
+  [[nodiscard]] std::unique_ptr<log_regression> make_regression() const {
+    if (options_.kind == cost_model_kind::log_linear)
+      return std::make_unique<ridge_regression>(layout_.features, options_);
+    return std::make_unique<gp_regression>(layout_, options_);
+  }
+
+  /// Whether the run part follows the predicted objective for `q`.
+  [[nodiscard]] bool linked(const cost_query& q) const {
+    return options_.run_link_max_sd > 0 && q.objective && q.objective->mean > 0 &&
+           std::isfinite(q.objective->mean) && ratio_.n >= link_min_observations &&
+           std::sqrt(ratio_.variance()) <= options_.run_link_max_sd &&
+           (fixed_->ready() || !fixed_seen_);
+  }
+
+  /// compile + gate from its regression, plus the run: ratio x predicted
+  /// objective when it succeeds, the failed runs' mean seconds when it does
+  /// not. The variance of ln(total) by the delta method.
+  [[nodiscard]] double linked_prediction(const Eigen::VectorXd& x, const candidate_score& objective,
+                                         double backend_estimate) const {
+    double fixed = 0, fixed_var = 0;
+    if (fixed_->ready()) {
+      const auto [mean, var] = fixed_->at(x);
+      fixed = std::exp(mean);
+      fixed_var = var;
+    }
+    const double p = std::clamp(objective.p_feasible, 0.0, 1.0);
+    const double ok_run = std::exp(ratio_.mean) * objective.mean;
+    const double run = p * ok_run + (1 - p) * (failed_run_.n ? failed_run_.mean : 0.0);
+    const double spread = objective.sigma / objective.mean;
+    const double run_var =
+        ratio_.variance() / static_cast<double>(ratio_.n) + std::log1p(spread * spread);
+    const double total = fixed + run;
+    if (!(total > 0)) return unobserved(backend_estimate, options_);
+    const double var = (fixed * fixed * fixed_var + run * run * run_var) / (total * total);
+    return combine(std::log(total), var, backend_estimate, options_);
+  }
+
+  space space_;
+  cost_model_options options_;
+  bayes::kernel_layout layout_;
+  std::unique_ptr<log_regression> total_;  ///< ln(compile + gate + run seconds)
+  std::unique_ptr<log_regression> fixed_;  ///< ln(compile + gate seconds)
+  bool fixed_seen_ = false;                ///< a trial with compile + gate seconds > 0
+  running ratio_;                          ///< ln(run seconds / objective) of ok trials
+  running failed_run_;                     ///< run seconds of failed trials
+};
 
 }  // namespace
 
 std::unique_ptr<cost_model> make_cost_model(const space& s, const cost_model_options& options) {
   options.validate();
-  if (options.kind == cost_model_kind::log_linear)
-    return std::make_unique<log_linear_cost>(s, options);
-  return std::make_unique<gp_cost>(s, options);
+  return std::make_unique<linked_cost>(s, options);
 }
 
 }  // namespace tessel

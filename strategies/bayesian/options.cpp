@@ -71,6 +71,9 @@ void cost_model_options::validate() const {
   positive_finite(where, "prior_log_sd", prior_log_sd);
   positive_finite(where, "ridge", ridge);
   positive_finite(where, "default_cost_s", default_cost_s);
+  if (!(run_link_max_sd >= 0) || !std::isfinite(run_link_max_sd))
+    detail::options_failure(where, "run_link_max_sd",
+                            "must be finite and >= 0" + detail::got(run_link_max_sd));
   at_least(where, "max_points", max_points, 16);
   at_least(where, "first_fit", first_fit, 2);
   if (!(refit_growth > 1) || !std::isfinite(refit_growth))

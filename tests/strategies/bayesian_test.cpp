@@ -528,6 +528,65 @@ TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear"
   CHECK(worst(log_errors(*capped, s, truth, 50, random)) < std::log(2.0));
 }
 
+TEST_CASE("the run link predicts the run seconds from the objective the study passes") {
+  const auto s = bowl_space();
+  // Compiling costs 0.2 s * 2^(x / 8); timing runs the kernel 50 times, so
+  // the run seconds are 50 x the objective (the bowl, 1 to ~300): the total
+  // is dominated by the objective, which a regression on the encoding can
+  // only learn from many points, and the surrogate knows.
+  const auto compile_s = [&](const config& c) {
+    return 0.2 * std::exp2(static_cast<double>(s.integer(c, "x")) / 8);
+  };
+  const auto measured = [&](const config& c) {
+    trial t = finished(s, c, *bowl(s, c));
+    t.result.cost.compile_s = compile_s(c);
+    t.result.cost.run_s = 50 * t.result.objective;
+    return t;
+  };
+  const auto told = [&](const config& c) {
+    return cost_query{1.0, candidate_score{*bowl(s, c), 0.01 * *bowl(s, c), 1.0, 0.0}};
+  };
+  auto linked = make_cost_model(s);
+  auto unlinked = make_cost_model(s, {.run_link_max_sd = 0});
+  rng random(5);
+  for (int i = 0; i < 40; ++i) {
+    const auto t = measured(s.sample(random));
+    linked->observe(t);
+    unlinked->observe(t);
+  }
+  double linked_error = 0, unlinked_error = 0, ignored_error = 0;
+  for (int i = 0; i < 100; ++i) {
+    const auto c = s.sample(random);
+    const double truth = measured(c).result.cost.total();
+    linked_error = std::max(linked_error, std::abs(std::log(linked->predict(c, told(c)) / truth)));
+    unlinked_error += std::abs(std::log(unlinked->predict(c, told(c)) / truth)) / 100;
+    ignored_error += std::abs(std::log(linked->predict(c, 1.0) / truth)) / 100;
+  }
+  MESSAGE("|ln(predicted / true)| after 40 trials: linked worst "
+          << linked_error << ", unlinked mean " << unlinked_error
+          << ", linked without an objective mean " << ignored_error);
+  CHECK(linked_error < std::log(1.15));
+  CHECK(unlinked_error > 2 * linked_error);
+  // Without an objective it is the total's regression, as with the link off.
+  CHECK(ignored_error == doctest::Approx(unlinked_error));
+
+  // A config sure to fail costs its compile seconds plus what failed runs cost (none here).
+  const auto c = s.sample(random);
+  auto query = told(c);
+  query.objective->p_feasible = 0;
+  CHECK(linked->predict(c, query) == doctest::Approx(compile_s(c)).epsilon(0.15));
+
+  // When run seconds do not follow the objective, the link stays off.
+  auto steady = make_cost_model(s);
+  for (int i = 0; i < 40; ++i) {
+    auto t = measured(s.sample(random));
+    t.result.cost.run_s = 5.0;  // a fixed-time benchmark loop
+    steady->observe(t);
+  }
+  const auto d = s.sample(random);
+  CHECK(steady->predict(d, told(d)) == doctest::Approx(compile_s(d) + 5.0).epsilon(0.1));
+}
+
 TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper initial design") {
   const auto s = bowl_space();
   // y >= 8 costs 20 s, the rest 1 s; the optimum (x 11, y 5) is cheap.
@@ -591,6 +650,8 @@ TEST_CASE("bayesian options name the field and the rule") {
         "cost_model_options.max_points: must be at least 16 (got 4)");
   CHECK(message_of([] { cost_model_options{.refit_growth = 0.5}.validate(); }) ==
         "cost_model_options.refit_growth: must be finite and > 1 (got 0.5)");
+  CHECK(message_of([] { cost_model_options{.run_link_max_sd = -1}.validate(); }) ==
+        "cost_model_options.run_link_max_sd: must be finite and >= 0 (got -1)");
   CHECK(message_of([] { bo_options{.initial_draws = 0}.validate(); }) ==
         "bo_options.initial_draws: must be at least 1 (got 0)");
   CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);

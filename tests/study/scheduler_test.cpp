@@ -60,7 +60,7 @@ class quadratic_cost final : public cost_model {
  public:
   explicit quadratic_cost(const space& s) : space_(s) {}
   void observe(const trial&) override {}
-  double predict(const config& c, double) const override {
+  double predict(const config& c, const cost_query&) const override {
     const double x = static_cast<double>(space_.integer(c, "x"));
     return x * x;
   }
