@@ -2,6 +2,7 @@
 
 #include <tessel/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -25,6 +26,12 @@ std::string got(double value) {
 }
 
 std::string got(std::size_t value) { return " (got " + std::to_string(value) + ")"; }
+
+std::size_t cost_draws(const search_context& context, std::size_t max_draws) {
+  const double alpha = std::clamp(context.cost_alpha(), 0.0, 1.0);
+  if (max_draws <= 1) return 1;
+  return 1 + static_cast<std::size_t>(std::lround(static_cast<double>(max_draws - 1) * alpha));
+}
 
 std::optional<std::uint64_t> batch::add(const config& c) {
   if (full()) return std::nullopt;
@@ -57,6 +64,29 @@ std::vector<std::uint64_t> fill_uniform(batch& b, std::size_t n, rng& random,
   for (std::uint64_t step = 0; step < count && added.size() < n && !b.full(); ++step) {
     const std::uint64_t rank = step < count - start ? start + step : step - (count - start);
     if (auto key = b.add(s.at(rank))) added.push_back(*key);
+  }
+  return added;
+}
+
+std::vector<std::uint64_t> fill_cheapest(batch& b, std::size_t n, std::size_t draws, rng& random,
+                                         std::size_t attempts) {
+  if (draws <= 1) return fill_uniform(b, n, random, attempts);
+  const auto& s = b.space();
+  auto draw = [&]() -> std::optional<config> {
+    for (std::size_t attempt = 0; attempt < attempts; ++attempt) {
+      auto c = s.sample(random);
+      if (b.fresh(s.key(c))) return c;
+    }
+    return std::nullopt;
+  };
+  std::vector<std::uint64_t> added;
+  while (added.size() < n && !b.full()) {
+    const auto cheapest = cheapest_of(b, draws, draw);
+    if (!cheapest) {  // nearly exhausted: the uniform fill scans for what is left
+      for (auto key : fill_uniform(b, n - added.size(), random, attempts)) added.push_back(key);
+      break;
+    }
+    added.push_back(*b.add(*cheapest));
   }
   return added;
 }

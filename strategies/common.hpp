@@ -68,6 +68,37 @@ class batch {
 /// fresh config whenever one exists.
 std::vector<std::uint64_t> fill_uniform(batch& b, std::size_t n, rng& random, std::size_t attempts);
 
+/// Candidates a strategy draws per slot while the study weighs cost, to
+/// keep the cheapest (predicted): 1 + round((max_draws - 1) * alpha) for
+/// the study's cost exponent alpha in [0, 1]; 1 (no weighing) at alpha 0.
+[[nodiscard]] std::size_t cost_draws(const search_context& context, std::size_t max_draws);
+
+/// Of up to `draws` calls of draw() (each an optional fresh config), the
+/// config with the lowest context.predicted_cost(); nullopt when no call
+/// gave one. A single draw is returned without asking the cost model.
+template <class Draw>
+std::optional<config> cheapest_of(const batch& b, std::size_t draws, Draw&& draw) {
+  std::optional<config> cheapest;
+  double lowest = 0;
+  for (std::size_t i = 0; i < draws; ++i) {
+    auto c = draw();
+    if (!c) continue;
+    if (draws == 1) return c;
+    const double cost = b.context().predicted_cost(*c);
+    if (!cheapest || cost < lowest) {
+      lowest = cost;
+      cheapest = std::move(c);
+    }
+  }
+  return cheapest;
+}
+
+/// fill_uniform, but each of the `n` slots takes the cheapest (predicted)
+/// of `draws` fresh uniform draws (see cost_draws); draws <= 1 is
+/// fill_uniform itself.
+std::vector<std::uint64_t> fill_cheapest(batch& b, std::size_t n, std::size_t draws, rng& random,
+                                         std::size_t attempts);
+
 /// Moves a uniform draw (without replacement) of min(k, size - first) of the
 /// items at or after `first` to positions first, first + 1, ...: the first
 /// k steps of Fisher-Yates, k draws however many items there are.

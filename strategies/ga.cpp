@@ -29,6 +29,8 @@ void ga_options::validate() const {
                             "must be less than population_size" + got(elite_count));
   if (breed_attempts == 0)
     detail::options_failure(where, "breed_attempts", "must be at least 1" + got(breed_attempts));
+  if (cost_draws == 0)
+    detail::options_failure(where, "cost_draws", "must be at least 1" + got(cost_draws));
   if (sample_attempts == 0)
     detail::options_failure(where, "sample_attempts", "must be at least 1" + got(sample_attempts));
 }
@@ -59,7 +61,8 @@ class genetic_search final : public strategy {
     detail::batch b(context, n);
     while (!b.full()) {
       if (population_.size() >= 2) {
-        if (auto child = breed(b)) {
+        const auto draws = detail::cost_draws(context, options_.cost_draws);
+        if (auto child = detail::cheapest_of(b, draws, [&] { return breed(b); })) {
           b.add(*child);
           continue;
         }

@@ -14,6 +14,9 @@ void local_options::validate() const {
   if (sample_attempts == 0)
     detail::options_failure("local_options", "sample_attempts",
                             "must be at least 1" + detail::got(sample_attempts));
+  if (cost_draws == 0)
+    detail::options_failure("local_options", "cost_draws",
+                            "must be at least 1" + detail::got(cost_draws));
 }
 
 namespace {
@@ -37,11 +40,12 @@ class local_search final : public strategy {
   /// from new uniform samples.
   std::vector<config> propose(std::size_t n, const search_context& context) override {
     detail::batch b(context, n);
+    const auto draws = detail::cost_draws(context, options_.cost_draws);
     while (!b.full()) {
       if (walk_.exhausted() || out_of_patience()) restart();
-      if (walk_.propose_neighbour(b)) continue;
+      if (walk_.propose_neighbour(b, draws)) continue;
       if (walk_.exhausted()) continue;  // restart at the top of the loop
-      if (!walk_.propose_start(b, random_, options_.sample_attempts)) break;
+      if (!walk_.propose_start(b, random_, options_.sample_attempts, draws)) break;
     }
     return b.take();
   }

@@ -1,5 +1,7 @@
 #include "strategies/walk.hpp"
 
+#include <limits>
+
 namespace tessel::detail {
 
 void walk::reset() {
@@ -27,8 +29,9 @@ void walk::clear() {
   ++generation_;
 }
 
-bool walk::propose_neighbour(batch& b) {
+bool walk::propose_neighbour(batch& b, std::size_t draws) {
   while (centre_ && next_ < neighbours_.size() && !b.full()) {
+    if (draws > 1) bring_cheapest_forward(b, draws);
     if (auto key = b.add(neighbours_[next_++])) {
       pending_[*key] = {origin::neighbour, generation_};
       ++outstanding_;
@@ -38,8 +41,23 @@ bool walk::propose_neighbour(batch& b) {
   return false;
 }
 
-bool walk::propose_start(batch& b, rng& random, std::size_t attempts) {
-  const auto keys = fill_uniform(b, 1, random, attempts);
+void walk::bring_cheapest_forward(const batch& b, std::size_t draws) {
+  std::size_t cheapest = next_;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (std::size_t i = next_, fresh = 0; i < neighbours_.size() && fresh < draws; ++i) {
+    if (!b.fresh(b.space().key(neighbours_[i]))) continue;
+    ++fresh;
+    const double cost = b.context().predicted_cost(neighbours_[i]);
+    if (cost < lowest) {
+      lowest = cost;
+      cheapest = i;
+    }
+  }
+  std::swap(neighbours_[next_], neighbours_[cheapest]);
+}
+
+bool walk::propose_start(batch& b, rng& random, std::size_t attempts, std::size_t draws) {
+  const auto keys = fill_cheapest(b, 1, draws, random, attempts);
   for (auto key : keys) pending_[key] = {origin::start, generation_};
   return !keys.empty();
 }

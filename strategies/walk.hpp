@@ -37,11 +37,12 @@ class walk {
   void clear();
 
   /// Adds the centre's next fresh neighbour to `b`; false when none is left
-  /// (neighbours known by now are dropped on the way).
-  bool propose_neighbour(batch& b);
-  /// Adds one uniform fresh sample to `b` as a restart point; false when
-  /// the space has nothing fresh left.
-  bool propose_start(batch& b, rng& random, std::size_t attempts);
+  /// (neighbours known by now are dropped on the way). With `draws` > 1,
+  /// the cheapest (predicted) of the next `draws` fresh neighbours.
+  bool propose_neighbour(batch& b, std::size_t draws = 1);
+  /// Adds one uniform fresh sample to `b` as a restart point (the cheapest
+  /// of `draws`, fill_cheapest); false when the space has nothing fresh left.
+  bool propose_start(batch& b, rng& random, std::size_t attempts, std::size_t draws = 1);
   /// The centre has no neighbour left to propose and none awaiting a
   /// result: as far as this walk can see, a local optimum.
   [[nodiscard]] bool exhausted() const noexcept {
@@ -63,6 +64,9 @@ class walk {
   static constexpr std::size_t max_spares = 64;
 
  private:
+  /// Swaps the cheapest of the next `draws` fresh neighbours to next_.
+  void bring_cheapest_forward(const batch& b, std::size_t draws);
+
   struct proposal {
     origin kind = origin::start;
     std::uint64_t generation = 0;  ///< the centre it was a neighbour of

@@ -56,6 +56,11 @@ struct local_options {
   std::size_t patience = 0;
   /// As random_options::sample_attempts, for restart samples. At least 1. Default 64.
   std::size_t sample_attempts = 64;
+  /// While the study weighs cost (search_context::cost_alpha() > 0), each
+  /// neighbour proposed is the cheapest (predicted) of the next
+  /// 1 + round((cost_draws - 1) * alpha) unvisited ones, and each restart
+  /// point the cheapest of as many uniform draws. At least 1; 1: never. Default 4.
+  std::size_t cost_draws = 4;
   void validate() const;
 };
 
@@ -109,6 +114,10 @@ struct ga_options {
   std::size_t elite_count = 2;
   /// Breeding tries per proposal before a uniform sample. At least 1. Default 8.
   std::size_t breed_attempts = 8;
+  /// While the study weighs cost (search_context::cost_alpha() > 0), each
+  /// proposal is the cheapest (predicted) of up to this many children,
+  /// 1 + round((cost_draws - 1) * alpha). At least 1; 1: never. Default 4.
+  std::size_t cost_draws = 4;
   /// As random_options::sample_attempts. At least 1. Default 64.
   std::size_t sample_attempts = 64;
   void validate() const;

@@ -140,34 +140,8 @@ std::vector<config> bo_search::propose(std::size_t n, const search_context& cont
 /// `n` initial samples: uniform, or while the study weighs cost, each the
 /// cheapest of a few fresh uniform draws (bo_options::initial_draws).
 void bo_search::fill_initial(detail::batch& b, std::size_t n) {
-  const double alpha = b.context().cost_alpha();
-  const auto draws = static_cast<std::size_t>(
-      1 + std::lround(static_cast<double>(options_.initial_draws - 1) * std::min(alpha, 1.0)));
-  if (draws <= 1) {
-    detail::fill_uniform(b, n, random_, sample_attempts);
-    return;
-  }
-  const auto& s = b.space();
-  for (std::size_t slot = 0; slot < n && !b.full(); ++slot) {
-    std::optional<config> cheapest;
-    double lowest = std::numeric_limits<double>::infinity();
-    std::unordered_set<std::uint64_t> drawn;
-    for (std::size_t attempt = 0; attempt < sample_attempts && drawn.size() < draws; ++attempt) {
-      auto c = s.sample(random_);
-      const auto key = s.key(c);
-      if (!b.fresh(key) || !drawn.insert(key).second) continue;
-      const double cost = b.context().predicted_cost(c);
-      if (cost < lowest) {
-        lowest = cost;
-        cheapest = std::move(c);
-      }
-    }
-    if (!cheapest) {  // nearly exhausted: the uniform fill scans for what is left
-      detail::fill_uniform(b, n - slot, random_, sample_attempts);
-      return;
-    }
-    (void)b.add(*cheapest);
-  }
+  detail::fill_cheapest(b, n, detail::cost_draws(b.context(), options_.initial_draws), random_,
+                        sample_attempts);
 }
 
 void bo_search::propose_from_model(detail::batch& b) {

@@ -58,6 +58,10 @@ TEST_CASE("options errors name the field and the rule") {
   CHECK(message_of([] {
           ga_options{.population_size = 4, .tournament_size = 2, .elite_count = 4}.validate();
         }) == "ga_options.elite_count: must be less than population_size (got 4)");
+  CHECK(message_of([] { ga_options{.cost_draws = 0}.validate(); }) ==
+        "ga_options.cost_draws: must be at least 1 (got 0)");
+  CHECK(message_of([] { local_options{.cost_draws = 0}.validate(); }) ==
+        "local_options.cost_draws: must be at least 1 (got 0)");
   CHECK(message_of([] { auto_options{.arms = {}}.validate(); }) ==
         "auto_options.arms: must name at least one strategy");
   CHECK(message_of([] {

@@ -86,3 +86,38 @@ TEST_CASE("local search and annealing restart out of a local optimum") {
     CHECK(trapped > 0);
   }
 }
+
+TEST_CASE("ga and local weigh cost when the study does, and still find the optimum") {
+  const auto s = bowl_space();
+  // y >= 8 costs 20 s, the rest 1 s; the optimum (x 11, y 5) is cheap.
+  const auto seconds = [](const space& sp, const config& c) {
+    return sp.integer(c, "y") >= 8 ? 20.0 : 1.0;
+  };
+  const auto weighing = [&](double alpha) {
+    return [&seconds, alpha](fake_context& ctx) {
+      ctx.alpha = alpha;
+      ctx.seconds = seconds;
+    };
+  };
+  for (const std::string name : {"ga", "local"}) {
+    CAPTURE(name);
+    double aware = 0, blind = 0;
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      for (double alpha : {1.0, 0.0}) {
+        auto st = make_strategy(name);
+        const auto run = drive(*st, s, bowl, 200, 1, seed, std::nullopt, {}, weighing(alpha));
+        CHECK(run.problems.empty());
+        for (const auto& c : run.proposals) (alpha > 0 ? aware : blind) += seconds(s, c);
+      }
+    }
+    MESSAGE(name << ": seconds of 200 proposals, 4 seeds: cost-aware " << aware << ", blind "
+                 << blind);
+    CHECK(aware < 0.85 * blind);
+    // Weighing cost does not stop it finding the optimum (which is cheap here).
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      auto st = make_strategy(name);
+      const auto run = drive(*st, s, bowl, 600, 1, seed, 1.0, {}, weighing(1.0));
+      CHECK(run.best == doctest::Approx(1.0));
+    }
+  }
+}
