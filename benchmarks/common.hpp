@@ -1,15 +1,18 @@
 // benchmarks/common.hpp: what several benchmarks need: the thread's CPU
 // clock (the machine may be shared, so a strategy is charged its own CPU
-// time, not the time other processes take the core), comma-separated option
-// lists, and the names of the real replay spaces of shared/bench.
+// time, not the time other processes take the core), seeds run side by
+// side on threads, comma-separated option lists, and the names of the real
+// replay spaces of shared/bench.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tessel::bench {
@@ -19,6 +22,21 @@ inline double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// Calls run(seed) for seed = 0 .. seeds-1 on `jobs` threads (this one
+/// included). With every run charged its own thread's CPU time
+/// (thread_cpu_s), running seeds side by side changes no result.
+template <typename Run>
+void for_each_seed(int seeds, int jobs, Run&& run) {
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int seed = next++; seed < seeds; seed = next++) run(seed);
+  };
+  std::vector<std::thread> pool;
+  for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
 }
 
 /// "a,b,,c" -> {"a", "b", "c"}.

@@ -17,7 +17,7 @@
 // cost of every config (an oracle cost model): the bound on what a better
 // cost model could add.
 //
-//   bench_cost_aware [--shared DIR] [--seeds 25] [--strategy auto] [--spaces a,b]
+//   bench_cost_aware [--shared DIR] [--seeds 25] [--jobs 1] [--strategy auto] [--spaces a,b]
 //                    [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
       "improvement alone"};
   std::string shared = TESSEL_SHARED_DIR;
   int seeds = 25;
+  int jobs = 1;
   std::string strategy = "auto";
   std::string only;
   bool no_sim = false, no_replay = false, json_out = false, exact_cost = false;
@@ -234,6 +235,9 @@ int main(int argc, char** argv) {
   std::size_t pool_factor = 0;
   app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and space")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--jobs", jobs, "seeds run at once, one thread each")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--strategy", strategy, "the strategy proposing the pool (both arms)")
@@ -275,12 +279,14 @@ int main(int argc, char** argv) {
     const bool known = std::isfinite(p.optimum) && !std::dynamic_pointer_cast<sim_backend>(p.b);
     const double stop_at = known ? p.optimum + 0.05 * (p.median - p.optimum)
                                  : -std::numeric_limits<double>::infinity();
-    for (int seed = 1; seed <= seeds; ++seed) {
-      aware_runs.push_back(
-          run_once(p, strategy, pool_factor, true, static_cast<std::uint64_t>(seed), stop_at));
-      ei_runs.push_back(
-          run_once(p, strategy, pool_factor, false, static_cast<std::uint64_t>(seed), stop_at));
-    }
+    aware_runs.resize(static_cast<std::size_t>(seeds));
+    ei_runs.resize(static_cast<std::size_t>(seeds));
+    bench::for_each_seed(seeds, jobs, [&](int seed) {
+      const auto i = static_cast<std::size_t>(seed);
+      const auto run_seed = static_cast<std::uint64_t>(seed) + 1;
+      aware_runs[i] = run_once(p, strategy, pool_factor, true, run_seed, stop_at);
+      ei_runs[i] = run_once(p, strategy, pool_factor, false, run_seed, stop_at);
+    });
     for (const auto* runs : {&aware_runs, &ei_runs})
       for (const auto& r : *runs)
         if (!r.empty()) p.optimum = std::min(p.optimum, r.back().best);
@@ -310,12 +316,14 @@ int main(int argc, char** argv) {
                        {{"mean_s", aware.mean()},
                         {"median_s", aware.median()},
                         {"reached", aware.reached},
-                        {"evaluations", aware.mean_evaluations()}}},
+                        {"evaluations", aware.mean_evaluations()},
+                        {"times_s", aware.times}}},
                       {"ei",
                        {{"mean_s", ei.mean()},
                         {"median_s", ei.median()},
                         {"reached", ei.reached},
-                        {"evaluations", ei.mean_evaluations()}}},
+                        {"evaluations", ei.mean_evaluations()},
+                        {"times_s", ei.times}}},
                       {"mean_ratio", mean_ratio},
                       {"median_ratio", median_ratio}});
   }

@@ -19,14 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <thread>
 
 namespace {
 
@@ -161,16 +159,10 @@ int main(int argc, char** argv) {
       // Seeds run on `jobs` threads; each run charges its own thread's CPU
       // time, so running them side by side changes no score.
       std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
-      std::atomic<int> next{0};
-      auto worker = [&] {
-        for (int seed = next++; seed < seeds; seed = next++)
-          runs[static_cast<std::size_t>(seed)] =
-              run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s);
-      };
-      std::vector<std::thread> pool;
-      for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
-      worker();
-      for (auto& t : pool) t.join();
+      bench::for_each_seed(seeds, jobs, [&](int seed) {
+        runs[static_cast<std::size_t>(seed)] =
+            run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s);
+      });
       scores[strategy][name] = score(runs, f);
     }
   }
