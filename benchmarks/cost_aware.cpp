@@ -2,23 +2,24 @@
 // of cost reach a good config sooner than by expected gain alone? Both arms
 // run the same study (`auto` proposing, the GP surrogate and the GP cost
 // model scoring); the only difference is the cost exponent alpha of the
-// study, which the scheduler's ranking (expected gain / cost^alpha) and
-// `bo`'s acquisition (log EI - alpha ln cost, and its cheaper initial
-// design) both read: cost-aware cools alpha from 1 to 0 over the cost budget
-// (Lee et al. 2020), EI-only keeps alpha = 0. Measured: the time until the
-// best objective is 95% of the way from the space's median to its optimum,
-// where time = the evaluation costs the backend reports + the CPU time
-// tessel spends proposing and learning. Spaces: the real measured replay
-// tables of shared/bench (recorded compile + verification + benchmark
-// seconds per config), and the simulator's matmul (a modelled compile cost
-// that grows with the unrolled instruction count, the gate's CPU time and
-// the kernel's latency). The ratios come with percentile-bootstrap 95%
-// intervals over the seeds. --exact-cost gives the replay arms the recorded
-// cost of every config (an oracle cost model): the bound on what a better
-// cost model could add.
+// study, which the scheduler's ranking (expected gain / cost^alpha) and the
+// strategies (`bo`'s log EI - alpha ln cost and cheaper initial design, the
+// cheapest of a few children or neighbours for `ga` and `local`) all read:
+// cost-aware cools alpha from --alpha (the study's default, 2) to 0 over the
+// cost budget (Lee et al. 2020), EI-only keeps alpha = 0. Measured: the time
+// until the best objective is 95% of the way from the space's median to its
+// optimum, where time = the evaluation costs the backend reports + the CPU
+// time tessel spends proposing and learning. Spaces: the real measured
+// replay tables of shared/bench (recorded compile + verification +
+// benchmark seconds per config), and the simulator's matmul (a modelled
+// compile cost that grows with the unrolled instruction count, the gate's
+// CPU time and the kernel's latency). The ratios come with
+// percentile-bootstrap 95% intervals over the seeds. --exact-cost gives the
+// replay arms the recorded cost of every config (an oracle cost model).
 //
-//   bench_cost_aware [--shared DIR] [--seeds 25] [--jobs 1] [--strategy auto] [--spaces a,b]
-//                    [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay] [--json]
+//   bench_cost_aware [--shared DIR] [--seeds 25] [--jobs 1] [--alpha A] [--strategy auto]
+//                    [--spaces a,b] [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay]
+//                    [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -68,14 +69,15 @@ struct problem {
   bool oracle_cost = false;  ///< the backend's estimate is exact: no cost model is learned
 };
 
+/// One run; `alpha_start` 0 is the EI-only arm.
 trajectory run_once(const problem& p, const std::string& strategy, std::size_t pool_factor,
-                    bool cost_aware, std::uint64_t seed, double stop_at) {
+                    double alpha_start, std::uint64_t seed, double stop_at) {
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
   o.surrogate = make_gp_surrogate(p.s);
   if (!p.oracle_cost) o.costs = make_cost_model(p.s);
-  o.cost_alpha_start = cost_aware ? 1.0 : 0.0;
+  o.cost_alpha_start = alpha_start;
   o.cost_alpha_end = 0.0;
   o.cost_budget_hint_s = p.cap_s;
   if (pool_factor) o.pool_factor = pool_factor;
@@ -228,6 +230,7 @@ int main(int argc, char** argv) {
   std::string shared = TESSEL_SHARED_DIR;
   int seeds = 25;
   int jobs = 1;
+  double alpha = study::options{}.cost_alpha_start;
   std::string strategy = "auto";
   std::string only;
   bool no_sim = false, no_replay = false, json_out = false, exact_cost = false;
@@ -238,6 +241,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--jobs", jobs, "seeds run at once, one thread each")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--alpha", alpha, "the cost-aware arm's cost_alpha_start (cooled to 0)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--strategy", strategy, "the strategy proposing the pool (both arms)")
@@ -284,8 +290,8 @@ int main(int argc, char** argv) {
     bench::for_each_seed(seeds, jobs, [&](int seed) {
       const auto i = static_cast<std::size_t>(seed);
       const auto run_seed = static_cast<std::uint64_t>(seed) + 1;
-      aware_runs[i] = run_once(p, strategy, pool_factor, true, run_seed, stop_at);
-      ei_runs[i] = run_once(p, strategy, pool_factor, false, run_seed, stop_at);
+      aware_runs[i] = run_once(p, strategy, pool_factor, alpha, run_seed, stop_at);
+      ei_runs[i] = run_once(p, strategy, pool_factor, 0.0, run_seed, stop_at);
     });
     for (const auto* runs : {&aware_runs, &ei_runs})
       for (const auto& r : *runs)
@@ -334,6 +340,7 @@ int main(int argc, char** argv) {
   if (json_out) {
     std::cout << nlohmann::json{{"seeds", seeds},
                                 {"strategy", strategy},
+                                {"alpha_start", alpha},
                                 {"spaces", report},
                                 {"geomean_mean_ratio", geo},
                                 {"geomean_ci95", {ci.geomean.first, ci.geomean.second}}}
@@ -356,7 +363,7 @@ int main(int argc, char** argv) {
       "(bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "time = evaluation cost charged + tessel's own CPU time; a run that never reaches the "
       "target counts at the cap;\n{} seeds per arm, strategy '{}' proposing, GP surrogate and cost "
-      "model scoring in both arms.\n",
-      geo, ci.geomean.first, ci.geomean.second, seeds, strategy);
+      "model scoring in both arms; cost-aware alpha cooled from {} to 0.\n",
+      geo, ci.geomean.first, ci.geomean.second, seeds, strategy, alpha);
   return 0;
 }

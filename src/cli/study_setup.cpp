@@ -90,6 +90,12 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
       ->check(CLI::IsMember({"utility", "fifo"}))
       ->capture_default_str();
   command
+      .add_option("--cost-alpha", o.cost_alpha,
+                  "How strongly the utility scheduler prefers cheap candidates at the start: "
+                  "expected gain / cost^A, A cooling to 0 over the budget (0 = ignore cost)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
       .add_option("--min-gain", o.min_gain,
                   "Stop when the best expected gain left is below this fraction of the best "
                   "objective (utility scheduler; 0 = never)")
@@ -148,6 +154,7 @@ study_setup make_study(const study_setup_options& o) {
     so.costs = make_cost_model(out.space.space);
   }
   so.min_gain_fraction = o.min_gain;
+  so.cost_alpha_start = o.cost_alpha;
   so.budget_hint = o.budget_hint;
   so.cost_budget_hint_s = o.cost_budget_hint_s;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,

@@ -32,6 +32,7 @@ struct study_setup_options {
   bool gate = true;                   ///< --no-gate: the simulator skips the equivalence gate
   std::string scheduler = "utility";  ///< "utility" (cost-aware) or "fifo"
   double min_gain = 0;                ///< study_options::min_gain_fraction
+  double cost_alpha = study_options{}.cost_alpha_start;  ///< where the cost exponent cools from
   /// serve: the budget the cost exponent cools over (study_options::budget_hint,
   /// cost_budget_hint_s); tune takes it from its stop condition instead.
   std::size_t budget_hint = 0;

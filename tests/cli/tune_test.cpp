@@ -162,8 +162,9 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
 
 TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions report") {
   // Six trials told at 2 s each (12 s); then one ask. Without a hint alpha
-  // stays 1 (utility = gain / cost); with a 6 s hint the budget is spent and
-  // alpha is 0 (utility = gain).
+  // stays at its start, 2 by default (utility = gain / cost^2) or as
+  // --cost-alpha says; with a 6 s hint the budget is spent and alpha is 0
+  // (utility = gain).
   auto prediction = [](const std::string& hint) {
     const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 " + hint +
                           " < fixtures/serve_cost.jsonl");
@@ -177,8 +178,13 @@ TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions repor
     return json();
   };
   const auto plain = prediction("");
+  const double plain_cost = plain["cost_s"].get<double>();
   CHECK(plain["utility"].get<double>() ==
-        doctest::Approx(plain["expected_gain"].get<double>() / plain["cost_s"].get<double>()));
+        doctest::Approx(plain["expected_gain"].get<double>() / (plain_cost * plain_cost)));
+  const auto per_second = prediction("--cost-alpha 1");
+  CHECK(per_second["utility"].get<double>() ==
+        doctest::Approx(per_second["expected_gain"].get<double>() /
+                        per_second["cost_s"].get<double>()));
   const auto cooled = prediction("--cost-budget-hint 6");
   // (the predicted cost is not 1 s, so the two utilities are distinguishable)
   CHECK(cooled["cost_s"].get<double>() != doctest::Approx(1.0));
@@ -186,6 +192,9 @@ TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions repor
   const auto bad = tessel("serve fixtures/small.tsl --no-db --cost-budget-hint -1 < /dev/null");
   CHECK(bad.code != 0);
   CHECK(contains(bad.err, "--cost-budget-hint"));
+  const auto bad_alpha = tessel("serve fixtures/small.tsl --no-db --cost-alpha -1 < /dev/null");
+  CHECK(bad_alpha.code != 0);
+  CHECK(contains(bad_alpha.err, "--cost-alpha"));
 }
 
 TEST_CASE("serve: a scripted agent conversation, malformed lines included") {
