@@ -51,6 +51,9 @@ class cost_model {
   virtual ~cost_model() = default;
   virtual void observe(const trial& t) = 0;
   [[nodiscard]] virtual double predict(const config& c, const cost_query& q) const = 0;
+  /// Whether predict() would read cost_query::objective now; when false the
+  /// study skips scoring the surrogate for it.
+  [[nodiscard]] virtual bool wants_objective() const { return true; }
   /// predict() from the backend's estimate alone.
   [[nodiscard]] double predict(const config& c, double backend_estimate) const {
     return predict(c, cost_query{backend_estimate, std::nullopt});

@@ -35,7 +35,8 @@ double study::state::cost_alpha() const {
 
 double study::state::predicted_cost(const config& c) const {
   std::optional<candidate_score> scored;
-  if (options_.costs && options_.surrogate && options_.surrogate->ready())
+  if (options_.costs && options_.costs->wants_objective() && options_.surrogate &&
+      options_.surrogate->ready())
     scored = options_.surrogate->score(c, progress_.best);
   return predicted_cost(c, scored);
 }

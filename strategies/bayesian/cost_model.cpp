@@ -229,9 +229,19 @@ class linked_cost final : public cost_model {
   [[nodiscard]] double predict(const config& c, const cost_query& q) const override {
     if (!total_->ready()) return unobserved(q.backend_estimate, options_);
     const Eigen::VectorXd x = layout_.features_of(space_.encode(c));
-    if (linked(q)) return linked_prediction(x, *q.objective, q.backend_estimate);
+    if (wants_objective() && q.objective && q.objective->mean > 0 &&
+        std::isfinite(q.objective->mean))
+      return linked_prediction(x, *q.objective, q.backend_estimate);
     const auto [mean, var] = total_->at(x);
     return combine(mean, var, q.backend_estimate, options_);
+  }
+
+  /// The run link holds: the run seconds follow the objective steadily, and
+  /// the compile + gate regression can predict (or there is nothing to).
+  [[nodiscard]] bool wants_objective() const override {
+    return options_.run_link_max_sd > 0 && ratio_.n >= link_min_observations &&
+           std::sqrt(ratio_.variance()) <= options_.run_link_max_sd &&
+           (fixed_->ready() || !fixed_seen_);
   }
 
  private:
@@ -239,14 +249,6 @@ class linked_cost final : public cost_model {
     if (options_.kind == cost_model_kind::log_linear)
       return std::make_unique<ridge_regression>(layout_.features, options_);
     return std::make_unique<gp_regression>(layout_, options_);
-  }
-
-  /// Whether the run part follows the predicted objective for `q`.
-  [[nodiscard]] bool linked(const cost_query& q) const {
-    return options_.run_link_max_sd > 0 && q.objective && q.objective->mean > 0 &&
-           std::isfinite(q.objective->mean) && ratio_.n >= link_min_observations &&
-           std::sqrt(ratio_.variance()) <= options_.run_link_max_sd &&
-           (fixed_->ready() || !fixed_seen_);
   }
 
   /// compile + gate from its regression, plus the run: ratio x predicted

@@ -550,10 +550,12 @@ TEST_CASE("the run link predicts the run seconds from the objective the study pa
   auto unlinked = make_cost_model(s, {.run_link_max_sd = 0});
   rng random(5);
   for (int i = 0; i < 40; ++i) {
+    CHECK(linked->wants_objective() == (i >= 3));  // three ok trials show the ratio
     const auto t = measured(s.sample(random));
     linked->observe(t);
     unlinked->observe(t);
   }
+  CHECK_FALSE(unlinked->wants_objective());
   double linked_error = 0, unlinked_error = 0, ignored_error = 0;
   for (int i = 0; i < 100; ++i) {
     const auto c = s.sample(random);
@@ -583,6 +585,7 @@ TEST_CASE("the run link predicts the run seconds from the objective the study pa
     t.result.cost.run_s = 5.0;  // a fixed-time benchmark loop
     steady->observe(t);
   }
+  CHECK_FALSE(steady->wants_objective());
   const auto d = s.sample(random);
   CHECK(steady->predict(d, told(d)) == doctest::Approx(compile_s(d) + 5.0).epsilon(0.1));
 }
