@@ -170,6 +170,13 @@ struct arm_result {
   [[nodiscard]] double mean() const {
     return std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size());
   }
+  [[nodiscard]] nlohmann::json to_json() const {
+    return {{"mean_s", mean()},
+            {"median_s", median()},
+            {"reached", reached},
+            {"evaluations", mean_evaluations()},
+            {"times_s", times}};
+  }
   [[nodiscard]] double median() const {
     auto t = times;
     std::sort(t.begin(), t.end());
@@ -318,18 +325,8 @@ int main(int argc, char** argv) {
     report.push_back({{"space", p.name},
                       {"target", target},
                       {"cap_s", p.cap_s},
-                      {"aware",
-                       {{"mean_s", aware.mean()},
-                        {"median_s", aware.median()},
-                        {"reached", aware.reached},
-                        {"evaluations", aware.mean_evaluations()},
-                        {"times_s", aware.times}}},
-                      {"ei",
-                       {{"mean_s", ei.mean()},
-                        {"median_s", ei.median()},
-                        {"reached", ei.reached},
-                        {"evaluations", ei.mean_evaluations()},
-                        {"times_s", ei.times}}},
+                      {"aware", aware.to_json()},
+                      {"ei", ei.to_json()},
                       {"mean_ratio", mean_ratio},
                       {"median_ratio", median_ratio}});
   }

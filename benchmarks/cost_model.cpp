@@ -103,18 +103,18 @@ int main(int argc, char** argv) {
         auto model = make_cost_model(
             s, {.kind = k == 0 ? cost_model_kind::log_linear : cost_model_kind::gp,
                 .run_link_max_sd = linked ? cost_model_options{}.run_link_max_sd : 0.0});
-        auto objective = make_gp_surrogate(s);
+        const auto objective = linked ? make_gp_surrogate(s) : nullptr;
         for (std::size_t i = 0; i < n; ++i) {
           trial t;
           t.config = all.configs[i];
           t.key = s.key(t.config);
           t.result = b.evaluate(s, t.config);
           model->observe(t);
-          if (linked) objective->observe(t);
+          if (objective) objective->observe(t);
         }
         for (std::size_t i = sizes.back(); i < all.configs.size(); ++i) {
           cost_query q;
-          if (linked && objective->ready()) q.objective = objective->score(all.configs[i], {});
+          if (objective && objective->ready()) q.objective = objective->score(all.configs[i], {});
           const double p = std::log(model->predict(all.configs[i], q));
           predicted[k].push_back(p);
           rms[k + 1] += (p - all.log_cost[i]) * (p - all.log_cost[i]);

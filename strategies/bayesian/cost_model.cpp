@@ -205,7 +205,7 @@ class linked_cost final : public cost_model {
   linked_cost(const space& s, const cost_model_options& o)
       : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
     total_ = make_regression();
-    fixed_ = make_regression();
+    if (options_.run_link_max_sd > 0) fixed_ = make_regression();  // else never read
   }
 
   void observe(const trial& t) override {
@@ -215,7 +215,7 @@ class linked_cost final : public cost_model {
     const Eigen::VectorXd x = layout_.features_of(space_.encode(t.config));
     total_->add(x, *total);
     const auto& paid = t.result.cost;
-    if (const auto fixed = log_of(paid.compile_s + paid.gate_s)) {
+    if (const auto fixed = log_of(paid.compile_s + paid.gate_s); fixed && fixed_) {
       fixed_->add(x, *fixed);
       fixed_seen_ = true;
     }
@@ -278,7 +278,7 @@ class linked_cost final : public cost_model {
   cost_model_options options_;
   bayes::kernel_layout layout_;
   std::unique_ptr<log_regression> total_;  ///< ln(compile + gate + run seconds)
-  std::unique_ptr<log_regression> fixed_;  ///< ln(compile + gate seconds)
+  std::unique_ptr<log_regression> fixed_;  ///< ln(compile + gate seconds); null: link off
   bool fixed_seen_ = false;                ///< a trial with compile + gate seconds > 0
   running ratio_;                          ///< ln(run seconds / objective) of ok trials
   running failed_run_;                     ///< run seconds of failed trials
