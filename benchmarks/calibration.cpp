@@ -1,8 +1,8 @@
 // bench_calibration: the NeuronCore simulator against the published
-// measurements of shared/calibration/ (issue 4): each case predicted beside
+// measurements of data/calibration/ (issue 4): each case predicted beside
 // published, with the relative error and the tolerance the tests enforce.
 //
-//   bench_calibration [--shared DIR] [--set NAME=VALUE ...]
+//   bench_calibration [--data DIR] [--set NAME=VALUE ...]
 //
 // Exit status 1 when a case is outside its tolerance or the tutorial stages
 // come out in another order than published.
@@ -18,10 +18,10 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  CLI::App app{"NeuronCore simulator vs published measurements (shared/calibration/)"};
-  std::string shared = TESSEL_SHARED_DIR;
+  CLI::App app{"NeuronCore simulator vs published measurements (data/calibration/)"};
+  std::string data = TESSEL_DATA_DIR;
   std::vector<std::string> sets;
-  app.add_option("--shared", shared, "the shared/ folder");
+  app.add_option("--data", data, "the data/ folder");
   app.add_option("--set", sets, "override a model constant: NAME=VALUE");
   CLI11_PARSE(app, argc, argv);
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   }
   std::vector<tessel::sim::calibration_row> rows;
   try {
-    rows = tessel::sim::run_calibration(std::filesystem::path(shared) / "calibration", overrides);
+    rows = tessel::sim::run_calibration(std::filesystem::path(data) / "calibration", overrides);
   } catch (const tessel::error& e) {
     fmt::print(stderr, "bench_calibration: {}\n", e.what());
     return 2;

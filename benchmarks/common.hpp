@@ -2,7 +2,7 @@
 // clock (the machine may be shared, so a strategy is charged its own CPU
 // time, not the time other processes take the core), seeds run side by
 // side on threads, comma-separated option lists, and the names of the real
-// replay spaces of shared/bench.
+// replay spaces of data/bench.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -54,20 +54,20 @@ inline std::vector<std::string> split(const std::string& text) {
 }
 
 /// The replay spaces to run: `only` (comma-separated) when given, else every
-/// name in shared/bench/manifest.json.
-inline std::vector<std::string> replay_names(const std::filesystem::path& shared,
+/// name in data/bench/manifest.json.
+inline std::vector<std::string> replay_names(const std::filesystem::path& data,
                                              const std::string& only) {
   if (!only.empty()) return split(only);
-  const auto manifest = nlohmann::json::parse(std::ifstream(shared / "bench" / "manifest.json"));
+  const auto manifest = nlohmann::json::parse(std::ifstream(data / "bench" / "manifest.json"));
   std::vector<std::string> names;
   for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
   return names;
 }
 
-/// shared/bench/NAME.json.gz.
-inline std::filesystem::path replay_path(const std::filesystem::path& shared,
+/// data/bench/NAME.json.gz.
+inline std::filesystem::path replay_path(const std::filesystem::path& data,
                                          const std::string& name) {
-  return shared / "bench" / (name + ".json.gz");
+  return data / "bench" / (name + ".json.gz");
 }
 
 }  // namespace tessel::bench

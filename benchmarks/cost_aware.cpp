@@ -10,14 +10,14 @@
 // until the best objective is 95% of the way from the space's median to its
 // optimum, where time = the evaluation costs the backend reports + the CPU
 // time tessel spends proposing and learning. Spaces: the real measured
-// replay tables of shared/bench (recorded compile + verification +
+// replay tables of data/bench (recorded compile + verification +
 // benchmark seconds per config), and the simulator's matmul (a modelled
 // compile cost that grows with the unrolled instruction count, the gate's
 // CPU time and the kernel's latency). The ratios come with
 // percentile-bootstrap 95% intervals over the seeds. --exact-cost gives the
 // replay arms the recorded cost of every config (an oracle cost model).
 //
-//   bench_cost_aware [--shared DIR] [--seeds 25] [--jobs 1] [--alpha A] [--strategy auto]
+//   bench_cost_aware [--data DIR] [--seeds 25] [--jobs 1] [--alpha A] [--strategy auto]
 //                    [--spaces a,b] [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay]
 //                    [--json]
 #include "common.hpp"
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Time to 95% of the way from median to optimum: cost-aware dispatch vs expected "
       "improvement alone"};
-  std::string shared = TESSEL_SHARED_DIR;
+  std::string data = TESSEL_DATA_DIR;
   int seeds = 25;
   int jobs = 1;
   double alpha = study::options{}.cost_alpha_start;
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
   bool no_sim = false, no_replay = false, json_out = false, exact_cost = false;
   std::size_t sim_sample = 2000;
   std::size_t pool_factor = 0;
-  app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
+  app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and space")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -271,8 +271,8 @@ int main(int argc, char** argv) {
 
   std::vector<problem> problems;
   if (!no_replay) {
-    for (const auto& name : bench::replay_names(shared, only))
-      problems.push_back(replay_problem(bench::replay_path(shared, name), name, exact_cost));
+    for (const auto& name : bench::replay_names(data, only))
+      problems.push_back(replay_problem(bench::replay_path(data, name), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
 

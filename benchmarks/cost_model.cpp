@@ -1,6 +1,6 @@
 // benchmarks/cost_model: how well each cost model (cost_model_kind gp and
 // log_linear) predicts the recorded evaluation cost of configs it has not
-// seen, on the real measured spaces of shared/bench. For n = 30, 100, 300
+// seen, on the real measured spaces of data/bench. For n = 30, 100, 300
 // uniformly drawn stored configs it observes their recorded cost (compile +
 // verification + benchmark + framework seconds) and predicts 1,200 others,
 // with no backend estimate (the regression alone): the Spearman rank
@@ -8,7 +8,7 @@
 // and the rms error in ln(seconds) beside a constant (the mean of the
 // training costs).
 //
-//   bench_cost_model [--shared DIR] [--spaces a,b] [--seed 3]
+//   bench_cost_model [--data DIR] [--spaces a,b] [--seed 3]
 #include "common.hpp"
 
 #include <tessel/backends.hpp>
@@ -59,21 +59,21 @@ struct sample {
 
 int main(int argc, char** argv) {
   CLI::App app{"Held-out accuracy of the cost models on the real measured spaces"};
-  std::string shared = TESSEL_SHARED_DIR;
+  std::string data = TESSEL_DATA_DIR;
   std::string only;
   std::uint64_t seed = 3;
-  app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
+  app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--spaces", only, "comma-separated replay names (default: all of the manifest)");
   app.add_option("--seed", seed, "seed of the draws")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  const auto names = bench::replay_names(shared, only);
+  const auto names = bench::replay_names(data, only);
   constexpr std::size_t held_out = 1200;
   const std::vector<std::size_t> sizes{30, 100, 300};
   fmt::print("{:<26}{:>6}{:>14}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}\n", "space", "n", "rms const",
              "rms linear", "rho linear", "rms gp", "rho gp", "rms link", "rho link");
   for (const auto& name : names) {
-    const auto path = bench::replay_path(shared, name);
+    const auto path = bench::replay_path(data, name);
     const auto table = replay_table::load(path);
     const space s = replay_space(path);
     replay_backend b(table, replay_options{1, true, false});

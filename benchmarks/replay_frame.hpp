@@ -1,5 +1,5 @@
 // benchmarks/replay_frame.hpp: the scoring frame of one replay table, as
-// shared/bench/README.md defines it (Willemsen, van Nieuwpoort & van
+// data/bench/README.md defines it (Willemsen, van Nieuwpoort & van
 // Werkhoven, FGCS 2024): the optimum, the median, and what random search
 // needs to get a fraction of the way from the median to the optimum. Shared
 // by bench_strategy_quality and bench_cost_aware.

@@ -10,7 +10,7 @@
 // - the .tsl parameters and value sets equal the published ones, and so does
 //   the Cartesian size;
 // - space::count() equals the published valid count
-//   (shared/bench/spaces/construction_spaces.json);
+//   (data/bench/spaces/construction_spaces.json);
 // - enumerating space::configs() yields count() configs;
 // - where the brute force runs, it finds the same number of valid configs,
 //   and the same set (an order-free fingerprint: the wrapping sum of each
@@ -62,7 +62,7 @@ constexpr std::array space_files = {
 };
 
 struct options {
-  fs::path shared_dir = TESSEL_SHARED_DIR;
+  fs::path data_dir = TESSEL_DATA_DIR;
   fs::path spaces_dir = TESSEL_BENCH_SPACES_DIR;
   std::uint64_t brute_limit = 50'000'000;  ///< brute-force only Cartesian sizes <= this
   int reps = 3;                            ///< repetitions of the timed build and enumeration
@@ -205,8 +205,8 @@ brute_result brute_force(const tessel::space& s) {
 
 // --- the published figures ---------------------------------------------------------
 
-std::map<std::string, published> read_published(const fs::path& shared_dir) {
-  const auto path = shared_dir / "bench" / "spaces" / "construction_spaces.json";
+std::map<std::string, published> read_published(const fs::path& data_dir) {
+  const auto path = data_dir / "bench" / "spaces" / "construction_spaces.json";
   const auto doc = json::parse(read_file(path));
   std::map<std::string, published> out;
   for (const auto& entry : doc) {
@@ -410,7 +410,7 @@ void print_diagnostics(const tessel::space_error& e) {
 }
 
 int run(const options& opt) {
-  const auto published_spaces = read_published(opt.shared_dir);
+  const auto published_spaces = read_published(opt.data_dir);
   std::vector<result> results;
   std::vector<std::string> failed;  ///< spaces that did not load
   for (const auto& f : space_files) {
@@ -441,10 +441,10 @@ std::optional<int> parse_command_line(int argc, char** argv, options& opt) {
   CLI::App app{
       "tessel space construction benchmark: the five published spaces of "
       "arXiv 2509.26253, built, counted and enumerated, beside a brute force"};
-  std::string shared_dir = opt.shared_dir.string();
+  std::string data_dir = opt.data_dir.string();
   std::string spaces_dir = opt.spaces_dir.string();
-  app.add_option("--shared", shared_dir,
-                 "the shared/ folder (bench/spaces/construction_spaces.json)")
+  app.add_option("--data", data_dir,
+                 "the data/ folder (bench/spaces/construction_spaces.json)")
       ->capture_default_str();
   app.add_option("--spaces", spaces_dir, "the folder of the .tsl files")->capture_default_str();
   app.add_option("--brute-limit", opt.brute_limit,
@@ -468,7 +468,7 @@ std::optional<int> parse_command_line(int argc, char** argv, options& opt) {
     return status == 0 ? 0 : 2;
   }
   opt.cpu_clock = clock == "cpu";
-  opt.shared_dir = shared_dir;
+  opt.data_dir = data_dir;
   opt.spaces_dir = spaces_dir;
   if (opt.quick) {
     opt.reps = 1;

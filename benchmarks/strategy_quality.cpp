@@ -1,11 +1,11 @@
 // benchmarks/strategy_quality: each strategy on every real measured space of
-// shared/bench/, replayed, scored with the method of Willemsen, van
+// data/bench/, replayed, scored with the method of Willemsen, van
 // Nieuwpoort & van Werkhoven, "A methodology for comparing optimization
-// algorithms for auto-tuning" (FGCS 2024), as shared/bench/README.md states
+// algorithms for auto-tuning" (FGCS 2024), as data/bench/README.md states
 // it: 0 = random search, 1 = the optimum, time-based budget, the strategy's
 // own CPU time charged.
 //
-//   bench_strategy_quality [--shared DIR] [--seeds 25] [--strategies a,b] [--json]
+//   bench_strategy_quality [--data DIR] [--seeds 25] [--strategies a,b] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -117,14 +117,14 @@ double score(const std::vector<trajectory>& runs, const frame& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Scores tessel's strategies on the real measured spaces of shared/bench (FGCS 2024 method)"};
-  std::string shared = TESSEL_SHARED_DIR;
+      "Scores tessel's strategies on the real measured spaces of data/bench (FGCS 2024 method)"};
+  std::string data = TESSEL_DATA_DIR;
   int seeds = 25;
   std::string strategies = "random,exhaustive,local,annealing,ga,auto";
   std::string only;
   bool json_out = false;
   int jobs = 1;
-  app.add_option("--shared", shared, "the shared/ folder holding bench/")->capture_default_str();
+  app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -138,12 +138,12 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
-  const auto names = bench::replay_names(shared, only);
+  const auto names = bench::replay_names(data, only);
   const auto strategy_list = bench::split(strategies);
 
   std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
   for (const auto& name : names) {
-    const auto path = bench::replay_path(shared, name);
+    const auto path = bench::replay_path(data, name);
     const auto table = replay_table::load(path);
     const auto f = make_frame(*table);
     const auto s = replay_space(path);

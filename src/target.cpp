@@ -1,4 +1,4 @@
-// The built-in targets: trn1, trn2 (constants of shared/hardware/neuroncore.md,
+// The built-in targets: trn1, trn2 (constants of docs/neuroncore.md,
 // each with its source in docs/targets.md) and cpu (the host, detected once).
 #include <tessel/target.hpp>
 

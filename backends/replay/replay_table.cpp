@@ -1,5 +1,5 @@
 // replay_table.cpp: reading Kernel Tuner cache files and T4 results files
-// (shared/bench/README.md describes both) into one table of measured configs.
+// (data/bench/README.md describes both) into one table of measured configs.
 #include "replay/replay_values.hpp"
 
 #include <tessel/backends.hpp>

@@ -1,4 +1,4 @@
-// calibration.cpp: replays shared/calibration/ on the model (calibration.hpp).
+// calibration.cpp: replays data/calibration/ on the model (calibration.hpp).
 #include "calibration.hpp"
 
 #include "fixed_space.hpp"

@@ -1,5 +1,5 @@
 // calibration.hpp: the published NeuronCore measurements of
-// shared/calibration/ replayed on the simulator: each case expressed as a
+// data/calibration/ replayed on the simulator: each case expressed as a
 // config (the matmul tutorial's stages) or as a program (TensorE tile shapes,
 // DMA descriptor sizes), predicted beside published. Used by the calibration
 // tests (tests/sim/) and report (benchmarks/calibration.cpp).
@@ -25,7 +25,7 @@ struct calibration_row {
   }
 };
 
-/// Every case of the three files under `dir` (shared/calibration). Throws
+/// Every case of the three files under `dir` (data/calibration). Throws
 /// tessel::error when a file is missing or malformed, or a stage is unknown.
 /// `overrides` are model constants (sim_options::overrides).
 [[nodiscard]] std::vector<calibration_row> run_calibration(

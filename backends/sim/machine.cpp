@@ -1,6 +1,6 @@
 // machine.cpp: the model's constants (machine.hpp). The target gives the
 // hardware; the table below gives the factors the model calibrates against
-// shared/calibration/ and the cost rules of shared/hardware/neuroncore.md that
+// data/calibration/ and the cost rules of docs/neuroncore.md that
 // no target carries. Candidates to move into src/target.cpp are marked.
 #include "machine.hpp"
 
@@ -15,11 +15,11 @@ namespace tessel::sim {
 namespace {
 
 // Sources:
-// [tile]  shared/calibration/tensore_tile_shapes_trn2.json (trn2 profiler measurements)
-// [dmasz] shared/calibration/dma_descriptor_size_trn2.json (trn2 measurements; the
+// [tile]  data/calibration/tensore_tile_shapes_trn2.json (trn2 profiler measurements)
+// [dmasz] data/calibration/dma_descriptor_size_trn2.json (trn2 measurements; the
 //         NKI DMA overview's A[4,4096] example for the single-engine case)
-// [tut]   shared/calibration/nki_matmul_tutorial_trn1.json (trn1 tutorial latencies)
-// [nc]    shared/hardware/neuroncore.md (cost rules, NKI perf guide)
+// [tut]   data/calibration/nki_matmul_tutorial_trn1.json (trn1 tutorial latencies)
+// [nc]    docs/neuroncore.md (cost rules, NKI perf guide)
 // [sim]   this simulator's own choice, documented in docs/simulator.md
 constexpr std::array table{
     // TensorE

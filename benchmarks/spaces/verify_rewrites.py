@@ -3,7 +3,7 @@
 
 The five spaces come from the construction benchmark of Willemsen, van
 Nieuwpoort and van Werkhoven (arXiv 2509.26253), recorded in
-shared/bench/spaces/construction_spaces.json with their restrictions as Python
+data/bench/spaces/construction_spaces.json with their restrictions as Python
 expressions, where `/` is TRUE division. tessel's `/` is FLOOR division and
 `%` Python's modulo, so every restriction that divides is rewritten in the
 .tsl files. This script reads the .tsl files themselves (a small tokenizer for
@@ -25,7 +25,7 @@ the subset they use) and, for each space:
 
 Exit status 0 when everything matches, 1 otherwise. Python 3.8+, stdlib only.
 
-    python3 benchmarks/spaces/verify_rewrites.py [--count] [--shared DIR]
+    python3 benchmarks/spaces/verify_rewrites.py [--count] [--data DIR]
 """
 
 import argparse
@@ -314,8 +314,8 @@ def count_group(group, domains, checks):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", type=pathlib.Path, default=HERE.parents[2] / "shared",
-                        help="the shared/ folder holding bench/spaces/construction_spaces.json")
+    parser.add_argument("--data", type=pathlib.Path, default=HERE.parents[1] / "data",
+                        help="the data/ folder holding bench/spaces/construction_spaces.json")
     parser.add_argument("--count", action="store_true",
                         help="also count each whole space (a few seconds)")
     parser.add_argument("--wide", type=int, default=16, metavar="N",
@@ -323,7 +323,7 @@ def main():
                              "(exact rationals; 0 skips; default 16)")
     args = parser.parse_args()
     published = {s["name"]: s for s in json.loads(
-        (args.shared / "bench" / "spaces" / "construction_spaces.json").read_text())}
+        (args.data / "bench" / "spaces" / "construction_spaces.json").read_text())}
     all_ok = True
     for file, name in SPACES.items():
         tsl = parse_tsl(HERE / file)

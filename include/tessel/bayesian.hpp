@@ -129,7 +129,7 @@ enum class cost_model_kind : std::uint8_t {
 /// with the backend's estimate as a prior in log space, each weighted by its
 /// precision (docs/bayesian.md).
 struct cost_model_options {
-  /// Default gp: on the real spaces of shared/bench it ranks held-out costs
+  /// Default gp: on the real spaces of data/bench it ranks held-out costs
   /// with Spearman 0.59-0.92 after 100 observations, against 0.45-0.82 for
   /// log_linear (bench_cost_model, docs/bayesian.md).
   cost_model_kind kind = cost_model_kind::gp;
@@ -146,7 +146,7 @@ struct cost_model_options {
   /// deviation at most this, the cost is predicted as a regression of the
   /// compile + gate seconds plus that ratio x the surrogate's predicted
   /// objective (when the study passes one, cost_query::objective). On the
-  /// replay spaces of shared/bench the ratio's deviation is 0.00-0.02.
+  /// replay spaces of data/bench the ratio's deviation is 0.00-0.02.
   /// Finite, >= 0; 0: never (one regression of the total). Default 0.5.
   double run_link_max_sd = 0.5;
   /// gp: observations it holds at most; beyond, the most recent half and a

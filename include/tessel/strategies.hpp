@@ -136,7 +136,7 @@ struct ga_options {
 struct auto_options {
   /// Registered strategy names, each at most once, not "auto". Default bo,
   /// ga, local: the three that score best alone on the real spaces of
-  /// shared/bench (benchmarks/README.md); random and annealing as arms cost
+  /// data/bench (benchmarks/README.md); random and annealing as arms cost
   /// the bandit more than they find on short budgets.
   std::vector<std::string> arms = {"bo", "ga", "local"};
   /// C, the exploration weight. Finite, >= 0. Default 0.05 (OpenTuner's).

@@ -73,7 +73,7 @@ config small_config(const space& s, std::int64_t tile_m, const std::string& orde
 std::string helper_program() { return TESSEL_SOURCE_DIR "/tests/backends/programs/helper.sh"; }
 
 std::filesystem::path bench_file(const std::string& name) {
-  return std::filesystem::path(TESSEL_SHARED_DIR) / "bench" / name;
+  return std::filesystem::path(TESSEL_DATA_DIR) / "bench" / name;
 }
 
 std::filesystem::path temporary_directory() {

@@ -22,7 +22,7 @@ config small_config(const space& s, std::int64_t tile_m, const std::string& orde
 /// tests/backends/programs/helper.sh
 std::string helper_program();
 
-/// shared/bench/NAME
+/// data/bench/NAME
 std::filesystem::path bench_file(const std::string& name);
 
 /// A fresh empty directory under the system's temporary directory.

@@ -1,4 +1,4 @@
-// The replay backend on the real tables in shared/bench (README.md there
+// The replay backend on the real tables in data/bench (README.md there
 // lists each file's counts, best and median), loaded once per file.
 #include "backend_fixtures.hpp"
 

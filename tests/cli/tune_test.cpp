@@ -23,7 +23,7 @@ using json = nlohmann::json;
 namespace {
 
 const std::string replay_file =
-    std::string(TESSEL_SHARED_DIR) + "/bench/convolution_RTX_3090.json.gz";
+    std::string(TESSEL_DATA_DIR) + "/bench/convolution_RTX_3090.json.gz";
 const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
 
 std::string temp_db(const std::string& name) {

@@ -1,4 +1,4 @@
-// The simulator against shared/calibration/ (issue 4): the four stages of the
+// The simulator against data/calibration/ (issue 4): the four stages of the
 // trn1 matmul tutorial in the published order, each within 25%; the TensorE
 // tile-shape and DMA descriptor-size cases within 15%.
 #include "sim/calibration.hpp"
@@ -10,7 +10,7 @@
 using namespace tessel::sim;
 
 TEST_CASE("calibration: every published case within its tolerance, tutorial stages in order") {
-  const auto rows = run_calibration(std::filesystem::path(TESSEL_SHARED_DIR) / "calibration");
+  const auto rows = run_calibration(std::filesystem::path(TESSEL_DATA_DIR) / "calibration");
   REQUIRE(rows.size() == 9);
   double previous = 1e300;
   int stages = 0;

@@ -180,7 +180,7 @@ TEST_CASE("matmul: deterministic, and more buffering never hurts a streamed loop
 }
 
 TEST_CASE("matmul: the tutorial's stages on trn1 order as published") {
-  // the same configs as shared/calibration/ (calibration.cpp), checked in calibration_test
+  // the same configs as data/calibration/ (calibration.cpp), checked in calibration_test
   const auto tiled =
       lower_and_time(with(matmul_values(4096, 8192, 8192),
                           {{"tile_m", 128}, {"tile_n", 512}, {"tile_k", 128}, {"coalesce", 0}}),

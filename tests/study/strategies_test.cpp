@@ -69,7 +69,7 @@ TEST_CASE(
 }
 
 TEST_CASE("every strategy through the replay backend: no invalid or repeated proposal") {
-  const auto path = std::string(TESSEL_SHARED_DIR) + "/bench/pnpoly_RTX_3090.json.gz";
+  const auto path = std::string(TESSEL_DATA_DIR) + "/bench/pnpoly_RTX_3090.json.gz";
   const auto table = replay_table::load(path);
   const auto s = replay_space(path);
   for (const auto& name : strategy_names()) {
