@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
 
   tessel::study::options options;
   options.seed = 7;
+  options.resume = true;  // a file from an earlier run: continue its study
   tessel::study study(space, backend, tessel::make_strategy("auto"), options, db);
   const auto summary = study.run(tessel::stop::evaluations(60) || tessel::stop::no_improvement(25));
   std::cout << summary.full_report();

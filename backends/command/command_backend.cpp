@@ -82,12 +82,25 @@ std::string variable_name(std::string_view parameter) {
   return name;
 }
 
-bool names_let_or_constant(const space& s, std::string_view name) {
-  const auto& def = s.def();
-  return std::any_of(def.lets.begin(), def.lets.end(),
-                     [&](const auto& l) { return l.name == name; }) ||
-         std::any_of(def.constants.begin(), def.constants.end(),
-                     [&](const auto& k) { return k.name == name; });
+bool names_let(const space& s, std::string_view name) {
+  const auto& lets = s.def().lets;
+  return std::any_of(lets.begin(), lets.end(), [&](const auto& l) { return l.name == name; });
+}
+
+const constant* constant_named(const space& s, std::string_view name) {
+  for (const auto& k : s.def().constants)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+/// A constant as the program sees it: like a parameter's value (symbols by
+/// name, booleans 0/1, integers in decimal).
+std::string text_of(const space& s, const constant& k) {
+  if (k.type == value_type::symbol && k.value >= 0 &&
+      static_cast<std::size_t>(k.value) < s.def().symbols.size())
+    return s.def().symbols[static_cast<std::size_t>(k.value)];
+  if (k.type == value_type::boolean) return k.value != 0 ? "1" : "0";
+  return std::to_string(k.value);
 }
 
 /// Placeholder values of `c`: parameters, `config`, lets and constants.
@@ -95,7 +108,8 @@ resolver resolver_for(const space& s, const config& c) {
   return [&s, &c](std::string_view name) -> std::optional<std::string> {
     if (name == "config") return s.to_json(c);
     if (const auto p = s.parameter_index(name)) return text_of(s.value_of(c, *p)).value_or("");
-    if (names_let_or_constant(s, name)) {
+    if (const auto* k = constant_named(s, name)) return text_of(s, *k);
+    if (names_let(s, name)) {
       const auto v = s.evaluate(c, name);
       return v ? std::to_string(*v) : std::string();
     }
@@ -171,7 +185,9 @@ std::string command_backend::name() const {
 void command_backend::prepare(const space& s) {
   std::set<std::string> unknown;
   const resolver known = [&s](std::string_view name) -> std::optional<std::string> {
-    if (name == "config" || s.parameter_index(name) || names_let_or_constant(s, name)) return "";
+    if (name == "config" || s.parameter_index(name) || constant_named(s, name) ||
+        names_let(s, name))
+      return "";
     return std::nullopt;
   };
   for (const auto& a : arguments_) (void)substitute(a, known, &unknown);

@@ -94,6 +94,11 @@ replay_backend::replay_backend(std::shared_ptr<const replay_table> table, option
 
 std::string replay_backend::name() const { return "replay:" + table_->path().string(); }
 
+std::optional<std::string> replay_backend::hardware() const {
+  const auto& device = table_->device_name();
+  return "replay of " + (device.empty() ? std::string("an unnamed device") : device);
+}
+
 void replay_backend::prepare(const space& s) { (void)mapping_for(s); }
 
 std::shared_ptr<const replay_backend::mapping> replay_backend::mapping_for(const space& s) const {

@@ -9,6 +9,7 @@
 #include <tessel/space.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace tessel {
@@ -19,6 +20,11 @@ class backend {
 
   /// A short description for reports and the study file ("replay:conv.json.gz").
   [[nodiscard]] virtual std::string name() const = 0;
+
+  /// The hardware this backend measures on, when it is not the space's
+  /// target (a replay table's recorded device, a callback's host): the study
+  /// file records it as the study's target. nullopt: the space's target.
+  [[nodiscard]] virtual std::optional<std::string> hardware() const { return std::nullopt; }
 
   /// Called once before the first evaluation: checks that the backend can
   /// evaluate configs of `s` (e.g. a replay table has the same parameters)

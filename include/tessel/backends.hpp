@@ -36,10 +36,13 @@ namespace tessel {
 /// Options of callback_backend.
 struct callback_options {
   std::string name = "callback";  ///< what name() reports
-  std::size_t concurrency = 1;    ///< evaluations that may run at once; the function
-                                  ///< must be thread-safe when > 1
+  std::size_t concurrency = 1;  ///< evaluations that may run at once; the function
+                                ///< must be thread-safe when > 1
   /// Expected cost of a config in seconds (backend::estimated_cost); empty: 1 s.
   std::function<double(const space&, const config&)> cost_estimate;
+  /// Where the function measures (backend::hardware, recorded in the study
+  /// file): the host by default; name the device when it drives one.
+  std::string target = "host";
 };
 
 /// Wraps a user function. Exceptions the function throws propagate out of
@@ -61,6 +64,7 @@ class callback_backend : public backend {
                             options opts = {});
 
   [[nodiscard]] std::string name() const override { return options_.name; }
+  [[nodiscard]] std::optional<std::string> hardware() const override { return options_.target; }
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
@@ -244,6 +248,8 @@ class replay_backend : public backend {
   explicit replay_backend(std::shared_ptr<const replay_table> table, options opts = {});
 
   [[nodiscard]] std::string name() const override;
+  /// The device the table was measured on ("replay of NVIDIA RTX 3090").
+  [[nodiscard]] std::optional<std::string> hardware() const override;
   /// Throws tessel::error when the space's parameters are not the table's
   /// (listing those missing on either side).
   void prepare(const space& s) override;

@@ -51,6 +51,13 @@ class study_db {
 
   /// The stored study, or nullopt for a new file.
   [[nodiscard]] std::optional<study_record> study() const;
+  /// Makes this connection the study's one writer: a study appends trials from
+  /// one process at a time, and a second one would interleave ids and repeat
+  /// configs. Throws tessel::error naming the holder (pid, host, since when)
+  /// when another process, or another study_db of this one, holds the file;
+  /// never waits. Held until this study_db is destroyed or its process ends
+  /// (however it ends). tessel::study claims it; readers (show, export) don't.
+  void claim_writer();
   /// Stores the study record of a new file; on an existing one, throws
   /// tessel::error when the space hash differs (a different space).
   void begin(const study_record& record);
@@ -61,6 +68,11 @@ class study_db {
   void save(const trial& t, const space& s);
   /// save() for several trials in one transaction: all or none are stored.
   void save_all(const std::vector<trial>& trials, const space& s);
+  /// How many trials are stored (any state), without reading them.
+  [[nodiscard]] std::size_t trial_count() const;
+  /// Deletes the study record and every trial, in one transaction, so the
+  /// file can hold a new study (the CLI's --overwrite). Needs claim_writer().
+  void clear();
   /// Every stored trial, by id, with configs read back through `s`.
   [[nodiscard]] std::vector<trial> load(const space& s) const;
 

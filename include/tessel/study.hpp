@@ -144,6 +144,12 @@ struct study_options {
   /// A backend or observer exception: false records it as runtime_error and
   /// goes on; true rethrows it from run() (after recording it).
   bool rethrow_exceptions = false;
+  /// A study file (the study_db given to the study) that already holds trials:
+  /// true continues it (finished trials kept and replayed to the strategy,
+  /// interrupted ones run first); false refuses it with tessel::error, so a
+  /// new study never silently extends an old one (the CLI's --resume). A file
+  /// whose study has no trial yet is taken either way.
+  bool resume = false;
   /// A JSON object the caller wants stored with the study (the CLI stores its
   /// command line there so `tessel show` and `--resume` can rebuild the space).
   std::string annotations = "{}";

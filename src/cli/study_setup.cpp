@@ -78,9 +78,14 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
       ->type_name("PATH");
   command.add_flag("--resume", o.resume,
                    "Continue the study in --db: keep finished trials, re-run interrupted ones");
+  command
+      .add_flag("--overwrite", o.overwrite,
+                "Delete the study in --db (all its trials) and start a new one there")
+      ->excludes("--resume");
   command.add_flag("--no-db", o.no_db, "Keep nothing on disk")
       ->excludes("--db")
-      ->excludes("--resume");
+      ->excludes("--resume")
+      ->excludes("--overwrite");
   command.add_flag("!--no-baseline", o.baseline,
                    "Do not evaluate the space's default config first");
   command
@@ -119,7 +124,37 @@ loaded_space load_any(const space_options& options) {
   return loaded_space{.space = std::move(s), .space_names = {}, .parse_ms = ms, .build_ms = 0};
 }
 
+namespace {
+
+/// Opens the study file as its one writer (refused while another process
+/// writes it), cleared with --overwrite; a file whose study has trials needs
+/// --resume (or --overwrite), one whose study has none is taken as new.
+std::shared_ptr<study_db> open_study_file(const study_setup_options& o, const space& s) {
+  const std::filesystem::path path = o.db.empty() ? s.name() + ".tessel.db" : o.db;
+  auto db = std::make_shared<study_db>(path);
+  db->claim_writer();
+  if (o.overwrite) {
+    db->clear();
+    return db;
+  }
+  const auto stored = db->study();
+  const auto trials = stored ? db->trial_count() : 0;
+  if (trials > 0 && !o.resume)
+    throw error(fmt::format(
+        "study file '{0}' already holds a study of space '{1}' with {2} trial{3} (see "
+        "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
+        "over, --db PATH to keep it and start another, or --no-db",
+        path.string(), stored->space_name, trials, trials == 1 ? "" : "s"));
+  return db;
+}
+
+}  // namespace
+
 study_setup make_study(const study_setup_options& o) {
+  if (o.needs_backend && o.backend.empty() && !is_replay_file(o.input.file))
+    throw error(
+        "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
+        "or a replay file as FILE");
   study_setup out{load_any(o.input), nullptr, nullptr, nullptr, true};
   std::string spec = o.backend;
   if (spec.empty() && is_replay_file(o.input.file)) spec = "replay:" + o.input.file;
@@ -133,20 +168,11 @@ study_setup make_study(const study_setup_options& o) {
     out.backend = make_backend(spec, parse_settings(settings));
   }
   auto strategy = make_strategy(o.strategy);
-
-  if (!o.no_db) {
-    const std::filesystem::path path = o.db.empty() ? out.space.space.name() + ".tessel.db" : o.db;
-    const bool existed = std::filesystem::exists(path) && std::filesystem::file_size(path) > 0;
-    out.db = std::make_shared<study_db>(path);
-    if (existed && out.db->study() && !o.resume)
-      throw error(
-          fmt::format("study file '{}' already holds a study: pass --resume to continue it, "
-                      "--db PATH to start another, or --no-db",
-                      path.string()));
-  }
+  if (!o.no_db) out.db = open_study_file(o, out.space.space);
   study::options so;
   so.seed = o.seed;
   so.jobs = o.jobs;
+  so.resume = o.resume;
   so.evaluate_baseline = o.baseline;
   so.annotations = annotations(o);
   if (o.scheduler == "utility") {

@@ -27,7 +27,9 @@ struct study_setup_options {
   std::size_t jobs = 0;
   std::string db;  ///< "" = <space>.tessel.db
   bool resume = false;
+  bool overwrite = false;  ///< --overwrite: delete the study in --db and start over
   bool no_db = false;
+  bool needs_backend = false;  ///< tune: no --backend (and no replay FILE) is an error
   bool baseline = true;
   bool gate = true;                   ///< --no-gate: the simulator skips the equivalence gate
   std::string scheduler = "utility";  ///< "utility" (cost-aware) or "fifo"

@@ -120,7 +120,6 @@ nlohmann::json summary_json(const summary& s, const space& sp) {
 
 int run_tune(const tune_options& o) {
   auto setup = make_study(o.study);
-  if (!setup.evaluates) throw error("tune needs --backend (or a replay file as FILE)");
   if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience)
     fmt::print(stderr,
                "tessel: no --budget, --time, --cost-budget, --target-objective or --patience: "
@@ -148,6 +147,7 @@ command add_tune_command(CLI::App& tool) {
   auto* app = tool.add_subcommand(
       "tune", "Tune a space: search it with a strategy, evaluating configs on a backend");
   add_study_options(*app, options->study, true);
+  options->study.needs_backend = true;
   app->add_option("--budget,-n", options->budget, "Stop after this many evaluations")
       ->type_name("N");
   app->add_option("--time", options->time_s, "Stop after this many wall-clock seconds")

@@ -160,7 +160,10 @@ void write_csv(std::ostream& out, const std::vector<trial>& trials, const space&
         << csv_field(t.provenance.source);
     if (t.state == trial_state::finished) {
       const auto& m = t.result;
-      out << ',' << detail::storage::status_name(m.status) << ',' << csv_number(m.objective) << ','
+      // A failure has no objective: an empty field, so sorting by it never
+      // puts failures ahead of measured configs.
+      out << ',' << detail::storage::status_name(m.status) << ','
+          << (m.ok() ? csv_number(m.objective) : std::string()) << ','
           << csv_number(m.cost.compile_s) << ',' << csv_number(m.cost.gate_s) << ','
           << csv_number(m.cost.run_s);
     } else {
@@ -203,7 +206,7 @@ ordered_json json_line(const trial& t, const space& s) {
   for (const auto& [name, v] : m.metrics) metrics[name] = v;
   o["result"] = {
       {"status", detail::storage::status_name(m.status)},
-      {"objective", m.objective},
+      {"objective", m.ok() ? ordered_json(m.objective) : ordered_json(nullptr)},
       {"samples", m.samples},
       {"cost",
        {{"compile_s", m.cost.compile_s}, {"gate_s", m.cost.gate_s}, {"run_s", m.cost.run_s}}},

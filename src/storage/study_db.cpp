@@ -5,11 +5,14 @@
 #include "storage/schema.hpp"
 #include "storage/sqlite.hpp"
 #include "storage/trial_row.hpp"
+#include "storage/writer_lock.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <string>
 
 namespace tessel {
@@ -35,6 +38,7 @@ struct study_db::impl {
   }
 
   std::filesystem::path path;
+  std::unique_ptr<detail::storage::writer_lock> writer;  ///< held from claim_writer() on
   detail::sqlite::connection db;
   mutable std::mutex mutex;
   statement_ptr upsert;  ///< INSERT ... ON CONFLICT(id) DO UPDATE, every column
@@ -92,7 +96,17 @@ void configure(const detail::sqlite::connection& c) {
   // WAL: a commit appends to the -wal file before returning, so a killed
   // process loses nothing committed; NORMAL syncs at checkpoints, so only an
   // OS crash or power loss can drop the last commits (never corrupting).
-  c.exec("PRAGMA journal_mode = WAL", "switching to WAL");
+  // Switching a new file to WAL needs its exclusive lock and, unlike other
+  // statements, gives up at once (SQLITE_BUSY) while another connection is
+  // opening the same new file: retry it for up to the busy timeout.
+  for (int waited_ms = 0;; waited_ms += 5) {
+    const int rc = sqlite3_exec(c.get(), "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_BUSY || waited_ms >= busy_timeout_ms) {
+      c.check(rc, "switching to WAL");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   c.exec("PRAGMA synchronous = NORMAL", "setting synchronous");
 }
 
@@ -115,6 +129,11 @@ int study_db::schema_version() noexcept { return detail::storage::schema_version
 std::optional<study_record> study_db::study() const {
   std::lock_guard lock(impl_->mutex);
   return read_study(impl_->db);
+}
+
+void study_db::claim_writer() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->writer) impl_->writer = std::make_unique<detail::storage::writer_lock>(impl_->path);
 }
 
 void study_db::begin(const study_record& record) {
@@ -168,6 +187,24 @@ void study_db::save_all(const std::vector<trial>& trials, const space& s) {
     row.bind(q);
     q.step();
   }
+  tx.commit();
+}
+
+std::size_t study_db::trial_count() const {
+  std::lock_guard lock(impl_->mutex);
+  auto s = impl_->db.prepare("SELECT COUNT(*) FROM trials");
+  statement q(impl_->db, s.get(), "counting trials");
+  return q.step() ? static_cast<std::size_t>(q.integer(0)) : 0;
+}
+
+void study_db::clear() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->writer)
+    throw error("study file '" + impl_->path.string() +
+                "': clear() needs the writer lock (claim_writer())");
+  transaction tx(impl_->db);
+  impl_->db.exec("DELETE FROM trials", "deleting the trials");
+  impl_->db.exec("DELETE FROM study", "deleting the study record");
   tx.commit();
 }
 

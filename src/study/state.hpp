@@ -47,7 +47,7 @@ struct study::state final : search_context {
   [[nodiscard]] double predicted_cost(const config& c,
                                       const std::optional<candidate_score>& scored) const;
   /// Reloads a study file's trials (resume).
-  void resume();
+  void resume(std::vector<trial> stored);
   void save(const trial& t);
   [[nodiscard]] summary make_summary() const;
 
@@ -80,6 +80,9 @@ struct study::state final : search_context {
   bool prepared = false;
 
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+  /// When the current run() began; nullopt outside run(). Observers' progress
+  /// counts wall seconds from it (from `created` outside run()).
+  std::optional<std::chrono::steady_clock::time_point> run_started;
   double propose_s = 0, evaluate_s = 0, run_wall_s = 0;
   std::size_t jobs_used = 0;
   termination last_reason = termination::not_run;

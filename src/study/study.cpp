@@ -64,15 +64,22 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   record.space_name = space_.name();
   record.space_source = space_.def().source;
   record.space_hash = space_hash(space_);
-  record.target = space_.def().target.name;
+  record.target = backend_->hardware().value_or(space_.def().target.name);
   record.backend = backend_->name();
   record.strategy = strategy_->name();
   record.options_json =
       fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}, "annotations": {}}})",
                   options_.seed, options_.jobs, options_.evaluate_baseline, options_.annotations);
   record.seed = options_.seed;
+  db_->claim_writer();
   db_->begin(record);
-  resume();
+  auto stored = db_->load(space_);
+  if (!stored.empty() && !options_.resume)
+    throw error(fmt::format(
+        "study file '{}' already holds {} trial{} of space '{}': resume it "
+        "(study::options::resume, the CLI's --resume) or use another file",
+        db_->path().string(), stored.size(), stored.size() == 1 ? "" : "s", space_.name()));
+  resume(std::move(stored));
 }
 
 double study::state::now() const { return seconds_since(created); }
@@ -132,15 +139,17 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   if (options_.surrogate) options_.surrogate->observe(t);
   if (options_.costs) options_.costs->observe(t);
   propose_s += seconds_since(started);
+  auto p = progress_;
+  p.wall_s = seconds_since(run_started.value_or(created));
   for (const auto& o : observers) {
-    o->on_trial(t, progress_);
-    if (improved) o->on_improvement(t, progress_);
+    o->on_trial(t, p);
+    if (improved) o->on_improvement(t, p);
   }
   return t;
 }
 
-void study::state::resume() {
-  for (auto& t : db_->load(space_)) {
+void study::state::resume(std::vector<trial> stored) {
+  for (auto& t : stored) {
     if (t.id != trials.size() + 1)
       throw error(fmt::format("study file {}: trial ids are not contiguous at {}",
                               db_->path().string(), t.id));
@@ -261,6 +270,7 @@ summary study::run(const stop_condition& until) {
   auto& s = *state_;
   const auto started = clock::now();
   const double wall_before = s.run_wall_s;
+  s.run_started = started;
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
@@ -324,10 +334,12 @@ summary study::run(const stop_condition& until) {
       for (const auto& e : errors)
         if (e) {
           s.run_wall_s = wall_before + seconds_since(started);
+          s.run_started.reset();
           std::rethrow_exception(e);
         }
   }
   s.run_wall_s = wall_before + seconds_since(started);
+  s.run_started.reset();
   s.run_spent.reset();
   auto result = s.make_summary();
   for (const auto& o : s.observers) o->on_end(result);

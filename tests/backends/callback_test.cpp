@@ -23,6 +23,11 @@ TEST_CASE("callback: a function returning the objective is timed as run cost") {
   CHECK(b.name() == "callback");
   CHECK(b.concurrency() == 1);
   CHECK(b.estimated_cost(s, c) == 1.0);
+  // Issue 15: a callback study was labelled with the space's default target.
+  CHECK(b.hardware() == "host");
+  callback_options on_device;
+  on_device.target = "trn2";
+  CHECK(callback_backend([](const config&) { return 1.0; }, on_device).hardware() == "trn2");
 }
 
 TEST_CASE("callback: a function returning a measurement is passed through") {

@@ -3,6 +3,7 @@
 #include "backend_fixtures.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 
 #include <doctest/doctest.h>
@@ -89,6 +90,17 @@ TEST_CASE("command: {name} placeholders in the arguments") {
   REQUIRE(whole.evaluate(s, some_config(s)).ok());
   CHECK(slurp(dir / "config.json") == s.to_json(some_config(s)));
   fs::remove_all(dir);
+}
+
+TEST_CASE("command: a symbol or boolean constant passes its name or 0/1, not its index") {
+  // Issue 15: `const c = beta` gave c=0 (the symbol's index).
+  const auto s = parse_space(
+      "space s { const c = beta  const on = true  const n = 7  param kind : {alpha, beta} }");
+  auto b = helper("args 5 '{c}-{on}-{n}-{kind}'");
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  CHECK(m.message == "beta-1-7-alpha");
 }
 
 TEST_CASE("command: the config as JSON on stdin; a bare number is the objective") {

@@ -44,6 +44,7 @@ TEST_CASE("replay: a Kernel Tuner cache file's counts, optimum and median") {
   const auto& t = *rtx3090();
   CHECK(t.format() == replay_table::file_format::kernel_tuner);
   CHECK(t.device_name() == "NVIDIA GeForce RTX 3090");
+  CHECK(replay_backend(rtx3090()).hardware() == "replay of NVIDIA GeForce RTX 3090");
   CHECK(t.kernel_name() == "convolution_kernel");
   CHECK(t.unit() == "ms");
   CHECK(t.parameters().size() == 8);

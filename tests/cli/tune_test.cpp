@@ -53,15 +53,40 @@ std::vector<std::string> sequence(const std::string& db) {
   return out;
 }
 
+/// Starts `tessel ARGS` in the background from tests/cli/ with BOWL_SLEEP set,
+/// stdout and stderr to OUT_BASE.out / .err.
+pid_t spawn_tessel(const std::string& args, const std::string& bowl_sleep,
+                   const std::string& out_base = "/dev/null") {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("BOWL_SLEEP", bowl_sleep.c_str(), 1);
+    const bool to_files = out_base != "/dev/null";
+    const std::string out = to_files ? out_base + ".out" : out_base;
+    const std::string err = to_files ? out_base + ".err" : out_base;
+    const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" +
+                                TESSEL_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("tune on a replay file: the file is the space and the backend") {
-  const auto r = tessel("tune '" + replay_file + "' --budget 60 --seed 3 --no-db --json --quiet");
+  const auto db = temp_db("replay");
+  const auto r =
+      tessel("tune '" + replay_file + "' --budget 60 --seed 3 --json --quiet --db '" + db + "'");
   REQUIRE(r.code == 0);
   const auto out = json::parse(r.out);
   CHECK(out["evaluations"] == 60);
   CHECK(out["termination"] == "evaluations");
   CHECK(out["best"]["objective"].get<double>() > 0);
+  // Issue 15: a replay study was labelled "target trn2".
+  const auto shown = tessel("show '" + db + "' --json");
+  REQUIRE(shown.code == 0);
+  CHECK(json::parse(shown.out)["target"] == "replay of NVIDIA GeForce RTX 3090");
 }
 
 TEST_CASE("tune: the same seed gives the same trial sequence, also with --jobs 2") {
@@ -98,7 +123,8 @@ TEST_CASE("tune with a command backend, then show and export") {
   // Starting again on the same file without --resume is refused.
   const auto again = tessel("tune fixtures/small.tsl " + bowl + " --budget 5 --db '" + db + "'");
   CHECK(again.code == 1);
-  CHECK(contains(again.err, "already holds a study: pass --resume"));
+  CHECK(contains(again.err, "already holds a study of space 'small' with 30 trials"));
+  CHECK(contains(again.err, ": pass --resume to continue it"));
 }
 
 TEST_CASE("tune: bad options and a bad backend give clear errors") {
@@ -112,6 +138,75 @@ TEST_CASE("tune: bad options and a bad backend give clear errors") {
   CHECK(contains(strategy.err, "did you mean 'annealing'"));
 }
 
+TEST_CASE("concurrent writers of one study file: one writes, the others are refused, none lost") {
+  // Issue 15: two `tune --resume` on one file both exited 0 reporting 300
+  // evaluations each, and the file held 300 rows with repeated configs.
+  for (const std::string resume : {" --resume", ""}) {
+    CAPTURE(resume);
+    const auto db = temp_db("concurrent");
+    constexpr int writers = 4;
+    const std::string args = "tune fixtures/small.tsl " + bowl + " --budget 25 --seed 3 --quiet" +
+                             resume + " --db '" + db + "' --json";
+    std::vector<pid_t> pids;
+    std::vector<std::string> bases;
+    for (int i = 0; i < writers; ++i) {
+      bases.push_back(std::string(TESSEL_CLI_WORK_DIR) + "/concurrent_" + std::to_string(i));
+      pids.push_back(spawn_tessel(args, "0.02", bases.back()));
+    }
+    int succeeded = 0, refused = 0;
+    std::size_t reported = 0;
+    for (int i = 0; i < writers; ++i) {
+      int status = 0;
+      waitpid(pids[static_cast<std::size_t>(i)], &status, 0);
+      REQUIRE(WIFEXITED(status));
+      const auto err = read_text(bases[static_cast<std::size_t>(i)] + ".err");
+      INFO("stderr: ", err);
+      if (WEXITSTATUS(status) == 0) {
+        ++succeeded;
+        const auto out = json::parse(read_text(bases[static_cast<std::size_t>(i)] + ".out"));
+        reported = std::max(reported, out.at("evaluations").get<std::size_t>());
+      } else {
+        CHECK(WEXITSTATUS(status) == 1);
+        const bool locked = contains(err, "is being written by another tessel process");
+        const bool holds = contains(err, "already holds a study");  // started after one ended
+        CHECK((locked || holds));
+        refused += locked ? 1 : 0;
+      }
+    }
+    CHECK(succeeded >= 1);
+    CHECK(refused >= 1);  // the runs overlap (25 evaluations of >= 20 ms each)
+    const auto trials = exported(db);
+    std::set<std::string> configs;
+    for (const auto& t : trials) {
+      CHECK(t.value("state", "") == "finished");
+      configs.insert(t.at("config").dump());
+    }
+    CHECK(trials.size() == 25);
+    CHECK(reported == 25);
+    CHECK(configs.size() == trials.size());  // no config measured twice
+    CHECK_FALSE(std::filesystem::exists(db + "-lock"));
+  }
+}
+
+TEST_CASE("a start that fails leaves no study in the way; --overwrite starts over") {
+  // Issue 15: a failed start (no --backend) left an empty study that blocked
+  // the corrected command.
+  const auto db = temp_db("failed_start");
+  const auto no_backend = tessel("tune fixtures/small.tsl --budget 3 --db '" + db + "'");
+  CHECK(no_backend.code == 1);
+  CHECK(contains(no_backend.err, "tune needs --backend SPEC"));
+  const std::string run =
+      "tune fixtures/small.tsl " + bowl + " --budget 3 --quiet --db '" + db + "'";
+  REQUIRE(tessel(run).code == 0);
+  const auto again = tessel(run);
+  CHECK(again.code == 1);
+  CHECK(contains(again.err, "with 3 trials"));
+  CHECK(contains(again.err, "--resume to continue it, --overwrite to delete it and start over"));
+  REQUIRE(tessel(run + " --overwrite --seed 9").code == 0);
+  CHECK(exported(db).size() == 3);
+  CHECK(tessel(run + " --overwrite --resume").code == 2);  // a usage error
+}
+
 TEST_CASE("kill -9 at random moments loses no finished trial, and --resume completes the study") {
   const auto db = temp_db("killed");
   const std::string args = "tune fixtures/small.tsl " + bowl +
@@ -119,15 +214,7 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   std::map<std::uint64_t, std::string>
       finished;  // trial id -> config + objective, as seen before each kill
   for (int round = 0; round < 4; ++round) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::setenv("BOWL_SLEEP", "0.05", 1);
-      const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" +
-                                  TESSEL_CLI_PATH + "' " + args + " >/dev/null 2>&1";
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
+    const pid_t pid = spawn_tessel(args, "0.05");
     std::this_thread::sleep_for(std::chrono::milliseconds(250 + 170 * round));
     kill(pid, SIGKILL);
     int status = 0;

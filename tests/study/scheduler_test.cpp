@@ -208,6 +208,7 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   }
   study::options o;
   o.evaluate_baseline = false;
+  o.resume = true;
   o.surrogate = std::make_shared<believes_large>(s);
   auto db = std::make_shared<study_db>(path);
   study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o, db);

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -79,6 +80,24 @@ TEST_CASE("run evaluates the baseline first, then the strategy, and stops on bud
   CHECK(b->calls == 5);
   CHECK(sum.cost_s == doctest::Approx(2.5));
   CHECK(sum.brief_report().find("5 evaluations") != std::string::npos);
+}
+
+TEST_CASE("observers see the wall seconds since run() began") {
+  // Issue 15: the progress line always said "0.0 s": wall_s was never set.
+  struct clock_watch final : observer {
+    void on_trial(const trial&, const progress& p) override { seen.push_back(p.wall_s); }
+    std::vector<double> seen;
+  };
+  auto b = std::make_shared<bowl>();
+  b->jitter = true;  // 0-4 ms an evaluation
+  study st(small_space(), b, std::make_unique<in_order>());
+  auto watch = std::make_shared<clock_watch>();
+  st.add_observer(watch);
+  st.run(stop::evaluations(6));
+  REQUIRE(watch->seen.size() == 6);
+  CHECK(watch->seen.back() > 0);
+  CHECK(std::is_sorted(watch->seen.begin(), watch->seen.end()));
+  CHECK(watch->seen.back() <= st.current_summary().wall_s);
 }
 
 TEST_CASE("run stops when the space is exhausted and finds the optimum") {
@@ -181,7 +200,12 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
   auto db = std::make_shared<study_db>(path);
   auto strat = std::make_unique<in_order>();
   auto* raw = strat.get();
-  study st(small_space(), std::make_shared<bowl>(), std::move(strat), {}, db);
+  CHECK_THROWS_WITH_AS(
+      study(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db),
+      doctest::Contains("already holds 6 trials of space 'small': resume it"), error);
+  study::options o;
+  o.resume = true;
+  study st(small_space(), std::make_shared<bowl>(), std::move(strat), o, db);
   CHECK(st.trials().size() == 6);
   CHECK(raw->observed.size() == 4);  // the finished ones were replayed to the strategy
   CHECK(st.current_summary().evaluations == 4);
