@@ -36,8 +36,8 @@ namespace tessel {
 /// Options of callback_backend.
 struct callback_options {
   std::string name = "callback";  ///< what name() reports
-  std::size_t concurrency = 1;  ///< evaluations that may run at once; the function
-                                ///< must be thread-safe when > 1
+  std::size_t concurrency = 1;    ///< evaluations that may run at once; the function
+                                  ///< must be thread-safe when > 1
   /// Expected cost of a config in seconds (backend::estimated_cost); empty: 1 s.
   std::function<double(const space&, const config&)> cost_estimate;
   /// Where the function measures (backend::hardware, recorded in the study

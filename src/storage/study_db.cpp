@@ -12,8 +12,8 @@
 
 #include <chrono>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 
 namespace tessel {
 
