@@ -5,6 +5,7 @@
 #include <tessel/gate.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -111,6 +112,15 @@ double workload::estimated_instructions(const space& s, const config& c, const m
   return 1e4;
 }
 
+std::string workload::emit_nki(const space& s, const config& c, const nki::context& ctx,
+                               std::string& out) const {
+  (void)s;
+  (void)c;
+  (void)ctx;
+  (void)out;
+  return fmt::format("workload '{}' has no NKI emitter", name());
+}
+
 std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
                                            const config& c) const {
   (void)b;
@@ -134,6 +144,26 @@ const workload* find_workload(std::string_view name) {
   for (const auto* w : all_workloads())
     if (w->name() == name) return w;
   return nullptr;
+}
+
+const workload* workload_for_space(const space& s, std::string_view name) {
+  std::string chosen(name);
+  if (chosen.empty())
+    for (const auto& k : s.def().constants)
+      if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
+          static_cast<std::size_t>(k.value) < s.def().symbols.size())
+        chosen = s.def().symbols[static_cast<std::size_t>(k.value)];
+  if (chosen.empty() && find_workload(s.name())) chosen = s.name();
+  if (chosen.empty())
+    throw error(fmt::format(
+        "sim: which workload does space '{}' describe? Declare `const workload = NAME` in the "
+        "space or name it (workloads: {})",
+        s.name(), fmt::join(workload_names(), ", ")));
+  const auto* w = find_workload(chosen);
+  if (!w)
+    throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", chosen,
+                            fmt::join(workload_names(), ", ")));
+  return w;
 }
 
 std::vector<std::string> workload_names() {

@@ -23,6 +23,10 @@ class gated_kernel;
 
 namespace tessel::sim {
 
+namespace nki {
+struct context;
+}
+
 /// One name a workload reads: a constant or a parameter.
 struct name_doc {
   std::string name;
@@ -88,6 +92,12 @@ class workload {
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,
                                                       const machine& m) const;
+  /// Writes the NKI kernel of (s, c) on `m` into `out` (nki/nki.hpp,
+  /// docs/nki.md). Returns "" or why it cannot (the config does not
+  /// compile, or the plan uses something the emitter does not write). The
+  /// default: this workload has no emitter.
+  [[nodiscard]] virtual std::string emit_nki(const space& s, const config& c,
+                                             const nki::context& ctx, std::string& out) const;
   /// Ranked suggestions (best first) for a bottleneck, in plain words that
   /// name this workload's parameters.
   [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s,
@@ -96,6 +106,10 @@ class workload {
 
 /// The workload named `name` ("matmul"), or nullptr.
 [[nodiscard]] const workload* find_workload(std::string_view name);
+/// The workload of space `s`: `name` when not empty, else the space's symbol
+/// constant `workload`, else the space's name when it names a workload.
+/// Throws tessel::error when there is none or it is unknown.
+[[nodiscard]] const workload* workload_for_space(const space& s, std::string_view name);
 /// Every workload's name, sorted.
 [[nodiscard]] std::vector<std::string> workload_names();
 

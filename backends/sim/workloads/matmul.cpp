@@ -10,6 +10,7 @@
 // tile, as the tutorial's first stages do). docs/simulator.md has the
 // parameter table and the residency rules.
 #include "../functional.hpp"
+#include "../nki/nki.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
 #include "matmul_plan.hpp"
@@ -484,6 +485,13 @@ class matmul final : public workload {
     plan pl;
     if (!plan_for(s, c, m, pl).empty()) return nullptr;
     return make_functional(pl);
+  }
+
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const override {
+    plan pl;
+    if (auto e = plan_for(s, c, ctx.m, pl); !e.empty()) return e;
+    return mm::emit_nki(pl, ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,

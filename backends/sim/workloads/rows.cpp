@@ -1,6 +1,8 @@
 // rows.cpp: the row-wise software pipeline (rows.hpp).
 #include "rows.hpp"
 
+#include "../nki/nki.hpp"
+
 #include "../functional.hpp"
 
 #include <tessel/gate.hpp>
@@ -353,6 +355,16 @@ std::string pipeline_workload::lower(const space& s, const config& c, const mach
   pipeline_spec spec;
   if (auto e = build(v, spec); !e.empty()) return e;
   return rows::lower(spec, m, out);
+}
+
+std::string pipeline_workload::emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                        std::string& out) const {
+  const value_reader v(s, c);
+  pipeline_spec spec;
+  if (auto e = build(v, spec); !e.empty()) return e;
+  program checked;
+  if (auto e = rows::lower(spec, ctx.m, checked); !e.empty()) return e;
+  return write_nki(spec, v, ctx, out);
 }
 
 std::unique_ptr<gated_kernel> pipeline_workload::functional(const space& s, const config& c,

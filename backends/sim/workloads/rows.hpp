@@ -18,7 +18,10 @@
 
 namespace tessel::sim {
 class functional_kernel;
+namespace nki {
+struct context;
 }
+}  // namespace tessel::sim
 
 namespace tessel::sim::rows {
 
@@ -87,6 +90,21 @@ struct tiling {
 /// Softmax: input x, output y.
 [[nodiscard]] std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec);
 
+/// The engines and options of an RMSNorm pipeline, for its NKI kernel.
+struct rmsnorm_choices {
+  bool residual = true, fuse_weight = false;
+  engine_id add = vector_engine, square = scalar_engine, scale = vector_engine;
+};
+/// The engines of a softmax pipeline, for its NKI kernel.
+struct softmax_choices {
+  engine_id max = vector_engine, scale = vector_engine;
+};
+/// NKI kernels of the pipelines (rows_nki.cpp): "" or why not.
+[[nodiscard]] std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice,
+                                      const nki::context& ctx, std::string& out);
+[[nodiscard]] std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice,
+                                      const nki::context& ctx, std::string& out);
+
 /// A workload built on the row pipeline: build() reads a config into a
 /// pipeline_spec, and lowering and the functional executor follow from it.
 class pipeline_workload : public workload {
@@ -96,6 +114,9 @@ class pipeline_workload : public workload {
   /// nullptr when the config does not build (or has no rows or columns).
   [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
                                                          const machine& m) const final;
+  /// Builds the spec, checks that it lowers, and calls write_nki.
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const final;
 
  protected:
   /// Reads `v` into `spec`; "" or the error.
@@ -103,6 +124,9 @@ class pipeline_workload : public workload {
   /// The functional executor of a spec build() accepted.
   [[nodiscard]] virtual std::unique_ptr<functional_kernel> executor(
       const pipeline_spec& spec, const value_reader& v) const = 0;
+  /// The NKI kernel of a spec build() accepted.
+  [[nodiscard]] virtual std::string write_nki(const pipeline_spec& spec, const value_reader& v,
+                                              const nki::context& ctx, std::string& out) const = 0;
 };
 
 /// Suggestions that hold for any row pipeline.
