@@ -34,9 +34,9 @@ std::string merged_text(const space& s, const nlohmann::json& given) {
 
 }  // namespace
 
-/// The config named by --config/--best (study_setup.hpp): parameters the JSON leaves out take their value in
-/// the space's baseline (its declared defaults), so a person can name only
-/// what they want to change.
+/// The config named by --config/--best (study_setup.hpp): parameters the JSON leaves out take their
+/// value in the space's baseline (its declared defaults), so a person can name only what they want
+/// to change.
 config chosen_config(const space& s, const std::string& config_spec, const std::string& best_db) {
   if (!best_db.empty()) {
     const auto stored = load_stored(best_db);

@@ -120,8 +120,8 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
   }
   const machine m = resolve_machine(t);
   if (!s.is_valid(c))
-    throw error(fmt::format("emit: the config is not valid in space '{}': {}", s.name(),
-                            s.why_invalid(c)));
+    throw error(
+        fmt::format("emit: the config is not valid in space '{}': {}", s.name(), s.why_invalid(c)));
   nki::context ctx{m, injected, {}};
   ctx.header.push_back(fmt::format("space     {}{}", s.name(),
                                    o.source.empty() ? "" : fmt::format(" ({})", o.source)));
@@ -130,8 +130,7 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
   if (injected != nki::fault::none)
     ctx.header.push_back(fmt::format("FAULT     {}: deliberately wrong, for tests", o.fault));
   std::string out;
-  if (auto e = w->emit_nki(s, c, ctx, out); !e.empty())
-    throw error(fmt::format("emit: {}", e));
+  if (auto e = w->emit_nki(s, c, ctx, out); !e.empty()) throw error(fmt::format("emit: {}", e));
   return out;
 }
 

@@ -66,13 +66,13 @@ struct constant {
 
 /// The parts of an emitted file; assemble() puts them together.
 struct kernel_file {
-  std::string workload;                ///< "matmul"
-  std::string summary;                 ///< what it computes, one line
-  std::vector<std::string> notes;      ///< where the kernel differs from the simulated plan
-  std::vector<constant> constants;     ///< the config values and derived sizes
-  std::string signature;               ///< INPUTS / OUTPUTS / TOLERANCE lines
-  std::string kernel;                  ///< the @nki.jit function
-  std::string reference;               ///< the numpy reference function
+  std::string workload;             ///< "matmul"
+  std::string summary;              ///< what it computes, one line
+  std::vector<std::string> notes;   ///< where the kernel differs from the simulated plan
+  std::vector<constant> constants;  ///< the config values and derived sizes
+  std::string signature;            ///< INPUTS / OUTPUTS / TOLERANCE lines
+  std::string kernel;               ///< the @nki.jit function
+  std::string reference;            ///< the numpy reference function
 };
 
 /// The whole file: header comment, imports, constants, kernel, reference.

@@ -9,6 +9,7 @@
 // are software-pipelined one deep: S of the next unit is issued before the
 // transposes of the current one. Reads the names of examples/attention.tsl.
 #include "../functional.hpp"
+#include "../nki/nki.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
 #include "attention_plan.hpp"
@@ -426,6 +427,16 @@ class attention final : public workload {
     params p;
     if (!read(v, m, p).empty()) return nullptr;
     return make_functional(p, m.partitions);
+  }
+
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const override {
+    program checked;
+    if (auto e = lower(s, c, ctx.m, checked); !e.empty()) return e;
+    const value_reader v(s, c);
+    params p;
+    if (auto e = read(v, ctx.m, p); !e.empty()) return e;
+    return attn::emit_nki(p, ctx, out);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

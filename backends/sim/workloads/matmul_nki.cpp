@@ -98,10 +98,11 @@ class matmul_writer {
     add("N_BLOCKS", pl_.nb[dim_n], "");
     add("K_BLOCKS", pl_.nb[dim_k], "");
     add("SLABS", pl_.slabs, "128-row slabs of a k block");
-    add("A_BUFS", p_.a_bufs, a_.resident ? "resident sets of A blocks in rotation (bufs)"
-                                         : "A block slots (bufs; 1 without prefetch)");
-    add("B_BUFS", p_.b_bufs, b_.resident ? "resident sets of B blocks in rotation (bufs)"
-                                         : "B block slots (bufs)");
+    add("A_BUFS", p_.a_bufs,
+        a_.resident ? "resident sets of A blocks in rotation (bufs)"
+                    : "A block slots (bufs; 1 without prefetch)");
+    add("B_BUFS", p_.b_bufs,
+        b_.resident ? "resident sets of B blocks in rotation (bufs)" : "B block slots (bufs)");
     add("A_RESIDENT", pl_.a_resident, "A blocks kept per set (a_home = sbuf)");
     add("B_RESIDENT", pl_.b_resident, "B blocks kept per set (b_home = sbuf)");
     if (pl_.acc == accumulation::psum_across) {
@@ -114,8 +115,9 @@ class matmul_writer {
       add("C_ROW_TILES", ceil_div(pl_.c_rows, p_.mm_m), "C partial sums kept in SBUF: row tiles");
       add("C_COLS", pl_.c_cols, "and columns");
     }
-    add("STAGE_COLS", stage_cols(), p_.coalesce ? "output staging: a block row (coalesce)"
-                                                : "output staging: one instruction tile");
+    add("STAGE_COLS", stage_cols(),
+        p_.coalesce ? "output staging: a block row (coalesce)"
+                    : "output staging: one instruction tile");
     add("IN", nki::nl_dtype(p_.in), "input dtype");
     add("OUT", nki::nl_dtype(p_.out), "output dtype");
     add("ACC", nki::nl_dtype(p_.acc), "partial sums in SBUF (acc_dtype)");
@@ -168,15 +170,17 @@ class matmul_writer {
     w_.open("for s in nl.affine_range((rows + P - 1) // P):");
     w_.line("r = min(P, rows - s * P)");
     if (p_.coalesce) {
-      w_.line("nisa.dma_copy(dst={}_sb[0:r, slot, s, 0:cols], src={}[k0 + s * P:k0 + s * P + r, "
-              "{}0:{}0 + cols])",
-              x.name, x.upper(), free, free);
+      w_.line(
+          "nisa.dma_copy(dst={}_sb[0:r, slot, s, 0:cols], src={}[k0 + s * P:k0 + s * P + r, "
+          "{}0:{}0 + cols])",
+          x.name, x.upper(), free, free);
     } else {
       w_.open("for c0 in range(0, cols, {}):", piece);
       w_.line("c1 = min(cols, c0 + {})", piece);
-      w_.line("nisa.dma_copy(dst={}_sb[0:r, slot, s, c0:c1], src={}[k0 + s * P:k0 + s * P + r, "
-              "{}0 + c0:{}0 + c1])",
-              x.name, x.upper(), free, free);
+      w_.line(
+          "nisa.dma_copy(dst={}_sb[0:r, slot, s, c0:c1], src={}[k0 + s * P:k0 + s * P + r, "
+          "{}0 + c0:{}0 + c1])",
+          x.name, x.upper(), free, free);
       w_.close();
     }
     w_.close(2);
@@ -185,8 +189,9 @@ class matmul_writer {
 
   void store_function() {
     w_.open("def store(rows, row0, cols, col0, slot):");
-    w_.line("nisa.dma_copy(dst=C[row0:row0 + rows, col0:col0 + cols], src=c_stage[0:rows, slot, "
-            "0:cols])");
+    w_.line(
+        "nisa.dma_copy(dst=C[row0:row0 + rows, col0:col0 + cols], src=c_stage[0:rows, slot, "
+        "0:cols])");
     w_.close();
     w_.line();
   }
@@ -205,7 +210,9 @@ class matmul_writer {
       const bool dropped = i == 0 && ctx_.injected == nki::fault::drop_tail;
       if (dropped) count += " - 1";
       w_.open("for {} in {}({}):  # {} blocks{}", var(d), range_kind(d), count, var(d),
-              i == 0 ? " (outermost)" : i == 2 ? " (innermost)" : "");
+              i == 0   ? " (outermost)"
+              : i == 2 ? " (innermost)"
+                       : "");
       if (dropped) w_.line("# FAULT drop_tail: the last block of the outermost loop is dropped");
       resident_loads(i + 1);
       streamed_load(a_, i);
@@ -222,15 +229,17 @@ class matmul_writer {
   void resident_loads(int depth) {
     for (const auto* x : {&a_, &b_}) {
       if (!x->resident || pos(x->free_loop) != depth) continue;
-      w_.line("# {} stays in SBUF across the {} loop ({}_home = sbuf): its blocks inside that "
-              "loop load once",
-              x->upper(), var(x->free_loop), x->name);
+      w_.line(
+          "# {} stays in SBUF across the {} loop ({}_home = sbuf): its blocks inside that "
+          "loop load once",
+          x->upper(), var(x->free_loop), x->name);
       w_.line("{0}_set = {0}_sets % {1}_BUFS", x->name, x->upper());
       w_.line("{}_sets += 1", x->name);
       int opened = 0;
       for (const int d : x->dims)
         if (pos(d) > depth) {
-          w_.open("for {} in nl.affine_range({}):", var(d), block_counts[static_cast<std::size_t>(d)]);
+          w_.open("for {} in nl.affine_range({}):", var(d),
+                  block_counts[static_cast<std::size_t>(d)]);
           ++opened;
         }
       w_.line("load_{}({}, {}_set * {}_RESIDENT + {})", x->name, x->name == 'a' ? "m, k" : "k, n",
@@ -277,8 +286,9 @@ class matmul_writer {
 
   void block() {
     w_.line("m0, n0 = m * TILE_M, n * TILE_N");
-    w_.line("m_cols, n_cols, k_rows = min(TILE_M, M - m0), min(TILE_N, N - n0), min(TILE_K, K - "
-            "k * TILE_K)");
+    w_.line(
+        "m_cols, n_cols, k_rows = min(TILE_M, M - m0), min(TILE_N, N - n0), min(TILE_K, K - "
+        "k * TILE_K)");
     w_.line("k_steps = (k_rows + MM_K - 1) // MM_K");
     if (ctx_.injected == nki::fault::skip_accumulation) {
       w_.open("if k == K_BLOCKS - 1:");
@@ -347,8 +357,9 @@ class matmul_writer {
     w_.line("nisa.tensor_copy(dst=part, src=c_psum[0:mw, g, 0:nw], engine=EVICT)");
     w_.close();
     w_.open("elif k < K_BLOCKS - 1:");
-    w_.line("nisa.tensor_tensor(dst=part, data1=part, data2=c_psum[0:mw, g, 0:nw], op=nl.add, "
-            "engine=EVICT)");
+    w_.line(
+        "nisa.tensor_tensor(dst=part, data1=part, data2=c_psum[0:mw, g, 0:nw], op=nl.add, "
+        "engine=EVICT)");
     w_.close();
     w_.open("else:  # the last k block: the sum goes to the output staging in OUT");
     if (!p_.coalesce) stage_slot();

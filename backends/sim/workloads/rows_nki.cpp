@@ -41,7 +41,8 @@ class pipeline_writer {
     add("COLS", s_.cols, cols_name);
     add("P", ctx_.m.partitions, "partitions (nl.tile_size.pmax)");
     add("ROWS_PER_TILE", t_.rows_per_tile, "rows_per_tile");
-    add("GROUPS", (t_.rows_per_tile + ctx_.m.partitions - 1) / ctx_.m.partitions, "row groups of P rows per tile");
+    add("GROUPS", (t_.rows_per_tile + ctx_.m.partitions - 1) / ctx_.m.partitions,
+        "row groups of P rows per tile");
     add("CPS", t_.cols_per_step, "cols_per_step: columns per instruction and DMA");
     add("TILES", t_.tiles, "");
     add("CHUNKS", t_.chunks, "");
@@ -52,8 +53,9 @@ class pipeline_writer {
     add("STAGES", fmt::format("({},)", fmt::join(order, ", ")),
         s_.bufs < 3 ? "issue order (bufs < 3: one tile's stages stay in dependency order)"
                     : "issue order of the pipeline stages (stages)");
-    add("LAG", fmt::format("{{\"load\": 0, \"reduce\": {}, \"scale\": {}}}", std::min(1, s_.bufs - 1),
-                           std::min(2, s_.bufs - 1)),
+    add("LAG",
+        fmt::format("{{\"load\": 0, \"reduce\": {}, \"scale\": {}}}", std::min(1, s_.bufs - 1),
+                    std::min(2, s_.bufs - 1)),
         "stage s works on tile step - LAG[s]");
   }
 
@@ -94,8 +96,9 @@ class pipeline_writer {
   /// The fault: the last chunk's partial sum is not accumulated.
   void skip_last(nki::writer& w) const {
     if (ctx_.injected != nki::fault::skip_accumulation) return;
-    w.line("nisa.memset(dst=parts[0:n, s, j, CHUNKS - 1:CHUNKS], value=0.0)  # FAULT "
-           "skip_accumulation");
+    w.line(
+        "nisa.memset(dst=parts[0:n, s, j, CHUNKS - 1:CHUNKS], value=0.0)  # FAULT "
+        "skip_accumulation");
   }
 
   const pipeline_spec& s_;
@@ -134,7 +137,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   f.constants.push_back({"EPS", nki::py_float(rms_epsilon), "epsilon"});
   f.constants.push_back({"ADD_ENGINE", nki::engine(choice.add), "residual add (add_engine)"});
   f.constants.push_back({"SQUARE_ENGINE",
-                         nki::engine(choice.square == gpsimd_engine ? gpsimd_engine
+                         nki::engine(choice.square == gpsimd_engine   ? gpsimd_engine
                                      : choice.square == scalar_engine ? scalar_engine
                                                                       : vector_engine),
                          "sum of squares (square_engine)"});
@@ -183,8 +186,9 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
   w.line("xs = x_sb[0:n, s, j, c0:c1]");
   if (choice.residual) {
-    w.line("nisa.tensor_tensor(dst=xs, data1=xs, data2=residual_sb[0:n, s, j, c0:c1], op=nl.add, "
-           "engine=ADD_ENGINE)");
+    w.line(
+        "nisa.tensor_tensor(dst=xs, data1=xs, data2=residual_sb[0:n, s, j, c0:c1], op=nl.add, "
+        "engine=ADD_ENGINE)");
     w.line("nisa.dma_copy(dst=h[r0:r0 + n, c0:c1], src=xs)  # h, the next layer's residual");
   }
   w.line("part = parts[0:n, s, j, c:c + 1]");
@@ -194,13 +198,15 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   } else {
     w.line("nisa.tensor_tensor(dst=squares[0:n, 0:c1 - c0], data1=xs, data2=xs, op=nl.multiply,");
     w.line("                   engine=SQUARE_ENGINE)");
-    w.line("nisa.tensor_reduce(dst=part, op=nl.add, data=squares[0:n, 0:c1 - c0], axis=1, "
-           "keepdims=True)");
+    w.line(
+        "nisa.tensor_reduce(dst=part, op=nl.add, data=squares[0:n, 0:c1 - c0], axis=1, "
+        "keepdims=True)");
   }
   w.close();
   pw.skip_last(w);
   w.line("total = rstd[0:n, s, j:j + 1]");
-  w.line("nisa.tensor_reduce(dst=total, op=nl.add, data=parts[0:n, s, j, :], axis=1, keepdims=True)");
+  w.line(
+      "nisa.tensor_reduce(dst=total, op=nl.add, data=parts[0:n, s, j, :], axis=1, keepdims=True)");
   w.line("nisa.activation(dst=total, op=nl.rsqrt, data=total, scale=1.0 / COLS, bias=EPS)");
   w.close(2);
   w.line();
@@ -216,17 +222,21 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   w.line("out = y_stage[0:n, c % 2, 0:c1 - c0]");
   if (choice.fuse_weight) {
     w.line("nisa.scalar_tensor_tensor(dst=out, data=x_sb[0:n, s, j, c0:c1], op0=nl.multiply,");
-    w.line("                          operand0=rstd[0:n, s, j:j + 1], op1=nl.multiply, "
-           "operand1=w_sb[0:n, c0:c1])");
+    w.line(
+        "                          operand0=rstd[0:n, s, j:j + 1], op1=nl.multiply, "
+        "operand1=w_sb[0:n, c0:c1])");
   } else {
     if (choice.scale == scalar_engine)
-      w.line("nisa.activation(dst=scaled[0:n, 0:c1 - c0], op=nl.copy, data=x_sb[0:n, s, j, c0:c1], "
-             "scale=rstd[0:n, s, j:j + 1])");
+      w.line(
+          "nisa.activation(dst=scaled[0:n, 0:c1 - c0], op=nl.copy, data=x_sb[0:n, s, j, c0:c1], "
+          "scale=rstd[0:n, s, j:j + 1])");
     else
-      w.line("nisa.tensor_scalar(dst=scaled[0:n, 0:c1 - c0], data=x_sb[0:n, s, j, c0:c1], "
-             "op0=nl.multiply, operand0=rstd[0:n, s, j:j + 1], engine=SCALE_ENGINE)");
-    w.line("nisa.tensor_tensor(dst=out, data1=scaled[0:n, 0:c1 - c0], data2=w_sb[0:n, c0:c1], "
-           "op=nl.multiply, engine=nisa.engine.vector)");
+      w.line(
+          "nisa.tensor_scalar(dst=scaled[0:n, 0:c1 - c0], data=x_sb[0:n, s, j, c0:c1], "
+          "op0=nl.multiply, operand0=rstd[0:n, s, j:j + 1], engine=SCALE_ENGINE)");
+    w.line(
+        "nisa.tensor_tensor(dst=out, data1=scaled[0:n, 0:c1 - c0], data2=w_sb[0:n, c0:c1], "
+        "op=nl.multiply, engine=nisa.engine.vector)");
   }
   w.line("nisa.dma_copy(dst=y[r0:r0 + n, c0:c1], src=out)");
   w.close(3);
@@ -255,8 +265,8 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   f.workload = "softmax";
   f.summary = "y = exp(x - rowmax) / rowsum, row by row";
   if (choice.max == gpsimd_engine)
-    f.notes.push_back(note_engine(choice.max, "max_engine",
-                                  "nki.isa.tensor_reduce runs on VectorE only"));
+    f.notes.push_back(
+        note_engine(choice.max, "max_engine", "nki.isa.tensor_reduce runs on VectorE only"));
   if (spec.queues > 1)
     f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", spec.queues));
   pw.constants(f, "rows", "cols");
@@ -276,7 +286,8 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.line("# SBUF: BUFS slots of whole-row tiles, [partition = row, slot, group, column]");
   w.line("x_sb = nl.ndarray((P, BUFS, GROUPS, COLS), dtype=DT, buffer=nl.sbuf)");
   w.line("parts = nl.ndarray((P, BUFS, GROUPS, CHUNKS), dtype=nl.float32, buffer=nl.sbuf)");
-  w.line("stat = nl.ndarray((P, BUFS, GROUPS), dtype=nl.float32, buffer=nl.sbuf)  # -max, then 1/sum");
+  w.line(
+      "stat = nl.ndarray((P, BUFS, GROUPS), dtype=nl.float32, buffer=nl.sbuf)  # -max, then 1/sum");
   w.line("y_stage = nl.ndarray((P, 2, CPS), dtype=DT, buffer=nl.sbuf)  # output staging");
   w.line();
   pw.load(w, {"x"});
@@ -290,17 +301,20 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.line("st = stat[0:n, s, j:j + 1]");
   w.open("for c in nl.affine_range(CHUNKS):");
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
-  w.line("nisa.tensor_reduce(dst=parts[0:n, s, j, c:c + 1], op=nl.max, data=x_sb[0:n, s, j, c0:c1], "
-         "axis=1, keepdims=True)");
+  w.line(
+      "nisa.tensor_reduce(dst=parts[0:n, s, j, c:c + 1], op=nl.max, data=x_sb[0:n, s, j, c0:c1], "
+      "axis=1, keepdims=True)");
   w.close();
-  w.line("nisa.tensor_reduce(dst=st, op=nl.max, data=parts[0:n, s, j, :], axis=1, keepdims=True, "
-         "negate=True)");
+  w.line(
+      "nisa.tensor_reduce(dst=st, op=nl.max, data=parts[0:n, s, j, :], axis=1, keepdims=True, "
+      "negate=True)");
   w.open("for c in nl.affine_range(CHUNKS):");
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
   w.line("xs = x_sb[0:n, s, j, c0:c1]");
   w.line("nisa.activation(dst=xs, op=nl.exp, data=xs, bias=st, reduce_op=nl.add,");
-  w.line("                reduce_res=parts[0:n, s, j, c:c + 1], "
-         "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
+  w.line(
+      "                reduce_res=parts[0:n, s, j, c:c + 1], "
+      "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
   w.close();
   pw.skip_last(w);
   w.line("nisa.tensor_reduce(dst=st, op=nl.add, data=parts[0:n, s, j, :], axis=1, keepdims=True)");
@@ -318,11 +332,13 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
   w.line("out = y_stage[0:n, c % 2, 0:c1 - c0]");
   if (choice.scale == scalar_engine)
-    w.line("nisa.activation(dst=out, op=nl.copy, data=x_sb[0:n, s, j, c0:c1], "
-           "scale=stat[0:n, s, j:j + 1])");
+    w.line(
+        "nisa.activation(dst=out, op=nl.copy, data=x_sb[0:n, s, j, c0:c1], "
+        "scale=stat[0:n, s, j:j + 1])");
   else
-    w.line("nisa.tensor_scalar(dst=out, data=x_sb[0:n, s, j, c0:c1], op0=nl.multiply, "
-           "operand0=stat[0:n, s, j:j + 1], engine=SCALE_ENGINE)");
+    w.line(
+        "nisa.tensor_scalar(dst=out, data=x_sb[0:n, s, j, c0:c1], op0=nl.multiply, "
+        "operand0=stat[0:n, s, j:j + 1], engine=SCALE_ENGINE)");
   w.line("nisa.dma_copy(dst=y[r0:r0 + n, c0:c1], src=out)");
   w.close(3);
   w.line();
