@@ -37,7 +37,7 @@ const std::vector<example>& examples() {
       {"rmsnorm", "sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
       {"softmax", "sim_softmax.tsl", {{"rows", "512"}, {"cols", "1024"}}},
       {"attention", "sim_attention.tsl", {{"seq", "512"}}},
-      {"swiglu", "swiglu.tsl", {{"tokens", "256"}, {"d_model", "1024"}, {"d_ff", "352"}}},
+      {"swiglu", "swiglu.tsl", {{"tokens", "256"}, {"d_model", "512"}, {"d_ff", "640"}}},
       {"cross_entropy",
        "cross_entropy.tsl",
        {{"tokens", "256"}, {"d_model", "256"}, {"vocab", "1000"}}},

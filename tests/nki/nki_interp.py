@@ -500,7 +500,8 @@ def run(module, inputs, sbuf_bytes=196608):
         raise NkiError(f"expected one @nki.jit kernel, found {len(kernels)}")
     STATE.reset(sbuf_bytes)
     args = []
-    for name, (shape, dtype) in module.INPUTS.items():
+    for name, spec in module.INPUTS.items():
+        shape, dtype = spec[0], spec[1]
         a = np.asarray(inputs[name])
         if a.shape != tuple(shape):
             raise NkiError(f"input {name}: shape {a.shape} is not {shape}")

@@ -52,8 +52,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   add("CAUSAL", p.causal ? "True" : "False", "");
   add("SKIP_MASKED", p.causal && p.skip_masked ? "True" : "False",
       "skip kv tiles wholly above the diagonal");
-  add("RESCALE_EVERY", p.rescale_every, p.rescale_every == 1 ? "eager: correct every kv tile"
-                                                             : "lazy: correct every n kv tiles");
+  add("RESCALE_EVERY", p.rescale_every,
+      p.rescale_every == 1 ? "eager: correct every kv tile" : "lazy: correct every n kv tiles");
   add("LAZY_GUARD", "8.0", "lazy: correct early when the max grew by more than this (exponent)");
   add("SCALE", nki::py_float(1.0 / std::sqrt(static_cast<double>(p.d))), "1 / sqrt(D)");
   add("MASK", "-3.0e38", "added to masked scores: exp() of them is 0");
@@ -71,8 +71,11 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.open("def attention_kernel(Q, K, V):");
   w.line("O = nl.ndarray((SEQ, D), dtype=DT, buffer=nl.shared_hbm)");
   w.line("q_sb = nl.ndarray((D, Q_TILE), dtype=DT, buffer=nl.sbuf)  # Q^T tile: [d, q]");
-  w.line("k_sb = nl.ndarray((D, KV_BUFS, KV_TILE), dtype=DT, buffer=nl.sbuf)  # K^T tiles: [d, key]");
-  w.line("v_sb = nl.ndarray((P, KV_BUFS, KV_BLOCKS, D), dtype=DT, buffer=nl.sbuf)  # V: [key, ..., d]");
+  w.line(
+      "k_sb = nl.ndarray((D, KV_BUFS, KV_TILE), dtype=DT, buffer=nl.sbuf)  # K^T tiles: [d, key]");
+  w.line(
+      "v_sb = nl.ndarray((P, KV_BUFS, KV_BLOCKS, D), dtype=DT, buffer=nl.sbuf)  # V: [key, ..., "
+      "d]");
   w.line("s_psum = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.psum)  # S of a sub-tile");
   w.line("pt_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)  # a transposed P block");
   w.line("o_psum = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.psum)  # P V of a kv tile");
@@ -85,8 +88,9 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("tmp = nl.ndarray((P, 5), dtype=nl.float32, buffer=nl.sbuf)  # per-row scratch");
   w.line("o_stage = nl.ndarray((P, D), dtype=DT, buffer=nl.sbuf)");
   if (p.causal)
-    w.line("diag = nisa.iota(nl.arange(KV_TILE)[None, :] - nl.arange(P)[:, None], "
-           "dtype=nl.float32)  # key - row");
+    w.line(
+        "diag = nisa.iota(nl.arange(KV_TILE)[None, :] - nl.arange(P)[:, None], "
+        "dtype=nl.float32)  # key - row");
   w.line();
   std::string kv_order;
   for (const auto& o : p.dma_order)
@@ -128,8 +132,9 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("# S = Q^T K in fp32 PSUM, S_CHUNK keys per matmul");
   w.open("for c in nl.affine_range((kn + S_CHUNK - 1) // S_CHUNK):");
   w.line("cw = min(S_CHUNK, kn - c * S_CHUNK)");
-  w.line("nisa.nc_matmul(dst=s_psum[0:rn, c * S_CHUNK:c * S_CHUNK + cw], stationary=q_sb[0:D, r0:r0 "
-         "+ rn],");
+  w.line(
+      "nisa.nc_matmul(dst=s_psum[0:rn, c * S_CHUNK:c * S_CHUNK + cw], stationary=q_sb[0:D, r0:r0 "
+      "+ rn],");
   w.line("               moving=k_sb[0:D, slot, c * S_CHUNK:c * S_CHUNK + cw], accumulate=False)");
   w.close();
   w.line("scores = s_psum[0:rn, 0:kn]");
@@ -137,8 +142,9 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     w.open("if k0 + kn - 1 > q0 + r0:  # the tile crosses the diagonal: mask key > row");
     w.line("nisa.tensor_scalar(dst=s_sb[0:rn, 0:kn], data=diag[0:rn, 0:kn], op0=nl.greater,");
     w.line("                   operand0=float(q0 + r0 - k0), op1=nl.multiply, operand1=MASK)");
-    w.line("nisa.tensor_tensor(dst=s_sb[0:rn, 0:kn], data1=s_sb[0:rn, 0:kn], data2=scores, "
-           "op=nl.add)");
+    w.line(
+        "nisa.tensor_tensor(dst=s_sb[0:rn, 0:kn], data1=s_sb[0:rn, 0:kn], data2=scores, "
+        "op=nl.add)");
     w.line("scores = s_sb[0:rn, 0:kn]");
     w.close();
   }
@@ -151,21 +157,24 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("nisa.tensor_tensor(dst=m_run, data1=m_run, data2=tile_max, op=nl.maximum)");
   w.line("nisa.tensor_tensor(dst=diff, data1=m_run, data2=m_ref, op=nl.subtract)");
   w.open("if idx % RESCALE_EVERY != 0:  # lazy: only rows whose max grew past the guard correct");
-  w.line("nisa.tensor_scalar(dst=alpha, data=diff, op0=nl.multiply, operand0=SCALE, op1=nl.greater,");
+  w.line(
+      "nisa.tensor_scalar(dst=alpha, data=diff, op0=nl.multiply, operand0=SCALE, op1=nl.greater,");
   w.line("                   operand1=LAZY_GUARD)");
   w.line("nisa.tensor_tensor(dst=diff, data1=diff, data2=alpha, op=nl.multiply)");
   w.close();
   w.line("nisa.tensor_tensor(dst=m_ref, data1=m_ref, data2=diff, op=nl.add)");
   w.line("nisa.activation(dst=alpha, op=nl.exp, data=diff, scale=-SCALE)  # exp(old - new max)");
-  w.line("nisa.tensor_scalar(dst=acc[0:rn, sub, :], data=acc[0:rn, sub, :], op0=nl.multiply, "
-         "operand0=alpha)");
+  w.line(
+      "nisa.tensor_scalar(dst=acc[0:rn, sub, :], data=acc[0:rn, sub, :], op0=nl.multiply, "
+      "operand0=alpha)");
   w.line("nisa.tensor_tensor(dst=l, data1=l, data2=alpha, op=nl.multiply)");
   w.close();
   w.line("# P = exp((S - max) * SCALE) in DT, the row sum in fp32 (ScalarE)");
   w.line("nisa.tensor_scalar(dst=bias, data=m_ref, op0=nl.multiply, operand0=-SCALE)");
   w.line("nisa.activation(dst=p_sb[0:rn, 0:kn], op=nl.exp, data=scores, scale=SCALE, bias=bias,");
-  w.line("                reduce_op=nl.add, reduce_res=row_sum, "
-         "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
+  w.line(
+      "                reduce_op=nl.add, reduce_res=row_sum, "
+      "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
   w.open("if idx == 0:");
   w.line("nisa.tensor_copy(dst=l, src=row_sum, engine=nisa.engine.vector)");
   w.close();
@@ -183,18 +192,22 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.open("for b in nl.affine_range(blocks):");
   w.line("bn = min(P, kn - b * P)");
   w.line("nisa.nc_transpose(dst=pt_psum[0:bn, 0:rn], data=p_sb[0:rn, b * P:b * P + bn])");
-  w.line("nisa.tensor_copy(dst=pt_sb[0:bn, 0:rn], src=pt_psum[0:bn, 0:rn], "
-         "engine=nisa.engine.vector)");
-  w.line("nisa.nc_matmul(dst=o_psum[0:rn, 0:D], stationary=pt_sb[0:bn, 0:rn], moving=v_sb[0:bn, "
-         "slot, b, 0:D],");
+  w.line(
+      "nisa.tensor_copy(dst=pt_sb[0:bn, 0:rn], src=pt_psum[0:bn, 0:rn], "
+      "engine=nisa.engine.vector)");
+  w.line(
+      "nisa.nc_matmul(dst=o_psum[0:rn, 0:D], stationary=pt_sb[0:bn, 0:rn], moving=v_sb[0:bn, "
+      "slot, b, 0:D],");
   w.line("               accumulate=True)");
   w.close();
   w.open("if idx == 0:");
-  w.line("nisa.tensor_copy(dst=acc[0:rn, sub, :], src=o_psum[0:rn, 0:D], engine=nisa.engine.vector)");
+  w.line(
+      "nisa.tensor_copy(dst=acc[0:rn, sub, :], src=o_psum[0:rn, 0:D], engine=nisa.engine.vector)");
   w.close();
   w.open("else:");
-  w.line("nisa.tensor_tensor(dst=acc[0:rn, sub, :], data1=acc[0:rn, sub, :], data2=o_psum[0:rn, "
-         "0:D], op=nl.add)");
+  w.line(
+      "nisa.tensor_tensor(dst=acc[0:rn, sub, :], data1=acc[0:rn, sub, :], data2=o_psum[0:rn, "
+      "0:D], op=nl.add)");
   w.close(3);
   w.line("# O = O_acc / l, stored per sub-tile");
   w.open("for sub in nl.affine_range(SUBS):");
@@ -204,8 +217,9 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.close();
   w.line("rn = min(P, qn - r0)");
   w.line("nisa.reciprocal(dst=tmp[0:rn, 0:1], data=state[0:rn, sub, 2:3])");
-  w.line("nisa.tensor_scalar(dst=o_stage[0:rn, 0:D], data=acc[0:rn, sub, :], op0=nl.multiply, "
-         "operand0=tmp[0:rn, 0:1])");
+  w.line(
+      "nisa.tensor_scalar(dst=o_stage[0:rn, 0:D], data=acc[0:rn, sub, :], op0=nl.multiply, "
+      "operand0=tmp[0:rn, 0:1])");
   w.line("nisa.dma_copy(dst=O[q0 + r0:q0 + r0 + rn, 0:D], src=o_stage[0:rn, 0:D])");
   w.close(2);
   w.line("return O");

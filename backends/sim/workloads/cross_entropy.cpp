@@ -13,8 +13,10 @@
 // (pick_engine), and the running sum's correction. After the last chunk:
 // loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
 #include "../functional.hpp"
+#include "../nki/nki.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
+#include "cross_entropy_nki.hpp"
 #include "emit.hpp"
 
 #include <tessel/gate.hpp>
@@ -573,6 +575,29 @@ class cross_entropy final : public workload {
       p.d_model = emit::shrink(p.d_model, p.mm_k);
     }
     return std::make_unique<cross_entropy_kernel>(p);
+  }
+
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const override {
+    plan pl;
+    if (auto e = emit::plan_for(s, c, ctx.m, pl, read, make_plan); !e.empty()) return e;
+    const params& p = pl.p;
+    ce::nki_params n;
+    n.tokens = p.tokens;
+    n.d_model = p.d_model;
+    n.vocab = p.vocab;
+    n.type = p.type;
+    n.token_tile = p.token_tile;
+    n.vocab_chunk = p.vocab_chunk;
+    n.mm_k = p.mm_k;
+    n.mm_n = p.mm_n;
+    n.vocab_outer = p.vocab_outer;
+    n.bufs = p.bufs;
+    n.queues = p.queues;
+    n.max_engine = p.max_engine;
+    n.exp_engine = p.exp_engine;
+    n.pick_engine = p.pick_engine;
+    return ce::emit_nki(n, ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,

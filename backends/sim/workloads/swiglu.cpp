@@ -15,6 +15,7 @@
 //      in PSUM; the `evict` engine drains it and y is stored.
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
+#include "../nki/nki.hpp"
 #include "../timing.hpp"
 #include "../workload.hpp"
 #include "emit.hpp"
@@ -531,6 +532,13 @@ class swiglu final : public workload {
   [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
                                                          const machine& m) const override {
     return swiglu_functional(s, c, m);
+  }
+
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const override {
+    plan pl;
+    if (auto e = emit::plan_for(s, c, ctx.m, pl, read, make_plan); !e.empty()) return e;
+    return swiglu_detail::emit_nki(pl.p, ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
