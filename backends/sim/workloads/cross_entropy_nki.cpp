@@ -4,8 +4,8 @@
 // PSUM, then the online log-sum-exp folds them into a running (max, sum,
 // label logit) per token; after the last chunk loss = max + ln(sum) - label
 // logit. The logits never leave the chip.
-#include "../nki/nki.hpp"
 #include "cross_entropy_nki.hpp"
+#include "../nki/nki.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +34,8 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   if (p.exp_engine != scalar_engine)
     f.notes.emplace_back("exp_engine = vector: nki.isa.activation (exp) runs on ScalarE");
   if (p.pick_engine == gpsimd_engine)
-    f.notes.emplace_back("pick_engine = gpsimd: the one-hot product reads PSUM, so VectorE does it");
+    f.notes.emplace_back(
+        "pick_engine = gpsimd: the one-hot product reads PSUM, so VectorE does it");
   f.notes.emplace_back("the labels of every token load once at the start");
   if (p.queues > 1)
     f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
@@ -74,22 +75,26 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.line("loss_rows, label_rows = loss.reshape((TOKENS, 1)), labels.reshape((TOKENS, 1))");
   w.line("x_sb = nl.ndarray((P, X_SLOTS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # x^T");
   w.line("w_sb = nl.ndarray((P, W_SLOTS, K_SLABS, VOCAB_CHUNK), dtype=DT, buffer=nl.sbuf)");
-  w.line("z_psum = nl.ndarray((P, T_SUBS, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.psum)  # "
-         "logits");
+  w.line(
+      "z_psum = nl.ndarray((P, T_SUBS, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.psum)  # "
+      "logits");
   w.line("e_sb = nl.ndarray((P, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.sbuf)  # exp scratch");
   w.line("pick_sb = nl.ndarray((P, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.sbuf)  # one-hot");
-  w.line("state = nl.ndarray((P, ALL_SUBS, 3), dtype=nl.float32, buffer=nl.sbuf)  # max, sum, "
-         "label logit");
+  w.line(
+      "state = nl.ndarray((P, ALL_SUBS, 3), dtype=nl.float32, buffer=nl.sbuf)  # max, sum, "
+      "label logit");
   w.line("label_i = nl.ndarray((P, ALL_SUBS), dtype=nl.int32, buffer=nl.sbuf)");
   w.line("label_f = nl.ndarray((P, ALL_SUBS), dtype=nl.float32, buffer=nl.sbuf)");
   w.line("tmp = nl.ndarray((P, 6), dtype=nl.float32, buffer=nl.sbuf)  # per-token scratch");
-  w.line("column = nisa.iota(nl.arange(VOCAB_CHUNK)[None, :] + 0 * nl.arange(P)[:, None], "
-         "dtype=nl.float32)");
+  w.line(
+      "column = nisa.iota(nl.arange(VOCAB_CHUNK)[None, :] + 0 * nl.arange(P)[:, None], "
+      "dtype=nl.float32)");
   w.open("for g in nl.affine_range(ALL_SUBS):");
   w.line("rows = min(P, TOKENS - g * P)");
   w.line("nisa.dma_copy(dst=label_i[0:rows, g:g + 1], src=label_rows[g * P:g * P + rows, 0:1])");
-  w.line("nisa.tensor_copy(dst=label_f[0:rows, g:g + 1], src=label_i[0:rows, g:g + 1], "
-         "engine=nisa.engine.vector)");
+  w.line(
+      "nisa.tensor_copy(dst=label_f[0:rows, g:g + 1], src=label_i[0:rows, g:g + 1], "
+      "engine=nisa.engine.vector)");
   w.close();
   w.line();
   w.open("def load_slabs(dst, src, col0, cols):");
@@ -100,7 +105,9 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.close(2);
   w.line();
   w.open("def unit(t0, tn, xs, c, ws):");
-  w.line("\"\"\"The logits of chunk c for a token tile, folded into each token's running state.\"\"\"");
+  w.line(
+      "\"\"\"The logits of chunk c for a token tile, folded into each token's running "
+      "state.\"\"\"");
   w.line("c0 = c * VOCAB_CHUNK");
   w.line("cw = min(VOCAB_CHUNK, VOCAB - c0)");
   w.open("for ts in nl.affine_range((tn + P - 1) // P):");
@@ -117,8 +124,9 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.close(2);
   w.line("z = z_psum[0:tr, ts, 0:cw]");
   w.line("m, l, picked = state[0:tr, g, 0:1], state[0:tr, g, 1:2], state[0:tr, g, 2:3]");
-  w.line("chunk_max, m_new, neg, chunk_sum, label_at, picked_now = (tmp[0:tr, i:i + 1] for i in "
-         "range(6))");
+  w.line(
+      "chunk_max, m_new, neg, chunk_sum, label_at, picked_now = (tmp[0:tr, i:i + 1] for i in "
+      "range(6))");
   w.line("nisa.tensor_reduce(dst=chunk_max, op=nl.max, data=z, axis=1, keepdims=True)");
   w.open("if c == 0:");
   w.line("nisa.tensor_copy(dst=m_new, src=chunk_max, engine=nisa.engine.vector)");
@@ -130,14 +138,18 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.line("nisa.activation(dst=e_sb[0:tr, 0:cw], op=nl.exp, data=z, bias=neg, reduce_op=nl.add,");
   w.line("                reduce_res=chunk_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)");
   w.line("# the label's logit: a one-hot (column == label - c0) multiply-reduce");
-  w.line("nisa.tensor_scalar(dst=label_at, data=label_f[0:tr, g:g + 1], op0=nl.subtract, "
-         "operand0=float(c0))");
-  w.line("nisa.tensor_scalar(dst=pick_sb[0:tr, 0:cw], data=column[0:tr, 0:cw], op0=nl.equal, "
-         "operand0=label_at)");
-  w.line("nisa.tensor_tensor(dst=pick_sb[0:tr, 0:cw], data1=pick_sb[0:tr, 0:cw], data2=z, "
-         "op=nl.multiply)");
-  w.line("nisa.tensor_reduce(dst=picked_now, op=nl.add, data=pick_sb[0:tr, 0:cw], axis=1, "
-         "keepdims=True)");
+  w.line(
+      "nisa.tensor_scalar(dst=label_at, data=label_f[0:tr, g:g + 1], op0=nl.subtract, "
+      "operand0=float(c0))");
+  w.line(
+      "nisa.tensor_scalar(dst=pick_sb[0:tr, 0:cw], data=column[0:tr, 0:cw], op0=nl.equal, "
+      "operand0=label_at)");
+  w.line(
+      "nisa.tensor_tensor(dst=pick_sb[0:tr, 0:cw], data1=pick_sb[0:tr, 0:cw], data2=z, "
+      "op=nl.multiply)");
+  w.line(
+      "nisa.tensor_reduce(dst=picked_now, op=nl.add, data=pick_sb[0:tr, 0:cw], axis=1, "
+      "keepdims=True)");
   w.open("if c == 0:");
   w.line("nisa.tensor_copy(dst=picked, src=picked_now, engine=nisa.engine.vector)");
   w.line("nisa.tensor_copy(dst=l, src=chunk_sum, engine=nisa.engine.vector)");
@@ -176,8 +188,9 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
     w.open("for c in nl.sequential_range(CHUNKS):  # carries the running state");
     w.line("ws = w_loads % W_SLOTS");
     w.line("w_loads += 1");
-    w.line("load_slabs(w_sb[:, ws], W, c * VOCAB_CHUNK, min(VOCAB_CHUNK, VOCAB - c * "
-           "VOCAB_CHUNK))");
+    w.line(
+        "load_slabs(w_sb[:, ws], W, c * VOCAB_CHUNK, min(VOCAB_CHUNK, VOCAB - c * "
+        "VOCAB_CHUNK))");
     w.line("unit(t0, tn, xs, c, ws)");
     w.close();
     w.open("for ts in nl.affine_range((tn + P - 1) // P):");
@@ -190,7 +203,8 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
     if (drop) w.line(fault_note);
     w.line("ws = w_loads % W_SLOTS");
     w.line("w_loads += 1");
-    w.line("load_slabs(w_sb[:, ws], W, c * VOCAB_CHUNK, min(VOCAB_CHUNK, VOCAB - c * VOCAB_CHUNK))");
+    w.line(
+        "load_slabs(w_sb[:, ws], W, c * VOCAB_CHUNK, min(VOCAB_CHUNK, VOCAB - c * VOCAB_CHUNK))");
     w.open("for tt in nl.affine_range(TOKEN_TILES):");
     w.line("t0 = tt * TOKEN_TILE");
     w.line("tn = min(TOKEN_TILE, TOKENS - t0)");

@@ -85,12 +85,14 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("wu_sb = nl.ndarray((P, BUFS, K_SLABS, FF_TILE), dtype=DT, buffer=nl.sbuf)");
   w.line("wd_sb = nl.ndarray((P, BUFS, SUBS_PER_BLOCK, D_TILE), dtype=DT, buffer=nl.sbuf)");
   if (p.fuse_down) {
-    w.line("h_sb = nl.ndarray((P, 2 * SUBS_PER_BLOCK, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # two "
-           "ff blocks of h^T");
+    w.line(
+        "h_sb = nl.ndarray((P, 2 * SUBS_PER_BLOCK, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # two "
+        "ff blocks of h^T");
     w.line("acc = nl.ndarray((P, T_SUBS, D_MODEL), dtype=nl.float32, buffer=nl.sbuf)  # y in fp32");
   } else {
-    w.line("h_sb = nl.ndarray((P, F_BLOCKS * SUBS_PER_BLOCK, TOKEN_TILE), dtype=DT, "
-           "buffer=nl.sbuf)  # all of h^T");
+    w.line(
+        "h_sb = nl.ndarray((P, F_BLOCKS * SUBS_PER_BLOCK, TOKEN_TILE), dtype=DT, "
+        "buffer=nl.sbuf)  # all of h^T");
   }
   w.line("silu_sb = nl.ndarray((P, MM_N), dtype=nl.float32, buffer=nl.sbuf)");
   if (p.mul_engine == gpsimd_engine)
@@ -101,18 +103,22 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("y_psum = nl.ndarray((P, T_SUBS, D_TILE), dtype=nl.float32, buffer=nl.psum)");
   w.line();
   w.open("def load_slabs(dst, src, col0, cols):");
-  w.line("\"\"\"Rows of d_model, one DMA per 128-row slab: dst[0:r, s, 0:cols] = src[slab s, cols].\"\"\"");
+  w.line(
+      "\"\"\"Rows of d_model, one DMA per 128-row slab: dst[0:r, s, 0:cols] = src[slab s, "
+      "cols].\"\"\"");
   w.open("for s in nl.affine_range(K_SLABS):");
   w.line("r = min(P, D_MODEL - s * P)");
   w.line("nisa.dma_copy(dst=dst[0:r, s, 0:cols], src=src[s * P:s * P + r, col0:col0 + cols])");
   w.close(2);
   w.line();
   w.open("def down_pass(t0, tn, f0, fw, d0, dw, slot, hsub0, last_block):");
-  w.line("\"\"\"y_psum[tokens, d block] += h^T[ff rows f0:f0+fw]^T W_down[f0:f0+fw, d block].\"\"\"");
+  w.line(
+      "\"\"\"y_psum[tokens, d block] += h^T[ff rows f0:f0+fw]^T W_down[f0:f0+fw, d block].\"\"\"");
   w.open("for fs in nl.affine_range((fw + P - 1) // P):");
   w.line("fr = min(P, fw - fs * P)");
-  w.line("nisa.dma_copy(dst=wd_sb[0:fr, slot, fs, 0:dw], src=W_down[f0 + fs * P:f0 + fs * P + fr, "
-         "d0:d0 + dw])");
+  w.line(
+      "nisa.dma_copy(dst=wd_sb[0:fr, slot, fs, 0:dw], src=W_down[f0 + fs * P:f0 + fs * P + fr, "
+      "d0:d0 + dw])");
   w.close();
   w.open("for ts in nl.affine_range((tn + P - 1) // P):");
   w.line("tr = min(P, tn - ts * P)");
@@ -139,7 +145,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("xs = x_loads % X_BUFS");
   w.line("x_loads += 1");
   w.line("load_slabs(x_sb[:, xs], x, t0, tn)");
-  w.open("for fb in nl.{}(F_BLOCKS):  # ff blocks", p.fuse_down ? "sequential_range" : "affine_range");
+  w.open("for fb in nl.{}(F_BLOCKS):  # ff blocks",
+         p.fuse_down ? "sequential_range" : "affine_range");
   w.line("f0 = fb * FF_TILE");
   w.line("fw = min(FF_TILE, D_FF - f0)");
   w.line("ws = w_loads % BUFS");
@@ -156,22 +163,26 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.open("for s in nl.affine_range(K_SLABS):  # g^T and u^T accumulate over d_model in PSUM");
   w.line("r = min(P, D_MODEL - s * P)");
   w.line("moving = x_sb[0:r, xs, s, tc * MM_N:tc * MM_N + cw]");
-  w.line("nisa.nc_matmul(dst=g_psum[0:fr, g, 0:cw], stationary=wg_sb[0:r, ws, s, fs * P:fs * P + "
-         "fr],");
+  w.line(
+      "nisa.nc_matmul(dst=g_psum[0:fr, g, 0:cw], stationary=wg_sb[0:r, ws, s, fs * P:fs * P + "
+      "fr],");
   w.line("               moving=moving, accumulate=s > 0)");
-  w.line("nisa.nc_matmul(dst=u_psum[0:fr, g, 0:cw], stationary=wu_sb[0:r, ws, s, fs * P:fs * P + "
-         "fr],");
+  w.line(
+      "nisa.nc_matmul(dst=u_psum[0:fr, g, 0:cw], stationary=wu_sb[0:r, ws, s, fs * P:fs * P + "
+      "fr],");
   w.line("               moving=moving, accumulate=s > 0)");
   w.close();
   w.line("nisa.activation(dst=silu_sb[0:fr, 0:cw], op=nl.silu, data=g_psum[0:fr, g, 0:cw])");
   w.line("h = h_sb[0:fr, hsub0 + fs, tc * MM_N:tc * MM_N + cw]");
   if (p.mul_engine == gpsimd_engine) {
     w.line("nisa.tensor_copy(dst=u_sb[0:fr, 0:cw], src=u_psum[0:fr, g, 0:cw], engine=EVICT)");
-    w.line("nisa.tensor_tensor(dst=h, data1=silu_sb[0:fr, 0:cw], data2=u_sb[0:fr, 0:cw], "
-           "op=nl.multiply, engine=MUL_ENGINE)");
+    w.line(
+        "nisa.tensor_tensor(dst=h, data1=silu_sb[0:fr, 0:cw], data2=u_sb[0:fr, 0:cw], "
+        "op=nl.multiply, engine=MUL_ENGINE)");
   } else {
-    w.line("nisa.tensor_tensor(dst=h, data1=silu_sb[0:fr, 0:cw], data2=u_psum[0:fr, g, 0:cw], "
-           "op=nl.multiply, engine=MUL_ENGINE)");
+    w.line(
+        "nisa.tensor_tensor(dst=h, data1=silu_sb[0:fr, 0:cw], data2=u_psum[0:fr, g, 0:cw], "
+        "op=nl.multiply, engine=MUL_ENGINE)");
   }
   w.close(2);
   if (p.fuse_down) {
@@ -190,8 +201,9 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     w.line("nisa.tensor_copy(dst=part, src=y_psum[0:tr, ts, 0:dw], engine=EVICT)");
     w.close();
     w.open("else:");
-    w.line("nisa.tensor_tensor(dst=part, data1=part, data2=y_psum[0:tr, ts, 0:dw], op=nl.add, "
-           "engine=EVICT)");
+    w.line(
+        "nisa.tensor_tensor(dst=part, data1=part, data2=y_psum[0:tr, ts, 0:dw], op=nl.add, "
+        "engine=EVICT)");
     w.close(4);
     w.open("for ts in nl.affine_range((tn + P - 1) // P):  # y = the accumulator in DT");
     w.line("tr = min(P, tn - ts * P)");
