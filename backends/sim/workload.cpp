@@ -133,9 +133,11 @@ std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
 
 namespace {
 const std::vector<const workload*>& all_workloads() {
-  static const std::vector<const workload*> list{&matmul_workload(),  &rmsnorm_workload(),
-                                                 &softmax_workload(), &attention_workload(),
-                                                 &swiglu_workload(),  &cross_entropy_workload()};
+  static const std::vector<const workload*> list{
+#define TESSEL_SIM_WORKLOAD(name) &name##_workload(),
+#include "workloads/workloads.def"
+#undef TESSEL_SIM_WORKLOAD
+  };
   return list;
 }
 }  // namespace

@@ -113,12 +113,9 @@ class workload {
 /// Every workload's name, sorted.
 [[nodiscard]] std::vector<std::string> workload_names();
 
-// Factories, one per file under workloads/.
-[[nodiscard]] const workload& matmul_workload();
-[[nodiscard]] const workload& rmsnorm_workload();
-[[nodiscard]] const workload& softmax_workload();
-[[nodiscard]] const workload& attention_workload();
-[[nodiscard]] const workload& swiglu_workload();
-[[nodiscard]] const workload& cross_entropy_workload();
+// Factories, one per workload: the table in workloads/workloads.def.
+#define TESSEL_SIM_WORKLOAD(name) [[nodiscard]] const workload& name##_workload();
+#include "workloads/workloads.def"
+#undef TESSEL_SIM_WORKLOAD
 
 }  // namespace tessel::sim

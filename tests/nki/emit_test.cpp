@@ -36,6 +36,7 @@ const std::vector<example>& examples() {
       {"matmul", "sim_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
       {"rmsnorm", "sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
       {"softmax", "sim_softmax.tsl", {{"rows", "512"}, {"cols", "1024"}}},
+      {"layernorm", "sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
       {"attention", "sim_attention.tsl", {{"seq", "512"}}},
       {"swiglu", "swiglu.tsl", {{"tokens", "256"}, {"d_model", "512"}, {"d_ff", "640"}}},
       {"cross_entropy",

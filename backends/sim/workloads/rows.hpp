@@ -87,6 +87,8 @@ struct tiling {
 [[nodiscard]] std::unique_ptr<functional_kernel> rmsnorm_functional(const pipeline_spec& spec,
                                                                     bool residual,
                                                                     bool fuse_weight);
+/// LayerNorm: inputs x, gamma and beta; output y.
+[[nodiscard]] std::unique_ptr<functional_kernel> layernorm_functional(const pipeline_spec& spec);
 /// Softmax: input x, output y.
 [[nodiscard]] std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec);
 
@@ -99,9 +101,15 @@ struct rmsnorm_choices {
 struct softmax_choices {
   engine_id max = vector_engine, scale = vector_engine;
 };
+/// The engines of a LayerNorm pipeline, for its NKI kernel.
+struct layernorm_choices {
+  engine_id stats = scalar_engine, scale = vector_engine;
+};
 /// NKI kernels of the pipelines (rows_nki.cpp): "" or why not.
 [[nodiscard]] std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice,
                                       const nki::context& ctx, std::string& out);
+[[nodiscard]] std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& choice,
+                                        const nki::context& ctx, std::string& out);
 [[nodiscard]] std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice,
                                       const nki::context& ctx, std::string& out);
 

@@ -355,4 +355,147 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   return "";
 }
 
+std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& choice,
+                          const nki::context& ctx, std::string& out) {
+  pipeline_writer pw(spec, ctx);
+  if (auto e = pw.check(); !e.empty()) return e;
+  nki::kernel_file f;
+  f.workload = "layernorm";
+  f.summary = "y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row";
+  if (choice.stats == vector_engine)
+    f.notes.emplace_back(
+        "stats_engine = vector: the row sums are VectorE tensor_reduce passes, not bn_stats");
+  if (spec.queues > 1)
+    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", spec.queues));
+  pw.constants(f, "rows", "hidden");
+  f.constants.push_back({"EPS", "1e-05", "epsilon"});
+  f.constants.push_back(
+      {"SCALE_ENGINE", nki::engine(choice.scale), "(x - mean) * rstd (scale_engine)"});
+  const std::string dt = nki::dtype_name(spec.type);
+  f.signature = fmt::format(
+      "INPUTS = {{\"x\": ((ROWS, COLS), \"{0}\"), \"gamma\": ((COLS,), \"{0}\"), \"beta\": "
+      "((COLS,), "
+      "\"{0}\")}}\n"
+      "OUTPUTS = {{\"y\": ((ROWS, COLS), \"{0}\")}}\n"
+      "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
+      dt, nki::py_float(nki::tolerance(spec.type)));
+
+  nki::writer w;
+  w.line("@nki.jit");
+  w.open("def layernorm_kernel(x, gamma, beta):");
+  w.line("y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
+  w.line("# SBUF: BUFS slots of whole-row tiles, [partition = row, slot, group, column]");
+  w.line("x_sb = nl.ndarray((P, BUFS, GROUPS, COLS), dtype=DT, buffer=nl.sbuf)");
+  w.line("gamma_sb = nl.ndarray((P, COLS), dtype=DT, buffer=nl.sbuf)  # on every partition");
+  w.line("beta_sb = nl.ndarray((P, COLS), dtype=DT, buffer=nl.sbuf)");
+  w.line("sums = nl.ndarray((P, BUFS, GROUPS, CHUNKS), dtype=nl.float32, buffer=nl.sbuf)");
+  w.line("squares = nl.ndarray((P, BUFS, GROUPS, CHUNKS), dtype=nl.float32, buffer=nl.sbuf)");
+  w.line(
+      "stat = nl.ndarray((P, BUFS, GROUPS, 2), dtype=nl.float32, buffer=nl.sbuf)  # rstd, "
+      "-mean * rstd");
+  w.line("tmp = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)");
+  w.line("scratch = nl.ndarray((P, CPS), dtype=nl.float32, buffer=nl.sbuf)");
+  w.line("normalized = nl.ndarray((P, CPS), dtype=DT, buffer=nl.sbuf)");
+  w.line("y_stage = nl.ndarray((P, 2, CPS), dtype=DT, buffer=nl.sbuf)  # output staging");
+  w.line("gamma_row, beta_row = gamma.reshape((1, COLS)), beta.reshape((1, COLS))");
+  w.open("for p in nl.affine_range(P):  # gamma and beta, broadcast to the partitions once");
+  w.line("nisa.dma_copy(dst=gamma_sb[p:p + 1, :], src=gamma_row[0:1, :])");
+  w.line("nisa.dma_copy(dst=beta_sb[p:p + 1, :], src=beta_row[0:1, :])");
+  w.close();
+  w.line();
+  pw.load(w, {"x"});
+
+  w.open("def reduce(t):");
+  w.line(
+      "\"\"\"Row sum and sum of squares per chunk (fp32), then rstd and -mean * rstd per "
+      "row.\"\"\"");
+  w.line("s = t % BUFS");
+  w.open("for j in nl.affine_range(GROUPS):");
+  w.line("r0 = t * ROWS_PER_TILE + j * P");
+  w.line("n = min(P, ROWS - r0)");
+  w.open("for c in nl.affine_range(CHUNKS):");
+  w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
+  w.line("xs = x_sb[0:n, s, j, c0:c1]");
+  if (choice.stats == scalar_engine) {
+    w.line("nisa.activation(dst=scratch[0:n, 0:c1 - c0], op=nl.copy, data=xs, reduce_op=nl.add,");
+    w.line(
+        "                reduce_res=sums[0:n, s, j, c:c + 1], "
+        "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
+    w.line("nisa.activation(dst=scratch[0:n, 0:c1 - c0], op=nl.square, data=xs, reduce_op=nl.add,");
+    w.line(
+        "                reduce_res=squares[0:n, s, j, c:c + 1], "
+        "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
+  } else {
+    w.line(
+        "nisa.tensor_reduce(dst=sums[0:n, s, j, c:c + 1], op=nl.add, data=xs, axis=1, "
+        "keepdims=True)");
+    w.line("nisa.tensor_tensor(dst=scratch[0:n, 0:c1 - c0], data1=xs, data2=xs, op=nl.multiply)");
+    w.line(
+        "nisa.tensor_reduce(dst=squares[0:n, s, j, c:c + 1], op=nl.add, data=scratch[0:n, "
+        "0:c1 - c0], axis=1,");
+    w.line("                   keepdims=True)");
+  }
+  w.close();
+  if (ctx.injected == nki::fault::skip_accumulation) {
+    w.line(
+        "nisa.memset(dst=sums[0:n, s, j, CHUNKS - 1:CHUNKS], value=0.0)  # FAULT "
+        "skip_accumulation");
+    w.line("nisa.memset(dst=squares[0:n, s, j, CHUNKS - 1:CHUNKS], value=0.0)");
+  }
+  w.line("rstd, bias = stat[0:n, s, j, 0:1], stat[0:n, s, j, 1:2]");
+  w.line("mean, mean_sq = tmp[0:n, 0:1], tmp[0:n, 1:2]");
+  w.line("nisa.tensor_reduce(dst=mean, op=nl.add, data=sums[0:n, s, j, :], axis=1, keepdims=True)");
+  w.line("nisa.tensor_scalar(dst=mean, data=mean, op0=nl.multiply, operand0=1.0 / COLS)");
+  w.line(
+      "nisa.tensor_reduce(dst=rstd, op=nl.add, data=squares[0:n, s, j, :], axis=1, "
+      "keepdims=True)");
+  w.line("nisa.tensor_scalar(dst=rstd, data=rstd, op0=nl.multiply, operand0=1.0 / COLS)  # E[x^2]");
+  w.line("nisa.tensor_tensor(dst=mean_sq, data1=mean, data2=mean, op=nl.multiply)");
+  w.line("nisa.tensor_tensor(dst=rstd, data1=rstd, data2=mean_sq, op=nl.subtract)  # var");
+  w.line("nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd, bias=EPS)");
+  w.line("nisa.tensor_tensor(dst=bias, data1=mean, data2=rstd, op=nl.multiply)");
+  w.line("nisa.tensor_scalar(dst=bias, data=bias, op0=nl.multiply, operand0=-1.0)");
+  w.close(2);
+  w.line();
+
+  w.open("def scale(t):");
+  w.line("\"\"\"y = (x * rstd - mean * rstd) * gamma + beta, chunk by chunk.\"\"\"");
+  w.line("s = t % BUFS");
+  w.open("for j in nl.affine_range(GROUPS):");
+  w.line("r0 = t * ROWS_PER_TILE + j * P");
+  w.line("n = min(P, ROWS - r0)");
+  w.line("rstd, bias = stat[0:n, s, j, 0:1], stat[0:n, s, j, 1:2]");
+  w.open("for c in nl.affine_range(CHUNKS):");
+  w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
+  w.line("xn = normalized[0:n, 0:c1 - c0]");
+  if (choice.scale == scalar_engine)
+    w.line(
+        "nisa.activation(dst=xn, op=nl.copy, data=x_sb[0:n, s, j, c0:c1], scale=rstd, "
+        "bias=bias)");
+  else
+    w.line(
+        "nisa.tensor_scalar(dst=xn, data=x_sb[0:n, s, j, c0:c1], op0=nl.multiply, "
+        "operand0=rstd, op1=nl.add,\n"
+        "                           operand1=bias, engine=SCALE_ENGINE)");
+  w.line("nisa.tensor_tensor(dst=xn, data1=xn, data2=gamma_sb[0:n, c0:c1], op=nl.multiply)");
+  w.line("out = y_stage[0:n, c % 2, 0:c1 - c0]");
+  w.line("nisa.tensor_tensor(dst=out, data1=xn, data2=beta_sb[0:n, c0:c1], op=nl.add)");
+  w.line("nisa.dma_copy(dst=y[r0:r0 + n, c0:c1], src=out)");
+  w.close(3);
+  w.line();
+  pw.driver(w);
+  w.line("return y");
+  w.close();
+  f.kernel = w.text();
+  f.reference =
+      "def reference(x, gamma, beta):\n"
+      "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
+      "    x = x.astype(np.float64)\n"
+      "    mean = x.mean(axis=1, keepdims=True)\n"
+      "    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)\n"
+      "    return {\"y\": (x - mean) / np.sqrt(var + EPS) * gamma[None, :] + beta[None, :]}\n";
+  out = nki::assemble(f, ctx);
+  return "";
+}
+
 }  // namespace tessel::sim::rows
