@@ -1,6 +1,8 @@
 // workload.cpp: the workload table and the value reader (workload.hpp).
 #include "workload.hpp"
 
+#include "nki/nki.hpp"
+
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
 
@@ -97,12 +99,34 @@ void workload::check_space(const space& s) const {
   }
 }
 
-std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
-                                                   const machine& m) const {
-  (void)s;
-  (void)c;
+std::unique_ptr<gated_kernel> workload::functional_plan(const workload_plan& p,
+                                                        const machine& m) const {
+  (void)p;
   (void)m;
   return nullptr;
+}
+
+std::string workload::lower(const space& s, const config& c, const machine& m, program& out) const {
+  out.clear();
+  const auto p = plan_config(s, c, m);
+  if (!p->error.empty()) return p->error;
+  return lower_plan(*p, m, out);
+}
+
+std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
+                                                   const machine& m) const {
+  const auto p = plan_config(s, c, m);
+  if (!p->error.empty()) return nullptr;
+  return functional_plan(*p, m);
+}
+
+std::string workload::emit_nki(const space& s, const config& c, const nki::context& ctx,
+                               std::string& out) const {
+  const auto p = plan_config(s, c, ctx.m);
+  if (!p->error.empty()) return p->error;
+  program checked;
+  if (auto e = lower_plan(*p, ctx.m, checked); !e.empty()) return e;
+  return emit_nki_plan(*p, ctx, out);
 }
 
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {
@@ -112,10 +136,9 @@ double workload::estimated_instructions(const space& s, const config& c, const m
   return 1e4;
 }
 
-std::string workload::emit_nki(const space& s, const config& c, const nki::context& ctx,
-                               std::string& out) const {
-  (void)s;
-  (void)c;
+std::string workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                    std::string& out) const {
+  (void)p;
   (void)ctx;
   (void)out;
   return fmt::format("workload '{}' has no NKI emitter", name());

@@ -412,31 +412,27 @@ class attention final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<params>>();
+    p->error = read(value_reader(s, c), m, p->value);
+    return p;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const override {
     out.clear();
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return lowerer(p, m, out).run();
+    return lowerer(plan_value<params>(p), m, out).run();
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    const value_reader v(s, c);
-    params p;
-    if (!read(v, m, p).empty()) return nullptr;
-    return make_functional(p, m.partitions);
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                              const machine& m) const override {
+    return make_functional(plan_value<params>(p), m.partitions);
   }
 
-  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
-                                     std::string& out) const override {
-    program checked;
-    if (auto e = lower(s, c, ctx.m, checked); !e.empty()) return e;
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read(v, ctx.m, p); !e.empty()) return e;
-    return attn::emit_nki(p, ctx, out);
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const override {
+    return attn::emit_nki(plan_value<params>(p), ctx, out);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

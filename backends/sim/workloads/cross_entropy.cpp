@@ -550,11 +550,17 @@ class cross_entropy final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<plan>>();
+    p->error = emit::plan_for(s, c, m, p->value, read, make_plan);
+    return p;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& wp, const machine& m,
+                                       program& out) const override {
     out.clear();
-    plan pl;
-    if (auto e = emit::plan_for(s, c, m, pl, read, make_plan); !e.empty()) return e;
+    const plan& pl = plan_value<plan>(wp);
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
@@ -562,10 +568,10 @@ class cross_entropy final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    plan pl;
-    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& wp,
+                                                              const machine& m) const override {
+    (void)m;
+    const plan& pl = plan_value<plan>(wp);
     params p = pl.p;  // shrunk below for long reductions
     // every loss reads d_model x vocab inputs: past the cap, check the
     // schedule on its first, an interior and its tail chunk and slab
@@ -577,10 +583,9 @@ class cross_entropy final : public workload {
     return std::make_unique<cross_entropy_kernel>(p);
   }
 
-  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
-                                     std::string& out) const override {
-    plan pl;
-    if (auto e = emit::plan_for(s, c, ctx.m, pl, read, make_plan); !e.empty()) return e;
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& wp, const nki::context& ctx,
+                                          std::string& out) const override {
+    const plan& pl = plan_value<plan>(wp);
     const params& p = pl.p;
     ce::nki_params n;
     n.tokens = p.tokens;

@@ -71,8 +71,10 @@ class layernorm final : public rows::pipeline_workload {
 
     rows::row_step sums;  // the row sum and the sum of squares, per chunk
     if (stats == "scalar") {
-      sums.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
-      sums.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
+      sums.ops.push_back(
+          {scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
+      sums.ops.push_back(
+          {scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
     } else {
       sums.ops.push_back({vector_engine, op::bn_stats, 1, false, false, 0, false, false, "stats"});
     }
@@ -80,7 +82,8 @@ class layernorm final : public rows::pipeline_workload {
     moments.per_chunk = false;
     moments.ops.push_back(
         {vector_engine, op::tensor_scalar, 1, false, false, 0, false, false, "moments"});
-    moments.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "rstd"});
+    moments.ops.push_back(
+        {scalar_engine, op::activation, 1, false, false, 0, false, false, "rstd"});
     spec.reduce = {sums, moments};
 
     rows::row_step apply;

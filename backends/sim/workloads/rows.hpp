@@ -117,14 +117,21 @@ struct layernorm_choices {
 /// pipeline_spec, and lowering and the functional executor follow from it.
 class pipeline_workload : public workload {
  public:
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const final;
-  /// nullptr when the config does not build (or has no rows or columns).
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const final;
-  /// Builds the spec, checks that it lowers, and calls write_nki.
-  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
-                                     std::string& out) const final;
+  /// The plan: the spec build() made, and the config's reader for the
+  /// workload's own choices (valid while the space and config are).
+  struct row_plan {
+    pipeline_spec spec;
+    value_reader values;
+  };
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const final;
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const final;
+  /// nullptr when the spec has no rows or columns.
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                              const machine& m) const final;
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const final;
 
  protected:
   /// Reads `v` into `spec`; "" or the error.
