@@ -104,6 +104,8 @@ def check(entry, directory):
             continue
         want = module.reference(**inputs)
         results.append((kind, worst_error(got, want, module.TOLERANCE), ""))
+        if entry["expect"] == "fail" and not results[-1][1] <= 1:
+            break  # caught: the other distributions add nothing
     return results
 
 

@@ -5,7 +5,7 @@
 // down projection y = h W_down, d_tile columns per pass, accumulated in PSUM
 // over all of d_ff, or (fuse_down) per ff block and added into an fp32 y
 // accumulator in SBUF.
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 #include "swiglu.hpp"
 
 #include <fmt/format.h>

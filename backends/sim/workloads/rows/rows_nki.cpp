@@ -4,7 +4,7 @@
 // the three stages (load, reduce, scale) run as the simulator's software
 // pipeline: at step i, stage s works on tile i - lag(s), in the `stages`
 // issue order, with `bufs` input slots.
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 #include "rows.hpp"
 
 #include <fmt/format.h>

@@ -4,9 +4,9 @@
 // residency, where partial sums accumulate and in which type.
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <tessel/config.hpp>
 #include <tessel/space.hpp>

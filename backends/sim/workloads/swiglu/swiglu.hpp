@@ -4,8 +4,8 @@
 // (docs/simulator.md, swiglu).
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
 
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>

@@ -1,9 +1,9 @@
 // rows.cpp: the row-wise software pipeline (rows.hpp).
 #include "rows.hpp"
 
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 
-#include "../functional.hpp"
+#include "../../functional.hpp"
 
 #include <tessel/gate.hpp>
 

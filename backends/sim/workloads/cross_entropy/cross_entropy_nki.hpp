@@ -2,7 +2,7 @@
 // (cross_entropy_nki.cpp): the schedule's parameters, read once there.
 #pragma once
 
-#include "../program.hpp"
+#include "../../program.hpp"
 
 #include <cstdint>
 #include <string>

@@ -5,7 +5,7 @@
 // on TensorE accumulating in fp32 PSUM, and the partial sums closed per k
 // block, held open across k blocks, or added into SBUF in acc_dtype by the
 // evict engine, as the plan's accumulation says.
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 #include "matmul_plan.hpp"
 
 #include <fmt/format.h>

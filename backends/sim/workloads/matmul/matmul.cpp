@@ -9,10 +9,10 @@
 // slabs (coalesce = true: one transfer per slab; false: one per instruction
 // tile, as the tutorial's first stages do). docs/simulator.md has the
 // parameter table and the residency rules.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
 #include "matmul_plan.hpp"
 
 #include <fmt/format.h>

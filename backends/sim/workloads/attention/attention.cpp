@@ -8,10 +8,10 @@
 // O_acc += O_part (VectorE); at the end O = O_acc / l, stored. The sub-tiles
 // are software-pipelined one deep: S of the next unit is issued before the
 // transposes of the current one. Reads the names of examples/attention.tsl.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
 #include "attention_plan.hpp"
 
 #include <tessel/gate.hpp>

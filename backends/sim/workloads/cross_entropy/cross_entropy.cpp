@@ -12,12 +12,12 @@
 // (exp_engine), the label's logit through a one-hot multiply-reduce
 // (pick_engine), and the running sum's correction. After the last chunk:
 // loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
+#include "../emit.hpp"
 #include "cross_entropy_nki.hpp"
-#include "emit.hpp"
 
 #include <tessel/gate.hpp>
 

@@ -6,7 +6,7 @@
 // order, as the lowering's reduce stage issues them. Values written back to
 // SBUF or HBM are rounded to the pipeline's type. docs/simulator.md,
 // "Functional mode".
-#include "../functional.hpp"
+#include "../../functional.hpp"
 #include "rows.hpp"
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 // more than e^8 (lazy), P = exp((S - max) / sqrt(d)) in the input type with
 // its row sum in fp32, P transposed on TensorE 128 columns at a time, O_part
 // = P V in PSUM, O_acc in fp32 SBUF, and O = O_acc / l.
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 #include "attention_plan.hpp"
 
 #include <fmt/format.h>

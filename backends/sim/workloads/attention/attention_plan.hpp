@@ -4,9 +4,9 @@
 // each q tile visits.
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -5,7 +5,7 @@
 // label logit) per token; after the last chunk loss = max + ln(sum) - label
 // logit. The logits never leave the chip.
 #include "cross_entropy_nki.hpp"
-#include "../nki/nki.hpp"
+#include "../../nki/nki.hpp"
 
 #include <fmt/format.h>
 

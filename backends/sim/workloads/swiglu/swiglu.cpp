@@ -15,10 +15,10 @@
 //      in PSUM; the `evict` engine drains it and y is stored.
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
-#include "../nki/nki.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
-#include "emit.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
+#include "../emit.hpp"
 
 #include <tessel/gate.hpp>
 

@@ -9,8 +9,8 @@
 // docs/simulator.md describes the workloads built on it.
 #pragma once
 
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <memory>
 #include <string>

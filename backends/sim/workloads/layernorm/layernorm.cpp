@@ -3,10 +3,10 @@
 // Added through docs/simulator.md's recipe ("Adding a workload"): this file
 // reads the names into a pipeline_spec; rows_functional.cpp executes it for
 // the gate and rows_nki.cpp writes its NKI kernel.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "emit.hpp"
-#include "rows.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../emit.hpp"
+#include "../rows/rows.hpp"
 
 #include <tessel/gate.hpp>
 

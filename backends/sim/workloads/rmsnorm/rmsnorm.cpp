@@ -3,10 +3,10 @@
 // (h is stored too: the next layer's residual). Reads the names of
 // examples/rmsnorm.tsl (rows, hidden, rows_per_tile, cols_per_step, bufs,
 // square_engine, scale_engine, stages, fuse_weight) and a few of its own.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "emit.hpp"
-#include "rows.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../emit.hpp"
+#include "../rows/rows.hpp"
 
 #include <tessel/gate.hpp>
 

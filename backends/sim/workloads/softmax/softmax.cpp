@@ -2,10 +2,10 @@
 // Reduce stage: row max per chunk, their max, exp with a running sum
 // (ScalarE activation with accumulation), the reciprocal; scale stage: the
 // multiply by 1/sum and the store.
-#include "../functional.hpp"
-#include "../nki/nki.hpp"
-#include "emit.hpp"
-#include "rows.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../emit.hpp"
+#include "../rows/rows.hpp"
 
 #include <tessel/gate.hpp>
 
