@@ -94,15 +94,19 @@ struct sim_backend::impl {
   struct run {
     const workload* w = nullptr;
     std::shared_ptr<const machine> m;
+    std::unique_ptr<workload_plan> plan;  ///< built once: timed, gated and explained
     std::string error;
     timing_result timing;
   };
 
+  /// Plans (s, c) once and lowers and times that plan.
   run simulate(const space& s, const config& c, program& prog, bool record) {
     run r;
     r.w = &workload_for(s);
     r.m = machine_for(s);
-    r.error = r.w->lower(s, c, *r.m, prog);
+    r.plan = r.w->plan_config(s, c, *r.m);
+    prog.clear();
+    r.error = r.plan->error.empty() ? r.w->lower_plan(*r.plan, *r.m, prog) : r.plan->error;
     if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
     return r;
   }
@@ -164,7 +168,7 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   out.metrics = a.metrics();
   out.message = a.headline();
   if (impl_->checker) {
-    auto kernel = r.w->functional(s, c, m);
+    auto kernel = r.w->functional_plan(*r.plan, m);  // the plan that was timed
     if (auto* f = dynamic_cast<functional_kernel*>(kernel.get())) f->inject(impl_->injected);
     impl_->checker->apply(out, kernel.get(), s.key(c));
   }

@@ -1,10 +1,13 @@
 // workload.cpp: the workload table and the value reader (workload.hpp).
 #include "workload.hpp"
 
+#include "nki/nki.hpp"
+
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -96,12 +99,34 @@ void workload::check_space(const space& s) const {
   }
 }
 
-std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
-                                                   const machine& m) const {
-  (void)s;
-  (void)c;
+std::unique_ptr<gated_kernel> workload::functional_plan(const workload_plan& p,
+                                                        const machine& m) const {
+  (void)p;
   (void)m;
   return nullptr;
+}
+
+std::string workload::lower(const space& s, const config& c, const machine& m, program& out) const {
+  out.clear();
+  const auto p = plan_config(s, c, m);
+  if (!p->error.empty()) return p->error;
+  return lower_plan(*p, m, out);
+}
+
+std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
+                                                   const machine& m) const {
+  const auto p = plan_config(s, c, m);
+  if (!p->error.empty()) return nullptr;
+  return functional_plan(*p, m);
+}
+
+std::string workload::emit_nki(const space& s, const config& c, const nki::context& ctx,
+                               std::string& out) const {
+  const auto p = plan_config(s, c, ctx.m);
+  if (!p->error.empty()) return p->error;
+  program checked;
+  if (auto e = lower_plan(*p, ctx.m, checked); !e.empty()) return e;
+  return emit_nki_plan(*p, ctx, out);
 }
 
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {
@@ -109,6 +134,14 @@ double workload::estimated_instructions(const space& s, const config& c, const m
   (void)c;
   (void)m;
   return 1e4;
+}
+
+std::string workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                    std::string& out) const {
+  (void)p;
+  (void)ctx;
+  (void)out;
+  return fmt::format("workload '{}' has no NKI emitter", name());
 }
 
 std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
@@ -123,9 +156,11 @@ std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
 
 namespace {
 const std::vector<const workload*>& all_workloads() {
-  static const std::vector<const workload*> list{&matmul_workload(),  &rmsnorm_workload(),
-                                                 &softmax_workload(), &attention_workload(),
-                                                 &swiglu_workload(),  &cross_entropy_workload()};
+  static const std::vector<const workload*> list{
+#define TESSEL_SIM_WORKLOAD(name) &name##_workload(),
+#include "workloads/workloads.def"
+#undef TESSEL_SIM_WORKLOAD
+  };
   return list;
 }
 }  // namespace
@@ -134,6 +169,26 @@ const workload* find_workload(std::string_view name) {
   for (const auto* w : all_workloads())
     if (w->name() == name) return w;
   return nullptr;
+}
+
+const workload* workload_for_space(const space& s, std::string_view name) {
+  std::string chosen(name);
+  if (chosen.empty())
+    for (const auto& k : s.def().constants)
+      if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
+          static_cast<std::size_t>(k.value) < s.def().symbols.size())
+        chosen = s.def().symbols[static_cast<std::size_t>(k.value)];
+  if (chosen.empty() && find_workload(s.name())) chosen = s.name();
+  if (chosen.empty())
+    throw error(fmt::format(
+        "sim: which workload does space '{}' describe? Declare `const workload = NAME` in the "
+        "space or name it (workloads: {})",
+        s.name(), fmt::join(workload_names(), ", ")));
+  const auto* w = find_workload(chosen);
+  if (!w)
+    throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", chosen,
+                            fmt::join(workload_names(), ", ")));
+  return w;
 }
 
 std::vector<std::string> workload_names() {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -22,6 +23,10 @@ class gated_kernel;
 }
 
 namespace tessel::sim {
+
+namespace nki {
+struct context;
+}
 
 /// One name a workload reads: a constant or a parameter.
 struct name_doc {
@@ -64,6 +69,28 @@ class value_reader {
   const config& c_;
 };
 
+/// A workload's plan of one config (workload::plan_config).
+class workload_plan {
+ public:
+  virtual ~workload_plan() = default;
+  std::string error;  ///< "" or why the config does not compile
+};
+
+/// A plan of the workload's own type P.
+template <class P>
+class plan_of final : public workload_plan {
+ public:
+  template <class... A>
+  explicit plan_of(A&&... a) : value(std::forward<A>(a)...) {}
+  P value;
+};
+
+/// The P inside a plan that plan_config made as plan_of<P>.
+template <class P>
+[[nodiscard]] const P& plan_value(const workload_plan& p) {
+  return static_cast<const plan_of<P>&>(p).value;
+}
+
 class workload {
  public:
   virtual ~workload() = default;
@@ -75,19 +102,40 @@ class workload {
   /// Throws tessel::error when `s` lacks a required name or has one of the
   /// wrong kind (called by sim_backend::prepare).
   virtual void check_space(const space& s) const;
-  /// Lowers (s, c) on `m` into `out` (cleared first). Returns "" on success,
-  /// else a compile error message ("SBUF overflow: ...").
-  [[nodiscard]] virtual std::string lower(const space& s, const config& c, const machine& m,
-                                          program& out) const = 0;
-  /// The functional executor of (s, c) on `m` (functional.hpp): the plan
-  /// lower() times, executed on the gate's inputs. nullptr (the default)
-  /// when the workload has no functional mode or (s, c) does not compile.
-  [[nodiscard]] virtual std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                                 const machine& m) const;
+  /// The plan of (s, c) on `m`: the config's values read once into the
+  /// workload's typed plan, which the lowering (timing), the functional
+  /// executor (gate) and the NKI emitter all read, so what is timed, checked
+  /// and emitted is one schedule. `error` is set when the config does not
+  /// compile at planning time.
+  [[nodiscard]] virtual std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                                   const machine& m) const = 0;
+  /// Lowers a plan without error into `out` (cleared first). Returns "" on
+  /// success, else a compile error message ("SBUF overflow: ...").
+  [[nodiscard]] virtual std::string lower_plan(const workload_plan& p, const machine& m,
+                                               program& out) const = 0;
+  /// The functional executor of a plan without error (functional.hpp): the
+  /// schedule lower_plan() times, executed on the gate's inputs. nullptr (the
+  /// default) when the workload has no functional mode.
+  [[nodiscard]] virtual std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                                      const machine& m) const;
+  /// Writes the NKI kernel of a plan that lowers (nki/nki.hpp, docs/nki.md)
+  /// into `out`. Returns "" or why it cannot. The default: no emitter.
+  [[nodiscard]] virtual std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                                  std::string& out) const;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,
                                                       const machine& m) const;
+
+  /// plan_config, then lower_plan: "" or the compile error (`out` cleared first).
+  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
+                                  program& out) const;
+  /// plan_config, then functional_plan; nullptr when (s, c) does not plan.
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
+                                                         const machine& m) const;
+  /// plan_config, a check that the plan lowers, then emit_nki_plan: "" or why not.
+  [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
+                                     std::string& out) const;
   /// Ranked suggestions (best first) for a bottleneck, in plain words that
   /// name this workload's parameters.
   [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s,
@@ -96,15 +144,16 @@ class workload {
 
 /// The workload named `name` ("matmul"), or nullptr.
 [[nodiscard]] const workload* find_workload(std::string_view name);
+/// The workload of space `s`: `name` when not empty, else the space's symbol
+/// constant `workload`, else the space's name when it names a workload.
+/// Throws tessel::error when there is none or it is unknown.
+[[nodiscard]] const workload* workload_for_space(const space& s, std::string_view name);
 /// Every workload's name, sorted.
 [[nodiscard]] std::vector<std::string> workload_names();
 
-// Factories, one per file under workloads/.
-[[nodiscard]] const workload& matmul_workload();
-[[nodiscard]] const workload& rmsnorm_workload();
-[[nodiscard]] const workload& softmax_workload();
-[[nodiscard]] const workload& attention_workload();
-[[nodiscard]] const workload& swiglu_workload();
-[[nodiscard]] const workload& cross_entropy_workload();
+// Factories, one per workload: the table in workloads/workloads.def.
+#define TESSEL_SIM_WORKLOAD(name) [[nodiscard]] const workload& name##_workload();
+#include "workloads/workloads.def"
+#undef TESSEL_SIM_WORKLOAD
 
 }  // namespace tessel::sim

@@ -115,4 +115,29 @@ class sim_backend : public backend {
 /// The workloads the simulator can lower, sorted.
 [[nodiscard]] std::vector<std::string> sim_workloads();
 
+/// What emit_nki writes (docs/nki.md).
+struct nki_options {
+  /// The workload ("matmul"). Empty: as sim_options.workload.
+  std::string workload;
+  /// The target the plan is made for ("trn1", "trn2"). Empty: the space's target.
+  std::string target;
+  /// The space's file, recorded in the header comment ("" leaves it out).
+  std::string source;
+  /// Test only: a deliberately broken emission, so tests can show the
+  /// interpreter check catches wrong kernels. "" (none), "drop_tail" (the
+  /// last iteration of the outermost tile loop is dropped) or
+  /// "skip_accumulation" (the last contraction step of each output is not
+  /// accumulated).
+  std::string fault;
+};
+
+/// The NKI kernel (Python source, the public `nki.language` / `nki.isa` API)
+/// that implements the simulator's plan of (s, c): tile sizes, loop order,
+/// residency, buffering, PSUM use, eviction engine and dtypes, with a header
+/// comment (space, config, target, tessel version), the config values as
+/// named constants and a numpy reference function. Throws tessel::error when
+/// the workload has no emitter, the config does not compile, or the plan
+/// uses something the emitter does not write (the message names it).
+[[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki_options& o = {});
+
 }  // namespace tessel

@@ -33,59 +33,6 @@ struct explain_options {
   bool json = false;
 };
 
-std::string read_config_text(const std::string& spec) {
-  if (spec.empty() || spec.front() != '@') return spec;
-  std::ifstream in(spec.substr(1), std::ios::binary);
-  if (!in) throw error(fmt::format("--config: cannot read '{}'", spec.substr(1)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// `given` over the space's baseline (its declared defaults), as JSON text.
-std::string merged_text(const space& s, const nlohmann::json& given) {
-  const auto baseline = s.default_config();
-  if (!baseline) return given.dump();
-  auto merged = nlohmann::json::parse(s.to_json(*baseline));
-  for (const auto& [name, value] : given.items()) merged[name] = value;
-  return merged.dump();
-}
-
-/// The config to explain: parameters the JSON leaves out take their value in
-/// the space's baseline (its declared defaults), so a person can name only
-/// what they want to change.
-config config_from(const space& s, const explain_options& o) {
-  if (!o.best.empty()) {
-    const auto stored = load_stored(o.best);
-    const trial* best = nullptr;
-    for (const auto& t : stored.trials)
-      if (t.result.ok() && (!best || t.result.objective < best->result.objective)) best = &t;
-    if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", o.best));
-    return s.from_json(stored.space.to_json(best->config));
-  }
-  const auto given = nlohmann::json::parse(read_config_text(o.config), nullptr, false);
-  if (given.is_discarded() || !given.is_object())
-    throw error(
-        "--config expects a JSON object of parameter names to values, e.g. "
-        "'{\"tile_m\": 128}', or @PATH of a file holding one");
-  config c = s.from_json(merged_text(s, given));
-  if (!s.is_valid(c)) {
-    // A conditional parameter the caller left out is inactive in the
-    // baseline but may be active in this config: give it its default.
-    config filled = c;
-    for (std::size_t p = 0; p < s.size(); ++p) {
-      const auto& param = s.parameters()[p];
-      if (param.when && filled[p] == config::inactive && !given.contains(param.name))
-        filled[p] = static_cast<config::index_type>(param.default_index.value_or(0));
-    }
-    c = filled;  // valid, or the better diagnosis
-  }
-  if (!s.is_valid(c))
-    throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
-                            s.why_invalid(c)));
-  return c;
-}
-
 nlohmann::json to_json(const sim_explanation& e, const space& s, const config& c) {
   nlohmann::json path = nlohmann::json::array();
   for (const auto& [what, share] : e.critical_path)
@@ -123,7 +70,7 @@ int run_explain(const explain_options& o) {
         "config is slow",
         o.backend));
   b->prepare(s);
-  const config c = config_from(s, o);
+  const config c = chosen_config(s, o.config, o.best);
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   if (o.json) {

@@ -73,4 +73,11 @@ struct stored_study {
 /// source and the command line the CLI stored with it. Throws tessel::error.
 [[nodiscard]] stored_study load_stored(const std::string& path);
 
+/// The config `explain` and `emit` act on: `config_spec` is a JSON object
+/// of parameter values (or @PATH of a file holding one; parameters it leaves
+/// out take their declared default), or, when `best_db` is given, the best
+/// successful trial of that study file. Throws tessel::error saying why.
+[[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
+                                   const std::string& best_db);
+
 }  // namespace tessel::cli

@@ -1,4 +1,4 @@
-// `tessel tune ... --backend sim` and `tessel explain` as a user runs them:
+// `tessel tune ... --backend sim`, `tessel explain` and `tessel emit` as a user runs them:
 // the README's main job reaches the roofline, and explain says why a config
 // is slow in plain words and writes a trace Perfetto can open.
 #include "tool.hpp"
@@ -127,4 +127,30 @@ TEST_CASE("tune: --scheduler picks fifo or the cost-aware ranking; --min-gain st
   const auto summary = json::parse(r.out);
   CHECK(summary.at("termination") == "negligible_gain");
   CHECK(summary.at("evaluations").get<int>() < 300);
+}
+
+TEST_CASE("emit: the NKI kernel of a config, to stdout or a file; clear errors") {
+  const std::string attention =
+      "'" + std::string(TESSEL_SOURCE_DIR) + "/examples/sim_attention.tsl'";
+  auto r = tessel("emit " + attention + " --config '{\"q_tile\": 256, \"kv_tile\": 512}'");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "\"q_tile\":256"));  // the config, in the header comment
+  CHECK(contains(r.out, "# target    trn2"));
+  CHECK(contains(r.out, "Q_TILE = 256"));
+  CHECK(contains(r.out, "@nki.jit\ndef attention_kernel(Q, K, V):"));
+  CHECK(contains(r.out, "def reference(Q, K, V):"));
+  const auto path = fresh("matmul_kernel.py");
+  r = tessel("emit " + matmul + " --config '{\"tile_m\": 256, \"order\": [\"k\", \"m\", \"n\"]}' " +
+             "--set M=1024 -o '" + path + "'");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "wrote"));
+  const auto text = read_text(path);
+  CHECK(contains(text, "TILE_M = 256"));
+  CHECK(contains(text, "for k in nl.sequential_range(K_BLOCKS):  # k blocks (outermost)"));
+  r = tessel("emit " + matmul);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--config"));
+  r = tessel("emit " + matmul + " --config '{\"tile_k\": 100}'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tile_k"));
 }

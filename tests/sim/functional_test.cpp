@@ -154,6 +154,7 @@ TEST_CASE("functional: sampled configs of the example spaces pass the gate") {
       {"rmsnorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
       {"sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
       {"sim_softmax.tsl", {{"rows", "1024"}, {"cols", "512"}}},
+      {"sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
       {"attention.tsl", {{"seq", "512"}}},
       {"sim_attention.tsl", {{"seq", "512"}}},
   };

@@ -1,6 +1,6 @@
 // The SwiGLU MLP workload: gate and up projections, SiLU, multiply and the
 // down projection, with the weights streamed once per token tile.
-#include "sim/workloads/swiglu.hpp"
+#include "sim/workloads/swiglu/swiglu.hpp"
 #include "helpers.hpp"
 #include "sim/functional.hpp"
 

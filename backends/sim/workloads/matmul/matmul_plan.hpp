@@ -4,9 +4,9 @@
 // residency, where partial sums accumulate and in which type.
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <tessel/config.hpp>
 #include <tessel/space.hpp>
@@ -18,7 +18,10 @@
 
 namespace tessel::sim {
 class functional_kernel;
+namespace nki {
+struct context;
 }
+}  // namespace tessel::sim
 
 namespace tessel::sim::mm {
 
@@ -83,5 +86,7 @@ struct sbuf_use {
 [[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, plan& pl);
 /// The functional executor of a plan (matmul_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const plan& pl);
+/// The NKI kernel of a plan (matmul_nki.cpp): "" or why it cannot be written.
+[[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);
 
 }  // namespace tessel::sim::mm

@@ -4,8 +4,8 @@
 // (docs/simulator.md, swiglu).
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
 
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
@@ -13,8 +13,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace tessel::sim {
+
+namespace nki {
+struct context;
+}
 
 namespace swiglu_detail {
 
@@ -31,6 +36,9 @@ struct params {
 
 /// The executor of the schedule `p` on data (swiglu_functional.cpp).
 [[nodiscard]] std::unique_ptr<gated_kernel> make_kernel(const params& p);
+
+/// The NKI kernel of the schedule `p` (swiglu_nki.cpp): "" or why not.
+[[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out);
 
 }  // namespace swiglu_detail
 

@@ -6,7 +6,7 @@
 // accumulation says, partial sums added by the evict engine in fp32 and kept
 // in acc_dtype, the result cast to the output type. docs/simulator.md,
 // "Functional mode".
-#include "../functional.hpp"
+#include "../../functional.hpp"
 #include "matmul_plan.hpp"
 
 #include <algorithm>

@@ -1,7 +1,9 @@
 // rows.cpp: the row-wise software pipeline (rows.hpp).
 #include "rows.hpp"
 
-#include "../functional.hpp"
+#include "../../nki/nki.hpp"
+
+#include "../../functional.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -346,23 +348,32 @@ std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
   return out;
 }
 
-std::string pipeline_workload::lower(const space& s, const config& c, const machine& m,
-                                     program& out) const {
-  out.clear();
-  const value_reader v(s, c);
-  pipeline_spec spec;
-  if (auto e = build(v, spec); !e.empty()) return e;
-  return rows::lower(spec, m, out);
+std::unique_ptr<workload_plan> pipeline_workload::plan_config(const space& s, const config& c,
+                                                              const machine& m) const {
+  (void)m;
+  auto p = std::make_unique<plan_of<row_plan>>(row_plan{{}, value_reader(s, c)});
+  p->error = build(p->value.values, p->value.spec);
+  return p;
 }
 
-std::unique_ptr<gated_kernel> pipeline_workload::functional(const space& s, const config& c,
-                                                            const machine& m) const {
+std::string pipeline_workload::lower_plan(const workload_plan& p, const machine& m,
+                                          program& out) const {
+  out.clear();
+  return rows::lower(plan_value<row_plan>(p).spec, m, out);
+}
+
+std::unique_ptr<gated_kernel> pipeline_workload::functional_plan(const workload_plan& p,
+                                                                 const machine& m) const {
   (void)m;
-  const value_reader v(s, c);
-  pipeline_spec spec;
-  if (!build(v, spec).empty() || spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0)
-    return nullptr;
+  const auto& [spec, v] = plan_value<row_plan>(p);
+  if (spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0) return nullptr;
   return executor(spec, v);
+}
+
+std::string pipeline_workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                             std::string& out) const {
+  const auto& [spec, v] = plan_value<row_plan>(p);
+  return write_nki(spec, v, ctx, out);
 }
 
 }  // namespace tessel::sim::rows

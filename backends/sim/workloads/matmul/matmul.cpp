@@ -9,9 +9,10 @@
 // slabs (coalesce = true: one transfer per slab; false: one per instruction
 // tile, as the tutorial's first stages do). docs/simulator.md has the
 // parameter table and the residency rules.
-#include "../functional.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
 #include "matmul_plan.hpp"
 
 #include <fmt/format.h>
@@ -465,11 +466,17 @@ class matmul final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<plan>>();
+    p->error = plan_for(s, c, m, p->value);
+    return p;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& wp, const machine& m,
+                                       program& out) const override {
     out.clear();
-    plan pl;
-    if (auto e = plan_for(s, c, m, pl); !e.empty()) return e;
+    const plan& pl = plan_value<plan>(wp);
     const params& p = pl.p;
     const double matmuls =
         static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
@@ -479,11 +486,15 @@ class matmul final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    plan pl;
-    if (!plan_for(s, c, m, pl).empty()) return nullptr;
-    return make_functional(pl);
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& wp,
+                                                              const machine& m) const override {
+    (void)m;
+    return make_functional(plan_value<plan>(wp));
+  }
+
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& wp, const nki::context& ctx,
+                                          std::string& out) const override {
+    return mm::emit_nki(plan_value<plan>(wp), ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,

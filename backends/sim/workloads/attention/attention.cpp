@@ -8,9 +8,10 @@
 // O_acc += O_part (VectorE); at the end O = O_acc / l, stored. The sub-tiles
 // are software-pipelined one deep: S of the next unit is issued before the
 // transposes of the current one. Reads the names of examples/attention.tsl.
-#include "../functional.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
 #include "attention_plan.hpp"
 
 #include <tessel/gate.hpp>
@@ -411,21 +412,27 @@ class attention final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
-    out.clear();
-    const value_reader v(s, c);
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return lowerer(p, m, out).run();
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<params>>();
+    p->error = read(value_reader(s, c), m, p->value);
+    return p;
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    const value_reader v(s, c);
-    params p;
-    if (!read(v, m, p).empty()) return nullptr;
-    return make_functional(p, m.partitions);
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const override {
+    out.clear();
+    return lowerer(plan_value<params>(p), m, out).run();
+  }
+
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                              const machine& m) const override {
+    return make_functional(plan_value<params>(p), m.partitions);
+  }
+
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const override {
+    return attn::emit_nki(plan_value<params>(p), ctx, out);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

@@ -12,10 +12,12 @@
 // (exp_engine), the label's logit through a one-hot multiply-reduce
 // (pick_engine), and the running sum's correction. After the last chunk:
 // loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
-#include "../functional.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
-#include "emit.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
+#include "../emit.hpp"
+#include "cross_entropy_nki.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -548,11 +550,17 @@ class cross_entropy final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<plan>>();
+    p->error = emit::plan_for(s, c, m, p->value, read, make_plan);
+    return p;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& wp, const machine& m,
+                                       program& out) const override {
     out.clear();
-    plan pl;
-    if (auto e = emit::plan_for(s, c, m, pl, read, make_plan); !e.empty()) return e;
+    const plan& pl = plan_value<plan>(wp);
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
@@ -560,10 +568,10 @@ class cross_entropy final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    plan pl;
-    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& wp,
+                                                              const machine& m) const override {
+    (void)m;
+    const plan& pl = plan_value<plan>(wp);
     params p = pl.p;  // shrunk below for long reductions
     // every loss reads d_model x vocab inputs: past the cap, check the
     // schedule on its first, an interior and its tail chunk and slab
@@ -573,6 +581,28 @@ class cross_entropy final : public workload {
       p.d_model = emit::shrink(p.d_model, p.mm_k);
     }
     return std::make_unique<cross_entropy_kernel>(p);
+  }
+
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& wp, const nki::context& ctx,
+                                          std::string& out) const override {
+    const plan& pl = plan_value<plan>(wp);
+    const params& p = pl.p;
+    ce::nki_params n;
+    n.tokens = p.tokens;
+    n.d_model = p.d_model;
+    n.vocab = p.vocab;
+    n.type = p.type;
+    n.token_tile = p.token_tile;
+    n.vocab_chunk = p.vocab_chunk;
+    n.mm_k = p.mm_k;
+    n.mm_n = p.mm_n;
+    n.vocab_outer = p.vocab_outer;
+    n.bufs = p.bufs;
+    n.queues = p.queues;
+    n.max_engine = p.max_engine;
+    n.exp_engine = p.exp_engine;
+    n.pick_engine = p.pick_engine;
+    return ce::emit_nki(n, ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,

@@ -6,7 +6,7 @@
 // order, as the lowering's reduce stage issues them. Values written back to
 // SBUF or HBM are rounded to the pipeline's type. docs/simulator.md,
 // "Functional mode".
-#include "../functional.hpp"
+#include "../../functional.hpp"
 #include "rows.hpp"
 
 #include <algorithm>
@@ -197,6 +197,82 @@ class rmsnorm_kernel final : public row_kernel {
   bool residual_, fuse_;
 };
 
+/// LayerNorm's epsilon (PyTorch's default).
+constexpr float layernorm_epsilon = 1e-5F;
+
+/// LayerNorm (layernorm.cpp): per chunk the row sum and sum of squares in
+/// fp32, combined in chunk order; mean, var = E[x^2] - mean^2, rstd and
+/// -mean * rstd in fp32; then (x * rstd - mean * rstd), * gamma, + beta, each
+/// written in the pipeline's type.
+class layernorm_kernel final : public row_kernel {
+ public:
+  using row_kernel::row_kernel;
+
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    return {{"x", {spec_.rows, spec_.cols}, type_},
+            {"gamma", {spec_.cols}, type_},
+            {"beta", {spec_.cols}, type_}};
+  }
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
+    return {{"y", {spec_.rows, spec_.cols}, type_}};
+  }
+
+ protected:
+  /// gamma, then beta.
+  [[nodiscard]] std::vector<double> shared(std::span<const input_tensor> in) const override {
+    std::vector<double> v(2 * static_cast<std::size_t>(spec_.cols));
+    for (std::int64_t j = 0; j < spec_.cols; ++j) {
+      v[static_cast<std::size_t>(j)] = in[1].at(j);
+      v[static_cast<std::size_t>(spec_.cols + j)] = in[2].at(j);
+    }
+    return v;
+  }
+
+  [[nodiscard]] std::vector<std::vector<double>> row(const std::vector<std::vector<double>>& in,
+                                                     const std::vector<double>& gb, std::int64_t i,
+                                                     bool reference) const override {
+    const auto n = static_cast<std::size_t>(spec_.cols);
+    std::vector<std::vector<double>> out(1, std::vector<double>(n, 0.0));
+    const std::vector<double>& x = in[0];
+    if (reference) {
+      double mean = 0, var = 0;
+      for (const double v : x) mean += v;
+      mean /= static_cast<double>(n);
+      for (const double v : x) var += (v - mean) * (v - mean);
+      var /= static_cast<double>(n);
+      const double rstd = 1 / std::sqrt(var + layernorm_epsilon);
+      for (std::size_t j = 0; j < n; ++j) out[0][j] = (x[j] - mean) * rstd * gb[j] + gb[n + j];
+      return out;
+    }
+    if (!row_computed(i)) return out;
+    float sum = 0, squares = 0;  // the per-tile step: the chunks' partial sums, in order
+    for (std::int64_t c = 0; c < chunks(); ++c) {
+      float part = 0, part_sq = 0;  // accumulated along the chunk (fp32)
+      for (auto j = static_cast<std::size_t>(c * tiling_.cols_per_step);
+           j < static_cast<std::size_t>(chunk_end(c)); ++j) {
+        const auto v = static_cast<float>(x[j]);
+        part += v;
+        part_sq += v * v;
+      }
+      if (adds(c)) {
+        sum += part;
+        squares += part_sq;
+      }
+    }
+    const float inv_n = 1.0F / static_cast<float>(n);
+    const float mean = sum * inv_n;
+    const float var = squares * inv_n - mean * mean;
+    const float rstd = 1.0F / std::sqrt(var + layernorm_epsilon);
+    const float bias = -(mean * rstd);
+    for (std::size_t j = 0; j < static_cast<std::size_t>(chunk_end(chunks() - 1)); ++j) {
+      const float normalized = rounded(static_cast<float>(x[j]) * rstd + bias);
+      const float scaled = rounded(normalized * static_cast<float>(gb[j]));
+      out[0][j] = rounded(scaled + static_cast<float>(gb[n + j]));
+    }
+    return out;
+  }
+};
+
 class softmax_kernel final : public row_kernel {
  public:
   using row_kernel::row_kernel;
@@ -251,6 +327,10 @@ class softmax_kernel final : public row_kernel {
 std::unique_ptr<functional_kernel> rmsnorm_functional(const pipeline_spec& spec, bool residual,
                                                       bool fuse_weight) {
   return std::make_unique<rmsnorm_kernel>(spec, residual, fuse_weight);
+}
+
+std::unique_ptr<functional_kernel> layernorm_functional(const pipeline_spec& spec) {
+  return std::make_unique<layernorm_kernel>(spec);
 }
 
 std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec) {

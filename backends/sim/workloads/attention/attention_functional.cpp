@@ -7,7 +7,7 @@
 // row sum taken from the fp32 values and P itself written in the input type
 // for the P V matmul (fp32 in PSUM), O_acc in fp32 in SBUF, and O = O_acc *
 // (1 / l) cast to the output type. docs/simulator.md, "Functional mode".
-#include "../functional.hpp"
+#include "../../functional.hpp"
 #include "attention_plan.hpp"
 
 #include <tessel/gate.hpp>

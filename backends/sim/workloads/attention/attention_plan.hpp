@@ -4,9 +4,9 @@
 // each q tile visits.
 #pragma once
 
-#include "../machine.hpp"
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +16,10 @@
 
 namespace tessel::sim {
 class functional_kernel;
+namespace nki {
+struct context;
 }
+}  // namespace tessel::sim
 
 namespace tessel::sim::attn {
 
@@ -49,6 +52,9 @@ struct params {
     if (!(p.causal && p.skip_masked && kt * p.kv_tile >= q_end)) kvs.push_back(kt);
   return kvs;
 }
+
+/// The NKI kernel of `p` (attention_nki.cpp): "" or why not.
+[[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out);
 
 /// The functional executor (attention_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const params& p,

@@ -15,9 +15,10 @@
 //      in PSUM; the `evict` engine drains it and y is stored.
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
-#include "../timing.hpp"
-#include "../workload.hpp"
-#include "emit.hpp"
+#include "../../nki/nki.hpp"
+#include "../../timing.hpp"
+#include "../../workload.hpp"
+#include "../emit.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -480,6 +481,19 @@ class lowerer {
   std::uint64_t sets_ = 0, silus_ = 0, stages_ = 0, passes_ = 0;
 };
 
+/// The executor of a plan: the schedule on data, shrunk for long reductions.
+std::unique_ptr<gated_kernel> functional_of(const plan& pl) {
+  params p = pl.p;  // shrunk below for long reductions
+  // every output reads 2 x d_model x d_ff inputs: past the cap, check the
+  // schedule on its first, an interior and its tail ff and d blocks
+  if (2.0 * static_cast<double>(p.d_model) * static_cast<double>(p.d_ff) >
+      emit::functional_reads_per_output) {
+    p.d_ff = emit::shrink(p.d_ff, p.ff_tile);
+    p.d_model = emit::shrink(p.d_model, p.d_tile);
+  }
+  return swiglu_detail::make_kernel(p);
+}
+
 class swiglu final : public workload {
  public:
   [[nodiscard]] std::string_view name() const override { return "swiglu"; }
@@ -519,18 +533,29 @@ class swiglu final : public workload {
     };
   }
 
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const override {
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<plan>>();
+    p->error = emit::plan_for(s, c, m, p->value, read, make_plan);
+    return p;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const override {
     out.clear();
-    plan pl;
-    if (auto e = emit::plan_for(s, c, m, pl, read, make_plan); !e.empty()) return e;
-    lowerer(pl, m, out).run();
+    lowerer(plan_value<plan>(p), m, out).run();
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
-    return swiglu_functional(s, c, m);
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                              const machine& m) const override {
+    (void)m;
+    return functional_of(plan_value<plan>(p));
+  }
+
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const override {
+    return swiglu_detail::emit_nki(plan_value<plan>(p).p, ctx, out);
   }
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
@@ -600,17 +625,7 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
 }  // namespace
 
 std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c, const machine& m) {
-  plan pl;
-  if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
-  params p = pl.p;  // shrunk below for long reductions
-  // every output reads 2 x d_model x d_ff inputs: past the cap, check the
-  // schedule on its first, an interior and its tail ff and d blocks
-  if (2.0 * static_cast<double>(p.d_model) * static_cast<double>(p.d_ff) >
-      emit::functional_reads_per_output) {
-    p.d_ff = emit::shrink(p.d_ff, p.ff_tile);
-    p.d_model = emit::shrink(p.d_model, p.d_tile);
-  }
-  return swiglu_detail::make_kernel(p);
+  return swiglu_workload().functional(s, c, m);
 }
 
 const workload& swiglu_workload() {

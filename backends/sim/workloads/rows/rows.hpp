@@ -9,8 +9,8 @@
 // docs/simulator.md describes the workloads built on it.
 #pragma once
 
-#include "../program.hpp"
-#include "../workload.hpp"
+#include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <memory>
 #include <string>
@@ -18,7 +18,10 @@
 
 namespace tessel::sim {
 class functional_kernel;
+namespace nki {
+struct context;
 }
+}  // namespace tessel::sim
 
 namespace tessel::sim::rows {
 
@@ -84,18 +87,51 @@ struct tiling {
 [[nodiscard]] std::unique_ptr<functional_kernel> rmsnorm_functional(const pipeline_spec& spec,
                                                                     bool residual,
                                                                     bool fuse_weight);
+/// LayerNorm: inputs x, gamma and beta; output y.
+[[nodiscard]] std::unique_ptr<functional_kernel> layernorm_functional(const pipeline_spec& spec);
 /// Softmax: input x, output y.
 [[nodiscard]] std::unique_ptr<functional_kernel> softmax_functional(const pipeline_spec& spec);
+
+/// The engines and options of an RMSNorm pipeline, for its NKI kernel.
+struct rmsnorm_choices {
+  bool residual = true, fuse_weight = false;
+  engine_id add = vector_engine, square = scalar_engine, scale = vector_engine;
+};
+/// The engines of a softmax pipeline, for its NKI kernel.
+struct softmax_choices {
+  engine_id max = vector_engine, scale = vector_engine;
+};
+/// The engines of a LayerNorm pipeline, for its NKI kernel.
+struct layernorm_choices {
+  engine_id stats = scalar_engine, scale = vector_engine;
+};
+/// NKI kernels of the pipelines (rows_nki.cpp): "" or why not.
+[[nodiscard]] std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice,
+                                      const nki::context& ctx, std::string& out);
+[[nodiscard]] std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& choice,
+                                        const nki::context& ctx, std::string& out);
+[[nodiscard]] std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice,
+                                      const nki::context& ctx, std::string& out);
 
 /// A workload built on the row pipeline: build() reads a config into a
 /// pipeline_spec, and lowering and the functional executor follow from it.
 class pipeline_workload : public workload {
  public:
-  [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
-                                  program& out) const final;
-  /// nullptr when the config does not build (or has no rows or columns).
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const final;
+  /// The plan: the spec build() made, and the config's reader for the
+  /// workload's own choices (valid while the space and config are).
+  struct row_plan {
+    pipeline_spec spec;
+    value_reader values;
+  };
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const final;
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const final;
+  /// nullptr when the spec has no rows or columns.
+  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
+                                                              const machine& m) const final;
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const final;
 
  protected:
   /// Reads `v` into `spec`; "" or the error.
@@ -103,6 +139,9 @@ class pipeline_workload : public workload {
   /// The functional executor of a spec build() accepted.
   [[nodiscard]] virtual std::unique_ptr<functional_kernel> executor(
       const pipeline_spec& spec, const value_reader& v) const = 0;
+  /// The NKI kernel of a spec build() accepted.
+  [[nodiscard]] virtual std::string write_nki(const pipeline_spec& spec, const value_reader& v,
+                                              const nki::context& ctx, std::string& out) const = 0;
 };
 
 /// Suggestions that hold for any row pipeline.

@@ -3,9 +3,10 @@
 // (h is stored too: the next layer's residual). Reads the names of
 // examples/rmsnorm.tsl (rows, hidden, rows_per_tile, cols_per_step, bufs,
 // square_engine, scale_engine, stages, fuse_weight) and a few of its own.
-#include "../functional.hpp"
-#include "emit.hpp"
-#include "rows.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../emit.hpp"
+#include "../rows/rows.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -59,6 +60,17 @@ class rmsnorm final : public rows::pipeline_workload {
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
                                                             const value_reader& v) const override {
     return rows::rmsnorm_functional(spec, v.flag("residual", true), v.flag("fuse_weight", false));
+  }
+
+  [[nodiscard]] std::string write_nki(const rows::pipeline_spec& spec, const value_reader& v,
+                                      const nki::context& ctx, std::string& out) const override {
+    rows::rmsnorm_choices choice;
+    choice.residual = v.flag("residual", true);
+    choice.fuse_weight = v.flag("fuse_weight", false);
+    choice.add = engine_named(v.symbol("add_engine", "vector"));
+    choice.square = engine_named(v.symbol("square_engine", "scalar"));
+    choice.scale = engine_named(v.symbol("scale_engine", "vector"));
+    return rows::rmsnorm_nki(spec, choice, ctx, out);
   }
 
   [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {

@@ -1,7 +1,7 @@
 // swiglu_functional.cpp: swiglu's schedule executed on data for the
 // equivalence gate (docs/simulator.md, "Functional mode and the gate").
-#include "../functional.hpp"
-#include "emit.hpp"
+#include "../../functional.hpp"
+#include "../emit.hpp"
 #include "swiglu.hpp"
 
 #include <tessel/gate.hpp>

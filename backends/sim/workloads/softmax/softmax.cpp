@@ -2,9 +2,10 @@
 // Reduce stage: row max per chunk, their max, exp with a running sum
 // (ScalarE activation with accumulation), the reciprocal; scale stage: the
 // multiply by 1/sum and the store.
-#include "../functional.hpp"
-#include "emit.hpp"
-#include "rows.hpp"
+#include "../../functional.hpp"
+#include "../../nki/nki.hpp"
+#include "../emit.hpp"
+#include "../rows/rows.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -47,6 +48,14 @@ class softmax final : public rows::pipeline_workload {
                                                             const value_reader& v) const override {
     (void)v;
     return rows::softmax_functional(spec);
+  }
+
+  [[nodiscard]] std::string write_nki(const rows::pipeline_spec& spec, const value_reader& v,
+                                      const nki::context& ctx, std::string& out) const override {
+    rows::softmax_choices choice;
+    choice.max = engine_named(v.symbol("max_engine", "vector"));
+    choice.scale = engine_named(v.symbol("scale_engine", "vector"));
+    return rows::softmax_nki(spec, choice, ctx, out);
   }
 
   [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {

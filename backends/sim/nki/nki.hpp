@@ -1,0 +1,95 @@
+// nki.hpp: what every workload's NKI emitter shares (docs/nki.md): a Python
+// text writer with indentation, the emission context (machine, header
+// lines, the deliberate fault tests ask for), and the names of dtypes and
+// engines in the public NKI API. Internal to the simulator.
+#pragma once
+
+#include "../machine.hpp"
+#include "../program.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim::nki {
+
+/// A deliberately broken emission (nki_options::fault), for the tests.
+enum class fault : std::uint8_t {
+  none,
+  drop_tail,          ///< the outermost tile loop stops one iteration early
+  skip_accumulation,  ///< the last contraction step of each output is not accumulated
+};
+
+/// Python source with four-space indentation.
+class writer {
+ public:
+  /// One line at the current indentation ("" writes an empty line).
+  void line(std::string_view text = {}) {
+    if (!text.empty()) out_.append(static_cast<std::size_t>(indent_) * 4, ' ').append(text);
+    out_ += '\n';
+  }
+  template <class... A>
+  void line(fmt::format_string<A...> f, A&&... a) {
+    line(std::string_view(fmt::format(f, std::forward<A>(a)...)));
+  }
+  /// A line that opens a block ("for m in ...:"); the next lines are indented.
+  template <class... A>
+  void open(fmt::format_string<A...> f, A&&... a) {
+    line(std::string_view(fmt::format(f, std::forward<A>(a)...)));
+    ++indent_;
+  }
+  void close(int blocks = 1) { indent_ -= blocks; }
+  [[nodiscard]] const std::string& text() const { return out_; }
+
+ private:
+  std::string out_;
+  int indent_ = 0;
+};
+
+/// What an emitter is given besides its plan.
+struct context {
+  const machine& m;
+  fault injected = fault::none;
+  std::vector<std::string> header;  ///< comment lines: space, config, target, version
+};
+
+/// One constant of the kernel: NAME = value  # meaning
+struct constant {
+  std::string name;
+  std::string value;
+  std::string meaning;
+};
+
+/// The parts of an emitted file; assemble() puts them together.
+struct kernel_file {
+  std::string workload;             ///< "matmul"
+  std::string summary;              ///< what it computes, one line
+  std::vector<std::string> notes;   ///< where the kernel differs from the simulated plan
+  std::vector<constant> constants;  ///< the config values and derived sizes
+  std::string signature;            ///< INPUTS / OUTPUTS / TOLERANCE lines
+  std::string kernel;               ///< the @nki.jit function
+  std::string reference;            ///< the numpy reference function
+};
+
+/// The whole file: header comment, imports, constants, kernel, reference.
+[[nodiscard]] std::string assemble(const kernel_file& f, const context& c);
+
+/// "nl.bfloat16" / "nl.float32" / "nl.float8_e4m3" / "nl.float16".
+[[nodiscard]] std::string nl_dtype(dtype t);
+/// The dtype's name in INPUTS/OUTPUTS ("bfloat16").
+[[nodiscard]] std::string dtype_name(dtype t);
+/// "nisa.engine.vector" / "nisa.engine.scalar" / "nisa.engine.gpsimd".
+[[nodiscard]] std::string engine(engine_id e);
+/// "vector" / "scalar" / "gpsimd".
+[[nodiscard]] std::string engine_word(engine_id e);
+/// The gate's default tolerance for an output of type t (docs/gate.md): 4
+/// units in the last place, at least 2^-12.
+[[nodiscard]] double tolerance(dtype t);
+/// A double as Python source that reads back exactly ("0.015625", "1e-06").
+[[nodiscard]] std::string py_float(double v);
+
+}  // namespace tessel::sim::nki

@@ -1,0 +1,240 @@
+// attention_nki.cpp: the attention plan (attention_plan.hpp) written as an
+// NKI kernel (docs/nki.md): for each q tile, the kv tiles it visits
+// (visited_kv_tiles: skip_masked drops those wholly above the diagonal) in
+// `kv_bufs` slots; per 128-row q sub-tile S = Q K^T in fp32 PSUM, the causal
+// mask on diagonal tiles, the running max with the accumulator corrected
+// every kv tile (eager) or every rescale_every tiles unless the max grew by
+// more than e^8 (lazy), P = exp((S - max) / sqrt(d)) in the input type with
+// its row sum in fp32, P transposed on TensorE 128 columns at a time, O_part
+// = P V in PSUM, O_acc in fp32 SBUF, and O = O_acc / l.
+#include "../../nki/nki.hpp"
+#include "attention_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <string>
+
+namespace tessel::sim::attn {
+
+std::string emit_nki(const params& p, const nki::context& ctx, std::string& out) {
+  if (p.type != dtype::bf16 && p.type != dtype::fp32)
+    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
+  const std::int64_t P = ctx.m.partitions;
+  const bool drop = ctx.injected == nki::fault::drop_tail;
+  const bool skip = ctx.injected == nki::fault::skip_accumulation;
+  nki::kernel_file f;
+  f.workload = "attention";
+  f.summary = fmt::format("O = softmax(Q^T K / sqrt(d){}) V with Q, K given as [d, seq], one head",
+                          p.causal ? ", causal" : "");
+  if (p.exp_on_vector)
+    f.notes.emplace_back("exp_engine = vector: nki.isa.activation (exp) runs on ScalarE");
+  if (p.max_engine == gpsimd_engine)
+    f.notes.emplace_back(
+        "track_max_on = gpsimd: GpSimdE cannot read PSUM and tensor_reduce runs on VectorE only");
+  if (p.queues > 1)
+    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
+  auto add = [&](std::string n, auto v, std::string meaning) {
+    f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
+  };
+  add("SEQ", p.seq, "sequence length");
+  add("D", p.d, "head_dim (the contraction of Q^T K, on the partitions)");
+  add("P", P, "partitions (nl.tile_size.pmax)");
+  add("Q_TILE", p.q_tile, "q_tile: rows of O per q tile");
+  add("KV_TILE", p.kv_tile, "kv_tile: keys per kv tile");
+  add("SUBS", ceil_div(p.q_tile, P), "128-row sub-tiles of a q tile");
+  add("KV_BLOCKS", ceil_div(p.kv_tile, P), "128-key blocks of a kv tile (P V contraction)");
+  add("Q_TILES", ceil_div(p.seq, p.q_tile), "");
+  add("KV_TILES", ceil_div(p.seq, p.kv_tile), "");
+  add("KV_BUFS", p.kv_bufs, "K and V tile slots (kv_bufs)");
+  add("S_CHUNK", ctx.m.max_moving_free, "score columns per matmul (one PSUM bank)");
+  add("CAUSAL", p.causal ? "True" : "False", "");
+  add("SKIP_MASKED", p.causal && p.skip_masked ? "True" : "False",
+      "skip kv tiles wholly above the diagonal");
+  add("RESCALE_EVERY", p.rescale_every,
+      p.rescale_every == 1 ? "eager: correct every kv tile" : "lazy: correct every n kv tiles");
+  add("LAZY_GUARD", "8.0", "lazy: correct early when the max grew by more than this (exponent)");
+  add("SCALE", nki::py_float(1.0 / std::sqrt(static_cast<double>(p.d))), "1 / sqrt(D)");
+  add("MASK", "-3.0e38", "added to masked scores: exp() of them is 0");
+  add("DT", nki::nl_dtype(p.type), "dtype of Q, K, V, P and O");
+  const std::string dt = nki::dtype_name(p.type);
+  f.signature = fmt::format(
+      "INPUTS = {{\"Q\": ((D, SEQ), \"{0}\"), \"K\": ((D, SEQ), \"{0}\"), \"V\": ((SEQ, D), "
+      "\"{0}\")}}\n"
+      "OUTPUTS = {{\"O\": ((SEQ, D), \"{0}\")}}\n"
+      "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
+      dt, nki::py_float(nki::tolerance(p.type)));
+
+  nki::writer w;
+  w.line("@nki.jit");
+  w.open("def attention_kernel(Q, K, V):");
+  w.line("O = nl.ndarray((SEQ, D), dtype=DT, buffer=nl.shared_hbm)");
+  w.line("q_sb = nl.ndarray((D, Q_TILE), dtype=DT, buffer=nl.sbuf)  # Q^T tile: [d, q]");
+  w.line(
+      "k_sb = nl.ndarray((D, KV_BUFS, KV_TILE), dtype=DT, buffer=nl.sbuf)  # K^T tiles: [d, key]");
+  w.line(
+      "v_sb = nl.ndarray((P, KV_BUFS, KV_BLOCKS, D), dtype=DT, buffer=nl.sbuf)  # V: [key, ..., "
+      "d]");
+  w.line("s_psum = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.psum)  # S of a sub-tile");
+  w.line("pt_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)  # a transposed P block");
+  w.line("o_psum = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.psum)  # P V of a kv tile");
+  w.line("s_sb = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.sbuf)  # masked scores");
+  w.line("p_sb = nl.ndarray((P, KV_TILE), dtype=DT, buffer=nl.sbuf)  # P in the input type");
+  w.line("pt_sb = nl.ndarray((P, P), dtype=DT, buffer=nl.sbuf)");
+  w.line("acc = nl.ndarray((P, SUBS, D), dtype=nl.float32, buffer=nl.sbuf)  # O_acc");
+  w.line("state = nl.ndarray((P, SUBS, 3), dtype=nl.float32, buffer=nl.sbuf)  # running max, its");
+  w.line("# last correction point and the row sum l, per sub-tile");
+  w.line("tmp = nl.ndarray((P, 5), dtype=nl.float32, buffer=nl.sbuf)  # per-row scratch");
+  w.line("o_stage = nl.ndarray((P, D), dtype=DT, buffer=nl.sbuf)");
+  if (p.causal)
+    w.line(
+        "diag = nisa.iota(nl.arange(KV_TILE)[None, :] - nl.arange(P)[:, None], "
+        "dtype=nl.float32)  # key - row");
+  w.line();
+  std::string kv_order;
+  for (const auto& o : p.dma_order)
+    if (o != "q") kv_order += o;
+  w.line("kv_loads = 0");
+  w.open("for qt in nl.affine_range(Q_TILES{}):  # q tiles", drop ? " - 1" : "");
+  if (drop) w.line("# FAULT drop_tail: the last q tile is dropped");
+  w.line("q0 = qt * Q_TILE");
+  w.line("qn = min(Q_TILE, SEQ - q0)");
+  w.line("nisa.dma_copy(dst=q_sb[0:D, 0:qn], src=Q[0:D, q0:q0 + qn])");
+  w.line("kv_count = KV_TILES");
+  w.open("if SKIP_MASKED:  # the kv tiles this q tile attends to");
+  w.line("kv_count = min(KV_TILES, (q0 + qn + KV_TILE - 1) // KV_TILE)");
+  w.close();
+  w.open("for idx in nl.sequential_range(kv_count):  # carries max, sum and O_acc");
+  w.line("k0 = idx * KV_TILE");
+  w.line("kn = min(KV_TILE, SEQ - k0)");
+  w.line("slot = kv_loads % KV_BUFS");
+  w.line("kv_loads += 1");
+  w.line("# dma_order {}: K and V load in that order", fmt::join(p.dma_order, ", "));
+  for (const char c : kv_order) {
+    if (c == 'k') {
+      w.line("nisa.dma_copy(dst=k_sb[0:D, slot, 0:kn], src=K[0:D, k0:k0 + kn])");
+    } else {
+      w.open("for b in nl.affine_range((kn + P - 1) // P):");
+      w.line("bn = min(P, kn - b * P)");
+      w.line("nisa.dma_copy(dst=v_sb[0:bn, slot, b, 0:D], src=V[k0 + b * P:k0 + b * P + bn, 0:D])");
+      w.close();
+    }
+  }
+  w.open("for sub in nl.affine_range(SUBS):");
+  w.line("r0 = sub * P");
+  w.open("if r0 >= qn:");
+  w.line("continue");
+  w.close();
+  w.line("rn = min(P, qn - r0)");
+  w.line("m_run, m_ref, l = state[0:rn, sub, 0:1], state[0:rn, sub, 1:2], state[0:rn, sub, 2:3]");
+  w.line("tile_max, row_sum, diff, alpha, bias = (tmp[0:rn, i:i + 1] for i in range(5))");
+  w.line("# S = Q^T K in fp32 PSUM, S_CHUNK keys per matmul");
+  w.open("for c in nl.affine_range((kn + S_CHUNK - 1) // S_CHUNK):");
+  w.line("cw = min(S_CHUNK, kn - c * S_CHUNK)");
+  w.line(
+      "nisa.nc_matmul(dst=s_psum[0:rn, c * S_CHUNK:c * S_CHUNK + cw], stationary=q_sb[0:D, r0:r0 "
+      "+ rn],");
+  w.line("               moving=k_sb[0:D, slot, c * S_CHUNK:c * S_CHUNK + cw], accumulate=False)");
+  w.close();
+  w.line("scores = s_psum[0:rn, 0:kn]");
+  if (p.causal) {
+    w.open("if k0 + kn - 1 > q0 + r0:  # the tile crosses the diagonal: mask key > row");
+    w.line("nisa.tensor_scalar(dst=s_sb[0:rn, 0:kn], data=diag[0:rn, 0:kn], op0=nl.greater,");
+    w.line("                   operand0=float(q0 + r0 - k0), op1=nl.multiply, operand1=MASK)");
+    w.line(
+        "nisa.tensor_tensor(dst=s_sb[0:rn, 0:kn], data1=s_sb[0:rn, 0:kn], data2=scores, "
+        "op=nl.add)");
+    w.line("scores = s_sb[0:rn, 0:kn]");
+    w.close();
+  }
+  w.line("nisa.tensor_reduce(dst=tile_max, op=nl.max, data=scores, axis=1, keepdims=True)");
+  w.open("if idx == 0:");
+  w.line("nisa.tensor_copy(dst=m_run, src=tile_max, engine=nisa.engine.vector)");
+  w.line("nisa.tensor_copy(dst=m_ref, src=tile_max, engine=nisa.engine.vector)");
+  w.close();
+  w.open("else:");
+  w.line("nisa.tensor_tensor(dst=m_run, data1=m_run, data2=tile_max, op=nl.maximum)");
+  w.line("nisa.tensor_tensor(dst=diff, data1=m_run, data2=m_ref, op=nl.subtract)");
+  w.open("if idx % RESCALE_EVERY != 0:  # lazy: only rows whose max grew past the guard correct");
+  w.line(
+      "nisa.tensor_scalar(dst=alpha, data=diff, op0=nl.multiply, operand0=SCALE, op1=nl.greater,");
+  w.line("                   operand1=LAZY_GUARD)");
+  w.line("nisa.tensor_tensor(dst=diff, data1=diff, data2=alpha, op=nl.multiply)");
+  w.close();
+  w.line("nisa.tensor_tensor(dst=m_ref, data1=m_ref, data2=diff, op=nl.add)");
+  w.line("nisa.activation(dst=alpha, op=nl.exp, data=diff, scale=-SCALE)  # exp(old - new max)");
+  w.line(
+      "nisa.tensor_scalar(dst=acc[0:rn, sub, :], data=acc[0:rn, sub, :], op0=nl.multiply, "
+      "operand0=alpha)");
+  w.line("nisa.tensor_tensor(dst=l, data1=l, data2=alpha, op=nl.multiply)");
+  w.close();
+  w.line("# P = exp((S - max) * SCALE) in DT, the row sum in fp32 (ScalarE)");
+  w.line("nisa.tensor_scalar(dst=bias, data=m_ref, op0=nl.multiply, operand0=-SCALE)");
+  w.line("nisa.activation(dst=p_sb[0:rn, 0:kn], op=nl.exp, data=scores, scale=SCALE, bias=bias,");
+  w.line(
+      "                reduce_op=nl.add, reduce_res=row_sum, "
+      "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
+  w.open("if idx == 0:");
+  w.line("nisa.tensor_copy(dst=l, src=row_sum, engine=nisa.engine.vector)");
+  w.close();
+  w.open("else:");
+  w.line("nisa.tensor_tensor(dst=l, data1=l, data2=row_sum, op=nl.add)");
+  w.close();
+  w.line("# O_part = P V: P transposed on TensorE a 128-key block at a time, accumulated in PSUM");
+  w.line("blocks = (kn + P - 1) // P");
+  if (skip) {
+    w.open("if idx == kv_count - 1:");
+    w.line("blocks -= 1  # FAULT skip_accumulation: the last P V block is lost");
+    w.close();
+  }
+  w.line("nisa.memset(dst=o_psum[0:rn, 0:D], value=0.0)");
+  w.open("for b in nl.affine_range(blocks):");
+  w.line("bn = min(P, kn - b * P)");
+  w.line("nisa.nc_transpose(dst=pt_psum[0:bn, 0:rn], data=p_sb[0:rn, b * P:b * P + bn])");
+  w.line(
+      "nisa.tensor_copy(dst=pt_sb[0:bn, 0:rn], src=pt_psum[0:bn, 0:rn], "
+      "engine=nisa.engine.vector)");
+  w.line(
+      "nisa.nc_matmul(dst=o_psum[0:rn, 0:D], stationary=pt_sb[0:bn, 0:rn], moving=v_sb[0:bn, "
+      "slot, b, 0:D],");
+  w.line("               accumulate=True)");
+  w.close();
+  w.open("if idx == 0:");
+  w.line(
+      "nisa.tensor_copy(dst=acc[0:rn, sub, :], src=o_psum[0:rn, 0:D], engine=nisa.engine.vector)");
+  w.close();
+  w.open("else:");
+  w.line(
+      "nisa.tensor_tensor(dst=acc[0:rn, sub, :], data1=acc[0:rn, sub, :], data2=o_psum[0:rn, "
+      "0:D], op=nl.add)");
+  w.close(3);
+  w.line("# O = O_acc / l, stored per sub-tile");
+  w.open("for sub in nl.affine_range(SUBS):");
+  w.line("r0 = sub * P");
+  w.open("if r0 >= qn:");
+  w.line("continue");
+  w.close();
+  w.line("rn = min(P, qn - r0)");
+  w.line("nisa.reciprocal(dst=tmp[0:rn, 0:1], data=state[0:rn, sub, 2:3])");
+  w.line(
+      "nisa.tensor_scalar(dst=o_stage[0:rn, 0:D], data=acc[0:rn, sub, :], op0=nl.multiply, "
+      "operand0=tmp[0:rn, 0:1])");
+  w.line("nisa.dma_copy(dst=O[q0 + r0:q0 + r0 + rn, 0:D], src=o_stage[0:rn, 0:D])");
+  w.close(2);
+  w.line("return O");
+  w.close();
+  f.kernel = w.text();
+  f.reference =
+      "def reference(Q, K, V):\n"
+      "    \"\"\"O in float64, from the same inputs.\"\"\"\n"
+      "    s = Q.astype(np.float64).T @ K.astype(np.float64) * SCALE\n"
+      "    if CAUSAL:\n"
+      "        s = np.where(np.tri(SEQ, dtype=bool), s, -np.inf)\n"
+      "    e = np.exp(s - s.max(axis=1, keepdims=True))\n"
+      "    return {\"O\": (e @ V.astype(np.float64)) / e.sum(axis=1, keepdims=True)}\n";
+  out = nki::assemble(f, ctx);
+  return "";
+}
+
+}  // namespace tessel::sim::attn

@@ -1,0 +1,83 @@
+// `tessel emit FILE --config JSON|@PATH|--best DB [--target T] [--output kernel.py]`:
+// writes the NKI kernel that implements the simulator's plan of one config
+// (tessel::emit_nki, docs/nki.md): Python using the public nki.language /
+// nki.isa API, with the config in a header comment and a numpy reference.
+#include "command.hpp"
+#include "common.hpp"
+#include "study_setup.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/sim.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct emit_options {
+  space_options input;
+  std::string config;  ///< JSON text, or @PATH
+  std::string best;    ///< a study file whose best trial to emit
+  std::string workload;
+  std::string output;  ///< "" = stdout
+  std::string fault;   ///< tests only (hidden)
+};
+
+int run_emit(const emit_options& o) {
+  if (o.config.empty() == o.best.empty())
+    throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
+  const auto loaded = load(o.input);
+  const auto& s = loaded.space;
+  const config c = chosen_config(s, o.config, o.best);
+  nki_options options;
+  options.workload = o.workload;
+  options.target = o.input.target;
+  options.source = o.input.file;
+  options.fault = o.fault;
+  const std::string kernel = emit_nki(s, c, options);
+  if (o.output.empty() || o.output == "-") {
+    fmt::print("{}", kernel);
+    return exit_code::success;
+  }
+  std::ofstream out(o.output, std::ios::binary);
+  if (!out) throw error(fmt::format("emit: cannot write '{}'", o.output));
+  out << kernel;
+  if (!out) throw error(fmt::format("emit: writing '{}' failed", o.output));
+  fmt::print(stderr, "wrote {} ({} lines)\n", o.output,
+             std::count(kernel.begin(), kernel.end(), '\n'));
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_emit_command(CLI::App& tool) {
+  auto options = std::make_shared<emit_options>();
+  auto* app = tool.add_subcommand(
+      "emit",
+      "Write the NKI kernel (Python) that implements one config's simulated plan, with a numpy "
+      "reference (docs/nki.md)");
+  add_space_options(*app, options->input);
+  app->add_option("--config", options->config,
+                  "The config as a JSON object (parameters left out take their default), or "
+                  "@PATH of a file holding one")
+      ->type_name("JSON");
+  app->add_option("--best", options->best, "Emit the best trial of this study file instead")
+      ->type_name("DB")
+      ->excludes("--config");
+  app->add_option("--workload", options->workload,
+                  "The simulator workload (default: the space's `const workload`, or its name)")
+      ->type_name("NAME");
+  app->add_option("--output,-o", options->output, "Write the kernel here instead of stdout")
+      ->type_name("PATH");
+  app->add_option("--fault", options->fault,
+                  "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation)")
+      ->group("");
+  return {app, [options] { return report_errors([&] { return run_emit(*options); }, false); }};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,145 @@
+"""Runs every kernel tests/nki/emit_test.cpp emitted on the NKI interpreter.
+
+    python3 check_emitted.py DIR
+
+DIR/manifest.json lists the emitted files, each with its workload and what
+is expected: "pass" (the kernel matches its numpy reference on every input
+distribution of the gate's hidden suite, within the gate's tolerance) or
+"fail" (a deliberately broken emission that some distribution must catch).
+Every file must parse with Python's `ast`. Exit 0 when every expectation
+holds, 1 otherwise; 77 (ctest's skip) when numpy is missing.
+"""
+
+import ast
+import json
+import os
+import sys
+import time
+
+try:
+    import numpy as np
+except ImportError:
+    print("check_emitted: numpy is missing (Debian: python3-numpy); skipped")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nki_interp  # noqa: E402
+
+np.seterr(all="ignore")  # broken kernels overflow; the comparison says so
+
+# The gate's hidden suite (docs/gate.md, src/gate/inputs.cpp): the same
+# distributions and scales for fp32/bf16 inputs, drawn here with numpy.
+DISTRIBUTIONS = ("normal", "uniform", "large", "tiny", "constant", "structured", "outliers")
+
+
+def draw(kind, shape, rng):
+    def away(z):
+        return np.where(np.abs(z) < 0.125, np.copysign(0.125, z), z)
+
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    if kind == "uniform":
+        return rng.uniform(-1, 1, shape)
+    if kind == "large":
+        return away(rng.standard_normal(shape)) * 2.0**12
+    if kind == "tiny":
+        return away(rng.standard_normal(shape)) * 2.0**-12
+    if kind == "constant":
+        return np.full(shape, float(away(rng.standard_normal(()))))
+    if kind == "structured":
+        flat = np.arange(int(np.prod(shape))).reshape(shape)
+        last = shape[-1]
+        col, row = flat % last, flat // last
+        pc, pr = 5 + rng.integers(60), 3 + rng.integers(40)
+        return np.sin(2 * np.pi * (col / pc + rng.uniform())) + 0.5 * np.cos(
+            2 * np.pi * (row / pr + rng.uniform()))
+    if kind == "outliers":
+        z = rng.standard_normal(shape)
+        return np.where(rng.integers(0, 1024, shape) == 0, z * 1000, z)
+    raise ValueError(kind)
+
+
+def inputs_for(module, kind, seed):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, spec in module.INPUTS.items():
+        shape, dtype = spec[0], spec[1]
+        if dtype == "int32":
+            out[name] = rng.integers(0, spec[2], shape).astype(np.int32)
+        else:
+            out[name] = nki_interp.round_to(dtype, draw(kind, shape, rng)).astype(np.float64)
+    return out
+
+
+def worst_error(got, want, tol):
+    """The gate's element error: |c - r| / (tol (|r| + rms(r))); inf for a non-finite mismatch."""
+    worst = 0.0
+    for name, r in want.items():
+        c = got[name]
+        finite = np.isfinite(r)
+        if not np.array_equal(np.isfinite(c), finite):
+            return float("inf")
+        rms = np.sqrt(np.mean(np.where(finite, r, 0) ** 2))
+        scale = max(rms, 2.0**-126)
+        err = np.abs(c - r)[finite] / (tol * (np.abs(r[finite]) + scale))
+        if err.size:
+            worst = max(worst, float(err.max()))
+    return worst
+
+
+def check(entry, directory):
+    path = os.path.join(directory, entry["file"])
+    with open(path) as f:
+        ast.parse(f.read(), filename=path)
+    module = nki_interp.load_kernel(path)
+    results = []
+    for i, kind in enumerate(DISTRIBUTIONS):
+        inputs = inputs_for(module, kind, seed=1000 + i)
+        try:
+            got = nki_interp.run(module, inputs, entry.get("sbuf_bytes", 196608))
+        except nki_interp.NkiError as e:
+            if entry["expect"] == "pass":
+                raise
+            results.append((kind, float("inf"), f"NkiError: {e}"))
+            continue
+        want = module.reference(**inputs)
+        results.append((kind, worst_error(got, want, module.TOLERANCE), ""))
+        if entry["expect"] == "fail" and not results[-1][1] <= 1:
+            break  # caught: the other distributions add nothing
+    return results
+
+
+def main():
+    directory = sys.argv[1]
+    with open(os.path.join(directory, "manifest.json")) as f:
+        manifest = json.load(f)
+    start = time.time()
+    problems = []
+    tally = {}
+    for entry in manifest:
+        counts = tally.setdefault(entry["workload"], {"pass": 0, "caught": 0})
+        try:
+            results = check(entry, directory)
+        except Exception as e:  # a correct kernel must run; say which and why
+            problems.append(f"{entry['file']}: {type(e).__name__}: {e}")
+            continue
+        failing = [(k, e, why) for k, e, why in results if not e <= 1]
+        if entry["expect"] == "pass" and failing:
+            kind, err, why = failing[0]
+            problems.append(f"{entry['file']}: wrong on '{kind}' (error {err:.3g} tolerances) {why}"
+                            f" config {entry.get('config', '')}")
+        elif entry["expect"] == "fail" and not failing:
+            problems.append(f"{entry['file']}: the broken emission ({entry.get('fault')}) passed")
+        else:
+            counts["pass" if entry["expect"] == "pass" else "caught"] += 1
+    for workload, c in sorted(tally.items()):
+        print(f"{workload:14s} {c['pass']:3d} kernels match their reference on "
+              f"{len(DISTRIBUTIONS)} distributions; {c['caught']} broken emissions caught")
+    print(f"{len(manifest)} kernels in {time.time() - start:.1f} s")
+    for p in problems:
+        print("FAIL", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+# softmax.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
+# space     sim_softmax (examples/sim_softmax.tsl)
+# config    {"bufs":2,"cols_per_step":256,"dma_queues":1,"max_engine":"vector","rows_per_tile":128,"scale_engine":"vector","stages":["load","reduce","scale"]}
+# target    trn2
+# computes  y = exp(x - rowmax) / rowsum, row by row
+#
+# The schedule is the simulator's plan of this config (docs/nki.md). It has been
+# checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
+# run on a NeuronCore.
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+# --- the plan ---------------------------------------------------------------
+ROWS = 512                                  # rows
+COLS = 1024                                 # cols
+P = 128                                     # partitions (nl.tile_size.pmax)
+ROWS_PER_TILE = 128                         # rows_per_tile
+GROUPS = 1                                  # row groups of P rows per tile
+CPS = 256                                   # cols_per_step: columns per instruction and DMA
+TILES = 4
+CHUNKS = 4
+BUFS = 2                                    # input tile slots (bufs)
+DT = nl.bfloat16                            # dtype
+STAGES = ("load", "reduce", "scale",)       # issue order (bufs < 3: one tile's stages stay in dependency order)
+LAG = {"load": 0, "reduce": 1, "scale": 1}  # stage s works on tile step - LAG[s]
+SCALE_ENGINE = nisa.engine.vector           # multiplies by 1/sum (scale_engine)
+
+INPUTS = {"x": ((ROWS, COLS), "bfloat16")}
+OUTPUTS = {"y": ((ROWS, COLS), "bfloat16")}
+TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
+
+@nki.jit
+def softmax_kernel(x):
+    y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)
+    # SBUF: BUFS slots of whole-row tiles, [partition = row, slot, group, column]
+    x_sb = nl.ndarray((P, BUFS, GROUPS, COLS), dtype=DT, buffer=nl.sbuf)
+    parts = nl.ndarray((P, BUFS, GROUPS, CHUNKS), dtype=nl.float32, buffer=nl.sbuf)
+    stat = nl.ndarray((P, BUFS, GROUPS), dtype=nl.float32, buffer=nl.sbuf)  # -max, then 1/sum
+    y_stage = nl.ndarray((P, 2, CPS), dtype=DT, buffer=nl.sbuf)  # output staging
+
+    def load(t):
+        s = t % BUFS
+        for j in nl.affine_range(GROUPS):
+            r0 = t * ROWS_PER_TILE + j * P
+            n = min(P, ROWS - r0)
+            for c in nl.affine_range(CHUNKS):
+                c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)
+                nisa.dma_copy(dst=x_sb[0:n, s, j, c0:c1], src=x[r0:r0 + n, c0:c1])
+
+    def reduce(t):
+        """Row max per chunk, their max, exp in place with the row sum (fp32), 1/sum."""
+        s = t % BUFS
+        for j in nl.affine_range(GROUPS):
+            r0 = t * ROWS_PER_TILE + j * P
+            n = min(P, ROWS - r0)
+            st = stat[0:n, s, j:j + 1]
+            for c in nl.affine_range(CHUNKS):
+                c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)
+                nisa.tensor_reduce(dst=parts[0:n, s, j, c:c + 1], op=nl.max, data=x_sb[0:n, s, j, c0:c1], axis=1, keepdims=True)
+            nisa.tensor_reduce(dst=st, op=nl.max, data=parts[0:n, s, j, :], axis=1, keepdims=True, negate=True)
+            for c in nl.affine_range(CHUNKS):
+                c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)
+                xs = x_sb[0:n, s, j, c0:c1]
+                nisa.activation(dst=xs, op=nl.exp, data=xs, bias=st, reduce_op=nl.add,
+                                reduce_res=parts[0:n, s, j, c:c + 1], reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            nisa.tensor_reduce(dst=st, op=nl.add, data=parts[0:n, s, j, :], axis=1, keepdims=True)
+            nisa.reciprocal(dst=st, data=st)
+
+    def scale(t):
+        """y = exp * (1/sum), chunk by chunk, through the output staging."""
+        s = t % BUFS
+        for j in nl.affine_range(GROUPS):
+            r0 = t * ROWS_PER_TILE + j * P
+            n = min(P, ROWS - r0)
+            for c in nl.affine_range(CHUNKS):
+                c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)
+                out = y_stage[0:n, c % 2, 0:c1 - c0]
+                nisa.tensor_scalar(dst=out, data=x_sb[0:n, s, j, c0:c1], op0=nl.multiply, operand0=stat[0:n, s, j:j + 1], engine=SCALE_ENGINE)
+                nisa.dma_copy(dst=y[r0:r0 + n, c0:c1], src=out)
+
+    stages = {"load": load, "reduce": reduce, "scale": scale}
+    for step in nl.sequential_range(TILES + LAG["scale"]):
+        for stage in STAGES:
+            t = step - LAG[stage]
+            if 0 <= t < TILES:
+                stages[stage](t)
+    return y
+
+
+def reference(x):
+    """y in float64, from the same inputs."""
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"y": e / e.sum(axis=1, keepdims=True)}

@@ -1,0 +1,519 @@
+"""A numpy interpreter for the subset of NKI that tessel's emitter writes.
+
+A test and verification tool, like the SDK's own CPU simulation of NKI: it
+runs an emitted kernel on numpy arrays so tests can compare it with its
+reference. It models no time. Semantics and limits follow the public NKI
+documentation (docs/nki.md lists each call, its source page and the checks
+made here); anything outside the subset raises NkiError instead of guessing.
+
+    kernel = load_kernel("matmul.py")      # installs the nki modules, imports the file
+    outputs = run(kernel, {"A": a, "B": b})
+"""
+
+import importlib.util
+import itertools
+import sys
+import types
+
+import numpy as np
+
+PMAX = 128  # nl.tile_size.pmax: partitions of an SBUF/PSUM tile
+PSUM_FMAX = 512  # nl.tile_size.psum_fmax: fp32 elements of one PSUM bank per partition
+PSUM_BYTES = 16384  # PSUM per partition: 8 banks x 2 KiB
+STATIONARY_FMAX = 128  # nl.tile_size.gemm_stationary_fmax
+MOVING_FMAX = 512  # nl.tile_size.gemm_moving_fmax
+
+
+class NkiError(Exception):
+    """The kernel left the subset, or broke a limit NKI enforces."""
+
+
+# --- dtypes --------------------------------------------------------------------
+
+_DTYPES = {"bfloat16": 2, "float32": 4, "float16": 2, "int32": 4}
+
+
+def _check_dtype(dtype):
+    if dtype not in _DTYPES:
+        raise NkiError(f"dtype {dtype!r} is outside the interpreter's subset {sorted(_DTYPES)}")
+    return dtype
+
+
+def round_to(dtype, values):
+    """`values` as `dtype` stores them (round to nearest even), held in float32 (int32 for int32)."""
+    if dtype == "int32":
+        v = np.asarray(values)
+        if v.dtype.kind == "f":
+            raise NkiError("a float -> int32 cast is outside the subset")
+        return v.astype(np.int32)
+    v = np.asarray(values, dtype=np.float32)
+    if dtype == "float32":
+        return v
+    if dtype == "float16":
+        return v.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":
+        u = np.ascontiguousarray(v).view(np.uint32).astype(np.uint64)
+        finite = np.isfinite(v)
+        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+        out = np.where(finite, rounded.view(np.float32), v)
+        return out.astype(np.float32)
+    raise NkiError(f"dtype {dtype!r} is outside the subset")
+
+
+# --- tensors -------------------------------------------------------------------
+
+SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+
+
+class Tensor:
+    """A tensor in HBM, SBUF or PSUM, or a basic-slice view of one."""
+
+    def __init__(self, data, dtype, buffer, name=""):
+        self.data, self.dtype, self.buffer, self.name = data, dtype, buffer, name
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        for k in keys:
+            if isinstance(k, slice):
+                if k.step not in (None, 1):
+                    raise NkiError(f"{self.name}: strided slices are outside the subset")
+                continue
+            if isinstance(k, (int, np.integer)):
+                continue
+            raise NkiError(f"{self.name}: index {k!r} is outside the subset (ints and slices only)")
+        for k, n in zip(keys, self.data.shape):
+            if isinstance(k, slice):
+                lo, hi = k.start or 0, n if k.stop is None else k.stop
+                if lo < 0 or hi > n or lo >= hi:
+                    raise NkiError(f"{self.name}: slice {lo}:{hi} out of bounds of {n} (or empty)")
+            elif not 0 <= k < n:
+                raise NkiError(f"{self.name}: index {k} out of bounds of {n}")
+        view = self.data[key]
+        if not isinstance(view, np.ndarray) or view.ndim == 0:
+            raise NkiError(f"{self.name}: indexing down to a scalar is outside the subset")
+        return Tensor(view, self.dtype, self.buffer, self.name)
+
+    def reshape(self, shape):
+        if self.buffer != HBM:
+            raise NkiError("reshape of an on-chip tile is outside the subset")
+        if not self.data.flags.c_contiguous:
+            raise NkiError(f"{self.name}: reshape of a non-contiguous view")
+        return Tensor(self.data.reshape(shape), self.dtype, HBM, self.name)
+
+    def write(self, values):
+        values = np.asarray(values)
+        if values.shape != self.data.shape:
+            raise NkiError(f"{self.name}: writing shape {values.shape} into {self.data.shape}")
+        self.data[...] = round_to(self.dtype, values)
+
+    def read(self):
+        """The values as float32 (the engines compute in fp32)."""
+        return self.data.astype(np.float32)
+
+    def _no_arithmetic(self, *_):
+        raise NkiError("Python arithmetic on tiles is outside the subset: use nki.isa calls")
+
+    __add__ = __sub__ = __mul__ = __truediv__ = __neg__ = __radd__ = __rmul__ = _no_arithmetic
+
+
+class _State:
+    def __init__(self):
+        self.reset()
+
+    def reset(self, sbuf_bytes=196608):
+        self.sbuf_capacity = sbuf_bytes
+        self.sbuf_used = 0
+        self.psum_used = 0
+        self.instructions = 0
+
+
+STATE = _State()
+
+
+def _tile(t, what, buffers=(SBUF, PSUM)):
+    if not isinstance(t, Tensor):
+        raise NkiError(f"{what}: expected a tile, got {type(t).__name__}")
+    if t.buffer not in buffers:
+        raise NkiError(f"{what}: a tile in {t.buffer} where {'/'.join(buffers)} is required")
+    if t.buffer in (SBUF, PSUM) and t.shape[0] > PMAX:
+        raise NkiError(f"{what}: partition dimension {t.shape[0]} > {PMAX}")
+    STATE.instructions += 1
+    return t
+
+
+def _engine_can_touch(engine, *tiles, what=""):
+    if engine is _ENGINE.gpsimd and any(t.buffer == PSUM for t in tiles if isinstance(t, Tensor)):
+        raise NkiError(f"{what}: GpSimd Engine cannot access PSUM")
+
+
+def _same_shape(a, b, what):
+    if a.shape != b.shape:
+        raise NkiError(f"{what}: shapes {a.shape} and {b.shape} differ")
+
+
+# --- nki.language --------------------------------------------------------------
+
+class _Op:
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+def _silu(x):
+    return x / (np.float32(1) + np.exp(-x))
+
+
+_OPS = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+    "maximum": np.maximum, "minimum": np.minimum, "max": np.maximum,
+    "equal": lambda a, b: (a == b).astype(np.float32),
+    "greater": lambda a, b: (a > b).astype(np.float32),
+    "exp": np.exp, "log": np.log, "square": np.square, "silu": _silu,
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x), "copy": lambda x: x,
+}
+
+
+class _Index:
+    """nl.arange(n) and affine expressions of it, for nisa.iota."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.int64)
+
+    def __getitem__(self, key):
+        return _Index(self.values[key])
+
+    def _bin(self, other, fn):
+        o = other.values if isinstance(other, _Index) else other
+        if not isinstance(o, (int, np.ndarray)):
+            raise NkiError("iota expressions combine arange() indices and integers only")
+        return _Index(fn(self.values, o))
+
+    def __add__(self, o): return self._bin(o, np.add)
+    def __radd__(self, o): return self._bin(o, np.add)
+    def __sub__(self, o): return self._bin(o, np.subtract)
+    def __rsub__(self, o): return self._bin(o, lambda a, b: b - a)
+    def __mul__(self, o): return self._bin(o, np.multiply)
+    def __rmul__(self, o): return self._bin(o, np.multiply)
+
+
+def _ndarray(shape, dtype, buffer=None, name=""):
+    _check_dtype(dtype)
+    shape = tuple(shape)
+    if not shape or any(not isinstance(n, (int, np.integer)) or n <= 0 for n in shape):
+        raise NkiError(f"ndarray: bad shape {shape}")
+    if buffer not in (SBUF, PSUM, HBM):
+        raise NkiError(f"ndarray: buffer must be nl.sbuf, nl.psum or nl.shared_hbm, got {buffer!r}")
+    np_type = np.int32 if dtype == "int32" else np.float32
+    data = np.full(shape, 0 if dtype == "int32" else np.nan, dtype=np_type)  # unwritten = NaN
+    if buffer in (SBUF, PSUM):
+        if shape[0] > PMAX:
+            raise NkiError(f"ndarray {name}: partition dimension {shape[0]} > {PMAX}")
+        per_partition = int(np.prod(shape[1:], dtype=np.int64)) * _DTYPES[dtype]
+        if buffer == PSUM:
+            if dtype != "float32":
+                raise NkiError("PSUM tiles in the subset are float32")
+            STATE.psum_used += per_partition
+            if STATE.psum_used > PSUM_BYTES:
+                raise NkiError(f"PSUM overflow: {STATE.psum_used} B per partition > {PSUM_BYTES}")
+        else:
+            STATE.sbuf_used += per_partition
+            if STATE.sbuf_used > STATE.sbuf_capacity:
+                raise NkiError(
+                    f"SBUF overflow: {STATE.sbuf_used} B per partition > {STATE.sbuf_capacity}")
+    return Tensor(data, dtype, buffer, name)
+
+
+def _zeros(shape, dtype, buffer=None, name=""):
+    t = _ndarray(shape, dtype, buffer, name)
+    t.data[...] = 0
+    return t
+
+
+def _range(*args):
+    if not all(isinstance(a, (int, np.integer)) for a in args):
+        raise NkiError("loop bounds must be Python integers (the kernel is traced)")
+    return range(*args)
+
+
+def _make_language():
+    nl = types.ModuleType("nki.language")
+    for name in _DTYPES:
+        setattr(nl, name, name)
+    nl.sbuf, nl.psum, nl.shared_hbm, nl.hbm = SBUF, PSUM, HBM, HBM
+    nl.ndarray, nl.zeros = _ndarray, _zeros
+    nl.affine_range = nl.sequential_range = nl.static_range = _range
+    nl.arange = lambda n: _Index(np.arange(n))
+    nl.tile_size = types.SimpleNamespace(pmax=PMAX, psum_fmax=PSUM_FMAX,
+                                         gemm_stationary_fmax=STATIONARY_FMAX,
+                                         gemm_moving_fmax=MOVING_FMAX)
+    for name, fn in _OPS.items():
+        setattr(nl, name, _Op(name, fn))
+    return nl
+
+
+# --- nki.isa -------------------------------------------------------------------
+
+_ENGINE = types.SimpleNamespace(vector=object(), scalar=object(), gpsimd=object(),
+                                tensor=object(), unknown=object())
+_REDUCE_CMD = types.SimpleNamespace(idle="idle", reset="reset", reduce="reduce",
+                                    reset_reduce="reset_reduce")
+
+
+def _op(op, allowed, what):
+    if not isinstance(op, _Op) or op.name not in allowed:
+        raise NkiError(f"{what}: op {op!r} is outside the subset ({', '.join(allowed)})")
+    return op.fn
+
+
+def _operand(x, data, what):
+    """A compile-time scalar or a [partitions, 1] vector broadcast along the free dims."""
+    if isinstance(x, (int, float, np.floating)):
+        return np.float32(x)
+    t = _tile(x, what)
+    if t.shape != (data.shape[0], 1):
+        raise NkiError(f"{what}: a vector operand must be [{data.shape[0]}, 1], got {t.shape}")
+    v = t.read()
+    return v.reshape((data.shape[0],) + (1,) * (len(data.shape) - 1))
+
+
+def dma_copy(dst, src, **kwargs):
+    if kwargs:
+        raise NkiError(f"dma_copy: arguments {sorted(kwargs)} are outside the subset")
+    _tile(dst, "dma_copy dst", (SBUF, HBM))
+    _tile(src, "dma_copy src", (SBUF, HBM))
+    _same_shape(dst, src, "dma_copy")
+    dst.write(src.data if src.dtype == "int32" and dst.dtype == "int32" else src.read()
+              if dst.dtype != "int32" else src.data)
+
+
+def nc_matmul(dst, stationary, moving, accumulate=None, **kwargs):
+    if kwargs:
+        raise NkiError(f"nc_matmul: arguments {sorted(kwargs)} are outside the subset")
+    if accumulate not in (True, False):
+        raise NkiError("nc_matmul: pass accumulate=True or False explicitly")
+    _tile(dst, "nc_matmul dst", (PSUM,))
+    _tile(stationary, "nc_matmul stationary", (SBUF,))
+    _tile(moving, "nc_matmul moving", (SBUF,))
+    if len(stationary.shape) != 2 or len(moving.shape) != 2:
+        raise NkiError("nc_matmul: stationary and moving must be 2-D tiles")
+    k, m = stationary.shape
+    k2, n = moving.shape
+    if k != k2:
+        raise NkiError(f"nc_matmul: contraction (partition) sizes {k} and {k2} differ")
+    if m > STATIONARY_FMAX:
+        raise NkiError(f"nc_matmul: stationary free size {m} > {STATIONARY_FMAX}")
+    if n > MOVING_FMAX:
+        raise NkiError(f"nc_matmul: moving free size {n} > {MOVING_FMAX}")
+    if dst.shape != (m, n):
+        raise NkiError(f"nc_matmul: dst {dst.shape} is not [{m}, {n}]")
+    if stationary.dtype != moving.dtype:
+        raise NkiError("nc_matmul: stationary and moving dtypes differ")
+    product = stationary.read().T @ moving.read()  # fp32, as PSUM accumulates
+    if accumulate:
+        dst.write(dst.read() + product)
+    else:
+        dst.write(product)
+
+
+def nc_transpose(dst, data, engine=None):
+    _tile(dst, "nc_transpose dst", (PSUM,))
+    _tile(data, "nc_transpose data", (SBUF,))
+    if len(data.shape) != 2 or data.shape[0] > PMAX or data.shape[1] > PMAX:
+        raise NkiError(f"nc_transpose: a 2-D tile of at most {PMAX} x {PMAX}, got {data.shape}")
+    if engine not in (None, _ENGINE.tensor):
+        raise NkiError("nc_transpose: the subset transposes on the Tensor Engine")
+    if dst.shape != data.shape[::-1]:
+        raise NkiError(f"nc_transpose: dst {dst.shape} is not {data.shape[::-1]}")
+    dst.write(data.read().T)
+
+
+def memset(dst, value, engine=None):
+    _tile(dst, "memset dst")
+    _engine_can_touch(engine, dst, what="memset")
+    dst.write(np.full(dst.shape, value, dtype=np.float32))
+
+
+def tensor_copy(dst, src, engine=None):
+    _tile(dst, "tensor_copy dst")
+    _tile(src, "tensor_copy src")
+    _engine_can_touch(engine, dst, src, what="tensor_copy")
+    _same_shape(dst, src, "tensor_copy")
+    dst.write(src.read())
+
+
+def tensor_tensor(dst, data1, data2, op, engine=None):
+    for t, w in ((dst, "dst"), (data1, "data1"), (data2, "data2")):
+        _tile(t, f"tensor_tensor {w}")
+    _engine_can_touch(engine, dst, data1, data2, what="tensor_tensor")
+    _same_shape(data1, data2, "tensor_tensor")
+    _same_shape(dst, data1, "tensor_tensor")
+    fn = _op(op, ("add", "subtract", "multiply", "maximum"), "tensor_tensor")
+    dst.write(fn(data1.read(), data2.read()))
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
+                  reverse1=False, engine=None):
+    _tile(dst, "tensor_scalar dst")
+    _tile(data, "tensor_scalar data")
+    _engine_can_touch(engine, dst, data, what="tensor_scalar")
+    _same_shape(dst, data, "tensor_scalar")
+    allowed = ("add", "subtract", "multiply", "maximum", "equal", "greater")
+    x = data.read()
+    f0 = _op(op0, allowed, "tensor_scalar op0")
+    a = _operand(operand0, data, "tensor_scalar operand0")
+    x = f0(a, x) if reverse0 else f0(x, a)
+    if op1 is not None:
+        f1 = _op(op1, allowed, "tensor_scalar op1")
+        b = _operand(operand1, data, "tensor_scalar operand1")
+        x = f1(b, x) if reverse1 else f1(x, b)
+    elif operand1 is not None:
+        raise NkiError("tensor_scalar: operand1 without op1")
+    dst.write(np.asarray(x, dtype=np.float32))
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False,
+                         reverse1=False):
+    _tile(dst, "scalar_tensor_tensor dst")
+    _tile(data, "scalar_tensor_tensor data")
+    _tile(operand1, "scalar_tensor_tensor operand1")
+    _same_shape(dst, data, "scalar_tensor_tensor")
+    _same_shape(data, operand1, "scalar_tensor_tensor")
+    allowed = ("add", "subtract", "multiply", "maximum")
+    f0 = _op(op0, allowed, "scalar_tensor_tensor op0")
+    f1 = _op(op1, allowed, "scalar_tensor_tensor op1")
+    a = _operand(operand0, data, "scalar_tensor_tensor operand0")
+    x = f0(a, data.read()) if reverse0 else f0(data.read(), a)
+    x = f1(operand1.read(), x) if reverse1 else f1(x, operand1.read())
+    dst.write(np.asarray(x, dtype=np.float32))
+
+
+def _axes(axis, rank, what):
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes or 0 in axes or sorted(axes) != list(range(rank - len(axes), rank)):
+        raise NkiError(f"{what}: axis {axis} must be the trailing free axes of a rank-{rank} tile")
+    return axes
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False):
+    _tile(dst, "tensor_reduce dst")
+    _tile(data, "tensor_reduce data")
+    fn = _op(op, ("add", "max"), "tensor_reduce")
+    axes = _axes(axis, len(data.shape), "tensor_reduce")
+    x = data.read()
+    r = np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32) if fn is np.add \
+        else np.max(x, axis=axes, keepdims=keepdims)
+    if negate:
+        r = -r
+    if dst.shape != r.shape:
+        raise NkiError(f"tensor_reduce: dst {dst.shape} is not the reduced shape {r.shape}")
+    dst.write(r)
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+               reduce_cmd=_REDUCE_CMD.idle):
+    _tile(dst, "activation dst")
+    _tile(data, "activation data")
+    _same_shape(dst, data, "activation")
+    fn = _op(op, ("exp", "log", "square", "silu", "rsqrt", "copy"), "activation")
+    x = data.read() * _operand(scale, data, "activation scale")
+    if bias is not None:
+        x = x + _operand(bias, data, "activation bias")
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.asarray(fn(np.asarray(x, dtype=np.float32)), dtype=np.float32)
+    dst.write(y)
+    if reduce_res is None:
+        if reduce_op is not None or reduce_cmd != _REDUCE_CMD.idle:
+            raise NkiError("activation: reduce_op/reduce_cmd without reduce_res")
+        return
+    _op(reduce_op, ("add",), "activation reduce_op")
+    if reduce_cmd != _REDUCE_CMD.reset_reduce:
+        raise NkiError("activation: the subset reduces with reduce_cmd=nisa.reduce_cmd.reset_reduce")
+    _tile(reduce_res, "activation reduce_res")
+    if reduce_res.shape != (data.shape[0], 1):
+        raise NkiError(f"activation: reduce_res must be [{data.shape[0]}, 1]")
+    reduce_res.write(np.sum(y.reshape(y.shape[0], -1), axis=1, keepdims=True, dtype=np.float32))
+
+
+def reciprocal(dst, data):
+    _tile(dst, "reciprocal dst")
+    _tile(data, "reciprocal data")
+    _same_shape(dst, data, "reciprocal")
+    with np.errstate(divide="ignore"):
+        dst.write(np.float32(1) / data.read())
+
+
+def iota(expr, dtype):
+    """The legacy form (SDK 2.26): a constant tile in SBUF from an arange() expression."""
+    if not isinstance(expr, _Index) or expr.values.ndim != 2:
+        raise NkiError("iota: a 2-D affine expression of nl.arange() indices is required")
+    if expr.values.shape[0] > PMAX:
+        raise NkiError(f"iota: partition dimension {expr.values.shape[0]} > {PMAX}")
+    out = _ndarray(expr.values.shape, _check_dtype(dtype), SBUF, "iota")
+    out.write(expr.values.astype(np.float32) if dtype != "int32" else expr.values)
+    return out
+
+
+def _make_isa():
+    isa = types.ModuleType("nki.isa")
+    for fn in (dma_copy, nc_matmul, nc_transpose, memset, tensor_copy, tensor_tensor,
+               tensor_scalar, scalar_tensor_tensor, tensor_reduce, activation, reciprocal, iota):
+        setattr(isa, fn.__name__, fn)
+    isa.engine = _ENGINE
+    isa.reduce_cmd = _REDUCE_CMD
+    return isa
+
+
+def _jit(fn):
+    fn.nki_kernel = True
+    return fn
+
+
+def install():
+    """Puts the interpreter's `nki`, `nki.language` and `nki.isa` in sys.modules."""
+    nki = types.ModuleType("nki")
+    nki.language, nki.isa, nki.jit = _make_language(), _make_isa(), _jit
+    sys.modules.update({"nki": nki, "nki.language": nki.language, "nki.isa": nki.isa})
+
+
+_counter = itertools.count()
+
+
+def load_kernel(path):
+    """Imports an emitted kernel file under the interpreter."""
+    install()
+    spec = importlib.util.spec_from_file_location(f"emitted_{next(_counter)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(module, inputs, sbuf_bytes=196608):
+    """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}."""
+    kernels = [f for f in vars(module).values() if getattr(f, "nki_kernel", False)]
+    if len(kernels) != 1:
+        raise NkiError(f"expected one @nki.jit kernel, found {len(kernels)}")
+    STATE.reset(sbuf_bytes)
+    args = []
+    for name, spec in module.INPUTS.items():
+        shape, dtype = spec[0], spec[1]
+        a = np.asarray(inputs[name])
+        if a.shape != tuple(shape):
+            raise NkiError(f"input {name}: shape {a.shape} is not {shape}")
+        data = a.astype(np.int32) if dtype == "int32" else round_to(dtype, a)
+        args.append(Tensor(np.array(data), dtype, HBM, name))
+    result = kernels[0](*args)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(module.OUTPUTS):
+        raise NkiError(f"the kernel returned {len(results)} tensors, OUTPUTS names {len(module.OUTPUTS)}")
+    out = {}
+    for (name, (shape, dtype)), t in zip(module.OUTPUTS.items(), results):
+        if not isinstance(t, Tensor) or t.buffer != HBM or t.shape != tuple(shape) or t.dtype != dtype:
+            raise NkiError(f"output {name}: expected an HBM tensor {shape} of {dtype}")
+        out[name] = t.data.astype(np.float64)
+    return out
