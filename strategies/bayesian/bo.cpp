@@ -216,7 +216,10 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
     const Eigen::VectorXd variance = gp.variances(v.cross);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
       const auto c = static_cast<Eigen::Index>(j);
-      const double a = value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]];
+      // With cost weighed, the cost is per successful evaluation: cost / P(feasible).
+      const double per_success = p.alpha > 0 ? p.alpha * std::log(v.p[c]) : 0.0;
+      const double a =
+          value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]] + per_success;
       if (a > floor) all.push_back({a, chunk[j]});
     }
   }
