@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   bool json_out = false;
   std::string mode_arg = "both";
   int jobs = 1;
+  int first_seed = 1;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
       ->capture_default_str()
@@ -173,6 +174,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--spaces", only,
                  "comma-separated replay file names (default: all but the T4 duplicate)");
+  app.add_option("--first-seed", first_seed,
+                 "seeds are first-seed ... first-seed + seeds - 1 (scores of disjoint seed "
+                 "ranges combine as a mean weighted by their seed counts: the score is linear "
+                 "in the mean trajectory)")
+      ->capture_default_str();
   app.add_option("--jobs", jobs, "seeds run at once, one thread each")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -220,8 +226,8 @@ int main(int argc, char** argv) {
         std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
         bench::for_each_seed(seeds, jobs, [&](int seed) {
           runs[static_cast<std::size_t>(seed)] =
-              run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s,
-                       m.outside_cost_s);
+              run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed),
+                       1.1 * f.budget_s, m.outside_cost_s);
         });
         scores[mode_name][strategy][name] = score(runs, f);
         std::size_t late = 0, late_outside = 0;
