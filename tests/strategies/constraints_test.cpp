@@ -3,6 +3,7 @@
 // veto of proposals a rule rejects.
 #include "harness.hpp"
 
+#include <tessel/bayesian.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/strategies.hpp>
 
@@ -116,4 +117,32 @@ TEST_CASE("constraints: auto vetoes what the rules reject, and fails less than w
   MESSAGE("failed proposals after the first 50, 3 seeds x 100: learned " << with << ", without "
                                                                          << without);
   CHECK(with < without);
+}
+
+TEST_CASE("constraints: the GP surrogate's P(feasible) is capped where a rule rejects") {
+  const auto s = bowl_space();
+  auto surrogate = make_gp_surrogate(s);
+  constraint_learner learner(s);
+  rng random(5);
+  for (int i = 0; i < 120; ++i) {
+    const auto c = s.sample(random);
+    status why = status::ok;
+    const auto y = two_kinds(s, c, why);
+    const auto t = finished_trial(s, c, why, y.value_or(0));
+    surrogate->observe(t);
+    learner.observe(t);
+  }
+  // No extra learn(): the learner inside the surrogate saw the same trials
+  // on the same schedule, so both hold the same rules.
+  REQUIRE_FALSE(learner.rules().empty());
+  std::size_t rejected = 0;
+  for (int i = 0; i < 300; ++i) {
+    const auto c = s.sample(random);
+    const auto k = learner.rejecting_support(c);
+    if (k == 0) continue;
+    ++rejected;
+    CHECK(surrogate->score(c, std::nullopt).p_feasible <=
+          1.0 / (static_cast<double>(k) + 2) + 1e-12);
+  }
+  CHECK(rejected > 0);
 }
