@@ -21,6 +21,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace tessel {
 namespace {
@@ -39,12 +40,19 @@ struct feature {
   bool categorical = false;         ///< symbols and booleans: equality tests only
 };
 
+/// A parameter holding one value: the context of a conditional rule.
+struct context {
+  std::size_t feature = 0;
+  double value = 0;
+};
+
 struct rule {
   std::size_t feature = 0;
   test kind = test::at_least;
   double threshold = 0;
   std::size_t support = 0;
   learned_constraint shown;
+  std::optional<context> when;  ///< the rule holds only where this parameter has this value
 };
 
 std::string number(double v) {
@@ -232,15 +240,58 @@ struct constraint_learner::impl {
         s.require = fmt::format("{} == 0", f.text);
         break;
     }
+    if (!r.when) return;
+    const auto& w = features_[r.when->feature];
+    const auto& wp = space_.parameters()[w.params[0]];
+    const auto value = label_of(w, r.when->value);
+    const bool boolean = wp.dom.kind == param_kind::boolean;
+    const std::string is = boolean ? (r.when->value != 0 ? w.text : "not " + w.text)
+                                   : fmt::format("{} == {}", w.text, value);
+    const std::string is_not = boolean ? (r.when->value != 0 ? "not " + w.text : w.text)
+                                       : fmt::format("{} != {}", w.text, value);
+    s.condition = fmt::format("{} and {}", is, s.condition);
+    s.require = fmt::format("{} or {}", is_not, s.require);
   }
 
-  /// Every candidate rule for the failures `failed`, against `ok` (row indices).
+  /// A parameter whose values can be the context of a rule: symbols,
+  /// booleans, and integers with at most 4 values (flags such as use_shmem).
+  [[nodiscard]] bool is_context(const feature& f) const {
+    return f.kind == feature_kind::value &&
+           (f.categorical || space_.parameters()[f.params[0]].dom.size() <= 4);
+  }
+
+  /// Every candidate rule for the failures `failed`, against `ok` (row
+  /// indices), then the same within each value of a context parameter
+  /// (is_context: what a GPU or NeuronCore limit often depends on, e.g.
+  /// where a block lives, whether shared memory is used) that both
+  /// successes and failures hold.
   [[nodiscard]] std::vector<candidate> candidates(const std::vector<std::size_t>& failed,
                                                   const std::vector<std::size_t>& ok) const {
+    auto out = candidates_within(failed, ok, std::nullopt);
+    for (std::size_t w = 0; w < features_.size(); ++w) {
+      if (!is_context(features_[w])) continue;
+      std::map<double, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> by_value;
+      for (auto i : failed)
+        if (!std::isnan(rows_[i][w])) by_value[rows_[i][w]].first.push_back(i);
+      for (auto i : ok)
+        if (!std::isnan(rows_[i][w])) by_value[rows_[i][w]].second.push_back(i);
+      for (const auto& [v, sides] : by_value) {
+        if (sides.first.size() < options_.min_support || sides.second.empty()) continue;
+        for (auto& c : candidates_within(sides.first, sides.second, context{w, v}))
+          if (c.r.feature != w) out.push_back(std::move(c));
+      }
+    }
+    return out;
+  }
+
+  [[nodiscard]] std::vector<candidate> candidates_within(const std::vector<std::size_t>& failed,
+                                                         const std::vector<std::size_t>& ok,
+                                                         std::optional<context> when) const {
     std::vector<candidate> out;
     for (std::size_t f = 0; f < features_.size(); ++f) {
       const auto& feat = features_[f];
-      auto cover = [&](const rule& r) {
+      auto cover = [&](rule r) {
+        r.when = when;
         candidate c{r, {}};
         for (auto i : failed)
           if (matches(r, rows_[i][f])) c.covered.push_back(i);
@@ -260,7 +311,7 @@ struct constraint_learner::impl {
       }
       if (!any_ok) continue;
       if (feat.kind == feature_kind::modulo) {
-        if (ok_divisible_only) cover({f, test::not_divisible, 0, 0, {}});
+        if (ok_divisible_only) cover({f, test::not_divisible, 0, 0, {}, std::nullopt});
         continue;
       }
       if (feat.categorical || feat.kind == feature_kind::value) {
@@ -271,7 +322,7 @@ struct constraint_learner::impl {
           if (std::isnan(v) || tried.count(v)) continue;
           tried[v] = true;
           if (!std::binary_search(ok_values.begin(), ok_values.end(), v))
-            cover({f, test::equal, v, 0, {}});
+            cover({f, test::equal, v, 0, {}, std::nullopt});
         }
       }
       if (feat.categorical) continue;
@@ -283,8 +334,8 @@ struct constraint_learner::impl {
         if (v > hi) above = std::min(above, v);
         if (v < lo) below = std::max(below, v);
       }
-      if (std::isfinite(above)) cover({f, test::at_least, above, 0, {}});
-      if (std::isfinite(below)) cover({f, test::at_most, below, 0, {}});
+      if (std::isfinite(above)) cover({f, test::at_least, above, 0, {}, std::nullopt});
+      if (std::isfinite(below)) cover({f, test::at_most, below, 0, {}, std::nullopt});
     }
     return out;
   }
@@ -342,8 +393,11 @@ struct constraint_learner::impl {
   [[nodiscard]] std::size_t rejecting_support(const config& c) const {
     if (c.size() != space_.size()) return 0;
     std::size_t most = 0;
-    for (const auto& r : rules_)
-      if (r.support > most && matches(r, value(features_[r.feature], c))) most = r.support;
+    for (const auto& r : rules_) {
+      if (r.support <= most || !matches(r, value(features_[r.feature], c))) continue;
+      if (r.when && value(features_[r.when->feature], c) != r.when->value) continue;
+      most = r.support;
+    }
     return most;
   }
 

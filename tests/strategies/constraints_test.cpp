@@ -146,3 +146,19 @@ TEST_CASE("constraints: the GP surrogate's P(feasible) is capped where a rule re
   }
   CHECK(rejected > 0);
 }
+
+TEST_CASE("constraints: a limit that holds in one context is learned with its context") {
+  // conditional_space: home in {sbuf, hbm}, tile in {1, 2, 4, 8}, ...; a
+  // hidden limit: with home == hbm, tiles of 4 and up fail to compile.
+  const auto s = conditional_space();
+  std::vector<trial> trials;
+  for (const auto& c : s.configs()) {
+    const bool fails = s.value_of(c, "home").symbol == "hbm" && s.integer(c, "tile") >= 4;
+    trials.push_back(finished_trial(s, c, fails ? status::compile_error : status::ok));
+  }
+  const auto rules = learn_constraints(s, trials);
+  REQUIRE_FALSE(rules.empty());
+  MESSAGE(rules.front().line());
+  CHECK(rules.front().require == "home != hbm or tile < 4");
+  CHECK(rules.front().failures_rejected == rules.front().failures);
+}
