@@ -443,8 +443,7 @@ std::optional<int> parse_command_line(int argc, char** argv, options& opt) {
       "arXiv 2509.26253, built, counted and enumerated, beside a brute force"};
   std::string data_dir = opt.data_dir.string();
   std::string spaces_dir = opt.spaces_dir.string();
-  app.add_option("--data", data_dir,
-                 "the data/ folder (bench/spaces/construction_spaces.json)")
+  app.add_option("--data", data_dir, "the data/ folder (bench/spaces/construction_spaces.json)")
       ->capture_default_str();
   app.add_option("--spaces", spaces_dir, "the folder of the .tsl files")->capture_default_str();
   app.add_option("--brute-limit", opt.brute_limit,
