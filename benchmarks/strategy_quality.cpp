@@ -5,7 +5,12 @@
 // it: 0 = random search, 1 = the optimum, time-based budget, the strategy's
 // own CPU time charged.
 //
-//   bench_strategy_quality [--data DIR] [--seeds 25] [--strategies a,b] [--json]
+// Two modes (issue 13): `table`, the space is the table's stored configs
+// (the kernel's restrictions known); `product`, the Cartesian product of the
+// recorded values (restrictions unknown), where a proposal outside the table
+// is answered invalid and charged the table's median compile time.
+//
+//   bench_strategy_quality [--data DIR] [--seeds 25] [--strategies a,b] [--mode both] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -25,6 +30,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <stdexcept>
 
 namespace {
 
@@ -39,6 +45,18 @@ std::unique_ptr<strategy> make_named(const std::string& spec) {
     bo_options o;
     o.model.max_model_points = std::stoul(spec.substr(3));
     return make_bo_strategy(o);
+  }
+  if (spec == "auto-norules" || spec == "bo-norules") {  // learned constraints off
+    bo_options b;
+    b.model.learn_constraints = false;
+    if (spec == "bo-norules") return make_bo_strategy(b);
+    auto_options o;
+    o.learn_constraints = false;
+    std::vector<std::unique_ptr<strategy>> arms;
+    arms.push_back(make_bo_strategy(b));
+    arms.push_back(make_strategy("ga"));
+    arms.push_back(make_strategy("local"));
+    return make_auto_strategy(o, std::move(arms));
   }
   constexpr std::string_view prefix = "auto:";
   if (spec.starts_with("auto@")) {  // the default arms with another lead: "auto@30"
@@ -59,17 +77,34 @@ std::unique_ptr<strategy> make_named(const std::string& spec) {
   return make_auto_strategy(o);
 }
 
-/// Best-so-far (ms) against simulated seconds, one point per improvement.
-using trajectory = std::vector<std::pair<double, double>>;
+/// Best-so-far (ms) against simulated seconds, one point per improvement,
+/// and the proposals that fell outside the table after the first 50.
+struct trajectory {
+  std::vector<std::pair<double, double>> points;
+  std::size_t late = 0, late_outside = 0;  ///< proposals after the first 50; outside the table
+};
+
+/// The two modes of issue 13. `table`: the space is the table's stored
+/// configs (the kernel's restrictions known), nothing outside can be
+/// proposed. `product`: the Cartesian product of the recorded values (the
+/// restrictions unknown); a config outside the table is answered invalid
+/// and charged `outside_cost_s`, what the compiler takes to reject it.
+struct mode {
+  std::string name;
+  replay_space_kind kind = replay_space_kind::product;
+  double outside_cost_s = 0;
+};
 
 trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
-                    const std::string& strategy_name, std::uint64_t seed, double limit_s) {
+                    const std::string& strategy_name, std::uint64_t seed, double limit_s,
+                    double outside_cost_s) {
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
   study st(s, b, make_named(strategy_name), o);
   trajectory out;
   double clock = 0;
+  std::size_t evaluations = 0;
   std::optional<double> best;
   while (clock < limit_s) {
     const double t0 = bench::thread_cpu_s();
@@ -77,13 +112,18 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
     clock += bench::thread_cpu_s() - t0;
     if (batch.empty()) break;
     const auto m = b->evaluate(s, batch.front().config);
-    clock += m.cost.total();
+    const bool outside = m.status == status::invalid;  // not in the table
+    clock += outside ? outside_cost_s : m.cost.total();
+    if (++evaluations > 50) {
+      ++out.late;
+      out.late_outside += outside ? 1 : 0;
+    }
     const double t1 = bench::thread_cpu_s();
     st.tell(batch.front().trial_id, m);
     clock += bench::thread_cpu_s() - t1;
     if (m.ok() && (!best || m.objective < *best)) {
       best = m.objective;
-      out.emplace_back(clock, *best);
+      out.points.emplace_back(clock, *best);
     }
   }
   return out;
@@ -91,7 +131,7 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
 
 double best_at(const trajectory& t, double time, double fallback) {
   double best = fallback;
-  for (const auto& [when, value] : t) {
+  for (const auto& [when, value] : t.points) {
     if (when > time) break;
     best = value;
   }
@@ -123,7 +163,9 @@ int main(int argc, char** argv) {
   std::string strategies = "random,exhaustive,local,annealing,ga,auto";
   std::string only;
   bool json_out = false;
+  std::string mode_arg = "both";
   int jobs = 1;
+  int first_seed = 1;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
       ->capture_default_str()
@@ -132,38 +174,74 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--spaces", only,
                  "comma-separated replay file names (default: all but the T4 duplicate)");
+  app.add_option("--first-seed", first_seed,
+                 "seeds are first-seed ... first-seed + seeds - 1 (scores of disjoint seed "
+                 "ranges combine as a mean weighted by their seed counts: the score is linear "
+                 "in the mean trajectory)")
+      ->capture_default_str();
   app.add_option("--jobs", jobs, "seeds run at once, one thread each")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--mode", mode_arg,
+                 "table (restrictions known), product (unknown: every proposal charged) or both")
+      ->capture_default_str();
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
   const auto names = bench::replay_names(data, only);
   const auto strategy_list = bench::split(strategies);
+  std::vector<std::string> mode_names =
+      mode_arg == "both" ? std::vector<std::string>{"table", "product"} : bench::split(mode_arg);
 
-  std::map<std::string, std::map<std::string, double>> scores;  // strategy -> space -> score
+  // mode -> strategy -> space -> score, and the share of late proposals outside the table
+  std::map<std::string, std::map<std::string, std::map<std::string, double>>> scores, outside;
   for (const auto& name : names) {
     const auto path = bench::replay_path(data, name);
     const auto table = replay_table::load(path);
     const auto f = make_frame(*table);
-    const auto s = replay_space(path);
-    auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
-    b->prepare(s);
+    std::vector<double> compiles;
+    for (const auto& e : table->entries()) compiles.push_back(e.compile_ms / 1000.0);
+    std::nth_element(compiles.begin(),
+                     compiles.begin() + static_cast<std::ptrdiff_t>(compiles.size() / 2),
+                     compiles.end());
+    const double compile_s = compiles[compiles.size() / 2];
     if (!json_out)
       std::cerr << fmt::format(
-          "{}: {} valid of {} stored, optimum {:.4g} ms, median {:.4g} ms, budget {:.1f} s (scored "
-          "from {:.1f} s)\n",
-          name, table->valid_count(), table->stored_count(), f.optimum, f.median, f.budget_s,
-          f.start_s);
-    for (const auto& strategy : strategy_list) {
-      // Seeds run on `jobs` threads; each run charges its own thread's CPU
-      // time, so running them side by side changes no score.
-      std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
-      bench::for_each_seed(seeds, jobs, [&](int seed) {
-        runs[static_cast<std::size_t>(seed)] =
-            run_once(s, b, strategy, static_cast<std::uint64_t>(seed) + 1, 1.1 * f.budget_s);
-      });
-      scores[strategy][name] = score(runs, f);
+          "{}: {} valid of {} stored of {} combinations, optimum {:.4g} ms, median {:.4g} ms, "
+          "budget {:.1f} s (scored from {:.1f} s), a config outside the table costs {:.3f} s\n",
+          name, table->valid_count(), table->stored_count(), table->cartesian_size(), f.optimum,
+          f.median, f.budget_s, f.start_s, compile_s);
+    for (const auto& mode_name : mode_names) {
+      if (mode_name != "table" && mode_name != "product")
+        throw std::runtime_error("--mode: table, product or both, not " + mode_name);
+      const mode m{mode_name,
+                   mode_name == "table" ? replay_space_kind::table : replay_space_kind::product,
+                   mode_name == "table" ? 0.0 : compile_s};
+      const auto s = replay_space(path, m.kind);
+      auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
+      b->prepare(s);
+      for (const auto& strategy : strategy_list) {
+        // Seeds run on `jobs` threads; each run charges its own thread's CPU
+        // time, so running them side by side changes no score.
+        std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
+        bench::for_each_seed(seeds, jobs, [&](int seed) {
+          runs[static_cast<std::size_t>(seed)] =
+              run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed),
+                       1.1 * f.budget_s, m.outside_cost_s);
+        });
+        scores[mode_name][strategy][name] = score(runs, f);
+        std::size_t late = 0, late_outside = 0;
+        for (const auto& r : runs) {
+          late += r.late;
+          late_outside += r.late_outside;
+        }
+        outside[mode_name][strategy][name] =
+            late ? static_cast<double>(late_outside) / static_cast<double>(late) : 0.0;
+        if (!json_out)
+          std::cerr << fmt::format("  {:<8} {:<14} score {:.3f}  outside after 50: {:.1f}%\n",
+                                   mode_name, strategy, scores[mode_name][strategy][name],
+                                   100 * outside[mode_name][strategy][name]);
+      }
     }
   }
 
@@ -171,27 +249,42 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     out["seeds"] = seeds;
     out["scores"] = scores;
+    out["outside_after_50"] = outside;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::string header = fmt::format("{:<12}", "strategy");
-  for (const auto& name : names) header += fmt::format("{:>26}", name);
-  header += fmt::format("{:>8}", "mean");
-  std::cout << header << "\n";
-  for (const auto& strategy : strategy_list) {
-    std::string row = fmt::format("{:<12}", strategy);
-    double mean = 0;
-    for (const auto& name : names) {
-      row += fmt::format("{:>26.3f}", scores[strategy][name]);
-      mean += scores[strategy][name];
+  for (const auto& mode_name : mode_names) {
+    std::cout << fmt::format("\nmode {} ({})\n", mode_name,
+                             mode_name == "table"
+                                 ? "restrictions known: the space is the table's configs"
+                                 : "restrictions unknown: the Cartesian product, every "
+                                   "proposal charged; [late proposals outside the table]");
+    std::string header = fmt::format("{:<14}", "strategy");
+    for (const auto& name : names) header += fmt::format("{:>26}", name);
+    header += fmt::format("{:>8}", "mean");
+    std::cout << header << "\n";
+    for (const auto& strategy : strategy_list) {
+      std::string row = fmt::format("{:<14}", strategy);
+      double mean = 0, mean_outside = 0;
+      for (const auto& name : names) {
+        const double sc = scores[mode_name][strategy][name];
+        const double out = outside[mode_name][strategy][name];
+        row += mode_name == "table" ? fmt::format("{:>26.3f}", sc)
+                                    : fmt::format("{:>18.3f} [{:>4.1f}%]", sc, 100 * out);
+        mean += sc;
+        mean_outside += out;
+      }
+      const auto n = static_cast<double>(names.size());
+      row += mode_name == "table"
+                 ? fmt::format("{:>8.3f}", mean / n)
+                 : fmt::format("{:>8.3f} [{:.1f}%]", mean / n, 100 * mean_outside / n);
+      std::cout << row << "\n";
     }
-    row += fmt::format("{:>8.3f}", mean / static_cast<double>(names.size()));
-    std::cout << row << "\n";
   }
   std::cout << fmt::format(
       "\nscore: 0 = random search, 1 = optimum; {} seeds per cell; budget = what random search "
-      "needs "
-      "to get 95% of the way from the median to the optimum, x1.1; strategy CPU time charged.\n",
+      "needs to get 95% of the way from the median to the optimum, x1.1; strategy CPU time "
+      "charged.\n",
       seeds);
   return 0;
 }

@@ -36,6 +36,15 @@ void validate_distinct(const std::vector<std::string>& names) {
                               "repeats '" + names[i] + "'");
 }
 
+void validate_rules(const auto_options& o) {
+  if (!(o.explore_rejected >= 0 && o.explore_rejected <= 1))
+    detail::options_failure(where, "explore_rejected",
+                            "must be in [0, 1]" + detail::got(o.explore_rejected));
+  if (o.explore_horizon == 0)
+    detail::options_failure(where, "explore_horizon",
+                            "must be at least 1" + detail::got(o.explore_horizon));
+}
+
 }  // namespace
 
 void auto_options::validate() const {
@@ -49,18 +58,24 @@ void auto_options::validate() const {
   }
   validate_distinct(arms);
   validate_bandit(*this);
+  validate_rules(*this);
 }
 
 namespace detail {
 namespace {
 
-/// The study's context, plus the configs already in this batch as known, so
-/// arms never propose what another arm just did.
+/// The study's context, plus the configs already in this batch and those
+/// the learned rules vetoed as known, so arms never propose what another arm
+/// just did, nor a vetoed config again.
 class batch_context final : public search_context {
  public:
-  batch_context(const search_context& base, const batch& b) : base_(base), batch_(b) {}
+  batch_context(const search_context& base, const batch& b,
+                const std::unordered_set<std::uint64_t>& vetoed)
+      : base_(base), batch_(b), vetoed_(vetoed) {}
   [[nodiscard]] const tessel::space& space() const override { return base_.space(); }
-  [[nodiscard]] bool known(std::uint64_t key) const override { return !batch_.fresh(key); }
+  [[nodiscard]] bool known(std::uint64_t key) const override {
+    return !batch_.fresh(key) || vetoed_.contains(key);
+  }
   [[nodiscard]] const trial* best() const override { return base_.best(); }
   [[nodiscard]] std::size_t finished() const override { return base_.finished(); }
   [[nodiscard]] double cost_alpha() const override { return base_.cost_alpha(); }
@@ -71,6 +86,7 @@ class batch_context final : public search_context {
  private:
   const search_context& base_;
   const batch& batch_;
+  const std::unordered_set<std::uint64_t>& vetoed_;
 };
 
 }  // namespace
@@ -89,6 +105,18 @@ void auto_search::start(const space& s, std::uint64_t seed) {
   best_ = std::numeric_limits<double>::infinity();
   proposed_ = 0;
   owner_.clear();
+  vetoed_.clear();
+  observed_ = 0;
+  rules_.reset();
+  if (options_.learn_constraints) rules_.emplace(s);
+}
+
+bool auto_search::veto(const config& c) {
+  if (!rules_ || rules_->rejecting_support(c) == 0) return false;
+  const double horizon = static_cast<double>(options_.explore_horizon);
+  const double explore =
+      options_.explore_rejected * horizon / (horizon + static_cast<double>(observed_));
+  return random_.uniform01() >= explore;
 }
 
 /// One slot at a time: the bandit picks an arm (counting this batch's
@@ -98,22 +126,31 @@ void auto_search::start(const space& s, std::uint64_t seed) {
 /// arm came up empty.
 std::vector<config> auto_search::propose(std::size_t n, const search_context& context) {
   batch b(context, n);
-  const batch_context view(context, b);
+  const batch_context view(context, b, vetoed_);
   std::vector<std::size_t> picks(arms_.size(), 0);
   std::vector<bool> dry(arms_.size(), false);
+  std::size_t vetoes = 0;  // in this slot
   while (!b.full()) {
     const auto arm = proposed_ < options_.lead && !dry[0] ? std::optional<std::size_t>(0)
                                                           : bandit_.select(random_, picks, dry);
     if (!arm) break;
-    bool added = false;
+    bool added = false, vetoed = false;
     for (const auto& c : arms_[*arm]->propose(1, view)) {
+      if (vetoes < options_.max_vetoes && view.known(context.space().key(c)) == false && veto(c)) {
+        vetoed_.insert(context.space().key(c));
+        ++vetoes;
+        vetoed = true;
+        continue;
+      }
       if (auto key = b.add(c)) {
         owner_[*key] = *arm;
         ++picks[*arm];
         ++proposed_;
         added = true;
+        vetoes = 0;
       }
     }
+    if (vetoed && !added) continue;  // the same slot again, the veto counted
     if (!added) {
       dry[*arm] = true;
       bandit_.record(*arm, false);
@@ -126,6 +163,8 @@ std::vector<config> auto_search::propose(std::size_t n, const search_context& co
 /// records whether it beat the best objective observed before it.
 void auto_search::observe(const trial& t) {
   for (auto& arm : arms_) arm->observe(t);
+  if (rules_) rules_->observe(t);
+  ++observed_;
   const double score = score_of(t);
   const bool improved = score < best_;
   if (improved) best_ = score;
@@ -172,6 +211,7 @@ std::unique_ptr<strategy> make_auto_strategy(const auto_options& options,
   }
   validate_distinct(names);
   validate_bandit(options);
+  validate_rules(options);
   return std::make_unique<detail::auto_search>(options, std::move(arms));
 }
 }  // namespace tessel

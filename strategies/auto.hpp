@@ -5,12 +5,15 @@
 
 #include "strategies/auc_bandit.hpp"
 
+#include <tessel/constraints.hpp>
 #include <tessel/strategies.hpp>
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace tessel::detail {
@@ -33,9 +36,13 @@ class auto_search final : public strategy {
   [[nodiscard]] const std::vector<std::string>& arm_names() const noexcept { return names_; }
   /// Proposals awaiting their results (bounded by what the study has in flight).
   [[nodiscard]] std::size_t pending() const noexcept { return owner_.size(); }
+  /// Proposals vetoed by the learned rules so far.
+  [[nodiscard]] std::size_t vetoed() const noexcept { return vetoed_.size(); }
 
  private:
   [[nodiscard]] std::optional<std::size_t> arm_of(const trial& t);
+  /// Whether the learned rules veto `c` now (drawing the exploration coin).
+  [[nodiscard]] bool veto(const config& c);
 
   auto_options options_;
   std::vector<std::unique_ptr<strategy>> arms_;
@@ -45,6 +52,9 @@ class auto_search final : public strategy {
   double best_ = std::numeric_limits<double>::infinity();
   std::size_t proposed_ = 0;                              ///< proposals made (the lead phase)
   std::unordered_map<std::uint64_t, std::size_t> owner_;  ///< key -> arm, until observed
+  std::optional<constraint_learner> rules_;               ///< options_.learn_constraints
+  std::unordered_set<std::uint64_t> vetoed_;  ///< never proposed again (known to the arms)
+  std::size_t observed_ = 0;
 };
 
 }  // namespace tessel::detail

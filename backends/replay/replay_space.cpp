@@ -109,12 +109,68 @@ space::definition replay_table::space_definition() const {
   return def;
 }
 
+space::definition replay_table::table_space_definition() const {
+  auto def = space_definition();
+  def.source += fmt::format(
+      "# built in C++ with constraints: the {} stored configs (replay_space_kind::table)\n",
+      stored_count());
+  const auto n = def.parameters.size();
+  // Where each recorded value index sits in the definition's domain (integer
+  // domains are sorted ascending), its value, and each domain's span.
+  std::vector<std::vector<std::int64_t>> value_of(n);
+  std::vector<std::int64_t> low(n), span(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    const auto& dom = def.parameters[p].dom;
+    for (const auto& text : parameters_[p].values)
+      value_of[p].push_back(dom.kind == param_kind::integer ? std::stoll(text) : def.intern(text));
+    const auto [lo, hi] = std::minmax_element(dom.values.begin(), dom.values.end());
+    low[p] = *lo;
+    span[p] = *hi - *lo + 1;
+  }
+  std::int64_t radix = 1;
+  expr key;
+  for (std::size_t p = 0; p < n; ++p) {
+    const auto type = def.parameters[p].dom.kind == param_kind::integer ? value_type::integer
+                                                                        : value_type::symbol;
+    auto digit = make_op(expr_op::subtract, {make_param(p, type), make_literal(low[p])});
+    auto term = make_op(expr_op::multiply, {digit, make_literal(radix)});
+    key = key ? make_op(expr_op::add, {key, term}) : term;
+    if (span[p] > 1 && radix > (std::int64_t{1} << 62) / span[p])
+      throw error(
+          fmt::format("replay: {}: the table's configs cannot be written as constraints "
+                      "(the key of the first {} parameters overflows)",
+                      path_.string(), p + 1));
+    const std::int64_t next_radix = radix * span[p];
+    if (p > 0 || n == 1) {
+      std::vector<std::int64_t> members;
+      members.reserve(entries_.size());
+      for (const auto& e : entries_) {
+        std::int64_t k = 0, r = 1;
+        for (std::size_t q = 0; q <= p; ++q) {
+          k += (value_of[q][e.values[q]] - low[q]) * r;
+          r *= span[q];
+        }
+        members.push_back(k);
+      }
+      std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
+      def.constraints.push_back({make_in_set(key, std::move(members)),
+                                 fmt::format("the first {} values form a stored config", p + 1), "",
+                                 0});
+    }
+    radix = next_radix;
+  }
+  return def;
+}
+
 std::string replay_space_source(const std::filesystem::path& path) {
   return replay_table::load(path)->space_source();
 }
 
-space replay_space(const std::filesystem::path& path) {
-  return space(replay_table::load(path)->space_definition());
+space replay_space(const std::filesystem::path& path, replay_space_kind kind) {
+  const auto table = replay_table::load(path);
+  return space(kind == replay_space_kind::table ? table->table_space_definition()
+                                                : table->space_definition());
 }
 
 }  // namespace tessel

@@ -208,6 +208,12 @@ class replay_table {
   [[nodiscard]] std::string space_source() const;
   /// The same space as a definition, built without the language module.
   [[nodiscard]] space::definition space_definition() const;
+  /// The same parameters, constrained to the stored configs (ok or failed):
+  /// the space a tuner sees when the kernel's restrictions are known. One
+  /// constraint per prefix of the parameters (`key_k in {...}`, key_k a
+  /// mixed-radix number of the first k values), so the engine's prefix tree
+  /// is the table's. Throws tessel::error when a key would overflow 63 bits.
+  [[nodiscard]] space::definition table_space_definition() const;
 
  private:
   replay_table() = default;
@@ -273,8 +279,14 @@ class replay_backend : public backend {
 
 /// The `.tsl` space text of the replay file at `path` (replay_table::space_source).
 [[nodiscard]] std::string replay_space_source(const std::filesystem::path& path);
+/// Which space a replay file is tuned over: `product`, every combination of
+/// the recorded values (the kernel's restrictions unknown: a config outside
+/// the table answers invalid), or `table`, the stored configs only (the
+/// restrictions known: replay_table::table_space_definition).
+enum class replay_space_kind : unsigned char { product, table };
 /// The space of the replay file at `path`, built directly (no .tsl parsing).
-[[nodiscard]] space replay_space(const std::filesystem::path& path);
+[[nodiscard]] space replay_space(const std::filesystem::path& path,
+                                 replay_space_kind kind = replay_space_kind::product);
 
 // --- registry ------------------------------------------------------------------
 

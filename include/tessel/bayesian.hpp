@@ -57,6 +57,11 @@ struct gp_options {
   double feasibility_noise = 0.05;
   /// Floor on P(feasible), so log acquisitions stay finite. In (0, 1). Default 1e-4.
   double min_p_feasible = 1e-4;
+  /// Also learn axis-aligned rules from the failures (tessel/constraints.hpp)
+  /// and cap P(feasible) at 1 / (k + 2) where a rule that explained k
+  /// failures, and no success, rejects the config: the GP's smooth boundary
+  /// cannot follow a sharp one from few failures. Default true.
+  bool learn_constraints = true;
   /// Ok observations before gp_surrogate::ready(). At least 2. Default 5.
   std::size_t min_observations = 5;
   /// Seed of the surrogate's fits (random starts and subsets). `bo` seeds its
@@ -149,6 +154,13 @@ struct cost_model_options {
   /// replay spaces of data/bench the ratio's deviation is 0.00-0.02.
   /// Finite, >= 0; 0: never (one regression of the total). Default 0.5.
   double run_link_max_sd = 0.5;
+  /// Learn from ok trials only, so predict() is what a config costs when it
+  /// runs. A failure is cheap (a compile error stops early), so learning
+  /// its cost makes the configs that fail look cheapest, and a search that
+  /// weighs cost chases them: on the simulator demo the utility scheduler
+  /// failed twice as often as fifo in its first 50 evaluations with this
+  /// off (docs/scheduler.md). Default true.
+  bool ok_only = true;
   /// gp: observations it holds at most; beyond, the most recent half and a
   /// uniform draw of the older ones, redrawn each time an eighth more have
   /// arrived, so predict() stays O(max_points^2). At least 16. Default 128.

@@ -188,6 +188,13 @@ struct gate_options {
   bool check_sensitivity = true;
   /// A time below (1 - roofline_slack) x the roofline bound is suspicious.
   double roofline_slack = 0.02;
+  /// Add the check's measured wall seconds to the measurement's cost.gate_s.
+  /// Off by default: the seconds are measured at run time, so a cost model
+  /// fed them would make the same seed give different trials
+  /// (docs/scheduler.md, "Reproducible by default"). They are always kept as
+  /// the metric "gate_wall_s"; turn this on where the gate's time is a real
+  /// cost worth trading against (a slow reference on real hardware).
+  bool charge_wall_time = false;
   /// Throws tessel::options_error naming the first bad field.
   void validate() const;
 };
@@ -228,8 +235,10 @@ class gate {
   [[nodiscard]] std::optional<verdict> check_time(double objective_s, double bound_s) const;
 
   /// Applies the gate to a measurement a backend produced: when `m` is ok
-  /// and `kernel` is set, checks it (adding the gate's seconds to
-  /// m.cost.gate_s, and its max_error as the metric "gate_max_error") and,
+  /// and `kernel` is set, checks it (recording the gate's wall seconds as
+  /// the metric "gate_wall_s", added to m.cost.gate_s only with
+  /// gate_options::charge_wall_time, and its max_error as the metric
+  /// "gate_max_error") and,
   /// when the verdict fails, turns `m` into that failure (status and message;
   /// objective, samples and metrics are kept); then applies check_time to
   /// m.objective (seconds) with the metric "roofline_s" when present. A

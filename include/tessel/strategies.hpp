@@ -150,6 +150,19 @@ struct auto_options {
   /// reward (benchmarks/README.md: 0.557 -> 0.772 on the two short-budget
   /// spaces, 0.680 -> 0.756 on the mean of all five). Default 30.
   std::size_t lead = 30;
+  /// Learn rules from the failures (tessel/constraints.hpp) and veto an
+  /// arm's proposal that a rule rejects; the arm is asked again (up to
+  /// `max_vetoes` times per slot, then its proposal stands). Default true.
+  bool learn_constraints = true;
+  /// A rejected proposal still goes ahead with probability
+  /// explore_rejected * explore_horizon / (explore_horizon + trials
+  /// observed), so a wrong rule can be corrected: 0.2 at the start, 0.04
+  /// after 200 trials with the defaults. In [0, 1]. Default 0.2.
+  double explore_rejected = 0.2;
+  /// Trials over which that rate halves. At least 1. Default 50.
+  std::size_t explore_horizon = 50;
+  /// Vetoes per proposal slot at most. Default 16.
+  std::size_t max_vetoes = 16;
   void validate() const;
 };
 

@@ -4,7 +4,10 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
+#include "learned.hpp"
+#include "study_setup.hpp"
 
+#include <tessel/error.hpp>
 #include <tessel/random.hpp>
 #include <tessel/space.hpp>
 
@@ -32,6 +35,7 @@ struct check_options {
   std::size_t samples = 3;
   std::uint64_t seed = 0;
   bool json = false;
+  std::string suggest_from;  ///< --suggest-constraints DB
 };
 
 /// The most samples --sample accepts.
@@ -314,7 +318,36 @@ std::string check_unsigned(const std::string& text) {
   return "expected an integer from 0 to 18446744073709551615, got '" + text + "'";
 }
 
+/// `check --suggest-constraints DB`: the rules the study's failures teach,
+/// as `require` lines to paste into the .tsl (tessel/constraints.hpp).
+int run_suggest(const check_options& options) {
+  const auto stored = load_stored(options.suggest_from);
+  const auto rules = learned_from(stored.space, stored.trials);
+  if (options.json) {
+    fmt::print("{}\n", json{{"ok", true},
+                            {"study", options.suggest_from},
+                            {"space", stored.record.space_name},
+                            {"learned_constraints", learned_json(rules)}}
+                           .dump(2));
+    return exit_code::success;
+  }
+  if (rules.empty()) {
+    fmt::print(
+        "# {}: no constraint learned (too few failures, or none that a rule on the "
+        "parameters separates from the successes)\n",
+        options.suggest_from);
+    return exit_code::success;
+  }
+  fmt::print("# learned from {} ({} trials): paste the lines you agree with into space {}\n",
+             options.suggest_from, stored.trials.size(), stored.record.space_name);
+  for (const auto& r : rules) fmt::print("{}\n", r.line());
+  return exit_code::success;
+}
+
 int run_check(const check_options& options) {
+  if (!options.suggest_from.empty()) return run_suggest(options);
+  if (options.input.file.empty())
+    throw tessel::error("check: give a FILE to check, or --suggest-constraints DB");
   const loaded_space loaded = load(options.input);
   if (options.json)
     print_json(loaded, options);
@@ -344,6 +377,16 @@ command add_check_command(CLI::App& tool) {
       ->capture_default_str()
       ->check(CLI::Validator(check_unsigned, "", "unsigned"));
   check->add_flag("--json", options->json, "Print one JSON object instead of text");
+  check
+      ->add_option("--suggest-constraints", options->suggest_from,
+                   "Print the constraints a study file's failures teach, as require lines "
+                   "(FILE is then not needed)")
+      ->type_name("DB");
+  check->get_option("FILE")->required(false);
+  check->parse_complete_callback([options] {
+    if (options->input.file.empty() && options->suggest_from.empty())
+      throw CLI::RequiredError("FILE (or --suggest-constraints DB)");
+  });
   return {check,
           [options] { return report_errors([&] { return run_check(*options); }, options->json); }};
 }

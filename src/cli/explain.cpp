@@ -5,6 +5,7 @@
 // (@PATH), or as the best trial of a study file (--best DB).
 #include "command.hpp"
 #include "common.hpp"
+#include "learned.hpp"
 #include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
@@ -73,13 +74,21 @@ int run_explain(const explain_options& o) {
   const config c = chosen_config(s, o.config, o.best);
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
+  // With --best, what the study's failures taught (tessel/constraints.hpp).
+  std::vector<learned_constraint> learned;
+  if (!o.best.empty()) {
+    const auto stored = load_stored(o.best);
+    learned = learned_from(stored.space, stored.trials);
+  }
   if (o.json) {
     auto out = to_json(e, s, c);
     if (!o.trace.empty()) out["trace"] = o.trace;
+    if (!o.best.empty()) out["learned_constraints"] = learned_json(learned);
     fmt::print("{}\n", out.dump(2));
     return exit_code::success;
   }
   fmt::print("config  {}\n{}", s.to_json(c), e.text());
+  if (const auto text = learned_text(learned); !text.empty()) fmt::print("\n{}", text);
   if (!o.trace.empty())
     fmt::print("\ntrace written to {} (open it at https://ui.perfetto.dev or chrome://tracing)\n",
                o.trace);

@@ -2,6 +2,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
+#include "learned.hpp"
 #include "study_setup.hpp"
 
 #include <fmt/format.h>
@@ -41,6 +42,7 @@ int run_show(const show_options& o) {
   std::stable_sort(ok.begin(), ok.end(),
                    [](auto* a, auto* b) { return a->result.objective < b->result.objective; });
   if (ok.size() > o.top) ok.resize(o.top);
+  const auto learned = learned_from(s, stored.trials);
 
   if (o.json) {
     nlohmann::json counts = nlohmann::json::object();
@@ -61,7 +63,8 @@ int run_show(const show_options& o) {
                                       {"pending", pending},
                                       {"by_status", counts},
                                       {"cost_s", cost},
-                                      {"best", best}}
+                                      {"best", best},
+                                      {"learned_constraints", learned_json(learned)}}
                            .dump(2));
     return exit_code::success;
   }
@@ -74,6 +77,7 @@ int run_show(const show_options& o) {
       "trials       {} finished, {} interrupted (re-run on --resume), evaluation cost {:.3f} s\n",
       finished, pending, cost);
   for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
+  if (const auto text = learned_text(learned); !text.empty()) fmt::print("\n{}", text);
   fmt::print("\nbest {} trials\n", ok.size());
   fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");
   for (const auto* t : ok)

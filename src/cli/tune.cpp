@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
+#include "learned.hpp"
 #include "study_setup.hpp"
 
 #include <tessel/error.hpp>
@@ -136,6 +137,8 @@ int run_tune(const tune_options& o) {
     fmt::print("{}\n", summary_json(sum, setup.space.space).dump(2));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
+    const auto text = learned_text(learned_from(setup.space.space, setup.study->trials()));
+    if (!text.empty()) fmt::print("\n{}", text);
   }
   return exit_code::success;
 }

@@ -374,7 +374,8 @@ void gate::apply(measurement& m, const gated_kernel* kernel, std::uint64_t confi
   if (!m.ok()) return;
   if (kernel != nullptr) {
     const verdict v = check(*kernel, config_key);
-    m.cost.gate_s += v.seconds;
+    m.metrics["gate_wall_s"] = v.seconds;
+    if (impl_->options.charge_wall_time) m.cost.gate_s += v.seconds;
     if (std::isfinite(v.max_error)) m.metrics["gate_max_error"] = v.max_error;
     if (!v.ok()) {
       m.status = v.status;

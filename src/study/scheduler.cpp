@@ -10,6 +10,9 @@
 namespace tessel {
 namespace {
 
+/// Floor on P(feasible) where the utility divides by it.
+constexpr double min_p_feasible = 1e-4;
+
 struct candidate {
   std::optional<std::size_t> queued;  ///< index into trials when it came from the queue
   std::size_t pooled = 0;             ///< index into pool otherwise
@@ -65,8 +68,11 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   auto score = [&](const config& c) {
     const auto cs = options_.surrogate->score(c, progress_.best);
     const double cost = predicted_cost(c, cs);  // the surrogate is ready here
+    // The cost of a success: cost / P(feasible) (a failure buys nothing), so
+    // a config likely to fail is not preferred for failing cheaply.
+    const double per_success = cost / std::max(cs.p_feasible, min_p_feasible);
     return prediction{cs.mean,          cs.sigma, cs.p_feasible,
-                      cs.expected_gain, cost,     cs.expected_gain / std::pow(cost, alpha)};
+                      cs.expected_gain, cost,     cs.expected_gain / std::pow(per_success, alpha)};
   };
   std::vector<candidate> candidates;
   for (auto index : queue) candidates.push_back({index, 0, score(trials[index].config)});

@@ -208,11 +208,18 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
     const auto last = std::min(first + screen_chunk, which.size());
     const std::vector<std::size_t> chunk(which.begin() + static_cast<std::ptrdiff_t>(first),
                                          which.begin() + static_cast<std::ptrdiff_t>(last));
-    const auto v = model_->view(p.raw(chunk));
+    auto v = model_->view(p.raw(chunk));
+    for (std::size_t j = 0; j < chunk.size(); ++j) {
+      auto& pj = v.p[static_cast<Eigen::Index>(j)];
+      pj = std::min(pj, model_->rule_p_feasible(p.configs[chunk[j]]));
+    }
     const Eigen::VectorXd variance = gp.variances(v.cross);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
       const auto c = static_cast<Eigen::Index>(j);
-      const double a = value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]];
+      // With cost weighed, the cost is per successful evaluation: cost / P(feasible).
+      const double per_success = p.alpha > 0 ? p.alpha * std::log(v.p[c]) : 0.0;
+      const double a =
+          value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]] + per_success;
       if (a > floor) all.push_back({a, chunk[j]});
     }
   }
@@ -276,7 +283,11 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
     open.resize(thompson_candidates);
     for (std::size_t i = 0; i < open.size(); ++i) open[i] = optimism[i].index;
   }
-  const auto v = model_->view(p.raw(open));
+  auto v = model_->view(p.raw(open));
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    auto& pi = v.p[static_cast<Eigen::Index>(i)];
+    pi = std::min(pi, model_->rule_p_feasible(p.configs[open[i]]));
+  }
   Eigen::MatrixXd cov = gp.covariance(gp.scaled(v.raw), v.cross);
   const double scale = gp.target_scale();
   // Pool members at or next to data have a posterior covariance that is

@@ -210,6 +210,7 @@ class linked_cost final : public cost_model {
 
   void observe(const trial& t) override {
     if (!bayes::kernel_layout::encodable(space_, t.config)) return;
+    if (options_.ok_only && !t.result.ok()) return;
     const auto total = log_of(t.result.cost.total());
     if (!total) return;
     const Eigen::VectorXd x = layout_.features_of(space_.encode(t.config));
@@ -264,7 +265,8 @@ class linked_cost final : public cost_model {
     }
     const double p = std::clamp(objective.p_feasible, 0.0, 1.0);
     const double ok_run = std::exp(ratio_.mean) * objective.mean;
-    const double run = p * ok_run + (1 - p) * (failed_run_.n ? failed_run_.mean : 0.0);
+    const double run =
+        options_.ok_only ? ok_run : p * ok_run + (1 - p) * (failed_run_.n ? failed_run_.mean : 0.0);
     const double spread = objective.sigma / objective.mean;
     const double run_var =
         ratio_.variance() / static_cast<double>(ratio_.n) + std::log1p(spread * spread);

@@ -20,7 +20,9 @@ model::model(const tessel::space& s, const gp_options& options, std::uint64_t se
       log_scale_(options.log_objective),
       best_(std::numeric_limits<double>::infinity()),
       next_fit_(options.first_fit),
-      next_feasibility_fit_(options.first_fit) {}
+      next_feasibility_fit_(options.first_fit) {
+  if (options.learn_constraints) rules_.emplace(s);
+}
 
 Eigen::VectorXd model::features(const config& c) const {
   return layout_.features_of(space_.encode(c));
@@ -33,6 +35,7 @@ double model::to_model(double objective) const {
 void model::observe(const trial& t) {
   const auto& c = t.config;
   if (!kernel_layout::encodable(space_, c)) return;
+  if (rules_) rules_->observe(t);
   const Eigen::VectorXd f = features(c);
   const bool ok = t.result.ok() && std::isfinite(t.result.objective);
   if (ok) {

@@ -7,6 +7,7 @@
 #include "strategies/bayesian/gp.hpp"
 
 #include <tessel/bayesian.hpp>
+#include <tessel/constraints.hpp>
 #include <tessel/space.hpp>
 #include <tessel/trial.hpp>
 
@@ -65,6 +66,16 @@ class model {
   }
   void clear_fantasies() { objective_.clear_fantasies(); }
 
+  /// The learned rules' cap on P(feasible) of `c` (1 when no rule rejects
+  /// it, or gp_options::learn_constraints is off).
+  [[nodiscard]] double rule_p_feasible(const config& c) const {
+    return rules_ ? rules_->p_feasible(c) : 1.0;
+  }
+  /// The rules learned so far; null when gp_options::learn_constraints is off.
+  [[nodiscard]] const constraint_learner* rules() const noexcept {
+    return rules_ ? &*rules_ : nullptr;
+  }
+
   /// P(feasible) of feature columns: 1 until a trial has failed.
   [[nodiscard]] Eigen::VectorXd p_feasible(const Eigen::Ref<const Eigen::MatrixXd>& raw) const;
   /// Means, cross-covariances and P(feasible) of feature columns.
@@ -87,6 +98,7 @@ class model {
   rng random_;
   gp objective_;
   gp feasibility_;
+  std::optional<constraint_learner> rules_;
   bool log_scale_ = true;
   double best_ = 0;
   std::vector<double> objectives_;  ///< ok objectives, as measured

@@ -8,6 +8,7 @@
 
 #include <tessel/bayesian.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel {
@@ -31,7 +32,7 @@ class gp_surrogate final : public surrogate {
 candidate_score gp_surrogate::score(const config& c, std::optional<double> incumbent) const {
   candidate_score out;
   const auto v = model_.view(model_.features(c));
-  out.p_feasible = v.p[0];
+  out.p_feasible = std::min(v.p[0], model_.rule_p_feasible(c));
   if (model_.ok_count() == 0) return out;
   const double mu = v.mean[0];
   const double var = model_.objective().variance(v.cross.col(0));

@@ -260,3 +260,14 @@ TEST_CASE("replay: the generated .tsl parses to the space the definition builds"
   REQUIRE(m.ok());
   CHECK(m.objective == t.optimum());
 }
+
+TEST_CASE("replay: the table space holds exactly the stored configs (restrictions known)") {
+  const auto& t = *rtx3090();
+  const space s(t.table_space_definition());
+  CHECK(s.count() == t.stored_count());
+  CHECK(space(t.space_definition()).count() == t.cartesian_size());
+  replay_backend b(rtx3090());
+  b.prepare(s);
+  rng random(7);
+  for (int i = 0; i < 200; ++i) CHECK(b.lookup(s, s.sample(random)) != nullptr);
+}

@@ -320,3 +320,24 @@ TEST_CASE("serve: a scripted agent conversation, malformed lines included") {
   CHECK(reply(17)["summary"]["evaluations"] == 3);
   CHECK(reply(18)["ok"] == true);
 }
+
+TEST_CASE("show, check --suggest-constraints: learned constraints as require lines") {
+  // On the Cartesian product of a replay file, configs outside the table
+  // fail (invalid): the kernel's restrictions, which no require states.
+  const auto db = temp_db("learned");
+  REQUIRE(
+      tessel("tune '" + replay_file + "' --budget 120 --seed 3 --quiet --db '" + db + "'").code ==
+      0);
+  const auto suggested = tessel("check --suggest-constraints '" + db + "'");
+  REQUIRE(suggested.code == 0);
+  CHECK(contains(suggested.out, "\nrequire "));
+  CHECK(contains(suggested.out, "invalid failures, none of the"));
+  const auto shown = tessel("show '" + db + "'");
+  REQUIRE(shown.code == 0);
+  CHECK(contains(shown.out, "learned constraints:"));
+  const auto as_json = json::parse(tessel("show '" + db + "' --json").out);
+  REQUIRE(as_json.at("learned_constraints").size() > 0);
+  const auto& first = as_json.at("learned_constraints").at(0);
+  CHECK(first.at("successes_rejected") == 0);
+  CHECK(first.at("failures_rejected").get<int>() >= 3);
+}

@@ -572,11 +572,18 @@ TEST_CASE("the run link predicts the run seconds from the objective the study pa
   // Without an objective it is the total's regression, as with the link off.
   CHECK(ignored_error == doctest::Approx(unlinked_error));
 
-  // A config sure to fail costs its compile seconds plus what failed runs cost (none here).
+  // The prediction is what the config costs when it runs, whatever its
+  // P(feasible): a config sure to fail must not look cheap (ok_only).
   const auto c = s.sample(random);
   auto query = told(c);
+  const double runs = linked->predict(c, query);
   query.objective->p_feasible = 0;
-  CHECK(linked->predict(c, query) == doctest::Approx(compile_s(c)).epsilon(0.15));
+  CHECK(linked->predict(c, query) == doctest::Approx(runs));
+  // With ok_only off it costs its compile seconds plus what failed runs cost (none here).
+  auto expected = make_cost_model(s, {.ok_only = false});
+  rng again(5);
+  for (int i = 0; i < 40; ++i) expected->observe(measured(s.sample(again)));
+  CHECK(expected->predict(c, query) == doctest::Approx(compile_s(c)).epsilon(0.15));
 
   // When run seconds do not follow the objective, the link stays off.
   auto steady = make_cost_model(s);
