@@ -16,7 +16,7 @@ namespace tessel::bench {
 
 /// The scoring frame of one replay table (README steps 1, 2 and 4).
 struct frame {
-  std::vector<double> worst_first;  ///< valid times, descending (ms)
+  std::vector<double> worst_first;  ///< valid times, descending, in seconds (the objective's unit)
   double optimum = 0, median = 0;
   double start_s = 0, budget_s = 0;  ///< scored range [start, T]
   double mean_cost_s = 0;            ///< per valid evaluation, failures' share included
@@ -41,10 +41,12 @@ struct frame {
 
 inline frame make_frame(const replay_table& table) {
   frame f;
+  // The table records ms; the replay backend's objective is seconds.
   f.worst_first = table.valid_times();
+  for (auto& t : f.worst_first) t *= 1e-3;
   std::reverse(f.worst_first.begin(), f.worst_first.end());
-  f.optimum = table.optimum();
-  f.median = table.median();
+  f.optimum = table.optimum() * 1e-3;
+  f.median = table.median() * 1e-3;
   std::vector<double> costs;
   double total = 0;
   for (const auto& e : table.entries()) {

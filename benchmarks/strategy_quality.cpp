@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
       std::cerr << fmt::format(
           "{}: {} valid of {} stored of {} combinations, optimum {:.4g} ms, median {:.4g} ms, "
           "budget {:.1f} s (scored from {:.1f} s), a config outside the table costs {:.3f} s\n",
-          name, table->valid_count(), table->stored_count(), table->cartesian_size(), f.optimum,
-          f.median, f.budget_s, f.start_s, compile_s);
+          name, table->valid_count(), table->stored_count(), table->cartesian_size(),
+          f.optimum * 1e3, f.median * 1e3, f.budget_s, f.start_s, compile_s);
     for (const auto& mode_name : mode_names) {
       if (mode_name != "table" && mode_name != "product")
         throw std::runtime_error("--mode: table, product or both, not " + mode_name);

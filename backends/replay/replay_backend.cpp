@@ -142,12 +142,13 @@ measurement replay_backend::evaluate(const space& s, const config& c) {
     return measurement::failure(status::invalid,
                                 "not in the replay table: the kernel's restrictions exclude it");
   const auto paid = recorded_cost(*e, options_.count_framework_time);
+  // The table records ms; a measurement's objective and samples are seconds.
   measurement m = e->status == status::ok
-                      ? measurement::success(e->time_ms, paid)
+                      ? measurement::success(e->time_ms * 1e-3, paid)
                       : measurement::failure(e->status, "recorded as " + e->failure, paid);
-  m.samples = e->times_ms;
+  m.samples.reserve(e->times_ms.size());
+  for (const double ms : e->times_ms) m.samples.push_back(ms * 1e-3);
   m.metrics = e->metrics;
-  m.metrics["objective_unit_s"] = 1e-3;  // the objective is in ms, as recorded
   m.metrics["recorded_framework_s"] = e->framework_ms / 1000.0;
   m.metrics["recorded_strategy_s"] = e->strategy_ms / 1000.0;
   return m;

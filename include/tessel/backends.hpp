@@ -240,8 +240,8 @@ struct replay_options {
 };
 
 /// Answers from a replay_table. A stored ok config: objective = recorded mean
-/// time in ms (metrics["objective_unit_s"] = 0.001 says so), samples = the
-/// recorded runs; a stored failure: compile_error (CompilationFailedConfig),
+/// time converted to seconds (the table's ms / 1000), samples = the recorded
+/// runs, also in seconds; a stored failure: compile_error (CompilationFailedConfig),
 /// invalid (InvalidConfig) or runtime_error (anything else); cost = recorded
 /// compile / verification / benchmark ms as compile_s / gate_s / run_s. A
 /// config not in the table violated the kernel's restrictions: invalid, zero
