@@ -5,6 +5,7 @@
 // (@PATH), or as the best trial of a study file (--best DB).
 #include "command.hpp"
 #include "common.hpp"
+#include "ops.hpp"
 #include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
@@ -42,15 +43,6 @@ std::string read_config_text(const std::string& spec) {
   return text.str();
 }
 
-/// `given` over the space's baseline (its declared defaults), as JSON text.
-std::string merged_text(const space& s, const nlohmann::json& given) {
-  const auto baseline = s.default_config();
-  if (!baseline) return given.dump();
-  auto merged = nlohmann::json::parse(s.to_json(*baseline));
-  for (const auto& [name, value] : given.items()) merged[name] = value;
-  return merged.dump();
-}
-
 /// The config to explain: parameters the JSON leaves out take their value in
 /// the space's baseline (its declared defaults), so a person can name only
 /// what they want to change.
@@ -68,39 +60,11 @@ config config_from(const space& s, const explain_options& o) {
     throw error(
         "--config expects a JSON object of parameter names to values, e.g. "
         "'{\"tile_m\": 128}', or @PATH of a file holding one");
-  config c = s.from_json(merged_text(s, given));
-  if (!s.is_valid(c)) {
-    // A conditional parameter the caller left out is inactive in the
-    // baseline but may be active in this config: give it its default.
-    config filled = c;
-    for (std::size_t p = 0; p < s.size(); ++p) {
-      const auto& param = s.parameters()[p];
-      if (param.when && filled[p] == config::inactive && !given.contains(param.name))
-        filled[p] = static_cast<config::index_type>(param.default_index.value_or(0));
-    }
-    c = filled;  // valid, or the better diagnosis
-  }
+  const config c = s.from_partial_json(given.dump());
   if (!s.is_valid(c))
     throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
                             s.why_invalid(c)));
   return c;
-}
-
-nlohmann::json to_json(const sim_explanation& e, const space& s, const config& c) {
-  nlohmann::json path = nlohmann::json::array();
-  for (const auto& [what, share] : e.critical_path)
-    path.push_back({{"what", what}, {"share", share}});
-  return {{"ok", true},
-          {"config", nlohmann::json::parse(s.to_json(c))},
-          {"workload", e.workload},
-          {"target", e.target},
-          {"latency_s", e.latency_s},
-          {"roofline_s", e.roofline_s},
-          {"roofline_bound", e.roofline_bound},
-          {"bottleneck", e.bottleneck},
-          {"busy", e.busy},
-          {"critical_path", path},
-          {"suggestions", e.suggestions}};
 }
 
 int run_explain(const explain_options& o) {
@@ -127,7 +91,8 @@ int run_explain(const explain_options& o) {
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   if (o.json) {
-    auto out = to_json(e, s, c);
+    auto out = explanation_json(e, s, c);
+    out["ok"] = true;
     if (!o.trace.empty()) out["trace"] = o.trace;
     fmt::print("{}\n", out.dump(2));
     return exit_code::success;
