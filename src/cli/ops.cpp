@@ -118,6 +118,8 @@ std::string_view kind_name(param_kind k) {
   return "integer";
 }
 
+}  // namespace
+
 json space_json(const space& s) {
   constexpr std::size_t max_values = 512;
   json params = json::array();
@@ -161,6 +163,8 @@ json space_json(const space& s) {
           {"valid_configs", s.count()},
           {"default_config", base ? json::parse(s.to_json(*base)) : json(nullptr)}};
 }
+
+namespace {
 
 json prediction_json(const prediction& p) {
   return {{"basis", p.from == prediction::basis::model ? "model" : "prior"},
