@@ -228,7 +228,9 @@ class study {
   /// id, or nullopt when the config was already proposed (deduplicated).
   /// Throws tessel::error when the config is not valid (with the reason).
   std::optional<std::uint64_t> enqueue(const config& c, provenance source);
-  /// Evaluates `c` now through the backend (ask/tell in one call).
+  /// Evaluates `c` now through the backend (ask/tell in one call). A config
+  /// already finished is returned as it is, unless its result was
+  /// agent-reported: then it is re-measured (as verify() does).
   const trial& evaluate(const config& c, provenance source);
   /// Re-measures on the backend (gated) up to `max` agent-reported ok trials
   /// that would beat the best measured objective, best reported first. Each

@@ -276,12 +276,16 @@ std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) 
 
 const trial& study::evaluate(const config& c, provenance source) {
   auto& s = *state_;
-  if (const auto it = s.by_key.find(s.space_.key(c));
-      it != s.by_key.end() && s.trials[it->second].state == trial_state::finished)
-    return s.trials[it->second];
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
+  }
+  // A config measured already is not measured twice, unless only an agent
+  // reported it: then evaluating it is verifying it.
+  if (const auto it = s.by_key.find(s.space_.key(c));
+      it != s.by_key.end() && s.trials[it->second].state == trial_state::finished) {
+    if (s.trials[it->second].reported) s.reverify(it->second);
+    return s.trials[it->second];
   }
   std::size_t index = 0;
   if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end()) {
