@@ -116,3 +116,14 @@ TEST_CASE("mcp: JSON-RPC framing, tools, resources and errors") {
   CHECK(reply(9)["result"] == json::object());
   CHECK(reply(10)["result"]["protocolVersion"] == "2025-11-25");  // ours, newest
 }
+
+TEST_CASE("serve: explain keeps suggestions to the space's knobs, the rest apart") {
+  // examples/matmul.tsl has no dma_queues, which the simulator would raise.
+  const auto r = tessel("serve ../../examples/matmul.tsl --no-db < fixtures/serve_explain.jsonl");
+  REQUIRE(r.code == 0);
+  const auto e = by_id(lines_of(r.out), 1)["explanation"];
+  for (const auto& s : e["suggestions"]) CHECK_FALSE(contains(s.get<std::string>(), "dma_queues"));
+  bool found = false;
+  for (const auto& o : e["outside_space"]) found |= o["parameter"] == "dma_queues";
+  CHECK(found);
+}
