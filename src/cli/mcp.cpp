@@ -24,8 +24,8 @@ using json = nlohmann::json;
 
 /// MCP revisions this server speaks (modelcontextprotocol.io/specification),
 /// newest first; the newest is offered when the client asks for one not listed.
-constexpr std::array<const char*, 4> protocol_versions = {"2025-11-25", "2025-06-18",
-                                                          "2025-03-26", "2024-11-05"};
+constexpr std::array<const char*, 4> protocol_versions = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                          "2024-11-05"};
 
 // JSON-RPC 2.0 error codes, and MCP's for a missing resource.
 enum rpc_code : int {
