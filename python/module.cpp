@@ -105,6 +105,9 @@ space load(const std::string& path, const std::string& text, const std::string& 
   return load_space(path, o, name);
 }
 
+/// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 json configs_json(const space& s, const std::vector<config>& cs) {
   json out = json::array();
   for (const auto& c : cs) out.push_back(json::parse(s.to_json(c)));
@@ -124,14 +127,14 @@ struct py_study {
   std::string call(const std::string& op, const std::string& args) {
     const auto parsed = json::parse(args);
     py::gil_scoped_release release;
-    return agent_ops->call(op, parsed).dump();
+    return dump(agent_ops->call(op, parsed));
   }
   std::string run(const stop_condition& until) {
     {
       py::gil_scoped_release release;
       st->run(until);
     }
-    return agent_ops->call("summary", json::object()).dump();
+    return dump(agent_ops->call("summary", json::object()));
   }
 };
 
@@ -196,7 +199,7 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<space>(m, "Space")
       .def_property_readonly("name", [](const space& s) { return s.name(); })
       .def("count", &space::count)
-      .def("describe", [](const space& s) { return cli::space_json(s).dump(); })
+      .def("describe", [](const space& s) { return dump(cli::space_json(s)); })
       .def("sample",
            [](const space& s, std::size_t n, std::uint64_t seed) {
              rng random(seed);
@@ -238,7 +241,7 @@ PYBIND11_MODULE(_tessel, m) {
         const auto cfg = config_of(s, c);
         if (const auto why = s.why_invalid(cfg); !why.empty())
           throw error("explain: config is not valid: " + why);
-        return cli::explanation_json(sim->analyse(s, cfg), s, cfg).dump();
+        return dump(cli::explanation_json(sim->analyse(s, cfg), s, cfg));
       });
 
   m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),

@@ -72,7 +72,7 @@ class server {
     json msg;
     try {
       msg = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
       return reply_error(nullptr, parse_error, fmt::format("not JSON: {}", e.what()));
     }
     if (!msg.is_object() || msg.value("jsonrpc", "") != "2.0" || !msg.contains("method") ||
@@ -180,7 +180,9 @@ class server {
     }
     try {
       const json result = ops_.call(name, args, progress);
-      return {{"content", {{{"type", "text"}, {"text", result.dump()}}}},
+      return {{"content",
+               {{{"type", "text"},
+                 {"text", result.dump(-1, ' ', false, json::error_handler_t::replace)}}}},
               {"structuredContent", result},
               {"isError", false}};
     } catch (const op_error& e) {
@@ -245,7 +247,11 @@ int run_mcp(const study_setup_options& o) {
   std::string line;
   while (!srv.done() && std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    srv.handle(line);
+    try {
+      srv.handle(line);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: log it, and the session goes on
+      fmt::print(stderr, "tessel mcp: internal error: {}\n", e.what());
+    }
   }
   return exit_code::success;
 }

@@ -21,6 +21,11 @@ namespace {
 
 using json = nlohmann::json;
 
+/// `v` as one line of JSON; invalid UTF-8 in user text is replaced, never thrown.
+std::string one_line(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 [[noreturn]] void bad(std::string_view op, const std::string& message) {
   throw op_error(op_error_kind::bad_arguments, fmt::format("{}: {}", op, message));
 }
@@ -34,25 +39,37 @@ class arguments {
 
   [[nodiscard]] std::uint64_t trial_id(const char* key = "trial_id") const {
     if (!has(key)) bad(op_, fmt::format("needs \"{}\" (the trial's id, from ask or enqueue)", key));
-    const auto& v = a_[key];
-    if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0)
-      bad(op_, fmt::format("\"{}\" must be a positive integer trial id, got {}", key, v.dump()));
-    return v.get<std::uint64_t>();
+    return whole(key, 0, 1, std::numeric_limits<std::uint64_t>::max());
   }
 
-  [[nodiscard]] std::size_t count(const char* key, std::size_t fallback, std::size_t max) const {
+  /// Field `key` as a whole number in [low, high], or `fallback` when absent.
+  /// 1.5, -1, "7" and 1e19 are errors, not 1, 2^64-1, 7 or a wrap; 2.0 is 2.
+  [[nodiscard]] std::uint64_t whole(const char* key, std::uint64_t fallback, std::uint64_t low,
+                                    std::uint64_t high) const {
     if (!has(key)) return fallback;
     const auto& v = a_[key];
-    if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 || v.get<std::uint64_t>() > max)
-      bad(op_, fmt::format("\"{}\" must be an integer from 1 to {}, got {}", key, max, v.dump()));
-    return static_cast<std::size_t>(v.get<std::uint64_t>());
+    std::uint64_t n = 0;
+    if (v.is_number_unsigned()) {
+      n = v.get<std::uint64_t>();
+    } else if (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
+               v.get<double>() >= 0 && v.get<double>() < 1e18) {
+      n = static_cast<std::uint64_t>(v.get<double>());
+    } else {
+      bad(op_, fmt::format("\"{}\" must be a whole number from {} to {}, not {}", key, low, high,
+                           one_line(v)));
+    }
+    if (n < low || n > high)
+      bad(op_, fmt::format("\"{}\" must be from {} to {}, not {}", key, low, high, n));
+    return n;
   }
 
+  /// Field `key` as a finite number >= min, or `fallback` when absent.
   [[nodiscard]] double number(const char* key, double fallback, double min = 0) const {
     if (!has(key)) return fallback;
     const auto& v = a_[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min)
-      bad(op_, fmt::format("\"{}\" must be a finite number >= {:g}, got {}", key, min, v.dump()));
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() >= min))
+      bad(op_, min == 0 ? fmt::format("\"{}\" must be a number >= 0, not {}", key, one_line(v))
+                        : fmt::format("\"{}\" must be a finite number, not {}", key, one_line(v)));
     return v.get<double>();
   }
 
@@ -70,7 +87,7 @@ class arguments {
                            key));
     if (!a_[key].is_object())
       bad(op_, fmt::format("\"{}\" must be an object of parameter names to values, got {}", key,
-                           a_[key].dump()));
+                           one_line(a_[key])));
     config c;
     try {
       c = s.from_partial_json(a_[key].dump());
@@ -225,16 +242,16 @@ measurement measurement_of(const arguments& a) {
   if (m.ok()) {
     if (!a.has("objective"))
       bad("tell", "status ok needs a numeric \"objective\" (seconds; lower is better)");
-    m.objective = a.number("objective", 0, -std::numeric_limits<double>::max());
+    m.objective = a.number("objective", 0, -std::numeric_limits<double>::infinity());
   }
   m.message = a.text("message");
   const auto& r = a.raw();
   try {
     if (a.has("samples")) m.samples = r["samples"].get<std::vector<double>>();
     if (a.has("cost")) {
-      const arguments c("tell: cost", r["cost"]);
       if (!r["cost"].is_object())
-        bad("tell", "\"cost\" must be an object {compile_s, gate_s, run_s}");
+        bad("tell", R"("cost" must be an object {"compile_s", "gate_s", "run_s"})");
+      const arguments c("tell", r["cost"]);
       m.cost = {c.number("compile_s", 0), c.number("gate_s", 0), c.number("run_s", 0)};
     }
     if (a.has("metrics")) m.metrics = r["metrics"].get<std::map<std::string, double>>();
@@ -320,7 +337,7 @@ std::vector<op_info> make_op_list() {
        "Get up to n configs to evaluate next, best first. Each carries a prediction (mean, "
        "sigma, p_feasible, expected_gain, cost_s, utility; basis \"prior\" until a model is "
        "fitted) and the reason it was chosen. Measure them and report with tell.",
-       schema(R"({"n": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}})")},
+       schema(R"({"n": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1}})")},
       {"tell",
        "Report the result of a trial you measured yourself (from ask). The result is stored as "
        "agent-reported (unverified).",
@@ -344,7 +361,8 @@ std::vector<op_info> make_op_list() {
       {"run",
        "Let tessel propose and evaluate `evaluations` more configs on its backend, reporting "
        "progress; stops early at `target` (seconds) if given. Needs a backend.",
-       schema(R"({"evaluations": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1},
+       schema(
+           R"({"evaluations": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 1},
                   "target": {"type": "number", "description": "stop once the best is at most this"}})")},
       {"best", "The best trial so far (null before any success).", schema(none)},
       {"trials", "Every trial so far, in proposal order.", schema(none)},
@@ -360,7 +378,7 @@ std::vector<op_info> make_op_list() {
       {"verify",
        "Re-measure on the backend the best agent-reported results (tell) that would beat the "
        "best measured one, so an unverified time cannot be the answer. Needs a backend.",
-       schema(R"({"max": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}})")},
+       schema(R"({"max": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1}})")},
       {"summary", "Counts by status, the best, cost and tokens spent, and the full text report.",
        schema(none)},
       {"help", "The ops and their arguments (JSON Schema).",
@@ -511,7 +529,7 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
   static const json empty = json::object();
   const json& given = raw.is_null() ? empty : raw;
   if (!given.is_object())
-    bad(name, fmt::format("arguments must be a JSON object, got {}", given.dump()));
+    bad(name, fmt::format("arguments must be a JSON object, got {}", one_line(given)));
   const arguments a(name, given);
   const auto& s = study_.space();
   auto need_backend = [&] {
@@ -544,7 +562,7 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
     if (name == "space") return {{"space", space_json(s)}};
     if (name == "ask") {
       json out = json::array();
-      for (const auto& sug : study_.ask(a.count("n", 1, 1000)))
+      for (const auto& sug : study_.ask(a.whole("n", 1, 0, max_ask)))
         out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
       return {{"suggestions", out}};
     }
@@ -566,11 +584,12 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
     }
     if (name == "run") {
       need_backend();
-      const auto n = a.count("evaluations", 1, 100000);
+      const auto n = a.whole("evaluations", 1, 0, max_run);
       const auto before = study_.current_summary().evaluations;
       auto until = stop::evaluations(before + n);
       if (a.has("target"))
-        until = until || stop::target(a.number("target", 0, -std::numeric_limits<double>::max()));
+        until =
+            until || stop::target(a.number("target", 0, -std::numeric_limits<double>::infinity()));
       observer_->sink = progress;
       observer_->start = before;
       observer_->total = n;
@@ -639,7 +658,7 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
     }
     if (name == "verify") {
       need_backend();
-      const auto n = study_.verify(a.count("max", 1, 1000));
+      const auto n = study_.verify(a.whole("max", 1, 1, max_ask));
       const auto* b = study_.best();
       return {{"verified", n}, {"best", b ? trial_json(s, *b) : json(nullptr)}};
     }

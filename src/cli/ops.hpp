@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,6 +55,10 @@ using progress_sink = std::function<void(double done, double total, const std::s
 
 class ops {
  public:
+  /// Most suggestions one `ask` returns, and evaluations one `run` makes.
+  static constexpr std::uint64_t max_ask = 10'000;
+  static constexpr std::uint64_t max_run = 1'000'000;
+
   /// `evaluates`: whether `backend` really evaluates (evaluate, run and
   /// verify need it). The study and backend must outlive this.
   ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates);

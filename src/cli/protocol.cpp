@@ -5,14 +5,25 @@
 
 namespace tessel::cli {
 
+namespace {
+
+using json = nlohmann::json;
+
+/// The one-line answer: user text in it (messages, constraint texts) may be
+/// invalid UTF-8; it is replaced, never thrown.
+std::string one_line(const json& answer) {
+  return answer.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
 std::string protocol::handle(std::string_view line) {
-  using json = nlohmann::json;
   json response = {{"ok", true}};
   json req;
   try {
     req = json::parse(line);
-  } catch (const json::parse_error& e) {
-    return json{{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}}.dump();
+  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
+    return one_line({{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}});
   }
   if (req.is_object() && req.contains("id")) response["id"] = req["id"];
   try {
@@ -30,7 +41,7 @@ std::string protocol::handle(std::string_view line) {
     response["ok"] = false;
     response["error"] = e.what();
   }
-  return response.dump();
+  return one_line(response);
 }
 
 }  // namespace tessel::cli

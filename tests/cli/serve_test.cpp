@@ -77,7 +77,7 @@ TEST_CASE("serve: the agent ops on the simulator, with --verify") {
   CHECK(reply(14)["verified"] == 1);  // trial 1's 1e-9 s is re-measured
   CHECK(reply(14)["best"]["reported"] == false);
 
-  CHECK(contains(reply(15)["error"].get<std::string>(), "\"n\" must be an integer"));
+  CHECK(contains(reply(15)["error"].get<std::string>(), "\"n\" must be a whole number"));
   CHECK(contains(reply(16)["error"].get<std::string>(), "unknown argument \"verbose\""));
 
   const auto summary = reply(17)["summary"];

@@ -155,7 +155,7 @@ await check("why_failed: failures grouped by status", async () => {
 await check("bad arguments are tool errors an LLM can act on", async () => {
   const wrongType = await call("ask", { n: "two" });
   assert.equal(wrongType.isError, true);
-  assert.match(wrongType.content[0].text, /"n" must be an integer/);
+  assert.match(wrongType.content[0].text, /"n" must be a whole number/);
   const unknownTrial = await call("tell", { trial_id: 9999, objective: 1 });
   assert.equal(unknownTrial.isError, true);
   assert.match(unknownTrial.content[0].text, /unknown trial id 9999/);
