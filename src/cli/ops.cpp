@@ -525,161 +525,92 @@ std::string ops::best_trace() {
   return text.str();
 }
 
+namespace {
+
+const op_info& info_of(std::string_view name) {
+  const auto& list = op_list();
+  const auto info =
+      std::find_if(list.begin(), list.end(), [&](const op_info& o) { return o.name == name; });
+  if (info != list.end()) return *info;
+  std::string names;
+  for (const auto& o : list) names += (names.empty() ? "" : ", ") + o.name;
+  throw op_error(op_error_kind::unknown_op, fmt::format("unknown op '{}': use {}", name, names));
+}
+
+/// Refuses an argument the op's schema does not name ("op" and "id" are the transport's).
+void check_names(const op_info& info, const json& given) {
+  const auto& properties = info.arguments["properties"];
+  for (const auto& [key, v] : given.items()) {
+    if (properties.contains(key) || key == "op" || key == "id") continue;
+    std::string known;
+    for (const auto& [k, _] : properties.items()) known += (known.empty() ? "" : ", ") + k;
+    bad(info.name, fmt::format("unknown argument \"{}\" (takes: {})", key,
+                               known.empty() ? std::string("no arguments") : known));
+  }
+}
+
+json best_json(const study& st) {
+  const auto* b = st.best();
+  return b ? trial_json(st.space(), *b) : json(nullptr);
+}
+
+json trials_json(const study& st) {
+  json out = json::array();
+  for (const auto& t : st.trials()) out.push_back(trial_json(st.space(), t));
+  return out;
+}
+
+const trial& trial_of(const study& st, const arguments& a, std::string_view op) {
+  const auto id = a.trial_id();
+  if (id > st.trials().size()) bad(op, fmt::format("no trial {}", id));
+  return st.trials()[id - 1];
+}
+
+/// why_failed: whether a config is valid, why one trial failed, or every failure.
+json why_failed_of(const study& st, const arguments& a) {
+  const auto& s = st.space();
+  if (a.has("config")) {
+    if (!a.raw()["config"].is_object()) bad("why_failed", "\"config\" must be an object");
+    config c;
+    try {
+      c = s.from_partial_json(a.raw()["config"].dump());
+    } catch (const error& e) {
+      return {{"valid", false}, {"why", e.what()}};
+    }
+    const auto why = s.why_invalid(c);
+    return {{"config", json::parse(s.to_json(c))}, {"valid", why.empty()}, {"why", why}};
+  }
+  if (!a.has("trial_id")) return failures_json(s, st.trials());
+  const auto& t = trial_of(st, a, "why_failed");
+  json out = {{"trial", trial_json(s, t)}};
+  out["why"] =
+      t.state != trial_state::finished
+          ? std::string("the trial has not finished")
+          : fmt::format("{}: {}{}", to_string(t.result.status), status_hint(t.result.status),
+                        t.result.message.empty() ? "" : " — " + t.result.message);
+  return out;
+}
+
+json help_of(const arguments& a) {
+  json out = json::array();
+  const auto only = a.text("op");
+  for (const auto& o : op_list())
+    if (only.empty() || o.name == only)
+      out.push_back({{"op", o.name}, {"description", o.description}, {"arguments", o.arguments}});
+  if (out.empty()) bad("help", fmt::format("no op '{}'", only));
+  return {{"ops", out}};
+}
+
+}  // namespace
+
 json ops::call(std::string_view name, const json& raw, const progress_sink& progress) {
   static const json empty = json::object();
   const json& given = raw.is_null() ? empty : raw;
   if (!given.is_object())
     bad(name, fmt::format("arguments must be a JSON object, got {}", one_line(given)));
-  const arguments a(name, given);
-  const auto& s = study_.space();
-  auto need_backend = [&] {
-    if (!evaluates_)
-      throw op_error(op_error_kind::unavailable,
-                     fmt::format("{}: this session has no backend, so tessel cannot measure: "
-                                 "measure configs yourself and use ask, enqueue and tell (or "
-                                 "restart with --backend SPEC)",
-                                 name));
-  };
-  // Unknown argument names are caught here, once, from the op's schema.
-  const auto& list = op_list();
-  const auto info =
-      std::find_if(list.begin(), list.end(), [&](const op_info& o) { return o.name == name; });
-  if (info == list.end()) {
-    std::string names;
-    for (const auto& o : list) names += (names.empty() ? "" : ", ") + o.name;
-    throw op_error(op_error_kind::unknown_op, fmt::format("unknown op '{}': use {}", name, names));
-  }
-  for (const auto& [key, v] : given.items())
-    if (!info->arguments["properties"].contains(key) && key != "op" && key != "id") {
-      std::string known;
-      for (const auto& [k, _] : info->arguments["properties"].items())
-        known += (known.empty() ? "" : ", ") + k;
-      bad(name, fmt::format("unknown argument \"{}\" (takes: {})", key,
-                            known.empty() ? std::string("no arguments") : known));
-    }
-
+  check_names(info_of(name), given);
   try {
-    if (name == "space") return {{"space", space_json(s)}};
-    if (name == "ask") {
-      json out = json::array();
-      for (const auto& sug : study_.ask(a.whole("n", 1, 0, max_ask)))
-        out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
-      return {{"suggestions", out}};
-    }
-    if (name == "tell") {
-      const auto id = a.trial_id();
-      const auto m = measurement_of(a);
-      const auto& t = study_.tell(id, m, a.number("tokens", 0));
-      const auto* b = study_.best();
-      return {{"trial", trial_json(s, t)}, {"best", b ? trial_json(s, *b) : json(nullptr)}};
-    }
-    if (name == "enqueue") {
-      const auto id = study_.enqueue(a.config_of(s), a.provenance_of("agent"));
-      return {{"trial_id", id ? json(*id) : json(nullptr)}, {"duplicate", !id.has_value()}};
-    }
-    if (name == "evaluate") {
-      need_backend();
-      const auto c = a.config_of(s);
-      return {{"trial", trial_json(s, study_.evaluate(c, a.provenance_of("agent")))}};
-    }
-    if (name == "run") {
-      need_backend();
-      const auto n = a.whole("evaluations", 1, 0, max_run);
-      const auto before = study_.current_summary().evaluations;
-      auto until = stop::evaluations(before + n);
-      if (a.has("target"))
-        until =
-            until || stop::target(a.number("target", 0, -std::numeric_limits<double>::infinity()));
-      observer_->sink = progress;
-      observer_->start = before;
-      observer_->total = n;
-      summary sum;
-      try {
-        sum = study_.run(until);
-      } catch (...) {
-        observer_->sink = nullptr;
-        throw;
-      }
-      observer_->sink = nullptr;
-      const auto* b = study_.best();
-      return {{"summary", summary_json(sum)}, {"best", b ? trial_json(s, *b) : json(nullptr)}};
-    }
-    if (name == "best") {
-      const auto* b = study_.best();
-      return {{"best", b ? trial_json(s, *b) : json(nullptr)}};
-    }
-    if (name == "trials") {
-      json out = json::array();
-      for (const auto& t : study_.trials()) out.push_back(trial_json(s, t));
-      return {{"trials", out}};
-    }
-    if (name == "explain") {
-      config c;
-      if (a.has("config")) {
-        c = a.config_of(s);
-      } else if (a.has("trial_id")) {
-        const auto id = a.trial_id();
-        if (id > study_.trials().size()) bad(name, fmt::format("no trial {}", id));
-        c = study_.trials()[id - 1].config;
-      } else if (const auto* b = study_.best()) {
-        c = b->config;
-      } else {
-        bad(name, "no successful trial yet: give a \"config\" or a \"trial_id\" to explain");
-      }
-      const auto& sim = simulator();
-      return {{"explanation", explanation_json(sim.analyse(s, c), s, c)}};
-    }
-    if (name == "why_failed") {
-      if (a.has("config")) {
-        if (!given["config"].is_object()) bad(name, "\"config\" must be an object");
-        config c;
-        try {
-          c = s.from_partial_json(given["config"].dump());
-        } catch (const error& e) {
-          return {{"valid", false}, {"why", e.what()}};
-        }
-        const auto why = s.why_invalid(c);
-        return {{"config", json::parse(s.to_json(c))}, {"valid", why.empty()}, {"why", why}};
-      }
-      if (a.has("trial_id")) {
-        const auto id = a.trial_id();
-        if (id > study_.trials().size()) bad(name, fmt::format("no trial {}", id));
-        const auto& t = study_.trials()[id - 1];
-        json out = {{"trial", trial_json(s, t)}};
-        if (t.state != trial_state::finished)
-          out["why"] = "the trial has not finished";
-        else
-          out["why"] =
-              fmt::format("{}: {}{}", to_string(t.result.status), status_hint(t.result.status),
-                          t.result.message.empty() ? "" : " — " + t.result.message);
-        return out;
-      }
-      return failures_json(s, study_.trials());
-    }
-    if (name == "verify") {
-      need_backend();
-      const auto n = study_.verify(a.whole("max", 1, 1, max_ask));
-      const auto* b = study_.best();
-      return {{"verified", n}, {"best", b ? trial_json(s, *b) : json(nullptr)}};
-    }
-    if (name == "summary") {
-      const auto sum = study_.current_summary();
-      return {{"summary", summary_json(sum)}, {"report", sum.full_report()}};
-    }
-    if (name == "help") {
-      json out = json::array();
-      const auto only = a.text("op");
-      for (const auto& o : list)
-        if (only.empty() || o.name == only)
-          out.push_back(
-              {{"op", o.name}, {"description", o.description}, {"arguments", o.arguments}});
-      if (out.empty()) bad(name, fmt::format("no op '{}'", only));
-      return {{"ops", out}};
-    }
-    if (name == "quit") {
-      done_ = true;
-      return json::object();
-    }
+    return dispatch(name, given, progress);
   } catch (const op_error&) {
     throw;
   } catch (const std::exception& e) {
@@ -690,7 +621,100 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
                                                      ? what
                                                      : fmt::format("{}: {}", name, what));
   }
+}
+
+void ops::need_backend(std::string_view name) const {
+  if (!evaluates_)
+    throw op_error(op_error_kind::unavailable,
+                   fmt::format("{}: this session has no backend, so tessel cannot measure: "
+                               "measure configs yourself and use ask, enqueue and tell (or "
+                               "restart with --backend SPEC)",
+                               name));
+}
+
+json ops::dispatch(std::string_view name, const json& given, const progress_sink& progress) {
+  const arguments a(name, given);
+  const auto& s = study_.space();
+  if (name == "space") return {{"space", space_json(s)}};
+  if (name == "ask") {
+    json out = json::array();
+    for (const auto& sug : study_.ask(a.whole("n", 1, 0, max_ask)))
+      out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
+    return {{"suggestions", out}};
+  }
+  if (name == "tell") {
+    const auto id = a.trial_id();
+    const auto m = measurement_of(a);
+    const auto& t = study_.tell(id, m, a.number("tokens", 0));
+    return {{"trial", trial_json(s, t)}, {"best", best_json(study_)}};
+  }
+  if (name == "enqueue") {
+    const auto id = study_.enqueue(a.config_of(s), a.provenance_of("agent"));
+    return {{"trial_id", id ? json(*id) : json(nullptr)}, {"duplicate", !id.has_value()}};
+  }
+  if (name == "evaluate") {
+    need_backend(name);
+    const auto c = a.config_of(s);
+    return {{"trial", trial_json(s, study_.evaluate(c, a.provenance_of("agent")))}};
+  }
+  if (name == "run") return run_op(given, progress);
+  if (name == "best") return {{"best", best_json(study_)}};
+  if (name == "trials") return {{"trials", trials_json(study_)}};
+  if (name == "explain") return explain_op(given);
+  if (name == "why_failed") return why_failed_of(study_, a);
+  if (name == "verify") {
+    need_backend(name);
+    const auto n = study_.verify(a.whole("max", 1, 1, max_ask));
+    return {{"verified", n}, {"best", best_json(study_)}};
+  }
+  if (name == "summary") {
+    const auto sum = study_.current_summary();
+    return {{"summary", summary_json(sum)}, {"report", sum.full_report()}};
+  }
+  if (name == "help") return help_of(a);
+  if (name == "quit") {
+    done_ = true;
+    return json::object();
+  }
   throw op_error(op_error_kind::unknown_op, fmt::format("op '{}' is not implemented", name));
+}
+
+json ops::run_op(const json& given, const progress_sink& progress) {
+  need_backend("run");
+  const arguments a("run", given);
+  const auto n = a.whole("evaluations", 1, 0, max_run);
+  const auto before = study_.current_summary().evaluations;
+  auto until = stop::evaluations(before + n);
+  if (a.has("target"))
+    until = until || stop::target(a.number("target", 0, -std::numeric_limits<double>::infinity()));
+  observer_->sink = progress;
+  observer_->start = before;
+  observer_->total = n;
+  summary sum;
+  try {
+    sum = study_.run(until);
+  } catch (...) {
+    observer_->sink = nullptr;
+    throw;
+  }
+  observer_->sink = nullptr;
+  return {{"summary", summary_json(sum)}, {"best", best_json(study_)}};
+}
+
+json ops::explain_op(const json& given) {
+  const arguments a("explain", given);
+  const auto& s = study_.space();
+  config c;
+  if (a.has("config")) {
+    c = a.config_of(s);
+  } else if (a.has("trial_id")) {
+    c = trial_of(study_, a, "explain").config;
+  } else if (const auto* b = study_.best()) {
+    c = b->config;
+  } else {
+    bad("explain", "no successful trial yet: give a \"config\" or a \"trial_id\" to explain");
+  }
+  return {{"explanation", explanation_json(simulator().analyse(s, c), s, c)}};
 }
 
 }  // namespace tessel::cli

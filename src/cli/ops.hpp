@@ -82,6 +82,12 @@ class ops {
 
  private:
   struct observer_bridge;
+  nlohmann::json dispatch(std::string_view name, const nlohmann::json& args,
+                          const progress_sink& progress);
+  nlohmann::json run_op(const nlohmann::json& args, const progress_sink& progress);
+  nlohmann::json explain_op(const nlohmann::json& args);
+  /// Throws op_error (unavailable) when the session has no backend.
+  void need_backend(std::string_view name) const;
   const sim_backend& simulator();
 
   study& study_;
