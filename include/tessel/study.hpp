@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -108,12 +109,15 @@ struct summary {
   std::uint64_t seed = 0;
   std::string space_name, backend_name, strategy_name;
   std::size_t jobs_given = 0, jobs_used = 0;
-  double wall_s = 0;             ///< run() wall time
-  double propose_s = 0;          ///< inside strategy propose/observe
-  double evaluate_s = 0;         ///< waiting for backends (batches, wall)
-  double overhead_s = 0;         ///< the rest: bookkeeping, storage, observers
-  double cost_s = 0;             ///< summed measurement cost
-  double tokens = 0;             ///< agent tokens spent (progress::tokens)
+  double wall_s = 0;      ///< run() wall time
+  double propose_s = 0;   ///< inside strategy propose/observe
+  double evaluate_s = 0;  ///< waiting for backends (batches, wall)
+  double overhead_s = 0;  ///< the rest: bookkeeping, storage, observers
+  double cost_s = 0;      ///< summed measurement cost
+  double tokens = 0;      ///< agent tokens spent (progress::tokens)
+  /// Per proposal source: tokens spent and proposals made (the mean is what
+  /// the scheduler expects a proposal of that source to cost).
+  std::map<std::string, std::pair<double, std::size_t>> tokens_by_source;
   std::size_t reported = 0;      ///< finished trials whose result an agent told (unverified)
   std::size_t verified = 0;      ///< agent-reported trials re-measured by verify()
   std::string best_config_text;  ///< "tile_m = 512, order = [k, m, n], ..."

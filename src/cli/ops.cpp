@@ -213,6 +213,9 @@ std::string reason_of(const trial& t) {
 }
 
 json summary_json(const summary& s) {
+  json tokens_by_source = json::object();
+  for (const auto& [source, spent] : s.tokens_by_source)
+    tokens_by_source[source] = {{"tokens", spent.first}, {"proposals", spent.second}};
   json by_status = json::object();
   for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
   return {{"evaluations", s.evaluations},
@@ -224,6 +227,7 @@ json summary_json(const summary& s) {
           {"seed", s.seed},
           {"cost_s", s.cost_s},
           {"tokens", s.tokens},
+          {"tokens_by_source", tokens_by_source},
           {"reported", s.reported},
           {"verified", s.verified},
           {"termination", to_string(s.reason)},

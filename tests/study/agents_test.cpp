@@ -141,6 +141,11 @@ TEST_CASE("tokens: counted per source, weighed by token_price_s, a budget stops 
   CHECK(st.predict(s.at(5), {"first_unknown", 0, ""}).tokens == 0);
   st.tell(agent.trial_id, measurement::success(2.0), 100);
   CHECK(st.current_summary().tokens == 600);
+  const auto by_source = st.current_summary().tokens_by_source;
+  REQUIRE(by_source.count("agent") == 1);
+  CHECK(by_source.at("agent").first == 600);
+  CHECK(by_source.at("agent").second == 1);
+  CHECK(by_source.count("first_unknown") == 0);  // strategies spend none
   const auto sum = st.run(stop::tokens(600));
   CHECK(sum.reason == termination::token_budget);
 }
