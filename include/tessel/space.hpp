@@ -202,6 +202,11 @@ class space {
   /// missing one, a value outside its domain, or a wrong type. Does not check
   /// constraints (use is_valid / why_invalid).
   [[nodiscard]] config from_json(std::string_view json) const;
+  /// As from_json, but a parameter the JSON leaves out takes its declared
+  /// default (its first value where none is declared), and a conditional one
+  /// left out is active with its default exactly when its condition holds.
+  /// Does not check constraints.
+  [[nodiscard]] config from_partial_json(std::string_view json) const;
 
   struct impl;
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -28,6 +29,7 @@ enum class termination : unsigned char {
   cost_budget,
   target_reached,
   no_improvement,
+  token_budget,     ///< the agents' tokens reached their budget
   space_exhausted,  ///< every valid config was evaluated
   strategy_done,    ///< the strategy had nothing more to propose
   negligible_gain,  ///< the best expected gain left fell below the threshold
@@ -41,6 +43,7 @@ struct progress {
   std::size_t failures = 0;           ///< finished trials whose status is not ok
   double wall_s = 0;                  ///< seconds since run() started (or the study was made)
   double cost_s = 0;                  ///< sum of the finished trials' measurement cost
+  double tokens = 0;                  ///< agent tokens spent on every trial so far (provenance)
   std::optional<double> best;         ///< best ok objective
   std::size_t since_improvement = 0;  ///< evaluations since the best last improved
 };
@@ -90,6 +93,7 @@ namespace stop {
 stop_condition evaluations(std::size_t n);     ///< n trials finished
 stop_condition wall_seconds(double seconds);   ///< wall time since run() began
 stop_condition cost_seconds(double seconds);   ///< summed evaluation cost
+stop_condition tokens(double n);               ///< agent tokens spent (progress::tokens)
 stop_condition target(double objective);       ///< best <= objective
 stop_condition no_improvement(std::size_t n);  ///< n evaluations without a new best
 stop_condition never();
@@ -105,11 +109,17 @@ struct summary {
   std::uint64_t seed = 0;
   std::string space_name, backend_name, strategy_name;
   std::size_t jobs_given = 0, jobs_used = 0;
-  double wall_s = 0;             ///< run() wall time
-  double propose_s = 0;          ///< inside strategy propose/observe
-  double evaluate_s = 0;         ///< waiting for backends (batches, wall)
-  double overhead_s = 0;         ///< the rest: bookkeeping, storage, observers
-  double cost_s = 0;             ///< summed measurement cost
+  double wall_s = 0;      ///< run() wall time
+  double propose_s = 0;   ///< inside strategy propose/observe
+  double evaluate_s = 0;  ///< waiting for backends (batches, wall)
+  double overhead_s = 0;  ///< the rest: bookkeeping, storage, observers
+  double cost_s = 0;      ///< summed measurement cost
+  double tokens = 0;      ///< agent tokens spent (progress::tokens)
+  /// Per proposal source: tokens spent and proposals made (the mean is what
+  /// the scheduler expects a proposal of that source to cost).
+  std::map<std::string, std::pair<double, std::size_t>> tokens_by_source;
+  std::size_t reported = 0;      ///< finished trials whose result an agent told (unverified)
+  std::size_t verified = 0;      ///< agent-reported trials re-measured by verify()
   std::string best_config_text;  ///< "tile_m = 512, order = [k, m, n], ..."
 
   [[nodiscard]] std::string brief_report() const;  ///< one line
@@ -185,6 +195,18 @@ struct study_options {
   /// fraction of the incumbent (termination negligible_gain); 0 = never.
   double min_gain_fraction = 0;
 
+  // --- agents (docs/agents.md) -------------------------------------------------
+  /// Seconds of cost one 1,000 agent tokens are worth: a candidate's
+  /// predicted cost is its evaluation seconds plus token_price_s / 1000 times
+  /// its tokens (its own, or the mean per proposal of its source so far), so
+  /// the scheduler weighs device time and agent tokens in one cost. 0: tokens
+  /// are recorded but not weighed.
+  double token_price_s = 0;
+  /// Results told by a caller (tell()) are agent-reported. true: they cannot
+  /// be the best until verify() re-measures them on the backend; run() does so
+  /// before each batch. false: they count as told, marked as reported.
+  bool verify_reported = false;
+
   /// Throws options_error naming the field and the rule.
   void validate() const;
 };
@@ -207,15 +229,27 @@ class study {
 
   /// Up to n suggestions (queued proposals first, then the strategy's).
   std::vector<suggestion> ask(std::size_t n);
-  /// Records the measurement of an asked trial. Throws tessel::error for an
-  /// unknown or already finished trial id.
-  const trial& tell(std::uint64_t trial_id, const measurement& m);
+  /// Records the measurement of an asked trial, as agent-reported (the study
+  /// did not measure it: trial::reported). `tokens`: agent tokens spent on
+  /// it since it was proposed, added to its provenance. Throws tessel::error
+  /// for an unknown or already finished trial id.
+  const trial& tell(std::uint64_t trial_id, const measurement& m, double tokens = 0);
   /// Queues a config proposed by an agent or a person. Returns the new trial
   /// id, or nullopt when the config was already proposed (deduplicated).
   /// Throws tessel::error when the config is not valid (with the reason).
   std::optional<std::uint64_t> enqueue(const config& c, provenance source);
-  /// Evaluates `c` now through the backend (ask/tell in one call).
+  /// Evaluates `c` now through the backend (ask/tell in one call). A config
+  /// already finished is returned as it is, unless its result was
+  /// agent-reported: then it is re-measured (as verify() does).
   const trial& evaluate(const config& c, provenance source);
+  /// Re-measures on the backend (gated) up to `max` agent-reported ok trials
+  /// that would beat the best measured objective, best reported first. Each
+  /// becomes measured: its result is the backend's, the told objective kept
+  /// as metric "reported_objective". Returns how many were re-measured.
+  std::size_t verify(std::size_t max = 1);
+  /// The prediction the scheduler would make for `c` now (model or prior),
+  /// as ask() attaches to suggestions; `source` is who would propose it.
+  [[nodiscard]] prediction predict(const config& c, const provenance& source) const;
 
   void add_observer(std::shared_ptr<observer> o);
 

@@ -26,6 +26,15 @@ struct prediction {
   double expected_gain = 0;  ///< expected improvement over the incumbent
   double cost_s = 0;         ///< predicted evaluation cost, seconds
   double utility = 0;        ///< expected gain per cost^alpha
+  double tokens =
+      0;  ///< agent tokens counted in cost_s: the proposal's own, else its source's mean
+  /// What the numbers come from. model: the fitted surrogate. prior: no model
+  /// is fitted yet, so mean and sigma are those of the ok objectives observed
+  /// so far, p_feasible the observed success rate (Laplace-smoothed) and
+  /// expected_gain follows from them; mean, sigma, expected_gain and utility
+  /// are NaN before the first ok result. cost_s is the cost model's either way.
+  enum class basis : unsigned char { model, prior };
+  basis from = basis::model;
 };
 
 enum class trial_state : unsigned char { proposed, running, finished };
@@ -38,7 +47,10 @@ struct trial {
   std::optional<tessel::prediction> prediction;
   trial_state state = trial_state::proposed;
   tessel::measurement result;  ///< meaningful when state == finished
-  double proposed_at = 0;      ///< seconds since the study started
+  /// The result was told by a caller (an agent) and not measured by the
+  /// study's backend; study::verify() re-measures it and clears this.
+  bool reported = false;
+  double proposed_at = 0;  ///< seconds since the study started
   double finished_at = 0;
 };
 

@@ -23,15 +23,6 @@ std::string read_config_text(const std::string& spec) {
   return text.str();
 }
 
-/// `given` over the space's baseline (its declared defaults), as JSON text.
-std::string merged_text(const space& s, const nlohmann::json& given) {
-  const auto baseline = s.default_config();
-  if (!baseline) return given.dump();
-  auto merged = nlohmann::json::parse(s.to_json(*baseline));
-  for (const auto& [name, value] : given.items()) merged[name] = value;
-  return merged.dump();
-}
-
 }  // namespace
 
 /// The config named by --config/--best (study_setup.hpp): parameters the JSON leaves out take their
@@ -51,18 +42,7 @@ config chosen_config(const space& s, const std::string& config_spec, const std::
     throw error(
         "--config expects a JSON object of parameter names to values, e.g. "
         "'{\"tile_m\": 128}', or @PATH of a file holding one");
-  config c = s.from_json(merged_text(s, given));
-  if (!s.is_valid(c)) {
-    // A conditional parameter the caller left out is inactive in the
-    // baseline but may be active in this config: give it its default.
-    config filled = c;
-    for (std::size_t p = 0; p < s.size(); ++p) {
-      const auto& param = s.parameters()[p];
-      if (param.when && filled[p] == config::inactive && !given.contains(param.name))
-        filled[p] = static_cast<config::index_type>(param.default_index.value_or(0));
-    }
-    c = filled;  // valid, or the better diagnosis
-  }
+  const config c = s.from_partial_json(given.dump());
   if (!s.is_valid(c))
     throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
                             s.why_invalid(c)));

@@ -6,6 +6,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "learned.hpp"
+#include "ops.hpp"
 #include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
@@ -33,23 +34,6 @@ struct explain_options {
   std::string trace;  ///< write the timeline here
   bool json = false;
 };
-
-nlohmann::json to_json(const sim_explanation& e, const space& s, const config& c) {
-  nlohmann::json path = nlohmann::json::array();
-  for (const auto& [what, share] : e.critical_path)
-    path.push_back({{"what", what}, {"share", share}});
-  return {{"ok", true},
-          {"config", nlohmann::json::parse(s.to_json(c))},
-          {"workload", e.workload},
-          {"target", e.target},
-          {"latency_s", e.latency_s},
-          {"roofline_s", e.roofline_s},
-          {"roofline_bound", e.roofline_bound},
-          {"bottleneck", e.bottleneck},
-          {"busy", e.busy},
-          {"critical_path", path},
-          {"suggestions", e.suggestions}};
-}
 
 int run_explain(const explain_options& o) {
   if (o.config.empty() == o.best.empty())
@@ -81,7 +65,8 @@ int run_explain(const explain_options& o) {
     learned = learned_from(stored.space, stored.trials);
   }
   if (o.json) {
-    auto out = to_json(e, s, c);
+    auto out = explanation_json(e, s, c);
+    out["ok"] = true;
     if (!o.trace.empty()) out["trace"] = o.trace;
     if (!o.best.empty()) out["learned_constraints"] = learned_json(learned);
     fmt::print("{}\n", out.dump(2));

@@ -1,89 +1,18 @@
 #include "protocol.hpp"
 
-#include <tessel/error.hpp>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <functional>
-#include <map>
-
 namespace tessel::cli {
+
 namespace {
 
 using json = nlohmann::json;
 
-json trial_json(const space& s, const trial& t) {
-  json out = {{"trial_id", t.id},
-              {"config", json::parse(s.to_json(t.config))},
-              {"source", t.provenance.source},
-              {"tokens", t.provenance.tokens}};
-  out["state"] = t.state == trial_state::finished  ? "finished"
-                 : t.state == trial_state::running ? "running"
-                                                   : "proposed";
-  if (t.state == trial_state::finished) {
-    out["status"] = to_string(t.result.status);
-    out["objective"] = t.result.ok() ? json(t.result.objective) : json(nullptr);
-    out["cost"] = {{"compile_s", t.result.cost.compile_s},
-                   {"gate_s", t.result.cost.gate_s},
-                   {"run_s", t.result.cost.run_s}};
-    if (!t.result.message.empty()) out["message"] = t.result.message;
-    if (!t.result.metrics.empty()) out["metrics"] = t.result.metrics;
-  }
-  if (t.prediction) {
-    const auto& p = *t.prediction;
-    out["prediction"] = {{"mean", p.mean},
-                         {"sigma", p.sigma},
-                         {"p_feasible", p.p_feasible},
-                         {"expected_gain", p.expected_gain},
-                         {"cost_s", p.cost_s},
-                         {"utility", p.utility}};
-  }
-  return out;
-}
-
-measurement measurement_from(const json& req) {
-  measurement m;
-  const auto name = req.value("status", std::string("ok"));
-  const auto st = parse_status(name);
-  if (!st)
-    throw error(
-        fmt::format("unknown status '{}' (one of ok, invalid, compile_error, runtime_error, "
-                    "timeout, incorrect, suspicious)",
-                    name));
-  m.status = *st;
-  if (m.ok()) {
-    if (!req.contains("objective") || !req["objective"].is_number())
-      throw error("tell with status ok needs a numeric \"objective\"");
-    m.objective = req["objective"].get<double>();
-  }
-  m.message = req.value("message", std::string());
-  if (req.contains("samples")) m.samples = req["samples"].get<std::vector<double>>();
-  if (req.contains("cost")) {
-    const auto& c = req["cost"];
-    m.cost.compile_s = c.value("compile_s", 0.0);
-    m.cost.gate_s = c.value("gate_s", 0.0);
-    m.cost.run_s = c.value("run_s", 0.0);
-  }
-  if (req.contains("metrics")) m.metrics = req["metrics"].get<std::map<std::string, double>>();
-  return m;
-}
-
-provenance provenance_from(const json& req, std::string fallback) {
-  return {req.value("source", std::move(fallback)), req.value("tokens", 0.0),
-          req.value("note", std::string())};
-}
-
-json summary_json(const summary& s) {
-  json by_status = json::object();
-  for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
-  return {{"evaluations", s.evaluations},
-          {"by_status", by_status},
-          {"evaluations_to_best", s.evaluations_to_best},
-          {"best_objective", s.best ? json(s.best->result.objective) : json(nullptr)},
-          {"best_config", s.best_config_text},
-          {"seed", s.seed},
-          {"cost_s", s.cost_s}};
+/// The one-line answer: user text in it (messages, constraint texts) may be
+/// invalid UTF-8; it is replaced, never thrown.
+std::string one_line(const json& answer) {
+  return answer.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -93,85 +22,26 @@ std::string protocol::handle(std::string_view line) {
   json req;
   try {
     req = json::parse(line);
-  } catch (const json::parse_error& e) {
-    return json{{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}}.dump();
+  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
+    return one_line({{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}});
   }
   if (req.is_object() && req.contains("id")) response["id"] = req["id"];
   try {
     if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
-      throw error(
-          R"(each request is a JSON object with an "op": ask, tell, enqueue, evaluate, run, best, trials, summary, space or quit)");
+      throw op_error(
+          op_error_kind::bad_arguments,
+          R"(each request is a JSON object with an "op": space, ask, tell, enqueue, evaluate, run, best, trials, explain, why_failed, verify, summary, help or quit)");
     const auto op = req["op"].get<std::string>();
-    const auto& s = study_.space();
-    if (op == "ask") {
-      json out = json::array();
-      for (const auto& sug : study_.ask(req.value("n", std::size_t{1})))
-        out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
-      response["suggestions"] = out;
-    } else if (op == "tell") {
-      if (!req.contains("trial_id")) throw error("tell needs \"trial_id\"");
-      const auto& t = study_.tell(req["trial_id"].get<std::uint64_t>(), measurement_from(req));
-      response["trial"] = trial_json(s, t);
-      response["best"] = study_.best() ? trial_json(s, *study_.best()) : json(nullptr);
-    } else if (op == "enqueue") {
-      if (!req.contains("config")) throw error("enqueue needs \"config\"");
-      const auto id =
-          study_.enqueue(s.from_json(req["config"].dump()), provenance_from(req, "agent"));
-      response["trial_id"] = id ? json(*id) : json(nullptr);
-      response["duplicate"] = !id.has_value();
-    } else if (op == "evaluate") {
-      if (!evaluates_)
-        throw error(
-            "this session has no backend: evaluate the config yourself and use enqueue, ask and "
-            "tell");
-      if (!req.contains("config")) throw error("evaluate needs \"config\"");
-      response["trial"] = trial_json(
-          s, study_.evaluate(s.from_json(req["config"].dump()), provenance_from(req, "agent")));
-    } else if (op == "run") {
-      if (!evaluates_)
-        throw error("this session has no backend: run needs one (tessel serve ... --backend SPEC)");
-      const auto n = req.value("evaluations", std::size_t{1});
-      const auto sum = study_.run(stop::evaluations(study_.current_summary().evaluations + n));
-      response["summary"] = summary_json(sum);
-    } else if (op == "best") {
-      response["best"] = study_.best() ? trial_json(s, *study_.best()) : json(nullptr);
-    } else if (op == "trials") {
-      json out = json::array();
-      for (const auto& t : study_.trials()) out.push_back(trial_json(s, t));
-      response["trials"] = out;
-    } else if (op == "summary") {
-      const auto sum = study_.current_summary();
-      response["summary"] = summary_json(sum);
-      response["report"] = sum.full_report();
-    } else if (op == "space") {
-      json params = json::array();
-      for (const auto& p : s.parameters()) {
-        json values = json::array();
-        for (std::size_t i = 0; i < p.dom.size(); ++i) values.push_back(p.dom.label(i));
-        params.push_back(
-            {{"name", p.name}, {"values", values}, {"conditional", static_cast<bool>(p.when)}});
-      }
-      json constraints = json::array();
-      for (const auto& c : s.def().constraints)
-        constraints.push_back({{"text", c.text}, {"message", c.message}});
-      response["space"] = {{"name", s.name()},
-                           {"parameters", params},
-                           {"constraints", constraints},
-                           {"valid_configs", s.count()}};
-    } else if (op == "quit") {
-      done_ = true;
-    } else {
-      throw error(
-          fmt::format("unknown op '{}': use ask, tell, enqueue, evaluate, run, best, trials, "
-                      "summary, space or quit",
-                      op));
-    }
+    json args = req;
+    args.erase("op");
+    args.erase("id");
+    json result = ops_.call(op, args);
+    for (auto& [key, value] : result.items()) response[key] = std::move(value);
   } catch (const std::exception& e) {
     response["ok"] = false;
     response["error"] = e.what();
-    response.erase("suggestions");
   }
-  return response.dump();
+  return one_line(response);
 }
 
 }  // namespace tessel::cli

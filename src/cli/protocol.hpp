@@ -1,9 +1,10 @@
-// src/cli/protocol.hpp: the JSON-lines protocol of `tessel serve`
+// src/cli/protocol.hpp: the JSON-lines transport of `tessel serve`
 // (docs/serve.md). One request per line, one response per line; a bad line
-// gets {"ok": false, "error": "..."} and the session goes on.
+// gets {"ok": false, "error": "..."} and the session goes on. The ops
+// themselves are in ops.hpp, shared with `tessel mcp`.
 #pragma once
 
-#include <tessel/study.hpp>
+#include "ops.hpp"
 
 #include <string>
 #include <string_view>
@@ -12,20 +13,16 @@ namespace tessel::cli {
 
 class protocol {
  public:
-  /// `evaluates`: whether the study's backend really evaluates (so `evaluate`
-  /// and `run` are allowed); without one the caller measures and tells.
-  protocol(study& st, bool evaluates) : study_(st), evaluates_(evaluates) {}
+  explicit protocol(ops& o) : ops_(o) {}
 
   /// The response line (without a newline) to one request line. Never throws.
   [[nodiscard]] std::string handle(std::string_view line);
 
   /// Whether a `quit` request was handled.
-  [[nodiscard]] bool done() const noexcept { return done_; }
+  [[nodiscard]] bool done() const noexcept { return ops_.done(); }
 
  private:
-  study& study_;
-  bool evaluates_;
-  bool done_ = false;
+  ops& ops_;
 };
 
 }  // namespace tessel::cli

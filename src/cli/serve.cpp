@@ -17,7 +17,8 @@ namespace {
 
 int run_serve(const study_setup_options& o) {
   auto setup = make_study(o);
-  protocol session(*setup.study, setup.evaluates);
+  ops agent_ops(*setup.study, setup.backend, setup.evaluates);
+  protocol session(agent_ops);
   fmt::print(stderr,
              "tessel serve: space '{}' ({} valid configs), backend {}; one JSON request per line\n",
              setup.space.space.name(), setup.space.space.count(), setup.backend->name());
@@ -36,15 +37,7 @@ command add_serve_command(CLI::App& tool) {
   auto* app = tool.add_subcommand(
       "serve", "Speak the JSON-lines ask/tell protocol on stdin/stdout (for agent loops)");
   add_study_options(*app, *options, false);
-  // A session has no stop condition, so the cost-aware scheduler cannot tell
-  // how much of the budget is spent unless it is told (docs/scheduler.md).
-  app->add_option("--budget-hint", options->budget_hint,
-                  "Evaluations the session expects: the cost weight cools from 1 to 0 over "
-                  "them (utility scheduler; serve does not stop there)")
-      ->check(CLI::NonNegativeNumber);
-  app->add_option("--cost-budget-hint", options->cost_budget_hint_s,
-                  "Seconds of evaluation cost the session expects, as --budget-hint")
-      ->check(CLI::NonNegativeNumber);
+  add_session_options(*app, *options);
   return {app, [options] { return report_errors([&] { return run_serve(*options); }, true); }};
 }
 

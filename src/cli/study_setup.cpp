@@ -111,6 +111,29 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
                    "equivalence gate (docs/simulator.md)");
 }
 
+void add_session_options(CLI::App& command, study_setup_options& o) {
+  // A session has no stop condition, so the cost-aware scheduler cannot tell
+  // how much of the budget is spent unless it is told (docs/scheduler.md).
+  command
+      .add_option("--budget-hint", o.budget_hint,
+                  "Evaluations the session expects: the cost weight cools from 1 to 0 over "
+                  "them (utility scheduler; the session does not stop there)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--cost-budget-hint", o.cost_budget_hint_s,
+                  "Seconds of evaluation cost the session expects, as --budget-hint")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--token-price", o.token_price_s,
+                  "Seconds of evaluation cost 1,000 agent tokens are worth: the scheduler weighs "
+                  "a candidate's device time plus its tokens (0 = record tokens only)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("S");
+  command.add_flag("--verify", o.verify,
+                   "Re-measure agent-reported results (tell) on the backend before they can be "
+                   "the best (needs --backend)");
+}
+
 loaded_space load_any(const space_options& options) {
   if (!is_replay_file(options.file)) return load(options);
   const auto started = std::chrono::steady_clock::now();
@@ -167,6 +190,10 @@ study_setup make_study(const study_setup_options& o) {
       settings.emplace_back("gate=false");
     out.backend = make_backend(spec, parse_settings(settings));
   }
+  if (o.verify && !out.evaluates)
+    throw error(
+        "--verify re-measures agent-reported results on the backend: give one with --backend "
+        "SPEC");
   auto strategy = make_strategy(o.strategy);
   if (!o.no_db) out.db = open_study_file(o, out.space.space);
   study::options so;
@@ -183,6 +210,8 @@ study_setup make_study(const study_setup_options& o) {
   so.cost_alpha_start = o.cost_alpha;
   so.budget_hint = o.budget_hint;
   so.cost_budget_hint_s = o.cost_budget_hint_s;
+  so.token_price_s = o.token_price_s;
+  so.verify_reported = o.verify;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
                                               out.db);
   return out;

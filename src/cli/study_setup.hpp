@@ -39,11 +39,16 @@ struct study_setup_options {
   /// cost_budget_hint_s); tune takes it from its stop condition instead.
   std::size_t budget_hint = 0;
   double cost_budget_hint_s = 0;
+  double token_price_s = 0;  ///< study_options::token_price_s
+  bool verify = false;       ///< study_options::verify_reported (needs a backend)
 };
 
 /// Adds the options above to `command` (FILE and the space options too).
 /// `backend_required`: whether --backend must be given.
 void add_study_options(CLI::App& command, study_setup_options& options, bool backend_required);
+/// Adds what a session an agent drives needs besides (serve, mcp): the
+/// budget hints, --token-price and --verify.
+void add_session_options(CLI::App& command, study_setup_options& options);
 
 struct study_setup {
   loaded_space space;

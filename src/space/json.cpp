@@ -82,7 +82,10 @@ std::string space::to_json(const config& c) const {
   return out.dump();
 }
 
-config space::from_json(std::string_view text) const {
+namespace {
+
+/// `text` as a JSON object whose keys are all parameters of `s`.
+json parse_config_object(const space& s, std::string_view text) {
   json in;
   try {
     in = json::parse(text);
@@ -91,11 +94,35 @@ config space::from_json(std::string_view text) const {
   }
   if (!in.is_object()) throw error("config must be a JSON object of parameter names to values");
   for (const auto& [name, v] : in.items())
-    if (!parameter_index(name)) {
+    if (!s.parameter_index(name)) {
       std::string known;
-      for (const auto& p : parameters()) known += (known.empty() ? "" : ", ") + p.name;
+      for (const auto& p : s.parameters()) known += (known.empty() ? "" : ", ") + p.name;
       throw error("unknown parameter '" + name + "' (the space has: " + known + ")");
     }
+  return in;
+}
+
+}  // namespace
+
+config space::from_partial_json(std::string_view text) const {
+  const json in = parse_config_object(*this, text);
+  config c(std::vector<config::index_type>(size(), 0));
+  for (std::size_t p = 0; p < size(); ++p) {
+    const auto& param = parameters()[p];
+    const auto it = in.find(param.name);
+    c[p] = it != in.end() ? from_json_value(param, *it)
+                          : static_cast<config::index_type>(param.default_index.value_or(0));
+  }
+  // A conditional parameter left out follows its condition, in declaration order.
+  for (std::size_t p = 0; p < size(); ++p) {
+    if (!impl_->whens[p] || in.contains(parameters()[p].name)) continue;
+    if (!impl_->active(p, impl_->values_of(c).data())) c[p] = config::inactive;
+  }
+  return c;
+}
+
+config space::from_json(std::string_view text) const {
+  const json in = parse_config_object(*this, text);
   config c(std::vector<config::index_type>(size(), 0));
   for (std::size_t p = 0; p < size(); ++p) {
     const auto& param = parameters()[p];

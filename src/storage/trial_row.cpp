@@ -8,9 +8,13 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace tessel::detail::storage {
 namespace {
+
+/// The metric that marks an agent-reported result in metrics_json.
+constexpr std::string_view reported_metric = "tessel.agent_reported";
 
 // Unsigned 64-bit values are stored as the int64 of the same bit pattern
 // (SQLite integers are signed); C++20 defines both conversions as modular.
@@ -61,7 +65,10 @@ trial_row::trial_row(const trial& tr, const space& s) : t(&tr) {
   config_json = s.to_json(tr.config);
   if (tr.state == trial_state::finished) {
     samples_json = samples_to_json(tr.result.samples);
-    metrics_json = metrics_to_json(tr.result.metrics);
+    // trial::reported rides in the metrics (no column of its own yet).
+    auto metrics = tr.result.metrics;
+    if (tr.reported) metrics[std::string(reported_metric)] = 1;
+    metrics_json = metrics_to_json(metrics);
   }
 }
 
@@ -110,6 +117,7 @@ trial read_trial(const sqlite::statement& q, const space& s) {
     t.proposed_at = q.real(21);
     if (t.state == trial_state::finished) {
       t.result = read_result(q);
+      t.reported = t.result.metrics.erase(std::string(reported_metric)) > 0;
       t.finished_at = q.real(22);
     }
   } catch (const error& e) {

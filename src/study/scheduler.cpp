@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tessel {
 namespace {
@@ -65,19 +66,23 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   }
 
   const double alpha = cost_alpha();
-  auto score = [&](const config& c) {
+  auto score = [&](const config& c, const provenance& source) {
     const auto cs = options_.surrogate->score(c, progress_.best);
-    const double cost = predicted_cost(c, cs);  // the surrogate is ready here
+    const double tokens = expected_tokens(source);
+    const double cost = predicted_cost(c, cs) + token_cost_s(tokens);  // the surrogate is ready
     // The cost of a success: cost / P(feasible) (a failure buys nothing), so
     // a config likely to fail is not preferred for failing cheaply.
     const double per_success = cost / std::max(cs.p_feasible, min_p_feasible);
-    return prediction{cs.mean,          cs.sigma, cs.p_feasible,
-                      cs.expected_gain, cost,     cs.expected_gain / std::pow(per_success, alpha)};
+    return prediction{cs.mean,       cs.sigma,
+                      cs.p_feasible, cs.expected_gain,
+                      cost,          cs.expected_gain / std::pow(per_success, alpha),
+                      tokens,        prediction::basis::model};
   };
   std::vector<candidate> candidates;
-  for (auto index : queue) candidates.push_back({index, 0, score(trials[index].config)});
+  for (auto index : queue)
+    candidates.push_back({index, 0, score(trials[index].config, trials[index].provenance)});
   for (std::size_t i = 0; i < pool.size(); ++i)
-    candidates.push_back({std::nullopt, i, score(pool[i].first)});
+    candidates.push_back({std::nullopt, i, score(pool[i].first, {pool[i].second, 0, {}})});
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const candidate& a, const candidate& b) {
                      return a.predicted.utility > b.predicted.utility;
@@ -117,6 +122,59 @@ std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
   if (rest.size() > cap) rest.resize(cap);
   pool = std::move(rest);
   return chosen;
+}
+
+double study::state::expected_tokens(const provenance& source) const {
+  if (source.tokens > 0) return source.tokens;
+  const auto it = tokens_by_source.find(source.source);
+  if (it == tokens_by_source.end() || it->second.second == 0) return 0.0;
+  return it->second.first / static_cast<double>(it->second.second);
+}
+
+void study::state::count_tokens(const std::string& source, double tokens, std::size_t proposals) {
+  auto& [total, n] = tokens_by_source[source];
+  total += tokens;
+  n += proposals;
+  progress_.tokens += tokens;
+}
+
+prediction study::state::prior(const config& c, const provenance& source) const {
+  // Mean and spread of the ok objectives so far (Welford), the success rate
+  // with Laplace's rule, and expected improvement under that normal.
+  std::size_t n = 0, ok = 0;
+  double mean = 0, m2 = 0;
+  for (const auto& t : trials) {
+    if (t.state != trial_state::finished) continue;
+    ++n;
+    if (!t.result.ok()) continue;
+    ++ok;
+    const double d = t.result.objective - mean;
+    mean += d / static_cast<double>(ok);
+    m2 += d * (t.result.objective - mean);
+  }
+  prediction p;
+  p.from = prediction::basis::prior;
+  p.p_feasible = (static_cast<double>(ok) + 1.0) / (static_cast<double>(n) + 2.0);
+  p.tokens = expected_tokens(source);
+  p.cost_s = predicted_cost(c) + token_cost_s(p.tokens);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (ok == 0) {
+    p.mean = p.sigma = p.expected_gain = p.utility = nan;
+    return p;
+  }
+  p.mean = mean;
+  p.sigma = ok > 1 ? std::sqrt(m2 / static_cast<double>(ok - 1)) : std::abs(mean);
+  const double incumbent = progress_.best.value_or(mean);
+  if (p.sigma > 0) {
+    const double z = (incumbent - mean) / p.sigma;
+    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+    p.expected_gain = p.p_feasible * ((incumbent - mean) * cdf + p.sigma * pdf);
+  } else {
+    p.expected_gain = p.p_feasible * std::max(0.0, incumbent - mean);
+  }
+  p.utility = p.expected_gain / std::pow(p.cost_s, cost_alpha());
+  return p;
 }
 
 }  // namespace tessel

@@ -46,6 +46,21 @@ struct study::state final : search_context {
   /// The same, with the surrogate's score of `c` already at hand.
   [[nodiscard]] double predicted_cost(const config& c,
                                       const std::optional<candidate_score>& scored) const;
+  /// Agent tokens a proposal by `source` is expected to cost: its own
+  /// tokens when it has some, else the mean per proposal of its source.
+  [[nodiscard]] double expected_tokens(const provenance& source) const;
+  /// predicted_cost plus the tokens' worth (options_.token_price_s).
+  [[nodiscard]] double token_cost_s(double tokens) const {
+    return options_.token_price_s * tokens / 1000.0;
+  }
+  /// Counts agent tokens: `proposals` new proposals by `source` that cost `tokens`.
+  void count_tokens(const std::string& source, double tokens, std::size_t proposals);
+  /// The scheduler's view of `c` before any model is fitted (prediction::basis::prior).
+  [[nodiscard]] prediction prior(const config& c, const provenance& source) const;
+  /// Re-measures agent-reported trial `index` on the backend (study::verify).
+  void reverify(std::size_t index);
+  /// Makes trial `index` the best when its ok result beats it.
+  bool consider_best(std::size_t index);
   /// Reloads a study file's trials (resume).
   void resume(std::vector<trial> stored);
   void save(const trial& t);
@@ -76,6 +91,9 @@ struct study::state final : search_context {
   progress progress_;
   std::map<status, std::size_t> by_status;
   std::size_t evaluations_to_best = 0;
+  /// Agent tokens per proposal source: total tokens, proposals.
+  std::map<std::string, std::pair<double, std::size_t>> tokens_by_source;
+  std::size_t reported = 0, verified = 0;
   bool baseline_considered = false;
   bool prepared = false;
 

@@ -133,6 +133,14 @@ stop_condition cost_seconds(double seconds) {
           [seconds](const progress& p) { return fraction(p.cost_s, seconds); }};
 }
 
+stop_condition tokens(double n) {
+  return {[n](const progress& p) { return p.tokens >= n; },
+          fmt::format("token budget of {:g} spent", n),
+          termination::token_budget,
+          {},
+          [n](const progress& p) { return fraction(p.tokens, n); }};
+}
+
 stop_condition target(double objective) {
   return {[objective](const progress& p) { return p.best && *p.best <= objective; },
           fmt::format("target objective {:g} reached", objective), termination::target_reached};
@@ -156,6 +164,7 @@ std::string_view to_string(termination t) noexcept {
     case termination::cost_budget: return "cost_budget";
     case termination::target_reached: return "target_reached";
     case termination::no_improvement: return "no_improvement";
+    case termination::token_budget: return "token_budget";
     case termination::space_exhausted: return "space_exhausted";
     case termination::strategy_done: return "strategy_done";
     case termination::negligible_gain: return "negligible_gain";

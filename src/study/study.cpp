@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 
@@ -43,6 +44,8 @@ void study_options::validate() const {
     throw options_error("study::options::cost_budget_hint_s: must be finite and >= 0");
   if (!(min_gain_fraction >= 0))
     throw options_error("study::options::min_gain_fraction: must be >= 0");
+  if (!(token_price_s >= 0) || !std::isfinite(token_price_s))
+    throw options_error("study::options::token_price_s: must be finite and >= 0");
   if (jobs > 4096)
     throw options_error(fmt::format(
         "study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
@@ -95,6 +98,7 @@ std::size_t study::state::add_trial(const config& c, provenance source) {
   t.key = space_.key(c);
   t.provenance = std::move(source);
   t.proposed_at = now();
+  count_tokens(t.provenance.source, t.provenance.tokens, 1);
   by_key.emplace(t.key, trials.size());
   trials.push_back(std::move(t));
   save(trials.back());
@@ -124,16 +128,11 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   ++progress_.evaluations;
   ++by_status[t.result.status];
   progress_.cost_s += t.result.cost.total();
-  const bool improved = t.result.ok() && (!progress_.best || t.result.objective < *progress_.best);
+  if (t.reported) ++reported;
   if (!t.result.ok()) ++progress_.failures;
-  if (improved) {
-    progress_.best = t.result.objective;
-    best_index = index;
-    evaluations_to_best = progress_.evaluations;
-    progress_.since_improvement = 0;
-  } else {
-    ++progress_.since_improvement;
-  }
+  // An agent-reported time waits for verify() before it can be the answer.
+  const bool improved = !(t.reported && options_.verify_reported) && consider_best(index);
+  if (!improved) ++progress_.since_improvement;
   const auto started = clock::now();
   strategy_->observe(t);
   if (options_.surrogate) options_.surrogate->observe(t);
@@ -148,6 +147,42 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   return t;
 }
 
+bool study::state::consider_best(std::size_t index) {
+  const auto& t = trials[index];
+  if (!t.result.ok() || (progress_.best && t.result.objective >= *progress_.best)) return false;
+  progress_.best = t.result.objective;
+  best_index = index;
+  evaluations_to_best = progress_.evaluations;
+  progress_.since_improvement = 0;
+  return true;
+}
+
+void study::state::reverify(std::size_t index) {
+  auto& t = trials[index];
+  measurement m;
+  try {
+    m = backend_->evaluate(space_, t.config);
+  } catch (const std::exception& e) {
+    m = measurement::failure(status::runtime_error, std::string("backend threw: ") + e.what());
+  }
+  m.metrics["reported_objective"] = t.result.objective;
+  if (!m.ok())
+    m.message =
+        fmt::format("agent reported {:g}, but re-measured: {}", t.result.objective, m.message);
+  --by_status[t.result.status];
+  if (by_status[t.result.status] == 0) by_status.erase(t.result.status);
+  ++by_status[m.status];
+  if (!m.ok()) ++progress_.failures;
+  progress_.cost_s += m.cost.total();
+  t.result = m;
+  t.reported = false;
+  --reported;
+  ++verified;
+  save(t);
+  if (consider_best(index))
+    for (const auto& o : observers) o->on_improvement(t, progress_);
+}
+
 void study::state::resume(std::vector<trial> stored) {
   for (auto& t : stored) {
     if (t.id != trials.size() + 1)
@@ -155,6 +190,7 @@ void study::state::resume(std::vector<trial> stored) {
                               db_->path().string(), t.id));
     const bool done = t.state == trial_state::finished;
     const auto result = t.result;
+    count_tokens(t.provenance.source, t.provenance.tokens, 1);
     t.state = trial_state::proposed;
     by_key.emplace(t.key, trials.size());
     trials.push_back(std::move(t));
@@ -195,8 +231,14 @@ std::vector<suggestion> study::ask(std::size_t n) {
     for (auto index : s.select_by_utility(n - out.size())) out.push_back(s.start(index));
     return out;
   }
+  // No model yet: every suggestion still carries a prediction, from the prior.
+  auto start_with_prior = [&s](std::size_t index) {
+    auto& t = s.trials[index];
+    if (!t.prediction) t.prediction = s.prior(t.config, t.provenance);
+    return s.start(index);
+  };
   while (out.size() < n && !s.queue.empty()) {
-    out.push_back(s.start(s.queue.front()));
+    out.push_back(start_with_prior(s.queue.front()));
     s.queue.pop_front();
   }
   if (out.size() < n) {
@@ -206,13 +248,14 @@ std::vector<suggestion> study::ask(std::size_t n) {
     for (auto& c : proposals) {
       // Strategies promise valid, unknown configs; the study holds them to it.
       if (!s.space_.is_valid(c) || s.known(s.space_.key(c))) continue;
-      out.push_back(s.start(s.add_trial(c, {s.strategy_->source_of(s.space_.key(c)), 0, {}})));
+      out.push_back(
+          start_with_prior(s.add_trial(c, {s.strategy_->source_of(s.space_.key(c)), 0, {}})));
     }
   }
   return out;
 }
 
-const trial& study::tell(std::uint64_t trial_id, const measurement& m) {
+const trial& study::tell(std::uint64_t trial_id, const measurement& m, double tokens) {
   auto& s = *state_;
   if (trial_id == 0 || trial_id > s.trials.size())
     throw error(fmt::format("tell: unknown trial id {}", trial_id));
@@ -221,6 +264,12 @@ const trial& study::tell(std::uint64_t trial_id, const measurement& m) {
     throw error(fmt::format("tell: trial {} is already finished", trial_id));
   if (s.trials[index].state == trial_state::proposed)
     throw error(fmt::format("tell: trial {} was queued but not asked for yet", trial_id));
+  if (!(tokens >= 0) || !std::isfinite(tokens))
+    throw error(fmt::format("tell: tokens must be finite and >= 0, got {}", tokens));
+  auto& t = s.trials[index];
+  t.reported = true;
+  t.provenance.tokens += tokens;
+  s.count_tokens(t.provenance.source, tokens, 0);
   return s.finish(index, m);
 }
 
@@ -236,12 +285,16 @@ std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) 
 
 const trial& study::evaluate(const config& c, provenance source) {
   auto& s = *state_;
-  if (const auto it = s.by_key.find(s.space_.key(c));
-      it != s.by_key.end() && s.trials[it->second].state == trial_state::finished)
-    return s.trials[it->second];
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
+  }
+  // A config measured already is not measured twice, unless only an agent
+  // reported it: then evaluating it is verifying it.
+  if (const auto it = s.by_key.find(s.space_.key(c));
+      it != s.by_key.end() && s.trials[it->second].state == trial_state::finished) {
+    if (s.trials[it->second].reported) s.reverify(it->second);
+    return s.trials[it->second];
   }
   std::size_t index = 0;
   if (const auto it = s.by_key.find(s.space_.key(c)); it != s.by_key.end()) {
@@ -264,6 +317,42 @@ const trial& study::evaluate(const config& c, provenance source) {
     return s.trials[index];
   }
   return s.finish(index, m);
+}
+
+std::size_t study::verify(std::size_t max) {
+  auto& s = *state_;
+  std::vector<std::size_t> candidates;
+  for (std::size_t i = 0; i < s.trials.size(); ++i) {
+    const auto& t = s.trials[i];
+    if (t.reported && t.state == trial_state::finished && t.result.ok()) candidates.push_back(i);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
+    return s.trials[a].result.objective < s.trials[b].result.objective;
+  });
+  if (!s.prepared && !candidates.empty()) {
+    s.backend_->prepare(s.space_);
+    s.prepared = true;
+  }
+  std::size_t done = 0;
+  for (auto index : candidates) {
+    if (done == max) break;
+    if (s.progress_.best && s.trials[index].result.objective >= *s.progress_.best) break;
+    s.reverify(index);
+    ++done;
+  }
+  return done;
+}
+
+prediction study::predict(const config& c, const provenance& source) const {
+  const auto& s = *state_;
+  if (!s.options_.surrogate || !s.options_.surrogate->ready()) return s.prior(c, source);
+  const auto cs = s.options_.surrogate->score(c, s.progress_.best);
+  const double tokens = s.expected_tokens(source);
+  const double cost = s.predicted_cost(c, cs) + s.token_cost_s(tokens);
+  return {cs.mean,       cs.sigma,
+          cs.p_feasible, cs.expected_gain,
+          cost,          cs.expected_gain / std::pow(cost, s.cost_alpha()),
+          tokens,        prediction::basis::model};
 }
 
 summary study::run(const stop_condition& until) {
@@ -294,6 +383,7 @@ summary study::run(const stop_condition& until) {
     if (const auto left = until.evaluations_left(progress_now()))
       batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
     s.run_spent = until.spent(progress_now());
+    if (s.options_.verify_reported) verify(batch_size);
     const auto batch = ask(batch_size);
     if (batch.empty() && s.negligible) {
       s.last_reason = termination::negligible_gain;
@@ -329,7 +419,7 @@ summary study::run(const stop_condition& until) {
     });
     s.evaluate_s += seconds_since(eval_started);
     // Merge in proposal order, whatever order the threads finished in.
-    for (std::size_t i = 0; i < batch.size(); ++i) tell(batch[i].trial_id, results[i]);
+    for (std::size_t i = 0; i < batch.size(); ++i) s.finish(batch[i].trial_id - 1, results[i]);
     if (s.options_.rethrow_exceptions)
       for (const auto& e : errors)
         if (e) {

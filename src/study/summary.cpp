@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tessel {
 namespace {
 
@@ -35,6 +37,11 @@ summary study::state::make_summary() const {
   out.evaluate_s = evaluate_s;
   out.overhead_s = std::max(0.0, run_wall_s - propose_s - evaluate_s);
   out.cost_s = progress_.cost_s;
+  out.tokens = progress_.tokens;
+  for (const auto& [source, spent] : tokens_by_source)
+    if (spent.first > 0) out.tokens_by_source[source] = spent;
+  out.reported = reported;
+  out.verified = verified;
   if (best_index) out.best_config_text = config_text(space_, trials[*best_index].config);
   return out;
 }
@@ -65,11 +72,25 @@ std::string summary::full_report() const {
   out += fmt::format("  {:<22}{:>10.3f}\n", "overhead", overhead_s);
   out += fmt::format("  {:<22}{:>10.3f}\n", "total", wall_s);
   out += fmt::format("  {:<22}{:>10.3f}\n\n", "evaluation cost", cost_s);
+  if (tokens > 0 || reported > 0 || verified > 0) {
+    out += "agents\n";
+    out += fmt::format("  {:<22}{:>10.0f}\n", "tokens spent", tokens);
+    for (const auto& [source, spent] : tokens_by_source)
+      out += fmt::format("    {:<20}{:>10.0f}  ({} proposals, {:.0f} each)\n", source, spent.first,
+                         spent.second,
+                         spent.first / static_cast<double>(std::max<std::size_t>(spent.second, 1)));
+    out += fmt::format("  {:<22}{:>10}\n", "reported (unverified)", reported);
+    out += fmt::format("  {:<22}{:>10}\n\n", "re-measured (verified)", verified);
+  }
   if (best) {
     out += fmt::format("best objective          {:.6g}\n", best->result.objective);
     out += fmt::format("found at                trial {} ({} evaluations), proposed by {}\n",
                        best->id, evaluations_to_best, best->provenance.source);
     out += fmt::format("best config             {}\n", best_config_text);
+    if (best->reported)
+      out +=
+          "                        (agent-reported, not measured by tessel: --verify re-measures "
+          "it)\n";
   } else {
     out += "no successful evaluation\n";
   }

@@ -1,0 +1,269 @@
+// python/module.cpp: _tessel, the native part of the Python package `tessel`
+// (python/tessel/__init__.py holds the Python API). Values cross as JSON
+// text: the Space's queries and the Study's ops (src/cli/ops.hpp, the same
+// ones `tessel serve` and `tessel mcp` speak), so Python sees plain objects
+// with the field names the protocols document.
+#include "ops.hpp"
+
+#include <tessel/tessel.hpp>
+
+#include <fmt/format.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace py = pybind11;
+
+namespace tessel::python {
+namespace {
+
+using json = nlohmann::json;
+
+/// Stands in when the caller measures (ask/tell only).
+class external_backend final : public backend {
+ public:
+  std::string name() const override { return "external"; }
+  measurement evaluate(const space&, const config&) override {
+    return measurement::failure(status::invalid,
+                                "no backend: evaluate the config yourself and tell the result");
+  }
+};
+
+/// A measurement from what a Python backend returned: a number (the
+/// objective, seconds) or a dict {objective, status, message, cost, metrics}.
+measurement measurement_from(const json& r, double wall_s) {
+  if (r.is_number()) return measurement::success(r.get<double>(), {0, 0, wall_s});
+  if (!r.is_object())
+    return measurement::failure(
+        status::runtime_error,
+        "the Python backend returned " + r.dump() + ": return the objective (a number) or a dict");
+  measurement m;
+  const auto st = parse_status(r.value("status", std::string("ok")));
+  if (!st)
+    return measurement::failure(status::runtime_error,
+                                "the Python backend returned an unknown status " + r.dump());
+  m.status = *st;
+  if (m.ok() && !(r.contains("objective") && r["objective"].is_number()))
+    return measurement::failure(status::runtime_error,
+                                "the Python backend returned status ok without an objective");
+  if (m.ok()) m.objective = r["objective"].get<double>();
+  m.message = r.value("message", std::string());
+  m.cost.run_s = wall_s;
+  if (r.contains("cost") && r["cost"].is_object()) {
+    m.cost.compile_s = r["cost"].value("compile_s", 0.0);
+    m.cost.gate_s = r["cost"].value("gate_s", 0.0);
+    m.cost.run_s = r["cost"].value("run_s", wall_s);
+  }
+  if (r.contains("metrics") && r["metrics"].is_object())
+    for (const auto& [k, v] : r["metrics"].items())
+      if (v.is_number()) m.metrics[k] = v.get<double>();
+  return m;
+}
+
+/// A Python callable as a backend: fn(config: dict) -> float | dict. Called
+/// with the GIL held; what it raises is recorded as runtime_error.
+std::shared_ptr<backend> python_backend(py::function fn, std::string name) {
+  callback_options o;
+  o.name = std::move(name);
+  o.concurrency = 1;
+  auto call = [fn = std::move(fn)](const space& s, const config& c) -> measurement {
+    py::gil_scoped_acquire gil;
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      const auto json_mod = py::module_::import("json");
+      py::object result = fn(json_mod.attr("loads")(s.to_json(c)));
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (result.is_none())
+        return measurement::failure(status::runtime_error,
+                                    "the Python backend returned None: return the objective");
+      return measurement_from(json::parse(json_mod.attr("dumps")(result).cast<std::string>()),
+                              wall);
+    } catch (py::error_already_set& e) {
+      return measurement::failure(status::runtime_error,
+                                  std::string("the Python backend raised ") + e.what());
+    }
+  };
+  return std::make_shared<callback_backend>(callback_backend::measure_function(call), o);
+}
+
+space load(const std::string& path, const std::string& text, const std::string& name,
+           const std::string& target, const std::map<std::string, std::string>& sets) {
+  parse_options o;
+  o.target = target;
+  for (const auto& [k, v] : sets) o.overrides[k] = v;
+  if (!text.empty()) {
+    o.file = "<text>";
+    return parse_space(text, o, name);
+  }
+  return load_space(path, o, name);
+}
+
+/// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json configs_json(const space& s, const std::vector<config>& cs) {
+  json out = json::array();
+  for (const auto& c : cs) out.push_back(json::parse(s.to_json(c)));
+  return out;
+}
+
+/// The config `text` names (parameters left out take their defaults).
+config config_of(const space& s, const std::string& text) { return s.from_partial_json(text); }
+
+struct py_study {
+  space sp;
+  std::shared_ptr<backend> be;
+  std::shared_ptr<study_db> db;
+  std::unique_ptr<study> st;
+  std::unique_ptr<cli::ops> agent_ops;
+
+  std::string call(const std::string& op, const std::string& args) {
+    const auto parsed = json::parse(args);
+    py::gil_scoped_release release;
+    return dump(agent_ops->call(op, parsed));
+  }
+  std::string run(const stop_condition& until) {
+    {
+      py::gil_scoped_release release;
+      st->run(until);
+    }
+    return dump(agent_ops->call("summary", json::object()));
+  }
+};
+
+std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
+                                     const std::string& strategy, std::uint64_t seed,
+                                     const std::string& db_path, bool resume,
+                                     const std::string& scheduler, double token_price, bool verify,
+                                     std::size_t jobs, bool baseline) {
+  auto out = std::make_unique<py_study>(py_study{s, nullptr, nullptr, nullptr, nullptr});
+  bool evaluates = true;
+  if (backend_arg.is_none()) {
+    out->be = std::make_shared<external_backend>();
+    evaluates = false;
+  } else if (py::isinstance<py::str>(backend_arg)) {
+    out->be = make_backend(backend_arg.cast<std::string>());
+  } else if (py::isinstance<py::function>(backend_arg)) {
+    out->be = python_backend(backend_arg.cast<py::function>(), "python");
+  } else {
+    throw error(
+        "backend: give None (you measure and tell), a spec such as \"sim\" or "
+        "\"replay:PATH\", or a Python callable config -> seconds");
+  }
+  if (verify && !evaluates)
+    throw error("verify=True re-measures agent-reported results: it needs a backend");
+  if (!db_path.empty()) {
+    out->db = std::make_shared<study_db>(db_path);
+    out->db->claim_writer();
+    if (!resume && out->db->study() && out->db->trial_count() > 0)
+      throw error(fmt::format(
+          "study file '{}' already holds a study with {} trials: pass resume=True to continue it",
+          db_path, out->db->trial_count()));
+  }
+  study::options o;
+  o.seed = seed;
+  o.resume = resume;
+  o.jobs = jobs;
+  o.evaluate_baseline = baseline;
+  o.token_price_s = token_price;
+  o.verify_reported = verify;
+  o.annotations =
+      json{{"target", s.def().target.name}, {"backend", out->be->name()}, {"strategy", strategy}}
+          .dump();
+  if (scheduler == "utility") {
+    o.surrogate = make_gp_surrogate(s);
+    o.costs = make_cost_model(s);
+  } else if (scheduler != "fifo") {
+    throw error("scheduler: \"utility\" (cost-aware) or \"fifo\", got \"" + scheduler + "\"");
+  }
+  out->st = std::make_unique<study>(s, out->be, make_strategy(strategy), o, out->db);
+  out->agent_ops = std::make_unique<cli::ops>(*out->st, out->be, evaluates);
+  return out;
+}
+
+}  // namespace
+}  // namespace tessel::python
+
+PYBIND11_MODULE(_tessel, m) {
+  using namespace tessel;
+  using namespace tessel::python;
+  m.doc() = "tessel's native part; use the tessel package";
+  py::register_exception<tessel::error>(m, "Error", PyExc_ValueError);
+
+  py::class_<space>(m, "Space")
+      .def_property_readonly("name", [](const space& s) { return s.name(); })
+      .def("count", &space::count)
+      .def("describe", [](const space& s) { return dump(cli::space_json(s)); })
+      .def("sample",
+           [](const space& s, std::size_t n, std::uint64_t seed) {
+             rng random(seed);
+             std::vector<config> cs;
+             for (std::size_t i = 0; i < n; ++i) cs.push_back(s.sample(random));
+             return configs_json(s, cs).dump();
+           })
+      .def("at", [](const space& s, std::uint64_t r) { return s.to_json(s.at(r)); })
+      .def("rank", [](const space& s, const std::string& c) { return s.rank(config_of(s, c)); })
+      .def("why_invalid",
+           [](const space& s, const std::string& c) { return s.why_invalid(config_of(s, c)); })
+      .def("complete",
+           [](const space& s, const std::string& c) { return s.to_json(config_of(s, c)); })
+      .def("default_config",
+           [](const space& s) -> std::optional<std::string> {
+             const auto c = s.default_config();
+             return c ? std::optional<std::string>(s.to_json(*c)) : std::nullopt;
+           })
+      .def("encode", [](const space& s, const std::string& c) { return s.encode(config_of(s, c)); })
+      .def("neighbours",
+           [](const space& s, const std::string& c) {
+             return configs_json(s, s.neighbours(config_of(s, c))).dump();
+           })
+      .def("first",
+           [](const space& s, std::size_t n) {
+             std::vector<config> cs;
+             for (const auto& c : s.configs()) {
+               if (cs.size() == n) break;
+               cs.push_back(c);
+             }
+             return configs_json(s, cs).dump();
+           })
+      .def("key", [](const space& s, const std::string& c) { return s.key(config_of(s, c)); })
+      .def("explain", [](const space& s, const std::string& c, const std::string& spec) {
+        const auto b = make_backend(spec);
+        const auto* sim = dynamic_cast<const sim_backend*>(b.get());
+        if (!sim) throw error("explain needs the simulator: backend \"sim\" or \"sim:WORKLOAD\"");
+        b->prepare(s);
+        const auto cfg = config_of(s, c);
+        if (const auto why = s.why_invalid(cfg); !why.empty())
+          throw error("explain: config is not valid: " + why);
+        return dump(cli::explanation_json(sim->analyse(s, cfg), s, cfg));
+      });
+
+  m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),
+        py::arg("sets"));
+
+  py::class_<stop_condition>(m, "Stop")
+      .def("__or__", [](const stop_condition& a, const stop_condition& b) { return a || b; })
+      .def("__and__", [](const stop_condition& a, const stop_condition& b) { return a && b; });
+  auto st = m.def_submodule("stop", "stop conditions, composable with | and &");
+  st.def("evaluations", &stop::evaluations);
+  st.def("wall_seconds", &stop::wall_seconds);
+  st.def("cost_seconds", &stop::cost_seconds);
+  st.def("target", &stop::target);
+  st.def("no_improvement", &stop::no_improvement);
+  st.def("tokens", &stop::tokens);
+
+  py::class_<py_study>(m, "Study")
+      .def(py::init(&make_study), py::arg("space"), py::arg("backend"), py::arg("strategy"),
+           py::arg("seed"), py::arg("db"), py::arg("resume"), py::arg("scheduler"),
+           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("baseline"))
+      .def("call", &py_study::call)
+      .def("run", &py_study::run)
+      .def("report", [](const py_study& s) { return s.st->current_summary().full_report(); });
+}

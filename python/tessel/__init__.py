@@ -1,0 +1,215 @@
+"""tessel: auto-tuning for compute kernels, from Python (docs/agents.md).
+
+    import tessel
+    space = tessel.load_space("examples/sim_matmul.tsl")
+    study = tessel.Study(space, backend="sim", seed=1)
+    study.run(tessel.stop.evaluations(20) | tessel.stop.target(1e-3))
+    print(study.best["objective"], study.best["config"])
+
+Configs are dicts of parameter values (ints, strings, bools, lists for loop
+orders); parameters left out take their defaults. Trials, suggestions,
+summaries and explanations are plain dicts with the fields `tessel serve`
+documents (docs/serve.md): the Study's ops are the ones `tessel serve` and
+`tessel mcp` speak.
+"""
+import json as _json
+
+from . import _tessel
+
+__all__ = ["Error", "Space", "Study", "load_space", "parse_space", "stop", "explain"]
+
+Error = _tessel.Error
+stop = _tessel.stop
+
+
+def _dumps(value):
+    """JSON text of a config or arguments; numpy scalars become numbers."""
+    def plain(x):
+        if hasattr(x, "item"):
+            return x.item()
+        if hasattr(x, "tolist"):
+            return x.tolist()
+        raise TypeError(f"{type(x).__name__} is not a JSON value")
+    return _json.dumps(value, default=plain)
+
+
+class Space:
+    """A search space: parameters with finite domains, constraints, a target."""
+
+    def __init__(self, native):
+        self._s = native
+        self._description = None
+
+    @property
+    def name(self):
+        return self._s.name
+
+    def count(self):
+        """The exact number of valid configs."""
+        return self._s.count()
+
+    def __len__(self):
+        return self._s.count()
+
+    def describe(self):
+        """The `space` op's description: typed values, defaults, constants, target numbers."""
+        if self._description is None:
+            self._description = _json.loads(self._s.describe())
+        return self._description
+
+    @property
+    def parameters(self):
+        return [p["name"] for p in self.describe()["parameters"]]
+
+    def sample(self, n=1, seed=0):
+        """n configs drawn uniformly among the valid ones (reproducible from seed)."""
+        return _json.loads(self._s.sample(n, seed))
+
+    def configs(self, limit=None):
+        """The first `limit` valid configs in rank order (all of them when None)."""
+        return _json.loads(self._s.first(self.count() if limit is None else limit))
+
+    def at(self, rank):
+        return _json.loads(self._s.at(rank))
+
+    def rank(self, config):
+        return self._s.rank(_dumps(config))
+
+    def complete(self, config):
+        """The config with the parameters it leaves out filled with their defaults."""
+        return _json.loads(self._s.complete(_dumps(config)))
+
+    def is_valid(self, config):
+        return self.why_invalid(config) == ""
+
+    def why_invalid(self, config):
+        """Why the config is not valid ("" when it is)."""
+        try:
+            return self._s.why_invalid(_dumps(config))
+        except Error as e:
+            return str(e)
+
+    def default_config(self):
+        text = self._s.default_config()
+        return None if text is None else _json.loads(text)
+
+    def neighbours(self, config):
+        """Valid configs one move away (one parameter stepped, or one swap in an order)."""
+        return _json.loads(self._s.neighbours(_dumps(config)))
+
+    def key(self, config):
+        """The config's stable 64-bit key."""
+        return self._s.key(_dumps(config))
+
+    def encode(self, configs):
+        """The numeric encoding surrogate models use: a numpy array, one row per config."""
+        import numpy as np
+        if isinstance(configs, dict):
+            return np.asarray(self._s.encode(_dumps(configs)), dtype=float)
+        return np.asarray([self._s.encode(_dumps(c)) for c in configs], dtype=float)
+
+    def explain(self, config, backend="sim"):
+        """Why `config` is as fast as it is on the NeuronCore simulator."""
+        return _json.loads(self._s.explain(_dumps(config), backend))
+
+    def __repr__(self):
+        return f"<tessel.Space {self.name!r}: {self.count()} valid configs>"
+
+
+def load_space(path, name="", target="trn2", set=None):
+    """Reads a .tsl file; `name` picks a space (the first by default), `set` overrides consts."""
+    return Space(_tessel.load(str(path), "", name, target, {k: str(v) for k, v in (set or {}).items()}))
+
+
+def parse_space(text, name="", target="trn2", set=None):
+    """As load_space, from the .tsl text itself."""
+    return Space(_tessel.load("", text, name, target, {k: str(v) for k, v in (set or {}).items()}))
+
+
+def explain(space, config, backend="sim"):
+    """Why `config` of `space` is as fast as it is on the simulator (Space.explain)."""
+    return space.explain(config, backend)
+
+
+class Study:
+    """One tuning study: ask/tell from your own loop, or run() on a backend.
+
+    backend: None (you measure and tell), a spec ("sim", "replay:PATH",
+    "command:CMD"), or a callable config -> seconds (or a dict with objective,
+    status, message, cost, metrics). db: the study file (SQLite); with
+    resume=True an existing one is continued. token_price: seconds of cost
+    1,000 agent tokens are worth. verify: results you tell cannot be the best
+    until re-measured on the backend.
+    """
+
+    def __init__(self, space, backend=None, strategy="auto", seed=0, db=None, resume=False,
+                 scheduler="utility", token_price=0.0, verify=False, jobs=1, baseline=True):
+        self.space = space
+        self._st = _tessel.Study(space._s, backend, strategy, seed, "" if db is None else str(db),
+                                 resume, scheduler, float(token_price), verify, jobs, baseline)
+
+    def _call(self, op, **args):
+        return _json.loads(self._st.call(op, _dumps({k: v for k, v in args.items() if v is not None})))
+
+    def ask(self, n=1):
+        """Up to n suggestions (dicts with trial_id, config, prediction, reason)."""
+        return self._call("ask", n=n)["suggestions"]
+
+    def tell(self, trial_id, objective=None, status="ok", message=None, cost=None, metrics=None,
+             tokens=None, samples=None):
+        """Records the result of an asked trial (agent-reported); returns the trial."""
+        return self._call("tell", trial_id=trial_id, objective=objective, status=status,
+                          message=message, cost=cost, metrics=metrics, tokens=tokens,
+                          samples=samples)["trial"]
+
+    def enqueue(self, config, source="agent", tokens=None, note=None):
+        """Queues your own config; returns its trial id, or None when already proposed."""
+        return self._call("enqueue", config=config, source=source, tokens=tokens, note=note)["trial_id"]
+
+    def evaluate(self, config, source="agent", tokens=None, note=None):
+        """Evaluates one config now on the backend; returns the trial."""
+        return self._call("evaluate", config=config, source=source, tokens=tokens, note=note)["trial"]
+
+    def run(self, until=None, evaluations=None):
+        """Runs on the backend until a stop condition (tessel.stop.*, composable with | and &)
+        or for `evaluations` more evaluations; returns the summary dict."""
+        if until is None:
+            done = self._call("summary")["summary"]["evaluations"]
+            until = stop.evaluations(done + (evaluations or 1))
+        elif isinstance(until, int):
+            until = stop.evaluations(until)
+        return _json.loads(self._st.run(until))["summary"]
+
+    def verify(self, max=1):
+        """Re-measures the best agent-reported results on the backend; returns how many."""
+        return self._call("verify", max=max)["verified"]
+
+    @property
+    def best(self):
+        """The best trial (a dict), or None."""
+        return self._call("best")["best"]
+
+    @property
+    def trials(self):
+        return self._call("trials")["trials"]
+
+    def summary(self):
+        return self._call("summary")["summary"]
+
+    def report(self):
+        """The full text report."""
+        return self._st.report()
+
+    def explain(self, config=None, trial_id=None):
+        """Why a config (default: the best) is as fast as it is on the simulator."""
+        return self._call("explain", config=config, trial_id=trial_id)["explanation"]
+
+    def why_failed(self, trial_id=None, config=None):
+        return self._call("why_failed", trial_id=trial_id, config=config)
+
+    def objectives(self):
+        """(trial ids, objectives) of the ok trials as numpy arrays, in trial order."""
+        import numpy as np
+        ok = [t for t in self.trials if t.get("status") == "ok"]
+        return (np.asarray([t["trial_id"] for t in ok], dtype=np.int64),
+                np.asarray([t["objective"] for t in ok], dtype=float))

@@ -1,0 +1,724 @@
+// The agent ops (ops.hpp): one implementation behind `tessel serve` and `tessel mcp`.
+#include "ops.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/sim.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace tessel::cli {
+namespace {
+
+using json = nlohmann::json;
+
+/// `v` as one line of JSON; invalid UTF-8 in user text is replaced, never thrown.
+std::string one_line(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+[[noreturn]] void bad(std::string_view op, const std::string& message) {
+  throw op_error(op_error_kind::bad_arguments, fmt::format("{}: {}", op, message));
+}
+
+/// Reads and checks one op's arguments, naming the op and field in each error.
+class arguments {
+ public:
+  arguments(std::string_view op, const json& a) : op_(op), a_(a) {}
+
+  [[nodiscard]] bool has(const char* key) const { return a_.contains(key) && !a_[key].is_null(); }
+
+  [[nodiscard]] std::uint64_t trial_id(const char* key = "trial_id") const {
+    if (!has(key)) bad(op_, fmt::format("needs \"{}\" (the trial's id, from ask or enqueue)", key));
+    return whole(key, 0, 1, std::numeric_limits<std::uint64_t>::max());
+  }
+
+  /// Field `key` as a whole number in [low, high], or `fallback` when absent.
+  /// 1.5, -1, "7" and 1e19 are errors, not 1, 2^64-1, 7 or a wrap; 2.0 is 2.
+  [[nodiscard]] std::uint64_t whole(const char* key, std::uint64_t fallback, std::uint64_t low,
+                                    std::uint64_t high) const {
+    if (!has(key)) return fallback;
+    const auto& v = a_[key];
+    std::uint64_t n = 0;
+    if (v.is_number_unsigned()) {
+      n = v.get<std::uint64_t>();
+    } else if (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
+               v.get<double>() >= 0 && v.get<double>() < 1e18) {
+      n = static_cast<std::uint64_t>(v.get<double>());
+    } else {
+      bad(op_, fmt::format("\"{}\" must be a whole number from {} to {}, not {}", key, low, high,
+                           one_line(v)));
+    }
+    if (n < low || n > high)
+      bad(op_, fmt::format("\"{}\" must be from {} to {}, not {}", key, low, high, n));
+    return n;
+  }
+
+  /// Field `key` as a finite number >= min, or `fallback` when absent.
+  [[nodiscard]] double number(const char* key, double fallback, double min = 0) const {
+    if (!has(key)) return fallback;
+    const auto& v = a_[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() >= min))
+      bad(op_, min == 0 ? fmt::format("\"{}\" must be a number >= 0, not {}", key, one_line(v))
+                        : fmt::format("\"{}\" must be a finite number, not {}", key, one_line(v)));
+    return v.get<double>();
+  }
+
+  [[nodiscard]] std::string text(const char* key, std::string fallback = {}) const {
+    if (!has(key)) return fallback;
+    if (!a_[key].is_string()) bad(op_, fmt::format("\"{}\" must be a string", key));
+    return a_[key].get<std::string>();
+  }
+
+  /// A config object; parameters left out take their defaults. Checked valid.
+  [[nodiscard]] config config_of(const space& s, const char* key = "config") const {
+    if (!has(key))
+      bad(op_, fmt::format("needs \"{}\": an object of parameter names to values (parameters "
+                           "left out take their defaults; see the space op)",
+                           key));
+    if (!a_[key].is_object())
+      bad(op_, fmt::format("\"{}\" must be an object of parameter names to values, got {}", key,
+                           one_line(a_[key])));
+    config c;
+    try {
+      c = s.from_partial_json(a_[key].dump());
+    } catch (const error& e) {
+      bad(op_, e.what());
+    }
+    if (const auto why = s.why_invalid(c); !why.empty())
+      bad(op_, fmt::format("config {} is not valid: {}", s.to_json(c), why));
+    return c;
+  }
+
+  [[nodiscard]] provenance provenance_of(std::string fallback) const {
+    return {text("source", std::move(fallback)), number("tokens", 0), text("note")};
+  }
+
+  [[nodiscard]] const json& raw() const { return a_; }
+
+ private:
+  std::string_view op_;
+  const json& a_;
+};
+
+json typed_value(const parameter& p, std::size_t index) {
+  const auto& d = p.dom;
+  switch (d.kind) {
+    case param_kind::integer: return d.values[index];
+    case param_kind::boolean: return d.values[index] != 0;
+    case param_kind::symbol: return d.labels[index];
+    case param_kind::permutation: {
+      json order = json::array();
+      for (auto e : d.permutation(index)) order.push_back(d.labels[e]);
+      return order;
+    }
+  }
+  return nullptr;
+}
+
+std::string_view kind_name(param_kind k) {
+  switch (k) {
+    case param_kind::integer: return "integer";
+    case param_kind::symbol: return "symbol";
+    case param_kind::boolean: return "boolean";
+    case param_kind::permutation: return "permutation";
+  }
+  return "integer";
+}
+
+}  // namespace
+
+json space_json(const space& s) {
+  constexpr std::size_t max_values = 512;
+  json params = json::array();
+  for (const auto& p : s.parameters()) {
+    json values = json::array();
+    for (std::size_t i = 0; i < p.dom.size() && i < max_values; ++i)
+      values.push_back(typed_value(p, i));
+    json entry = {{"name", p.name},
+                  {"kind", kind_name(p.dom.kind)},
+                  {"values", values},
+                  {"size", p.dom.size()},
+                  {"default", typed_value(p, p.default_index.value_or(0))},
+                  {"default_declared", p.default_index.has_value()},
+                  {"conditional", static_cast<bool>(p.when)}};
+    if (p.dom.size() > max_values) entry["values_truncated"] = true;
+    if (p.dom.log_scale) entry["log_scale"] = true;
+    params.push_back(entry);
+  }
+  const auto& def = s.def();
+  json constants = json::object();
+  for (const auto& k : def.constants)
+    constants[k.name] = k.type == value_type::symbol && k.value >= 0 &&
+                                static_cast<std::size_t>(k.value) < def.symbols.size()
+                            ? json(def.symbols[static_cast<std::size_t>(k.value)])
+                            : json(k.value);
+  json lets = json::array();
+  for (const auto& l : def.lets) lets.push_back(l.name);
+  json constraints = json::array();
+  for (const auto& c : def.constraints)
+    constraints.push_back({{"text", c.text}, {"message", c.message}});
+  json target = {{"name", def.target.name}, {"constants", json::object()}};
+  if (!def.target.base.empty()) target["base"] = def.target.base;
+  for (const auto& [name, v] : def.target.constants) target["constants"][name] = v;
+  const auto base = s.default_config();
+  return {{"name", s.name()},
+          {"parameters", params},
+          {"constants", constants},
+          {"lets", lets},
+          {"constraints", constraints},
+          {"target", target},
+          {"valid_configs", s.count()},
+          {"default_config", base ? json::parse(s.to_json(*base)) : json(nullptr)}};
+}
+
+namespace {
+
+json prediction_json(const prediction& p) {
+  return {{"basis", p.from == prediction::basis::model ? "model" : "prior"},
+          {"mean", p.mean},
+          {"sigma", p.sigma},
+          {"p_feasible", p.p_feasible},
+          {"expected_gain", p.expected_gain},
+          {"cost_s", p.cost_s},
+          {"tokens", p.tokens},
+          {"utility", p.utility}};
+}
+
+/// Why the scheduler handed out trial `t`, in words.
+std::string reason_of(const trial& t) {
+  std::string why = t.provenance.source == "baseline"
+                        ? std::string("the space's default config, measured first as the baseline")
+                        : fmt::format("proposed by {}", t.provenance.source);
+  if (!t.provenance.note.empty() && t.provenance.source != "baseline")
+    why += fmt::format(" ({})", t.provenance.note);
+  if (!t.prediction) return why;
+  if (t.prediction->from == prediction::basis::model)
+    return why + fmt::format(
+                     "; ranked by the model: expected gain {:.3g} / cost {:.3g} s "
+                     "(utility {:.3g})",
+                     t.prediction->expected_gain, t.prediction->cost_s, t.prediction->utility);
+  return why +
+         "; no model is fitted yet, so proposals go in order and the prediction is the "
+         "prior";
+}
+
+json summary_json(const summary& s) {
+  json tokens_by_source = json::object();
+  for (const auto& [source, spent] : s.tokens_by_source)
+    tokens_by_source[source] = {{"tokens", spent.first}, {"proposals", spent.second}};
+  json by_status = json::object();
+  for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
+  return {{"evaluations", s.evaluations},
+          {"by_status", by_status},
+          {"evaluations_to_best", s.evaluations_to_best},
+          {"best_objective", s.best ? json(s.best->result.objective) : json(nullptr)},
+          {"best_reported", s.best ? json(s.best->reported) : json(nullptr)},
+          {"best_config", s.best_config_text},
+          {"seed", s.seed},
+          {"cost_s", s.cost_s},
+          {"tokens", s.tokens},
+          {"tokens_by_source", tokens_by_source},
+          {"reported", s.reported},
+          {"verified", s.verified},
+          {"termination", to_string(s.reason)},
+          {"message", s.message}};
+}
+
+measurement measurement_of(const arguments& a) {
+  measurement m;
+  const auto name = a.text("status", "ok");
+  const auto st = parse_status(name);
+  if (!st)
+    bad("tell", fmt::format("unknown status '{}' (one of ok, invalid, compile_error, "
+                            "runtime_error, timeout, incorrect, suspicious)",
+                            name));
+  m.status = *st;
+  if (m.ok()) {
+    if (!a.has("objective"))
+      bad("tell", "status ok needs a numeric \"objective\" (seconds; lower is better)");
+    m.objective = a.number("objective", 0, -std::numeric_limits<double>::infinity());
+  }
+  m.message = a.text("message");
+  const auto& r = a.raw();
+  try {
+    if (a.has("samples")) m.samples = r["samples"].get<std::vector<double>>();
+    if (a.has("cost")) {
+      if (!r["cost"].is_object())
+        bad("tell", R"("cost" must be an object {"compile_s", "gate_s", "run_s"})");
+      const arguments c("tell", r["cost"]);
+      m.cost = {c.number("compile_s", 0), c.number("gate_s", 0), c.number("run_s", 0)};
+    }
+    if (a.has("metrics")) m.metrics = r["metrics"].get<std::map<std::string, double>>();
+  } catch (const json::exception&) {
+    bad("tell", "\"samples\" must be an array of numbers and \"metrics\" an object of numbers");
+  }
+  return m;
+}
+
+json failures_json(const space& s, const std::vector<trial>& trials) {
+  std::map<std::string, json> by_status;
+  std::size_t total = 0;
+  for (const auto& t : trials) {
+    if (t.state != trial_state::finished || t.result.ok()) continue;
+    ++total;
+    auto& entry = by_status[std::string(to_string(t.result.status))];
+    if (entry.is_null()) entry = {{"count", 0}, {"examples", json::array()}};
+    entry["count"] = entry["count"].get<std::size_t>() + 1;
+    if (entry["examples"].size() < 3)
+      entry["examples"].push_back({{"trial_id", t.id},
+                                   {"message", t.result.message},
+                                   {"config", json::parse(s.to_json(t.config))}});
+  }
+  json out = json::array();
+  for (auto& [st, entry] : by_status) {
+    entry["status"] = st;
+    out.push_back(entry);
+  }
+  return {{"failed", total}, {"by_status", out}};
+}
+
+const char* status_hint(status st) {
+  switch (st) {
+    case status::invalid: return "the config is outside the space or unknown to the backend";
+    case status::compile_error:
+      return "it did not build: often a resource overflow (SBUF, PSUM); try smaller tiles or "
+             "fewer buffers";
+    case status::runtime_error: return "it crashed or the backend failed; see the message";
+    case status::timeout: return "it ran past the time limit";
+    case status::incorrect:
+      return "its outputs differ from the reference in the equivalence gate: the schedule is wrong";
+    case status::suspicious:
+      return "its outputs look forged (constant, non-deterministic, or faster than the roofline)";
+    case status::ok: return "it succeeded";
+  }
+  return "";
+}
+
+// --- the op table ---------------------------------------------------------------------------
+
+/// A JSON Schema object of `properties` (JSON text), closed to other names.
+json schema(std::string_view properties, std::vector<std::string> required = {}) {
+  json out = {{"type", "object"}, {"properties", json::parse(properties)}};
+  if (!required.empty()) out["required"] = required;
+  out["additionalProperties"] = false;
+  return out;
+}
+
+constexpr std::string_view config_property = R"("config": {"type": "object",
+  "description": "parameter names to values as the space op gives them (numbers, strings, booleans, arrays for loop orders); parameters left out take their defaults"})";
+constexpr std::string_view provenance_properties = R"(
+  "source": {"type": "string", "description": "who proposes it; default \"agent\""},
+  "tokens": {"type": "number", "minimum": 0, "description": "tokens spent proposing it"},
+  "note": {"type": "string", "description": "the rationale, kept with the trial"})";
+constexpr std::string_view trial_id_property =
+    R"("trial_id": {"type": "integer", "minimum": 1, "description": "a trial id from ask or enqueue"})";
+
+std::string object(std::initializer_list<std::string_view> members) {
+  std::string out = "{";
+  for (const auto m : members) out += (out.size() > 1 ? "," : "") + std::string(m);
+  return out + "}";
+}
+
+std::vector<op_info> make_op_list() {
+  constexpr std::string_view none = "{}";
+  return {
+      {"space",
+       "Describe the search space: each parameter's kind, typed values and default, the "
+       "constants, the target's numbers, the constraints and how many configs are valid. Call "
+       "it first.",
+       schema(none)},
+      {"ask",
+       "Get up to n configs to evaluate next, best first. Each carries a prediction (mean, "
+       "sigma, p_feasible, expected_gain, cost_s, utility; basis \"prior\" until a model is "
+       "fitted) and the reason it was chosen. Measure them and report with tell.",
+       schema(R"({"n": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1}})")},
+      {"tell",
+       "Report the result of a trial you measured yourself (from ask). The result is stored as "
+       "agent-reported (unverified).",
+       schema(object({trial_id_property, R"(
+  "objective": {"type": "number", "description": "seconds (lower is better); needed when status is ok"},
+  "status": {"type": "string", "default": "ok", "enum": ["ok", "invalid", "compile_error", "runtime_error", "timeout", "incorrect", "suspicious"]},
+  "message": {"type": "string"},
+  "samples": {"type": "array", "items": {"type": "number"}},
+  "cost": {"type": "object", "properties": {"compile_s": {"type": "number"}, "gate_s": {"type": "number"}, "run_s": {"type": "number"}}},
+  "metrics": {"type": "object", "additionalProperties": {"type": "number"}},
+  "tokens": {"type": "number", "minimum": 0, "description": "tokens spent on this trial"})"}),
+              {"trial_id"})},
+      {"enqueue",
+       "Propose a config of your own; it is checked against the space and queued for ask (or "
+       "run). Returns its trial id, or duplicate: true when it was already proposed.",
+       schema(object({config_property, provenance_properties}), {"config"})},
+      {"evaluate",
+       "Evaluate one config now on the session's backend (equivalence-gated) and return the "
+       "trial. Needs a backend.",
+       schema(object({config_property, provenance_properties}), {"config"})},
+      {"run",
+       "Let tessel propose and evaluate `evaluations` more configs on its backend, reporting "
+       "progress; stops early at `target` (seconds) if given. Needs a backend.",
+       schema(
+           R"({"evaluations": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 1},
+                  "target": {"type": "number", "description": "stop once the best is at most this"}})")},
+      {"best", "The best trial so far (null before any success).", schema(none)},
+      {"trials", "Every trial so far, in proposal order.", schema(none)},
+      {"explain",
+       "Why a config is as fast as it is on the simulator: latency, roofline, bottleneck, engine "
+       "busy fractions and ranked suggestions in terms of the space's parameters. Give a config, "
+       "a trial_id, or nothing for the best trial.",
+       schema(object({config_property, trial_id_property}))},
+      {"why_failed",
+       "Why trials failed: one trial (trial_id), whether a config is valid (config), or all "
+       "failures grouped by status with examples.",
+       schema(object({config_property, trial_id_property}))},
+      {"verify",
+       "Re-measure on the backend the best agent-reported results (tell) that would beat the "
+       "best measured one, so an unverified time cannot be the answer. Needs a backend.",
+       schema(R"({"max": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1}})")},
+      {"summary", "Counts by status, the best, cost and tokens spent, and the full text report.",
+       schema(none)},
+      {"help", "The ops and their arguments (JSON Schema).",
+       schema(R"({"op": {"type": "string", "description": "describe only this op"}})"), false},
+      {"quit", "End the session after replying.", schema(none), false},
+  };
+}
+
+}  // namespace
+
+const std::vector<op_info>& op_list() {
+  static const std::vector<op_info> list = make_op_list();
+  return list;
+}
+
+json trial_json(const space& s, const trial& t) {
+  json out = {{"trial_id", t.id},
+              {"config", json::parse(s.to_json(t.config))},
+              {"source", t.provenance.source},
+              {"tokens", t.provenance.tokens}};
+  if (!t.provenance.note.empty()) out["note"] = t.provenance.note;
+  out["state"] = t.state == trial_state::finished  ? "finished"
+                 : t.state == trial_state::running ? "running"
+                                                   : "proposed";
+  if (t.state == trial_state::finished) {
+    out["status"] = to_string(t.result.status);
+    out["objective"] = t.result.ok() ? json(t.result.objective) : json(nullptr);
+    out["reported"] = t.reported;
+    out["cost"] = {{"compile_s", t.result.cost.compile_s},
+                   {"gate_s", t.result.cost.gate_s},
+                   {"run_s", t.result.cost.run_s}};
+    if (!t.result.message.empty()) out["message"] = t.result.message;
+    if (!t.result.metrics.empty()) out["metrics"] = t.result.metrics;
+  }
+  if (t.prediction) out["prediction"] = prediction_json(*t.prediction);
+  if (t.state != trial_state::finished) out["reason"] = reason_of(t);
+  return out;
+}
+
+namespace {
+
+/// The knob a suggestion tells to move ("raise dma_queues ...", "set
+/// coalesce = true ...", "try evict = scalar ..."), or "" when it names none.
+std::string knob_of(const std::string& suggestion) {
+  for (const std::string_view verb : {"raise ", "lower ", "set ", "try "}) {
+    if (!suggestion.starts_with(verb)) continue;
+    const auto start = verb.size();
+    auto end = start;
+    while (end < suggestion.size() &&
+           (std::isalnum(static_cast<unsigned char>(suggestion[end])) || suggestion[end] == '_'))
+      ++end;
+    return suggestion.substr(start, end - start);
+  }
+  return {};
+}
+
+}  // namespace
+
+json explanation_json(const sim_explanation& e, const space& s, const config& c) {
+  json path = json::array();
+  for (const auto& [what, share] : e.critical_path)
+    path.push_back({{"what", what}, {"share", share}});
+  // Suggestions are limited to knobs the space has; one that moves a knob the
+  // space lacks is kept apart, as a hint to add that parameter.
+  json suggestions = json::array(), outside = json::array();
+  for (const auto& text : e.suggestions) {
+    const auto knob = knob_of(text);
+    if (knob.empty() || s.parameter_index(knob))
+      suggestions.push_back(text);
+    else
+      outside.push_back({{"parameter", knob}, {"suggestion", text}});
+  }
+  return {{"config", json::parse(s.to_json(c))},
+          {"workload", e.workload},
+          {"target", e.target},
+          {"latency_s", e.latency_s},
+          {"roofline_s", e.roofline_s},
+          {"roofline_bound", e.roofline_bound},
+          {"bottleneck", e.bottleneck},
+          {"busy", e.busy},
+          {"critical_path", path},
+          {"suggestions", suggestions},
+          {"outside_space", outside}};
+}
+
+// --- ops --------------------------------------------------------------------------------------
+
+struct ops::observer_bridge final : observer {
+  progress_sink sink;
+  std::size_t start = 0, total = 0;
+  void on_trial(const trial& t, const tessel::progress& p) override {
+    if (!sink) return;
+    sink(static_cast<double>(p.evaluations - start), static_cast<double>(total),
+         fmt::format("trial {}: {}{}", t.id, to_string(t.result.status),
+                     t.result.ok() ? fmt::format(" {:.6g} s", t.result.objective) : ""));
+  }
+};
+
+ops::ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates)
+    : study_(st),
+      backend_(std::move(backend)),
+      observer_(std::make_shared<observer_bridge>()),
+      evaluates_(evaluates) {
+  study_.add_observer(observer_);
+}
+
+ops::~ops() = default;
+
+const sim_backend& ops::simulator() {
+  if (const auto* sim = dynamic_cast<const sim_backend*>(backend_.get())) return *sim;
+  if (!own_simulator_) {
+    try {
+      auto b = make_backend("sim", {});
+      b->prepare(study_.space());
+      own_simulator_ = std::move(b);
+    } catch (const std::exception& e) {
+      throw op_error(op_error_kind::unavailable,
+                     fmt::format("explain needs the simulator, and it cannot model space '{}': {}",
+                                 study_.space().name(), e.what()));
+    }
+  }
+  return dynamic_cast<const sim_backend&>(*own_simulator_);
+}
+
+std::string ops::report_text() const { return study_.current_summary().full_report(); }
+
+json ops::best_config() const {
+  const auto* b = study_.best();
+  return b ? json::parse(study_.space().to_json(b->config)) : json(nullptr);
+}
+
+std::string ops::best_trace() {
+  const auto* b = study_.best();
+  if (!b) throw op_error(op_error_kind::unavailable, "no successful trial yet: nothing to trace");
+  const auto& sim = simulator();
+  const auto path = std::filesystem::temp_directory_path() /
+                    fmt::format("tessel-trace-{}-{}.json", study_.space().name(), b->id);
+  sim.write_trace(study_.space(), b->config, path);
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  return text.str();
+}
+
+namespace {
+
+const op_info& info_of(std::string_view name) {
+  const auto& list = op_list();
+  const auto info =
+      std::find_if(list.begin(), list.end(), [&](const op_info& o) { return o.name == name; });
+  if (info != list.end()) return *info;
+  std::string names;
+  for (const auto& o : list) names += (names.empty() ? "" : ", ") + o.name;
+  throw op_error(op_error_kind::unknown_op, fmt::format("unknown op '{}': use {}", name, names));
+}
+
+/// Refuses an argument the op's schema does not name ("op" and "id" are the transport's).
+void check_names(const op_info& info, const json& given) {
+  const auto& properties = info.arguments["properties"];
+  for (const auto& [key, v] : given.items()) {
+    if (properties.contains(key) || key == "op" || key == "id") continue;
+    std::string known;
+    for (const auto& [k, _] : properties.items()) known += (known.empty() ? "" : ", ") + k;
+    bad(info.name, fmt::format("unknown argument \"{}\" (takes: {})", key,
+                               known.empty() ? std::string("no arguments") : known));
+  }
+}
+
+json best_json(const study& st) {
+  const auto* b = st.best();
+  return b ? trial_json(st.space(), *b) : json(nullptr);
+}
+
+json trials_json(const study& st) {
+  json out = json::array();
+  for (const auto& t : st.trials()) out.push_back(trial_json(st.space(), t));
+  return out;
+}
+
+const trial& trial_of(const study& st, const arguments& a, std::string_view op) {
+  const auto id = a.trial_id();
+  if (id > st.trials().size()) bad(op, fmt::format("no trial {}", id));
+  return st.trials()[id - 1];
+}
+
+/// why_failed: whether a config is valid, why one trial failed, or every failure.
+json why_failed_of(const study& st, const arguments& a) {
+  const auto& s = st.space();
+  if (a.has("config")) {
+    if (!a.raw()["config"].is_object()) bad("why_failed", "\"config\" must be an object");
+    config c;
+    try {
+      c = s.from_partial_json(a.raw()["config"].dump());
+    } catch (const error& e) {
+      return {{"valid", false}, {"why", e.what()}};
+    }
+    const auto why = s.why_invalid(c);
+    return {{"config", json::parse(s.to_json(c))}, {"valid", why.empty()}, {"why", why}};
+  }
+  if (!a.has("trial_id")) return failures_json(s, st.trials());
+  const auto& t = trial_of(st, a, "why_failed");
+  json out = {{"trial", trial_json(s, t)}};
+  out["why"] =
+      t.state != trial_state::finished
+          ? std::string("the trial has not finished")
+          : fmt::format("{}: {}{}", to_string(t.result.status), status_hint(t.result.status),
+                        t.result.message.empty() ? "" : " — " + t.result.message);
+  return out;
+}
+
+json help_of(const arguments& a) {
+  json out = json::array();
+  const auto only = a.text("op");
+  for (const auto& o : op_list())
+    if (only.empty() || o.name == only)
+      out.push_back({{"op", o.name}, {"description", o.description}, {"arguments", o.arguments}});
+  if (out.empty()) bad("help", fmt::format("no op '{}'", only));
+  return {{"ops", out}};
+}
+
+}  // namespace
+
+json ops::call(std::string_view name, const json& raw, const progress_sink& progress) {
+  static const json empty = json::object();
+  const json& given = raw.is_null() ? empty : raw;
+  if (!given.is_object())
+    bad(name, fmt::format("arguments must be a JSON object, got {}", one_line(given)));
+  check_names(info_of(name), given);
+  try {
+    return dispatch(name, given, progress);
+  } catch (const op_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The study refuses what the caller got wrong (an unknown or finished
+    // trial, an invalid config) with tessel::error: the caller must act.
+    const std::string what = e.what();
+    throw op_error(op_error_kind::bad_arguments, what.starts_with(std::string(name) + ":")
+                                                     ? what
+                                                     : fmt::format("{}: {}", name, what));
+  }
+}
+
+void ops::need_backend(std::string_view name) const {
+  if (!evaluates_)
+    throw op_error(op_error_kind::unavailable,
+                   fmt::format("{}: this session has no backend, so tessel cannot measure: "
+                               "measure configs yourself and use ask, enqueue and tell (or "
+                               "restart with --backend SPEC)",
+                               name));
+}
+
+json ops::dispatch(std::string_view name, const json& given, const progress_sink& progress) {
+  const arguments a(name, given);
+  const auto& s = study_.space();
+  if (name == "space") return {{"space", space_json(s)}};
+  if (name == "ask") {
+    json out = json::array();
+    for (const auto& sug : study_.ask(a.whole("n", 1, 0, max_ask)))
+      out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
+    return {{"suggestions", out}};
+  }
+  if (name == "tell") {
+    const auto id = a.trial_id();
+    const auto m = measurement_of(a);
+    const auto& t = study_.tell(id, m, a.number("tokens", 0));
+    return {{"trial", trial_json(s, t)}, {"best", best_json(study_)}};
+  }
+  if (name == "enqueue") {
+    const auto id = study_.enqueue(a.config_of(s), a.provenance_of("agent"));
+    return {{"trial_id", id ? json(*id) : json(nullptr)}, {"duplicate", !id.has_value()}};
+  }
+  if (name == "evaluate") {
+    need_backend(name);
+    const auto c = a.config_of(s);
+    return {{"trial", trial_json(s, study_.evaluate(c, a.provenance_of("agent")))}};
+  }
+  if (name == "run") return run_op(given, progress);
+  if (name == "best") return {{"best", best_json(study_)}};
+  if (name == "trials") return {{"trials", trials_json(study_)}};
+  if (name == "explain") return explain_op(given);
+  if (name == "why_failed") return why_failed_of(study_, a);
+  if (name == "verify") {
+    need_backend(name);
+    const auto n = study_.verify(a.whole("max", 1, 1, max_ask));
+    return {{"verified", n}, {"best", best_json(study_)}};
+  }
+  if (name == "summary") {
+    const auto sum = study_.current_summary();
+    return {{"summary", summary_json(sum)}, {"report", sum.full_report()}};
+  }
+  if (name == "help") return help_of(a);
+  if (name == "quit") {
+    done_ = true;
+    return json::object();
+  }
+  throw op_error(op_error_kind::unknown_op, fmt::format("op '{}' is not implemented", name));
+}
+
+json ops::run_op(const json& given, const progress_sink& progress) {
+  need_backend("run");
+  const arguments a("run", given);
+  const auto n = a.whole("evaluations", 1, 0, max_run);
+  const auto before = study_.current_summary().evaluations;
+  auto until = stop::evaluations(before + n);
+  if (a.has("target"))
+    until = until || stop::target(a.number("target", 0, -std::numeric_limits<double>::infinity()));
+  observer_->sink = progress;
+  observer_->start = before;
+  observer_->total = n;
+  summary sum;
+  try {
+    sum = study_.run(until);
+  } catch (...) {
+    observer_->sink = nullptr;
+    throw;
+  }
+  observer_->sink = nullptr;
+  return {{"summary", summary_json(sum)}, {"best", best_json(study_)}};
+}
+
+json ops::explain_op(const json& given) {
+  const arguments a("explain", given);
+  const auto& s = study_.space();
+  config c;
+  if (a.has("config")) {
+    c = a.config_of(s);
+  } else if (a.has("trial_id")) {
+    c = trial_of(study_, a, "explain").config;
+  } else if (const auto* b = study_.best()) {
+    c = b->config;
+  } else {
+    bad("explain", "no successful trial yet: give a \"config\" or a \"trial_id\" to explain");
+  }
+  return {{"explanation", explanation_json(simulator().analyse(s, c), s, c)}};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,110 @@
+// src/cli/ops.hpp: the operations an agent drives a study with (docs/agents.md),
+// one implementation behind both transports: the JSON-lines protocol of
+// `tessel serve` (protocol.cpp) and the MCP server of `tessel mcp` (mcp.cpp).
+// An op takes a JSON object of arguments and returns a JSON object of
+// results; what goes wrong is an op_error whose kind says who must act.
+#pragma once
+
+#include <tessel/error.hpp>
+#include <tessel/study.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+class backend;
+class sim_backend;
+struct sim_explanation;
+}  // namespace tessel
+
+namespace tessel::cli {
+
+/// Why an op failed. bad_arguments: the caller's arguments (fix and retry);
+/// unavailable: the session cannot do it (no backend, no simulator);
+/// unknown_op: no op of that name; failed: the op ran and could not complete.
+enum class op_error_kind : unsigned char { bad_arguments, unavailable, unknown_op, failed };
+
+class op_error : public error {
+ public:
+  op_error(op_error_kind kind, const std::string& message) : error(message), kind_(kind) {}
+  [[nodiscard]] op_error_kind kind() const noexcept { return kind_; }
+
+ private:
+  op_error_kind kind_;
+};
+
+/// One op as `help` and MCP's tools/list describe it.
+struct op_info {
+  std::string name;
+  std::string description;   ///< what it does and when to use it, for people and LLMs
+  nlohmann::json arguments;  ///< a JSON Schema (draft 2020-12) object of its arguments
+  bool tool = true;          ///< offered as an MCP tool (help and quit are not)
+};
+
+/// Every op, in the order help lists them.
+[[nodiscard]] const std::vector<op_info>& op_list();
+
+/// Progress of a long op (run): done of total, with a line of text.
+using progress_sink = std::function<void(double done, double total, const std::string& message)>;
+
+class ops {
+ public:
+  /// Most suggestions one `ask` returns, and evaluations one `run` makes.
+  static constexpr std::uint64_t max_ask = 10'000;
+  static constexpr std::uint64_t max_run = 1'000'000;
+
+  /// `evaluates`: whether `backend` really evaluates (evaluate, run and
+  /// verify need it). The study and backend must outlive this.
+  ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates);
+  ~ops();
+  ops(const ops&) = delete;
+  ops& operator=(const ops&) = delete;
+
+  /// Runs op `name` on `args` (a JSON object; null is taken as {}).
+  /// `progress` (optional) hears of each trial `run` finishes. Throws op_error.
+  nlohmann::json call(std::string_view name, const nlohmann::json& args,
+                      const progress_sink& progress = {});
+
+  /// Whether `quit` was called.
+  [[nodiscard]] bool done() const noexcept { return done_; }
+
+  // Documents an MCP client can read (resources).
+  [[nodiscard]] std::string report_text() const;     ///< the study's full report
+  [[nodiscard]] nlohmann::json best_config() const;  ///< the best config, or null
+  /// The Perfetto trace JSON of the best config on the simulator. Throws op_error.
+  [[nodiscard]] std::string best_trace();
+
+ private:
+  struct observer_bridge;
+  nlohmann::json dispatch(std::string_view name, const nlohmann::json& args,
+                          const progress_sink& progress);
+  nlohmann::json run_op(const nlohmann::json& args, const progress_sink& progress);
+  nlohmann::json explain_op(const nlohmann::json& args);
+  /// Throws op_error (unavailable) when the session has no backend.
+  void need_backend(std::string_view name) const;
+  const sim_backend& simulator();
+
+  study& study_;
+  std::shared_ptr<tessel::backend> backend_;
+  std::shared_ptr<tessel::backend> own_simulator_;  ///< made on demand when backend_ is not one
+  std::shared_ptr<observer_bridge> observer_;
+  bool evaluates_;
+  bool done_ = false;
+};
+
+/// A space as the `space` op describes it: typed values, defaults, kinds,
+/// constants, the target's numbers, constraints, the count of valid configs.
+[[nodiscard]] nlohmann::json space_json(const space& s);
+/// A trial as the ops report it: config, provenance, state, result, prediction.
+[[nodiscard]] nlohmann::json trial_json(const space& s, const trial& t);
+/// A simulator explanation as `explain` (op and command) reports it.
+[[nodiscard]] nlohmann::json explanation_json(const sim_explanation& e, const space& s,
+                                              const config& c);
+
+}  // namespace tessel::cli

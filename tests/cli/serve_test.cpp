@@ -1,0 +1,129 @@
+// `tessel serve` and `tessel mcp` from the outside: the agent ops (help,
+// typed space, predictions, defaults filled, explain, why_failed, verify,
+// tokens) over JSON lines, and the MCP server's JSON-RPC framing and errors.
+// (tests/mcp drives a whole MCP session with the official SDK client.)
+#include "tool.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <vector>
+
+using namespace cli_testing;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<json> lines_of(const std::string& out) {
+  std::vector<json> replies;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) replies.push_back(json::parse(line));
+  return replies;
+}
+
+json by_id(const std::vector<json>& replies, int id) {
+  for (const auto& j : replies)
+    if (j.contains("id") && j["id"] == id) return j;
+  FAIL("no reply with id " << id);
+  return json();
+}
+
+}  // namespace
+
+TEST_CASE("serve: the agent ops on the simulator, with --verify") {
+  const auto r = tessel(
+      "serve ../../examples/sim_matmul.tsl --backend sim --no-db --seed 2 --verify "
+      "< fixtures/serve_agents.jsonl");
+  REQUIRE(r.code == 0);
+  const auto replies = lines_of(r.out);
+  auto reply = [&](int id) { return by_id(replies, id); };
+
+  const auto ops = reply(1)["ops"];
+  CHECK(ops.size() == 14);
+  CHECK(ops[1]["op"] == "ask");
+  CHECK(ops[1]["arguments"]["properties"].contains("n"));
+  CHECK(contains(reply(2)["error"].get<std::string>(), "unknown argument \"op_name\""));
+
+  const auto space = reply(3)["space"];
+  CHECK(space["constants"]["M"].is_number());
+  CHECK(space["target"]["constants"]["sbuf_bytes_per_partition"].is_number());
+  for (const auto& p : space["parameters"]) {
+    CHECK(p.contains("kind"));
+    CHECK(p.contains("default"));
+  }
+
+  for (const auto& s : reply(4)["suggestions"]) {
+    CHECK(s["prediction"]["basis"] == "prior");
+    CHECK(s["reason"].is_string());
+  }
+  CHECK(reply(5)["trial"]["reported"] == true);
+  CHECK(reply(5)["best"].is_null());  // --verify: a told time is not the answer yet
+  CHECK(reply(7)["best"].is_null());
+
+  const auto evaluated = reply(8)["trial"];
+  CHECK(evaluated["config"]["tile_n"] == 1024);
+  CHECK(evaluated["config"] == reply(9)["explanation"]["config"]);
+  CHECK(evaluated["reported"] == false);
+  CHECK(evaluated["note"] == "wider");
+  CHECK(reply(9)["explanation"]["bottleneck"].is_string());
+  CHECK(contains(reply(10)["error"].get<std::string>(), "explain: parameter 'tile_n'"));
+
+  CHECK(reply(11)["failed"].get<int>() >= 1);
+  CHECK(contains(reply(12)["why"].get<std::string>(), "compile_error"));
+  CHECK(contains(reply(12)["why"].get<std::string>(), "SBUF overflow"));
+  CHECK(reply(13)["valid"] == false);
+
+  CHECK(reply(14)["verified"] == 1);  // trial 1's 1e-9 s is re-measured
+  CHECK(reply(14)["best"]["reported"] == false);
+
+  CHECK(contains(reply(15)["error"].get<std::string>(), "\"n\" must be a whole number"));
+  CHECK(contains(reply(16)["error"].get<std::string>(), "unknown argument \"verbose\""));
+
+  const auto summary = reply(17)["summary"];
+  CHECK(summary["tokens"] == 95.0);
+  CHECK(summary["verified"] == 1);
+  CHECK(summary["reported"] == 1);  // the told compile_error: verify re-measures ok times only
+}
+
+TEST_CASE("serve: --verify needs a backend") {
+  const auto r = tessel("serve fixtures/small.tsl --no-db --verify < /dev/null");
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "--verify"));
+}
+
+TEST_CASE("mcp: JSON-RPC framing, tools, resources and errors") {
+  const auto r = tessel("mcp fixtures/small.tsl --no-db --seed 1 < fixtures/mcp_session.jsonl");
+  REQUIRE(r.code == 0);
+  const auto replies = lines_of(r.out);
+  REQUIRE(replies.size() == 11);  // the notification gets no reply
+  auto reply = [&](int id) { return by_id(replies, id); };
+  CHECK(reply(1)["result"]["protocolVersion"] == "2025-06-18");
+  CHECK(reply(1)["result"]["serverInfo"]["name"] == "tessel");
+  CHECK(reply(2)["result"]["tools"].size() == 12);
+  const auto asked = reply(3)["result"];
+  CHECK(asked["isError"] == false);
+  CHECK(asked["structuredContent"]["suggestions"].size() == 1);
+  CHECK(json::parse(asked["content"][0]["text"].get<std::string>()) == asked["structuredContent"]);
+  CHECK(reply(4)["result"]["isError"] == true);  // no backend: an error the model can read
+  CHECK(contains(reply(4)["result"]["content"][0]["text"].get<std::string>(), "no backend"));
+  CHECK(reply(5)["error"]["code"] == -32602);
+  CHECK(reply(6)["result"]["resources"].size() == 3);
+  CHECK(reply(7)["error"]["code"] == -32002);  // no best yet, so no trace
+  CHECK(reply(8)["error"]["code"] == -32601);
+  CHECK(replies[8]["error"]["code"] == -32700);
+  CHECK(replies[8]["id"].is_null());
+  CHECK(reply(9)["result"] == json::object());
+  CHECK(reply(10)["result"]["protocolVersion"] == "2025-11-25");  // ours, newest
+}
+
+TEST_CASE("serve: explain keeps suggestions to the space's knobs, the rest apart") {
+  // examples/matmul.tsl has no dma_queues, which the simulator would raise.
+  const auto r = tessel("serve ../../examples/matmul.tsl --no-db < fixtures/serve_explain.jsonl");
+  REQUIRE(r.code == 0);
+  const auto e = by_id(lines_of(r.out), 1)["explanation"];
+  for (const auto& s : e["suggestions"]) CHECK_FALSE(contains(s.get<std::string>(), "dma_queues"));
+  bool found = false;
+  for (const auto& o : e["outside_space"]) found |= o["parameter"] == "dma_queues";
+  CHECK(found);
+}

@@ -1,0 +1,165 @@
+"""The Python package `tessel` (python/), as a user drives it: spaces, sampling and
+counting, a Python callable as the backend, ask/tell, stop conditions, the study
+file and resume, explain on the simulator, agent-reported results and tokens."""
+import math
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import tessel
+
+ROOT = pathlib.Path(os.environ.get("TESSEL_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+SMALL = ROOT / "tests" / "cli" / "fixtures" / "small.tsl"
+MATMUL = ROOT / "examples" / "matmul.tsl"
+SIM_MATMUL = ROOT / "examples" / "sim_matmul.tsl"
+
+
+def bowl(config):
+    """A toy objective over small.tsl: best at tile 16, unroll 2, bufs 2."""
+    return 1.0 + abs(config["tile"] - 16) / 8 + abs(config["unroll"] - 2) + 0.1 * config["bufs"]
+
+
+def test_space_counts_match_enumeration_and_sampling_is_reproducible():
+    space = tessel.load_space(SMALL)
+    assert space.name == "small"
+    assert space.count() == len(space) == 78
+    every = space.configs()
+    assert len(every) == 78
+    assert len({space.key(c) for c in every}) == 78
+    assert all(space.is_valid(c) for c in every)
+    assert space.at(space.rank(every[40])) == every[40]
+    a, b = space.sample(20, seed=7), space.sample(20, seed=7)
+    assert a == b and all(space.is_valid(c) for c in a)
+    assert space.sample(20, seed=8) != a
+
+
+def test_space_description_is_typed():
+    space = tessel.load_space(MATMUL)
+    d = space.describe()
+    kinds = {p["name"]: p["kind"] for p in d["parameters"]}
+    assert kinds["tile_m"] == "integer" and kinds["order"] == "permutation"
+    order = next(p for p in d["parameters"] if p["name"] == "order")
+    assert order["values"][0] == ["m", "n", "k"]
+    assert d["constants"]["M"] == 4096
+    assert d["target"]["name"] == "trn2" and d["target"]["constants"]["partitions"] == 128
+    assert space.complete({}) == d["default_config"]
+    assert tessel.load_space(MATMUL, set={"M": 8192}).describe()["constants"]["M"] == 8192
+
+
+def test_invalid_configs_say_why_and_encoding_is_numpy():
+    space = tessel.load_space(SMALL)
+    assert "tile * unroll must divide N" in space.why_invalid({"tile": 64, "unroll": 4})
+    assert "not one of" in space.why_invalid({"tile": 7})
+    x = space.encode(space.sample(5, seed=1))
+    assert isinstance(x, np.ndarray) and x.shape[0] == 5 and x.shape[1] >= 4
+    base = space.default_config()
+    assert all(space.is_valid(n) for n in space.neighbours(base))
+    with pytest.raises(tessel.Error, match="unknown parameter"):
+        space.rank({"tyle": 8})
+
+
+def test_a_python_callable_is_the_backend_and_stop_conditions_compose():
+    space = tessel.load_space(SMALL)
+    calls = []
+
+    def measure(config):
+        calls.append(config)
+        return bowl(config)
+
+    study = tessel.Study(space, backend=measure, seed=3)
+    summary = study.run(tessel.stop.evaluations(30) | tessel.stop.target(1.2))
+    assert summary["evaluations"] == len(calls) <= 30
+    ids, ys = study.objectives()
+    assert ys.min() == pytest.approx(study.best["objective"])
+    assert study.best["objective"] == pytest.approx(min(bowl(c) for c in calls))
+    if summary["termination"] == "target_reached":
+        assert study.best["objective"] <= 1.2
+    assert study.best["reported"] is False  # measured by the study, not told
+    assert "tessel study report" in study.report()
+
+
+def test_backend_failures_are_data():
+    space = tessel.load_space(SMALL)
+
+    def flaky(config):
+        if config["tile"] == 64:
+            raise RuntimeError("kernel crashed")
+        if config["bufs"] == 3:
+            return {"status": "compile_error", "message": "SBUF overflow"}
+        return {"objective": bowl(config), "cost": {"compile_s": 2.0}}
+
+    study = tessel.Study(space, backend=flaky, seed=1, scheduler="fifo")
+    study.run(evaluations=40)
+    statuses = {t["status"] for t in study.trials}
+    assert "ok" in statuses
+    failures = study.why_failed()
+    groups = {g["status"]: g for g in failures["by_status"]}
+    if "runtime_error" in groups:
+        assert "kernel crashed" in groups["runtime_error"]["examples"][0]["message"]
+    assert "compile_error" in groups
+
+
+def test_ask_tell_predictions_defaults_tokens():
+    space = tessel.load_space(SMALL)
+    study = tessel.Study(space, seed=1)  # no backend: the caller measures
+    first = study.ask(2)
+    assert [s["prediction"]["basis"] for s in first] == ["prior", "prior"]
+    assert first[0]["source"] == "baseline"
+    for s in first:
+        study.tell(s["trial_id"], objective=bowl(s["config"]), tokens=50)
+    trial_id = study.enqueue({"tile": 16}, tokens=200, note="mid tiles")  # the rest: defaults
+    assert trial_id is not None
+    assert study.enqueue({"tile": 16}) is None  # a duplicate
+    asked = study.ask(1)[0]
+    assert asked["trial_id"] == trial_id and asked["config"]["unroll"] == 2
+    assert asked["prediction"]["tokens"] == 200
+    assert not math.isnan(asked["prediction"]["mean"])
+    told = study.tell(trial_id, objective=bowl(asked["config"]))
+    assert told["reported"] is True
+    assert study.summary()["tokens"] == 300
+    with pytest.raises(tessel.Error, match="already finished"):
+        study.tell(trial_id, objective=1.0)
+    with pytest.raises(tessel.Error, match="no backend"):
+        study.evaluate({"tile": 8})
+
+
+def test_study_file_and_resume(tmp_path):
+    space = tessel.load_space(SMALL)
+    db = tmp_path / "small.tessel.db"
+    study = tessel.Study(space, backend=bowl, seed=5, db=db)
+    study.run(evaluations=6)
+    before = [(t["trial_id"], t["objective"]) for t in study.trials]
+    del study
+    with pytest.raises(tessel.Error, match="resume"):
+        tessel.Study(space, backend=bowl, seed=5, db=db)
+    again = tessel.Study(space, backend=bowl, seed=5, db=db, resume=True)
+    assert [(t["trial_id"], t["objective"]) for t in again.trials] == before
+    again.run(evaluations=4)
+    assert again.summary()["evaluations"] == 10
+
+
+def test_verify_re_measures_what_an_agent_told():
+    space = tessel.load_space(SMALL)
+    study = tessel.Study(space, backend=bowl, seed=2, verify=True)
+    s = study.ask(1)[0]
+    study.tell(s["trial_id"], objective=1e-9)  # too good to be true
+    assert study.best is None  # unverified: not the answer yet
+    assert study.verify() == 1
+    trial = study.trials[s["trial_id"] - 1]
+    assert trial["reported"] is False
+    assert trial["objective"] == pytest.approx(bowl(s["config"]))
+    assert trial["metrics"]["reported_objective"] == 1e-9
+    assert study.best["trial_id"] == s["trial_id"]
+
+
+def test_explain_on_the_simulator():
+    space = tessel.load_space(SIM_MATMUL)
+    e = tessel.explain(space, {"tile_n": 512})
+    assert e["config"]["tile_n"] == 512
+    assert e["latency_s"] > 0 and isinstance(e["bottleneck"], str)
+    assert isinstance(e["suggestions"], list)
+    study = tessel.Study(space, backend="sim", seed=1)
+    study.run(evaluations=3)
+    assert study.explain()["config"] == study.best["config"]
