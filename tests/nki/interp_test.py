@@ -1,0 +1,141 @@
+"""The NKI interpreter's limits: what NKI rejects, it rejects, loudly.
+
+    python3 interp_test.py        (ctest nki.interpreter_limits)
+
+Each case runs a small kernel that breaks one rule of the public NKI
+documentation (docs/nki.md) and expects NkiError naming it; one kernel that
+keeps the rules must run and match numpy. Exit 0 when all hold; 77 without numpy.
+"""
+
+import os
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    print("interp_test: numpy is missing (Debian: python3-numpy); skipped")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nki_interp  # noqa: E402
+
+nki_interp.install()
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+
+def hbm(a, dtype="float32"):
+    return nki_interp.Tensor(np.array(a, dtype=np.float32), dtype, nki_interp.HBM, "in")
+
+
+def over_partitions():
+    nl.ndarray((129, 4), dtype=nl.float32, buffer=nl.sbuf)
+
+
+def stationary_too_wide():
+    a = nl.ndarray((128, 129), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c, stationary=a, moving=b, accumulate=False)
+
+
+def moving_too_wide():
+    a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b = nl.ndarray((128, 513), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c = nl.ndarray((128, 513), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c, stationary=a, moving=b, accumulate=False)
+
+
+def psum_overflow():
+    nl.ndarray((128, 4097), dtype=nl.float32, buffer=nl.psum)
+
+
+def gpsimd_reads_psum():
+    p = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum)
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=p, engine=nisa.engine.gpsimd)
+
+
+def matmul_from_hbm():
+    a = hbm(np.zeros((128, 128)), "bfloat16")
+    b = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c, stationary=a, moving=b, accumulate=False)
+
+
+def python_arithmetic():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    return s + s
+
+
+def unknown_op():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=s, data1=s, data2=s, op="divide")
+
+
+def shape_mismatch():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    t = nl.ndarray((128, 9), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=t)
+
+
+def out_of_bounds():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    return s[0:128, 4:12]
+
+
+def reduce_partition_axis():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    d = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=d, op=nl.add, data=s, axis=0)
+
+
+def dma_into_psum():
+    p = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum)
+    nisa.dma_copy(dst=p, src=hbm(np.zeros((128, 8))))
+
+
+BROKEN = [over_partitions, stationary_too_wide, moving_too_wide, psum_overflow,
+          gpsimd_reads_psum, matmul_from_hbm, python_arithmetic, unknown_op, shape_mismatch,
+          out_of_bounds, reduce_partition_axis, dma_into_psum]
+
+
+def good():
+    """A 256-deep contraction accumulated in PSUM, cast to bf16 on eviction."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((256, 128)), rng.standard_normal((256, 512))
+    A, B = hbm(a, "bfloat16"), hbm(b, "bfloat16")
+    a_sb = nl.ndarray((128, 2, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, 2, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c_ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    c_sb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=c_ps, value=0.0)
+    for k in nl.affine_range(2):
+        nisa.dma_copy(dst=a_sb[:, k, :], src=A[k * 128:(k + 1) * 128, :])
+        nisa.dma_copy(dst=b_sb[:, k, :], src=B[k * 128:(k + 1) * 128, :])
+        nisa.nc_matmul(dst=c_ps, stationary=a_sb[:, k, :], moving=b_sb[:, k, :], accumulate=True)
+    nisa.tensor_copy(dst=c_sb, src=c_ps, engine=nisa.engine.vector)
+    want = nki_interp.round_to("bfloat16", a).T @ nki_interp.round_to("bfloat16", b)
+    err = np.max(np.abs(c_sb.data - want) / (np.abs(want) + 1))
+    assert err < 2.0**-7, f"good kernel off by {err}"
+
+
+def main():
+    failures = []
+    for case in BROKEN:
+        nki_interp.STATE.reset()
+        try:
+            case()
+        except nki_interp.NkiError as e:
+            print(f"ok   {case.__name__}: {e}")
+            continue
+        failures.append(case.__name__)
+        print(f"FAIL {case.__name__}: ran without an NkiError")
+    nki_interp.STATE.reset()
+    good()
+    print("ok   a kernel within the rules runs and matches numpy")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
