@@ -1,6 +1,8 @@
 // workload.cpp: the workload table and the value reader (workload.hpp).
 #include "workload.hpp"
 
+#include "functional.hpp"
+
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
 
@@ -96,8 +98,8 @@ void workload::check_space(const space& s) const {
   }
 }
 
-std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
-                                                   const machine& m) const {
+std::unique_ptr<functional_kernel> workload::functional(const space& s, const config& c,
+                                                        const machine& m) const {
   (void)s;
   (void)c;
   (void)m;

@@ -17,11 +17,9 @@
 #include <string_view>
 #include <vector>
 
-namespace tessel {
-class gated_kernel;
-}
-
 namespace tessel::sim {
+
+class functional_kernel;
 
 /// One name a workload reads: a constant or a parameter.
 struct name_doc {
@@ -82,8 +80,9 @@ class workload {
   /// The functional executor of (s, c) on `m` (functional.hpp): the plan
   /// lower() times, executed on the gate's inputs. nullptr (the default)
   /// when the workload has no functional mode or (s, c) does not compile.
-  [[nodiscard]] virtual std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                                 const machine& m) const;
+  [[nodiscard]] virtual std::unique_ptr<functional_kernel> functional(const space& s,
+                                                                      const config& c,
+                                                                      const machine& m) const;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,

@@ -420,8 +420,8 @@ class attention final : public workload {
     return lowerer(p, m, out).run();
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const override {
     const value_reader v(s, c);
     params p;
     if (!read(v, m, p).empty()) return nullptr;

@@ -560,8 +560,8 @@ class cross_entropy final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const override {
     plan pl;
     if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
     params p = pl.p;  // shrunk below for long reductions

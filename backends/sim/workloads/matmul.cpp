@@ -479,8 +479,8 @@ class matmul final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const override {
     plan pl;
     if (!plan_for(s, c, m, pl).empty()) return nullptr;
     return make_functional(pl);

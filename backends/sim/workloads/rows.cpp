@@ -355,8 +355,8 @@ std::string pipeline_workload::lower(const space& s, const config& c, const mach
   return rows::lower(spec, m, out);
 }
 
-std::unique_ptr<gated_kernel> pipeline_workload::functional(const space& s, const config& c,
-                                                            const machine& m) const {
+std::unique_ptr<functional_kernel> pipeline_workload::functional(const space& s, const config& c,
+                                                                 const machine& m) const {
   (void)m;
   const value_reader v(s, c);
   pipeline_spec spec;

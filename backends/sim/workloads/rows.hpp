@@ -94,8 +94,8 @@ class pipeline_workload : public workload {
   [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
                                   program& out) const final;
   /// nullptr when the config does not build (or has no rows or columns).
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const final;
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const final;
 
  protected:
   /// Reads `v` into `spec`; "" or the error.

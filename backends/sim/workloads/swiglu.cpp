@@ -528,8 +528,8 @@ class swiglu final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const override {
     return swiglu_functional(s, c, m);
   }
 
@@ -599,7 +599,8 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
 
 }  // namespace
 
-std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c, const machine& m) {
+std::unique_ptr<functional_kernel> swiglu_functional(const space& s, const config& c,
+                                                     const machine& m) {
   plan pl;
   if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return nullptr;
   params p = pl.p;  // shrunk below for long reductions
