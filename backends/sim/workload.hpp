@@ -4,6 +4,7 @@
 // program (program.hpp). Workloads are stateless and thread-safe.
 #pragma once
 
+#include "functional.hpp"
 #include "machine.hpp"
 #include "program.hpp"
 
@@ -18,8 +19,6 @@
 #include <vector>
 
 namespace tessel::sim {
-
-class functional_kernel;
 
 /// One name a workload reads: a constant or a parameter.
 struct name_doc {

@@ -41,10 +41,12 @@ bool contains(const std::string& text, const std::string& part) {
 /// A gated_kernel cannot name a reference, probes, tolerances or shapes:
 /// the gate reads those from the spec only.
 template <class T>
-concept grades_itself = requires(const T& k) { k.reference(); } ||
-                        requires(const T& k) { k.probes(); } ||
-                        requires(const T& k) { k.tolerances(); } ||
-                        requires(const T& k) { k.inputs(); };
+concept grades_itself = requires(const T& k) {
+  k.reference();
+}
+|| requires(const T& k) { k.probes(); }
+|| requires(const T& k) { k.tolerances(); }
+|| requires(const T& k) { k.inputs(); };
 static_assert(!grades_itself<tessel::gated_kernel>);
 
 /// A matmul candidate whose own reference (what main's gate compared with)
