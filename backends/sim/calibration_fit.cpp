@@ -49,10 +49,10 @@ double start_value(const std::string& name, const target& base) {
     return static_cast<double>(it->second);
   for (const auto& row : sim::calibrated_constants())
     if (row.name == name) return base.name == "trn1" || base.base == "trn1" ? row.trn1 : row.trn2;
-  throw error(fmt::format(
-      "calibrate: '{}' is neither a constant of target '{}' nor one of the simulator's "
-      "(docs/simulator.md)",
-      name, base.name));
+  throw error(
+      fmt::format("calibrate: '{}' is neither a constant of target '{}' nor one of the simulator's "
+                  "(docs/simulator.md)",
+                  name, base.name));
 }
 
 struct search {
@@ -116,8 +116,8 @@ void calibration_options::validate() const {
         fmt::format("calibration_options::base: '{}' is not a built-in target", base));
   if (name.empty()) throw options_error("calibration_options::name: must not be empty");
   if (max_evaluations < 1)
-    throw options_error(fmt::format(
-        "calibration_options::max_evaluations: must be >= 1 (got {})", max_evaluations));
+    throw options_error(fmt::format("calibration_options::max_evaluations: must be >= 1 (got {})",
+                                    max_evaluations));
   if (!(range > 1) || !std::isfinite(range))
     throw options_error(
         fmt::format("calibration_options::range: must be > 1 and finite (got {})", range));
@@ -186,22 +186,22 @@ calibration_result calibrate_simulator(const calibration_options& o) {
   }
   const auto after = sim::run_calibration(o.recorded, fitted, s.selection);
   for (std::size_t i = 0; i < before.size(); ++i)
-    result.cases.push_back({before[i].file, before[i].name, before[i].quantity,
-                            before[i].published, before[i].predicted, after[i].predicted});
+    result.cases.push_back({before[i].file, before[i].name, before[i].quantity, before[i].published,
+                            before[i].predicted, after[i].predicted});
   result.rms_log_error_before = std::sqrt(objective(before));
   result.rms_log_error_after = std::sqrt(objective(after));
   result.evaluations = s.evaluations + 1 + static_cast<int>(asked.size());
 
   std::string settings;
   for (const auto& name : table)
-    settings += fmt::format("{}set.{}={}", settings.empty() ? "" : ",", name,
-                            number_text(fitted[name]));
+    settings +=
+        fmt::format("{}set.{}={}", settings.empty() ? "" : ",", name, number_text(fitted[name]));
   result.sim_settings = settings;
   std::string text = fmt::format(
       "# {}: {} re-fitted by `tessel calibrate` to the cases in {}\n"
       "# rms log error of the simulator: {:.4f} before, {:.4f} after ({} cases)\n",
-      o.name, o.base, o.recorded.string(), result.rms_log_error_before,
-      result.rms_log_error_after, result.cases.size());
+      o.name, o.base, o.recorded.string(), result.rms_log_error_before, result.rms_log_error_after,
+      result.cases.size());
   if (!table.empty())
     text += fmt::format(
         "# fitted simulator constants that no target carries; pass them to the sim backend:\n"
@@ -242,16 +242,16 @@ int record_calibration(backend& b, const std::filesystem::path& data,
 }
 
 std::string calibration_result::report() const {
-  std::string out = fmt::format("{:<20} {:<18} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "case",
-                                "quantity", "measured", "sim before", "error", "sim after",
-                                "error");
+  std::string out =
+      fmt::format("{:<20} {:<18} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "case", "quantity",
+                  "measured", "sim before", "error", "sim after", "error");
   std::string file;
   for (const auto& c : cases) {
     if (c.file != file) out += fmt::format("-- {}\n", file = c.file);
     const auto error = [&](double p) { return 100 * (p - c.measured) / c.measured; };
-    out += fmt::format("{:<20} {:<18} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>12.4g} {:>+7.1f}%\n",
-                       c.name, c.quantity, c.measured, c.before, error(c.before), c.after,
-                       error(c.after));
+    out +=
+        fmt::format("{:<20} {:<18} {:>12.4g} {:>12.4g} {:>+7.1f}% {:>12.4g} {:>+7.1f}%\n", c.name,
+                    c.quantity, c.measured, c.before, error(c.before), c.after, error(c.after));
   }
   out += fmt::format("rms log error: {:.4f} before, {:.4f} after\n", rms_log_error_before,
                      rms_log_error_after);

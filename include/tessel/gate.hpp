@@ -321,7 +321,8 @@ class gate {
 
   /// The hidden inputs a check of `config_key` draws: per suite, one input
   /// per spec input. For candidates that run elsewhere (a device runner):
-  /// write them out, run, and pass the outputs to check_outputs.
+  /// write them out, run, and pass the outputs to check_outputs. Throws
+  /// what the spec throws, or tessel::error when it answers badly.
   [[nodiscard]] std::vector<std::vector<hidden_input>> hidden_inputs(
       const gate_spec& spec, std::uint64_t config_key) const;
   /// Judges outputs computed elsewhere by the rules of check():

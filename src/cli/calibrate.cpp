@@ -64,11 +64,12 @@ int run_calibrate(calibrate_options& o) {
   if (!o.backend.empty()) {
     if (o.record_to.empty()) throw error("--backend needs --record-to DIR (where to record)");
     if (o.data.empty())
-      throw error("--backend needs --data DIR: the data/ folder of a tessel checkout (its "
-                  "calibration/ cases)");
+      throw error(
+          "--backend needs --data DIR: the data/ folder of a tessel checkout (its "
+          "calibration/ cases)");
     const auto b = make_backend(o.backend);
-    const int cases = record_calibration(*b, std::filesystem::path(o.data) / "calibration",
-                                         o.record_to);
+    const int cases =
+        record_calibration(*b, std::filesystem::path(o.data) / "calibration", o.record_to);
     if (!o.json)
       fmt::print("recorded {} cases through {} under {}\n", cases, b->name(), o.record_to);
     fit.recorded = o.record_to;
@@ -106,8 +107,8 @@ int run_calibrate(calibrate_options& o) {
   else
     fmt::print("wrote {} (target {})\n", o.out, fit.name);
   if (!r.sim_settings.empty())
-    fmt::print("simulator constants no target carries: --backend \"sim:target={},{}\"\n",
-               fit.name, r.sim_settings);
+    fmt::print("simulator constants no target carries: --backend \"sim:target={},{}\"\n", fit.name,
+               r.sim_settings);
   return exit_code::success;
 }
 
@@ -129,8 +130,7 @@ command add_calibrate_command(CLI::App& tool) {
                                "record them first (e.g. trainium:...)")
                    ->type_name("SPEC");
   recorded->excludes(live);
-  app->add_option("--record-to", o->record_to, "With --backend: where to record")
-      ->type_name("DIR");
+  app->add_option("--record-to", o->record_to, "With --backend: where to record")->type_name("DIR");
   app->add_option("--data", o->data, "With --backend: the data/ folder holding calibration/")
       ->type_name("DIR");
   app->add_option("--base", o->fit_options.base, "The built-in target to derive from")

@@ -123,7 +123,7 @@ class judge {
         repeats_(repeats) {}
 
   verdict run() {
-    declare();
+    read_spec();
     for (std::size_t s = 0; s < options_.suite.size(); ++s) {
       if (auto failed = run_suite(s)) return *std::move(failed);
     }
@@ -140,6 +140,20 @@ class judge {
 
   /// What the kernel was doing when it threw ("run() on the 'normal' suite").
   [[nodiscard]] const std::string& stage() const noexcept { return stage_; }
+
+  /// Reads the spec (shapes, tolerances, probes); throws on a bad answer.
+  void read_spec() { declare(); }
+
+  /// The hidden inputs of suite `s` (after read_spec): the spec's view and
+  /// the candidate's, both disguised.
+  void draw(std::size_t s, std::vector<input_tensor>& in, std::vector<hidden_input>& hidden) const {
+    in.clear();
+    hidden.clear();
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      in.emplace_back(*inputs_[i], options_.suite[s], input_seed(seed_, s, i), true);
+      hidden.push_back(detail::hidden_access::make(inputs_[i], in.back()));
+    }
+  }
 
  private:
   void declare() {
@@ -173,21 +187,6 @@ class judge {
                                   outputs_[o].name, outputs_[o].elements()));
   }
 
- public:
-  /// The hidden inputs of suite `s`: the spec's view and the candidate's.
-  void draw(std::size_t s, std::vector<input_tensor>& in, std::vector<hidden_input>& hidden) const {
-    in.clear();
-    hidden.clear();
-    for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      in.emplace_back(*inputs_[i], options_.suite[s], input_seed(seed_, s, i), true);
-      hidden.push_back(detail::hidden_access::make(inputs_[i], in.back()));
-    }
-  }
-  /// Reads the spec (shapes, tolerances, probes); throws on a bad answer.
-  void read_spec() { declare(); }
-  [[nodiscard]] const std::vector<tensor_spec>& outputs() const noexcept { return outputs_; }
-
- private:
   std::string suite_name(std::size_t s) const {
     return fmt::format("'{}'", to_string(options_.suite[s]));
   }

@@ -132,8 +132,8 @@ TEST_CASE("tune: --scheduler picks fifo or the cost-aware ranking; --min-gain st
 TEST_CASE("calibrate: fits recorded results, writes a target file that tune can load") {
   const auto data = std::string(TESSEL_SOURCE_DIR) + "/data";
   const auto out = fresh("calibrated.tsl");
-  const auto r = tessel("calibrate --recorded '" + data + "/calibration' --name lab_trn2 --out '" +
-                        out + "'");
+  const auto r =
+      tessel("calibrate --recorded '" + data + "/calibration' --name lab_trn2 --out '" + out + "'");
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "rms log error: "));
@@ -145,9 +145,10 @@ TEST_CASE("calibrate: fits recorded results, writes a target file that tune can 
   // the live path through a backend spec (the simulator standing in for a device)
   const auto recorded = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "recorded_sim";
   std::filesystem::remove_all(recorded);
-  const auto live = tessel("calibrate --backend sim --record-to '" + recorded.string() +
-                           "' --data '" + data + "' --base trn1 --name sim_trn1 "
-                           "--fit dma_issue_ns --max-evaluations 20 --json");
+  const auto live =
+      tessel("calibrate --backend sim --record-to '" + recorded.string() + "' --data '" + data +
+             "' --base trn1 --name sim_trn1 "
+             "--fit dma_issue_ns --max-evaluations 20 --json");
   INFO(live.err);
   REQUIRE(live.code == 0);
   const auto j = json::parse(live.out.substr(live.out.find('{')));
