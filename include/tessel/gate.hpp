@@ -316,6 +316,9 @@ class gate {
                               std::uint64_t config_key);
   /// The same rules for a backend's trusted executor, which computes only
   /// the probed elements (non-finite values are seen at the probes only).
+  /// Its inputs are drawn undisguised: it sees each input's kind and seed
+  /// anyway, and the disguise's offsets would only make long reductions
+  /// that feed exp() (SwiGLU's gate) worse conditioned than real data.
   [[nodiscard]] verdict check(const gate_spec& spec, const sampled_kernel& executor,
                               std::uint64_t config_key);
 

@@ -114,13 +114,16 @@ using answer_source = std::function<answer(const answer_request&)>;
 /// One check of one config: the state the rules share.
 class judge {
  public:
+  /// `disguise`: draw the inputs disguised (for a candidate; a trusted
+  /// sampled executor sees each input's kind and seed anyway).
   judge(const gate_spec& spec, const gate_options& o, std::uint64_t config_key,
-        answer_source source, bool repeats)
+        answer_source source, bool repeats, bool disguise)
       : spec_(spec),
         options_(o),
         seed_(check_seed(o.secret, config_key)),
         source_(std::move(source)),
-        repeats_(repeats) {}
+        repeats_(repeats),
+        disguise_(disguise) {}
 
   verdict run() {
     read_spec();
@@ -150,7 +153,7 @@ class judge {
     in.clear();
     hidden.clear();
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      in.emplace_back(*inputs_[i], options_.suite[s], input_seed(seed_, s, i), true);
+      in.emplace_back(*inputs_[i], options_.suite[s], input_seed(seed_, s, i), disguise_);
       hidden.push_back(detail::hidden_access::make(inputs_[i], in.back()));
     }
   }
@@ -399,6 +402,7 @@ class judge {
   std::uint64_t seed_;
   answer_source source_;
   bool repeats_;
+  bool disguise_;
   std::string stage_;
   std::vector<std::shared_ptr<const tensor_spec>> inputs_;
   std::vector<tensor_spec> outputs_;
@@ -429,10 +433,11 @@ struct gate::impl {
 
   /// Runs one judge (or answers from the cache), turning exceptions into a
   /// runtime_error verdict naming the stage, and caches the verdict.
-  verdict checked(const gate_spec& spec, std::uint64_t key, answer_source source, bool repeats) {
+  verdict checked(const gate_spec& spec, std::uint64_t key, answer_source source, bool repeats,
+                  bool disguise = true) {
     if (auto v = cached_verdict(key)) return *v;
     const auto start = std::chrono::steady_clock::now();
-    judge j(spec, options, key, std::move(source), repeats);
+    judge j(spec, options, key, std::move(source), repeats, disguise);
     verdict v;
     try {
       v = j.run();
@@ -522,12 +527,12 @@ verdict gate::check(const gate_spec& spec, const sampled_kernel& executor,
       [&executor](const answer_request& r) {
         return answer{executor.run(r.in, *r.where), {}};
       },
-      true);
+      true, false);
 }
 
 std::vector<std::vector<hidden_input>> gate::hidden_inputs(const gate_spec& spec,
                                                            std::uint64_t config_key) const {
-  judge j(spec, impl_->options, config_key, nullptr, false);
+  judge j(spec, impl_->options, config_key, nullptr, false, true);
   j.read_spec();
   std::vector<std::vector<hidden_input>> sets;
   std::vector<input_tensor> in;
