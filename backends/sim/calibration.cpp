@@ -196,12 +196,36 @@ void dma_sizes(const std::filesystem::path& dir, const overrides_t& overrides,
 
 }  // namespace
 
+std::vector<std::tuple<std::string, space, config>> tutorial_configs(
+    const std::filesystem::path& dir) {
+  const json j = read_json(dir / "nki_matmul_tutorial_trn1.json");
+  std::vector<std::tuple<std::string, space, config>> out;
+  for (const auto& stage : j.at("stages")) {
+    const std::string name = stage.at("name").get<std::string>();
+    auto [s, c] = fixed_space("matmul", builtin("trn1"), tutorial_stage(name, j.at("problem")));
+    out.emplace_back(name, std::move(s), std::move(c));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> calibration_files() {
+  return {{"nki_matmul_tutorial_trn1.json", "trn1"},
+          {"tensore_tile_shapes_trn2.json", "trn2"},
+          {"dma_descriptor_size_trn2.json", "trn2"}};
+}
+
 std::vector<calibration_row> run_calibration(const std::filesystem::path& dir,
-                                             const overrides_t& overrides) {
+                                             const overrides_t& overrides,
+                                             const calibration_selection& selection) {
   std::vector<calibration_row> rows;
-  tutorial(dir, overrides, rows);
-  tensor_tiles(dir, overrides, rows);
-  dma_sizes(dir, overrides, rows);
+  const auto files = calibration_files();
+  const auto wanted = [&](std::size_t i) {
+    if (!selection.target.empty() && files[i].second != selection.target) return false;
+    return !selection.skip_missing || std::filesystem::exists(dir / files[i].first);
+  };
+  if (wanted(0)) tutorial(dir, overrides, rows);
+  if (wanted(1)) tensor_tiles(dir, overrides, rows);
+  if (wanted(2)) dma_sizes(dir, overrides, rows);
   return rows;
 }
 

@@ -5,9 +5,13 @@
 // tests (tests/sim/) and report (benchmarks/calibration.cpp).
 #pragma once
 
+#include <tessel/config.hpp>
+#include <tessel/space.hpp>
+
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tessel::sim {
@@ -25,11 +29,27 @@ struct calibration_row {
   }
 };
 
+/// Which cases run_calibration replays.
+struct calibration_selection {
+  bool skip_missing = false;  ///< a missing file is skipped, not an error
+  std::string target;         ///< only the files timed on this target ("": all)
+};
+
 /// Every case of the three files under `dir` (data/calibration). Throws
-/// tessel::error when a file is missing or malformed, or a stage is unknown.
-/// `overrides` are model constants (sim_options::overrides).
+/// tessel::error when a file is missing (unless skipped) or malformed, or a
+/// stage is unknown. `overrides` are model constants (sim_options::overrides).
 [[nodiscard]] std::vector<calibration_row> run_calibration(
     const std::filesystem::path& dir,
-    const std::map<std::string, double, std::less<>>& overrides = {});
+    const std::map<std::string, double, std::less<>>& overrides = {},
+    const calibration_selection& selection = {});
+
+/// The tutorial's stages as one-config spaces of the matmul workload on
+/// trn1 (name, space, config), in file order: what a backend can run.
+[[nodiscard]] std::vector<std::tuple<std::string, space, config>> tutorial_configs(
+    const std::filesystem::path& dir);
+
+/// The three files run_calibration reads, in its order, with the built-in
+/// target each is timed on ({"nki_matmul_tutorial_trn1.json", "trn1"}, ...).
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> calibration_files();
 
 }  // namespace tessel::sim

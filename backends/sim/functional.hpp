@@ -39,11 +39,13 @@ enum class fault : std::uint8_t {
 /// The gate's element type of a simulator dtype.
 [[nodiscard]] element_type element_of(dtype t) noexcept;
 
-/// A config's functional executor. Subclasses implement execute(); run()
-/// applies the injected fault's generic part (truncate, constant, ignore)
-/// around it, and executors apply drop_tail and skip_accumulation where
-/// their schedule makes those mistakes.
-class functional_kernel : public gated_kernel {
+/// A config's functional executor. The workload owns both halves of the
+/// gate's contract: the spec (shapes, reference, probes, tolerances) and the
+/// trusted executor that computes the schedule's outputs at the probes.
+/// Subclasses implement execute(); run() applies the injected fault's
+/// generic part (truncate, constant, ignore) around it, and executors apply
+/// drop_tail and skip_accumulation where their schedule makes those mistakes.
+class functional_kernel : public gate_spec, public sampled_kernel {
  public:
   void inject(fault f) noexcept { fault_ = f; }
   [[nodiscard]] fault injected() const noexcept { return fault_; }

@@ -169,8 +169,12 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   out.message = a.headline();
   if (impl_->checker) {
     auto kernel = r.w->functional_plan(*r.plan, m);  // the plan that was timed
-    if (auto* f = dynamic_cast<functional_kernel*>(kernel.get())) f->inject(impl_->injected);
-    impl_->checker->apply(out, kernel.get(), s.key(c));
+    if (kernel) {
+      kernel->inject(impl_->injected);
+      impl_->checker->apply(out, *kernel, *kernel, s.key(c));
+    } else {
+      impl_->checker->apply_time(out);
+    }
   }
   return out;
 }

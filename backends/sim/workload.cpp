@@ -1,6 +1,7 @@
 // workload.cpp: the workload table and the value reader (workload.hpp).
 #include "workload.hpp"
 
+#include "functional.hpp"
 #include "nki/nki.hpp"
 
 #include <tessel/error.hpp>
@@ -99,8 +100,8 @@ void workload::check_space(const space& s) const {
   }
 }
 
-std::unique_ptr<gated_kernel> workload::functional_plan(const workload_plan& p,
-                                                        const machine& m) const {
+std::unique_ptr<functional_kernel> workload::functional_plan(const workload_plan& p,
+                                                             const machine& m) const {
   (void)p;
   (void)m;
   return nullptr;
@@ -113,8 +114,8 @@ std::string workload::lower(const space& s, const config& c, const machine& m, p
   return lower_plan(*p, m, out);
 }
 
-std::unique_ptr<gated_kernel> workload::functional(const space& s, const config& c,
-                                                   const machine& m) const {
+std::unique_ptr<functional_kernel> workload::functional(const space& s, const config& c,
+                                                        const machine& m) const {
   const auto p = plan_config(s, c, m);
   if (!p->error.empty()) return nullptr;
   return functional_plan(*p, m);

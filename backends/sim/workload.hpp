@@ -4,6 +4,7 @@
 // program (program.hpp). Workloads are stateless and thread-safe.
 #pragma once
 
+#include "functional.hpp"
 #include "machine.hpp"
 #include "program.hpp"
 
@@ -17,10 +18,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-namespace tessel {
-class gated_kernel;
-}
 
 namespace tessel::sim {
 
@@ -116,8 +113,8 @@ class workload {
   /// The functional executor of a plan without error (functional.hpp): the
   /// schedule lower_plan() times, executed on the gate's inputs. nullptr (the
   /// default) when the workload has no functional mode.
-  [[nodiscard]] virtual std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
-                                                                      const machine& m) const;
+  [[nodiscard]] virtual std::unique_ptr<functional_kernel> functional_plan(const workload_plan& p,
+                                                                           const machine& m) const;
   /// Writes the NKI kernel of a plan that lowers (nki/nki.hpp, docs/nki.md)
   /// into `out`. Returns "" or why it cannot. The default: no emitter.
   [[nodiscard]] virtual std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
@@ -131,8 +128,8 @@ class workload {
   [[nodiscard]] std::string lower(const space& s, const config& c, const machine& m,
                                   program& out) const;
   /// plan_config, then functional_plan; nullptr when (s, c) does not plan.
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional(const space& s, const config& c,
-                                                         const machine& m) const;
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
+                                                              const machine& m) const;
   /// plan_config, a check that the plan lowers, then emit_nki_plan: "" or why not.
   [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
                                      std::string& out) const;

@@ -7,6 +7,7 @@
 #include <tessel/backend.hpp>
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
+#include <tessel/calibration.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/dsl.hpp>

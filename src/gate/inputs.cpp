@@ -18,10 +18,15 @@
 namespace tessel {
 namespace {
 
-constexpr std::array<distribution, 7> all_kinds{
-    distribution::normal,   distribution::uniform,    distribution::large,    distribution::tiny,
-    distribution::constant, distribution::structured, distribution::outliers,
+constexpr std::array<distribution, 9> all_kinds{
+    distribution::normal,   distribution::uniform,  distribution::large,
+    distribution::tiny,     distribution::constant, distribution::structured,
+    distribution::outliers, distribution::shifted,  distribution::positive,
 };
+
+/// Counters of the disguise's and the shift's draws (elements use their index).
+constexpr std::uint64_t scale_stream = ~0ULL - 3, offset_stream = ~0ULL - 4,
+                        shift_stream = ~0ULL - 5;
 
 /// An outlier is one element in 1024, multiplied by outlier_factor().
 constexpr std::uint64_t outlier_mask = 1023;
@@ -117,6 +122,8 @@ std::string_view to_string(distribution d) noexcept {
     case distribution::constant: return "constant";
     case distribution::structured: return "structured";
     case distribution::outliers: return "outliers";
+    case distribution::shifted: return "shifted";
+    case distribution::positive: return "positive";
   }
   return "unknown";
 }
@@ -139,7 +146,19 @@ std::vector<std::int64_t> index_of(const tensor_spec& s, std::int64_t flat) {
   return index;
 }
 
-input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed)
+std::int64_t bytes_of(element_type t) noexcept {
+  switch (t) {
+    case element_type::bf16:
+    case element_type::fp16: return 2;
+    case element_type::fp8_e4m3: return 1;
+    case element_type::fp32:
+    case element_type::int32: break;
+  }
+  return 4;
+}
+
+input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed,
+                           bool disguised)
     : spec_(&spec), kind_(d), seed_(seed) {
   const element_type t = spec.type;
   if (t == element_type::int32) {
@@ -156,12 +175,39 @@ input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_
   switch (d) {
     case distribution::large: scale_ = large_scale(t); break;
     case distribution::tiny: scale_ = tiny_scale(t); break;
-    case distribution::outliers: scale_ = outlier_factor(t); break;
     case distribution::constant:
       scale_ = 0;
       offset_ = round_to(t, away_from_zero(standard_normal(detail::hash(seed, ~0ULL))));
       break;
+    case distribution::shifted: {
+      const std::uint64_t h = detail::hash(seed, shift_stream);
+      offset_ = std::copysign(1 + 2 * uniform01(h), (h & 1) != 0 ? 1.0 : -1.0);
+      break;
+    }
     default: break;
+  }
+  if (disguised) disguise();
+}
+
+void input_tensor::disguise() noexcept {
+  // A scale of 2^U(-1, 1) (large and outliers: 2^U(-1, 0), tiny: 2^U(0, 1),
+  // so all stay in their type's range) and an offset of U(-1/2, 1/2) x the draw's spread
+  // (none for large, tiny and positive: their magnitude is the point).
+  const double u = uniform01(detail::hash(seed_, scale_stream));
+  double exponent = 2 * u - 1;
+  if (kind_ == distribution::large || kind_ == distribution::outliers) exponent = -u;
+  if (kind_ == distribution::tiny) exponent = u;
+  const double factor = std::exp2(exponent);
+  const double shift = uniform01(detail::hash(seed_, offset_stream)) - 0.5;
+  switch (kind_) {
+    case distribution::constant: offset_ = round_to(spec_->type, offset_ * factor); return;
+    case distribution::large:
+    case distribution::tiny:
+    case distribution::positive: scale_ *= factor; return;
+    default:
+      offset_ = (offset_ + shift) * factor;
+      scale_ *= factor;
+      return;
   }
 }
 
@@ -180,18 +226,26 @@ double input_tensor::at(std::int64_t flat) const noexcept {
     case distribution::normal: v = standard_normal(h); break;
     case distribution::uniform: v = 2 * uniform01(h) - 1; break;
     case distribution::large:
-    case distribution::tiny: v = away_from_zero(standard_normal(h)) * scale_; break;
+    case distribution::tiny: v = away_from_zero(standard_normal(h)); break;
     case distribution::structured:
       v = structured_value(
           seed_, flat, spec_->shape.empty() ? 1 : std::max<std::int64_t>(spec_->shape.back(), 1));
       break;
     case distribution::outliers:
       v = standard_normal(h);
-      if ((detail::mix64(h) & outlier_mask) == 0) v *= scale_;
-      break;
+      if ((detail::mix64(h) & outlier_mask) == 0) v *= outlier_factor(t);
+      return round_to(t, v * scale_ + offset_);
+    case distribution::shifted: v = standard_normal(h); break;
+    case distribution::positive: v = std::exp(0.5 * standard_normal(h)); break;
     case distribution::constant: break;
   }
-  return round_to(t, v);
+  return round_to(t, v * scale_ + offset_);
+}
+
+std::vector<double> hidden_input::values() const {
+  std::vector<double> out(static_cast<std::size_t>(std::max<std::int64_t>(spec().elements(), 0)));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<std::int64_t>(i));
+  return out;
 }
 
 }  // namespace tessel

@@ -180,3 +180,34 @@ TEST_CASE("the demo is reproducible: one seed, identical trial tables, also with
     CHECK(tables[0] == tables[1]);
   }
 }
+
+TEST_CASE("calibrate: fits recorded results, writes a target file that tune can load") {
+  const auto data = std::string(TESSEL_SOURCE_DIR) + "/data";
+  const auto out = fresh("calibrated.tsl");
+  const auto r =
+      tessel("calibrate --recorded '" + data + "/calibration' --name lab_trn2 --out '" + out + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "rms log error: "));
+  CHECK(contains(r.out, "sim before"));
+  CHECK(contains(r.out, "wrote " + out + " (target lab_trn2)"));
+  const std::string text = read_text(out);
+  CHECK(contains(text, "target lab_trn2 : trn2 {"));
+
+  // the live path through a backend spec (the simulator standing in for a device)
+  const auto recorded = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "recorded_sim";
+  std::filesystem::remove_all(recorded);
+  const auto live =
+      tessel("calibrate --backend sim --record-to '" + recorded.string() + "' --data '" + data +
+             "' --base trn1 --name sim_trn1 "
+             "--fit dma_issue_ns --max-evaluations 20 --json");
+  INFO(live.err);
+  REQUIRE(live.code == 0);
+  const auto j = json::parse(live.out.substr(live.out.find('{')));
+  CHECK(j.at("cases").size() == 4);
+  CHECK(j.at("rms_log_error_before").get<double>() < 1e-9);  // the model against itself
+  CHECK(std::filesystem::exists(recorded / "nki_matmul_tutorial_trn1.json"));
+
+  const auto missing = tessel("calibrate");
+  CHECK(missing.code == 2);
+}

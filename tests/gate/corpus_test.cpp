@@ -27,8 +27,9 @@ tessel::gate_options test_options() {
 
 tessel::verdict check(const matmul_shape& s, flaw f) {
   tessel::gate g(test_options());
+  const tessel::test::matmul_spec spec(s);
   const tiled_matmul k(s, f);
-  return g.check(k, 1);
+  return g.check(spec, k, 1);
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -74,7 +75,7 @@ TEST_CASE("the correct tiled matmul passes for several tilings and element types
     const tessel::verdict v = check(shape, flaw::none);
     CAPTURE(v.message);
     CHECK(v.ok());
-    CHECK(v.suites == 7);
+    CHECK(v.suites == 9);
     CHECK(v.max_error > 0);
     CHECK(v.max_error < 0.5);
   }
@@ -88,7 +89,7 @@ TEST_CASE("dropped tail tiles are incorrect, and the worst element lies in a tai
   const auto [row, col] = element_of(v.message);
   CHECK((row >= 192 || col >= 256));
   // 200x300 minus the 192x256 that whole tiles cover.
-  CHECK(contains(v.message, "probed elements of C are off; 7 of 7 suites fail (the worst: "));
+  CHECK(contains(v.message, "probed elements of C are off; 9 of 9 suites fail (the worst: "));
 }
 
 TEST_CASE("a skipped K tile is incorrect") {
@@ -135,13 +136,26 @@ TEST_CASE("an output that ignores one input is incorrect") {
   CHECK(v.max_error > 10);
 }
 
-TEST_CASE("a run that does not repeat bit for bit is suspicious") {
-  const tessel::verdict v = check({}, flaw::nondeterministic);
+TEST_CASE("runs that differ in the last bits pass (split-K); beyond the tolerance, suspicious") {
+  const tessel::verdict ulp = check({}, flaw::nondeterministic);
+  CAPTURE(ulp.message);
+  CHECK(ulp.ok());
+  const tessel::verdict v = check({}, flaw::unstable);
   CAPTURE(v.message);
   CHECK(v.status == status::suspicious);
   CHECK(contains(v.message, "not deterministic"));
-  CHECK(contains(v.message, "output C[0, 5]"));
+  CHECK(contains(v.message, "by more than the tolerance"));
+  CHECK(contains(v.message, "output C[0, "));
   CHECK(contains(v.message, "'normal' suite"));
+  // bit for bit on request
+  tessel::gate_options o = test_options();
+  o.bitwise_determinism = true;
+  tessel::gate g(o);
+  const matmul_shape s;
+  const tessel::verdict strict =
+      g.check(tessel::test::matmul_spec(s), tiled_matmul(s, flaw::nondeterministic), 1);
+  CHECK(strict.status == status::suspicious);
+  CHECK(contains(strict.message, "output C[0, 5]"));
 }
 
 TEST_CASE("NaN or Inf where the reference is finite is suspicious, at that element") {
@@ -180,7 +194,7 @@ TEST_CASE("each flaw is caught on every seed tried, not by luck") {
                  tessel::distribution::structured};  // three suites keep it quick
       tessel::gate g(o);
       const tiled_matmul k({}, f);
-      const tessel::verdict v = g.check(k, 7);
+      const tessel::verdict v = g.check(tessel::test::matmul_spec({}), k, 7);
       CAPTURE(tessel::test::to_string(f));
       CAPTURE(v.message);
       CHECK(!v.ok());

@@ -42,11 +42,11 @@ moments moments_of(const input_tensor& t, std::int64_t n) {
 }  // namespace
 
 TEST_CASE("every distribution is named and in the default suite") {
-  CHECK(tessel::all_distributions().size() == 7);
+  CHECK(tessel::all_distributions().size() == 9);
   std::set<std::string_view> names;
   for (const distribution d : tessel::all_distributions()) names.insert(tessel::to_string(d));
-  CHECK(names.size() == 7);
-  CHECK(tessel::gate_options{}.suite.size() == 7);
+  CHECK(names.size() == 9);
+  CHECK(tessel::gate_options{}.suite.size() == 9);
 }
 
 TEST_CASE("inputs are reproducible from the seed and differ across seeds") {
@@ -137,6 +137,53 @@ TEST_CASE("constant is one nonzero value; structured is smooth; outliers are rar
   for (std::int64_t i = 0; i < long_spec.elements(); ++i) outliers += std::abs(o.at(i)) > 50;
   CHECK(outliers > 100);  // about 1 in 1024, most of them above 50
   CHECK(outliers < 300);
+}
+
+TEST_CASE("shifted is far from zero-mean; positive is all positive") {
+  const tensor_spec spec{"x", {20000}, element_type::fp32, 0};
+  for (const std::uint64_t seed : {1, 2, 3, 4}) {
+    const moments s = moments_of(input_tensor(spec, distribution::shifted, seed), 20000);
+    CHECK(std::abs(s.mean) > 0.95);
+    CHECK(std::abs(s.mean) < 3.05);
+    CHECK(s.variance == doctest::Approx(1.0).epsilon(0.05));
+    const input_tensor p(spec, distribution::positive, seed, true);
+    for (std::int64_t i = 0; i < 20000; ++i) REQUIRE(p.at(i) > 0);
+  }
+}
+
+TEST_CASE("disguised inputs have no fixed mean or spread, and stay in range") {
+  const tensor_spec spec{"x", {20000}, element_type::fp32, 0};
+  std::set<double> means, spreads;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    const moments plain = moments_of(input_tensor(spec, distribution::normal, seed), 20000);
+    const moments m = moments_of(input_tensor(spec, distribution::normal, seed, true), 20000);
+    const double sd = std::sqrt(m.variance);
+    CHECK(sd >= 0.5 * 0.95);
+    CHECK(sd <= 2 * 1.05);
+    CHECK(std::abs(m.mean) <= 0.5 * sd + 0.05);
+    CHECK(sd / std::sqrt(plain.variance) != doctest::Approx(1.0).epsilon(0.001));
+    means.insert(std::round(m.mean * 100));
+    spreads.insert(std::round(sd * 100));
+  }
+  CHECK(means.size() >= 6);
+  CHECK(spreads.size() >= 6);
+  // every float type, every distribution: finite, exact, never saturated; tiny stays normal
+  for (const element_type t : float_types) {
+    const tensor_spec small{"x", {4000}, t, 0};
+    for (const distribution d : tessel::all_distributions())
+      for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        const input_tensor x(small, d, seed, true);
+        CAPTURE(tessel::to_string(t));
+        CAPTURE(tessel::to_string(d));
+        for (std::int64_t i = 0; i < small.elements(); ++i) {
+          const double v = x.at(i);
+          REQUIRE(std::isfinite(v));
+          REQUIRE(tessel::round_to(t, v) == v);
+          REQUIRE(std::abs(v) < tessel::max_finite(t));
+          if (d == distribution::tiny) REQUIRE(std::abs(v) >= tessel::min_normal(t));
+        }
+      }
+  }
 }
 
 TEST_CASE("int32 inputs are labels in [0, label_range)") {

@@ -1,8 +1,9 @@
-// matmul_kernel.hpp: a small tiled matmul C = A B exposed as a gated_kernel,
-// correct or with one deliberate flaw, for the gate's corpus of wrong
-// variants. The schedule mirrors a NeuronCore one: fp32 partial sums per
-// (M, N) tile and K tile, accumulated across K tiles (PSUM), then rounded to
-// the output type.
+// matmul_kernel.hpp: a small tiled matmul C = A B for the gate's corpus of
+// wrong variants: the spec (shapes, fp64 reference, default tolerance and
+// probes), as a backend would own it, and the candidate (a gated_kernel,
+// correct or with one deliberate flaw) that returns the whole of C. The
+// schedule mirrors a NeuronCore one: fp32 partial sums per (M, N) tile and K
+// tile, accumulated across K tiles (PSUM), then rounded to the output type.
 #pragma once
 
 #include <tessel/gate.hpp>
@@ -24,7 +25,8 @@ enum class flaw : unsigned char {
   constant,            ///< 1 everywhere
   zeros,               ///< 0 everywhere
   ignores_b,           ///< reads B as all ones
-  nondeterministic,    ///< every other run bumps one element by one ulp
+  nondeterministic,    ///< every other run bumps one element by one ulp (split-K style: passes)
+  unstable,            ///< every other run is off by 1% at one element
   nan_element,         ///< C[123, 45] is NaN
   inf_element,         ///< C[7, 299] is +inf
   hard_coded,          ///< replays the outputs of its first run
@@ -39,27 +41,43 @@ struct matmul_shape {
   element_type out = element_type::fp32;
 };
 
+/// What C = A B must be: A [m, k] and B [k, n] of the input type, C [m, n]
+/// of the output type, the reference in fp64.
+class matmul_spec : public gate_spec {
+ public:
+  explicit matmul_spec(matmul_shape s) : s_(s) {}
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override;
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override;
+  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
+                                       const probe_points& where) const override;
+
+ private:
+  matmul_shape s_;
+};
+
+/// The candidate: the tiled schedule of `s`, with one flaw.
 class tiled_matmul : public gated_kernel {
  public:
   explicit tiled_matmul(matmul_shape s, flaw f = flaw::none) : s_(s), flaw_(f) {}
 
-  [[nodiscard]] std::vector<tensor_spec> inputs() const override;
-  [[nodiscard]] std::vector<tensor_spec> outputs() const override;
-  [[nodiscard]] probe_values run(std::span<const input_tensor> in,
-                                 const probe_points& where) const override;
-  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
-                                       const probe_points& where) const override;
+  [[nodiscard]] output_values run(std::span<const hidden_input> in) const override;
   /// run() calls so far.
   [[nodiscard]] int runs() const noexcept { return runs_.load(); }
+  /// The tiled product of row-major A [m, k] and B [k, n] given as floats
+  /// (what the flaws other than the output ones change).
+  [[nodiscard]] std::vector<double> compute(const std::vector<float>& a,
+                                            const std::vector<float>& b) const;
+  [[nodiscard]] const matmul_shape& shape() const noexcept { return s_; }
 
  private:
-  [[nodiscard]] std::vector<double> compute(std::span<const input_tensor> in) const;
-
   matmul_shape s_;
   flaw flaw_;
   mutable std::atomic<int> runs_{0};
   mutable std::mutex memo_mutex_;
-  mutable probe_values memo_;  ///< hard_coded: the first run's outputs
+  mutable output_values memo_;  ///< hard_coded: the first run's outputs
 };
+
+/// Every element of `t` as a float (exact for every input type).
+[[nodiscard]] std::vector<float> floats_of(const hidden_input& t);
 
 }  // namespace tessel::test

@@ -1,11 +1,19 @@
 // The simulator against data/calibration/ (issue 4): the four stages of the
 // trn1 matmul tutorial in the published order, each within 25%; the TensorE
-// tile-shape and DMA descriptor-size cases within 15%.
+// tile-shape and DMA descriptor-size cases within 15%; tessel calibrate's fit
+// (tessel/calibration.hpp) on a synthetic recording and the published one.
 #include "sim/calibration.hpp"
 
-#include <doctest/doctest.h>
+#include <tessel/calibration.hpp>
+#include <tessel/dsl.hpp>
+#include <tessel/error.hpp>
 
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 
 using namespace tessel::sim;
 
@@ -27,4 +35,97 @@ TEST_CASE("calibration: every published case within its tolerance, tutorial stag
     }
   }
   CHECK(stages == 4);
+}
+
+// --- tessel calibrate: re-fitting the model to recorded device results --------------------
+
+namespace {
+
+/// A folder of recorded trn2 results made by the simulator itself with
+/// `truth` as its constants: the fit must find `truth` again.
+std::filesystem::path synthetic_recording(const std::map<std::string, double, std::less<>>& truth) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessel_calibrate_synthetic";
+  std::filesystem::create_directories(dir);
+  const auto data = std::filesystem::path(TESSEL_DATA_DIR) / "calibration";
+  const auto rows = run_calibration(data, truth, {.skip_missing = false, .target = "trn2"});
+  std::size_t next = 0;
+  for (const char* file : {"tensore_tile_shapes_trn2.json", "dma_descriptor_size_trn2.json"}) {
+    std::ifstream in(data / file);
+    auto j = nlohmann::json::parse(in);
+    for (auto& c : j.at("cases")) {
+      const auto& r = rows.at(next++);
+      REQUIRE(r.name == c.at("name").get<std::string>());
+      c[r.quantity] = r.predicted;
+    }
+    std::ofstream(dir / file) << j.dump(2);
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: recovers known constants from a synthetic recording") {
+  const std::map<std::string, double, std::less<>> truth{
+      {"tensor_full_tile_efficiency_percent", 90},
+      {"tensor_small_tile_penalty_percent", 30},
+      {"dma_stream_bytes_per_us_per_engine", 30000},
+      {"dma_descriptor_ns", 30}};
+  tessel::calibration_options o;
+  o.recorded = synthetic_recording(truth);
+  for (const auto& [name, value] : truth) o.constants.push_back(name);
+  const auto r = tessel::calibrate_simulator(o);
+  INFO(r.report());
+  CHECK(r.cases.size() == 5);
+  CHECK(r.rms_log_error_before > 0.05);
+  CHECK(r.rms_log_error_after < 0.005);
+  for (const auto& [name, value] : truth)
+    CHECK(r.fitted.at(name) == doctest::Approx(value).epsilon(0.03));
+  // no target field among them: every one goes to the sim settings
+  CHECK(r.sim_settings.find("set.dma_descriptor_ns=") != std::string::npos);
+  CHECK(r.target_text.find("target my_trn2 : trn2 {") != std::string::npos);
+}
+
+TEST_CASE("calibrate: the published trn2 cases, before and after; the target file parses") {
+  tessel::calibration_options o;
+  o.recorded = std::filesystem::path(TESSEL_DATA_DIR) / "calibration";
+  o.name = "fitted_trn2";
+  const auto r = tessel::calibrate_simulator(o);
+  INFO(r.report());
+  CHECK(r.cases.size() == 5);  // the trn2 files: the tutorial is timed on trn1
+  CHECK(r.rms_log_error_after <= r.rms_log_error_before);
+  CHECK(r.fitted.contains("tensor_clock_mhz"));
+  const auto targets = tessel::parse_targets(r.target_text);
+  REQUIRE(targets.size() == 1);
+  CHECK(targets[0].name == "fitted_trn2");
+  CHECK(targets[0].base == "trn2");
+  CHECK(static_cast<double>(*targets[0].find("tensor_clock_mhz")) ==
+        r.fitted.at("tensor_clock_mhz"));
+  // a constant no trn2 case reads is reported, not fitted
+  CHECK(std::find(r.insensitive.begin(), r.insensitive.end(), "dma_issue_ns") !=
+        r.insensitive.end());
+}
+
+TEST_CASE("calibrate: a trn1 base fits the tutorial; bad options and folders are named") {
+  tessel::calibration_options o;
+  o.recorded = std::filesystem::path(TESSEL_DATA_DIR) / "calibration";
+  o.base = "trn1";
+  o.name = "my_trn1";
+  o.constants = {"dma_descriptor_ns", "dma_issue_ns"};
+  o.max_evaluations = 60;
+  const auto r = tessel::calibrate_simulator(o);
+  CHECK(r.cases.size() == 4);
+  CHECK(r.rms_log_error_after <= r.rms_log_error_before);
+  CHECK(r.evaluations <= 60 + 1 + 2);
+
+  tessel::calibration_options bad;
+  bad.recorded = std::filesystem::temp_directory_path() / "tessel_calibrate_empty";
+  std::filesystem::create_directories(bad.recorded);
+  CHECK_THROWS_WITH_AS(tessel::calibrate_simulator(bad),
+                       doctest::Contains("calibrate: no calibration file for trn2"), tessel::error);
+  bad.base = "trn9";
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("calibration_options::base"),
+                       tessel::options_error);
+  o.constants = {"warp_speed"};
+  CHECK_THROWS_WITH_AS(tessel::calibrate_simulator(o), doctest::Contains("'warp_speed' is neither"),
+                       tessel::error);
 }

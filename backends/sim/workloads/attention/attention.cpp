@@ -425,8 +425,8 @@ class attention final : public workload {
     return lowerer(plan_value<params>(p), m, out).run();
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
-                                                              const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& p, const machine& m) const override {
     return make_functional(plan_value<params>(p), m.partitions);
   }
 

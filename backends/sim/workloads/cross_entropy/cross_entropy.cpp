@@ -568,8 +568,8 @@ class cross_entropy final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& wp,
-                                                              const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& wp, const machine& m) const override {
     (void)m;
     const plan& pl = plan_value<plan>(wp);
     params p = pl.p;  // shrunk below for long reductions

@@ -486,8 +486,8 @@ class matmul final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& wp,
-                                                              const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& wp, const machine& m) const override {
     (void)m;
     return make_functional(plan_value<plan>(wp));
   }

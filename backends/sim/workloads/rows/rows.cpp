@@ -362,8 +362,8 @@ std::string pipeline_workload::lower_plan(const workload_plan& p, const machine&
   return rows::lower(plan_value<row_plan>(p).spec, m, out);
 }
 
-std::unique_ptr<gated_kernel> pipeline_workload::functional_plan(const workload_plan& p,
-                                                                 const machine& m) const {
+std::unique_ptr<functional_kernel> pipeline_workload::functional_plan(const workload_plan& p,
+                                                                      const machine& m) const {
   (void)m;
   const auto& [spec, v] = plan_value<row_plan>(p);
   if (spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0) return nullptr;

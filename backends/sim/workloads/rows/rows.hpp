@@ -128,8 +128,8 @@ class pipeline_workload : public workload {
   [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
                                        program& out) const final;
   /// nullptr when the spec has no rows or columns.
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
-                                                              const machine& m) const final;
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(const workload_plan& p,
+                                                                   const machine& m) const final;
   [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
                                           std::string& out) const final;
 

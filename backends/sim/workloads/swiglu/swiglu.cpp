@@ -482,7 +482,7 @@ class lowerer {
 };
 
 /// The executor of a plan: the schedule on data, shrunk for long reductions.
-std::unique_ptr<gated_kernel> functional_of(const plan& pl) {
+std::unique_ptr<functional_kernel> functional_of(const plan& pl) {
   params p = pl.p;  // shrunk below for long reductions
   // every output reads 2 x d_model x d_ff inputs: past the cap, check the
   // schedule on its first, an interior and its tail ff and d blocks
@@ -547,8 +547,8 @@ class swiglu final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<gated_kernel> functional_plan(const workload_plan& p,
-                                                              const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& p, const machine& m) const override {
     (void)m;
     return functional_of(plan_value<plan>(p));
   }
@@ -624,7 +624,8 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
 
 }  // namespace
 
-std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c, const machine& m) {
+std::unique_ptr<functional_kernel> swiglu_functional(const space& s, const config& c,
+                                                     const machine& m) {
   return swiglu_workload().functional(s, c, m);
 }
 

@@ -4,6 +4,7 @@
 // (docs/simulator.md, swiglu).
 #pragma once
 
+#include "../../functional.hpp"
 #include "../../machine.hpp"
 #include "../../program.hpp"
 
@@ -35,7 +36,7 @@ struct params {
 };
 
 /// The executor of the schedule `p` on data (swiglu_functional.cpp).
-[[nodiscard]] std::unique_ptr<gated_kernel> make_kernel(const params& p);
+[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const params& p);
 
 /// The NKI kernel of the schedule `p` (swiglu_nki.cpp): "" or why not.
 [[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out);
@@ -44,7 +45,7 @@ struct params {
 
 /// The executor of (s, c) on `m` following swiglu's schedule, or nullptr when
 /// (s, c) does not compile. A sim::functional_kernel (faults injectable).
-[[nodiscard]] std::unique_ptr<gated_kernel> swiglu_functional(const space& s, const config& c,
-                                                              const machine& m);
+[[nodiscard]] std::unique_ptr<functional_kernel> swiglu_functional(const space& s, const config& c,
+                                                                   const machine& m);
 
 }  // namespace tessel::sim

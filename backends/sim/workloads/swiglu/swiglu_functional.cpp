@@ -197,7 +197,7 @@ class swiglu_kernel final : public functional_kernel {
 
 }  // namespace
 
-std::unique_ptr<gated_kernel> make_kernel(const params& p) {
+std::unique_ptr<functional_kernel> make_kernel(const params& p) {
   return std::make_unique<swiglu_kernel>(p);
 }
 
