@@ -111,6 +111,13 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.concurrency = read.count("concurrency").value_or(options.concurrency);
   options.estimated_cost_s = read.number("estimated_cost").value_or(options.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) options.environment[name] = value;
+  options.gate_inputs = read.text("gate_inputs").value_or("");
+  options.gate_outputs = read.text("gate_outputs").value_or("");
+  options.gate_reference = read.text("gate_reference").value_or("");
+  options.gate.tolerance_scale =
+      read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
+  if (auto secret = read.number("gate_secret"))
+    options.gate.secret = static_cast<std::uint64_t>(*secret);
   read.finish();
   return std::make_shared<command_backend>(argument, options);
 }

@@ -36,7 +36,8 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 std::vector<npy_array> decode_outputs(const std::vector<std::string>& outputs,
                                       const std::vector<tensor_spec>& specs, std::string_view who) {
   if (outputs.size() != specs.size())
-    throw error(fmt::format("{} returned {} outputs, expected {}", who, outputs.size(), specs.size()));
+    throw error(
+        fmt::format("{} returned {} outputs, expected {}", who, outputs.size(), specs.size()));
   std::vector<npy_array> decoded;
   for (std::size_t o = 0; o < specs.size(); ++o) {
     npy_array a;
@@ -98,7 +99,8 @@ probe_values file_gated_kernel::pick(const std::vector<npy_array>& outputs,
   (void)who;
   probe_values values(where.size());
   for (std::size_t o = 0; o < where.size() && o < outputs.size(); ++o)
-    for (const auto flat : where[o]) values[o].push_back(outputs[o].values[static_cast<std::size_t>(flat)]);
+    for (const auto flat : where[o])
+      values[o].push_back(outputs[o].values[static_cast<std::size_t>(flat)]);
   return values;
 }
 
@@ -150,7 +152,8 @@ std::vector<tensor_spec> parse_tensor_specs(
     if (item.empty()) continue;
     const auto fields = split(item, ':');
     if (fields.size() < 2 || fields[0].empty())
-      throw error(fmt::format("{}: '{}' is not NAME:DIMS[:TYPE] (e.g. A:512x256:bf16)", what, item));
+      throw error(
+          fmt::format("{}: '{}' is not NAME:DIMS[:TYPE] (e.g. A:512x256:bf16)", what, item));
     tensor_spec s;
     s.name = std::string(fields[0]);
     for (const auto dim : split(fields[1], 'x')) {
@@ -161,9 +164,10 @@ std::vector<tensor_spec> parse_tensor_specs(
       } else if (auto c = constant(dim); c && *c > 0) {
         s.shape.push_back(*c);
       } else {
-        throw error(fmt::format("{}: dimension '{}' of {} is neither a positive integer nor a "
-                                "constant of the space",
-                                what, dim, s.name));
+        throw error(
+            fmt::format("{}: dimension '{}' of {} is neither a positive integer nor a "
+                        "constant of the space",
+                        what, dim, s.name));
       }
     }
     for (std::size_t f = 2; f < fields.size(); ++f) {
@@ -172,9 +176,10 @@ std::vector<tensor_spec> parse_tensor_specs(
       } else if (auto t = parse_element_type(fields[f])) {
         s.type = *t;
       } else {
-        throw error(fmt::format("{}: unknown element type '{}' of {} (fp32, bf16, fp16, fp8_e4m3, "
-                                "int32)",
-                                what, fields[f], s.name));
+        throw error(
+            fmt::format("{}: unknown element type '{}' of {} (fp32, bf16, fp16, fp8_e4m3, "
+                        "int32)",
+                        what, fields[f], s.name));
       }
     }
     if (s.type == element_type::int32 && s.label_range <= 0) s.label_range = 1 << 16;

@@ -27,7 +27,8 @@ namespace tessel::detail {
 
 /// One run of a program on one input set.
 struct file_run {
-  tessel::status status = tessel::status::ok;  ///< ok, or why it failed (timeout, runtime_error, ...)
+  tessel::status status =
+      tessel::status::ok;  ///< ok, or why it failed (timeout, runtime_error, ...)
   std::string message;
   std::vector<std::string> outputs;  ///< .npy bytes, one per declared output
   double seconds = 0;                ///< wall seconds of the program
@@ -80,8 +81,8 @@ class file_gated_kernel final : public gated_kernel {
 
  private:
   [[nodiscard]] std::vector<std::string> materialize(std::span<const input_tensor> in) const;
-  [[nodiscard]] probe_values pick(const std::vector<npy_array>& outputs,
-                                  const probe_points& where, std::string_view who) const;
+  [[nodiscard]] probe_values pick(const std::vector<npy_array>& outputs, const probe_points& where,
+                                  std::string_view who) const;
 
   std::vector<tensor_spec> inputs_, outputs_;
   file_program candidate_;

@@ -1,5 +1,5 @@
-// npy.cpp: .npy encode/decode (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html)
-// and base64.
+// npy.cpp: .npy encode/decode
+// (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html) and base64.
 #include "gated/npy.hpp"
 
 #include <tessel/error.hpp>
@@ -8,8 +8,8 @@
 #include <fmt/ranges.h>
 
 #include <array>
-#include <cmath>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 namespace tessel::detail {
@@ -19,7 +19,8 @@ constexpr std::string_view magic = "\x93NUMPY";
 
 template <class T>
 T read_le(const char* p) {
-  static_assert(std::endian::native == std::endian::little, "tessel's .npy reader assumes little-endian");
+  static_assert(std::endian::native == std::endian::little,
+                "tessel's .npy reader assumes little-endian");
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
@@ -28,9 +29,12 @@ T read_le(const char* p) {
 double half_to_double(std::uint16_t h) {
   const int sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   double v;
-  if (exponent == 0) v = std::ldexp(mantissa, -24);
-  else if (exponent == 31) v = mantissa ? std::nan("") : INFINITY;
-  else v = std::ldexp(mantissa + 1024, exponent - 25);
+  if (exponent == 0)
+    v = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    v = mantissa ? std::nan("") : INFINITY;
+  else
+    v = std::ldexp(mantissa + 1024, exponent - 25);
   return sign ? -v : v;
 }
 
@@ -41,9 +45,12 @@ std::string header_field(std::string_view header, std::string_view key) {
   auto start = header.find(':', at) + 1;
   while (start < header.size() && header[start] == ' ') ++start;
   std::size_t end = start;
-  if (header[start] == '(') end = header.find(')', start) + 1;
-  else if (header[start] == '\'') end = header.find('\'', start + 1) + 1;
-  else end = header.find_first_of(",}", start);
+  if (header[start] == '(')
+    end = header.find(')', start) + 1;
+  else if (header[start] == '\'')
+    end = header.find('\'', start + 1) + 1;
+  else
+    end = header.find_first_of(",}", start);
   return std::string(header.substr(start, end - start));
 }
 
@@ -51,7 +58,8 @@ std::vector<std::int64_t> parse_shape(std::string_view text) {
   std::vector<std::int64_t> shape;
   std::int64_t current = -1;
   for (const char c : text) {
-    if (c >= '0' && c <= '9') current = (current < 0 ? 0 : current * 10) + (c - '0');
+    if (c >= '0' && c <= '9')
+      current = (current < 0 ? 0 : current * 10) + (c - '0');
     else if (current >= 0) {
       shape.push_back(current);
       current = -1;
@@ -123,7 +131,7 @@ npy_array npy_decode(std::string_view bytes, std::int64_t max_elements) {
   }
   const std::string_view d = a.descr;
   const std::size_t width = d.size() == 3 ? static_cast<std::size_t>(d[2] - '0') : 0;
-  const bool little = !d.empty() && (d[0] == '<' || d[0] == '|' || (d[0] == '=' ));
+  const bool little = !d.empty() && (d[0] == '<' || d[0] == '|' || (d[0] == '='));
   if (!little || width == 0 || (d[1] != 'f' && d[1] != 'i' && d[1] != 'u' && d[1] != 'b'))
     throw error(fmt::format(".npy dtype '{}' is not supported (use float32 or int32)", a.descr));
   const auto data = bytes.substr(offset + header_size);
@@ -134,13 +142,20 @@ npy_array npy_decode(std::string_view bytes, std::int64_t max_elements) {
   for (std::size_t i = 0; i < a.values.size(); ++i) {
     const char* p = data.data() + i * width;
     double v = 0;
-    if (d[1] == 'f' && width == 2) v = half_to_double(read_le<std::uint16_t>(p));
-    else if (d[1] == 'f' && width == 4) v = read_le<float>(p);
-    else if (d[1] == 'f' && width == 8) v = read_le<double>(p);
-    else if (d[1] == 'i' && width == 4) v = read_le<std::int32_t>(p);
-    else if (d[1] == 'i' && width == 8) v = static_cast<double>(read_le<std::int64_t>(p));
-    else if ((d[1] == 'u' || d[1] == 'b') && width == 1) v = static_cast<unsigned char>(*p);
-    else throw error(fmt::format(".npy dtype '{}' is not supported (use float32 or int32)", a.descr));
+    if (d[1] == 'f' && width == 2)
+      v = half_to_double(read_le<std::uint16_t>(p));
+    else if (d[1] == 'f' && width == 4)
+      v = read_le<float>(p);
+    else if (d[1] == 'f' && width == 8)
+      v = read_le<double>(p);
+    else if (d[1] == 'i' && width == 4)
+      v = read_le<std::int32_t>(p);
+    else if (d[1] == 'i' && width == 8)
+      v = static_cast<double>(read_le<std::int64_t>(p));
+    else if ((d[1] == 'u' || d[1] == 'b') && width == 1)
+      v = static_cast<unsigned char>(*p);
+    else
+      throw error(fmt::format(".npy dtype '{}' is not supported (use float32 or int32)", a.descr));
     a.values[i] = v;
   }
   return a;
@@ -169,13 +184,20 @@ std::string base64_decode(std::string_view text) {
   int bits = 0;
   for (const char c : text) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else if (c == '=' || c == '\n') continue;
-    else throw error(fmt::format("bad base64 character '{}'", c));
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else if (c == '=' || c == '\n')
+      continue;
+    else
+      throw error(fmt::format("bad base64 character '{}'", c));
     buffer = (buffer << 6) | static_cast<std::uint32_t>(v);
     bits += 6;
     if (bits >= 8) {

@@ -38,7 +38,8 @@ std::optional<nlohmann::json> last_json_object(const std::string& text) {
 
 std::string text_field(const nlohmann::json& j, const char* key, const char* otherwise) {
   const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get_ref<const std::string&>() : std::string(otherwise);
+  return it != j.end() && it->is_string() ? it->get_ref<const std::string&>()
+                                          : std::string(otherwise);
 }
 
 std::string stderr_tail(const process_result& r) { return tail_of(r.errors, 12, 1500); }
@@ -54,18 +55,20 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
   if (host.empty()) {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) p.environment.emplace_back(*e);
     const char* path = std::getenv("PYTHONPATH");  // NOLINT(concurrency-mt-unsafe): read-only
-    variables.try_emplace("PYTHONPATH", where.runner_dir + (path != nullptr && *path != 0
-                                                               ? ":" + std::string(path)
-                                                               : std::string()));
+    variables.try_emplace(
+        "PYTHONPATH", where.runner_dir + (path != nullptr && *path != 0 ? ":" + std::string(path)
+                                                                        : std::string()));
     for (const auto& [name, value] : variables) {
-      std::erase_if(p.environment, [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
+      std::erase_if(p.environment,
+                    [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
       p.environment.push_back(name + "=" + value);
     }
     p.arguments = {where.python, "-m", "tessel_trainium.runner"};
   } else {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) p.environment.emplace_back(*e);
     variables.try_emplace("PYTHONPATH", where.runner_dir);
-    std::string line = where.remote_dir.empty() ? "" : "cd " + shell_quoted(where.remote_dir) + " && ";
+    std::string line =
+        where.remote_dir.empty() ? "" : "cd " + shell_quoted(where.remote_dir) + " && ";
     line += "env";
     for (const auto& [name, value] : variables) line += " " + shell_quoted(name + "=" + value);
     line += " " + shell_quoted(where.python) + " -m tessel_trainium.runner";
@@ -82,7 +85,8 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
   const std::string on = host.empty() ? std::string() : " on " + host;
   if (!r.started) {
     reply.status = status::runtime_error;
-    reply.message = fmt::format("the runner did not start{}: {} ({})", on, r.start_error, p.arguments[0]);
+    reply.message =
+        fmt::format("the runner did not start{}: {} ({})", on, r.start_error, p.arguments[0]);
     return reply;
   }
   if (r.timed_out) {
@@ -97,10 +101,11 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
       reply.host_lost = true;
       reply.message = fmt::format("host {} lost (ssh exited 255): {}", host, stderr_tail(r));
     } else if (r.signal != 0) {
-      reply.message = fmt::format("the kernel process crashed{} ({}): {}", on, signal_name(r.signal),
-                                  stderr_tail(r));
+      reply.message = fmt::format("the kernel process crashed{} ({}): {}", on,
+                                  signal_name(r.signal), stderr_tail(r));
     } else if (r.output_truncated) {
-      reply.message = fmt::format("the runner's answer{} is larger than {} bytes", on, max_answer_bytes);
+      reply.message =
+          fmt::format("the runner's answer{} is larger than {} bytes", on, max_answer_bytes);
     } else {
       reply.message = fmt::format("the runner exited{} with code {} without an answer: {}", on,
                                   r.exit_code, stderr_tail(r));

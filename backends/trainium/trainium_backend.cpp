@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -129,8 +129,8 @@ median_interval median_with_interval(std::vector<double> samples) {
   const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
   const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2.0 - half)));
   const auto hi_raw = static_cast<std::ptrdiff_t>(std::ceil(n / 2.0 + half)) - 1;
-  const auto hi = static_cast<std::size_t>(
-      std::clamp<std::ptrdiff_t>(hi_raw, static_cast<std::ptrdiff_t>(lo), static_cast<std::ptrdiff_t>(n - 1)));
+  const auto hi = static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(
+      hi_raw, static_cast<std::ptrdiff_t>(lo), static_cast<std::ptrdiff_t>(n - 1)));
   return {centre, samples[lo], samples[hi]};
 }
 
@@ -192,21 +192,22 @@ struct trainium_backend::impl {
     }
     request["outputs"] = nlohmann::json::array();
     for (const auto& out : outputs)
-      request["outputs"].push_back({{"name", out.name},
-                                    {"shape", out.shape},
-                                    {"path", (dir.path() / ("out_" + out.name + ".npy")).string()}});
+      request["outputs"].push_back(
+          {{"name", out.name},
+           {"shape", out.shape},
+           {"path", (dir.path() / ("out_" + out.name + ".npy")).string()}});
     request["inline"] = remote;
-    const auto reply = detail::call_runner(where, hosts->destination(host), core, request, timeout_s,
-                                           2 * output_bytes_limit(outputs) + (1u << 20));
+    const auto reply = detail::call_runner(where, hosts->destination(host), core, request,
+                                           timeout_s, 2 * output_bytes_limit(outputs) + (1u << 20));
     detail::file_run r{reply.status, reply.message, {}, reply.wall_s};
     if (lost != nullptr && reply.host_lost) *lost = true;
     if (body != nullptr) *body = reply.body;
     if (r.status != status::ok || !reply.body.contains("outputs")) return r;
     try {
       for (const auto& out : reply.body.at("outputs"))
-        r.outputs.push_back(remote ? detail::base64_decode(out.at("npy_base64").get<std::string>())
-                                   : read_file(out.at("path").get<std::string>(),
-                                               output_bytes_limit(outputs)));
+        r.outputs.push_back(
+            remote ? detail::base64_decode(out.at("npy_base64").get<std::string>())
+                   : read_file(out.at("path").get<std::string>(), output_bytes_limit(outputs)));
     } catch (const std::exception& e) {
       r.status = status::runtime_error;
       r.message = fmt::format("reading the outputs: {}", e.what());
@@ -238,7 +239,8 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
   if (o.compile_jobs == 0) o.compile_jobs = std::max(1u, std::thread::hardware_concurrency());
   impl_->o = std::move(o);
   auto& x = *impl_;
-  x.where = {x.o.python, find_runner_dir(x.o.runner_dir), x.o.remote_dir, x.o.ssh,
+  x.where = {x.o.python,      find_runner_dir(x.o.runner_dir),
+             x.o.remote_dir,  x.o.ssh,
              x.o.environment, x.o.kill_grace_s};
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
@@ -294,6 +296,7 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
   tessel::cost paid;
   std::size_t requeued = 0;
   std::string lost_note;
+  double compiler_s = 0, compile_cached = 0;
   for (std::size_t attempt = 0; attempt <= x.hosts->size(); ++attempt) {
     // 1. compile, on a host's CPU (overlaps other candidates' device runs)
     const int host = x.hosts->acquire_compile();
@@ -301,8 +304,13 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     detail::runner_reply compiled;
     {
       bool lost = false;
+      nlohmann::json body;
       const auto r = x.send(x.base_request("compile", constants, key), host, -1, x.timing_inputs(),
-                            x.o.compile_timeout_s, &lost);
+                            x.o.compile_timeout_s, &lost, &body);
+      if (const auto it = body.find("compile_s"); it != body.end() && it->is_number())
+        compiler_s = it->get<double>();
+      if (const auto it = body.find("compile_cached"); it != body.end() && it->is_boolean())
+        compile_cached = it->get<bool>() ? 1 : 0;
       x.hosts->release_compile(host);
       if (lost) {
         x.hosts->mark_lost(host);
@@ -332,7 +340,8 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
                           x.o.run_timeout_s, &lost);
           },
           x.references);
-      auto failed = detail::gate_through_files(*x.gate, kernel, key + attempt * 0x9e3779b97f4a7c15ULL, paid);
+      auto failed =
+          detail::gate_through_files(*x.gate, kernel, key + attempt * 0x9e3779b97f4a7c15ULL, paid);
       paid.run_s += kernel.candidate_seconds();
       if (lost) {
         x.hosts->mark_lost(host);
@@ -375,9 +384,8 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     m.samples = samples_field(body);
     if (m.samples.empty() || std::any_of(m.samples.begin(), m.samples.end(),
                                          [](double v) { return !std::isfinite(v) || v <= 0; })) {
-      return measurement::failure(status::suspicious,
-                                  "suspicious: the runner reported no, or non-finite, latencies",
-                                  paid);
+      return measurement::failure(
+          status::suspicious, "suspicious: the runner reported no, or non-finite, latencies", paid);
     }
     const auto mi = median_with_interval(m.samples);
     m.objective = mi.median;
@@ -387,6 +395,8 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     m.metrics["host"] = host;
     m.metrics["core"] = lease->core;
     m.metrics["requeued"] = static_cast<double>(requeued);
+    m.metrics["compiler_s"] = compiler_s;
+    m.metrics["compile_cached"] = compile_cached;
     m.message = fmt::format("median of {} samples; racing stopped: {}", m.samples.size(),
                             text_field(body, "stopped"));
     const std::lock_guard lock(x.mutex);

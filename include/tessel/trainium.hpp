@@ -20,7 +20,8 @@ namespace tessel {
 
 /// Options of trainium_backend. Times are wall seconds.
 struct trainium_options {
-  std::string kernel;     ///< "FILE.py:FUNCTION": the NKI kernel; config values are its keyword arguments
+  std::string
+      kernel;  ///< "FILE.py:FUNCTION": the NKI kernel; config values are its keyword arguments
   std::string reference;  ///< "FILE.py:FUNCTION": numpy reference, run by tessel in its own process
   std::string inputs;     ///< "A:512x256:bf16,B:256x512:bf16" (dims: integers or space constants)
   std::string outputs;    ///< "C:512x512:fp32"
@@ -31,16 +32,16 @@ struct trainium_options {
   std::string runner_dir;          ///< the folder holding tessel_trainium/; "": found (docs)
   std::string remote_dir;          ///< working folder on remote hosts; "": ssh's default
   std::string ssh = "ssh";         ///< the ssh program (tests pass a fake one)
-  std::string cache_dir;           ///< compiled-kernel cache; "": .tessel-neff-cache in the working folder
+  std::string cache_dir;  ///< compiled-kernel cache; "": .tessel-neff-cache in the working folder
   std::map<std::string, std::string> environment;  ///< added to the runner's environment
-  double compile_timeout_s = 900;  ///< per compile
-  double run_timeout_s = 300;      ///< per device call (one gate run, or one timing)
+  double compile_timeout_s = 900;                  ///< per compile
+  double run_timeout_s = 300;  ///< per device call (one gate run, or one timing)
   double kill_grace_s = 2;
-  std::size_t warmup = 3;           ///< iterations before timing
+  std::size_t warmup = 3;             ///< iterations before timing
   std::size_t iters_per_sample = 10;  ///< iterations behind one latency sample
-  std::size_t min_repeats = 5;      ///< samples before racing may stop
-  std::size_t max_repeats = 30;     ///< samples at most
-  double race_margin = 0.0;         ///< stop when the median's CI lies above incumbent x (1 + margin)
+  std::size_t min_repeats = 5;        ///< samples before racing may stop
+  std::size_t max_repeats = 30;       ///< samples at most
+  double race_margin = 0.0;  ///< stop when the median's CI lies above incumbent x (1 + margin)
   double target_relative_ci = 0.02;  ///< without an incumbent: stop once the CI is this tight
   bool gate = true;                  ///< check outputs before timing (off: no time is trusted)
   gate_options gate_settings;        ///< suites, tolerance scale, secret
