@@ -410,7 +410,7 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
   return m;
 }
 
-measurement trainium_backend::remeasure(const space& s, const config& c) {
+std::optional<measurement> trainium_backend::remeasure(const space& s, const config& c) {
   auto& x = *impl_;
   std::size_t min_repeats = 0;
   double incumbent = 0;

@@ -73,7 +73,7 @@ class trainium_backend : public backend {
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
   /// Re-times `c` (no compile, gate cached) with max_repeats and no racing:
   /// what tessel reports for the best config.
-  [[nodiscard]] measurement remeasure(const space& s, const config& c);
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   /// Hosts found lost so far (their trials were re-queued on others).
   [[nodiscard]] std::vector<std::string> lost_hosts() const;
 

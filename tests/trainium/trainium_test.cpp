@@ -197,7 +197,7 @@ TEST_CASE("trainium: racing stops a clearly slower candidate early and measures 
   CHECK(slow.samples.size() == 4);
   CHECK(slow.message.find("slower_than_incumbent") != std::string::npos);
   // The best config re-measured: the full max_repeats, no racing.
-  const auto confirmed = b.remeasure(s, config_of(s, 128, 256, 128));
+  const auto confirmed = *b.remeasure(s, config_of(s, 128, 256, 128));
   CHECK(confirmed.status == status::ok);
   CHECK(confirmed.samples.size() == 12);
   CHECK(std::abs(confirmed.objective / fast.objective - 1) < 0.05);
