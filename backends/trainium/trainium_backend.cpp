@@ -215,6 +215,34 @@ struct trainium_backend::impl {
     return r;
   }
 
+  /// Why the outputs of the timed calls (on timing_inputs()) are not the
+  /// reference's within the gate's tolerance, or nullopt. Catches a kernel
+  /// that computes in the gate and skips work when timed.
+  std::optional<std::string> timed_outputs_differ(const std::vector<std::string>& produced) {
+    try {
+      const auto got = detail::decode_outputs(produced, outputs, "the timed kernel");
+      const auto want = references->outputs(timing_inputs(), outputs);
+      for (std::size_t t = 0; t < outputs.size(); ++t) {
+        const auto& r = (*want)[t].values;
+        double squares = 0;
+        for (const double v : r) squares += v * v;
+        const double rms =
+            std::sqrt(squares / static_cast<double>(std::max<std::size_t>(r.size(), 1)));
+        const double tol = default_tolerance(outputs[t].type) * o_tolerance_scale();
+        for (std::size_t i = 0; i < r.size(); ++i)
+          if (!(std::abs(got[t].values[i] - r[i]) <= tol * (std::abs(r[i]) + rms)))
+            return fmt::format(
+                "suspicious: the timed run's output {} differs from the reference at flat index "
+                "{} ({} vs {}): the kernel computes differently when it is timed",
+                outputs[t].name, i, got[t].values[i], r[i]);
+      }
+    } catch (const std::exception& e) {
+      return fmt::format("suspicious: the timed run's outputs: {}", e.what());
+    }
+    return std::nullopt;
+  }
+  [[nodiscard]] double o_tolerance_scale() const { return o.gate_settings.tolerance_scale; }
+
   /// Inputs for compiling and timing (not the gate's): a fixed normal draw.
   [[nodiscard]] std::vector<std::string> timing_inputs() const {
     std::vector<std::string> files;
@@ -374,6 +402,12 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       continue;
     }
     paid.run_s += timed.seconds;
+    if (timed.status == status::ok && x.o.gate && !timed.outputs.empty())
+      if (auto lie = x.timed_outputs_differ(timed.outputs)) {
+        auto m = measurement::failure(status::suspicious, *lie, paid);
+        m.metrics["requeued"] = static_cast<double>(requeued);
+        return m;
+      }
     if (timed.status != status::ok) {
       auto m = measurement::failure(timed.status, timed.message, paid);
       m.metrics["requeued"] = static_cast<double>(requeued);

@@ -79,9 +79,11 @@ def warm_up(kernel, arrays, constants, neff_path, iterations):
 
 
 def sample_latency_s(kernel, arrays, constants, neff_path, iterations):
+    """(seconds, outputs): one batch's p50, and what the timed call returned
+    (None when this SDK's benchmark call returns nothing)."""
     nki = _nki()
     function = getattr(kernel, "func", kernel)
     bench = nki.benchmark(_bind(function, constants), warmup=0, iters=iterations,
                           save_neff_name=neff_path + ".bench")
-    bench(*arrays)
-    return bench.benchmark_result.nc_latency.get_latency_percentile(50) * 1e-6
+    outputs = bench(*arrays)
+    return bench.benchmark_result.nc_latency.get_latency_percentile(50) * 1e-6, outputs

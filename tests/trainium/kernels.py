@@ -112,3 +112,11 @@ def noisy_kernel(a, b, **config):
     """Not deterministic: a different rounding on every run."""
     c = np.matmul(a, b).astype(np.float32)
     return c + np.float32(np.random.default_rng().normal(0, 1e-3))
+
+
+def timing_liar_kernel(a, b, **config):
+    """Correct in the gate's runs; skips the work when it is being benchmarked."""
+    import traceback
+    if any("sample_latency_s" in frame.name for frame in traceback.extract_stack()):
+        return np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    return np.matmul(a, b).astype(np.float32)

@@ -147,6 +147,7 @@ TEST_CASE("trainium: every failure mode ends as its status, without a time") {
       {"skip_kernel", {status::incorrect}, "incorrect"},
       {"one_row_kernel", {status::incorrect}, "incorrect"},
       {"noisy_kernel", {status::suspicious}, "not deterministic"},
+      {"timing_liar_kernel", {status::suspicious}, "when it is timed"},
   };
   const auto s = matmul_space();
   for (const auto& e : cases) {
