@@ -71,8 +71,9 @@ class trainium_backend : public backend {
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override;
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
-  /// Re-times `c` (no compile, gate cached) with max_repeats and no racing:
-  /// what tessel reports for the best config.
+  /// Re-times `c` (compile and gate verdict cached) with max_repeats samples
+  /// and no racing: what `tessel tune` reports for the best config. Call it
+  /// after the search, not while evaluate() runs on other threads.
   [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   /// Hosts found lost so far (their trials were re-queued on others).
   [[nodiscard]] std::vector<std::string> lost_hosts() const;
