@@ -426,6 +426,15 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     m.metrics["ci_low_s"] = mi.low;
     m.metrics["ci_high_s"] = mi.high;
     m.metrics["repeats"] = static_cast<double>(m.samples.size());
+    {  // spread: the interquartile range (nearest-rank quartiles)
+      auto sorted = m.samples;
+      std::sort(sorted.begin(), sorted.end());
+      const auto rank = [&sorted](double q) {
+        return sorted[std::min(sorted.size() - 1,
+                               static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
+      };
+      m.metrics["iqr_s"] = rank(0.75) - rank(0.25);
+    }
     m.metrics["host"] = host;
     m.metrics["core"] = lease->core;
     m.metrics["requeued"] = static_cast<double>(requeued);

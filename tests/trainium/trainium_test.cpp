@@ -102,6 +102,7 @@ TEST_CASE("trainium: an honest kernel is compiled, gated and timed; the compile 
   CHECK(m.metrics.at("ci_low_s") <= m.objective);
   CHECK(m.metrics.at("ci_high_s") >= m.objective);
   CHECK(m.metrics.at("compile_cached") == 0);
+  CHECK(m.metrics.at("iqr_s") >= 0);
   CHECK(m.cost.compile_s > 0);
   CHECK(m.cost.gate_s > 0);
   CHECK(m.cost.run_s > 0);
