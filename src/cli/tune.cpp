@@ -128,6 +128,11 @@ nlohmann::json remeasured_json(const measurement& m) {
   return j;
 }
 
+nlohmann::json with_remeasured(nlohmann::json summary, const std::optional<measurement>& again) {
+  if (again) summary["best"]["remeasured"] = remeasured_json(*again);
+  return summary;
+}
+
 std::string remeasured_text(const measurement& m, double searched) {
   if (!m.ok())
     return fmt::format("best config re-measured: {} ({})", to_string(m.status), m.message);
@@ -160,13 +165,11 @@ int run_tune(const tune_options& o) {
   std::optional<measurement> again;
   if (sum.best) again = setup.backend->remeasure(setup.space.space, sum.best->config);
   if (o.json) {
-    auto j = summary_json(sum, setup.space.space);
-    if (again) j["best"]["remeasured"] = remeasured_json(*again);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", with_remeasured(summary_json(sum, setup.space.space), again).dump(2));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
-    if (again) fmt::print("{}\n", remeasured_text(*again, sum.best->result.objective));
   }
+  if (again && !o.json) fmt::print("\n{}\n", remeasured_text(*again, sum.best->result.objective));
   return exit_code::success;
 }
 
