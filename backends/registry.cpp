@@ -3,6 +3,7 @@
 // schemes (replay, command) are registered on first use.
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/trainium.hpp>
 
 #include "sim/factory.hpp"
 
@@ -110,8 +111,98 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.concurrency = read.count("concurrency").value_or(options.concurrency);
   options.estimated_cost_s = read.number("estimated_cost").value_or(options.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) options.environment[name] = value;
+  options.gate_inputs = read.text("gate_inputs").value_or("");
+  options.gate_outputs = read.text("gate_outputs").value_or("");
+  options.gate_reference = read.text("gate_reference").value_or("");
+  options.gate.tolerance_scale =
+      read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
+  if (auto secret = read.number("gate_secret"))
+    options.gate.secret = static_cast<std::uint64_t>(*secret);
   read.finish();
   return std::make_shared<command_backend>(argument, options);
+}
+
+/// "kernel=k.py:f,reference=r.py:g,host=a,b" -> settings: pairs split at
+/// commas, and a piece without '=' continues the previous value (so lists
+/// such as host=a,b,c and inputs=A:64x64,B:64x64 need no quoting).
+backend_settings argument_settings(std::string_view scheme, std::string_view argument) {
+  backend_settings out;
+  std::string last;
+  std::size_t start = 0;
+  while (start < argument.size()) {
+    const auto end = std::min(argument.find(',', start), argument.size());
+    const auto piece = argument.substr(start, end - start);
+    start = end + 1;
+    const auto eq = piece.find('=');
+    if (eq == std::string_view::npos) {
+      if (last.empty())
+        throw error(fmt::format("backend {}: '{}' is not KEY=VALUE", scheme, piece));
+      out[last] += "," + std::string(piece);
+      continue;
+    }
+    last = std::string(piece.substr(0, eq));
+    if (out.contains(last))
+      throw error(fmt::format("backend {}: setting {} given twice", scheme, last));
+    out[last] = std::string(piece.substr(eq + 1));
+  }
+  return out;
+}
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(',', start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_settings& given) {
+  auto settings = argument_settings("trainium", argument);
+  for (const auto& [key, value] : given) {
+    if (settings.contains(key))
+      throw error(fmt::format("backend trainium: setting {} given twice", key));
+    settings[key] = value;
+  }
+  setting_reader read("trainium", settings);
+  trainium_options o;
+  o.kernel = read.text("kernel").value_or("");
+  o.reference = read.text("reference").value_or("");
+  o.inputs = read.text("inputs").value_or("");
+  o.outputs = read.text("outputs").value_or("");
+  if (auto hosts = read.text("host")) o.hosts = comma_list(*hosts);
+  o.cores_per_host = read.count("cores").value_or(o.cores_per_host);
+  o.compile_jobs = read.count("compile_jobs").value_or(o.compile_jobs);
+  o.python = read.text("python").value_or(o.python);
+  o.runner_dir = read.text("runner_dir").value_or(o.runner_dir);
+  o.remote_dir = read.text("remote_dir").value_or(o.remote_dir);
+  o.ssh = read.text("ssh").value_or(o.ssh);
+  o.cache_dir = read.text("cache_dir").value_or(o.cache_dir);
+  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
+  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
+  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
+  o.warmup = read.count("warmup").value_or(o.warmup);
+  o.iters_per_sample = read.count("iters").value_or(o.iters_per_sample);
+  o.min_repeats = read.count("min_repeats").value_or(o.min_repeats);
+  o.max_repeats = read.count("max_repeats").value_or(o.max_repeats);
+  o.race_margin = read.number("race_margin").value_or(o.race_margin);
+  o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
+  o.gate = read.flag("gate").value_or(o.gate);
+  o.gate_settings.tolerance_scale =
+      read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
+  if (auto secret = read.number("gate_secret"))
+    o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
+  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+  read.finish();
+  if (o.kernel.empty() || o.reference.empty() || o.inputs.empty() || o.outputs.empty())
+    throw error(
+        "backend trainium: give kernel=FILE.py:FUNC, reference=FILE.py:FUNC, "
+        "inputs=NAME:DIMS[:TYPE],... "
+        "and outputs=NAME:DIMS[:TYPE],... (docs/trainium.md)");
+  return std::make_shared<trainium_backend>(std::move(o));
 }
 
 struct registry {
@@ -120,6 +211,7 @@ struct registry {
       {"replay", make_replay},
       {"command", make_command},
       {"sim", sim::make_sim_backend},
+      {"trainium", make_trainium},
   };
 };
 

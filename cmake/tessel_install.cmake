@@ -23,6 +23,13 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/tessel"
         COMPONENT tessel_development
         FILES_MATCHING PATTERN "*.hpp")
 
+# The trainium backend's device-side runner (python/tessel_trainium); the NKI
+# stand-in under tests/ is never installed.
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/python/tessel_trainium"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/tessel/python"
+        COMPONENT tessel_runtime
+        FILES_MATCHING PATTERN "*.py")
+
 install(TARGETS ${_tessel_exported}
         EXPORT tesselTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT tessel_development

@@ -3,6 +3,7 @@
 // runs it (process.cpp) and reads its report (protocol.cpp).
 #include "command/process.hpp"
 #include "command/protocol.hpp"
+#include "gated/file_gate.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
@@ -11,9 +12,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -216,19 +220,146 @@ void command_backend::prepare(const space& s) {
       throw error(fmt::format("command backend: program {} does not exist or is not executable",
                               where.string()));
   }
+  prepare_gate(s);
+}
+
+namespace {
+
+/// The process request of a candidate (or, with no space, the reference).
+detail::process_request request_for(const std::vector<std::string>& arguments, const space& s,
+                                    const config* c, const command_options& options) {
+  detail::process_request request;
+  if (c != nullptr) {
+    const auto resolve = resolver_for(s, *c);
+    for (const auto& a : arguments) request.arguments.push_back(substitute(a, resolve, nullptr));
+    request.environment = environment_for(s, *c, options);
+    request.input = s.to_json(*c) + "\n";
+  } else {
+    request.arguments = arguments;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+      request.environment.emplace_back(*e);
+    for (const auto& [name, value] : options.environment)
+      set_variable(request.environment, name, value);
+  }
+  request.working_directory = options.working_directory.string();
+  request.timeout_s = options.timeout_s;
+  request.kill_grace_s = options.kill_grace_s;
+  request.max_output_bytes = options.max_output_bytes;
+  return request;
+}
+
+std::string read_bytes(const std::filesystem::path& path, std::uintmax_t limit) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw error(fmt::format("it wrote no {}", path.filename().string()));
+  if (size > limit)
+    throw error(
+        fmt::format("{} has {} bytes, more than its shape allows", path.filename().string(), size));
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw error(fmt::format("cannot open {}", path.string()));
+  bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f));
+  std::fclose(f);
+  return bytes;
+}
+
+/// Runs `request` on .npy inputs in a private folder; reads NAME.npy per output back.
+detail::file_run run_on_files(detail::process_request request,
+                              const std::vector<tensor_spec>& inputs,
+                              const std::vector<tensor_spec>& outputs,
+                              const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
+  static std::atomic<std::uint64_t> counter{0};
+  const auto dir = fs::temp_directory_path() /
+                   fmt::format("tessel-gate-{}-{}", ::getpid(), counter.fetch_add(1));
+  fs::create_directories(dir / "in");
+  fs::create_directories(dir / "out");
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    std::ofstream(dir / "in" / (inputs[i].name + ".npy"), std::ios::binary)
+        .write(files[i].data(), static_cast<std::streamsize>(files[i].size()));
+  set_variable(request.environment, "TESSEL_GATE", "1");
+  set_variable(request.environment, "TESSEL_INPUT_DIR", (dir / "in").string());
+  set_variable(request.environment, "TESSEL_OUTPUT_DIR", (dir / "out").string());
+  const auto result = detail::run_process(request);
+  detail::file_run r;
+  r.seconds = result.wall_s;
+  if (result.timed_out) {
+    r.status = status::timeout;
+    r.message = fmt::format("ran past {} s on a gate input and was killed", request.timeout_s);
+  } else if (!result.started) {
+    r.status = status::runtime_error;
+    r.message = "did not start: " + result.start_error;
+  } else if (result.signal != 0 || result.exit_code != 0) {
+    r.status = status::runtime_error;
+    r.message = fmt::format("{} on a gate input: {}",
+                            result.signal != 0 ? detail::signal_name(result.signal)
+                                               : fmt::format("exit code {}", result.exit_code),
+                            detail::tail_of(result.errors, 10, 1500));
+  } else {
+    try {
+      for (const auto& o : outputs)
+        r.outputs.push_back(read_bytes(dir / "out" / (o.name + ".npy"),
+                                       static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
+    } catch (const std::exception& e) {
+      r.status = status::runtime_error;
+      r.message = fmt::format("on a gate input: {}", e.what());
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return r;
+}
+
+}  // namespace
+
+struct command_backend::gated {
+  std::vector<tensor_spec> inputs, outputs;
+  std::unique_ptr<tessel::gate> checker;
+  std::shared_ptr<detail::reference_store> references;
+};
+
+void command_backend::prepare_gate(const space& s) {
+  if (options_.gate_outputs.empty()) return;
+  if (options_.gate_reference.empty() || options_.gate_inputs.empty())
+    throw error(
+        "command backend: a gated command needs gate_inputs, gate_outputs and gate_reference "
+        "(docs/backends.md, \"Gated commands\")");
+  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
+    for (const auto& k : s.def().constants)
+      if (k.name == name) return k.value;
+    return std::nullopt;
+  };
+  auto g = std::make_shared<gated>();
+  g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", constant);
+  g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", constant);
+  g->checker = std::make_unique<tessel::gate>(options_.gate);
+  auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
+  g->references = std::make_shared<detail::reference_store>(
+      [reference, ins = g->inputs, outs = g->outputs](const std::vector<std::string>& files) {
+        return run_on_files(reference, ins, outs, files);
+      });
+  gated_ = std::move(g);
 }
 
 measurement command_backend::evaluate(const space& s, const config& c) {
-  detail::process_request request;
-  const auto resolve = resolver_for(s, c);
-  for (const auto& a : arguments_) request.arguments.push_back(substitute(a, resolve, nullptr));
-  request.environment = environment_for(s, c, options_);
-  request.working_directory = options_.working_directory.string();
-  request.input = s.to_json(c) + "\n";
-  request.timeout_s = options_.timeout_s;
-  request.kill_grace_s = options_.kill_grace_s;
-  request.max_output_bytes = options_.max_output_bytes;
-  return detail::interpret(detail::run_process(request), options_);
+  tessel::cost paid;
+  if (gated_) {
+    const auto request = request_for(arguments_, s, &c, options_);
+    const detail::file_gated_kernel kernel(
+        gated_->inputs, gated_->outputs,
+        [&](const std::vector<std::string>& files) {
+          return run_on_files(request, gated_->inputs, gated_->outputs, files);
+        },
+        gated_->references);
+    auto failed = detail::gate_through_files(*gated_->checker, kernel, s.key(c), paid);
+    paid.gate_s += kernel.candidate_seconds();
+    if (failed) return *failed;
+  }
+  auto m =
+      detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)), options_);
+  m.cost.gate_s += paid.gate_s;
+  return m;
 }
 
 double command_backend::estimated_cost(const space& s, const config& c) const {

@@ -40,6 +40,16 @@ class backend {
   /// How many evaluations may run at once (compiles and measurements).
   [[nodiscard]] virtual std::size_t concurrency() const { return 1; }
 
+  /// Times `c` again, fully (no early stop), for the report of a search's
+  /// best config, where one measurement's noise should not decide what is
+  /// reported. nullopt (the default): the backend's timings are not noisy
+  /// (a simulator, a replay table) and the search's measurement stands.
+  [[nodiscard]] virtual std::optional<measurement> remeasure(const space& s, const config& c) {
+    (void)s;
+    (void)c;
+    return std::nullopt;
+  }
+
   /// Expected cost of evaluating `c`, in seconds (compile + gate + run).
   /// Seeds the scheduler's cost model; need not be accurate.
   [[nodiscard]] virtual double estimated_cost(const space& s, const config& c) const {

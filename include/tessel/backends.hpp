@@ -13,6 +13,7 @@
 
 #include <tessel/backend.hpp>
 #include <tessel/config.hpp>
+#include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/space.hpp>
 
@@ -90,6 +91,18 @@ struct command_options {
   std::size_t stderr_tail_lines = 20;              ///< stderr lines quoted in a failure message
   std::size_t stderr_tail_bytes = 2048;            ///< ... and at most this many bytes of them
 
+  /// Gated commands (docs/backends.md, "Gated commands"). With gate_outputs
+  /// set, each candidate first runs once per hidden input set the gate draws,
+  /// with TESSEL_GATE=1, TESSEL_INPUT_DIR (NAME.npy per input, float32 or
+  /// int32) and TESSEL_OUTPUT_DIR (where it writes NAME.npy per output); the
+  /// reference command runs the same way in a process of its own, once per
+  /// input set for the whole study; tessel's gate compares. Only a candidate
+  /// that passes is then run for its time (without TESSEL_GATE).
+  std::string gate_inputs;     ///< "A:64x32,B:32x64:bf16" (dims: integers or space constants)
+  std::string gate_outputs;    ///< "C:64x64"; empty: the command is not gated
+  std::string gate_reference;  ///< the reference command (split shell-style)
+  gate_options gate;           ///< suites, tolerance scale, secret
+
   /// Throws options_error naming the field and the rule.
   void validate() const;
 };
@@ -124,8 +137,11 @@ class command_backend : public backend {
   [[nodiscard]] const std::vector<std::string>& arguments() const noexcept { return arguments_; }
 
  private:
+  struct gated;
+  void prepare_gate(const space& s);
   std::vector<std::string> arguments_;
   options options_;
+  std::shared_ptr<gated> gated_;  ///< set by prepare() when options_.gate_outputs is
 };
 
 /// Shell-like word splitting, as command_backend does it. Throws tessel::error
@@ -303,7 +319,9 @@ void register_backend(std::string scheme, backend_factory factory);
 /// Makes a backend from "SCHEME:ARGUMENT" (or "SCHEME"): `replay:PATH`
 /// (settings: concurrency, count_framework_time, exact_cost_estimate),
 /// `command:CMD` (settings: timeout, kill_grace, workdir, concurrency,
-/// estimated_cost, env.NAME). Throws tessel::error for an unknown scheme
+/// estimated_cost, env.NAME, gate_inputs, gate_outputs, gate_reference,
+/// gate_secret, tolerance_scale), `trainium:kernel=...,reference=...`
+/// (tessel/trainium.hpp, docs/trainium.md). Throws tessel::error for an unknown scheme
 /// (listing the known ones), an unknown setting, or a bad argument.
 [[nodiscard]] std::shared_ptr<backend> make_backend(std::string_view spec,
                                                     const backend_settings& settings = {});

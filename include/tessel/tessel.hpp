@@ -24,4 +24,5 @@
 #include <tessel/study.hpp>
 #include <tessel/surrogate.hpp>
 #include <tessel/target.hpp>
+#include <tessel/trainium.hpp>
 #include <tessel/trial.hpp>

@@ -1,0 +1,1 @@
+"""tessel's device-side helpers for the `trainium` backend (docs/trainium.md)."""
