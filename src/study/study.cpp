@@ -124,7 +124,9 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   ++progress_.evaluations;
   ++by_status[t.result.status];
   progress_.cost_s += t.result.cost.total();
-  const bool improved = t.result.ok() && (!progress_.best || t.result.objective < *progress_.best);
+  // A multi-fidelity screen's objective is a prediction: never the best.
+  const bool improved = t.result.ok() && !t.result.low_fidelity() &&
+                        (!progress_.best || t.result.objective < *progress_.best);
   if (!t.result.ok()) ++progress_.failures;
   if (improved) {
     progress_.best = t.result.objective;
