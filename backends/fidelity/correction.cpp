@@ -91,6 +91,13 @@ double fidelity_correction::predict(double low) const {
   return log_scale ? std::exp(v) : v;
 }
 
+std::optional<double> fidelity_correction::prediction_spread(double low) const {
+  if (!spread) return std::nullopt;
+  const double d = scaled(low) - mean_low;
+  const double leverage = spread_low > 0 ? d * d / spread_low : 0.0;
+  return *spread * std::sqrt(1.0 + 1.0 / static_cast<double>(pairs) + leverage);
+}
+
 std::string fidelity_correction::text() const {
   const char* f = log_scale ? "ln " : "";
   const auto spread_text = spread ? fmt::format("spread {:.3g}", *spread) : "spread unknown";
@@ -114,14 +121,14 @@ fidelity_correction fit_correction(const std::vector<std::pair<double, double>>&
   const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
   const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
   c.slope = 1.0;
-  if (pairs.size() >= 3) {
-    double sxy = 0, sxx = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      sxy += (x[i] - mx) * (y[i] - my);
-      sxx += (x[i] - mx) * (x[i] - mx);
-    }
-    if (sxx > 0 && sxy > 0) c.slope = std::clamp(sxy / sxx, 0.05, 20.0);
+  c.mean_low = mx;
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
   }
+  c.spread_low = sxx;
+  if (pairs.size() >= 3 && sxx > 0 && sxy > 0) c.slope = std::clamp(sxy / sxx, 0.05, 20.0);
   c.intercept = my - c.slope * mx;
   if (pairs.size() >= 3) {
     double rss = 0;

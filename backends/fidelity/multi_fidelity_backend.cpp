@@ -66,10 +66,12 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   }
   const double incumbent = corr.scaled(*stats_.best_high);
   const double predicted = corr.predict_scaled(low_objective);
+  d.spread = corr.prediction_spread(low_objective);
+  const double spread = *d.spread;
   const double widened = options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);
-  if (predicted - options_.z * *corr.spread < incumbent) {
+  if (predicted - options_.z * spread < incumbent) {
     d.promote = promotion_reason::promising;
-  } else if (predicted - widened * *corr.spread < incumbent) {
+  } else if (predicted - widened * spread < incumbent) {
     d.promote = promotion_reason::disagree;
   } else if (options_.audit_every && ++screened_since_audit_ >= options_.audit_every) {
     screened_since_audit_ = 0;

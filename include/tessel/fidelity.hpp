@@ -66,6 +66,12 @@ struct fidelity_correction {
   double intercept = 0, slope = 1;
   std::optional<double> spread;  ///< nullopt: too few pairs to tell
   std::size_t pairs = 0;
+  double mean_low = 0, spread_low = 0;  ///< mean and sum of squares of the scaled low values
+
+  /// The spread of a prediction at `low`: the residual spread widened for the
+  /// fit's own uncertainty, more so away from the pairs' mean (the ordinary
+  /// least-squares prediction interval: s sqrt(1 + 1/n + (x - mean)^2 / Sxx)).
+  [[nodiscard]] std::optional<double> prediction_spread(double low) const;
 
   /// The predicted high-fidelity objective of a low-fidelity objective.
   [[nodiscard]] double predict(double low) const;
