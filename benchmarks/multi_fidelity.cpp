@@ -149,8 +149,8 @@ pair_problem replay_pair(const std::filesystem::path& path, const std::string& n
 /// A backend answering from measurements taken once up front.
 std::shared_ptr<backend> table_backend(std::string name,
                                        std::unordered_map<std::uint64_t, measurement> answers) {
-  auto shared = std::make_shared<const std::unordered_map<std::uint64_t, measurement>>(
-      std::move(answers));
+  auto shared =
+      std::make_shared<const std::unordered_map<std::uint64_t, measurement>>(std::move(answers));
   callback_options o;
   o.name = std::move(name);
   return std::make_shared<callback_backend>(
@@ -205,8 +205,8 @@ pair_problem sim_pair(int jobs) {
   p.kendall = a.kendall_tau.value_or(0);
   // Random search (without replacement) over the valid configs.
   const double y95 = p.optimum + 0.05 * (p.median - p.optimum);
-  const auto below = static_cast<double>(
-      std::upper_bound(times.begin(), times.end(), y95) - times.begin());
+  const auto below =
+      static_cast<double>(std::upper_bound(times.begin(), times.end(), y95) - times.begin());
   const auto n = static_cast<double>(sref.count());
   p.high_cap = static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1)));
   return p;
@@ -380,7 +380,8 @@ int main(int argc, char** argv) {
   }
   const double geo = std::exp(log_sum / static_cast<double>(pairs.size()));
   const auto [per, geo_ci] = bootstrap(arms);
-  for (std::size_t i = 0; i < report.size(); ++i) report[i]["ratio_ci95"] = {per[i].first, per[i].second};
+  for (std::size_t i = 0; i < report.size(); ++i)
+    report[i]["ratio_ci95"] = {per[i].first, per[i].second};
   if (json_out) {
     std::cout << nlohmann::json{{"seeds", seeds},
                                 {"strategy", strategy},

@@ -68,14 +68,10 @@ double kendall(const std::vector<std::pair<double, double>>& p) {
 
 std::string_view to_string(promotion_reason r) noexcept {
   switch (r) {
-    case promotion_reason::warmup:
-      return "warmup";
-    case promotion_reason::promising:
-      return "promising";
-    case promotion_reason::disagree:
-      return "disagree";
-    case promotion_reason::audit:
-      return "audit";
+    case promotion_reason::warmup: return "warmup";
+    case promotion_reason::promising: return "promising";
+    case promotion_reason::disagree: return "disagree";
+    case promotion_reason::audit: return "audit";
   }
   return "unknown";
 }
@@ -217,8 +213,8 @@ void multi_fidelity_options::validate() const {
   if (!(z >= 0) || !std::isfinite(z))
     throw options_error(fmt::format("multi_fidelity_options::z = {}: must be finite and >= 0", z));
   if (!(min_agreement > 0 && min_agreement <= 1))
-    throw options_error(fmt::format(
-        "multi_fidelity_options::min_agreement = {}: must be in (0, 1]", min_agreement));
+    throw options_error(fmt::format("multi_fidelity_options::min_agreement = {}: must be in (0, 1]",
+                                    min_agreement));
 }
 
 }  // namespace tessel

@@ -68,7 +68,8 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   const double predicted = corr.predict_scaled(low_objective);
   d.spread = corr.prediction_spread(low_objective);
   const double spread = *d.spread;
-  const double widened = options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);
+  const double widened =
+      options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);
   if (predicted - options_.z * spread < incumbent) {
     d.promote = promotion_reason::promising;
   } else if (predicted - widened * spread < incumbent) {

@@ -96,8 +96,7 @@ struct rank_agreement {
   /// "Kendall tau 0.81, Spearman rho 0.93 over 14 configs".
   [[nodiscard]] std::string text() const;
 };
-[[nodiscard]] rank_agreement measure_agreement(
-    const std::vector<std::pair<double, double>>& pairs);
+[[nodiscard]] rank_agreement measure_agreement(const std::vector<std::pair<double, double>>& pairs);
 
 /// Options of multi_fidelity_backend (docs/fidelity.md has the rule).
 struct multi_fidelity_options {
@@ -106,7 +105,7 @@ struct multi_fidelity_options {
   std::size_t warmup = 3;
   /// A config is promising when its corrected prediction minus z residual
   /// spreads beats the best high-fidelity objective (on the fit's scale).
-  double z = 1.0;
+  double z = 2.0;
   /// Below this Kendall tau the low fidelity is not trusted to screen: z
   /// widens as z / (tau / min_agreement) and at tau <= 0 every config is
   /// promoted (reason disagree).

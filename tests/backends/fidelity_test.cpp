@@ -187,9 +187,8 @@ TEST_CASE("fidelity: fidelities that disagree send every config to the high one"
 TEST_CASE("fidelity: a low-fidelity failure is returned without a high evaluation") {
   const auto s = grid();
   auto calls = std::make_shared<std::atomic<int>>(0);
-  auto low = std::make_shared<callback_backend>([](const config&) {
-    return measurement::failure(status::compile_error, "SBUF overflow");
-  });
+  auto low = std::make_shared<callback_backend>(
+      [](const config&) { return measurement::failure(status::compile_error, "SBUF overflow"); });
   auto high = std::make_shared<callback_backend>([calls](const config&) {
     ++*calls;
     return measurement::success(1.0);
@@ -207,10 +206,8 @@ TEST_CASE("fidelity: a low-fidelity failure is returned without a high evaluatio
 
 TEST_CASE("fidelity: options are validated; the study never takes a screen as its best") {
   auto p = make_pair([](double y) { return y; });
-  CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, with_warmup(2)),
-                  options_error);
-  CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, with_z(-1)),
-                  options_error);
+  CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, with_warmup(2)), options_error);
+  CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, with_z(-1)), options_error);
   CHECK_THROWS_AS(multi_fidelity_backend(nullptr, p.high), error);
   // A backend whose second answer is a screen far below the first measurement.
   auto calls = std::make_shared<int>(0);
