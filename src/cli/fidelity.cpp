@@ -46,10 +46,10 @@ multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
     } else if (key == "promote_failures") {
       o.promote_failures = value == "true" || value == "1" || value == "on" || value == "yes";
     } else {
-      throw error(fmt::format(
-          "--fidelity-set: unknown setting '{}' (settings: warmup, z, min_agreement, "
-          "audit_every, promote_failures)",
-          key));
+      throw error(
+          fmt::format("--fidelity-set: unknown setting '{}' (settings: warmup, z, min_agreement, "
+                      "audit_every, promote_failures)",
+                      key));
     }
   }
   return o;
