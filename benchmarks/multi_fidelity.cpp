@@ -13,19 +13,24 @@
 //   standard normal fixed per config by a hash of its values, sd(ln t) the
 //   table's spread of ln times). Failing configs fail at both.
 // - the simulator at two targets: sim_matmul.tsl timed on trn1 (low) and on
-//   trn2 (high), both with the gate off; every valid config is timed once up
-//   front (so the frame is exact and the runs are cheap) and answered from
-//   that table.
+//   trn2 (high), both with the gate off; a uniform sample of its valid
+//   configs (--sim-sample, 5,000 of 74,784) is timed once up front at both,
+//   so the frame is exact and the runs cheap, and the pair answers from those
+//   tables (a config outside the sample is invalid, as one outside a replay
+//   table is).
 //
 // Measured per run: the high-fidelity evaluations until the best
 // high-fidelity objective is within 5% of (median - optimum) of the optimum;
-// a run that never gets there counts at the cap. Ratio per pair = mean of
+// a run that never gets there counts at the cap (twice what random search
+// needs on average, at least 50). A config outside the table or the sample is
+// not counted in either arm (it was never run; the kernel's restrictions
+// exclude it); a failure at the high fidelity is. Ratio per pair = mean of
 // high-only / mean of multi-fidelity, with a percentile-bootstrap 95%
 // interval over the seeds, and the geometric mean over the pairs.
 //
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 1] [--no-sim] [--json]
+//                        [--z 2] [--audit 0] [--sim-sample 5000] [--no-sim] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -142,7 +147,7 @@ pair_problem replay_pair(const std::filesystem::path& path, const std::string& n
   p.median = f.median;
   p.optimum = f.optimum;
   // Twice what random search needs on average to get 95% of the way.
-  p.high_cap = static_cast<std::size_t>(2.0 * f.random_needs(0.95));
+  p.high_cap = std::max<std::size_t>(50, static_cast<std::size_t>(2.0 * f.random_needs(0.95)));
   return p;
 }
 
@@ -154,10 +159,16 @@ std::shared_ptr<backend> table_backend(std::string name,
   callback_options o;
   o.name = std::move(name);
   return std::make_shared<callback_backend>(
-      [shared](const space& s, const config& c) { return shared->at(s.key(c)); }, o);
+      [shared](const space& s, const config& c) {
+        const auto it = shared->find(s.key(c));
+        // Like a replay table: a config that was not measured is not a candidate.
+        return it == shared->end() ? measurement::failure(status::invalid, "not in the sample")
+                                   : it->second;
+      },
+      o);
 }
 
-pair_problem sim_pair(int jobs) {
+pair_problem sim_pair(int jobs, std::size_t sample) {
   const auto path = std::filesystem::path(TESSEL_SOURCE_DIR) / "examples" / "sim_matmul.tsl";
   std::ifstream in(path);
   std::stringstream text;
@@ -166,8 +177,19 @@ pair_problem sim_pair(int jobs) {
   parse.file = path.string();
   parse.target = "trn2";
   const auto s = std::make_unique<space>(parse_space(text.str(), parse));
+  // A uniform sample of distinct valid configs (all of them with sample 0),
+  // each timed once at both targets; the others answer invalid.
   std::vector<config> all;
-  for (const auto& c : s->configs()) all.push_back(c);
+  if (sample == 0 || sample >= s->count()) {
+    for (const auto& c : s->configs()) all.push_back(c);
+  } else {
+    rng r(7);
+    std::unordered_map<std::uint64_t, bool> seen;
+    while (all.size() < sample) {
+      auto c = s->sample(r);
+      if (seen.emplace(s->key(c), true).second) all.push_back(std::move(c));
+    }
+  }
   auto timed = [&](const std::string& target) {
     sim_options o;
     o.target = target;
@@ -195,7 +217,6 @@ pair_problem sim_pair(int jobs) {
   if (times.empty()) throw error("bench_multi_fidelity: no simulator config compiled");
   std::sort(times.begin(), times.end());
   pair_problem p{"sim matmul trn1 -> trn2", *s, nullptr, nullptr};
-  const space& sref = *s;
   p.low = table_backend("sim@trn1 (table)", std::move(low));
   p.high = table_backend("sim@trn2 (table)", std::move(high));
   p.median = times[times.size() / 2];
@@ -207,8 +228,9 @@ pair_problem sim_pair(int jobs) {
   const double y95 = p.optimum + 0.05 * (p.median - p.optimum);
   const auto below =
       static_cast<double>(std::upper_bound(times.begin(), times.end(), y95) - times.begin());
-  const auto n = static_cast<double>(sref.count());
-  p.high_cap = static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1)));
+  const auto n = static_cast<double>(times.size());
+  p.high_cap =
+      std::max<std::size_t>(50, static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1))));
   return p;
 }
 
@@ -229,14 +251,18 @@ run_result run_once(const pair_problem& p, const std::string& strategy, std::uin
   study st(p.s, b, make_strategy(strategy), o);
   b->prepare(p.s);
   run_result r;
+  std::size_t high_only = 0;
   const std::size_t total_cap = mf ? p.total_cap : p.high_cap;
   while (r.evaluations < total_cap) {
     const auto batch = st.ask(1);
     if (batch.empty()) break;
     const auto m = b->evaluate(p.s, batch.front().config);
     ++r.evaluations;
+    // A config outside the table (or the sample) was never run: it is not a
+    // high-fidelity evaluation (the multi-fidelity arm learns it at the low one).
+    if (m.status != status::invalid) ++high_only;
     st.tell(batch.front().trial_id, m);
-    const std::size_t high = mf ? mf->stats().high_evaluations : r.evaluations;
+    const std::size_t high = mf ? mf->stats().high_evaluations : high_only;
     if (st.best() && st.best()->result.objective <= target) {
       r.reached = true;
       r.high_to_target = high;
@@ -313,6 +339,7 @@ int main(int argc, char** argv) {
   multi_fidelity_options mfo;
   double total_factor = 20;
   bool no_sim = false, json_out = false;
+  std::size_t sim_sample = 5000;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and pair")
       ->capture_default_str()
@@ -335,13 +362,16 @@ int main(int argc, char** argv) {
                  "the multi-fidelity arm stops after this many x the high cap evaluations in all")
       ->capture_default_str();
   app.add_flag("--no-sim", no_sim, "skip the simulator pair");
+  app.add_option("--sim-sample", sim_sample,
+                 "simulator configs timed at both targets (uniform, distinct; 0 = all 74,784)")
+      ->capture_default_str();
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<pair_problem> pairs;
   for (const auto& name : bench::replay_names(data, only))
     pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
-  if (!no_sim) pairs.push_back(sim_pair(jobs));
+  if (!no_sim) pairs.push_back(sim_pair(jobs, sim_sample));
   for (auto& p : pairs)
     p.total_cap = static_cast<std::size_t>(total_factor * static_cast<double>(p.high_cap));
 
