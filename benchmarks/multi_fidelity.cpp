@@ -22,7 +22,7 @@
 // Measured per run: the high-fidelity evaluations until the best
 // high-fidelity objective is within 5% of (median - optimum) of the optimum;
 // a run that never gets there counts at the cap (twice what random search
-// needs on average, at least 50). A config outside the table or the sample is
+// needs on average, at least 100). A config outside the table or the sample is
 // not counted in either arm (it was never run; the kernel's restrictions
 // exclude it); a failure at the high fidelity is. Ratio per pair = mean of
 // high-only / mean of multi-fidelity, with a percentile-bootstrap 95%
@@ -147,7 +147,7 @@ pair_problem replay_pair(const std::filesystem::path& path, const std::string& n
   p.median = f.median;
   p.optimum = f.optimum;
   // Twice what random search needs on average to get 95% of the way.
-  p.high_cap = std::max<std::size_t>(50, static_cast<std::size_t>(2.0 * f.random_needs(0.95)));
+  p.high_cap = std::max<std::size_t>(100, static_cast<std::size_t>(2.0 * f.random_needs(0.95)));
   return p;
 }
 
@@ -230,7 +230,7 @@ pair_problem sim_pair(int jobs, std::size_t sample) {
       static_cast<double>(std::upper_bound(times.begin(), times.end(), y95) - times.begin());
   const auto n = static_cast<double>(times.size());
   p.high_cap =
-      std::max<std::size_t>(50, static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1))));
+      std::max<std::size_t>(100, static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1))));
   return p;
 }
 
@@ -356,6 +356,10 @@ int main(int argc, char** argv) {
   app.add_option("--sigma", d.sigma, "rank noise, x the table's sd of ln time")
       ->capture_default_str();
   app.add_option("--z", mfo.z, "multi_fidelity_options::z")->capture_default_str();
+  app.add_option("--top", mfo.top_fraction, "multi_fidelity_options::top_fraction")
+      ->capture_default_str();
+  app.add_option("--top-patience", mfo.top_patience, "multi_fidelity_options::top_patience")
+      ->capture_default_str();
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
   app.add_option("--total-factor", total_factor,

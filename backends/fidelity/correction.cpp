@@ -212,6 +212,11 @@ void multi_fidelity_options::validate() const {
         warmup));
   if (!(z >= 0) || !std::isfinite(z))
     throw options_error(fmt::format("multi_fidelity_options::z = {}: must be finite and >= 0", z));
+  if (top_patience == 0)
+    throw options_error("multi_fidelity_options::top_patience = 0: must be at least 1");
+  if (!(top_fraction > 0 && top_fraction <= 1))
+    throw options_error(
+        fmt::format("multi_fidelity_options::top_fraction = {}: must be in (0, 1]", top_fraction));
   if (!(min_agreement > 0 && min_agreement <= 1))
     throw options_error(fmt::format("multi_fidelity_options::min_agreement = {}: must be in (0, 1]",
                                     min_agreement));

@@ -52,6 +52,12 @@ double multi_fidelity_backend::estimated_cost(const space& s, const config& c) c
 multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objective) {
   const auto& corr = stats_.correction;
   decision d;
+  const auto at = std::lower_bound(low_sorted_.begin(), low_sorted_.end(), low_objective);
+  const auto rank = static_cast<double>(at - low_sorted_.begin()) + 1.0;
+  low_sorted_.insert(at, low_objective);
+  const double fraction = options_.top_fraction *
+                          (1.0 + static_cast<double>(screened_in_a_row_ / options_.top_patience));
+  const bool top = rank <= fraction * static_cast<double>(low_sorted_.size());
   d.spread = corr.spread;
   const bool usable = !corr.log_scale || low_objective > 0;
   d.predicted = usable ? corr.predict(low_objective) : low_objective;
@@ -70,9 +76,17 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   const double spread = *d.spread;
   const double widened =
       options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);
-  if (predicted - options_.z * spread < incumbent) {
+  // The same question asked on the low fidelity's own scale, which needs no
+  // correction, only monotonicity: could c's low objective beat the
+  // incumbent's, given the noise of both (the residual spread over the slope,
+  // times sqrt 2)? It keeps a bias of the log-linear fit at the extremes
+  // from screening out the best configs.
+  const double low_noise = *corr.spread / corr.slope * std::sqrt(2.0);
+  const bool beats_low =
+      corr.scaled(low_objective) - options_.z * low_noise < corr.scaled(best_high_low_);
+  if (top && (predicted - options_.z * spread < incumbent || beats_low)) {
     d.promote = promotion_reason::promising;
-  } else if (predicted - widened * spread < incumbent) {
+  } else if (tau < options_.min_agreement && predicted - widened * spread < incumbent) {
     d.promote = promotion_reason::disagree;
   } else if (options_.audit_every && ++screened_since_audit_ >= options_.audit_every) {
     screened_since_audit_ = 0;
@@ -85,7 +99,10 @@ void multi_fidelity_backend::record_high(double low_objective, const measurement
   ++stats_.high_evaluations;
   stats_.high_cost_s += high.cost.total();
   if (!high.ok() || !std::isfinite(high.objective) || !std::isfinite(low_objective)) return;
-  if (!stats_.best_high || high.objective < *stats_.best_high) stats_.best_high = high.objective;
+  if (!stats_.best_high || high.objective < *stats_.best_high) {
+    stats_.best_high = high.objective;
+    best_high_low_ = low_objective;
+  }
   pairs_.emplace_back(low_objective, high.objective);
   stats_.correction = fit_correction(pairs_);
   stats_.agreement = measure_agreement(pairs_);
@@ -118,6 +135,7 @@ measurement multi_fidelity_backend::evaluate(const space& s, const config& c) {
     } else if (options_.promote_failures) {
       d.promote = promotion_reason::disagree;
     }
+    if (low.ok()) screened_in_a_row_ = d.promote ? 0 : screened_in_a_row_ + 1;
   }
   if (!low.ok() && !d.promote) {
     low.message = fmt::format("low fidelity ({}): {}", low_->name(), low.message);
@@ -176,8 +194,10 @@ void multi_fidelity_backend::restore(const std::vector<measurement>& earlier) {
   for (const auto& m : earlier) {
     const auto level = m.metrics.find(fidelity_metric::level);
     const auto low = m.metrics.find(fidelity_metric::low_objective);
-    if (m.ok() && level != m.metrics.end() && level->second >= 1 && low != m.metrics.end())
+    if (m.ok() && level != m.metrics.end() && level->second >= 1 && low != m.metrics.end()) {
       pairs_.emplace_back(low->second, m.objective);
+      if (m.objective <= *stats_.best_high) best_high_low_ = low->second;
+    }
   }
 }
 

@@ -114,6 +114,15 @@ struct multi_fidelity_options {
   /// anyway (reason audit), so the agreement is measured beyond the
   /// promising configs too; 0 = never.
   std::size_t audit_every = 0;
+  /// Promote (as promising) only configs whose low-fidelity objective ranks
+  /// within this fraction of the best of every low-fidelity success so far
+  /// (itself included), once `warmup` pairs exist: the study screens widely
+  /// before it spends the high fidelity, instead of promoting every early
+  /// improvement. The fraction grows by top_fraction for every
+  /// `top_patience` configs screened in a row, so a study whose promising
+  /// configs all rank below it cannot stall. 1 = off. In (0, 1].
+  double top_fraction = 0.1;
+  std::size_t top_patience = 20;  ///< at least 1
   /// Screen failures: a config that fails at the low fidelity (compile
   /// error, gate) returns that failure without a high-fidelity evaluation;
   /// true sends it to the high fidelity anyway.
@@ -189,6 +198,9 @@ class multi_fidelity_backend : public backend {
   std::vector<std::pair<double, double>> pairs_;  ///< (low, high) of configs ok at both
   multi_fidelity_stats stats_;
   std::size_t screened_since_audit_ = 0;
+  std::size_t screened_in_a_row_ = 0;  ///< since the last promotion
+  double best_high_low_ = 0;           ///< the low-fidelity objective of best_high
+  std::vector<double> low_sorted_;     ///< every ok low-fidelity objective, ascending
 };
 
 /// The fidelity report of finished measurements (a study file's trials):

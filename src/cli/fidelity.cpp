@@ -41,6 +41,10 @@ multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
       o.z = number(key, value);
     } else if (key == "min_agreement") {
       o.min_agreement = number(key, value);
+    } else if (key == "top_patience") {
+      o.top_patience = static_cast<std::size_t>(number(key, value));
+    } else if (key == "top_fraction") {
+      o.top_fraction = number(key, value);
     } else if (key == "audit_every") {
       o.audit_every = static_cast<std::size_t>(number(key, value));
     } else if (key == "promote_failures") {
@@ -48,7 +52,7 @@ multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
     } else {
       throw error(
           fmt::format("--fidelity-set: unknown setting '{}' (settings: warmup, z, min_agreement, "
-                      "audit_every, promote_failures)",
+                      "top_fraction, top_patience, audit_every, promote_failures)",
                       key));
     }
   }

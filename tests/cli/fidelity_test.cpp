@@ -48,10 +48,10 @@ TEST_CASE("tune --fidelity: screens at the first, stops on --high-budget, show r
 }
 
 TEST_CASE("tune --fidelity: the simulator at trn1 screens for trn2; the report has agreement") {
-  const auto r = tessel(
-      "tune '" + std::string(TESSEL_SOURCE_DIR) +
-      "/examples/sim_matmul.tsl' --target trn2 --fidelity sim:target=trn1 "
-      "--fidelity sim:target=trn2 --no-gate --budget 40 --seed 1 --no-db --quiet");
+  const auto r =
+      tessel("tune '" + std::string(TESSEL_SOURCE_DIR) +
+             "/examples/sim_matmul.tsl' --target trn2 --fidelity sim:target=trn1 "
+             "--fidelity sim:target=trn2 --no-gate --budget 40 --seed 1 --no-db --quiet");
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "fidelity(sim:matmul@trn1 -> sim:matmul@trn2)"));
   CHECK(contains(r.out, "fidelity\n  low-fidelity evals            40"));
@@ -69,5 +69,6 @@ TEST_CASE("tune --fidelity: misuse is refused with a message") {
   CHECK(contains(setting.err, "unknown setting 'zz'"));
   const auto budget = tessel("tune '" + table + "' --high-budget 3 --no-db -n 3");
   CHECK(budget.code == 1);
-  CHECK(contains(budget.err, "--high-budget counts high-fidelity evaluations: it needs --fidelity"));
+  CHECK(
+      contains(budget.err, "--high-budget counts high-fidelity evaluations: it needs --fidelity"));
 }
