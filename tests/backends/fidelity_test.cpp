@@ -221,3 +221,28 @@ TEST_CASE("fidelity: options are validated; the study never takes a screen as it
   REQUIRE(sum.best);
   CHECK(sum.best->result.objective == 5.0);
 }
+
+TEST_CASE("fidelity: the top filter spends fewer high evaluations than promoting every hope") {
+  const auto s = grid();
+  auto p = make_pair([](double y) { return y; });
+  // Rank noise: +-20%, fixed per config.
+  p.low = std::make_shared<callback_backend>(
+      [](const space& sp, const config& c) {
+        const auto x = static_cast<double>(sp.value_of(c, 0).integer);
+        const auto y = static_cast<double>(sp.value_of(c, 1).integer);
+        return measurement::success(truth(sp, c) * (1.0 + 0.2 * std::sin(7 * x + 13 * y)));
+      },
+      named("noisy low"));
+  multi_fidelity_options every;
+  every.top_fraction = 1.0;
+  auto wide = std::make_shared<multi_fidelity_backend>(p.low, p.high, every);
+  auto narrow = std::make_shared<multi_fidelity_backend>(p.low, p.high);
+  const auto a = run_study(s, wide, 300);
+  const auto b = run_study(s, narrow, 300);
+  CHECK(narrow->stats().high_evaluations < wide->stats().high_evaluations);
+  REQUIRE(a.best);
+  REQUIRE(b.best);
+  multi_fidelity_options bad;
+  bad.top_fraction = 0;
+  CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, bad), options_error);
+}
