@@ -30,7 +30,7 @@
 //
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 2] [--audit 0] [--sim-sample 5000] [--no-sim] [--json]
+//                        [--z 2] [--audit 0] [--sim-sample 5000] [--no-sim] [--no-replay] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   distortion d;
   multi_fidelity_options mfo;
   double total_factor = 20;
-  bool no_sim = false, json_out = false;
+  bool no_sim = false, no_replay = false, json_out = false;
   std::size_t sim_sample = 5000;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and pair")
@@ -366,6 +366,7 @@ int main(int argc, char** argv) {
                  "the multi-fidelity arm stops after this many x the high cap evaluations in all")
       ->capture_default_str();
   app.add_flag("--no-sim", no_sim, "skip the simulator pair");
+  app.add_flag("--no-replay", no_replay, "skip the replay pairs");
   app.add_option("--sim-sample", sim_sample,
                  "simulator configs timed at both targets (uniform, distinct; 0 = all 74,784)")
       ->capture_default_str();
@@ -373,8 +374,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<pair_problem> pairs;
-  for (const auto& name : bench::replay_names(data, only))
-    pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
+  if (!no_replay)
+    for (const auto& name : bench::replay_names(data, only))
+      pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
   if (!no_sim) pairs.push_back(sim_pair(jobs, sim_sample));
   for (auto& p : pairs)
     p.total_cap = static_cast<std::size_t>(total_factor * static_cast<double>(p.high_cap));
