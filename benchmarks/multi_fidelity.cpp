@@ -28,9 +28,13 @@
 // high-only / mean of multi-fidelity, with a percentile-bootstrap 95%
 // interval over the seeds, and the geometric mean over the pairs.
 //
+// TESSEL_BENCH_DEBUG=1 prints each run that misses its target, with the
+// multi-fidelity backend's report.
+//
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 2] [--audit 0] [--sim-sample 5000] [--no-sim] [--no-replay] [--json]
+//                        [--z 2] [--top 0.1] [--top-patience 20] [--audit 0] [--sim-sample 5000]
+//                        [--no-sim] [--no-replay] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -49,6 +53,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>

@@ -191,7 +191,10 @@ void multi_fidelity_backend::restore(const std::vector<measurement>& earlier) {
   const std::lock_guard lock(mutex_);
   stats_ = *rebuilt;
   pairs_.clear();
+  low_sorted_.clear();
   for (const auto& m : earlier) {
+    if (const auto low = m.metrics.find(fidelity_metric::low_objective); low != m.metrics.end())
+      low_sorted_.push_back(low->second);
     const auto level = m.metrics.find(fidelity_metric::level);
     const auto low = m.metrics.find(fidelity_metric::low_objective);
     if (m.ok() && level != m.metrics.end() && level->second >= 1 && low != m.metrics.end()) {
@@ -199,6 +202,7 @@ void multi_fidelity_backend::restore(const std::vector<measurement>& earlier) {
       if (m.objective <= *stats_.best_high) best_high_low_ = low->second;
     }
   }
+  std::sort(low_sorted_.begin(), low_sorted_.end());
 }
 
 multi_fidelity_stats multi_fidelity_backend::stats() const {
