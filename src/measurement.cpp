@@ -49,6 +49,12 @@ measurement measurement::success(double objective, tessel::cost paid) {
   return m;
 }
 
+bool measurement::low_fidelity() const noexcept {
+  const auto level = metrics.find("fidelity");
+  const auto levels = metrics.find("fidelity_levels");
+  return level != metrics.end() && levels != metrics.end() && level->second + 1 < levels->second;
+}
+
 measurement measurement::failure(tessel::status s, std::string message, tessel::cost paid) {
   measurement m;
   m.status = s;

@@ -84,29 +84,20 @@ file_gated_kernel::file_gated_kernel(std::vector<tensor_spec> inputs,
       candidate_(std::move(candidate)),
       reference_(std::move(reference)) {}
 
-std::vector<std::string> file_gated_kernel::materialize(std::span<const input_tensor> in) const {
+namespace {
+
+/// The .npy bytes of each input, in declaration order.
+template <class Input, class Values>
+std::vector<std::string> materialize(std::span<const Input> in, Values values_of) {
   std::vector<std::string> files;
-  for (const auto& t : in) {
-    std::vector<double> values(static_cast<std::size_t>(t.spec().elements()));
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = t.at(static_cast<std::int64_t>(i));
-    files.push_back(npy_encode(t.spec().shape, t.spec().type, values));
-  }
+  for (const auto& t : in) files.push_back(npy_encode(t.spec().shape, t.spec().type, values_of(t)));
   return files;
 }
 
-probe_values file_gated_kernel::pick(const std::vector<npy_array>& outputs,
-                                     const probe_points& where, std::string_view who) const {
-  (void)who;
-  probe_values values(where.size());
-  for (std::size_t o = 0; o < where.size() && o < outputs.size(); ++o)
-    for (const auto flat : where[o])
-      values[o].push_back(outputs[o].values[static_cast<std::size_t>(flat)]);
-  return values;
-}
+}  // namespace
 
-probe_values file_gated_kernel::run(std::span<const input_tensor> in,
-                                    const probe_points& where) const {
-  const file_run r = candidate_(materialize(in));
+output_values file_gated_kernel::run(std::span<const hidden_input> in) const {
+  const file_run r = candidate_(materialize(in, [](const hidden_input& t) { return t.values(); }));
   {
     const std::lock_guard lock(mutex_);
     seconds_ += r.seconds;
@@ -114,12 +105,25 @@ probe_values file_gated_kernel::run(std::span<const input_tensor> in,
   }
   if (r.status != status::ok)
     throw program_failed(fmt::format("{}: {}", to_string(r.status), r.message));
-  return pick(decode_outputs(r.outputs, outputs_, "the kernel"), where, "the kernel");
+  output_values whole;
+  for (auto& o : decode_outputs(r.outputs, outputs_, "the kernel"))
+    whole.push_back(std::move(o.values));
+  return whole;
 }
 
 probe_values file_gated_kernel::reference(std::span<const input_tensor> in,
                                           const probe_points& where) const {
-  return pick(*reference_->outputs(materialize(in), outputs_), where, "the reference");
+  const auto files = materialize(in, [](const input_tensor& t) {
+    std::vector<double> values(static_cast<std::size_t>(t.spec().elements()));
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = t.at(static_cast<std::int64_t>(i));
+    return values;
+  });
+  const auto outputs = reference_->outputs(files, outputs_);
+  probe_values picked(where.size());
+  for (std::size_t o = 0; o < where.size() && o < outputs->size(); ++o)
+    for (const auto flat : where[o])
+      picked[o].push_back((*outputs)[o].values[static_cast<std::size_t>(flat)]);
+  return picked;
 }
 
 std::optional<file_run> file_gated_kernel::failure() const {
@@ -134,7 +138,7 @@ double file_gated_kernel::candidate_seconds() const {
 
 std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
                                               std::uint64_t key, tessel::cost& paid) {
-  const verdict v = g.check(k, key);
+  const verdict v = g.check(k, k, key);
   paid.gate_s += v.seconds;
   if (v.ok()) return std::nullopt;
   if (const auto f = k.failure())

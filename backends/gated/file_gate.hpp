@@ -60,19 +60,21 @@ class reference_store {
   std::size_t runs_ = 0;
 };
 
-/// A gated_kernel whose run() is another process. The shapes, tolerances and
-/// probes are tessel's (the backend's settings), never the candidate's.
-class file_gated_kernel final : public gated_kernel {
+/// A candidate that is another process, and the spec it is judged by. The
+/// spec side (shapes, tolerances, probes, the reference program's outputs) is
+/// tessel's, from the backend's settings; the candidate side writes the
+/// hidden inputs as .npy, runs the candidate program and returns its whole
+/// outputs. The program sees only the inputs' bytes, never the spec.
+class file_gated_kernel final : public gate_spec, public gated_kernel {
  public:
   file_gated_kernel(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
                     file_program candidate, std::shared_ptr<reference_store> reference);
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override { return inputs_; }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override { return outputs_; }
-  [[nodiscard]] probe_values run(std::span<const input_tensor> in,
-                                 const probe_points& where) const override;
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override;
+  [[nodiscard]] output_values run(std::span<const hidden_input> in) const override;
 
   /// The candidate program's first failure, when it failed.
   [[nodiscard]] std::optional<file_run> failure() const;
@@ -80,10 +82,6 @@ class file_gated_kernel final : public gated_kernel {
   [[nodiscard]] double candidate_seconds() const;
 
  private:
-  [[nodiscard]] std::vector<std::string> materialize(std::span<const input_tensor> in) const;
-  [[nodiscard]] probe_values pick(const std::vector<npy_array>& outputs, const probe_points& where,
-                                  std::string_view who) const;
-
   std::vector<tensor_spec> inputs_, outputs_;
   file_program candidate_;
   std::shared_ptr<reference_store> reference_;

@@ -44,6 +44,10 @@ struct measurement {
   std::string message;                    ///< why it failed, or notes
 
   [[nodiscard]] bool ok() const noexcept { return status == tessel::status::ok; }
+  /// A multi-fidelity screen (docs/fidelity.md): metrics["fidelity"] is below
+  /// metrics["fidelity_levels"] - 1, so the objective is a prediction from a
+  /// lower fidelity, not a measurement. A study never takes it as its best.
+  [[nodiscard]] bool low_fidelity() const noexcept;
   [[nodiscard]] static measurement success(double objective, tessel::cost paid = {});
   [[nodiscard]] static measurement failure(tessel::status s, std::string message,
                                            tessel::cost paid = {});

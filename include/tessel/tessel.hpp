@@ -13,6 +13,7 @@
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
+#include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>

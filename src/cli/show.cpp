@@ -1,6 +1,7 @@
 // `tessel show DB`: a study file's summary and its best trials.
 #include "command.hpp"
 #include "common.hpp"
+#include "fidelity.hpp"
 #include "format.hpp"
 #include "learned.hpp"
 #include "study_setup.hpp"
@@ -37,8 +38,12 @@ int run_show(const show_options& o) {
     ++finished;
     ++by_status[t.result.status];
     cost += t.result.cost.total();
-    if (t.result.ok()) ok.push_back(&t);
+    if (t.result.ok() && !t.result.low_fidelity()) ok.push_back(&t);  // screens predict
   }
+  std::vector<measurement> results;
+  for (const auto& t : stored.trials)
+    if (t.state == trial_state::finished) results.push_back(t.result);
+  const auto fidelity = fidelity_stats(results);
   std::stable_sort(ok.begin(), ok.end(),
                    [](auto* a, auto* b) { return a->result.objective < b->result.objective; });
   if (ok.size() > o.top) ok.resize(o.top);
@@ -64,7 +69,9 @@ int run_show(const show_options& o) {
                                       {"by_status", counts},
                                       {"cost_s", cost},
                                       {"best", best},
-                                      {"learned_constraints", learned_json(learned)}}
+                                      {"learned_constraints", learned_json(learned)},
+                                      {"fidelity", fidelity ? fidelity_json(*fidelity)
+                                                            : nlohmann::json(nullptr)}}
                            .dump(2));
     return exit_code::success;
   }
@@ -78,7 +85,8 @@ int run_show(const show_options& o) {
       finished, pending, cost);
   for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
   if (const auto text = learned_text(learned); !text.empty()) fmt::print("\n{}", text);
-  fmt::print("\nbest {} trials\n", ok.size());
+  if (fidelity) fmt::print("\n{}", fidelity_text(*fidelity));
+  fmt::print("\nbest {} {}trials\n", ok.size(), fidelity ? "high-fidelity " : "");
   fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");
   for (const auto* t : ok)
     fmt::print("{:>6}  {:>12.6g}  {:<14}  {}\n", t->id, t->result.objective, t->provenance.source,

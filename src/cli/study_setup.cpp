@@ -1,5 +1,7 @@
 #include "study_setup.hpp"
 
+#include "fidelity.hpp"
+
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
 #include <tessel/error.hpp>
@@ -44,7 +46,8 @@ backend_settings parse_settings(const std::vector<std::string>& assignments) {
 std::string annotations(const study_setup_options& o) {
   return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
                         {"target", o.input.target}, {"set", o.input.sets},
-                        {"backend", o.backend},     {"strategy", o.strategy}}
+                        {"backend", o.backend},     {"strategy", o.strategy},
+                        {"fidelity", o.fidelity}}
       .dump();
 }
 
@@ -62,6 +65,21 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
   command
       .add_option("--backend-set", o.backend_settings,
                   "A backend setting, e.g. --backend-set timeout=30; repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  command
+      .add_option("--fidelity", o.fidelity,
+                  "Multi-fidelity instead of --backend: give it twice, the cheap low fidelity "
+                  "first (e.g. --fidelity sim:target=trn2 --fidelity replay:device.json); every "
+                  "config is screened at the first, promising ones measured at the second "
+                  "(docs/fidelity.md)")
+      ->type_name("SPEC")
+      ->allow_extra_args(false)
+      ->excludes(b);
+  command
+      .add_option("--fidelity-set", o.fidelity_settings,
+                  "A multi-fidelity setting: warmup, z, min_agreement, audit_every, "
+                  "promote_failures; repeatable")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   command
@@ -174,14 +192,17 @@ std::shared_ptr<study_db> open_study_file(const study_setup_options& o, const sp
 }  // namespace
 
 study_setup make_study(const study_setup_options& o) {
-  if (o.needs_backend && o.backend.empty() && !is_replay_file(o.input.file))
+  if (o.needs_backend && o.backend.empty() && o.fidelity.empty() && !is_replay_file(o.input.file))
     throw error(
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
         "or a replay file as FILE");
-  study_setup out{load_any(o.input), nullptr, nullptr, nullptr, true};
+  study_setup out{load_any(o.input), nullptr, nullptr, nullptr, nullptr, true};
   std::string spec = o.backend;
   if (spec.empty() && is_replay_file(o.input.file)) spec = "replay:" + o.input.file;
-  if (spec.empty()) {
+  if (!o.fidelity.empty()) {
+    out.fidelity = make_fidelity_backend(o.fidelity, o.fidelity_settings, o.gate);
+    out.backend = out.fidelity;
+  } else if (spec.empty()) {
     out.backend = std::make_shared<external_backend>();
     out.evaluates = false;
   } else {
@@ -214,6 +235,12 @@ study_setup make_study(const study_setup_options& o) {
   so.verify_reported = o.verify;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
                                               out.db);
+  if (out.fidelity) {  // a resumed study's correction and agreement continue
+    std::vector<measurement> earlier;
+    for (const auto& t : out.study->trials())
+      if (t.state == trial_state::finished) earlier.push_back(t.result);
+    out.fidelity->restore(earlier);
+  }
   return out;
 }
 

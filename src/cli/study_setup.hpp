@@ -5,6 +5,7 @@
 #include "common.hpp"
 
 #include <tessel/backend.hpp>
+#include <tessel/fidelity.hpp>
 #include <tessel/storage.hpp>
 #include <tessel/study.hpp>
 
@@ -22,6 +23,10 @@ struct study_setup_options {
   space_options input;
   std::string backend;  ///< "replay:PATH", "command:CMD", "sim", ...; "" = none
   std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
+  /// --fidelity: "SCHEME[:ARG][,KEY=VALUE...]", low first (docs/fidelity.md);
+  /// replaces --backend.
+  std::vector<std::string> fidelity;
+  std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
   std::string strategy = "auto";
   std::uint64_t seed = 0;
   std::size_t jobs = 0;
@@ -53,7 +58,8 @@ void add_session_options(CLI::App& command, study_setup_options& options);
 struct study_setup {
   loaded_space space;
   std::shared_ptr<tessel::backend> backend;
-  std::shared_ptr<study_db> db;  ///< null with --no-db
+  std::shared_ptr<multi_fidelity_backend> fidelity;  ///< the backend, with --fidelity
+  std::shared_ptr<study_db> db;                      ///< null with --no-db
   std::unique_ptr<tessel::study> study;
   bool evaluates = true;  ///< false: no backend given (the caller tells results)
 };

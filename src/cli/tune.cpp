@@ -3,6 +3,7 @@
 // the summary at the end, and every trial in the study file.
 #include "command.hpp"
 #include "common.hpp"
+#include "fidelity.hpp"
 #include "format.hpp"
 #include "learned.hpp"
 #include "study_setup.hpp"
@@ -31,6 +32,7 @@ struct tune_options {
   double cost_s = 0;
   std::optional<double> target;
   std::size_t patience = 0;
+  std::size_t high_budget = 0;  ///< --high-budget: high-fidelity evaluations (--fidelity)
   bool json = false;
   bool quiet = false;
 };
@@ -84,9 +86,20 @@ class progress_printer final : public observer {
   std::map<status, std::size_t> by_status_;
 };
 
-stop_condition stop_for(const tune_options& o) {
+stop_condition stop_for(const tune_options& o,
+                        const std::shared_ptr<multi_fidelity_backend>& fidelity) {
   std::optional<stop_condition> until;
   auto add = [&](stop_condition c) { until = until ? (*until || std::move(c)) : std::move(c); };
+  if (o.high_budget && fidelity)
+    add(stop_condition([fidelity, n = o.high_budget](
+                           const progress&) { return fidelity->stats().high_evaluations >= n; },
+                       fmt::format("{} high-fidelity evaluations done", o.high_budget),
+                       termination::evaluations, {},
+                       [fidelity, n = o.high_budget](const progress&) -> std::optional<double> {
+                         return std::min(1.0,
+                                         static_cast<double>(fidelity->stats().high_evaluations) /
+                                             static_cast<double>(n));
+                       }));
   if (o.budget) add(stop::evaluations(o.budget));
   if (o.time_s > 0) add(stop::wall_seconds(o.time_s));
   if (o.cost_s > 0) add(stop::cost_seconds(o.cost_s));
@@ -149,7 +162,9 @@ std::string remeasured_text(const measurement& m, double searched) {
 
 int run_tune(const tune_options& o) {
   auto setup = make_study(o.study);
-  if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience)
+  if (o.high_budget && !setup.fidelity)
+    throw error("--high-budget counts high-fidelity evaluations: it needs --fidelity");
+  if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience && !o.high_budget)
     fmt::print(stderr,
                "tessel: no --budget, --time, --cost-budget, --target-objective or --patience: "
                "running until the strategy stops or the space is exhausted\n");
@@ -160,17 +175,20 @@ int run_tune(const tune_options& o) {
                "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
                setup.space.space.name(), with_separators(setup.space.space.count()),
                setup.backend->name(), o.study.strategy, setup.db->path().string());
-  const auto sum = setup.study->run(stop_for(o));
+  const auto sum = setup.study->run(stop_for(o, setup.fidelity));
   // A noisy backend (trainium) times the best config again, fully, so one
   // lucky measurement does not decide what is reported.
   std::optional<measurement> again;
   if (sum.best) again = setup.backend->remeasure(setup.space.space, sum.best->config);
   if (o.json) {
-    fmt::print("{}\n", with_remeasured(summary_json(sum, setup.space.space), again).dump(2));
+    auto out = with_remeasured(summary_json(sum, setup.space.space), again);
+    if (setup.fidelity) out["fidelity"] = fidelity_json(setup.fidelity->stats());
+    fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
     const auto text = learned_text(learned_from(setup.space.space, setup.study->trials()));
     if (!text.empty()) fmt::print("\n{}", text);
+    if (setup.fidelity) fmt::print("\n{}", fidelity_text(setup.fidelity->stats()));
   }
   if (again && !o.json) fmt::print("\n{}\n", remeasured_text(*again, sum.best->result.objective));
   return exit_code::success;
@@ -196,6 +214,9 @@ command add_tune_command(CLI::App& tool) {
       ->type_name("X");
   app->add_option("--patience", options->patience,
                   "Stop after this many evaluations without improvement")
+      ->type_name("N");
+  app->add_option("--high-budget", options->high_budget,
+                  "With --fidelity: stop after this many high-fidelity evaluations")
       ->type_name("N");
   app->add_flag("--json", options->json, "Print the summary as JSON on stdout");
   app->add_flag("--quiet,-q", options->quiet, "No progress on stderr");

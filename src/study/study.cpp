@@ -149,7 +149,10 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
 
 bool study::state::consider_best(std::size_t index) {
   const auto& t = trials[index];
-  if (!t.result.ok() || (progress_.best && t.result.objective >= *progress_.best)) return false;
+  // A multi-fidelity screen's objective is a prediction: never the best.
+  if (!t.result.ok() || t.result.low_fidelity() ||
+      (progress_.best && t.result.objective >= *progress_.best))
+    return false;
   progress_.best = t.result.objective;
   best_index = index;
   evaluations_to_best = progress_.evaluations;
