@@ -129,7 +129,7 @@ int run_explain(const explain_options& o) {
   if (o.json) {
     auto out = to_json(e, s, c);
     if (!o.trace.empty()) out["trace"] = o.trace;
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
   fmt::print("config  {}\n{}", s.to_json(c), e.text());

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 
 namespace tessel::cli {
@@ -42,6 +44,42 @@ json trial_json(const space& s, const trial& t) {
   return out;
 }
 
+/// The one-line answer: user text in it (messages, constraint texts, an
+/// echoed bad byte) may be invalid UTF-8; it is replaced, never thrown.
+std::string one_line(const json& answer) {
+  return answer.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+/// Field `name` of `req` as a whole number in [low, high], or `fallback` when
+/// absent. 1.5, -1, "7" and 1e400 are errors, not 1, 2^64-1, 7 or a crash.
+std::uint64_t whole_number(const json& req, const char* name, std::uint64_t fallback,
+                           std::uint64_t low, std::uint64_t high) {
+  if (!req.contains(name)) return fallback;
+  const auto& v = req[name];
+  std::uint64_t n = 0;
+  if (v.is_number_unsigned()) {
+    n = v.get<std::uint64_t>();
+  } else if (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
+             v.get<double>() >= 0 && v.get<double>() < 1e18) {
+    n = static_cast<std::uint64_t>(v.get<double>());  // 2.0 is 2
+  } else {
+    throw error(fmt::format("\"{}\" must be a whole number from {} to {}, not {}", name, low, high,
+                            one_line(v)));
+  }
+  if (n < low || n > high)
+    throw error(fmt::format("\"{}\" must be from {} to {}, not {}", name, low, high, n));
+  return n;
+}
+
+/// Field `name` of `obj` as a finite number >= 0 (seconds, tokens), or 0 when absent.
+double non_negative(const json& obj, const char* name) {
+  if (!obj.contains(name)) return 0.0;
+  const auto& v = obj[name];
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+    throw error(fmt::format("\"{}\" must be a number >= 0, not {}", name, one_line(v)));
+  return v.get<double>();
+}
+
 measurement measurement_from(const json& req) {
   measurement m;
   const auto name = req.value("status", std::string("ok"));
@@ -61,16 +99,17 @@ measurement measurement_from(const json& req) {
   if (req.contains("samples")) m.samples = req["samples"].get<std::vector<double>>();
   if (req.contains("cost")) {
     const auto& c = req["cost"];
-    m.cost.compile_s = c.value("compile_s", 0.0);
-    m.cost.gate_s = c.value("gate_s", 0.0);
-    m.cost.run_s = c.value("run_s", 0.0);
+    if (!c.is_object()) throw error(R"("cost" must be an object {"compile_s", "gate_s", "run_s"})");
+    m.cost.compile_s = non_negative(c, "compile_s");
+    m.cost.gate_s = non_negative(c, "gate_s");
+    m.cost.run_s = non_negative(c, "run_s");
   }
   if (req.contains("metrics")) m.metrics = req["metrics"].get<std::map<std::string, double>>();
   return m;
 }
 
 provenance provenance_from(const json& req, std::string fallback) {
-  return {req.value("source", std::move(fallback)), req.value("tokens", 0.0),
+  return {req.value("source", std::move(fallback)), non_negative(req, "tokens"),
           req.value("note", std::string())};
 }
 
@@ -89,13 +128,28 @@ json summary_json(const summary& s) {
 }  // namespace
 
 std::string protocol::handle(std::string_view line) {
+  try {
+    return answer(line);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: still one line, and the session goes on
+    return one_line({{"ok", false}, {"error", fmt::format("internal error: {}", e.what())}});
+  }
+}
+
+std::string protocol::answer(std::string_view line) {
   json response = {{"ok", true}};
   json req;
+  bool too_deep = false;
   try {
-    req = json::parse(line);
-  } catch (const json::parse_error& e) {
-    return json{{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}}.dump();
+    req = json::parse(line, [&](int depth, json::parse_event_t, json&) {
+      too_deep = too_deep || depth > max_depth;
+      return !too_deep;
+    });
+  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
+    return one_line({{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}});
   }
+  if (too_deep)
+    return one_line({{"ok", false},
+                     {"error", fmt::format("a request nests at most {} levels deep", max_depth)}});
   if (req.is_object() && req.contains("id")) response["id"] = req["id"];
   try {
     if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
@@ -105,12 +159,14 @@ std::string protocol::handle(std::string_view line) {
     const auto& s = study_.space();
     if (op == "ask") {
       json out = json::array();
-      for (const auto& sug : study_.ask(req.value("n", std::size_t{1})))
+      for (const auto& sug : study_.ask(whole_number(req, "n", 1, 0, max_ask)))
         out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
       response["suggestions"] = out;
     } else if (op == "tell") {
       if (!req.contains("trial_id")) throw error("tell needs \"trial_id\"");
-      const auto& t = study_.tell(req["trial_id"].get<std::uint64_t>(), measurement_from(req));
+      const auto id =
+          whole_number(req, "trial_id", 0, 1, std::numeric_limits<std::uint64_t>::max());
+      const auto& t = study_.tell(id, measurement_from(req));
       response["trial"] = trial_json(s, t);
       response["best"] = study_.best() ? trial_json(s, *study_.best()) : json(nullptr);
     } else if (op == "enqueue") {
@@ -130,7 +186,7 @@ std::string protocol::handle(std::string_view line) {
     } else if (op == "run") {
       if (!evaluates_)
         throw error("this session has no backend: run needs one (tessel serve ... --backend SPEC)");
-      const auto n = req.value("evaluations", std::size_t{1});
+      const auto n = whole_number(req, "evaluations", 1, 0, max_run);
       const auto sum = study_.run(stop::evaluations(study_.current_summary().evaluations + n));
       response["summary"] = summary_json(sum);
     } else if (op == "best") {
@@ -171,7 +227,7 @@ std::string protocol::handle(std::string_view line) {
     response["error"] = e.what();
     response.erase("suggestions");
   }
-  return response.dump();
+  return one_line(response);
 }
 
 }  // namespace tessel::cli

@@ -62,7 +62,7 @@ int run_show(const show_options& o) {
                                       {"by_status", counts},
                                       {"cost_s", cost},
                                       {"best", best}}
-                           .dump(2));
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
   fmt::print(

@@ -45,7 +45,7 @@ std::string annotations(const study_setup_options& o) {
   return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
                         {"target", o.input.target}, {"set", o.input.sets},
                         {"backend", o.backend},     {"strategy", o.strategy}}
-      .dump();
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
 }
 
 }  // namespace

@@ -134,7 +134,8 @@ int run_tune(const tune_options& o) {
                setup.backend->name(), o.study.strategy, setup.db->path().string());
   const auto sum = setup.study->run(stop_for(o));
   if (o.json) {
-    fmt::print("{}\n", summary_json(sum, setup.space.space).dump(2));
+    fmt::print("{}\n", summary_json(sum, setup.space.space)
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
   }
