@@ -1,6 +1,7 @@
 #include "domain.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace tessel::dsl {
 
@@ -39,8 +40,11 @@ struct domain_builder {
       out.error(tree.offset_of(node), of() + " is empty");
       return std::nullopt;
     }
+    if (!fits(node.elements.size(), tree.offset_of(node))) return std::nullopt;
     domain result;
-    std::vector<std::size_t> offsets;
+    result.values.reserve(node.elements.size());
+    std::unordered_set<std::int64_t> seen;  // linear in the set's size, not quadratic
+    seen.reserve(node.elements.size());
     bool ok = true;
     std::optional<value_type> kind;
     for (const auto& element : node.elements) {
@@ -65,8 +69,7 @@ struct domain_builder {
         continue;
       }
       kind = value->type;
-      auto seen = std::find(result.values.begin(), result.values.end(), value->value);
-      if (seen != result.values.end()) {
+      if (!seen.insert(value->value).second) {
         auto shown = value->type == value_type::symbol
                          ? def.symbols[static_cast<std::size_t>(value->value)]
                          : std::to_string(value->value);

@@ -6,12 +6,14 @@
 
 #include "lower.hpp"
 
+#include <tessel/dsl.hpp>
+
 #include <optional>
 
 namespace tessel::dsl {
 
 /// Domains of more values than this are an error (the engine stores them).
-inline constexpr std::size_t max_domain_size = 1'000'000;
+inline constexpr std::size_t max_domain_size = tessel::max_domain_values;
 /// perm(...) of more elements than this is an error (8! = 40320 orders).
 inline constexpr std::size_t max_perm_elements = 8;
 

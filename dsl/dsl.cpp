@@ -4,6 +4,7 @@
 
 #include <tessel/dsl.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -24,20 +25,38 @@ namespace {
 std::vector<space::definition> parse_definitions(std::string_view text,
                                                  const parse_options& options) {
   dsl::source src(text, options.file);
-  return dsl::check_file(src, options).spaces;
+  auto spaces = dsl::check_file(src, options).spaces;
+  if (spaces.size() > 1 && text.size() > max_copied_source_bytes / spaces.size())
+    fail(options.file,
+         "the text declares " + std::to_string(spaces.size()) + " spaces in " +
+             std::to_string(text.size()) + " bytes: a copy of it for each would pass " +
+             std::to_string(max_copied_source_bytes >> 20) + " MiB",
+         "read one space by name (parse_definition, parse_space; tessel --space NAME)");
+  for (auto& def : spaces) def.source = std::string(text);
+  return spaces;
+}
+
+space::definition parse_definition(std::string_view text, const parse_options& options,
+                                   std::string_view name, std::vector<std::string>* names) {
+  dsl::source src(text, options.file);
+  auto spaces = dsl::check_file(src, options).spaces;
+  std::vector<std::string> all;
+  all.reserve(spaces.size());
+  for (const auto& def : spaces) all.push_back(def.name);
+  if (names != nullptr) *names = all;
+  if (spaces.empty())
+    fail(options.file, "no space is defined", "declare one with: space NAME { ... }");
+  auto chosen = name.empty() ? spaces.begin()
+                             : std::find_if(spaces.begin(), spaces.end(),
+                                            [&](const auto& def) { return def.name == name; });
+  if (chosen == spaces.end())
+    fail(options.file, "unknown space '" + std::string(name) + "'", dsl::did_you_mean(name, all));
+  chosen->source = std::string(text);
+  return std::move(*chosen);
 }
 
 space parse_space(std::string_view text, const parse_options& options, std::string_view name) {
-  auto definitions = parse_definitions(text, options);
-  if (definitions.empty())
-    fail(options.file, "no space is defined", "declare one with: space NAME { ... }");
-  if (name.empty()) return space(std::move(definitions.front()));
-  std::vector<std::string> names;
-  for (auto& def : definitions) {
-    if (def.name == name) return space(std::move(def));
-    names.push_back(def.name);
-  }
-  fail(options.file, "unknown space '" + std::string(name) + "'", dsl::did_you_mean(name, names));
+  return space(parse_definition(text, options, name));
 }
 
 space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {

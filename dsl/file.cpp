@@ -6,6 +6,7 @@
 #include "targets.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace tessel::dsl {
 
@@ -33,18 +34,21 @@ void check_overrides(const parse_tree& tree, const parse_options& options, repor
   }
 }
 
-/// Space names are unique in a file.
-void check_space_names(const parse_tree& tree, reporter& out) {
+/// Space names are unique in a file. Returns, per space, whether it is the
+/// first of its name (a later one is reported here and not checked further).
+std::vector<bool> check_space_names(const parse_tree& tree, reporter& out) {
+  std::unordered_map<std::string_view, std::size_t> first_of;  // linear in the spaces
+  std::vector<bool> first(tree.file.spaces.size(), true);
   for (std::size_t i = 0; i < tree.file.spaces.size(); ++i) {
     const auto& name = tree.file.spaces[i].name;
-    for (std::size_t j = 0; j < i; ++j) {
-      if (tree.file.spaces[j].name.name != name.name) continue;
-      auto first = out.src().line_of(tree.offset_of(tree.file.spaces[j].name));
-      out.error(tree.offset_of(name),
-                "space '" + name.name + "' is already defined at line " + std::to_string(first));
-      break;
-    }
+    const auto [it, inserted] = first_of.emplace(name.name, i);
+    if (inserted) continue;
+    first[i] = false;
+    auto line = out.src().line_of(tree.offset_of(tree.file.spaces[it->second].name));
+    out.error(tree.offset_of(name),
+              "space '" + name.name + "' is already defined at line " + std::to_string(line));
   }
+  return first;
 }
 
 }  // namespace
@@ -66,13 +70,14 @@ checked_file check_file(const source& src, const parse_options& options, bool sp
     out.throw_if_any();
   }
   check_overrides(tree, options, out);
-  check_space_names(tree, out);
-  for (const auto& block : tree.file.spaces) {
+  const auto first = check_space_names(tree, out);
+  for (std::size_t i = 0; i < tree.file.spaces.size(); ++i) {
+    if (!first[i]) continue;  // a duplicate name: an error already
+    const auto& block = tree.file.spaces[i];
     auto def = check_space(block, tree, out, *selected, options.overrides);
     def.name = block.name.name;
     def.file = src.file();
-    def.source = std::string(src.text());
-    def.target = *selected;
+    def.target = *selected;  // def.source is the caller's to fill (one copy per space kept)
     result.spaces.push_back(std::move(def));
   }
   out.throw_if_any();

@@ -398,6 +398,12 @@ parse_tree parse(const source& src, reporter& out) {
   iterator end = begin + src.text().size();
   grammar::position_cache positions(begin, end);
   parse_tree tree;
+  if (src.text().size() > max_source_bytes) {
+    out.error("the text is " + std::to_string(src.text().size()) + " bytes; at most " +
+                  std::to_string(max_source_bytes) + " are read (docs/limits.md)",
+              "split it into files of one space each");
+    return tree;
+  }
   if (auto problem = precheck(src.text())) {
     out.error(problem->offset, problem->message, problem->hint);
     return tree;

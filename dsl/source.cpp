@@ -57,18 +57,35 @@ std::string source::normalized(span s) const {
   return out;
 }
 
+namespace {
+
+/// Lines longer than this are not copied into a diagnostic (a one-line text of
+/// megabytes would be copied once per error); the header still locates it.
+constexpr std::size_t max_shown_line = 1000;
+
+}  // namespace
+
 void reporter::error(std::size_t offset, std::string message, std::string hint) {
+  if (list_.size() >= max_diagnostics) {
+    ++dropped_;
+    return;
+  }
   diagnostic d;
   d.file = source_->file();
   d.line = source_->line_of(offset);
   d.column = source_->column_of(offset);
   d.message = std::move(message);
   d.hint = std::move(hint);
-  d.source_line = std::string(source_->line_text(d.line));
+  const auto line = source_->line_text(d.line);
+  if (line.size() <= max_shown_line) d.source_line = std::string(line);
   list_.push_back(std::move(d));
 }
 
 void reporter::error(std::string message, std::string hint) {
+  if (list_.size() >= max_diagnostics) {
+    ++dropped_;
+    return;
+  }
   diagnostic d;
   d.file = source_->file();
   d.message = std::move(message);
@@ -77,7 +94,16 @@ void reporter::error(std::string message, std::string hint) {
 }
 
 void reporter::throw_if_any() const {
-  if (!list_.empty()) throw space_error(list_);
+  if (list_.empty()) return;
+  auto all = list_;
+  if (dropped_ > 0) {
+    diagnostic more;
+    more.file = source_->file();
+    more.message = std::to_string(dropped_) + " more errors not shown (the first " +
+                   std::to_string(max_diagnostics) + " are)";
+    all.push_back(std::move(more));
+  }
+  throw space_error(std::move(all));
 }
 
 }  // namespace tessel::dsl

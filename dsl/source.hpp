@@ -3,6 +3,7 @@
 // that carry the offending line, so a rendering needs nothing else.
 #pragma once
 
+#include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 
 #include <cstddef>
@@ -42,6 +43,7 @@ class source {
 };
 
 /// Collects the diagnostics of one source; every check appends, none throws.
+/// Keeps the first tessel::max_diagnostics and counts the rest.
 class reporter {
  public:
   explicit reporter(const source& src) : source_(&src) {}
@@ -61,6 +63,7 @@ class reporter {
  private:
   const source* source_;
   std::vector<diagnostic> list_;
+  std::size_t dropped_ = 0;
 };
 
 }  // namespace tessel::dsl

@@ -42,7 +42,7 @@ std::string diagnostic::render() const {
   text += ": ";
   text += severity_name(level);
   text += ": " + message;
-  if (line > 0 && column > 0) {
+  if (line > 0 && column > 0 && !source_line.empty()) {
     text += "\n" + source_line + "\n" + caret_line(source_line, column);
   }
   if (!hint.empty()) text += "\n  hint: " + hint;

@@ -79,7 +79,8 @@ report read_report(const json& j) {
     }
   }
   if (const auto it = j.find("message"); it != j.end() && !it->is_null())
-    r.message = it->is_string() ? it->get<std::string>() : it->dump();
+    r.message = it->is_string() ? it->get<std::string>()
+                                : it->dump(-1, ' ', false, json::error_handler_t::replace);
   if (const auto it = j.find("cost"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) throw std::string("'cost' must be an object");
     r.compile_s = number_field(*it, "compile_s", "cost.");
@@ -100,6 +101,26 @@ report read_report(const json& j) {
   return r;
 }
 
+/// The most bytes of the report (its JSON line, or the whole output for a
+/// pretty-printed object) and the deepest nesting read (docs/limits.md):
+/// longer lines are not parsed, so megabytes of other output cost a scan.
+constexpr std::size_t max_report_bytes = std::size_t{1} << 20;
+constexpr int max_report_depth = 64;
+
+/// `text` as JSON, or discarded when it is malformed or nested too deep.
+json parse_bounded(std::string_view text) {
+  if (text.size() > max_report_bytes) return json(json::value_t::discarded);
+  bool too_deep = false;
+  auto j = json::parse(
+      text,
+      [&](int depth, json::parse_event_t, json&) {
+        too_deep = too_deep || depth > max_report_depth;
+        return !too_deep;
+      },
+      false);
+  return too_deep ? json(json::value_t::discarded) : j;
+}
+
 /// The program's report, or why it could not be read.
 std::variant<report, std::string> parse_report(std::string_view output) {
   const auto lines = lines_of(output);
@@ -108,12 +129,14 @@ std::variant<report, std::string> parse_report(std::string_view output) {
   for (auto it = lines.rbegin(); it != lines.rend() && !found; ++it) {
     const auto line = trim(*it);
     if (line.empty()) continue;
-    auto j = json::parse(line, nullptr, false);
-    if (!j.is_discarded() && (j.is_object() || (last && j.is_number()))) found = std::move(j);
+    if (line.front() == '{' || last) {  // only an object, or a number on the last line
+      auto j = parse_bounded(line);
+      if (!j.is_discarded() && (j.is_object() || (last && j.is_number()))) found = std::move(j);
+    }
     last = false;
   }
-  if (!found) {  // a multi-line (pretty-printed) object as the whole output
-    auto j = json::parse(trim(output), nullptr, false);
+  if (!found && trim(output).starts_with('{')) {  // a multi-line (pretty-printed) object
+    auto j = parse_bounded(trim(output));
     if (!j.is_discarded() && j.is_object()) found = std::move(j);
   }
   if (!found) {
@@ -126,7 +149,8 @@ std::variant<report, std::string> parse_report(std::string_view output) {
   try {
     return read_report(*found);
   } catch (const std::string& problem) {
-    return fmt::format("{} in '{}'", problem, shorten(found->dump()));
+    return fmt::format("{} in '{}'", problem,
+                       shorten(found->dump(-1, ' ', false, json::error_handler_t::replace)));
   }
 }
 

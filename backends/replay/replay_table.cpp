@@ -23,6 +23,10 @@ using json = nlohmann::json;
 
 namespace {
 
+/// The most bytes a replay file may hold, after gunzip (docs/limits.md): a
+/// gzip bomb stops here instead of at the memory's end.
+constexpr std::size_t max_replay_bytes = std::size_t{256} << 20;
+
 /// The whole file, gunzipped if it is gzip (zlib reads plain files as they are).
 std::string read_file(const std::filesystem::path& path) {
   gzFile file = ::gzopen(path.c_str(), "rb");
@@ -39,6 +43,11 @@ std::string read_file(const std::filesystem::path& path) {
     }
     if (n == 0) break;
     text.append(chunk.data(), static_cast<std::size_t>(n));
+    if (text.size() > max_replay_bytes) {
+      ::gzclose(file);
+      throw error(fmt::format("replay: {} holds more than {} MiB of JSON (docs/limits.md)",
+                              path.string(), max_replay_bytes >> 20));
+    }
   }
   ::gzclose(file);
   return text;

@@ -26,12 +26,33 @@ struct parse_options {
   std::map<std::string, std::string, std::less<>> overrides;
 };
 
-/// The checked definitions of every space in `text`, in file order. Throws
-/// space_error holding every diagnostic of the text (never only the first).
+/// Limits on what the language reads (docs/limits.md). Past one, parsing
+/// stops early with a space_error that names the limit.
+inline constexpr std::size_t max_source_bytes = std::size_t{16} << 20;  ///< 16 MiB of text
+inline constexpr std::size_t max_domain_values = 1'000'000;             ///< values of one domain
+inline constexpr std::size_t max_diagnostics = 100;  ///< errors kept; the rest are counted
+/// parse_definitions copies the text into each definition (`source`); past
+/// this many bytes in all it asks for one space by name instead.
+inline constexpr std::size_t max_copied_source_bytes = std::size_t{256} << 20;
+
+/// The checked definitions of every space in `text`, in file order, each
+/// holding the whole text as `source`. Throws space_error holding every
+/// diagnostic of the text (never only the first), or naming
+/// max_copied_source_bytes when the copies would pass it.
 [[nodiscard]] std::vector<space::definition> parse_definitions(std::string_view text,
                                                                const parse_options& options = {});
 
-/// The space named `name` ("" for the only/first one) of `text`, built.
+/// The checked definition of the space named `name` ("" for the first) of
+/// `text`: as parse_definitions, with the text copied once. `names`, when
+/// given, receives the name of every space of the text, in file order.
+/// Throws space_error (bad text, no space, an unknown name with a hint).
+[[nodiscard]] space::definition parse_definition(std::string_view text,
+                                                 const parse_options& options = {},
+                                                 std::string_view name = "",
+                                                 std::vector<std::string>* names = nullptr);
+
+/// The space named `name` ("" for the only/first one) of `text`, built
+/// (parse_definition, then the engine).
 /// Throws space_error (bad text, unknown space name) or empty_space_error.
 [[nodiscard]] space parse_space(std::string_view text, const parse_options& options = {},
                                 std::string_view name = "");

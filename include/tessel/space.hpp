@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace tessel {
@@ -127,8 +128,12 @@ class space {
     std::vector<let_value> lets;
     std::vector<constraint> constraints;
 
-    /// The id of symbol `name`, adding it to the table if new.
+    /// The id of symbol `name`, adding it to the table if new. Constant time:
+    /// the index below follows `symbols` as long as it is only appended to
+    /// (it is rebuilt when its size differs from the table's).
     std::int64_t intern(std::string_view name);
+    /// intern()'s index of `symbols`: name -> id.
+    std::unordered_map<std::string, std::int64_t> symbol_ids;
   };
 
   /// Builds the engine. Throws space_error on a malformed definition and

@@ -306,7 +306,7 @@ void print_json(const loaded_space& loaded, const check_options& options) {
       {"seed", options.seed},
       {"samples", std::move(samples)},
   };
-  fmt::print("{}\n", out.dump(2));
+  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 /// A 64-bit unsigned integer in decimal: CLI11 alone would wrap "-3" around

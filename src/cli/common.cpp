@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -33,6 +34,11 @@ std::string check_assignment(const std::string& text) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_source_bytes)  // say so before reading it
+    throw tessel::error(fmt::format("'{}' is {} bytes; at most {} are read (docs/limits.md)", path,
+                                    size, max_source_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw tessel::error(fmt::format("cannot read '{}'", path));
   std::ostringstream text;
@@ -76,10 +82,14 @@ json to_json(const diagnostic& d) {
           {"rendered", d.render()}};
 }
 
+/// Whether print_json_error writes one line (serve) or an indented object.
+bool json_one_line = false;
+
 /// `{"ok": false, "error": {...}}` on stdout, for --json callers.
 void print_json_error(json error) {
   const json out = {{"ok", false}, {"error", std::move(error)}};
-  fmt::print("{}\n", out.dump(2));
+  // User text (messages, source lines) may hold invalid UTF-8: replaced, never thrown.
+  fmt::print("{}\n", out.dump(json_one_line ? -1 : 2, ' ', false, json::error_handler_t::replace));
 }
 
 int report(const space_error& e, bool as_json) {
@@ -136,31 +146,12 @@ loaded_space load(const space_options& options) {
   const parse_options parse = to_parse_options(options);
 
   const auto start = clock::now();
-  std::vector<space::definition> definitions = parse_definitions(text, parse);
+  std::vector<std::string> names;
+  space::definition chosen = parse_definition(text, parse, options.space, &names);
   const auto parsed = clock::now();
 
-  std::vector<std::string> names;
-  names.reserve(definitions.size());
-  for (const auto& d : definitions) names.push_back(d.name);
-  auto chosen = options.space.empty()
-                    ? definitions.begin()
-                    : std::find_if(definitions.begin(), definitions.end(),
-                                   [&](const auto& d) { return d.name == options.space; });
-  if (chosen == definitions.end()) {
-    // Let the DSL report an unknown (or missing) space in its own words, with its hints.
-    (void)parse_space(text, parse, options.space);
-    throw space_error(
-        {diagnostic{.level = diagnostic::severity::error,
-                    .file = options.file,
-                    .line = 0,
-                    .column = 0,
-                    .message = fmt::format("no space named '{}'", options.space),
-                    .hint = fmt::format("the file declares: {}", fmt::join(names, ", ")),
-                    .source_line = ""}});
-  }
-
   const auto building = clock::now();
-  tessel::space built(std::move(*chosen));
+  tessel::space built(std::move(chosen));
   const auto done = clock::now();
   return loaded_space{.space = std::move(built),
                       .space_names = std::move(names),
@@ -168,7 +159,8 @@ loaded_space load(const space_options& options) {
                       .build_ms = elapsed_ms(building, done)};
 }
 
-int report_errors(const std::function<int()>& body, bool as_json) {
+int report_errors(const std::function<int()>& body, bool as_json, bool one_line) {
+  json_one_line = one_line;
   try {
     return body();
   } catch (const space_error& e) {

@@ -52,7 +52,9 @@ struct loaded_space {
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the
 /// matching exit_code. With `json`, also prints one JSON object
-/// `{"ok": false, "error": {...}}` on stdout so scripts can parse failures.
-[[nodiscard]] int report_errors(const std::function<int()>& body, bool json);
+/// `{"ok": false, "error": {...}}` on stdout so scripts can parse failures
+/// (on one line with `one_line`, as `serve` needs). Never exits the process:
+/// bad input is exit_code::bad_input, only a bug is exit_code::internal.
+[[nodiscard]] int report_errors(const std::function<int()>& body, bool json, bool one_line = false);
 
 }  // namespace tessel::cli

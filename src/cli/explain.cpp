@@ -69,7 +69,7 @@ int run_explain(const explain_options& o) {
     out["ok"] = true;
     if (!o.trace.empty()) out["trace"] = o.trace;
     if (!o.best.empty()) out["learned_constraints"] = learned_json(learned);
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
   fmt::print("config  {}\n{}", s.to_json(c), e.text());

@@ -18,13 +18,28 @@ std::string one_line(const json& answer) {
 }  // namespace
 
 std::string protocol::handle(std::string_view line) {
+  try {
+    return answer(line);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: still one line, and the session goes on
+    return one_line({{"ok", false}, {"error", fmt::format("internal error: {}", e.what())}});
+  }
+}
+
+std::string protocol::answer(std::string_view line) {
   json response = {{"ok", true}};
   json req;
+  bool too_deep = false;
   try {
-    req = json::parse(line);
+    req = json::parse(line, [&](int depth, json::parse_event_t, json&) {
+      too_deep = too_deep || depth > max_depth;
+      return !too_deep;
+    });
   } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
     return one_line({{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}});
   }
+  if (too_deep)
+    return one_line({{"ok", false},
+                     {"error", fmt::format("a request nests at most {} levels deep", max_depth)}});
   if (req.is_object() && req.contains("id")) response["id"] = req["id"];
   try {
     if (!req.is_object() || !req.contains("op") || !req["op"].is_string())

@@ -1,7 +1,8 @@
 // src/cli/protocol.hpp: the JSON-lines transport of `tessel serve`
-// (docs/serve.md). One request per line, one response per line; a bad line
-// gets {"ok": false, "error": "..."} and the session goes on. The ops
-// themselves are in ops.hpp, shared with `tessel mcp`.
+// (docs/serve.md). One request per line, one response per line of valid
+// UTF-8 JSON, whatever the request holds; a bad line gets {"ok": false,
+// "error": "..."} and the session goes on. The ops themselves are in
+// ops.hpp, shared with `tessel mcp`.
 #pragma once
 
 #include "ops.hpp"
@@ -15,6 +16,9 @@ class protocol {
  public:
   explicit protocol(ops& o) : ops_(o) {}
 
+  /// Deepest nesting of a request's JSON (answers are written recursively).
+  static constexpr int max_depth = 64;
+
   /// The response line (without a newline) to one request line. Never throws.
   [[nodiscard]] std::string handle(std::string_view line);
 
@@ -22,6 +26,8 @@ class protocol {
   [[nodiscard]] bool done() const noexcept { return ops_.done(); }
 
  private:
+  [[nodiscard]] std::string answer(std::string_view line);
+
   ops& ops_;
 };
 

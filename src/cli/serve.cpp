@@ -15,6 +15,27 @@
 namespace tessel::cli {
 namespace {
 
+/// The most bytes of one request line (docs/limits.md); the rest of a longer
+/// line is read and dropped, and the line is answered with an error.
+constexpr std::size_t max_line_bytes = std::size_t{16} << 20;
+
+/// Reads one line of at most max_line_bytes into `line`; false at the end of
+/// input. `too_long` tells whether bytes were dropped.
+bool read_line(std::istream& in, std::string& line, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buffer = in.rdbuf();
+  for (;;) {
+    const auto c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) return !line.empty() || too_long;
+    if (c == '\n') return true;
+    if (line.size() < max_line_bytes)
+      line.push_back(static_cast<char>(c));
+    else
+      too_long = true;
+  }
+}
+
 int run_serve(const study_setup_options& o) {
   auto setup = make_study(o);
   ops agent_ops(*setup.study, setup.backend, setup.evaluates);
@@ -23,7 +44,15 @@ int run_serve(const study_setup_options& o) {
              "tessel serve: space '{}' ({} valid configs), backend {}; one JSON request per line\n",
              setup.space.space.name(), setup.space.space.count(), setup.backend->name());
   std::string line;
-  while (!session.done() && std::getline(std::cin, line)) {
+  bool too_long = false;
+  while (!session.done() && read_line(std::cin, line, too_long)) {
+    if (too_long) {
+      std::cout << fmt::format(R"({{"ok":false,"error":"a request line is at most {} bytes"}})",
+                               max_line_bytes)
+                << '\n'
+                << std::flush;
+      continue;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::cout << session.handle(line) << '\n' << std::flush;
   }
@@ -38,7 +67,10 @@ command add_serve_command(CLI::App& tool) {
       "serve", "Speak the JSON-lines ask/tell protocol on stdin/stdout (for agent loops)");
   add_study_options(*app, *options, false);
   add_session_options(*app, *options);
-  return {app, [options] { return report_errors([&] { return run_serve(*options); }, true); }};
+  return {app, [options] {
+            // stdout carries JSON lines only: a failure to start is one line too.
+            return report_errors([&] { return run_serve(*options); }, true, true);
+          }};
 }
 
 }  // namespace tessel::cli

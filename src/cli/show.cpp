@@ -72,7 +72,7 @@ int run_show(const show_options& o) {
                                       {"learned_constraints", learned_json(learned)},
                                       {"fidelity", fidelity ? fidelity_json(*fidelity)
                                                             : nlohmann::json(nullptr)}}
-                           .dump(2));
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
   fmt::print(

@@ -48,7 +48,7 @@ std::string annotations(const study_setup_options& o) {
                         {"target", o.input.target}, {"set", o.input.sets},
                         {"backend", o.backend},     {"strategy", o.strategy},
                         {"fidelity", o.fidelity}}
-      .dump();
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
 }
 
 }  // namespace

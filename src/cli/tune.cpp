@@ -183,7 +183,7 @@ int run_tune(const tune_options& o) {
   if (o.json) {
     auto out = with_remeasured(summary_json(sum, setup.space.space), again);
     if (setup.fidelity) out["fidelity"] = fidelity_json(setup.fidelity->stats());
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
     const auto text = learned_text(learned_from(setup.space.space, setup.study->trials()));

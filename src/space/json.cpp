@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 namespace tessel {
 namespace {
@@ -28,8 +30,14 @@ nlohmann::json to_json_value(const parameter& p, config::index_type index) {
   return nullptr;
 }
 
+/// How deep a config's JSON may nest (a permutation is one level below the
+/// object): deeper input is refused before anything recursive touches it.
+constexpr int max_config_depth = 16;
+
 [[noreturn]] void bad_value(const parameter& p, const json& v, const std::string& expected) {
-  throw error("parameter '" + p.name + "': " + v.dump() + " is not " + expected);
+  auto shown = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
+  throw error("parameter '" + p.name + "': " + shown + " is not " + expected);
 }
 
 std::string domain_preview(const domain& d) {
@@ -53,7 +61,9 @@ config::index_type from_json_value(const parameter& p, const json& v) {
   };
   switch (d.kind) {
     case param_kind::integer:
-      if (!v.is_number_integer()) bad_value(p, v, "an integer, " + domain_preview(d));
+      if (!v.is_number_integer() ||
+          (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}))
+        bad_value(p, v, "an integer, " + domain_preview(d));
       return find(v.get<std::int64_t>());
     case param_kind::boolean:
       if (!v.is_boolean()) bad_value(p, v, "true or false");
@@ -87,11 +97,17 @@ namespace {
 /// `text` as a JSON object whose keys are all parameters of `s`.
 json parse_config_object(const space& s, std::string_view text) {
   json in;
+  bool too_deep = false;
   try {
-    in = json::parse(text);
-  } catch (const json::parse_error& e) {
+    in = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      too_deep = too_deep || depth > max_config_depth;
+      return !too_deep;
+    });
+  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
     throw error(std::string("config is not valid JSON: ") + e.what());
   }
+  if (too_deep)
+    throw error("config nests more than " + std::to_string(max_config_depth) + " levels deep");
   if (!in.is_object()) throw error("config must be a JSON object of parameter names to values");
   for (const auto& [name, v] : in.items())
     if (!s.parameter_index(name)) {

@@ -134,10 +134,21 @@ std::string value::to_string() const {
 }
 
 std::int64_t space::definition::intern(std::string_view text) {
-  const auto it = std::find(symbols.begin(), symbols.end(), text);
-  if (it != symbols.end()) return it - symbols.begin();
+  if (symbol_ids.size() != symbols.size()) {  // `symbols` was edited directly
+    symbol_ids.clear();
+    for (std::size_t i = 0; i < symbols.size(); ++i)
+      symbol_ids.emplace(symbols[i], static_cast<std::int64_t>(i));
+  }
+  if (symbol_ids.size() != symbols.size()) {  // a duplicate name: the first id, as before
+    const auto it = std::find(symbols.begin(), symbols.end(), text);
+    if (it != symbols.end()) return it - symbols.begin();
+  } else if (const auto it = symbol_ids.find(std::string(text)); it != symbol_ids.end()) {
+    return it->second;
+  }
   symbols.emplace_back(text);
-  return static_cast<std::int64_t>(symbols.size() - 1);
+  const auto id = static_cast<std::int64_t>(symbols.size() - 1);
+  symbol_ids.emplace(symbols.back(), id);
+  return id;
 }
 
 // --- construction -----------------------------------------------------------------

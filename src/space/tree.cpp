@@ -13,12 +13,31 @@ namespace tessel::detail {
 namespace {
 
 constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
+// The limits of docs/limits.md. The build may lower them (the fuzz preset
+// does, so that a fuzzer's hang and memory limits mean a bug, not a budget).
+#ifndef TESSEL_MAX_TREE_NODES
+#define TESSEL_MAX_TREE_NODES 64'000'000
+#endif
+#ifndef TESSEL_MAX_BUILD_WORK
+#define TESSEL_MAX_BUILD_WORK 1'000'000'000
+#endif
+
 /// Refuse to store more partial configs than this (32 bytes each).
-constexpr std::size_t max_nodes = 64'000'000;
+constexpr std::size_t max_nodes = TESSEL_MAX_TREE_NODES;
+/// Refuse to spend more work than this on one space: a unit is one candidate
+/// value tried at one level plus one per instruction of each check it runs
+/// (a few seconds on one core). `x + y == 999999` over two domains of 10^6
+/// values would need 10^12: it stops after this many.
+constexpr std::uint64_t max_work = TESSEL_MAX_BUILD_WORK;
 
 std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
   std::uint64_t r = 0;
   return __builtin_mul_overflow(a, b, &r) ? max_u64 : r;
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? max_u64 : r;
 }
 
 std::uint64_t cartesian_of(const parameter& p) { return p.dom.size() + (p.when ? 1 : 0); }
@@ -46,10 +65,13 @@ std::vector<std::size_t> union_groups(const space::impl& s) {
 /// together before any of them is expanded, so siblings stay contiguous.
 class tree_builder {
  public:
-  tree_builder(space::impl& s, group_tree& g, std::vector<std::uint64_t>& rejected)
+  /// `work`: the units spent on the space so far (shared by its groups).
+  tree_builder(space::impl& s, group_tree& g, std::vector<std::uint64_t>& rejected,
+               std::uint64_t& work)
       : s_(s),
         g_(g),
         rejected_(rejected),
+        work_(work),
         values_(s.def.parameters.size(), 0),
         suffix_(g.params.size() + 1, 1) {
     for (std::size_t l = g.params.size(); l-- > 0;)
@@ -58,6 +80,7 @@ class tree_builder {
   }
 
   void build() {
+    if (saturating_add(work_, certain_work()) > max_work) throw_too_much_work();  // before starting
     grow(0);
     g_.levels.assign(g_.params.size(), {});
     std::uint64_t count = 0;
@@ -68,6 +91,25 @@ class tree_builder {
   std::size_t deepest_rejecting_level() const { return deepest_ + 1; }
 
  private:
+  /// The work the build cannot avoid: nothing prunes before the first level
+  /// with a check, so every combination of the values up to it is tried (and
+  /// checked there). `x + y == 999999` over two domains of 10^6: 10^12.
+  [[nodiscard]] std::uint64_t certain_work() const {
+    std::uint64_t work = 0;
+    std::uint64_t tried = 1;
+    for (std::size_t level = 0; level < g_.params.size(); ++level) {
+      tried = saturating_mul(tried, cartesian_of(s_.def.parameters[g_.params[level]]));
+      work = saturating_add(work, tried);
+      if (g_.checks[level].empty()) continue;
+      std::uint64_t per_candidate = 0;
+      for (const auto& check : g_.checks[level])
+        if (check.type == level_check::kind::constraint)
+          per_candidate += s_.constraints[check.index].code.size();
+      return saturating_add(work, saturating_mul(tried, per_candidate));
+    }
+    return work;
+  }
+
   // Expands level `level` under the current prefix; returns valid completions.
   std::uint64_t grow(std::size_t level) {
     auto& nodes = raw_[level];
@@ -79,6 +121,7 @@ class tree_builder {
       if (i == candidates && !p.when) break;
       const std::uint32_t index = i == candidates ? config::inactive : i;
       bind(param, index);
+      if (++work_ > max_work) throw_too_much_work();
       if (!passes(level)) continue;
       if (++total_ > max_nodes) throw_too_large();
       nodes.push_back({index, 0, 0, 0, 0});
@@ -114,7 +157,9 @@ class tree_builder {
         const bool active = s_.active(check.index, values_.data());
         ok = active != (indices_[check.index] == config::inactive);
       } else {
-        const auto v = s_.eval.run(s_.constraints[check.index], values_.data());
+        const auto& program = s_.constraints[check.index];
+        work_ += program.code.size();
+        const auto v = s_.eval.run(program, values_.data());
         ok = v && *v != 0;
         if (!ok) rejected_[check.index] += suffix_[level + 1];
       }
@@ -152,6 +197,7 @@ class tree_builder {
     std::string names;
     for (auto p : g_.params) names += (names.empty() ? "" : ", ") + s_.def.parameters[p].name;
     diagnostic d;
+    d.file = s_.def.file;
     d.message = "space '" + s_.def.name + "' is too large to build: the parameters {" + names +
                 "} are tied by constraints and have more than " + std::to_string(max_nodes) +
                 " valid partial configs";
@@ -159,9 +205,24 @@ class tree_builder {
     throw space_error({d});
   }
 
+  [[noreturn]] void throw_too_much_work() const {
+    std::string names;
+    for (auto p : g_.params) names += (names.empty() ? "" : ", ") + s_.def.parameters[p].name;
+    diagnostic d;
+    d.file = s_.def.file;
+    d.message = "space '" + s_.def.name + "' is too costly to build: checking the constraints " +
+                "that tie {" + names + "} needs more than " + std::to_string(max_work) +
+                " steps (docs/limits.md)";
+    d.hint =
+        "a constraint over several large domains is tried on every combination of their values: "
+        "narrow the domains, or derive one parameter from the others with let";
+    throw space_error({d});
+  }
+
   space::impl& s_;
   group_tree& g_;
   std::vector<std::uint64_t>& rejected_;
+  std::uint64_t& work_;
   std::vector<std::int64_t> values_;
   std::vector<std::uint32_t> indices_ = std::vector<std::uint32_t>(values_.size(), 0);
   std::vector<std::uint64_t> suffix_;
@@ -275,9 +336,10 @@ void build_trees(space::impl& s) {
   s.stats.assign(s.constraints.size(), {});
   s.infos.clear();
   std::vector<std::uint64_t> rejected(s.constraints.size(), 0);
+  std::uint64_t work = 0;
   for (std::size_t gi = 0; gi < s.groups.size(); ++gi) {
     auto& g = s.groups[gi];
-    tree_builder builder(s, g, rejected);
+    tree_builder builder(s, g, rejected, work);
     builder.build();
     if (g.count == 0) throw_empty(s, g, builder.deepest_rejecting_level(), rejected);
     std::uint64_t nodes = 0;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -50,6 +51,9 @@ ordered_json configuration(const trial& t, const space& s) {
 std::string timestamp(double t) {
   using namespace std::chrono;
   if (!std::isfinite(t)) t = 0;
+  // A damaged study file may hold any time: keep it within years 1970..9999,
+  // where the conversions below cannot overflow (found by fuzz_study_file).
+  t = std::clamp(t, 0.0, 253402300799.0);  // 9999-12-31 23:59:59
   const auto us = sys_time<microseconds>(microseconds(std::llround(t * 1e6)));
   const auto day = floor<days>(us);
   const year_month_day ymd(day);

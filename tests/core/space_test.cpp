@@ -250,6 +250,19 @@ TEST_CASE("JSON round trip and errors") {
       s.from_json(R"({"tile": 128, "home": "sbuf", "order": ["k","k","n"], "fast": true})"),
       doctest::Contains("is not an order of"), error);
   CHECK_THROWS_AS(s.from_json("[1, 2"), error);
+  // Hostile text is a tessel::error too (issue 15): a number out of range was
+  // std::out_of_range (exit 3 from the tool), 2^64-1 was read as -1.
+  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 1e400})"),
+                       doctest::Contains("config is not valid JSON"), error);
+  CHECK_THROWS_WITH_AS(s.from_json(R"({"tile": 18446744073709551615, "home": "sbuf",)"
+                                   R"( "order": ["k","m","n"], "fast": true})"),
+                       doctest::Contains("is not an integer"), error);
+  CHECK_THROWS_WITH_AS(s.from_json(std::string(100'000, '[')),
+                       doctest::Contains("config is not valid JSON"), error);
+  CHECK_THROWS_WITH_AS(
+      s.from_json(R"({"tile": )" + std::string(50, '[') + std::string(50, ']') + "}"),
+      "config nests more than 16 levels deep", error);
+  CHECK_THROWS_AS(s.from_json("{\"tile\": \"caf\xe9\"}"), error);
   // Present but inactive: the conditional parameter must follow its `when`.
   const auto bad = s.from_json(
       R"({"tile": 128, "home": "sbuf", "order": ["k","m","n"], "fast": true, "prefetch": true})");

@@ -83,10 +83,10 @@ TEST_CASE("trn1 and trn2 define the same constants, so a space re-targets") {
   const auto trn1 = *tessel::builtin_target("trn1");
   const auto trn2 = *tessel::builtin_target("trn2");
   REQUIRE(trn1.constants.size() == trn2.constants.size());
-  for (const auto& [key, value] : trn1.constants) {
-    INFO("constant ", key);
-    CHECK(trn2.find(key).has_value());
-    CHECK(value >= 0);
+  for (const auto& entry : trn1.constants) {  // no structured binding: clang 14 cannot capture one
+    INFO("constant ", entry.first);
+    CHECK(trn2.find(entry.first).has_value());
+    CHECK(entry.second >= 0);
   }
 }
 

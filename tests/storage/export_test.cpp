@@ -179,3 +179,21 @@ TEST_CASE("export: a study with no finished trial") {
   export_trials(jsonl, export_format::json, small_record(s), {}, s);
   CHECK(jsonl.str().empty());
 }
+
+TEST_CASE("export: a damaged study file's times give years 1970..9999, not overflow") {
+  // Found by fuzz_study_file: a created_at of 1e300 overflowed std::chrono
+  // (undefined behaviour; a garbage timestamp in the release build).
+  const auto s = storage_space();
+  const auto trials = small_study(s);
+  for (const double created_at : {1e300, -1e300, 1e17}) {
+    auto record = small_record(s);
+    record.created_at = created_at;
+    std::ostringstream t4;
+    export_trials(t4, export_format::t4, record, trials, s);
+    const auto doc = nlohmann::json::parse(t4.str());
+    REQUIRE(!doc.at("results").empty());
+    const auto stamp = doc["results"][0]["timestamp"].get<std::string>();
+    INFO(stamp);
+    CHECK((stamp.starts_with("9999-12-31") || stamp.starts_with("1970-01-01")));
+  }
+}

@@ -81,6 +81,18 @@ case "$mode" in
     echo $! > "$1"
     echo 2.0
     ;;
+  flood)  # 16 MB of garbage JSON on one line: '[' nested millions deep
+    head -c 16000000 /dev/zero | tr '\0' '['
+    ;;
+  flood_lines)  # 16 MB of lines that look like reports but never close
+    head -c 16000000 /dev/zero | tr '\0' '{' | fold -w 1000
+    ;;
+  deep_report)  # a report line nested 100 levels deep in its metrics
+    printf '{"objective": 1, "message": '
+    head -c 100 /dev/zero | tr '\0' '['
+    head -c 100 /dev/zero | tr '\0' ']'
+    echo '}'
+    ;;
   big)  # megabytes on both pipes before the report
     head -c 3000000 /dev/zero | tr '\0' 'e' >&2
     head -c 3000000 /dev/zero | tr '\0' 'o'

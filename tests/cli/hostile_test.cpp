@@ -1,0 +1,89 @@
+// Hostile input to the tool (issue 15): bad bytes, huge numbers, odd ids and
+// huge outputs are bad input (exit 1, or a one-line error from `serve`, which
+// goes on), never an internal error (exit 3).
+#include "tool.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace cli_testing;
+using json = nlohmann::json;
+
+namespace {
+
+/// Each line of `out` parsed as JSON (strict UTF-8); fails on one that is not.
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    CHECK_MESSAGE(!j.is_discarded(), "not one line of JSON: ", line);
+    lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+std::string error_of(const json& reply) {
+  return reply.contains("error") && reply["error"].is_string() ? reply["error"].get<std::string>()
+                                                               : std::string();
+}
+
+}  // namespace
+
+TEST_CASE("serve: hostile lines are answered on one line each, and the session goes on") {
+  // Before: 1e400 and a non-UTF-8 byte ended the process with exit 3 and a
+  // multi-line JSON object; trial_id 1.5 was taken as 1 and -1 as 2^64-1.
+  const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 < fixtures/hostile.jsonl");
+  CHECK(r.code == 0);
+  const auto replies = json_lines(r.out);
+  REQUIRE(replies.size() == 10);
+  CHECK(replies[0]["ok"] == false);
+  CHECK(error_of(replies[0]).find("not a JSON object") != std::string::npos);  // 1e400
+  CHECK(replies[1]["ok"] == false);                                            // a bad byte
+  CHECK(replies[2]["space"]["valid_configs"] == 78);
+  CHECK(error_of(replies[3]).find("\"trial_id\" must be a whole number") != std::string::npos);
+  CHECK(error_of(replies[4]).find("\"trial_id\" must be a whole number") != std::string::npos);
+  CHECK(error_of(replies[5]).find("\"n\" must be from 0 to 10000") != std::string::npos);
+  CHECK(error_of(replies[6]).find("\"run_s\" must be a number >= 0") != std::string::npos);
+  CHECK(error_of(replies[7]).find("nests at most 64 levels") != std::string::npos);
+  CHECK(error_of(replies[8]).find("unknown trial id 1") != std::string::npos);  // none asked
+  CHECK(replies[9]["ok"] == true);
+}
+
+TEST_CASE("serve: a space whose text holds a non-UTF-8 byte is described, bytes replaced") {
+  const auto r = tessel(
+      "serve fixtures/non_utf8.tsl --no-db < fixtures/serve_script.jsonl");  // starts with space
+  CHECK(r.code == 0);
+  const auto replies = json_lines(r.out);
+  REQUIRE(!replies.empty());
+  CHECK(replies[0]["space"]["constraints"][0]["message"] == "caf\xef\xbf\xbd");  // U+FFFD
+}
+
+TEST_CASE("serve: a failure to start is one line of JSON on stdout") {
+  const auto r = tessel("serve fixtures/syntax_error.tsl --no-db < /dev/null");
+  CHECK(r.code == 1);
+  const auto replies = json_lines(r.out);
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0]["ok"] == false);
+}
+
+TEST_CASE("check --json: a message with a non-UTF-8 byte is valid JSON, exit 0") {
+  // Before: exit 3 ("invalid UTF-8 byte").
+  const auto r = tessel("check fixtures/non_utf8.tsl --json");
+  CHECK(r.code == 0);
+  const auto out = json::parse(r.out, nullptr, false);
+  REQUIRE(!out.is_discarded());
+  CHECK(out["constraints"][0]["message"] == "caf\xef\xbf\xbd");
+}
+
+TEST_CASE("check: a --set value with a non-UTF-8 byte is bad input, exit 1") {
+  const auto r = tessel("check fixtures/small.tsl --json --set \"N=$(printf 'caf\\351')\"");
+  CHECK(r.code == 1);
+  const auto out = json::parse(r.out, nullptr, false);
+  REQUIRE(!out.is_discarded());
+  CHECK(out["ok"] == false);
+}
