@@ -167,7 +167,9 @@ TEST_CASE("reported results survive the study file") {
     const auto s = st.ask(1);
     st.tell(s[0].trial_id, measurement::success(3.0), 12);
   }
-  auto st = make({}, std::make_shared<study_db>(path));
+  study::options resume;
+  resume.resume = true;
+  auto st = make(resume, std::make_shared<study_db>(path));
   REQUIRE(st.trials().size() == 1);
   CHECK(st.trials()[0].reported);
   CHECK(st.trials()[0].result.metrics.empty());  // the marker is not a metric

@@ -147,7 +147,9 @@ TEST_CASE("trainium: every failure mode ends as its status, without a time") {
       {"stale_kernel", {status::suspicious, status::incorrect}, ""},
       {"skip_kernel", {status::incorrect}, "incorrect"},
       {"one_row_kernel", {status::incorrect}, "incorrect"},
-      {"noisy_kernel", {status::suspicious}, "not deterministic"},
+      // Its noise is within the gate's tolerance, which the gate now accepts
+      // (split-K style); the runner's check of the timed outputs still flags it.
+      {"noisy_kernel", {status::suspicious}, "suspicious"},
       {"timing_liar_kernel", {status::suspicious}, "when it is timed"},
   };
   const auto s = matmul_space();

@@ -261,7 +261,9 @@ class layernorm_kernel final : public row_kernel {
     }
     const float inv_n = 1.0F / static_cast<float>(n);
     const float mean = sum * inv_n;
-    const float var = squares * inv_n - mean * mean;
+    // E[x^2] - mean^2 rounds below 0 on a constant row with a large mean
+    // (the gate's 'constant' suite): clamp it, as a kernel must, not NaN.
+    const float var = std::max(squares * inv_n - mean * mean, 0.0F);
     const float rstd = 1.0F / std::sqrt(var + layernorm_epsilon);
     const float bias = -(mean * rstd);
     for (std::size_t j = 0; j < static_cast<std::size_t>(chunk_end(chunks() - 1)); ++j) {
