@@ -2,17 +2,21 @@
 // clock (the machine may be shared, so a strategy is charged its own CPU
 // time, not the time other processes take the core), seeds run side by
 // side on threads, comma-separated option lists, and the names of the real
-// replay spaces of data/bench.
+// replay spaces of data/bench, and the bootstrap both ratio tables use.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <tessel/random.hpp>
+
+#include <algorithm>
 #include <atomic>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tessel::bench {
@@ -68,6 +72,22 @@ inline std::vector<std::string> replay_names(const std::filesystem::path& data,
 inline std::filesystem::path replay_path(const std::filesystem::path& data,
                                          const std::string& name) {
   return data / "bench" / (name + ".json.gz");
+}
+
+/// The mean of a resample (with replacement) of `v`: one bootstrap draw.
+inline double resampled_mean(const std::vector<double>& v, rng& random) {
+  double sum = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) sum += v[random.uniform(v.size())];
+  return sum / static_cast<double>(v.size());
+}
+
+/// The 2.5% and 97.5% points of `draws`: a percentile-bootstrap 95% interval.
+inline std::pair<double, double> interval(std::vector<double> draws) {
+  std::sort(draws.begin(), draws.end());
+  const auto at = [&](double q) {
+    return draws[static_cast<std::size_t>(q * static_cast<double>(draws.size() - 1))];
+  };
+  return {at(0.025), at(0.975)};
 }
 
 }  // namespace tessel::bench

@@ -185,22 +185,6 @@ struct arm_result {
   }
 };
 
-/// The mean of a resample (with replacement) of `times`.
-double resampled_mean(const std::vector<double>& times, rng& random) {
-  double sum = 0;
-  for (std::size_t i = 0; i < times.size(); ++i) sum += times[random.uniform(times.size())];
-  return sum / static_cast<double>(times.size());
-}
-
-/// The 2.5% and 97.5% points of `draws`.
-std::pair<double, double> interval(std::vector<double> draws) {
-  std::sort(draws.begin(), draws.end());
-  const auto at = [&](double q) {
-    return draws[static_cast<std::size_t>(q * static_cast<double>(draws.size() - 1))];
-  };
-  return {at(0.025), at(0.975)};
-}
-
 /// Percentile-bootstrap 95% intervals of each space's EI / aware mean-time
 /// ratio and of their geometric mean: seeds resampled with replacement,
 /// each arm on its own, 2,000 times.
@@ -216,15 +200,15 @@ bootstrap bootstrap_ratios(const std::vector<std::pair<arm_result, arm_result>>&
   std::vector<double> geo(draws, 0.0);
   for (std::size_t d = 0; d < draws; ++d)
     for (std::size_t i = 0; i < arms.size(); ++i) {
-      const double r = resampled_mean(arms[i].second.times, random) /
-                       resampled_mean(arms[i].first.times, random);
+      const double r = bench::resampled_mean(arms[i].second.times, random) /
+                       bench::resampled_mean(arms[i].first.times, random);
       ratios[i].push_back(r);
       geo[d] += std::log(r) / static_cast<double>(arms.size());
     }
   bootstrap out;
-  for (auto& r : ratios) out.per_space.push_back(interval(std::move(r)));
+  for (auto& r : ratios) out.per_space.push_back(bench::interval(std::move(r)));
   for (auto& g : geo) g = std::exp(g);
-  out.geomean = interval(std::move(geo));
+  out.geomean = bench::interval(std::move(geo));
   return out;
 }
 

@@ -295,20 +295,6 @@ struct arm {
   }
 };
 
-double resampled_mean(const std::vector<double>& v, rng& random) {
-  double sum = 0;
-  for (std::size_t i = 0; i < v.size(); ++i) sum += v[random.uniform(v.size())];
-  return sum / static_cast<double>(v.size());
-}
-
-std::pair<double, double> interval(std::vector<double> draws) {
-  std::sort(draws.begin(), draws.end());
-  const auto at = [&](double q) {
-    return draws[static_cast<std::size_t>(q * static_cast<double>(draws.size() - 1))];
-  };
-  return {at(0.025), at(0.975)};
-}
-
 /// Percentile-bootstrap 95% intervals of each pair's high-only / multi mean
 /// ratio and of their geometric mean (seeds resampled, each arm on its own).
 std::pair<std::vector<std::pair<double, double>>, std::pair<double, double>> bootstrap(
@@ -319,15 +305,15 @@ std::pair<std::vector<std::pair<double, double>>, std::pair<double, double>> boo
   std::vector<double> geo(draws, 0.0);
   for (std::size_t d = 0; d < draws; ++d)
     for (std::size_t i = 0; i < arms.size(); ++i) {
-      const double r =
-          resampled_mean(arms[i].first.high, random) / resampled_mean(arms[i].second.high, random);
+      const double r = bench::resampled_mean(arms[i].first.high, random) /
+                       bench::resampled_mean(arms[i].second.high, random);
       ratios[i].push_back(r);
       geo[d] += std::log(r) / static_cast<double>(arms.size());
     }
   std::vector<std::pair<double, double>> per;
-  for (auto& r : ratios) per.push_back(interval(std::move(r)));
+  for (auto& r : ratios) per.push_back(bench::interval(std::move(r)));
   for (auto& g : geo) g = std::exp(g);
-  return {per, interval(std::move(geo))};
+  return {per, bench::interval(std::move(geo))};
 }
 
 }  // namespace
