@@ -59,9 +59,10 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
         "PYTHONPATH", where.runner_dir + (path != nullptr && *path != 0 ? ":" + std::string(path)
                                                                         : std::string()));
     for (const auto& [name, value] : variables) {
+      const std::string prefix = name + "=";  // clang 14 cannot capture a structured binding
       std::erase_if(p.environment,
-                    [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
-      p.environment.push_back(name + "=" + value);
+                    [&prefix](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+      p.environment.push_back(prefix + value);
     }
     p.arguments = {where.python, "-m", "tessel_trainium.runner"};
   } else {

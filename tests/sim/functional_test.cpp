@@ -192,7 +192,9 @@ TEST_CASE("functional: sampled tail-tile configs pass the gate") {
     const std::vector<std::vector<std::string>> orders{
         {"m", "n", "k"}, {"k", "m", "n"}, {"n", "k", "m"}};
     v.order = orders[static_cast<std::size_t>(i) % orders.size()];
-    auto [s, c] = fixed_space("matmul", builtin("trn2"), v);
+    auto fixed = fixed_space("matmul", builtin("trn2"), v);  // no structured binding: INFO captures
+    const auto& s = fixed.first;
+    const auto& c = fixed.second;
     sim_backend b(gated());
     const auto m = b.evaluate(s, c);
     INFO(s.to_json(c), ": ", m.message);
@@ -239,8 +241,10 @@ void check_direct(
 
 TEST_CASE("functional: outputs equal a direct fp64 computation within tolerance") {
   SUBCASE("matmul") {
-    for (const auto& [type, layout] : std::vector<std::pair<std::string, std::string>>{
+    for (const auto& variant : std::vector<std::pair<std::string, std::string>>{
              {"bf16", "km"}, {"bf16", "mk"}, {"fp8", "km"}, {"fp32", "mk"}}) {
+      const auto& type = variant.first;  // no structured binding: INFO captures
+      const auto& layout = variant.second;
       INFO(type, " ", layout);
       const bool mk = layout == "mk";
       check_direct({"matmul", matmul_tail(type, layout)},
