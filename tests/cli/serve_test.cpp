@@ -53,7 +53,8 @@ TEST_CASE("serve: the agent ops on the simulator, with --verify") {
     CHECK(p.contains("default"));
   }
 
-  for (const auto& s : reply(4)["suggestions"]) {
+  const auto suggestions = reply(4)["suggestions"];  // not a range over a temporary's member
+  for (const auto& s : suggestions) {
     CHECK(s["prediction"]["basis"] == "prior");
     CHECK(s["reason"].is_string());
   }
