@@ -304,99 +304,7 @@ const char* status_hint(status st) {
   return "";
 }
 
-// --- the op table ---------------------------------------------------------------------------
-
-/// A JSON Schema object of `properties` (JSON text), closed to other names.
-json schema(std::string_view properties, std::vector<std::string> required = {}) {
-  json out = {{"type", "object"}, {"properties", json::parse(properties)}};
-  if (!required.empty()) out["required"] = required;
-  out["additionalProperties"] = false;
-  return out;
-}
-
-constexpr std::string_view config_property = R"("config": {"type": "object",
-  "description": "parameter names to values as the space op gives them (numbers, strings, booleans, arrays for loop orders); parameters left out take their defaults"})";
-constexpr std::string_view provenance_properties = R"(
-  "source": {"type": "string", "description": "who proposes it; default \"agent\""},
-  "tokens": {"type": "number", "minimum": 0, "description": "tokens spent proposing it"},
-  "note": {"type": "string", "description": "the rationale, kept with the trial"})";
-constexpr std::string_view trial_id_property =
-    R"("trial_id": {"type": "integer", "minimum": 1, "description": "a trial id from ask or enqueue"})";
-
-std::string object(std::initializer_list<std::string_view> members) {
-  std::string out = "{";
-  for (const auto m : members) out += (out.size() > 1 ? "," : "") + std::string(m);
-  return out + "}";
-}
-
-std::vector<op_info> make_op_list() {
-  constexpr std::string_view none = "{}";
-  return {
-      {"space",
-       "Describe the search space: each parameter's kind, typed values and default, the "
-       "constants, the target's numbers, the constraints and how many configs are valid. Call "
-       "it first.",
-       schema(none)},
-      {"ask",
-       "Get up to n configs to evaluate next, best first. Each carries a prediction (mean, "
-       "sigma, p_feasible, expected_gain, cost_s, utility; basis \"prior\" until a model is "
-       "fitted) and the reason it was chosen. Measure them and report with tell.",
-       schema(R"({"n": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1}})")},
-      {"tell",
-       "Report the result of a trial you measured yourself (from ask). The result is stored as "
-       "agent-reported (unverified).",
-       schema(object({trial_id_property, R"(
-  "objective": {"type": "number", "description": "seconds (lower is better); needed when status is ok"},
-  "status": {"type": "string", "default": "ok", "enum": ["ok", "invalid", "compile_error", "runtime_error", "timeout", "incorrect", "suspicious"]},
-  "message": {"type": "string"},
-  "samples": {"type": "array", "items": {"type": "number"}},
-  "cost": {"type": "object", "properties": {"compile_s": {"type": "number"}, "gate_s": {"type": "number"}, "run_s": {"type": "number"}}},
-  "metrics": {"type": "object", "additionalProperties": {"type": "number"}},
-  "tokens": {"type": "number", "minimum": 0, "description": "tokens spent on this trial"})"}),
-              {"trial_id"})},
-      {"enqueue",
-       "Propose a config of your own; it is checked against the space and queued for ask (or "
-       "run). Returns its trial id, or duplicate: true when it was already proposed.",
-       schema(object({config_property, provenance_properties}), {"config"})},
-      {"evaluate",
-       "Evaluate one config now on the session's backend (equivalence-gated) and return the "
-       "trial. Needs a backend.",
-       schema(object({config_property, provenance_properties}), {"config"})},
-      {"run",
-       "Let tessel propose and evaluate `evaluations` more configs on its backend, reporting "
-       "progress; stops early at `target` (seconds) if given. Needs a backend.",
-       schema(
-           R"({"evaluations": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 1},
-                  "target": {"type": "number", "description": "stop once the best is at most this"}})")},
-      {"best", "The best trial so far (null before any success).", schema(none)},
-      {"trials", "Every trial so far, in proposal order.", schema(none)},
-      {"explain",
-       "Why a config is as fast as it is on the simulator: latency, roofline, bottleneck, engine "
-       "busy fractions and ranked suggestions in terms of the space's parameters. Give a config, "
-       "a trial_id, or nothing for the best trial.",
-       schema(object({config_property, trial_id_property}))},
-      {"why_failed",
-       "Why trials failed: one trial (trial_id), whether a config is valid (config), or all "
-       "failures grouped by status with examples.",
-       schema(object({config_property, trial_id_property}))},
-      {"verify",
-       "Re-measure on the backend the best agent-reported results (tell) that would beat the "
-       "best measured one, so an unverified time cannot be the answer. Needs a backend.",
-       schema(R"({"max": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1}})")},
-      {"summary", "Counts by status, the best, cost and tokens spent, and the full text report.",
-       schema(none)},
-      {"help", "The ops and their arguments (JSON Schema).",
-       schema(R"({"op": {"type": "string", "description": "describe only this op"}})"), false},
-      {"quit", "End the session after replying.", schema(none), false},
-  };
-}
-
 }  // namespace
-
-const std::vector<op_info>& op_list() {
-  static const std::vector<op_info> list = make_op_list();
-  return list;
-}
 
 json trial_json(const space& s, const trial& t) {
   json out = {{"trial_id", t.id},
@@ -680,7 +588,8 @@ json ops::dispatch(std::string_view name, const json& given, const progress_sink
     done_ = true;
     return json::object();
   }
-  throw op_error(op_error_kind::unknown_op, fmt::format("op '{}' is not implemented", name));
+  throw op_error(op_error_kind::unknown_op,
+                 fmt::format("op '{}' is in the op table but has no handler", name));
 }
 
 json ops::run_op(const json& given, const progress_sink& progress) {
