@@ -5,6 +5,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "ops.hpp"
+#include "protocol.hpp"
 #include "study_setup.hpp"
 
 #include <fmt/format.h>
@@ -68,13 +69,13 @@ class server {
       : setup_(setup), ops_(*setup.study, setup.backend, setup.evaluates), out_(out) {}
 
   /// Handles one line; writes the response (if any) and notifications.
-  void handle(const std::string& line) {
+  void handle(const std::string& line, bool too_long) {
+    if (too_long)
+      return reply_error(nullptr, invalid_request,
+                         fmt::format("a request line is at most {} bytes", max_request_line_bytes));
     json msg;
-    try {
-      msg = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
-      return reply_error(nullptr, parse_error, fmt::format("not JSON: {}", e.what()));
-    }
+    if (auto why = parse_request(line, msg); !why.empty())
+      return reply_error(nullptr, parse_error, why);
     if (!msg.is_object() || msg.value("jsonrpc", "") != "2.0" || !msg.contains("method") ||
         !msg["method"].is_string()) {
       if (msg.is_object() && (msg.contains("result") || msg.contains("error"))) return;
@@ -245,10 +246,11 @@ int run_mcp(const study_setup_options& o) {
   fmt::print(stderr, "tessel mcp: space '{}' ({} valid configs), backend {}; MCP over stdio\n",
              setup.space.space.name(), setup.space.space.count(), setup.backend->name());
   std::string line;
-  while (!srv.done() && std::getline(std::cin, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  bool too_long = false;
+  while (!srv.done() && read_request_line(std::cin, line, too_long)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos && !too_long) continue;
     try {
-      srv.handle(line);
+      srv.handle(line, too_long);
     } catch (const std::exception& e) {  // e.g. bad_alloc: log it, and the session goes on
       fmt::print(stderr, "tessel mcp: internal error: {}\n", e.what());
     }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <istream>
+
 namespace tessel::cli {
 
 namespace {
@@ -17,6 +19,35 @@ std::string one_line(const json& answer) {
 
 }  // namespace
 
+bool read_request_line(std::istream& in, std::string& line, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buffer = in.rdbuf();
+  for (;;) {
+    const auto c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) return !line.empty() || too_long;
+    if (c == '\n') return true;
+    if (line.size() < max_request_line_bytes)
+      line.push_back(static_cast<char>(c));
+    else
+      too_long = true;
+  }
+}
+
+std::string parse_request(std::string_view line, json& out) {
+  bool too_deep = false;
+  try {
+    out = json::parse(line, [&](int depth, json::parse_event_t, json&) {
+      too_deep = too_deep || depth > max_request_depth;
+      return !too_deep;
+    });
+  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
+    return fmt::format("not a JSON object: {}", e.what());
+  }
+  if (too_deep) return fmt::format("a request nests at most {} levels deep", max_request_depth);
+  return {};
+}
+
 std::string protocol::handle(std::string_view line) {
   try {
     return answer(line);
@@ -28,18 +59,8 @@ std::string protocol::handle(std::string_view line) {
 std::string protocol::answer(std::string_view line) {
   json response = {{"ok", true}};
   json req;
-  bool too_deep = false;
-  try {
-    req = json::parse(line, [&](int depth, json::parse_event_t, json&) {
-      too_deep = too_deep || depth > max_depth;
-      return !too_deep;
-    });
-  } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
-    return one_line({{"ok", false}, {"error", fmt::format("not a JSON object: {}", e.what())}});
-  }
-  if (too_deep)
-    return one_line({{"ok", false},
-                     {"error", fmt::format("a request nests at most {} levels deep", max_depth)}});
+  if (auto why = parse_request(line, req); !why.empty())
+    return one_line({{"ok", false}, {"error", std::move(why)}});
   if (req.is_object() && req.contains("id")) response["id"] = req["id"];
   try {
     if (!req.is_object() || !req.contains("op") || !req["op"].is_string())

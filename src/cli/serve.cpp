@@ -15,27 +15,6 @@
 namespace tessel::cli {
 namespace {
 
-/// The most bytes of one request line (docs/limits.md); the rest of a longer
-/// line is read and dropped, and the line is answered with an error.
-constexpr std::size_t max_line_bytes = std::size_t{16} << 20;
-
-/// Reads one line of at most max_line_bytes into `line`; false at the end of
-/// input. `too_long` tells whether bytes were dropped.
-bool read_line(std::istream& in, std::string& line, bool& too_long) {
-  line.clear();
-  too_long = false;
-  std::streambuf* buffer = in.rdbuf();
-  for (;;) {
-    const auto c = buffer->sbumpc();
-    if (c == std::char_traits<char>::eof()) return !line.empty() || too_long;
-    if (c == '\n') return true;
-    if (line.size() < max_line_bytes)
-      line.push_back(static_cast<char>(c));
-    else
-      too_long = true;
-  }
-}
-
 int run_serve(const study_setup_options& o) {
   auto setup = make_study(o);
   ops agent_ops(*setup.study, setup.backend, setup.evaluates);
@@ -45,10 +24,10 @@ int run_serve(const study_setup_options& o) {
              setup.space.space.name(), setup.space.space.count(), setup.backend->name());
   std::string line;
   bool too_long = false;
-  while (!session.done() && read_line(std::cin, line, too_long)) {
+  while (!session.done() && read_request_line(std::cin, line, too_long)) {
     if (too_long) {
       std::cout << fmt::format(R"({{"ok":false,"error":"a request line is at most {} bytes"}})",
-                               max_line_bytes)
+                               max_request_line_bytes)
                 << '\n'
                 << std::flush;
       continue;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,6 +62,30 @@ TEST_CASE("serve: a space whose text holds a non-UTF-8 byte is described, bytes 
   const auto replies = json_lines(r.out);
   REQUIRE(!replies.empty());
   CHECK(replies[0]["space"]["constraints"][0]["message"] == "caf\xef\xbf\xbd");  // U+FFFD
+}
+
+TEST_CASE("mcp: a line past 16 MiB and a request nested 100,000 deep get errors, and it goes on") {
+  // Before: mcp read whole lines with std::getline (no bound) and parsed them
+  // without a depth limit.
+  const std::string input =
+      std::string(TESSEL_CLI_WORK_DIR) + "/mcp_hostile_" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream in(input, std::ios::binary);
+    in << std::string((std::size_t{16} << 20) + 10, 'x') << '\n'
+       << std::string(100000, '[') << std::string(100000, ']') << '\n'
+       << R"({"jsonrpc":"2.0","id":7,"method":"ping"})" << '\n';
+  }
+  const auto r = tessel("mcp fixtures/small.tsl --no-db < '" + input + "'");
+  CHECK(r.code == 0);
+  const auto replies = json_lines(r.out);
+  REQUIRE(replies.size() == 3);
+  CHECK(replies[0]["error"]["code"] == -32600);
+  CHECK(replies[0]["error"]["message"].get<std::string>().find("at most 16777216 bytes") !=
+        std::string::npos);
+  CHECK(replies[1]["error"]["message"].get<std::string>().find("nests at most 64") !=
+        std::string::npos);
+  CHECK(replies[2]["id"] == 7);
+  CHECK(replies[2].contains("result"));
 }
 
 TEST_CASE("serve: a failure to start is one line of JSON on stdout") {
