@@ -123,6 +123,15 @@ void multi_fidelity_backend::release_high() {
   high_free_.notify_one();
 }
 
+std::optional<measurement> multi_fidelity_backend::remeasure(const space& s, const config& c) {
+  acquire_high();
+  struct release_on_exit {
+    multi_fidelity_backend& self;
+    ~release_on_exit() { self.release_high(); }
+  } release{*this};
+  return high_->remeasure(s, c);
+}
+
 measurement multi_fidelity_backend::evaluate(const space& s, const config& c) {
   auto low = low_->evaluate(s, c);
   decision d;

@@ -167,6 +167,8 @@ class multi_fidelity_backend : public backend {
   void prepare(const space& s) override;
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override;
+  /// The high fidelity's remeasurement: a study's best was measured there.
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   /// The low fidelity's estimate (the cost every config pays).
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 

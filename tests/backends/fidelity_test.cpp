@@ -246,3 +246,34 @@ TEST_CASE("fidelity: the top filter spends fewer high evaluations than promoting
   bad.top_fraction = 0;
   CHECK_THROWS_AS(multi_fidelity_backend(p.low, p.high, bad), options_error);
 }
+
+namespace {
+/// A high fidelity whose timings are noisy: it remeasures, with a mark.
+struct remeasuring_backend : backend {
+  [[nodiscard]] std::string name() const override { return "remeasuring"; }
+  [[nodiscard]] measurement evaluate(const space& s, const config& c) override {
+    return measurement::success(truth(s, c));
+  }
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override {
+    auto again = measurement::success(truth(s, c) + 0.5);
+    again.metrics["again"] = 1;
+    return again;
+  }
+};
+}  // namespace
+
+TEST_CASE("fidelity: the best is remeasured at the high fidelity, not the low one") {
+  // Before: multi_fidelity_backend kept backend::remeasure's default
+  // (nullopt), so `tune --fidelity ... --fidelity trainium:...` reported one
+  // noisy high-fidelity run as its best.
+  const auto s = grid();
+  auto p = make_pair([](double t) { return t; });
+  multi_fidelity_backend mf(p.low, std::make_shared<remeasuring_backend>());
+  const auto c = s.at(17);
+  const auto again = mf.remeasure(s, c);
+  REQUIRE(again);
+  CHECK(again->metrics.at("again") == 1);
+  CHECK(again->objective == doctest::Approx(truth(s, c) + 0.5));
+  multi_fidelity_backend quiet(p.low, p.high);
+  CHECK_FALSE(quiet.remeasure(s, c));  // a high fidelity that does not remeasure
+}
