@@ -85,6 +85,7 @@ def layernorm_kernel(x, gamma, beta):
             nisa.tensor_scalar(dst=rstd, data=rstd, op0=nl.multiply, operand0=1.0 / COLS)  # E[x^2]
             nisa.tensor_tensor(dst=mean_sq, data1=mean, data2=mean, op=nl.multiply)
             nisa.tensor_tensor(dst=rstd, data1=rstd, data2=mean_sq, op=nl.subtract)  # var
+            nisa.tensor_scalar(dst=rstd, data=rstd, op0=nl.maximum, operand0=0.0)  # rounding can make it < 0
             nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd, bias=EPS)
             nisa.tensor_tensor(dst=bias, data1=mean, data2=rstd, op=nl.multiply)
             nisa.tensor_scalar(dst=bias, data=bias, op0=nl.multiply, operand0=-1.0)

@@ -452,6 +452,9 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line("nisa.tensor_scalar(dst=rstd, data=rstd, op0=nl.multiply, operand0=1.0 / COLS)  # E[x^2]");
   w.line("nisa.tensor_tensor(dst=mean_sq, data1=mean, data2=mean, op=nl.multiply)");
   w.line("nisa.tensor_tensor(dst=rstd, data1=rstd, data2=mean_sq, op=nl.subtract)  # var");
+  w.line(
+      "nisa.tensor_scalar(dst=rstd, data=rstd, op0=nl.maximum, operand0=0.0)  # rounding can "
+      "make it < 0");
   w.line("nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd, bias=EPS)");
   w.line("nisa.tensor_tensor(dst=bias, data1=mean, data2=rstd, op=nl.multiply)");
   w.line("nisa.tensor_scalar(dst=bias, data=bias, op0=nl.multiply, operand0=-1.0)");
