@@ -99,15 +99,37 @@ struct sim_backend::impl {
     timing_result timing;
   };
 
-  /// Plans (s, c) once and lowers and times that plan.
+  /// Plans (s, c) once and lowers and times that plan. On a logical core
+  /// of several physical cores (machine::cores), each core's share is
+  /// lowered and timed as its own program and `prog` and the timing are the
+  /// slowest core's; the plan kept for the gate is the whole problem's.
   run simulate(const space& s, const config& c, program& prog, bool record) {
     run r;
     r.w = &workload_for(s);
     r.m = machine_for(s);
     r.plan = r.w->plan_config(s, c, *r.m);
     prog.clear();
+    if (r.m->cores > 1 && r.plan->error.empty())
+      return simulate_cores(std::move(r), s, c, prog, record);
     r.error = r.plan->error.empty() ? r.w->lower_plan(*r.plan, *r.m, prog) : r.plan->error;
     if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
+    return r;
+  }
+
+  run simulate_cores(run r, const space& s, const config& c, program& prog, bool record) {
+    program other;
+    bool first = true;
+    for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
+      program& target_prog = first ? prog : other;
+      r.error = share->error.empty() ? r.w->lower_plan(*share, *r.m, target_prog) : share->error;
+      if (!r.error.empty()) return r;
+      auto t = time_program(target_prog, *r.m, timing_options{.record = record});
+      if (first || t.latency_ns > r.timing.latency_ns) {
+        if (!first) std::swap(prog, other);
+        r.timing = std::move(t);
+      }
+      first = false;
+    }
     return r;
   }
 };
