@@ -58,7 +58,7 @@ std::string workload::core_split_dimension(const space& s, const config& c) cons
   (void)c;
   // the workloads whose outermost independent dimension is a shape constant
   static const std::map<std::string, std::string, std::less<>> table{
-      {"matmul", "M"},  {"rmsnorm", "rows"},      {"softmax", "rows"},
+      {"matmul", "M"},       {"rmsnorm", "rows"},  {"softmax", "rows"},
       {"layernorm", "rows"}, {"swiglu", "tokens"}, {"cross_entropy", "tokens"},
   };
   const auto it = table.find(name());
@@ -73,8 +73,7 @@ std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s,
   for (const auto& x : s.def().constants)
     if (x.name == dim && x.type == value_type::integer) k = &x;
   const std::int64_t parts = m.partitions;
-  const std::int64_t first =
-      k ? std::min(k->value, (k->value / 2 + parts - 1) / parts * parts) : 0;
+  const std::int64_t first = k ? std::min(k->value, (k->value / 2 + parts - 1) / parts * parts) : 0;
   if (!k || m.cores < 2 || first <= 0 || first >= k->value) {
     out.push_back(plan_config(s, c, m));  // one core runs it all
     return out;

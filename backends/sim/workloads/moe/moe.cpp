@@ -53,8 +53,8 @@ std::string read_choices(const value_reader& v, params& p) {
   if (split != "expert" && split != "token")
     return fmt::format("moe: core_split '{}' is not expert or token", split);
   p.split = split == "token" ? moe_detail::core_split::tokens : moe_detail::core_split::experts;
-  if (auto e = emit::read_engine(v, "moe", "evict", "vector", {"vector", "scalar", "gpsimd"},
-                                 p.evict);
+  if (auto e =
+          emit::read_engine(v, "moe", "evict", "vector", {"vector", "scalar", "gpsimd"}, p.evict);
       !e.empty())
     return e;
   return emit::read_engine(v, "moe", "combine_engine", "vector", {"vector", "gpsimd"},
@@ -126,26 +126,37 @@ class lowerer {
   }
 
  private:
-  enum tag_index : std::size_t { t_x, t_t, t_xc, t_w, t_mm, t_scale, t_scatter, t_part, t_sum, t_y };
+  enum tag_index : std::size_t {
+    t_x,
+    t_t,
+    t_xc,
+    t_w,
+    t_mm,
+    t_scale,
+    t_scatter,
+    t_part,
+    t_sum,
+    t_y
+  };
 
   void setup() {
     const std::int64_t b = dtype_bytes(p_.type);
     hbm_x_ = out_.add_buffer({"x (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_in * b});
     hbm_w_ = out_.add_buffer(
         {"expert weights (HBM)", memory::hbm, 0, 1, p_.experts * p_.d_in * p_.d_out * b});
-    hbm_part_ = out_.add_buffer(
-        {"partials (HBM)", memory::hbm, 0, 1, p_.tokens * p_.top_k * p_.d_out * 4});
+    hbm_part_ =
+        out_.add_buffer({"partials (HBM)", memory::hbm, 0, 1, p_.tokens * p_.top_k * p_.d_out * 4});
     hbm_y_ = out_.add_buffer({"y (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_out * b});
     sb_x_ = out_.add_buffer({"x^T tiles", memory::sbuf, pl_.x_bytes / p_.x_bufs, p_.x_bufs, 0});
     sb_raw_ = out_.add_buffer({"gathered x rows", memory::sbuf, pl_.raw_bytes / 2, 2, 0});
-    sb_w_ = out_.add_buffer(
-        {"expert weight blocks", memory::sbuf, pl_.w_bytes / p_.bufs, p_.bufs, 0});
+    sb_w_ =
+        out_.add_buffer({"expert weight blocks", memory::sbuf, pl_.w_bytes / p_.bufs, p_.bufs, 0});
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
     sb_comb_ = out_.add_buffer({"combine tiles", memory::sbuf, pl_.combine_bytes / 2, 2, 0});
     psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
-    for (const char* t : {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
-                          "scale by router weight", "scatter partials", "load partials",
-                          "combine", "store y"})
+    for (const char* t :
+         {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
+          "scale by router weight", "scatter partials", "load partials", "combine", "store y"})
       tags_.push_back(out_.add_tag(t));
     x_.init(p_.x_bufs);
     raw_.init(2);
@@ -166,7 +177,8 @@ class lowerer {
     for (const auto n : pl_.group_size) used += n > 0;
     out_.totals.min_hbm_bytes =
         rows / all *
-        static_cast<double>((p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b);
+        static_cast<double>(
+            (p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b);
     out_.totals.compute_type = p_.type;
   }
 
@@ -414,12 +426,12 @@ class moe final : public workload {
                                               const machine& m) const override {
     const value_reader v(s, c);
     const double rows = static_cast<double>(v.integer("tokens", 1) * v.integer("top_k", 1));
-    const double tiles = v.symbol("grouping", "sorted") == "token"
-                             ? rows
-                             : rows / static_cast<double>(std::max<std::int64_t>(
-                                          1, std::min<std::int64_t>(v.integer("token_tile", 128),
-                                                                    m.partitions))) +
-                                   static_cast<double>(v.integer("experts", 1));
+    const double tiles =
+        v.symbol("grouping", "sorted") == "token"
+            ? rows
+            : rows / static_cast<double>(std::max<std::int64_t>(
+                         1, std::min<std::int64_t>(v.integer("token_tile", 128), m.partitions))) +
+                  static_cast<double>(v.integer("experts", 1));
     const double slabs = static_cast<double>(ceil_div(v.integer("d_in", 128), m.partitions));
     const double chunks =
         static_cast<double>(ceil_div(v.integer("d_out", 512), v.integer("mm_n", 512)));
@@ -458,9 +470,10 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
           "raise token_tile (now {}): {} experts have more rows than a tile and read their "
           "weights once per tile",
           v.integer("token_tile", 128), over));
-    out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {}): the next expert's "
-                              "weights load while this one multiplies",
-                              v.integer("bufs", 2), v.integer("dma_queues", 1)));
+    out.push_back(
+        fmt::format("raise bufs (now {}) or dma_queues (now {}): the next expert's "
+                    "weights load while this one multiplies",
+                    v.integer("bufs", 2), v.integer("dma_queues", 1)));
   } else if (b.tag == "gather x") {
     if (v.symbol("x_layout", "rows") == "transposed")
       out.emplace_back(
@@ -481,9 +494,9 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
     if (b.tag == "transpose x")
       out.emplace_back("x_layout = transposed moves the transposes off TensorE (at a DMA cost)");
   } else if (b.tag == "combine") {
-    out.push_back(fmt::format("combine_engine = {}: move the top_k sums",
-                              v.symbol("combine_engine", "vector") == "vector" ? "gpsimd"
-                                                                               : "vector"));
+    out.push_back(
+        fmt::format("combine_engine = {}: move the top_k sums",
+                    v.symbol("combine_engine", "vector") == "vector" ? "gpsimd" : "vector"));
   } else if (b.tag == "scale by router weight" || b.tag == "copy x^T") {
     out.push_back(fmt::format("evict = {}: move the PSUM drains",
                               v.symbol("evict", "vector") == "scalar" ? "vector" : "scalar"));

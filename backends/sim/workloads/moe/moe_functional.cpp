@@ -26,7 +26,8 @@ namespace {
 /// 128-row slab of d_in is not accumulated.
 class moe_kernel final : public functional_kernel {
  public:
-  explicit moe_kernel(const plan& pl) : p_(pl.p), expert_of_(pl.expert_of), type_(element_of(pl.p.type)) {
+  explicit moe_kernel(const plan& pl)
+      : p_(pl.p), expert_of_(pl.expert_of), type_(element_of(pl.p.type)) {
     computed_.assign(expert_of_.size(), 1);
     tail_.assign(expert_of_.size(), 0);
     std::vector<const group_tile*> last_of_core;
@@ -100,8 +101,8 @@ class moe_kernel final : public functional_kernel {
     }
     return v;
   }
-  const std::vector<float>& w_col(vectors& cache, std::span<const input_tensor> in,
-                                  std::int64_t e, std::int64_t col) const {
+  const std::vector<float>& w_col(vectors& cache, std::span<const input_tensor> in, std::int64_t e,
+                                  std::int64_t col) const {
     auto& v = cache[{1, e * p_.d_out + col}];
     if (v.empty()) {
       v.resize(static_cast<std::size_t>(p_.d_in));

@@ -47,8 +47,8 @@ core_map assign_cores(const plan& pl) {
   });
   std::vector<std::int64_t> load(static_cast<std::size_t>(pl.cores), 0);
   for (const auto e : order) {
-    const auto least = static_cast<std::size_t>(
-        std::min_element(load.begin(), load.end()) - load.begin());
+    const auto least =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     map.of_expert[static_cast<std::size_t>(e)] = static_cast<int>(least);
     load[least] += ceil_div(pl.group_size[static_cast<std::size_t>(e)], 128);
   }
