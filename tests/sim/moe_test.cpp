@@ -25,9 +25,9 @@ constexpr std::int64_t tokens = 256, d_in = 512, d_out = 384, experts = 16, top_
 fixed_values moe_values(const std::map<std::string, std::int64_t>& ints = {},
                         const std::map<std::string, std::string>& syms = {}) {
   fixed_values v;
-  v.integers = {{"tokens", tokens},   {"d_in", d_in},      {"d_out", d_out},
-                {"experts", experts}, {"top_k", top_k},    {"token_tile", 128},
-                {"out_tile", 384},    {"dma_queues", 2},   {"route_skew", 100}};
+  v.integers = {{"tokens", tokens},   {"d_in", d_in},    {"d_out", d_out},
+                {"experts", experts}, {"top_k", top_k},  {"token_tile", 128},
+                {"out_tile", 384},    {"dma_queues", 2}, {"route_skew", 100}};
   for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "moe"}, {"dtype", "bf16"}};
   for (const auto& [k, x] : syms) v.symbols[k] = x;
@@ -140,8 +140,9 @@ TEST_CASE("moe: the gate passes the schedule and catches a dropped small group o
 }
 
 TEST_CASE("moe: the gate catches a dropped tail with per-token grouping and fp32") {
-  auto [s, c] = fixed_space("moe", builtin("trn2"),
-                            moe_values({{"tokens", 40}}, {{"grouping", "token"}, {"dtype", "fp32"}}));
+  auto [s, c] =
+      fixed_space("moe", builtin("trn2"),
+                  moe_values({{"tokens", 40}}, {{"grouping", "token"}, {"dtype", "fp32"}}));
   sim_backend ok(gated()), bad(gated("drop_tail"));
   CHECK(ok.evaluate(s, c).ok());
   const auto m = bad.evaluate(s, c);

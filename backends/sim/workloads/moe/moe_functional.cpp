@@ -19,16 +19,13 @@ namespace {
 /// top_k rows that a group tile computes accumulates x . W_e over d_in in
 /// fp32 (the PSUM group), is multiplied by its router weight in fp32 (the
 /// evict) and kept as an fp32 partial; the combine adds the partials in
-/// slot order in fp32 and rounds y to dtype. A row no tile computes leaves
-/// its partial 0. The reference is the same sum in fp64 without roundings.
-/// drop_tail: the partial last tile of every group is not computed (a
-/// group smaller than token_tile is lost whole); skip_accumulation: the last
-/// 128-row slab of d_in is not accumulated.
+/// slot order in fp32 and rounds y to dtype. The reference is the same sum in fp64 without
+/// roundings. drop_tail: the partial last tile of every group is not computed (a group smaller than
+/// token_tile is lost whole); skip_accumulation: the last 128-row slab of d_in is not accumulated.
 class moe_kernel final : public functional_kernel {
  public:
   explicit moe_kernel(const plan& pl)
       : p_(pl.p), expert_of_(pl.expert_of), type_(element_of(pl.p.type)) {
-    computed_.assign(expert_of_.size(), 1);
     tail_.assign(expert_of_.size(), 0);
     std::vector<const group_tile*> last_of_core;
     for (const auto& core : pl.tiles) {
@@ -138,8 +135,8 @@ class moe_kernel final : public functional_kernel {
             exact_sum += dot * weight;
             continue;
           }
-          float part = 0;
-          if (computed_[row] && !(drop && tail_[row])) {
+          float part = 0;  // a dropped row leaves its partial unwritten (0 here)
+          if (!(drop && tail_[row])) {
             float dot = 0;
             for (std::int64_t k = 0; k < k_end; ++k)
               dot += x[static_cast<std::size_t>(k)] * w[static_cast<std::size_t>(k)];
@@ -155,7 +152,7 @@ class moe_kernel final : public functional_kernel {
 
   params p_;
   std::vector<std::int32_t> expert_of_;
-  std::vector<std::uint8_t> computed_, tail_;
+  std::vector<std::uint8_t> tail_;
   std::vector<std::int64_t> tail_tokens_;
   element_type type_;
   input_memo<vectors> memo_;

@@ -7,6 +7,7 @@
 // row by its router weight and the rows are scattered to fp32 partials in
 // HBM; the combine sums each token's top_k partials into y.
 #include "../../nki/nki.hpp"
+#include "../emit.hpp"
 #include "moe.hpp"
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@
 namespace tessel::sim::moe_detail {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using emit::ceil_div;
 
 /// The group tiles of every core, in order, as a Python list.
 std::string group_table(const plan& pl) {
