@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 using namespace tessel;
@@ -24,16 +25,18 @@ space example(const std::string& file, const std::string& target,
   return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
 }
 
-double latency(const space& s, const config& c) {
+measurement evaluate(const space& s, const config& c) {
   sim_options o;
   o.gate = false;
   sim_backend b(o);
   b.prepare(s);
-  const auto m = b.evaluate(s, c);
+  auto m = b.evaluate(s, c);
   INFO(m.message);
   REQUIRE(m.ok());
-  return m.objective;
+  return m;
 }
+
+double latency(const space& s, const config& c) { return evaluate(s, c).objective; }
 
 }  // namespace
 
@@ -75,9 +78,12 @@ TEST_CASE("lnc: an odd split is as slow as its larger share") {
   const auto two = example("sim_matmul.tsl", "trn2_lnc2", {{"M", "384"}});
   const auto share = example("sim_matmul.tsl", "trn2", {{"M", "256"}});
   const auto c = *one.default_config();
-  const double split = latency(two, c);
-  CHECK(split < latency(one, c));
-  CHECK(split == doctest::Approx(latency(share, c)));
+  const auto split = evaluate(two, c);
+  CHECK(split.objective < latency(one, c));
+  CHECK(split.objective == doctest::Approx(latency(share, c)));
+  // the 128-row core finishes well before the 256-row one
+  CHECK(split.metrics.at("core_balance") < 0.75);
+  CHECK(evaluate(one, c).metrics.count("core_balance") == 0);
 }
 
 TEST_CASE("lnc: moe splits by experts or by tokens; whole experts read each weight once") {
@@ -87,12 +93,21 @@ TEST_CASE("lnc: moe splits by experts or by tokens; whole experts read each weig
   CHECK(c1[*one.parameter_index("core_split")] == config::inactive);  // no second core
   auto c2 = *two.default_config();
   const double single = latency(one, c1);
-  const double by_expert = latency(two, c2);
-  c2[*two.parameter_index("core_split")] = 1;  // token
+  const auto expert_split = evaluate(two, c2);
+  const double by_expert = expert_split.objective;
+  CHECK(expert_split.metrics.at("core_balance") > 0.8);  // experts balanced by sub-tiles
+  c2[*two.parameter_index("core_split")] = 1;            // token
   const double by_token = latency(two, c2);
   CHECK(by_expert < 0.65 * single);
   // weight-bound: each core of the token split reads most experts' weights
   CHECK(by_token > by_expert);
+  sim_options quiet;
+  quiet.gate = false;
+  const auto e = sim_backend(quiet).analyse(two, c2);
+  const bool named = std::any_of(e.suggestions.begin(), e.suggestions.end(), [](const auto& x) {
+    return x.find("core_split = expert") != std::string::npos;
+  });
+  CHECK(named);
 }
 
 TEST_CASE("lnc: a workload without a split dimension runs on one core of the two") {

@@ -442,17 +442,33 @@ class moe final : public workload {
                                                  const config& c) const override;
 };
 
-/// How many experts get more rows than token_tile under the config's routing.
-std::int64_t groups_over_tile(const space& s, const config& c) {
+/// The group sizes of the config's routing: how many experts have more rows
+/// than token_tile, and the share of the 128-row sub-tiles' rows that hold a
+/// routed row (the rest is padding TensorE still streams past).
+struct group_stats {
+  std::int64_t over_tile = 0;
+  double fill = 1;
+};
+
+group_stats routing_stats(const space& s, const config& c) {
   params p;
   try {
-    if (!read(value_reader(s, c), resolve_machine(s.def().target), p).empty()) return 0;
+    if (!read(value_reader(s, c), resolve_machine(s.def().target), p).empty()) return {};
   } catch (const error&) {
-    return 0;  // not a NeuronCore target: no suggestion from the routing
+    return {};  // not a NeuronCore target: no statistics of the routing
   }
   std::vector<std::int64_t> size(static_cast<std::size_t>(p.experts), 0);
   for (const auto e : moe_detail::route_tokens(p)) ++size[static_cast<std::size_t>(e)];
-  return std::count_if(size.begin(), size.end(), [&](std::int64_t n) { return n > p.token_tile; });
+  group_stats g;
+  double rows = 0, slots = 0;
+  for (const auto n : size) {
+    g.over_tile += n > p.token_tile;
+    rows += static_cast<double>(n);
+    slots +=
+        static_cast<double>(p.group == moe_detail::grouping::token ? n : ceil_div(n, 128) * 128);
+  }
+  g.fill = slots > 0 ? rows / slots : 1;
+  return g;
 }
 
 std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const config& c) const {
@@ -465,11 +481,15 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
       out.emplace_back(
           "grouping = sorted: each expert's weights are then read once per group tile, not once "
           "per routed token");
-    else if (const auto over = groups_over_tile(s, c); over > 0)
+    else if (const auto over = routing_stats(s, c).over_tile; over > 0)
       out.push_back(fmt::format(
           "raise token_tile (now {}): {} experts have more rows than a tile and read their "
           "weights once per tile",
           v.integer("token_tile", 128), over));
+    if (v.symbol("core_split", "expert") == "token")
+      out.emplace_back(
+          "core_split = expert: with half the tokens per core, both cores read most experts' "
+          "weights; whole experts per core read each once");
     out.push_back(
         fmt::format("raise bufs (now {}) or dma_queues (now {}): the next expert's "
                     "weights load while this one multiplies",
@@ -488,9 +508,11 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
   } else if (dma) {
     out.push_back(fmt::format("raise dma_queues (now {})", v.integer("dma_queues", 1)));
   } else if (b.phase == "tensor") {
-    out.emplace_back(
-        "TensorE issues one 128-row tile per group even when the group is smaller: small "
-        "groups (a high route_skew leaves many) cost as much as full ones; keep mm_n = 512");
+    out.push_back(fmt::format(
+        "the groups fill {:.0f}% of the 128-row tiles TensorE streams each expert's weights "
+        "past (a group of 5 rows costs as much as one of 128): fewer, larger groups (a lower "
+        "top_k or more tokens per call) are what pays; keep mm_n = 512",
+        100 * routing_stats(s, c).fill));
     if (b.tag == "transpose x")
       out.emplace_back("x_layout = transposed moves the transposes off TensorE (at a DMA cost)");
   } else if (b.tag == "combine") {
