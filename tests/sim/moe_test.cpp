@@ -86,6 +86,17 @@ TEST_CASE("moe: the routing is deterministic, seeded, and skewed by route_skew")
   CHECK(other.t.latency_ns != a.t.latency_ns);
 }
 
+TEST_CASE("moe: partials kept in SBUF skip their HBM round trip") {
+  const auto hbm = run({{"token_tile", 256}}),
+             sbuf = run({{"token_tile", 256}}, {{"partials", "sbuf"}});
+  REQUIRE(sbuf.error.empty());
+  const double partials = tokens * top_k * d_out * 4.0;
+  CHECK(sbuf.t.hbm_read_bytes == doctest::Approx(hbm.t.hbm_read_bytes - partials));
+  CHECK(sbuf.t.hbm_write_bytes == doctest::Approx(hbm.t.hbm_write_bytes - partials));
+  // all of them must fit: 8192 tokens' partials do not
+  CHECK(run({{"tokens", 8192}}, {{"partials", "sbuf"}}).error.find("SBUF overflow") == 0);
+}
+
 TEST_CASE("moe: per-token grouping reads an expert's weights for every routed row") {
   const auto o = run({{"tokens", 32}}, {{"grouping", "token"}});
   REQUIRE(o.error.empty());

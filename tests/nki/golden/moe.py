@@ -1,6 +1,6 @@
 # moe.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     moe (examples/moe.tsl)
-# config    {"bufs":2,"combine_engine":"vector","core_split":null,"dma_queues":2,"evict":"vector","grouping":"sorted","out_tile":768,"token_tile":128,"x_bufs":2,"x_layout":"rows"}
+# config    {"bufs":2,"combine_engine":"vector","core_split":null,"dma_queues":2,"evict":"vector","grouping":"sorted","out_tile":768,"partials":"hbm","token_tile":128,"x_bufs":2,"x_layout":"rows"}
 # target    trn2
 # computes  y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the routing fixed when the kernel is traced
 #
@@ -28,6 +28,8 @@ OUT_TILE = 768                # out_tile: d_out columns per weight block and com
 MM_N = 512                    # moving free size of a matmul (one PSUM bank of fp32)
 K_SLABS = 2                   # 128-row slabs of d_in (the contraction)
 OUT_BLOCKS = 1
+TOKEN_TILES = 1               # 128-token tiles of the combine
+PARTIALS = "hbm"              # where the partials wait (partials)
 BUFS = 2                      # expert weight block slots (bufs)
 X_BUFS = 2                    # x^T tile slots (x_bufs)
 EVICT = nisa.engine.vector    # drains PSUM times the router weights (evict)

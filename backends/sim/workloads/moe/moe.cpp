@@ -45,6 +45,10 @@ std::string read_choices(const value_reader& v, params& p) {
   if (group != "sorted" && group != "token")
     return fmt::format("moe: grouping '{}' is not sorted or token", group);
   p.group = group == "token" ? moe_detail::grouping::token : moe_detail::grouping::sorted;
+  const std::string partials = v.symbol("partials", "hbm");
+  if (partials != "hbm" && partials != "sbuf")
+    return fmt::format("moe: partials '{}' is not hbm or sbuf", partials);
+  p.sbuf_partials = partials == "sbuf";
   const std::string layout = v.symbol("x_layout", "rows");
   if (layout != "rows" && layout != "transposed")
     return fmt::format("moe: x_layout '{}' is not rows or transposed", layout);
@@ -153,6 +157,7 @@ class lowerer {
         out_.add_buffer({"expert weight blocks", memory::sbuf, pl_.w_bytes / p_.bufs, p_.bufs, 0});
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
     sb_comb_ = out_.add_buffer({"combine tiles", memory::sbuf, pl_.combine_bytes / 2, 2, 0});
+    sb_part_ = out_.add_buffer({"partials", memory::sbuf, pl_.part_bytes, 1, 0});
     psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
     for (const char* t :
          {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
@@ -292,7 +297,8 @@ class lowerer {
                      {mm, i == 0 ? war : program::none});
       bank_reader_[banks[i]] = e;
     }
-    stage_.read_by(b_.dma(q_.next(2), sb_stage_, hbm_part_, rows, cols * 4, tags_[t_scatter], {e}));
+    stage_.read_by(b_.dma(q_.next(2), sb_stage_, p_.sbuf_partials ? sb_part_ : hbm_part_, rows,
+                          cols * 4, tags_[t_scatter], {e}));
     scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
   }
 
@@ -305,23 +311,28 @@ class lowerer {
       const auto war = comb_.next();
       std::vector<instruction_id> deps = scatters_;  // every partial of this core is written
       deps.push_back(war);
-      instruction in;
-      in.engine = q_.next(3);
-      in.kind = op::dma;
-      in.partitions = static_cast<std::uint32_t>(rows);
-      in.free = static_cast<std::uint32_t>(p_.top_k * cols * 4);
-      in.aux = static_cast<std::uint32_t>(cols * 4);
-      in.src = hbm_part_;
-      in.dst = sb_comb_;
-      in.tag = tags_[t_part];
-      instruction_id last = out_.add(in, deps);
-      scatters_.clear();
-      scatters_.push_back(last);  // later combines: ordered after this one
-      if (p_.top_k == 1)
-        last = b_.compute(p_.combine_engine, op::copy, rows, cols, 0, sb_comb_, sb_comb_,
-                          tags_[t_sum], {last});
-      for (std::int64_t j = 1; j < p_.top_k; ++j)
-        last = b_.compute(p_.combine_engine, op::tensor_tensor, rows, cols, 0, sb_comb_, sb_comb_,
+      instruction_id last = program::none;
+      buffer_id src = sb_part_;  // partials in SBUF: summed where they are
+      if (!p_.sbuf_partials) {
+        instruction in;
+        in.engine = q_.next(3);
+        in.kind = op::dma;
+        in.partitions = static_cast<std::uint32_t>(rows);
+        in.free = static_cast<std::uint32_t>(p_.top_k * cols * 4);
+        in.aux = static_cast<std::uint32_t>(cols * 4);
+        in.src = hbm_part_;
+        in.dst = sb_comb_;
+        in.tag = tags_[t_part];
+        last = out_.add(in, deps);
+        deps = {last};
+        src = sb_comb_;
+        scatters_ = {last};  // later loads: ordered after this one, which waited for all
+      }
+      // the first step copies (or, with top_k > 1, adds the first two slots)
+      last = b_.compute(p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, rows, cols,
+                        0, src, sb_comb_, tags_[t_sum], deps);
+      for (std::int64_t j = 2; j < p_.top_k; ++j)
+        last = b_.compute(p_.combine_engine, op::tensor_tensor, rows, cols, 0, src, sb_comb_,
                           tags_[t_sum], {last});
       comb_.read_by(b_.dma(q_.next(3), sb_comb_, hbm_y_, rows, cols * b, tags_[t_y], {last}));
     }
@@ -334,7 +345,7 @@ class lowerer {
   emit::builder b_;
   emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_raw_ = 0, sb_w_ = 0,
-            sb_stage_ = 0, sb_comb_ = 0, psum_ = 0;
+            sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0, psum_ = 0;
   std::vector<std::uint16_t> tags_;
   slots x_, raw_, w_, stage_, comb_;
   std::vector<instruction_id> bank_reader_, scatters_;
@@ -377,6 +388,9 @@ class moe final : public workload {
         {"combine_engine", "vector | gpsimd", "vector", "sums each token's top_k partials"},
         {"core_split", "expert | token", "expert",
          "with lnc = 2: whole experts per physical core, or half of the tokens per core"},
+        {"partials", "hbm | sbuf", "hbm",
+         "where the scaled (token, slot) rows wait for the combine: an fp32 tensor in HBM "
+         "(written, then read back), or resident in SBUF (all tokens' top_k rows)"},
         {"dma_queues", "integer", "1", "queues per stream (x, weights, partials, combine)"},
         {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
     };

@@ -40,7 +40,8 @@ struct params {
   dtype type = dtype::bf16;
   std::int64_t token_tile = 128, out_tile = 512, mm_n = 512;
   int bufs = 2, x_bufs = 2, queues = 1;
-  bool x_rows = true;  ///< x given as [tokens, d_in] (gather rows, transpose on TensorE)
+  bool x_rows = true;          ///< x given as [tokens, d_in] (gather rows, transpose on TensorE)
+  bool sbuf_partials = false;  ///< the (token, slot) partials live in SBUF, not HBM
   grouping group = grouping::sorted;
   core_split split = core_split::experts;
   engine_id evict = vector_engine, combine_engine = vector_engine;
@@ -68,7 +69,8 @@ struct plan {
   /// The 128-token combine tiles of each core: [first token, end).
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> combine;
   std::int64_t k_slabs = 1, t_subs = 1, out_blocks = 1, out_banks = 1, psum_sets = 1;
-  std::int64_t x_bytes = 0, raw_bytes = 0, w_bytes = 0, stage_bytes = 0, combine_bytes = 0;
+  std::int64_t x_bytes = 0, raw_bytes = 0, w_bytes = 0, stage_bytes = 0, combine_bytes = 0,
+               part_bytes = 0;  ///< per partition
   int cores = 1;
   int core = -1;  ///< the core a lowering times (-1: all, for the gate and NKI)
 };

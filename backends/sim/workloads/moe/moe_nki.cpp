@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 
 namespace tessel::sim::moe_detail {
 namespace {
@@ -47,6 +48,8 @@ void constants(const plan& pl, const nki::context& ctx, nki::kernel_file& f) {
   add("MM_N", p.mm_n, "moving free size of a matmul (one PSUM bank of fp32)");
   add("K_SLABS", ceil_div(p.d_in, ctx.m.partitions), "128-row slabs of d_in (the contraction)");
   add("OUT_BLOCKS", ceil_div(p.d_out, p.out_tile), "");
+  add("TOKEN_TILES", ceil_div(p.tokens, ctx.m.partitions), "128-token tiles of the combine");
+  add("PARTIALS", p.sbuf_partials ? "\"sbuf\"" : "\"hbm\"", "where the partials wait (partials)");
   add("BUFS", p.bufs, "expert weight block slots (bufs)");
   add("X_BUFS", p.x_bufs, "x^T tile slots (x_bufs)");
   const engine_id evict = p.evict == gpsimd_engine ? vector_engine : p.evict;
@@ -128,23 +131,33 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   w.line("# scatter the scaled rows to their (token, slot) partials");
   w.open("for i in nl.sequential_range(n):");
   w.line("t, j = rows[r0 + i]");
-  w.line("nisa.dma_copy(dst=part[t:t + 1, j, o0:o0 + ow], src=out[i:i + 1, :])");
+  if (pl.p.sbuf_partials)
+    w.line("nisa.dma_copy(dst=part[t % P:t % P + 1, t // P, j, o0:o0 + ow], src=out[i:i + 1, :])");
+  else
+    w.line("nisa.dma_copy(dst=part[t:t + 1, j, o0:o0 + ow], src=out[i:i + 1, :])");
   w.close(4);
 }
 
-void combine_loop(nki::writer& w) {
+void combine_loop(const plan& pl, nki::writer& w) {
+  // slot j of the token tile's partials: loaded from HBM, or where they are in SBUF
+  const auto slot = [&](std::string_view j) {
+    return pl.p.sbuf_partials ? fmt::format("part[0:tr, t0 // P, {}, o0:o0 + ow]", j)
+                              : fmt::format("cb[0:tr, {}, 0:ow]", j);
+  };
   w.line("# the combine: y = the sum of each token's top_k partials");
   w.open("for t0 in nl.sequential_range(0, TOKENS, P):");
   w.line("tr = min(P, TOKENS - t0)");
   w.open("for ob in nl.sequential_range(OUT_BLOCKS):");
   w.line("o0 = ob * OUT_TILE");
   w.line("ow = min(OUT_TILE, D_OUT - o0)");
-  w.line("nisa.dma_copy(dst=cb[0:tr, 0:TOP_K, 0:ow], src=part[t0:t0 + tr, 0:TOP_K, o0:o0 + ow])");
-  w.line("nisa.tensor_copy(dst=acc[0:tr, 0:ow], src=cb[0:tr, 0, 0:ow], engine=COMBINE)");
+  if (!pl.p.sbuf_partials)
+    w.line("nisa.dma_copy(dst=cb[0:tr, 0:TOP_K, 0:ow], src=part[t0:t0 + tr, 0:TOP_K, o0:o0 + ow])");
+  w.line("nisa.tensor_copy(dst=acc[0:tr, 0:ow], src={}, engine=COMBINE)", slot("0"));
   w.open("for j in nl.sequential_range(1, TOP_K):");
   w.line(
-      "nisa.tensor_tensor(dst=acc[0:tr, 0:ow], data1=acc[0:tr, 0:ow], data2=cb[0:tr, j, 0:ow], "
-      "op=nl.add, engine=COMBINE)");
+      "nisa.tensor_tensor(dst=acc[0:tr, 0:ow], data1=acc[0:tr, 0:ow], data2={}, op=nl.add, "
+      "engine=COMBINE)",
+      slot("j"));
   w.close();
   w.line("nisa.tensor_copy(dst=y_sb[0:tr, 0:ow], src=acc[0:tr, 0:ow], engine=COMBINE)");
   w.line("nisa.dma_copy(dst=y[t0:t0 + tr, o0:o0 + ow], src=y_sb[0:tr, 0:ow])");
@@ -182,19 +195,25 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   w.line("@nki.jit");
   w.open("def moe_kernel(x, W, router_weights):");
   w.line("y = nl.ndarray((TOKENS, D_OUT), dtype=DT, buffer=nl.shared_hbm)");
-  w.line("part = nl.ndarray((TOKENS, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.shared_hbm)");
+  if (p.sbuf_partials)
+    w.line(
+        "part = nl.ndarray((P, TOKEN_TILES, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.sbuf)  "
+        "# token t at [t % P, t // P]");
+  else
+    w.line("part = nl.ndarray((TOKENS, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.shared_hbm)");
   w.line("xT = nl.ndarray((P, X_BUFS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)");
   if (p.x_rows) w.line("xg = nl.ndarray((P, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows");
   w.line("w_sb = nl.ndarray((P, BUFS, K_SLABS, OUT_TILE), dtype=DT, buffer=nl.sbuf)");
   w.line("p_sb = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)  # router weights");
   w.line("o_sb = nl.ndarray((P, 2, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
-  w.line("cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
+  if (!p.sbuf_partials)
+    w.line("cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
   w.line("acc = nl.ndarray((P, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
   w.line("y_sb = nl.ndarray((P, OUT_TILE), dtype=DT, buffer=nl.sbuf)");
   w.line("ps = nl.ndarray((P, MM_N), dtype=nl.float32, buffer=nl.psum)");
   if (p.x_rows) w.line("t_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)");
   group_loop(pl, ctx, w);
-  combine_loop(w);
+  combine_loop(pl, w);
   w.line("return y");
   w.close();
   f.kernel = group_table(pl) + w.text();

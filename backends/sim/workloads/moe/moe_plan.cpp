@@ -160,12 +160,17 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.raw_bytes = p.x_rows ? 2 * p.d_in * b : 0;
   pl.w_bytes = p.bufs * pl.k_slabs * p.out_tile * b;
   pl.stage_bytes = 2 * p.out_tile * 4 + 2 * 4;  // scaled rows (fp32) and the router weights
-  pl.combine_bytes = 2 * p.top_k * p.out_tile * 4 + 2 * p.out_tile * b;
+  // partials in SBUF: every 128-token tile's top_k rows of d_out, resident;
+  // in HBM: the combine loads one token tile's top_k x out_tile at a time
+  pl.part_bytes = p.sbuf_partials ? ceil_div(p.tokens, parts) * p.top_k * p.d_out * 4 : 0;
+  pl.combine_bytes =
+      (p.sbuf_partials ? 2 * p.out_tile * 4 : 2 * p.top_k * p.out_tile * 4) + 2 * p.out_tile * b;
   if (auto e = emit::check_sbuf({{"x^T tiles", pl.x_bytes},
                                  {"gathered x rows", pl.raw_bytes},
                                  {"expert weight blocks", pl.w_bytes},
                                  {"output staging", pl.stage_bytes},
-                                 {"combine tiles", pl.combine_bytes}},
+                                 {"combine tiles", pl.combine_bytes},
+                                 {"partials", pl.part_bytes}},
                                 m.sbuf_bytes_per_partition,
                                 fmt::format("token_tile={}, out_tile={}, bufs={}, x_bufs={}",
                                             p.token_tile, p.out_tile, p.bufs, p.x_bufs));
