@@ -181,4 +181,13 @@ TEST_CASE("moe: explain names the knobs of the bottleneck") {
   const auto t = b.analyse(s, c);
   REQUIRE(!t.suggestions.empty());
   CHECK(t.suggestions[0].find("grouping = sorted") != std::string::npos);
+  // weight-bound with bufs and dma_queues at the space's maximum: no "raise" of either
+  c[*s.parameter_index("grouping")] = 0;
+  c[*s.parameter_index("bufs")] = 2;        // 3
+  c[*s.parameter_index("dma_queues")] = 3;  // 4
+  for (const auto& line : b.analyse(s, c).suggestions) {
+    INFO(line);
+    CHECK(line.find("raise bufs") == std::string::npos);
+    CHECK(line.find("raise dma_queues") == std::string::npos);
+  }
 }

@@ -485,6 +485,25 @@ group_stats routing_stats(const space& s, const config& c) {
   return g;
 }
 
+/// Whether the space has parameter `name` with a larger value than the config's.
+bool can_raise(const space& s, const config& c, std::string_view name) {
+  const auto i = s.parameter_index(name);
+  if (!i || *i >= c.size() || c[*i] == config::inactive) return false;
+  const auto& values = s.parameters()[*i].dom.values;
+  const auto now = values.at(c[*i]);
+  return std::any_of(values.begin(), values.end(), [&](std::int64_t x) { return x > now; });
+}
+
+/// "raise bufs (now 2) or dma_queues (now 4)" over the names the space can raise, or "".
+std::string raise_any(const space& s, const config& c, const std::vector<std::string_view>& names) {
+  const value_reader v(s, c);
+  std::string out;
+  for (const auto n : names)
+    if (can_raise(s, c, n))
+      out += fmt::format("{}{} (now {})", out.empty() ? "raise " : " or ", n, v.integer(n, 0));
+  return out;
+}
+
 std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const config& c) const {
   const value_reader v(s, c);
   std::vector<std::string> out;
@@ -504,23 +523,30 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
       out.emplace_back(
           "core_split = expert: with half the tokens per core, both cores read most experts' "
           "weights; whole experts per core read each once");
-    out.push_back(
-        fmt::format("raise bufs (now {}) or dma_queues (now {}): the next expert's "
-                    "weights load while this one multiplies",
-                    v.integer("bufs", 2), v.integer("dma_queues", 1)));
+    if (const auto r = raise_any(s, c, {"bufs", "dma_queues"}); !r.empty())
+      out.push_back(r + ": the next expert's weights load while this one multiplies");
+    else
+      out.push_back(fmt::format(
+          "bufs and dma_queues are at the space's maximum: the expert weights stream at the DMA "
+          "rate in rows of {} bytes per partition (out_tile {}); a space with more queues or "
+          "longer rows would unlock more",
+          std::min(v.integer("out_tile", 512), v.integer("d_out", 512)) *
+              (v.symbol("dtype", "bf16") == "fp32" ? 4 : 2),
+          v.integer("out_tile", 512)));
   } else if (b.tag == "gather x") {
     if (v.symbol("x_layout", "rows") == "transposed")
       out.emplace_back(
           "x_layout = rows: gathering columns of x^T costs one descriptor per element; rows "
           "gather whole rows and transpose on TensorE");
-    out.push_back(fmt::format("raise x_bufs (now {}) or dma_queues (now {})",
-                              v.integer("x_bufs", 2), v.integer("dma_queues", 1)));
+    if (const auto r = raise_any(s, c, {"x_bufs", "dma_queues"}); !r.empty())
+      out.push_back(r + ": the next group tile's rows gather during this one");
   } else if (b.tag == "scatter partials" || b.tag == "load partials" || b.tag == "store y") {
-    out.push_back(fmt::format(
-        "raise out_tile (now {}) or dma_queues (now {}): longer rows per partial transfer",
-        v.integer("out_tile", 512), v.integer("dma_queues", 1)));
+    if (b.tag != "store y" && v.symbol("partials", "hbm") == "hbm" && v.has("partials"))
+      out.emplace_back("partials = sbuf: the scaled rows wait in SBUF, with no HBM round trip");
+    if (const auto r = raise_any(s, c, {"out_tile", "dma_queues"}); !r.empty())
+      out.push_back(r + ": longer rows per transfer, or more transfers in flight");
   } else if (dma) {
-    out.push_back(fmt::format("raise dma_queues (now {})", v.integer("dma_queues", 1)));
+    if (const auto r = raise_any(s, c, {"dma_queues"}); !r.empty()) out.push_back(r);
   } else if (b.phase == "tensor") {
     out.push_back(fmt::format(
         "the groups fill {:.0f}% of the 128-row tiles TensorE streams each expert's weights "
