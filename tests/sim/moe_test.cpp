@@ -131,7 +131,10 @@ TEST_CASE("moe: compile errors name the resource") {
 }
 
 TEST_CASE("moe: the gate passes the schedule and catches a dropped small group or tail") {
-  auto [s, c] = fixed_space("moe", builtin("trn2"), moe_values());
+  // no structured binding: clang 14 cannot capture one in doctest's INFO
+  const auto fixed = fixed_space("moe", builtin("trn2"), moe_values());
+  const auto& s = fixed.first;
+  const auto& c = fixed.second;
   {
     sim_backend b(gated());
     b.prepare(s);
@@ -151,9 +154,11 @@ TEST_CASE("moe: the gate passes the schedule and catches a dropped small group o
 }
 
 TEST_CASE("moe: the gate catches a dropped tail with per-token grouping and fp32") {
-  auto [s, c] =
+  const auto fixed =
       fixed_space("moe", builtin("trn2"),
                   moe_values({{"tokens", 40}}, {{"grouping", "token"}, {"dtype", "fp32"}}));
+  const auto& s = fixed.first;
+  const auto& c = fixed.second;
   sim_backend ok(gated()), bad(gated("drop_tail"));
   CHECK(ok.evaluate(s, c).ok());
   const auto m = bad.evaluate(s, c);
