@@ -47,6 +47,7 @@ void add_neuroncore_common(target& t) {
   c["dma_overhead_bound_bytes_per_partition"] = 256;  // below: overhead-bound
   c["dma_min_bytes_per_partition"] = 2 * kib;         // the minimum to design for
   c["dma_saturating_bytes_per_partition"] = 4 * kib;
+  c["lnc"] = 1;  // physical cores per logical core (trn2_lnc2: 2)
 }
 
 /// Constants derived from others of the same target, so they cannot disagree.
@@ -107,6 +108,27 @@ target make_trn2() {
   c["hbm_bytes"] = 96 * gib;
   c["hbm_bytes_per_us"] = 2'900'000;  // 2.9 TB/s per chip (uncertain)
   add_neuroncore_derived(t);
+  return t;
+}
+
+/// trn2 with the logical NeuronCore setting 2 (LNC=2): two physical
+/// NeuronCore-v3 fused into one logical core that shares their HBM. Per-core
+/// figures (partitions, SBUF and PSUM per partition, clocks, DMA engines of a
+/// core) stay as trn2's; what a logical core has in all doubles: its total
+/// SBUF and PSUM, its peak FLOP/s and DMA bandwidth; the chip exposes 4
+/// logical cores instead of 8. Source: Neuron docs, "Logical NeuronCore
+/// configuration" and NKI "Using Logical NeuronCores (LNC)" (docs/targets.md).
+target make_trn2_lnc2() {
+  target t = make_trn2();
+  t.name = "trn2_lnc2";
+  t.base = "trn2";
+  auto& c = t.constants;
+  c["lnc"] = 2;
+  c["cores"] = c["cores_per_chip"] / 2;  // logical cores of the chip
+  c["sbuf_total_bytes"] *= 2;
+  c["psum_total_bytes"] *= 2;
+  c["bf16_peak_gflops"] *= 2;
+  c["dma_bytes_per_us"] *= 2;
   return t;
 }
 
@@ -226,6 +248,7 @@ target make_cpu() {
 std::optional<target> builtin_target(std::string_view name) {
   if (name == "trn1") return make_trn1();
   if (name == "trn2") return make_trn2();
+  if (name == "trn2_lnc2") return make_trn2_lnc2();
   if (name == "cpu") {
     static const target host = make_cpu();  // detected once; thread-safe init
     return host;
@@ -233,6 +256,6 @@ std::optional<target> builtin_target(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<std::string> builtin_target_names() { return {"trn1", "trn2", "cpu"}; }
+std::vector<std::string> builtin_target_names() { return {"trn1", "trn2", "trn2_lnc2", "cpu"}; }
 
 }  // namespace tessel

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -132,6 +133,7 @@ machine resolve_machine(const target& t, const value_map& overrides) {
   const value_map v = collect(t, overrides);
   machine m;
   m.target_name = t.name;
+  m.cores = std::max(1, static_cast<int>(get(v, "lnc", 1)));
   m.partitions = static_cast<int>(get(v, "partitions", 128));
   m.sbuf_bytes_per_partition = static_cast<std::int64_t>(get(v, "sbuf_bytes_per_partition", 0));
   m.psum_banks = static_cast<int>(get(v, "psum_banks", 8));
@@ -181,6 +183,9 @@ machine resolve_machine(const target& t, const value_map& overrides) {
   // GFLOP/s = FLOP/ns.
   const double derived_gflops = 2.0 * m.max_contraction * m.max_stationary_free * m.tensor_ghz;
   m.bf16_peak_flops_per_ns = get(v, "bf16_peak_gflops", derived_gflops);
+  // a logical core's target states the peak of all its physical cores; the
+  // model times one physical core (trn2_lnc2, docs/simulator.md)
+  if (v.contains("bf16_peak_gflops")) m.bf16_peak_flops_per_ns /= m.cores;
 
   m.compile_base_s = get(v, "compile_base_s", 0);
   m.compile_per_instruction_s = get(v, "compile_per_instruction_s", 0);

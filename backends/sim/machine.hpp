@@ -34,6 +34,10 @@ struct calibrated_constant {
 struct machine {
   std::string target_name;
 
+  /// Physical cores per logical core (the target's `lnc`: trn2_lnc2 has 2).
+  /// Every other figure is per physical core.
+  int cores = 1;
+
   // geometry
   int partitions = 128;
   std::int64_t sbuf_bytes_per_partition = 0;

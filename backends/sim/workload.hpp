@@ -106,6 +106,17 @@ class workload {
   /// compile at planning time.
   [[nodiscard]] virtual std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
                                                                    const machine& m) const = 0;
+  /// The plans of (s, c) for each physical core of a logical core
+  /// (machine::cores > 1, e.g. trn2_lnc2): each core's share of the work,
+  /// lowered and timed as its own program; the logical core takes as long as
+  /// the slowest. The default (cores.cpp) re-plans with the workload's
+  /// split dimension (core_split_dimension) cut in two; a workload that
+  /// splits otherwise overrides this.
+  [[nodiscard]] virtual std::vector<std::unique_ptr<workload_plan>> plan_cores(
+      const space& s, const config& c, const machine& m) const;
+  /// The integer constant plan_cores() cuts between the cores ("M", "rows"),
+  /// or "" when the work does not split (one core runs it, the other idles).
+  [[nodiscard]] virtual std::string core_split_dimension(const space& s, const config& c) const;
   /// Lowers a plan without error into `out` (cleared first). Returns "" on
   /// success, else a compile error message ("SBUF overflow: ...").
   [[nodiscard]] virtual std::string lower_plan(const workload_plan& p, const machine& m,

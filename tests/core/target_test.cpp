@@ -20,9 +20,9 @@ std::int64_t constant(const tessel::target& t, std::string_view key) {
 
 }  // namespace
 
-TEST_CASE("builtin_target_names lists trn1, trn2, cpu in a stable order") {
+TEST_CASE("builtin_target_names lists trn1, trn2, trn2_lnc2, cpu in a stable order") {
   const auto names = tessel::builtin_target_names();
-  CHECK(names == std::vector<std::string>{"trn1", "trn2", "cpu"});
+  CHECK(names == std::vector<std::string>{"trn1", "trn2", "trn2_lnc2", "cpu"});
   for (const auto& name : names) {
     const auto t = tessel::builtin_target(name);
     REQUIRE(t.has_value());
@@ -88,6 +88,23 @@ TEST_CASE("trn1 and trn2 define the same constants, so a space re-targets") {
     CHECK(trn2.find(entry.first).has_value());
     CHECK(entry.second >= 0);
   }
+}
+
+TEST_CASE("trn2_lnc2 is trn2 with two physical cores per logical core") {
+  const auto trn2 = *tessel::builtin_target("trn2");
+  const auto lnc2 = *tessel::builtin_target("trn2_lnc2");
+  CHECK(lnc2.base == "trn2");
+  REQUIRE(lnc2.constants.size() == trn2.constants.size());  // re-targets like trn2
+  CHECK(constant(trn2, "lnc") == 1);
+  CHECK(constant(lnc2, "lnc") == 2);
+  // what a logical core has in all doubles; per-core figures stay
+  for (const char* doubled :
+       {"sbuf_total_bytes", "psum_total_bytes", "bf16_peak_gflops", "dma_bytes_per_us"})
+    CHECK(constant(lnc2, doubled) == 2 * constant(trn2, doubled));
+  CHECK(constant(lnc2, "cores") == constant(trn2, "cores") / 2);
+  for (const char* same : {"partitions", "sbuf_bytes_per_partition", "psum_banks", "dma_engines",
+                           "tensor_clock_mhz", "hbm_bytes", "cores_per_chip"})
+    CHECK(constant(lnc2, same) == constant(trn2, same));
 }
 
 TEST_CASE("psum and matmul figures are consistent") {

@@ -42,6 +42,9 @@ const std::vector<example>& examples() {
       {"cross_entropy",
        "cross_entropy.tsl",
        {{"tokens", "256"}, {"d_model", "256"}, {"vocab", "1000"}}},
+      {"moe",
+       "moe.tsl",
+       {{"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}}},
   };
   return list;
 }

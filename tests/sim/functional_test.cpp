@@ -157,6 +157,7 @@ TEST_CASE("functional: sampled configs of the example spaces pass the gate") {
       {"sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
       {"attention.tsl", {{"seq", "512"}}},
       {"sim_attention.tsl", {{"seq", "512"}}},
+      {"moe.tsl", {{"tokens", "128"}, {"d_in", "512"}, {"experts", "16"}, {"top_k", "4"}}},
   };
   for (const auto& e : examples) {
     INFO(std::string(e.file));

@@ -1,0 +1,88 @@
+// cores.cpp: the default split of a config over the physical cores of a
+// logical NeuronCore (workload::plan_cores, docs/simulator.md "Logical
+// cores"). With lnc = 2 a kernel runs as two instances that share HBM and
+// each own a physical core's engines, SBUF and PSUM (Neuron docs, "Logical
+// NeuronCore configuration" and NKI "Using Logical NeuronCores"); a kernel
+// gives each instance part of the data. The default cuts one integer
+// constant of the space (the workload's split dimension: rows of a matmul
+// or of a row-wise kernel, tokens of an MLP) into two shares, the first
+// rounded up to a multiple of the partitions, and plans each share alone.
+#include "workload.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+/// The spaces with one constant changed, kept while in use: planning a share
+/// reads the space like any other (constants, lets), without its constraints.
+class share_spaces {
+ public:
+  std::shared_ptr<const space> get(const space& s, const std::string& name, std::int64_t value) {
+    std::string key = fmt::format("{}\n{}\n{}={}\n", s.name(), s.def().source, name, value);
+    for (const auto& k : s.def().constants) key += fmt::format("{}:{};", k.name, k.value);
+    const std::lock_guard lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (cache_.size() > 64) cache_.clear();
+    space::definition def = s.def();
+    def.constraints.clear();  // the share need not meet the whole problem's requires
+    for (auto& k : def.constants)
+      if (k.name == name) k.value = value;
+    auto made = std::make_shared<const space>(std::move(def));
+    cache_.emplace(std::move(key), made);
+    return made;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const space>> cache_;
+};
+
+share_spaces& shares() {
+  static share_spaces instance;
+  return instance;
+}
+
+}  // namespace
+
+std::string workload::core_split_dimension(const space& s, const config& c) const {
+  (void)s;
+  (void)c;
+  // the workloads whose outermost independent dimension is a shape constant
+  static const std::map<std::string, std::string, std::less<>> table{
+      {"matmul", "M"},       {"rmsnorm", "rows"},  {"softmax", "rows"},
+      {"layernorm", "rows"}, {"swiglu", "tokens"}, {"cross_entropy", "tokens"},
+  };
+  const auto it = table.find(name());
+  return it == table.end() ? "" : it->second;
+}
+
+std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
+                                                                 const machine& m) const {
+  std::vector<std::unique_ptr<workload_plan>> out;
+  const std::string dim = core_split_dimension(s, c);
+  const constant* k = nullptr;
+  for (const auto& x : s.def().constants)
+    if (x.name == dim && x.type == value_type::integer) k = &x;
+  const std::int64_t parts = m.partitions;
+  const std::int64_t first = k ? std::min(k->value, (k->value / 2 + parts - 1) / parts * parts) : 0;
+  if (!k || m.cores < 2 || first <= 0 || first >= k->value) {
+    out.push_back(plan_config(s, c, m));  // one core runs it all
+    return out;
+  }
+  for (const std::int64_t share : {first, k->value - first}) {
+    const auto sub = shares().get(s, dim, share);
+    out.push_back(plan_config(*sub, c, m));
+  }
+  return out;
+}
+
+}  // namespace tessel::sim

@@ -1,0 +1,576 @@
+// moe.cpp: the expert matmul of a mixture-of-experts layer on one NeuronCore
+// (Qwen3-30B-A3B-class inference): every token is routed to top_k of
+// `experts` experts (a deterministic routing, moe_plan.cpp), the rows of each
+// expert are gathered into tiles, multiplied by the expert's weight matrix
+// [d_in, d_out] (a grouped GEMM with uneven group sizes), scaled by the
+// router weight of each row and written to an fp32 partial per (token,
+// slot); a combine pass sums each token's top_k partials into y.
+//
+// Per group tile (one expert, up to token_tile rows):
+//   1. x: rows = gather the rows of x [tokens, d_in] (one descriptor per row)
+//      and transpose each 128 x 128 piece on TensorE into PSUM, copied into
+//      the x^T tile by the evict engine; transposed = gather the columns of
+//      x^T [d_in, tokens] (one descriptor per element);
+//   2. for each block of out_tile columns of the expert's weights (loaded as
+//      128-row slabs into one of `bufs` slots): for each 128-row sub-tile
+//      and each mm_n columns, the product accumulates over d_in in a PSUM
+//      bank (stationary: x^T, moving: the weights); the evict engine
+//      multiplies it by the router weights (one per partition) into
+//      staging, and the rows are scattered to the partials in HBM;
+// then, per 128 tokens, the combine engine sums the top_k partials (loaded
+// out_tile columns at a time) and y is stored. docs/simulator.md has the table.
+#include "moe.hpp"
+#include "../../nki/nki.hpp"
+#include "../../workload.hpp"
+#include "../emit.hpp"
+
+#include <tessel/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+using emit::ceil_div;
+using moe_detail::params;
+using moe_detail::plan;
+
+std::string read_choices(const value_reader& v, params& p) {
+  const std::string group = v.symbol("grouping", "sorted");
+  if (group != "sorted" && group != "token")
+    return fmt::format("moe: grouping '{}' is not sorted or token", group);
+  p.group = group == "token" ? moe_detail::grouping::token : moe_detail::grouping::sorted;
+  const std::string partials = v.symbol("partials", "hbm");
+  if (partials != "hbm" && partials != "sbuf")
+    return fmt::format("moe: partials '{}' is not hbm or sbuf", partials);
+  p.sbuf_partials = partials == "sbuf";
+  const std::string layout = v.symbol("x_layout", "rows");
+  if (layout != "rows" && layout != "transposed")
+    return fmt::format("moe: x_layout '{}' is not rows or transposed", layout);
+  p.x_rows = layout == "rows";
+  const std::string split = v.symbol("core_split", "expert");
+  if (split != "expert" && split != "token")
+    return fmt::format("moe: core_split '{}' is not expert or token", split);
+  p.split = split == "token" ? moe_detail::core_split::tokens : moe_detail::core_split::experts;
+  if (auto e =
+          emit::read_engine(v, "moe", "evict", "vector", {"vector", "scalar", "gpsimd"}, p.evict);
+      !e.empty())
+    return e;
+  return emit::read_engine(v, "moe", "combine_engine", "vector", {"vector", "gpsimd"},
+                           p.combine_engine);
+}
+
+std::string read(const value_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens", 0);
+  p.d_in = v.integer("d_in", 0);
+  p.d_out = v.integer("d_out", 0);
+  p.experts = v.integer("experts", 0);
+  p.top_k = v.integer("top_k", 0);
+  if (p.tokens <= 0 || p.d_in <= 0 || p.d_out <= 0 || p.experts <= 0 || p.top_k <= 0)
+    return "moe: tokens, d_in, d_out, experts and top_k must be positive";
+  if (p.top_k > p.experts)
+    return fmt::format("moe: top_k = {} is more than the {} experts", p.top_k, p.experts);
+  p.route_seed = v.integer("route_seed", 1);
+  p.route_skew = v.integer("route_skew", 0);
+  if (p.route_skew < 0 || p.route_skew > 400)
+    return fmt::format("moe: route_skew = {} is not in 0 .. 400 (a Zipf exponent x 100)",
+                       p.route_skew);
+  if (auto e = emit::read_dtype(v, "moe", p.type); !e.empty()) return e;
+  p.mm_n = v.integer("mm_n", m.max_moving_free);
+  if (auto e = emit::check_instruction_tile(m.max_contraction, p.mm_n, m); !e.empty()) return e;
+  p.token_tile = v.integer("token_tile", 128);
+  p.out_tile = std::min(v.integer("out_tile", 512), p.d_out);
+  if (p.token_tile <= 0 || p.out_tile <= 0) return "moe: token_tile and out_tile must be positive";
+  if (p.token_tile > m.partitions && p.token_tile % m.partitions != 0)
+    return fmt::format("moe: token_tile = {} is over {} partitions and not a multiple of {}",
+                       p.token_tile, m.partitions, m.partitions);
+  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  p.x_bufs = static_cast<int>(v.integer("x_bufs", 2));
+  if (p.bufs < 1 || p.x_bufs < 1) return "moe: bufs and x_bufs must be at least 1";
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
+  return read_choices(v, p);
+}
+
+/// Slots of one operand: who wrote each piece of a slot, who read it last.
+struct slots {
+  int count = 1, slot = 0;
+  std::int64_t serial = 0;
+  std::vector<instruction_id> reader;
+  void init(int n) {
+    count = n;
+    reader.assign(static_cast<std::size_t>(n), program::none);
+  }
+  instruction_id next() {
+    slot = static_cast<int>(serial++ % count);
+    return reader[static_cast<std::size_t>(slot)];
+  }
+  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
+};
+
+class lowerer {
+ public:
+  lowerer(const plan& pl, const machine& m, program& out)
+      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(4, pl.p.queues) {}
+
+  void run() {
+    setup();
+    for (int c = 0; c < pl_.cores; ++c) {
+      if (pl_.core >= 0 && c != pl_.core) continue;
+      for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)]) group(g);
+    }
+    for (int c = 0; c < pl_.cores; ++c) {
+      if (pl_.core >= 0 && c != pl_.core) continue;
+      for (const auto& [t0, t1] : pl_.combine[static_cast<std::size_t>(c)]) combine(t1 - t0);
+    }
+  }
+
+ private:
+  enum tag_index : std::size_t {
+    t_x,
+    t_t,
+    t_xc,
+    t_w,
+    t_mm,
+    t_scale,
+    t_scatter,
+    t_part,
+    t_sum,
+    t_y
+  };
+
+  void setup() {
+    const std::int64_t b = dtype_bytes(p_.type);
+    hbm_x_ = out_.add_buffer({"x (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_in * b});
+    hbm_w_ = out_.add_buffer(
+        {"expert weights (HBM)", memory::hbm, 0, 1, p_.experts * p_.d_in * p_.d_out * b});
+    hbm_part_ =
+        out_.add_buffer({"partials (HBM)", memory::hbm, 0, 1, p_.tokens * p_.top_k * p_.d_out * 4});
+    hbm_y_ = out_.add_buffer({"y (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_out * b});
+    sb_x_ = out_.add_buffer({"x^T tiles", memory::sbuf, pl_.x_bytes / p_.x_bufs, p_.x_bufs, 0});
+    sb_raw_ = out_.add_buffer({"gathered x rows", memory::sbuf, pl_.raw_bytes / 2, 2, 0});
+    sb_w_ =
+        out_.add_buffer({"expert weight blocks", memory::sbuf, pl_.w_bytes / p_.bufs, p_.bufs, 0});
+    sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
+    sb_comb_ = out_.add_buffer({"combine tiles", memory::sbuf, pl_.combine_bytes / 2, 2, 0});
+    sb_part_ = out_.add_buffer({"partials", memory::sbuf, pl_.part_bytes, 1, 0});
+    psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    for (const char* t :
+         {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
+          "scale by router weight", "scatter partials", "load partials", "combine", "store y"})
+      tags_.push_back(out_.add_tag(t));
+    x_.init(p_.x_bufs);
+    raw_.init(2);
+    w_.init(p_.bufs);
+    stage_.init(2);
+    comb_.init(2);
+    bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
+    // the rows this lowering runs (one core's share with pl.core >= 0)
+    const double all = static_cast<double>(p_.tokens * p_.top_k);
+    double rows = 0;
+    for (int c = 0; c < pl_.cores; ++c)
+      if (pl_.core < 0 || c == pl_.core)
+        for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
+          rows += static_cast<double>(g.rows.size());
+    out_.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
+    // x, the weights of every expert some token uses, y (a core: its share)
+    std::int64_t used = 0;
+    for (const auto n : pl_.group_size) used += n > 0;
+    out_.totals.min_hbm_bytes =
+        rows / all *
+        static_cast<double>(
+            (p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b);
+    out_.totals.compute_type = p_.type;
+  }
+
+  /// The x^T tile of a group tile: gathered columns, or gathered rows
+  /// transposed on TensorE; returns what the matmuls of each slab wait for.
+  std::vector<instruction_id> load_x(const moe_detail::group_tile& g) {
+    const std::int64_t parts = m_.partitions, b = dtype_bytes(p_.type);
+    const auto n = static_cast<std::int64_t>(g.rows.size());
+    const auto war = x_.next();
+    std::vector<instruction_id> ready(static_cast<std::size_t>(pl_.k_slabs), program::none);
+    if (!p_.x_rows) {
+      // one descriptor per element: the tokens are columns of x^T
+      for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
+        instruction in;
+        in.engine = q_.next(0);
+        in.kind = op::dma;
+        in.partitions = static_cast<std::uint32_t>(std::min(parts, p_.d_in - s * parts));
+        in.free = static_cast<std::uint32_t>(n * b);
+        in.aux = static_cast<std::uint32_t>(b);
+        in.src = hbm_x_;
+        in.dst = sb_x_;
+        in.tag = tags_[t_x];
+        ready[static_cast<std::size_t>(s)] = out_.add(in, {war});
+      }
+      return ready;
+    }
+    for (std::int64_t r0 = 0; r0 < n; r0 += parts) {
+      const std::int64_t rows = std::min(parts, n - r0);
+      const auto raw_war = raw_.next();
+      const auto gathered =
+          b_.dma(q_.next(0), hbm_x_, sb_raw_, rows, p_.d_in * b, tags_[t_x], {raw_war});
+      instruction_id last = program::none;
+      for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
+        const auto bank = static_cast<std::size_t>(transposes_++ % 2);
+        instruction t;
+        t.engine = tensor_engine;
+        t.kind = op::transpose;
+        t.type = p_.type;
+        t.partitions = static_cast<std::uint32_t>(rows);
+        t.free = static_cast<std::uint32_t>(std::min(parts, p_.d_in - s * parts));
+        t.src = sb_raw_;
+        t.dst = psum_;
+        t.tag = tags_[t_t];
+        const auto tid = out_.add(t, {gathered, bank_reader_[bank]});
+        last = b_.compute(copy_engine(), copy_op(), t.free, rows, flag_reads_psum, psum_, sb_x_,
+                          tags_[t_xc], {tid, r0 == 0 ? war : program::none});
+        bank_reader_[bank] = last;
+        ready[static_cast<std::size_t>(s)] = last;
+      }
+      raw_.read_by(last);
+    }
+    return ready;
+  }
+
+  [[nodiscard]] engine_id copy_engine() const {
+    return p_.evict == gpsimd_engine ? vector_engine : p_.evict;  // GpSimdE cannot read PSUM
+  }
+  [[nodiscard]] op copy_op() const {
+    return copy_engine() == scalar_engine ? op::activation : op::copy;
+  }
+
+  void group(const moe_detail::group_tile& g) {
+    const std::int64_t parts = m_.partitions, b = dtype_bytes(p_.type);
+    const auto n = static_cast<std::int64_t>(g.rows.size());
+    const auto x_ready = load_x(g);
+    instruction_id last_mm = program::none;
+    for (std::int64_t ob = 0; ob < pl_.out_blocks; ++ob) {
+      const std::int64_t cols = std::min(p_.out_tile, p_.d_out - ob * p_.out_tile);
+      const auto w_war = w_.next();
+      std::vector<instruction_id> w_ready(static_cast<std::size_t>(pl_.k_slabs));
+      for (std::int64_t s = 0; s < pl_.k_slabs; ++s)
+        w_ready[static_cast<std::size_t>(s)] =
+            b_.dma(q_.next(1), hbm_w_, sb_w_, std::min(parts, p_.d_in - s * parts), cols * b,
+                   tags_[t_w], {w_war});
+      const std::int64_t set = sets_++ % pl_.psum_sets;
+      for (std::int64_t r0 = 0, ts = 0; r0 < n; r0 += parts, ++ts) {
+        const std::int64_t rows = std::min(parts, n - r0);
+        std::vector<instruction_id> banks;
+        for (std::int64_t c0 = 0, ci = 0; c0 < cols; c0 += p_.mm_n, ++ci) {
+          const auto bank = static_cast<std::size_t>(
+              (p_.x_rows ? 2 : 0) + (set * pl_.t_subs + ts) * ceil_div(p_.out_tile, p_.mm_n) + ci);
+          banks.push_back(static_cast<instruction_id>(bank));
+          for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
+            std::vector<instruction_id> deps;
+            if (s == 0 && bank_reader_[bank] != program::none) deps.push_back(bank_reader_[bank]);
+            if (ob == 0 && ts == 0 && ci == 0) deps.push_back(x_ready[static_cast<std::size_t>(s)]);
+            if (ts == 0 && ci == 0) deps.push_back(w_ready[static_cast<std::size_t>(s)]);
+            last_mm = b_.matmul(p_.type, std::min(parts, p_.d_in - s * parts), rows,
+                                std::min(p_.mm_n, cols - c0), true, s > 0, sb_x_, psum_,
+                                tags_[t_mm], deps);
+          }
+        }
+        scale_and_scatter(rows, cols, last_mm, banks);
+      }
+      w_.read_by(last_mm);
+    }
+    x_.read_by(last_mm);
+  }
+
+  /// Evict: PSUM times the rows' router weights into staging; scatter the
+  /// rows to their (token, slot) partials.
+  void scale_and_scatter(std::int64_t rows, std::int64_t cols, instruction_id mm,
+                         const std::vector<instruction_id>& banks) {
+    const auto war = stage_.next();
+    instruction_id e = program::none;
+    for (std::size_t i = 0; i < banks.size(); ++i) {
+      const std::int64_t width = std::min(p_.mm_n, cols - static_cast<std::int64_t>(i) * p_.mm_n);
+      e = b_.compute(copy_engine(),
+                     copy_engine() == scalar_engine ? op::activation : op::tensor_scalar, rows,
+                     width, flag_reads_psum, psum_, sb_stage_, tags_[t_scale],
+                     {mm, i == 0 ? war : program::none});
+      bank_reader_[banks[i]] = e;
+    }
+    stage_.read_by(b_.dma(q_.next(2), sb_stage_, p_.sbuf_partials ? sb_part_ : hbm_part_, rows,
+                          cols * 4, tags_[t_scatter], {e}));
+    scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
+  }
+
+  /// y for `rows` tokens: per out block, load their top_k partials, sum them
+  /// on the combine engine in fp32 (the last add writes dtype), store.
+  void combine(std::int64_t rows) {
+    const std::int64_t b = dtype_bytes(p_.type);
+    for (std::int64_t ob = 0; ob < pl_.out_blocks; ++ob) {
+      const std::int64_t cols = std::min(p_.out_tile, p_.d_out - ob * p_.out_tile);
+      const auto war = comb_.next();
+      std::vector<instruction_id> deps = scatters_;  // every partial of this core is written
+      deps.push_back(war);
+      instruction_id last = program::none;
+      buffer_id src = sb_part_;  // partials in SBUF: summed where they are
+      if (!p_.sbuf_partials) {
+        instruction in;
+        in.engine = q_.next(3);
+        in.kind = op::dma;
+        in.partitions = static_cast<std::uint32_t>(rows);
+        in.free = static_cast<std::uint32_t>(p_.top_k * cols * 4);
+        in.aux = static_cast<std::uint32_t>(cols * 4);
+        in.src = hbm_part_;
+        in.dst = sb_comb_;
+        in.tag = tags_[t_part];
+        last = out_.add(in, deps);
+        deps = {last};
+        src = sb_comb_;
+        scatters_ = {last};  // later loads: ordered after this one, which waited for all
+      }
+      // the first step copies (or, with top_k > 1, adds the first two slots)
+      last = b_.compute(p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, rows, cols,
+                        0, src, sb_comb_, tags_[t_sum], deps);
+      for (std::int64_t j = 2; j < p_.top_k; ++j)
+        last = b_.compute(p_.combine_engine, op::tensor_tensor, rows, cols, 0, src, sb_comb_,
+                          tags_[t_sum], {last});
+      comb_.read_by(b_.dma(q_.next(3), sb_comb_, hbm_y_, rows, cols * b, tags_[t_y], {last}));
+    }
+  }
+
+  const plan& pl_;
+  const params& p_;
+  const machine& m_;
+  program& out_;
+  emit::builder b_;
+  emit::queues q_;
+  buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_raw_ = 0, sb_w_ = 0,
+            sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0, psum_ = 0;
+  std::vector<std::uint16_t> tags_;
+  slots x_, raw_, w_, stage_, comb_;
+  std::vector<instruction_id> bank_reader_, scatters_;
+  std::uint64_t transposes_ = 0, sets_ = 0;
+};
+
+class moe final : public workload {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "moe"; }
+  [[nodiscard]] std::string_view summary() const override {
+    return "MoE expert matmul: tokens routed to top_k experts, gathered, a grouped GEMM per "
+           "expert, scaled by the router weights and combined";
+  }
+
+  [[nodiscard]] std::vector<name_doc> names() const override {
+    return {
+        {"tokens", "integer", "", "tokens in the batch"},
+        {"d_in", "integer", "", "columns of x (the contraction; the model's hidden size)"},
+        {"d_out", "integer", "", "columns of each expert's output and of y"},
+        {"experts", "integer", "", "experts of the layer"},
+        {"top_k", "integer", "", "experts per token"},
+        {"route_seed", "integer", "1", "seed of the deterministic routing"},
+        {"route_skew", "integer 0 .. 400", "0",
+         "expert e draws tokens with weight 1 / (e + 1)^(skew / 100): 0 uniform, 100 Zipf"},
+        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x, weights and y type"},
+        {"grouping", "sorted | token", "sorted",
+         "sorted: each expert's rows gathered into tiles (a grouped GEMM); token: each (token, "
+         "expert) pair alone, the expert's weights loaded per token"},
+        {"token_tile", "integer", "128",
+         "rows per group tile (over 128: a multiple of 128); the expert's weights are read once "
+         "per group tile"},
+        {"out_tile", "integer", "512", "d_out columns per weight block and per combine step"},
+        {"bufs", "integer >= 1", "2", "expert weight block slots"},
+        {"x_bufs", "integer >= 1", "2", "x^T tile slots"},
+        {"x_layout", "rows | transposed", "rows",
+         "rows: x [tokens, d_in], gathered by rows and transposed on TensorE; transposed: x^T "
+         "[d_in, tokens], gathered by columns (one descriptor per element)"},
+        {"evict", "vector | scalar | gpsimd", "vector",
+         "drains PSUM, multiplying by the router weights (gpsimd cannot read PSUM: VectorE)"},
+        {"combine_engine", "vector | gpsimd", "vector", "sums each token's top_k partials"},
+        {"core_split", "expert | token", "expert",
+         "with lnc = 2: whole experts per physical core, or half of the tokens per core"},
+        {"partials", "hbm | sbuf", "hbm",
+         "where the scaled (token, slot) rows wait for the combine: an fp32 tensor in HBM "
+         "(written, then read back), or resident in SBUF (all tokens' top_k rows)"},
+        {"dma_queues", "integer", "1", "queues per stream (x, weights, partials, combine)"},
+        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
+    };
+  }
+
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto p = std::make_unique<plan_of<plan>>();
+    p->error = emit::plan_for(s, c, m, p->value, read, moe_detail::make_plan);
+    return p;
+  }
+
+  /// One plan per physical core: the same routing and tiles, each core
+  /// lowering its own share (moe_plan.cpp splits them by core_split).
+  [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
+      const space& s, const config& c, const machine& m) const override {
+    std::vector<std::unique_ptr<workload_plan>> out;
+    auto whole = plan_config(s, c, m);
+    for (int core = 0; core < std::max(1, m.cores); ++core) {
+      auto p = std::make_unique<plan_of<plan>>(plan_value<plan>(*whole));
+      p->error = whole->error;
+      p->value.core = core;
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const override {
+    out.clear();
+    lowerer(plan_value<plan>(p), m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& p, const machine& m) const override {
+    (void)m;
+    return moe_detail::make_kernel(plan_value<plan>(p));
+  }
+
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const override {
+    return moe_detail::emit_nki(plan_value<plan>(p), ctx, out);
+  }
+
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    const value_reader v(s, c);
+    const double rows = static_cast<double>(v.integer("tokens", 1) * v.integer("top_k", 1));
+    const double tiles =
+        v.symbol("grouping", "sorted") == "token"
+            ? rows
+            : rows / static_cast<double>(std::max<std::int64_t>(
+                         1, std::min<std::int64_t>(v.integer("token_tile", 128), m.partitions))) +
+                  static_cast<double>(v.integer("experts", 1));
+    const double slabs = static_cast<double>(ceil_div(v.integer("d_in", 128), m.partitions));
+    const double chunks =
+        static_cast<double>(ceil_div(v.integer("d_out", 512), v.integer("mm_n", 512)));
+    return tiles * slabs * (2 + chunks) + rows / 64;
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
+};
+
+/// The group sizes of the config's routing: how many experts have more rows
+/// than token_tile, and the share of the 128-row sub-tiles' rows that hold a
+/// routed row (the rest is padding TensorE still streams past).
+struct group_stats {
+  std::int64_t over_tile = 0;
+  double fill = 1;
+};
+
+group_stats routing_stats(const space& s, const config& c) {
+  params p;
+  try {
+    if (!read(value_reader(s, c), resolve_machine(s.def().target), p).empty()) return {};
+  } catch (const error&) {
+    return {};  // not a NeuronCore target: no statistics of the routing
+  }
+  std::vector<std::int64_t> size(static_cast<std::size_t>(p.experts), 0);
+  for (const auto e : moe_detail::route_tokens(p)) ++size[static_cast<std::size_t>(e)];
+  group_stats g;
+  double rows = 0, slots = 0;
+  for (const auto n : size) {
+    g.over_tile += n > p.token_tile;
+    rows += static_cast<double>(n);
+    slots +=
+        static_cast<double>(p.group == moe_detail::grouping::token ? n : ceil_div(n, 128) * 128);
+  }
+  g.fill = slots > 0 ? rows / slots : 1;
+  return g;
+}
+
+/// Whether the space has parameter `name` with a larger value than the config's.
+bool can_raise(const space& s, const config& c, std::string_view name) {
+  const auto i = s.parameter_index(name);
+  if (!i || *i >= c.size() || c[*i] == config::inactive) return false;
+  const auto& values = s.parameters()[*i].dom.values;
+  const auto now = values.at(c[*i]);
+  return std::any_of(values.begin(), values.end(), [&](std::int64_t x) { return x > now; });
+}
+
+/// "raise bufs (now 2) or dma_queues (now 4)" over the names the space can raise, or "".
+std::string raise_any(const space& s, const config& c, const std::vector<std::string_view>& names) {
+  const value_reader v(s, c);
+  std::string out;
+  for (const auto n : names)
+    if (can_raise(s, c, n))
+      out += fmt::format("{}{} (now {})", out.empty() ? "raise " : " or ", n, v.integer(n, 0));
+  return out;
+}
+
+std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const config& c) const {
+  const value_reader v(s, c);
+  std::vector<std::string> out;
+  const bool token = v.symbol("grouping", "sorted") == "token";
+  const bool dma = b.phase.rfind("dma", 0) == 0;
+  if (b.tag == "load expert weights") {
+    if (token)
+      out.emplace_back(
+          "grouping = sorted: each expert's weights are then read once per group tile, not once "
+          "per routed token");
+    else if (const auto over = routing_stats(s, c).over_tile; over > 0)
+      out.push_back(fmt::format(
+          "raise token_tile (now {}): {} experts have more rows than a tile and read their "
+          "weights once per tile",
+          v.integer("token_tile", 128), over));
+    if (v.symbol("core_split", "expert") == "token")
+      out.emplace_back(
+          "core_split = expert: with half the tokens per core, both cores read most experts' "
+          "weights; whole experts per core read each once");
+    if (const auto r = raise_any(s, c, {"bufs", "dma_queues"}); !r.empty())
+      out.push_back(r + ": the next expert's weights load while this one multiplies");
+    else
+      out.push_back(fmt::format(
+          "bufs and dma_queues are at the space's maximum: the expert weights stream at the DMA "
+          "rate in rows of {} bytes per partition (out_tile {}); a space with more queues or "
+          "longer rows would unlock more",
+          std::min(v.integer("out_tile", 512), v.integer("d_out", 512)) *
+              (v.symbol("dtype", "bf16") == "fp32" ? 4 : 2),
+          v.integer("out_tile", 512)));
+  } else if (b.tag == "gather x") {
+    if (v.symbol("x_layout", "rows") == "transposed")
+      out.emplace_back(
+          "x_layout = rows: gathering columns of x^T costs one descriptor per element; rows "
+          "gather whole rows and transpose on TensorE");
+    if (const auto r = raise_any(s, c, {"x_bufs", "dma_queues"}); !r.empty())
+      out.push_back(r + ": the next group tile's rows gather during this one");
+  } else if (b.tag == "scatter partials" || b.tag == "load partials" || b.tag == "store y") {
+    if (b.tag != "store y" && v.symbol("partials", "hbm") == "hbm" && v.has("partials"))
+      out.emplace_back("partials = sbuf: the scaled rows wait in SBUF, with no HBM round trip");
+    if (const auto r = raise_any(s, c, {"out_tile", "dma_queues"}); !r.empty())
+      out.push_back(r + ": longer rows per transfer, or more transfers in flight");
+  } else if (dma) {
+    if (const auto r = raise_any(s, c, {"dma_queues"}); !r.empty()) out.push_back(r);
+  } else if (b.phase == "tensor") {
+    out.push_back(fmt::format(
+        "the groups fill {:.0f}% of the 128-row tiles TensorE streams each expert's weights "
+        "past (a group of 5 rows costs as much as one of 128): fewer, larger groups (a lower "
+        "top_k or more tokens per call) are what pays; keep mm_n = 512",
+        100 * routing_stats(s, c).fill));
+    if (b.tag == "transpose x")
+      out.emplace_back("x_layout = transposed moves the transposes off TensorE (at a DMA cost)");
+  } else if (b.tag == "combine") {
+    out.push_back(
+        fmt::format("combine_engine = {}: move the top_k sums",
+                    v.symbol("combine_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+  } else if (b.tag == "scale by router weight" || b.tag == "copy x^T") {
+    out.push_back(fmt::format("evict = {}: move the PSUM drains",
+                              v.symbol("evict", "vector") == "scalar" ? "vector" : "scalar"));
+  }
+  return out;
+}
+
+}  // namespace
+
+const workload& moe_workload() {
+  static const moe instance;
+  return instance;
+}
+
+}  // namespace tessel::sim

@@ -1,0 +1,93 @@
+// moe.hpp: what the moe workload's files share (docs/simulator.md, moe): the
+// parameters, the deterministic routing and the group plan that moe.cpp
+// (reading, lowering), moe_functional.cpp (the schedule on data for the
+// gate) and moe_nki.cpp (the NKI kernel) all follow.
+#pragma once
+
+#include "../../functional.hpp"
+#include "../../machine.hpp"
+#include "../../program.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+
+namespace nki {
+struct context;
+}
+
+namespace moe_detail {
+
+/// How the routed (token, slot) rows are grouped for the expert GEMMs.
+enum class grouping : std::uint8_t {
+  sorted,  ///< each expert's rows gathered into dense tiles (a grouped GEMM)
+  token,   ///< per token: each of its top_k experts applied to that token alone
+};
+
+/// How the work is split over the physical cores of a logical core (LNC=2).
+enum class core_split : std::uint8_t {
+  experts,  ///< whole experts per core, balanced by rows (each expert's weights read once)
+  tokens,   ///< each core routes its half of the tokens through every expert it needs
+};
+
+/// The parameters moe reads (moe.cpp).
+struct params {
+  std::int64_t tokens = 0, d_in = 0, d_out = 0, experts = 0, top_k = 0;
+  std::int64_t route_seed = 1, route_skew = 0;  ///< skew: Zipf exponent x 100 (0: uniform)
+  dtype type = dtype::bf16;
+  std::int64_t token_tile = 128, out_tile = 512, mm_n = 512;
+  int bufs = 2, x_bufs = 2, queues = 1;
+  bool x_rows = true;          ///< x given as [tokens, d_in] (gather rows, transpose on TensorE)
+  bool sbuf_partials = false;  ///< the (token, slot) partials live in SBUF, not HBM
+  grouping group = grouping::sorted;
+  core_split split = core_split::experts;
+  engine_id evict = vector_engine, combine_engine = vector_engine;
+};
+
+/// One (token, slot) row routed to an expert.
+struct route {
+  std::int32_t token = 0, slot = 0;
+};
+
+/// One tile of a group: up to token_tile rows of one expert.
+struct group_tile {
+  std::int32_t expert = 0;
+  std::vector<route> rows;
+  bool tail = false;  ///< the last, partial tile of its group
+};
+
+/// The routing and the tiles a config runs, per physical core.
+struct plan {
+  params p;
+  std::vector<std::int32_t> expert_of;   ///< [token * top_k + slot]
+  std::vector<std::int64_t> group_size;  ///< rows routed to each expert
+  /// The group tiles of each core (one list per physical core), in order.
+  std::vector<std::vector<group_tile>> tiles;
+  /// The 128-token combine tiles of each core: [first token, end).
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> combine;
+  std::int64_t k_slabs = 1, t_subs = 1, out_blocks = 1, out_banks = 1, psum_sets = 1;
+  std::int64_t x_bytes = 0, raw_bytes = 0, w_bytes = 0, stage_bytes = 0, combine_bytes = 0,
+               part_bytes = 0;  ///< per partition
+  int cores = 1;
+  int core = -1;  ///< the core a lowering times (-1: all, for the gate and NKI)
+};
+
+/// The top_k distinct experts of every token: a weighted draw without
+/// replacement, expert e weighing 1 / (e + 1)^(skew / 100), from an rng
+/// seeded by (seed, token), so a token's experts do not depend on `tokens`.
+[[nodiscard]] std::vector<std::int32_t> route_tokens(const params& p);
+
+/// Routes, groups and checks the resources: "" or a compile error.
+[[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
+
+/// The executor of the plan on data (moe_functional.cpp).
+[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl);
+
+/// The NKI kernel of the plan (moe_nki.cpp): "" or why not.
+[[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);
+
+}  // namespace moe_detail
+}  // namespace tessel::sim

@@ -1,0 +1,133 @@
+# moe.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
+# space     moe (examples/moe.tsl)
+# config    {"bufs":2,"combine_engine":"vector","core_split":null,"dma_queues":2,"evict":"vector","grouping":"sorted","out_tile":768,"partials":"hbm","token_tile":128,"x_bufs":2,"x_layout":"rows"}
+# target    trn2
+# computes  y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the routing fixed when the kernel is traced
+#
+# The schedule is the simulator's plan of this config (docs/nki.md). It has been
+# checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
+# run on a NeuronCore.
+# Where this kernel differs from the simulated plan:
+#   - dma_queues = 2: NKI assigns DMA queues itself
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+# --- the plan ---------------------------------------------------------------
+TOKENS = 48
+D_IN = 256
+D_OUT = 768
+EXPERTS = 8
+TOP_K = 2                     # experts per token
+P = 128                       # partitions (nl.tile_size.pmax)
+TOKEN_TILE = 128              # token_tile: rows per group tile
+OUT_TILE = 768                # out_tile: d_out columns per weight block and combine step
+MM_N = 512                    # moving free size of a matmul (one PSUM bank of fp32)
+K_SLABS = 2                   # 128-row slabs of d_in (the contraction)
+OUT_BLOCKS = 1
+TOKEN_TILES = 1               # 128-token tiles of the combine
+PARTIALS = "hbm"              # where the partials wait (partials)
+BUFS = 2                      # expert weight block slots (bufs)
+X_BUFS = 2                    # x^T tile slots (x_bufs)
+EVICT = nisa.engine.vector    # drains PSUM times the router weights (evict)
+COMBINE = nisa.engine.vector  # sums the top_k partials (combine_engine)
+DT = nl.bfloat16              # dtype of x, the weights and y
+
+INPUTS = {"x": ((TOKENS, D_IN), "bfloat16"), "W": ((EXPERTS, D_IN, D_OUT), "bfloat16"),
+          "router_weights": ((TOKENS, TOP_K), "float32")}
+OUTPUTS = {"y": ((TOKENS, D_OUT), "bfloat16")}
+TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
+
+GROUP_TILES = [  # (expert, ((token, slot), ...)) per group tile
+    (0, ((4, 1), (6, 1), (9, 1), (10, 1), (11, 0), (12, 0), (14, 0), (15, 1), (17, 0), (18, 1), (20, 1), (22, 1), (23, 0), (34, 0), (39, 0), (46, 1), )),
+    (1, ((0, 0), (7, 0), (9, 0), (12, 1), (13, 0), (16, 1), (19, 0), (25, 1), (27, 1), (30, 1), (32, 1), (33, 0), (36, 0), (37, 1), (39, 1), (41, 1), (44, 1), )),
+    (2, ((3, 1), (4, 0), (5, 0), (10, 0), (23, 1), (26, 0), (28, 1), (29, 1), (35, 1), (38, 0), (41, 0), (43, 0), (45, 1), (47, 1), )),
+    (3, ((5, 1), (6, 0), (7, 1), (13, 1), (15, 0), (24, 1), (26, 1), (30, 0), (38, 1), (42, 1), (44, 0), )),
+    (4, ((2, 1), (3, 0), (8, 1), (19, 1), (20, 0), (21, 1), (24, 0), (28, 0), (31, 1), (45, 0), )),
+    (5, ((1, 1), (8, 0), (11, 1), (17, 1), (29, 0), (33, 1), (36, 1), (37, 0), (42, 0), (46, 0), (47, 0), )),
+    (6, ((0, 1), (2, 0), (14, 1), (18, 0), (21, 0), (25, 0), (34, 1), (35, 0), (40, 0), (43, 1), )),
+    (7, ((1, 0), (16, 0), (22, 0), (27, 0), (31, 0), (32, 0), (40, 1), )),
+]
+
+@nki.jit
+def moe_kernel(x, W, router_weights):
+    y = nl.ndarray((TOKENS, D_OUT), dtype=DT, buffer=nl.shared_hbm)
+    part = nl.ndarray((TOKENS, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.shared_hbm)
+    xT = nl.ndarray((P, X_BUFS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)
+    xg = nl.ndarray((P, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows
+    w_sb = nl.ndarray((P, BUFS, K_SLABS, OUT_TILE), dtype=DT, buffer=nl.sbuf)
+    p_sb = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)  # router weights
+    o_sb = nl.ndarray((P, 2, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)
+    cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)
+    acc = nl.ndarray((P, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)
+    y_sb = nl.ndarray((P, OUT_TILE), dtype=DT, buffer=nl.sbuf)
+    ps = nl.ndarray((P, MM_N), dtype=nl.float32, buffer=nl.psum)
+    t_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)
+    x_loads = w_loads = stages = 0
+    for e, rows in GROUP_TILES:  # group tiles
+        xs = x_loads % X_BUFS
+        x_loads += 1
+        for r0 in nl.sequential_range(0, len(rows), P):  # 128-row sub-tiles
+            n = min(P, len(rows) - r0)
+            # gather the rows of x, transpose each 128 x 128 piece on TensorE
+            for i in nl.sequential_range(n):
+                t, j = rows[r0 + i]
+                nisa.dma_copy(dst=xg[i:i + 1, 0:D_IN], src=x[t:t + 1, 0:D_IN])
+            for s in nl.affine_range(K_SLABS):
+                r = min(P, D_IN - s * P)
+                nisa.nc_transpose(dst=t_psum[0:r, 0:n], data=xg[0:n, s * P:s * P + r])
+                nisa.tensor_copy(dst=xT[0:r, xs, s, r0:r0 + n], src=t_psum[0:r, 0:n], engine=EVICT)
+        for ob in nl.sequential_range(OUT_BLOCKS):
+            o0 = ob * OUT_TILE
+            ow = min(OUT_TILE, D_OUT - o0)
+            ws = w_loads % BUFS
+            w_loads += 1
+            for s in nl.affine_range(K_SLABS):
+                r = min(P, D_IN - s * P)
+                nisa.dma_copy(dst=w_sb[0:r, ws, s, 0:ow], src=W[e, s * P:s * P + r, o0:o0 + ow])
+            for r0 in nl.sequential_range(0, len(rows), P):
+                n = min(P, len(rows) - r0)
+                for i in nl.sequential_range(n):
+                    t, j = rows[r0 + i]
+                    nisa.dma_copy(dst=p_sb[i:i + 1, 0:1], src=router_weights[t:t + 1, j:j + 1])
+                out = o_sb[0:n, stages % 2, 0:ow]
+                stages += 1
+                for c0 in nl.sequential_range(0, ow, MM_N):
+                    cw = min(MM_N, ow - c0)
+                    for s in nl.affine_range(K_SLABS):  # accumulates over d_in in PSUM
+                        r = min(P, D_IN - s * P)
+                        nisa.nc_matmul(dst=ps[0:n, 0:cw], stationary=xT[0:r, xs, s, r0:r0 + n],
+                                       moving=w_sb[0:r, ws, s, c0:c0 + cw], accumulate=s > 0)
+                    nisa.tensor_scalar(dst=out[:, c0:c0 + cw], data=ps[0:n, 0:cw], op0=nl.multiply, operand0=p_sb[0:n, 0:1], engine=EVICT)
+                # scatter the scaled rows to their (token, slot) partials
+                for i in nl.sequential_range(n):
+                    t, j = rows[r0 + i]
+                    nisa.dma_copy(dst=part[t:t + 1, j, o0:o0 + ow], src=out[i:i + 1, :])
+    # the combine: y = the sum of each token's top_k partials
+    for t0 in nl.sequential_range(0, TOKENS, P):
+        tr = min(P, TOKENS - t0)
+        for ob in nl.sequential_range(OUT_BLOCKS):
+            o0 = ob * OUT_TILE
+            ow = min(OUT_TILE, D_OUT - o0)
+            nisa.dma_copy(dst=cb[0:tr, 0:TOP_K, 0:ow], src=part[t0:t0 + tr, 0:TOP_K, o0:o0 + ow])
+            nisa.tensor_copy(dst=acc[0:tr, 0:ow], src=cb[0:tr, 0, 0:ow], engine=COMBINE)
+            for j in nl.sequential_range(1, TOP_K):
+                nisa.tensor_tensor(dst=acc[0:tr, 0:ow], data1=acc[0:tr, 0:ow], data2=cb[0:tr, j, 0:ow], op=nl.add, engine=COMBINE)
+            nisa.tensor_copy(dst=y_sb[0:tr, 0:ow], src=acc[0:tr, 0:ow], engine=COMBINE)
+            nisa.dma_copy(dst=y[t0:t0 + tr, o0:o0 + ow], src=y_sb[0:tr, 0:ow])
+    return y
+
+
+EXPERT_OF = [[1, 6], [7, 5], [6, 4], [4, 2], [2, 0], [2, 3], [3, 0], [1, 3], [5, 4], [1, 0], [2, 0], [0, 5], [0, 1], [1, 3], [0, 6], [3, 0], [7, 1], [0, 5], [6, 0], [1, 4], [4, 0], [6, 4], [7, 0], [0, 2], [4, 3], [6, 1], [2, 3], [7, 1], [4, 2], [5, 2], [3, 1], [7, 4], [7, 1], [1, 5], [0, 6], [6, 2], [1, 5], [5, 1], [2, 3], [0, 1], [6, 7], [2, 1], [5, 3], [2, 6], [3, 1], [4, 2], [5, 0], [5, 2]]  # [token][slot]
+
+def reference(x, W, router_weights):
+    """y in float64, from the same inputs."""
+    x = x.astype(np.float64)
+    y = np.zeros((TOKENS, D_OUT))
+    for t in range(TOKENS):
+        for j in range(TOP_K):
+            y[t] += router_weights[t, j] * (x[t] @ W[EXPERT_OF[t][j]].astype(np.float64))
+    return {"y": y}

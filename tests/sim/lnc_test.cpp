@@ -1,0 +1,118 @@
+// trn2_lnc2: a space re-targeted from one physical core to a logical core of
+// two. The DSL sees the doubled totals; the simulator times each core's
+// share (machine::cores, workload::plan_cores) and takes the slowest.
+#include "helpers.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+space example(const std::string& file, const std::string& target,
+              std::map<std::string, std::string, std::less<>> sets = {}) {
+  parse_options options;
+  options.target = target;
+  options.overrides = std::move(sets);
+  return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
+}
+
+measurement evaluate(const space& s, const config& c) {
+  sim_options o;
+  o.gate = false;
+  sim_backend b(o);
+  b.prepare(s);
+  auto m = b.evaluate(s, c);
+  INFO(m.message);
+  REQUIRE(m.ok());
+  return m;
+}
+
+double latency(const space& s, const config& c) { return evaluate(s, c).objective; }
+
+}  // namespace
+
+TEST_CASE("lnc: the machine of trn2_lnc2 is two trn2 cores") {
+  const machine one = machine_for("trn2"), two = machine_for("trn2_lnc2");
+  CHECK(one.cores == 1);
+  CHECK(two.cores == 2);
+  CHECK(two.bf16_peak_flops_per_ns == doctest::Approx(one.bf16_peak_flops_per_ns));  // per core
+  CHECK(two.sbuf_bytes_per_partition == one.sbuf_bytes_per_partition);
+  CHECK(two.dma_engines == one.dma_engines);
+}
+
+TEST_CASE("lnc: the DSL sees the doubled totals, so feasibility changes with the topology") {
+  const char* text = R"(
+    space s {
+      param blocks : 1 .. 4
+      require blocks * 20000000 <= target.sbuf_total_bytes "the blocks must fit in all SBUF"
+      when target.lnc == 2 { param split : {rows, cols} }
+    })";
+  parse_options one, two;
+  one.target = "trn2";
+  two.target = "trn2_lnc2";
+  const space a = parse_space(text, one), b = parse_space(text, two);
+  CHECK(a.count() == 1);      // 27 MB: one block
+  CHECK(b.count() == 2 * 2);  // 54 MB: two blocks, and the split is active
+}
+
+TEST_CASE("lnc: a matmul re-targeted to two cores splits M and takes about half the time") {
+  const auto one = example("sim_matmul.tsl", "trn2"), two = example("sim_matmul.tsl", "trn2_lnc2");
+  const auto c = *one.default_config();
+  const double ratio = latency(two, c) / latency(one, c);
+  CHECK(ratio > 0.45);
+  CHECK(ratio < 0.6);
+}
+
+TEST_CASE("lnc: an odd split is as slow as its larger share") {
+  // M = 384: the cores get 256 and 128 rows
+  const auto one = example("sim_matmul.tsl", "trn2", {{"M", "384"}});
+  const auto two = example("sim_matmul.tsl", "trn2_lnc2", {{"M", "384"}});
+  const auto share = example("sim_matmul.tsl", "trn2", {{"M", "256"}});
+  const auto c = *one.default_config();
+  const auto split = evaluate(two, c);
+  CHECK(split.objective < latency(one, c));
+  CHECK(split.objective == doctest::Approx(latency(share, c)));
+  // the 128-row core finishes well before the 256-row one
+  CHECK(split.metrics.at("core_balance") < 0.75);
+  CHECK(evaluate(one, c).metrics.count("core_balance") == 0);
+}
+
+TEST_CASE("lnc: moe splits by experts or by tokens; whole experts read each weight once") {
+  const std::map<std::string, std::string, std::less<>> sets{{"tokens", "256"}};
+  const auto one = example("moe.tsl", "trn2", sets), two = example("moe.tsl", "trn2_lnc2", sets);
+  auto c1 = *one.default_config();
+  CHECK(c1[*one.parameter_index("core_split")] == config::inactive);  // no second core
+  auto c2 = *two.default_config();
+  const double single = latency(one, c1);
+  const auto expert_split = evaluate(two, c2);
+  const double by_expert = expert_split.objective;
+  CHECK(expert_split.metrics.at("core_balance") > 0.8);  // experts balanced by sub-tiles
+  c2[*two.parameter_index("core_split")] = 1;            // token
+  const double by_token = latency(two, c2);
+  CHECK(by_expert < 0.65 * single);
+  // weight-bound: each core of the token split reads most experts' weights
+  CHECK(by_token > by_expert);
+  sim_options quiet;
+  quiet.gate = false;
+  const auto e = sim_backend(quiet).analyse(two, c2);
+  const bool named = std::any_of(e.suggestions.begin(), e.suggestions.end(), [](const auto& x) {
+    return x.find("core_split = expert") != std::string::npos;
+  });
+  CHECK(named);
+}
+
+TEST_CASE("lnc: a workload without a split dimension runs on one core of the two") {
+  const auto one = example("sim_attention.tsl", "trn2", {{"seq", "512"}});
+  const auto two = example("sim_attention.tsl", "trn2_lnc2", {{"seq", "512"}});
+  const auto c = *one.default_config();
+  CHECK(latency(two, c) == doctest::Approx(latency(one, c)));
+}
