@@ -79,6 +79,7 @@ struct machine {
   double dma_issue_ns = 0;             ///< per transfer, holds its queue
   double dma_fixed_latency_ns = 0;     ///< trigger to completion, beyond the data phase
   double dma_bytes_per_ns = 0;         ///< the target's nominal aggregate (reports)
+  bool dma_queue_pipelined = true;     ///< issue overlaps the previous data phase and the wait
   double hbm_bytes_per_ns = 0;         ///< the core's share of HBM bandwidth (0: no cap)
 
   // roofline

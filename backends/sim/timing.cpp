@@ -300,7 +300,11 @@ class simulator {
       // once the previous data phase has ended; the data phase joins the
       // shared engines at its event, in time order.
       const double issue = m_.dma_issue_ns * ins_[id].count;
-      const double issue_start = std::max(issue_free_at_[e], ready_[id] - issue);
+      // without a pipelined queue (trn1's fit) the issue waits for the
+      // dependencies and the previous data phase, as one serial step
+      const double issue_start = m_.dma_queue_pipelined
+                                     ? std::max(issue_free_at_[e], ready_[id] - issue)
+                                     : std::max({free_at_[e], ready_[id], now_});
       const double data_at = std::max({issue_start + issue, ready_[id], free_at_[e], now_});
       begin(id, e, issue_start, nullptr, nullptr);
       issue_free_at_[e] = issue_start + issue;

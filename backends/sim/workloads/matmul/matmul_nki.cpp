@@ -58,7 +58,7 @@ class matmul_writer {
     if (p_.evict == gpsimd_engine)
       f.notes.emplace_back(
           "evict = gpsimd: GpSimdE cannot read PSUM (nki.isa.tensor_copy), so VectorE drains it");
-    if (p_.queues != dma_queue_count)
+    if (p_.queues > 1)
       f.notes.push_back(fmt::format(
           "dma_queues = {}: NKI assigns DMA queues itself; the loads are issued in plan order",
           p_.queues));

@@ -111,7 +111,7 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
     return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
   p.coalesce = v.flag("coalesce", true);
   p.queues = static_cast<int>(
-      std::clamp<std::int64_t>(v.integer("dma_queues", dma_queue_count), 1, dma_queue_count));
+      std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
   return "";
 }
 

@@ -57,9 +57,9 @@ struct params {
   std::array<int, 3> block_pos{0, 1, 2};  ///< position of each dim in `block_order`
   engine_id evict = vector_engine;
   bool coalesce = true;
-  /// DMA queues the transfers are spread over (dma_queues; default all 16):
-  /// each stream (A loads, B loads, C stores) round robin over a third of them.
-  int queues = 16;
+  /// DMA queues per stream (A loads, B loads, C stores; dma_queues, default
+  /// 1 as the compiler assigns them): their data phases share the 16 engines.
+  int queues = 1;
 };
 
 [[nodiscard]] inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
