@@ -560,6 +560,9 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
   const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
   const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
   const bool coalesced = v.flag("coalesce", true);
+  // a space with one `bufs` moves both operands' slots with it
+  const char* a_bufs = s.parameter_index("a_bufs") ? "a_bufs" : "bufs";
+  const char* b_bufs = s.parameter_index("b_bufs") ? "b_bufs" : "bufs";
   const bool dma = b.phase.rfind("dma", 0) == 0;
   const bool issue_heavy = b.issue_share > 0.25 * b.share;
   const auto issue_hints = [&](const char* what, const char* wider) {
@@ -576,7 +579,8 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
         fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
                     ceil_div(size_m, tile_m)));
     if (b.latency_share > 0.2 * b.share)
-      out.emplace_back("raise b_bufs so the next B block loads while this one is used");
+      out.push_back(
+          fmt::format("raise {} so the next B block loads while this one is used", b_bufs));
     out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
   } else if (dma && b.tag == "load A") {
     if (issue_heavy) issue_hints("A", "tile_m");
@@ -585,7 +589,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
                     ceil_div(size_n, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
     out.emplace_back("raise a_reuse so one load of A serves several n blocks");
-    out.emplace_back("raise a_bufs so the next A block loads while this one is used");
+    out.push_back(fmt::format("raise {} so the next A block loads while this one is used", a_bufs));
   } else if (dma && b.tag == "store C") {
     if (!coalesced)
       out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
