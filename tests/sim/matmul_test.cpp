@@ -284,3 +284,19 @@ TEST_CASE("matmul on trn2: coarse row loads gain, and more queues do not outweig
   const auto queues = lower_and_time(with(base, {{"coalesce", 0}, {"dma_queues", 4}}));
   CHECK(std::abs(queues.t.latency_ns / tiles.t.latency_ns - 1) < gain - 1);
 }
+
+TEST_CASE("matmul: psum_zero = memset zeroes each group on VectorE before its first matmul") {
+  const auto base =
+      with(matmul_values(1024, 1024, 1024), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 1024}});
+  const auto plain = lower_and_time(base);
+  const auto zeroed = lower_and_time(with(base, {}, {{"psum_zero", "memset"}}));
+  REQUIRE(zeroed.error.empty());
+  int memsets = 0;
+  for (const auto& in : zeroed.p.instructions())
+    if (in.engine == vector_engine && (in.flags & flag_writes_psum)) memsets += in.count;
+  CHECK(memsets == 8 * 2);  // one per 128 x 512 group: 8 x 2 tiles of C
+  CHECK(zeroed.t.busy_ns[vector_engine] > plain.t.busy_ns[vector_engine]);
+  CHECK(zeroed.t.latency_ns >= plain.t.latency_ns);
+  CHECK(lower_and_time(with(base, {}, {{"psum_zero", "never"}})).error.find("psum_zero") !=
+        std::string::npos);
+}

@@ -8,6 +8,7 @@
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
 # Where this kernel differs from the simulated plan:
+#   - psum_zero = matmul: the kernel zeroes each PSUM group with nisa.memset; the simulated plan lets the first matmul overwrite it
 #   - psum_bufs = 8: the compiler allocates PSUM banks; this many accumulation tiles are live at once in the simulated schedule
 
 import numpy as np

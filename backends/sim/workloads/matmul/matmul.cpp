@@ -95,6 +95,7 @@ class lowerer {
     tag_matmul_ = out_.add_tag("matmul");
     tag_transpose_ = out_.add_tag("transpose A");
     tag_evict_ = out_.add_tag("evict");
+    tag_zero_ = out_.add_tag("zero PSUM");
     tag_store_ = out_.add_tag("store C");
     const int a_width = p_.coalesce ? 1 : pl_.tm;
     if (p_.a_mk) {
@@ -342,8 +343,11 @@ class lowerer {
           deps_.clear();
           if (t == 0) {
             group_bank_[g] = group_bank(a * tn + n, opens);
-            if (opens && bank_evict_[group_bank_[g]] != program::none)
-              deps_.push_back(bank_evict_[group_bank_[g]]);
+            const auto prev = bank_evict_[group_bank_[g]];
+            if (opens && p_.psum_memset)
+              deps_.push_back(zero_psum(rows, cols, prev));
+            else if (opens && prev != program::none)
+              deps_.push_back(prev);
           }
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             need(a_, sl * a_stride + a_off, deps_);
@@ -357,6 +361,22 @@ class lowerer {
           }
           if (closes && t == tk - 1) evict(b, a, n, rows, cols, group_bank_[g], last, tn);
         }
+  }
+
+  /// psum_zero = memset: VectorE zeroes the group's bank once its last
+  /// reader (the previous group's evict) is done.
+  instruction_id zero_psum(std::int64_t rows, std::int64_t cols, instruction_id prev) {
+    instruction z;
+    z.engine = vector_engine;
+    z.kind = op::tensor_scalar;
+    z.type = dtype::fp32;
+    z.flags = flag_writes_psum;
+    z.partitions = static_cast<std::uint32_t>(rows);
+    z.free = static_cast<std::uint32_t>(cols);
+    z.src = psum_;
+    z.dst = psum_;
+    z.tag = tag_zero_;
+    return out_.add(z, {prev});
   }
 
   std::size_t group_bank(int group, bool opens) {
@@ -433,7 +453,7 @@ class lowerer {
   buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0,
             psum_ = 0;
   std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0,
-                tag_evict_ = 0, tag_store_ = 0;
+                tag_evict_ = 0, tag_store_ = 0, tag_zero_ = 0;
   operand a_, a_raw_, b_;
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
   std::vector<std::int64_t> k_rows_;
@@ -482,6 +502,9 @@ class matmul final : public workload {
          "m blocks served by one load of B's blocks"},
         {"psum_bufs", "integer 1..8", "every free bank (8; 6 with a_layout = mk)",
          "PSUM banks in rotation for accumulation groups"},
+        {"psum_zero", "matmul | memset", "matmul",
+         "how a PSUM group starts: the first matmul overwrites the bank, or a VectorE memset "
+         "zeroes it first (nl.zeros in PSUM)"},
         {"block_order", "perm(m, n, k)", "(m, n, k)",
          "instruction loops inside a block, outermost first (m: stationary tiles, n: moving "
          "tiles, k: contraction); k outside keeps every group of the block open in PSUM"},
