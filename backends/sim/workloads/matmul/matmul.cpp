@@ -604,8 +604,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
     if (b.latency_share > 0.2 * b.share)
       out.push_back(
           fmt::format("raise {} so the next B block loads while this one is used", b_bufs));
-    out.push_back(
-        fmt::format("raise tile_k or {} to overlap the loads with the matmuls", b_bufs));
+    out.push_back(fmt::format("raise tile_k or {} to overlap the loads with the matmuls", b_bufs));
   } else if (dma && b.tag == "load A") {
     if (issue_heavy) issue_hints("A", "tile_m");
     out.push_back(
