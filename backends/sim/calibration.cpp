@@ -299,7 +299,7 @@ std::vector<structure_ratio> structure_ratios(const overrides_t& overrides) {
   const machine m = resolve_machine(t, overrides);
   const auto time = [&](const std::map<std::string, std::int64_t>& extra) {
     fixed_values v;
-    v.integers = {{"M", 2048},      {"N", 2048}, {"K", 2048},       {"tile_m", 128},
+    v.integers = {{"M", 2048},      {"N", 2048}, {"K", 2048},     {"tile_m", 128},
                   {"tile_n", 1024}, {"bufs", 2}, {"tile_k", 2048}};
     v.symbols = {{"dtype", "bf16"}, {"workload", "matmul"}, {"a_home", "sbuf"}};
     for (const auto& [k, x] : extra) v.integers[k] = x;
