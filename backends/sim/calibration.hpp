@@ -24,10 +24,26 @@ struct calibration_row {
   double predicted = 0;
   double tolerance = 0;  ///< relative error allowed (issue 4: 25% tutorial, 15% otherwise)
   std::string how;       ///< the config or program that reproduces it
+  /// Not used to fit any constant (docs/simulator.md says which are): a
+  /// prediction, reported apart from the fitted cases.
+  bool held_out = false;
   [[nodiscard]] double error() const {
     return published != 0 ? (predicted - published) / published : 0;
   }
 };
+
+/// Rank agreement between published and predicted over the rows of one
+/// file (its stages or cases): both orders compared, ties counted as 0.
+struct rank_agreement {
+  std::string file;
+  int cases = 0;
+  double spearman = 0, kendall = 0;
+  bool held_out = false;  ///< every row of the file is held out
+};
+
+/// Spearman's rho and Kendall's tau per file of `rows` with 3 or more rows
+/// of one quantity, in file order.
+[[nodiscard]] std::vector<rank_agreement> rank_agreements(const std::vector<calibration_row>& rows);
 
 /// Which cases run_calibration replays.
 struct calibration_selection {
@@ -35,7 +51,7 @@ struct calibration_selection {
   std::string target;         ///< only the files timed on this target ("": all)
 };
 
-/// Every case of the three files under `dir` (data/calibration). Throws
+/// Every case of the files under `dir` (data/calibration). Throws
 /// tessel::error when a file is missing (unless skipped) or malformed, or a
 /// stage is unknown. `overrides` are model constants (sim_options::overrides).
 [[nodiscard]] std::vector<calibration_row> run_calibration(

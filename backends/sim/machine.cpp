@@ -57,6 +57,14 @@ constexpr std::array table{
     calibrated_constant{"dma_issue_ns", 400, 600, "ns per transfer, holding its queue",
                         "trn2: [nc] hardware-generated descriptors ~600 ns per instruction; "
                         "trn1: [tut] fit to the tiled and hoisted stages"},
+    calibrated_constant{"dma_queue_pipelined", 0, 1, "0/1",
+                        "trn2: [nc] hardware descriptor generation (~600 ns per instruction) "
+                        "runs while the queue's previous transfer moves data and while the "
+                        "transfer waits on its semaphore; trn1: [tut] the tutorial's stages fit "
+                        "a queue that issues and moves one transfer at a time"},
+    calibrated_constant{"hbm_bytes_per_us_per_core", 410'000, 362'500, "bytes/us",
+                        "[nc] the chip's HBM bandwidth over its physical cores: trn1 820 GB/s / 2, "
+                        "trn2 2.9 TB/s / 8; shared by every transfer that touches HBM"},
     // the modelled compile cost
     calibrated_constant{"compile_base_s", 0.002, 0.002, "s",
                         "[sim] fixed cost of one modelled compile"},
@@ -174,6 +182,8 @@ machine resolve_machine(const target& t, const value_map& overrides) {
   m.dma_descriptor_ns = get(v, "dma_descriptor_ns", 0);
   m.dma_issue_ns = get(v, "dma_issue_ns", 0);
   m.dma_fixed_latency_ns = get(v, "dma_fixed_latency_ns", 0);
+  m.hbm_bytes_per_ns = get(v, "hbm_bytes_per_us_per_core", 0) / 1000.0;
+  m.dma_queue_pipelined = get(v, "dma_queue_pipelined", 1) != 0;
   m.dma_bytes_per_ns = m.dma_engines * get(v, "dma_bytes_per_us_per_engine", 0) / 1000.0;
 
   // 128 x 128 MACs x 2 FLOP per TensorE cycle (neuroncore.md, "derived"),

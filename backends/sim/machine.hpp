@@ -79,6 +79,8 @@ struct machine {
   double dma_issue_ns = 0;             ///< per transfer, holds its queue
   double dma_fixed_latency_ns = 0;     ///< trigger to completion, beyond the data phase
   double dma_bytes_per_ns = 0;         ///< the target's nominal aggregate (reports)
+  bool dma_queue_pipelined = true;     ///< issue overlaps the previous data phase and the wait
+  double hbm_bytes_per_ns = 0;         ///< the core's share of HBM bandwidth (0: no cap)
 
   // roofline
   double bf16_peak_flops_per_ns = 0;
@@ -87,9 +89,11 @@ struct machine {
   double compile_base_s = 0;
   double compile_per_instruction_s = 0;
 
-  /// Peak DMA streaming rate of all engines (bytes/ns): the memory roofline.
+  /// Peak DMA streaming rate of all engines (bytes/ns), capped by the core's
+  /// share of HBM: the memory roofline.
   [[nodiscard]] double dma_peak_bytes_per_ns() const noexcept {
-    return dma_stream_bytes_per_ns * dma_engines;
+    const double engines = dma_stream_bytes_per_ns * dma_engines;
+    return hbm_bytes_per_ns > 0 && hbm_bytes_per_ns < engines ? hbm_bytes_per_ns : engines;
   }
 };
 

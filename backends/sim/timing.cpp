@@ -49,7 +49,7 @@ struct port {
 /// Per-thread storage reused across runs (no reallocation per config).
 struct workspace {
   std::vector<std::uint32_t> cause, mask, active, finished;
-  std::vector<double> start, end, data_start, done, ready, remaining, rate;
+  std::vector<double> start, end, data_start, done, ready, remaining, rate, hbm_rate;
   std::vector<cause_kind> cause_kinds;
   std::array<std::vector<std::uint32_t>, engine_count> streams;
   std::vector<event> heap;
@@ -116,6 +116,7 @@ class simulator {
     cause_kind_.resize(n_);
     remaining_.resize(n_);
     rate_.resize(n_);
+    hbm_rate_.resize(n_);
     mask_.resize(n_);
     heap_.clear();
     active_.clear();
@@ -214,7 +215,13 @@ class simulator {
   void on_issue_end(std::uint32_t id) {
     advance_sharing();
     data_start_[id] = now_;
-    remaining_[id] = dma_data_ns(ins_[id], m_);
+    const auto& in = ins_[id];
+    remaining_[id] = dma_data_ns(in, m_);
+    const auto& buffers = p_.buffers();
+    const bool hbm = buffers[in.src].where == memory::hbm || buffers[in.dst].where == memory::hbm;
+    hbm_rate_[id] = hbm && remaining_[id] > 0
+                        ? static_cast<double>(in.count) * in.partitions * in.free / remaining_[id]
+                        : 0;
     active_.push_back(id);
     reshare();
   }
@@ -240,7 +247,7 @@ class simulator {
     busy_[q] = false;
     end_[id] = now_;
     free_at_[q] = now_;
-    busy_ns_[q] += now_ - start_[id];
+    busy_ns_[q] += now_ - data_start_[id] + m_.dma_issue_ns * ins_[id].count;
     // dependents see it after the rest of the fixed latency
     resolve(id, now_ + std::max(0.0, m_.dma_fixed_latency_ns - m_.dma_issue_ns));
     schedule(q);
@@ -286,12 +293,24 @@ class simulator {
     if (!dependencies_known(id, e)) return;
     const double at = std::max(free_at_[e], ready_[id]);
     if (is_dma(e)) {
-      // the issue phase holds only its queue: it may be placed ahead of now;
-      // the data phase joins the shared engines at its event, in time order
-      begin(id, e, at, nullptr, nullptr);
+      // A queue is a two-stage pipeline: descriptor generation (issue) and the
+      // data phase, each in program order. The issue needs neither the data
+      // nor the dependencies (it ends when they are met at the earliest, the
+      // semaphore wait overlapping it), so it is placed, possibly in the past,
+      // once the previous data phase has ended; the data phase joins the
+      // shared engines at its event, in time order.
+      const double issue = m_.dma_issue_ns * ins_[id].count;
+      // without a pipelined queue (trn1's fit) the issue waits for the
+      // dependencies and the previous data phase, as one serial step
+      const double issue_start = m_.dma_queue_pipelined
+                                     ? std::max(issue_free_at_[e], ready_[id] - issue)
+                                     : std::max({free_at_[e], ready_[id], now_});
+      const double data_at = std::max({issue_start + issue, ready_[id], free_at_[e], now_});
+      begin(id, e, issue_start, nullptr, nullptr);
+      issue_free_at_[e] = issue_start + issue;
       busy_[e] = true;
       ++head_[e];
-      push(at + m_.dma_issue_ns * ins_[id].count, id, event_kind::dma_issue_end);
+      push(data_at, id, event_kind::dma_issue_end);
       return;
     }
     if (at > now_) {  // not yet: look again then
@@ -482,6 +501,20 @@ class simulator {
         first = std::min(first, remaining_[id] * worst);
       }
     }
+    // HBM bandwidth is shared too: the core's share of the chip's HBM caps
+    // the bytes per ns of every transfer that reads or writes HBM
+    if (m_.hbm_bytes_per_ns > 0) {
+      double total = 0;
+      for (const auto id : active_) total += rate_[id] * hbm_rate_[id];
+      if (total > m_.hbm_bytes_per_ns) {
+        const double scale = m_.hbm_bytes_per_ns / total;
+        first = std::numeric_limits<double>::infinity();
+        for (const auto id : active_) {
+          if (hbm_rate_[id] > 0) rate_[id] *= scale;
+          first = std::min(first, remaining_[id] / rate_[id]);
+        }
+      }
+    }
     share_next_ = now_ + first;
   }
 
@@ -552,23 +585,27 @@ class simulator {
     double until = last == program::none ? 0 : done_[last];
     while (cur != program::none) {
       const auto& in = ins_[cur];
-      if (is_dma(in.engine)) {
-        const double issue_end = data_start_[cur];
-        const double data_end = end_[cur];
-        add(4, in.tag, std::min(until, issue_end) - start_[cur]);
-        add(5, in.tag, std::min(until, data_end) - issue_end);
-        add(6, in.tag, until - data_end);
-      } else {
-        add(static_cast<std::size_t>(in.engine - tensor_engine), in.tag, until - start_[cur]);
-      }
       const auto next = cause_[cur];
+      double next_until = 0;  // where the cause's share ends
       if (next != program::none) {
         switch (cause_kind_[cur]) {
           case cause_kind::engine:
-          case cause_kind::port: until = end_[next]; break;
-          default: until = done_[next]; break;
+          case cause_kind::port: next_until = end_[next]; break;
+          default: next_until = done_[next]; break;
         }
       }
+      if (is_dma(in.engine)) {
+        // [next_until, until] splits into the issue (or the wait it
+        // overlapped), the data phase and the completion latency
+        const double lo = std::min(next_until, until);
+        const double data_start = std::max(data_start_[cur], lo), data_end = end_[cur];
+        add(4, in.tag, std::min(until, data_start) - lo);
+        add(5, in.tag, std::min(until, data_end) - data_start);
+        add(6, in.tag, until - std::max(data_end, lo));
+      } else {
+        add(static_cast<std::size_t>(in.engine - tensor_engine), in.tag, until - start_[cur]);
+      }
+      if (next != program::none) until = next_until;
       cur = next;
     }
     for (std::size_t ph = 0; ph < phase_names.size(); ++ph)
@@ -594,6 +631,7 @@ class simulator {
   std::vector<cause_kind>& cause_kind_ = w_.cause_kinds;
   std::vector<double>& remaining_ = w_.remaining;
   std::vector<double>& rate_ = w_.rate;
+  std::vector<double>& hbm_rate_ = w_.hbm_rate;  ///< bytes per ns at full rate (0: no HBM)
   std::vector<std::uint32_t>& mask_ = w_.mask;
   std::array<std::vector<std::uint32_t>, engine_count>& streams_ = w_.streams;
   std::array<std::size_t, engine_count> head_{};
@@ -605,6 +643,7 @@ class simulator {
   double last_done_ = -1;
   std::uint32_t last_ = program::none;
   std::array<double, engine_count> free_at_{};
+  std::array<double, engine_count> issue_free_at_{};  ///< DMA queues: when issue is free
   std::array<double, engine_count> busy_ns_{};
   std::array<std::uint32_t, engine_count> last_on_engine_ = [] {
     std::array<std::uint32_t, engine_count> a{};

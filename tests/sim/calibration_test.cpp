@@ -19,22 +19,62 @@ using namespace tessel::sim;
 
 TEST_CASE("calibration: every published case within its tolerance, tutorial stages in order") {
   const auto rows = run_calibration(std::filesystem::path(TESSEL_DATA_DIR) / "calibration");
-  REQUIRE(rows.size() == 9);
-  double previous = 1e300;
-  int stages = 0;
+  REQUIRE(rows.size() == 12);
+  double previous = 1e300, previous_mfu = 0;
+  int stages = 0, ladder = 0, held_out = 0;
   for (const auto& r : rows) {
     INFO(r.file << " " << r.name << ": published " << r.published << ", predicted " << r.predicted);
     CHECK(std::abs(r.error()) <= r.tolerance);
+    held_out += r.held_out ? 1 : 0;
     if (r.file == "nki_matmul_tutorial_trn1.json") {
       CHECK(r.tolerance == 0.25);
       CHECK(r.predicted < previous);
       previous = r.predicted;
       ++stages;
+    } else if (r.file == "matmul_2048_ladder_trn2.json") {
+      CHECK(r.held_out);
+      CHECK(r.predicted > previous_mfu);  // each step of the ladder faster, as on the chip
+      previous_mfu = r.predicted;
+      ++ladder;
     } else {
       CHECK(r.tolerance == 0.15);
     }
   }
   CHECK(stages == 4);
+  CHECK(ladder == 3);
+  CHECK(held_out == 6);  // two tutorial stages, the single-engine DMA case, the ladder
+}
+
+TEST_CASE("calibration: rank agreement is Spearman and Kendall over each file's stages") {
+  const auto row = [](double published, double predicted) {
+    calibration_row r;
+    r.file = "f.json";
+    r.quantity = "latency_ms";
+    r.published = published;
+    r.predicted = predicted;
+    r.held_out = true;
+    return r;
+  };
+  // same order: 1 and 1; one swapped pair of four: rho 0.8, tau 2/3; reversed: -1
+  auto a = rank_agreements({row(1, 10), row(2, 20), row(3, 30), row(4, 40)});
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].spearman == doctest::Approx(1));
+  CHECK(a[0].kendall == doctest::Approx(1));
+  CHECK(a[0].held_out);
+  a = rank_agreements({row(1, 20), row(2, 10), row(3, 30), row(4, 40)});
+  CHECK(a[0].spearman == doctest::Approx(0.8));
+  CHECK(a[0].kendall == doctest::Approx(2.0 / 3));
+  a = rank_agreements({row(1, 3), row(2, 2), row(3, 1)});
+  CHECK(a[0].spearman == doctest::Approx(-1));
+  CHECK(a[0].kendall == doctest::Approx(-1));
+  // fewer than three stages: no rank figure
+  CHECK(rank_agreements({row(1, 3), row(2, 2)}).empty());
+  // the published files: every ladder in order
+  const auto rows = run_calibration(std::filesystem::path(TESSEL_DATA_DIR) / "calibration");
+  for (const auto& r : rank_agreements(rows)) {
+    INFO(r.file);
+    CHECK(r.kendall == doctest::Approx(1));
+  }
 }
 
 // --- tessel calibrate: re-fitting the model to recorded device results --------------------
@@ -89,9 +129,11 @@ TEST_CASE("calibrate: the published trn2 cases, before and after; the target fil
   tessel::calibration_options o;
   o.recorded = std::filesystem::path(TESSEL_DATA_DIR) / "calibration";
   o.name = "fitted_trn2";
+  o.constants = tessel::default_calibration_constants();
+  o.constants.emplace_back("elementwise_reciprocal_cycles_per_element");
   const auto r = tessel::calibrate_simulator(o);
   INFO(r.report());
-  CHECK(r.cases.size() == 5);  // the trn2 files: the tutorial is timed on trn1
+  CHECK(r.cases.size() == 8);  // the trn2 files: the tutorial is timed on trn1
   CHECK(r.rms_log_error_after <= r.rms_log_error_before);
   CHECK(r.fitted.contains("tensor_clock_mhz"));
   const auto targets = tessel::parse_targets(r.target_text);
@@ -100,9 +142,11 @@ TEST_CASE("calibrate: the published trn2 cases, before and after; the target fil
   CHECK(targets[0].base == "trn2");
   CHECK(static_cast<double>(*targets[0].find("tensor_clock_mhz")) ==
         r.fitted.at("tensor_clock_mhz"));
-  // a constant no trn2 case reads is reported, not fitted
-  CHECK(std::find(r.insensitive.begin(), r.insensitive.end(), "dma_issue_ns") !=
-        r.insensitive.end());
+  // a constant no trn2 case reads (no matmul case drains with a reciprocal)
+  // is reported, not fitted
+  CHECK(std::find(r.insensitive.begin(), r.insensitive.end(),
+                  "elementwise_reciprocal_cycles_per_element") != r.insensitive.end());
+  CHECK_FALSE(r.fitted.contains("elementwise_reciprocal_cycles_per_element"));
 }
 
 TEST_CASE("calibrate: a trn1 base fits the tutorial; bad options and folders are named") {

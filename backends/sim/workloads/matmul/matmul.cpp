@@ -122,6 +122,9 @@ class lowerer {
     return std::min(t, p_.ext[static_cast<std::size_t>(d)] - block * t);
   }
 
+  /// The compiler's assignment: each stream (A loads, B loads, C stores)
+  /// has its own queue (dma_queues of them), so a store that waits for its
+  /// evict never blocks a load, and a stream's transfers move in order.
   engine_id queue(int stream) {
     const int q = p_.queues;
     const int n = static_cast<int>(stream_count_[static_cast<std::size_t>(stream)]++ % q);
@@ -130,23 +133,27 @@ class lowerer {
 
   // --- residency: does this iteration load the operand, and into which slot? ----------
 
-  /// u: the operand's free loop that does not index it (A: n, B: m).
-  bool place(operand& x, int u, bool cached, int bufs, int resident,
+  /// u: the operand's free loop that does not index it (A: n, B: m); a
+  /// resident set serves `reuse` consecutive blocks of u, then reloads.
+  bool place(operand& x, int u, std::int64_t reuse, int bufs, int resident,
              const std::array<std::int64_t, 3>& b, const std::array<std::int64_t, 3>& idx,
              std::array<std::int64_t, 2> block) {
     const int pu = p_.pos[static_cast<std::size_t>(u)];
     const bool changed = block != x.last_block;
     x.last_block = block;
-    if (cached && pu < 2) {
+    if (reuse > 1 && pu < 2) {
+      const auto nu = pl_.nb[static_cast<std::size_t>(u)];
+      const auto bu = b[static_cast<std::size_t>(u)];
       std::int64_t panel = 0, inner = 0;
       for (int i = 0; i < pu; ++i)
         panel = panel * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] +
                 idx[static_cast<std::size_t>(i)];
+      panel = panel * ceil_div(nu, std::min(reuse, nu)) + bu / std::min(reuse, nu);
       for (int i = pu + 1; i < 3; ++i)
         inner = inner * pl_.nb[static_cast<std::size_t>(p_.order[static_cast<std::size_t>(i)])] +
                 idx[static_cast<std::size_t>(i)];
       x.slot = static_cast<int>((panel % bufs) * resident + inner);
-      return b[static_cast<std::size_t>(u)] == 0;
+      return bu % std::min(reuse, nu) == 0;
     }
     if (changed) x.slot = static_cast<int>(++x.serial % bufs);
     return changed;
@@ -155,11 +162,11 @@ class lowerer {
   // --- one block iteration -------------------------------------------------------------------
 
   void iteration(const std::array<std::int64_t, 3>& b, const std::array<std::int64_t, 3>& idx) {
-    if (place(a_, dim_n, p_.a_cached, p_.a_bufs, pl_.a_resident, b, idx, {b[dim_m], b[dim_k]})) {
+    if (place(a_, dim_n, p_.a_reuse, p_.a_bufs, pl_.a_resident, b, idx, {b[dim_m], b[dim_k]})) {
       a_raw_.slot = a_.slot;
       load_a(b[dim_m], b[dim_k]);
     }
-    if (place(b_, dim_m, p_.b_cached, p_.b_bufs, pl_.b_resident, b, idx, {b[dim_k], b[dim_n]}))
+    if (place(b_, dim_m, p_.b_reuse, p_.b_bufs, pl_.b_resident, b, idx, {b[dim_k], b[dim_n]}))
       load_b(b[dim_k], b[dim_n]);
     compute(b);
   }
@@ -223,7 +230,7 @@ class lowerer {
         const int raw_piece = r * chunks + (p_.coalesce ? 0 : s);
         const std::int64_t m_rows = std::min(parts, mb - r * parts),
                            k_cols = std::min(parts, kb - s * parts);
-        const auto bank = static_cast<std::size_t>(pl_.acc_banks + (transposes_++ % 2));
+        const auto bank = static_cast<std::size_t>(pl_.transpose_bank + (transposes_++ % 2));
         instruction t;
         t.engine = tensor_engine;
         t.kind = op::transpose;
@@ -311,33 +318,46 @@ class lowerer {
     const int a_stride = p_.a_mk ? static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions))
                                  : (p_.coalesce ? 1 : pl_.tm);
     const int b_stride = p_.coalesce ? 1 : pl_.tn;
-    for (int a = 0; a < tm; ++a) {
-      const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
-      const int a_off =
-          p_.a_mk ? static_cast<int>(a * p_.mm_m / m_.partitions) : (p_.coalesce ? 0 : a);
-      for (int n = 0; n < tn; ++n) {
-        const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
-        const int b_off = p_.coalesce ? 0 : n;
-        const std::size_t bank = group_bank(a * tn + n, opens);
-        instruction_id last = program::none;
-        for (int t = 0; t < tk; ++t) {
+    // the instruction loops in block_order; a group (a, n) opens at its first
+    // contraction tile and is drained after its last
+    const std::array<int, 3> extent{tm, tn, tk};
+    const auto& bo = p_.block_order;
+    group_bank_.resize(static_cast<std::size_t>(tm) * static_cast<std::size_t>(tn));
+    group_last_.resize(group_bank_.size());
+    std::array<int, 3> i{};
+    for (i[0] = 0; i[0] < extent[static_cast<std::size_t>(bo[0])]; ++i[0])
+      for (i[1] = 0; i[1] < extent[static_cast<std::size_t>(bo[1])]; ++i[1])
+        for (i[2] = 0; i[2] < extent[static_cast<std::size_t>(bo[2])]; ++i[2]) {
+          std::array<int, 3> at{};
+          for (int j = 0; j < 3; ++j)
+            at[static_cast<std::size_t>(bo[static_cast<std::size_t>(j)])] =
+                i[static_cast<std::size_t>(j)];
+          const int a = at[dim_m], n = at[dim_n], t = at[dim_k];
+          const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
+          const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
+          const int a_off =
+              p_.a_mk ? static_cast<int>(a * p_.mm_m / m_.partitions) : (p_.coalesce ? 0 : a);
+          const int b_off = p_.coalesce ? 0 : n;
+          const auto g = static_cast<std::size_t>(a * tn + n);
           const auto ti = static_cast<std::size_t>(t);
           deps_.clear();
-          if (t == 0 && opens && bank_evict_[bank] != program::none)
-            deps_.push_back(bank_evict_[bank]);
+          if (t == 0) {
+            group_bank_[g] = group_bank(a * tn + n, opens);
+            if (opens && bank_evict_[group_bank_[g]] != program::none)
+              deps_.push_back(bank_evict_[group_bank_[g]]);
+          }
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             need(a_, sl * a_stride + a_off, deps_);
             need(b_, sl * b_stride + b_off, deps_);
           }
-          last = matmul(k_rows_[ti], rows, cols, t > 0 || !opens, a, t);
+          const auto last = matmul(k_rows_[ti], rows, cols, t > 0 || !opens, a, t);
+          group_last_[g] = last;
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             a_.reader[a_.at(sl * a_stride + a_off)] = last;
             b_.reader[b_.at(sl * b_stride + b_off)] = last;
           }
+          if (closes && t == tk - 1) evict(b, a, n, rows, cols, group_bank_[g], last, tn);
         }
-        if (closes) evict(b, a, n, rows, cols, bank, last, tn);
-      }
-    }
   }
 
   std::size_t group_bank(int group, bool opens) {
@@ -389,9 +409,12 @@ class lowerer {
     deps_.clear();
     deps_.push_back(last_matmul);
     const bool row_start = !p_.coalesce || n == 0;
+    if (row_slot_.size() < static_cast<std::size_t>(a + 1))
+      row_slot_.resize(static_cast<std::size_t>(a + 1));
+    auto& stage_slot = row_slot_[static_cast<std::size_t>(a)];
     if (!partial_only && row_start) {
-      stage_slot_ = static_cast<std::size_t>(stages_++ % pl_.stage_slots);
-      deps_.push_back(stage_store_[stage_slot_]);
+      stage_slot = static_cast<std::size_t>(stages_++ % pl_.stage_slots);
+      deps_.push_back(stage_store_[stage_slot]);
     }
     const auto id = out_.add(e, deps_);
     bank_evict_[bank] = id;
@@ -401,8 +424,7 @@ class lowerer {
     const std::int64_t width = p_.coalesce ? size(dim_n, b[dim_n]) : cols;
     const auto store =
         out_.add(dma(queue(2), sb_stage_, hbm_c_, rows, width * out_b, tag_store_), {id});
-    stage_store_[stage_slot_] = store;
-    (void)a;
+    stage_store_[stage_slot] = store;
   }
 
   const plan& pl_;
@@ -417,9 +439,10 @@ class lowerer {
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
   std::vector<std::int64_t> k_rows_;
   std::vector<int> k_slab0_, k_slab1_;
+  std::vector<std::size_t> group_bank_, row_slot_;  ///< per group: its bank; per C row: its stage
+  std::vector<instruction_id> group_last_;
   std::array<std::int64_t, 3> stream_count_{};
   std::int64_t groups_ = 0, stages_ = 0, transposes_ = 0, c_blocks_ = 0;
-  std::size_t stage_slot_ = 0;
   instruction_id last_matmul_ = program::none;
   std::pair<int, int> last_stationary_{-1, -1};
 };
@@ -451,13 +474,27 @@ class matmul final : public workload {
          "sbuf: A blocks stay resident across the n loop; hbm: streamed"},
         {"b_home", "sbuf | hbm", "hbm", "as a_home for B across the m loop"},
         {"bufs", "integer >= 1", "2", "block slots per streamed operand (DMA multi-buffering)"},
+        {"a_bufs", "integer >= 1", "bufs", "block slots (or resident sets) of A"},
+        {"b_bufs", "integer >= 1", "bufs", "block slots (or resident sets) of B"},
+        {"a_reuse", "integer >= 1", "1 (a_home = sbuf: every n block)",
+         "n blocks served by one load of A's blocks: 1 reloads per n block, more reloads A "
+         "ceil(n blocks / a_reuse) times"},
+        {"b_reuse", "integer >= 1", "1 (b_home = sbuf: every m block)",
+         "m blocks served by one load of B's blocks"},
+        {"psum_bufs", "integer 1..8", "every free bank (8; 6 with a_layout = mk)",
+         "PSUM banks in rotation for accumulation groups"},
+        {"block_order", "perm(m, n, k)", "(m, n, k)",
+         "instruction loops inside a block, outermost first (m: stationary tiles, n: moving "
+         "tiles, k: contraction); k outside keeps every group of the block open in PSUM"},
         {"prefetch", "bool", "true",
          "a_home = hbm: false gives A one slot (loads wait for the last use)"},
         {"evict", "vector | scalar | gpsimd", "vector",
          "engine that drains PSUM (and adds partial sums)"},
         {"coalesce", "bool", "true",
          "true: one DMA per 128-row slab of a block; false: one per instruction tile"},
-        {"dma_queues", "integer", "1", "DMA queues per stream (A loads, B loads, C stores)"},
+        {"dma_queues", "integer 1..5", "1",
+         "DMA queues per stream (A loads, B loads, C stores); not a tuning knob: the compiler "
+         "gives each stream one, and the data phases share the 16 DMA engines anyway"},
         {"acc_dtype", "fp32 | bf16", "the output type",
          "type of partial sums kept in SBUF across k blocks"},
         {"mm_m", "integer", "128",
@@ -528,38 +565,37 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
   const auto size_m = v.integer("M", 1), size_n = v.integer("N", 1);
   const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
   const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
-  const auto queues = v.integer("dma_queues", 1);
   const bool coalesced = v.flag("coalesce", true);
   const bool dma = b.phase.rfind("dma", 0) == 0;
   const bool issue_heavy = b.issue_share > 0.25 * b.share;
-  const auto issue_hints = [&](const char* what) {
+  const auto issue_hints = [&](const char* what, const char* wider) {
     if (!coalesced)
       out.emplace_back("set coalesce = true: one transfer per 128-row slab instead of per tile");
     out.push_back(fmt::format(
-        "raise dma_queues (now {}): transfers of {} pay a fixed issue cost each, and more "
-        "queues issue them in parallel",
-        queues, what));
+        "raise {}: transfers of {} pay a fixed issue cost each, and wider rows move more bytes "
+        "per transfer and per descriptor",
+        wider, what));
   };
   if (dma && b.tag == "load B") {
-    if (issue_heavy) issue_hints("B");
+    if (issue_heavy) issue_hints("B", "tile_n");
     out.push_back(
         fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
                     ceil_div(size_m, tile_m)));
     if (b.latency_share > 0.2 * b.share)
-      out.emplace_back("raise bufs so the next B block loads while this one is used");
+      out.emplace_back("raise b_bufs so the next B block loads while this one is used");
     out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
   } else if (dma && b.tag == "load A") {
-    if (issue_heavy) issue_hints("A");
+    if (issue_heavy) issue_hints("A", "tile_m");
     out.push_back(
         fmt::format("raise tile_n: every A block is read from HBM once per n block ({} times now)",
                     ceil_div(size_n, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
-    out.emplace_back("raise bufs so the next A block loads while this one is used");
+    out.emplace_back("raise a_reuse so one load of A serves several n blocks");
+    out.emplace_back("raise a_bufs so the next A block loads while this one is used");
   } else if (dma && b.tag == "store C") {
     if (!coalesced)
       out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");
-    out.push_back(
-        fmt::format("raise dma_queues (now {}) so stores do not queue behind each other", queues));
+    out.emplace_back("raise tile_n so each store moves a wider row of C");
   } else if (b.phase == "tensor") {
     const auto mm_m = v.integer("mm_m", 128), mm_n = v.integer("mm_n", 512);
     const bool full = mm_m >= 128 && mm_n >= 512 && tile_m % 128 == 0 && tile_n % 512 == 0 &&
@@ -578,6 +614,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
                               b.phase, b.phase == "vector" ? "scalar" : "vector"));
     out.emplace_back("put k innermost in order (partial sums stay in PSUM; no SBUF adds)");
     out.emplace_back("raise tile_k so each PSUM group accumulates more before it is drained");
+    out.emplace_back("raise psum_bufs so TensorE fills one bank while another is drained");
   }
   return out;
 }

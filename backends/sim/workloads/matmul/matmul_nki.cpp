@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tessel::sim::mm {
@@ -38,6 +40,11 @@ class matmul_writer {
 
   std::string write(std::string& out) {
     if (p_.a_mk) return "a_layout = mk (A transposed on TensorE) is not emitted yet";
+    for (const auto& [name, reuse, loop] :
+         {std::tuple{"a_reuse", p_.a_reuse, dim_n}, std::tuple{"b_reuse", p_.b_reuse, dim_m}})
+      if (reuse > 1 && reuse < pl_.nb[static_cast<std::size_t>(loop)])
+        return fmt::format("{} = {} (a partial reuse of {} blocks) is not emitted yet", name, reuse,
+                           pl_.nb[static_cast<std::size_t>(loop)]);
     if (p_.in != dtype::bf16 && p_.in != dtype::fp32)
       return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p_.in));
     if (p_.mm_k > ctx_.m.partitions || ctx_.m.partitions % p_.mm_k != 0)
@@ -55,6 +62,18 @@ class matmul_writer {
       f.notes.push_back(fmt::format(
           "dma_queues = {}: NKI assigns DMA queues itself; the loads are issued in plan order",
           p_.queues));
+    if (p_.block_order != std::array<int, 3>{dim_m, dim_n, dim_k})
+      f.notes.push_back(fmt::format(
+          "block_order = ({}, {}, {}): the kernel writes the loops inside a block as (m, n, k) "
+          "and leaves the instruction order to the compiler's scheduler",
+          dim_names[static_cast<std::size_t>(p_.block_order[0])],
+          dim_names[static_cast<std::size_t>(p_.block_order[1])],
+          dim_names[static_cast<std::size_t>(p_.block_order[2])]));
+    if (p_.psum_bufs > 0)
+      f.notes.push_back(fmt::format(
+          "psum_bufs = {}: the compiler allocates PSUM banks; this many accumulation tiles are "
+          "live at once in the simulated schedule",
+          p_.psum_bufs));
     constants(f);
     f.signature = fmt::format(
         "INPUTS = {{\"A\": ((K, M), \"{0}\"), \"B\": ((K, N), \"{0}\")}}\n"

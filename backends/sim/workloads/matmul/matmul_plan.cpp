@@ -35,18 +35,50 @@ std::string read_dtypes(const value_reader& v, params& p) {
   return "";
 }
 
-std::string read_order(const value_reader& v, params& p) {
-  const auto order = v.order("order");
-  if (!order) return "";
-  if (order->size() != 3) return "matmul: order must be a permutation of (m, n, k)";
+/// Reads a permutation of (m, n, k) named `name` into order/pos (unchanged when absent).
+std::string read_perm(const value_reader& v, const char* name, std::array<int, 3>& order,
+                      std::array<int, 3>& pos) {
+  const auto perm = v.order(name);
+  if (!perm) return "";
+  const auto bad = fmt::format("matmul: {} must be a permutation of (m, n, k)", name);
+  if (perm->size() != 3) return bad;
+  std::array<bool, 3> seen{};
   for (int i = 0; i < 3; ++i) {
     const auto it =
-        std::find(dim_names.begin(), dim_names.end(), (*order)[static_cast<std::size_t>(i)]);
-    if (it == dim_names.end()) return "matmul: order must be a permutation of (m, n, k)";
-    p.order[static_cast<std::size_t>(i)] = static_cast<int>(it - dim_names.begin());
+        std::find(dim_names.begin(), dim_names.end(), (*perm)[static_cast<std::size_t>(i)]);
+    if (it == dim_names.end()) return bad;
+    const auto d = static_cast<std::size_t>(it - dim_names.begin());
+    if (seen[d]) return bad;
+    seen[d] = true;
+    order[static_cast<std::size_t>(i)] = static_cast<int>(d);
   }
-  for (int i = 0; i < 3; ++i)
-    p.pos[static_cast<std::size_t>(p.order[static_cast<std::size_t>(i)])] = i;
+  for (int i = 0; i < 3; ++i) pos[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = i;
+  return "";
+}
+
+std::string read_order(const value_reader& v, params& p) {
+  if (auto e = read_perm(v, "order", p.order, p.pos); !e.empty()) return e;
+  return read_perm(v, "block_order", p.block_order, p.block_pos);
+}
+
+/// Buffer depths and reuse: bufs is the default of a_bufs and b_bufs;
+/// a_home/b_home = sbuf is a_reuse/b_reuse = every block.
+std::string read_buffers(const value_reader& v, params& p) {
+  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  if (p.bufs < 1) return "matmul: bufs must be at least 1";
+  const std::string a_home = v.symbol("a_home", "hbm"), b_home = v.symbol("b_home", "hbm");
+  constexpr std::int64_t all = std::int64_t{1} << 40;
+  p.a_reuse = v.integer("a_reuse", a_home == "sbuf" ? all : 1);
+  p.b_reuse = v.integer("b_reuse", b_home == "sbuf" ? all : 1);
+  if (p.a_reuse < 1 || p.b_reuse < 1) return "matmul: a_reuse and b_reuse must be at least 1";
+  p.a_cached = p.a_reuse > 1;
+  p.b_cached = p.b_reuse > 1;
+  p.a_bufs = static_cast<int>(v.integer("a_bufs", p.bufs));
+  p.b_bufs = static_cast<int>(v.integer("b_bufs", p.bufs));
+  if (!p.a_cached && !v.flag("prefetch", true)) p.a_bufs = 1;
+  if (p.a_bufs < 1 || p.b_bufs < 1) return "matmul: a_bufs and b_bufs must be at least 1";
+  p.psum_bufs = static_cast<int>(v.integer("psum_bufs", 0));
+  if (p.psum_bufs < 0) return "matmul: psum_bufs must be at least 1 (0: every free bank)";
   return "";
 }
 
@@ -72,14 +104,7 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
   for (int d = 0; d < 3; ++d)
     p.tile[static_cast<std::size_t>(d)] =
         std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
-  p.bufs = static_cast<int>(v.integer("bufs", 2));
-  if (p.bufs < 1) return "matmul: bufs must be at least 1";
-  const std::string a_home = v.symbol("a_home", "hbm"), b_home = v.symbol("b_home", "hbm");
-  p.a_cached = a_home == "sbuf";
-  p.b_cached = b_home == "sbuf";
-  p.a_bufs = p.bufs;
-  p.b_bufs = p.bufs;
-  if (!p.a_cached && !v.flag("prefetch", true)) p.a_bufs = 1;
+  if (auto e = read_buffers(v, p); !e.empty()) return e;
   const std::string evict = v.symbol("evict", "vector");
   p.evict = evict == "scalar" ? scalar_engine : evict == "gpsimd" ? gpsimd_engine : vector_engine;
   if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
@@ -110,8 +135,8 @@ std::string check_tiles(const params& p, const machine& m) {
 
 namespace {
 
-/// Blocks of operand X kept resident when X is cached in SBUF and its free
-/// loop `u` (A: n, B: m) is not innermost: every block of the loops inside u.
+/// Blocks of operand X kept resident when X is reused across its free loop
+/// `u` (A: n, B: m) and u is not innermost: every block of the loops inside u.
 int cached_blocks(const plan& pl, int u, bool cached) {
   const int pu = pl.p.pos[static_cast<std::size_t>(u)];
   if (!cached || pu == 2) return 1;
@@ -123,17 +148,33 @@ int cached_blocks(const plan& pl, int u, bool cached) {
 
 std::string psum_plan(plan& pl, const machine& m) {
   const auto& p = pl.p;
-  pl.acc_banks = m.psum_banks - (p.a_mk ? 2 : 0);
-  if (pl.acc_banks < 1)
+  const int free_banks = m.psum_banks - (p.a_mk ? 2 : 0);
+  if (free_banks < 1)
     return fmt::format("PSUM overflow: transposes need 2 banks and the target has {}",
                        m.psum_banks);
+  pl.transpose_bank = free_banks;
+  if (p.psum_bufs > free_banks)
+    return fmt::format("PSUM overflow: psum_bufs = {} banks in rotation; the target has {}{}",
+                       p.psum_bufs, m.psum_banks, p.a_mk ? " and transposes hold 2" : "");
+  pl.acc_banks = p.psum_bufs > 0 ? p.psum_bufs : free_banks;
   pl.groups = pl.tm * pl.tn;
+  // k outside a stationary or moving loop inside the block: every group of
+  // the block is open at once
+  const bool k_inner = p.block_pos[dim_k] == 2;
+  if (!k_inner && pl.acc != accumulation::psum_across && pl.groups > pl.acc_banks)
+    return fmt::format(
+        "PSUM overflow: block_order with k outside keeps {} accumulation groups open (a {} x {} "
+        "block in {} x {} tiles); {} banks rotate (over by {})",
+        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, pl.acc_banks,
+        pl.groups - pl.acc_banks);
   if (pl.acc != accumulation::psum_across) return "";
   if (pl.groups > pl.acc_banks)
     return fmt::format(
         "PSUM overflow: {} accumulation groups outstanding (a {} x {} C block in {} x {} tiles "
-        "accumulating across k blocks); the target has {} banks{}",
-        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n, m.psum_banks,
+        "accumulating across k blocks); {}{}",
+        pl.groups, p.tile[dim_m], p.tile[dim_n], p.mm_m, p.mm_n,
+        p.psum_bufs > 0 ? fmt::format("psum_bufs = {} banks rotate", p.psum_bufs)
+                        : fmt::format("the target has {} banks", m.psum_banks),
         p.a_mk ? fmt::format(" and transposes hold 2 (over by {})", pl.groups - pl.acc_banks)
                : fmt::format(" (over by {})", pl.groups - pl.acc_banks));
   pl.psum_sets = pl.acc_banks / pl.groups;
@@ -192,6 +233,8 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
     pl.acc = accumulation::single_k;
   else
     pl.acc = p.order[2] == dim_k ? accumulation::psum_across : accumulation::sbuf;
+  pl.open_rows = p.coalesce && p.block_pos[dim_n] < p.block_pos[dim_m] ? pl.tm : 1;
+  pl.stage_slots = pl.open_rows + 1;
   pl.a_resident = cached_blocks(pl, dim_n, p.a_cached);
   pl.b_resident = cached_blocks(pl, dim_m, p.b_cached);
   pl.a_slots = pl.a_resident * p.a_bufs;

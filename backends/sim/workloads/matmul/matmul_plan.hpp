@@ -42,11 +42,23 @@ struct params {
   std::array<std::int64_t, 3> ext{}, tile{};
   std::int64_t mm_m = 128, mm_n = 512, mm_k = 128;
   std::array<int, 3> order{dim_m, dim_n, dim_k};
-  std::array<int, 3> pos{0, 1, 2};  ///< position of each dim in `order`
-  bool a_cached = false, b_cached = false;
-  int bufs = 2, a_bufs = 2, b_bufs = 2;
+  std::array<int, 3> pos{0, 1, 2};          ///< position of each dim in `order`
+  bool a_cached = false, b_cached = false;  ///< reuse > 1: blocks kept across the free loop
+  int bufs = 2, a_bufs = 2, b_bufs = 2;     ///< block slots (sets of slots when cached)
+  /// Blocks of the free loop that does not index the operand (A: n, B: m)
+  /// sharing one load: 1 streams (reloaded per block), >= the loop's count
+  /// loads once (a_home = sbuf), in between reloads a few times.
+  std::int64_t a_reuse = 1, b_reuse = 1;
+  int psum_bufs = 0;  ///< PSUM banks in rotation for accumulation (0: every free bank)
+  /// Instruction loops inside a block, outermost first: m = stationary tiles,
+  /// n = moving tiles, k = contraction tiles. k not innermost keeps several
+  /// accumulation groups open (one bank each).
+  std::array<int, 3> block_order{dim_m, dim_n, dim_k};
+  std::array<int, 3> block_pos{0, 1, 2};  ///< position of each dim in `block_order`
   engine_id evict = vector_engine;
   bool coalesce = true;
+  /// DMA queues per stream (A loads, B loads, C stores; dma_queues, default
+  /// 1 as the compiler assigns them): their data phases share the 16 engines.
   int queues = 1;
 };
 
@@ -64,7 +76,9 @@ struct plan {
   int a_slots = 1, b_slots = 1;        ///< block slots
   int tm = 1, tn = 1, tk = 1;          ///< instruction tiles per full block
   int slabs = 1;                       ///< 128-row slabs per full k block
-  int acc_banks = 8, groups = 1, psum_sets = 1;
+  int acc_banks = 8, groups = 1, psum_sets = 1;  ///< acc_banks: banks in rotation
+  int transpose_bank = 6;  ///< a_layout = mk: the first of the transposes' two banks
+  int open_rows = 1;       ///< coalesced C rows staged at once (block_order n before m: tm)
   int stage_slots = 2;
   std::int64_t c_rows = 0, c_cols = 0;  ///< C partial sums resident (sbuf accumulation)
 };
