@@ -171,10 +171,13 @@ double compare_models(const tessel::space& s, const std::vector<tessel::config>&
     o.gate = false;
     o.model = tessel::sim_model::analytic;
     tessel::sim_backend analytic(o);
+    o.model = tessel::sim_model::event;
+    tessel::sim_backend event(o);
     for (const auto i : best(negative, worst)) {
       const auto& c = sample[index[i]];
-      fmt::print("  worst: event {:.4g} ms, analytic {:.4g} ms ({}): {}\n", 1e3 * e[i], 1e3 * a[i],
-                 analytic.evaluate(s, c).message, s.to_json(c));
+      fmt::print("  worst: event {:.4g} ms ({}), analytic {:.4g} ms ({}): {}\n", 1e3 * e[i],
+                 event.evaluate(s, c).message, 1e3 * a[i], analytic.evaluate(s, c).message,
+                 s.to_json(c));
     }
   }
   return agreement.spearman_rho.value_or(std::nan(""));
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
   std::string file = TESSEL_SOURCE_DIR "/examples/sim_matmul.tsl";
   double goal = 0, analytic_goal = 0, min_spearman = 0;
   std::size_t worst = 0;
+  std::string trace;
   app.add_option("--configs", configs, "configs to evaluate");
   app.add_option("--seed", seed, "sampling seed");
   app.add_option("--target", target, "trn1 or trn2");
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
   app.add_option("--min-spearman", min_spearman,
                  "exit 1 when the models' Spearman rho is below this (0: report only)");
   app.add_option("--worst", worst, "list the configs where the two models differ most");
+  app.add_option("--trace", trace, "write the event model's trace of the first sampled config");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -209,6 +214,12 @@ int main(int argc, char** argv) {
     tessel::rng random(seed);
     std::vector<tessel::config> sample;
     for (std::size_t i = 0; i < configs; ++i) sample.push_back(s.sample(random));
+
+    if (!trace.empty()) {
+      tessel::sim_backend b;
+      b.prepare(s);
+      b.write_trace(s, sample.front(), trace);
+    }
 
     // 0. the two timing models side by side
     double analytic_rate = 0;

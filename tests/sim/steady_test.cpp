@@ -137,6 +137,49 @@ TEST_CASE("analytic model: counts partial blocks, transposes and uncoalesced loa
     }
 }
 
+TEST_CASE("analytic model: reuse, per-operand buffers, PSUM rotation and block order") {
+  const machine m = machine_for("trn2");
+  struct knobs {
+    std::int64_t a_reuse, b_reuse, a_bufs, b_bufs, psum_bufs;
+    std::vector<std::string> order, block_order;
+  };
+  const std::vector<knobs> cases{
+      {3, 1, 2, 2, 0, {"m", "n", "k"}, {"m", "n", "k"}},
+      {1, 2, 1, 3, 2, {"n", "k", "m"}, {"n", "m", "k"}},
+      {4, 4, 2, 1, 4, {"k", "m", "n"}, {"k", "m", "n"}},
+      {2, 1, 3, 2, 2, {"m", "k", "n"}, {"m", "k", "n"}},
+  };
+  for (const auto& k : cases) {
+    auto v = matmul_values(2048, 2048, 2048);
+    v.integers.insert({{"tile_m", 256},
+                       {"tile_n", 512},
+                       {"tile_k", 512},
+                       {"a_reuse", k.a_reuse},
+                       {"b_reuse", k.b_reuse},
+                       {"a_bufs", k.a_bufs},
+                       {"b_bufs", k.b_bufs},
+                       {"psum_bufs", k.psum_bufs}});
+    v.order = k.order;
+    auto [s, c] = fixed_space("matmul", builtin("trn2"), v);
+    mm::plan pl;
+    REQUIRE(mm::plan_for(s, c, m, pl).empty());
+    mm::params p = pl.p;  // block_order: a permutation fixed_space cannot hold
+    for (int i = 0; i < 3; ++i) {
+      const auto d = std::string("mnk").find(k.block_order[static_cast<std::size_t>(i)][0]);
+      p.block_order[static_cast<std::size_t>(i)] = static_cast<int>(d);
+      p.block_pos[d] = i;
+    }
+    REQUIRE(mm::make_plan(p, m, pl).empty());
+    program prog;
+    REQUIRE(matmul_workload().lower_plan(plan_of<mm::plan>(pl), m, prog).empty());
+    const timing_result t = time_program(prog, m);
+    const steady_estimate e = mm::estimate_steady(pl, m);
+    CHECK(e.instructions == doctest::Approx(static_cast<double>(prog.issued_count())));
+    CHECK(e.hbm_read_bytes == doctest::Approx(t.hbm_read_bytes));
+    CHECK(e.latency_ns == doctest::Approx(t.latency_ns).epsilon(0.25));
+  }
+}
+
 TEST_CASE("analytic model: ranks examples/sim_matmul.tsl configs as the event model does") {
   const space s = example_space("sim_matmul.tsl");
   const paired p = pair_up(s, 11, 160);
@@ -144,6 +187,6 @@ TEST_CASE("analytic model: ranks examples/sim_matmul.tsl configs as the event mo
   REQUIRE(p.pairs.size() >= 40);
   const rank_agreement r = measure_agreement(p.pairs);
   MESSAGE(r.text());
-  CHECK(r.spearman_rho.value_or(0) >= 0.9);
-  CHECK(r.kendall_tau.value_or(0) >= 0.75);
+  CHECK(r.spearman_rho.value_or(0) >= 0.95);
+  CHECK(r.kendall_tau.value_or(0) >= 0.8);
 }

@@ -83,7 +83,7 @@ class totals_builder {
     const cut cm = split(p_.size_m, p_.tile[dim_m]), cn = split(p_.size_n, p_.tile[dim_n]),
               ck = split(p_.size_k, p_.tile[dim_k]);
     w_.iterations = static_cast<double>(pl_.nb[dim_m] * pl_.nb[dim_n] * pl_.nb[dim_k]);
-    const double a_reload = reload(dim_n, p_.a_cached), b_reload = reload(dim_m, p_.b_cached);
+    const double a_reload = reload(dim_n, p_.a_reuse), b_reload = reload(dim_m, p_.b_reuse);
     each(cm, [&](double nm, std::int64_t mb) {
       each(ck, [&](double nk, std::int64_t kb) { load_a(nm * nk * a_reload, mb, kb); });
       each(cn, [&](double nn, std::int64_t nbk) {
@@ -100,11 +100,14 @@ class totals_builder {
   }
 
  private:
-  /// How many times each block of an operand is loaded: once when it is
-  /// cached or its free loop `u` is the innermost loop that has more than
-  /// one block, else once per block of u.
-  [[nodiscard]] double reload(int u, bool cached) const {
-    if (cached) return 1;
+  /// How many times each block of an operand is loaded: with reuse over
+  /// its free loop `u` (u not innermost), once per `reuse` blocks of u;
+  /// streamed, once when u is the innermost loop that has more than one
+  /// block, else once per block of u.
+  [[nodiscard]] double reload(int u, std::int64_t reuse) const {
+    const auto nu = pl_.nb[static_cast<std::size_t>(u)];
+    if (reuse > 1 && p_.pos[static_cast<std::size_t>(u)] < 2)
+      return static_cast<double>(ceil_div(nu, std::min(reuse, nu)));
     for (int i = 2; i >= 0; --i) {
       const int d = p_.order[static_cast<std::size_t>(i)];
       if (pl_.nb[static_cast<std::size_t>(d)] > 1)
@@ -116,7 +119,10 @@ class totals_builder {
   void transfer(int stream, double count, std::int64_t rows, std::int64_t bytes) {
     auto& s = w_.streams[static_cast<std::size_t>(stream)];
     s.transfers += count;
-    s.data_ns += count * dma_ns(m_, rows, bytes);
+    // alone, a transfer moves at its busiest engine's rate, capped by the core's HBM share
+    const double moved = static_cast<double>(rows * bytes);
+    const double hbm = m_.hbm_bytes_per_ns > 0 ? moved / m_.hbm_bytes_per_ns : 0;
+    s.data_ns += count * std::max(dma_ns(m_, rows, bytes), hbm);
     s.bytes += count * static_cast<double>(rows * bytes);
     w_.instructions += count;
   }
@@ -261,15 +267,17 @@ struct operand_pipe {
   /// The share of an iteration's compute that can hide a block load behind
   /// the use before it: the pieces (transfers) of a slot free up as their
   /// last readers finish and the next block's groups need them one by one.
-  /// One transfer per slab: every group reads every piece, so the pieces
-  /// free up during the last group and the next block's first group takes
-  /// them as they come (2 groups). One per instruction tile: A's pieces
-  /// free up row by row (the block); B's during the last row of groups and
-  /// the next block's first row takes them column by column (2 rows).
+  /// A group's matmuls after its first are one aggregated instruction, so a
+  /// group frees what it read at its end. One transfer per slab: every group
+  /// reads every piece, so they free up after the last group, and the next
+  /// block's first group takes them as they come (1 group). One per
+  /// instruction tile: A's pieces free up row by row (the block less a
+  /// group); B's during the last row of groups, and the next block's first
+  /// row takes them column by column (2 rows less a group).
   double overlap = 0;
 };
 
-operand_pipe pipe_of(const plan& pl, const stream_totals& s, int u, bool cached, int bufs,
+operand_pipe pipe_of(const plan& pl, const stream_totals& s, int u, std::int64_t reuse, int bufs,
                      int resident, double iterations, double overlap) {
   operand_pipe o;
   o.overlap = overlap;
@@ -278,9 +286,11 @@ operand_pipe pipe_of(const plan& pl, const stream_totals& s, int u, bool cached,
   o.transfers = s.transfers / o.loads;
   o.data_ns = s.data_ns / o.loads;
   const int pu = pl.p.pos[static_cast<std::size_t>(u)];
-  if (cached && pu < 2) {
-    const double nb_u = static_cast<double>(pl.nb[static_cast<std::size_t>(u)]);
-    o.distance = (bufs - 1) * nb_u * resident + resident - 1;
+  if (reuse > 1 && pu < 2) {
+    // a resident set serves `reuse` blocks of u, each a pass over the loops inside u
+    const auto nu = pl.nb[static_cast<std::size_t>(u)];
+    const auto served = static_cast<double>(std::min(reuse, nu));
+    o.distance = (bufs - 1) * served * resident + resident - 1;
     o.slots = static_cast<double>(bufs) * resident;
   } else {
     o.distance = (bufs - 1) * iterations / o.loads;
@@ -306,33 +316,59 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   const double per_iter = std::max(w.tensor_ns, evict) / n_iter, tensor_iter = w.tensor_ns / n_iter;
   const double tm = pl.tm, tn = pl.tn;
   const bool a_rows = (!p.coalesce || p.a_mk) && tm > 1, b_cols = !p.coalesce && tn > 1;
-  const operand_pipe a = pipe_of(pl, sa, dim_n, p.a_cached, p.a_bufs, pl.a_resident, n_iter,
-                                 a_rows ? 1.0 : 2 / (tm * tn));
-  const operand_pipe b = pipe_of(pl, sb, dim_m, p.b_cached, p.b_bufs, pl.b_resident, n_iter,
-                                 b_cols ? std::min(1.0, 2 / tm) : 2 / (tm * tn));
+  // a piece read by one group only frees up as that group's matmuls (each
+  // waiting on its own piece, so not aggregated) pass it
+  const bool a_alone = a_rows ? tn == 1 : tm * tn == 1, b_alone = b_cols ? tm == 1 : tm * tn == 1;
+  const double g1 = 1 / (tm * tn);
+  const double a_overlap = a_rows ? (a_alone ? 1 + 1 / tm : 1 - g1) : (a_alone ? 2 : g1);
+  const double b_overlap = b_cols ? (b_alone ? 2 : std::min(1.0, 2 / tm) - g1) : (b_alone ? 2 : g1);
+  const operand_pipe a =
+      pipe_of(pl, sa, dim_n, p.a_reuse, p.a_bufs, pl.a_resident, n_iter, a_overlap);
+  const operand_pipe b =
+      pipe_of(pl, sb, dim_m, p.b_reuse, p.b_bufs, pl.b_resident, n_iter, b_overlap);
+  // trn2's queues pipeline descriptor generation with the data phase and
+  // the wait on dependencies (timing.cpp): a queue then moves a transfer per
+  // max(issue, data), and a transfer whose issue was hidden behind its wait
+  // costs only its data and the completion latency. trn1's queues do one
+  // transfer at a time: issue, then data.
+  const bool piped = m.dma_queue_pipelined;
+  const double hidden_issue = piped ? 0 : issue;
   // the first block: both operands' first loads, engines shared
+  const double first_data = a.data_ns + b.data_ns;
+  const double first_issues = std::ceil(std::max(a.transfers, b.transfers) / q) * issue;
   const double first =
-      std::ceil(std::max(a.transfers, b.transfers) / q) * issue + a.data_ns + b.data_ns + tail;
+      (piped ? issue + std::max(first_issues - issue, first_data) : first_issues + first_data) +
+      tail;
   const double slab0 = issue + (a.transfers > 0 ? a.data_ns / a.transfers : 0) +
                        (b.transfers > 0 ? b.data_ns / b.transfers : 0) + tail;
   const double fill = std::max(slab0, first - per_iter / groups);
   const double store1 = sc.transfers > 0 ? sc.data_ns / sc.transfers : 0;
-  const double drain = w.evict_last_ns + issue + store1 + tail;
+  const double drain = w.evict_last_ns + hidden_issue + store1 + tail;
+  // PSUM: a group's bank is free again once its evict is done, so with B
+  // banks in rotation a group's matmuls and evict take at most B group slots;
+  // with k outside the block's instruction loops every group closes at the
+  // block's last contraction tile, and the evicts then run after the block
+  const double evict_all = w.engine_ns[1] + w.engine_ns[2] + w.engine_ns[3];
+  const bool across = pl.acc == accumulation::psum_across;
+  const double banks = pl.acc_banks;
+  const double bank_bound = across ? 0 : (w.tensor_ns + evict_all) / banks;
+  const bool k_outside = p.block_pos[dim_k] < 2 && !across && 2 * pl.groups > pl.acc_banks;
+  const double stall_k =
+      k_outside ? n_iter * std::max(0.0, evict_all / n_iter - tensor_iter / pl.tk) : 0;
 
   double total = std::max({tensor, evict, data}) + fill + drain;
   double stall_a = 0, stall_b = 0, stall_c = 0, dma_total = 0;
   std::array<double, 3> queue_ns{};
   for (int round = 0; round < 3; ++round) {
-    // each queue: its transfers' issue, then their data phases. A stream's
+    // each queue: its transfers' issue and their data phases. A stream's
     // queues start together with transfers of one size, so they stay in step:
     // their data phases share the engines with each other (the stream's whole
     // data per queue) and, stretched, with the other streams' transfers
     const auto queue_time = [&](const stream_totals& s) {
       const double others = std::min(0.9, (data - s.data_ns) / total);
-      return s.transfers / q * issue + s.data_ns * (1 + others);
+      const double issues = s.transfers / q * issue, moving = s.data_ns * (1 + others);
+      return piped ? std::max(issues, moving) : issues + moving;
     };
-    // a block's loads: their queues issue in parallel, their data phases
-    // share the engines with each other and, stretched, with other streams
     const auto stretch = [&](const stream_totals& s) {
       return 1 + std::min(0.9, (data - s.data_ns) / total);
     };
@@ -341,8 +377,10 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
     const auto stall = [&](const operand_pipe& o, const stream_totals& s) {
       if (o.loads <= 0) return 0.0;
       const double st = stretch(s);
-      const double pace = std::ceil(o.transfers / q) * issue + o.data_ns * st;
-      const double piece = issue + o.data_ns / std::max(1.0, o.transfers) * st + tail;
+      const double issues = std::ceil(o.transfers / q) * issue;
+      const double pace =
+          piped ? std::max(issues - issue, o.data_ns * st) : issues + o.data_ns * st;
+      const double piece = hidden_issue + o.data_ns / std::max(1.0, o.transfers) * st + tail;
       const double run = n_iter / o.loads * tensor_iter;  // compute between two loads
       const double each_ns = std::max({0.0, pace + tail - o.overlap * tensor_iter, pace - run,
                                        piece - tensor_iter / groups}) -
@@ -354,14 +392,17 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
     dma_total = std::max({data, queue_ns[0], queue_ns[1], queue_ns[2]}) + tail;
     stall_a = stall(a, sa);
     stall_b = stall(b, sb);
-    // stores: the evict that starts a row band waits for the store two bands back
+    // stores: the evict that starts a row band waits for the store
+    // stage_slots bands back
     if (sc.transfers > 0) {
-      const double chain = issue + store1 * stretch(sc) + tail;
+      const double chain = hidden_issue + store1 * stretch(sc) + tail;
       const double band = per_iter * n_iter / (static_cast<double>(pl.nb[dim_k]) * sc.transfers);
       stall_c = sc.transfers * std::max(0.0, (chain - pl.stage_slots * band) / pl.stage_slots);
     }
     const double pipeline =
-        fill + std::max(tensor + std::max(stall_a, stall_b) + stall_c, evict) + drain;
+        fill +
+        std::max({tensor + std::max(stall_a, stall_b) + stall_c + stall_k, evict, bank_bound}) +
+        drain;
     total = std::max(pipeline, dma_total);
   }
 
@@ -383,10 +424,10 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   static constexpr std::array<const char*, 3> stream_tags{"load A", "load B", "store C"};
   const auto worst_queue = static_cast<std::size_t>(
       std::max_element(queue_ns.begin(), queue_ns.end()) - queue_ns.begin());
-  const double compute_path = tensor + std::max(stall_a, stall_b) + stall_c;
+  const double compute_path = tensor + std::max(stall_a, stall_b) + stall_c + stall_k;
   if (dma_total >= compute_path && dma_total >= evict) {
     const auto& s = w.streams[worst_queue];
-    e.bound = s.transfers / q * issue > s.data_ns / q ? "dma issue" : "dma data";
+    e.bound = s.transfers / q * issue > s.data_ns ? "dma issue" : "dma data";
     e.tag = stream_tags[worst_queue];
   } else if (evict > compute_path) {
     static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
