@@ -82,5 +82,10 @@ int main(int argc, char** argv) {
                a.held_out ? "HELD-OUT" : "FITTED", exact ? "" : "  <-- order differs");
   }
   fmt::print("every stage ladder in the published order: {}\n", ordered ? "yes" : "NO");
+  // The structures issue 16 names, as the model ranks them (no published
+  // value: a ratio > 1 says the first config is slower).
+  fmt::print("\n{:<32} {:>7}  {}\n", "structure (time ratio)", "ratio", "how");
+  for (const auto& r : tessel::sim::structure_ratios(overrides))
+    fmt::print("{:<32} {:>7.3f}  {}\n", r.name, r.ratio, r.how);
   return ok && ordered ? 0 : 1;
 }

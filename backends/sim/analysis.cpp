@@ -135,6 +135,19 @@ bottleneck analysis::bottleneck_info() const {
   return b;
 }
 
+std::string suggestion_knob(const std::string& suggestion) {
+  for (const std::string_view verb : {"raise ", "lower ", "set ", "try "}) {
+    if (!suggestion.starts_with(verb)) continue;
+    const auto start = verb.size();
+    auto end = start;
+    while (end < suggestion.size() &&
+           (std::isalnum(static_cast<unsigned char>(suggestion[end])) || suggestion[end] == '_'))
+      ++end;
+    return suggestion.substr(start, end - start);
+  }
+  return {};
+}
+
 std::vector<std::string> analysis::generic_suggestions() const {
   std::vector<std::string> out;
   const double lat = std::max(t_.latency_ns, 1e-12);
@@ -260,6 +273,10 @@ std::string sim_explanation::text() const {
     out += "Suggestions:\n";
     for (std::size_t i = 0; i < suggestions.size(); ++i)
       fmt::format_to(it, "  {}. {}\n", i + 1, suggestions[i]);
+  }
+  if (!outside_space.empty()) {
+    out += "Outside this space (a space change would unlock; add the parameter to try it):\n";
+    for (const auto& [knob, text] : outside_space) fmt::format_to(it, "  - {}: {}\n", knob, text);
   }
   return out;
 }

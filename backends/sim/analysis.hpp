@@ -25,6 +25,10 @@ struct resource_share {
   double issue_ns = 0, data_ns = 0, latency_ns = 0;  ///< DMA: by phase
 };
 
+/// The knob a suggestion tells to move ("raise tile_m ...", "set coalesce =
+/// true ...", "try evict = scalar ..."), or "" when it names none.
+[[nodiscard]] std::string suggestion_knob(const std::string& suggestion);
+
 class analysis {
  public:
   analysis(const program& p, const timing_result& t, const machine& m);

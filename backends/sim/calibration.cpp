@@ -294,6 +294,31 @@ double kendall(const std::vector<double>& a, const std::vector<double>& b) {
 
 }  // namespace
 
+std::vector<structure_ratio> structure_ratios(const overrides_t& overrides) {
+  const target t = builtin("trn2");
+  const machine m = resolve_machine(t, overrides);
+  const auto time = [&](const std::map<std::string, std::int64_t>& extra) {
+    fixed_values v;
+    v.integers = {{"M", 2048},      {"N", 2048}, {"K", 2048},     {"tile_m", 128},
+                  {"tile_n", 1024}, {"bufs", 2}, {"tile_k", 2048}};
+    v.symbols = {{"dtype", "bf16"}, {"workload", "matmul"}, {"a_home", "sbuf"}};
+    for (const auto& [k, x] : extra) v.integers[k] = x;
+    auto [s, c] = fixed_space("matmul", t, v);
+    program prog;
+    if (const auto err = matmul_workload().lower(s, c, m, prog); !err.empty())
+      throw error("calibration: a structure does not compile: " + err);
+    return time_program(prog, m).latency_ns;
+  };
+  const double tiles = time({{"coalesce", 0}}), rows = time({{"coalesce", 1}});
+  const double tiles_4q = time({{"coalesce", 0}, {"dma_queues", 4}});
+  const double rows_4q = time({{"coalesce", 1}, {"dma_queues", 4}});
+  const std::string how =
+      "2048^3 bf16 trn2, blocks 128 x 1024 x 2048, A resident, B streamed per m block";
+  return {{"tile loads / row loads", tiles / rows, how + " (chip: 1.36)"},
+          {"tile loads, 1 / 4 queues", tiles / tiles_4q, how},
+          {"row loads, 1 / 4 queues", rows / rows_4q, how}};
+}
+
 std::vector<rank_agreement> rank_agreements(const std::vector<calibration_row>& rows) {
   std::vector<rank_agreement> out;
   for (std::size_t i = 0; i < rows.size();) {

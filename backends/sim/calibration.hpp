@@ -45,6 +45,19 @@ struct rank_agreement {
 /// of one quantity, in file order.
 [[nodiscard]] std::vector<rank_agreement> rank_agreements(const std::vector<calibration_row>& rows);
 
+/// A ratio of two simulated configs that issue 16 names (no published value:
+/// the model's answer, for comparing models side by side).
+struct structure_ratio {
+  std::string name;  ///< "row loads over tile loads"
+  double ratio = 0;  ///< time of the first config over the second
+  std::string how;
+};
+
+/// The structures of issue 16 on trn2 at 2048^3: coarse [128 x 1024] row
+/// loads against [128 x 512] tile loads, and 4 queues per stream against 1.
+[[nodiscard]] std::vector<structure_ratio> structure_ratios(
+    const std::map<std::string, double, std::less<>>& overrides = {});
+
 /// Which cases run_calibration replays.
 struct calibration_selection {
   bool skip_missing = false;  ///< a missing file is skipped, not an error

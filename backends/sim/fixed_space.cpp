@@ -18,12 +18,14 @@ std::pair<space, config> fixed_space(const std::string& name, const target& t,
     const auto id = def.intern(value);
     def.constants.push_back({key, value_type::symbol, id});
   }
-  config c;
-  if (!v.order.empty()) {
+  std::vector<config::index_type> indices;
+  for (const auto& [perm_name, order] :
+       {std::pair{"order", &v.order}, {"block_order", &v.block_order}}) {
+    if (order->empty()) continue;
     parameter p;
-    p.name = "order";
+    p.name = perm_name;
     p.dom.kind = param_kind::permutation;
-    std::vector<std::string> sorted = v.order;
+    std::vector<std::string> sorted = *order;
     std::sort(sorted.begin(), sorted.end(), [](const std::string& a, const std::string& b) {
       // m, n, k: the matmul's natural element order
       static const std::vector<std::string> natural{"m", "n", "k"};
@@ -37,17 +39,18 @@ std::pair<space, config> fixed_space(const std::string& name, const target& t,
     std::int64_t count = 1;
     for (std::size_t i = 2; i <= sorted.size(); ++i) count *= static_cast<std::int64_t>(i);
     for (std::int64_t r = 0; r < count; ++r) p.dom.values.push_back(r);
-    // the rank of v.order among the lexicographic orders of element indices
+    // the rank of the order among the lexicographic orders of element indices
     std::vector<std::size_t> idx;
-    for (const auto& e : v.order)
+    for (const auto& e : *order)
       idx.push_back(
           static_cast<std::size_t>(std::find(sorted.begin(), sorted.end(), e) - sorted.begin()));
     std::uint32_t rank = 0;
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(count); ++r)
       if (p.dom.permutation(r) == idx) rank = r;
     def.parameters.push_back(p);
-    c = config{rank};
+    indices.push_back(rank);
   }
+  const config c(std::move(indices));
   return {space(std::move(def)), c};
 }
 

@@ -18,7 +18,8 @@ namespace tessel::sim {
 struct fixed_values {
   std::map<std::string, std::int64_t> integers;  ///< M, tile_m, bufs, coalesce (0/1), ...
   std::map<std::string, std::string> symbols;    ///< dtype, a_home, evict, workload, ...
-  std::vector<std::string> order;  ///< the `order` permutation ("n", "k", "m"); empty: none
+  std::vector<std::string> order;        ///< the `order` permutation ("n", "k", "m"); empty: none
+  std::vector<std::string> block_order;  ///< the `block_order` permutation; empty: none
 };
 
 /// The space `name` on target `t` holding `v`, and its only config.

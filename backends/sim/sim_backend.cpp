@@ -258,8 +258,17 @@ sim_explanation sim_backend::analyse(const space& s, const config& c) const {
   e.workload = std::string(r.w->name());
   e.target = r.m->target_name;
   bottleneck b = a.bottleneck_info();
-  e.suggestions = r.w->suggest(b, s, c);
-  for (auto& extra : a.generic_suggestions()) e.suggestions.push_back(std::move(extra));
+  auto all = r.w->suggest(b, s, c);
+  for (auto& extra : a.generic_suggestions()) all.push_back(std::move(extra));
+  // only knobs the space has are suggested; the others say what a space
+  // change would unlock
+  for (auto& text : all) {
+    const std::string knob = suggestion_knob(text);
+    if (knob.empty() || s.parameter_index(knob))
+      e.suggestions.push_back(std::move(text));
+    else
+      e.outside_space.emplace_back(knob, std::move(text));
+  }
   return e;
 }
 

@@ -84,7 +84,11 @@ struct sim_explanation {
   std::string bottleneck;              ///< "DMA-bound: 71% of time waiting on HBM loads of B"
   std::map<std::string, double> busy;  ///< "tensor", "vector", "scalar", "gpsimd", "dma": fractions
   std::vector<std::pair<std::string, double>> critical_path;  ///< "dma data (load B)" -> fraction
-  std::vector<std::string> suggestions;                       ///< ranked, best first
+  /// Ranked, best first; each moves a knob the space has (or none).
+  std::vector<std::string> suggestions;
+  /// (parameter, suggestion): what a space change would unlock, a suggestion
+  /// that moves a knob the space lacks (a const, or a name it does not have).
+  std::vector<std::pair<std::string, std::string>> outside_space;
   /// The full plain-words rendering.
   [[nodiscard]] std::string text() const;
 };

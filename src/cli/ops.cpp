@@ -330,39 +330,15 @@ json trial_json(const space& s, const trial& t) {
   return out;
 }
 
-namespace {
-
-/// The knob a suggestion tells to move ("raise dma_queues ...", "set
-/// coalesce = true ...", "try evict = scalar ..."), or "" when it names none.
-std::string knob_of(const std::string& suggestion) {
-  for (const std::string_view verb : {"raise ", "lower ", "set ", "try "}) {
-    if (!suggestion.starts_with(verb)) continue;
-    const auto start = verb.size();
-    auto end = start;
-    while (end < suggestion.size() &&
-           (std::isalnum(static_cast<unsigned char>(suggestion[end])) || suggestion[end] == '_'))
-      ++end;
-    return suggestion.substr(start, end - start);
-  }
-  return {};
-}
-
-}  // namespace
-
 json explanation_json(const sim_explanation& e, const space& s, const config& c) {
   json path = json::array();
   for (const auto& [what, share] : e.critical_path)
     path.push_back({{"what", what}, {"share", share}});
-  // Suggestions are limited to knobs the space has; one that moves a knob the
-  // space lacks is kept apart, as a hint to add that parameter.
-  json suggestions = json::array(), outside = json::array();
-  for (const auto& text : e.suggestions) {
-    const auto knob = knob_of(text);
-    if (knob.empty() || s.parameter_index(knob))
-      suggestions.push_back(text);
-    else
-      outside.push_back({{"parameter", knob}, {"suggestion", text}});
-  }
+  // Suggestions are limited to knobs the space has (sim_backend::analyse); one
+  // that moves a knob the space lacks is kept apart, as a hint to add that parameter.
+  json suggestions = e.suggestions, outside = json::array();
+  for (const auto& [knob, text] : e.outside_space)
+    outside.push_back({{"parameter", knob}, {"suggestion", text}});
   return {{"config", json::parse(s.to_json(c))},
           {"workload", e.workload},
           {"target", e.target},

@@ -119,12 +119,18 @@ TEST_CASE("mcp: JSON-RPC framing, tools, resources and errors") {
 }
 
 TEST_CASE("serve: explain keeps suggestions to the space's knobs, the rest apart") {
-  // examples/matmul.tsl has no dma_queues, which the simulator would raise.
+  // A re-read once per n block: examples/matmul.tsl has no a_reuse, which the
+  // simulator would raise, and never hears of dma_queues (the compiler's).
   const auto r = tessel("serve ../../examples/matmul.tsl --no-db < fixtures/serve_explain.jsonl");
   REQUIRE(r.code == 0);
   const auto e = by_id(lines_of(r.out), 1)["explanation"];
-  for (const auto& s : e["suggestions"]) CHECK_FALSE(contains(s.get<std::string>(), "dma_queues"));
+  REQUIRE(!e["suggestions"].empty());
+  for (const auto& s : e["suggestions"]) {
+    CHECK_FALSE(contains(s.get<std::string>(), "dma_queues"));
+    CHECK_FALSE(contains(s.get<std::string>(), "a_reuse"));
+  }
+  CHECK(contains(e["suggestions"][0].get<std::string>(), "raise tile_n"));
   bool found = false;
-  for (const auto& o : e["outside_space"]) found |= o["parameter"] == "dma_queues";
+  for (const auto& o : e["outside_space"]) found |= o["parameter"] == "a_reuse";
   CHECK(found);
 }

@@ -49,7 +49,7 @@ TEST_CASE("the main job: tune matmul on the simulator ends within 10% of the roo
 
 TEST_CASE("explain: bottleneck, busy fractions and ranked suggestions in plain words") {
   // tile_k = 128 with 128 x 128 blocks: every transfer is small, so the DMA
-  // issue cost dominates and the suggestions must say what to raise.
+  // costs dominate and the suggestions must say what to raise.
   const auto r = tessel("explain " + matmul + " --config '{\"tile_k\": 128, \"tile_m\": 128}'");
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "Bottleneck: DMA-bound"));
@@ -74,6 +74,32 @@ TEST_CASE("explain: bottleneck, busy fractions and ranked suggestions in plain w
   CHECK(e.at("busy").at("tensor").get<double>() <= 1);
   CHECK(!e.at("suggestions").empty());
   CHECK(e.at("latency_s").get<double>() > e.at("roofline_s").get<double>());
+}
+
+TEST_CASE("explain suggests only the space's knobs and says apart what a space change unlocks") {
+  // A re-read once per n block: the simulator would raise a_reuse, which
+  // examples/matmul.tsl does not have (issue 16)
+  const std::string config =
+      " --config '{\"tile_m\": 512, \"tile_n\": 128, \"tile_k\": 512, \"a_home\": \"hbm\", "
+      "\"order\": [\"n\", \"m\", \"k\"]}'";
+  const auto r = tessel("explain " + matmul + config);
+  REQUIRE(r.code == 0);
+  const auto inside = r.out.find("Suggestions:");
+  const auto outside = r.out.find("Outside this space");
+  REQUIRE(inside != std::string::npos);
+  REQUIRE(outside != std::string::npos);
+  CHECK(inside < outside);
+  const std::string ranked = r.out.substr(inside, outside - inside);
+  CHECK(contains(ranked, "1. raise tile_n"));
+  CHECK_FALSE(contains(ranked, "a_reuse"));
+  CHECK_FALSE(contains(r.out, "dma_queues"));
+  CHECK(contains(r.out.substr(outside), "- a_reuse: raise a_reuse"));
+  // the same split in --json
+  const auto j = json::parse(tessel("explain " + matmul + config + " --json").out);
+  bool found = false;
+  for (const auto& o : j.at("outside_space")) found = found || o.at("parameter") == "a_reuse";
+  CHECK(found);
+  for (const auto& x : j.at("suggestions")) CHECK_FALSE(contains(x.get<std::string>(), "a_reuse"));
 }
 
 TEST_CASE("explain --trace writes Chrome/Perfetto trace JSON with a track per engine") {

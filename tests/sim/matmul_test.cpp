@@ -193,3 +193,110 @@ TEST_CASE("matmul: the tutorial's stages on trn1 order as published") {
   REQUIRE(hoisted.error.empty());
   CHECK(tiled.t.latency_ns > 1.1 * hoisted.t.latency_ns);
 }
+
+// --- the issue-16 knobs and structures ------------------------------------------------------
+
+TEST_CASE("matmul: a_reuse reloads A ceil(n blocks / a_reuse) times") {
+  // 1024^3, blocks 128 x 256 x 1024, order (m, n, k): 4 n blocks
+  // (two k blocks, so the A block changes every iteration unless kept)
+  const auto base =
+      with(matmul_values(1024, 1024, 1024), {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 512}});
+  const double a_bytes = 1024.0 * 1024 * 2, b_bytes = a_bytes * 8;  // B read once per m block
+  for (const auto& [reuse, loads] : {std::pair{1, 4}, {2, 2}, {3, 2}, {4, 1}, {64, 1}}) {
+    INFO("a_reuse = " << reuse);
+    const auto o = lower_and_time(with(base, {{"a_reuse", reuse}}));
+    REQUIRE(o.error.empty());
+    CHECK(o.t.hbm_read_bytes == doctest::Approx(loads * a_bytes + b_bytes));
+  }
+  // a_home = sbuf is a_reuse = every block
+  const auto home = lower_and_time(with(base, {}, {{"a_home", "sbuf"}}));
+  CHECK(home.t.hbm_read_bytes == doctest::Approx(a_bytes + b_bytes));
+  CHECK(lower_and_time(with(base, {{"a_reuse", 0}})).error.find("a_reuse") != std::string::npos);
+}
+
+TEST_CASE("matmul: a_bufs and b_bufs size each operand's slots; bufs is the default of both") {
+  const auto base = with(matmul_values(1024, 1024, 1024),
+                         {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 512}, {"bufs", 2}});
+  const auto slots = [](const program& p, const char* name) -> std::int64_t {
+    for (const auto& b : p.buffers())
+      if (b.name == name) return b.slots;
+    return -1;
+  };
+  const auto plain = lower_and_time(base);
+  CHECK(slots(plain.p, "A blocks") == 2);
+  CHECK(slots(plain.p, "B blocks") == 2);
+  const auto deep = lower_and_time(with(base, {{"a_bufs", 4}, {"b_bufs", 1}}));
+  CHECK(slots(deep.p, "A blocks") == 4);
+  CHECK(slots(deep.p, "B blocks") == 1);
+  // one A slot: the next A block cannot load while this one is used
+  const auto single = lower_and_time(with(base, {{"a_bufs", 1}}));
+  CHECK(single.t.latency_ns > plain.t.latency_ns);
+}
+
+TEST_CASE("matmul: psum_bufs rotates fewer banks; too many is a PSUM overflow") {
+  // compute-bound: 16 contraction tiles per group, A resident
+  const auto base =
+      with(matmul_values(2048, 2048, 2048), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 2048}},
+           {{"a_home", "sbuf"}});
+  const auto eight = lower_and_time(base);
+  const auto one = lower_and_time(with(base, {{"psum_bufs", 1}}));
+  REQUIRE(one.error.empty());
+  // one bank: every group waits for the previous group's evict
+  CHECK(one.t.latency_ns > 1.1 * eight.t.latency_ns);
+  CHECK(lower_and_time(with(base, {{"psum_bufs", 9}})).error.rfind("PSUM overflow", 0) == 0);
+  // k outside the block's stationary/moving loops keeps all 8 groups open
+  auto k_outer = with(base, {{"psum_bufs", 4}});
+  k_outer.block_order = {"k", "m", "n"};
+  CHECK(lower_and_time(k_outer).error.rfind("PSUM overflow: block_order with k outside", 0) == 0);
+}
+
+TEST_CASE("matmul: block_order with k outside reuses each stationary across the moving tiles") {
+  auto base =
+      with(matmul_values(512, 1024, 1024), {{"tile_m", 256}, {"tile_n", 1024}, {"tile_k", 1024}});
+  const auto new_stationary = [](const program& p) {
+    double n = 0;
+    for (const auto& in : p.instructions())
+      if (in.kind == op::matmul && (in.flags & flag_new_stationary)) n += in.count;
+    return n;
+  };
+  const auto inner = lower_and_time(base);
+  base.block_order = {"k", "m", "n"};
+  const auto outer = lower_and_time(base);
+  REQUIRE(outer.error.empty());
+  // (m, n, k): a new stationary every matmul; (k, m, n): one per (k, m), shared by the 2 n tiles
+  CHECK(new_stationary(outer.p) == doctest::Approx(new_stationary(inner.p) / 2));
+  CHECK(outer.t.hbm_write_bytes == inner.t.hbm_write_bytes);
+  base.block_order = {"n", "k", "m"};  // coalesced rows staged for every m tile at once
+  CHECK(lower_and_time(base).error.empty());
+}
+
+TEST_CASE("matmul on trn2: coarse row loads gain, and more queues do not outweigh it") {
+  // 2048^3 with B streamed per m block as [128 x 512] tiles, against whole
+  // 128 x 1024 rows per transfer (issue 16: the chip gains 1.36x)
+  const auto base = with(matmul_values(2048, 2048, 2048),
+                         {{"tile_m", 128}, {"tile_n", 1024}, {"tile_k", 2048}, {"bufs", 2}},
+                         {{"a_home", "sbuf"}});
+  const auto tiles = lower_and_time(with(base, {{"coalesce", 0}}));
+  const auto rows = lower_and_time(with(base, {{"coalesce", 1}}));
+  const double gain = tiles.t.latency_ns / rows.t.latency_ns;
+  CHECK(gain > 1.1);
+  // spreading each stream over 4 queues changes the tiled loads less than the row loads do
+  const auto queues = lower_and_time(with(base, {{"coalesce", 0}, {"dma_queues", 4}}));
+  CHECK(std::abs(queues.t.latency_ns / tiles.t.latency_ns - 1) < gain - 1);
+}
+
+TEST_CASE("matmul: psum_zero = memset zeroes each group on VectorE before its first matmul") {
+  const auto base =
+      with(matmul_values(1024, 1024, 1024), {{"tile_m", 256}, {"tile_n", 512}, {"tile_k", 1024}});
+  const auto plain = lower_and_time(base);
+  const auto zeroed = lower_and_time(with(base, {}, {{"psum_zero", "memset"}}));
+  REQUIRE(zeroed.error.empty());
+  int memsets = 0;
+  for (const auto& in : zeroed.p.instructions())
+    if (in.engine == vector_engine && (in.flags & flag_writes_psum)) memsets += in.count;
+  CHECK(memsets == 8 * 2);  // one per 128 x 512 group: 8 x 2 tiles of C
+  CHECK(zeroed.t.busy_ns[vector_engine] > plain.t.busy_ns[vector_engine]);
+  CHECK(zeroed.t.latency_ns >= plain.t.latency_ns);
+  CHECK(lower_and_time(with(base, {}, {{"psum_zero", "never"}})).error.find("psum_zero") !=
+        std::string::npos);
+}

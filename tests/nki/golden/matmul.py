@@ -1,6 +1,6 @@
 # matmul.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     sim_matmul (examples/sim_matmul.tsl)
-# config    {"a_home":"sbuf","bufs":2,"coalesce":true,"dma_queues":2,"evict":"vector","order":["m","n","k"],"tile_k":128,"tile_m":128,"tile_n":512}
+# config    {"a_bufs":2,"a_home":"sbuf","a_reuse":null,"b_bufs":2,"block_order":["m","n","k"],"coalesce":true,"evict":"vector","order":["m","n","k"],"psum_bufs":8,"tile_k":128,"tile_m":128,"tile_n":512}
 # target    trn2
 # computes  C = A^T B with A given as [K, M] (lhsT) and B as [K, N]
 #
@@ -8,7 +8,8 @@
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
 # Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself; the loads are issued in plan order
+#   - psum_zero = matmul: the kernel zeroes each PSUM group with nisa.memset; the simulated plan lets the first matmul overwrite it
+#   - psum_bufs = 8: the compiler allocates PSUM banks; this many accumulation tiles are live at once in the simulated schedule
 
 import numpy as np
 

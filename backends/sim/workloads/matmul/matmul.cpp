@@ -96,6 +96,7 @@ class lowerer {
     tag_matmul_ = out_.add_tag("matmul");
     tag_transpose_ = out_.add_tag("transpose A");
     tag_evict_ = out_.add_tag("evict");
+    tag_zero_ = out_.add_tag("zero PSUM");
     tag_store_ = out_.add_tag("store C");
     const int a_width = p_.coalesce ? 1 : pl_.tm;
     if (p_.a_mk) {
@@ -343,8 +344,11 @@ class lowerer {
           deps_.clear();
           if (t == 0) {
             group_bank_[g] = group_bank(a * tn + n, opens);
-            if (opens && bank_evict_[group_bank_[g]] != program::none)
-              deps_.push_back(bank_evict_[group_bank_[g]]);
+            const auto prev = bank_evict_[group_bank_[g]];
+            if (opens && p_.psum_memset)
+              deps_.push_back(zero_psum(rows, cols, prev));
+            else if (opens && prev != program::none)
+              deps_.push_back(prev);
           }
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             need(a_, sl * a_stride + a_off, deps_);
@@ -358,6 +362,22 @@ class lowerer {
           }
           if (closes && t == tk - 1) evict(b, a, n, rows, cols, group_bank_[g], last, tn);
         }
+  }
+
+  /// psum_zero = memset: VectorE zeroes the group's bank once its last
+  /// reader (the previous group's evict) is done.
+  instruction_id zero_psum(std::int64_t rows, std::int64_t cols, instruction_id prev) {
+    instruction z;
+    z.engine = vector_engine;
+    z.kind = op::tensor_scalar;
+    z.type = dtype::fp32;
+    z.flags = flag_writes_psum;
+    z.partitions = static_cast<std::uint32_t>(rows);
+    z.free = static_cast<std::uint32_t>(cols);
+    z.src = psum_;
+    z.dst = psum_;
+    z.tag = tag_zero_;
+    return out_.add(z, {prev});
   }
 
   std::size_t group_bank(int group, bool opens) {
@@ -434,7 +454,7 @@ class lowerer {
   buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0,
             psum_ = 0;
   std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0,
-                tag_evict_ = 0, tag_store_ = 0;
+                tag_evict_ = 0, tag_store_ = 0, tag_zero_ = 0;
   operand a_, a_raw_, b_;
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
   std::vector<std::int64_t> k_rows_;
@@ -483,6 +503,9 @@ class matmul final : public workload {
          "m blocks served by one load of B's blocks"},
         {"psum_bufs", "integer 1..8", "every free bank (8; 6 with a_layout = mk)",
          "PSUM banks in rotation for accumulation groups"},
+        {"psum_zero", "matmul | memset", "matmul",
+         "how a PSUM group starts: the first matmul overwrites the bank, or a VectorE memset "
+         "zeroes it first (nl.zeros in PSUM)"},
         {"block_order", "perm(m, n, k)", "(m, n, k)",
          "instruction loops inside a block, outermost first (m: stationary tiles, n: moving "
          "tiles, k: contraction); k outside keeps every group of the block open in PSUM"},
@@ -566,6 +589,9 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
   const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
   const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
   const bool coalesced = v.flag("coalesce", true);
+  // a space with one `bufs` moves both operands' slots with it
+  const char* a_bufs = s.parameter_index("a_bufs") ? "a_bufs" : "bufs";
+  const char* b_bufs = s.parameter_index("b_bufs") ? "b_bufs" : "bufs";
   const bool dma = b.phase.rfind("dma", 0) == 0;
   const bool issue_heavy = b.issue_share > 0.25 * b.share;
   const auto issue_hints = [&](const char* what, const char* wider) {
@@ -582,8 +608,9 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
         fmt::format("raise tile_m: every B block is read from HBM once per m block ({} times now)",
                     ceil_div(size_m, tile_m)));
     if (b.latency_share > 0.2 * b.share)
-      out.emplace_back("raise b_bufs so the next B block loads while this one is used");
-    out.emplace_back("raise tile_k or bufs to overlap the loads with the matmuls");
+      out.push_back(
+          fmt::format("raise {} so the next B block loads while this one is used", b_bufs));
+    out.push_back(fmt::format("raise tile_k or {} to overlap the loads with the matmuls", b_bufs));
   } else if (dma && b.tag == "load A") {
     if (issue_heavy) issue_hints("A", "tile_m");
     out.push_back(
@@ -591,7 +618,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
                     ceil_div(size_n, tile_n)));
     out.emplace_back("set a_home = sbuf to keep A blocks resident across the n loop");
     out.emplace_back("raise a_reuse so one load of A serves several n blocks");
-    out.emplace_back("raise a_bufs so the next A block loads while this one is used");
+    out.push_back(fmt::format("raise {} so the next A block loads while this one is used", a_bufs));
   } else if (dma && b.tag == "store C") {
     if (!coalesced)
       out.emplace_back("set coalesce = true to store whole rows of a C block per transfer");

@@ -69,6 +69,10 @@ class matmul_writer {
           dim_names[static_cast<std::size_t>(p_.block_order[0])],
           dim_names[static_cast<std::size_t>(p_.block_order[1])],
           dim_names[static_cast<std::size_t>(p_.block_order[2])]));
+    if (!p_.psum_memset)
+      f.notes.emplace_back(
+          "psum_zero = matmul: the kernel zeroes each PSUM group with nisa.memset; the simulated "
+          "plan lets the first matmul overwrite it");
     if (p_.psum_bufs > 0)
       f.notes.push_back(fmt::format(
           "psum_bufs = {}: the compiler allocates PSUM banks; this many accumulation tiles are "

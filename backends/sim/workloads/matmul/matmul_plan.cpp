@@ -79,6 +79,10 @@ std::string read_buffers(const value_reader& v, params& p) {
   if (p.a_bufs < 1 || p.b_bufs < 1) return "matmul: a_bufs and b_bufs must be at least 1";
   p.psum_bufs = static_cast<int>(v.integer("psum_bufs", 0));
   if (p.psum_bufs < 0) return "matmul: psum_bufs must be at least 1 (0: every free bank)";
+  const std::string zero = v.symbol("psum_zero", "matmul");
+  if (zero != "matmul" && zero != "memset")
+    return fmt::format("matmul: psum_zero '{}' is not matmul or memset", zero);
+  p.psum_memset = zero == "memset";
   return "";
 }
 

@@ -50,6 +50,10 @@ struct params {
   /// loads once (a_home = sbuf), in between reloads a few times.
   std::int64_t a_reuse = 1, b_reuse = 1;
   int psum_bufs = 0;  ///< PSUM banks in rotation for accumulation (0: every free bank)
+  /// psum_zero = memset: each accumulation group is zeroed by a VectorE memset
+  /// before its first matmul (as nl.zeros in PSUM); matmul: the first matmul
+  /// of the group overwrites the bank (the hardware's start-of-accumulation flag).
+  bool psum_memset = false;
   /// Instruction loops inside a block, outermost first: m = stationary tiles,
   /// n = moving tiles, k = contraction tiles. k not innermost keeps several
   /// accumulation groups open (one bank each).
