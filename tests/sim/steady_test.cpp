@@ -182,7 +182,7 @@ TEST_CASE("analytic model: reuse, per-operand buffers, PSUM rotation and block o
 
 TEST_CASE("analytic model: ranks examples/sim_matmul.tsl configs as the event model does") {
   const space s = example_space("sim_matmul.tsl");
-  const paired p = pair_up(s, 11, 160);
+  const paired p = pair_up(s, 11, 320);
   CHECK(p.compile_mismatch == 0);
   REQUIRE(p.pairs.size() >= 40);
   const rank_agreement r = measure_agreement(p.pairs);

@@ -214,6 +214,19 @@ class totals_builder {
         w_.engine_ns[static_cast<std::size_t>(copy.engine - tensor_engine)] += g * copies * copy_ns;
         w_.engine_ns[static_cast<std::size_t>(add.engine - tensor_engine)] += g * adds * add_ns;
         w_.instructions += g * (copies + adds);
+        if (p_.psum_memset) {  // a VectorE memset opens each accumulation group
+          const double opens =
+              pl_.acc == accumulation::psum_across ? 1 : static_cast<double>(pl_.nb[dim_k]);
+          instruction z;
+          z.engine = vector_engine;
+          z.kind = op::tensor_scalar;
+          z.type = dtype::fp32;
+          z.flags = flag_writes_psum;
+          z.partitions = static_cast<std::uint32_t>(r);
+          z.free = static_cast<std::uint32_t>(c);
+          w_.engine_ns[1] += g * opens * compute_ns(z, m_);
+          w_.instructions += g * opens;
+        }
         w_.evict_last_ns = adds > 0 ? add_ns : copy_ns;
         if (!p_.coalesce) transfer(2, g, r, c * out_b);
       });
@@ -320,8 +333,22 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   // waiting on its own piece, so not aggregated) pass it
   const bool a_alone = a_rows ? tn == 1 : tm * tn == 1, b_alone = b_cols ? tm == 1 : tm * tn == 1;
   const double g1 = 1 / (tm * tn);
-  const double a_overlap = a_rows ? (a_alone ? 1 + 1 / tm : 1 - g1) : (a_alone ? 2 : g1);
-  const double b_overlap = b_cols ? (b_alone ? 2 : std::min(1.0, 2 / tm) - g1) : (b_alone ? 2 : g1);
+  double a_overlap = a_rows ? (a_alone ? 1 + 1 / tm : 1 - g1) : (a_alone ? 2 : g1);
+  double b_overlap = b_cols ? (b_alone ? 2 : std::min(1.0, 2 / tm) - g1) : (b_alone ? 2 : g1);
+  // how long before its first use in the next block a slab frees up
+  double lead = g1;
+  if (p.block_pos[dim_k] == 1) {
+    // k inside one tile loop X: a slab frees up during the block's last X
+    // step and is needed again in the next block's first
+    const double nx = p.block_order[0] == dim_m ? tm : tn;
+    a_overlap = b_overlap = std::max(g1, 2 / nx - g1);
+    lead = 1 / nx;
+  } else if (p.block_pos[dim_k] == 0) {
+    // k outermost: slab s frees up after the block's s-th contraction step
+    // and is needed at the next block's s-th: the loads stream with the compute
+    a_overlap = b_overlap = 2;
+    lead = 1 - 1.0 / pl.tk;
+  }
   const operand_pipe a =
       pipe_of(pl, sa, dim_n, p.a_reuse, p.a_bufs, pl.a_resident, n_iter, a_overlap);
   const operand_pipe b =
@@ -352,9 +379,19 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   const bool across = pl.acc == accumulation::psum_across;
   const double banks = pl.acc_banks;
   const double bank_bound = across ? 0 : (w.tensor_ns + evict_all) / banks;
-  const bool k_outside = p.block_pos[dim_k] < 2 && !across && 2 * pl.groups > pl.acc_banks;
+  // groups open at once: all of them with k outermost, one tile loop's with k
+  // in the middle; they close together at the step's last contraction tile
+  const int kpos = p.block_pos[dim_k];
+  const double steps = kpos == 0 ? 1 : kpos == 1 ? (p.block_order[0] == dim_m ? tm : tn) : groups;
+  const double open = groups / steps;
   const double stall_k =
-      k_outside ? n_iter * std::max(0.0, evict_all / n_iter - tensor_iter / pl.tk) : 0;
+      kpos < 2 && !across && 2 * open > banks
+          ? n_iter * steps * std::max(0.0, (evict_all / n_iter - tensor_iter / pl.tk) / steps)
+          : 0;
+  // the matmuls run ahead of the evicts by the banks in rotation: with room
+  // for two blocks' groups TensorE sets the pace at which slots free up,
+  // else the evicts do
+  const double pace_iter = banks >= 2 * groups ? tensor_iter : per_iter;
 
   double total = std::max({tensor, evict, data}) + fill + drain;
   double stall_a = 0, stall_b = 0, stall_c = 0, dma_total = 0;
@@ -382,8 +419,8 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
           piped ? std::max(issues - issue, o.data_ns * st) : issues + o.data_ns * st;
       const double piece = hidden_issue + o.data_ns / std::max(1.0, o.transfers) * st + tail;
       const double run = n_iter / o.loads * tensor_iter;  // compute between two loads
-      const double each_ns = std::max({0.0, pace + tail - o.overlap * tensor_iter, pace - run,
-                                       piece - tensor_iter / groups}) -
+      const double each_ns = std::max({0.0, pace + tail - o.overlap * pace_iter, pace - run,
+                                       piece - lead * pace_iter}) -
                              o.distance * per_iter;
       if (each_ns <= 0) return 0.0;
       return std::max(0.0, o.loads - o.slots) * (each_ns + throttle_loss(run, each_ns, m));
