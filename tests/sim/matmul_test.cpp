@@ -202,7 +202,8 @@ TEST_CASE("matmul: a_reuse reloads A ceil(n blocks / a_reuse) times") {
   const auto base =
       with(matmul_values(1024, 1024, 1024), {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 512}});
   const double a_bytes = 1024.0 * 1024 * 2, b_bytes = a_bytes * 8;  // B read once per m block
-  for (const auto& [reuse, loads] : {std::pair{1, 4}, {2, 2}, {3, 2}, {4, 1}, {64, 1}}) {
+  for (const auto& reuse_loads : {std::pair{1, 4}, {2, 2}, {3, 2}, {4, 1}, {64, 1}}) {
+    const int reuse = reuse_loads.first, loads = reuse_loads.second;  // clang 14: INFO
     INFO("a_reuse = " << reuse);
     const auto o = lower_and_time(with(base, {{"a_reuse", reuse}}));
     REQUIRE(o.error.empty());
