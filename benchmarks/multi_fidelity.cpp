@@ -18,6 +18,10 @@
 //   so the frame is exact and the runs cheap, and the pair answers from those
 //   tables (a config outside the sample is invalid, as one outside a replay
 //   table is).
+// - the simulator's two timing models: the same sample on trn2, the
+//   steady-state analytic model (sim_options::model = "analytic") screening
+//   for the event-driven one (issue 16: the scheduler screens with the fast
+//   model).
 //
 // Measured per run: the high-fidelity evaluations until the best
 // high-fidelity objective is within 5% of (median - optimum) of the optimum;
@@ -173,7 +177,40 @@ std::shared_ptr<backend> table_backend(std::string name,
       o);
 }
 
-pair_problem sim_pair(int jobs, std::size_t sample) {
+using answers = std::unordered_map<std::uint64_t, measurement>;
+
+/// A pair answering from two tables of the same sample.
+pair_problem sim_pair(const space& s, const std::string& name, const std::string& low_name,
+                      answers low, const answers& high) {
+  std::vector<double> times;
+  std::vector<std::pair<double, double>> pairs;
+  for (const auto& [key, m] : high)
+    if (m.ok()) {
+      times.push_back(m.objective);
+      if (low.at(key).ok()) pairs.emplace_back(low.at(key).objective, m.objective);
+    }
+  if (times.empty()) throw error("bench_multi_fidelity: no simulator config compiled");
+  std::sort(times.begin(), times.end());
+  pair_problem p{name, s, nullptr, nullptr};
+  p.low = table_backend(low_name, std::move(low));
+  p.high = table_backend("sim@trn2 (table)", high);
+  p.median = times[times.size() / 2];
+  p.optimum = times.front();
+  const auto a = agreement_of(pairs);
+  p.spearman = a.spearman_rho.value_or(0);
+  p.kendall = a.kendall_tau.value_or(0);
+  // Random search (without replacement) over the valid configs.
+  const double y95 = p.optimum + 0.05 * (p.median - p.optimum);
+  const auto below =
+      static_cast<double>(std::upper_bound(times.begin(), times.end(), y95) - times.begin());
+  const auto n = static_cast<double>(times.size());
+  p.high_cap =
+      std::max<std::size_t>(100, static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1))));
+  return p;
+}
+
+/// The simulator pairs: trn1 -> trn2 and, on trn2, analytic -> event.
+std::vector<pair_problem> sim_pairs(int jobs, std::size_t sample) {
   const auto path = std::filesystem::path(TESSEL_SOURCE_DIR) / "examples" / "sim_matmul.tsl";
   std::ifstream in(path);
   std::stringstream text;
@@ -195,9 +232,10 @@ pair_problem sim_pair(int jobs, std::size_t sample) {
       if (seen.emplace(s->key(c), true).second) all.push_back(std::move(c));
     }
   }
-  auto timed = [&](const std::string& target) {
+  auto timed = [&](const std::string& target, const std::string& model) {
     sim_options o;
     o.target = target;
+    o.model = model == "analytic" ? tessel::sim_model::analytic : tessel::sim_model::event;
     o.gate = false;
     o.concurrency = 1;
     sim_backend b(o);
@@ -206,37 +244,17 @@ pair_problem sim_pair(int jobs, std::size_t sample) {
     bench::for_each_seed(static_cast<int>(all.size()), jobs, [&](int i) {
       out[static_cast<std::size_t>(i)] = b.evaluate(*s, all[static_cast<std::size_t>(i)]);
     });
-    std::unordered_map<std::uint64_t, measurement> answers;
-    for (std::size_t i = 0; i < all.size(); ++i) answers.emplace(s->key(all[i]), out[i]);
-    return answers;
+    answers by_key;
+    for (std::size_t i = 0; i < all.size(); ++i) by_key.emplace(s->key(all[i]), out[i]);
+    return by_key;
   };
-  auto low = timed("trn1");
-  auto high = timed("trn2");
-  std::vector<double> times;
-  std::vector<std::pair<double, double>> pairs;
-  for (const auto& [key, m] : high)
-    if (m.ok()) {
-      times.push_back(m.objective);
-      if (low.at(key).ok()) pairs.emplace_back(low.at(key).objective, m.objective);
-    }
-  if (times.empty()) throw error("bench_multi_fidelity: no simulator config compiled");
-  std::sort(times.begin(), times.end());
-  pair_problem p{"sim matmul trn1 -> trn2", *s, nullptr, nullptr};
-  p.low = table_backend("sim@trn1 (table)", std::move(low));
-  p.high = table_backend("sim@trn2 (table)", std::move(high));
-  p.median = times[times.size() / 2];
-  p.optimum = times.front();
-  const auto a = agreement_of(pairs);
-  p.spearman = a.spearman_rho.value_or(0);
-  p.kendall = a.kendall_tau.value_or(0);
-  // Random search (without replacement) over the valid configs.
-  const double y95 = p.optimum + 0.05 * (p.median - p.optimum);
-  const auto below =
-      static_cast<double>(std::upper_bound(times.begin(), times.end(), y95) - times.begin());
-  const auto n = static_cast<double>(times.size());
-  p.high_cap =
-      std::max<std::size_t>(100, static_cast<std::size_t>(2.0 * std::ceil((n + 1) / (below + 1))));
-  return p;
+  const auto high = timed("trn2", "event");
+  std::vector<pair_problem> out;
+  out.push_back(
+      sim_pair(*s, "sim matmul trn1 -> trn2", "sim@trn1 (table)", timed("trn1", "event"), high));
+  out.push_back(sim_pair(*s, "sim matmul analytic -> event", "sim analytic (table)",
+                         timed("trn2", "analytic"), high));
+  return out;
 }
 
 struct run_result {
@@ -368,7 +386,8 @@ int main(int argc, char** argv) {
   if (!no_replay)
     for (const auto& name : bench::replay_names(data, only))
       pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
-  if (!no_sim) pairs.push_back(sim_pair(jobs, sim_sample));
+  if (!no_sim)
+    for (auto& p : sim_pairs(jobs, sim_sample)) pairs.push_back(std::move(p));
   for (auto& p : pairs)
     p.total_cap = static_cast<std::size_t>(total_factor * static_cast<double>(p.high_cap));
 

@@ -31,11 +31,16 @@ int percent(double f) { return static_cast<int>(std::lround(100.0 * f)); }
 
 }  // namespace
 
+roofline_parts roofline_of(const workload_totals& t, const machine& m) {
+  const double peak = m.bf16_peak_flops_per_ns * peak_factor(t.compute_type, m);
+  return {peak > 0 ? t.flops / peak : 0, t.min_hbm_bytes / m.dma_peak_bytes_per_ns()};
+}
+
 analysis::analysis(const program& p, const timing_result& t, const machine& m)
     : p_(p), t_(t), m_(m) {
-  const double peak = m.bf16_peak_flops_per_ns * peak_factor(p.totals.compute_type, m);
-  compute_ns_ = peak > 0 ? p.totals.flops / peak : 0;
-  memory_ns_ = p.totals.min_hbm_bytes / m.dma_peak_bytes_per_ns();
+  const roofline_parts roof = roofline_of(p.totals, m);
+  compute_ns_ = roof.compute_ns;
+  memory_ns_ = roof.memory_ns;
   std::map<std::pair<std::string, std::string>, std::map<std::string, double>> grouped;
   for (const auto& s : t.critical_path) {
     const bool dma = s.phase.rfind("dma", 0) == 0;

@@ -56,6 +56,13 @@ class analysis {
   std::vector<resource_share> shares_;
 };
 
+/// The roofline's two sides in ns: the FLOPs at the peak matmul rate of the
+/// compute type, and the minimal HBM bytes at the peak DMA rate.
+struct roofline_parts {
+  double compute_ns = 0, memory_ns = 0;
+};
+[[nodiscard]] roofline_parts roofline_of(const workload_totals& t, const machine& m);
+
 [[nodiscard]] inline analysis analyse_run(const program& p, const timing_result& t,
                                           const machine& m) {
   return analysis(p, t, m);

@@ -45,6 +45,11 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument,
         throw error(
             fmt::format("backend sim: setting gate must be true or false, got '{}'", value));
       options.gate = value == "true" || value == "on" || value == "1";
+    } else if (key == "model") {
+      if (value != "event" && value != "analytic")
+        throw error(
+            fmt::format("backend sim: setting model must be event or analytic, got '{}'", value));
+      options.model = value == "analytic" ? sim_model::analytic : sim_model::event;
     } else if (key == "fault") {
       options.fault = value;
     } else if (key.rfind("set.", 0) == 0 && key.size() > 4) {
@@ -52,7 +57,7 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument,
     } else {
       throw error(
           fmt::format("backend sim: unknown setting '{}' (settings: workload, target, concurrency, "
-                      "gate, fault, set.NAME for a model constant)",
+                      "gate, model, fault, set.NAME for a model constant)",
                       key));
     }
   }

@@ -37,10 +37,49 @@ void sim_options::validate() const {
         "sim_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, truncate_output, "
         "constant_output, ignore_input, or empty)",
         fault));
+  if (model != sim_model::event && model != sim_model::analytic)
+    throw options_error("sim_options.model: not a timing model (event, analytic)");
   if (gate) gate_options.validate();
 }
 
 std::vector<std::string> sim_workloads() { return workload_names(); }
+
+namespace {
+
+/// The measurement of an analytic estimate: the objective, the modelled
+/// cost and the metrics the event model reports that the estimate knows.
+measurement analytic_measurement(const steady_estimate& e, const machine& m) {
+  const double latency_s = e.latency_ns * 1e-9;
+  cost paid;
+  paid.compile_s = m.compile_base_s + m.compile_per_instruction_s * e.instructions;
+  paid.run_s = latency_s;
+  measurement out = measurement::success(latency_s, paid);
+  out.samples = {latency_s};
+  const roofline_parts r = roofline_of(e.totals, m);
+  const double lat = std::max(e.latency_ns, 1e-12), roof = std::max(r.compute_ns, r.memory_ns);
+  out.metrics = {
+      {"latency_s", latency_s},
+      {"tensor_busy", e.busy_ns[0] / lat},
+      {"vector_busy", e.busy_ns[1] / lat},
+      {"scalar_busy", e.busy_ns[2] / lat},
+      {"gpsimd_busy", e.busy_ns[3] / lat},
+      {"dma_busy", e.dma_data_ns / lat},
+      {"hbm_read_bytes", e.hbm_read_bytes},
+      {"hbm_write_bytes", e.hbm_write_bytes},
+      {"flops", e.totals.flops},
+      {"instructions", e.instructions},
+      {"roofline_s", roof * 1e-9},
+      {"roofline_compute_s", r.compute_ns * 1e-9},
+      {"roofline_memory_s", r.memory_ns * 1e-9},
+      {"roofline_fraction", roof / lat},
+      {"analytic", 1.0},
+  };
+  out.message = fmt::format("analytic estimate: {}-bound ({}); {:.0f}% of the roofline bound",
+                            e.bound, e.tag, 100.0 * roof / lat);
+  return out;
+}
+
+}  // namespace
 
 struct sim_backend::impl {
   sim_options options;
@@ -109,21 +148,26 @@ struct sim_backend::impl {
     r.w = &workload_for(s);
     r.m = machine_for(s);
     r.plan = r.w->plan_config(s, c, *r.m);
-    prog.clear();
-    if (r.m->cores > 1 && r.plan->error.empty())
-      return simulate_cores(std::move(r), s, c, prog, record);
-    r.error = r.plan->error.empty() ? r.w->lower_plan(*r.plan, *r.m, prog) : r.plan->error;
-    if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
+    lower_and_time(r, s, c, prog, record);
     return r;
   }
 
-  run simulate_cores(run r, const space& s, const config& c, program& prog, bool record) {
+  /// The event model on a planned run.
+  static void lower_and_time(run& r, const space& s, const config& c, program& prog,
+                             bool record) {
+    prog.clear();
+    if (r.m->cores > 1 && r.plan->error.empty()) return time_cores(r, s, c, prog, record);
+    r.error = r.plan->error.empty() ? r.w->lower_plan(*r.plan, *r.m, prog) : r.plan->error;
+    if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
+  }
+
+  static void time_cores(run& r, const space& s, const config& c, program& prog, bool record) {
     program other;
     bool first = true;
     for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
       program& target_prog = first ? prog : other;
       r.error = share->error.empty() ? r.w->lower_plan(*share, *r.m, target_prog) : share->error;
-      if (!r.error.empty()) return r;
+      if (!r.error.empty()) return;
       auto t = time_program(target_prog, *r.m, timing_options{.record = record});
       r.core_ns.push_back(t.latency_ns);
       if (first || t.latency_ns > r.timing.latency_ns) {
@@ -132,7 +176,6 @@ struct sim_backend::impl {
       }
       first = false;
     }
-    return r;
   }
 };
 
@@ -175,7 +218,24 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   thread_local program prog;
   impl::run r;
   try {
-    r = impl_->simulate(s, c, prog, false);
+    if (impl_->options.model == sim_model::analytic) {
+      r.w = &impl_->workload_for(s);
+      r.m = impl_->machine_for(s);
+      r.plan = r.w->plan_config(s, c, *r.m);
+      if (!r.plan->error.empty())
+        return measurement::failure(status::compile_error, r.plan->error,
+                                    cost{.compile_s = r.m->compile_base_s});
+      // One physical core only: a logical core's shares are timed by the event model.
+      if (const auto estimate =
+              r.m->cores == 1 ? r.w->steady_plan(*r.plan, *r.m) : std::nullopt) {
+        measurement out = analytic_measurement(*estimate, *r.m);
+        if (impl_->checker) impl_->checker->apply_time(out);
+        return out;
+      }
+      impl::lower_and_time(r, s, c, prog, false);  // no analytic model: the event model
+    } else {
+      r = impl_->simulate(s, c, prog, false);
+    }
   } catch (const error& e) {
     return measurement::failure(status::invalid, e.what());
   }

@@ -130,6 +130,13 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
   return emit_nki_plan(*p, ctx, out);
 }
 
+std::optional<steady_estimate> workload::steady_plan(const workload_plan& p,
+                                                     const machine& m) const {
+  (void)p;
+  (void)m;
+  return std::nullopt;
+}
+
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {
   (void)s;
   (void)c;

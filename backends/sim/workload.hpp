@@ -11,6 +11,7 @@
 #include <tessel/config.hpp>
 #include <tessel/space.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -64,6 +65,21 @@ class value_reader {
   [[nodiscard]] std::optional<std::size_t> active_parameter(std::string_view name) const;
   const space& s_;
   const config& c_;
+};
+
+/// A closed-form estimate of a plan's latency (workload::steady_plan): the
+/// fast model that screens candidates without lowering them. Busy times and
+/// bytes are the model's totals, so the measurement reports the same kind
+/// of metrics as the event-driven model.
+struct steady_estimate {
+  double latency_ns = 0;
+  std::array<double, 4> busy_ns{};  ///< TensorE, VectorE, ScalarE, GpSimdE
+  double dma_data_ns = 0;           ///< data-phase work on the busiest DMA engine
+  double hbm_read_bytes = 0, hbm_write_bytes = 0;
+  double instructions = 0;  ///< what the lowering would issue (the modelled compile)
+  workload_totals totals;   ///< FLOPs, minimal HBM bytes, compute type (the roofline)
+  const char* bound = "";   ///< "tensor", "vector", ..., "dma data", "dma issue", "dma latency"
+  const char* tag = "";     ///< the instructions that bound it ("load B", "matmul")
 };
 
 /// A workload's plan of one config (workload::plan_config).
@@ -130,6 +146,11 @@ class workload {
   /// into `out`. Returns "" or why it cannot. The default: no emitter.
   [[nodiscard]] virtual std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
                                                   std::string& out) const;
+  /// The steady-state analytic estimate of a plan without error, or nullopt
+  /// (the default) when the workload has none: sim_backend then falls back to
+  /// lowering and the event-driven model (docs/simulator.md, "Speed").
+  [[nodiscard]] virtual std::optional<steady_estimate> steady_plan(const workload_plan& p,
+                                                                   const machine& m) const;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,

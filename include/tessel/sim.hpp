@@ -13,6 +13,7 @@
 #include <tessel/space.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -20,6 +21,13 @@
 #include <vector>
 
 namespace tessel {
+
+/// The simulator's timing models (sim_options::model; registry setting
+/// `model=event|analytic`).
+enum class sim_model : std::uint8_t {
+  event,     ///< lower the config and time the program event by event
+  analytic,  ///< the workload's steady-state closed-form estimate from its plan
+};
 
 struct sim_options {
   /// The workload to lower ("matmul"). Empty: the space's symbol constant
@@ -51,6 +59,16 @@ struct sim_options {
   /// "constant_output" (every output 0.5), "ignore_input" (the last input is
   /// replaced by a fixed tensor).
   std::string fault;
+  /// The timing model: event (the default: lower the config to its
+  /// instruction program and time it event by event) or analytic (the
+  /// workload's steady-state closed-form estimate from its plan, without
+  /// lowering: far more candidates per CPU second, for screening;
+  /// docs/simulator.md, "Speed"). Workloads without an analytic model use the
+  /// event model either way; explain() and traces always use it. With
+  /// analytic the gate runs only its time check (the roofline): the
+  /// functional check costs ~50x the estimate, so it is left to the
+  /// fidelity that times the configs that count.
+  sim_model model = sim_model::event;
 
   /// Throws options_error naming a bad field (an unknown workload, target or
   /// fault; bad gate options).

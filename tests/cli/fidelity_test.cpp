@@ -59,6 +59,26 @@ TEST_CASE("tune --fidelity: the simulator at trn1 screens for trn2; the report h
   CHECK(contains(r.out, "correction            ln high ="));
 }
 
+TEST_CASE("tune --fidelity: the simulator's analytic model screens for its event model") {
+  const auto r =
+      tessel("tune '" + std::string(TESSEL_SOURCE_DIR) +
+             "/examples/sim_matmul.tsl' --target trn2 --fidelity sim:model=analytic "
+             "--fidelity sim --budget 60 --high-budget 8 --seed 2 --no-db --quiet --json");
+  REQUIRE(r.code == 0);
+  const auto out = json::parse(r.out);
+  const auto& f = out.at("fidelity");
+  CHECK(f.at("high_evaluations").get<int>() <= 8);
+  CHECK(f.at("low_evaluations").get<int>() > f.at("high_evaluations").get<int>());
+  // the best is an event-model timing, gated (the analytic screens are not)
+  CHECK(out.at("best").at("objective").get<double>() ==
+        doctest::Approx(f.at("best_high").get<double>()));
+  const auto bad =
+      tessel("tune '" + std::string(TESSEL_SOURCE_DIR) +
+             "/examples/sim_matmul.tsl' --backend sim --backend-set model=fast --no-db -n 2");
+  CHECK(bad.code == 1);
+  CHECK(contains(bad.err, "setting model must be event or analytic, got 'fast'"));
+}
+
 TEST_CASE("tune --fidelity: misuse is refused with a message") {
   const auto one = tessel("tune fixtures/small.tsl --fidelity sim --no-db --budget 3");
   CHECK(one.code == 1);

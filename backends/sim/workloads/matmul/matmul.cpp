@@ -14,6 +14,7 @@
 #include "../../timing.hpp"
 #include "../../workload.hpp"
 #include "matmul_plan.hpp"
+#include "matmul_steady.hpp"
 
 #include <fmt/format.h>
 
@@ -544,6 +545,11 @@ class matmul final : public workload {
     out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
     lowerer(pl, m, out).run();
     return "";
+  }
+
+  [[nodiscard]] std::optional<steady_estimate> steady_plan(const workload_plan& wp,
+                                                           const machine& m) const override {
+    return estimate_steady(plan_value<plan>(wp), m);
   }
 
   [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
