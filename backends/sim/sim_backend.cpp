@@ -153,8 +153,7 @@ struct sim_backend::impl {
   }
 
   /// The event model on a planned run.
-  static void lower_and_time(run& r, const space& s, const config& c, program& prog,
-                             bool record) {
+  static void lower_and_time(run& r, const space& s, const config& c, program& prog, bool record) {
     prog.clear();
     if (r.m->cores > 1 && r.plan->error.empty()) return time_cores(r, s, c, prog, record);
     r.error = r.plan->error.empty() ? r.w->lower_plan(*r.plan, *r.m, prog) : r.plan->error;
@@ -226,8 +225,7 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
         return measurement::failure(status::compile_error, r.plan->error,
                                     cost{.compile_s = r.m->compile_base_s});
       // One physical core only: a logical core's shares are timed by the event model.
-      if (const auto estimate =
-              r.m->cores == 1 ? r.w->steady_plan(*r.plan, *r.m) : std::nullopt) {
+      if (const auto estimate = r.m->cores == 1 ? r.w->steady_plan(*r.plan, *r.m) : std::nullopt) {
         measurement out = analytic_measurement(*estimate, *r.m);
         if (impl_->checker) impl_->checker->apply_time(out);
         return out;
