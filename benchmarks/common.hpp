@@ -43,12 +43,12 @@ void for_each_seed(int seeds, int jobs, Run&& run) {
   for (auto& t : pool) t.join();
 }
 
-/// "a,b,,c" -> {"a", "b", "c"}.
-inline std::vector<std::string> split(const std::string& text) {
+/// "a,b,,c" -> {"a", "b", "c"} (or split at another separator).
+inline std::vector<std::string> split(const std::string& text, char separator = ',') {
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= text.size()) {
-    const auto comma = text.find(',', start);
+    const auto comma = text.find(separator, start);
     auto piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!piece.empty()) out.push_back(std::move(piece));
     if (comma == std::string::npos) break;

@@ -5,13 +5,14 @@
 # --target trn2 --budget 100`; prints failures among the first 25 and 50
 # trials and among all 100, per seed and on average.
 #   benchmarks/early_failures.sh [TESSEL]   (default build/release/src/cli/tessel)
+#   SEEDS="7 8 9 10 11 12" benchmarks/early_failures.sh ...   other seeds (default 1-6)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tessel=${1:-build/release/src/cli/tessel}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for scheduler in utility fifo; do
-  for seed in 1 2 3 4 5 6; do
+  for seed in ${SEEDS:-1 2 3 4 5 6}; do
     db="$work/$scheduler$seed.db"
     "$tessel" tune examples/matmul.tsl --backend sim --target trn2 --budget 100 --seed "$seed" \
       --scheduler "$scheduler" --quiet --db "$db" >/dev/null

@@ -38,9 +38,56 @@ using namespace tessel;
 using bench::frame;
 using bench::make_frame;
 
+/// "auto[KEY=V;KEY=V]": auto with other options, to compare candidate
+/// defaults side by side (benchmarks/leave_one_out.py picks among them).
+/// Keys: lead, exploration, bandit_window (auto_options); pool, incumbents,
+/// local_starts, local_steps, initial, points (its bo arm's bo_options:
+/// pool_size, incumbents, local_starts, local_steps, initial_samples,
+/// model.max_model_points); align (0 or 1: model.alignment_features).
+std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
+  auto_options o;
+  bo_options b;
+  const auto body = spec.substr(5, spec.size() - 6);
+  for (const auto& item : bench::split(body, ';')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("auto[...]: KEY=VALUE, not " + item);
+    const auto key = item.substr(0, eq);
+    const auto value = item.substr(eq + 1);
+    const auto whole = [&] { return static_cast<std::size_t>(std::stoul(value)); };
+    if (key == "lead")
+      o.lead = whole();
+    else if (key == "exploration")
+      o.exploration = std::stod(value);
+    else if (key == "bandit_window")
+      o.window = whole();
+    else if (key == "pool")
+      b.pool_size = whole();
+    else if (key == "incumbents")
+      b.incumbents = whole();
+    else if (key == "local_starts")
+      b.local_starts = whole();
+    else if (key == "local_steps")
+      b.local_steps = whole();
+    else if (key == "initial")
+      b.initial_samples = whole();
+    else if (key == "points")
+      b.model.max_model_points = whole();
+    else if (key == "align")
+      b.model.alignment_features = whole() != 0;
+    else
+      throw std::runtime_error("auto[...]: unknown key " + key);
+  }
+  std::vector<std::unique_ptr<strategy>> arms;
+  arms.push_back(make_bo_strategy(b));
+  arms.push_back(make_strategy("ga"));
+  arms.push_back(make_strategy("local"));
+  return make_auto_strategy(o, std::move(arms));
+}
+
 /// A registered strategy, or "auto:ARM+ARM+..." for the bandit over those arms
 /// (to compare arm sets side by side).
 std::unique_ptr<strategy> make_named(const std::string& spec) {
+  if (spec.starts_with("auto[") && spec.ends_with("]")) return make_auto_variant(spec);
   if (spec.starts_with("bo@")) {  // bo with another model size: "bo@128"
     bo_options o;
     o.model.max_model_points = std::stoul(spec.substr(3));

@@ -62,6 +62,15 @@ struct gp_options {
   /// failures, and no success, rejects the config: the GP's smooth boundary
   /// cannot follow a sharp one from few failures. Default true.
   bool learn_constraints = true;
+  /// Give each integer parameter whose values differ in alignment (the
+  /// largest power of two dividing them: 64 and 96 are aligned to 32, 72 to
+  /// 8) a second kernel feature, that alignment, with its own length scale:
+  /// hardware rewards multiples of its widths (a warp, a vector, a
+  /// partition), which a smooth kernel over the value cannot see between
+  /// neighbouring values (docs/bayesian.md). Not for `pow2` domains, whose
+  /// encoding is already the log2 of the value. Default true: chosen by
+  /// leave-one-space-out on the six tables of data/bench (benchmarks/README.md).
+  bool alignment_features = true;
   /// Ok observations before gp_surrogate::ready(). At least 2. Default 5.
   std::size_t min_observations = 5;
   /// Seed of the surrogate's fits (random starts and subsets). `bo` seeds its

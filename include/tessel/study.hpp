@@ -147,8 +147,14 @@ struct suggestion {
 struct study_options {
   /// Seed of every random choice (strategies, sampling). Recorded.
   std::uint64_t seed = 0;
-  /// Evaluations in flight at once in run(); 0 = the backend's concurrency().
+  /// Threads evaluating at once in run(); 0 = the backend's concurrency().
   std::size_t jobs = 0;
+  /// Proposals in flight at once in run(): proposal k is made knowing the
+  /// results of trials 1 .. k - window, which are told in proposal order, so
+  /// the trials are the same at any `jobs` (docs/scheduler.md). At most
+  /// `window` evaluations run in parallel. 0 = `jobs` (more parallel past 4
+  /// threads, but the trials then differ from one `jobs` to another).
+  std::size_t window = 4;
   /// Evaluate the space's default config first (the baseline), when valid.
   bool evaluate_baseline = true;
   /// A backend or observer exception: false records it as runtime_error and

@@ -46,8 +46,8 @@ backend_settings parse_settings(const std::vector<std::string>& assignments) {
 std::string annotations(const study_setup_options& o) {
   return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
                         {"target", o.input.target}, {"set", o.input.sets},
-                        {"backend", o.backend},     {"strategy", o.strategy},
-                        {"fidelity", o.fidelity}}
+                        {"backend", o.backend},     {"replay_space", o.replay_space},
+                        {"strategy", o.strategy},   {"fidelity", o.fidelity}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
 }
 
@@ -62,6 +62,13 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
                 ->type_name("SPEC");
   if (backend_required)
     b->description(b->get_description() + "; required unless FILE is a replay file");
+  command
+      .add_option("--replay-space", o.replay_space,
+                  "A replay FILE's space: product (every combination of the recorded values; "
+                  "a config the table lacks answers invalid, as a compiler would reject it) or "
+                  "table (the stored configs only: the kernel's restrictions known)")
+      ->check(CLI::IsMember({"product", "table"}))
+      ->capture_default_str();
   command
       .add_option("--backend-set", o.backend_settings,
                   "A backend setting, e.g. --backend-set timeout=30; repeatable")
@@ -90,7 +97,14 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
       ->capture_default_str();
   command
       .add_option("--jobs,-j", o.jobs,
-                  "Evaluations in flight at once (0 = the backend's concurrency)")
+                  "Threads evaluating at once (0 = the backend's concurrency); the trials are "
+                  "the same at any --jobs")
+      ->capture_default_str();
+  command
+      .add_option("--window", o.window,
+                  "Proposals in flight at once: each is made knowing all results but the last "
+                  "N-1, so at most N evaluations run in parallel (0 = as many as --jobs: more "
+                  "parallel, but the trials then depend on --jobs)")
       ->capture_default_str();
   command.add_option("--db", o.db, "The study file (SQLite); default <space>.tessel.db")
       ->type_name("PATH");
@@ -196,7 +210,21 @@ study_setup make_study(const study_setup_options& o) {
     throw error(
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
         "or a replay file as FILE");
-  study_setup out{load_any(o.input), nullptr, nullptr, nullptr, nullptr, true};
+  if (o.replay_space != "product" && !is_replay_file(o.input.file))
+    throw error(
+        fmt::format("--replay-space {} applies to a replay FILE (.json or .json.gz), not '{}'",
+                    o.replay_space, o.input.file));
+  study_setup out{o.replay_space == "table"
+                      ? loaded_space{.space = replay_space(o.input.file, replay_space_kind::table),
+                                     .space_names = {},
+                                     .parse_ms = 0,
+                                     .build_ms = 0}
+                      : load_any(o.input),
+                  nullptr,
+                  nullptr,
+                  nullptr,
+                  nullptr,
+                  true};
   std::string spec = o.backend;
   if (spec.empty() && is_replay_file(o.input.file)) spec = "replay:" + o.input.file;
   if (!o.fidelity.empty()) {
@@ -220,6 +248,7 @@ study_setup make_study(const study_setup_options& o) {
   study::options so;
   so.seed = o.seed;
   so.jobs = o.jobs;
+  so.window = o.window;
   so.resume = o.resume;
   so.evaluate_baseline = o.baseline;
   so.annotations = annotations(o);

@@ -22,6 +22,9 @@ namespace tessel::cli {
 struct study_setup_options {
   space_options input;
   std::string backend;  ///< "replay:PATH", "command:CMD", "sim", ...; "" = none
+  /// A replay FILE's space: "product" (every combination of the recorded
+  /// values) or "table" (the stored configs only: replay_space_kind).
+  std::string replay_space = "product";
   std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
   /// --fidelity: "SCHEME[:ARG][,KEY=VALUE...]", low first (docs/fidelity.md);
   /// replaces --backend.
@@ -30,7 +33,8 @@ struct study_setup_options {
   std::string strategy = "auto";
   std::uint64_t seed = 0;
   std::size_t jobs = 0;
-  std::string db;  ///< "" = <space>.tessel.db
+  std::size_t window = study_options{}.window;  ///< proposals in flight (0 = jobs)
+  std::string db;                               ///< "" = <space>.tessel.db
   bool resume = false;
   bool overwrite = false;  ///< --overwrite: delete the study in --db and start over
   bool no_db = false;

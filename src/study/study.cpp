@@ -1,15 +1,16 @@
 // The study: ask/tell bookkeeping, resume, and run()'s dispatch loop.
+#include "study/evaluation_pool.hpp"
 #include "study/state.hpp"
 
 #include <tessel/error.hpp>
 
 #include <fmt/format.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <exception>
+#include <memory>
 
 namespace tessel {
 namespace {
@@ -46,6 +47,9 @@ void study_options::validate() const {
     throw options_error("study::options::min_gain_fraction: must be >= 0");
   if (!(token_price_s >= 0) || !std::isfinite(token_price_s))
     throw options_error("study::options::token_price_s: must be finite and >= 0");
+  if (window > 4096)
+    throw options_error(fmt::format(
+        "study::options::window = {}: must be at most 4096 (0 = as many as jobs)", window));
   if (jobs > 4096)
     throw options_error(fmt::format(
         "study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
@@ -70,9 +74,10 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   record.target = backend_->hardware().value_or(space_.def().target.name);
   record.backend = backend_->name();
   record.strategy = strategy_->name();
-  record.options_json =
-      fmt::format(R"({{"seed": {}, "jobs": {}, "evaluate_baseline": {}, "annotations": {}}})",
-                  options_.seed, options_.jobs, options_.evaluate_baseline, options_.annotations);
+  record.options_json = fmt::format(
+      R"({{"seed": {}, "jobs": {}, "window": {}, "evaluate_baseline": {}, "annotations": {}}})",
+      options_.seed, options_.jobs, options_.window, options_.evaluate_baseline,
+      options_.annotations);
   record.seed = options_.seed;
   db_->claim_writer();
   db_->begin(record);
@@ -369,71 +374,94 @@ summary study::run(const stop_condition& until) {
   }
   const std::size_t jobs =
       s.options_.jobs ? s.options_.jobs : std::max<std::size_t>(1, s.backend_->concurrency());
-  s.jobs_used = jobs;
-  tbb::task_arena arena(static_cast<int>(jobs));
+  // The proposals in flight at once. A fixed window (not the thread count)
+  // makes the trials the same at any --jobs: proposal k is made knowing the
+  // results of the first k - window trials, whatever number of threads
+  // evaluates them (docs/scheduler.md, "Reproducible by default").
+  const std::size_t window = s.options_.window ? s.options_.window : jobs;
+  s.jobs_used = std::min(jobs, window);
   auto progress_now = [&] {
     auto p = s.progress_;
     p.wall_s = seconds_since(started);
     return p;
   };
-  while (true) {
-    if (until(progress_now())) {
-      s.last_reason = until.kind(progress_now());
-      s.last_message = until.reason(progress_now());
-      break;
-    }
-    std::size_t batch_size = jobs;
-    if (const auto left = until.evaluations_left(progress_now()))
-      batch_size = std::min(batch_size, std::max<std::size_t>(*left, 1));
-    s.run_spent = until.spent(progress_now());
-    if (s.options_.verify_reported) verify(batch_size);
-    const auto batch = ask(batch_size);
-    if (batch.empty() && s.negligible) {
-      s.last_reason = termination::negligible_gain;
-      s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent",
-                                   s.options_.min_gain_fraction);
-      break;
-    }
-    if (batch.empty()) {
-      const bool exhausted = s.progress_.evaluations >= s.space_.count();
-      s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
-      s.last_message =
-          exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
-                    : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
-      break;
-    }
-    std::vector<measurement> results(batch.size());
-    std::vector<std::exception_ptr> errors(batch.size());
-    const auto eval_started = clock::now();
-    arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, batch.size(), [&](std::size_t i) {
-        try {
-          results[i] = s.backend_->evaluate(s.space_, batch[i].config);
-        } catch (const std::exception& e) {
-          results[i] = measurement::failure(status::runtime_error,
-                                            std::string("backend threw: ") + e.what());
-          errors[i] = std::current_exception();
-        } catch (...) {
-          results[i] =
-              measurement::failure(status::runtime_error, "backend threw a non-standard exception");
-          errors[i] = std::current_exception();
+  struct in_flight {
+    std::size_t index;
+    measurement result;
+    std::exception_ptr error;
+    std::shared_ptr<detail::evaluation_pool::job> job;
+  };
+  std::deque<std::unique_ptr<in_flight>> flight;
+  std::exception_ptr to_rethrow;
+  enum class stop : unsigned char { none, condition, negligible, empty } stopping = stop::none;
+  {
+    detail::evaluation_pool pool(s.jobs_used);
+    while (true) {
+      // Fill the window: one proposal at a time, so the proposals do not
+      // depend on how many are asked at once.
+      while (stopping == stop::none && !to_rethrow && flight.size() < window) {
+        const auto p = progress_now();
+        if (until(p)) {
+          stopping = stop::condition;
+          break;
         }
-      });
-    });
-    s.evaluate_s += seconds_since(eval_started);
-    // Merge in proposal order, whatever order the threads finished in.
-    for (std::size_t i = 0; i < batch.size(); ++i) s.finish(batch[i].trial_id - 1, results[i]);
-    if (s.options_.rethrow_exceptions)
-      for (const auto& e : errors)
-        if (e) {
-          s.run_wall_s = wall_before + seconds_since(started);
-          s.run_started.reset();
-          std::rethrow_exception(e);
+        if (const auto left = until.evaluations_left(p); left && *left <= flight.size()) break;
+        s.run_spent = until.spent(p);
+        if (s.options_.verify_reported) verify(1);
+        const auto batch = ask(1);
+        if (batch.empty()) {
+          // The strategy may propose again once the results in flight are told.
+          if (flight.empty()) stopping = s.negligible ? stop::negligible : stop::empty;
+          break;
         }
+        auto f = std::make_unique<in_flight>();
+        f->index = batch.front().trial_id - 1;
+        auto* slot = f.get();
+        const auto c = batch.front().config;
+        f->job = pool.submit([&s, slot, c] {
+          try {
+            slot->result = s.backend_->evaluate(s.space_, c);
+          } catch (const std::exception& e) {
+            slot->result = measurement::failure(status::runtime_error,
+                                                std::string("backend threw: ") + e.what());
+            slot->error = std::current_exception();
+          } catch (...) {
+            slot->result = measurement::failure(status::runtime_error,
+                                                "backend threw a non-standard exception");
+            slot->error = std::current_exception();
+          }
+        });
+        flight.push_back(std::move(f));
+      }
+      if (flight.empty()) break;
+      // Told in proposal order, whatever order the threads finish in.
+      const auto eval_started = clock::now();
+      pool.wait(flight.front()->job);
+      s.evaluate_s += seconds_since(eval_started);
+      auto done = std::move(flight.front());
+      flight.pop_front();
+      s.finish(done->index, done->result);
+      if (s.options_.rethrow_exceptions && done->error && !to_rethrow) to_rethrow = done->error;
+    }
   }
   s.run_wall_s = wall_before + seconds_since(started);
   s.run_started.reset();
   s.run_spent.reset();
+  if (to_rethrow) std::rethrow_exception(to_rethrow);
+  if (stopping == stop::condition) {
+    s.last_reason = until.kind(progress_now());
+    s.last_message = until.reason(progress_now());
+  } else if (stopping == stop::negligible) {
+    s.last_reason = termination::negligible_gain;
+    s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent",
+                                 s.options_.min_gain_fraction);
+  } else {
+    const bool exhausted = s.progress_.evaluations >= s.space_.count();
+    s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
+    s.last_message =
+        exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
+                  : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
+  }
   auto result = s.make_summary();
   for (const auto& o : s.observers) o->on_end(result);
   return result;

@@ -2,8 +2,10 @@
 // scales on numeric dims, times the overlap and Kendall kernels.
 #include "strategies/bayesian/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace tessel::bayes {
 namespace {
@@ -19,9 +21,52 @@ constexpr double default_kendall = 3, min_kendall = 0.01, max_kendall = 60;
 constexpr double default_signal = 1, min_signal = 0.05, max_signal = 20;
 constexpr double default_noise = 1e-3, min_noise = 1e-6, max_noise = 1;
 
+/// The largest power of two dividing v, as an exponent (capped at 20; 0 is
+/// divisible by all).
+int two_adic(std::int64_t v) {
+  constexpr int cap = 20;
+  if (v == 0) return cap;
+  int k = 0;
+  while (k < cap && v % 2 == 0) {
+    v /= 2;
+    ++k;
+  }
+  return k;
+}
+
+/// space::encode's value of v in an integer domain (src/space/encoding.cpp).
+double encoded_value(const domain& d, std::int64_t v) {
+  auto f = [&](std::int64_t x) {
+    return d.log_scale && x > 0 ? std::log2(static_cast<double>(x)) : static_cast<double>(x);
+  };
+  const double lo = f(d.values.front()), hi = f(d.values.back());
+  return hi > lo ? (f(v) - lo) / (hi - lo) : 0.0;
+}
+
+/// The alignment map of an integer domain, or nothing when it would add
+/// nothing: fewer than 3 values, a pow2 domain (encoded as log2 already), or
+/// every value aligned alike.
+std::optional<kernel_layout::alignment> alignment_of(const domain& d) {
+  if (d.kind != param_kind::integer || d.log_scale || d.values.size() < 3) return std::nullopt;
+
+  std::vector<std::pair<double, int>> points;
+  for (auto v : d.values) points.emplace_back(encoded_value(d, v), two_adic(v));
+  const auto [lo, hi] = std::minmax_element(points.begin(), points.end(),
+                                            [](auto& a, auto& b) { return a.second < b.second; });
+  if (lo->second == hi->second) return std::nullopt;
+  std::sort(points.begin(), points.end());
+  kernel_layout::alignment out;
+  for (const auto& [at, k] : points) {
+    out.encoded.push_back(at);
+    out.value.push_back(static_cast<double>(k - lo->second) /
+                        static_cast<double>(hi->second - lo->second));
+  }
+  return out;
+}
+
 }  // namespace
 
-kernel_layout kernel_layout::of(const space& s) {
+kernel_layout kernel_layout::of(const space& s, bool alignment) {
   kernel_layout layout;
   std::map<std::size_t, block> permutations;  // by parameter, in encoding order of elements
   std::vector<std::size_t> permutation_order;
@@ -52,6 +97,17 @@ kernel_layout kernel_layout::of(const space& s) {
     b.scale = 1.0 / (4.0 * static_cast<double>(b.features));
     layout.blocks.push_back(std::move(b));
   }
+  layout.aligned.resize(layout.numeric.size());
+  if (alignment) {
+    const auto values = layout.numeric.size();
+    for (std::size_t i = 0; i < values; ++i) {
+      const auto d = layout.numeric[i];
+      if (auto map = alignment_of(s.parameters()[encoding[d].parameter].dom)) {
+        layout.numeric.push_back(d);
+        layout.aligned.push_back(std::move(*map));
+      }
+    }
+  }
   std::size_t row = layout.numeric.size();
   for (auto& b : layout.blocks) {
     b.first_feature = row;
@@ -70,8 +126,18 @@ bool kernel_layout::encodable(const space& s, const config& c) {
 
 Eigen::VectorXd kernel_layout::features_of(const std::vector<double>& encoded) const {
   Eigen::VectorXd f = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(features));
-  for (std::size_t i = 0; i < numeric.size(); ++i)
-    f[static_cast<Eigen::Index>(i)] = encoded[numeric[i]];
+  for (std::size_t i = 0; i < numeric.size(); ++i) {
+    const double e = encoded[numeric[i]];
+    const auto& map = aligned[i].encoded;
+    if (map.empty() || e < 0) {  // the value itself, or inactive (-1)
+      f[static_cast<Eigen::Index>(i)] = e;
+      continue;
+    }
+    // The domain value nearest to e (e is one of them, up to rounding).
+    auto at = std::lower_bound(map.begin(), map.end(), e);
+    if (at == map.end() || (at != map.begin() && e - *(at - 1) < *at - e)) --at;
+    f[static_cast<Eigen::Index>(i)] = aligned[i].value[static_cast<std::size_t>(at - map.begin())];
+  }
   for (const auto& b : blocks) {
     const auto first = static_cast<Eigen::Index>(b.first_feature);
     if (b.type == block::kind::categorical) {

@@ -44,11 +44,22 @@ struct kernel_layout {
     std::vector<std::size_t> dims;  ///< encoded dims it reads (one, or one per element)
     double scale = 0.5;             ///< w_h / theta_h: 1/2, or 1/(4P)
   };
+  /// A numeric row that reads its dim's alignment instead of its value:
+  /// the encoded values of the domain (ascending) and the alignment of each,
+  /// in [0, 1] (gp_options::alignment_features).
+  struct alignment {
+    std::vector<double> encoded;
+    std::vector<double> value;
+  };
   std::vector<std::size_t> numeric;  ///< encoded dims of numeric features (rows 0..)
-  std::vector<block> blocks;         ///< after the numeric rows
-  std::size_t features = 0;          ///< rows of a feature column
+  /// Per numeric row: empty for the value itself, else its alignment map.
+  std::vector<alignment> aligned;
+  std::vector<block> blocks;  ///< after the numeric rows
+  std::size_t features = 0;   ///< rows of a feature column
 
-  [[nodiscard]] static kernel_layout of(const space& s);
+  /// `alignment`: add an alignment row after the numeric rows for each
+  /// integer parameter whose values differ in alignment (not pow2 domains).
+  [[nodiscard]] static kernel_layout of(const space& s, bool alignment = false);
   /// Whether `c` has one value index in range (or inactive) per parameter of
   /// `s`, so it can be encoded: trials of another space are ignored.
   [[nodiscard]] static bool encodable(const space& s, const config& c);

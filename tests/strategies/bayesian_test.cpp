@@ -203,6 +203,53 @@ TEST_CASE("the GP fitted on a 2-D function predicts held-out points") {
   CHECK(worst < 0.05);
 }
 
+TEST_CASE("alignment features: a row per integer domain whose alignments differ, and they help") {
+  // x in 32, 40, ..., 256 (as dedispersion's block_size_y): 40 is aligned
+  // to 8 (2^3), 64 to 64, 256 to 256; w's values are all odd (aligned alike).
+  space::definition def;
+  std::vector<std::int64_t> xs;
+  for (std::int64_t x = 32; x <= 256; x += 8) xs.push_back(x);
+  def.parameters.push_back(param("x", integers(xs)));
+  def.parameters.push_back(param("w", integers({1, 3, 5, 7})));
+  const space s(std::move(def));
+  CHECK(kernel_layout::of(s).numeric.size() == 2);
+  const auto layout = kernel_layout::of(s, true);
+  REQUIRE(layout.numeric.size() == 3);  // x, w and the alignment of x only
+  CHECK(layout.numeric[2] == layout.numeric[0]);
+  const auto at = [&](std::int64_t x) {
+    const config c = s.from_json(R"({"x": )" + std::to_string(x) + R"(, "w": 3})");
+    return layout.features_of(s.encode(c))[2];
+  };
+  CHECK(at(40) == doctest::Approx(0.0));        // 2^3, the least aligned
+  CHECK(at(64) == doctest::Approx(3.0 / 5.0));  // 2^6 of 2^3 .. 2^8
+  CHECK(at(256) == doctest::Approx(1.0));
+  CHECK(at(96) == doctest::Approx(2.0 / 5.0));  // 2^5
+
+  // A kernel that is slower off multiples of 32: with the alignment row the
+  // model predicts held-out values better from the same 20 observations
+  // (two of every three values; a pattern of period 4 in the value).
+  const auto f = [](std::int64_t x) { return x % 32 == 0 ? 2.0 : 3.0; };
+  auto error = [&](bool alignment) {
+    gp_options o;
+    o.alignment_features = alignment;
+    bayes::model m(s, o, 5);
+    const auto at_x = [&](std::int64_t x) {
+      return s.from_json(R"({"x": )" + std::to_string(x) + R"(, "w": 1})");
+    };
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      if (i % 3 != 2) m.observe(finished(s, at_x(xs[i]), f(xs[i])));
+    double sum = 0;
+    int held = 0;
+    for (std::size_t i = 2; i < xs.size(); i += 3, ++held)
+      sum += std::abs(std::exp(m.view(m.features(at_x(xs[i]))).mean[0]) - f(xs[i]));
+    return sum / held;
+  };
+  const double plain = error(false), aligned = error(true);
+  CAPTURE(plain);
+  CAPTURE(aligned);
+  CHECK(aligned < 0.5 * plain);
+}
+
 TEST_CASE("the likelihood gradient matches finite differences, and fitting raises the likelihood") {
   const auto s = bowl_space();  // numeric, log-scaled and permutation dims
   const auto layout = kernel_layout::of(s);

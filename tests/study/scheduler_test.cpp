@@ -157,6 +157,7 @@ TEST_CASE("alpha cools over the cost spent, or over run()'s stop condition") {
   auto make = [&](double cost_budget_s) {
     auto o = weighing_cost(s, 20);
     o.cost_budget_hint_s = cost_budget_s;
+    o.window = 1;  // run() then asks after every result, as the loop above does
     return study(s, backend, std::make_unique<in_order>(), o);
   };
   // A 31 s cost budget: x = 1, 2, 3, 4 cost 30 s together, so alpha is
@@ -185,6 +186,7 @@ TEST_CASE("run stops early when the expected gain left is negligible") {
   auto model = std::static_pointer_cast<believes_large>(o.surrogate);
   model->gain_scale = 1e-9;
   o.min_gain_fraction = 0.01;
+  o.window = 1;  // one proposal in flight: the test fires as soon as the model is ready
   study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
   const auto sum = st.run(stop::evaluations(15));
   CHECK(sum.reason == termination::negligible_gain);

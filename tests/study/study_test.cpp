@@ -41,10 +41,12 @@ class in_order final : public strategy {
       auto c = ctx.space().at(r);
       if (!ctx.known(ctx.space().key(c))) out.push_back(c);
     }
+    for (std::size_t i = 0; i < out.size(); ++i) told_when_proposed.push_back(observed.size());
     return out;
   }
   void observe(const trial& t) override { observed.push_back(t.id); }
   std::vector<std::uint64_t> observed;
+  std::vector<std::size_t> told_when_proposed;  ///< results known at each proposal
 };
 
 /// objective = (a - 3)^2 + (b - 3)^2 + 1; sleeps a varying time when asked,
@@ -133,6 +135,35 @@ TEST_CASE("parallel results merge in proposal order: the same trial sequence wha
   CHECK(first.size() == 10);
 }
 
+TEST_CASE("the proposal window, not --jobs, decides what each proposal knows") {
+  // What the strategy knew at each proposal: with a fixed window the same
+  // at 1, 2 or 8 threads, though the jittery backend finishes out of order.
+  auto known = [](std::size_t jobs, std::size_t window) {
+    auto b = std::make_shared<bowl>();
+    b->jitter = true;
+    study::options o;
+    o.jobs = jobs;
+    o.window = window;
+    o.evaluate_baseline = false;
+    auto strat = std::make_unique<in_order>();
+    auto* raw = strat.get();
+    study st(small_space(), b, std::move(strat), o);
+    const auto sum = st.run(stop::evaluations(8));
+    CHECK(sum.evaluations == 8);
+    CHECK(sum.jobs_used == std::min(jobs, window ? window : jobs));
+    return raw->told_when_proposed;
+  };
+  const auto four = known(1, 4);
+  REQUIRE(four.size() == 8);  // never past the budget
+  for (std::size_t k = 0; k < four.size(); ++k) CHECK(four[k] == (k < 4 ? 0 : k - 3));
+  CHECK(known(2, 4) == four);
+  CHECK(known(8, 4) == four);
+  const auto one = known(2, 1);
+  for (std::size_t k = 0; k < one.size(); ++k) CHECK(one[k] == k);
+  CHECK(known(1, 0) == one);  // window 0: as many as jobs
+  CHECK(known(3, 0) != one);
+}
+
 TEST_CASE("ask/tell, enqueue dedupe and errors") {
   study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>());
   const auto& s = st.space();
@@ -185,6 +216,9 @@ TEST_CASE("options are validated") {
   study::options o;
   o.jobs = 100000;
   CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("jobs"), options_error);
+  o.jobs = 0;
+  o.window = 100000;
+  CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("window"), options_error);
 }
 
 TEST_CASE("a study resumes from its file: finished trials kept, pending ones queued again") {
