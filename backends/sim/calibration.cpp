@@ -8,6 +8,7 @@
 #include "workload.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/fidelity.hpp>
 #include <tessel/target.hpp>
 
 #include <fmt/format.h>
@@ -86,6 +87,16 @@ std::string describe(const fixed_values& v) {
   return s;
 }
 
+/// Lowers and times the matmul config of one calibration stage; throws when
+/// it does not compile. `prog` keeps the lowered program.
+double stage_ns(const target& t, const machine& m, const fixed_values& v, const std::string& name,
+                program& prog) {
+  auto [s, c] = fixed_space("matmul", t, v);
+  if (const auto err = matmul_workload().lower(s, c, m, prog); !err.empty())
+    throw error(fmt::format("calibration: {} does not compile: {}", name, err));
+  return time_program(prog, m).latency_ns;
+}
+
 void tutorial(const std::filesystem::path& dir, const overrides_t& overrides,
               std::vector<calibration_row>& rows) {
   const std::string file = "nki_matmul_tutorial_trn1.json";
@@ -96,15 +107,11 @@ void tutorial(const std::filesystem::path& dir, const overrides_t& overrides,
   for (const auto& stage : j.at("stages")) {
     const std::string name = stage.at("name").get<std::string>();
     const fixed_values v = tutorial_stage(name, j.at("problem"));
-    auto [s, c] = fixed_space("matmul", t, v);
     calibration_row row{file, name, "latency_ms", stage.at("latency_ms").get<double>(),
                         0,    0.25, describe(v)};
     // trn1's dma_issue_ns and dma_descriptor_ns are fitted to the first two stages
     row.held_out = name != "tiled" && name != "hoist_loads";
-    const std::string err = matmul_workload().lower(s, c, m, prog);
-    if (!err.empty())
-      throw error(fmt::format("calibration: stage {} does not compile: {}", name, err));
-    row.predicted = time_program(prog, m).latency_ns * 1e-6;
+    row.predicted = stage_ns(t, m, v, "stage " + name, prog) * 1e-6;
     rows.push_back(row);
   }
 }
@@ -233,7 +240,6 @@ void ladder(const std::filesystem::path& dir, const overrides_t& overrides,
   for (const auto& stage : j.at("stages")) {
     const std::string name = stage.at("name").get<std::string>();
     fixed_values v = ladder_stage(name, j.at("problem"));
-    auto [s, c] = fixed_space("matmul", t, v);
     std::string how = describe(v);
     if (v.integers.contains("a_bufs")) how += " a_bufs=4";
     // 50%: the tutorial's 2048-row blocks lose ~30% on the chip to something
@@ -241,55 +247,10 @@ void ladder(const std::filesystem::path& dir, const overrides_t& overrides,
     // is here for its order
     calibration_row row{file, name, "mfu_percent", stage.at("mfu_percent").get<double>(),
                         0,    0.5,  how,           true};
-    const std::string err = matmul_workload().lower(s, c, m, prog);
-    if (!err.empty())
-      throw error(fmt::format("calibration: stage {} does not compile: {}", name, err));
-    const double ns = time_program(prog, m).latency_ns;
+    const double ns = stage_ns(t, m, v, "stage " + name, prog);
     row.predicted = 100 * prog.totals.flops / ns / m.bf16_peak_flops_per_ns;
     rows.push_back(row);
   }
-}
-
-/// Ranks with ties averaged (1-based).
-std::vector<double> ranks(const std::vector<double>& x) {
-  std::vector<std::size_t> idx(x.size());
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
-  std::vector<double> r(x.size());
-  for (std::size_t i = 0; i < idx.size();) {
-    std::size_t j = i;
-    while (j + 1 < idx.size() && x[idx[j + 1]] == x[idx[i]]) ++j;
-    for (std::size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i + j) / 2) + 1;
-    i = j + 1;
-  }
-  return r;
-}
-
-double pearson(const std::vector<double>& a, const std::vector<double>& b) {
-  const auto n = static_cast<double>(a.size());
-  double ma = 0, mb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ma += a[i] / n;
-    mb += b[i] / n;
-  }
-  double sab = 0, saa = 0, sbb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    sab += (a[i] - ma) * (b[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (b[i] - mb) * (b[i] - mb);
-  }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0;
-}
-
-double kendall(const std::vector<double>& a, const std::vector<double>& b) {
-  double concordant = 0, pairs = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    for (std::size_t j = i + 1; j < a.size(); ++j) {
-      const double s = (a[i] - a[j]) * (b[i] - b[j]);
-      concordant += s > 0 ? 1 : s < 0 ? -1 : 0;
-      ++pairs;
-    }
-  return pairs > 0 ? concordant / pairs : 0;
 }
 
 }  // namespace
@@ -303,11 +264,8 @@ std::vector<structure_ratio> structure_ratios(const overrides_t& overrides) {
                   {"tile_n", 1024}, {"bufs", 2}, {"tile_k", 2048}};
     v.symbols = {{"dtype", "bf16"}, {"workload", "matmul"}, {"a_home", "sbuf"}};
     for (const auto& [k, x] : extra) v.integers[k] = x;
-    auto [s, c] = fixed_space("matmul", t, v);
     program prog;
-    if (const auto err = matmul_workload().lower(s, c, m, prog); !err.empty())
-      throw error("calibration: a structure does not compile: " + err);
-    return time_program(prog, m).latency_ns;
+    return stage_ns(t, m, v, "a structure", prog);
   };
   const double tiles = time({{"coalesce", 0}}), rows = time({{"coalesce", 1}});
   const double tiles_4q = time({{"coalesce", 0}, {"dma_queues", 4}});
@@ -326,16 +284,15 @@ std::vector<rank_agreement> rank_agreements(const std::vector<calibration_row>& 
     while (j < rows.size() && rows[j].file == rows[i].file && rows[j].quantity == rows[i].quantity)
       ++j;
     if (j - i >= 3) {
-      std::vector<double> published, predicted;
+      std::vector<std::pair<double, double>> pairs;  // (published, predicted)
       bool held = true;
       for (std::size_t k = i; k < j; ++k) {
-        published.push_back(rows[k].published);
-        predicted.push_back(rows[k].predicted);
+        pairs.emplace_back(rows[k].published, rows[k].predicted);
         held = held && rows[k].held_out;
       }
-      out.push_back({rows[i].file, static_cast<int>(j - i),
-                     pearson(ranks(published), ranks(predicted)), kendall(published, predicted),
-                     held});
+      const auto agree = measure_agreement(pairs);
+      out.push_back({rows[i].file, static_cast<int>(j - i), agree.spearman_rho.value_or(0),
+                     agree.kendall_tau.value_or(0), held});
     }
     i = j;
   }

@@ -232,12 +232,7 @@ class lowerer {
         const std::int64_t m_rows = std::min(parts, mb - r * parts),
                            k_cols = std::min(parts, kb - s * parts);
         const auto bank = static_cast<std::size_t>(pl_.transpose_bank + (transposes_++ % 2));
-        instruction t;
-        t.engine = tensor_engine;
-        t.kind = op::transpose;
-        t.type = p_.in;
-        t.partitions = static_cast<std::uint32_t>(m_rows);
-        t.free = static_cast<std::uint32_t>(k_cols);
+        instruction t = transpose_instruction(p_, m_rows, k_cols);
         t.src = sb_a_;
         t.dst = psum_;
         t.tag = tag_transpose_;
@@ -272,15 +267,7 @@ class lowerer {
   // --- compute ---------------------------------------------------------------------------------
 
   instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols) const {
-    instruction in;
-    // ScalarE has no two-tensor add (its activation takes a per-partition
-    // bias only): with evict = scalar, the partial-sum adds run on VectorE.
-    in.engine = p_.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p_.evict;
-    in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
-    in.type = dtype::fp32;
-    in.flags = flag_reads_psum;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(cols);
+    instruction in = mm::evict_instruction(p_, kind, rows, cols);
     in.src = psum_;
     in.tag = tag_evict_;
     return in;
@@ -367,13 +354,7 @@ class lowerer {
   /// psum_zero = memset: VectorE zeroes the group's bank once its last
   /// reader (the previous group's evict) is done.
   instruction_id zero_psum(std::int64_t rows, std::int64_t cols, instruction_id prev) {
-    instruction z;
-    z.engine = vector_engine;
-    z.kind = op::tensor_scalar;
-    z.type = dtype::fp32;
-    z.flags = flag_writes_psum;
-    z.partitions = static_cast<std::uint32_t>(rows);
-    z.free = static_cast<std::uint32_t>(cols);
+    instruction z = psum_zero_instruction(rows, cols);
     z.src = psum_;
     z.dst = psum_;
     z.tag = tag_zero_;
@@ -393,13 +374,7 @@ class lowerer {
   /// no new dependency (same engine, same shape: the order is fixed).
   instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate,
                         int a, int t) {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::matmul;
-    in.type = p_.in;
-    in.partitions = static_cast<std::uint32_t>(kt);
-    in.free = static_cast<std::uint32_t>(cols);
-    in.aux = static_cast<std::uint32_t>(rows);
+    instruction in = matmul_instruction(p_, kt, rows, cols);
     in.src = sb_b_;
     in.dst = psum_;
     in.tag = tag_matmul_;

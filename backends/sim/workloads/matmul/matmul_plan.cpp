@@ -268,4 +268,50 @@ std::string plan_for(const space& s, const config& c, const machine& m, plan& pl
   return make_plan(p, m, pl);
 }
 
+instruction matmul_instruction(const params& p, std::int64_t k, std::int64_t rows,
+                               std::int64_t cols) {
+  instruction in;
+  in.engine = tensor_engine;
+  in.kind = op::matmul;
+  in.type = p.in;
+  in.partitions = static_cast<std::uint32_t>(k);
+  in.free = static_cast<std::uint32_t>(cols);
+  in.aux = static_cast<std::uint32_t>(rows);
+  return in;
+}
+
+instruction transpose_instruction(const params& p, std::int64_t rows, std::int64_t cols) {
+  instruction t;
+  t.engine = tensor_engine;
+  t.kind = op::transpose;
+  t.type = p.in;
+  t.partitions = static_cast<std::uint32_t>(rows);
+  t.free = static_cast<std::uint32_t>(cols);
+  return t;
+}
+
+instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols) {
+  instruction in;
+  // ScalarE has no two-tensor add (its activation takes a per-partition
+  // bias only): with evict = scalar, the partial-sum adds run on VectorE.
+  in.engine = p.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p.evict;
+  in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
+  in.type = dtype::fp32;
+  in.flags = flag_reads_psum;
+  in.partitions = static_cast<std::uint32_t>(rows);
+  in.free = static_cast<std::uint32_t>(cols);
+  return in;
+}
+
+instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols) {
+  instruction z;
+  z.engine = vector_engine;
+  z.kind = op::tensor_scalar;
+  z.type = dtype::fp32;
+  z.flags = flag_writes_psum;
+  z.partitions = static_cast<std::uint32_t>(rows);
+  z.free = static_cast<std::uint32_t>(cols);
+  return z;
+}
+
 }  // namespace tessel::sim::mm

@@ -104,6 +104,23 @@ struct sbuf_use {
 [[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, plan& pl);
 /// The functional executor of a plan (matmul_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const plan& pl);
+
+// --- instruction shapes: the lowering (matmul.cpp) and the analytic model
+// (matmul_steady.cpp) cost the same instructions; buffers and tags are the lowering's.
+
+/// One matmul: a k x rows stationary tile against a k x cols moving tile.
+[[nodiscard]] instruction matmul_instruction(const params& p, std::int64_t k, std::int64_t rows,
+                                             std::int64_t cols);
+/// A TensorE transpose of a rows x cols tile of A (A given as [M, K]).
+[[nodiscard]] instruction transpose_instruction(const params& p, std::int64_t rows,
+                                                std::int64_t cols);
+/// The evict of a PSUM group: a copy (op::copy) or an add of partial sums
+/// (op::tensor_tensor), on the engine that runs it.
+[[nodiscard]] instruction evict_instruction(const params& p, op kind, std::int64_t rows,
+                                            std::int64_t cols);
+/// psum_zero = memset: VectorE zeroes a group's bank.
+[[nodiscard]] instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols);
+
 /// The NKI kernel of a plan (matmul_nki.cpp): "" or why it cannot be written.
 [[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);
 

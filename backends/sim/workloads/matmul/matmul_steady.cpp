@@ -45,26 +45,7 @@ void each(const cut& c, F&& f) {
 
 double matmul_ns(const params& p, const machine& m, std::int64_t k, std::int64_t rows,
                  std::int64_t cols) {
-  instruction in;
-  in.engine = tensor_engine;
-  in.kind = op::matmul;
-  in.type = p.in;
-  in.partitions = static_cast<std::uint32_t>(k);
-  in.free = static_cast<std::uint32_t>(cols);
-  in.aux = static_cast<std::uint32_t>(rows);
-  return cost_rule::tensor_cycles(in, m) / m.tensor_ghz;
-}
-
-/// The evict instruction of matmul.cpp (copy or add of a PSUM group) and its engine.
-instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols) {
-  instruction in;
-  in.engine = p.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p.evict;
-  in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
-  in.type = dtype::fp32;
-  in.flags = flag_reads_psum;
-  in.partitions = static_cast<std::uint32_t>(rows);
-  in.free = static_cast<std::uint32_t>(cols);
-  return in;
+  return cost_rule::tensor_cycles(matmul_instruction(p, k, rows, cols), m) / m.tensor_ghz;
 }
 
 double dma_ns(const machine& m, std::int64_t rows, std::int64_t bytes) {
@@ -158,13 +139,9 @@ class totals_builder {
 
   /// A given as [M, K]: a TensorE transpose of each 128 x 128 tile and its copy out of PSUM.
   void transpose(double count, std::int64_t m_rows, std::int64_t k_cols) {
-    instruction t;
-    t.engine = tensor_engine;
-    t.kind = op::transpose;
-    t.type = p_.in;
-    t.partitions = static_cast<std::uint32_t>(m_rows);
-    t.free = static_cast<std::uint32_t>(k_cols);
-    w_.tensor_ns += count * cost_rule::tensor_cycles(t, m_) / m_.tensor_ghz;
+    w_.tensor_ns += count *
+                    cost_rule::tensor_cycles(transpose_instruction(p_, m_rows, k_cols), m_) /
+                    m_.tensor_ghz;
     const instruction c = evict_instruction(p_, op::copy, k_cols, m_rows);
     w_.engine_ns[static_cast<std::size_t>(c.engine - tensor_engine)] += count * compute_ns(c, m_);
     w_.instructions += 2 * count;
@@ -217,14 +194,7 @@ class totals_builder {
         if (p_.psum_memset) {  // a VectorE memset opens each accumulation group
           const double opens =
               pl_.acc == accumulation::psum_across ? 1 : static_cast<double>(pl_.nb[dim_k]);
-          instruction z;
-          z.engine = vector_engine;
-          z.kind = op::tensor_scalar;
-          z.type = dtype::fp32;
-          z.flags = flag_writes_psum;
-          z.partitions = static_cast<std::uint32_t>(r);
-          z.free = static_cast<std::uint32_t>(c);
-          w_.engine_ns[1] += g * opens * compute_ns(z, m_);
+          w_.engine_ns[1] += g * opens * compute_ns(psum_zero_instruction(r, c), m_);
           w_.instructions += g * opens;
         }
         w_.evict_last_ns = adds > 0 ? add_ns : copy_ns;
