@@ -2,6 +2,10 @@
 // started in the order they were submitted and waited for one by one, in
 // any order the caller likes (run() waits in proposal order), so what the
 // study learns never depends on which thread finished first.
+// Plain threads rather than a TBB arena: an evaluation mostly waits (on a
+// compiler, a kernel process, a remote NeuronCore), so --jobs may well
+// exceed the cores, while TBB caps an arena's workers at the core count
+// unless the whole process's limit is raised.
 #pragma once
 
 #include <condition_variable>
