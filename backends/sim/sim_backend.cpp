@@ -48,6 +48,12 @@ namespace {
 
 /// The measurement of an analytic estimate: the objective, the modelled
 /// cost and the metrics the event model reports that the estimate knows.
+/// The fastest physical core's time over the slowest's (1: balanced).
+double core_balance(const std::vector<double>& core_ns) {
+  return *std::min_element(core_ns.begin(), core_ns.end()) /
+         *std::max_element(core_ns.begin(), core_ns.end());
+}
+
 measurement analytic_measurement(const steady_estimate& e, const machine& m) {
   const double latency_s = e.latency_ns * 1e-9;
   cost paid;
@@ -160,6 +166,24 @@ struct sim_backend::impl {
     if (r.error.empty()) r.timing = time_program(prog, *r.m, timing_options{.record = record});
   }
 
+  /// The analytic estimate of a planned run without error: on a logical
+  /// core (machine::cores > 1) the slowest physical core's share, each
+  /// share's latency in `core_ns`. nullopt when the workload has no
+  /// analytic model (or a share does not compile): the event model then.
+  static std::optional<steady_estimate> steady(const run& r, const space& s, const config& c,
+                                               std::vector<double>& core_ns) {
+    if (r.m->cores <= 1) return r.w->steady_plan(*r.plan, *r.m);
+    std::optional<steady_estimate> slowest;
+    for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
+      // a share that does not compile: the event model reports it
+      auto e = share->error.empty() ? r.w->steady_plan(*share, *r.m) : std::nullopt;
+      if (!e) return std::nullopt;
+      core_ns.push_back(e->latency_ns);
+      if (!slowest || e->latency_ns > slowest->latency_ns) slowest = std::move(e);
+    }
+    return slowest;
+  }
+
   static void time_cores(run& r, const space& s, const config& c, program& prog, bool record) {
     program other;
     bool first = true;
@@ -224,9 +248,10 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
       if (!r.plan->error.empty())
         return measurement::failure(status::compile_error, r.plan->error,
                                     cost{.compile_s = r.m->compile_base_s});
-      // One physical core only: a logical core's shares are timed by the event model.
-      if (const auto estimate = r.m->cores == 1 ? r.w->steady_plan(*r.plan, *r.m) : std::nullopt) {
+      std::vector<double> core_ns;
+      if (const auto estimate = impl::steady(r, s, c, core_ns)) {
         measurement out = analytic_measurement(*estimate, *r.m);
+        if (core_ns.size() > 1) out.metrics["core_balance"] = core_balance(core_ns);
         if (impl_->checker) impl_->checker->apply_time(out);
         return out;
       }
@@ -249,9 +274,7 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   const analysis a = analyse_run(prog, r.timing, m);
   out.metrics = a.metrics();
   out.message = a.headline();
-  if (r.core_ns.size() > 1)  // the fastest core's time over the slowest's (1: balanced)
-    out.metrics["core_balance"] = *std::min_element(r.core_ns.begin(), r.core_ns.end()) /
-                                  *std::max_element(r.core_ns.begin(), r.core_ns.end());
+  if (r.core_ns.size() > 1) out.metrics["core_balance"] = core_balance(r.core_ns);
   if (impl_->checker) {
     auto kernel = r.w->functional_plan(*r.plan, m);  // the plan that was timed
     if (kernel) {

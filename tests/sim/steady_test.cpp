@@ -190,3 +190,26 @@ TEST_CASE("analytic model: ranks examples/sim_matmul.tsl configs as the event mo
   CHECK(r.spearman_rho.value_or(0) >= 0.95);
   CHECK(r.kendall_tau.value_or(0) >= 0.8);
 }
+
+TEST_CASE("analytic model: on a logical core it estimates each core's share, the slowest counts") {
+  // Before: trn2_lnc2 fell back to the event model for every config.
+  parse_options options;
+  options.target = "trn2_lnc2";
+  const space two = load_space(example("sim_matmul.tsl"), options);
+  const space one = example_space("sim_matmul.tsl");
+  sim_backend event(model("event")), analytic(model("analytic")), single(model("analytic"));
+  event.prepare(two);
+  analytic.prepare(two);
+  single.prepare(one);
+  const config c = *two.default_config();
+  const measurement e = event.evaluate(two, c), a = analytic.evaluate(two, c);
+  REQUIRE(e.ok());
+  REQUIRE(a.ok());
+  CHECK(a.metrics.at("analytic") == 1.0);
+  CHECK(a.metrics.at("core_balance") ==
+        doctest::Approx(e.metrics.at("core_balance")).epsilon(0.05));
+  CHECK(a.objective == doctest::Approx(e.objective).epsilon(0.15));
+  const double ratio = a.objective / single.evaluate(one, c).objective;
+  CHECK(ratio > 0.45);  // M split in two: about half of one core's time
+  CHECK(ratio < 0.6);
+}
