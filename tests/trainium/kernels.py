@@ -109,9 +109,15 @@ def one_row_kernel(a, b, **config):
 
 
 def noisy_kernel(a, b, **config):
-    """Not deterministic: a different rounding on every run."""
-    c = np.matmul(a, b).astype(np.float32)
-    return c + np.float32(np.random.default_rng().normal(0, 1e-3))
+    """Correct but not bitwise deterministic, as a reduction whose order
+    varies: every run differs by up to 1e-5 of the output's rms, far inside
+    the gate's tolerance (2.4e-4 of it for fp32)."""
+    c = matmul_kernel(a, b, **config)
+    if nl._state.tracing:
+        return c
+    rms = float(np.sqrt(np.mean(np.square(c, dtype=np.float64)))) or 1.0
+    noise = np.random.default_rng().uniform(-1e-5, 1e-5, size=c.shape) * rms
+    return (c + noise).astype(np.float32)
 
 
 def timing_liar_kernel(a, b, **config):
