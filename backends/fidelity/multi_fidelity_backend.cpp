@@ -144,6 +144,9 @@ measurement multi_fidelity_backend::evaluate(const space& s, const config& c) {
     } else if (options_.promote_failures) {
       d.promote = promotion_reason::disagree;
     }
+    if (d.promote && options_.max_high > 0 && promoted_ >= options_.max_high)
+      d.promote.reset();  // the high budget is spent (or promised to evaluations in flight)
+    if (d.promote) ++promoted_;
     if (low.ok()) screened_in_a_row_ = d.promote ? 0 : screened_in_a_row_ + 1;
   }
   if (!low.ok() && !d.promote) {
@@ -199,6 +202,7 @@ void multi_fidelity_backend::restore(const std::vector<measurement>& earlier) {
   if (!rebuilt) return;
   const std::lock_guard lock(mutex_);
   stats_ = *rebuilt;
+  promoted_ = stats_.high_evaluations;
   pairs_.clear();
   low_sorted_.clear();
   for (const auto& m : earlier) {

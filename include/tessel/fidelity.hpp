@@ -127,6 +127,10 @@ struct multi_fidelity_options {
   /// error, gate) returns that failure without a high-fidelity evaluation;
   /// true sends it to the high fidelity anyway.
   bool promote_failures = false;
+  /// At most this many high-fidelity evaluations (promotions), whatever
+  /// runs in parallel; past it every config is a screen. 0 = no limit.
+  /// `tessel tune --high-budget N` sets it with its stop condition.
+  std::size_t max_high = 0;
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
@@ -201,6 +205,7 @@ class multi_fidelity_backend : public backend {
   multi_fidelity_stats stats_;
   std::size_t screened_since_audit_ = 0;
   std::size_t screened_in_a_row_ = 0;  ///< since the last promotion
+  std::size_t promoted_ = 0;           ///< promotions made (started or done)
   double best_high_low_ = 0;           ///< the low-fidelity objective of best_high
   std::vector<double> low_sorted_;     ///< every ok low-fidelity objective, ascending
 };

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace tessel::cli {
@@ -28,6 +29,15 @@ double number(const std::string& key, const std::string& text) {
   return v;
 }
 
+/// A whole number from 0 to 10^9 (a count).
+std::size_t count(const std::string& key, const std::string& text) {
+  const double v = number(key, text);
+  if (!(v >= 0 && v <= 1e9) || v != std::floor(v))
+    throw error(fmt::format("--fidelity-set {}: must be a whole number from 0 to 10^9, got '{}'",
+                            key, text));
+  return static_cast<std::size_t>(v);
+}
+
 multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
   multi_fidelity_options o;
   for (const auto& a : settings) {
@@ -36,23 +46,25 @@ multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
       throw error(fmt::format("--fidelity-set expects KEY=VALUE, got '{}'", a));
     const auto key = a.substr(0, eq), value = a.substr(eq + 1);
     if (key == "warmup") {
-      o.warmup = static_cast<std::size_t>(number(key, value));
+      o.warmup = count(key, value);
     } else if (key == "z") {
       o.z = number(key, value);
     } else if (key == "min_agreement") {
       o.min_agreement = number(key, value);
     } else if (key == "top_patience") {
-      o.top_patience = static_cast<std::size_t>(number(key, value));
+      o.top_patience = count(key, value);
     } else if (key == "top_fraction") {
       o.top_fraction = number(key, value);
     } else if (key == "audit_every") {
-      o.audit_every = static_cast<std::size_t>(number(key, value));
+      o.audit_every = count(key, value);
+    } else if (key == "max_high") {
+      o.max_high = count(key, value);
     } else if (key == "promote_failures") {
       o.promote_failures = value == "true" || value == "1" || value == "on" || value == "yes";
     } else {
       throw error(
           fmt::format("--fidelity-set: unknown setting '{}' (settings: warmup, z, min_agreement, "
-                      "top_fraction, top_patience, audit_every, promote_failures)",
+                      "top_fraction, top_patience, audit_every, max_high, promote_failures)",
                       key));
     }
   }

@@ -161,7 +161,10 @@ std::string remeasured_text(const measurement& m, double searched) {
 }
 
 int run_tune(const tune_options& o) {
-  auto setup = make_study(o.study);
+  auto study_options = o.study;
+  if (o.high_budget)  // never more promotions than that, even with evaluations in flight
+    study_options.fidelity_settings.push_back(fmt::format("max_high={}", o.high_budget));
+  auto setup = make_study(study_options);
   if (o.high_budget && !setup.fidelity)
     throw error("--high-budget counts high-fidelity evaluations: it needs --fidelity");
   if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience && !o.high_budget)

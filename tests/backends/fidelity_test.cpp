@@ -277,3 +277,25 @@ TEST_CASE("fidelity: the best is remeasured at the high fidelity, not the low on
   multi_fidelity_backend quiet(p.low, p.high);
   CHECK_FALSE(quiet.remeasure(s, c));  // a high fidelity that does not remeasure
 }
+
+TEST_CASE("fidelity: max_high caps the promotions, even with evaluations in flight") {
+  // Before: `tune --high-budget N` was only a stop condition, and with a
+  // window of evaluations in flight the study overran it (9 of 8).
+  const auto s = grid();
+  auto p = make_pair([](double t) { return 2 * t; });
+  multi_fidelity_options o;
+  o.max_high = 5;
+  o.top_fraction = 1.0;  // promote every hope, so the cap is what stops it
+  auto mf = std::make_shared<multi_fidelity_backend>(p.low, p.high, o);
+  study::options so;
+  so.seed = 3;
+  so.jobs = 4;
+  so.window = 8;
+  so.evaluate_baseline = false;
+  study st(s, mf, make_strategy("random"), so);
+  const auto sum = st.run(stop::evaluations(200));
+  CHECK(mf->stats().high_evaluations == 5);
+  CHECK(p.high_calls->load() == 5);
+  CHECK(mf->stats().low_evaluations == 200);
+  REQUIRE(sum.best);
+}
