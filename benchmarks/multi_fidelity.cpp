@@ -12,10 +12,11 @@
 //   over-counts, so the map is not log-linear) plus rank noise (e_c a
 //   standard normal fixed per config by a hash of its values, sd(ln t) the
 //   table's spread of ln times). Failing configs fail at both.
-// - the simulator at two targets: sim_matmul.tsl timed on trn1 (low) and on
-//   trn2 (high), both with the gate off; a uniform sample of its valid
-//   configs (--sim-sample, 5,000 of 74,784) is timed once up front at both,
-//   so the frame is exact and the runs cheap, and the pair answers from those
+// - the simulator at two targets: benchmarks/spaces/sim_matmul_frame.tsl
+//   timed on trn1 (low) and on trn2 (high), both with the gate off; a uniform
+//   sample of its valid configs (--sim-sample, 5,000 of 18,696) is timed once
+//   up front at both, so the frame is exact and the runs cheap, and the pair
+//   answers from those
 //   tables (a config outside the sample is invalid, as one outside a replay
 //   table is).
 // - the simulator's two timing models: the same sample on trn2, the
@@ -211,7 +212,8 @@ pair_problem sim_pair(const space& s, const std::string& name, const std::string
 
 /// The simulator pairs: trn1 -> trn2 and, on trn2, analytic -> event.
 std::vector<pair_problem> sim_pairs(int jobs, std::size_t sample) {
-  const auto path = std::filesystem::path(TESSEL_SOURCE_DIR) / "examples" / "sim_matmul.tsl";
+  const auto path =
+      std::filesystem::path(TESSEL_SOURCE_DIR) / "benchmarks" / "spaces" / "sim_matmul_frame.tsl";
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-sim", no_sim, "skip the simulator pair");
   app.add_flag("--no-replay", no_replay, "skip the replay pairs");
   app.add_option("--sim-sample", sim_sample,
-                 "simulator configs timed at both targets (uniform, distinct; 0 = all 74,784)")
+                 "simulator configs timed at both targets (uniform, distinct; 0 = all 18,696)")
       ->capture_default_str();
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
