@@ -142,7 +142,7 @@ std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
                                      const std::string& strategy, std::uint64_t seed,
                                      const std::string& db_path, bool resume,
                                      const std::string& scheduler, double token_price, bool verify,
-                                     std::size_t jobs, bool baseline) {
+                                     std::size_t jobs, std::size_t window, bool baseline) {
   auto out = std::make_unique<py_study>(py_study{s, nullptr, nullptr, nullptr, nullptr});
   bool evaluates = true;
   if (backend_arg.is_none()) {
@@ -171,6 +171,7 @@ std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
   o.seed = seed;
   o.resume = resume;
   o.jobs = jobs;
+  o.window = window;
   o.evaluate_baseline = baseline;
   o.token_price_s = token_price;
   o.verify_reported = verify;
@@ -262,7 +263,7 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<py_study>(m, "Study")
       .def(py::init(&make_study), py::arg("space"), py::arg("backend"), py::arg("strategy"),
            py::arg("seed"), py::arg("db"), py::arg("resume"), py::arg("scheduler"),
-           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("baseline"))
+           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("window"), py::arg("baseline"))
       .def("call", &py_study::call)
       .def("run", &py_study::run)
       .def("report", [](const py_study& s) { return s.st->current_summary().full_report(); });

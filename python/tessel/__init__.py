@@ -139,14 +139,18 @@ class Study:
     status, message, cost, metrics). db: the study file (SQLite); with
     resume=True an existing one is continued. token_price: seconds of cost
     1,000 agent tokens are worth. verify: results you tell cannot be the best
-    until re-measured on the backend.
+    until re-measured on the backend. jobs: evaluations run at once by run();
+    window: proposals in flight (0 = jobs), so the same seed gives the same
+    trials at any jobs (docs/scheduler.md).
     """
 
     def __init__(self, space, backend=None, strategy="auto", seed=0, db=None, resume=False,
-                 scheduler="utility", token_price=0.0, verify=False, jobs=1, baseline=True):
+                 scheduler="utility", token_price=0.0, verify=False, jobs=1, window=4,
+                 baseline=True):
         self.space = space
         self._st = _tessel.Study(space._s, backend, strategy, seed, "" if db is None else str(db),
-                                 resume, scheduler, float(token_price), verify, jobs, baseline)
+                                 resume, scheduler, float(token_price), verify, jobs, window,
+                                 baseline)
 
     def _call(self, op, **args):
         return _json.loads(self._st.call(op, _dumps({k: v for k, v in args.items() if v is not None})))

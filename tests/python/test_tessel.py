@@ -80,6 +80,18 @@ def test_a_python_callable_is_the_backend_and_stop_conditions_compose():
     assert "tessel study report" in study.report()
 
 
+def test_the_same_seed_gives_the_same_trials_at_any_jobs():
+    space = tessel.load_space(MATMUL, target="trn2")
+    runs = []
+    for jobs in (1, 2):
+        study = tessel.Study(space, backend="sim", seed=5, jobs=jobs)  # window 4 by default
+        study.run(tessel.stop.evaluations(24))
+        runs.append([(t["config"], t["status"], t["objective"]) for t in study.trials])
+    assert runs[0] == runs[1]
+    with pytest.raises(Exception, match="window"):
+        tessel.Study(space, backend="sim", window=5000)
+
+
 def test_backend_failures_are_data():
     space = tessel.load_space(SMALL)
 
