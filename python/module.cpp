@@ -263,7 +263,8 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<py_study>(m, "Study")
       .def(py::init(&make_study), py::arg("space"), py::arg("backend"), py::arg("strategy"),
            py::arg("seed"), py::arg("db"), py::arg("resume"), py::arg("scheduler"),
-           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("window"), py::arg("baseline"))
+           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("window"),
+           py::arg("baseline"))
       .def("call", &py_study::call)
       .def("run", &py_study::run)
       .def("report", [](const py_study& s) { return s.st->current_summary().full_report(); });
