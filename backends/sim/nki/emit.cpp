@@ -62,6 +62,11 @@ std::string py_float(double v) {
   return fmt::format("{:.17g}", v);
 }
 
+void kernel_file::note_dma_queues(int queues) {
+  if (queues > 1)
+    notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", queues));
+}
+
 std::string assemble(const kernel_file& f, const context& c) {
   std::string out = fmt::format("# {}.py: an NKI kernel emitted by tessel {} (tessel emit).\n",
                                 f.workload, TESSEL_VERSION);

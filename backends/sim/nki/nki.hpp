@@ -73,6 +73,10 @@ struct kernel_file {
   std::string signature;            ///< INPUTS / OUTPUTS / TOLERANCE lines
   std::string kernel;               ///< the @nki.jit function
   std::string reference;            ///< the numpy reference function
+
+  /// Notes that a config's `dma_queues` (> 1) has no NKI counterpart: the
+  /// compiler assigns the queues.
+  void note_dma_queues(int queues);
 };
 
 /// The whole file: header comment, imports, constants, kernel, reference.

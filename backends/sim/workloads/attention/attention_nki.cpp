@@ -33,8 +33,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   if (p.max_engine == gpsimd_engine)
     f.notes.emplace_back(
         "track_max_on = gpsimd: GpSimdE cannot read PSUM and tensor_reduce runs on VectorE only");
-  if (p.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
+  f.note_dma_queues(p.queues);
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
   };

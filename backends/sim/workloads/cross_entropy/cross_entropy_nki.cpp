@@ -37,8 +37,7 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
     f.notes.emplace_back(
         "pick_engine = gpsimd: the one-hot product reads PSUM, so VectorE does it");
   f.notes.emplace_back("the labels of every token load once at the start");
-  if (p.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
+  f.note_dma_queues(p.queues);
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
   };

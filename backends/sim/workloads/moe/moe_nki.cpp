@@ -177,8 +177,7 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
       "routing fixed when the kernel is traced";
   if (p.evict == gpsimd_engine)
     f.notes.emplace_back("evict = gpsimd: GpSimdE cannot read PSUM, so VectorE drains it");
-  if (p.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
+  f.note_dma_queues(p.queues);
   if (pl.cores > 1)
     f.notes.emplace_back(
         "lnc = 2: the simulator splits the group tiles over two physical cores; this kernel "

@@ -131,8 +131,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
     f.notes.emplace_back(
         "fuse_weight: one scalar_tensor_tensor pass (rstd and w, one rounding), which NKI runs "
         "on VectorE");
-  if (spec.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", spec.queues));
+  f.note_dma_queues(spec.queues);
   pw.constants(f, "rows", "hidden");
   f.constants.push_back({"EPS", nki::py_float(rms_epsilon), "epsilon"});
   f.constants.push_back({"ADD_ENGINE", nki::engine(choice.add), "residual add (add_engine)"});
@@ -267,8 +266,7 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   if (choice.max == gpsimd_engine)
     f.notes.push_back(
         note_engine(choice.max, "max_engine", "nki.isa.tensor_reduce runs on VectorE only"));
-  if (spec.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", spec.queues));
+  f.note_dma_queues(spec.queues);
   pw.constants(f, "rows", "cols");
   f.constants.push_back(
       {"SCALE_ENGINE", nki::engine(choice.scale), "multiplies by 1/sum (scale_engine)"});
@@ -365,8 +363,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   if (choice.stats == vector_engine)
     f.notes.emplace_back(
         "stats_engine = vector: the row sums are VectorE tensor_reduce passes, not bn_stats");
-  if (spec.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", spec.queues));
+  f.note_dma_queues(spec.queues);
   pw.constants(f, "rows", "hidden");
   f.constants.push_back({"EPS", "1e-05", "epsilon"});
   f.constants.push_back(

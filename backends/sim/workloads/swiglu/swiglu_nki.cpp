@@ -40,8 +40,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   if (p.fuse_gate_up)
     f.notes.emplace_back(
         "fuse_gate_up: W_gate and W_up are separate HBM tensors, loaded back to back");
-  if (p.queues > 1)
-    f.notes.push_back(fmt::format("dma_queues = {}: NKI assigns DMA queues itself", p.queues));
+  f.note_dma_queues(p.queues);
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
   };
