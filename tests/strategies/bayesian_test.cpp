@@ -82,30 +82,6 @@ double variance_at(const gp& g, const Eigen::VectorXd& f) {
   return g.variance(g.cross(g.scaled(f)).col(0));
 }
 
-trial finished(const space& s, const config& c, std::optional<double> objective, double cost = 0) {
-  trial t;
-  t.config = c;
-  t.key = s.key(c);
-  t.state = trial_state::finished;
-  if (objective) {
-    t.result = measurement::success(*objective);
-  } else {
-    t.result = measurement::failure(status::compile_error, "does not build");
-  }
-  t.result.cost.run_s = cost;
-  return t;
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const options_error& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
 }  // namespace
 
 TEST_CASE("log-EI matches log(EI) where EI is representable and stays finite below") {
@@ -189,7 +165,7 @@ TEST_CASE("the GP fitted on a 2-D function predicts held-out points") {
     const auto c = s.sample(random);
     const double x = static_cast<double>(s.integer(c, "x")) / 20,
                  y = static_cast<double>(s.integer(c, "y")) / 20;
-    m.observe(finished(s, c, f(x, y)));
+    m.observe(finished_trial(s, c, f(x, y)));
   }
   CHECK(m.fits() >= 2);  // at 8 and 16 and 32 observations
   double worst = 0;
@@ -237,7 +213,7 @@ TEST_CASE("alignment features: a row per integer domain whose alignments differ,
       return s.from_json(R"({"x": )" + std::to_string(x) + R"(, "w": 1})");
     };
     for (std::size_t i = 0; i < xs.size(); ++i)
-      if (i % 3 != 2) m.observe(finished(s, at_x(xs[i]), f(xs[i])));
+      if (i % 3 != 2) m.observe(finished_trial(s, at_x(xs[i]), f(xs[i])));
     double sum = 0;
     int held = 0;
     for (std::size_t i = 2; i < xs.size(); i += 3, ++held)
@@ -370,7 +346,7 @@ TEST_CASE("the model keeps at most max_model_points observations, the best among
   for (int i = 0; i < 60; ++i) {
     const auto c = s.sample(random);
     const double y = *bowl(s, c);
-    m.observe(finished(s, c, y));
+    m.observe(finished_trial(s, c, y));
     if (y < best) {
       best = y;
       best_config = c;
@@ -396,7 +372,7 @@ TEST_CASE("the feasibility model learns a failing region") {
   rng random(4);
   for (int i = 0; i < 80; ++i) {
     const auto c = s.sample(random);
-    m.observe(finished(s, c, bowl_with_failures(s, c)));
+    m.observe(finished_trial(s, c, bowl_with_failures(s, c)));
   }
   REQUIRE(m.failure_count() > 0);
   double failing = 0, feasible = 0;
@@ -477,7 +453,7 @@ TEST_CASE("the GP surrogate scores candidates in objective units") {
   for (int i = 0; i < 60; ++i) {
     const auto c = s.sample(random);
     const auto y = bowl_with_failures(s, c);
-    sur->observe(finished(s, c, y));
+    sur->observe(finished_trial(s, c, y));
     if (y && (!best || *y < *best)) {
       best = y;
       best_config = c;
@@ -499,217 +475,4 @@ TEST_CASE("the GP surrogate scores candidates in objective units") {
   const auto bad = sur->score(failing, best);
   CHECK(bad.p_feasible < 0.3);
   CHECK(bad.expected_gain <= bad.p_feasible * *best);
-}
-
-namespace {
-
-using cost_fn = std::function<double(const config&)>;
-
-/// Observes `n` uniform samples of `s`, each costing truth(c) seconds.
-void teach(cost_model& cost, const space& s, const cost_fn& truth, int n, rng& random) {
-  for (int i = 0; i < n; ++i) {
-    const auto c = s.sample(random);
-    cost.observe(finished(s, c, 1.0, truth(c)));
-  }
-}
-
-/// |ln(predicted / true seconds)| at `n` fresh uniform samples (estimate 1 s).
-std::vector<double> log_errors(const cost_model& cost, const space& s, const cost_fn& truth, int n,
-                               rng& random) {
-  std::vector<double> out;
-  for (int i = 0; i < n; ++i) {
-    const auto c = s.sample(random);
-    out.push_back(std::abs(std::log(cost.predict(c, 1.0) / truth(c))));
-  }
-  return out;
-}
-
-double worst(const std::vector<double>& errors) {
-  return *std::max_element(errors.begin(), errors.end());
-}
-
-}  // namespace
-
-TEST_CASE("the cost model starts from the backend estimate and learns from observed costs") {
-  const auto s = bowl_space();
-  auto cost = make_cost_model(s);
-  rng first(1);
-  const auto c0 = s.sample(first);
-  CHECK(cost->predict(c0, 3.0) == doctest::Approx(3.0));
-  CHECK(cost->predict(c0, 0.0) == doctest::Approx(1.0));  // default_cost_s
-  // True cost: 0.1 s * 2^(x / 4); the estimate says 1 s for everything.
-  const auto truth = [&](const config& c) {
-    return 0.1 * std::exp2(static_cast<double>(s.integer(c, "x")) / 4);
-  };
-  rng random(6);
-  teach(*cost, s, truth, 200, random);
-  CHECK(worst(log_errors(*cost, s, truth, 50, random)) < std::log(1.3));
-}
-
-TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear") {
-  const auto s = bowl_space();
-  // A cost valley in x (cheap at x = 8, 30x dearer at the edges) and a
-  // doubling with log2 z: ln(cost) is quadratic in x, which no linear model fits.
-  const auto truth = [&](const config& c) {
-    const double x = static_cast<double>(s.integer(c, "x"));
-    const double z = static_cast<double>(s.integer(c, "z"));
-    return 0.05 * std::exp(0.06 * (x - 8) * (x - 8)) * z;
-  };
-  auto held_out_error = [&](cost_model_kind kind) {
-    auto cost = make_cost_model(s, {.kind = kind});
-    rng random(11);
-    teach(*cost, s, truth, 120, random);
-    double squared = 0;
-    for (double e : log_errors(*cost, s, truth, 200, random)) squared += e * e;
-    return std::sqrt(squared / 200);
-  };
-  const double gp_error = held_out_error(cost_model_kind::gp);
-  const double linear_error = held_out_error(cost_model_kind::log_linear);
-  MESSAGE("held-out rms error of ln(cost): gp " << gp_error << ", log_linear " << linear_error);
-  CHECK(gp_error < 0.2);
-  CHECK(gp_error < 0.5 * linear_error);
-  // The GP keeps at most max_points observations and still predicts well.
-  auto capped = make_cost_model(s, {.max_points = 32});
-  rng random(12);
-  teach(*capped, s, truth, 300, random);
-  CHECK(worst(log_errors(*capped, s, truth, 50, random)) < std::log(2.0));
-}
-
-TEST_CASE("the run link predicts the run seconds from the objective the study passes") {
-  const auto s = bowl_space();
-  // Compiling costs 0.2 s * 2^(x / 8); timing runs the kernel 50 times, so
-  // the run seconds are 50 x the objective (the bowl, 1 to ~300): the total
-  // is dominated by the objective, which a regression on the encoding can
-  // only learn from many points, and the surrogate knows.
-  const auto compile_s = [&](const config& c) {
-    return 0.2 * std::exp2(static_cast<double>(s.integer(c, "x")) / 8);
-  };
-  const auto measured = [&](const config& c) {
-    trial t = finished(s, c, *bowl(s, c));
-    t.result.cost.compile_s = compile_s(c);
-    t.result.cost.run_s = 50 * t.result.objective;
-    return t;
-  };
-  const auto told = [&](const config& c) {
-    return cost_query{1.0, candidate_score{*bowl(s, c), 0.01 * *bowl(s, c), 1.0, 0.0}};
-  };
-  auto linked = make_cost_model(s);
-  auto unlinked = make_cost_model(s, {.run_link_max_sd = 0});
-  rng random(5);
-  for (int i = 0; i < 40; ++i) {
-    CHECK(linked->wants_objective() == (i >= 3));  // three ok trials show the ratio
-    const auto t = measured(s.sample(random));
-    linked->observe(t);
-    unlinked->observe(t);
-  }
-  CHECK_FALSE(unlinked->wants_objective());
-  double linked_error = 0, unlinked_error = 0, ignored_error = 0;
-  for (int i = 0; i < 100; ++i) {
-    const auto c = s.sample(random);
-    const double truth = measured(c).result.cost.total();
-    linked_error = std::max(linked_error, std::abs(std::log(linked->predict(c, told(c)) / truth)));
-    unlinked_error += std::abs(std::log(unlinked->predict(c, told(c)) / truth)) / 100;
-    ignored_error += std::abs(std::log(linked->predict(c, 1.0) / truth)) / 100;
-  }
-  MESSAGE("|ln(predicted / true)| after 40 trials: linked worst "
-          << linked_error << ", unlinked mean " << unlinked_error
-          << ", linked without an objective mean " << ignored_error);
-  CHECK(linked_error < std::log(1.15));
-  CHECK(unlinked_error > 2 * linked_error);
-  // Without an objective it is the total's regression, as with the link off.
-  CHECK(ignored_error == doctest::Approx(unlinked_error));
-
-  // The prediction is what the config costs when it runs, whatever its
-  // P(feasible): a config sure to fail must not look cheap (ok_only).
-  const auto c = s.sample(random);
-  auto query = told(c);
-  const double runs = linked->predict(c, query);
-  query.objective->p_feasible = 0;
-  CHECK(linked->predict(c, query) == doctest::Approx(runs));
-  // With ok_only off it costs its compile seconds plus what failed runs cost (none here).
-  auto expected = make_cost_model(s, {.ok_only = false});
-  rng again(5);
-  for (int i = 0; i < 40; ++i) expected->observe(measured(s.sample(again)));
-  CHECK(expected->predict(c, query) == doctest::Approx(compile_s(c)).epsilon(0.15));
-
-  // When run seconds do not follow the objective, the link stays off.
-  auto steady = make_cost_model(s);
-  for (int i = 0; i < 40; ++i) {
-    auto t = measured(s.sample(random));
-    t.result.cost.run_s = 5.0;  // a fixed-time benchmark loop
-    steady->observe(t);
-  }
-  CHECK_FALSE(steady->wants_objective());
-  const auto d = s.sample(random);
-  CHECK(steady->predict(d, told(d)) == doctest::Approx(compile_s(d) + 5.0).epsilon(0.1));
-}
-
-TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper initial design") {
-  const auto s = bowl_space();
-  // y >= 8 costs 20 s, the rest 1 s; the optimum (x 11, y 5) is cheap.
-  const auto seconds = [](const space& sp, const config& c) {
-    return sp.integer(c, "y") >= 8 ? 20.0 : 1.0;
-  };
-  auto spent = [&](double alpha, std::uint64_t seed) {
-    auto st = make_bo_strategy();
-    const auto run = drive(*st, s, bowl, 60, 1, seed, std::nullopt, {}, [&](fake_context& ctx) {
-      ctx.alpha = alpha;
-      ctx.seconds = seconds;
-    });
-    CHECK(run.problems.empty());
-    double total = 0, initial = 0;
-    for (std::size_t i = 0; i < run.proposals.size(); ++i) {
-      total += seconds(s, run.proposals[i]);
-      if (i < 10) initial += seconds(s, run.proposals[i]);
-    }
-    return std::pair{total, initial};
-  };
-  double aware = 0, blind = 0, aware_initial = 0, blind_initial = 0;
-  for (std::uint64_t seed : {1, 2, 3}) {
-    const auto [a, ai] = spent(1.0, seed);
-    const auto [b, bi] = spent(0.0, seed);
-    aware += a;
-    blind += b;
-    aware_initial += ai;
-    blind_initial += bi;
-  }
-  MESSAGE("seconds of 60 proposals, 3 seeds: cost-aware " << aware << ", EI alone " << blind
-                                                          << " (initial: " << aware_initial << ", "
-                                                          << blind_initial << ")");
-  CHECK(aware < 0.8 * blind);
-  CHECK(aware_initial < 0.6 * blind_initial);
-  // Weighing cost does not stop it finding the optimum (which is cheap here).
-  auto st = make_bo_strategy();
-  const auto run = drive(*st, s, bowl, 150, 1, 4, 1.0, {}, [&](fake_context& ctx) {
-    ctx.alpha = 1.0;
-    ctx.seconds = seconds;
-  });
-  CHECK(run.best == doctest::Approx(1.0));
-}
-
-TEST_CASE("bayesian options name the field and the rule") {
-  CHECK_NOTHROW(bo_options{}.validate());
-  CHECK_NOTHROW(gp_options{}.validate());
-  CHECK_NOTHROW(cost_model_options{}.validate());
-  CHECK(message_of([] { bo_options{.pool_size = 0}.validate(); }) ==
-        "bo_options.pool_size: must be at least 1 (got 0)");
-  CHECK(message_of([] { bo_options{.model = {.refit_growth = 1.0}}.validate(); }) ==
-        "bo_options.model.refit_growth: must be finite and > 1 (got 1)");
-  CHECK(message_of([] { gp_options{.min_p_feasible = 0}.validate(); }) ==
-        "gp_options.min_p_feasible: must be in (0, 1) (got 0)");
-  CHECK(message_of([] { gp_options{.max_model_points = 8}.validate(); }) ==
-        "gp_options.max_model_points: must be 0 (no limit) or at least 16 (got 8)");
-  CHECK(message_of([] { bo_options{.feasibility_cutoff = 2}.validate(); }) ==
-        "bo_options.feasibility_cutoff: must be in [0, 1] (got 2)");
-  CHECK(message_of([] { cost_model_options{.prior_log_sd = -1}.validate(); }) ==
-        "cost_model_options.prior_log_sd: must be finite and > 0 (got -1)");
-  CHECK(message_of([] { cost_model_options{.max_points = 4}.validate(); }) ==
-        "cost_model_options.max_points: must be at least 16 (got 4)");
-  CHECK(message_of([] { cost_model_options{.refit_growth = 0.5}.validate(); }) ==
-        "cost_model_options.refit_growth: must be finite and > 1 (got 0.5)");
-  CHECK(message_of([] { cost_model_options{.run_link_max_sd = -1}.validate(); }) ==
-        "cost_model_options.run_link_max_sd: must be finite and >= 0 (got -1)");
-  CHECK(message_of([] { bo_options{.initial_draws = 0}.validate(); }) ==
-        "bo_options.initial_draws: must be at least 1 (got 0)");
-  CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);
 }

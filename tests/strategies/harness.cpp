@@ -149,4 +149,16 @@ std::optional<double> conditional_objective(const space& s, const config& c) {
   return y;
 }
 
+trial finished_trial(const space& s, const config& c, std::optional<double> objective,
+                     double cost) {
+  trial t;
+  t.config = c;
+  t.key = s.key(c);
+  t.state = trial_state::finished;
+  t.result = objective ? measurement::success(*objective)
+                       : measurement::failure(status::compile_error, "does not build");
+  t.result.cost.run_s = cost;
+  return t;
+}
+
 }  // namespace tessel::testing

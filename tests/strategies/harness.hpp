@@ -4,6 +4,7 @@
 // strategy tests share.
 #pragma once
 
+#include <tessel/error.hpp>
 #include <tessel/space.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/strategy.hpp>
@@ -84,5 +85,24 @@ space conditional_space();
 /// A function of the conditional space's values; minimum 10 at exactly one
 /// config (hbm, prefetch, tile 4, order [k, m, n]).
 std::optional<double> conditional_objective(const space& s, const config& c);
+
+/// A finished trial of `c`: ok with `objective` and `cost` run seconds, or a
+/// compile_error when `objective` is empty.
+trial finished_trial(const space& s, const config& c, std::optional<double> objective,
+                     double cost = 0);
+
+/// What `f` throws as text: an options_error's message, "error: " and a
+/// tessel::error's, or "no exception".
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const options_error& e) {
+    return e.what();
+  } catch (const error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return "no exception";
+}
 
 }  // namespace tessel::testing

@@ -1,5 +1,8 @@
 // Options validation names the field and the rule; the registry builds
 // every strategy by name and suggests the closest name for a typo.
+#include "harness.hpp"
+
+#include <tessel/bayesian.hpp>
 #include <tessel/error.hpp>
 #include <tessel/strategies.hpp>
 
@@ -9,21 +12,7 @@
 
 using namespace tessel;
 
-namespace {
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const options_error& e) {
-    return e.what();
-  } catch (const error& e) {
-    return std::string("error: ") + e.what();
-  }
-  return "no exception";
-}
-
-}  // namespace
+using namespace tessel::testing;
 
 TEST_CASE("default options are valid") {
   CHECK_NOTHROW(random_options{}.validate());
@@ -103,4 +92,31 @@ TEST_CASE("an unknown strategy name lists the known ones and suggests the closes
   CHECK(
       message_of([] { (void)make_strategy("bayes"); }) ==
       "error: unknown strategy 'bayes'; known: random, exhaustive, local, annealing, ga, bo, auto");
+}
+
+TEST_CASE("bayesian options name the field and the rule") {
+  CHECK_NOTHROW(bo_options{}.validate());
+  CHECK_NOTHROW(gp_options{}.validate());
+  CHECK_NOTHROW(cost_model_options{}.validate());
+  CHECK(message_of([] { bo_options{.pool_size = 0}.validate(); }) ==
+        "bo_options.pool_size: must be at least 1 (got 0)");
+  CHECK(message_of([] { bo_options{.model = {.refit_growth = 1.0}}.validate(); }) ==
+        "bo_options.model.refit_growth: must be finite and > 1 (got 1)");
+  CHECK(message_of([] { gp_options{.min_p_feasible = 0}.validate(); }) ==
+        "gp_options.min_p_feasible: must be in (0, 1) (got 0)");
+  CHECK(message_of([] { gp_options{.max_model_points = 8}.validate(); }) ==
+        "gp_options.max_model_points: must be 0 (no limit) or at least 16 (got 8)");
+  CHECK(message_of([] { bo_options{.feasibility_cutoff = 2}.validate(); }) ==
+        "bo_options.feasibility_cutoff: must be in [0, 1] (got 2)");
+  CHECK(message_of([] { cost_model_options{.prior_log_sd = -1}.validate(); }) ==
+        "cost_model_options.prior_log_sd: must be finite and > 0 (got -1)");
+  CHECK(message_of([] { cost_model_options{.max_points = 4}.validate(); }) ==
+        "cost_model_options.max_points: must be at least 16 (got 4)");
+  CHECK(message_of([] { cost_model_options{.refit_growth = 0.5}.validate(); }) ==
+        "cost_model_options.refit_growth: must be finite and > 1 (got 0.5)");
+  CHECK(message_of([] { cost_model_options{.run_link_max_sd = -1}.validate(); }) ==
+        "cost_model_options.run_link_max_sd: must be finite and >= 0 (got -1)");
+  CHECK(message_of([] { bo_options{.initial_draws = 0}.validate(); }) ==
+        "bo_options.initial_draws: must be at least 1 (got 0)");
+  CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);
 }
