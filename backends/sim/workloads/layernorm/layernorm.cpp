@@ -30,13 +30,11 @@ class layernorm final : public rows::pipeline_workload {
     return out;
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override {
-    const value_reader v(s, c);
+  [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
+                                                         const value_reader& v) const override {
     std::vector<std::string> out;
     if (b.tag == "stats" && v.symbol("stats_engine", "scalar") == "scalar")
       out.emplace_back("stats_engine = vector: one bn_stats pass instead of two activations");
-    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
     return out;
   }
 

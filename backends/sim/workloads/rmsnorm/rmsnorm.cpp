@@ -43,16 +43,14 @@ class rmsnorm final : public rows::pipeline_workload {
     return out;
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override {
-    const value_reader v(s, c);
+  [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
+                                                         const value_reader& v) const override {
     std::vector<std::string> out;
     if ((b.tag == "scale" || b.tag == "weight") && !v.flag("fuse_weight", false))
       out.emplace_back("fuse_weight = true with scale_engine = scalar: one pass instead of two");
     if (b.tag == "square-sum" && v.symbol("square_engine", "scalar") != "scalar")
       out.emplace_back(
           "square_engine = scalar: one activation pass accumulates the sum of squares");
-    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
     return out;
   }
 

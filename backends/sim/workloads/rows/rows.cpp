@@ -370,6 +370,14 @@ std::unique_ptr<functional_kernel> pipeline_workload::functional_plan(const work
   return executor(spec, v);
 }
 
+std::vector<std::string> pipeline_workload::suggest(const bottleneck& b, const space& s,
+                                                    const config& c) const {
+  const value_reader v(s, c);
+  auto out = own_suggestions(b, v);
+  for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
+  return out;
+}
+
 std::string pipeline_workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
                                              std::string& out) const {
   const auto& [spec, v] = plan_value<row_plan>(p);

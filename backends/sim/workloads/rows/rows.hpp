@@ -132,8 +132,14 @@ class pipeline_workload : public workload {
                                                                    const machine& m) const final;
   [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
                                           std::string& out) const final;
+  /// own_suggestions(), then what holds for any row pipeline (rows::suggest).
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const final;
 
  protected:
+  /// The workload's own suggestions for its bottleneck `b`.
+  [[nodiscard]] virtual std::vector<std::string> own_suggestions(const bottleneck& b,
+                                                                 const value_reader& v) const = 0;
   /// Reads `v` into `spec`; "" or the error.
   [[nodiscard]] virtual std::string build(const value_reader& v, pipeline_spec& spec) const = 0;
   /// The functional executor of a spec build() accepted.

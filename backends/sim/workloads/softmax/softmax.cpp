@@ -33,13 +33,11 @@ class softmax final : public rows::pipeline_workload {
     return out;
   }
 
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override {
-    const value_reader v(s, c);
+  [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
+                                                         const value_reader& v) const override {
     std::vector<std::string> out;
     if (b.tag == "normalize" && v.symbol("scale_engine", "vector") == "scalar")
       out.emplace_back("scale_engine = vector: ScalarE already computes every exp");
-    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
     return out;
   }
 
