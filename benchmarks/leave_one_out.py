@@ -11,6 +11,12 @@ the same measurements (convolution_milo_A100 and its T4 copy) are left out
 together, so the copy cannot leak the left-out space into the choice.
 
   benchmarks/leave_one_out.py RESULT.json [RESULT.json ...]
+  benchmarks/leave_one_out.py first.err@1:30 more.err@31:30   # seed ranges
+
+A RESULT may name its seed range as PATH@FIRST:COUNT (the run's
+--first-seed and --seeds). A cell measured over several distinct ranges
+scores their mean weighted by seed count (the score is linear in the mean
+trajectory); the same range read twice counts once (the later file wins).
 """
 import json
 import sys
@@ -33,22 +39,35 @@ def parse_progress(text):
             mode, strategy = words[0], words[1]
             data["scores"].setdefault(mode, {}).setdefault(strategy, {})[space] = float(words[3])
             data["outside_after_50"].setdefault(mode, {}).setdefault(strategy, {})[space] = \
-                float(words[-1].rstrip("%")) / 100
+                float(words[7].rstrip("%")) / 100
     return data
 
 
 def load(paths):
-    scores, outside = {}, {}
-    for path in paths:
+    # mode -> strategy -> space -> seed range -> (seeds, value)
+    cells = {"scores": {}, "outside_after_50": {}}
+    for arg in paths:
+        path, _, seeds = arg.partition("@")
+        first, _, count = seeds.partition(":")
         with open(path) as f:
             text = f.read()
         data = json.loads(text) if text.lstrip().startswith("{") else parse_progress(text)
-        for mode, by_strategy in data["scores"].items():
-            for strategy, by_space in by_strategy.items():
-                scores.setdefault(mode, {}).setdefault(strategy, {}).update(by_space)
-        for mode, by_strategy in data["outside_after_50"].items():
-            for strategy, by_space in by_strategy.items():
-                outside.setdefault(mode, {}).setdefault(strategy, {}).update(by_space)
+        weight = int(count) if count else data.get("seeds", 1)
+        for table in cells:
+            for mode, by_strategy in data[table].items():
+                for strategy, by_space in by_strategy.items():
+                    for space, value in by_space.items():
+                        cells[table].setdefault(mode, {}).setdefault(strategy, {}).setdefault(
+                            space, {})[first or "1"] = (weight, value)
+
+    def combined(table):
+        return {mode: {strategy: {space: sum(w * v for w, v in ranges.values())
+                                  / sum(w for w, _ in ranges.values())
+                                  for space, ranges in by_space.items()}
+                       for strategy, by_space in by_strategy.items()}
+                for mode, by_strategy in cells[table].items()}
+
+    scores, outside = combined("scores"), combined("outside_after_50")
     # A space missing from a run whose twin holds the same measurements takes
     # the twin's scores: replay is deterministic, so the runs are identical.
     for table in (scores, outside):

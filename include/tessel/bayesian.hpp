@@ -71,6 +71,12 @@ struct gp_options {
   /// encoding is already the log2 of the value. Default true: chosen by
   /// leave-one-space-out on the six tables of data/bench (benchmarks/README.md).
   bool alignment_features = true;
+  /// An integer parameter's kernel feature is its value's position in its
+  /// domain (0 for the first value, 1 for the last) rather than the value,
+  /// so 1, 2, 4, ..., 128 are as evenly spread as 32, 64, ..., 992. Not for
+  /// `pow2` domains, whose log2 encoding is that position already. Default
+  /// false: no better on the six tables of data/bench (benchmarks/README.md).
+  bool ordinal_features = false;
   /// Ok observations before gp_surrogate::ready(). At least 2. Default 5.
   std::size_t min_observations = 5;
   /// Seed of the surrogate's fits (random starts and subsets). `bo` seeds its

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -46,27 +47,46 @@ double encoded_value(const domain& d, std::int64_t v) {
 /// The alignment map of an integer domain, or nothing when it would add
 /// nothing: fewer than 3 values, a pow2 domain (encoded as log2 already), or
 /// every value aligned alike.
-std::optional<kernel_layout::alignment> alignment_of(const domain& d) {
+std::optional<kernel_layout::value_map> alignment_of(const domain& d) {
   if (d.kind != param_kind::integer || d.log_scale || d.values.size() < 3) return std::nullopt;
 
   std::vector<std::pair<double, int>> points;
   for (auto v : d.values) points.emplace_back(encoded_value(d, v), two_adic(v));
-  const auto [lo, hi] = std::minmax_element(points.begin(), points.end(),
-                                            [](auto& a, auto& b) { return a.second < b.second; });
-  if (lo->second == hi->second) return std::nullopt;
+  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
+  for (const auto& point : points) {
+    lo = std::min(lo, point.second);
+    hi = std::max(hi, point.second);
+  }
+  if (lo == hi) return std::nullopt;
   std::sort(points.begin(), points.end());
-  kernel_layout::alignment out;
+  kernel_layout::value_map out;
   for (const auto& [at, k] : points) {
     out.encoded.push_back(at);
-    out.value.push_back(static_cast<double>(k - lo->second) /
-                        static_cast<double>(hi->second - lo->second));
+    out.value.push_back(static_cast<double>(k - lo) / static_cast<double>(hi - lo));
   }
+  return out;
+}
+
+/// The ordinal map of an integer domain: each value's position, 0 for the
+/// first and 1 for the last, or nothing when that is the encoded value
+/// already (evenly spaced values, a pow2 domain).
+std::optional<kernel_layout::value_map> ordinal_of(const domain& d) {
+  if (d.kind != param_kind::integer || d.log_scale || d.values.size() < 3) return std::nullopt;
+  kernel_layout::value_map out;
+  const double last = static_cast<double>(d.values.size() - 1);
+  bool differs = false;
+  for (std::size_t i = 0; i < d.values.size(); ++i) {
+    out.encoded.push_back(encoded_value(d, d.values[i]));
+    out.value.push_back(static_cast<double>(i) / last);
+    differs = differs || std::abs(out.encoded.back() - out.value.back()) > 1e-9;
+  }
+  if (!differs) return std::nullopt;
   return out;
 }
 
 }  // namespace
 
-kernel_layout kernel_layout::of(const space& s, bool alignment) {
+kernel_layout kernel_layout::of(const space& s, bool alignment, bool ordinal) {
   kernel_layout layout;
   std::map<std::size_t, block> permutations;  // by parameter, in encoding order of elements
   std::vector<std::size_t> permutation_order;
@@ -97,17 +117,22 @@ kernel_layout kernel_layout::of(const space& s, bool alignment) {
     b.scale = 1.0 / (4.0 * static_cast<double>(b.features));
     layout.blocks.push_back(std::move(b));
   }
-  layout.aligned.resize(layout.numeric.size());
-  if (alignment) {
-    const auto values = layout.numeric.size();
+  layout.mapped.resize(layout.numeric.size());
+  const auto values = layout.numeric.size();
+  const auto domain_of = [&](std::size_t d) -> const domain& {
+    return s.parameters()[encoding[d].parameter].dom;
+  };
+  if (ordinal)
+    for (std::size_t i = 0; i < values; ++i)
+      if (auto map = ordinal_of(domain_of(layout.numeric[i]))) layout.mapped[i] = std::move(*map);
+  if (alignment)
     for (std::size_t i = 0; i < values; ++i) {
       const auto d = layout.numeric[i];
-      if (auto map = alignment_of(s.parameters()[encoding[d].parameter].dom)) {
+      if (auto map = alignment_of(domain_of(d))) {
         layout.numeric.push_back(d);
-        layout.aligned.push_back(std::move(*map));
+        layout.mapped.push_back(std::move(*map));
       }
     }
-  }
   std::size_t row = layout.numeric.size();
   for (auto& b : layout.blocks) {
     b.first_feature = row;
@@ -128,7 +153,7 @@ Eigen::VectorXd kernel_layout::features_of(const std::vector<double>& encoded) c
   Eigen::VectorXd f = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(features));
   for (std::size_t i = 0; i < numeric.size(); ++i) {
     const double e = encoded[numeric[i]];
-    const auto& map = aligned[i].encoded;
+    const auto& map = mapped[i].encoded;
     if (map.empty() || e < 0) {  // the value itself, or inactive (-1)
       f[static_cast<Eigen::Index>(i)] = e;
       continue;
@@ -136,7 +161,7 @@ Eigen::VectorXd kernel_layout::features_of(const std::vector<double>& encoded) c
     // The domain value nearest to e (e is one of them, up to rounding).
     auto at = std::lower_bound(map.begin(), map.end(), e);
     if (at == map.end() || (at != map.begin() && e - *(at - 1) < *at - e)) --at;
-    f[static_cast<Eigen::Index>(i)] = aligned[i].value[static_cast<std::size_t>(at - map.begin())];
+    f[static_cast<Eigen::Index>(i)] = mapped[i].value[static_cast<std::size_t>(at - map.begin())];
   }
   for (const auto& b : blocks) {
     const auto first = static_cast<Eigen::Index>(b.first_feature);

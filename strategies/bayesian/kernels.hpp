@@ -3,7 +3,8 @@
 //
 // A config's encoding (space::encoding) is turned into a feature column:
 //   numeric dims      their encoded value (in [0, 1], log2-scaled for pow2
-//                     domains; -1 when inactive);
+//                     domains; -1 when inactive), or with ordinal features
+//                     the value's position in its domain (in [0, 1]);
 //   categorical dims  a one-hot block of categories + 1 entries (the last one
 //                     is "inactive");
 //   permutations      one entry per element pair (a, b), a < b: +1 when a
@@ -44,22 +45,28 @@ struct kernel_layout {
     std::vector<std::size_t> dims;  ///< encoded dims it reads (one, or one per element)
     double scale = 0.5;             ///< w_h / theta_h: 1/2, or 1/(4P)
   };
-  /// A numeric row that reads its dim's alignment instead of its value:
-  /// the encoded values of the domain (ascending) and the alignment of each,
-  /// in [0, 1] (gp_options::alignment_features).
-  struct alignment {
+  /// A numeric row that reads a function of its dim's value instead of the
+  /// value: the encoded values of the domain (ascending) and the feature of
+  /// each, in [0, 1]: the value's position in its domain
+  /// (gp_options::ordinal_features) or its alignment
+  /// (gp_options::alignment_features).
+  struct value_map {
     std::vector<double> encoded;
     std::vector<double> value;
   };
   std::vector<std::size_t> numeric;  ///< encoded dims of numeric features (rows 0..)
-  /// Per numeric row: empty for the value itself, else its alignment map.
-  std::vector<alignment> aligned;
+  /// Per numeric row: empty for the encoded value itself, else its map.
+  std::vector<value_map> mapped;
   std::vector<block> blocks;  ///< after the numeric rows
   std::size_t features = 0;   ///< rows of a feature column
 
   /// `alignment`: add an alignment row after the numeric rows for each
   /// integer parameter whose values differ in alignment (not pow2 domains).
-  [[nodiscard]] static kernel_layout of(const space& s, bool alignment = false);
+  /// `ordinal`: an integer parameter's row reads the position of its value
+  /// in the domain rather than the value (not pow2 domains, whose log2
+  /// encoding is that position already).
+  [[nodiscard]] static kernel_layout of(const space& s, bool alignment = false,
+                                        bool ordinal = false);
   /// Whether `c` has one value index in range (or inactive) per parameter of
   /// `s`, so it can be encoded: trials of another space are ignored.
   [[nodiscard]] static bool encodable(const space& s, const config& c);

@@ -13,7 +13,7 @@ namespace tessel::bayes {
 model::model(const tessel::space& s, const gp_options& options, std::uint64_t seed)
     : space_(s),
       options_(options),
-      layout_(kernel_layout::of(s, options.alignment_features)),
+      layout_(kernel_layout::of(s, options.alignment_features, options.ordinal_features)),
       random_(seed),
       objective_(kernel(layout_), gp::mean_mode::standardize),
       feasibility_(kernel(layout_), gp::mean_mode::fixed),

@@ -226,6 +226,33 @@ TEST_CASE("alignment features: a row per integer domain whose alignments differ,
   CHECK(aligned < 0.5 * plain);
 }
 
+TEST_CASE("ordinal features: an unevenly spaced integer domain reads its values' positions") {
+  // x as convolution's block_size_x (1, 2, 4, ..., 128 with 48, 96, 112):
+  // by value 1 and 8 are 0.055 apart, by position 3 of 10 steps; w is evenly
+  // spaced, so its position is its encoded value and it keeps no map.
+  space::definition def;
+  def.parameters.push_back(param("x", integers({1, 2, 4, 8, 16, 32, 48, 64, 96, 112, 128})));
+  def.parameters.push_back(param("w", integers({2, 4, 6, 8})));
+  const space s(std::move(def));
+  const auto layout = kernel_layout::of(s, false, true);
+  REQUIRE(layout.numeric.size() == 2);
+  CHECK(layout.mapped[0].value.size() == 11);
+  CHECK(layout.mapped[1].value.empty());
+  const auto features = [&](std::int64_t x, std::int64_t w) {
+    const config c =
+        s.from_json(R"({"x": )" + std::to_string(x) + R"(, "w": )" + std::to_string(w) + "}");
+    return layout.features_of(s.encode(c));
+  };
+  CHECK(features(1, 2)[0] == doctest::Approx(0.0));
+  CHECK(features(8, 2)[0] == doctest::Approx(0.3));
+  CHECK(features(96, 2)[0] == doctest::Approx(0.8));
+  CHECK(features(128, 2)[0] == doctest::Approx(1.0));
+  CHECK(features(8, 6)[1] == doctest::Approx(2.0 / 3.0));
+  // Without the option the row is the value: 8 sits at 7/127.
+  CHECK(kernel_layout::of(s).features_of(s.encode(s.from_json(R"({"x": 8, "w": 2})")))[0] ==
+        doctest::Approx(7.0 / 127.0));
+}
+
 TEST_CASE("the likelihood gradient matches finite differences, and fitting raises the likelihood") {
   const auto s = bowl_space();  // numeric, log-scaled and permutation dims
   const auto layout = kernel_layout::of(s);
