@@ -151,8 +151,9 @@ std::unique_ptr<strategy> make_named(const std::string& spec) {
 /// and the proposals that fell outside the table after the first 50.
 struct trajectory {
   std::vector<std::pair<double, double>> points;
-  std::size_t late = 0, late_outside = 0;  ///< proposals after the first 50; outside the table
   std::size_t evaluations = 0;
+  std::size_t late_outside = 0;  ///< proposals after the first 50 that fell outside the table
+  [[nodiscard]] std::size_t late() const { return evaluations > 50 ? evaluations - 50 : 0; }
   double strategy_s = 0;  ///< the strategy's CPU time (ask + tell) charged to the clock
 };
 
@@ -176,7 +177,6 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
   study st(s, b, make_named(strategy_name), o);
   trajectory out;
   double clock = 0;
-  std::size_t evaluations = 0;
   std::optional<double> best;
   while (clock < limit_s) {
     const double t0 = bench::thread_cpu_s();
@@ -188,11 +188,7 @@ trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
     const auto m = b->evaluate(s, batch.front().config);
     const bool outside = m.status == status::invalid;  // not in the table
     clock += outside ? outside_cost_s : m.cost.total();
-    ++out.evaluations;
-    if (++evaluations > 50) {
-      ++out.late;
-      out.late_outside += outside ? 1 : 0;
-    }
+    if (++out.evaluations > 50 && outside) ++out.late_outside;
     const double t1 = bench::thread_cpu_s();
     st.tell(batch.front().trial_id, m);
     const double told = bench::thread_cpu_s() - t1;
@@ -309,7 +305,7 @@ int main(int argc, char** argv) {
         scores[mode_name][strategy][name] = score(runs, f);
         std::size_t late = 0, late_outside = 0;
         for (const auto& r : runs) {
-          late += r.late;
+          late += r.late();
           late_outside += r.late_outside;
         }
         outside[mode_name][strategy][name] =
