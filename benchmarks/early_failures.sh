@@ -3,7 +3,8 @@
 # the utility scheduler (default) against fifo (docs/scheduler.md, "Early
 # failures"). Six seeds of `tessel tune examples/matmul.tsl --backend sim
 # --target trn2 --budget 100`; prints failures among the first 25 and 50
-# trials and among all 100, per seed and on average.
+# trials and among all 100, per seed and on average, and utility minus fifo
+# paired by seed with its standard error.
 #   benchmarks/early_failures.sh [TESSEL]   (default build/release/src/cli/tessel)
 #   SEEDS="7 8 9 10 11 12" benchmarks/early_failures.sh ...   other seeds (default 1-6)
 set -euo pipefail
@@ -24,5 +25,17 @@ for scheduler in utility fifo; do
   done
 done | tee "$work/lines"
 awk '{ k = $1; a[k] += $5; b[k] += $10; c[k] += $13; n[k]++ }
-  END { for (k in a) printf "%-8s mean:   %.1f of the first 25, %.1f of 50, %.1f of 100\n",
+  END { for (k in a) printf "%-8s mean:   %.2f of the first 25, %.2f of 50, %.2f of 100\n",
         k, a[k] / n[k], b[k] / n[k], c[k] / n[k] }' "$work/lines"
+# Utility minus fifo, paired by seed: the mean difference and its standard
+# error (the per-seed spread is large, so a gap needs many seeds to mean much).
+awk '{ s = $3 + 0; v[$1, s, 1] = $5; v[$1, s, 2] = $10; v[$1, s, 3] = $13; seen[s] = 1 }
+  END {
+    for (s in seen) { n++; for (j = 1; j <= 3; j++) {
+      d = v["utility", s, j] - v["fifo", s, j]; sum[j] += d; sq[j] += d * d } }
+    printf "utility - fifo, paired by seed (%d seeds):", n
+    split("first 25,first 50,all 100", label, ",")
+    for (j = 1; j <= 3; j++) {
+      m = sum[j] / n; se = n > 1 ? sqrt((sq[j] - n * m * m) / (n - 1) / n) : 0
+      printf " %+.2f +- %.2f (%s)", m, se, label[j] }
+    printf "\n" }' "$work/lines"

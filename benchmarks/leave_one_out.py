@@ -90,7 +90,8 @@ def main(paths):
         return sum(values) / len(values)
 
     print("candidates:", ", ".join(candidates))
-    print(f"{'left out':<28}{'chosen on the others':<44}"
+    width = max(44, 2 + max(len(c) for c in candidates))
+    print(f"{'left out':<28}{'chosen on the others':<{width}}"
           + "".join(f"{'held-out ' + m:>18}" for m in modes)
           + ("" if "product" not in modes else f"{'outside after 50':>18}"))
     held = {m: [] for m in modes}
@@ -98,7 +99,7 @@ def main(paths):
     for left in spaces:
         others = [s for s in spaces if s != left and s != SAME.get(left)]
         chosen = max(candidates, key=lambda c: mean_on(c, others))
-        row = f"{left:<28}{chosen:<44}"
+        row = f"{left:<28}{chosen:<{width}}"
         for m in modes:
             held[m].append(scores[m][chosen][left])
             row += f"{scores[m][chosen][left]:>18.3f}"
@@ -106,7 +107,7 @@ def main(paths):
             late.append(outside["product"][chosen][left])
             row += f"{100 * late[-1]:>17.1f}%"
         print(row)
-    row = f"{'mean (held out)':<72}"
+    row = f"{'mean (held out)':<{28 + width}}"
     for m in modes:
         row += f"{sum(held[m]) / len(held[m]):>18.3f}"
     if late:
@@ -114,7 +115,7 @@ def main(paths):
     print(row)
     print("\nin-sample means (every space), for comparison:")
     for c in candidates:
-        print(f"  {c:<44}" + "".join(
+        print(f"  {c:<{width}}" + "".join(
             f"{m} {sum(scores[m][c][s] for s in spaces) / len(spaces):.3f}  " for m in modes))
 
 

@@ -45,7 +45,7 @@ using bench::make_frame;
 /// pool_size, incumbents, local_starts, local_steps, initial_samples,
 /// model.max_model_points); align (0 or 1: model.alignment_features);
 /// ordinal (0 or 1: model.ordinal_features); acquisition (log_ei, ucb, thompson), kappa
-/// (ucb_kappa), refit (model.refit_growth), restarts (model.fit_restarts), cutoff
+/// (ucb_kappa), ucb_after, refit (model.refit_growth), restarts (model.fit_restarts), cutoff
 /// (feasibility_cutoff); arms (auto_options::arms, joined by '+').
 std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
   auto_options o;
@@ -90,6 +90,8 @@ std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
         throw std::runtime_error("auto[...]: acquisition is log_ei, ucb or thompson, not " + value);
     } else if (key == "kappa")
       b.ucb_kappa = std::stod(value);
+    else if (key == "ucb_after")
+      b.ucb_after = whole();
     else if (key == "refit")
       b.model.refit_growth = std::stod(value);
     else if (key == "restarts")

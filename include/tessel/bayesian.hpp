@@ -109,26 +109,39 @@ enum class batch_kind : std::uint8_t {
 struct bo_options {
   gp_options model{};
   /// Uniform proposals before the model is used (observations from any
-  /// strategy count). At least 1. Default 10.
-  std::size_t initial_samples = 10;
+  /// strategy count). At least 1. Default 5 (with incumbents and ucb_after,
+  /// chosen on the six tables of data/bench: benchmarks/README.md,
+  /// "Late UCB").
+  std::size_t initial_samples = 5;
   /// When the study weighs cost (search_context::cost_alpha() > 0), each
   /// initial sample is the cheapest by predicted cost of
   /// 1 + round((initial_draws - 1) * alpha) fresh uniform draws, a
   /// cost-effective initial design in the spirit of Lee et al. 2020; 1 keeps
-  /// it uniform. At least 1. Default 4.
-  std::size_t initial_draws = 4;
-  /// Default log_ei. ucb with ucb_kappa 1.5 scores higher on the six tables
-  /// of data/bench in a plain study, but fails more early on the simulator
-  /// demo and reaches targets later under the cost-aware scheduler
-  /// (benchmarks/README.md, "Acquisition"); it is an option.
+  /// it uniform. At least 1. Default 2: where the cheap configs are the ones
+  /// that fail (large tiles: few instructions, but PSUM overflows), the
+  /// cheapest of 4 draws made the utility scheduler fail more often than fifo
+  /// early on the simulator demo; 1 fails least but gives up most of the
+  /// cost-aware gain (docs/scheduler.md, "Early failures").
+  std::size_t initial_draws = 2;
+  /// Default log_ei, turning to ucb after ucb_after trials. ucb from the
+  /// start scores higher than log_ei alone on the long runs of data/bench
+  /// and lower on the short ones (benchmarks/README.md, "Acquisition"); it
+  /// is an option.
   acquisition_kind acquisition = acquisition_kind::log_ei;
-  /// kappa of ucb, in posterior standard deviations. Finite, >= 0. Default 2.
-  double ucb_kappa = 2.0;
+  /// kappa of ucb, in posterior standard deviations. Finite, >= 0. Default 1.5.
+  double ucb_kappa = 1.5;
+  /// With log_ei: from this many finished trials on (any strategy's, failed
+  /// ones included), use ucb with ucb_kappa instead. Log EI is greedy,
+  /// which a short run needs; later it keeps sampling the incumbent's basin,
+  /// and an optimistic bound explores (EI's known over-exploitation; GP-UCB's
+  /// exploration weight grows with the run, Srinivas et al. 2010). Default
+  /// 100; the largest size_t: never.
+  std::size_t ucb_after = 100;
   batch_kind batch = batch_kind::kriging_believer;
   /// Uniform samples drawn per proposal call. At least 1. Default 128.
   std::size_t pool_size = 128;
-  /// Best observed configs whose neighbours join the pool. Default 3.
-  std::size_t incumbents = 3;
+  /// Best observed configs whose neighbours join the pool. Default 5.
+  std::size_t incumbents = 5;
   /// Best pool members hill-climbed by the acquisition. Default 2.
   std::size_t local_starts = 2;
   /// Neighbour moves per hill-climb at most. Default 4.

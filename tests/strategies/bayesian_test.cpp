@@ -470,6 +470,27 @@ TEST_CASE("bo in batches, with each acquisition, avoids failures and covers a sp
   CHECK(run.proposals.size() == 66);
 }
 
+TEST_CASE("bo's ucb_after keeps log EI's proposals up to that trial count, then maximises UCB") {
+  const auto s = bowl_space();
+  const auto run = [&](bo_options o) {
+    auto st = make_bo_strategy(o);
+    return drive(*st, s, bowl, 60, 1, 4).proposals;  // no target: all 60
+  };
+  const auto never = std::numeric_limits<std::size_t>::max();
+  const auto log_ei = run({.ucb_after = never});
+  const auto ucb = run({.acquisition = acquisition_kind::ucb, .ucb_kappa = 1.5});
+  const auto switched = run({.ucb_kappa = 1.5, .ucb_after = 25});
+  CHECK(run({}) == log_ei);  // the default turns at 100 trials: not within these 60
+  REQUIRE(log_ei.size() == 60);
+  REQUIRE(switched.size() == 60);
+  CHECK(std::equal(log_ei.begin(), log_ei.begin() + 25, switched.begin()));
+  CHECK(switched != log_ei);
+  CHECK(run({.ucb_kappa = 1.5, .ucb_after = 0}) == ucb);
+  // Thompson sampling ignores it.
+  CHECK(run({.acquisition = acquisition_kind::thompson, .ucb_after = 0}) ==
+        run({.acquisition = acquisition_kind::thompson}));
+}
+
 TEST_CASE("the GP surrogate scores candidates in objective units") {
   const auto s = bowl_space();
   auto sur = make_gp_surrogate(s);

@@ -171,8 +171,10 @@ TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper init
   const auto seconds = [](const space& sp, const config& c) {
     return sp.integer(c, "y") >= 8 ? 20.0 : 1.0;
   };
+  // A clearly cheaper initial design: 10 initial samples, each the cheapest
+  // of 4 draws at alpha 1 (the default is 5 samples, the cheaper of 2).
   auto spent = [&](double alpha, std::uint64_t seed) {
-    auto st = make_bo_strategy();
+    auto st = make_bo_strategy({.initial_samples = 10, .initial_draws = 4});
     const auto run = drive(*st, s, bowl, 60, 1, seed, std::nullopt, {}, [&](fake_context& ctx) {
       ctx.alpha = alpha;
       ctx.seconds = seconds;
