@@ -44,7 +44,8 @@ using bench::make_frame;
 /// local_starts, local_steps, initial, points (its bo arm's bo_options:
 /// pool_size, incumbents, local_starts, local_steps, initial_samples,
 /// model.max_model_points); align (0 or 1: model.alignment_features);
-/// ordinal (0 or 1: model.ordinal_features); acquisition (log_ei, ucb, thompson), kappa
+/// ordinal (0 or 1: model.ordinal_features); rules (0 or 1: the bo arm's
+/// model.learn_constraints, auto's own rules unchanged); acquisition (log_ei, ucb, thompson), kappa
 /// (ucb_kappa), ucb_after, refit (model.refit_growth), restarts (model.fit_restarts), cutoff
 /// (feasibility_cutoff); arms (auto_options::arms, joined by '+').
 std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
@@ -79,6 +80,8 @@ std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
       b.model.alignment_features = whole() != 0;
     else if (key == "ordinal")
       b.model.ordinal_features = whole() != 0;
+    else if (key == "rules")
+      b.model.learn_constraints = whole() != 0;
     else if (key == "acquisition") {
       if (value == "ucb")
         b.acquisition = acquisition_kind::ucb;
