@@ -28,6 +28,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -38,16 +39,51 @@ using namespace tessel;
 using bench::frame;
 using bench::make_frame;
 
+std::size_t whole(const std::string& value) { return static_cast<std::size_t>(std::stoul(value)); }
+
+acquisition_kind acquisition_named(const std::string& value) {
+  static const std::map<std::string, acquisition_kind> names{
+      {"log_ei", acquisition_kind::log_ei},
+      {"ucb", acquisition_kind::ucb},
+      {"thompson", acquisition_kind::thompson}};
+  const auto it = names.find(value);
+  if (it == names.end())
+    throw std::runtime_error("auto[...]: acquisition is log_ei, ucb or thompson, not " + value);
+  return it->second;
+}
+
+/// Each auto[...] key and what it sets from its value.
+using variant_setter = std::function<void(auto_options&, bo_options&, const std::string&)>;
+const std::map<std::string, variant_setter>& variant_keys() {
+  static const std::map<std::string, variant_setter> keys{
+      {"lead", [](auto& o, auto&, const auto& v) { o.lead = whole(v); }},
+      {"exploration", [](auto& o, auto&, const auto& v) { o.exploration = std::stod(v); }},
+      {"bandit_window", [](auto& o, auto&, const auto& v) { o.window = whole(v); }},
+      {"arms", [](auto& o, auto&, const auto& v) { o.arms = bench::split(v, '+'); }},
+      {"pool", [](auto&, auto& b, const auto& v) { b.pool_size = whole(v); }},
+      {"incumbents", [](auto&, auto& b, const auto& v) { b.incumbents = whole(v); }},
+      {"local_starts", [](auto&, auto& b, const auto& v) { b.local_starts = whole(v); }},
+      {"local_steps", [](auto&, auto& b, const auto& v) { b.local_steps = whole(v); }},
+      {"initial", [](auto&, auto& b, const auto& v) { b.initial_samples = whole(v); }},
+      {"acquisition", [](auto&, auto& b, const auto& v) { b.acquisition = acquisition_named(v); }},
+      {"kappa", [](auto&, auto& b, const auto& v) { b.ucb_kappa = std::stod(v); }},
+      {"ucb_after", [](auto&, auto& b, const auto& v) { b.ucb_after = whole(v); }},
+      {"cutoff", [](auto&, auto& b, const auto& v) { b.feasibility_cutoff = std::stod(v); }},
+      {"points", [](auto&, auto& b, const auto& v) { b.model.max_model_points = whole(v); }},
+      {"align", [](auto&, auto& b, const auto& v) { b.model.alignment_features = whole(v) != 0; }},
+      {"ordinal", [](auto&, auto& b, const auto& v) { b.model.ordinal_features = whole(v) != 0; }},
+      {"rules", [](auto&, auto& b, const auto& v) { b.model.learn_constraints = whole(v) != 0; }},
+      {"refit", [](auto&, auto& b, const auto& v) { b.model.refit_growth = std::stod(v); }},
+      {"restarts", [](auto&, auto& b, const auto& v) { b.model.fit_restarts = whole(v); }},
+  };
+  return keys;
+}
+
 /// "auto[KEY=V;KEY=V]": auto with other options, to compare candidate
 /// defaults side by side (benchmarks/leave_one_out.py picks among them).
-/// Keys: lead, exploration, bandit_window (auto_options); pool, incumbents,
-/// local_starts, local_steps, initial, points (its bo arm's bo_options:
-/// pool_size, incumbents, local_starts, local_steps, initial_samples,
-/// model.max_model_points); align (0 or 1: model.alignment_features);
-/// ordinal (0 or 1: model.ordinal_features); rules (0 or 1: the bo arm's
-/// model.learn_constraints, auto's own rules unchanged); acquisition (log_ei, ucb, thompson), kappa
-/// (ucb_kappa), ucb_after, refit (model.refit_growth), restarts (model.fit_restarts), cutoff
-/// (feasibility_cutoff); arms (auto_options::arms, joined by '+').
+/// The keys are variant_keys()'s, each beside the auto_options or its bo
+/// arm's bo_options field it sets (align, ordinal, rules: 0 or 1; rules is
+/// the bo arm's learned constraints only; arms joined by '+').
 std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
   auto_options o;
   bo_options b;
@@ -56,55 +92,9 @@ std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw std::runtime_error("auto[...]: KEY=VALUE, not " + item);
     const auto key = item.substr(0, eq);
-    const auto value = item.substr(eq + 1);
-    const auto whole = [&] { return static_cast<std::size_t>(std::stoul(value)); };
-    if (key == "lead")
-      o.lead = whole();
-    else if (key == "exploration")
-      o.exploration = std::stod(value);
-    else if (key == "bandit_window")
-      o.window = whole();
-    else if (key == "pool")
-      b.pool_size = whole();
-    else if (key == "incumbents")
-      b.incumbents = whole();
-    else if (key == "local_starts")
-      b.local_starts = whole();
-    else if (key == "local_steps")
-      b.local_steps = whole();
-    else if (key == "initial")
-      b.initial_samples = whole();
-    else if (key == "points")
-      b.model.max_model_points = whole();
-    else if (key == "align")
-      b.model.alignment_features = whole() != 0;
-    else if (key == "ordinal")
-      b.model.ordinal_features = whole() != 0;
-    else if (key == "rules")
-      b.model.learn_constraints = whole() != 0;
-    else if (key == "acquisition") {
-      if (value == "ucb")
-        b.acquisition = acquisition_kind::ucb;
-      else if (value == "thompson")
-        b.acquisition = acquisition_kind::thompson;
-      else if (value == "log_ei")
-        b.acquisition = acquisition_kind::log_ei;
-      else
-        throw std::runtime_error("auto[...]: acquisition is log_ei, ucb or thompson, not " + value);
-    } else if (key == "kappa")
-      b.ucb_kappa = std::stod(value);
-    else if (key == "ucb_after")
-      b.ucb_after = whole();
-    else if (key == "refit")
-      b.model.refit_growth = std::stod(value);
-    else if (key == "restarts")
-      b.model.fit_restarts = whole();
-    else if (key == "cutoff")
-      b.feasibility_cutoff = std::stod(value);
-    else if (key == "arms")
-      o.arms = bench::split(value, '+');
-    else
-      throw std::runtime_error("auto[...]: unknown key " + key);
+    const auto setter = variant_keys().find(key);
+    if (setter == variant_keys().end()) throw std::runtime_error("auto[...]: unknown key " + key);
+    setter->second(o, b, item.substr(eq + 1));
   }
   std::vector<std::unique_ptr<strategy>> arms;
   for (const auto& arm : o.arms)
@@ -298,35 +288,34 @@ int main(int argc, char** argv) {
       const auto s = replay_space(path, m.kind);
       auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
       b->prepare(s);
+      const double limit_s = 1.1 * f.budget_s;  // runs go past the scored range
       for (const auto& strategy : strategy_list) {
         // Seeds run on `jobs` threads; each run charges its own thread's CPU
         // time, so running them side by side changes no score.
         std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
         bench::for_each_seed(seeds, jobs, [&](int seed) {
           runs[static_cast<std::size_t>(seed)] =
-              run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed),
-                       1.1 * f.budget_s, m.outside_cost_s);
+              run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed), limit_s,
+                       m.outside_cost_s);
         });
         scores[mode_name][strategy][name] = score(runs, f);
-        std::size_t late = 0, late_outside = 0;
+        std::size_t late = 0, late_outside = 0, evaluations = 0;
+        double strategy_s = 0;
         for (const auto& r : runs) {
           late += r.late();
           late_outside += r.late_outside;
+          evaluations += r.evaluations;
+          strategy_s += r.strategy_s;
         }
         outside[mode_name][strategy][name] =
             late ? static_cast<double>(late_outside) / static_cast<double>(late) : 0.0;
-        double strategy_s = 0, evaluated = 0;
-        for (const auto& r : runs) {
-          strategy_s += r.strategy_s;
-          evaluated += static_cast<double>(r.evaluations);
-        }
         if (!json_out)
           std::cerr << fmt::format(
               "  {:<8} {:<14} score {:.3f}  outside after 50: {:.1f}%  ({:.0f} evaluations, "
               "strategy CPU {:.1f}% of the budget)\n",
               mode_name, strategy, scores[mode_name][strategy][name],
-              100 * outside[mode_name][strategy][name], evaluated / seeds,
-              100 * strategy_s / (seeds * 1.1 * f.budget_s));
+              100 * outside[mode_name][strategy][name], static_cast<double>(evaluations) / seeds,
+              100 * strategy_s / (seeds * limit_s));
       }
     }
   }
