@@ -103,6 +103,11 @@ class bo_search final : public strategy {
   [[nodiscard]] std::optional<std::size_t> thompson(const pool& p, const detail::batch& b);
   void climb(pool& p, const detail::batch& b, scored at, scored& best);
   [[nodiscard]] double value(double mean, double variance, double p_feasible) const;
+  /// Whether the acquisition is UCB now: chosen, or log EI past ucb_after trials.
+  [[nodiscard]] bool ucb_now() const {
+    return options_.acquisition == acquisition_kind::ucb ||
+           (options_.acquisition == acquisition_kind::log_ei && observed_ >= options_.ucb_after);
+  }
   [[nodiscard]] double lie(const Eigen::VectorXd& features) const;
 
   bo_options options_;
@@ -111,7 +116,6 @@ class bo_search final : public strategy {
   std::vector<std::pair<std::uint64_t, config>> pending_;  ///< own proposals, unobserved
   std::size_t observed_ = 0;
   double cutoff_ = 0;  ///< P(feasible) below which a candidate is a last resort
-  bool ucb_ = false;   ///< this propose() maximises ucb (bo_options::acquisition, ucb_after)
 };
 
 /// Uniform samples for the initial design (or while no trial has succeeded),
@@ -147,8 +151,6 @@ void bo_search::fill_initial(detail::batch& b, std::size_t n) {
 
 void bo_search::propose_from_model(detail::batch& b) {
   cutoff_ = options_.feasibility_cutoff * model_->success_rate();
-  ucb_ = options_.acquisition == acquisition_kind::ucb ||
-         (options_.acquisition == acquisition_kind::log_ei && observed_ >= options_.ucb_after);
   for (const auto& [key, c] : pending_) {
     const auto f = model_->features(c);
     model_->push_fantasy(f, lie(f));
@@ -189,9 +191,9 @@ pool bo_search::make_pool(const detail::batch& b) {
 double bo_search::value(double mean, double variance, double p_feasible) const {
   const double sd = std::sqrt(variance);
   const double best = model_->best();
-  const double a = ucb_ ? bayes::log_softplus((best - mean + options_.ucb_kappa * sd) /
-                                              model_->objective().target_scale())
-                        : bayes::log_ei(mean, sd, best);
+  const double a = ucb_now() ? bayes::log_softplus((best - mean + options_.ucb_kappa * sd) /
+                                                   model_->objective().target_scale())
+                             : bayes::log_ei(mean, sd, best);
   // Below the cutoff: ranked after every candidate above it.
   const double penalty = p_feasible < cutoff_ ? -1e6 : 0.0;
   return a + std::log(p_feasible) + penalty;

@@ -52,6 +52,9 @@ std::optional<kernel_layout::value_map> alignment_of(const domain& d) {
 
   std::vector<std::pair<double, int>> points;
   for (auto v : d.values) points.emplace_back(encoded_value(d, v), two_adic(v));
+  // The least and greatest alignment as values, before the sort below moves
+  // the elements; a loop, as GCC 12 at -O3 flags the dereferenced result of
+  // minmax_element with -Wnull-dereference.
   int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
   for (const auto& point : points) {
     lo = std::min(lo, point.second);
