@@ -44,11 +44,18 @@ double encoded_value(const domain& d, std::int64_t v) {
   return hi > lo ? (f(v) - lo) / (hi - lo) : 0.0;
 }
 
+/// Whether a value map can add anything to a domain's encoding: an integer
+/// domain of 3 or more values, not pow2 (whose log2 encoding is already its
+/// values' positions and alignments).
+bool mappable(const domain& d) {
+  return d.kind == param_kind::integer && !d.log_scale && d.values.size() >= 3;
+}
+
 /// The alignment map of an integer domain, or nothing when it would add
 /// nothing: fewer than 3 values, a pow2 domain (encoded as log2 already), or
 /// every value aligned alike.
 std::optional<kernel_layout::value_map> alignment_of(const domain& d) {
-  if (d.kind != param_kind::integer || d.log_scale || d.values.size() < 3) return std::nullopt;
+  if (!mappable(d)) return std::nullopt;
 
   std::vector<std::pair<double, int>> points;
   for (auto v : d.values) points.emplace_back(encoded_value(d, v), two_adic(v));
@@ -74,7 +81,7 @@ std::optional<kernel_layout::value_map> alignment_of(const domain& d) {
 /// first and 1 for the last, or nothing when that is the encoded value
 /// already (evenly spaced values, a pow2 domain).
 std::optional<kernel_layout::value_map> ordinal_of(const domain& d) {
-  if (d.kind != param_kind::integer || d.log_scale || d.values.size() < 3) return std::nullopt;
+  if (!mappable(d)) return std::nullopt;
   kernel_layout::value_map out;
   const double last = static_cast<double>(d.values.size() - 1);
   bool differs = false;
