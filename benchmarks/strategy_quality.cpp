@@ -73,6 +73,7 @@ const std::map<std::string, variant_setter>& variant_keys() {
       {"align", [](auto&, auto& b, const auto& v) { b.model.alignment_features = whole(v) != 0; }},
       {"ordinal", [](auto&, auto& b, const auto& v) { b.model.ordinal_features = whole(v) != 0; }},
       {"rules", [](auto&, auto& b, const auto& v) { b.model.learn_constraints = whole(v) != 0; }},
+      {"rule_test", [](auto&, auto& b, const auto& v) { b.rule_test_after = whole(v); }},
       {"refit", [](auto&, auto& b, const auto& v) { b.model.refit_growth = std::stod(v); }},
       {"restarts", [](auto&, auto& b, const auto& v) { b.model.fit_restarts = whole(v); }},
   };

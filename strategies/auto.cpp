@@ -136,7 +136,8 @@ std::vector<config> auto_search::propose(std::size_t n, const search_context& co
     if (!arm) break;
     bool added = false, vetoed = false;
     for (const auto& c : arms_[*arm]->propose(1, view)) {
-      if (vetoes < options_.max_vetoes && view.known(context.space().key(c)) == false && veto(c)) {
+      if (vetoes < options_.max_vetoes && !arms_[*arm]->weighs_learned_constraints() &&
+          view.known(context.space().key(c)) == false && veto(c)) {
         vetoed_.insert(context.space().key(c));
         ++vetoes;
         vetoed = true;

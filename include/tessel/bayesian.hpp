@@ -153,6 +153,20 @@ struct bo_options {
   /// failed, and log EI there can outweigh any multiplicative penalty.
   /// In [0, 1]; 0 disables it. Default 0.5.
   double feasibility_cutoff = 0.5;
+  /// Learned rules (gp_options::learn_constraints) cap P(feasible) far below
+  /// the cutoff, so a rule is obeyed for good once learned, though it only
+  /// generalises from the failures it explains: one learned while every
+  /// failure shared some other cause rejects a region that holds successes
+  /// (the optimum, perhaps) and nothing ever contradicts it. So from this
+  /// many finished trials on, one pick ignores the rules (the feasibility
+  /// GP and the cutoff still apply); when it lands where a rule rejects, it
+  /// is a test (provenance "bo/rule-test") and the next one is due after
+  /// twice as many trials again: 100, 300, 700, 1500, ... A wrong rule falls
+  /// to one success; a right one costs a failure per test, O(log n) in a
+  /// run of n trials. 0: never. Default 100 (chosen on the six tables of
+  /// data/bench among 0, 20, 50, 100: benchmarks/README.md, "Rule tests";
+  /// earlier tests cost short runs with many failures more than they find).
+  std::size_t rule_test_after = 100;
   void validate() const;
 };
 

@@ -152,7 +152,9 @@ struct auto_options {
   std::size_t lead = 30;
   /// Learn rules from the failures (tessel/constraints.hpp) and veto an
   /// arm's proposal that a rule rejects; the arm is asked again (up to
-  /// `max_vetoes` times per slot, then its proposal stands). Default true.
+  /// `max_vetoes` times per slot, then its proposal stands). Arms that weigh
+  /// the rules themselves (strategy::weighs_learned_constraints: bo, which
+  /// tests them on a schedule of its own) are not vetoed. Default true.
   bool learn_constraints = true;
   /// A rejected proposal still goes ahead with probability
   /// explore_rejected * explore_horizon / (explore_horizon + trials

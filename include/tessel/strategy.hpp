@@ -70,6 +70,12 @@ class strategy {
     (void)key;
     return name();
   }
+
+  /// Whether the strategy weighs the rules learned from failed trials
+  /// itself (tessel/constraints.hpp), so its proposals where a rule rejects
+  /// are deliberate (a test of the rule) and a meta-strategy that vetoes
+  /// such proposals must let them through. Default false.
+  [[nodiscard]] virtual bool weighs_learned_constraints() const { return false; }
 };
 
 }  // namespace tessel

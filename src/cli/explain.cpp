@@ -60,9 +60,11 @@ int run_explain(const explain_options& o) {
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   // With --best, what the study's failures taught (tessel/constraints.hpp).
   std::vector<learned_constraint> learned;
+  std::string learned_block;
   if (!o.best.empty()) {
     const auto stored = load_stored(o.best);
     learned = learned_from(stored.space, stored.trials);
+    learned_block = learned_text(learned, stored.trials);
   }
   if (o.json) {
     auto out = explanation_json(e, s, c);
@@ -73,7 +75,7 @@ int run_explain(const explain_options& o) {
     return exit_code::success;
   }
   fmt::print("config  {}\n{}", s.to_json(c), e.text());
-  if (const auto text = learned_text(learned); !text.empty()) fmt::print("\n{}", text);
+  if (!learned_block.empty()) fmt::print("\n{}", learned_block);
   if (!o.trace.empty())
     fmt::print("\ntrace written to {} (open it at https://ui.perfetto.dev or chrome://tracing)\n",
                o.trace);

@@ -84,7 +84,8 @@ int run_show(const show_options& o) {
       "trials       {} finished, {} interrupted (re-run on --resume), evaluation cost {:.3f} s\n",
       finished, pending, cost);
   for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
-  if (const auto text = learned_text(learned); !text.empty()) fmt::print("\n{}", text);
+  if (const auto text = learned_text(learned, stored.trials); !text.empty())
+    fmt::print("\n{}", text);
   if (fidelity) fmt::print("\n{}", fidelity_text(*fidelity));
   fmt::print("\nbest {} {}trials\n", ok.size(), fidelity ? "high-fidelity " : "");
   fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");

@@ -189,7 +189,8 @@ int run_tune(const tune_options& o) {
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
-    const auto text = learned_text(learned_from(setup.space.space, setup.study->trials()));
+    const auto& trials = setup.study->trials();
+    const auto text = learned_text(learned_from(setup.space.space, trials), trials);
     if (!text.empty()) fmt::print("\n{}", text);
     if (setup.fidelity) fmt::print("\n{}", fidelity_text(setup.fidelity->stats()));
   }

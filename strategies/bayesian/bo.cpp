@@ -4,7 +4,10 @@
 // hill-climbing valid neighbours; batches fantasise pending proposals. When
 // the study weighs cost, the log acquisition is less alpha * ln(predicted
 // cost): expected improvement per second^alpha, maximised over the whole
-// pool (Snoek et al. 2012; Lee et al. 2020).
+// pool (Snoek et al. 2012; Lee et al. 2020). Learned rules cap P(feasible)
+// (tessel/constraints.hpp), but now and then, less often each time, one
+// proposal ignores them, so a rule too broad for its failures is tested
+// rather than obeyed for good (bo_options::rule_test_after).
 #include "strategies/bayesian/acquisition.hpp"
 #include "strategies/bayesian/model.hpp"
 #include "strategies/common.hpp"
@@ -81,6 +84,9 @@ class bo_search final : public strategy {
     model_.emplace(s, options_.model, random_());
     pending_.clear();
     observed_ = 0;
+    rule_tests_.clear();
+    next_rule_test_ = options_.rule_test_after;
+    rule_test_gap_ = options_.rule_test_after;
   }
 
   std::vector<config> propose(std::size_t n, const search_context& context) override;
@@ -89,7 +95,19 @@ class bo_search final : public strategy {
   void observe(const trial& t) override {
     ++observed_;
     std::erase_if(pending_, [&](const auto& p) { return p.first == t.key; });
+    rule_tests_.erase(t.key);
     if (model_) model_->observe(t);
+  }
+
+  /// A proposal that ignored the learned rules and lies where one rejects:
+  /// "bo/rule-test", so a study's records show what each test cost.
+  [[nodiscard]] std::string source_of(std::uint64_t key) const override {
+    return rule_tests_.contains(key) ? "bo/rule-test" : name();
+  }
+
+  /// Its proposals where a rule rejects are deliberate tests, not oversights.
+  [[nodiscard]] bool weighs_learned_constraints() const override {
+    return options_.model.learn_constraints;
   }
 
  private:
@@ -109,13 +127,30 @@ class bo_search final : public strategy {
            (options_.acquisition == acquisition_kind::log_ei && observed_ >= options_.ucb_after);
   }
   [[nodiscard]] double lie(const Eigen::VectorXd& features) const;
+  /// P(feasible) from the feasibility GP, capped by the learned rules unless
+  /// this pick tests them.
+  [[nodiscard]] double capped(double p, const config& c) const {
+    return testing_rules_ ? p : std::min(p, model_->rule_p_feasible(c));
+  }
+  /// Whether this pick ignores the rules: some rule is held, and the trial
+  /// count has reached the next test's (rule_test_after, then each test
+  /// doubles the gap to the next).
+  [[nodiscard]] bool rule_test_due() const {
+    const auto* rules = model_->rules();
+    return options_.rule_test_after != 0 && rules && !rules->rules().empty() &&
+           observed_ >= next_rule_test_;
+  }
 
   bo_options options_;
   rng random_;
   std::optional<bayes::model> model_;
   std::vector<std::pair<std::uint64_t, config>> pending_;  ///< own proposals, unobserved
   std::size_t observed_ = 0;
-  double cutoff_ = 0;  ///< P(feasible) below which a candidate is a last resort
+  double cutoff_ = 0;               ///< P(feasible) below which a candidate is a last resort
+  bool testing_rules_ = false;      ///< during a pick that ignores the rules
+  std::size_t next_rule_test_ = 0;  ///< trial count from which the next test is due
+  std::size_t rule_test_gap_ = 0;   ///< trials until the one after it
+  std::unordered_set<std::uint64_t> rule_tests_;  ///< own rule tests, unobserved
 };
 
 /// Uniform samples for the initial design (or while no trial has succeeded),
@@ -157,8 +192,16 @@ void bo_search::propose_from_model(detail::batch& b) {
   }
   auto p = make_pool(b);
   while (!b.full()) {
+    testing_rules_ = rule_test_due();
     const auto pick =
         options_.acquisition == acquisition_kind::thompson ? thompson(p, b) : maximize(p, b);
+    // A pick the rules would not have capped tests nothing: the test stays due.
+    if (testing_rules_ && pick && model_->rule_p_feasible(p.configs[*pick]) < 1) {
+      rule_tests_.insert(p.keys[*pick]);
+      rule_test_gap_ *= 2;
+      next_rule_test_ = observed_ + rule_test_gap_;
+    }
+    testing_rules_ = false;
     if (!pick) break;
     b.add(p.configs[*pick]);
     p.taken[*pick] = true;
@@ -215,7 +258,7 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
     auto v = model_->view(p.raw(chunk));
     for (std::size_t j = 0; j < chunk.size(); ++j) {
       auto& pj = v.p[static_cast<Eigen::Index>(j)];
-      pj = std::min(pj, model_->rule_p_feasible(p.configs[chunk[j]]));
+      pj = capped(pj, p.configs[chunk[j]]);
     }
     const Eigen::VectorXd variance = gp.variances(v.cross);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
@@ -290,7 +333,7 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
   auto v = model_->view(p.raw(open));
   for (std::size_t i = 0; i < open.size(); ++i) {
     auto& pi = v.p[static_cast<Eigen::Index>(i)];
-    pi = std::min(pi, model_->rule_p_feasible(p.configs[open[i]]));
+    pi = capped(pi, p.configs[open[i]]);
   }
   Eigen::MatrixXd cov = gp.covariance(gp.scaled(v.raw), v.cross);
   const double scale = gp.target_scale();
