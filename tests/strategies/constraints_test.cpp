@@ -230,7 +230,7 @@ TEST_CASE("constraints: bo tests its learned rules, and one success refutes a ru
   for (const auto& c : obeyed.proposals) CHECK(s.integer(c, "x") < 8);
   CHECK(*obeyed.best >= 17);
   // Tested: the first test is due at once (30 trials >= 20); a success
-  // where the rule rejects unlearns it, and the optimum is found.
+  // where the rule rejects unlearns it, and the search gets past x 7.
   std::size_t tests = 0;
   for (const auto& source : tested.sources) tests += source == "bo/rule-test" ? 1 : 0;
   MESSAGE("rule tests " << tests << ", best " << *tested.best << " (obeyed: " << *obeyed.best
