@@ -10,6 +10,7 @@
 #include <tessel/trial.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,12 @@ namespace tessel::detail {
                                   const std::string& rule);
 /// "unknown strategy 'anealing' (did you mean 'annealing'?); known: random, ..."
 [[nodiscard]] std::string unknown_strategy(std::string_view name);
+/// " (did you mean 'X'?)" for the closest of `known` within a third of its
+/// length (at least one edit), or "".
+[[nodiscard]] std::string did_you_mean(std::string_view name,
+                                       const std::vector<std::string_view>& known);
+/// make_strategy for "bo[KEY=VALUE;...]" and "auto[...]" (strategies/spec.cpp).
+[[nodiscard]] std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec);
 /// " (got 1.5)": the value an options rule rejected, in its shortest form.
 [[nodiscard]] std::string got(double value);
 [[nodiscard]] std::string got(std::size_t value);

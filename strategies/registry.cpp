@@ -48,20 +48,24 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 namespace detail {
 
-std::string unknown_strategy(std::string_view name) {
-  std::string message = "unknown strategy '" + std::string(name) + "'";
-  // Suggest the closest name within a third of its length (at least 1 edit).
+std::string did_you_mean(std::string_view name, const std::vector<std::string_view>& known) {
   std::string_view closest;
   std::size_t closest_distance = 0;
-  for (const auto& e : table) {
-    const auto d = edit_distance(name, e.name);
-    if (d <= std::max<std::size_t>(1, e.name.size() / 3) &&
+  for (const auto candidate : known) {
+    const auto d = edit_distance(name, candidate);
+    if (d <= std::max<std::size_t>(1, candidate.size() / 3) &&
         (closest.empty() || d < closest_distance)) {
-      closest = e.name;
+      closest = candidate;
       closest_distance = d;
     }
   }
-  if (!closest.empty()) message += " (did you mean '" + std::string(closest) + "'?)";
+  return closest.empty() ? std::string() : " (did you mean '" + std::string(closest) + "'?)";
+}
+
+std::string unknown_strategy(std::string_view name) {
+  std::vector<std::string_view> known;
+  for (const auto& e : table) known.push_back(e.name);
+  std::string message = "unknown strategy '" + std::string(name) + "'" + did_you_mean(name, known);
   message += "; known:";
   for (std::size_t i = 0; i < table.size(); ++i)
     message += (i == 0 ? " " : ", ") + std::string(table[i].name);
@@ -71,6 +75,7 @@ std::string unknown_strategy(std::string_view name) {
 }  // namespace detail
 
 std::unique_ptr<strategy> make_strategy(std::string_view name) {
+  if (name.find('[') != std::string_view::npos) return detail::make_strategy_from_spec(name);
   for (const auto& e : table)
     if (e.name == name) return e.make();
   throw error(detail::unknown_strategy(name));

@@ -166,6 +166,14 @@ TEST_CASE("tune: bad options and a bad backend give clear errors") {
       tessel("tune fixtures/small.tsl " + bowl + " --strategy anealing --no-db --budget 3");
   CHECK(strategy.code == 1);
   CHECK(contains(strategy.err, "did you mean 'annealing'"));
+  // Options in a spec (make_strategy): a typo in a key is named, a good spec runs.
+  const auto key = tessel("tune fixtures/small.tsl " + bowl +
+                          " --strategy 'auto[initail_draws=1]' --no-db --budget 3");
+  CHECK(key.code == 1);
+  CHECK(contains(key.err, "unknown key 'initail_draws' (did you mean 'initial_draws'?)"));
+  CHECK(tessel("tune fixtures/small.tsl " + bowl +
+               " --strategy 'auto[initial_draws=1;rule_test_after=50]' --no-db --budget 3 --quiet")
+            .code == 0);
 }
 
 TEST_CASE("concurrent writers of one study file: one writes, the others are refused, none lost") {

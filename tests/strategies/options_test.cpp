@@ -120,3 +120,50 @@ TEST_CASE("bayesian options name the field and the rule") {
         "bo_options.initial_draws: must be at least 1 (got 0)");
   CHECK_THROWS_AS((void)make_bo_strategy({.initial_samples = 0}), options_error);
 }
+
+TEST_CASE("bo and auto take options as a spec: bo[KEY=VALUE;...]") {
+  const auto s = bowl_space();
+  auto proposals = [&](strategy& st) { return drive(st, s, bowl, 25, 1, 7).proposals; };
+  // The spec builds what the options struct would.
+  auto from_spec = make_strategy("bo[initial_samples=12;pool_size=64;acquisition=ucb]");
+  auto from_options = make_bo_strategy(
+      {.initial_samples = 12, .acquisition = acquisition_kind::ucb, .pool_size = 64});
+  auto plain = make_strategy("bo");
+  const auto a = proposals(*from_spec), b = proposals(*from_options), c = proposals(*plain);
+  CHECK(a == b);
+  CHECK(a != c);
+  // auto's keys and its bo arm's.
+  auto auto_spec = make_strategy("auto[lead=5;arms=bo+ga;initial_samples=12;ucb_kappa=2.5]");
+  std::vector<std::unique_ptr<strategy>> arms;
+  arms.push_back(make_bo_strategy({.initial_samples = 12, .ucb_kappa = 2.5}));
+  arms.push_back(make_strategy("ga"));
+  auto_options o;
+  o.lead = 5;
+  auto auto_built = make_auto_strategy(o, std::move(arms));
+  const auto d = drive(*auto_spec, s, bowl, 40, 1, 7), e = drive(*auto_built, s, bowl, 40, 1, 7);
+  CHECK(d.proposals == e.proposals);
+  CHECK(d.sources == e.sources);
+
+  // Errors name the spec and what is wrong with it.
+  CHECK(message_of([] { (void)make_strategy("bo[initail_draws=1]"); })
+            .starts_with(
+                "error: strategy 'bo[initail_draws=1]': unknown key 'initail_draws' (did you mean "
+                "'initial_draws'?); bo takes acquisition, "));
+  CHECK(message_of([] { (void)make_strategy("auto[lead=x]"); }) ==
+        "error: strategy 'auto[lead=x]': lead: 'x' is not a whole number");
+  CHECK(message_of([] { (void)make_strategy("bo[lead=5]"); }).find("unknown key 'lead'") !=
+        std::string::npos);  // auto's key, not bo's
+  CHECK(message_of([] { (void)make_strategy("bo[initial_draws=0]"); }) ==
+        "strategy 'bo[initial_draws=0]': bo_options.initial_draws: must be at least 1 (got 0)");
+  CHECK(message_of([] { (void)make_strategy("ga[x=1]"); }) ==
+        "error: strategy 'ga[x=1]': only bo and auto take options in [...]");
+  CHECK(message_of([] { (void)make_strategy("bo[ucb_kappa]"); }) ==
+        "error: strategy 'bo[ucb_kappa]': 'ucb_kappa' is not KEY=VALUE");
+  CHECK(message_of([] { (void)make_strategy("bo[pool_size=8"); }) ==
+        "error: strategy 'bo[pool_size=8': options go in [KEY=VALUE;...], closed by ']'");
+  CHECK(message_of([] { (void)make_strategy("bo[acquisition=ei]"); }) ==
+        "error: strategy 'bo[acquisition=ei]': acquisition: 'ei' is not log_ei, ucb or thompson");
+  CHECK(message_of([] {
+          (void)make_strategy("auto[arms=bo+gaa]");
+        }).find("unknown strategy 'gaa' (did you mean 'ga'?)") != std::string::npos);
+}
