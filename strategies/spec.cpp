@@ -116,14 +116,6 @@ const std::map<std::string, setter, std::less<>>& auto_keys() {
   return keys;
 }
 
-std::string key_list(
-    std::initializer_list<const std::map<std::string, setter, std::less<>>*> maps) {
-  std::string out;
-  for (const auto* m : maps)
-    for (const auto& [key, _] : *m) out += (out.empty() ? "" : ", ") + key;
-  return out;
-}
-
 }  // namespace
 
 std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
@@ -147,13 +139,13 @@ std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
       if (const auto it = auto_keys().find(key); it != auto_keys().end()) set = &it->second;
     if (!set) {
       std::vector<std::string_view> known;
-      for (const auto& [k, _] : bo_keys()) known.push_back(k);
       if (automatic)
         for (const auto& [k, _] : auto_keys()) known.push_back(k);
-      spec_failure(
-          spec, "unknown key '" + key + "'" + did_you_mean(key, known) + "; " + std::string(name) +
-                    " takes " +
-                    (automatic ? key_list({&auto_keys(), &bo_keys()}) : key_list({&bo_keys()})));
+      for (const auto& [k, _] : bo_keys()) known.push_back(k);
+      std::string listed;
+      for (const auto k : known) listed += (listed.empty() ? "" : ", ") + std::string(k);
+      spec_failure(spec, "unknown key '" + key + "'" + did_you_mean(key, known) + "; " +
+                             std::string(name) + " takes " + listed);
     }
     (*set)(o, spec, key, item.substr(eq + 1));
   }
