@@ -28,7 +28,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -39,108 +38,56 @@ using namespace tessel;
 using bench::frame;
 using bench::make_frame;
 
-std::size_t whole(const std::string& value) { return static_cast<std::size_t>(std::stoul(value)); }
-
-acquisition_kind acquisition_named(const std::string& value) {
-  static const std::map<std::string, acquisition_kind> names{
-      {"log_ei", acquisition_kind::log_ei},
-      {"ucb", acquisition_kind::ucb},
-      {"thompson", acquisition_kind::thompson}};
-  const auto it = names.find(value);
-  if (it == names.end())
-    throw std::runtime_error("auto[...]: acquisition is log_ei, ucb or thompson, not " + value);
-  return it->second;
-}
-
-/// Each auto[...] key and what it sets from its value.
-using variant_setter = std::function<void(auto_options&, bo_options&, const std::string&)>;
-const std::map<std::string, variant_setter>& variant_keys() {
-  static const std::map<std::string, variant_setter> keys{
-      {"lead", [](auto& o, auto&, const auto& v) { o.lead = whole(v); }},
-      {"exploration", [](auto& o, auto&, const auto& v) { o.exploration = std::stod(v); }},
-      {"bandit_window", [](auto& o, auto&, const auto& v) { o.window = whole(v); }},
-      {"arms", [](auto& o, auto&, const auto& v) { o.arms = bench::split(v, '+'); }},
-      {"pool", [](auto&, auto& b, const auto& v) { b.pool_size = whole(v); }},
-      {"incumbents", [](auto&, auto& b, const auto& v) { b.incumbents = whole(v); }},
-      {"local_starts", [](auto&, auto& b, const auto& v) { b.local_starts = whole(v); }},
-      {"local_steps", [](auto&, auto& b, const auto& v) { b.local_steps = whole(v); }},
-      {"initial", [](auto&, auto& b, const auto& v) { b.initial_samples = whole(v); }},
-      {"acquisition", [](auto&, auto& b, const auto& v) { b.acquisition = acquisition_named(v); }},
-      {"kappa", [](auto&, auto& b, const auto& v) { b.ucb_kappa = std::stod(v); }},
-      {"ucb_after", [](auto&, auto& b, const auto& v) { b.ucb_after = whole(v); }},
-      {"cutoff", [](auto&, auto& b, const auto& v) { b.feasibility_cutoff = std::stod(v); }},
-      {"points", [](auto&, auto& b, const auto& v) { b.model.max_model_points = whole(v); }},
-      {"align", [](auto&, auto& b, const auto& v) { b.model.alignment_features = whole(v) != 0; }},
-      {"ordinal", [](auto&, auto& b, const auto& v) { b.model.ordinal_features = whole(v) != 0; }},
-      {"rules", [](auto&, auto& b, const auto& v) { b.model.learn_constraints = whole(v) != 0; }},
-      {"rule_test", [](auto&, auto& b, const auto& v) { b.rule_test_after = whole(v); }},
-      {"refit", [](auto&, auto& b, const auto& v) { b.model.refit_growth = std::stod(v); }},
-      {"restarts", [](auto&, auto& b, const auto& v) { b.model.fit_restarts = whole(v); }},
+/// The short keys of "auto[...]" variants in stored results (benchmarks/results/),
+/// and the make_strategy spec key each stands for; any other key is passed on as it is.
+const std::map<std::string, std::string>& variant_aliases() {
+  static const std::map<std::string, std::string> aliases{
+      {"bandit_window", "window"},
+      {"pool", "pool_size"},
+      {"initial", "initial_samples"},
+      {"kappa", "ucb_kappa"},
+      {"cutoff", "feasibility_cutoff"},
+      {"rule_test", "rule_test_after"},
+      {"points", "model.max_model_points"},
+      {"align", "model.alignment_features"},
+      {"ordinal", "model.ordinal_features"},
+      {"rules", "model.learn_constraints"},  // the bo arm's only; auto keeps its own
+      {"refit", "model.refit_growth"},
+      {"restarts", "model.fit_restarts"},
   };
-  return keys;
+  return aliases;
 }
 
 /// "auto[KEY=V;KEY=V]": auto with other options, to compare candidate
 /// defaults side by side (benchmarks/leave_one_out.py picks among them).
-/// The keys are variant_keys()'s, each beside the auto_options or its bo
-/// arm's bo_options field it sets (align, ordinal, rules: 0 or 1; rules is
-/// the bo arm's learned constraints only; arms joined by '+').
+/// The keys are make_strategy's spec keys (tessel/strategies.hpp) or the
+/// short aliases above.
 std::unique_ptr<strategy> make_auto_variant(const std::string& spec) {
-  auto_options o;
-  bo_options b;
-  const auto body = spec.substr(5, spec.size() - 6);
-  for (const auto& item : bench::split(body, ';')) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) throw std::runtime_error("auto[...]: KEY=VALUE, not " + item);
-    const auto key = item.substr(0, eq);
-    const auto setter = variant_keys().find(key);
-    if (setter == variant_keys().end()) throw std::runtime_error("auto[...]: unknown key " + key);
-    setter->second(o, b, item.substr(eq + 1));
+  std::string library = "auto[";
+  for (const auto& item : bench::split(spec.substr(5, spec.size() - 6), ';')) {
+    const auto eq = std::min(item.find('='), item.size());
+    const auto alias = variant_aliases().find(item.substr(0, eq));
+    library += (library.size() > 5 ? ";" : "") +
+               (alias == variant_aliases().end() ? item : alias->second + item.substr(eq));
   }
-  std::vector<std::unique_ptr<strategy>> arms;
-  for (const auto& arm : o.arms)
-    arms.push_back(arm == "bo" ? make_bo_strategy(b) : make_strategy(arm));
-  return make_auto_strategy(o, std::move(arms));
+  return make_strategy(library + "]");
 }
 
-/// A registered strategy, or "auto:ARM+ARM+..." for the bandit over those arms
-/// (to compare arm sets side by side).
+/// A registered strategy or spec (make_strategy), an "auto[...]" variant,
+/// or an older shorthand of stored results: "bo@128" (model size),
+/// "auto@30" (lead), "auto:bo+ga" (arms), "auto-norules" / "bo-norules"
+/// (learned constraints off).
 std::unique_ptr<strategy> make_named(const std::string& spec) {
   if (spec.starts_with("auto[") && spec.ends_with("]")) return make_auto_variant(spec);
-  if (spec.starts_with("bo@")) {  // bo with another model size: "bo@128"
-    bo_options o;
-    o.model.max_model_points = std::stoul(spec.substr(3));
-    return make_bo_strategy(o);
-  }
-  if (spec == "auto-norules" || spec == "bo-norules") {  // learned constraints off
-    bo_options b;
-    b.model.learn_constraints = false;
-    if (spec == "bo-norules") return make_bo_strategy(b);
-    auto_options o;
-    o.learn_constraints = false;
-    std::vector<std::unique_ptr<strategy>> arms;
-    arms.push_back(make_bo_strategy(b));
-    arms.push_back(make_strategy("ga"));
-    arms.push_back(make_strategy("local"));
-    return make_auto_strategy(o, std::move(arms));
-  }
-  constexpr std::string_view prefix = "auto:";
-  if (spec.starts_with("auto@")) {  // the default arms with another lead: "auto@30"
-    auto_options o;
-    o.lead = std::stoul(spec.substr(5));
-    return make_auto_strategy(o);
-  }
-  if (!spec.starts_with(prefix)) return make_strategy(spec);
-  auto_options o;
-  o.arms.clear();
-  std::string rest = spec.substr(prefix.size());
-  for (std::size_t start = 0; start <= rest.size();) {
-    const auto plus = rest.find('+', start);
-    o.arms.push_back(rest.substr(start, plus == std::string::npos ? plus : plus - start));
-    if (plus == std::string::npos) break;
-    start = plus + 1;
-  }
-  return make_auto_strategy(o);
+  if (spec == "auto-norules")
+    return make_strategy("auto[learn_constraints=0;model.learn_constraints=0]");
+  if (spec == "bo-norules") return make_strategy("bo[model.learn_constraints=0]");
+  for (const auto& [shorthand, key] :
+       {std::pair{"bo@", "bo[model.max_model_points="}, std::pair{"auto@", "auto[lead="},
+        std::pair{"auto:", "auto[arms="}})
+    if (spec.starts_with(shorthand))
+      return make_strategy(key + spec.substr(std::string_view(shorthand).size()) + "]");
+  return make_strategy(spec);
 }
 
 /// Best-so-far (ms) against simulated seconds, one point per improvement,
@@ -259,6 +206,12 @@ int main(int argc, char** argv) {
 
   const auto names = bench::replay_names(data, only);
   const auto strategy_list = bench::split(strategies);
+  try {  // a bad name or spec fails here, once, not in every run's thread
+    for (const auto& strategy : strategy_list) (void)make_named(strategy);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_strategy_quality: " << e.what() << "\n";
+    return 2;
+  }
   std::vector<std::string> mode_names =
       mode_arg == "both" ? std::vector<std::string>{"table", "product"} : bench::split(mode_arg);
 

@@ -1,8 +1,9 @@
 // Strategy specs with options: "bo[initial_draws=1;rule_test_after=50]",
 // "auto[lead=60;initial_draws=1]" (tessel/strategies.hpp, make_strategy).
 // The spec is what a study records as its strategy, so a resumed study
-// rebuilds the same options. Keys are the options' field names; auto takes
-// its own and its bo arm's.
+// rebuilds the same options. Keys are the options' field paths
+// ("model.max_model_points" for bo_options::model's); auto takes its own
+// and its bo arm's.
 #include "strategies/common.hpp"
 
 #include <tessel/bayesian.hpp>
@@ -22,96 +23,104 @@ namespace {
   throw error("strategy '" + std::string(spec) + "': " + why);
 }
 
-template <class T>
-T number(std::string_view spec, const std::string& key, const std::string& value) {
-  T out{};
-  const auto* end = value.data() + value.size();
-  const auto [at, ec] = std::from_chars(value.data(), end, out);
-  if (ec != std::errc{} || at != end || value.empty())
-    spec_failure(spec, key + ": '" + value + "' is not " +
-                           (std::is_integral_v<T> ? "a whole number" : "a number"));
-  return out;
-}
+/// A value read from the text after "KEY=", one overload per field type.
+struct reader {
+  std::string_view spec;
+  const std::string& key;
+  const std::string& text;
 
-bool boolean(std::string_view spec, const std::string& key, const std::string& value) {
-  if (value == "true" || value == "1") return true;
-  if (value == "false" || value == "0") return false;
-  spec_failure(spec, key + ": '" + value + "' is not true or false");
-}
-
-acquisition_kind acquisition(std::string_view spec, const std::string& value) {
-  if (value == "log_ei") return acquisition_kind::log_ei;
-  if (value == "ucb") return acquisition_kind::ucb;
-  if (value == "thompson") return acquisition_kind::thompson;
-  spec_failure(spec, "acquisition: '" + value + "' is not log_ei, ucb or thompson");
-}
+  [[noreturn]] void fail(const std::string& expected) const {
+    spec_failure(spec, key + ": '" + text + "' is not " + expected);
+  }
+  template <class T>
+  T number(const char* expected) const {
+    T out{};
+    const auto* end = text.data() + text.size();
+    const auto [at, ec] = std::from_chars(text.data(), end, out);
+    if (ec != std::errc{} || at != end || text.empty()) fail(expected);
+    return out;
+  }
+  void read(std::size_t& out) const { out = number<std::size_t>("a whole number"); }
+  void read(double& out) const { out = number<double>("a number"); }
+  void read(bool& out) const {
+    if (text != "true" && text != "1" && text != "false" && text != "0") fail("true or false");
+    out = text == "true" || text == "1";
+  }
+  void read(acquisition_kind& out) const {
+    static const std::map<std::string, acquisition_kind, std::less<>> kinds{
+        {"log_ei", acquisition_kind::log_ei},
+        {"ucb", acquisition_kind::ucb},
+        {"thompson", acquisition_kind::thompson}};
+    const auto it = kinds.find(text);
+    if (it == kinds.end()) fail("log_ei, ucb or thompson");
+    out = it->second;
+  }
+  void read(std::vector<std::string>& out) const {  // arms, joined by '+'
+    out.clear();
+    for (std::size_t at = 0; at <= text.size();) {
+      const auto plus = std::min(text.find('+', at), text.size());
+      out.push_back(text.substr(at, plus - at));
+      at = plus + 1;
+    }
+  }
+};
 
 /// Options a spec may set: auto's own (unused by bo) and bo's.
 struct spec_options {
   auto_options automatic;
   bo_options bo;
+  auto_options& part(auto_options*) { return automatic; }
+  bo_options& part(bo_options*) { return bo; }
+  gp_options& part(gp_options*) { return bo.model; }
 };
-using setter = std::function<void(spec_options&, std::string_view spec, const std::string& key,
-                                  const std::string& value)>;
+using setter = std::function<void(spec_options&, const reader&)>;
 
+template <class>
+struct member_of;
+template <class Owner, class Value>
+struct member_of<Value Owner::*> {
+  using owner = Owner;
+};
+
+/// Sets the field `member` points to (of auto_options, bo_options or its model).
 template <auto member>
-setter whole_bo() {
-  return [](spec_options& o, std::string_view s, const std::string& k, const std::string& v) {
-    o.bo.*member = number<std::size_t>(s, k, v);
-  };
-}
-template <auto member>
-setter real_bo() {
-  return [](spec_options& o, std::string_view s, const std::string& k, const std::string& v) {
-    o.bo.*member = number<double>(s, k, v);
+setter field() {
+  return [](spec_options& o, const reader& r) {
+    r.read(o.part(static_cast<typename member_of<decltype(member)>::owner*>(nullptr)).*member);
   };
 }
 
 const std::map<std::string, setter, std::less<>>& bo_keys() {
   static const std::map<std::string, setter, std::less<>> keys{
-      {"initial_samples", whole_bo<&bo_options::initial_samples>()},
-      {"initial_draws", whole_bo<&bo_options::initial_draws>()},
-      {"acquisition", [](spec_options& o, std::string_view s, const std::string&,
-                         const std::string& v) { o.bo.acquisition = acquisition(s, v); }},
-      {"ucb_kappa", real_bo<&bo_options::ucb_kappa>()},
-      {"ucb_after", whole_bo<&bo_options::ucb_after>()},
-      {"pool_size", whole_bo<&bo_options::pool_size>()},
-      {"incumbents", whole_bo<&bo_options::incumbents>()},
-      {"local_starts", whole_bo<&bo_options::local_starts>()},
-      {"local_steps", whole_bo<&bo_options::local_steps>()},
-      {"feasibility_cutoff", real_bo<&bo_options::feasibility_cutoff>()},
-      {"rule_test_after", whole_bo<&bo_options::rule_test_after>()},
-      {"learn_constraints",
-       [](spec_options& o, std::string_view s, const std::string& k, const std::string& v) {
-         o.bo.model.learn_constraints = o.automatic.learn_constraints = boolean(s, k, v);
-       }},
+      {"initial_samples", field<&bo_options::initial_samples>()},
+      {"initial_draws", field<&bo_options::initial_draws>()},
+      {"acquisition", field<&bo_options::acquisition>()},
+      {"ucb_kappa", field<&bo_options::ucb_kappa>()},
+      {"ucb_after", field<&bo_options::ucb_after>()},
+      {"pool_size", field<&bo_options::pool_size>()},
+      {"incumbents", field<&bo_options::incumbents>()},
+      {"local_starts", field<&bo_options::local_starts>()},
+      {"local_steps", field<&bo_options::local_steps>()},
+      {"feasibility_cutoff", field<&bo_options::feasibility_cutoff>()},
+      {"rule_test_after", field<&bo_options::rule_test_after>()},
+      {"model.learn_constraints", field<&gp_options::learn_constraints>()},
+      {"model.max_model_points", field<&gp_options::max_model_points>()},
+      {"model.alignment_features", field<&gp_options::alignment_features>()},
+      {"model.ordinal_features", field<&gp_options::ordinal_features>()},
+      {"model.refit_growth", field<&gp_options::refit_growth>()},
+      {"model.fit_restarts", field<&gp_options::fit_restarts>()},
   };
   return keys;
 }
 
 const std::map<std::string, setter, std::less<>>& auto_keys() {
   static const std::map<std::string, setter, std::less<>> keys{
-      {"arms",
-       [](spec_options& o, std::string_view, const std::string&, const std::string& v) {
-         o.automatic.arms.clear();
-         for (std::size_t at = 0; at <= v.size();) {
-           const auto plus = std::min(v.find('+', at), v.size());
-           o.automatic.arms.push_back(v.substr(at, plus - at));
-           at = plus + 1;
-         }
-       }},
-      {"lead", [](spec_options& o, std::string_view s, const std::string& k,
-                  const std::string& v) { o.automatic.lead = number<std::size_t>(s, k, v); }},
-      {"exploration",
-       [](spec_options& o, std::string_view s, const std::string& k, const std::string& v) {
-         o.automatic.exploration = number<double>(s, k, v);
-       }},
-      {"window", [](spec_options& o, std::string_view s, const std::string& k,
-                    const std::string& v) { o.automatic.window = number<std::size_t>(s, k, v); }},
-      {"explore_rejected",
-       [](spec_options& o, std::string_view s, const std::string& k, const std::string& v) {
-         o.automatic.explore_rejected = number<double>(s, k, v);
-       }},
+      {"arms", field<&auto_options::arms>()},
+      {"lead", field<&auto_options::lead>()},
+      {"exploration", field<&auto_options::exploration>()},
+      {"window", field<&auto_options::window>()},
+      {"learn_constraints", field<&auto_options::learn_constraints>()},
+      {"explore_rejected", field<&auto_options::explore_rejected>()},
   };
   return keys;
 }
@@ -147,7 +156,8 @@ std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
       spec_failure(spec, "unknown key '" + key + "'" + did_you_mean(key, known) + "; " +
                              std::string(name) + " takes " + listed);
     }
-    (*set)(o, spec, key, item.substr(eq + 1));
+    const auto value = item.substr(eq + 1);
+    (*set)(o, reader{spec, key, value});
   }
   try {
     if (!automatic) return make_bo_strategy(o.bo);

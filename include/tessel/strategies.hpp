@@ -188,13 +188,16 @@ struct auto_options {
 /// The strategy registered as `name`, with default options. Throws
 /// tessel::error naming the known strategies (and a did-you-mean) otherwise.
 /// `bo` and `auto` also take options as a spec, "bo[KEY=VALUE;...]": the
-/// keys are bo_options' initial_samples, initial_draws, acquisition
-/// (log_ei, ucb, thompson), ucb_kappa, ucb_after, pool_size, incumbents,
-/// local_starts, local_steps, feasibility_cutoff, rule_test_after and
-/// learn_constraints (true/false); "auto[...]" takes those for its bo arm
-/// and its own arms (joined by '+'), lead, exploration, window and
-/// explore_rejected ("auto[initial_draws=1;lead=60]"). An unknown key, a
-/// malformed value or an option out of range throws tessel::error naming it.
+/// keys are bo_options' field paths: initial_samples, initial_draws,
+/// acquisition (log_ei, ucb, thompson), ucb_kappa, ucb_after, pool_size,
+/// incumbents, local_starts, local_steps, feasibility_cutoff,
+/// rule_test_after, and model.learn_constraints (true/false),
+/// model.max_model_points, model.alignment_features,
+/// model.ordinal_features, model.refit_growth, model.fit_restarts;
+/// "auto[...]" takes those for its bo arm and its own arms (joined by '+'),
+/// lead, exploration, window, learn_constraints and explore_rejected
+/// ("auto[initial_draws=1;lead=60]"). An unknown key, a malformed value or
+/// an option out of range throws tessel::error naming it.
 [[nodiscard]] std::unique_ptr<strategy> make_strategy(std::string_view name);
 /// Registered names, in registry order.
 [[nodiscard]] std::vector<std::string> strategy_names();

@@ -132,6 +132,13 @@ TEST_CASE("bo and auto take options as a spec: bo[KEY=VALUE;...]") {
   const auto a = proposals(*from_spec), b = proposals(*from_options), c = proposals(*plain);
   CHECK(a == b);
   CHECK(a != c);
+  // The model's fields by path.
+  auto model_spec = make_strategy("bo[model.max_model_points=16;model.alignment_features=false]");
+  bo_options small;
+  small.model.max_model_points = 16;
+  small.model.alignment_features = false;
+  auto model_built = make_bo_strategy(small);
+  CHECK(proposals(*model_spec) == proposals(*model_built));
   // auto's keys and its bo arm's.
   auto auto_spec = make_strategy("auto[lead=5;arms=bo+ga;initial_samples=12;ucb_kappa=2.5]");
   std::vector<std::unique_ptr<strategy>> arms;
