@@ -43,6 +43,7 @@ struct pool {
   std::vector<bool> taken;
   std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
   double alpha = 0;                        ///< the study's cost exponent during this propose()
+  bool testing_rules = false;              ///< the pick being made ignores the learned rules
 
   /// Adds `c` when it is fresh and new to the pool; returns its index.
   std::optional<std::size_t> add(const config& c, const detail::batch& b, const bayes::model& m) {
@@ -127,10 +128,11 @@ class bo_search final : public strategy {
            (options_.acquisition == acquisition_kind::log_ei && observed_ >= options_.ucb_after);
   }
   [[nodiscard]] double lie(const Eigen::VectorXd& features) const;
-  /// P(feasible) from the feasibility GP, capped by the learned rules unless
-  /// this pick tests them.
-  [[nodiscard]] double capped(double p, const config& c) const {
-    return testing_rules_ ? p : std::min(p, model_->rule_p_feasible(c));
+  /// P(feasible) of pool member `i` from the feasibility GP, capped by the
+  /// learned rules unless the pick being made tests them.
+  [[nodiscard]] double capped(const pool& p, std::size_t i, double p_feasible) const {
+    return p.testing_rules ? p_feasible
+                           : std::min(p_feasible, model_->rule_p_feasible(p.configs[i]));
   }
   /// Whether this pick ignores the rules: some rule is held, and the trial
   /// count has reached the next test's (rule_test_after, then each test
@@ -147,7 +149,6 @@ class bo_search final : public strategy {
   std::vector<std::pair<std::uint64_t, config>> pending_;  ///< own proposals, unobserved
   std::size_t observed_ = 0;
   double cutoff_ = 0;               ///< P(feasible) below which a candidate is a last resort
-  bool testing_rules_ = false;      ///< during a pick that ignores the rules
   std::size_t next_rule_test_ = 0;  ///< trial count from which the next test is due
   std::size_t rule_test_gap_ = 0;   ///< trials until the one after it
   std::unordered_set<std::uint64_t> rule_tests_;  ///< own rule tests, unobserved
@@ -192,16 +193,15 @@ void bo_search::propose_from_model(detail::batch& b) {
   }
   auto p = make_pool(b);
   while (!b.full()) {
-    testing_rules_ = rule_test_due();
+    p.testing_rules = rule_test_due();
     const auto pick =
         options_.acquisition == acquisition_kind::thompson ? thompson(p, b) : maximize(p, b);
     // A pick the rules would not have capped tests nothing: the test stays due.
-    if (testing_rules_ && pick && model_->rule_p_feasible(p.configs[*pick]) < 1) {
+    if (p.testing_rules && pick && model_->rule_p_feasible(p.configs[*pick]) < 1) {
       rule_tests_.insert(p.keys[*pick]);
       rule_test_gap_ *= 2;
       next_rule_test_ = observed_ + rule_test_gap_;
     }
-    testing_rules_ = false;
     if (!pick) break;
     b.add(p.configs[*pick]);
     p.taken[*pick] = true;
@@ -258,7 +258,7 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
     auto v = model_->view(p.raw(chunk));
     for (std::size_t j = 0; j < chunk.size(); ++j) {
       auto& pj = v.p[static_cast<Eigen::Index>(j)];
-      pj = capped(pj, p.configs[chunk[j]]);
+      pj = capped(p, chunk[j], pj);
     }
     const Eigen::VectorXd variance = gp.variances(v.cross);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
@@ -333,7 +333,7 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
   auto v = model_->view(p.raw(open));
   for (std::size_t i = 0; i < open.size(); ++i) {
     auto& pi = v.p[static_cast<Eigen::Index>(i)];
-    pi = capped(pi, p.configs[open[i]]);
+    pi = capped(p, open[i], pi);
   }
   Eigen::MatrixXd cov = gp.covariance(gp.scaled(v.raw), v.cross);
   const double scale = gp.target_scale();
