@@ -24,18 +24,19 @@ for scheduler in utility fifo; do
               s, seed, a, b, all, n }'
   done
 done | tee "$work/lines"
-awk '{ k = $1; a[k] += $5; b[k] += $10; c[k] += $13; n[k]++ }
-  END { for (k in a) printf "%-8s mean:   %.2f of the first 25, %.2f of 50, %.2f of 100\n",
-        k, a[k] / n[k], b[k] / n[k], c[k] / n[k] }' "$work/lines"
-# Utility minus fifo, paired by seed: the mean difference and its standard
-# error (the per-seed spread is large, so a gap needs many seeds to mean much).
-awk '{ s = $3 + 0; v[$1, s, 1] = $5; v[$1, s, 2] = $10; v[$1, s, 3] = $13; seen[s] = 1 }
+# Means per scheduler, then utility minus fifo paired by seed: the mean
+# difference and its standard error (the per-seed spread is large, so a gap
+# needs many seeds to mean much). One pass over the per-seed lines.
+awk '{ k = $1; s = $3 + 0; n[k]++; seen[s] = 1
+       for (j = 1; j <= 3; j++) { x = j == 1 ? $5 : j == 2 ? $10 : $13; total[k, j] += x; v[k, s, j] = x } }
   END {
-    for (s in seen) { n++; for (j = 1; j <= 3; j++) {
+    for (k in n) printf "%-8s mean:   %.2f of the first 25, %.2f of 50, %.2f of 100\n",
+      k, total[k, 1] / n[k], total[k, 2] / n[k], total[k, 3] / n[k]
+    for (s in seen) { m++; for (j = 1; j <= 3; j++) {
       d = v["utility", s, j] - v["fifo", s, j]; sum[j] += d; sq[j] += d * d } }
-    printf "utility - fifo, paired by seed (%d seeds):", n
+    printf "utility - fifo, paired by seed (%d seeds):", m
     split("first 25,first 50,all 100", label, ",")
     for (j = 1; j <= 3; j++) {
-      m = sum[j] / n; se = n > 1 ? sqrt((sq[j] - n * m * m) / (n - 1) / n) : 0
-      printf " %+.2f +- %.2f (%s)", m, se, label[j] }
+      mean = sum[j] / m; se = m > 1 ? sqrt((sq[j] - m * mean * mean) / (m - 1) / m) : 0
+      printf " %+.2f +- %.2f (%s)", mean, se, label[j] }
     printf "\n" }' "$work/lines"
