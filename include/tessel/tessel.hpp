@@ -17,6 +17,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>

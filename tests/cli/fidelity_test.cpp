@@ -76,7 +76,7 @@ TEST_CASE("tune --fidelity: the simulator's analytic model screens for its event
       tessel("tune '" + std::string(TESSEL_SOURCE_DIR) +
              "/examples/sim_matmul.tsl' --backend sim --backend-set model=fast --no-db -n 2");
   CHECK(bad.code == 1);
-  CHECK(contains(bad.err, "setting model must be event or analytic, got 'fast'"));
+  CHECK(contains(bad.err, "setting model must be one of event, analytic, got 'fast'"));
 }
 
 TEST_CASE("tune --fidelity: misuse is refused with a message") {
