@@ -8,6 +8,7 @@
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
 #include <tessel/calibration.hpp>
+#include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/dsl.hpp>
