@@ -46,7 +46,8 @@ class search_context {
   /// budget of run()'s stop condition (`tessel tune --budget N`); nullopt
   /// when nothing bounds the count (a time or cost budget, a target, ask/tell
   /// without a hint). A strategy may size its warm-up and its exploration
-  /// to it (bo_options::budget_aware); unbounded, it behaves as it always did.
+  /// to it (bo_options::initial_share, explore_runway, phase_share); unbounded, it behaves as it
+  /// always did.
   [[nodiscard]] virtual std::optional<std::size_t> evaluation_budget() const {
     return std::nullopt;
   }
