@@ -17,6 +17,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>
