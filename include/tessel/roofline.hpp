@@ -38,13 +38,14 @@ struct machine_peaks {
   [[nodiscard]] double floor_s(double flops, double bytes) const noexcept;
 };
 
-/// The host's peaks, measured once per process (about 50 ms) and cached.
+/// The host's peaks, measured once per process (about 0.1 s) and cached.
 /// The clock is measured (a chain of dependent integer additions, the best
 /// of several short trials); the FLOPs per cycle follow from the widest
 /// vector instructions the CPU supports (two FMA pipes); main memory's rate
 /// is a measured single-thread streaming read times the hardware threads.
-/// Each is raised by half again as a margin (turbo, measurement noise).
-/// Thread-safe.
+/// Each is raised by half again as a margin (turbo, measurement noise),
+/// main memory's four times (a read measured beside other work varies by
+/// 2-3x). Thread-safe.
 [[nodiscard]] const machine_peaks& host_peaks();
 
 /// The peaks of `t`: a NeuronCore target (one with bf16_peak_gflops and
