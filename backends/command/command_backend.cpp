@@ -7,6 +7,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/trainium.hpp>  // median_with_interval
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -343,18 +344,12 @@ file_result run_on_files(detail::process_request request, const std::vector<tens
   return out;
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 }  // namespace
 
 struct command_backend::gated {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<tessel::gate> checker;
-  std::shared_ptr<detail::reference_store> references;
+  detail::file_program reference;
 };
 
 void command_backend::prepare_gate(const space& s) {
@@ -378,10 +373,10 @@ void command_backend::prepare_gate(const space& s) {
     if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
   g->checker = std::make_unique<tessel::gate>(o);
   auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
-  g->references = std::make_shared<detail::reference_store>(
-      [reference, ins = g->inputs, outs = g->outputs](const std::vector<std::string>& files) {
-        return run_on_files(reference, ins, outs, files).run;
-      });
+  g->reference = [reference, ins = g->inputs,
+                  outs = g->outputs](const std::vector<std::string>& files) {
+    return run_on_files(reference, ins, outs, files).run;
+  };
   gated_ = std::move(g);
 }
 
@@ -391,7 +386,7 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
   // there is no run it could tell apart as "only timed".
   tessel::cost paid;
   const detail::file_spec spec(
-      gated_->inputs, gated_->outputs, gated_->references,
+      gated_->inputs, gated_->outputs, gated_->reference,
       detail::count_setting(options_.gate_flops, "command: gate_flops", s, c),
       detail::count_setting(options_.gate_min_bytes, "command: gate_min_bytes", s, c));
   gate_session session = gated_->checker->session(spec, s.key(c));
@@ -419,7 +414,7 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
   if (!v.ok()) return detail::failed_verdict(v, paid);
   measurement m;
   for (const auto& r : reports) m.samples.push_back(r.objective);
-  m.objective = median_of(m.samples);
+  m.objective = median_with_interval(m.samples).median;
   const auto median_run =
       std::min_element(reports.begin(), reports.end(), [&](const auto& a, const auto& b) {
         return std::abs(a.objective - m.objective) < std::abs(b.objective - m.objective);

@@ -13,15 +13,6 @@
 namespace tessel::detail {
 namespace {
 
-std::uint64_t hash_inputs(const std::vector<std::string>& inputs) {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over every byte, with separators
-  for (const auto& bytes : inputs) {
-    for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    h = (h ^ 0xffULL) * 1099511628211ULL;
-  }
-  return h;
-}
-
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
   std::size_t start = 0;
@@ -56,30 +47,8 @@ std::vector<npy_array> decode_outputs(const std::vector<std::string>& outputs,
   return decoded;
 }
 
-std::shared_ptr<const std::vector<npy_array>> reference_store::outputs(
-    const std::vector<std::string>& inputs, const std::vector<tensor_spec>& specs) {
-  const auto key = hash_inputs(inputs);
-  {
-    const std::lock_guard lock(mutex_);
-    if (const auto it = done_.find(key); it != done_.end()) return it->second;
-  }
-  const file_run r = reference_(inputs);
-  if (r.status != status::ok)
-    throw error(fmt::format("the reference failed ({}): {}", to_string(r.status), r.message));
-  auto decoded = std::make_shared<const std::vector<npy_array>>(
-      decode_outputs(r.outputs, specs, "the reference"));
-  const std::lock_guard lock(mutex_);
-  ++runs_;
-  return done_.emplace(key, std::move(decoded)).first->second;
-}
-
-std::size_t reference_store::runs() const {
-  const std::lock_guard lock(mutex_);
-  return runs_;
-}
-
 file_spec::file_spec(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
-                     std::shared_ptr<reference_store> reference, double flops, double min_bytes)
+                     file_program reference, double flops, double min_bytes)
     : inputs_(std::move(inputs)),
       outputs_(std::move(outputs)),
       reference_(std::move(reference)),
@@ -104,11 +73,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 probe_values file_spec::reference(std::span<const input_tensor> in,
                                   const probe_points& where) const {
-  const auto outputs = reference_->outputs(materialize(in), outputs_);
+  const file_run r = reference_(materialize(in));
+  if (r.status != status::ok)
+    throw error(fmt::format("the reference failed ({}): {}", to_string(r.status), r.message));
+  const auto outputs = decode_outputs(r.outputs, outputs_, "the reference");
   probe_values picked(where.size());
-  for (std::size_t o = 0; o < where.size() && o < outputs->size(); ++o)
+  for (std::size_t o = 0; o < where.size() && o < outputs.size(); ++o)
     for (const auto flat : where[o])
-      picked[o].push_back((*outputs)[o].values[static_cast<std::size_t>(flat)]);
+      picked[o].push_back(outputs[o].values[static_cast<std::size_t>(flat)]);
   return picked;
 }
 

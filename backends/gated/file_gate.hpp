@@ -16,9 +16,7 @@
 #include <tessel/space.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,32 +35,15 @@ struct file_run {
 /// Runs a program on .npy inputs (bytes, in declaration order).
 using file_program = std::function<file_run(const std::vector<std::string>& inputs)>;
 
-/// The reference's outputs per input set (keyed by a hash of the inputs'
-/// bytes), computed once and shared by every config. Thread-safe.
-class reference_store {
- public:
-  explicit reference_store(file_program reference) : reference_(std::move(reference)) {}
-  /// The decoded outputs for `inputs`; throws tessel::error when the reference fails.
-  [[nodiscard]] std::shared_ptr<const std::vector<npy_array>> outputs(
-      const std::vector<std::string>& inputs, const std::vector<tensor_spec>& specs);
-  /// Reference runs done (not answered from the store).
-  [[nodiscard]] std::size_t runs() const;
-
- private:
-  file_program reference_;
-  mutable std::mutex mutex_;
-  std::map<std::uint64_t, std::shared_ptr<const std::vector<npy_array>>> done_;
-  std::size_t runs_ = 0;
-};
-
 /// What a kernel that runs elsewhere must compute, from the backend's
 /// settings: the declared tensors, the work a run must do (when declared),
-/// and the reference program's outputs on the same bytes the candidate gets.
+/// and the reference program's outputs on the same bytes the candidate gets
+/// (run once per input set: a session asks for each set's reference once).
 class file_spec final : public gate_spec {
  public:
   /// `min_bytes` 0: gate_spec's default (every input and output once).
   file_spec(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
-            std::shared_ptr<reference_store> reference, double flops = 0, double min_bytes = 0);
+            file_program reference, double flops = 0, double min_bytes = 0);
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override { return inputs_; }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override { return outputs_; }
@@ -73,7 +54,7 @@ class file_spec final : public gate_spec {
 
  private:
   std::vector<tensor_spec> inputs_, outputs_;
-  std::shared_ptr<reference_store> reference_;
+  file_program reference_;
   double flops_, min_bytes_;
 };
 

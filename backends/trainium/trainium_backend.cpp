@@ -158,7 +158,7 @@ struct trainium_backend::impl {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<detail::host_pool> hosts;
   std::unique_ptr<tessel::gate> gate;
-  std::shared_ptr<detail::reference_store> references;
+  detail::file_program reference;
   std::mutex mutex;
   double incumbent_s = 0;  ///< best median measured so far (0: none)
 
@@ -245,8 +245,7 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
              x.o.environment, x.o.kill_grace_s};
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
-  x.references = std::make_shared<detail::reference_store>(
-      [&x](const std::vector<std::string>& files) { return x.reference_run(files); });
+  x.reference = [&x](const std::vector<std::string>& files) { return x.reference_run(files); };
 }
 
 trainium_backend::~trainium_backend() = default;
@@ -341,7 +340,7 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     }
     bool lost = false;
     const detail::file_spec spec(
-        x.inputs, x.outputs, x.references,
+        x.inputs, x.outputs, x.reference,
         detail::count_setting(x.o.flops, "backend trainium: flops", s, c),
         detail::count_setting(x.o.min_bytes, "backend trainium: min_bytes", s, c));
     std::optional<gate_session> session;
