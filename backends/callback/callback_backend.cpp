@@ -127,19 +127,11 @@ callback_backend::~callback_backend() = default;
 void callback_backend::prepare(const space& s) {
   if (!gated_) return;
   auto& g = *gated_;
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
-  g.inputs = detail::parse_tensor_specs(g.settings.inputs, "callback_gate::inputs", constant);
-  g.outputs = detail::parse_tensor_specs(g.settings.outputs, "callback_gate::outputs", constant);
+  g.inputs = detail::parse_tensor_specs(g.settings.inputs, "callback_gate::inputs", s);
+  g.outputs = detail::parse_tensor_specs(g.settings.outputs, "callback_gate::outputs", s);
   detail::check_count_setting(g.settings.flops, "callback_gate::flops", s);
   detail::check_count_setting(g.settings.min_bytes, "callback_gate::min_bytes", s);
-  gate_options o = g.settings.gate;
-  if (!o.machine.known())
-    if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
-  g.checker = std::make_unique<tessel::gate>(o);
+  g.checker = std::make_unique<tessel::gate>(detail::on_target(g.settings.gate, s));
 }
 
 measurement callback_backend::evaluate(const space& s, const config& c) {

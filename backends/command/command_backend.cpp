@@ -358,20 +358,12 @@ void command_backend::prepare_gate(const space& s) {
     throw error(
         "command backend: a gated command needs gate_inputs, gate_outputs and gate_reference "
         "(docs/backends.md, \"Gated commands\")");
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
   detail::check_count_setting(options_.gate_flops, "command: gate_flops", s);
   detail::check_count_setting(options_.gate_min_bytes, "command: gate_min_bytes", s);
   auto g = std::make_shared<gated>();
-  g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", constant);
-  g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", constant);
-  gate_options o = options_.gate;
-  if (!o.machine.known())
-    if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
-  g->checker = std::make_unique<tessel::gate>(o);
+  g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", s);
+  g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", s);
+  g->checker = std::make_unique<tessel::gate>(detail::on_target(options_.gate, s));
   auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
   g->reference = [reference, ins = g->inputs,
                   outs = g->outputs](const std::vector<std::string>& files) {

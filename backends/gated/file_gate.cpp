@@ -154,9 +154,19 @@ double count_setting(std::string_view text, std::string_view what, const space& 
   return static_cast<double>(*v);
 }
 
-std::vector<tensor_spec> parse_tensor_specs(
-    std::string_view text, std::string_view what,
-    const std::function<std::optional<std::int64_t>(std::string_view)>& constant) {
+gate_options on_target(gate_options o, const space& s) {
+  if (!o.machine.known())
+    if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
+  return o;
+}
+
+std::vector<tensor_spec> parse_tensor_specs(std::string_view text, std::string_view what,
+                                            const space& space) {
+  const auto constant = [&space](std::string_view name) -> std::optional<std::int64_t> {
+    for (const auto& k : space.def().constants)
+      if (k.name == name) return k.value;
+    return std::nullopt;
+  };
   std::vector<tensor_spec> specs;
   for (const auto item : split(text, ',')) {
     if (item.empty()) continue;

@@ -91,12 +91,15 @@ class session_files {
 [[nodiscard]] measurement failed_verdict(const verdict& v, const tessel::cost& paid);
 
 /// Parses "A:512x256:bf16,B:256x512" (name:dims[:type][:labels=N][:reduce=K],
-/// dims 'x'-separated, each an integer or a name `constant` resolves; type
-/// default fp32; labels: the range int32 inputs are drawn from; reduce: the
-/// terms each output element sums). `what` names the setting in errors.
-[[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(
-    std::string_view text, std::string_view what,
-    const std::function<std::optional<std::int64_t>(std::string_view)>& constant);
+/// dims 'x'-separated, each an integer or a `const` of `s`; type default
+/// fp32; labels: the range int32 inputs are drawn from; reduce: the terms
+/// each output element sums). `what` names the setting in errors.
+[[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(std::string_view text,
+                                                          std::string_view what, const space& s);
+
+/// `o` with its machine, when unknown, set to the peaks of `s`'s target
+/// (peaks_of: a NeuronCore target's constants, the host's for `cpu`).
+[[nodiscard]] gate_options on_target(gate_options o, const space& s);
 
 /// A count setting for config `c` of `s` (gate_flops, gate_min_bytes): ""
 /// is 0, else a non-negative number or the name of a `let` or `const` of

@@ -259,20 +259,11 @@ std::optional<std::string> trainium_backend::hardware() const {
 
 void trainium_backend::prepare(const space& s) {
   auto& x = *impl_;
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
-  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", constant);
-  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", constant);
+  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", s);
+  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", s);
   detail::check_count_setting(x.o.flops, "backend trainium: flops", s);
   detail::check_count_setting(x.o.min_bytes, "backend trainium: min_bytes", s);
-  if (!x.o.gate_settings.machine.known()) {
-    gate_options o = x.o.gate_settings;
-    if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
-    x.gate = std::make_unique<tessel::gate>(o);
-  }
+  x.gate = std::make_unique<tessel::gate>(detail::on_target(x.o.gate_settings, s));
   for (const auto* spec : {&x.o.kernel, &x.o.reference}) {
     const auto file = spec->substr(0, spec->rfind(':'));
     if (x.o.hosts.empty() && !fs::exists(file))

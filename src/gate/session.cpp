@@ -147,7 +147,6 @@ void gate_session::state::draw_sets() {
   drawn_.resize(n);
   hidden_.resize(n);
   records_.resize(n);
-  for (std::size_t s = 0; s < n; ++s) suite_of_.push_back(s);
   std::optional<std::size_t> base;
   for (std::size_t s = 0; s < n && !base; ++s)
     if (can_be_base(options_.suite[s])) base = s;
@@ -188,7 +187,7 @@ void gate_session::state::draw_calls() {
 }
 
 std::string gate_session::state::suite_name(std::size_t s) const {
-  return fmt::format("'{}'", to_string(options_.suite[suite_of_[s]]));
+  return fmt::format("'{}'", to_string(options_.suite[s]));
 }
 
 bool gate_session::state::references_fit() const noexcept {

@@ -113,7 +113,6 @@ struct gate_session::state {
   std::vector<double> declared_tolerances_, tolerances_;
   probe_points where_;
   std::vector<std::vector<std::size_t>> determinism_;  ///< per output: positions in where_
-  std::vector<std::size_t> suite_of_;                  ///< per set: its index in options_.suite
   std::vector<std::vector<input_tensor>> drawn_;
   std::vector<std::vector<hidden_input>> hidden_;
   std::vector<std::size_t> calls_;

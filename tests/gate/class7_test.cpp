@@ -130,12 +130,8 @@ TEST_CASE("class 7: a gated callback on the host target gets the host's floor") 
   cg.flops = "flops";
   cg.gate.secret = 8;
   cg.gate.suite = {tessel::distribution::normal, tessel::distribution::sparse};
-  cg.reference = [](const std::vector<std::vector<double>>& in) -> tessel::output_values {
-    std::vector<double> c(96 * 80, 0.0);
-    for (std::size_t i = 0; i < 96; ++i)
-      for (std::size_t t = 0; t < 72; ++t)
-        for (std::size_t j = 0; j < 80; ++j) c[i * 80 + j] += in[0][i * 72 + t] * in[1][t * 80 + j];
-    return {c};
+  cg.reference = [](const std::vector<std::vector<double>>& in) {
+    return tessel::test::reference_product(in, shape);
   };
   tessel::callback_backend b(
       [](const tessel::space&, const tessel::config&, std::span<const tessel::hidden_input> in) {

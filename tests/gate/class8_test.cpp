@@ -31,11 +31,7 @@ tessel::space matmul_space() {
 }
 
 output_values reference(const std::vector<std::vector<double>>& in) {
-  std::vector<double> c(96 * 80, 0.0);
-  for (std::size_t i = 0; i < 96; ++i)
-    for (std::size_t t = 0; t < 72; ++t)
-      for (std::size_t j = 0; j < 80; ++j) c[i * 80 + j] += in[0][i * 72 + t] * in[1][t * 80 + j];
-  return {c};
+  return tessel::test::reference_product(in, shape);
 }
 
 tessel::callback_gate settings(const std::string& output_type = "fp32") {

@@ -82,6 +82,11 @@ class tiled_matmul : public gated_kernel {
 /// Every element of `t` as a float (exact for every input type).
 [[nodiscard]] std::vector<float> floats_of(const hidden_input& t);
 
+/// The fp64 product of row-major A [m, k] and B [k, n] given as values (a
+/// callback_gate's reference).
+[[nodiscard]] output_values reference_product(const std::vector<std::vector<double>>& in,
+                                              const matmul_shape& s);
+
 /// A kernel every class of cheat's cases must still let through.
 struct honest_control {
   std::string_view name;
