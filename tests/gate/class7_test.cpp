@@ -103,6 +103,20 @@ TEST_CASE(
   CHECK(fast.message.find("faster than the roofline bound") != std::string::npos);
 }
 
+TEST_CASE("class 7: honest controls' measured times are above the host's floor") {
+  tessel::gate g(on(tessel::host_peaks()));
+  for (const auto& c : tessel::test::honest_controls(shape)) {
+    CAPTURE(c.name);
+    const counted_spec spec(c.shape);
+    const tiled_matmul k(c.shape, c.f);
+    tessel::measurement m = tessel::measurement::success(measured_s(g, spec, k));
+    CAPTURE(m.objective);
+    CAPTURE(g.time_bound(spec));
+    g.apply(m, spec, k, 2);
+    CHECK(m.ok());
+  }
+}
+
 TEST_CASE("class 7: on a NeuronCore target, FLOPs at TensorE's peak bound the time") {
   const auto trn1 = tessel::peaks_of(tessel::builtin_target("trn1").value()).value();
   tessel::gate g(on(trn1));
