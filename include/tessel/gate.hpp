@@ -383,8 +383,10 @@ class gate {
   /// the probed elements (non-finite values are seen at the probes only).
   /// Its inputs are drawn undisguised: it sees each input's kind and seed
   /// anyway, and the disguise's offsets would only make long reductions
-  /// that feed exp() (SwiGLU's gate) worse conditioned than real data. Its
-  /// verdicts are never re-checked (it is deterministic and trusted).
+  /// that feed exp() (SwiGLU's gate) worse conditioned than real data. It
+  /// is called once per set and once more on the set the calls repeat
+  /// first; its verdicts are never re-checked (it is deterministic and
+  /// trusted).
   [[nodiscard]] verdict check(const gate_spec& spec, const sampled_kernel& executor,
                               std::uint64_t config_key);
 
