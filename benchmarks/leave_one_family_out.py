@@ -16,9 +16,12 @@ its tables').
 
   benchmarks/leave_one_family_out.py [--control auto] RESULT.json [RESULT.json ...]
 
-Results of disjoint seed ranges (--first-seed) merge: a cell's seeds are the
-union of the files' (the same seed read twice: the later file wins). Every
-candidate must have run every seed of every cell used.
+Results of disjoint seed ranges (--first-seed) and of single tables (--spaces)
+merge: a table's seeds are the union of the files' (the same seed read twice:
+the later file wins), and a family is scored on the seeds that every
+candidate ran in every cell of each of its tables. The held-out difference
+over all families is the mean of the families' (each an independent
+estimate: other tables), with a normal 95% interval.
 """
 import argparse
 import json
@@ -81,12 +84,21 @@ def main():
     spaces = sorted(set.intersection(*(set(seeds[c][s]) for c in cells for s in candidates)))
     families = sorted({family(s) for s in spaces})
     members = {f: [s for s in spaces if family(s) == f] for f in families}
-    common = sorted(set.intersection(*(set(seeds[c][s][t]) for c in cells for s in candidates
-                                       for t in spaces)))
+    # A family's seeds: those every candidate ran in every cell of each of its tables.
+    common = {f: sorted(set.intersection(*(set(seeds[c][s][t]) for c in cells for s in candidates
+                                          for t in members[f]))) for f in families}
 
     def per_seed(cell, candidate, fam):
-        """The family's score for each common seed: the mean over its tables."""
-        return [statistics.fmean(seeds[cell][candidate][t][k] for t in members[fam]) for k in common]
+        """The family's score for each of its seeds: the mean over its tables."""
+        return [statistics.fmean(seeds[cell][candidate][t][k] for t in members[fam])
+                for k in common[fam]]
+
+    def difference(cell, candidate, fam):
+        """(mean, variance of the mean) of candidate - control on a family, paired by seed."""
+        diff = [a - b for a, b in zip(per_seed(cell, candidate, fam),
+                                      per_seed(cell, args.control, fam))]
+        var = statistics.variance(diff) / len(diff) if len(diff) > 1 else math.inf
+        return statistics.fmean(diff), var, len(diff)
 
     def score(candidate, fam, cell):
         return statistics.fmean(per_seed(cell, candidate, fam))
@@ -94,39 +106,48 @@ def main():
     def criterion(candidate, among):
         return statistics.fmean(score(candidate, f, c) for f in among for c in cells)
 
-    print(f"candidates ({len(common)} seeds each): " + ", ".join(candidates))
+    print("candidates: " + ", ".join(candidates))
     print(f"control: {args.control}; cells: " + ", ".join(cells))
+    print("seeds per family: " + ", ".join(f"{f} {len(common[f])}" for f in families))
     print(f"\n{'left out':<14}{'cell':<14}{'chosen on the others':<58}{'held out':>9}"
           f"{'control':>9}{'difference [95% interval]':>30}{'outside':>9}")
     held = {c: [] for c in cells}
-    pooled = {c: [0.0] * len(common) for c in cells}  # per seed, summed over folds
+    folds = {c: [] for c in cells}  # each fold's (difference, variance)
     for fam in families:
         others = [f for f in families if f != fam]
         chosen = max(candidates, key=lambda c: criterion(c, others))
         for cell in cells:
-            mine, control = per_seed(cell, chosen, fam), per_seed(cell, args.control, fam)
-            diff = [a - b for a, b in zip(mine, control)]
-            mean, half = interval(diff)
-            held[cell].append(statistics.fmean(mine))
-            pooled[cell] = [p + d / len(families) for p, d in zip(pooled[cell], diff)]
+            mean, var, n = difference(cell, chosen, fam)
+            half = t975(n - 1) * math.sqrt(var) if n > 1 else math.inf
+            held[cell].append(score(chosen, fam, cell))
+            folds[cell].append((mean, var))
             out = statistics.fmean(late[cell][chosen][t] for t in members[fam])
             print(f"{fam:<14}{cell:<14}{chosen:<58}{held[cell][-1]:>9.3f}"
-                  f"{statistics.fmean(control):>9.3f}"
+                  f"{score(args.control, fam, cell):>9.3f}"
                   f"{f'{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]':>30}"
                   + (f"{100 * out:>8.1f}%" if cell.startswith("product") else f"{'':>9}"))
-    print("\nheld out, the mean over families (each family's fold), the spread across folds, and "
-          "the\ndifference from the control pooled over folds (per seed, the mean of the folds'):")
+
+    def pooled(parts):
+        """The mean of independent per-family estimates and its 95% interval (normal)."""
+        mean = statistics.fmean(m for m, _ in parts)
+        half = 1.96 * math.sqrt(sum(v for _, v in parts)) / len(parts)
+        return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+
+    print("\nheld out: the mean over the folds, their spread, and the difference from the "
+          "control\n(the mean of the folds' differences, each family weighing the same):")
     for cell in cells:
-        mean, half = interval(pooled[cell])
         print(f"  {cell:<14} mean {statistics.fmean(held[cell]):.3f}  min {min(held[cell]):.3f}  "
-              f"max {max(held[cell]):.3f}  difference {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
+              f"max {max(held[cell]):.3f}  difference {pooled(folds[cell])}")
+    print(f"\neach table, every candidate's mean score ({', '.join(cells)}):")
+    for t in spaces:
+        for candidate in candidates:
+            print(f"  {t:<26}{candidate:<58}" + "".join(
+                f"{statistics.fmean(seeds[c][candidate][t].values()):>8.3f}" for c in cells))
     print("\nin sample (every family weighing the same), each candidate less the control:")
     for candidate in (c for c in candidates if c != args.control):
         for cell in cells:
-            by_seed = [statistics.fmean(per_seed(cell, candidate, f)[k] - per_seed(cell, args.control, f)[k]
-                                        for f in families) for k in range(len(common))]
-            mean, half = interval(by_seed)
-            print(f"  {candidate:<58}{cell:<14}{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
+            parts = [difference(cell, candidate, f)[:2] for f in families]
+            print(f"  {candidate:<58}{cell:<14}{pooled(parts)}")
 
 if __name__ == "__main__":
     main()
