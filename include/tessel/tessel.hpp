@@ -11,12 +11,14 @@
 #include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/random.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
