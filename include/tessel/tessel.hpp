@@ -21,6 +21,7 @@
 #include <tessel/measurement.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>

@@ -11,6 +11,7 @@
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/random.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 
 #include <fmt/format.h>

@@ -10,6 +10,7 @@
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/ops.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
