@@ -169,7 +169,10 @@ struct bo_options {
   std::size_t rule_test_after = 100;
   /// Phases sized to the study's evaluation budget B, when it has one
   /// (search_context::evaluation_budget: `tessel tune --budget`,
-  /// study_options::budget_hint); a study without one is unaffected.
+  /// study_options::budget_hint); a study without one is unaffected. All
+  /// three default to 0 (off): leaving one kernel family out, at full, half
+  /// and quarter budgets, no setting tried moved the held-out score beyond
+  /// noise (benchmarks/README.md, "Budget-aware phases").
   /// initial_share: the initial design is at most ceil(initial_share * B)
   /// proposals (at least 2), so a short run is not spent on blind picks.
   /// In [0, 1]; 0: initial_samples whatever the budget.
