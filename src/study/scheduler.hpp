@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <string_view>
 #include <vector>
 
 namespace tessel {
@@ -23,8 +22,6 @@ class study::state::scheduler {
   /// The one study_options ask for: utility with a surrogate, fifo without.
   [[nodiscard]] static std::unique_ptr<scheduler> make(const study_options& options);
 
-  /// "fifo" or "utility".
-  [[nodiscard]] virtual std::string_view name() const = 0;
   /// Up to n trials to start, as indices into s.trials, in the order to start
   /// them: taken from s.queue or added from the strategy's proposals, each
   /// with its prediction set. They stay proposed (ask starts them). Empty
@@ -46,7 +43,6 @@ class study::state::scheduler {
 /// cost is not weighed.
 class study::state::fifo_scheduler final : public scheduler {
  public:
-  [[nodiscard]] std::string_view name() const override { return "fifo"; }
   std::vector<std::size_t> select(state& s, std::size_t n) override;
   [[nodiscard]] prediction predict(const state& s, const config& c,
                                    const provenance& source) const override;
@@ -59,7 +55,6 @@ class study::state::fifo_scheduler final : public scheduler {
 /// the prior weighing cost by the same alpha. Needs options.surrogate.
 class study::state::utility_scheduler final : public scheduler {
  public:
-  [[nodiscard]] std::string_view name() const override { return "utility"; }
   std::vector<std::size_t> select(state& s, std::size_t n) override;
   [[nodiscard]] prediction predict(const state& s, const config& c,
                                    const provenance& source) const override;
