@@ -246,8 +246,7 @@ int main(int argc, char** argv) {
   // share of late proposals outside the table. The mode's key is "table" or
   // "product" at fraction 1, "table@0.25" at others.
   std::map<std::string, std::map<std::string, std::map<std::string, double>>> scores, outside;
-  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>>
-      per_seed;
+  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> per_seed;
   std::vector<std::string> cells;  // the mode keys, in print order
   for (const auto& mode_name : mode_names)
     for (const double fraction : fractions)
@@ -283,9 +282,9 @@ int main(int argc, char** argv) {
         const auto cell = fraction == 1 ? mode_name : fmt::format("{}@{:g}", mode_name, fraction);
         const double end_s = fraction * f.budget_s;
         const double limit_s = 1.1 * end_s;  // runs go past the scored range
-        const auto hint = no_budget_hint ? std::size_t{0}
-                                         : static_cast<std::size_t>(
-                                               std::ceil(fraction * budget_evaluations));
+        const auto hint = no_budget_hint
+                              ? std::size_t{0}
+                              : static_cast<std::size_t>(std::ceil(fraction * budget_evaluations));
         for (const auto& strategy : strategy_list) {
           // Seeds run on `jobs` threads; each run charges its own thread's CPU
           // time, so running them side by side changes no score.
@@ -348,7 +347,7 @@ int main(int argc, char** argv) {
         const double sc = scores[mode_name][strategy][name];
         const double out = outside[mode_name][strategy][name];
         row += mode_name.starts_with("table") ? fmt::format("{:>26.3f}", sc)
-                                    : fmt::format("{:>18.3f} [{:>4.1f}%]", sc, 100 * out);
+                                              : fmt::format("{:>18.3f} [{:>4.1f}%]", sc, 100 * out);
         mean += sc;
         mean_outside += out;
       }

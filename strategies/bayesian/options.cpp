@@ -62,8 +62,9 @@ void bo_options::validate() const {
     detail::options_failure(where, "ucb_kappa", "must be finite and >= 0" + detail::got(ucb_kappa));
   at_least(where, "pool_size", pool_size, 1);
   for (const auto& [field, value] :
-       {std::pair{"feasibility_cutoff", feasibility_cutoff}, std::pair{"initial_share", initial_share},
-        std::pair{"explore_runway", explore_runway}, std::pair{"phase_share", phase_share}})
+       {std::pair{"feasibility_cutoff", feasibility_cutoff},
+        std::pair{"initial_share", initial_share}, std::pair{"explore_runway", explore_runway},
+        std::pair{"phase_share", phase_share}})
     if (!(value >= 0 && value <= 1))
       detail::options_failure(where, field, "must be in [0, 1]" + detail::got(value));
 }
