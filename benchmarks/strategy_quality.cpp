@@ -10,7 +10,14 @@
 // recorded values (restrictions unknown), where a proposal outside the table
 // is answered invalid and charged the table's median compile time.
 //
-//   bench_strategy_quality [--data DIR] [--seeds 25] [--strategies a,b] [--mode both] [--json]
+// Budget fractions (issue 32): each run may get a fraction of the table's
+// budget (time and evaluations alike), scored over that shorter range, and
+// the study is told the methodology's evaluation budget for it
+// (study_options::budget_hint, which strategies see as
+// search_context::evaluation_budget), as `tessel tune --budget N` tells it.
+//
+//   bench_strategy_quality [--data DIR] [--seeds 25] [--strategies a,b] [--mode both]
+//                          [--budget-fractions 0.25,0.5,1] [--no-budget-hint] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -30,6 +37,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 
 namespace {
@@ -113,10 +121,11 @@ struct mode {
 
 trajectory run_once(const space& s, const std::shared_ptr<backend>& b,
                     const std::string& strategy_name, std::uint64_t seed, double limit_s,
-                    double outside_cost_s) {
+                    double outside_cost_s, std::size_t budget_hint) {
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
+  o.budget_hint = budget_hint;
   study st(s, b, make_named(strategy_name), o);
   trajectory out;
   double clock = 0;
@@ -154,17 +163,18 @@ double best_at(const trajectory& t, double time, double fallback) {
   return best;
 }
 
-/// README step 5: mean over 1,000 times of (random - strategy) / (random - optimum).
-double score(const std::vector<trajectory>& runs, const frame& f) {
+/// README step 5 for one run: the mean over 1,000 times in [start, end] of
+/// (random - strategy) / (random - optimum). The method's score of a cell
+/// is that of the runs' mean trajectory, which, being linear in it, is the
+/// mean of the runs' scores: so per-seed scores pair candidates by seed.
+double score(const trajectory& run, const frame& f, double end_s) {
   constexpr int points = 1000;
+  const double start_s = std::min(f.start_s, 0.5 * end_s);
   double sum = 0;
   for (int k = 0; k < points; ++k) {
-    const double t = f.start_s + (f.budget_s - f.start_s) * k / (points - 1);
-    double mean = 0;
-    for (const auto& r : runs) mean += best_at(r, t, f.median);
-    mean /= static_cast<double>(runs.size());
+    const double t = start_s + (end_s - start_s) * k / (points - 1);
     const double random = f.random_best(t);
-    sum += random > f.optimum ? (random - mean) / (random - f.optimum) : 0.0;
+    sum += random > f.optimum ? (random - best_at(run, t, f.median)) / (random - f.optimum) : 0.0;
   }
   return sum / points;
 }
@@ -182,6 +192,8 @@ int main(int argc, char** argv) {
   std::string mode_arg = "both";
   int jobs = 1;
   int first_seed = 1;
+  std::string fractions_arg = "1";
+  bool no_budget_hint = false;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and space (the method asks for >= 25)")
       ->capture_default_str()
@@ -201,6 +213,12 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode_arg,
                  "table (restrictions known), product (unknown: every proposal charged) or both")
       ->capture_default_str();
+  app.add_option("--budget-fractions", fractions_arg,
+                 "comma-separated fractions of each table's budget (time and evaluations), each "
+                 "scored over its own range")
+      ->capture_default_str();
+  app.add_flag("--no-budget-hint", no_budget_hint,
+               "do not tell the study its evaluation budget (study_options::budget_hint)");
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -214,9 +232,25 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> mode_names =
       mode_arg == "both" ? std::vector<std::string>{"table", "product"} : bench::split(mode_arg);
+  std::vector<double> fractions;
+  for (const auto& text : bench::split(fractions_arg)) {
+    fractions.push_back(std::stod(text));
+    if (!(fractions.back() > 0 && fractions.back() <= 1)) {
+      std::cerr << "bench_strategy_quality: --budget-fractions: each in (0, 1], not " << text
+                << "\n";
+      return 2;
+    }
+  }
 
-  // mode -> strategy -> space -> score, and the share of late proposals outside the table
+  // fraction -> mode -> strategy -> space -> score (and per seed), and the
+  // share of late proposals outside the table. The mode's key is "table" or
+  // "product" at fraction 1, "table@0.25" at others.
   std::map<std::string, std::map<std::string, std::map<std::string, double>>> scores, outside;
+  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> per_seed;
+  std::vector<std::string> cells;  // the mode keys, in print order
+  for (const auto& mode_name : mode_names)
+    for (const double fraction : fractions)
+      cells.push_back(fraction == 1 ? mode_name : fmt::format("{}@{:g}", mode_name, fraction));
   for (const auto& name : names) {
     const auto path = bench::replay_path(data, name);
     const auto table = replay_table::load(path);
@@ -227,12 +261,14 @@ int main(int argc, char** argv) {
                      compiles.begin() + static_cast<std::ptrdiff_t>(compiles.size() / 2),
                      compiles.end());
     const double compile_s = compiles[compiles.size() / 2];
+    const double budget_evaluations = f.random_needs(0.95);  // the methodology's budget
     if (!json_out)
       std::cerr << fmt::format(
           "{}: {} valid of {} stored of {} combinations, optimum {:.4g} ms, median {:.4g} ms, "
-          "budget {:.1f} s (scored from {:.1f} s), a config outside the table costs {:.3f} s\n",
+          "budget {:.1f} s = {:.0f} evaluations (scored from {:.1f} s), a config outside the "
+          "table costs {:.3f} s\n",
           name, table->valid_count(), table->stored_count(), table->cartesian_size(),
-          f.optimum * 1e3, f.median * 1e3, f.budget_s, f.start_s, compile_s);
+          f.optimum * 1e3, f.median * 1e3, f.budget_s, budget_evaluations, f.start_s, compile_s);
     for (const auto& mode_name : mode_names) {
       if (mode_name != "table" && mode_name != "product")
         throw std::runtime_error("--mode: table, product or both, not " + mode_name);
@@ -242,34 +278,43 @@ int main(int argc, char** argv) {
       const auto s = replay_space(path, m.kind);
       auto b = std::make_shared<replay_backend>(table, replay_options{1, true, false});
       b->prepare(s);
-      const double limit_s = 1.1 * f.budget_s;  // runs go past the scored range
-      for (const auto& strategy : strategy_list) {
-        // Seeds run on `jobs` threads; each run charges its own thread's CPU
-        // time, so running them side by side changes no score.
-        std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
-        bench::for_each_seed(seeds, jobs, [&](int seed) {
-          runs[static_cast<std::size_t>(seed)] =
-              run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed), limit_s,
-                       m.outside_cost_s);
-        });
-        scores[mode_name][strategy][name] = score(runs, f);
-        std::size_t late = 0, late_outside = 0, evaluations = 0;
-        double strategy_s = 0;
-        for (const auto& r : runs) {
-          late += r.late();
-          late_outside += r.late_outside;
-          evaluations += r.evaluations;
-          strategy_s += r.strategy_s;
+      for (const double fraction : fractions) {
+        const auto cell = fraction == 1 ? mode_name : fmt::format("{}@{:g}", mode_name, fraction);
+        const double end_s = fraction * f.budget_s;
+        const double limit_s = 1.1 * end_s;  // runs go past the scored range
+        const auto hint = no_budget_hint
+                              ? std::size_t{0}
+                              : static_cast<std::size_t>(std::ceil(fraction * budget_evaluations));
+        for (const auto& strategy : strategy_list) {
+          // Seeds run on `jobs` threads; each run charges its own thread's CPU
+          // time, so running them side by side changes no score.
+          std::vector<trajectory> runs(static_cast<std::size_t>(seeds));
+          bench::for_each_seed(seeds, jobs, [&](int seed) {
+            runs[static_cast<std::size_t>(seed)] =
+                run_once(s, b, strategy, static_cast<std::uint64_t>(seed + first_seed), limit_s,
+                         m.outside_cost_s, hint);
+          });
+          auto& seed_scores = per_seed[cell][strategy][name];
+          std::size_t late = 0, late_outside = 0, evaluations = 0;
+          double strategy_s = 0;
+          for (const auto& r : runs) {
+            seed_scores.push_back(score(r, f, end_s));
+            late += r.late();
+            late_outside += r.late_outside;
+            evaluations += r.evaluations;
+            strategy_s += r.strategy_s;
+          }
+          scores[cell][strategy][name] =
+              std::accumulate(seed_scores.begin(), seed_scores.end(), 0.0) / seeds;
+          outside[cell][strategy][name] =
+              late ? static_cast<double>(late_outside) / static_cast<double>(late) : 0.0;
+          if (!json_out)
+            std::cerr << fmt::format(
+                "  {:<8} {:<14} score {:.3f}  outside after 50: {:.1f}%  ({:.0f} evaluations, "
+                "strategy CPU {:.1f}% of the budget)\n",
+                cell, strategy, scores[cell][strategy][name], 100 * outside[cell][strategy][name],
+                static_cast<double>(evaluations) / seeds, 100 * strategy_s / (seeds * limit_s));
         }
-        outside[mode_name][strategy][name] =
-            late ? static_cast<double>(late_outside) / static_cast<double>(late) : 0.0;
-        if (!json_out)
-          std::cerr << fmt::format(
-              "  {:<8} {:<14} score {:.3f}  outside after 50: {:.1f}%  ({:.0f} evaluations, "
-              "strategy CPU {:.1f}% of the budget)\n",
-              mode_name, strategy, scores[mode_name][strategy][name],
-              100 * outside[mode_name][strategy][name], static_cast<double>(evaluations) / seeds,
-              100 * strategy_s / (seeds * limit_s));
       }
     }
   }
@@ -279,12 +324,15 @@ int main(int argc, char** argv) {
     out["seeds"] = seeds;
     out["scores"] = scores;
     out["outside_after_50"] = outside;
+    out["per_seed"] = per_seed;
+    out["first_seed"] = first_seed;
+    out["budget_hint"] = !no_budget_hint;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  for (const auto& mode_name : mode_names) {
+  for (const auto& mode_name : cells) {
     std::cout << fmt::format("\nmode {} ({})\n", mode_name,
-                             mode_name == "table"
+                             mode_name.starts_with("table")
                                  ? "restrictions known: the space is the table's configs"
                                  : "restrictions unknown: the Cartesian product, every "
                                    "proposal charged; [late proposals outside the table]");
@@ -298,13 +346,13 @@ int main(int argc, char** argv) {
       for (const auto& name : names) {
         const double sc = scores[mode_name][strategy][name];
         const double out = outside[mode_name][strategy][name];
-        row += mode_name == "table" ? fmt::format("{:>26.3f}", sc)
-                                    : fmt::format("{:>18.3f} [{:>4.1f}%]", sc, 100 * out);
+        row += mode_name.starts_with("table") ? fmt::format("{:>26.3f}", sc)
+                                              : fmt::format("{:>18.3f} [{:>4.1f}%]", sc, 100 * out);
         mean += sc;
         mean_outside += out;
       }
       const auto n = static_cast<double>(names.size());
-      row += mode_name == "table"
+      row += mode_name.starts_with("table")
                  ? fmt::format("{:>8.3f}", mean / n)
                  : fmt::format("{:>8.3f} [{:.1f}%]", mean / n, 100 * mean_outside / n);
       std::cout << row << "\n";

@@ -167,6 +167,24 @@ struct bo_options {
   /// data/bench among 0, 20, 50, 100: benchmarks/README.md, "Rule tests";
   /// earlier tests cost short runs with many failures more than they find).
   std::size_t rule_test_after = 100;
+  /// Phases sized to the study's evaluation budget B, when it has one
+  /// (search_context::evaluation_budget: `tessel tune --budget`,
+  /// study_options::budget_hint); a study without one is unaffected. All
+  /// three default to 0 (off): leaving one kernel family out, at full, half
+  /// and quarter budgets, no setting tried moved the held-out score beyond
+  /// noise (benchmarks/README.md, "Budget-aware phases").
+  /// initial_share: the initial design is at most ceil(initial_share * B)
+  /// proposals (at least 2), so a short run is not spent on blind picks.
+  /// In [0, 1]; 0: initial_samples whatever the budget.
+  double initial_share = 0;
+  /// explore_runway: the turn to UCB (ucb_after) and each rule test happen
+  /// only while at least this share of B is left, as exploring pays only
+  /// when the run can still use what it finds. In [0, 1]; 0: as scheduled.
+  double explore_runway = 0;
+  /// phase_share: the turn to UCB and the first rule test come after at most
+  /// ceil(phase_share * B) trials (ucb_after and rule_test_after are caps).
+  /// In [0, 1]; 0: at ucb_after and rule_test_after.
+  double phase_share = 0;
   void validate() const;
 };
 

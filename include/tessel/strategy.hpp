@@ -41,6 +41,16 @@ class search_context {
     (void)c;
     return 1.0;
   }
+  /// The evaluations the study expects to make in all, finished ones
+  /// included: study_options::budget_hint when set, else the evaluation
+  /// budget of run()'s stop condition (`tessel tune --budget N`); nullopt
+  /// when nothing bounds the count (a time or cost budget, a target, ask/tell
+  /// without a hint). A strategy may size its warm-up and its exploration
+  /// to it (bo_options::initial_share, explore_runway, phase_share); unbounded, it behaves as it
+  /// always did.
+  [[nodiscard]] virtual std::optional<std::size_t> evaluation_budget() const {
+    return std::nullopt;
+  }
 };
 
 class strategy {

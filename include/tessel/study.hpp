@@ -195,6 +195,9 @@ struct study_options {
   /// with both, whichever is more used up. 0 and 0: the fraction of run()'s
   /// stop condition spent (stop_condition::spent: evaluations, wall or cost
   /// seconds); alpha stays at start when nothing bounds the budget.
+  /// budget_hint is also the evaluation budget strategies see
+  /// (search_context::evaluation_budget), which `bo` sizes its warm-up and
+  /// exploration to.
   std::size_t budget_hint = 0;
   double cost_budget_hint_s = 0;
   /// Stop when the best expected gain left in the pool falls below this

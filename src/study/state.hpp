@@ -29,6 +29,11 @@ struct study::state final : search_context {
     return best_index ? &trials[*best_index] : nullptr;
   }
   [[nodiscard]] std::size_t finished() const override { return progress_.evaluations; }
+  /// budget_hint, else run()'s evaluation budget (run_budget).
+  [[nodiscard]] std::optional<std::size_t> evaluation_budget() const override {
+    if (options_.budget_hint > 0) return options_.budget_hint;
+    return run_budget;
+  }
 
   /// Seconds since the study was made.
   [[nodiscard]] double now() const;
@@ -88,6 +93,10 @@ struct study::state final : search_context {
   /// The fraction of run()'s budget spent (stop_condition::spent), while
   /// run() is going; nullopt outside run() or for an unbounded condition.
   std::optional<double> run_spent;
+  /// The evaluations run()'s stop condition allows in all (finished ones
+  /// included), while run() is going; nullopt outside run() or when the
+  /// condition bounds no count.
+  std::optional<std::size_t> run_budget;
   bool negligible = false;  ///< the early-stop test fired
   std::optional<std::size_t> best_index;
   progress progress_;

@@ -377,8 +377,10 @@ summary study::run(const stop_condition& until) {
           stopping = stop::condition;
           break;
         }
-        if (const auto left = until.evaluations_left(p); left && *left <= flight.size()) break;
+        const auto left = until.evaluations_left(p);
+        if (left && *left <= flight.size()) break;
         s.run_spent = until.spent(p);
+        s.run_budget = left ? std::optional(p.evaluations + *left) : std::nullopt;
         if (s.options_.verify_reported) verify(1);
         const auto batch = ask(1);
         if (batch.empty()) {
@@ -419,6 +421,7 @@ summary study::run(const stop_condition& until) {
   s.run_wall_s = wall_before + seconds_since(started);
   s.run_started.reset();
   s.run_spent.reset();
+  s.run_budget.reset();
   if (to_rethrow) std::rethrow_exception(to_rethrow);
   if (stopping == stop::condition) {
     s.last_reason = until.kind(progress_now());

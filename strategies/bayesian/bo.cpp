@@ -86,8 +86,8 @@ class bo_search final : public strategy {
     pending_.clear();
     observed_ = 0;
     rule_tests_.clear();
-    next_rule_test_ = options_.rule_test_after;
-    rule_test_gap_ = options_.rule_test_after;
+    tests_made_ = 0;
+    phases_ = phases_for(std::nullopt);
   }
 
   std::vector<config> propose(std::size_t n, const search_context& context) override;
@@ -125,7 +125,7 @@ class bo_search final : public strategy {
   /// Whether the acquisition is UCB now: chosen, or log EI past ucb_after trials.
   [[nodiscard]] bool ucb_now() const {
     return options_.acquisition == acquisition_kind::ucb ||
-           (options_.acquisition == acquisition_kind::log_ei && observed_ >= options_.ucb_after);
+           (options_.acquisition == acquisition_kind::log_ei && observed_ >= phases_.ucb_after);
   }
   [[nodiscard]] double lie(const Eigen::VectorXd& features) const;
   /// P(feasible) of pool member `i` from the feasibility GP, capped by the
@@ -135,13 +135,27 @@ class bo_search final : public strategy {
                            : std::min(p_feasible, model_->rule_p_feasible(p.configs[i]));
   }
   /// Whether this pick ignores the rules: some rule is held, and the trial
-  /// count has reached the next test's (rule_test_after, then each test
-  /// doubles the gap to the next).
+  /// count has reached the next test's (the first test's, then each test
+  /// doubles the gap to the next) and not the last's.
   [[nodiscard]] bool rule_test_due() const {
     const auto* rules = model_->rules();
-    return options_.rule_test_after != 0 && rules && !rules->rules().empty() &&
-           observed_ >= next_rule_test_;
+    return phases_.first_rule_test != 0 && rules && !rules->rules().empty() &&
+           observed_ >= next_rule_test() && observed_ <= phases_.last_rule_test;
   }
+  [[nodiscard]] std::size_t next_rule_test() const {
+    return tests_made_ == 0 ? phases_.first_rule_test : next_rule_test_;
+  }
+
+  /// Where the run's phases fall: bo_options' trial counts, or, for a study
+  /// with an evaluation budget, those sized to it (initial_share,
+  /// explore_runway, phase_share).
+  struct phases {
+    std::size_t initial = 0;          ///< uniform proposals before the model
+    std::size_t ucb_after = 0;        ///< log EI turns to UCB here (size_t max: never)
+    std::size_t first_rule_test = 0;  ///< 0: never
+    std::size_t last_rule_test = 0;   ///< no test begins past this trial count
+  };
+  [[nodiscard]] phases phases_for(std::optional<std::size_t> budget) const;
 
   bo_options options_;
   rng random_;
@@ -149,7 +163,9 @@ class bo_search final : public strategy {
   std::vector<std::pair<std::uint64_t, config>> pending_;  ///< own proposals, unobserved
   std::size_t observed_ = 0;
   double cutoff_ = 0;               ///< P(feasible) below which a candidate is a last resort
-  std::size_t next_rule_test_ = 0;  ///< trial count from which the next test is due
+  phases phases_;                   ///< for the budget of the current propose()
+  std::size_t tests_made_ = 0;      ///< rule tests proposed so far
+  std::size_t next_rule_test_ = 0;  ///< after the first: trial count from which the next is due
   std::size_t rule_test_gap_ = 0;   ///< trials until the one after it
   std::unordered_set<std::uint64_t> rule_tests_;  ///< own rule tests, unobserved
 };
@@ -159,13 +175,14 @@ class bo_search final : public strategy {
 /// nothing fresh (a nearly exhausted space).
 std::vector<config> bo_search::propose(std::size_t n, const search_context& context) {
   if (!model_) start(context.space(), 0);
+  phases_ = phases_for(context.evaluation_budget());
   detail::batch b(context, n);
   const std::size_t seen = observed_ + pending_.size();
   std::size_t uniform = 0;
   if (model_->ok_count() < 2)
     uniform = n;
-  else if (seen < options_.initial_samples)
-    uniform = std::min(n, options_.initial_samples - seen);
+  else if (seen < phases_.initial)
+    uniform = std::min(n, phases_.initial - seen);
   fill_initial(b, uniform);
   if (!b.full()) propose_from_model(b);
   if (!b.full()) detail::fill_uniform(b, n - b.size(), random_, sample_attempts);
@@ -176,6 +193,28 @@ std::vector<config> bo_search::propose(std::size_t n, const search_context& cont
   if (pending_.size() > max_pending)
     pending_.erase(pending_.begin(), pending_.end() - static_cast<std::ptrdiff_t>(max_pending));
   return out;
+}
+
+bo_search::phases bo_search::phases_for(std::optional<std::size_t> budget) const {
+  constexpr auto never = std::numeric_limits<std::size_t>::max();
+  phases p{options_.initial_samples, options_.ucb_after, options_.rule_test_after, never};
+  if (!budget) return p;
+  const auto share = [&](double fraction) {
+    return static_cast<std::size_t>(std::ceil(fraction * static_cast<double>(*budget)));
+  };
+  if (options_.initial_share > 0)
+    p.initial = std::min(p.initial, std::max<std::size_t>(2, share(options_.initial_share)));
+  if (options_.phase_share > 0) {
+    p.ucb_after = std::min(p.ucb_after, share(options_.phase_share));
+    if (p.first_rule_test != 0)
+      p.first_rule_test = std::min(p.first_rule_test, share(options_.phase_share));
+  }
+  if (options_.explore_runway > 0) {
+    const auto last = *budget - std::min(*budget, share(options_.explore_runway));
+    if (p.ucb_after > last) p.ucb_after = never;
+    p.last_rule_test = last;
+  }
+  return p;
 }
 
 /// `n` initial samples: uniform, or while the study weighs cost, each the
@@ -199,7 +238,7 @@ void bo_search::propose_from_model(detail::batch& b) {
     // A pick the rules would not have capped tests nothing: the test stays due.
     if (p.testing_rules && pick && model_->rule_p_feasible(p.configs[*pick]) < 1) {
       rule_tests_.insert(p.keys[*pick]);
-      rule_test_gap_ *= 2;
+      rule_test_gap_ = 2 * (tests_made_++ == 0 ? phases_.first_rule_test : rule_test_gap_);
       next_rule_test_ = observed_ + rule_test_gap_;
     }
     if (!pick) break;

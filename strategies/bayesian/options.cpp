@@ -61,9 +61,12 @@ void bo_options::validate() const {
   if (!(ucb_kappa >= 0) || !std::isfinite(ucb_kappa))
     detail::options_failure(where, "ucb_kappa", "must be finite and >= 0" + detail::got(ucb_kappa));
   at_least(where, "pool_size", pool_size, 1);
-  if (!(feasibility_cutoff >= 0 && feasibility_cutoff <= 1))
-    detail::options_failure(where, "feasibility_cutoff",
-                            "must be in [0, 1]" + detail::got(feasibility_cutoff));
+  for (const auto& [field, value] :
+       {std::pair{"feasibility_cutoff", feasibility_cutoff},
+        std::pair{"initial_share", initial_share}, std::pair{"explore_runway", explore_runway},
+        std::pair{"phase_share", phase_share}})
+    if (!(value >= 0 && value <= 1))
+      detail::options_failure(where, field, "must be in [0, 1]" + detail::got(value));
 }
 
 void cost_model_options::validate() const {

@@ -491,6 +491,29 @@ TEST_CASE("bo's ucb_after keeps log EI's proposals up to that trial count, then 
         run({.acquisition = acquisition_kind::thompson}));
 }
 
+TEST_CASE("bo's phases sized to the study's evaluation budget are those counts given outright") {
+  const auto s = bowl_space();
+  const auto run = [&](bo_options o, std::optional<std::size_t> budget) {
+    auto st = make_bo_strategy(o);
+    return drive(*st, s, bowl, 40, 1, 6, std::nullopt, {},
+                 [&](fake_context& c) { c.budget = budget; })
+        .proposals;
+  };
+  const auto never = std::numeric_limits<std::size_t>::max();
+  const bo_options shares{.ucb_kappa = 1.5, .initial_share = 0.1, .phase_share = 0.5};
+  // Unbounded: the shares change nothing.
+  CHECK(run(shares, std::nullopt) == run({.ucb_kappa = 1.5}, std::nullopt));
+  // Budget 30: ceil(0.1 * 30) = 3 initial samples, the turn to UCB at 15.
+  CHECK(run(shares, 30) == run({.initial_samples = 3, .ucb_kappa = 1.5, .ucb_after = 15}, {}));
+  // Budget 10: the initial design keeps its floor of 2; the turn at 5.
+  CHECK(run(shares, 10) == run({.initial_samples = 2, .ucb_kappa = 1.5, .ucb_after = 5}, {}));
+  // explore_runway 0.75 of 60: no turn past trial 15, so a turn due at 25 never comes.
+  const bo_options runway{.ucb_kappa = 1.5, .ucb_after = 25, .explore_runway = 0.75};
+  CHECK(run(runway, 60) == run({.ucb_kappa = 1.5, .ucb_after = never}, {}));
+  CHECK(run(runway, 200) == run({.ucb_kappa = 1.5, .ucb_after = 25}, {}));
+  CHECK(run(runway, 200) != run({.ucb_kappa = 1.5, .ucb_after = never}, {}));
+}
+
 TEST_CASE("the GP surrogate scores candidates in objective units") {
   const auto s = bowl_space();
   auto sur = make_gp_surrogate(s);

@@ -31,10 +31,13 @@ class fake_context final : public search_context {
   [[nodiscard]] double predicted_cost(const config& c) const override {
     return seconds ? seconds(space_, c) : 1.0;
   }
+  [[nodiscard]] std::optional<std::size_t> evaluation_budget() const override { return budget; }
 
   /// What the study would say of cost (0 and null: it does not weigh cost).
   double alpha = 0;
   std::function<double(const tessel::space&, const config&)> seconds;
+  /// The study's evaluation budget (nullopt: unbounded).
+  std::optional<std::size_t> budget;
 
   void mark_known(std::uint64_t key) { known_.insert(key); }
   void finish(const trial& t);

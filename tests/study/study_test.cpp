@@ -49,6 +49,20 @@ class in_order final : public strategy {
   std::vector<std::size_t> told_when_proposed;  ///< results known at each proposal
 };
 
+/// in_order that records the evaluation budget each propose() saw.
+class budget_spy final : public strategy {
+ public:
+  std::string name() const override { return "budget_spy"; }
+  void start(const space& s, std::uint64_t seed) override { inner.start(s, seed); }
+  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
+    seen.push_back(ctx.evaluation_budget());
+    return inner.propose(n, ctx);
+  }
+  void observe(const trial& t) override { inner.observe(t); }
+  in_order inner;
+  std::vector<std::optional<std::size_t>> seen;
+};
+
 /// objective = (a - 3)^2 + (b - 3)^2 + 1; sleeps a varying time when asked,
 /// so parallel completion order differs from proposal order.
 class bowl final : public backend {
@@ -188,6 +202,35 @@ TEST_CASE("ask/tell, enqueue dedupe and errors") {
   CHECK(st.current_summary().by_status.at(status::compile_error) == 1);
   // Never proposes what is known: the next ask skips all three.
   for (const auto& sug : st.ask(10)) CHECK(sug.trial_id > 3);
+}
+
+TEST_CASE("strategies see the evaluation budget: budget_hint, else run()'s stop condition") {
+  const auto seen = [](std::size_t hint, const std::function<void(study&)>& drive) {
+    auto spy = std::make_unique<budget_spy>();
+    auto* watch = spy.get();
+    study::options o;
+    o.evaluate_baseline = false;
+    o.budget_hint = hint;
+    study st(small_space(), std::make_shared<bowl>(), std::move(spy), o);
+    drive(st);
+    return watch->seen;
+  };
+  using seen_t = std::vector<std::optional<std::size_t>>;
+  const auto run = [](auto until) { return [until](study& st) { st.run(until); }; };
+  CHECK(seen(0, run(stop::evaluations(3))) == seen_t{3, 3, 3});
+  // Finished trials count: a second run() of 2 more is a budget of 5.
+  CHECK(seen(0, [](study& st) {
+          st.run(stop::evaluations(3));
+          st.run(stop::evaluations(5));
+        }) == seen_t{3, 3, 3, 5, 5});
+  CHECK(seen(0, run(stop::evaluations(4) || stop::wall_seconds(60))) == seen_t{4, 4, 4, 4});
+  CHECK(seen(0, run(stop::wall_seconds(60) && stop::evaluations(2))).front() == std::nullopt);
+  CHECK(seen(7, run(stop::evaluations(2))) == seen_t{7, 7});
+  const auto ask_tell = [](study& st) {
+    for (const auto& s : st.ask(2)) st.tell(s.trial_id, measurement::success(1.0));
+  };
+  CHECK(seen(0, ask_tell) == seen_t{std::nullopt});
+  CHECK(seen(9, ask_tell) == seen_t{9});
 }
 
 TEST_CASE("backend exceptions are recorded as runtime_error, or rethrown on request") {
