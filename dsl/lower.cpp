@@ -1,6 +1,6 @@
 #include "lower.hpp"
 
-#include "suggest.hpp"
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
 #include <array>
