@@ -17,6 +17,7 @@
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/hash.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
 #include <tessel/roofline.hpp>

@@ -3,6 +3,7 @@
 #include "space/impl.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/hash.hpp>
 #include <tessel/space.hpp>
 
 #include <algorithm>
@@ -346,15 +347,12 @@ std::optional<config> space::default_config() const {
 }
 
 std::uint64_t space::key(const config& c) const {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&](std::string_view text) {
-    for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ULL;
-  };
+  std::uint64_t h = fnv1a_offset_basis;
   for (std::size_t p = 0; p < size() && p < c.size(); ++p) {
-    mix(parameters()[p].name);
-    mix("=");
-    mix(parameters()[p].dom.label(c[p]));
-    mix(";");
+    h = fnv1a(parameters()[p].name, h);
+    h = fnv1a("=", h);
+    h = fnv1a(parameters()[p].dom.label(c[p]), h);
+    h = fnv1a(";", h);
   }
   return h;
 }
