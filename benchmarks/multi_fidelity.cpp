@@ -47,6 +47,7 @@
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/fidelity.hpp>
+#include <tessel/hash.hpp>
 #include <tessel/random.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/strategies.hpp>
@@ -88,24 +89,17 @@ struct pair_problem {
   double kendall = 0;
 };
 
-std::uint64_t splitmix64(std::uint64_t& x) {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 /// A standard normal draw fixed by `key` (Box-Muller on two splitmix64 words).
 double std_normal(std::uint64_t key) {
   std::uint64_t state = key;
-  const auto u1 = (static_cast<double>(splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
-  const auto u2 = (static_cast<double>(splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
+  const auto u1 = (static_cast<double>(tessel::splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
+  const auto u2 = (static_cast<double>(tessel::splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 std::uint64_t values_hash(const std::vector<std::uint32_t>& values, std::uint64_t seed) {
-  std::uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-  for (auto v : values) h = (h ^ v) * 0x100000001b3ULL;
+  std::uint64_t h = tessel::fnv1a_offset_basis ^ seed;
+  for (auto v : values) h = tessel::fnv1a_step(h, v);
   return h;
 }
 

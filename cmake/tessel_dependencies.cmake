@@ -1,8 +1,8 @@
 # The design's dependencies, all from Debian packages (scripts/setup installs them).
 # Public ones are re-found by tesselConfig.cmake; private ones stay inside compiled sources.
-find_package(Boost 1.74 REQUIRED)                  # Spirit X3 (header-only), private to dsl/
+find_package(Boost 1.74 REQUIRED)                  # header-only: Spirit X3 (dsl/), Math (normal cdf)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)        # private to strategies/bayesian
-find_package(NLopt REQUIRED)                       # private to strategies/bayesian
+find_package(NLopt REQUIRED)                       # private: strategies/bayesian, sim calibration
 find_package(TBB REQUIRED)                         # private to the scheduler
 find_package(range-v3 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)

@@ -2,7 +2,11 @@
 // builds it. Nodes that diagnostics point at derive from x3::position_tagged;
 // `source_map::span_of` turns their ids into byte offsets of the text.
 // The tree is purely syntactic: names are unresolved, domains unevaluated.
+// Operators are the core's (tessel::expr_op): the checker (lower.cpp) turns
+// this tree into a tessel::expr, the one representation of an expression.
 #pragma once
+
+#include <tessel/expr.hpp>
 
 #include <boost/spirit/home/x3/support/ast/position_tagged.hpp>
 #include <boost/spirit/home/x3/support/ast/variant.hpp>
@@ -15,25 +19,6 @@
 namespace tessel::dsl::ast {
 
 namespace x3 = boost::spirit::x3;
-
-enum class unary_op : std::uint8_t { negate, logical_not };
-
-enum class binary_op : std::uint8_t {
-  add,
-  subtract,
-  multiply,
-  divide,
-  modulo,
-  equal,
-  not_equal,
-  less,
-  less_equal,
-  greater,
-  greater_equal,
-  logical_and,
-  logical_or,
-  in,  ///< right operand is a set_literal
-};
 
 struct nil {};
 struct unary;
@@ -68,8 +53,9 @@ struct operand : x3::variant<nil, integer_literal, bool_literal, target_field, i
 };
 
 /// One `op rhs` step of a left-associative chain; tagged at the operator.
+/// `op` is a binary expr_op; for in_set, `rhs` is a set_literal.
 struct operation : x3::position_tagged {
-  binary_op op = binary_op::add;
+  expr_op op = expr_op::add;
   operand rhs;
 };
 
@@ -79,8 +65,9 @@ struct expression : x3::position_tagged {
   std::vector<operation> rest;
 };
 
+/// `-x` (expr_op::negate) or `not x` (expr_op::logical_not).
 struct unary : x3::position_tagged {
-  unary_op op = unary_op::negate;
+  expr_op op = expr_op::negate;
   operand rhs;
 };
 

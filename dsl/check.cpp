@@ -1,7 +1,6 @@
 #include "check.hpp"
 
 #include "domain.hpp"
-#include "fold.hpp"
 #include "scope.hpp"
 
 #include <algorithm>
@@ -202,7 +201,7 @@ void space_checker::operator()(const ast::require_stmt& node) {
   }
   if (auto g = guard()) {
     condition =
-        make_folded(expr_op::logical_or, {make_folded(expr_op::logical_not, {g}), condition});
+        fold(make_op(expr_op::logical_or, {fold(make_op(expr_op::logical_not, {g})), condition}));
   }
   def_.constraints.push_back({condition, text, node.message.value_or(""), line_of(node)});
 }
@@ -211,7 +210,7 @@ void space_checker::operator()(const x3::forward_ast<ast::when_block>& node) {
   const auto& block = node.get();
   expr condition = lower_.condition(block.condition, "a 'when' condition");
   if (!condition) condition = make_literal(1, value_type::boolean);  // errors already reported
-  if (auto g = guard()) condition = make_folded(expr_op::logical_and, {g, condition});
+  if (auto g = guard()) condition = fold(make_op(expr_op::logical_and, {g, condition}));
   scope_.open_when();
   conditions_.push_back(condition);
   body(block.body);

@@ -33,8 +33,6 @@ namespace tessel::dsl {
 namespace grammar {
 
 namespace x3 = boost::spirit::x3;
-using ast::binary_op;
-using ast::unary_op;
 using iterator = const char*;
 using position_cache = x3::position_cache<std::vector<iterator>>;
 
@@ -69,22 +67,17 @@ const auto skipper = x3::rule<class skipper_id>{"whitespace"} =
 const auto string_literal = x3::rule<class string_id, std::string>{"string"} =
     x3::lexeme['"' >> *(x3::char_ - '"' - x3::eol) > '"'];
 
-struct compare_ops_ : x3::symbols<binary_op> {
-  compare_ops_() {
-    add("==", binary_op::equal)("!=", binary_op::not_equal)("<", binary_op::less);
-    add("<=", binary_op::less_equal)(">", binary_op::greater)(">=", binary_op::greater_equal);
+/// The operators of one precedence level, spelt as tessel::to_string does.
+struct operator_symbols : x3::symbols<expr_op> {
+  operator_symbols(std::initializer_list<expr_op> ops) {
+    for (const auto op : ops) add(std::string(to_string(op)), op);
   }
-} const compare_ops;
+};
 
-struct additive_ops_ : x3::symbols<binary_op> {
-  additive_ops_() { add("+", binary_op::add)("-", binary_op::subtract); }
-} const additive_ops;
-
-struct multiplicative_ops_ : x3::symbols<binary_op> {
-  multiplicative_ops_() {
-    add("*", binary_op::multiply)("/", binary_op::divide)("%", binary_op::modulo);
-  }
-} const multiplicative_ops;
+const operator_symbols compare_ops{expr_op::equal,      expr_op::not_equal, expr_op::less,
+                                   expr_op::less_equal, expr_op::greater,   expr_op::greater_equal};
+const operator_symbols additive_ops{expr_op::add, expr_op::subtract};
+const operator_symbols multiplicative_ops{expr_op::multiply, expr_op::divide, expr_op::modulo};
 
 // --- semantic actions for one-field nodes --------------------------------------
 // X3 does not run on_success for a rule whose body is an action, so each such
@@ -183,20 +176,20 @@ const auto set_literal_action_def = ('{' > -(expression % ',') > '}')[set_elemen
 const auto set_literal_def = set_literal_action;
 const auto primary_def = integer | boolean | target_field | call | index | identifier |
                          ('(' > expression > ')') | set_literal;
-const auto negation_def = x3::lit('-') >> x3::attr(unary_op::negate) > unary_expr;
+const auto negation_def = x3::lit('-') >> x3::attr(expr_op::negate) > unary_expr;
 const auto unary_expr_def = negation | primary;
 const auto multiplicative_step_def = multiplicative_ops > unary_expr;
 const auto multiplicative_def = unary_expr >> *multiplicative_step;
 const auto additive_step_def = additive_ops > multiplicative;
 const auto additive_def = multiplicative >> *additive_step;
 const auto compare_step_def = compare_ops > additive;
-const auto in_step_def = kw("in") >> x3::attr(binary_op::in) > set_literal;
+const auto in_step_def = kw("in") >> x3::attr(expr_op::in_set) > set_literal;
 const auto comparison_def = additive >> *(compare_step | in_step);
-const auto not_op_def = kw("not") >> x3::attr(unary_op::logical_not) > not_expr;
+const auto not_op_def = kw("not") >> x3::attr(expr_op::logical_not) > not_expr;
 const auto not_expr_def = not_op | comparison;
-const auto and_step_def = kw("and") >> x3::attr(binary_op::logical_and) > not_expr;
+const auto and_step_def = kw("and") >> x3::attr(expr_op::logical_and) > not_expr;
 const auto and_expr_def = not_expr >> *and_step;
-const auto or_step_def = kw("or") >> x3::attr(binary_op::logical_or) > and_expr;
+const auto or_step_def = kw("or") >> x3::attr(expr_op::logical_or) > and_expr;
 const auto expression_def = and_expr >> *or_step;
 
 BOOST_SPIRIT_DEFINE(identifier_action, integer_action, boolean_action, target_field_action,

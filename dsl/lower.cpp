@@ -1,7 +1,5 @@
 #include "lower.hpp"
 
-#include "fold.hpp"
-
 #include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
@@ -14,74 +12,37 @@ namespace {
 
 namespace x3 = boost::spirit::x3;
 
-const char* op_text(ast::binary_op op) {
-  using ast::binary_op;
-  switch (op) {
-    case binary_op::add: return "+";
-    case binary_op::subtract: return "-";
-    case binary_op::multiply: return "*";
-    case binary_op::divide: return "/";
-    case binary_op::modulo: return "%";
-    case binary_op::equal: return "==";
-    case binary_op::not_equal: return "!=";
-    case binary_op::less: return "<";
-    case binary_op::less_equal: return "<=";
-    case binary_op::greater: return ">";
-    case binary_op::greater_equal: return ">=";
-    case binary_op::logical_and: return "and";
-    case binary_op::logical_or: return "or";
-    case binary_op::in: return "in";
-  }
-  return "?";
-}
-
-expr_op to_expr_op(ast::binary_op op) {
-  using ast::binary_op;
-  switch (op) {
-    case binary_op::add: return expr_op::add;
-    case binary_op::subtract: return expr_op::subtract;
-    case binary_op::multiply: return expr_op::multiply;
-    case binary_op::divide: return expr_op::divide;
-    case binary_op::modulo: return expr_op::modulo;
-    case binary_op::equal: return expr_op::equal;
-    case binary_op::not_equal: return expr_op::not_equal;
-    case binary_op::less: return expr_op::less;
-    case binary_op::less_equal: return expr_op::less_equal;
-    case binary_op::greater: return expr_op::greater;
-    case binary_op::greater_equal: return expr_op::greater_equal;
-    case binary_op::logical_and: return expr_op::logical_and;
-    case binary_op::logical_or: return expr_op::logical_or;
-    case binary_op::in: return expr_op::in_set;
-  }
-  return expr_op::literal;
-}
+/// The operator as written, quoted: "'+'".
+std::string quoted(expr_op op) { return "'" + std::string(to_string(op)) + "'"; }
 
 bool is_literal(const expr& e) { return e && e->op == expr_op::literal; }
 
+/// A function call's operator and how many arguments the call takes (pos
+/// and before take the permutation and element names).
 struct function_info {
-  std::string_view name;
   expr_op op;
   std::size_t min_args;
   std::size_t max_args;
+  [[nodiscard]] std::string_view name() const { return to_string(op); }
 };
 
 constexpr std::size_t any_number = 1000;
 
 constexpr std::array<function_info, 8> functions = {{
-    {"min", expr_op::min, 2, any_number},
-    {"max", expr_op::max, 2, any_number},
-    {"ceil_div", expr_op::ceil_div, 2, 2},
-    {"log2", expr_op::log2, 1, 1},
-    {"pow2", expr_op::pow2, 1, 1},
-    {"is_pow2", expr_op::is_pow2, 1, 1},
-    {"pos", expr_op::position, 2, 2},
-    {"before", expr_op::before, 3, 3},
+    {expr_op::min, 2, any_number},
+    {expr_op::max, 2, any_number},
+    {expr_op::ceil_div, 2, 2},
+    {expr_op::log2, 1, 1},
+    {expr_op::pow2, 1, 1},
+    {expr_op::is_pow2, 1, 1},
+    {expr_op::position, 2, 2},
+    {expr_op::before, 3, 3},
 }};
 
 std::vector<std::string> function_names() {
   std::vector<std::string> names;
   names.reserve(functions.size());
-  for (const auto& f : functions) names.emplace_back(f.name);
+  for (const auto& f : functions) names.emplace_back(f.name());
   return names;
 }
 
@@ -237,10 +198,10 @@ expr lowerer::operator()(const ast::identifier& node) {
 expr lowerer::operator()(const ast::unary& node) {
   expr arg = operand(node.rhs);
   if (!arg) return nullptr;
-  bool negate = node.op == ast::unary_op::negate;
+  bool negate = node.op == expr_op::negate;
   auto type = negate ? value_type::integer : value_type::boolean;
   if (!expect(arg, type, node.rhs, negate ? "unary '-'" : "'not'")) return nullptr;
-  return build(negate ? expr_op::negate : expr_op::logical_not, {arg}, tree_.offset_of(node));
+  return build(node.op, {arg}, tree_.offset_of(node));
 }
 
 expr lowerer::operator()(const ast::set_literal& node) {
@@ -251,7 +212,7 @@ expr lowerer::operator()(const ast::set_literal& node) {
 expr lowerer::operator()(const ast::call& node) {
   const auto& name = node.function.name;
   auto it = std::find_if(functions.begin(), functions.end(),
-                         [&](const auto& f) { return f.name == name; });
+                         [&](const auto& f) { return f.name() == name; });
   if (it == functions.end()) {
     out_.error(tree_.offset_of(node.function), "unknown function '" + name + "'",
                did_you_mean(name, function_names()));
@@ -345,11 +306,10 @@ expr lowerer::operator()(const ast::index& node) {
 }
 
 expr lowerer::step(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
-  using ast::binary_op;
   switch (op.op) {
-    case binary_op::in: return membership(lhs, lhs_node, op);
-    case binary_op::equal:
-    case binary_op::not_equal: return comparison(lhs, lhs_node, op);
+    case expr_op::in_set: return membership(lhs, lhs_node, op);
+    case expr_op::equal:
+    case expr_op::not_equal: return comparison(lhs, lhs_node, op);
     default: return arithmetic(lhs, lhs_node, op);
   }
 }
@@ -357,25 +317,24 @@ expr lowerer::step(const expr& lhs, const ast::operand& lhs_node, const ast::ope
 expr lowerer::arithmetic(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   expr rhs = operand(op.rhs);
   if (!rhs) return nullptr;
-  bool logical = op.op == ast::binary_op::logical_and || op.op == ast::binary_op::logical_or;
+  bool logical = op.op == expr_op::logical_and || op.op == expr_op::logical_or;
   auto type = logical ? value_type::boolean : value_type::integer;
-  auto what = std::string("'") + op_text(op.op) + "'";
+  auto what = quoted(op.op);
   bool ok = expect(lhs, type, lhs_node, what);
   ok = expect(rhs, type, op.rhs, what) && ok;
   if (!ok) return nullptr;
-  bool divides = op.op == ast::binary_op::divide || op.op == ast::binary_op::modulo;
+  bool divides = op.op == expr_op::divide || op.op == expr_op::modulo;
   if (divides && is_literal(rhs) && rhs->value == 0) {
-    out_.error(tree_.offset_of(op),
-               std::string("division by zero: '") + op_text(op.op) + "' by 0 always fails");
+    out_.error(tree_.offset_of(op), "division by zero: " + quoted(op.op) + " by 0 always fails");
     return nullptr;
   }
-  return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
+  return build(op.op, {lhs, rhs}, tree_.offset_of(op));
 }
 
 expr lowerer::comparison(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
   expr rhs = operand(op.rhs);
   if (!rhs) return nullptr;
-  auto what = std::string("'") + op_text(op.op) + "'";
+  auto what = quoted(op.op);
   if (lhs->type == value_type::permutation || rhs->type == value_type::permutation) {
     bool left = lhs->type == value_type::permutation;
     expect(left ? lhs : rhs, value_type::integer, left ? lhs_node : op.rhs, what);
@@ -388,7 +347,7 @@ expr lowerer::comparison(const expr& lhs, const ast::operand& lhs_node, const as
   }
   check_symbol_value(lhs, rhs, span_of(tree_, op.rhs).begin);
   check_symbol_value(rhs, lhs, span_of(tree_, lhs_node).begin);
-  return build(to_expr_op(op.op), {lhs, rhs}, tree_.offset_of(op));
+  return build(op.op, {lhs, rhs}, tree_.offset_of(op));
 }
 
 expr lowerer::membership(const expr& lhs, const ast::operand& lhs_node, const ast::operation& op) {
@@ -415,25 +374,19 @@ expr lowerer::membership(const expr& lhs, const ast::operand& lhs_node, const as
     }
   }
   if (!ok) return nullptr;
-  if (is_literal(lhs)) {
-    bool found = std::find(members.begin(), members.end(), lhs->value) != members.end();
-    return make_literal(found ? 1 : 0, value_type::boolean);
-  }
-  return make_in_set(lhs, std::move(members));
+  return fold(make_in_set(lhs, std::move(members)));
 }
 
 expr lowerer::build(expr_op op, std::vector<expr> args, std::size_t at) {
-  bool constant = std::all_of(args.begin(), args.end(), is_literal);
-  if (!constant) return make_op(op, std::move(args));
-  std::vector<std::int64_t> values;
-  values.reserve(args.size());
-  for (const auto& arg : args) values.push_back(arg->value);
-  auto result = fold(op, values);
-  if (result.status != fold_status::ok) {
-    out_.error(at, std::string(describe(result.status)) + " in a constant expression");
+  const bool constant = std::all_of(args.begin(), args.end(), is_literal);
+  expr e = make_op(op, std::move(args));
+  if (!constant) return e;
+  const auto result = evaluate(e);
+  if (!result.ok()) {
+    out_.error(at, std::string(to_string(result.status)) + " in a constant expression");
     return nullptr;
   }
-  return make_literal(result.value, make_op(op, std::move(args))->type);
+  return make_literal(result.value, e->type);
 }
 
 bool lowerer::expect(const expr& e, value_type type, const ast::operand& node,

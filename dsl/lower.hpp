@@ -98,7 +98,8 @@ class lowerer {
   const name_info* permutation(const ast::identifier& id, std::string_view use);
   std::optional<std::size_t> element(const ast::expression& e, const name_info& perm,
                                      std::string_view use);
-  /// make_op, folded when every argument is a literal; reports a failing fold at `at`.
+  /// make_op, folded (tessel::evaluate) when every argument is a literal;
+  /// reports a failing fold at `at`.
   expr build(expr_op op, std::vector<expr> args, std::size_t at);
   /// Reports and returns false unless `e` has `type`.
   bool expect(const expr& e, value_type type, const ast::operand& node, std::string_view op);

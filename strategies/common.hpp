@@ -29,10 +29,9 @@ namespace tessel::detail {
                                   const std::string& rule);
 /// "unknown strategy 'anealing' (did you mean 'annealing'?); known: random, ..."
 [[nodiscard]] std::string unknown_strategy(std::string_view name);
-/// " (did you mean 'X'?)" for the closest of `known` within a third of its
-/// length (at least one edit), or "".
-[[nodiscard]] std::string did_you_mean(std::string_view name,
-                                       const std::vector<std::string_view>& known);
+/// " (did you mean 'X'?)": tessel::did_you_mean in parentheses, or "".
+[[nodiscard]] std::string did_you_mean_suffix(std::string_view name,
+                                              const std::vector<std::string_view>& known);
 /// make_strategy for "bo[KEY=VALUE;...]" and "auto[...]" (strategies/spec.cpp).
 [[nodiscard]] std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec);
 /// " (got 1.5)": the value an options rule rejected, in its shortest form.

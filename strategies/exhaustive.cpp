@@ -2,6 +2,7 @@
 // pseudo-random order of ranks, skipping configs already known.
 #include "strategies/common.hpp"
 
+#include <tessel/hash.hpp>
 #include <tessel/strategies.hpp>
 
 #include <array>
@@ -38,16 +39,11 @@ class rank_permutation {
   [[nodiscard]] std::uint64_t encrypt(std::uint64_t x) const {
     std::uint64_t left = (x >> half_) & mask_, right = x & mask_;
     for (auto key : keys_) {
-      const std::uint64_t next = left ^ (mix(right ^ key) & mask_);
+      const std::uint64_t next = left ^ (splitmix64_mix(right ^ key) & mask_);
       left = right;
       right = next;
     }
     return (left << half_) | right;
-  }
-  static std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
   }
   std::uint64_t count_ = 0;
   int half_ = 1;

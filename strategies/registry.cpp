@@ -3,6 +3,7 @@
 #include "strategies/common.hpp"
 
 #include <tessel/bayesian.hpp>
+#include <tessel/did_you_mean.hpp>
 #include <tessel/error.hpp>
 #include <tessel/strategies.hpp>
 
@@ -28,44 +29,20 @@ constexpr std::array table{
     entry{"auto", [] { return make_auto_strategy(); }},
 };
 
-/// Levenshtein distance (insert, delete, substitute; each costs 1).
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 namespace detail {
 
-std::string did_you_mean(std::string_view name, const std::vector<std::string_view>& known) {
-  std::string_view closest;
-  std::size_t closest_distance = 0;
-  for (const auto candidate : known) {
-    const auto d = edit_distance(name, candidate);
-    if (d <= std::max<std::size_t>(1, candidate.size() / 3) &&
-        (closest.empty() || d < closest_distance)) {
-      closest = candidate;
-      closest_distance = d;
-    }
-  }
-  return closest.empty() ? std::string() : " (did you mean '" + std::string(closest) + "'?)";
+std::string did_you_mean_suffix(std::string_view name, const std::vector<std::string_view>& known) {
+  const auto hint = tessel::did_you_mean(name, known);
+  return hint.empty() ? hint : " (" + hint + ")";
 }
 
 std::string unknown_strategy(std::string_view name) {
   std::vector<std::string_view> known;
   for (const auto& e : table) known.push_back(e.name);
-  std::string message = "unknown strategy '" + std::string(name) + "'" + did_you_mean(name, known);
+  std::string message =
+      "unknown strategy '" + std::string(name) + "'" + did_you_mean_suffix(name, known);
   message += "; known:";
   for (std::size_t i = 0; i < table.size(); ++i)
     message += (i == 0 ? " " : ", ") + std::string(table[i].name);

@@ -157,7 +157,7 @@ std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
       for (const auto& [k, _] : bo_keys()) known.push_back(k);
       std::string listed;
       for (const auto k : known) listed += (listed.empty() ? "" : ", ") + std::string(k);
-      spec_failure(spec, "unknown key '" + key + "'" + did_you_mean(key, known) + "; " +
+      spec_failure(spec, "unknown key '" + key + "'" + did_you_mean_suffix(key, known) + "; " +
                              std::string(name) + " takes " + listed);
     }
     const auto value = item.substr(eq + 1);

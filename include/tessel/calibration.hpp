@@ -3,10 +3,10 @@
 // simulator's calibration cases (data/calibration/: the NKI matmul
 // tutorial's stages, TensorE tile shapes, DMA descriptor sizes) are timed on
 // the model and compared with measurements recorded in the same JSON
-// format; a pattern search over the model constants the cases read
-// minimises the squared log error, and the result is written as a target
-// file (`target my_trn2 : trn2 { ... }`) plus, for constants no target
-// carries, the sim backend settings that set them.
+// format; a derivative-free minimisation (NLopt's Nelder-Mead) over the
+// model constants the cases read brings the squared log error down, and the
+// result is written as a target file (`target my_trn2 : trn2 { ... }`) plus,
+// for constants no target carries, the sim backend settings that set them.
 #pragma once
 
 #include <filesystem>

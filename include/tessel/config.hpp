@@ -4,6 +4,8 @@
 // compare; the stable 64-bit key (space::key) is what studies store.
 #pragma once
 
+#include <tessel/hash.hpp>
+
 #include <compare>
 #include <cstdint>
 #include <initializer_list>
@@ -38,8 +40,8 @@ class config {
 /// (Use space::key for a hash that is stable across runs and domain edits.)
 struct config_hash {
   std::size_t operator()(const config& c) const noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (auto i : c.indices()) h = (h ^ i) * 0x100000001b3ULL;
+    std::uint64_t h = fnv1a_offset_basis;
+    for (auto i : c.indices()) h = fnv1a_step(h, i);
     return static_cast<std::size_t>(h);
   }
 };

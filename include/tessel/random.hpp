@@ -4,6 +4,8 @@
 // reproduces the same stream on every platform and standard library.
 #pragma once
 
+#include <tessel/hash.hpp>
+
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -59,12 +61,6 @@ class rng {
  private:
   __extension__ using u128 = unsigned __int128;
   static std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
-  static std::uint64_t splitmix64(std::uint64_t& x) noexcept {
-    std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   std::array<std::uint64_t, 4> state_{};
 };
 

@@ -18,6 +18,7 @@
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/hash.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/random.hpp>

@@ -1,7 +1,7 @@
 // The space engine's state, shared by the files of src/space/. Private.
 #pragma once
 
-#include "space/evaluator.hpp"
+#include "expr/evaluator.hpp"
 
 #include <tessel/space.hpp>
 
@@ -41,7 +41,7 @@ struct group_tree {
 namespace tessel {
 
 struct space::impl {
-  explicit impl(definition d) : def(std::move(d)), eval(def) {}
+  explicit impl(definition d) : def(std::move(d)), eval(def.parameters, def.lets) {}
 
   definition def;
   detail::evaluator eval;

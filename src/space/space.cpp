@@ -3,6 +3,7 @@
 #include "space/impl.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/hash.hpp>
 #include <tessel/space.hpp>
 
 #include <algorithm>
@@ -207,7 +208,7 @@ std::vector<std::int64_t> space::impl::values_of(const config& c) const {
 bool space::impl::active(std::size_t p, const std::int64_t* values) const {
   if (!whens[p]) return true;
   const auto v = eval.run(*whens[p], values);
-  return v && *v != 0;
+  return v.ok() && v.value != 0;
 }
 
 bool space::impl::valid(const config& c, std::string* why) const {
@@ -234,11 +235,11 @@ bool space::impl::valid(const config& c, std::string* why) const {
   }
   for (std::size_t i = 0; i < constraints.size(); ++i) {
     const auto v = eval.run(constraints[i], values.data());
-    if (v && *v != 0) continue;
+    if (v.ok() && v.value != 0) continue;
     const auto& con = def.constraints[i];
     std::string reason = con.message.empty() ? "" : con.message + ": ";
     return fail(reason + "violates '" + con.text + "'" +
-                (v ? "" : " (evaluation failed: division by zero or overflow)"));
+                (v.ok() ? "" : " (evaluation failed: " + std::string(to_string(v.status)) + ")"));
   }
   return true;
 }
@@ -325,7 +326,8 @@ std::optional<std::int64_t> space::evaluate(const config& c, std::string_view na
     if (d.lets[i].name != name) continue;
     const auto program = impl_->eval.compile(make_let(i, d.lets[i].value->type));
     const auto values = impl_->values_of(c);
-    return impl_->eval.run(program, values.data());
+    const auto v = impl_->eval.run(program, values.data());
+    return v.ok() ? std::optional<std::int64_t>(v.value) : std::nullopt;
   }
   throw error("unknown let or constant '" + std::string(name) + "'");
 }
@@ -345,15 +347,12 @@ std::optional<config> space::default_config() const {
 }
 
 std::uint64_t space::key(const config& c) const {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&](std::string_view text) {
-    for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ULL;
-  };
+  std::uint64_t h = fnv1a_offset_basis;
   for (std::size_t p = 0; p < size() && p < c.size(); ++p) {
-    mix(parameters()[p].name);
-    mix("=");
-    mix(parameters()[p].dom.label(c[p]));
-    mix(";");
+    h = fnv1a(parameters()[p].name, h);
+    h = fnv1a("=", h);
+    h = fnv1a(parameters()[p].dom.label(c[p]), h);
+    h = fnv1a(";", h);
   }
   return h;
 }

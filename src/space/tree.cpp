@@ -160,7 +160,7 @@ class tree_builder {
         const auto& program = s_.constraints[check.index];
         work_ += program.code.size();
         const auto v = s_.eval.run(program, values_.data());
-        ok = v && *v != 0;
+        ok = v.ok() && v.value != 0;
         if (!ok) rejected_[check.index] += suffix_[level + 1];
       }
       if (!ok) return false;
@@ -310,7 +310,7 @@ void check_constant_constraints(const space::impl& s, std::uint64_t cartesian) {
   for (std::size_t c = 0; c < s.constraints.size(); ++c) {
     if (!s.constraints[c].inputs.empty()) continue;
     const auto v = s.eval.run(s.constraints[c], nullptr);
-    if (v && *v != 0) continue;
+    if (v.ok() && v.value != 0) continue;
     throw empty_space_error("space '" + s.def.name + "' has no valid config: constraint " +
                                 describe(s, c) + " is false whatever the parameters (" +
                                 std::to_string(cartesian) + " configs rejected)",

@@ -5,6 +5,8 @@
 // Bindel & Wilson 2020).
 #include "study/scheduler.hpp"
 
+#include <boost/math/distributions/normal.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -222,10 +224,13 @@ prediction study::state::prior(const config& c, const provenance& source) const 
   p.sigma = ok > 1 ? std::sqrt(m2 / static_cast<double>(ok - 1)) : std::abs(mean);
   const double incumbent = progress_.best.value_or(mean);
   if (p.sigma > 0) {
+    // Boost.Math's standard normal; a NaN (never expected) gives NaN, not a throw.
+    using quiet = boost::math::policies::policy<
+        boost::math::policies::domain_error<boost::math::policies::ignore_error>>;
+    const boost::math::normal_distribution<double, quiet> standard_normal;
     const double z = (incumbent - mean) / p.sigma;
-    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
-    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
-    p.expected_gain = p.p_feasible * ((incumbent - mean) * cdf + p.sigma * pdf);
+    p.expected_gain = p.p_feasible * ((incumbent - mean) * cdf(standard_normal, z) +
+                                      p.sigma * pdf(standard_normal, z));
   } else {
     p.expected_gain = p.p_feasible * std::max(0.0, incumbent - mean);
   }

@@ -4,6 +4,7 @@
 #include "study/state.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/hash.hpp>
 
 #include <fmt/format.h>
 
@@ -24,13 +25,9 @@ double seconds_since(clock::time_point t) {
 
 std::string space_hash(const space& s) {
   // FNV-1a over the source and the resolved constants (so --set changes it).
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&](std::string_view text) {
-    for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ULL;
-  };
-  mix(s.def().source.empty() ? s.name() : s.def().source);
-  for (const auto& k : s.def().constants) mix(fmt::format(";{}={}", k.name, k.value));
-  for (const auto& p : s.parameters()) mix(";" + p.name);
+  std::uint64_t h = fnv1a(s.def().source.empty() ? s.name() : s.def().source);
+  for (const auto& k : s.def().constants) h = fnv1a(fmt::format(";{}={}", k.name, k.value), h);
+  for (const auto& p : s.parameters()) h = fnv1a(";" + p.name, h);
   return fmt::format("{:016x}", h);
 }
 

@@ -1,5 +1,7 @@
 #include "strategies/bayesian/acquisition.hpp"
 
+#include <boost/math/distributions/normal.hpp>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -9,6 +11,13 @@ namespace {
 
 const double log_sqrt_2pi = 0.5 * std::log(2 * std::numbers::pi);      // c1 of Ament et al.
 const double log_sqrt_half_pi = 0.5 * std::log(std::numbers::pi / 2);  // c2
+
+/// Boost.Math's standard normal, answering an error (a NaN argument) with
+/// NaN instead of throwing: the functions here are noexcept.
+using quiet = boost::math::policies::policy<
+    boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+    boost::math::policies::overflow_error<boost::math::policies::ignore_error>>;
+const boost::math::normal_distribution<double, quiet> standard_normal;
 
 /// log(1 - exp(a)) for a < 0 (Maechler 2012).
 double log1mexp(double a) noexcept {
@@ -25,12 +34,11 @@ double erfcx(double x) noexcept {
          (1 - 0.5 * inv2 * (1 - 1.5 * inv2 * (1 - 2.5 * inv2 * (1 - 3.5 * inv2))));
 }
 
-double normal_cdf(double z) noexcept { return 0.5 * std::erfc(-z / std::numbers::sqrt2); }
+double normal_cdf(double z) noexcept { return cdf(standard_normal, z); }
 
 double log_h(double z) noexcept {
   if (z > -1) {
-    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
-    return std::log(pdf + z * normal_cdf(z));
+    return std::log(pdf(standard_normal, z) + z * normal_cdf(z));
   }
   const double bound = 1 / std::sqrt(std::numeric_limits<double>::epsilon());
   if (z > -bound)

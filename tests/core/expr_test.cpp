@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <limits>
 
 using namespace tessel;
 using namespace tessel::testing;
@@ -91,4 +92,64 @@ TEST_CASE("permutation queries") {
   const space s(def);
   REQUIRE(s.count() == 1);
   CHECK(s.value_of(s.at(0), "order").to_string() == "[k, m, n]");
+}
+
+TEST_CASE("evaluate: constant trees, with the reason a failure fails") {
+  constexpr auto min64 = std::numeric_limits<std::int64_t>::min();
+  constexpr auto max64 = std::numeric_limits<std::int64_t>::max();
+  auto eval = [](expr e) { return evaluate(e); };
+  CHECK(eval(op(expr_op::divide, lit(-7), lit(2))).value == -4);
+  CHECK(eval(op(expr_op::modulo, lit(7), lit(-3))).value == -2);
+  // ceil_div is the floor plus one, so it is defined wherever the floor is
+  CHECK(eval(make_op(expr_op::ceil_div, {lit(min64), lit(2)})).value == min64 / 2);
+  CHECK(eval(make_op(expr_op::ceil_div, {lit(-7), lit(-2)})).value == 4);
+  CHECK(eval(make_op(expr_op::ceil_div, {lit(min64), lit(-1)})).status == eval_status::overflow);
+  CHECK(eval(op(expr_op::modulo, lit(min64), lit(-1))).value == 0);
+  CHECK(eval(op(expr_op::divide, lit(1), lit(0))).status == eval_status::division_by_zero);
+  CHECK(eval(op(expr_op::add, lit(max64), lit(1))).status == eval_status::overflow);
+  CHECK(eval(make_op(expr_op::negate, {lit(min64)})).status == eval_status::overflow);
+  CHECK(eval(make_op(expr_op::log2, {lit(0)})).status == eval_status::log2_domain);
+  CHECK(eval(make_op(expr_op::pow2, {lit(63)})).status == eval_status::pow2_domain);
+  CHECK(eval(make_op(expr_op::log2, {lit(max64)})).value == 62);
+  // and/or give 0/1 whatever their operands, and skip a failing right operand
+  CHECK(eval(op(expr_op::logical_and, lit(5), lit(7))).value == 1);
+  CHECK(eval(op(expr_op::logical_or, lit(0), lit(-3))).value == 1);
+  CHECK(eval(op(expr_op::logical_or, lit(2), op(expr_op::divide, lit(1), lit(0)))).value == 1);
+  CHECK(eval(op(expr_op::logical_and, lit(0), op(expr_op::divide, lit(1), lit(0)))).value == 0);
+  CHECK(to_string(eval_status::division_by_zero) == "division by zero");
+  CHECK_THROWS_WITH_AS((void)evaluate(op(expr_op::add, make_param(0, value_type::integer), lit(1))),
+                       doctest::Contains("reads a parameter"), error);
+}
+
+TEST_CASE("fold: a node whose operands are literals becomes a literal of its type") {
+  const auto folded = fold(op(expr_op::less, lit(2), lit(3)));
+  CHECK(folded->op == expr_op::literal);
+  CHECK(folded->type == value_type::boolean);
+  CHECK(folded->value == 1);
+  CHECK(fold(make_in_set(lit(4), {1, 4}))->value == 1);
+  // a failing constant stays as it is; so does a node that reads a parameter
+  const auto failing = op(expr_op::divide, lit(1), lit(0));
+  CHECK(fold(failing) == failing);
+  const auto x = make_param(0, value_type::integer);
+  CHECK(fold(op(expr_op::add, x, lit(1)))->op == expr_op::add);
+  CHECK(to_string(expr_op::ceil_div) == "ceil_div");
+  CHECK(to_string(expr_op::logical_and) == "and");
+}
+
+TEST_CASE("a failing constraint names why in why_invalid; p[i] out of range fails") {
+  space::definition def;
+  def.parameters.push_back(param("x", integers({0, 1, 2})));
+  def.parameters.push_back(param("order", permutation(def, {"m", "n"})));
+  const auto x = ref(def, "x");
+  require(def, op(expr_op::greater, op(expr_op::divide, lit(6), x), lit(0)), "6 / x > 0");
+  require(def,
+          op(expr_op::equal, make_element_at(ref(def, "order"), x),
+             make_literal(def.intern("m"), value_type::symbol)),
+          "order[x] == m");
+  const space s(def);
+  CHECK(s.count() == 1);  // x = 1 with order [n, m]; x = 2 indexes past the end
+  CHECK(s.why_invalid(config({0, 0})) ==
+        "violates '6 / x > 0' (evaluation failed: division by zero)");
+  CHECK(s.why_invalid(config({2, 0})) ==
+        "violates 'order[x] == m' (evaluation failed: permutation index out of range)");
 }

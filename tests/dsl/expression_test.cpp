@@ -128,3 +128,51 @@ TEST_CASE("expression: after a failed left operand, the right one is still check
   CHECK(messages_of("space s { param h : {a, b}\n require q + r > 1 }") ==
         "unknown name 'q'\nunknown name 'r'\n");
 }
+
+TEST_CASE("expression: folding a constant and evaluating a parameter agree, failures included") {
+  // The same expression over x, once with x a const (folded when the file is
+  // checked) and once with x a parameter (evaluated by the space engine).
+  const std::vector<std::string> values = {
+      "-9223372036854775807 - 1", "-7", "-1", "0", "1", "2", "5", "62", "63", "4096",
+      "9223372036854775807"};
+  const std::vector<std::string> expressions = {"7 / x",
+                                                "-7 / x",
+                                                "x / -2",
+                                                "x % 3",
+                                                "x % -3",
+                                                "ceil_div(x, 2)",
+                                                "ceil_div(x, -2)",
+                                                "ceil_div(7, x)",
+                                                "log2(x)",
+                                                "pow2(x)",
+                                                "x * x",
+                                                "x + 1",
+                                                "x - 1",
+                                                "-x",
+                                                "min(x, 3, -1)",
+                                                "max(x, 3)",
+                                                "x / -1",
+                                                "x % -1",
+                                                "is_pow2(x)",
+                                                "x in {0, 5, 63}",
+                                                "not (x < 2) or x > 60",
+                                                "x >= 2 and x != 5"};
+  for (const auto& value : values)
+    for (const auto& e : expressions) {
+      INFO(e, " with x = ", value);
+      std::optional<std::int64_t> folded;
+      try {
+        const auto defs = parse_definitions("space s { const x = " + value +
+                                            "\n param p : {1}\n let e = " + e + " }");
+        const auto& let = defs.front().lets.front().value;
+        REQUIRE(let->op == expr_op::literal);
+        folded = let->value;
+      } catch (const space_error& err) {  // a failing constant is an error of the file
+        const std::string what = err.what();
+        CHECK((what.find("in a constant expression") != std::string::npos ||
+               what.find("by 0 always fails") != std::string::npos));
+      }
+      const space s(definition_of("space s { param x : {" + value + "}\n let e = " + e + " }"));
+      CHECK(s.evaluate(s.at(0), "e") == folded);
+    }
+}

@@ -275,6 +275,9 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
     CHECK(pending.size() == 2);
   }
   auto db = std::make_shared<study_db>(path);
+  // The stored identity of the space: FNV-1a of "small;a;b" (no source: the
+  // name, then each parameter). A new value would refuse every existing file.
+  CHECK(db->study()->space_hash == "4d4dfcf2b7b42825");
   auto strat = std::make_unique<in_order>();
   auto* raw = strat.get();
   CHECK_THROWS_WITH_AS(
