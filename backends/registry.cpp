@@ -88,6 +88,16 @@ class setting_reader {
   std::set<std::string> known_, used_;
 };
 
+/// The racing settings every timing backend shares (docs/backends.md,
+/// "Racing"): min_repeats, max_repeats, race_margin, target_ci, race_seconds.
+void read_racing(setting_reader& read, race_options& o) {
+  o.min_repeats = read.count("min_repeats").value_or(o.min_repeats);
+  o.max_repeats = read.count("max_repeats").value_or(o.max_repeats);
+  o.margin = read.number("race_margin").value_or(o.margin);
+  o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
+  o.max_seconds = read.number("race_seconds").value_or(o.max_seconds);
+}
+
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend replay: give the table's path, as replay:PATH");
   setting_reader read("replay", settings);
@@ -185,10 +195,7 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
   o.warmup = read.count("warmup").value_or(o.warmup);
   o.iters_per_sample = read.count("iters").value_or(o.iters_per_sample);
-  o.min_repeats = read.count("min_repeats").value_or(o.min_repeats);
-  o.max_repeats = read.count("max_repeats").value_or(o.max_repeats);
-  o.race_margin = read.number("race_margin").value_or(o.race_margin);
-  o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
+  read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
   o.gate_settings.tolerance_scale =
       read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);

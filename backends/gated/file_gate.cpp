@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -146,6 +147,34 @@ std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& 
   auto m = measurement::failure(v.status, v.message, paid);
   if (std::isfinite(v.max_error)) m.metrics["gate_max_error"] = v.max_error;
   return m;
+}
+
+std::optional<std::string> timed_outputs_differ(const std::vector<std::string>& produced,
+                                                const std::vector<std::string>& inputs,
+                                                const std::vector<tensor_spec>& specs,
+                                                reference_store& references,
+                                                double tolerance_scale) {
+  try {
+    const auto got = decode_outputs(produced, specs, "the timed kernel");
+    const auto want = references.outputs(inputs, specs);
+    for (std::size_t t = 0; t < specs.size(); ++t) {
+      const auto& r = (*want)[t].values;
+      double squares = 0;
+      for (const double v : r) squares += v * v;
+      const double rms =
+          std::sqrt(squares / static_cast<double>(std::max<std::size_t>(r.size(), 1)));
+      const double tol = default_tolerance(specs[t].type) * tolerance_scale;
+      for (std::size_t i = 0; i < r.size(); ++i)
+        if (!(std::abs(got[t].values[i] - r[i]) <= tol * (std::abs(r[i]) + rms)))
+          return fmt::format(
+              "suspicious: the timed run's output {} differs from the reference at flat index "
+              "{} ({} vs {}): the kernel computes differently when it is timed",
+              specs[t].name, i, got[t].values[i], r[i]);
+    }
+  } catch (const std::exception& e) {
+    return fmt::format("suspicious: the timed run's outputs: {}", e.what());
+  }
+  return std::nullopt;
 }
 
 std::vector<tensor_spec> parse_tensor_specs(

@@ -103,6 +103,15 @@ class file_gated_kernel final : public gate_spec, public gated_kernel {
 [[nodiscard]] std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
                                                             std::uint64_t key, tessel::cost& paid);
 
+/// Why the outputs a timed run produced (.npy bytes, on `inputs`) are not
+/// the reference's within the gate's default tolerance x `tolerance_scale`
+/// (|got - ref| <= tol x (|ref| + rms) per element), or nullopt. Catches a
+/// kernel that is correct in the gate and skips work when it is timed; any
+/// failure to read them is a reason too.
+[[nodiscard]] std::optional<std::string> timed_outputs_differ(
+    const std::vector<std::string>& produced, const std::vector<std::string>& inputs,
+    const std::vector<tensor_spec>& specs, reference_store& references, double tolerance_scale);
+
 /// Parses "A:512x256:bf16,B:256x512" (name:dims[:type], dims 'x'-separated,
 /// each an integer or a name `constant` resolves; type default fp32; int32
 /// inputs may add ":labels=N"). `what` names the setting in errors.

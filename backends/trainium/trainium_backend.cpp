@@ -8,6 +8,7 @@
 #include "trainium/runner_client.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/trainium.hpp>
 
 #include <fmt/format.h>
@@ -121,19 +122,6 @@ std::size_t output_bytes_limit(const std::vector<tensor_spec>& outputs) {
 
 }  // namespace
 
-median_interval median_with_interval(std::vector<double> samples) {
-  if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  const auto n = samples.size();
-  const double centre = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
-  const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2.0 - half)));
-  const auto hi_raw = static_cast<std::ptrdiff_t>(std::ceil(n / 2.0 + half)) - 1;
-  const auto hi = static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(
-      hi_raw, static_cast<std::ptrdiff_t>(lo), static_cast<std::ptrdiff_t>(n - 1)));
-  return {centre, samples[lo], samples[hi]};
-}
-
 void trainium_options::validate() const {
   if (kernel.find(':') == std::string::npos)
     throw options_error("trainium_options::kernel must be FILE.py:FUNCTION");
@@ -143,8 +131,8 @@ void trainium_options::validate() const {
   if (outputs.empty())
     throw options_error("trainium_options::outputs must name the kernel's outputs");
   if (cores_per_host == 0) throw options_error("trainium_options::cores_per_host must be >= 1");
-  if (min_repeats == 0 || max_repeats < min_repeats)
-    throw options_error("trainium_options: need 1 <= min_repeats <= max_repeats");
+  if (const char* p = racing.problem())
+    throw options_error(fmt::format("trainium_options::racing: {}", p));
   if (iters_per_sample == 0) throw options_error("trainium_options::iters_per_sample must be >= 1");
   if (!(run_timeout_s > 0) || !(compile_timeout_s > 0))
     throw options_error("trainium_options: run_timeout_s and compile_timeout_s must be > 0");
@@ -158,8 +146,10 @@ struct trainium_backend::impl {
   std::unique_ptr<detail::host_pool> hosts;
   std::unique_ptr<tessel::gate> gate;
   std::shared_ptr<detail::reference_store> references;
-  std::mutex mutex;
-  double incumbent_s = 0;  ///< best median measured so far (0: none)
+  std::unique_ptr<racer> timer;  ///< the racing rule and the incumbent (best median so far)
+
+  /// Compile, gate, time; `full`: every max_repeats sample, no racing (remeasure).
+  measurement evaluate(const space& s, const config& c, bool full);
 
   [[nodiscard]] nlohmann::json base_request(const char* op, const nlohmann::json& constants,
                                             std::uint64_t key) const {
@@ -216,32 +206,11 @@ struct trainium_backend::impl {
   }
 
   /// Why the outputs of the timed calls (on timing_inputs()) are not the
-  /// reference's within the gate's tolerance, or nullopt. Catches a kernel
-  /// that computes in the gate and skips work when timed.
+  /// reference's, or nullopt (file_gate.hpp, timed_outputs_differ).
   std::optional<std::string> timed_outputs_differ(const std::vector<std::string>& produced) {
-    try {
-      const auto got = detail::decode_outputs(produced, outputs, "the timed kernel");
-      const auto want = references->outputs(timing_inputs(), outputs);
-      for (std::size_t t = 0; t < outputs.size(); ++t) {
-        const auto& r = (*want)[t].values;
-        double squares = 0;
-        for (const double v : r) squares += v * v;
-        const double rms =
-            std::sqrt(squares / static_cast<double>(std::max<std::size_t>(r.size(), 1)));
-        const double tol = default_tolerance(outputs[t].type) * o_tolerance_scale();
-        for (std::size_t i = 0; i < r.size(); ++i)
-          if (!(std::abs(got[t].values[i] - r[i]) <= tol * (std::abs(r[i]) + rms)))
-            return fmt::format(
-                "suspicious: the timed run's output {} differs from the reference at flat index "
-                "{} ({} vs {}): the kernel computes differently when it is timed",
-                outputs[t].name, i, got[t].values[i], r[i]);
-      }
-    } catch (const std::exception& e) {
-      return fmt::format("suspicious: the timed run's outputs: {}", e.what());
-    }
-    return std::nullopt;
+    return detail::timed_outputs_differ(produced, timing_inputs(), outputs, *references,
+                                        o.gate_settings.tolerance_scale);
   }
-  [[nodiscard]] double o_tolerance_scale() const { return o.gate_settings.tolerance_scale; }
 
   /// Inputs for compiling and timing (not the gate's): a fixed normal draw.
   [[nodiscard]] std::vector<std::string> timing_inputs() const {
@@ -272,6 +241,7 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
              x.o.environment, x.o.kill_grace_s};
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
+  x.timer = std::make_unique<racer>(x.o.racing);
   x.references = std::make_shared<detail::reference_store>(
       [&x](const std::vector<std::string>& files) { return x.reference_run(files); });
 }
@@ -318,7 +288,15 @@ double trainium_backend::estimated_cost(const space& s, const config& c) const {
 std::vector<std::string> trainium_backend::lost_hosts() const { return impl_->hosts->lost(); }
 
 measurement trainium_backend::evaluate(const space& s, const config& c) {
-  auto& x = *impl_;
+  return impl_->evaluate(s, c, false);
+}
+
+std::optional<measurement> trainium_backend::remeasure(const space& s, const config& c) {
+  return impl_->evaluate(s, c, true);
+}
+
+measurement trainium_backend::impl::evaluate(const space& s, const config& c, bool full) {
+  auto& x = *this;
   const auto constants = constants_of(s, c);
   const std::uint64_t key = s.key(c);
   tessel::cost paid;
@@ -384,14 +362,14 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     auto request = x.base_request("time", constants, key);
     request["warmup"] = x.o.warmup;
     request["iters_per_sample"] = x.o.iters_per_sample;
-    request["min_repeats"] = x.o.min_repeats;
-    request["max_repeats"] = x.o.max_repeats;
-    request["margin"] = x.o.race_margin;
-    request["target_relative_ci"] = x.o.target_relative_ci;
-    {
-      const std::lock_guard lock(x.mutex);
-      if (x.incumbent_s > 0) request["incumbent_s"] = x.incumbent_s;
-    }
+    const race_options racing = full ? x.timer->full_options() : x.o.racing;
+    request["min_repeats"] = racing.min_repeats;
+    request["max_repeats"] = racing.max_repeats;
+    request["margin"] = racing.margin;
+    request["target_relative_ci"] = racing.target_relative_ci;
+    request["max_seconds"] = racing.max_seconds;
+    if (const double incumbent = x.timer->incumbent(); !full && incumbent > 0)
+      request["incumbent_s"] = incumbent;
     nlohmann::json body;
     const auto timed = x.send(std::move(request), host, lease->core, x.timing_inputs(),
                               x.o.run_timeout_s, &lost, &body);
@@ -413,60 +391,34 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       m.metrics["requeued"] = static_cast<double>(requeued);
       return m;
     }
-    measurement m;
-    m.cost = paid;
-    m.samples = samples_field(body);
-    if (m.samples.empty() || std::any_of(m.samples.begin(), m.samples.end(),
-                                         [](double v) { return !std::isfinite(v) || v <= 0; })) {
+    const auto samples = samples_field(body);
+    if (samples.empty() || std::any_of(samples.begin(), samples.end(),
+                                       [](double v) { return !std::isfinite(v) || v <= 0; })) {
       return measurement::failure(
           status::suspicious, "suspicious: the runner reported no, or non-finite, latencies", paid);
     }
-    const auto mi = median_with_interval(m.samples);
-    m.objective = mi.median;
-    m.metrics["ci_low_s"] = mi.low;
-    m.metrics["ci_high_s"] = mi.high;
-    m.metrics["repeats"] = static_cast<double>(m.samples.size());
-    {  // spread: the interquartile range (nearest-rank quartiles)
-      auto sorted = m.samples;
-      std::sort(sorted.begin(), sorted.end());
-      const auto rank = [&sorted](double q) {
-        return sorted[std::min(sorted.size() - 1,
-                               static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
-      };
-      m.metrics["iqr_s"] = rank(0.75) - rank(0.25);
-    }
+    measurement m;
+    m.cost = paid;
+    const auto stopped = parse_race_stop(text_field(body, "stopped"));
+    if (!stopped)
+      return measurement::failure(
+          status::runtime_error,
+          fmt::format("the runner said racing stopped for '{}', a reason tessel does not know",
+                      text_field(body, "stopped")),
+          paid);
+    record_race(m, {samples, *stopped});
     m.metrics["host"] = host;
     m.metrics["core"] = lease->core;
     m.metrics["requeued"] = static_cast<double>(requeued);
     m.metrics["compiler_s"] = compiler_s;
     m.metrics["compile_cached"] = compile_cached;
-    m.message = fmt::format("median of {} samples; racing stopped: {}", m.samples.size(),
-                            text_field(body, "stopped"));
-    const std::lock_guard lock(x.mutex);
-    if (x.incumbent_s == 0 || mi.median < x.incumbent_s) x.incumbent_s = mi.median;
+    if (!full) x.timer->offer(m.objective);
     return m;
   }
   auto m = measurement::failure(
       status::runtime_error,
       fmt::format("every host was lost (re-queued {} times); last: {}", requeued, lost_note), paid);
   m.metrics["requeued"] = static_cast<double>(requeued);
-  return m;
-}
-
-std::optional<measurement> trainium_backend::remeasure(const space& s, const config& c) {
-  auto& x = *impl_;
-  std::size_t min_repeats = 0;
-  double incumbent = 0;
-  {
-    const std::lock_guard lock(x.mutex);
-    std::swap(incumbent, x.incumbent_s);  // no racing: time it fully
-    min_repeats = x.o.min_repeats;
-    x.o.min_repeats = x.o.max_repeats;
-  }
-  auto m = evaluate(s, c);
-  const std::lock_guard lock(x.mutex);
-  x.o.min_repeats = min_repeats;
-  if (incumbent > 0 && (x.incumbent_s == 0 || incumbent < x.incumbent_s)) x.incumbent_s = incumbent;
   return m;
 }
 

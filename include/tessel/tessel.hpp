@@ -16,6 +16,8 @@
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/race_rule.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/random.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>

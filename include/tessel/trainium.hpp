@@ -9,6 +9,7 @@
 
 #include <tessel/backend.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/race_rule.hpp>
 
 #include <cstddef>
 #include <map>
@@ -39,13 +40,11 @@ struct trainium_options {
   double kill_grace_s = 2;
   std::size_t warmup = 3;             ///< iterations before timing
   std::size_t iters_per_sample = 10;  ///< iterations behind one latency sample
-  std::size_t min_repeats = 5;        ///< samples before racing may stop
-  std::size_t max_repeats = 30;       ///< samples at most
-  double race_margin = 0.0;  ///< stop when the median's CI lies above incumbent x (1 + margin)
-  double target_relative_ci = 0.02;  ///< without an incumbent: stop once the CI is this tight
-  bool gate = true;                  ///< check outputs before timing (off: no time is trusted)
-  gate_options gate_settings;        ///< suites, tolerance scale, secret
-  double estimated_cost_s = 30;      ///< backend::estimated_cost of every config
+  /// Repeats per candidate: the runner races by this rule (race_rule.hpp).
+  race_options racing;
+  bool gate = true;              ///< check outputs before timing (off: no time is trusted)
+  gate_options gate_settings;    ///< suites, tolerance scale, secret
+  double estimated_cost_s = 30;  ///< backend::estimated_cost of every config
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
@@ -82,13 +81,5 @@ class trainium_backend : public backend {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-/// The median of `samples` and its distribution-free ~95% confidence interval
-/// (order statistics n/2 -+ 1.96 sqrt(n)/2; Conover, Practical Nonparametric
-/// Statistics, 3rd ed., sec. 3.2): {median, low, high}. Empty: zeros.
-struct median_interval {
-  double median = 0, low = 0, high = 0;
-};
-[[nodiscard]] median_interval median_with_interval(std::vector<double> samples);
 
 }  // namespace tessel
