@@ -2,6 +2,7 @@
 // extend with register_backend (the simulator adds "sim"); the built-in
 // schemes (replay, command) are registered on first use.
 #include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
 #include <tessel/error.hpp>
 #include <tessel/trainium.hpp>
 
@@ -212,13 +213,61 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   return std::make_shared<trainium_backend>(std::move(o));
 }
 
+/// "cpu", "cpu:gemm", "cpu:kernel=k.cpp:f,reference=r.cpp:g,inputs=...,..." (docs/cpu.md).
+std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_settings& given) {
+  cpu_options o;
+  const auto first = argument.substr(0, argument.find(','));
+  if (!first.empty() && first.find('=') == std::string_view::npos) {
+    o.builtin = std::string(first);
+    argument = argument.substr(std::min(argument.size(), first.size() + 1));
+  }
+  auto settings = argument_settings("cpu", argument);
+  for (const auto& [key, value] : given) {
+    if (settings.contains(key))
+      throw error(fmt::format("backend cpu: setting {} given twice", key));
+    settings[key] = value;
+  }
+  setting_reader read("cpu", settings);
+  o.kernel = read.text("kernel").value_or("");
+  o.reference = read.text("reference").value_or("");
+  o.inputs = read.text("inputs").value_or("");
+  o.outputs = read.text("outputs").value_or("");
+  o.compiler = read.text("compiler").value_or("");
+  o.flags = read.text("flags").value_or(o.flags);
+  o.libraries = read.text("libs").value_or("");
+  o.cache_dir = read.text("cache_dir").value_or("");
+  o.cpus = read.text("cpus").value_or(o.cpus);
+  o.compile_jobs = read.count("compile_jobs").value_or(0);
+  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
+  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
+  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
+  o.warmup = read.count("warmup").value_or(o.warmup);
+  o.min_sample_s = read.number("min_sample").value_or(o.min_sample_s);
+  read_racing(read, o.racing);
+  o.gate = read.flag("gate").value_or(o.gate);
+  o.gate_settings.tolerance_scale =
+      read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
+  if (auto secret = read.number("gate_secret"))
+    o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
+  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+  for (auto& [name, value] : read.prefixed("set.")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != 0)
+      throw error(
+          fmt::format("backend cpu: setting set.{} must be an integer, got '{}'", name, value));
+    o.overrides[name] = v;
+  }
+  read.finish();
+  return std::make_shared<cpu_backend>(std::move(o));
+}
+
 struct registry {
   std::mutex mutex;
   std::map<std::string, backend_factory, std::less<>> factories{
-      {"replay", make_replay},
-      {"command", make_command},
-      {"sim", sim::make_sim_backend},
-      {"trainium", make_trainium},
+      {"replay", make_replay},     {"command", make_command}, {"sim", sim::make_sim_backend},
+      {"trainium", make_trainium}, {"cpu", make_cpu},
   };
 };
 

@@ -269,12 +269,10 @@ detail::file_run run_on_files(detail::process_request request,
                               const std::vector<tensor_spec>& outputs,
                               const std::vector<std::string>& files) {
   namespace fs = std::filesystem;
-  static std::atomic<std::uint64_t> counter{0};
-  const auto dir = fs::temp_directory_path() /
-                   fmt::format("tessel-gate-{}-{}", ::getpid(), counter.fetch_add(1));
+  const detail::scratch_dir scratch("tessel-gate");
+  const auto& dir = scratch.path();
   fs::create_directories(dir / "in");
   fs::create_directories(dir / "out");
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     std::ofstream(dir / "in" / (inputs[i].name + ".npy"), std::ios::binary)
         .write(files[i].data(), static_cast<std::streamsize>(files[i].size()));
@@ -306,8 +304,6 @@ detail::file_run run_on_files(detail::process_request request,
       r.message = fmt::format("on a gate input: {}", e.what());
     }
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return r;
 }
 

@@ -5,9 +5,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <functional>
+
+#include <unistd.h>
 
 namespace tessel::detail {
 namespace {
@@ -33,6 +36,20 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 }
 
 }  // namespace
+
+scratch_dir::scratch_dir(std::string_view prefix) {
+  static std::atomic<std::uint64_t> counter{0};
+  namespace fs = std::filesystem;
+  path_ =
+      fs::temp_directory_path() / fmt::format("{}-{}-{}", prefix, ::getpid(), counter.fetch_add(1));
+  fs::create_directories(path_);
+  fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace);
+}
+
+scratch_dir::~scratch_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
 
 std::vector<npy_array> decode_outputs(const std::vector<std::string>& outputs,
                                       const std::vector<tensor_spec>& specs, std::string_view who) {
@@ -139,7 +156,13 @@ double file_gated_kernel::candidate_seconds() const {
 
 std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
                                               std::uint64_t key, tessel::cost& paid) {
-  const verdict v = g.check(k, k, key);
+  return gate_through_files(g, k, k, key, paid);
+}
+
+std::optional<measurement> gate_through_files(gate& g, const gate_spec& spec,
+                                              const file_gated_kernel& k, std::uint64_t key,
+                                              tessel::cost& paid) {
+  const verdict v = g.check(spec, k, key);
   paid.gate_s += v.seconds;
   if (v.ok()) return std::nullopt;
   if (const auto f = k.failure())

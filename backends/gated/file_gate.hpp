@@ -14,6 +14,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,21 @@
 #include <vector>
 
 namespace tessel::detail {
+
+/// A private folder (mode 0700) under the temporary directory for one
+/// run's files, removed with everything in it on destruction.
+class scratch_dir {
+ public:
+  /// Named PREFIX-PID-N.
+  explicit scratch_dir(std::string_view prefix);
+  ~scratch_dir();
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// One run of a program on one input set.
 struct file_run {
@@ -101,6 +117,11 @@ class file_gated_kernel final : public gate_spec, public gated_kernel {
 /// candidate program's own failure (timeout, runtime_error, ...) when it
 /// failed, else the gate's verdict. A failed candidate never gets a time.
 [[nodiscard]] std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
+                                                            std::uint64_t key, tessel::cost& paid);
+/// The same with another spec (a backend's own reference, shapes and
+/// probes); `k` is then only the candidate.
+[[nodiscard]] std::optional<measurement> gate_through_files(gate& g, const gate_spec& spec,
+                                                            const file_gated_kernel& k,
                                                             std::uint64_t key, tessel::cost& paid);
 
 /// Why the outputs a timed run produced (.npy bytes, on `inputs`) are not

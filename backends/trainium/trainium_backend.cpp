@@ -62,28 +62,6 @@ std::string read_file(const fs::path& path, std::uintmax_t limit) {
   return bytes;
 }
 
-/// A private folder for one runner call's files, removed on destruction.
-class scratch_dir {
- public:
-  scratch_dir() {
-    static std::atomic<std::uint64_t> counter{0};
-    path_ = fs::temp_directory_path() /
-            fmt::format("tessel-trainium-{}-{}", ::getpid(), counter.fetch_add(1));
-    fs::create_directories(path_);
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::string find_runner_dir(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* env = std::getenv("TESSEL_RUNNER_DIR"); env != nullptr && *env != 0)  // NOLINT
@@ -166,7 +144,7 @@ struct trainium_backend::impl {
                         const std::vector<std::string>& files, double timeout_s, bool* lost,
                         nlohmann::json* body = nullptr) {
     const bool remote = !hosts->destination(host).empty();
-    scratch_dir dir;
+    detail::scratch_dir dir("tessel-trainium");
     request["inputs"] = nlohmann::json::array();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       nlohmann::json t{{"name", inputs[i].name}, {"dtype", to_string(inputs[i].type)}};

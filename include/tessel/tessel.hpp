@@ -10,6 +10,8 @@
 #include <tessel/calibration.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/cpu.hpp>
+#include <tessel/cpu_kernel.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>

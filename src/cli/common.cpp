@@ -130,8 +130,10 @@ void add_space_options(CLI::App& command, space_options& options) {
       ->type_name("NAME");
   command
       .add_option("--target", options.target,
-                  "The target to check against: trn1, trn2, cpu, or a target FILE declares")
+                  "The target to check against: trn1, trn2, cpu, or a target FILE declares "
+                  "(default trn2; cpu with --backend cpu)")
       ->type_name("TARGET")
+      ->each([&options](const std::string&) { options.target_given = true; })
       ->capture_default_str();
   command
       .add_option("--set", options.sets,

@@ -29,6 +29,7 @@ struct space_options {
   std::string file;
   std::string space;  ///< "" selects the first space of FILE
   std::string target = "trn2";
+  bool target_given = false;      ///< --target was on the command line (else a backend may pick it)
   std::vector<std::string> sets;  ///< "NAME=VALUE", checked by add_space_options
 };
 

@@ -205,7 +205,27 @@ std::shared_ptr<study_db> open_study_file(const study_setup_options& o, const sp
 
 }  // namespace
 
-study_setup make_study(const study_setup_options& o) {
+namespace {
+
+/// Whether SPEC (a --backend or --fidelity spec) names the cpu backend.
+bool is_cpu_spec(const std::string& spec) { return spec == "cpu" || spec.rfind("cpu:", 0) == 0; }
+
+/// The space options, with the target the backend measures on when
+/// --target was not given: `cpu` for the cpu backend (its kernels run on
+/// the host, docs/cpu.md), else the default.
+space_options space_options_for(const study_setup_options& o) {
+  space_options input = o.input;
+  const bool on_cpu =
+      is_cpu_spec(o.backend) || (!o.fidelity.empty() && is_cpu_spec(o.fidelity.back()));
+  if (!input.target_given && on_cpu) input.target = "cpu";
+  return input;
+}
+
+}  // namespace
+
+study_setup make_study(const study_setup_options& o_given) {
+  study_setup_options o = o_given;
+  o.input = space_options_for(o_given);
   if (o.needs_backend && o.backend.empty() && o.fidelity.empty() && !is_replay_file(o.input.file))
     throw error(
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
