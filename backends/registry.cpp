@@ -129,6 +129,7 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
       read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
   if (auto secret = read.number("gate_secret"))
     options.gate.secret = static_cast<std::uint64_t>(*secret);
+  read_racing(read, options.racing);
   read.finish();
   return std::make_shared<command_backend>(argument, options);
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessel {
 
@@ -35,6 +36,37 @@ race_options racer::full_options() const {
 race_result racer::run(const std::function<std::optional<double>()>& sample, bool full) const {
   if (full) return race(sample, 0.0, full_options());
   return race(sample, incumbent(), options_);
+}
+
+measurement race_measurements(racer& r, const std::function<measurement()>& once, bool full) {
+  std::optional<measurement> first, failed;
+  cost total;
+  const auto result = r.run(
+      [&]() -> std::optional<double> {
+        auto m = once();
+        total.compile_s += m.cost.compile_s;
+        total.gate_s += m.cost.gate_s;
+        total.run_s += m.cost.run_s;
+        if (m.ok() && !std::isfinite(m.objective))
+          m = measurement::failure(
+              status::suspicious,
+              fmt::format("suspicious: a non-finite objective ({})", m.objective), m.cost);
+        if (!m.ok()) {
+          failed = std::move(m);
+          return std::nullopt;
+        }
+        const double objective = m.objective;
+        if (!first) first = std::move(m);
+        return objective;
+      },
+      full);
+  measurement out = failed ? std::move(*failed) : std::move(*first);
+  out.cost = total;
+  if (failed) return out;
+  out.samples.clear();
+  record_race(out, result);
+  if (!full) r.offer(out.objective);
+  return out;
 }
 
 void record_race(measurement& m, const race_result& r) {

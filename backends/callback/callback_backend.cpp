@@ -33,6 +33,7 @@ callback_backend::callback_backend(measure_function f, options opts)
     : function_(checked(std::move(f))), options_(std::move(opts)) {
   if (options_.concurrency == 0)
     throw options_error("callback_options::concurrency must be at least 1");
+  if (options_.racing) racer_ = std::make_shared<racer>(*options_.racing);
 }
 
 callback_backend::callback_backend(std::function<measurement(const config&)> f, options opts)
@@ -55,7 +56,16 @@ callback_backend::callback_backend(std::function<double(const space&, const conf
           }),
           std::move(opts)) {}
 
-measurement callback_backend::evaluate(const space& s, const config& c) { return function_(s, c); }
+measurement callback_backend::evaluate(const space& s, const config& c) {
+  if (!racer_) return function_(s, c);
+  return race_measurements(*racer_, [&] { return function_(s, c); });
+}
+
+std::optional<measurement> callback_backend::remeasure(const space& s, const config& c) {
+  if (!racer_) return std::nullopt;
+  return race_measurements(
+      *racer_, [&] { return function_(s, c); }, true);
+}
 
 double callback_backend::estimated_cost(const space& s, const config& c) const {
   return options_.cost_estimate ? options_.cost_estimate(s, c) : 1.0;

@@ -169,6 +169,8 @@ void command_options::validate() const {
   if (concurrency == 0) throw options_error("command_options::concurrency must be at least 1");
   if (max_output_bytes == 0)
     throw options_error("command_options::max_output_bytes must be at least 1");
+  if (const char* p = racing.problem())
+    throw options_error(fmt::format("command_options::racing: {}", p));
 }
 
 command_backend::command_backend(std::string_view command, options opts)
@@ -178,6 +180,7 @@ command_backend::command_backend(std::vector<std::string> arguments, options opt
     : arguments_(std::move(arguments)), options_(std::move(opts)) {
   if (arguments_.empty()) throw error("command backend: the command is empty");
   options_.validate();
+  racer_ = std::make_shared<racer>(options_.racing);
 }
 
 std::string command_backend::name() const {
@@ -339,6 +342,15 @@ void command_backend::prepare_gate(const space& s) {
 }
 
 measurement command_backend::evaluate(const space& s, const config& c) {
+  return evaluate(s, c, false);
+}
+
+std::optional<measurement> command_backend::remeasure(const space& s, const config& c) {
+  if (options_.racing.max_repeats <= 1) return std::nullopt;
+  return evaluate(s, c, true);
+}
+
+measurement command_backend::evaluate(const space& s, const config& c, bool full) {
   tessel::cost paid;
   if (gated_) {
     const auto request = request_for(arguments_, s, &c, options_);
@@ -352,8 +364,11 @@ measurement command_backend::evaluate(const space& s, const config& c) {
     paid.gate_s += kernel.candidate_seconds();
     if (failed) return *failed;
   }
-  auto m =
-      detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)), options_);
+  const auto run = [&] {
+    return detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)),
+                             options_);
+  };
+  auto m = options_.racing.max_repeats <= 1 ? run() : race_measurements(*racer_, run, full);
   m.cost.gate_s += paid.gate_s;
   return m;
 }

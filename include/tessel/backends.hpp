@@ -15,6 +15,7 @@
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/space.hpp>
 
 #include <cstddef>
@@ -44,6 +45,11 @@ struct callback_options {
   /// Where the function measures (backend::hardware, recorded in the study
   /// file): the host by default; name the device when it drives one.
   std::string target = "host";
+  /// Set: each evaluation calls the function repeatedly, one sample per
+  /// call, until the racing rule stops (tessel/racing.hpp); the objective is
+  /// the median, with its interval as metrics, and remeasure() takes every
+  /// max_repeats sample. Unset: one call.
+  std::optional<race_options> racing;
 };
 
 /// Wraps a user function. Exceptions the function throws propagate out of
@@ -67,12 +73,15 @@ class callback_backend : public backend {
   [[nodiscard]] std::string name() const override { return options_.name; }
   [[nodiscard]] std::optional<std::string> hardware() const override { return options_.target; }
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  /// With racing: every max_repeats sample, no racing. Else nullopt.
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 
  private:
   measure_function function_;
   options options_;
+  std::shared_ptr<racer> racer_;  ///< when options_.racing is set
 };
 
 // --- command -------------------------------------------------------------------
@@ -90,6 +99,11 @@ struct command_options {
   std::size_t max_output_bytes = 16u << 20;        ///< stdout kept (its tail) per candidate
   std::size_t stderr_tail_lines = 20;              ///< stderr lines quoted in a failure message
   std::size_t stderr_tail_bytes = 2048;            ///< ... and at most this many bytes of them
+  /// Repeats: the program is run once per sample until the racing rule
+  /// stops (tessel/racing.hpp), each run's objective one sample; the
+  /// objective is their median. The default, 1 and 1, runs it once (what
+  /// it reports stands); racing needs min_repeats >= 2, e.g. 3 and 10.
+  race_options racing{1, 1, 0.0, 0.02, 0.0};
 
   /// Gated commands (docs/backends.md, "Gated commands"). With gate_outputs
   /// set, each candidate first runs once per hidden input set the gate draws,
@@ -131,6 +145,9 @@ class command_backend : public backend {
   /// program can be found, and the working directory exists.
   void prepare(const space& s) override;
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  /// With racing (max_repeats > 1): the gate's verdict kept, every
+  /// max_repeats run, no racing. Else nullopt.
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 
@@ -139,9 +156,11 @@ class command_backend : public backend {
  private:
   struct gated;
   void prepare_gate(const space& s);
+  measurement evaluate(const space& s, const config& c, bool full);
   std::vector<std::string> arguments_;
   options options_;
   std::shared_ptr<gated> gated_;  ///< set by prepare() when options_.gate_outputs is
+  std::shared_ptr<racer> racer_;
 };
 
 /// Shell-like word splitting, as command_backend does it. Throws tessel::error
@@ -320,7 +339,9 @@ void register_backend(std::string scheme, backend_factory factory);
 /// (settings: concurrency, count_framework_time, exact_cost_estimate),
 /// `command:CMD` (settings: timeout, kill_grace, workdir, concurrency,
 /// estimated_cost, env.NAME, gate_inputs, gate_outputs, gate_reference,
-/// gate_secret, tolerance_scale), `trainium:kernel=...,reference=...`
+/// gate_secret, tolerance_scale, min_repeats, max_repeats, race_margin,
+/// target_ci, race_seconds), `cpu[:KERNEL][,KEY=VALUE...]` (tessel/cpu.hpp,
+/// docs/cpu.md), `trainium:kernel=...,reference=...`
 /// (tessel/trainium.hpp, docs/trainium.md). Throws tessel::error for an unknown scheme
 /// (listing the known ones), an unknown setting, or a bad argument.
 [[nodiscard]] std::shared_ptr<backend> make_backend(std::string_view spec,

@@ -46,6 +46,16 @@ class racer {
   double incumbent_ = 0;
 };
 
+/// Times a candidate whose every evaluation is one sample (a command run
+/// once per sample, a callback called once per sample): calls `once` until
+/// `r`'s rule stops (`full`: all max_repeats, no racing), and returns the
+/// first call's measurement with the race recorded (record_race: objective
+/// = the median of the calls' objectives) and every call's cost summed. The
+/// first call that is not ok is returned instead, with the cost so far.
+/// Offers the median to `r` (unless `full`).
+[[nodiscard]] measurement race_measurements(racer& r, const std::function<measurement()>& once,
+                                            bool full = false);
+
 /// Writes a race's outcome into `m`: objective = the median (seconds),
 /// samples, and the metrics ci_low_s, ci_high_s (the median's ~95%
 /// interval), iqr_s (interquartile range, nearest-rank), repeats; appends
