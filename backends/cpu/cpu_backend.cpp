@@ -154,6 +154,14 @@ struct slot_lease {
   slots& s_;
 };
 
+/// One timing at a time in this process, whatever backend asks (the two
+/// fidelities of a multi-fidelity study are two backends): a timed kernel
+/// never shares its CPUs with another.
+std::mutex& timing_lock() {
+  static std::mutex m;
+  return m;
+}
+
 std::int64_t bytes_of(const std::vector<tensor_spec>& tensors) {
   std::int64_t total = 0;
   for (const auto& t : tensors) total += t.elements() * tessel::bytes_of(t.type);
@@ -204,7 +212,6 @@ struct cpu_backend::impl {
   std::vector<std::string> timing_inputs;  ///< .npy bytes: a fixed normal draw
   std::vector<int> timing_cpus, other_cpus;
   std::unique_ptr<slots> compile_slots;
-  std::mutex timing;  ///< one timing at a time
   double flops = 0;
   std::int64_t bytes = 0;
 
@@ -416,7 +423,7 @@ measurement cpu_backend::impl::time(const fs::path& library, bool full, cost pai
   t.incumbent_s = full ? 0 : timer->incumbent();
   detail::loader_run timed;
   {
-    const std::lock_guard lock(timing);
+    const std::lock_guard lock(timing_lock());
     timed = detail::run_loader(setup, library, timing_inputs, timing_cpus, t);
   }
   paid.run_s += timed.run.seconds;

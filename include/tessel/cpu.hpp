@@ -64,7 +64,8 @@ struct cpu_options {
 };
 
 /// Thread-safe; concurrency() = compile_jobs + 1: compiles and gate runs
-/// proceed while one candidate is timed, and only one is timed at a time.
+/// proceed while one candidate is timed, and only one kernel is timed at a
+/// time in the whole process (by any cpu_backend).
 class cpu_backend : public backend {
  public:
   using options = cpu_options;
