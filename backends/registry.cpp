@@ -99,6 +99,12 @@ void read_racing(setting_reader& read, race_options& o) {
   o.max_seconds = read.number("race_seconds").value_or(o.max_seconds);
 }
 
+/// The gate settings every gated backend shares: tolerance_scale, gate_secret.
+void read_gate(setting_reader& read, gate_options& o) {
+  o.tolerance_scale = read.number("tolerance_scale").value_or(o.tolerance_scale);
+  if (auto secret = read.number("gate_secret")) o.secret = static_cast<std::uint64_t>(*secret);
+}
+
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend replay: give the table's path, as replay:PATH");
   setting_reader read("replay", settings);
@@ -125,10 +131,7 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.gate_inputs = read.text("gate_inputs").value_or("");
   options.gate_outputs = read.text("gate_outputs").value_or("");
   options.gate_reference = read.text("gate_reference").value_or("");
-  options.gate.tolerance_scale =
-      read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
-  if (auto secret = read.number("gate_secret"))
-    options.gate.secret = static_cast<std::uint64_t>(*secret);
+  read_gate(read, options.gate);
   read_racing(read, options.racing);
   read.finish();
   return std::make_shared<command_backend>(argument, options);
@@ -160,6 +163,19 @@ backend_settings argument_settings(std::string_view scheme, std::string_view arg
   return out;
 }
 
+/// argument_settings(scheme, argument) with the --backend-set ones added; a
+/// key given in both is an error.
+backend_settings merged_settings(std::string_view scheme, std::string_view argument,
+                                 const backend_settings& given) {
+  auto settings = argument_settings(scheme, argument);
+  for (const auto& [key, value] : given) {
+    if (settings.contains(key))
+      throw error(fmt::format("backend {}: setting {} given twice", scheme, key));
+    settings[key] = value;
+  }
+  return settings;
+}
+
 std::vector<std::string> comma_list(const std::string& text) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -172,12 +188,7 @@ std::vector<std::string> comma_list(const std::string& text) {
 }
 
 std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_settings& given) {
-  auto settings = argument_settings("trainium", argument);
-  for (const auto& [key, value] : given) {
-    if (settings.contains(key))
-      throw error(fmt::format("backend trainium: setting {} given twice", key));
-    settings[key] = value;
-  }
+  const auto settings = merged_settings("trainium", argument, given);
   setting_reader read("trainium", settings);
   trainium_options o;
   o.kernel = read.text("kernel").value_or("");
@@ -199,10 +210,7 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   o.iters_per_sample = read.count("iters").value_or(o.iters_per_sample);
   read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
-  o.gate_settings.tolerance_scale =
-      read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
-  if (auto secret = read.number("gate_secret"))
-    o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  read_gate(read, o.gate_settings);
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
   read.finish();
@@ -222,12 +230,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
     o.builtin = std::string(first);
     argument = argument.substr(std::min(argument.size(), first.size() + 1));
   }
-  auto settings = argument_settings("cpu", argument);
-  for (const auto& [key, value] : given) {
-    if (settings.contains(key))
-      throw error(fmt::format("backend cpu: setting {} given twice", key));
-    settings[key] = value;
-  }
+  const auto settings = merged_settings("cpu", argument, given);
   setting_reader read("cpu", settings);
   o.kernel = read.text("kernel").value_or("");
   o.reference = read.text("reference").value_or("");
@@ -246,10 +249,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   o.min_sample_s = read.number("min_sample").value_or(o.min_sample_s);
   read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
-  o.gate_settings.tolerance_scale =
-      read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
-  if (auto secret = read.number("gate_secret"))
-    o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  read_gate(read, o.gate_settings);
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
   for (auto& [name, value] : read.prefixed("set.")) {

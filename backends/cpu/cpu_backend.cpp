@@ -284,6 +284,11 @@ void cpu_backend::impl::pick_kernel(const space& s, detail::kernel_constants& co
     const auto colon = o.kernel.rfind(':');
     kernel_file = fs::absolute(o.kernel.substr(0, colon));
     function = o.kernel.substr(colon + 1);
+    if (kernel_file.string().find_first_of("\"\\\n") != std::string::npos)
+      throw error(
+          fmt::format("backend cpu: the kernel's path {} holds a quote, a backslash or a "
+                      "newline; move the file",
+                      kernel_file.string()));
     if (!fs::is_regular_file(kernel_file))
       throw error(fmt::format("backend cpu: kernel file {} does not exist (from '{}')",
                               kernel_file.string(), o.kernel));

@@ -84,11 +84,10 @@ inline float hsum(vfloat v) {
 void row(const float* x, float* y, long n) {
   const long whole = n / (accs * vec) * (accs * vec);
   float mx = -std::numeric_limits<float>::infinity(), sum = 0;
+  vfloat m[accs], s[accs];  // per lane: the running max, and the sum of exponentials
+  for (int a = 0; a < accs; ++a) m[a] = splat(mx), s[a] = splat(0);
 #if TESSEL_ONLINE
-  // one pass: running max per lane, the lane's sum rescaled when its max grows
-  vfloat m[accs], s[accs];
-  for (int a = 0; a < accs; ++a)
-    m[a] = splat(-std::numeric_limits<float>::infinity()), s[a] = splat(0);
+  // one pass: the lane's sum rescaled whenever its max grows
   for (long i = 0; i < whole; i += accs * vec)
     for (int a = 0; a < accs; ++a) {
       const vfloat v = loadv(x + i + a * vec);
@@ -96,27 +95,24 @@ void row(const float* x, float* y, long n) {
       s[a] = s[a] * exp_v(m[a] - grown) + exp_v(v - grown);
       m[a] = grown;
     }
-  for (int a = 0; a < accs; ++a) mx = std::max(mx, hmax(m[a]));
-  for (long i = whole; i < n; ++i) mx = std::max(mx, x[i]);
-  for (int a = 0; a < accs; ++a)
-    if (hmax(m[a]) > -std::numeric_limits<float>::infinity()) sum += hsum(s[a] * exp_v(m[a] - mx));
-  for (long i = whole; i < n; ++i) sum += std::exp(x[i] - mx);
 #else
-  vfloat m[accs], s[accs];
-  for (int a = 0; a < accs; ++a)
-    m[a] = splat(-std::numeric_limits<float>::infinity()), s[a] = splat(0);
   for (long i = 0; i < whole; i += accs * vec)
     for (int a = 0; a < accs; ++a) {
       const vfloat v = loadv(x + i + a * vec);
       m[a] = v > m[a] ? v : m[a];
     }
+#endif
   for (int a = 0; a < accs; ++a) mx = std::max(mx, hmax(m[a]));
   for (long i = whole; i < n; ++i) mx = std::max(mx, x[i]);
+#if TESSEL_ONLINE
+  for (int a = 0; a < accs; ++a)  // each lane's sum brought to the row's max
+    if (hmax(m[a]) > -std::numeric_limits<float>::infinity()) sum += hsum(s[a] * exp_v(m[a] - mx));
+#else
   for (long i = 0; i < whole; i += accs * vec)
     for (int a = 0; a < accs; ++a) s[a] += exp_v(loadv(x + i + a * vec) - mx);
   for (int a = 0; a < accs; ++a) sum += hsum(s[a]);
-  for (long i = whole; i < n; ++i) sum += std::exp(x[i] - mx);
 #endif
+  for (long i = whole; i < n; ++i) sum += std::exp(x[i] - mx);
   const float inv = 1.0f / sum;
   long i = 0;
   for (; i + vec <= n; i += vec) storev(y + i, exp_v(loadv(x + i) - mx) * inv);
