@@ -53,9 +53,12 @@ struct search {
   double best_objective = 0;
 };
 
+/// The backend's defaults, but the compile limit: on a shared, loaded
+/// machine a compile can take minutes of wall time.
 cpu_options gemm_options(const fs::path& cache) {
   cpu_options o;
   o.cache_dir = cache.string();
+  o.compile_timeout_s = 900;
   return o;
 }
 

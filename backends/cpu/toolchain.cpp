@@ -155,12 +155,17 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
                      source.string(),
                      "-ldl"};
   build.environment = inherited_environment();
-  build.timeout_s = o_.timeout_s;
+  build.timeout_s = 10 * o_.timeout_s;  // once per cache: a loaded machine must not stop a study
   build.kill_grace_s = o_.kill_grace_s;
   const auto r = run_process(build);
   if (!r.started || r.exit_code != 0 || r.timed_out)
-    throw error(fmt::format("backend cpu: building the loader with {} failed:\n{}", identity_,
-                            r.started ? head_of(r.errors, 30, 4000) : r.start_error));
+    throw error(fmt::format(
+        "backend cpu: building the loader with {} failed: {}", identity_,
+        !r.started      ? r.start_error
+        : r.timed_out   ? fmt::format("it ran past 10 x compile_timeout ({} s) and was killed",
+                                      10 * o_.timeout_s)
+        : r.signal != 0 ? "killed by " + signal_name(r.signal)
+                        : "\n" + head_of(r.errors + r.output, 30, 4000)));
   fs::rename(tmp, loader_);
 }
 
