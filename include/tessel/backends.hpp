@@ -50,7 +50,7 @@ struct callback_options {
   /// call, until the racing rule stops (tessel/racing.hpp); the objective is
   /// the median, with its interval as metrics, and remeasure() takes every
   /// max_repeats sample. Unset: one call.
-  std::optional<race_options> racing;
+  std::optional<race_options> racing{};
 };
 
 /// Wraps a user function. Exceptions the function throws propagate out of
