@@ -71,8 +71,8 @@ class trainium_backend : public backend {
   [[nodiscard]] std::size_t concurrency() const override;
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
   /// Re-times `c` (compile and gate verdict cached) with max_repeats samples
-  /// and no racing: what `tessel tune` reports for the best config. Call it
-  /// after the search, not while evaluate() runs on other threads.
+  /// and no racing: what `tessel tune` reports for the best config. Leaves
+  /// the incumbent alone; thread-safe like evaluate().
   [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   /// Hosts found lost so far (their trials were re-queued on others).
   [[nodiscard]] std::vector<std::string> lost_hosts() const;
