@@ -13,6 +13,7 @@
 #include <tessel/constraints.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/cpu_kernel.hpp>
+#include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
