@@ -58,6 +58,8 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.gate_inputs = read.text("gate_inputs").value_or("");
   options.gate_outputs = read.text("gate_outputs").value_or("");
   options.gate_reference = read.text("gate_reference").value_or("");
+  options.gate_flops = read.text("gate_flops").value_or("");
+  options.gate_min_bytes = read.text("gate_min_bytes").value_or("");
   read_gate(read, options.gate);
   read_racing(read, options.racing);
   read.finish();
@@ -138,6 +140,8 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
   read_gate(read, o.gate_settings);
+  o.flops = read.text("flops").value_or("");
+  o.min_bytes = read.text("min_bytes").value_or("");
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
   read.finish();
@@ -177,6 +181,8 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
   read_gate(read, o.gate_settings);
+  o.flops = read.text("flops").value_or("");
+  o.min_bytes = read.text("min_bytes").value_or("");
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
   for (auto& [name, value] : read.prefixed("set.")) {

@@ -80,47 +80,32 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-/// Every element of `t`, row-major.
-std::vector<double> materialize(const input_tensor& t) {
-  std::vector<double> v(static_cast<std::size_t>(t.spec().elements()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.at(static_cast<std::int64_t>(i));
-  return v;
-}
-
 /// What a built-in kernel must compute, for the gate: tessel's own fp64
 /// reference at the probes.
 class builtin_spec final : public gate_spec {
  public:
   builtin_spec(const detail::builtin_kernel& k, detail::kernel_constants c,
                std::vector<tensor_spec> in, std::vector<tensor_spec> out)
-      : kernel_(k), constants_(std::move(c)), inputs_(std::move(in)), outputs_(std::move(out)) {}
+      : kernel_(k),
+        constants_(std::move(c)),
+        inputs_(std::move(in)),
+        outputs_(std::move(out)),
+        flops_(k.flops(constants_)) {}
   [[nodiscard]] std::vector<tensor_spec> inputs() const override { return inputs_; }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override { return outputs_; }
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override {
     detail::input_values values;
-    for (const auto& t : in) values.push_back(materialize(t));
+    for (const auto& t : in) values.push_back(t.values());
     return kernel_.reference(values, constants_, where);
   }
-  /// Whole outputs of the reference on .npy inputs (the timed run's check).
-  [[nodiscard]] detail::file_run whole(const std::vector<std::string>& files) const {
-    detail::input_values values;
-    for (std::size_t i = 0; i < files.size(); ++i)
-      values.push_back(detail::npy_decode(files[i], inputs_[i].elements()).values);
-    probe_points all(outputs_.size());
-    for (std::size_t o = 0; o < outputs_.size(); ++o)
-      for (std::int64_t e = 0; e < outputs_[o].elements(); ++e) all[o].push_back(e);
-    const auto got = kernel_.reference(values, constants_, all);
-    detail::file_run r;
-    for (std::size_t o = 0; o < outputs_.size(); ++o)
-      r.outputs.push_back(detail::npy_encode(outputs_[o].shape, outputs_[o].type, got[o]));
-    return r;
-  }
+  [[nodiscard]] double flops() const override { return flops_; }
 
  private:
   const detail::builtin_kernel& kernel_;
   detail::kernel_constants constants_;
   std::vector<tensor_spec> inputs_, outputs_;
+  double flops_;
 };
 
 /// At most `n` holders at once.
@@ -204,12 +189,12 @@ struct cpu_backend::impl {
   std::unique_ptr<tessel::gate> checker;
   std::unique_ptr<detail::toolchain> tools;
   const detail::builtin_kernel* builtin = nullptr;
-  std::shared_ptr<builtin_spec> spec;  ///< a built-in kernel's gate spec
+  std::shared_ptr<builtin_spec> builtin_reference;  ///< a built-in kernel's gate spec
+  detail::file_program user_reference;              ///< a user kernel's, run by the loader
   fs::path kernel_file;
-  std::string function, kernel_text;  ///< kernel_text: a user kernel's source, hashed into builds
+  std::string function, kernel_text;  ///< kernel_text: the kernel's source, hashed into builds
   detail::loader_setup setup;
-  std::shared_ptr<detail::reference_store> references;
-  std::vector<std::string> timing_inputs;  ///< .npy bytes: a fixed normal draw
+  std::vector<std::string> timing_inputs;  ///< .npy bytes, a fixed normal draw: the gate off
   std::vector<int> timing_cpus, other_cpus;
   std::unique_ptr<slots> compile_slots;
   double flops = 0;
@@ -217,10 +202,20 @@ struct cpu_backend::impl {
 
   void pick_cpus(const space& s);
   void pick_kernel(const space& s, detail::kernel_constants& constants);
+  /// What config `c` must compute: the built-in's spec, or the user's
+  /// reference with the flops and min_bytes settings for `c`.
+  [[nodiscard]] std::shared_ptr<const gate_spec> spec_for(const space& s, const config& c) const;
   measurement evaluate(const space& s, const config& c, bool full);
-  std::optional<measurement> build_and_gate(const space& s, const config& c, cost& paid,
-                                            fs::path& library, measurement& notes);
-  measurement time(const fs::path& library, bool full, cost paid, measurement notes);
+  /// Compiles `c` (one compile slot): nullopt and `library` set, or the failure.
+  std::optional<measurement> build(const space& s, const config& c, cost& paid, fs::path& library,
+                                   measurement& notes);
+  /// Runs the session's gate calls on the compile CPUs, judging each, and
+  /// gives the verdict on them: nullopt when it passed, else the failure.
+  std::optional<measurement> gate_calls(gate_session& session, detail::session_files& files,
+                                        const fs::path& library, cost& paid);
+  /// Times `library` on `inputs` (racing unless `full`), one timing at a time.
+  detail::loader_run time(const fs::path& library, const std::vector<std::string>& inputs,
+                          bool full) const;
 };
 
 cpu_backend::cpu_backend(options o) : impl_(std::make_unique<impl>()) {
@@ -311,9 +306,10 @@ void cpu_backend::impl::pick_kernel(const space& s, detail::kernel_constants& co
   setup.outputs = builtin->outputs(constants);
   flops = builtin->flops(constants);
   function = std::string(builtin->function);
-  kernel_file =
-      tools->write_file(std::string(builtin->file), detail::cpu_embedded_text(builtin->file));
-  spec = std::make_shared<builtin_spec>(*builtin, constants, setup.inputs, setup.outputs);
+  kernel_text = std::string(detail::cpu_embedded_text(builtin->file));
+  kernel_file = tools->write_file(std::string(builtin->file), kernel_text);
+  builtin_reference =
+      std::make_shared<builtin_spec>(*builtin, constants, setup.inputs, setup.outputs);
 }
 
 void cpu_backend::prepare(const space& s) {
@@ -361,11 +357,11 @@ void cpu_backend::prepare(const space& s) {
   for (std::size_t i = 0; i < x.setup.inputs.size(); ++i)
     x.timing_inputs.push_back(detail::npy_encode(
         x.setup.inputs[i].shape, x.setup.inputs[i].type,
-        materialize(input_tensor(x.setup.inputs[i], distribution::normal, 0x7e55e1 + i))));
-  if (x.builtin != nullptr) {
-    x.references = std::make_shared<detail::reference_store>(
-        [spec = x.spec](const std::vector<std::string>& files) { return spec->whole(files); });
-  } else if (!x.o.reference.empty()) {
+        input_tensor(x.setup.inputs[i], distribution::normal, 0x7e55e1 + i).values()));
+  x.checker = std::make_unique<tessel::gate>(detail::on_target(x.o.gate_settings, s));
+  detail::check_count_setting(x.o.flops, "backend cpu: flops", s);
+  detail::check_count_setting(x.o.min_bytes, "backend cpu: min_bytes", s);
+  if (x.builtin == nullptr && !x.o.reference.empty()) {
     const auto colon = x.o.reference.rfind(':');
     const auto file = fs::absolute(x.o.reference.substr(0, colon));
     if (!fs::is_regular_file(file))
@@ -376,23 +372,28 @@ void cpu_backend::prepare(const space& s) {
     if (built.status != status::ok)
       throw error(fmt::format("backend cpu: the reference {} does not build:\n{}", x.o.reference,
                               built.message));
-    x.references = std::make_shared<detail::reference_store>(
-        [&x, library = built.library](const std::vector<std::string>& files) {
-          auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
-          if (r.status != status::ok) r.message = "the reference " + r.message;
-          return r;
-        });
+    x.user_reference = [&x, library = built.library](const std::vector<std::string>& files) {
+      auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
+      if (r.status != status::ok) r.message = "the reference " + r.message;
+      return r;
+    };
   }
 }
 
-std::optional<measurement> cpu_backend::impl::build_and_gate(const space& s, const config& c,
-                                                             cost& paid, fs::path& library,
-                                                             measurement& notes) {
+std::shared_ptr<const gate_spec> cpu_backend::impl::spec_for(const space& s,
+                                                             const config& c) const {
+  if (builtin_reference) return builtin_reference;
+  return std::make_shared<detail::file_spec>(
+      setup.inputs, setup.outputs, user_reference,
+      detail::count_setting(o.flops, "backend cpu: flops", s, c),
+      detail::count_setting(o.min_bytes, "backend cpu: min_bytes", s, c));
+}
+
+std::optional<measurement> cpu_backend::impl::build(const space& s, const config& c, cost& paid,
+                                                    fs::path& library, measurement& notes) {
   const slot_lease lease(*compile_slots);
-  const auto built = tools->build(
-      detail::kernel_unit(s, &c, kernel_file, function),
-      kernel_text.empty() ? std::vector<std::string>{} : std::vector<std::string>{kernel_text},
-      other_cpus);
+  const auto built =
+      tools->build(detail::kernel_unit(s, &c, kernel_file, function), {kernel_text}, other_cpus);
   paid.compile_s += built.seconds;
   notes.metrics["compile_cached"] = built.cached ? 1 : 0;
   notes.metrics["compiler_s"] = built.seconds;
@@ -402,60 +403,38 @@ std::optional<measurement> cpu_backend::impl::build_and_gate(const space& s, con
     return m;
   }
   library = built.library;
-  if (!o.gate) return std::nullopt;
-  const detail::file_gated_kernel candidate(
-      setup.inputs, setup.outputs,
-      [&](const std::vector<std::string>& files) {
-        return detail::run_loader(setup, library, files, other_cpus, std::nullopt).run;
-      },
-      references);
-  const gate_spec& judge = spec ? static_cast<const gate_spec&>(*spec) : candidate;
-  auto failed = detail::gate_through_files(*checker, judge, candidate, s.key(c), paid);
-  paid.gate_s += candidate.candidate_seconds();
-  if (failed) {
-    failed->cost = paid;
-    for (const auto& [k, v] : notes.metrics) failed->metrics.emplace(k, v);
-  }
-  return failed;
+  return std::nullopt;
 }
 
-measurement cpu_backend::impl::time(const fs::path& library, bool full, cost paid,
-                                    measurement notes) {
+std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
+                                                         detail::session_files& files,
+                                                         const fs::path& library, cost& paid) {
+  const slot_lease lease(*compile_slots);
+  const auto& calls = session.calls();
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto r = detail::run_loader(setup, library, files.of(calls[i]), other_cpus, std::nullopt);
+    paid.gate_s += r.run.seconds;  // off the clock, on the compile CPUs
+    if (auto failed =
+            detail::judge_run(session, calls[i], r.run, setup.outputs,
+                              fmt::format("in the gate (run {} of {})", i + 1, calls.size()), paid))
+      return failed;
+  }
+  // The verdict before the timing: a wrong kernel is never timed.
+  const verdict v = session.finish();
+  if (!v.ok()) return detail::failed_verdict(v, paid);
+  return std::nullopt;
+}
+
+detail::loader_run cpu_backend::impl::time(const fs::path& library,
+                                           const std::vector<std::string>& inputs,
+                                           bool full) const {
   detail::loader_timing t;
   t.warmup = o.warmup;
   t.min_sample_s = o.min_sample_s;
   t.racing = full ? timer->full_options() : o.racing;
   t.incumbent_s = full ? 0 : timer->incumbent();
-  detail::loader_run timed;
-  {
-    const std::lock_guard lock(timing_lock());
-    timed = detail::run_loader(setup, library, timing_inputs, timing_cpus, t);
-  }
-  paid.run_s += timed.run.seconds;
-  const auto fail = [&](status st, std::string message) {
-    auto m = measurement::failure(st, std::move(message), paid);
-    m.metrics = notes.metrics;
-    return m;
-  };
-  if (timed.run.status != status::ok) return fail(timed.run.status, timed.run.message);
-  if (o.gate && references)
-    if (auto lie = detail::timed_outputs_differ(timed.run.outputs, timing_inputs, setup.outputs,
-                                                *references, o.gate_settings.tolerance_scale))
-      return fail(status::suspicious, *lie);
-  if (timed.samples.empty() || std::any_of(timed.samples.begin(), timed.samples.end(),
-                                           [](double v) { return !std::isfinite(v) || v <= 0; }))
-    return fail(status::suspicious, "suspicious: the loader timed no, or non-positive, samples");
-  measurement m = notes;
-  m.status = status::ok;
-  m.cost = paid;
-  record_race(m, {timed.samples, timed.stopped});
-  m.metrics["iters_per_sample"] = static_cast<double>(timed.iters);
-  m.metrics["pinned_cpu"] = timing_cpus.size() == 1 ? timing_cpus.front() : -1;
-  if (flops > 0) m.metrics["gflops"] = flops / m.objective * 1e-9;
-  m.metrics["gbytes_per_s"] = static_cast<double>(bytes) / m.objective * 1e-9;
-  if (o.gate) checker->apply_time(m, spec ? checker->time_bound(*spec) : 0.0);
-  if (!full && m.ok()) timer->offer(m.objective);
-  return m;
+  const std::lock_guard lock(timing_lock());
+  return detail::run_loader(setup, library, inputs, timing_cpus, t);
 }
 
 measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool full) {
@@ -463,8 +442,47 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
   cost paid;
   fs::path library;
   measurement notes;
-  if (auto failed = build_and_gate(s, c, paid, library, notes)) return *failed;
-  return time(library, full, paid, std::move(notes));
+  const auto fail = [&](measurement m) {
+    m.cost = paid;
+    for (const auto& [k, v] : notes.metrics) m.metrics.emplace(k, v);
+    return m;
+  };
+  if (auto failed = build(s, c, paid, library, notes)) return *failed;
+  const auto spec = spec_for(s, c);
+  std::optional<gate_session> session;
+  std::optional<detail::session_files> files;
+  if (o.gate) {
+    session.emplace(checker->session(*spec, s.key(c)));
+    files.emplace(*session);
+    if (auto failed = gate_calls(*session, *files, library, paid)) return fail(*failed);
+  }
+  // Timed on one of the gate's own input sets, drawn from the secret: the
+  // kernel cannot tell the timed calls from a gate call by their inputs, and
+  // what they computed is judged like a gate call.
+  const std::size_t timed_set = session ? session->timed_set(0) : 0;
+  const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full);
+  paid.run_s += timed.run.seconds;
+  if (timed.run.status != status::ok)
+    return fail(measurement::failure(timed.run.status, timed.run.message, paid));
+  if (session)
+    if (auto failed =
+            detail::finish_with_timed_run(*session, timed_set, timed.run, setup.outputs, paid))
+      return fail(*failed);
+  if (timed.samples.empty() || std::any_of(timed.samples.begin(), timed.samples.end(),
+                                           [](double v) { return !std::isfinite(v) || v <= 0; }))
+    return fail(measurement::failure(
+        status::suspicious, "suspicious: the loader timed no, or non-positive, samples", paid));
+  measurement m = std::move(notes);
+  m.status = status::ok;
+  m.cost = paid;
+  record_race(m, {timed.samples, timed.stopped});
+  m.metrics["iters_per_sample"] = static_cast<double>(timed.iters);
+  m.metrics["pinned_cpu"] = timing_cpus.size() == 1 ? timing_cpus.front() : -1;
+  if (flops > 0) m.metrics["gflops"] = flops / m.objective * 1e-9;
+  m.metrics["gbytes_per_s"] = static_cast<double>(bytes) / m.objective * 1e-9;
+  if (o.gate) checker->apply_time(m, *spec);  // every sample above the host's floor
+  if (!full && m.ok()) timer->offer(m.objective);
+  return m;
 }
 
 measurement cpu_backend::evaluate(const space& s, const config& c) {

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
@@ -123,7 +124,7 @@ struct trainium_backend::impl {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<detail::host_pool> hosts;
   std::unique_ptr<tessel::gate> gate;
-  std::shared_ptr<detail::reference_store> references;
+  detail::file_program reference;
   std::unique_ptr<racer> timer;  ///< the racing rule and the incumbent (best median so far)
 
   /// Compile, gate, time; `full`: every max_repeats sample, no racing (remeasure).
@@ -183,14 +184,7 @@ struct trainium_backend::impl {
     return r;
   }
 
-  /// Why the outputs of the timed calls (on timing_inputs()) are not the
-  /// reference's, or nullopt (file_gate.hpp, timed_outputs_differ).
-  std::optional<std::string> timed_outputs_differ(const std::vector<std::string>& produced) {
-    return detail::timed_outputs_differ(produced, timing_inputs(), outputs, *references,
-                                        o.gate_settings.tolerance_scale);
-  }
-
-  /// Inputs for compiling and timing (not the gate's): a fixed normal draw.
+  /// Inputs for compiling (shapes only), and for timing when the gate is off: a fixed normal draw.
   [[nodiscard]] std::vector<std::string> timing_inputs() const {
     std::vector<std::string> files;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -220,8 +214,7 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
   x.timer = std::make_unique<racer>(x.o.racing);
-  x.references = std::make_shared<detail::reference_store>(
-      [&x](const std::vector<std::string>& files) { return x.reference_run(files); });
+  x.reference = [&x](const std::vector<std::string>& files) { return x.reference_run(files); };
 }
 
 trainium_backend::~trainium_backend() = default;
@@ -235,13 +228,11 @@ std::optional<std::string> trainium_backend::hardware() const {
 
 void trainium_backend::prepare(const space& s) {
   auto& x = *impl_;
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
-  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", constant);
-  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", constant);
+  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", s);
+  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", s);
+  detail::check_count_setting(x.o.flops, "backend trainium: flops", s);
+  detail::check_count_setting(x.o.min_bytes, "backend trainium: min_bytes", s);
+  x.gate = std::make_unique<tessel::gate>(detail::on_target(x.o.gate_settings, s));
   for (const auto* spec : {&x.o.kernel, &x.o.reference}) {
     const auto file = spec->substr(0, spec->rfind(':'));
     if (x.o.hosts.empty() && !fs::exists(file))
@@ -316,17 +307,26 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
       continue;
     }
     bool lost = false;
+    const detail::file_spec spec(
+        x.inputs, x.outputs, x.reference,
+        detail::count_setting(x.o.flops, "backend trainium: flops", s, c),
+        detail::count_setting(x.o.min_bytes, "backend trainium: min_bytes", s, c));
+    std::optional<gate_session> session;
+    std::optional<detail::session_files> files;
+    std::optional<measurement> failed;
     if (x.o.gate) {
-      detail::file_gated_kernel kernel(
-          x.inputs, x.outputs,
-          [&](const std::vector<std::string>& files) {
-            return x.send(x.base_request("run", constants, key), host, lease->core, files,
-                          x.o.run_timeout_s, &lost);
-          },
-          x.references);
-      auto failed =
-          detail::gate_through_files(*x.gate, kernel, key + attempt * 0x9e3779b97f4a7c15ULL, paid);
-      paid.run_s += kernel.candidate_seconds();
+      session.emplace(x.gate->session(spec, key));
+      files.emplace(*session);
+      const auto& calls = session->calls();
+      for (std::size_t i = 0; i < calls.size() && !failed && !lost; ++i) {
+        const auto r = x.send(x.base_request("run", constants, key), host, lease->core,
+                              files->of(calls[i]), x.o.run_timeout_s, &lost);
+        paid.run_s += r.seconds;
+        if (!lost)
+          failed = detail::judge_run(*session, calls[i], r, x.outputs,
+                                     fmt::format("in the gate (run {} of {})", i + 1, calls.size()),
+                                     paid);
+      }
       if (lost) {
         x.hosts->mark_lost(host);
         ++requeued;
@@ -337,6 +337,10 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
         return *failed;
       }
     }
+    // Timed on one of the gate's own input sets, drawn from the secret: the
+    // kernel cannot tell the timed call from a gate call by its inputs, and
+    // what the timed calls computed is judged like any gate call.
+    const std::size_t timed_set = session ? session->timed_set(0) : 0;
     auto request = x.base_request("time", constants, key);
     request["warmup"] = x.o.warmup;
     request["iters_per_sample"] = x.o.iters_per_sample;
@@ -349,8 +353,9 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
     if (const double incumbent = x.timer->incumbent(); !full && incumbent > 0)
       request["incumbent_s"] = incumbent;
     nlohmann::json body;
-    const auto timed = x.send(std::move(request), host, lease->core, x.timing_inputs(),
-                              x.o.run_timeout_s, &lost, &body);
+    const auto timed =
+        x.send(std::move(request), host, lease->core,
+               files ? files->of(timed_set) : x.timing_inputs(), x.o.run_timeout_s, &lost, &body);
     if (lost) {
       x.hosts->mark_lost(host);
       ++requeued;
@@ -358,11 +363,11 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
       continue;
     }
     paid.run_s += timed.seconds;
-    if (timed.status == status::ok && x.o.gate && !timed.outputs.empty())
-      if (auto lie = x.timed_outputs_differ(timed.outputs)) {
-        auto m = measurement::failure(status::suspicious, *lie, paid);
-        m.metrics["requeued"] = static_cast<double>(requeued);
-        return m;
+    if (timed.status == status::ok && session)
+      if (auto judged =
+              detail::finish_with_timed_run(*session, timed_set, timed, x.outputs, paid)) {
+        judged->metrics["requeued"] = static_cast<double>(requeued);
+        return *judged;
       }
     if (timed.status != status::ok) {
       auto m = measurement::failure(timed.status, timed.message, paid);
@@ -390,6 +395,10 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
     m.metrics["requeued"] = static_cast<double>(requeued);
     m.metrics["compiler_s"] = compiler_s;
     m.metrics["compile_cached"] = compile_cached;
+    if (x.o.gate) {
+      x.gate->apply_time(m, spec);  // every sample above the floor
+      if (!m.ok()) return m;
+    }
     if (!full) x.timer->offer(m.objective);
     return m;
   }

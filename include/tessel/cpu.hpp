@@ -51,9 +51,17 @@ struct cpu_options {
   std::size_t warmup = 2;                      ///< calls before timing (at least one)
   double min_sample_s = 1e-3;                  ///< one sample times enough calls to last this long
   race_options racing{5, 20, 0.0, 0.02, 2.0};  ///< repeats: min, max, margin, target CI, seconds
-  bool gate =
-      true;  ///< check outputs before timing (off: nothing says a time is of a correct kernel)
-  gate_options gate_settings;  ///< suites, tolerance scale, secret
+  /// Judge the outputs of every gate run and of the timing (off: nothing
+  /// says a time is of a correct kernel).
+  bool gate = true;
+  /// Suites, tolerance scale, secret; `machine` unknown: the host's measured
+  /// peaks (roofline.hpp), the physical floor every sample must be above.
+  gate_options gate_settings;
+  /// User kernel: the FLOPs one call performs and the bytes it must move at
+  /// least (a number, or a `let`/`const` of the space), for the floor; "":
+  /// unknown FLOPs, and every input and output once. Built-in kernels know
+  /// their own.
+  std::string flops, min_bytes;
   /// Integer constants changed for the run (`set.M=128`): tensor shapes and
   /// what the kernel reads, not the space. A cheap fidelity's smaller shape.
   std::map<std::string, std::int64_t> overrides;
@@ -80,7 +88,10 @@ class cpu_backend : public backend {
   /// finds the compiler, builds the loader (and a user reference) once.
   /// Throws tessel::error with a message a person can act on.
   void prepare(const space& s) override;
-  /// Compile (cached), gate, time. The objective is the median seconds per
+  /// Compile (cached), gate (a gate session's calls, each in a loader
+  /// process of its own), then time on one of the session's hidden input
+  /// sets, drawn from the secret, and judge the timed calls' outputs too.
+  /// The objective is the median seconds per
   /// call; samples holds every sample; metrics: ci_low_s, ci_high_s, iqr_s,
   /// repeats, iters_per_sample, compile_cached, compiler_s, pinned_cpu, and
   /// for built-in kernels gflops and gbytes_per_s (at the median).

@@ -23,6 +23,7 @@
 #include <tessel/race_rule.hpp>
 #include <tessel/racing.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>

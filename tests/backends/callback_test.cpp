@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 using namespace tessel;
 
@@ -94,4 +96,16 @@ TEST_CASE("callback: with racing, each call is one sample; the objective is thei
   callback_backend once([](const config&) { return 2.0; });
   CHECK(once.evaluate(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3)).samples.empty());
   CHECK(!once.remeasure(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3)));
+  // A gated callback's samples are its gate calls: racing it too is named.
+  callback_gate g;
+  g.inputs = "x:4";
+  g.outputs = "y:4";
+  g.reference = [](const std::vector<std::vector<double>>& in) { return output_values{in[0]}; };
+  CHECK_THROWS_WITH_AS(
+      callback_backend([](const space&, const config&,
+                          std::span<const hidden_input>) { return output_values{}; },
+                       g, o),
+      "callback_options::racing: a gated callback is timed by its gate calls (and "
+      "callback_gate::timed_calls); racing is for ungated callbacks",
+      options_error);
 }

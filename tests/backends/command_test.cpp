@@ -370,4 +370,15 @@ TEST_CASE("command: repeats are registry settings; bad ones are named") {
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"min_repeats", "5"}, {"max_repeats", "2"}}),
                        "command_options::racing: max_repeats must be >= min_repeats",
                        options_error);
+  // A gated command's samples are its gate runs, each judged and timed.
+  const auto s = testing::small_space();
+  const auto gated = make_backend("command:true", {{"min_repeats", "2"},
+                                                   {"max_repeats", "4"},
+                                                   {"gate_inputs", "x:4"},
+                                                   {"gate_outputs", "y:4"},
+                                                   {"gate_reference", "true"}});
+  CHECK_THROWS_WITH_AS(gated->prepare(s),
+                       "command backend: a gated command is timed by its gate runs (every run "
+                       "judged and timed); min_repeats and max_repeats are for ungated commands",
+                       error);
 }

@@ -39,9 +39,9 @@ TEST_CASE("registry: unknown schemes and settings are errors that list what is k
   CHECK_THROWS_WITH_AS(
       make_backend("command:true", {{"timeuot", "1"}}),
       "backend command: unknown setting 'timeuot' (settings: concurrency, env.NAME, "
-      "estimated_cost, gate_inputs, gate_outputs, gate_reference, gate_secret, kill_grace, "
-      "max_repeats, min_repeats, race_margin, race_seconds, target_ci, timeout, tolerance_scale, "
-      "workdir)",
+      "estimated_cost, gate_flops, gate_inputs, gate_min_bytes, gate_outputs, gate_reference, "
+      "gate_secret, kill_grace, max_repeats, min_repeats, race_margin, race_seconds, target_ci, "
+      "timeout, tolerance_scale, workdir)",
       error);
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "soon"}}),
                        "backend command: setting timeout must be a number, got 'soon'", error);

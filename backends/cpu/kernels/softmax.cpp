@@ -46,10 +46,13 @@ inline vfloat loadv(const float* p) {
 inline void storev(float* p, vfloat v) { std::memcpy(p, &v, sizeof v); }
 inline vfloat splat(float f) { return vfloat{} + f; }
 
-/// e^x per lane; x <= 0 here (inputs minus their max), clamped at -87 (e^-87 ~ 1.6e-38).
+/// e^x per lane; x <= 0 here (inputs minus their max). Scaled by 2^(n + 64)
+/// and then by 2^-64, so results below fp32's smallest normal (e^-87.3)
+/// round to the subnormals the reference's would; x is clamped at -104,
+/// whose e^x rounds to 0.
 inline vfloat exp_v(vfloat x) {
 #if TESSEL_FAST_EXP
-  x = x < splat(-87.0f) ? splat(-87.0f) : x;
+  x = x < splat(-104.0f) ? splat(-104.0f) : x;
   // n = round(x log2 e): adding and subtracting 1.5 x 2^23 rounds to nearest
   const vfloat n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
   const vfloat r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
@@ -60,10 +63,10 @@ inline vfloat exp_v(vfloat x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const vint bits = (__builtin_convertvector(n, vint) + 127) << 23;
+  const vint bits = (__builtin_convertvector(n, vint) + 127 + 64) << 23;  // n >= -150
   vfloat scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return (p * scale) * 0x1p-64f;
 #else
   for (int l = 0; l < vec; ++l) x[l] = std::exp(x[l]);
   return x;
