@@ -14,12 +14,14 @@
 #include <tessel/cpu.hpp>
 #include <tessel/cpu_kernel.hpp>
 #include <tessel/did_you_mean.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/race_rule.hpp>
 #include <tessel/racing.hpp>
 #include <tessel/random.hpp>
