@@ -2,6 +2,7 @@
 // extend with register_backend (the simulator adds "sim"); the built-in
 // schemes (replay, command) are registered on first use.
 #include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
 #include <tessel/error.hpp>
 #include <tessel/trainium.hpp>
 
@@ -14,6 +15,22 @@
 
 namespace tessel {
 namespace {
+
+/// The racing settings every timing backend shares (docs/backends.md,
+/// "Racing"): min_repeats, max_repeats, race_margin, target_ci, race_seconds.
+void read_racing(settings_reader& read, race_options& o) {
+  o.min_repeats = read.count("min_repeats", 1).value_or(o.min_repeats);
+  o.max_repeats = read.count("max_repeats", 1).value_or(o.max_repeats);
+  o.margin = read.number("race_margin").value_or(o.margin);
+  o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
+  o.max_seconds = read.number("race_seconds").value_or(o.max_seconds);
+}
+
+/// The gate settings every gated backend shares: tolerance_scale, gate_secret.
+void read_gate(settings_reader& read, gate_options& o) {
+  o.tolerance_scale = read.number("tolerance_scale").value_or(o.tolerance_scale);
+  if (auto secret = read.number("gate_secret")) o.secret = static_cast<std::uint64_t>(*secret);
+}
 
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend replay: give the table's path, as replay:PATH");
@@ -43,10 +60,8 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.gate_reference = read.text("gate_reference").value_or("");
   options.gate_flops = read.text("gate_flops").value_or("");
   options.gate_min_bytes = read.text("gate_min_bytes").value_or("");
-  options.gate.tolerance_scale =
-      read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
-  if (auto secret = read.number("gate_secret"))
-    options.gate.secret = static_cast<std::uint64_t>(*secret);
+  read_gate(read, options.gate);
+  read_racing(read, options.racing);
   read.finish();
   return std::make_shared<command_backend>(argument, options);
 }
@@ -77,6 +92,19 @@ backend_settings argument_settings(std::string_view scheme, std::string_view arg
   return out;
 }
 
+/// argument_settings(scheme, argument) with the --backend-set ones added; a
+/// key given in both is an error.
+backend_settings merged_settings(std::string_view scheme, std::string_view argument,
+                                 const backend_settings& given) {
+  auto settings = argument_settings(scheme, argument);
+  for (const auto& [key, value] : given) {
+    if (settings.contains(key))
+      throw error(fmt::format("backend {}: setting {} given twice", scheme, key));
+    settings[key] = value;
+  }
+  return settings;
+}
+
 std::vector<std::string> comma_list(const std::string& text) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -89,12 +117,7 @@ std::vector<std::string> comma_list(const std::string& text) {
 }
 
 std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_settings& given) {
-  auto settings = argument_settings("trainium", argument);
-  for (const auto& [key, value] : given) {
-    if (settings.contains(key))
-      throw error(fmt::format("backend trainium: setting {} given twice", key));
-    settings[key] = value;
-  }
+  const auto settings = merged_settings("trainium", argument, given);
   settings_reader read("backend trainium", settings);
   trainium_options o;
   o.kernel = read.text("kernel").value_or("");
@@ -114,15 +137,9 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
   o.warmup = read.count("warmup", 1).value_or(o.warmup);
   o.iters_per_sample = read.count("iters", 1).value_or(o.iters_per_sample);
-  o.min_repeats = read.count("min_repeats", 1).value_or(o.min_repeats);
-  o.max_repeats = read.count("max_repeats", 1).value_or(o.max_repeats);
-  o.race_margin = read.number("race_margin").value_or(o.race_margin);
-  o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
+  read_racing(read, o.racing);
   o.gate = read.flag("gate").value_or(o.gate);
-  o.gate_settings.tolerance_scale =
-      read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
-  if (auto secret = read.number("gate_secret"))
-    o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  read_gate(read, o.gate_settings);
   o.flops = read.text("flops").value_or("");
   o.min_bytes = read.text("min_bytes").value_or("");
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
@@ -136,13 +153,55 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   return std::make_shared<trainium_backend>(std::move(o));
 }
 
+/// "cpu", "cpu:gemm", "cpu:kernel=k.cpp:f,reference=r.cpp:g,inputs=...,..." (docs/cpu.md).
+std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_settings& given) {
+  cpu_options o;
+  const auto first = argument.substr(0, argument.find(','));
+  if (!first.empty() && first.find('=') == std::string_view::npos) {
+    o.builtin = std::string(first);
+    argument = argument.substr(std::min(argument.size(), first.size() + 1));
+  }
+  const auto settings = merged_settings("cpu", argument, given);
+  settings_reader read("backend cpu", settings);
+  o.kernel = read.text("kernel").value_or("");
+  o.reference = read.text("reference").value_or("");
+  o.inputs = read.text("inputs").value_or("");
+  o.outputs = read.text("outputs").value_or("");
+  o.compiler = read.text("compiler").value_or("");
+  o.flags = read.text("flags").value_or(o.flags);
+  o.libraries = read.text("libs").value_or("");
+  o.cache_dir = read.text("cache_dir").value_or("");
+  o.cpus = read.text("cpus").value_or(o.cpus);
+  o.compile_jobs = read.count("compile_jobs", 1).value_or(0);
+  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
+  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
+  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
+  o.warmup = read.count("warmup", 1).value_or(o.warmup);
+  o.min_sample_s = read.number("min_sample").value_or(o.min_sample_s);
+  read_racing(read, o.racing);
+  o.gate = read.flag("gate").value_or(o.gate);
+  read_gate(read, o.gate_settings);
+  o.flops = read.text("flops").value_or("");
+  o.min_bytes = read.text("min_bytes").value_or("");
+  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
+  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+  for (auto& [name, value] : read.prefixed("set.")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != 0)
+      throw error(
+          fmt::format("backend cpu: setting set.{} must be an integer, got '{}'", name, value));
+    o.overrides[name] = v;
+  }
+  read.finish();
+  return std::make_shared<cpu_backend>(std::move(o));
+}
+
 struct registry {
   std::mutex mutex;
   std::map<std::string, backend_factory, std::less<>> factories{
-      {"replay", make_replay},
-      {"command", make_command},
-      {"sim", sim::make_sim_backend},
-      {"trainium", make_trainium},
+      {"replay", make_replay},     {"command", make_command}, {"sim", sim::make_sim_backend},
+      {"trainium", make_trainium}, {"cpu", make_cpu},
   };
 };
 

@@ -228,6 +228,28 @@ std::int64_t detect_memory_bytes(std::int64_t page_bytes) {
   return fallback_memory_bytes;
 }
 
+struct host_vectors {
+  std::int64_t bytes = 16, registers = 16;
+};
+
+/// The widest vector registers the host's instruction set offers, and how
+/// many (x86-64 in 64-bit mode: 16 XMM (SSE2, the baseline), 16 YMM with
+/// AVX/AVX2, 32 ZMM with AVX-512F: Intel 64 and IA-32 Architectures SDM,
+/// vol. 1, ch. 10, 14 and 15; AArch64: 32 V registers of 128 bits, Arm ARM
+/// A-profile, "Advanced SIMD"). SVE's scalable width is not read.
+host_vectors detect_vectors() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {64, 32};
+  if (__builtin_cpu_supports("avx")) return {32, 16};
+  return {16, 16};
+#elif defined(__aarch64__)
+  return {16, 32};
+#else
+  return {};
+#endif
+}
+
 target make_cpu() {
   target t{.name = "cpu", .base = "", .constants = {}};
   auto& c = t.constants;
@@ -240,6 +262,9 @@ target make_cpu() {
   c["cache_line_bytes"] = caches.line;
   c["page_bytes"] = detect_page_bytes();
   c["memory_bytes"] = detect_memory_bytes(c["page_bytes"]);
+  const host_vectors vectors = detect_vectors();
+  c["simd_bytes"] = vectors.bytes;
+  c["vector_registers"] = vectors.registers;
   return t;
 }
 

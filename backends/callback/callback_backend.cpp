@@ -4,7 +4,6 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
-#include <tessel/trainium.hpp>
 
 #include <fmt/format.h>
 
@@ -87,6 +86,7 @@ callback_backend::callback_backend(measure_function f, options opts)
     : function_(checked(std::move(f))), options_(std::move(opts)) {
   if (options_.concurrency == 0)
     throw options_error("callback_options::concurrency must be at least 1");
+  if (options_.racing) racer_ = std::make_shared<racer>(*options_.racing);
 }
 
 callback_backend::callback_backend(std::function<measurement(const config&)> f, options opts)
@@ -117,6 +117,10 @@ callback_backend::callback_backend(kernel_function f, callback_gate gate, option
     throw options_error("callback_gate: declare the inputs and the outputs (\"A:MxK,B:KxN\")");
   if (options_.concurrency == 0)
     throw options_error("callback_options::concurrency must be at least 1");
+  if (options_.racing)
+    throw options_error(
+        "callback_options::racing: a gated callback is timed by its gate calls (and "
+        "callback_gate::timed_calls); racing is for ungated callbacks");
   gate.gate.validate();
   gated_->kernel = std::move(f);
   gated_->settings = std::move(gate);
@@ -134,7 +138,14 @@ void callback_backend::prepare(const space& s) {
   g.checker = std::make_unique<tessel::gate>(detail::on_target(g.settings.gate, s));
 }
 
+std::optional<measurement> callback_backend::remeasure(const space& s, const config& c) {
+  if (!racer_) return std::nullopt;
+  return race_measurements(
+      *racer_, [&] { return function_(s, c); }, true);
+}
+
 measurement callback_backend::evaluate(const space& s, const config& c) {
+  if (racer_) return race_measurements(*racer_, [&] { return function_(s, c); });
   if (!gated_) return function_(s, c);
   auto& g = *gated_;
   if (!g.checker) prepare(s);

@@ -7,7 +7,6 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
-#include <tessel/trainium.hpp>  // median_with_interval
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,8 +21,6 @@
 #include <functional>
 #include <optional>
 #include <set>
-
-#include <stdlib.h>  // mkdtemp
 
 #include <unistd.h>
 
@@ -172,6 +169,8 @@ void command_options::validate() const {
   if (concurrency == 0) throw options_error("command_options::concurrency must be at least 1");
   if (max_output_bytes == 0)
     throw options_error("command_options::max_output_bytes must be at least 1");
+  if (const char* p = racing.problem())
+    throw options_error(fmt::format("command_options::racing: {}", p));
 }
 
 command_backend::command_backend(std::string_view command, options opts)
@@ -181,6 +180,7 @@ command_backend::command_backend(std::vector<std::string> arguments, options opt
     : arguments_(std::move(arguments)), options_(std::move(opts)) {
   if (arguments_.empty()) throw error("command backend: the command is empty");
   options_.validate();
+  racer_ = std::make_shared<racer>(options_.racing);
 }
 
 std::string command_backend::name() const {
@@ -268,29 +268,6 @@ std::string read_bytes(const std::filesystem::path& path, std::uintmax_t limit) 
   return bytes;
 }
 
-/// A private folder with an unpredictable name (mkdtemp), removed with
-/// everything in it when the object goes.
-class private_dir {
- public:
-  private_dir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessel-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw error(fmt::format("cannot make a private folder under {}",
-                              std::filesystem::temp_directory_path().string()));
-    path_ = pattern;
-  }
-  private_dir(const private_dir&) = delete;
-  private_dir& operator=(const private_dir&) = delete;
-  ~private_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 /// One run on .npy inputs: the program's outputs (NAME.npy per output) and
 /// what it reported.
 struct file_result {
@@ -309,7 +286,7 @@ file_result run_on_files(detail::process_request request, const std::vector<tens
   file_result out;
   detail::file_run& r = out.run;
   try {
-    const private_dir dir;
+    const detail::scratch_dir dir("tessel");
     fs::create_directories(dir.path() / "in");
     fs::create_directories(dir.path() / "out");
     for (std::size_t i = 0; i < inputs.size(); ++i)
@@ -358,6 +335,10 @@ void command_backend::prepare_gate(const space& s) {
     throw error(
         "command backend: a gated command needs gate_inputs, gate_outputs and gate_reference "
         "(docs/backends.md, \"Gated commands\")");
+  if (options_.racing.max_repeats > 1)
+    throw error(
+        "command backend: a gated command is timed by its gate runs (every run judged and "
+        "timed); min_repeats and max_repeats are for ungated commands");
   detail::check_count_setting(options_.gate_flops, "command: gate_flops", s);
   detail::check_count_setting(options_.gate_min_bytes, "command: gate_min_bytes", s);
   auto g = std::make_shared<gated>();
@@ -421,8 +402,21 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
 }
 
 measurement command_backend::evaluate(const space& s, const config& c) {
+  return evaluate(s, c, false);
+}
+
+std::optional<measurement> command_backend::remeasure(const space& s, const config& c) {
+  if (gated_ || options_.racing.max_repeats <= 1) return std::nullopt;
+  return evaluate(s, c, true);
+}
+
+measurement command_backend::evaluate(const space& s, const config& c, bool full) {
   if (gated_) return evaluate_gated(s, c);
-  return detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)), options_);
+  const auto run = [&] {
+    return detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)),
+                             options_);
+  };
+  return options_.racing.max_repeats <= 1 ? run() : race_measurements(*racer_, run, full);
 }
 
 double command_backend::estimated_cost(const space& s, const config& c) const {

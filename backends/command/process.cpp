@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -97,7 +98,8 @@ bool has_exited(pid_t pid) {
 /// Child side: wire the pipes, move to a new process group, exec. Reports
 /// errno through `report` (close-on-exec: EOF there means exec succeeded).
 [[noreturn]] void exec_child(int in, int out, int err, int report, const char* directory,
-                             const char* path, char* const* argv, char* const* envp) {
+                             const char* path, char* const* argv, char* const* envp,
+                             const void* cpus) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -105,6 +107,12 @@ bool has_exited(pid_t pid) {
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &dfl, nullptr);
   ::setpgid(0, 0);
+#ifdef __linux__
+  if (cpus != nullptr)
+    (void)::sched_setaffinity(0, sizeof(cpu_set_t), static_cast<const cpu_set_t*>(cpus));
+#else
+  (void)cpus;
+#endif
   const std::array<int, 3> from{in, out, err};
   for (int target = 0; target < 3; ++target) {
     const int fd = from[static_cast<std::size_t>(target)];
@@ -360,6 +368,14 @@ process_result run_process(const process_request& request) {
   auto envp = c_array(environment);
   const char* directory =
       request.working_directory.empty() ? nullptr : request.working_directory.c_str();
+  const void* cpus = nullptr;
+#ifdef __linux__
+  cpu_set_t cpu_set;  // built before fork: the child only hands it to the kernel
+  CPU_ZERO(&cpu_set);
+  for (const int cpu : request.cpus)
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpu_set);
+  if (!request.cpus.empty()) cpus = &cpu_set;
+#endif
 
   fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write;
   if (!make_pipe(in_read, in_write) || !make_pipe(out_read, out_write) ||
@@ -376,7 +392,7 @@ process_result run_process(const process_request& request) {
   }
   if (pid == 0)
     exec_child(in_read.get(), out_write.get(), err_write.get(), report_write.get(), directory,
-               path->c_str(), argv.data(), envp.data());
+               path->c_str(), argv.data(), envp.data(), cpus);
   ::setpgid(pid, pid);  // also in the parent, so a kill never races the child's own setpgid
   in_read.reset();
   out_write.reset();

@@ -19,6 +19,9 @@ struct process_request {
   double kill_grace_s = 1.0;                 ///< SIGTERM to SIGKILL
   std::size_t max_output_bytes = 16u << 20;  ///< stdout kept (the tail)
   std::size_t max_error_bytes = 64u << 10;   ///< stderr kept (the tail)
+  /// Linux: the CPUs the program may run on (sched_setaffinity before exec;
+  /// its threads inherit them); empty: not pinned. Ignored elsewhere.
+  std::vector<int> cpus;
 };
 
 struct process_result {

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <functional>
 
+#include <stdlib.h>  // mkdtemp
+
 namespace tessel::detail {
 namespace {
 
@@ -25,6 +27,20 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 }
 
 }  // namespace
+
+scratch_dir::scratch_dir(std::string_view prefix) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / fmt::format("{}-XXXXXX", prefix)).string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw error(
+        fmt::format("cannot make a private folder under {}", fs::temp_directory_path().string()));
+  path_ = pattern;
+}
+
+scratch_dir::~scratch_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
 
 std::vector<npy_array> decode_outputs(const std::vector<std::string>& outputs,
                                       const std::vector<tensor_spec>& specs, std::string_view who) {
@@ -117,6 +133,38 @@ std::optional<measurement> judge_run(gate_session& session, std::size_t set, con
   return std::nullopt;
 }
 
+std::optional<measurement> finish_with_timed_run(gate_session& session, std::size_t set,
+                                                 const file_run& timed,
+                                                 const std::vector<tensor_spec>& outputs,
+                                                 tessel::cost& paid) {
+  // The gate's calls first, alone; then with the timed run's outputs: a
+  // verdict that turns only then is a kernel that computes differently when
+  // it is timed.
+  verdict v = session.finish();
+  std::optional<measurement> failed;
+  if (v.ok()) {
+    failed =
+        timed.outputs.empty()
+            ? measurement::failure(status::suspicious,
+                                   "suspicious: the timed run returned no outputs to check", paid)
+            : judge_run(session, set, timed, outputs, "the timed run", paid);
+    if (!failed) {
+      v = session.finish();
+    } else if (failed->status == status::incorrect || failed->status == status::suspicious) {
+      v.status = failed->status;
+      v.message = failed->message;
+      v.max_error = failed->metrics.count("gate_max_error") ? failed->metrics["gate_max_error"] : 0;
+      failed.reset();
+    }
+    if (!failed && !v.ok()) {
+      v.status = status::suspicious;
+      v.message = "suspicious: the kernel computes differently when it is timed: " + v.message;
+    }
+  }
+  if (!failed && !v.ok()) failed = failed_verdict(v, paid);
+  return failed;
+}
+
 namespace {
 
 bool names_value(const space& s, std::string_view name) {
@@ -162,11 +210,15 @@ gate_options on_target(gate_options o, const space& s) {
 
 std::vector<tensor_spec> parse_tensor_specs(std::string_view text, std::string_view what,
                                             const space& space) {
-  const auto constant = [&space](std::string_view name) -> std::optional<std::int64_t> {
+  return parse_tensor_specs(text, what, [&space](std::string_view name) {
     for (const auto& k : space.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
+      if (k.name == name) return std::optional<std::int64_t>(k.value);
+    return std::optional<std::int64_t>();
+  });
+}
+
+std::vector<tensor_spec> parse_tensor_specs(std::string_view text, std::string_view what,
+                                            const constant_lookup& constant) {
   std::vector<tensor_spec> specs;
   for (const auto item : split(text, ',')) {
     if (item.empty()) continue;

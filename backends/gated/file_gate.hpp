@@ -15,6 +15,7 @@
 #include <tessel/measurement.hpp>
 #include <tessel/space.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,22 @@
 #include <vector>
 
 namespace tessel::detail {
+
+/// A private folder (mode 0700, mkdtemp: an unpredictable name) under the
+/// temporary directory for one run's files, removed with everything in it
+/// on destruction.
+class scratch_dir {
+ public:
+  /// Named PREFIX-XXXXXX. Throws tessel::error when it cannot be made.
+  explicit scratch_dir(std::string_view prefix);
+  ~scratch_dir();
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// One run of a program on one input set.
 struct file_run {
@@ -86,6 +103,15 @@ class session_files {
                                                    const std::vector<tensor_spec>& outputs,
                                                    std::string_view what, tessel::cost& paid);
 
+/// The verdict of a session whose gate calls were all judged, together with
+/// an ok timed run on `set` (its outputs judged like a gate call): nullopt
+/// when both pass, else the failed measurement. A verdict that turns only
+/// with the timed run's outputs is suspicious: the kernel computes
+/// differently when it is timed.
+[[nodiscard]] std::optional<measurement> finish_with_timed_run(
+    gate_session& session, std::size_t set, const file_run& timed,
+    const std::vector<tensor_spec>& outputs, tessel::cost& paid);
+
 /// The failed measurement of a failing verdict: its status and message, its
 /// max_error as the metric "gate_max_error".
 [[nodiscard]] measurement failed_verdict(const verdict& v, const tessel::cost& paid);
@@ -96,6 +122,12 @@ class session_files {
 /// each output element sums). `what` names the setting in errors.
 [[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(std::string_view text,
                                                           std::string_view what, const space& s);
+/// The same with the dims' names resolved by `constant` (a backend that
+/// overrides constants).
+using constant_lookup = std::function<std::optional<std::int64_t>(std::string_view)>;
+[[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(std::string_view text,
+                                                          std::string_view what,
+                                                          const constant_lookup& constant);
 
 /// `o` with its machine, when unknown, set to the peaks of `s`'s target
 /// (peaks_of: a NeuronCore target's constants, the host's for `cpu`).

@@ -8,6 +8,7 @@
 #include "trainium/runner_client.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/trainium.hpp>
 
 #include <fmt/format.h>
@@ -62,28 +63,6 @@ std::string read_file(const fs::path& path, std::uintmax_t limit) {
   return bytes;
 }
 
-/// A private folder for one runner call's files, removed on destruction.
-class scratch_dir {
- public:
-  scratch_dir() {
-    static std::atomic<std::uint64_t> counter{0};
-    path_ = fs::temp_directory_path() /
-            fmt::format("tessel-trainium-{}-{}", ::getpid(), counter.fetch_add(1));
-    fs::create_directories(path_);
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::string find_runner_dir(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* env = std::getenv("TESSEL_RUNNER_DIR"); env != nullptr && *env != 0)  // NOLINT
@@ -122,19 +101,6 @@ std::size_t output_bytes_limit(const std::vector<tensor_spec>& outputs) {
 
 }  // namespace
 
-median_interval median_with_interval(std::vector<double> samples) {
-  if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  const auto n = samples.size();
-  const double centre = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
-  const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2.0 - half)));
-  const auto hi_raw = static_cast<std::ptrdiff_t>(std::ceil(n / 2.0 + half)) - 1;
-  const auto hi = static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(
-      hi_raw, static_cast<std::ptrdiff_t>(lo), static_cast<std::ptrdiff_t>(n - 1)));
-  return {centre, samples[lo], samples[hi]};
-}
-
 void trainium_options::validate() const {
   if (kernel.find(':') == std::string::npos)
     throw options_error("trainium_options::kernel must be FILE.py:FUNCTION");
@@ -144,8 +110,8 @@ void trainium_options::validate() const {
   if (outputs.empty())
     throw options_error("trainium_options::outputs must name the kernel's outputs");
   if (cores_per_host == 0) throw options_error("trainium_options::cores_per_host must be >= 1");
-  if (min_repeats == 0 || max_repeats < min_repeats)
-    throw options_error("trainium_options: need 1 <= min_repeats <= max_repeats");
+  if (const char* p = racing.problem())
+    throw options_error(fmt::format("trainium_options::racing: {}", p));
   if (iters_per_sample == 0) throw options_error("trainium_options::iters_per_sample must be >= 1");
   if (!(run_timeout_s > 0) || !(compile_timeout_s > 0))
     throw options_error("trainium_options: run_timeout_s and compile_timeout_s must be > 0");
@@ -159,8 +125,10 @@ struct trainium_backend::impl {
   std::unique_ptr<detail::host_pool> hosts;
   std::unique_ptr<tessel::gate> gate;
   detail::file_program reference;
-  std::mutex mutex;
-  double incumbent_s = 0;  ///< best median measured so far (0: none)
+  std::unique_ptr<racer> timer;  ///< the racing rule and the incumbent (best median so far)
+
+  /// Compile, gate, time; `full`: every max_repeats sample, no racing (remeasure).
+  measurement evaluate(const space& s, const config& c, bool full);
 
   [[nodiscard]] nlohmann::json base_request(const char* op, const nlohmann::json& constants,
                                             std::uint64_t key) const {
@@ -177,7 +145,7 @@ struct trainium_backend::impl {
                         const std::vector<std::string>& files, double timeout_s, bool* lost,
                         nlohmann::json* body = nullptr) {
     const bool remote = !hosts->destination(host).empty();
-    scratch_dir dir;
+    detail::scratch_dir dir("tessel-trainium");
     request["inputs"] = nlohmann::json::array();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       nlohmann::json t{{"name", inputs[i].name}, {"dtype", to_string(inputs[i].type)}};
@@ -245,6 +213,7 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
              x.o.environment, x.o.kill_grace_s};
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
+  x.timer = std::make_unique<racer>(x.o.racing);
   x.reference = [&x](const std::vector<std::string>& files) { return x.reference_run(files); };
 }
 
@@ -288,7 +257,15 @@ double trainium_backend::estimated_cost(const space& s, const config& c) const {
 std::vector<std::string> trainium_backend::lost_hosts() const { return impl_->hosts->lost(); }
 
 measurement trainium_backend::evaluate(const space& s, const config& c) {
-  auto& x = *impl_;
+  return impl_->evaluate(s, c, false);
+}
+
+std::optional<measurement> trainium_backend::remeasure(const space& s, const config& c) {
+  return impl_->evaluate(s, c, true);
+}
+
+measurement trainium_backend::impl::evaluate(const space& s, const config& c, bool full) {
+  auto& x = *this;
   const auto constants = constants_of(s, c);
   const std::uint64_t key = s.key(c);
   tessel::cost paid;
@@ -367,14 +344,14 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     auto request = x.base_request("time", constants, key);
     request["warmup"] = x.o.warmup;
     request["iters_per_sample"] = x.o.iters_per_sample;
-    request["min_repeats"] = x.o.min_repeats;
-    request["max_repeats"] = x.o.max_repeats;
-    request["margin"] = x.o.race_margin;
-    request["target_relative_ci"] = x.o.target_relative_ci;
-    {
-      const std::lock_guard lock(x.mutex);
-      if (x.incumbent_s > 0) request["incumbent_s"] = x.incumbent_s;
-    }
+    const race_options racing = full ? x.timer->full_options() : x.o.racing;
+    request["min_repeats"] = racing.min_repeats;
+    request["max_repeats"] = racing.max_repeats;
+    request["margin"] = racing.margin;
+    request["target_relative_ci"] = racing.target_relative_ci;
+    request["max_seconds"] = racing.max_seconds;
+    if (const double incumbent = x.timer->incumbent(); !full && incumbent > 0)
+      request["incumbent_s"] = incumbent;
     nlohmann::json body;
     const auto timed =
         x.send(std::move(request), host, lease->core,
@@ -386,101 +363,49 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       continue;
     }
     paid.run_s += timed.seconds;
-    if (timed.status == status::ok && session) {
-      // The gate's calls first, alone; then with the timed run's outputs: a
-      // verdict that turns only then is a kernel that computes differently
-      // when it is timed.
-      verdict v = session->finish();
-      if (v.ok()) {
-        failed =
-            timed.outputs.empty()
-                ? measurement::failure(status::suspicious,
-                                       "suspicious: the timed run returned no outputs to check",
-                                       paid)
-                : detail::judge_run(*session, timed_set, timed, x.outputs, "the timed run", paid);
-        if (!failed) {
-          v = session->finish();
-        } else if (failed->status == status::incorrect || failed->status == status::suspicious) {
-          v.status = failed->status;
-          v.message = failed->message;
-          v.max_error =
-              failed->metrics.count("gate_max_error") ? failed->metrics["gate_max_error"] : 0;
-          failed.reset();
-        }
-        if (!failed && !v.ok()) {
-          v.status = status::suspicious;
-          v.message = "suspicious: the kernel computes differently when it is timed: " + v.message;
-        }
+    if (timed.status == status::ok && session)
+      if (auto judged =
+              detail::finish_with_timed_run(*session, timed_set, timed, x.outputs, paid)) {
+        judged->metrics["requeued"] = static_cast<double>(requeued);
+        return *judged;
       }
-      if (!failed && !v.ok()) failed = detail::failed_verdict(v, paid);
-      if (failed) {
-        failed->metrics["requeued"] = static_cast<double>(requeued);
-        return *failed;
-      }
-    }
     if (timed.status != status::ok) {
       auto m = measurement::failure(timed.status, timed.message, paid);
       m.metrics["requeued"] = static_cast<double>(requeued);
       return m;
     }
-    measurement m;
-    m.cost = paid;
-    m.samples = samples_field(body);
-    if (m.samples.empty() || std::any_of(m.samples.begin(), m.samples.end(),
-                                         [](double v) { return !std::isfinite(v) || v <= 0; })) {
+    const auto samples = samples_field(body);
+    if (samples.empty() || std::any_of(samples.begin(), samples.end(),
+                                       [](double v) { return !std::isfinite(v) || v <= 0; })) {
       return measurement::failure(
           status::suspicious, "suspicious: the runner reported no, or non-finite, latencies", paid);
     }
-    const auto mi = median_with_interval(m.samples);
-    m.objective = mi.median;
-    m.metrics["ci_low_s"] = mi.low;
-    m.metrics["ci_high_s"] = mi.high;
-    m.metrics["repeats"] = static_cast<double>(m.samples.size());
-    {  // spread: the interquartile range (nearest-rank quartiles)
-      auto sorted = m.samples;
-      std::sort(sorted.begin(), sorted.end());
-      const auto rank = [&sorted](double q) {
-        return sorted[std::min(sorted.size() - 1,
-                               static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
-      };
-      m.metrics["iqr_s"] = rank(0.75) - rank(0.25);
-    }
+    measurement m;
+    m.cost = paid;
+    const auto stopped = parse_race_stop(text_field(body, "stopped"));
+    if (!stopped)
+      return measurement::failure(
+          status::runtime_error,
+          fmt::format("the runner said racing stopped for '{}', a reason tessel does not know",
+                      text_field(body, "stopped")),
+          paid);
+    record_race(m, {samples, *stopped});
     m.metrics["host"] = host;
     m.metrics["core"] = lease->core;
     m.metrics["requeued"] = static_cast<double>(requeued);
     m.metrics["compiler_s"] = compiler_s;
     m.metrics["compile_cached"] = compile_cached;
-    m.message = fmt::format("median of {} samples; racing stopped: {}", m.samples.size(),
-                            text_field(body, "stopped"));
     if (x.o.gate) {
       x.gate->apply_time(m, spec);  // every sample above the floor
       if (!m.ok()) return m;
     }
-    const std::lock_guard lock(x.mutex);
-    if (x.incumbent_s == 0 || mi.median < x.incumbent_s) x.incumbent_s = mi.median;
+    if (!full) x.timer->offer(m.objective);
     return m;
   }
   auto m = measurement::failure(
       status::runtime_error,
       fmt::format("every host was lost (re-queued {} times); last: {}", requeued, lost_note), paid);
   m.metrics["requeued"] = static_cast<double>(requeued);
-  return m;
-}
-
-std::optional<measurement> trainium_backend::remeasure(const space& s, const config& c) {
-  auto& x = *impl_;
-  std::size_t min_repeats = 0;
-  double incumbent = 0;
-  {
-    const std::lock_guard lock(x.mutex);
-    std::swap(incumbent, x.incumbent_s);  // no racing: time it fully
-    min_repeats = x.o.min_repeats;
-    x.o.min_repeats = x.o.max_repeats;
-  }
-  auto m = evaluate(s, c);
-  const std::lock_guard lock(x.mutex);
-  x.o.min_repeats = min_repeats;
-  if (incumbent > 0 && (x.incumbent_s == 0 || incumbent < x.incumbent_s)) x.incumbent_s = incumbent;
   return m;
 }
 

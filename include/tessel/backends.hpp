@@ -15,6 +15,7 @@
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/space.hpp>
@@ -47,6 +48,11 @@ struct callback_options {
   /// Where the function measures (backend::hardware, recorded in the study
   /// file): the host by default; name the device when it drives one.
   std::string target = "host";
+  /// Set: each evaluation calls the function repeatedly, one sample per
+  /// call, until the racing rule stops (tessel/racing.hpp); the objective is
+  /// the median, with its interval as metrics, and remeasure() takes every
+  /// max_repeats sample. Unset: one call.
+  std::optional<race_options> racing{};
 };
 
 /// A gated callback (docs/backends.md, "Gated callbacks"): the function is
@@ -108,6 +114,8 @@ class callback_backend : public backend {
   /// checks the flops and min_bytes settings.
   void prepare(const space& s) override;
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  /// With racing: every max_repeats sample, no racing. Else nullopt.
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 
@@ -115,6 +123,7 @@ class callback_backend : public backend {
   struct gated;
   measure_function function_;
   options options_;
+  std::shared_ptr<racer> racer_;  ///< when options_.racing is set
   std::shared_ptr<gated> gated_;  ///< a gated kernel's state (prepare() completes it)
 };
 
@@ -133,6 +142,12 @@ struct command_options {
   std::size_t max_output_bytes = 16u << 20;        ///< stdout kept (its tail) per candidate
   std::size_t stderr_tail_lines = 20;              ///< stderr lines quoted in a failure message
   std::size_t stderr_tail_bytes = 2048;            ///< ... and at most this many bytes of them
+  /// Repeats: the program is run once per sample until the racing rule
+  /// stops (tessel/racing.hpp), each run's objective one sample; the
+  /// objective is their median. The default, 1 and 1, runs it once (what
+  /// it reports stands); racing needs min_repeats >= 2, e.g. 3 and 10.
+  /// Ungated commands only: a gated command's samples are its gate runs.
+  race_options racing{1, 1, 0.0, 0.02, 0.0};
 
   /// Gated commands (docs/backends.md, "Gated commands"). With gate_outputs
   /// set, each evaluation runs the candidate once per call of a gate
@@ -183,6 +198,9 @@ class command_backend : public backend {
   /// program can be found, and the working directory exists.
   void prepare(const space& s) override;
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
+  /// An ungated command with racing (max_repeats > 1): every max_repeats
+  /// run, no racing. Else nullopt.
+  [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 
@@ -191,10 +209,12 @@ class command_backend : public backend {
  private:
   struct gated;
   void prepare_gate(const space& s);
+  measurement evaluate(const space& s, const config& c, bool full);
   [[nodiscard]] measurement evaluate_gated(const space& s, const config& c);
   std::vector<std::string> arguments_;
   options options_;
   std::shared_ptr<gated> gated_;  ///< set by prepare() when options_.gate_outputs is
+  std::shared_ptr<racer> racer_;
 };
 
 /// Shell-like word splitting, as command_backend does it. Throws tessel::error
@@ -373,7 +393,9 @@ void register_backend(std::string scheme, backend_factory factory);
 /// (settings: concurrency, count_framework_time, exact_cost_estimate),
 /// `command:CMD` (settings: timeout, kill_grace, workdir, concurrency,
 /// estimated_cost, env.NAME, gate_inputs, gate_outputs, gate_reference,
-/// gate_flops, gate_min_bytes, gate_secret, tolerance_scale), `trainium:kernel=...,reference=...`
+/// gate_flops, gate_min_bytes, gate_secret, tolerance_scale, min_repeats, max_repeats,
+/// race_margin, target_ci, race_seconds), `cpu[:KERNEL][,KEY=VALUE...]` (tessel/cpu.hpp,
+/// docs/cpu.md), `trainium:kernel=...,reference=...`
 /// (tessel/trainium.hpp, docs/trainium.md). Throws tessel::error for an unknown scheme
 /// (listing the known ones), an unknown setting, or a bad argument.
 [[nodiscard]] std::shared_ptr<backend> make_backend(std::string_view spec,

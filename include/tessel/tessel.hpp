@@ -11,6 +11,8 @@
 #include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/cpu.hpp>
+#include <tessel/cpu_kernel.hpp>
 #include <tessel/did_you_mean.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
@@ -21,6 +23,8 @@
 #include <tessel/hash.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/ops.hpp>
+#include <tessel/race_rule.hpp>
+#include <tessel/racing.hpp>
 #include <tessel/random.hpp>
 #include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>

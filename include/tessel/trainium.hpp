@@ -9,6 +9,7 @@
 
 #include <tessel/backend.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/race_rule.hpp>
 
 #include <cstddef>
 #include <map>
@@ -39,10 +40,8 @@ struct trainium_options {
   double kill_grace_s = 2;
   std::size_t warmup = 3;             ///< iterations before timing
   std::size_t iters_per_sample = 10;  ///< iterations behind one latency sample
-  std::size_t min_repeats = 5;        ///< samples before racing may stop
-  std::size_t max_repeats = 30;       ///< samples at most
-  double race_margin = 0.0;  ///< stop when the median's CI lies above incumbent x (1 + margin)
-  double target_relative_ci = 0.02;  ///< without an incumbent: stop once the CI is this tight
+  /// Repeats per candidate: the runner races by this rule (race_rule.hpp).
+  race_options racing;
   bool gate = true;  ///< check outputs of every gate and timed run (off: no time is trusted)
   /// Suites, tolerance scale, secret; `machine` unknown: the space's
   /// target's peaks (a NeuronCore's TensorE peak and its chip's HBM rate).
@@ -80,9 +79,9 @@ class trainium_backend : public backend {
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override;
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
-  /// Re-times `c` (compile cached; gated again on fresh inputs) with max_repeats samples
-  /// and no racing: what `tessel tune` reports for the best config. Call it
-  /// after the search, not while evaluate() runs on other threads.
+  /// Re-times `c` (compile cached; gated again on fresh inputs) with
+  /// max_repeats samples and no racing: what `tessel tune` reports for the
+  /// best config. Leaves the incumbent alone; thread-safe like evaluate().
   [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;
   /// Hosts found lost so far (their trials were re-queued on others).
   [[nodiscard]] std::vector<std::string> lost_hosts() const;
@@ -91,13 +90,5 @@ class trainium_backend : public backend {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-/// The median of `samples` and its distribution-free ~95% confidence interval
-/// (order statistics n/2 -+ 1.96 sqrt(n)/2; Conover, Practical Nonparametric
-/// Statistics, 3rd ed., sec. 3.2): {median, low, high}. Empty: zeros.
-struct median_interval {
-  double median = 0, low = 0, high = 0;
-};
-[[nodiscard]] median_interval median_with_interval(std::vector<double> samples);
 
 }  // namespace tessel

@@ -182,7 +182,9 @@ def median_interval(values, z=1.96):
 
 
 def race_decision(samples, incumbent, options):
-    """'continue' or why to stop. After min_repeats: stop when the interval of
+    """'continue' or why to stop: a port of tessel's race_decision
+    (include/tessel/race_rule.hpp; tests/trainium/racing_agreement_test.cpp
+    checks that the two agree). After min_repeats: stop when the interval of
     the median lies above the incumbent (clearly slower), or below it with
     enough repeats, or when no incumbent is given and the interval is tight;
     keep measuring while the interval straddles the incumbent (it might beat
@@ -212,15 +214,19 @@ def _time(request, adapter, kernel, arrays, neff):
         "margin": float(request.get("margin", 0.0)),
         "target_relative_ci": float(request.get("target_relative_ci", 0.02)),
     }
+    max_seconds = float(request.get("max_seconds", 0.0))
     incumbent = request.get("incumbent_s")
     batch = int(request.get("iters_per_sample", 10))
     constants = request.get("constants", {})
     adapter.warm_up(kernel, arrays, constants, neff, int(request.get("warmup", 3)))
     samples, outputs = [], None
+    started = time.perf_counter()
     while True:
         decision = race_decision(samples, incumbent, options)
         if decision != "continue":
             return samples, decision, outputs
+        if max_seconds > 0 and samples and time.perf_counter() - started >= max_seconds:
+            return samples, "time_limit", outputs
         seconds, outputs = adapter.sample_latency_s(kernel, arrays, constants, neff, batch)
         samples.append(seconds)
 

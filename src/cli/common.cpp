@@ -92,10 +92,16 @@ std::string listed(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+/// Whether SPEC (a --backend or --fidelity spec) names the cpu backend.
+bool is_cpu_spec(const std::string& spec) { return spec == "cpu" || spec.starts_with("cpu:"); }
+
 }  // namespace
 
 study_spec spec_options::resolved() const {
   auto out = spec;
+  const bool on_cpu =
+      is_cpu_spec(out.backend) || (!out.fidelity.empty() && is_cpu_spec(out.fidelity.back()));
+  if (!target_given && on_cpu) out.target = "cpu";
   for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
   out.backend_settings = parse_assignments(backend_settings, "--backend-set");
   out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
@@ -122,8 +128,9 @@ void add_space_options(CLI::App& command, spec_options& o) {
   command
       .add_option("--target", o.spec.target,
                   "The target to check against: " + listed(builtin_target_names()) +
-                      ", or a target FILE declares")
+                      ", or a target FILE declares (default trn2; cpu with --backend cpu)")
       ->type_name("TARGET")
+      ->each([&o](const std::string&) { o.target_given = true; })
       ->capture_default_str();
   command
       .add_option("--set", o.sets, "Override a const of the space, e.g. --set M=8192; repeatable")

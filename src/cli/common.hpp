@@ -31,9 +31,13 @@ struct spec_options {
   std::vector<std::string> backend_settings;   ///< --backend-set KEY=VALUE
   std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
   bool resume = false, overwrite = false, no_db = false;
+  bool target_given = false;  ///< --target was on the command line (else the backend's, below)
 
-  /// The spec with the assignments read and the study file defaulted
-  /// (<space>.tessel.db, none with --no-db). Throws tessel::error.
+  /// The spec with the assignments read, the study file defaulted
+  /// (<space>.tessel.db, none with --no-db) and, without --target, the
+  /// target `cpu` when the backend (or the high fidelity) is the cpu
+  /// backend, whose kernels run on the host (docs/cpu.md). Throws
+  /// tessel::error.
   [[nodiscard]] study_spec resolved() const;
   [[nodiscard]] open_mode mode() const;
 };

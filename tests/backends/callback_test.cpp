@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 using namespace tessel;
 
@@ -67,4 +69,43 @@ TEST_CASE("callback: exceptions propagate; empty functions and zero concurrency 
   callback_options zero;
   zero.concurrency = 0;
   CHECK_THROWS_AS(callback_backend([](const config&) { return 1.0; }, zero), options_error);
+}
+
+TEST_CASE("callback: with racing, each call is one sample; the objective is their median") {
+  const auto s = testing::small_space();
+  int calls = 0;
+  callback_options o;
+  o.racing = race_options{4, 12, 0.0, 0.001, 0.0};
+  callback_backend b(
+      [&calls](const config&) -> double {
+        ++calls;
+        return calls % 4 == 0 ? 9.0 : 1.0 + 0.01 * (calls % 3);  // every fourth call an outlier
+      },
+      o);
+  const auto m = b.evaluate(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3));
+  REQUIRE(m.ok());
+  CHECK(calls == 12);
+  CHECK(m.samples.size() == 12);
+  CHECK(m.objective == doctest::Approx(1.015));  // 1.00 x3, 1.01 x3, 1.02 x3, 9 x3
+  CHECK(m.metrics.at("ci_low_s") <= m.objective);
+  CHECK(m.metrics.at("ci_high_s") >= m.objective);
+  CHECK(m.metrics.at("repeats") == 12);
+  const auto again = *b.remeasure(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3));
+  CHECK(again.samples.size() == 12);
+  // No racing: one call, and nothing to re-measure.
+  callback_backend once([](const config&) { return 2.0; });
+  CHECK(once.evaluate(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3)).samples.empty());
+  CHECK(!once.remeasure(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3)));
+  // A gated callback's samples are its gate calls: racing it too is named.
+  callback_gate g;
+  g.inputs = "x:4";
+  g.outputs = "y:4";
+  g.reference = [](const std::vector<std::vector<double>>& in) { return output_values{in[0]}; };
+  CHECK_THROWS_WITH_AS(
+      callback_backend([](const space&, const config&,
+                          std::span<const hidden_input>) { return output_values{}; },
+                       g, o),
+      "callback_options::racing: a gated callback is timed by its gate calls (and "
+      "callback_gate::timed_calls); racing is for ungated callbacks",
+      options_error);
 }

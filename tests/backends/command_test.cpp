@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 using namespace tessel;
 namespace fs = std::filesystem;
 
@@ -314,4 +316,69 @@ TEST_CASE("command: misuse fails in the constructor or prepare") {
   CHECK_THROWS_WITH(command_backend("true", missing_dir).prepare(s),
                     "command backend: working directory /nonexistent/tessel/dir does not exist");
   CHECK_NOTHROW(command_backend("true").prepare(s));
+}
+
+TEST_CASE("command: with repeats, each run is one sample and racing decides how many") {
+  // A program whose n-th run reports BASE + n % 3 (a counter file keeps n):
+  // the median is BASE + 1 whatever the order.
+  const auto s = testing::small_space();
+  const auto dir = fs::temp_directory_path() / ("tessel-race-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  command_options o;
+  o.racing = {3, 9, 0.0, 0.001, 0.0};
+  o.working_directory = dir;
+  command_backend here({"sh", "-c",
+                        "n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo $n > count; "
+                        "echo $(({tile_m} + n % 3))"},
+                       o);
+  here.prepare(s);
+  const auto fast = here.evaluate(s, testing::small_config(s, 32, "k,m,n", true, "beta", 3));
+  REQUIRE_MESSAGE(fast.ok(), fast.message);
+  CHECK(fast.samples.size() == 9);  // the interval never gets within 0.1%
+  CHECK(fast.objective == 33);
+  CHECK(fast.metrics.at("ci_low_s") == 32);
+  CHECK(fast.metrics.at("ci_high_s") == 34);
+  CHECK(fast.message.find("racing stopped: max_repeats") != std::string::npos);
+  CHECK(slurp(dir / "count") == "9\n");
+  // A config clearly slower than that incumbent stops at min_repeats.
+  const auto slow = here.evaluate(s, testing::small_config(s, 128, "k,m,n", true, "beta", 3));
+  CHECK(slow.samples.size() == 3);
+  CHECK(slow.message.find("slower_than_incumbent") != std::string::npos);
+  CHECK(slow.objective == 129);
+  // The best config re-measured: every max_repeats run.
+  CHECK(
+      here.remeasure(s, testing::small_config(s, 128, "k,m,n", true, "beta", 3))->samples.size() ==
+      9);
+  // Without repeats a command runs once and remeasure has nothing to add.
+  CHECK(!helper("ok").remeasure(s, some_config(s)));
+  // A failing run ends the race with its failure.
+  command_options failing;
+  failing.racing = {3, 5, 0.0, 0.02, 0.0};
+  failing.working_directory = dir;
+  command_backend flaky({"sh", "-c", "test -e flag && exit 3; touch flag; echo 1.0"}, failing);
+  flaky.prepare(s);
+  const auto broke = flaky.evaluate(s, some_config(s));
+  CHECK(broke.status == status::runtime_error);
+  CHECK(broke.message.find("exited with code 3") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: repeats are registry settings; bad ones are named") {
+  const auto b =
+      make_backend("command:sh -c 'echo 1'", {{"min_repeats", "2"}, {"max_repeats", "4"}});
+  CHECK(b->name() == "command:sh -c 'echo 1'");
+  CHECK_THROWS_WITH_AS(make_backend("command:true", {{"min_repeats", "5"}, {"max_repeats", "2"}}),
+                       "command_options::racing: max_repeats must be >= min_repeats",
+                       options_error);
+  // A gated command's samples are its gate runs, each judged and timed.
+  const auto s = testing::small_space();
+  const auto gated = make_backend("command:true", {{"min_repeats", "2"},
+                                                   {"max_repeats", "4"},
+                                                   {"gate_inputs", "x:4"},
+                                                   {"gate_outputs", "y:4"},
+                                                   {"gate_reference", "true"}});
+  CHECK_THROWS_WITH_AS(gated->prepare(s),
+                       "command backend: a gated command is timed by its gate runs (every run "
+                       "judged and timed); min_repeats and max_repeats are for ungated commands",
+                       error);
 }

@@ -35,12 +35,12 @@ TEST_CASE("registry: replay and command by scheme") {
 TEST_CASE("registry: unknown schemes and settings are errors that list what is known") {
   CHECK_THROWS_WITH_AS(
       make_backend("nope:x"),
-      doctest::Contains("unknown backend 'nope' in 'nope:x' (known: command, replay"), error);
+      doctest::Contains("unknown backend 'nope' in 'nope:x' (known: command, cpu, replay"), error);
   CHECK_THROWS_WITH_AS(
       make_backend("command:true", {{"timeuot", "1"}}),
       "backend command: unknown setting 'timeuot' (settings: concurrency, env.NAME, "
       "estimated_cost, gate_flops, gate_inputs, gate_min_bytes, gate_outputs, gate_reference, "
-      "gate_secret, kill_grace, "
+      "gate_secret, kill_grace, max_repeats, min_repeats, race_margin, race_seconds, target_ci, "
       "timeout, tolerance_scale, workdir)",
       error);
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "soon"}}),

@@ -139,6 +139,14 @@ TEST_CASE("cpu describes the host with plausible values") {
   CHECK((page & (page - 1)) == 0);
   CHECK(constant(t, "memory_bytes") >= page);
   CHECK_FALSE(t.find("partitions").has_value());
+  // The vector unit: SSE2/NEON at least, and the registers of its width.
+  const auto simd = constant(t, "simd_bytes");
+  CHECK((simd == 16 || simd == 32 || simd == 64));
+  CHECK((constant(t, "vector_registers") == 16 || constant(t, "vector_registers") == 32));
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  CHECK((simd == 64) == (__builtin_cpu_supports("avx512f") != 0));
+#endif
 }
 
 TEST_CASE("every built-in target has the shared keys cores and memory_bytes") {

@@ -77,8 +77,8 @@ trainium_options options_for(const std::string& kernel, const temp_dir& cache) {
   o.environment["TMPDIR"] = cache.path.string();
   o.compile_jobs = 2;
   o.warmup = 1;
-  o.min_repeats = 3;
-  o.max_repeats = 8;
+  o.racing.min_repeats = 3;
+  o.racing.max_repeats = 8;
   o.run_timeout_s = 20;
   o.gate_settings.secret = 1234;
   o.gate_settings.suite = {distribution::normal, distribution::uniform, distribution::structured};
@@ -202,8 +202,8 @@ TEST_CASE("trainium: racing stops a clearly slower candidate early and measures 
   temp_dir dir;
   const auto s = matmul_space();
   auto o = options_for("matmul_kernel", dir);
-  o.min_repeats = 4;
-  o.max_repeats = 12;
+  o.racing.min_repeats = 4;
+  o.racing.max_repeats = 12;
   o.environment["TESSEL_STAND_IN_NOISE"] = "0.01";
   trainium_backend b(o);
   b.prepare(s);
@@ -219,19 +219,6 @@ TEST_CASE("trainium: racing stops a clearly slower candidate early and measures 
   CHECK(confirmed.status == status::ok);
   CHECK(confirmed.samples.size() == 12);
   CHECK(std::abs(confirmed.objective / fast.objective - 1) < 0.05);
-}
-
-TEST_CASE("trainium: the median's confidence interval") {
-  const auto one = median_with_interval({3.0});
-  CHECK(one.median == 3.0);
-  CHECK(one.low == 3.0);
-  CHECK(one.high == 3.0);
-  std::vector<double> v;
-  for (int i = 1; i <= 20; ++i) v.push_back(i);
-  const auto mi = median_with_interval(v);
-  CHECK(mi.median == 10.5);
-  CHECK(mi.low == 6.0);    // order statistic floor(10 - 4.38) = 5 (0-based)
-  CHECK(mi.high == 15.0);  // ceil(10 + 4.38) - 1 = 14 (0-based)
 }
 
 TEST_CASE("trainium: hosts over (fake) ssh: a lost host's trials are re-queued, nothing lost") {

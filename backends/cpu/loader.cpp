@@ -1,0 +1,339 @@
+// loader.cpp: the process that runs and times one compiled kernel for the
+// cpu backend (docs/cpu.md, "What is measured"). tessel builds it once per
+// cache folder with the system compiler, from this file, tessel/cpu_kernel.hpp
+// and tessel/race_rule.hpp (embedded in the library), and starts one loader
+// per gate run and per timing, so a kernel that crashes or hangs takes only
+// its loader down.
+//
+//   loader LIBRARY.so run  [--in TYPE DIMS FILE.npy]... [--out TYPE DIMS FILE.npy]... [--const
+//   NAME=V]... loader LIBRARY.so time ... --warmup N --min-sample S --min-repeats N --max-repeats N
+//                              --margin X --target-ci X --max-seconds X [--incumbent S]
+//
+// run: one call, its outputs written. time: `warmup` calls, then samples of
+// `iters` calls each (iters chosen so a sample takes at least min-sample
+// seconds), raced by race_decision; the outputs of the last timed call are
+// written. The answer is one JSON line on the original stdout; the kernel's
+// own stdout goes to stderr, so it cannot forge the answer.
+#include <tessel/cpu_kernel.hpp>
+#include <tessel/race_rule.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+namespace {
+
+using tessel::cpu::dtype;
+
+FILE* answer_channel = stdout;
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+      out += buffer;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(answer_channel, "{\"status\": \"runtime_error\", \"message\": %s}\n",
+               json_string(message).c_str());
+  std::fflush(answer_channel);
+  std::_Exit(0);
+}
+
+struct buffer {
+  dtype type = dtype::fp32;
+  std::vector<std::int64_t> shape;
+  std::string path;
+  void* data = nullptr;
+  std::int64_t elements() const {
+    std::int64_t n = 1;
+    for (const auto d : shape) n *= d;
+    return n;
+  }
+  std::size_t bytes() const {
+    return static_cast<std::size_t>(elements()) * (type == dtype::bf16 ? 2 : 4);
+  }
+};
+
+dtype parse_type(const std::string& t) {
+  if (t == "fp32") return dtype::fp32;
+  if (t == "bf16") return dtype::bf16;
+  if (t == "int32") return dtype::int32;
+  fail("unknown element type " + t);
+}
+
+std::vector<std::int64_t> parse_dims(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find('x', start), text.size());
+    dims.push_back(std::atoll(text.substr(start, end - start).c_str()));
+    if (dims.back() <= 0) fail("bad dimensions " + text);
+    start = end + 1;
+  }
+  return dims;
+}
+
+void allocate(buffer& b) {
+  const std::size_t size = (b.bytes() + 63) / 64 * 64;
+  b.data = std::aligned_alloc(64, size > 0 ? size : 64);
+  if (b.data == nullptr) fail("out of memory allocating a tensor");
+}
+
+/// Reads a .npy file tessel wrote: C order, '<f4' (fp32 and bf16 inputs)
+/// or '<i4' (int32), exactly b.elements() values.
+void read_npy(buffer& b) {
+  FILE* f = std::fopen(b.path.c_str(), "rb");
+  if (f == nullptr) fail("cannot open " + b.path);
+  unsigned char head[12];
+  if (std::fread(head, 1, 10, f) != 10 || std::memcmp(head, "\x93NUMPY", 6) != 0)
+    fail(b.path + " is not a .npy file");
+  std::size_t header = head[8] | (head[9] << 8);
+  if (head[6] >= 2) {
+    if (std::fread(head + 10, 1, 2, f) != 2) fail(b.path + ": short header");
+    header |= static_cast<std::size_t>(head[10]) << 16 | static_cast<std::size_t>(head[11]) << 24;
+  }
+  std::string text(header, '\0');
+  if (std::fread(text.data(), 1, header, f) != header) fail(b.path + ": short header");
+  const bool is_int = text.find("'<i4'") != std::string::npos;
+  if (!is_int && text.find("'<f4'") == std::string::npos) fail(b.path + ": not float32 or int32");
+  const auto n = static_cast<std::size_t>(b.elements());
+  std::vector<std::uint32_t> raw(n);
+  if (std::fread(raw.data(), 4, n, f) != n) fail(b.path + ": fewer values than its shape");
+  std::fclose(f);
+  allocate(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    float value;
+    if (is_int) {
+      std::int32_t v;
+      std::memcpy(&v, &raw[i], 4);
+      value = static_cast<float>(v);
+    } else {
+      std::memcpy(&value, &raw[i], 4);
+    }
+    if (b.type == dtype::fp32) {
+      static_cast<float*>(b.data)[i] = value;
+    } else if (b.type == dtype::bf16) {
+      static_cast<tessel::cpu::bf16*>(b.data)[i] = tessel::cpu::to_bf16(value);
+    } else {
+      static_cast<std::int32_t*>(b.data)[i] =
+          is_int ? static_cast<std::int32_t>(raw[i]) : static_cast<std::int32_t>(value);
+    }
+  }
+}
+
+void write_npy(const buffer& b) {
+  const bool is_int = b.type == dtype::int32;
+  std::string shape;
+  for (const auto d : b.shape) shape += std::to_string(d) + ", ";
+  if (b.shape.size() > 1) shape.resize(shape.size() - 2);
+  std::string header = std::string("{'descr': '") + (is_int ? "<i4" : "<f4") +
+                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  FILE* f = std::fopen(b.path.c_str(), "wb");
+  if (f == nullptr) fail("cannot write " + b.path);
+  const unsigned char magic[10] = {0x93,
+                                   'N',
+                                   'U',
+                                   'M',
+                                   'P',
+                                   'Y',
+                                   1,
+                                   0,
+                                   static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+  std::fwrite(magic, 1, 10, f);
+  std::fwrite(header.data(), 1, header.size(), f);
+  const auto n = static_cast<std::size_t>(b.elements());
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t word;
+    if (b.type == dtype::bf16) {
+      const float v = tessel::cpu::to_float(static_cast<const tessel::cpu::bf16*>(b.data)[i]);
+      std::memcpy(&word, &v, 4);
+    } else {
+      std::memcpy(&word, static_cast<const char*>(b.data) + 4 * i, 4);
+    }
+    std::fwrite(&word, 4, 1, f);
+  }
+  if (std::fclose(f) != 0) fail("cannot write " + b.path);
+}
+
+/// Fills an output with NaN (int32: INT32_MIN), so a kernel that skips an
+/// element is seen.
+void poison(buffer& b) {
+  const auto n = static_cast<std::size_t>(b.elements());
+  if (b.type == dtype::fp32) {
+    auto* p = static_cast<float*>(b.data);
+    for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
+  } else if (b.type == dtype::bf16) {
+    auto* p = static_cast<tessel::cpu::bf16*>(b.data);
+    for (std::size_t i = 0; i < n; ++i) p[i] = tessel::cpu::bf16{0x7fc0};
+  } else {
+    auto* p = static_cast<std::int32_t*>(b.data);
+    for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<std::int32_t>::min();
+  }
+}
+
+struct request {
+  std::string library, mode;
+  std::vector<buffer> inputs, outputs;
+  std::vector<std::string> constant_names;
+  std::vector<std::int64_t> constant_values;
+  std::size_t warmup = 2;
+  double min_sample_s = 1e-3, incumbent = 0;
+  tessel::race_options racing;
+};
+
+request parse(int argc, char** argv) {
+  if (argc < 3) fail("usage: loader LIBRARY.so run|time [options]");
+  request r;
+  r.library = argv[1];
+  r.mode = argv[2];
+  if (r.mode != "run" && r.mode != "time") fail("unknown mode " + r.mode);
+  for (int i = 3; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const auto next = [&]() -> std::string {
+      if (i + 1 >= argc) fail("missing value after " + flag);
+      return argv[++i];
+    };
+    if (flag == "--in" || flag == "--out") {
+      buffer b;
+      b.type = parse_type(next());
+      b.shape = parse_dims(next());
+      b.path = next();
+      (flag == "--in" ? r.inputs : r.outputs).push_back(b);
+    } else if (flag == "--const") {
+      const auto text = next();
+      const auto eq = text.find('=');
+      if (eq == std::string::npos) fail("--const needs NAME=VALUE");
+      r.constant_names.push_back(text.substr(0, eq));
+      r.constant_values.push_back(std::atoll(text.substr(eq + 1).c_str()));
+    } else if (flag == "--warmup") {
+      r.warmup = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (flag == "--min-sample") {
+      r.min_sample_s = std::atof(next().c_str());
+    } else if (flag == "--min-repeats") {
+      r.racing.min_repeats = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (flag == "--max-repeats") {
+      r.racing.max_repeats = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (flag == "--margin") {
+      r.racing.margin = std::atof(next().c_str());
+    } else if (flag == "--target-ci") {
+      r.racing.target_relative_ci = std::atof(next().c_str());
+    } else if (flag == "--max-seconds") {
+      r.racing.max_seconds = std::atof(next().c_str());
+    } else if (flag == "--incumbent") {
+      r.incumbent = std::atof(next().c_str());
+    } else {
+      fail("unknown option " + flag);
+    }
+  }
+  if (const char* p = r.racing.problem()) fail(std::string("racing options: ") + p);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The answer goes to the original stdout; the kernel's prints to stderr.
+  const int channel = ::dup(1);
+  if (channel < 0 || ::dup2(2, 1) < 0) return 3;
+  answer_channel = ::fdopen(channel, "w");
+  if (answer_channel == nullptr) return 3;
+  request r = parse(argc, argv);
+
+  void* library = ::dlopen(r.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
+  const auto entry =
+      reinterpret_cast<tessel::cpu::entry_function>(::dlsym(library, tessel::cpu::entry_symbol));
+  if (entry == nullptr) fail("the library has no tessel_cpu_entry");
+
+  std::vector<tessel::cpu::tensor> ins, outs;
+  for (auto& b : r.inputs) {
+    read_npy(b);
+    ins.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
+  }
+  for (auto& b : r.outputs) {
+    allocate(b);
+    outs.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
+  }
+  std::vector<tessel::cpu::constant> constants;
+  for (std::size_t i = 0; i < r.constant_names.size(); ++i)
+    constants.push_back({r.constant_names[i].c_str(), r.constant_values[i]});
+  const tessel::cpu::kernel_args args{
+      ins.data(),       static_cast<std::int32_t>(ins.size()),
+      outs.data(),      static_cast<std::int32_t>(outs.size()),
+      constants.data(), static_cast<std::int32_t>(constants.size())};
+  char message[2048] = {0};
+  const auto call = [&] {
+    if (entry(&args, message, sizeof message) != 0)
+      fail(std::string("the kernel failed: ") + (message[0] != 0 ? message : "(no message)"));
+  };
+  const auto poison_all = [&] {
+    for (auto& b : r.outputs) poison(b);
+  };
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+
+  if (r.mode == "run") {
+    poison_all();
+    const auto start = clock::now();
+    call();
+    const double took = seconds(start, clock::now());
+    for (const auto& b : r.outputs) write_npy(b);
+    std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g}\n", took);
+    return 0;
+  }
+
+  double one = 0;  // the last warm-up call's time: calibrates iterations per sample
+  for (std::size_t w = 0; w < r.warmup || w == 0; ++w) {
+    const auto start = clock::now();
+    call();
+    one = seconds(start, clock::now());
+  }
+  const double wanted = std::ceil(r.min_sample_s / std::max(one, 1e-9));
+  const auto iters = static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
+  const auto result = tessel::race(
+      [&]() -> std::optional<double> {
+        poison_all();
+        const auto start = clock::now();
+        for (std::size_t i = 0; i < iters; ++i) call();
+        return seconds(start, clock::now()) / static_cast<double>(iters);
+      },
+      r.incumbent, r.racing);
+  for (const auto& b : r.outputs) write_npy(b);
+  std::string samples;
+  for (const double s : result.samples) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%s%.9g", samples.empty() ? "" : ", ", s);
+    samples += text;
+  }
+  std::fprintf(answer_channel,
+               "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu}\n",
+               samples.c_str(), tessel::to_string(result.stopped), iters);
+  return 0;
+}

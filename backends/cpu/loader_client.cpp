@@ -1,0 +1,136 @@
+// loader_client.cpp: starts the loader and reads its answer (loader_client.hpp).
+#include "cpu/loader_client.hpp"
+
+#include "command/process.hpp"
+#include "command/protocol.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+extern "C" char** environ;  // NOLINT: POSIX
+
+namespace tessel::detail {
+namespace fs = std::filesystem;
+namespace {
+
+std::string dims_of(const tensor_spec& t) { return fmt::format("{}", fmt::join(t.shape, "x")); }
+
+std::string read_bytes(const fs::path& path, std::uintmax_t limit) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw error(fmt::format("it wrote no {}", path.filename().string()));
+  if (size > limit)
+    throw error(
+        fmt::format("{} has {} bytes, more than its shape allows", path.filename().string(), size));
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// The last line of `output` that parses as a JSON object.
+std::optional<nlohmann::json> answer_of(const std::string& output) {
+  std::istringstream lines(output);
+  std::optional<nlohmann::json> last;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line.front() != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) last = std::move(j);
+  }
+  return last;
+}
+
+std::vector<std::string> arguments(const loader_setup& setup, const fs::path& library,
+                                   const fs::path& dir, const std::optional<loader_timing>& t) {
+  std::vector<std::string> args{setup.loader.string(), library.string(), t ? "time" : "run"};
+  for (const auto& in : setup.inputs)
+    args.insert(args.end(), {"--in", std::string(to_string(in.type)), dims_of(in),
+                             (dir / (in.name + ".npy")).string()});
+  for (const auto& out : setup.outputs)
+    args.insert(args.end(), {"--out", std::string(to_string(out.type)), dims_of(out),
+                             (dir / ("out_" + out.name + ".npy")).string()});
+  for (const auto& c : setup.constants) args.insert(args.end(), {"--const", c});
+  if (t) {
+    const auto number = [](double v) { return fmt::format("{:.17g}", v); };
+    args.insert(args.end(),
+                {"--warmup", std::to_string(t->warmup), "--min-sample", number(t->min_sample_s),
+                 "--min-repeats", std::to_string(t->racing.min_repeats), "--max-repeats",
+                 std::to_string(t->racing.max_repeats), "--margin", number(t->racing.margin),
+                 "--target-ci", number(t->racing.target_relative_ci), "--max-seconds",
+                 number(t->racing.max_seconds), "--incumbent", number(t->incumbent_s)});
+  }
+  return args;
+}
+
+}  // namespace
+
+loader_run run_loader(const loader_setup& setup, const fs::path& library,
+                      const std::vector<std::string>& inputs, const std::vector<int>& cpus,
+                      const std::optional<loader_timing>& timing) {
+  const scratch_dir dir("tessel-cpu");
+  for (std::size_t i = 0; i < setup.inputs.size(); ++i)
+    std::ofstream(dir.path() / (setup.inputs[i].name + ".npy"), std::ios::binary)
+        .write(inputs[i].data(), static_cast<std::streamsize>(inputs[i].size()));
+  process_request request;
+  request.arguments = arguments(setup, library, dir.path(), timing);
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.environment.emplace_back(*e);
+  for (const auto& [name, value] : setup.environment) {
+    std::erase_if(request.environment,
+                  [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
+    request.environment.push_back(name + "=" + value);
+  }
+  request.timeout_s = setup.timeout_s;
+  request.kill_grace_s = setup.kill_grace_s;
+  request.cpus = cpus;
+  request.max_output_bytes = 1u << 20;
+  const auto result = run_process(request);
+
+  loader_run out;
+  auto& r = out.run;
+  r.seconds = result.wall_s;
+  const auto stderr_tail = [&] {
+    const auto tail = tail_of(result.errors, 10, 1500);
+    return tail.empty() ? std::string() : "\nstderr:\n" + tail;
+  };
+  const auto answer = answer_of(result.output);
+  if (result.timed_out) {
+    r.status = status::timeout;
+    r.message = fmt::format("ran past {} s and was killed", setup.timeout_s);
+  } else if (!result.started) {
+    r.status = status::runtime_error;
+    r.message = "the loader did not start: " + result.start_error;
+  } else if (result.signal != 0) {
+    r.status = status::runtime_error;
+    r.message = fmt::format("crashed ({}){}", signal_name(result.signal), stderr_tail());
+  } else if (!answer || result.exit_code != 0) {
+    r.status = status::runtime_error;
+    r.message = fmt::format("exited with code {} and no answer{}", result.exit_code, stderr_tail());
+  } else if (answer->value("status", "") != "ok") {
+    r.status = status::runtime_error;
+    r.message = answer->value("message", "the loader failed") + stderr_tail();
+  }
+  if (r.status != status::ok) return out;
+  try {
+    for (const auto& o : setup.outputs)
+      r.outputs.push_back(read_bytes(dir.path() / ("out_" + o.name + ".npy"),
+                                     static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
+    if (timing) {
+      for (const auto& v : answer->at("samples_s")) out.samples.push_back(v.get<double>());
+      out.stopped =
+          parse_race_stop(answer->at("stopped").get<std::string>()).value_or(race_stop::failed);
+      out.iters = answer->at("iters").get<std::size_t>();
+    }
+  } catch (const std::exception& e) {
+    r.status = status::runtime_error;
+    r.message = fmt::format("reading the loader's answer: {}", e.what());
+  }
+  return out;
+}
+
+}  // namespace tessel::detail

@@ -1,0 +1,54 @@
+// loader_client.hpp: one run of the loader process (loader.cpp) on a
+// compiled kernel: the inputs written as .npy into a private folder, the
+// process started pinned to its CPUs with a time limit, its answer line and
+// output files read back. A crash, a hang or a kernel error is a status,
+// never an exception. Private to the cpu backend.
+#pragma once
+
+#include "gated/file_gate.hpp"
+
+#include <tessel/race_rule.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::detail {
+
+/// What every loader run of one kernel shares.
+struct loader_setup {
+  std::filesystem::path loader;
+  std::vector<tensor_spec> inputs, outputs;
+  std::vector<std::string> constants;  ///< "NAME=VALUE", the kernel's run-time constants
+  std::map<std::string, std::string> environment;
+  double timeout_s = 60;
+  double kill_grace_s = 1;
+};
+
+/// How to time (mode "time"); absent: one call (mode "run").
+struct loader_timing {
+  std::size_t warmup = 2;
+  double min_sample_s = 1e-3;
+  race_options racing;
+  double incumbent_s = 0;  ///< 0: none
+};
+
+/// One loader run: its status and outputs (file_run), and for a timing the
+/// samples, why racing stopped and the calls per sample.
+struct loader_run {
+  file_run run;
+  std::vector<double> samples;
+  race_stop stopped = race_stop::go_on;
+  std::size_t iters = 0;
+};
+
+/// Runs `library` on `inputs` (.npy bytes, one per setup.inputs) on `cpus`
+/// (empty: not pinned). Thread-safe.
+[[nodiscard]] loader_run run_loader(const loader_setup& setup, const std::filesystem::path& library,
+                                    const std::vector<std::string>& inputs,
+                                    const std::vector<int>& cpus,
+                                    const std::optional<loader_timing>& timing);
+
+}  // namespace tessel::detail
