@@ -97,7 +97,9 @@ std::string assemble(const kernel_file& f, const context& c) {
     if (!k.meaning.empty()) text += std::string(width - text.size() + 2, ' ') + "# " + k.meaning;
     out += text + "\n";
   }
-  out += "\n" + f.signature + "\n\n" + f.kernel + "\n\n" + f.reference;
+  out += "\n" + f.signature + "\n";
+  if (!c.structure.empty()) out += "\n" + c.structure;
+  out += "\n" + f.kernel + "\n\n" + f.reference;
   return out;
 }
 
@@ -127,7 +129,7 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
   if (!s.is_valid(c))
     throw error(
         fmt::format("emit: the config is not valid in space '{}': {}", s.name(), s.why_invalid(c)));
-  nki::context ctx{m, injected, {}};
+  nki::context ctx{m, injected, {}, {}};
   ctx.header.push_back(fmt::format("space     {}{}", s.name(),
                                    o.source.empty() ? "" : fmt::format(" ({})", o.source)));
   ctx.header.push_back(fmt::format("config    {}", s.to_json(c)));

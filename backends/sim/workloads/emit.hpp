@@ -38,6 +38,17 @@ template <class Params, class Plan>
   return make_plan(p, m, pl);
 }
 
+/// PSUM as one buffer per 2 KiB bank ("PSUM bank 3"), `count` of them: an
+/// instruction that writes or reads a bank names it, so the banks a program
+/// uses can be counted (nki::structure_of) and compared with its kernel's.
+[[nodiscard]] inline std::vector<buffer_id> psum_banks(program& out, const machine& m, int count) {
+  std::vector<buffer_id> banks;
+  for (int b = 0; b < count; ++b)
+    banks.push_back(
+        out.add_buffer({fmt::format("PSUM bank {}", b), memory::psum, m.psum_bank_bytes, 1, 0}));
+  return banks;
+}
+
 /// "vector" | "scalar" | "gpsimd" -> the engine, else nullopt.
 [[nodiscard]] inline std::optional<engine_id> engine_named(std::string_view name) {
   if (name == "vector") return vector_engine;

@@ -40,6 +40,19 @@ INPUTS = {"Q": ((D, SEQ), "bfloat16"), "K": ((D, SEQ), "bfloat16"), "V": ((SEQ, 
 OUTPUTS = {"O": ((SEQ, D), "bfloat16")}
 TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
 
+# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "Structure").
+# The NKI interpreter counts the kernel the same way; the tests require equal counts.
+STRUCTURE = {
+    # instructions by (contraction, stationary free, moving free)
+    "matmul": {(128, 128, 128): 20},
+    # TensorE transposes by the input's (partitions, free)
+    "transpose": {(128, 128): 10},
+    # (transfers, bytes) per direction
+    "dma": {"hbm->sbuf": (22, 720896), "sbuf->hbm": (4, 131072)},
+    "psum_banks": 8,  # PSUM banks written
+    "engines": {"tensor": 30, "vector": 44, "scalar": 16, "gpsimd": 4},  # instructions
+}
+
 @nki.jit
 def attention_kernel(Q, K, V):
     O = nl.ndarray((SEQ, D), dtype=DT, buffer=nl.shared_hbm)

@@ -41,6 +41,19 @@ INPUTS = {"x": ((TOKENS, D_IN), "bfloat16"), "W": ((EXPERTS, D_IN, D_OUT), "bflo
 OUTPUTS = {"y": ((TOKENS, D_OUT), "bfloat16")}
 TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
 
+# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "Structure").
+# The NKI interpreter counts the kernel the same way; the tests require equal counts.
+STRUCTURE = {
+    # instructions by (contraction, stationary free, moving free)
+    "matmul": {(128, 7, 256): 2, (128, 7, 512): 2, (128, 10, 256): 4, (128, 10, 512): 4, (128, 11, 256): 4, (128, 11, 512): 4, (128, 14, 256): 2, (128, 14, 512): 2, (128, 16, 256): 2, (128, 16, 512): 2, (128, 17, 256): 2, (128, 17, 512): 2},
+    # TensorE transposes by the input's (partitions, free)
+    "transpose": {(7, 128): 2, (10, 128): 4, (11, 128): 4, (14, 128): 2, (16, 128): 2, (17, 128): 2},
+    # (transfers, bytes) per direction
+    "dma": {"hbm->sbuf": (25, 3489792), "sbuf->hbm": (9, 368640)},
+    "psum_banks": 8,  # PSUM banks written
+    "engines": {"tensor": 48, "vector": 33, "scalar": 0, "gpsimd": 0},  # instructions
+}
+
 GROUP_TILES = [  # (expert, ((token, slot), ...)) per group tile
     (0, ((4, 1), (6, 1), (9, 1), (10, 1), (11, 0), (12, 0), (14, 0), (15, 1), (17, 0), (18, 1), (20, 1), (22, 1), (23, 0), (34, 0), (39, 0), (46, 1), )),
     (1, ((0, 0), (7, 0), (9, 0), (12, 1), (13, 0), (16, 1), (19, 0), (25, 1), (27, 1), (30, 1), (32, 1), (33, 0), (36, 0), (37, 1), (39, 1), (41, 1), (44, 1), )),

@@ -38,6 +38,19 @@ INPUTS = {"x": ((ROWS, COLS), "bfloat16"), "residual": ((ROWS, COLS), "bfloat16"
 OUTPUTS = {"y": ((ROWS, COLS), "bfloat16"), "h": ((ROWS, COLS), "bfloat16")}
 TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
 
+# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "Structure").
+# The NKI interpreter counts the kernel the same way; the tests require equal counts.
+STRUCTURE = {
+    # instructions by (contraction, stationary free, moving free)
+    "matmul": {},
+    # TensorE transposes by the input's (partitions, free)
+    "transpose": {},
+    # (transfers, bytes) per direction
+    "dma": {"hbm->sbuf": (17, 2359296), "sbuf->hbm": (16, 2097152)},
+    "psum_banks": 0,  # PSUM banks written
+    "engines": {"tensor": 0, "vector": 24, "scalar": 12, "gpsimd": 0},  # instructions
+}
+
 @nki.jit
 def rmsnorm_kernel(x, residual, w):
     y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)

@@ -33,6 +33,19 @@ INPUTS = {"x": ((ROWS, COLS), "bfloat16")}
 OUTPUTS = {"y": ((ROWS, COLS), "bfloat16")}
 TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
 
+# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "Structure").
+# The NKI interpreter counts the kernel the same way; the tests require equal counts.
+STRUCTURE = {
+    # instructions by (contraction, stationary free, moving free)
+    "matmul": {},
+    # TensorE transposes by the input's (partitions, free)
+    "transpose": {},
+    # (transfers, bytes) per direction
+    "dma": {"hbm->sbuf": (16, 1048576), "sbuf->hbm": (16, 1048576)},
+    "psum_banks": 0,  # PSUM banks written
+    "engines": {"tensor": 0, "vector": 40, "scalar": 16, "gpsimd": 0},  # instructions
+}
+
 @nki.jit
 def softmax_kernel(x):
     y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)

@@ -38,12 +38,26 @@ PSUM_SETS = 2                    # (g, u) PSUM bank pairs in rotation (psum_sets
 FUSE_DOWN = False                # down projection per ff block into an fp32 accumulator
 MUL_ENGINE = nisa.engine.vector  # h = silu(g) * u (mul_engine)
 EVICT = nisa.engine.vector       # drains PSUM (evict)
+EVICT_ADD = nisa.engine.vector   # adds PSUM partials (ScalarE has no two-tensor add)
 DT = nl.bfloat16                 # dtype of x, the weights, h and y
 
 INPUTS = {"x": ((D_MODEL, TOKENS), "bfloat16"), "W_gate": ((D_MODEL, D_FF), "bfloat16"),
           "W_up": ((D_MODEL, D_FF), "bfloat16"), "W_down": ((D_FF, D_MODEL), "bfloat16")}
 OUTPUTS = {"y": ((TOKENS, D_MODEL), "bfloat16")}
 TOLERANCE = 0.015625  # the gate's, in units of |reference| + rms(reference)
+
+# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "Structure").
+# The NKI interpreter counts the kernel the same way; the tests require equal counts.
+STRUCTURE = {
+    # instructions by (contraction, stationary free, moving free)
+    "matmul": {(128, 128, 128): 80, (128, 128, 512): 10},
+    # TensorE transposes by the input's (partitions, free)
+    "transpose": {},
+    # (transfers, bytes) per direction
+    "dma": {"hbm->sbuf": (58, 4194304), "sbuf->hbm": (2, 262144)},
+    "psum_banks": 8,  # PSUM banks written
+    "engines": {"tensor": 90, "vector": 12, "scalar": 10, "gpsimd": 0},  # instructions
+}
 
 @nki.jit
 def swiglu_kernel(x, W_gate, W_up, W_down):

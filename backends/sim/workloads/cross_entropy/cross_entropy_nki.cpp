@@ -49,6 +49,8 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   add("TOKEN_TILE", p.token_tile, "token_tile: tokens per x tile");
   add("VOCAB_CHUNK", p.vocab_chunk, "vocab_chunk: logits per W chunk");
   add("MM_N", p.mm_n, "logits per matmul (one PSUM bank of fp32)");
+  add("Z_COLS", ceil_div(p.vocab_chunk, 512) * 512,
+      "PSUM columns per row tile: whole banks, so no matmul output crosses one");
   add("K_SLABS", ceil_div(p.d_model, P), "128-row slabs of d_model (the contraction)");
   add("T_SUBS", ceil_div(p.token_tile, P), "128-token row tiles of a token tile");
   add("ALL_SUBS", ceil_div(p.tokens, P), "128-token row tiles of all tokens");
@@ -75,7 +77,7 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.line("x_sb = nl.ndarray((P, X_SLOTS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # x^T");
   w.line("w_sb = nl.ndarray((P, W_SLOTS, K_SLABS, VOCAB_CHUNK), dtype=DT, buffer=nl.sbuf)");
   w.line(
-      "z_psum = nl.ndarray((P, T_SUBS, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.psum)  # "
+      "z_psum = nl.ndarray((P, T_SUBS, Z_COLS), dtype=nl.float32, buffer=nl.psum)  # "
       "logits");
   w.line("e_sb = nl.ndarray((P, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.sbuf)  # exp scratch");
   w.line("pick_sb = nl.ndarray((P, VOCAB_CHUNK), dtype=nl.float32, buffer=nl.sbuf)  # one-hot");

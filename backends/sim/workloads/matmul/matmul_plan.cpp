@@ -110,9 +110,12 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
         std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
   if (auto e = read_buffers(v, p); !e.empty()) return e;
   const std::string evict = v.symbol("evict", "vector");
-  p.evict = evict == "scalar" ? scalar_engine : evict == "gpsimd" ? gpsimd_engine : vector_engine;
-  if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
-    return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
+  if (evict == "gpsimd")
+    return "matmul: evict = gpsimd cannot drain PSUM: GpSimdE has no access to PSUM "
+           "(nki.isa.tensor_copy); use vector or scalar";
+  p.evict = evict == "scalar" ? scalar_engine : vector_engine;
+  if (evict != "vector" && evict != "scalar")
+    return fmt::format("matmul: evict '{}' is not vector or scalar", evict);
   p.coalesce = v.flag("coalesce", true);
   p.queues = static_cast<int>(
       std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
@@ -217,8 +220,9 @@ sbuf_use sbuf_needs(const plan& pl, const machine& m) {
     a_block += ceil_div(p.tile[dim_m], parts) * p.tile[dim_k] * in_b;  // the untransposed rows
   u.a = a_block * pl.a_slots;
   u.b = ceil_div(p.tile[dim_k], parts) * p.tile[dim_n] * in_b * pl.b_slots;
+  // one row of instruction tiles per stationary tile of every m block the partial sums span
   if (pl.acc == accumulation::sbuf)
-    u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
+    u.c = (p.pos[dim_m] > p.pos[dim_k] ? pl.nb[dim_m] : 1) * pl.tm * pl.c_cols * dtype_bytes(p.acc);
   u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
             dtype_bytes(p.out);
   return u;

@@ -66,6 +66,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
       "down projection per ff block into an fp32 accumulator");
   add("MUL_ENGINE", nki::engine(p.mul_engine), "h = silu(g) * u (mul_engine)");
   add("EVICT", nki::engine(evict), "drains PSUM (evict)");
+  add("EVICT_ADD", nki::engine(evict == scalar_engine ? vector_engine : evict),
+      "adds PSUM partials (ScalarE has no two-tensor add)");
   add("DT", nki::nl_dtype(p.type), "dtype of x, the weights, h and y");
   const std::string dt = nki::dtype_name(p.type);
   f.signature = fmt::format(
@@ -202,7 +204,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     w.open("else:");
     w.line(
         "nisa.tensor_tensor(dst=part, data1=part, data2=y_psum[0:tr, ts, 0:dw], op=nl.add, "
-        "engine=EVICT)");
+        "engine=EVICT_ADD)");
     w.close(4);
     w.open("for ts in nl.affine_range((tn + P - 1) // P):  # y = the accumulator in DT");
     w.line("tr = min(P, tn - ts * P)");
