@@ -28,7 +28,8 @@ class softmax final : public rows::pipeline_workload {
 
   [[nodiscard]] std::vector<name_doc> names() const override {
     auto out = rows::common_names("rows", "cols");
-    out.push_back({"max_engine", "vector | gpsimd", "vector", "row max (tensor_reduce)"});
+    out.push_back({"max_engine", "vector", "vector",
+                   "row max: a tensor_reduce, which NKI runs on VectorE only"});
     out.push_back({"scale_engine", "vector | scalar | gpsimd", "vector", "multiplies by 1/sum"});
     return out;
   }
@@ -62,30 +63,38 @@ class softmax final : public rows::pipeline_workload {
     spec.cols = v.integer("cols", 0);
     if (auto e = rows::read_common(v, spec); !e.empty()) return e;
     spec.flops_per_element = 4;
-    const engine_id max_engine = engine_named(v.symbol("max_engine", "vector"));
+    const std::string max = v.symbol("max_engine", "vector");
+    if (max != "vector")
+      return fmt::format(
+          "softmax: max_engine = {}: the row max is a tensor_reduce, which runs on VectorE only",
+          max);
     const std::string scale = v.symbol("scale_engine", "vector");
-
-    rows::row_step maxima;
-    maxima.ops.push_back({max_engine, op::reduce, 1, false, false, 0, false, false, "row max"});
-    rows::row_step combine;
+    if (scale != "vector" && scale != "scalar" && scale != "gpsimd")
+      return fmt::format("softmax: scale_engine '{}' is not vector, scalar or gpsimd", scale);
+    using rows::op_on;
+    rows::row_step maxima;  // per chunk and row group
+    maxima.ops.push_back(op_on(vector_engine, op::reduce, "row max"));
+    rows::row_step combine;  // per tile: -max over the chunks
     combine.per_chunk = false;
-    combine.ops.push_back({max_engine, op::reduce, 1, false, false, 0, false, false, "row max"});
+    combine.ops.push_back(op_on(vector_engine, op::reduce, "row max"));
     rows::row_step exps;  // exp(x - max) in place, accumulating the row sum
-    exps.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "exp"});
-    rows::row_step inverse;
+    exps.ops.push_back(op_on(scalar_engine, op::activation, "exp"));
+    rows::row_step inverse;  // per tile: the chunks' sums, then 1/sum
     inverse.per_chunk = false;
-    inverse.ops.push_back(
-        {vector_engine, op::reciprocal, 1, false, false, 0, false, false, "1/sum"});
+    inverse.ops.push_back(op_on(vector_engine, op::reduce, "1/sum"));
+    inverse.ops.push_back(op_on(vector_engine, op::reciprocal, "1/sum"));
     spec.reduce = {maxima, combine, exps, inverse};
 
     rows::row_step apply;
-    if (scale == "scalar")
-      apply.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, true, false, "normalize"});
-    else
-      apply.ops.push_back(
-          {engine_named(scale), op::tensor_scalar, 1, true, false, 0, true, false, "normalize"});
-    apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
+    rows::row_op normalize = scale == "scalar"
+                                 ? op_on(scalar_engine, op::activation, "normalize")
+                                 : op_on(engine_named(scale), op::tensor_scalar, "normalize");
+    normalize.perf_mode = scale != "scalar";
+    normalize.to_staging = true;
+    apply.ops.push_back(normalize);
+    rows::row_op store = op_on(vector_engine, op::dma, "store y");
+    store.store = true;
+    apply.ops.push_back(store);
     spec.scale = {apply};
     return "";
   }
