@@ -141,8 +141,8 @@ struct sbuf_part {
 }
 
 /// Instruction builders over one program. Matmuls that repeat the previous
-/// instruction's shape into an open accumulation group, with no dependency
-/// of their own, are aggregated into it (program.hpp's rule).
+/// instruction's shape into the same open accumulation group (PSUM bank),
+/// with no dependency of their own, are aggregated into it (program.hpp's rule).
 class builder {
  public:
   explicit builder(program& out) : out_(out) {}
@@ -209,7 +209,7 @@ class builder {
         last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);
       if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
-          prev.type == in.type && prev.tag == in.tag &&
+          prev.type == in.type && prev.tag == in.tag && prev.dst == in.dst &&
           (prev.flags | flag_accumulate) == in.flags) {
         prev.count += 1;
         return last_matmul_;
