@@ -458,7 +458,7 @@ def tensor_tensor(dst, data1, data2, op, engine=None):
     _engine_can_touch(e, dst, data1, data2, what="tensor_tensor")
     _same_shape(data1, data2, "tensor_tensor")
     _same_shape(dst, data1, "tensor_tensor")
-    fn = _op(op, ("add", "subtract", "multiply", "maximum"), "tensor_tensor")
+    fn = _op(op, ("add", "subtract", "multiply", "maximum", "minimum"), "tensor_tensor")
     _issue(e, "tensor_tensor")
     dst.write(fn(data1.read(), data2.read()) if STATE.compute else None)
 
