@@ -1,14 +1,12 @@
 # attention.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     sim_attention (examples/sim_attention.tsl)
-# config    {"dma_order":["q","k","v"],"dma_queues":2,"kv_bufs":2,"kv_tile":128,"q_tile":128,"rescale":"eager","rescale_every":null,"skip_masked":true,"track_max_on":"vector"}
+# config    {"dma_order":["q","k","v"],"kv_bufs":2,"kv_tile":128,"q_tile":128,"rescale":"eager","rescale_every":null,"skip_masked":true,"track_max_on":"vector"}
 # target    trn2
 # computes  O = softmax(Q^T K / sqrt(d), causal) V with Q, K given as [d, seq], one head
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 

@@ -1,14 +1,12 @@
 # cross_entropy.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     cross_entropy (examples/cross_entropy.tsl)
-# config    {"bufs":2,"dma_queues":2,"order":["t","v"],"pick_engine":"vector","token_tile":128,"vocab_chunk":512}
+# config    {"bufs":2,"order":["t","v"],"pick_engine":"vector","token_tile":128,"vocab_chunk":512}
 # target    trn2
 # computes  loss = logsumexp(x^T W) - (x^T W)[label] per token, x given as [d_model, tokens]
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 

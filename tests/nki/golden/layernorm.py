@@ -1,14 +1,12 @@
 # layernorm.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     sim_layernorm (examples/sim_layernorm.tsl)
-# config    {"bufs":2,"cols_per_step":512,"dma_queues":2,"rows_per_tile":128,"scale_engine":"vector","stages":["load","reduce","scale"],"stats_engine":"scalar"}
+# config    {"bufs":2,"cols_per_step":512,"rows_per_tile":128,"scale_engine":"vector","stages":["load","reduce","scale"],"stats_engine":"scalar"}
 # target    trn2
 # computes  y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 

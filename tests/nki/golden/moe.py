@@ -1,14 +1,12 @@
 # moe.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     moe (examples/moe.tsl)
-# config    {"bufs":2,"combine_engine":"vector","core_split":null,"dma_queues":2,"evict":"vector","grouping":"sorted","out_tile":768,"partials":"hbm","token_tile":128,"x_bufs":2,"x_layout":"rows"}
+# config    {"bufs":2,"combine_engine":"vector","core_split":null,"evict":"vector","grouping":"sorted","out_tile":768,"partials":"hbm","token_tile":128,"x_bufs":2,"x_layout":"rows"}
 # target    trn2
 # computes  y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the routing fixed when the kernel is traced
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 

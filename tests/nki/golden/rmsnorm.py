@@ -1,14 +1,12 @@
 # rmsnorm.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     sim_rmsnorm (examples/sim_rmsnorm.tsl)
-# config    {"add_engine":"vector","bufs":2,"cols_per_step":512,"dma_queues":2,"fuse_weight":false,"rows_per_tile":128,"scale_engine":"vector","square_engine":"scalar","stages":["load","reduce","scale"]}
+# config    {"add_engine":"vector","bufs":2,"cols_per_step":512,"fuse_weight":false,"rows_per_tile":128,"scale_engine":"vector","square_engine":"scalar","stages":["load","reduce","scale"]}
 # target    trn2
 # computes  h = x + residual; y = h / sqrt(mean(h^2) + eps) * w, row by row
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 # softmax.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     sim_softmax (examples/sim_softmax.tsl)
-# config    {"bufs":2,"cols_per_step":256,"dma_queues":1,"rows_per_tile":128,"scale_engine":"vector","stages":["load","reduce","scale"]}
+# config    {"bufs":2,"cols_per_step":256,"rows_per_tile":128,"scale_engine":"vector","stages":["load","reduce","scale"]}
 # target    trn2
 # computes  y = exp(x - rowmax) / rowsum, row by row
 #

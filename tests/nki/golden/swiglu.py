@@ -1,14 +1,12 @@
 # swiglu.py: an NKI kernel emitted by tessel 0.1.0 (tessel emit).
 # space     swiglu (examples/swiglu.tsl)
-# config    {"bufs":2,"d_tile":512,"dma_queues":2,"evict":"vector","ff_tile":128,"fuse_down":false,"fuse_gate_up":true,"mul_engine":"vector","psum_sets":2,"token_tile":128,"x_bufs":1}
+# config    {"bufs":2,"d_tile":512,"evict":"vector","ff_tile":128,"fuse_down":false,"fuse_gate_up":true,"mul_engine":"vector","psum_sets":2,"token_tile":128,"x_bufs":1}
 # target    trn2
 # computes  y = (silu(x W_gate) * (x W_up)) W_down with x given as [d_model, tokens] and W_gate, W_up stacked as W_gate_up [d_model, 2, d_ff]
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or
 # run on a NeuronCore.
-# Where this kernel differs from the simulated plan:
-#   - dma_queues = 2: NKI assigns DMA queues itself
 
 import numpy as np
 
