@@ -1,13 +1,19 @@
 """Runs every kernel tests/nki/emit_test.cpp emitted on the NKI interpreter.
 
     python3 check_emitted.py DIR [WORKLOAD...]
+    python3 check_emitted.py --count KERNEL.py...
 
 DIR/manifest.json lists the emitted files, each with its workload and what
 is expected: "pass" (the kernel matches its numpy reference on every input
 distribution of the gate's hidden suite, within the gate's tolerance) or
 "fail" (a deliberately broken emission that some distribution must catch).
-Every file must parse with Python's `ast`. Exit 0 when every expectation
-holds, 1 otherwise; 77 (ctest's skip) when numpy is missing.
+Every file must parse with Python's `ast`, and a passing kernel must do
+exactly what the simulator timed: the interpreter's counts of it (matmuls by
+shape, DMA transfers and bytes per direction, PSUM banks written, instructions
+per engine) equal the file's STRUCTURE. Entries marked count_only are checked
+for that alone, counted without computing. --count does the same for kernels
+written by `tessel emit` (any size: nothing is computed). Exit 0 when every
+expectation holds, 1 otherwise; 77 (ctest's skip) when numpy is missing.
 """
 
 import ast
@@ -28,10 +34,10 @@ import nki_interp  # noqa: E402
 np.seterr(all="ignore")  # broken kernels overflow; the comparison says so
 
 # Workloads whose emitter does not yet issue exactly the program the simulator
-# times (docs/nki.md, "Structure"): their kernels must still match the reference,
-# their structure differences are reported, not failed, and an unstated
-# engine= counts as VectorE. A pending workload whose kernels all match its
-# STRUCTURE fails the check until it leaves this set, so the set stays true.
+# times (docs/nki.md, "Still different"): their kernels must still match the
+# reference; their structure differences are reported, not failed. A pending
+# workload whose kernels all match their STRUCTURE fails the check until it
+# leaves this set, so the set stays true.
 STRUCTURE_PENDING = {"moe"}
 
 # The gate's hidden suite (docs/gate.md, src/gate/inputs.cpp): the same
@@ -117,15 +123,14 @@ def check(entry, directory):
         ast.parse(f.read(), filename=path)
     module = nki_interp.load_kernel(path)
     sbuf = entry.get("sbuf_bytes", 196608)
-    pending = entry["workload"] in STRUCTURE_PENDING
     if entry.get("count_only"):  # the structure alone, counted, not computed
-        return [("structure", 0.0, structure_difference(
-            nki_interp.count(module, sbuf, "vector" if pending else None), module.STRUCTURE))]
+        return [("structure", 0.0, structure_difference(nki_interp.count(module, sbuf),
+                                                        module.STRUCTURE))]
     results = []
     for i, kind in enumerate(DISTRIBUTIONS):
         inputs = inputs_for(module, kind, seed=1000 + i)
         try:
-            got = nki_interp.run(module, inputs, sbuf, "vector" if pending else None)
+            got = nki_interp.run(module, inputs, sbuf)
         except nki_interp.NkiError as e:
             if entry["expect"] == "pass":
                 raise
@@ -141,7 +146,24 @@ def check(entry, directory):
     return results
 
 
+def count_files(paths):
+    """--count: each emitted kernel's structure against its STRUCTURE (a workload of
+    STRUCTURE_PENDING is reported, not failed)."""
+    problems = 0
+    for path in paths:
+        start = time.time()
+        module = nki_interp.load_kernel(path)
+        diff = structure_difference(nki_interp.count(module, 212984), module.STRUCTURE)
+        workload = nki_interp._kernel(module).__name__.removesuffix("_kernel")
+        verdict = "ok  " if not diff else "pend" if workload in STRUCTURE_PENDING else "FAIL"
+        print(f"{verdict} {path} ({time.time() - start:.1f} s){': ' + diff if diff else ''}")
+        problems += verdict == "FAIL"
+    return 1 if problems else 0
+
+
 def main():
+    if sys.argv[1] == "--count":
+        return count_files(sys.argv[2:])
     directory, only = sys.argv[1], set(sys.argv[2:])
     with open(os.path.join(directory, "manifest.json")) as f:
         manifest = [e for e in json.load(f) if not only or e["workload"] in only]

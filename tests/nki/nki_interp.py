@@ -191,7 +191,6 @@ class _State:
         self.instructions = 0
         self.compute = compute  # False: validate and count, never compute (count())
         self.counts = Counts()
-        self.unstated_engine = None  # None: engine= is required; else the engine it stands for
 
 
 STATE = _State()
@@ -218,8 +217,6 @@ def _engine_of(engine, allowed, what):
     for name in allowed:
         if engine is getattr(_ENGINE, name):
             return name
-    if engine is None and STATE.unstated_engine in allowed:
-        return STATE.unstated_engine
     raise NkiError(f"{what}: pass engine= one of {', '.join('nisa.engine.' + a for a in allowed)}"
                    f" (the structure check counts instructions per engine)")
 
@@ -643,13 +640,11 @@ def _outputs(module, result):
     return results
 
 
-def run(module, inputs, sbuf_bytes=196608, unstated_engine=None):
+def run(module, inputs, sbuf_bytes=196608):
     """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}.
-    STATE.counts then holds what it did. `unstated_engine` ("vector"): the engine a call
-    without engine= is counted on (None: such a call is an error)."""
+    STATE.counts then holds what it did."""
     kernel = _kernel(module)
     STATE.reset(sbuf_bytes)
-    STATE.unstated_engine = unstated_engine
     args = []
     for name, spec in module.INPUTS.items():
         shape, dtype = spec[0], spec[1]
@@ -662,14 +657,13 @@ def run(module, inputs, sbuf_bytes=196608, unstated_engine=None):
     return {name: t.data.astype(np.float64) for name, t in zip(module.OUTPUTS, results)}
 
 
-def count(module, sbuf_bytes=196608, unstated_engine=None):
+def count(module, sbuf_bytes=196608):
     """Traces the kernel without computing and returns its counts (Counts.as_dict()): every
     check of run() but none of the arithmetic, on inputs that take no memory, so kernels of
     any size are counted in a fraction of the time run() takes. A kernel whose control
     flow read data would be refused (Python loops here see only integers)."""
     kernel = _kernel(module)
     STATE.reset(sbuf_bytes, compute=False)
-    STATE.unstated_engine = unstated_engine
     args = [Tensor(_shape_only(spec[0]), spec[1], HBM, name)
             for name, spec in module.INPUTS.items()]
     _outputs(module, kernel(*args))

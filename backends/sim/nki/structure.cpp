@@ -3,6 +3,7 @@
 #include "nki.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -47,11 +48,6 @@ std::string to_python(const structure& s) {
     const auto it = s.engines.find(e);
     return it == s.engines.end() ? std::uint64_t{0} : it->second;
   };
-  const auto join = [](const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
-    return out;
-  };
   return fmt::format(
       "# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "
       "\"Structure\").\n"
@@ -67,8 +63,8 @@ std::string to_python(const structure& s) {
       "    \"engines\": {{\"tensor\": {}, \"vector\": {}, \"scalar\": {}, \"gpsimd\": {}}},  # "
       "instructions\n"
       "}}\n",
-      join(mm), join(tr), join(dma), s.psum_banks, engine("tensor"), engine("vector"),
-      engine("scalar"), engine("gpsimd"));
+      fmt::join(mm, ", "), fmt::join(tr, ", "), fmt::join(dma, ", "), s.psum_banks,
+      engine("tensor"), engine("vector"), engine("scalar"), engine("gpsimd"));
 }
 
 }  // namespace tessel::sim::nki

@@ -243,7 +243,10 @@ class matmul_writer {
       std::string n = count(d);
       const bool dropped = i == 0 && ctx_.injected == nki::fault::drop_tail;
       if (dropped) n += " - 1";
-      w_.open("for {} in nl.affine_range({}):  # {} blocks{}", var(d), n, var(d),
+      // the k loop carries the SBUF partial sums (the first block copies, later ones add)
+      const char* range =
+          d == dim_k && pl_.acc == accumulation::sbuf ? "nl.sequential_range" : "nl.affine_range";
+      w_.open("for {} in {}({}):  # {} blocks{}", var(d), range, n, var(d),
               i == 0   ? " (outermost)"
               : i == 2 ? " (innermost)"
                        : "");

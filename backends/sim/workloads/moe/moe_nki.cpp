@@ -178,6 +178,10 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   if (p.evict == gpsimd_engine)
     f.notes.emplace_back("evict = gpsimd: GpSimdE cannot read PSUM, so VectorE drains it");
   f.note_dma_queues(p.queues);
+  f.notes.emplace_back(
+      "the rows of x, the router weights and the partials move one dma_copy per row (the "
+      "routing is fixed when the kernel is traced); the simulator times one "
+      "descriptor-generated gather or scatter per 128 rows (docs/nki.md, \"Still different\")");
   if (pl.cores > 1)
     f.notes.emplace_back(
         "lnc = 2: the simulator splits the group tiles over two physical cores; this kernel "
