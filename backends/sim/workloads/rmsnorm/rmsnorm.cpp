@@ -15,98 +15,87 @@
 namespace tessel::sim {
 namespace {
 
-/// The engine a symbol names; anything else is VectorE.
-engine_id engine_named(const std::string& name) {
-  return emit::engine_named(name).value_or(vector_engine);
-}
-
-class rmsnorm final : public rows::pipeline_workload {
+class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "rmsnorm"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "RMSNorm with a residual add over the rows of x: h = x + r, y = h * rsqrt(mean(h^2) + "
-           "eps) * w";
-  }
+  rmsnorm()
+      : pipeline_workload({
+            "rmsnorm",
+            "RMSNorm with a residual add over the rows of x: h = x + r, y = h * rsqrt(mean(h^2) + "
+            "eps) * w",
+            rows::knobs_with(
+                "rows", "hidden",
+                {
+                    knob::flag("residual", true,
+                               "add a residual input first and store the sum h too"),
+                    knob::symbol("add_engine", {"vector", "gpsimd"}, "vector",
+                                 "engine of the residual add"),
+                    knob::symbol("square_engine", {"vector", "scalar", "gpsimd"}, "scalar",
+                                 "sum of squares: one ScalarE activation accumulating the row "
+                                 "sum, or a multiply on VectorE or GpSimdE summed by a VectorE "
+                                 "tensor_reduce"),
+                    knob::symbol("scale_engine", {"vector", "scalar"}, "vector",
+                                 "multiplies by the per-row rsqrt (fuse_weight = false)"),
+                    knob::flag("fuse_weight", false,
+                               "(h * rsqrt) * w in one VectorE scalar_tensor_tensor pass instead "
+                               "of two"),
+                }),
+            "rows",
+        }) {}
 
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    auto out = rows::common_names("rows", "hidden");
-    out.push_back(
-        {"residual", "bool", "true", "add a residual input first and store the sum h too"});
-    out.push_back({"add_engine", "vector | gpsimd", "vector", "engine of the residual add"});
-    out.push_back({"square_engine", "vector | scalar | gpsimd", "scalar",
-                   "sum of squares: one ScalarE activation accumulating the row sum, or a "
-                   "multiply on VectorE or GpSimdE summed by a VectorE tensor_reduce"});
-    out.push_back({"scale_engine", "vector | scalar", "vector",
-                   "multiplies by the per-row rsqrt (fuse_weight = false)"});
-    out.push_back({"fuse_weight", "bool", "false",
-                   "(h * rsqrt) * w in one VectorE scalar_tensor_tensor pass instead of two"});
-    return out;
-  }
-
+ private:
   [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
-                                                         const value_reader& v) const override {
+                                                         const knob_reader& v) const override {
     std::vector<std::string> out;
-    if ((b.tag == "scale" || b.tag == "weight") && !v.flag("fuse_weight", false))
+    if ((b.tag == "scale" || b.tag == "weight") && !v.flag("fuse_weight"))
       out.emplace_back("fuse_weight = true: one VectorE pass applies rsqrt and the weight");
-    if (b.tag == "square-sum" && v.symbol("square_engine", "scalar") != "scalar")
+    if (b.tag == "square-sum" && v.symbol("square_engine") != "scalar")
       out.emplace_back(
           "square_engine = scalar: one activation pass accumulates the sum of squares");
     return out;
   }
 
- private:
-  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
-                                                            const value_reader& v) const override {
-    return rows::rmsnorm_functional(spec, v.flag("residual", true), v.flag("fuse_weight", false));
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor_of(
+      const rows::pipeline_spec& spec, const rows::rmsnorm_choices& choice) const override {
+    return rows::rmsnorm_functional(spec, choice.residual, choice.fuse_weight);
   }
 
-  [[nodiscard]] std::string write_nki(const rows::pipeline_spec& spec, const value_reader& v,
-                                      const nki::context& ctx, std::string& out) const override {
-    rows::rmsnorm_choices choice;
-    choice.residual = v.flag("residual", true);
-    choice.fuse_weight = v.flag("fuse_weight", false);
-    choice.add = engine_named(v.symbol("add_engine", "vector"));
-    choice.square = engine_named(v.symbol("square_engine", "scalar"));
-    choice.scale = engine_named(v.symbol("scale_engine", "vector"));
+  [[nodiscard]] std::string nki_of(const rows::pipeline_spec& spec,
+                                   const rows::rmsnorm_choices& choice, const nki::context& ctx,
+                                   std::string& out) const override {
     return rows::rmsnorm_nki(spec, choice, ctx, out);
   }
 
-  [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {
+  [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
+                                  rows::rmsnorm_choices& choice) const override {
     spec.name = "rmsnorm";
-    spec.rows = v.integer("rows", 0);
-    spec.cols = v.integer("hidden", 0);
+    spec.rows = v.integer("rows");
+    spec.cols = v.integer("hidden");
     if (auto e = rows::read_common(v, spec); !e.empty()) return e;
-    const bool residual = v.flag("residual", true);
-    const std::string square = v.symbol("square_engine", "scalar");
-    const bool fuse = v.flag("fuse_weight", false);
-    const std::string scale = fuse ? "vector" : v.symbol("scale_engine", "vector");
-    const std::string add = v.symbol("add_engine", "vector");
-    if (square != "scalar" && square != "vector" && square != "gpsimd")
-      return fmt::format("rmsnorm: square_engine '{}' is not scalar, vector or gpsimd", square);
-    if (scale != "scalar" && scale != "vector")
-      return fmt::format("rmsnorm: scale_engine '{}' is not vector or scalar", scale);
-    if (add != "vector" && add != "gpsimd")
-      return fmt::format("rmsnorm: add_engine '{}' is not vector or gpsimd", add);
-    spec.inputs = residual ? 2 : 1;
-    spec.outputs = residual ? 2 : 1;
+    choice.residual = v.flag("residual");
+    choice.fuse_weight = v.flag("fuse_weight");
+    choice.add = emit::read_engine(v, "add_engine");
+    choice.square = emit::read_engine(v, "square_engine");
+    choice.scale = choice.fuse_weight ? vector_engine : emit::read_engine(v, "scale_engine");
+    spec.inputs = choice.residual ? 2 : 1;
+    spec.outputs = choice.residual ? 2 : 1;
     spec.input_names = {"x", "residual"};
     spec.output_names = {"y", "h"};
     spec.broadcasts = 1;
-    spec.flops_per_element = residual ? 5 : 4;
+    spec.flops_per_element = choice.residual ? 5 : 4;
 
     using rows::op_on;
     rows::row_step sums;  // per chunk and row group
-    if (residual) {
-      sums.ops.push_back(op_on(engine_named(add), op::tensor_tensor, "residual add"));
+    if (choice.residual) {
+      sums.ops.push_back(op_on(choice.add, op::tensor_tensor, "residual add"));
       rows::row_op store = op_on(vector_engine, op::dma, "store h");
       store.store = true;
       store.output = 1;
       sums.ops.push_back(store);
     }
-    if (square == "scalar") {  // square with the activation's accumulate: one pass
+    if (choice.square == scalar_engine) {  // square with the activation's accumulate: one pass
       sums.ops.push_back(op_on(scalar_engine, op::activation, "square-sum"));
     } else {  // square on that engine, summed by VectorE (tensor_reduce runs on VectorE only)
-      sums.ops.push_back(op_on(engine_named(square), op::tensor_tensor, "square-sum"));
+      sums.ops.push_back(op_on(choice.square, op::tensor_tensor, "square-sum"));
       sums.ops.push_back(op_on(vector_engine, op::reduce, "square-sum"));
     }
     rows::row_step rstd;  // per tile: the chunks' partial sums, then rsqrt(mean + eps)
@@ -116,12 +105,12 @@ class rmsnorm final : public rows::pipeline_workload {
     spec.reduce = {sums, rstd};
 
     rows::row_step apply;
-    if (fuse) {  // (h * rstd) * w in one VectorE pass (scalar_tensor_tensor)
+    if (choice.fuse_weight) {  // (h * rstd) * w in one VectorE pass (scalar_tensor_tensor)
       rows::row_op o = op_on(vector_engine, op::tensor_tensor, "scale");
       o.to_staging = o.uses_broadcast = true;
       apply.ops.push_back(o);
     } else {
-      if (scale == "scalar") {
+      if (choice.scale == scalar_engine) {
         apply.ops.push_back(op_on(scalar_engine, op::activation, "scale"));
       } else {
         rows::row_op o = op_on(vector_engine, op::tensor_scalar, "scale");

@@ -14,63 +14,56 @@
 namespace tessel::sim {
 namespace {
 
-/// The engine a symbol names; anything else is VectorE.
-engine_id engine_named(const std::string& name) {
-  return emit::engine_named(name).value_or(vector_engine);
-}
-
-class softmax final : public rows::pipeline_workload {
+class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "softmax"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "softmax over the rows of x: y = exp(x - rowmax) / rowsum";
-  }
+  softmax()
+      : pipeline_workload({
+            "softmax",
+            "softmax over the rows of x: y = exp(x - rowmax) / rowsum",
+            rows::knobs_with("rows", "cols",
+                             {
+                                 knob::symbol("max_engine", {"vector", "gpsimd"}, "vector",
+                                              "row max: a tensor_reduce, which runs on VectorE "
+                                              "only (gpsimd is a compile error)"),
+                                 knob::symbol("scale_engine", {"vector", "scalar", "gpsimd"},
+                                              "vector", "multiplies by 1/sum"),
+                             }),
+            "rows",
+        }) {}
 
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    auto out = rows::common_names("rows", "cols");
-    out.push_back({"max_engine", "vector", "vector",
-                   "row max: a tensor_reduce, which NKI runs on VectorE only"});
-    out.push_back({"scale_engine", "vector | scalar | gpsimd", "vector", "multiplies by 1/sum"});
-    return out;
-  }
-
+ private:
   [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
-                                                         const value_reader& v) const override {
+                                                         const knob_reader& v) const override {
     std::vector<std::string> out;
-    if (b.tag == "normalize" && v.symbol("scale_engine", "vector") == "scalar")
+    if (b.tag == "normalize" && v.symbol("scale_engine") == "scalar")
       out.emplace_back("scale_engine = vector: ScalarE already computes every exp");
     return out;
   }
 
- private:
-  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
-                                                            const value_reader& v) const override {
-    (void)v;
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor_of(
+      const rows::pipeline_spec& spec, const rows::softmax_choices& choice) const override {
+    (void)choice;
     return rows::softmax_functional(spec);
   }
 
-  [[nodiscard]] std::string write_nki(const rows::pipeline_spec& spec, const value_reader& v,
-                                      const nki::context& ctx, std::string& out) const override {
-    rows::softmax_choices choice;
-    choice.max = engine_named(v.symbol("max_engine", "vector"));
-    choice.scale = engine_named(v.symbol("scale_engine", "vector"));
+  [[nodiscard]] std::string nki_of(const rows::pipeline_spec& spec,
+                                   const rows::softmax_choices& choice, const nki::context& ctx,
+                                   std::string& out) const override {
     return rows::softmax_nki(spec, choice, ctx, out);
   }
 
-  [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {
+  [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
+                                  rows::softmax_choices& choice) const override {
     spec.name = "softmax";
-    spec.rows = v.integer("rows", 0);
-    spec.cols = v.integer("cols", 0);
+    spec.rows = v.integer("rows");
+    spec.cols = v.integer("cols");
     if (auto e = rows::read_common(v, spec); !e.empty()) return e;
     spec.flops_per_element = 4;
-    const std::string max = v.symbol("max_engine", "vector");
-    if (max != "vector")
-      return fmt::format(
-          "softmax: max_engine = {}: the row max is a tensor_reduce, which runs on VectorE only",
-          max);
-    const std::string scale = v.symbol("scale_engine", "vector");
-    if (scale != "vector" && scale != "scalar" && scale != "gpsimd")
-      return fmt::format("softmax: scale_engine '{}' is not vector, scalar or gpsimd", scale);
+    choice.max = emit::read_engine(v, "max_engine");
+    choice.scale = emit::read_engine(v, "scale_engine");
+    if (choice.max != vector_engine)
+      return "softmax: max_engine = gpsimd: the row max is a tensor_reduce, which runs on "
+             "VectorE only";
     using rows::op_on;
     rows::row_step maxima;  // per chunk and row group
     maxima.ops.push_back(op_on(vector_engine, op::reduce, "row max"));
@@ -86,10 +79,10 @@ class softmax final : public rows::pipeline_workload {
     spec.reduce = {maxima, combine, exps, inverse};
 
     rows::row_step apply;
-    rows::row_op normalize = scale == "scalar"
+    rows::row_op normalize = choice.scale == scalar_engine
                                  ? op_on(scalar_engine, op::activation, "normalize")
-                                 : op_on(engine_named(scale), op::tensor_scalar, "normalize");
-    normalize.perf_mode = scale != "scalar";
+                                 : op_on(choice.scale, op::tensor_scalar, "normalize");
+    normalize.perf_mode = choice.scale != scalar_engine;
     normalize.to_staging = true;
     apply.ops.push_back(normalize);
     rows::row_op store = op_on(vector_engine, op::dma, "store y");
