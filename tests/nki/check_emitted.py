@@ -38,7 +38,7 @@ np.seterr(all="ignore")  # broken kernels overflow; the comparison says so
 # reference; their structure differences are reported, not failed. A pending
 # workload whose kernels all match their STRUCTURE fails the check until it
 # leaves this set, so the set stays true.
-STRUCTURE_PENDING = {"moe"}
+STRUCTURE_PENDING = set()
 
 # The gate's hidden suite (docs/gate.md, src/gate/inputs.cpp): the same
 # distributions and scales for fp32/bf16 inputs, drawn here with numpy.
@@ -77,7 +77,9 @@ def inputs_for(module, kind, seed):
     out = {}
     for name, spec in module.INPUTS.items():
         shape, dtype = spec[0], spec[1]
-        if dtype == "int32":
+        if dtype == "int32" and isinstance(spec[2], str):  # fixed: a table of the module
+            out[name] = np.array(getattr(module, spec[2]), dtype=np.int32).reshape(shape)
+        elif dtype == "int32":
             out[name] = rng.integers(0, spec[2], shape).astype(np.int32)
         else:
             out[name] = nki_interp.round_to(dtype, draw(kind, shape, rng)).astype(np.float64)

@@ -120,6 +120,20 @@ class Tensor:
             return Tensor(_shape_only(shape), self.dtype, HBM, self.name)
         return Tensor(self.data.reshape(shape), self.dtype, HBM, self.name)
 
+    def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0):
+        """An HBM access pattern; with vector_offset, an indirect one (a gather or scatter of rows:
+        row p at offset + vector_offset[p] * pattern[0][0], its elements pattern[1][0] apart)."""
+        if self.buffer != HBM or self.data is not self.root:
+            raise NkiError(f"{self.name}: ap() of a whole HBM tensor only (the subset)")
+        if len(pattern) != 2 or indirect_dim != 0 or vector_offset is None:
+            raise NkiError(f"{self.name}: the subset's ap() is [[row stride, rows], [step, width]] "
+                           "with vector_offset and indirect_dim=0")
+        _tile(vector_offset, "ap vector_offset", (SBUF,))
+        if vector_offset.dtype != "int32" or vector_offset.shape != (pattern[0][1], 1):
+            raise NkiError(f"ap vector_offset: an int32 [{pattern[0][1]}, 1] tile in SBUF, got "
+                           f"{vector_offset.dtype} {vector_offset.shape}")
+        return _Indirect(self, [tuple(p) for p in pattern], offset, vector_offset)
+
     def banks(self):
         """The PSUM banks this view covers (per partition: its first to last byte)."""
         if self.buffer != PSUM:
@@ -150,6 +164,33 @@ class Tensor:
         raise NkiError("Python arithmetic on tiles is outside the subset: use nki.isa calls")
 
     __add__ = __sub__ = __mul__ = __truediv__ = __neg__ = __radd__ = __rmul__ = _no_arithmetic
+
+
+class _Indirect:
+    """A gather or scatter of HBM rows through an index tile (Tensor.ap)."""
+
+    def __init__(self, tensor, pattern, offset, index):
+        self.tensor, self.pattern, self.offset, self.index = tensor, pattern, offset, index
+        self.dtype, self.buffer, self.name = tensor.dtype, HBM, tensor.name
+
+    @property
+    def shape(self):
+        return (self.pattern[0][1], self.pattern[1][1])
+
+    def _flat(self):
+        """The element offsets, [rows, width], checked against the tensor's size."""
+        (row_stride, _), (step, width) = self.pattern
+        rows = self.index.data[:, 0].astype(np.int64)
+        where = self.offset + rows[:, None] * row_stride + np.arange(width)[None, :] * step
+        if where.size and (where.min() < 0 or where.max() >= self.tensor.data.size):
+            raise NkiError(f"{self.name}: an indirect access out of bounds (oob_mode=error)")
+        return where
+
+    def gather(self):
+        return self.tensor.data.reshape(-1)[self._flat()].astype(np.float32)
+
+    def scatter(self, values):
+        self.tensor.data.reshape(-1)[self._flat()] = round_to(self.dtype, values)
 
 
 def _shape_only(shape):
@@ -364,9 +405,29 @@ _DIRECTIONS = {(HBM, SBUF): "hbm->sbuf", (SBUF, HBM): "sbuf->hbm", (SBUF, SBUF):
                (HBM, HBM): "hbm->hbm"}
 
 
+def _indirect_copy(dst, src):
+    """dma_copy through an index tile: a gather into SBUF or a scatter out of it."""
+    tile = src if isinstance(dst, _Indirect) else dst
+    _tile(tile, "dma_copy tile", (SBUF,))
+    _same_shape(dst, src, "dma_copy")
+    STATE.instructions += 1
+    indirect = dst if isinstance(dst, _Indirect) else src
+    tally = STATE.counts.dma.setdefault("sbuf->hbm" if indirect is dst else "hbm->sbuf", [0, 0])
+    tally[0] += 1
+    tally[1] += tile.data.size * _DTYPES[indirect.dtype]
+    if not STATE.compute:
+        return
+    if indirect is dst:
+        dst.scatter(src.read())
+    else:
+        dst.write(src.gather())
+
+
 def dma_copy(dst, src, **kwargs):
     if kwargs:
         raise NkiError(f"dma_copy: arguments {sorted(kwargs)} are outside the subset")
+    if isinstance(dst, _Indirect) or isinstance(src, _Indirect):
+        return _indirect_copy(dst, src)
     _tile(dst, "dma_copy dst", (SBUF, HBM))
     _tile(src, "dma_copy src", (SBUF, HBM))
     _same_shape(dst, src, "dma_copy")
