@@ -11,6 +11,7 @@
 #include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
@@ -18,6 +19,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>

@@ -86,15 +86,16 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
     spec.reduce = {sums, moments};
 
     rows::row_step apply;
-    if (choice.scale == scalar_engine) {
-      apply.ops.push_back(op_on(scalar_engine, op::activation, "normalize"));
-    } else {
-      auto o = op_on(vector_engine, op::tensor_scalar, "normalize");
-      o.perf_mode = true;
-      apply.ops.push_back(o);
-    }
+    // normalized and times gamma stay in fp32 (y rounds once, at the add of beta: in
+    // bf16 the two roundings before it exceed the gate's bound where beta cancels)
+    spec.fp32_scratch = true;
+    auto normalize =
+        op_on(choice.scale, choice.scale == scalar_engine ? op::activation : op::tensor_scalar,
+              "normalize");
+    normalize.fp32_out = true;
+    apply.ops.push_back(normalize);
     auto gamma = op_on(vector_engine, op::tensor_tensor, "gamma");
-    gamma.uses_broadcast = true;
+    gamma.uses_broadcast = gamma.fp32_out = true;
     apply.ops.push_back(gamma);
     auto beta = op_on(vector_engine, op::tensor_tensor, "beta");
     beta.uses_broadcast = beta.to_staging = true;

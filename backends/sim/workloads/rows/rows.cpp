@@ -19,13 +19,60 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 
+/// The shape, the tiling and SBUF, as a compiler checks them.
+std::string check_geometry(const pipeline_spec& s, const machine& m) {
+  const std::int64_t P = m.partitions;
+  if (s.rows <= 0 || s.cols <= 0) return fmt::format("{}: the shape must be positive", s.name);
+  const tiling t = tiling_of(s);
+  const std::int64_t rpt = t.rows_per_tile;
+  if (rpt <= 0) return fmt::format("{}: rows_per_tile must be positive", s.name);
+  if (rpt > P && rpt % P != 0)
+    return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
+                       s.name, rpt, P, P);
+  const std::int64_t groups = ceil_div(rpt, P);
+  if (s.rows % groups != 0)
+    return fmt::format(
+        "{}: rows = {} is not a multiple of {}: rows_per_tile = {} puts {} rows on each "
+        "partition",
+        s.name, s.rows, groups, rpt, groups);
+  if (s.bufs < 1) return fmt::format("{}: bufs must be at least 1", s.name);
+  if (t.tiles * t.chunks * groups > 4'000'000)
+    return fmt::format("{}: too many tiles to lower", s.name);
+  return "";
+}
+
+std::string check_sbuf(const pipeline_spec& s, const machine& m) {
+  const tiling t = tiling_of(s);
+  const std::int64_t groups = ceil_div(t.rows_per_tile, m.partitions);
+  const std::int64_t bytes = dtype_bytes(s.type), cps = t.cols_per_step;
+  const std::int64_t slots = static_cast<std::int64_t>(s.bufs) * s.inputs * groups * s.cols * bytes;
+  const std::int64_t staging = 2LL * s.outputs * groups * cps * bytes;
+  const std::int64_t broadcast = s.broadcasts * s.cols * bytes;
+  // the kernel's per-row fp32 values (two per chunk and two per row of each slot, three per
+  // row of a tile) and two chunks of fp32 and of dtype (or fp32) scratch (rows_nki.cpp)
+  const std::int64_t scratch = s.bufs * groups * (2 * t.chunks + 2) * 4 + 3 * groups * 4 +
+                               2 * cps * (4 + (s.fp32_scratch ? 4 : bytes));
+  const std::int64_t total = slots + staging + broadcast + scratch;
+  const std::int64_t cap = m.sbuf_bytes_per_partition;
+  if (total <= cap) return "";
+  if (slots > cap)
+    return fmt::format(
+        "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
+        "(over by {} B)",
+        slots, s.bufs, cap, slots - cap);
+  return fmt::format(
+      "SBUF overflow: input tiles ({} B), output staging ({} B), broadcast vectors ({} B) and "
+      "scratch ({} B) need {} B per partition with bufs={}; the target has {} (over by {} B)",
+      slots, staging, broadcast, scratch, total, s.bufs, cap, total - cap);
+}
+
 class lowerer {
  public:
   lowerer(const pipeline_spec& s, const machine& m, program& out) : s_(s), m_(m), out_(out) {}
 
-  std::string run() {
-    if (auto e = geometry(); !e.empty()) return e;
-    if (auto e = check_sbuf(); !e.empty()) return e;
+  /// Lowers a spec check() accepted.
+  void run() {
+    geometry();
     setup();
     const auto order = stage_order();
     std::array<int, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
@@ -38,61 +85,23 @@ class lowerer {
         if (st == stage_reduce) steps(t, s_.reduce, stage_reduce);
         if (st == stage_scale) steps(t, s_.scale, stage_scale);
       }
-    return "";
   }
 
  private:
   /// Tiles whose chains are live at once: the pipeline is at most three deep.
   static constexpr std::int64_t window = 4;
 
-  std::string geometry() {
+  void geometry() {
     P_ = m_.partitions;
-    if (s_.rows <= 0 || s_.cols <= 0) return fmt::format("{}: the shape must be positive", s_.name);
     const tiling t = tiling_of(s_);
     rpt_ = t.rows_per_tile;
-    if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
-    if (rpt_ > P_ && rpt_ % P_ != 0)
-      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
-                         s_.name, rpt_, P_, P_);
     cps_ = t.cols_per_step;
     tiles_ = t.tiles;
     chunks_ = t.chunks;
     groups_ = ceil_div(rpt_, P_);
-    if (s_.rows % groups_ != 0)
-      return fmt::format(
-          "{}: rows = {} is not a multiple of {}: rows_per_tile = {} puts {} rows on each "
-          "partition",
-          s_.name, s_.rows, groups_, rpt_, groups_);
-    if (s_.bufs < 1) return fmt::format("{}: bufs must be at least 1", s_.name);
-    if (tiles_ * chunks_ * groups_ > 4'000'000)
-      return fmt::format("{}: too many tiles to lower", s_.name);
-    return "";
   }
 
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
-
-  std::string check_sbuf() {
-    const std::int64_t slots =
-        static_cast<std::int64_t>(s_.bufs) * s_.inputs * groups_ * s_.cols * bytes();
-    const std::int64_t staging = 2LL * s_.outputs * groups_ * cps_ * bytes();
-    const std::int64_t broadcast = s_.broadcasts * s_.cols * bytes();
-    // the kernel's per-row fp32 values (two per chunk and two per row of each slot, three per
-    // row of a tile) and two chunks of fp32 and of dtype scratch (rows_nki.cpp)
-    const std::int64_t scratch =
-        s_.bufs * groups_ * (2 * chunks_ + 2) * 4 + 3 * groups_ * 4 + 2 * cps_ * (4 + bytes());
-    const std::int64_t total = slots + staging + broadcast + scratch;
-    const std::int64_t cap = m_.sbuf_bytes_per_partition;
-    if (total <= cap) return "";
-    if (slots > cap)
-      return fmt::format(
-          "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
-          "(over by {} B)",
-          slots, s_.bufs, cap, slots - cap);
-    return fmt::format(
-        "SBUF overflow: input tiles ({} B), output staging ({} B), broadcast vectors ({} B) and "
-        "scratch ({} B) need {} B per partition with bufs={}; the target has {} (over by {} B)",
-        slots, staging, broadcast, scratch, total, s_.bufs, cap, total - cap);
-  }
 
   /// The stages in the order of `stage_order`, except that stages working on
   /// the same tile (equal lag: too few bufs) keep their dependency order.
@@ -207,7 +216,7 @@ class lowerer {
     instruction in;
     in.engine = o.engine;
     in.kind = o.kind;
-    in.type = s_.type;
+    in.type = o.fp32_out ? dtype::fp32 : s_.type;
     in.partitions = static_cast<std::uint32_t>(parts);
     in.free = static_cast<std::uint32_t>(
         std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
@@ -321,9 +330,16 @@ tiling tiling_of(const pipeline_spec& spec) {
   return t;
 }
 
+std::string check(const pipeline_spec& spec, const machine& m) {
+  if (auto e = check_geometry(spec, m); !e.empty()) return e;
+  return check_sbuf(spec, m);
+}
+
 std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
   out.clear();
-  return lowerer(spec, m, out).run();
+  if (auto e = check(spec, m); !e.empty()) return e;
+  lowerer(spec, m, out).run();
+  return "";
 }
 
 std::string read_common(const knob_reader& v, pipeline_spec& spec) {

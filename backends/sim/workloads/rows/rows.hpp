@@ -42,6 +42,7 @@ struct row_op {
   int output = 0;
   bool to_staging = false;      ///< writes the output staging (the store after it reads there)
   bool uses_broadcast = false;  ///< reads the broadcast vector
+  bool fp32_out = false;        ///< writes fp32 scratch, not the pipeline's type
   std::string tag;              ///< label ("square-sum", "exp")
 };
 
@@ -77,6 +78,9 @@ struct pipeline_spec {
   /// weight; LayerNorm's gamma and beta): one row from HBM into partition 0,
   /// then doubled across the partitions by SBUF-to-SBUF copies (1 + log2 128 DMAs).
   int broadcasts = 0;
+  /// The kernel's second chunk of scratch is fp32 (LayerNorm keeps its
+  /// normalized rows at full precision), not the pipeline's type.
+  bool fp32_scratch = false;
   double flops_per_element = 1;
 };
 
@@ -89,7 +93,11 @@ struct tiling {
 };
 [[nodiscard]] tiling tiling_of(const pipeline_spec& spec);
 
-/// Lowers the pipeline; returns "" or a compile error (SBUF overflow, ...).
+/// The compiler's checks of a spec (its shape and tiling, SBUF): "" or the
+/// compile error. Planning runs them, so both timing models agree on which
+/// configs compile.
+[[nodiscard]] std::string check(const pipeline_spec& spec, const machine& m);
+/// check(), then lowers the pipeline; returns "" or the compile error.
 [[nodiscard]] std::string lower(const pipeline_spec& spec, const machine& m, program& out);
 
 /// Reads the shared names (rows_per_tile, cols_per_step, bufs, stages,
@@ -176,8 +184,8 @@ class pipeline_workload : public typed_workload<row_plan<Choices>> {
  private:
   [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
                                       row_plan<Choices>& out) const final {
-    (void)m;
-    return build(v, out.spec, out.choice);
+    if (auto e = build(v, out.spec, out.choice); !e.empty()) return e;
+    return rows::check(out.spec, m);
   }
   [[nodiscard]] std::string lower_program(const row_plan<Choices>& p, const machine& m,
                                           program& out) const final {

@@ -403,7 +403,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line("bias = nl.ndarray((P, BUFS, G), dtype=nl.float32, buffer=nl.sbuf)  # -mean * rstd");
   w.line("tmp = nl.ndarray((P, 3, G), dtype=nl.float32, buffer=nl.sbuf)  # per-row scratch");
   w.line("scratch = nl.ndarray((P, 2, CPS), dtype=nl.float32, buffer=nl.sbuf)");
-  w.line("normalized = nl.ndarray((P, 2, CPS), dtype=DT, buffer=nl.sbuf)");
+  w.line("normalized = nl.ndarray((P, 2, CPS), dtype=nl.float32, buffer=nl.sbuf)  # y rounds once");
   w.line("y_stage = nl.ndarray((P, 2, G, CPS), dtype=DT, buffer=nl.sbuf)  # output staging");
   pipeline_writer::broadcast(w, "gamma_sb", "gamma");
   pipeline_writer::broadcast(w, "beta_sb", "beta");
