@@ -77,9 +77,15 @@ std::string assemble(const kernel_file& f, const context& c) {
       "# The schedule is the simulator's plan of this config (docs/nki.md). It has been\n"
       "# checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or\n"
       "# run on a NeuronCore.\n";
-  if (!f.notes.empty()) {
+  std::vector<std::string> notes = f.notes;
+  if (c.m.cores > 1)  // every workload: the split is timed, not emitted (docs/nki.md)
+    notes.push_back(fmt::format(
+        "lnc = {}: the simulator splits the work over {} physical cores and times each share; "
+        "this kernel runs it all as one instance (no split over nl.program_id yet)",
+        c.m.cores, c.m.cores));
+  if (!notes.empty()) {
     out += "# Where this kernel differs from the simulated plan:\n";
-    for (const auto& n : f.notes) out += "#   - " + n + "\n";
+    for (const auto& n : notes) out += "#   - " + n + "\n";
   }
   out +=
       "\n"

@@ -218,10 +218,6 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
       "y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the "
       "routing fixed when the kernel is traced";
   f.note_dma_queues(p.queues);
-  if (pl.cores > 1)
-    f.notes.emplace_back(
-        "lnc = 2: the simulator splits the group tiles over two physical cores; this kernel "
-        "runs them all on one (no nl.program_id split)");
   constants(pl, ctx, f);
   const std::string dt = nki::dtype_name(p.type);
   f.signature = fmt::format(
