@@ -24,13 +24,18 @@ struct emit_options {
   std::string config;  ///< JSON text, or @PATH
   std::string best;    ///< a study file whose best trial to emit
   std::string workload;
-  std::string output;  ///< "" = stdout
-  std::string fault;   ///< tests only (hidden)
+  std::string output;         ///< "" = stdout
+  std::string fault;          ///< tests only (hidden)
+  bool target_given = false;  ///< --target on the command line (else --best takes the study's)
 };
 
-int run_emit(const emit_options& o) {
+int run_emit(emit_options o) {
   if (o.config.empty() == o.best.empty())
     throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
+  // the best trial was timed on the study's target (its space may have parameters only that
+  // target enables, as moe's core_split with lnc = 2)
+  if (!o.best.empty() && !o.target_given)
+    o.input.target = load_stored(o.best).space.def().target.name;
   const auto loaded = load(o.input);
   const auto& s = loaded.space;
   const config c = chosen_config(s, o.config, o.best);
@@ -77,7 +82,10 @@ command add_emit_command(CLI::App& tool) {
   app->add_option("--fault", options->fault,
                   "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation)")
       ->group("");
-  return {app, [options] { return report_errors([&] { return run_emit(*options); }, false); }};
+  return {app, [options, app] {
+            options->target_given = app->get_option("--target")->count() > 0;
+            return report_errors([&] { return run_emit(*options); }, false);
+          }};
 }
 
 }  // namespace tessel::cli

@@ -128,7 +128,7 @@ bool simulator_times(const tessel::space& s, const tessel::config& c) {
 }
 
 /// `tessel ARGS` as a user runs it; its exit code.
-int tessel(const std::string& args) {
+int run_cli(const std::string& args) {
   const std::string command = std::string("'") + TESSEL_CLI_PATH + "' " + args + " >/dev/null 2>&1";
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -144,12 +144,12 @@ std::string cli_best(const std::string& file, const sets& overrides, const fs::p
   for (const auto& [name, value] : overrides) set += fmt::format(" --set {}={}", name, value);
   fs::remove(db);
   INFO("tessel tune/emit --best of ", file);
-  if (tessel(fmt::format("tune '{}' --backend sim --target trn2 --budget 12 --seed 5 --no-gate "
-                         "--quiet --db '{}'{}",
-                         example.string(), db.string(), set)) != 0)
+  if (run_cli(fmt::format("tune '{}' --backend sim --target trn2 --budget 12 --seed 5 --no-gate "
+                          "--quiet --db '{}'{}",
+                          example.string(), db.string(), set)) != 0)
     return "";
-  if (tessel(fmt::format("emit '{}' --best '{}' --target trn2 -o '{}'{}", example.string(),
-                         db.string(), kernel.string(), set)) != 0)
+  if (run_cli(fmt::format("emit '{}' --best '{}' --target trn2 -o '{}'{}", example.string(),
+                          db.string(), kernel.string(), set)) != 0)
     return "";
   return read(kernel);
 }
@@ -281,6 +281,30 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     CHECK(((kept == numeric && counted == structural) || seen.size() == valid));
   }
   out.finish();
+}
+
+TEST_CASE("emit --best takes the study's target unless --target names one") {
+  // moe's core_split exists only with lnc = 2: the best of a trn2_lnc2 study is not a
+  // valid config on trn2, so emit must read the space for the study's target
+  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "emit_target";
+  fs::create_directories(dir);
+  const fs::path example = fs::path(TESSEL_SOURCE_DIR) / "examples" / "moe.tsl";
+  const fs::path db = dir / "moe_lnc2.db", kernel = dir / "moe_lnc2.py";
+  std::string set;
+  for (const auto& [name, value] : reduced_shapes().at("moe.tsl"))
+    set += fmt::format(" --set {}={}", name, value);
+  fs::remove(db);
+  REQUIRE(run_cli(fmt::format("tune '{}' --backend sim --target trn2_lnc2 --budget 3 --seed 5 "
+                              "--no-gate --quiet --db '{}'{}",
+                              example.string(), db.string(), set)) == 0);
+  REQUIRE(run_cli(fmt::format("emit '{}' --best '{}' -o '{}'{}", example.string(), db.string(),
+                              kernel.string(), set)) == 0);
+  const std::string text = read(kernel);
+  CHECK(text.find("# target    trn2_lnc2\n") != std::string::npos);
+  CHECK(text.find("\"core_split\":\"") != std::string::npos);
+  // --target still wins: the study's best has core_split, which trn2 does not enable
+  CHECK(run_cli(fmt::format("emit '{}' --best '{}' --target trn2 -o '{}'{}", example.string(),
+                            db.string(), kernel.string(), set)) != 0);
 }
 
 TEST_CASE("the emitted text of each workload's default config is pinned") {
