@@ -87,8 +87,8 @@ def moe_kernel(x, W, router_weights, routing):
     xT = nl.ndarray((P, X_BUFS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)
     xg = nl.ndarray((P, 2, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows, 2 slots
     w_sb = nl.ndarray((P, BUFS, K_SLABS, OUT_TILE), dtype=DT, buffer=nl.sbuf)
-    idx_sb = nl.ndarray((P, T_SUBS, 2), dtype=nl.int32, buffer=nl.sbuf)  # routing rows
-    p_sb = nl.ndarray((P, T_SUBS, 1), dtype=nl.float32, buffer=nl.sbuf)  # router weights
+    idx_sb = nl.ndarray((P, X_BUFS, T_SUBS, 2), dtype=nl.int32, buffer=nl.sbuf)  # routing
+    p_sb = nl.ndarray((P, X_BUFS, T_SUBS, 1), dtype=nl.float32, buffer=nl.sbuf)  # weights
     o_sb = nl.ndarray((P, 2, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)
     cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)
     y_sb = nl.ndarray((P, OUT_TILE), dtype=DT, buffer=nl.sbuf)
@@ -103,14 +103,14 @@ def moe_kernel(x, W, router_weights, routing):
             r0 = ts * P
             n = min(P, len(rows) - r0)
             # the sub-tile's (token, row) indices, then its router weights through them
-            nisa.dma_copy(dst=idx_sb[0:n, ts, :], src=routing[routed + r0:routed + r0 + n, :])
-            nisa.dma_copy(dst=p_sb[0:n, ts, :], src=rw_rows.ap(pattern=[[1, n], [1, 1]], offset=0,
-                          vector_offset=idx_sb[0:n, ts, 1:2], indirect_dim=0))
+            nisa.dma_copy(dst=idx_sb[0:n, xs, ts, :], src=routing[routed + r0:routed + r0 + n, :])
+            nisa.dma_copy(dst=p_sb[0:n, xs, ts, :], src=rw_rows.ap(pattern=[[1, n], [1, 1]], offset=0,
+                          vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0))
             # gather the rows of x through the token indices, transpose each piece on TensorE
             raw = raws % 2
             raws += 1
             nisa.dma_copy(dst=xg[0:n, raw, :], src=x.ap(pattern=[[D_IN, n], [1, D_IN]], offset=0,
-                          vector_offset=idx_sb[0:n, ts, 0:1], indirect_dim=0))
+                          vector_offset=idx_sb[0:n, xs, ts, 0:1], indirect_dim=0))
             for s in nl.affine_range(K_SLABS):
                 r = min(P, D_IN - s * P)
                 tb = transposes % 2
@@ -141,10 +141,10 @@ def moe_kernel(x, W, router_weights, routing):
                         nisa.nc_matmul(dst=ps, stationary=xT[0:r, xs, s, r0:r0 + n],
                                        moving=w_sb[0:r, ws, s, c0:c0 + cw], accumulate=s > 0)
                     nisa.tensor_scalar(dst=out[:, c0:c0 + cw], data=ps, op0=nl.multiply,
-                                       operand0=p_sb[0:n, ts, :], engine=EVICT)
+                                       operand0=p_sb[0:n, xs, ts, :], engine=EVICT)
                 # the rows to their (token, slot) partials: one indirect scatter
                 nisa.dma_copy(dst=part.ap(pattern=[[D_OUT, n], [1, ow]], offset=o0,
-                              vector_offset=idx_sb[0:n, ts, 1:2], indirect_dim=0), src=out)
+                              vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0), src=out)
         routed += len(rows)
     # the combine: y = the sum of each token's top_k partials (fp32, the last add in DT)
     part_rows = part.reshape((TOKENS, TOP_K, D_OUT))

@@ -158,6 +158,7 @@ class lowerer {
           "scale by router weight", "scatter partials", "load partials", "combine", "store y"})
       tags_.push_back(out_.add_tag(t));
     x_.init(p_.x_bufs);
+    route_.init(p_.x_bufs);
     raw_.init(2);
     w_.init(p_.bufs);
     stage_.init(2);
@@ -190,10 +191,14 @@ class lowerer {
     const std::int64_t parts = m_.partitions, b = dtype_bytes(p_.type);
     const auto n = static_cast<std::int64_t>(g.rows.size());
     const auto war = x_.next();
+    // the group tile's index and weight tiles rotate with its x^T tile: a slot is
+    // rewritten once the last scatter of the group tile x_bufs before read it
+    const auto route_war = route_.next();
     std::vector<instruction_id> ready(static_cast<std::size_t>(pl_.k_slabs), program::none);
     for (std::int64_t r0 = 0; r0 < n; r0 += parts) {
       const std::int64_t rows = std::min(parts, n - r0);
-      const auto index = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 8, tags_[t_x], {});
+      const auto index =
+          b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 8, tags_[t_x], {route_war});
       weights_ = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 4, tags_[t_x], {index});
       if (!p_.x_rows) {  // x^T [d_in, tokens]: a token is a column, one transfer per slab
         for (std::int64_t i = 0; i < rows; ++i)
@@ -287,6 +292,7 @@ class lowerer {
       stage_.read_by(
           b_.dma(q_.next(2), sb_stage_, hbm_part_, rows, cols * 4, tags_[t_scatter], {e}));
       scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
+      route_.read_by(scatters_.back());
       return;
     }
     // in SBUF a row goes to its token's partition: one transfer per row
@@ -295,6 +301,7 @@ class lowerer {
       last = b_.dma(q_.next(2), sb_stage_, sb_part_, 1, cols * 4, tags_[t_scatter], {e});
     stage_.read_by(last);
     scatters_.push_back(last);
+    route_.read_by(last);
   }
 
   /// y for `rows` tokens: per out block, load their top_k partials, sum them
@@ -343,7 +350,7 @@ class lowerer {
             sb_raw_ = 0, sb_w_ = 0, sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
   std::vector<std::uint16_t> tags_;
-  slots x_, raw_, w_, stage_, comb_;
+  slots x_, route_, raw_, w_, stage_, comb_;
   std::vector<instruction_id> bank_reader_, scatters_;
   std::uint64_t transposes_ = 0, sets_ = 0;
   instruction_id weights_ = program::none;  ///< the current sub-tile's router weights

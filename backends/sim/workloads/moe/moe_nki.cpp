@@ -82,15 +82,16 @@ std::string evict_copy(const plan& pl, const std::string& dst, const std::string
 /// Per 128-row sub-tile: the routing indices and router weights, then x^T.
 void gather_x(const plan& pl, nki::writer& w) {
   w.line("# the sub-tile's (token, row) indices, then its router weights through them");
-  w.line("nisa.dma_copy(dst=idx_sb[0:n, ts, :], src=routing[routed + r0:routed + r0 + n, :])");
-  w.line("nisa.dma_copy(dst=p_sb[0:n, ts, :], src=rw_rows.ap(pattern=[[1, n], [1, 1]], offset=0,");
-  w.line("              vector_offset=idx_sb[0:n, ts, 1:2], indirect_dim=0))");
+  w.line("nisa.dma_copy(dst=idx_sb[0:n, xs, ts, :], src=routing[routed + r0:routed + r0 + n, :])");
+  w.line(
+      "nisa.dma_copy(dst=p_sb[0:n, xs, ts, :], src=rw_rows.ap(pattern=[[1, n], [1, 1]], offset=0,");
+  w.line("              vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0))");
   if (pl.p.x_rows) {
     w.line("# gather the rows of x through the token indices, transpose each piece on TensorE");
     w.line("raw = raws % 2");
     w.line("raws += 1");
     w.line("nisa.dma_copy(dst=xg[0:n, raw, :], src=x.ap(pattern=[[D_IN, n], [1, D_IN]], offset=0,");
-    w.line("              vector_offset=idx_sb[0:n, ts, 0:1], indirect_dim=0))");
+    w.line("              vector_offset=idx_sb[0:n, xs, ts, 0:1], indirect_dim=0))");
     w.open("for s in nl.affine_range(K_SLABS):");
     w.line("r = min(P, D_IN - s * P)");
     w.line("tb = transposes % 2");
@@ -151,10 +152,11 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   w.line("               moving=w_sb[0:r, ws, s, c0:c0 + cw], accumulate=s > 0)");
   w.close();
   if (pl.p.evict == scalar_engine) {
-    w.line("nisa.activation(dst=out[:, c0:c0 + cw], op=nl.copy, data=ps, scale=p_sb[0:n, ts, :])");
+    w.line(
+        "nisa.activation(dst=out[:, c0:c0 + cw], op=nl.copy, data=ps, scale=p_sb[0:n, xs, ts, :])");
   } else {
     w.line("nisa.tensor_scalar(dst=out[:, c0:c0 + cw], data=ps, op0=nl.multiply,");
-    w.line("                   operand0=p_sb[0:n, ts, :], engine=EVICT)");
+    w.line("                   operand0=p_sb[0:n, xs, ts, :], engine=EVICT)");
   }
   w.close();
   if (pl.p.sbuf_partials) {
@@ -166,7 +168,7 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   } else {
     w.line("# the rows to their (token, slot) partials: one indirect scatter");
     w.line("nisa.dma_copy(dst=part.ap(pattern=[[D_OUT, n], [1, ow]], offset=o0,");
-    w.line("              vector_offset=idx_sb[0:n, ts, 1:2], indirect_dim=0), src=out)");
+    w.line("              vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0), src=out)");
   }
   w.close(2);
   w.line("routed += len(rows)");
@@ -245,8 +247,8 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   if (p.x_rows)
     w.line("xg = nl.ndarray((P, 2, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows, 2 slots");
   w.line("w_sb = nl.ndarray((P, BUFS, K_SLABS, OUT_TILE), dtype=DT, buffer=nl.sbuf)");
-  w.line("idx_sb = nl.ndarray((P, T_SUBS, 2), dtype=nl.int32, buffer=nl.sbuf)  # routing rows");
-  w.line("p_sb = nl.ndarray((P, T_SUBS, 1), dtype=nl.float32, buffer=nl.sbuf)  # router weights");
+  w.line("idx_sb = nl.ndarray((P, X_BUFS, T_SUBS, 2), dtype=nl.int32, buffer=nl.sbuf)  # routing");
+  w.line("p_sb = nl.ndarray((P, X_BUFS, T_SUBS, 1), dtype=nl.float32, buffer=nl.sbuf)  # weights");
   w.line("o_sb = nl.ndarray((P, 2, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
   if (!p.sbuf_partials)
     w.line("cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
