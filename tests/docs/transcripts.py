@@ -21,10 +21,14 @@ The shape: numbers are compared as numbers of any value ("2,437,920",
 number of lines, "..." or "…" inside a line for any text, and trailing
 blanks are ignored. Everything else must be as written.
 
+Run over every document, it also checks that each file under examples/ is
+run by a transcript or a test (an add_test in tests/ or examples/).
+
   python3 tests/docs/transcripts.py BUILD_DIR [DOC.md ...]
   TESSEL_UPDATE_DOCS=1 python3 tests/docs/transcripts.py ...   rewrites the
       transcripts shown exactly (without "...") with today's output
 """
+import glob
 import os
 import re
 import shutil
@@ -194,6 +198,39 @@ def self_test():
                                       "<!-- run: d -->\n```\nout\n```\n")] == ["a", "b", "d"]
 
 
+def examples_not_run(source, commands):
+    """The files under examples/ that neither a transcript command (its
+    globs expanded) nor a test (an add_test in tests/ or examples/) runs: a
+    new example must be run by something, so it cannot rot (issue 27)."""
+    named = set()
+    for command in commands:
+        for token in re.split(r"[\s'\"=:,]+", command):
+            at = token.find("examples/")
+            if at < 0:
+                continue
+            path = token[at:]
+            found = glob.glob(os.path.join(source, path))
+            named.update(os.path.relpath(f, source) for f in found)
+            named.add(path)
+    tests = ""
+    for lists in glob.glob(os.path.join(source, "tests", "*", "CMakeLists.txt")) + \
+            [os.path.join(source, "examples", "CMakeLists.txt")]:
+        with open(lists, encoding="utf-8") as f:
+            tests += "\n".join(re.findall(r"add_test\(([^()]*)\)", f.read(), re.S))
+    missing = []
+    for folder, _, files in os.walk(os.path.join(source, "examples")):
+        for name in files:
+            path = os.path.relpath(os.path.join(folder, name), source)
+            stem = os.path.splitext(path)[0]
+            if name == "CMakeLists.txt" or path in named or stem in named:
+                continue
+            if re.search(r"(^|[\s/}])" + re.escape(name) + r"\b", tests) or \
+                    re.search(r"COMMAND\s+" + re.escape(os.path.splitext(name)[0]) + r"\b", tests):
+                continue
+            missing.append(path)
+    return sorted(missing)
+
+
 def main(argv):
     self_test()
     build = os.path.abspath(argv[1])
@@ -201,11 +238,16 @@ def main(argv):
     docs = argv[2:] or [os.path.join(source, "README.md")] + sorted(
         os.path.join(source, "docs", name) for name in os.listdir(os.path.join(source, "docs"))
         if name.endswith(".md"))
-    problems, count = [], 0
+    problems, count, commands = [], 0, []
     for doc in docs:
         with open(doc, encoding="utf-8") as f:
-            count += len(transcripts(f.read()))
+            todo = transcripts(f.read())
+        count += len(todo)
+        commands += [command for command, _, _, _ in todo]
         problems += run_document(doc, source, build, bool(os.environ.get("TESSEL_UPDATE_DOCS")))
+    if not argv[2:]:
+        problems += [f"{path}: no transcript in README.md or docs/ and no test runs it"
+                     for path in examples_not_run(source, commands)]
     for p in problems:
         print(p, end="\n\n")
     print(f"{count} transcripts in {len(docs)} documents, {len(problems)} differ")
