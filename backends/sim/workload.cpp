@@ -41,9 +41,11 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
                                std::string& out) const {
   const auto p = plan_config(s, c, ctx.m);
   if (!p->error.empty()) return p->error;
-  program checked;
-  if (auto e = lower_plan(*p, ctx.m, checked); !e.empty()) return e;
-  return emit_nki_plan(*p, ctx, out);
+  program timed;
+  if (auto e = lower_plan(*p, ctx.m, timed); !e.empty()) return e;
+  nki::context with_structure = ctx;
+  with_structure.structure = nki::to_python(nki::structure_of(timed));
+  return emit_nki_plan(*p, with_structure, out);
 }
 
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {

@@ -27,11 +27,15 @@ struct emit_options {
   std::string workload;         ///< --workload, the name before issue 27
   std::string output;           ///< "" = stdout
   std::string fault;            ///< tests only (hidden)
+  bool target_given = false;    ///< --target on the command line (else --best takes the study's)
 };
 
-int run_emit(const emit_options& o) {
+int run_emit(emit_options o) {
   if (o.config.empty() == o.best.empty())
     throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
+  // the best trial was timed on the study's target (its space may have parameters only that
+  // target enables, as moe's core_split with lnc = 2)
+  if (!o.best.empty() && !o.target_given) o.input.spec.target = reopen_study(o.best).spec.target;
   const auto loaded = read_space(o.input.resolved());
   const auto& s = loaded.space;
   const config c = chosen_config(s, o.config, o.best);
@@ -84,7 +88,10 @@ command add_emit_command(CLI::App& tool) {
   app->add_option("--fault", options->fault,
                   "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation)")
       ->group("");
-  return {app, [options] { return report_errors([&] { return run_emit(*options); }, false); }};
+  return {app, [options, app] {
+            options->target_given = app->get_option("--target")->count() > 0;
+            return report_errors([&] { return run_emit(*options); }, false);
+          }};
 }
 
 }  // namespace tessel::cli

@@ -1,13 +1,19 @@
 """Runs every kernel tests/nki/emit_test.cpp emitted on the NKI interpreter.
 
-    python3 check_emitted.py DIR
+    python3 check_emitted.py DIR [WORKLOAD...]
+    python3 check_emitted.py --count KERNEL.py...
 
 DIR/manifest.json lists the emitted files, each with its workload and what
 is expected: "pass" (the kernel matches its numpy reference on every input
 distribution of the gate's hidden suite, within the gate's tolerance) or
 "fail" (a deliberately broken emission that some distribution must catch).
-Every file must parse with Python's `ast`. Exit 0 when every expectation
-holds, 1 otherwise; 77 (ctest's skip) when numpy is missing.
+Every file must parse with Python's `ast`, and a passing kernel must do
+exactly what the simulator timed: the interpreter's counts of it (matmuls by
+shape, DMA transfers and bytes per direction, PSUM banks written, instructions
+per engine) equal the file's STRUCTURE. Entries marked count_only are checked
+for that alone, counted without computing. --count does the same for kernels
+written by `tessel emit` (any size: nothing is computed). Exit 0 when every
+expectation holds, 1 otherwise; 77 (ctest's skip) when numpy is missing.
 """
 
 import ast
@@ -26,6 +32,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nki_interp  # noqa: E402
 
 np.seterr(all="ignore")  # broken kernels overflow; the comparison says so
+
+# Workloads whose emitter does not yet issue exactly the program the simulator
+# times (docs/nki.md, "Still different"): their kernels must still match the
+# reference; their structure differences are reported, not failed. A pending
+# workload whose kernels all match their STRUCTURE fails the check until it
+# leaves this set, so the set stays true.
+STRUCTURE_PENDING = set()
 
 # The gate's hidden suite (docs/gate.md, src/gate/inputs.cpp): the same
 # distributions and scales for fp32/bf16 inputs, drawn here with numpy.
@@ -64,7 +77,9 @@ def inputs_for(module, kind, seed):
     out = {}
     for name, spec in module.INPUTS.items():
         shape, dtype = spec[0], spec[1]
-        if dtype == "int32":
+        if dtype == "int32" and isinstance(spec[2], str):  # fixed: a table of the module
+            out[name] = np.array(getattr(module, spec[2]), dtype=np.int32).reshape(shape)
+        elif dtype == "int32":
             out[name] = rng.integers(0, spec[2], shape).astype(np.int32)
         else:
             out[name] = nki_interp.round_to(dtype, draw(kind, shape, rng)).astype(np.float64)
@@ -87,21 +102,45 @@ def worst_error(got, want, tol):
     return worst
 
 
+def structure_difference(got, want):
+    """'' when the kernel's counts equal the simulator's STRUCTURE, else what differs."""
+    diffs = []
+    for key in ("matmul", "transpose", "dma", "psum_banks", "engines"):
+        g, w = got.get(key), want.get(key)
+        if g == w:
+            continue
+        if isinstance(w, dict):
+            g = g or {}
+            parts = [f"{k}: kernel {g.get(k)}, simulator {w.get(k)}"
+                     for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
+            diffs.append(f"{key} ({'; '.join(parts)})")
+        else:
+            diffs.append(f"{key} (kernel {g}, simulator {w})")
+    return "; ".join(diffs)
+
+
 def check(entry, directory):
     path = os.path.join(directory, entry["file"])
     with open(path) as f:
         ast.parse(f.read(), filename=path)
     module = nki_interp.load_kernel(path)
+    sbuf = entry.get("sbuf_bytes", 196608)
+    if entry.get("count_only"):  # the structure alone, counted, not computed
+        return [("structure", 0.0, structure_difference(nki_interp.count(module, sbuf),
+                                                        module.STRUCTURE))]
     results = []
     for i, kind in enumerate(DISTRIBUTIONS):
         inputs = inputs_for(module, kind, seed=1000 + i)
         try:
-            got = nki_interp.run(module, inputs, entry.get("sbuf_bytes", 196608))
+            got = nki_interp.run(module, inputs, sbuf)
         except nki_interp.NkiError as e:
             if entry["expect"] == "pass":
                 raise
             results.append((kind, float("inf"), f"NkiError: {e}"))
             continue
+        if i == 0 and entry["expect"] == "pass":
+            results.append(("structure", 0.0, structure_difference(
+                nki_interp.STATE.counts.as_dict(), module.STRUCTURE)))
         want = module.reference(**inputs)
         results.append((kind, worst_error(got, want, module.TOLERANCE), ""))
         if entry["expect"] == "fail" and not results[-1][1] <= 1:
@@ -109,22 +148,46 @@ def check(entry, directory):
     return results
 
 
+def count_files(paths):
+    """--count: each emitted kernel's structure against its STRUCTURE (a workload of
+    STRUCTURE_PENDING is reported, not failed)."""
+    problems = 0
+    for path in paths:
+        start = time.time()
+        module = nki_interp.load_kernel(path)
+        diff = structure_difference(nki_interp.count(module, 212984), module.STRUCTURE)
+        workload = nki_interp._kernel(module).__name__.removesuffix("_kernel")
+        verdict = "ok  " if not diff else "pend" if workload in STRUCTURE_PENDING else "FAIL"
+        print(f"{verdict} {path} ({time.time() - start:.1f} s){': ' + diff if diff else ''}")
+        problems += verdict == "FAIL"
+    return 1 if problems else 0
+
+
 def main():
-    directory = sys.argv[1]
+    if sys.argv[1] == "--count":
+        return count_files(sys.argv[2:])
+    directory, only = sys.argv[1], set(sys.argv[2:])
     with open(os.path.join(directory, "manifest.json")) as f:
-        manifest = json.load(f)
+        manifest = [e for e in json.load(f) if not only or e["workload"] in only]
     start = time.time()
     problems = []
     tally = {}
     for entry in manifest:
-        counts = tally.setdefault(entry["workload"], {"pass": 0, "caught": 0})
+        counts = tally.setdefault(entry["workload"], {"pass": 0, "caught": 0, "unequal": 0})
         try:
             results = check(entry, directory)
         except Exception as e:  # a correct kernel must run; say which and why
             problems.append(f"{entry['file']}: {type(e).__name__}: {e}")
             continue
         failing = [(k, e, why) for k, e, why in results if not e <= 1]
-        if entry["expect"] == "pass" and failing:
+        unequal = [why for k, e, why in results if k == "structure" and why]
+        if entry["workload"] in STRUCTURE_PENDING and unequal:
+            counts["unequal"] += 1
+            unequal = []
+        if entry["expect"] == "pass" and unequal:
+            problems.append(f"{entry['file']}: the kernel is not the timed program: {unequal[0]}"
+                            f" config {entry.get('config', '')}")
+        elif entry["expect"] == "pass" and failing:
             kind, err, why = failing[0]
             problems.append(f"{entry['file']}: wrong on '{kind}' (error {err:.3g} tolerances) {why}"
                             f" config {entry.get('config', '')}")
@@ -133,8 +196,15 @@ def main():
         else:
             counts["pass" if entry["expect"] == "pass" else "caught"] += 1
     for workload, c in sorted(tally.items()):
-        print(f"{workload:14s} {c['pass']:3d} kernels match their reference on "
-              f"{len(DISTRIBUTIONS)} distributions; {c['caught']} broken emissions caught")
+        print(f"{workload:14s} {c['pass']:3d} kernels pass (structure and, unless counted only, "
+              f"the reference on {len(DISTRIBUTIONS)} distributions); {c['caught']} broken "
+              f"emissions caught")
+        if workload in STRUCTURE_PENDING:
+            print(f"{'':14s} structure pending: {c['unequal']} kernels differ from the timed "
+                  f"program")
+            if c["unequal"] == 0 and c["pass"] > 0:
+                problems.append(f"{workload}: every kernel matches its STRUCTURE; take it out of "
+                                f"STRUCTURE_PENDING")
     print(f"{len(manifest)} kernels in {time.time() - start:.1f} s")
     for p in problems:
         print("FAIL", p)

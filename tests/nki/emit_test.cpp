@@ -1,9 +1,18 @@
-// emit_test.cpp: tessel::emit_nki for every workload (docs/nki.md). Emits
-// 16 sampled configs of each workload's example space (at reduced sizes) and
-// deliberately broken emissions into a folder with a manifest that
-// check_emitted.py runs on the NKI interpreter (ctest nki.interpret), and
-// pins the text of each workload's default config (tests/nki/golden/;
-// TESSEL_UPDATE_GOLDEN=1 rewrites them).
+// emit_test.cpp: tessel::emit_nki over every example space the simulator
+// takes (docs/nki.md, "Coverage"). For each, at a reduced shape where every
+// knob still varies: the best config of a short `tessel tune`, written by
+// `tessel emit --best` as a user gets it, the default config and
+// uniformly sampled valid configs are emitted, with deliberately broken
+// emissions of a few, into a folder with a manifest that check_emitted.py
+// runs on the NKI interpreter (ctest nki.interpret): each kernel must match
+// its reference on the gate's input distributions and do exactly what the
+// simulator timed (the file's STRUCTURE); more sampled configs are checked
+// for structure alone (counted without computing), and the default config
+// also at the example's full shape. A config the simulator accepts but the
+// emitter refuses fails here. How many: TESSEL_NKI_NUMERIC and
+// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). Also pins
+// the text of each workload's default config in tests/nki/golden/
+// (TESSEL_UPDATE_GOLDEN=1 rewrites them).
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/random.hpp>
@@ -11,11 +20,14 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -24,36 +36,56 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sets = std::map<std::string, std::string, std::less<>>;
 
-/// One workload's example space, shrunk so numpy runs each kernel in well under a second.
-struct example {
-  std::string workload, file;
-  std::map<std::string, std::string, std::less<>> sets;
-};
-
-const std::vector<example>& examples() {
-  static const std::vector<example> list{
-      {"matmul", "sim_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
-      {"rmsnorm", "sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
-      {"softmax", "sim_softmax.tsl", {{"rows", "512"}, {"cols", "1024"}}},
-      {"layernorm", "sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
-      {"attention", "sim_attention.tsl", {{"seq", "512"}}},
-      {"swiglu", "swiglu.tsl", {{"tokens", "256"}, {"d_model", "512"}, {"d_ff", "640"}}},
-      {"cross_entropy",
-       "cross_entropy.tsl",
-       {{"tokens", "256"}, {"d_model", "256"}, {"vocab", "1000"}}},
-      {"moe",
-       "moe.tsl",
+/// The reduced shape of each example space the simulator takes: small enough
+/// that numpy runs a kernel in well under a second, with tails and several
+/// blocks so that every knob still changes the schedule. A new example space
+/// needs a line here (the coverage test fails until it has one).
+const std::map<std::string, sets, std::less<>>& reduced_shapes() {
+  static const std::map<std::string, sets, std::less<>> table{
+      {"sim_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
+      {"matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
+      {"sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
+      {"rmsnorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
+      {"sim_softmax.tsl", {{"rows", "512"}, {"cols", "1024"}}},
+      {"sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "1024"}}},
+      {"sim_attention.tsl", {{"seq", "512"}}},
+      {"attention.tsl", {{"seq", "512"}}},
+      // d_ff 640: ff blocks have tails
+      {"swiglu.tsl", {{"tokens", "256"}, {"d_model", "512"}, {"d_ff", "640"}}},
+      // vocab 1000: chunks have tails
+      {"cross_entropy.tsl", {{"tokens", "256"}, {"d_model", "256"}, {"vocab", "1000"}}},
+      // top-2 of 8 experts over 48 tokens: uneven groups, every group tile partial
+      {"moe.tsl",
        {{"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}}},
   };
-  return list;
+  return table;
 }
 
-tessel::space load(const example& e, const std::string& target = "trn2") {
+/// The example whose default config's kernel is pinned as golden/<workload>.py.
+const std::map<std::string, std::string, std::less<>>& golden_examples() {
+  static const std::map<std::string, std::string, std::less<>> table{
+      {"matmul", "sim_matmul.tsl"},           {"rmsnorm", "sim_rmsnorm.tsl"},
+      {"softmax", "sim_softmax.tsl"},         {"layernorm", "sim_layernorm.tsl"},
+      {"attention", "sim_attention.tsl"},     {"swiglu", "swiglu.tsl"},
+      {"cross_entropy", "cross_entropy.tsl"}, {"moe", "moe.tsl"},
+  };
+  return table;
+}
+
+constexpr std::int64_t sbuf_bytes = 212984;  // trn2, what the interpreter allows
+
+int from_env(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::max(0, std::atoi(v)) : fallback;
+}
+
+tessel::space load(const std::string& file, const sets& overrides) {
   tessel::parse_options o;
-  o.overrides = e.sets;
-  o.target = target;
-  return tessel::load_space(fs::path(TESSEL_SOURCE_DIR) / "examples" / e.file, o);
+  o.overrides = overrides;
+  o.target = "trn2";
+  return tessel::load_space(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, o);
 }
 
 std::string read(const fs::path& p) {
@@ -68,82 +100,225 @@ void write(const fs::path& p, const std::string& text) {
   out << text;
 }
 
-/// Whether the simulator also rejects (s, c) (a compile error): such a
-/// config has no kernel, and is not counted among the sampled ones.
-bool simulator_rejects(const tessel::space& s, const tessel::config& c) {
+/// The example spaces the simulator takes (a workload it knows), by file name.
+std::vector<std::string> sim_examples() {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(fs::path(TESSEL_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() != ".tsl") continue;
+    const auto name = entry.path().filename().string();
+    try {
+      tessel::sim_backend b;
+      b.prepare(load(name, {}));
+    } catch (const tessel::error&) {
+      continue;
+    }
+    out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The simulator's verdict on (s, c): does it time it (compile)?
+bool simulator_times(const tessel::space& s, const tessel::config& c) {
   tessel::sim_options o;
   o.gate = false;
   tessel::sim_backend b(o);
   b.prepare(s);
-  return b.evaluate(s, c).status == tessel::status::compile_error;
+  return b.evaluate(s, c).status != tessel::status::compile_error;
 }
+
+/// `tessel ARGS` as a user runs it; its exit code.
+int run_cli(const std::string& args) {
+  const std::string command = std::string("'") + TESSEL_CLI_PATH + "' " + args + " >/dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// The kernel `tessel emit --best` writes after a short `tessel tune` of an
+/// example at its reduced shape, as a user would get it: "" when either fails.
+std::string cli_best(const std::string& file, const sets& overrides, const fs::path& dir) {
+  const fs::path example = fs::path(TESSEL_SOURCE_DIR) / "examples" / file;
+  const fs::path db = dir / (fs::path(file).stem().string() + ".db");
+  const fs::path kernel = dir / (fs::path(file).stem().string() + "_best.py");
+  std::string set;
+  for (const auto& [name, value] : overrides) set += fmt::format(" --set {}={}", name, value);
+  fs::remove(db);
+  INFO("tessel tune/emit --best of ", file);
+  if (run_cli(fmt::format("tune '{}' --backend sim --target trn2 --budget 12 --seed 5 --no-gate "
+                          "--quiet --db '{}'{}",
+                          example.string(), db.string(), set)) != 0)
+    return "";
+  if (run_cli(fmt::format("emit '{}' --best '{}' --target trn2 -o '{}'{}", example.string(),
+                          db.string(), kernel.string(), set)) != 0)
+    return "";
+  return read(kernel);
+}
+
+/// The manifest check_emitted.py reads, and the files it names.
+class emissions {
+ public:
+  explicit emissions(fs::path dir) : dir_(std::move(dir)) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+
+  /// Adds a kernel written elsewhere (tessel emit) under `name`.
+  void add_file(const std::string& name, const std::string& workload, const std::string& text) {
+    write(dir_ / name, text);
+    manifest_.push_back({{"file", name},
+                         {"workload", workload},
+                         {"expect", "pass"},
+                         {"config", "tessel emit --best"},
+                         {"sbuf_bytes", sbuf_bytes}});
+  }
+
+  [[nodiscard]] const fs::path& dir() const { return dir_; }
+
+  /// Emits (s, c) under `name`; false (and a failure) when the emitter
+  /// refuses a config the simulator times.
+  bool add(const std::string& name, const std::string& workload, const tessel::space& s,
+           const tessel::config& c, bool count_only, const char* fault = "") {
+    std::string text;
+    tessel::nki_options o;
+    o.fault = fault;
+    try {
+      text = tessel::emit_nki(s, c, o);
+    } catch (const tessel::error& e) {
+      const bool timed = simulator_times(s, c);
+      INFO("the simulator times ", s.to_json(c), " but the emitter refuses it: ", e.what());
+      CHECK_FALSE(timed);
+      return false;
+    }
+    write(dir_ / name, text);
+    manifest_.push_back({{"file", name},
+                         {"workload", workload},
+                         {"expect", *fault ? "fail" : "pass"},
+                         {"config", s.to_json(c)},
+                         {"sbuf_bytes", sbuf_bytes}});
+    if (*fault) manifest_.back()["fault"] = fault;
+    if (count_only) manifest_.back()["count_only"] = true;
+    return true;
+  }
+
+  void finish() const { write(dir_ / "manifest.json", manifest_.dump(1)); }
+
+ private:
+  fs::path dir_;
+  nlohmann::json manifest_ = nlohmann::json::array();
+};
+
+std::string stem(const std::string& file) { return fs::path(file).stem().string(); }
 
 }  // namespace
 
-TEST_CASE("emit_nki writes 16 sampled configs of every workload and broken emissions") {
-  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "emitted";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  nlohmann::json manifest = nlohmann::json::array();
-  for (const auto& e : examples()) {
-    CAPTURE(e.workload);
-    const auto s = load(e);
+TEST_CASE("every example space the simulator takes has a reduced shape and every workload one") {
+  const auto files = sim_examples();
+  std::set<std::string> covered;
+  for (const auto& f : files) {
+    INFO(f, ": add its reduced shape to reduced_shapes() in tests/nki/emit_test.cpp");
+    CHECK(reduced_shapes().count(f) == 1);
+    const auto s = load(f, {});
+    tessel::sim_backend b;
+    b.prepare(s);
+    covered.insert(b.name().substr(4, b.name().find('@') - 4));  // "sim:NAME@target"
+  }
+  for (const auto& w : tessel::sim_workloads()) {
+    INFO("workload ", w, " has no example space in examples/: the coverage test needs one");
+    CHECK(covered.count(w) == 1);
+  }
+}
+
+TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of every example") {
+  const int numeric = from_env("TESSEL_NKI_NUMERIC", 6);
+  const int structural = from_env("TESSEL_NKI_STRUCTURE", 50);
+  emissions out(fs::path(TESSEL_BINARY_DIR) / "emitted");
+  fs::create_directories(out.dir() / "cli");
+  for (const auto& file : sim_examples()) {
+    CAPTURE(file);
+    const auto shape = reduced_shapes().find(file);
+    REQUIRE(shape != reduced_shapes().end());
+    const auto s = load(file, shape->second);
+    tessel::sim_backend probe;
+    probe.prepare(s);
+    const std::string workload = probe.name().substr(4, probe.name().find('@') - 4);
+    const std::string base = stem(file);
+    // the full shape's default config: its structure, counted without computing
+    const auto full = load(file, {});
+    CHECK(out.add(base + "_full.py", workload, full, *full.default_config(), true));
+    CHECK(out.add(base + "_default.py", workload, s, *s.default_config(), false));
+    const std::string best = cli_best(file, shape->second, out.dir() / "cli");
+    CHECK_FALSE(best.empty());
+    if (!best.empty()) out.add_file(base + "_best.py", workload, best);
     tessel::rng random(11);
     std::set<std::uint64_t> seen;
-    int kept = 0, rejected = 0;
-    for (int attempt = 0; kept < 16 && attempt < 400; ++attempt) {
+    int kept = 0, counted = 0, rejected = 0;
+    // a small space may hold fewer valid configs than asked for: then every one of them
+    const auto valid = s.count();
+    for (int attempt = 0;
+         (kept < numeric || counted < structural) && seen.size() < valid && attempt < 20000;
+         ++attempt) {
       const auto c = s.sample(random);
       if (!seen.insert(s.key(c)).second) continue;
-      std::string text;
-      try {
-        text = tessel::emit_nki(s, c);
-      } catch (const tessel::error& err) {
-        INFO(err.what(), " for ", s.to_json(c));
-        REQUIRE(simulator_rejects(s, c));
+      const bool count_only = kept >= numeric;
+      const std::string name =
+          fmt::format("{}_{:02d}.py", base, count_only ? numeric + counted : kept);
+      if (!out.add(name, workload, s, c, count_only)) {
         ++rejected;
         continue;
       }
-      const std::string name = fmt::format("{}_{:02d}.py", e.workload, kept);
-      write(dir / name, text);
-      manifest.push_back({{"file", name},
-                          {"workload", e.workload},
-                          {"expect", "pass"},
-                          {"config", s.to_json(c)},
-                          {"sbuf_bytes", 212984}});
-      if (kept < 4)
-        for (const char* fault : {"drop_tail", "skip_accumulation"}) {
-          tessel::nki_options o;
-          o.fault = fault;
-          const std::string broken = fmt::format("{}_{:02d}_{}.py", e.workload, kept, fault);
-          write(dir / broken, tessel::emit_nki(s, c, o));
-          manifest.push_back({{"file", broken},
-                              {"workload", e.workload},
-                              {"expect", "fail"},
-                              {"fault", fault},
-                              {"config", s.to_json(c)},
-                              {"sbuf_bytes", 212984}});
-        }
+      if (count_only) {
+        ++counted;
+        continue;
+      }
+      if (kept < 2)
+        for (const char* fault : {"drop_tail", "skip_accumulation"})
+          CHECK(out.add(fmt::format("{}_{:02d}_{}.py", base, kept, fault), workload, s, c, false,
+                        fault));
       ++kept;
     }
-    MESSAGE(e.workload, ": ", kept, " configs emitted, ", rejected,
-            " sampled configs the simulator rejects too");
-    CHECK(kept == 16);
+    MESSAGE(file, ": ", kept, " sampled configs emitted to run, ", counted,
+            " to count; the simulator rejects ", rejected, " sampled configs too");
+    CHECK(((kept == numeric && counted == structural) || seen.size() == valid));
   }
-  write(dir / "manifest.json", manifest.dump(1));
+  out.finish();
+}
+
+TEST_CASE("emit --best takes the study's target unless --target names one") {
+  // moe's core_split exists only with lnc = 2: the best of a trn2_lnc2 study is not a
+  // valid config on trn2, so emit must read the space for the study's target
+  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "emit_target";
+  fs::create_directories(dir);
+  const fs::path example = fs::path(TESSEL_SOURCE_DIR) / "examples" / "moe.tsl";
+  const fs::path db = dir / "moe_lnc2.db", kernel = dir / "moe_lnc2.py";
+  std::string set;
+  for (const auto& [name, value] : reduced_shapes().at("moe.tsl"))
+    set += fmt::format(" --set {}={}", name, value);
+  fs::remove(db);
+  REQUIRE(run_cli(fmt::format("tune '{}' --backend sim --target trn2_lnc2 --budget 3 --seed 5 "
+                              "--no-gate --quiet --db '{}'{}",
+                              example.string(), db.string(), set)) == 0);
+  REQUIRE(run_cli(fmt::format("emit '{}' --best '{}' -o '{}'{}", example.string(), db.string(),
+                              kernel.string(), set)) == 0);
+  const std::string text = read(kernel);
+  CHECK(text.find("# target    trn2_lnc2\n") != std::string::npos);
+  CHECK(text.find("\"core_split\":\"") != std::string::npos);
+  // --target still wins: the study's best has core_split, which trn2 does not enable
+  CHECK(run_cli(fmt::format("emit '{}' --best '{}' --target trn2 -o '{}'{}", example.string(),
+                            db.string(), kernel.string(), set)) != 0);
 }
 
 TEST_CASE("the emitted text of each workload's default config is pinned") {
   const fs::path golden = fs::path(TESSEL_SOURCE_DIR) / "tests" / "nki" / "golden";
   const bool update = std::getenv("TESSEL_UPDATE_GOLDEN") != nullptr;
-  for (const auto& e : examples()) {
-    CAPTURE(e.workload);
-    const auto s = load(e);
+  for (const auto& [workload, file] : golden_examples()) {
+    CAPTURE(workload);
+    const auto s = load(file, reduced_shapes().at(file));
     const auto c = s.default_config();
     REQUIRE(c.has_value());
     tessel::nki_options o;
-    o.source = "examples/" + e.file;
+    o.source = "examples/" + file;
     const std::string text = tessel::emit_nki(s, *c, o);
-    const fs::path path = golden / (e.workload + ".py");
+    const fs::path path = golden / (workload + ".py");
     if (update) write(path, text);
     INFO("regenerate with TESSEL_UPDATE_GOLDEN=1 ctest -R nki.emit after checking the change");
     CHECK(read(path) == text);
@@ -151,7 +326,7 @@ TEST_CASE("the emitted text of each workload's default config is pinned") {
 }
 
 TEST_CASE("emit_nki names what it cannot do") {
-  const auto s = load(examples()[0]);
+  const auto s = load("sim_matmul.tsl", reduced_shapes().at("sim_matmul.tsl"));
   tessel::nki_options o;
   o.fault = "typo";
   CHECK_THROWS_AS((void)tessel::emit_nki(s, *s.default_config(), o), tessel::options_error);

@@ -70,13 +70,13 @@ def python_arithmetic():
 
 def unknown_op():
     s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=s, data1=s, data2=s, op="divide")
+    nisa.tensor_tensor(dst=s, data1=s, data2=s, op="divide", engine=nisa.engine.vector)
 
 
 def shape_mismatch():
     s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
     t = nl.ndarray((128, 9), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=s, src=t)
+    nisa.tensor_copy(dst=s, src=t, engine=nisa.engine.vector)
 
 
 def out_of_bounds():
@@ -95,7 +95,24 @@ def dma_into_psum():
     nisa.dma_copy(dst=p, src=hbm(np.zeros((128, 8))))
 
 
-BROKEN = [over_partitions, stationary_too_wide, moving_too_wide, psum_overflow,
+def engine_unstated():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=s)
+
+
+def tensor_tensor_on_scalar():
+    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=s, data1=s, data2=s, op=nl.add, engine=nisa.engine.scalar)
+
+
+def matmul_across_banks():
+    a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c[:, 256:768], stationary=a, moving=b, accumulate=False)
+
+
+BROKEN = [engine_unstated, tensor_tensor_on_scalar, matmul_across_banks, over_partitions, stationary_too_wide, moving_too_wide, psum_overflow,
           gpsimd_reads_psum, matmul_from_hbm, python_arithmetic, unknown_op, shape_mismatch,
           out_of_bounds, reduce_partition_axis, dma_into_psum]
 
@@ -109,7 +126,7 @@ def good():
     b_sb = nl.ndarray((128, 2, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
     c_ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
     c_sb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.memset(dst=c_ps, value=0.0)
+    nisa.memset(dst=c_ps, value=0.0, engine=nisa.engine.vector)
     for k in nl.affine_range(2):
         nisa.dma_copy(dst=a_sb[:, k, :], src=A[k * 128:(k + 1) * 128, :])
         nisa.dma_copy(dst=b_sb[:, k, :], src=B[k * 128:(k + 1) * 128, :])
@@ -118,6 +135,24 @@ def good():
     want = nki_interp.round_to("bfloat16", a).T @ nki_interp.round_to("bfloat16", b)
     err = np.max(np.abs(c_sb.data - want) / (np.abs(want) + 1))
     assert err < 2.0**-7, f"good kernel off by {err}"
+
+
+GOOD_COUNTS = {"matmul": {(128, 128, 512): 2}, "transpose": {},
+               "dma": {"hbm->sbuf": (4, 2 * (128 * 128 + 128 * 512) * 2)}, "psum_banks": 1,
+               "engines": {"tensor": 2, "vector": 2, "scalar": 0, "gpsimd": 0}}
+
+
+def counts():
+    """The good kernel's counts, computed and shape-only, are what it did."""
+    nki_interp.STATE.reset()
+    good()
+    assert nki_interp.STATE.counts.as_dict() == GOOD_COUNTS, nki_interp.STATE.counts.as_dict()
+    nki_interp.STATE.reset(compute=False)
+    a = nl.ndarray((128, 2, 512), dtype=nl.float32, buffer=nl.psum)  # banks 0 and 1 ...
+    nisa.memset(dst=a[:, 1, 0:8], value=0.0, engine=nisa.engine.vector)  # ... only 1 written
+    b = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.psum)  # starts on bank 2
+    nisa.memset(dst=b, value=0.0, engine=nisa.engine.vector)
+    assert nki_interp.STATE.counts.psum_banks == {1, 2}, nki_interp.STATE.counts.psum_banks
 
 
 def main():
@@ -134,6 +169,8 @@ def main():
     nki_interp.STATE.reset()
     good()
     print("ok   a kernel within the rules runs and matches numpy")
+    counts()
+    print("ok   it is counted as it ran: matmul shapes, DMA bytes, PSUM banks, engines")
     return 1 if failures else 0
 
 

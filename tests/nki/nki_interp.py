@@ -8,8 +8,16 @@ made here); anything outside the subset raises NkiError instead of guessing.
 
     kernel = load_kernel("matmul.py")      # installs the nki modules, imports the file
     outputs = run(kernel, {"A": a, "B": b})
+    counts = STATE.counts.as_dict()          # what the kernel did (structure())
+    shape_only = count(kernel)               # the same counts without computing (any size)
+
+The counts are the structure the simulator's lowering of the same plan
+states in the kernel file (STRUCTURE; docs/nki.md, "Structure"): matmul and
+transpose instructions by shape, DMA transfers and bytes per direction, the
+PSUM banks written, and instructions per engine.
 """
 
+import collections
 import importlib.util
 import itertools
 import sys
@@ -20,6 +28,7 @@ import numpy as np
 PMAX = 128  # nl.tile_size.pmax: partitions of an SBUF/PSUM tile
 PSUM_FMAX = 512  # nl.tile_size.psum_fmax: fp32 elements of one PSUM bank per partition
 PSUM_BYTES = 16384  # PSUM per partition: 8 banks x 2 KiB
+PSUM_BANK_BYTES = 2048  # one bank per partition (nl.tile_size.psum_bank_fmax_bytes)
 STATIONARY_FMAX = 128  # nl.tile_size.gemm_stationary_fmax
 MOVING_FMAX = 512  # nl.tile_size.gemm_moving_fmax
 
@@ -66,10 +75,13 @@ SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
 
 
 class Tensor:
-    """A tensor in HBM, SBUF or PSUM, or a basic-slice view of one."""
+    """A tensor in HBM, SBUF or PSUM, or a basic-slice view of one. `root` is
+    the whole allocation and `base` its first byte per partition (PSUM: a bank
+    boundary), so a view knows which PSUM banks it covers."""
 
-    def __init__(self, data, dtype, buffer, name=""):
+    def __init__(self, data, dtype, buffer, name="", root=None, base=0):
         self.data, self.dtype, self.buffer, self.name = data, dtype, buffer, name
+        self.root, self.base = (data if root is None else root), base
 
     @property
     def shape(self):
@@ -95,16 +107,50 @@ class Tensor:
         view = self.data[key]
         if not isinstance(view, np.ndarray) or view.ndim == 0:
             raise NkiError(f"{self.name}: indexing down to a scalar is outside the subset")
-        return Tensor(view, self.dtype, self.buffer, self.name)
+        return Tensor(view, self.dtype, self.buffer, self.name, self.root, self.base)
 
     def reshape(self, shape):
         if self.buffer != HBM:
             raise NkiError("reshape of an on-chip tile is outside the subset")
-        if not self.data.flags.c_contiguous:
+        if self.data is not self.root and not self.data.flags.c_contiguous:
             raise NkiError(f"{self.name}: reshape of a non-contiguous view")
+        if int(np.prod(shape, dtype=np.int64)) != self.data.size:
+            raise NkiError(f"{self.name}: reshape of {self.shape} into {tuple(shape)}")
+        if not STATE.compute:  # shape-only tensors
+            return Tensor(_shape_only(shape), self.dtype, HBM, self.name)
         return Tensor(self.data.reshape(shape), self.dtype, HBM, self.name)
 
+    def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0):
+        """An HBM access pattern; with vector_offset, an indirect one (a gather or scatter of rows:
+        row p at offset + vector_offset[p] * pattern[0][0], its elements pattern[1][0] apart)."""
+        if self.buffer != HBM or self.data is not self.root:
+            raise NkiError(f"{self.name}: ap() of a whole HBM tensor only (the subset)")
+        if len(pattern) != 2 or indirect_dim != 0 or vector_offset is None:
+            raise NkiError(f"{self.name}: the subset's ap() is [[row stride, rows], [step, width]] "
+                           "with vector_offset and indirect_dim=0")
+        _tile(vector_offset, "ap vector_offset", (SBUF,))
+        if vector_offset.dtype != "int32" or vector_offset.shape != (pattern[0][1], 1):
+            raise NkiError(f"ap vector_offset: an int32 [{pattern[0][1]}, 1] tile in SBUF, got "
+                           f"{vector_offset.dtype} {vector_offset.shape}")
+        return _Indirect(self, [tuple(p) for p in pattern], offset, vector_offset)
+
+    def banks(self):
+        """The PSUM banks this view covers (per partition: its first to last byte)."""
+        if self.buffer != PSUM:
+            return range(0)
+        item = self.root.itemsize
+        offset = self.data.__array_interface__["data"][0] - self.root.__array_interface__["data"][0]
+        lo = offset % self.root.strides[0]
+        hi = lo + sum((n - 1) * s for n, s in zip(self.data.shape[1:], self.data.strides[1:]))
+        first = (self.base + lo // item * 4) // PSUM_BANK_BYTES
+        last = (self.base + hi // item * 4 + 3) // PSUM_BANK_BYTES
+        return range(first, last + 1)
+
     def write(self, values):
+        if self.buffer == PSUM:
+            STATE.counts.psum_banks.update(self.banks())
+        if not STATE.compute:
+            return
         values = np.asarray(values)
         if values.shape != self.data.shape:
             raise NkiError(f"{self.name}: writing shape {values.shape} into {self.data.shape}")
@@ -120,15 +166,72 @@ class Tensor:
     __add__ = __sub__ = __mul__ = __truediv__ = __neg__ = __radd__ = __rmul__ = _no_arithmetic
 
 
+class _Indirect:
+    """A gather or scatter of HBM rows through an index tile (Tensor.ap)."""
+
+    def __init__(self, tensor, pattern, offset, index):
+        self.tensor, self.pattern, self.offset, self.index = tensor, pattern, offset, index
+        self.dtype, self.buffer, self.name = tensor.dtype, HBM, tensor.name
+
+    @property
+    def shape(self):
+        return (self.pattern[0][1], self.pattern[1][1])
+
+    def _flat(self):
+        """The element offsets, [rows, width], checked against the tensor's size."""
+        (row_stride, _), (step, width) = self.pattern
+        rows = self.index.data[:, 0].astype(np.int64)
+        where = self.offset + rows[:, None] * row_stride + np.arange(width)[None, :] * step
+        if where.size and (where.min() < 0 or where.max() >= self.tensor.data.size):
+            raise NkiError(f"{self.name}: an indirect access out of bounds (oob_mode=error)")
+        return where
+
+    def gather(self):
+        return self.tensor.data.reshape(-1)[self._flat()].astype(np.float32)
+
+    def scatter(self, values):
+        self.tensor.data.reshape(-1)[self._flat()] = round_to(self.dtype, values)
+
+
+def _shape_only(shape):
+    """A read-only array of `shape` that takes no memory (count mode's HBM tensors)."""
+    return np.broadcast_to(np.zeros((), dtype=np.float32), tuple(shape))
+
+
+class Counts:
+    """What a kernel did, in the simulator's terms (docs/nki.md, "Structure")."""
+
+    ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+
+    def __init__(self):
+        self.matmul = collections.Counter()  # (contraction, stationary free, moving free)
+        self.transpose = collections.Counter()  # (partitions, free) of the input
+        self.dma = {}  # "hbm->sbuf": [transfers, bytes]
+        self.psum_banks = set()
+        self.engines = collections.Counter()
+
+    def as_dict(self):
+        """The form of an emitted file's STRUCTURE."""
+        return {
+            "matmul": dict(self.matmul),
+            "transpose": dict(self.transpose),
+            "dma": {k: tuple(v) for k, v in self.dma.items()},
+            "psum_banks": len(self.psum_banks),
+            "engines": {e: self.engines[e] for e in self.ENGINES},
+        }
+
+
 class _State:
     def __init__(self):
         self.reset()
 
-    def reset(self, sbuf_bytes=196608):
+    def reset(self, sbuf_bytes=196608, compute=True):
         self.sbuf_capacity = sbuf_bytes
         self.sbuf_used = 0
         self.psum_used = 0
         self.instructions = 0
+        self.compute = compute  # False: validate and count, never compute (count())
+        self.counts = Counts()
 
 
 STATE = _State()
@@ -141,12 +244,26 @@ def _tile(t, what, buffers=(SBUF, PSUM)):
         raise NkiError(f"{what}: a tile in {t.buffer} where {'/'.join(buffers)} is required")
     if t.buffer in (SBUF, PSUM) and t.shape[0] > PMAX:
         raise NkiError(f"{what}: partition dimension {t.shape[0]} > {PMAX}")
-    STATE.instructions += 1
     return t
 
 
+def _issue(engine, what):
+    """Counts one instruction on `engine` (a name in Counts.ENGINES)."""
+    STATE.instructions += 1
+    STATE.counts.engines[engine] += 1
+
+
+def _engine_of(engine, allowed, what):
+    """The engine an `engine=` argument names, among `allowed`; the kernel must say."""
+    for name in allowed:
+        if engine is getattr(_ENGINE, name):
+            return name
+    raise NkiError(f"{what}: pass engine= one of {', '.join('nisa.engine.' + a for a in allowed)}"
+                   f" (the structure check counts instructions per engine)")
+
+
 def _engine_can_touch(engine, *tiles, what=""):
-    if engine is _ENGINE.gpsimd and any(t.buffer == PSUM for t in tiles if isinstance(t, Tensor)):
+    if engine == "gpsimd" and any(t.buffer == PSUM for t in tiles if isinstance(t, Tensor)):
         raise NkiError(f"{what}: GpSimd Engine cannot access PSUM")
 
 
@@ -210,7 +327,13 @@ def _ndarray(shape, dtype, buffer=None, name=""):
     if buffer not in (SBUF, PSUM, HBM):
         raise NkiError(f"ndarray: buffer must be nl.sbuf, nl.psum or nl.shared_hbm, got {buffer!r}")
     np_type = np.int32 if dtype == "int32" else np.float32
-    data = np.full(shape, 0 if dtype == "int32" else np.nan, dtype=np_type)  # unwritten = NaN
+    if STATE.compute:
+        data = np.full(shape, 0 if dtype == "int32" else np.nan, dtype=np_type)  # unwritten = NaN
+    elif buffer == HBM:
+        data = _shape_only(shape)
+    else:
+        data = np.empty(shape, dtype=np_type)  # for the views' offsets; never written
+    base = 0
     if buffer in (SBUF, PSUM):
         if shape[0] > PMAX:
             raise NkiError(f"ndarray {name}: partition dimension {shape[0]} > {PMAX}")
@@ -218,21 +341,18 @@ def _ndarray(shape, dtype, buffer=None, name=""):
         if buffer == PSUM:
             if dtype != "float32":
                 raise NkiError("PSUM tiles in the subset are float32")
-            STATE.psum_used += per_partition
+            # each PSUM tensor starts on a bank boundary
+            base = -(-STATE.psum_used // PSUM_BANK_BYTES) * PSUM_BANK_BYTES
+            STATE.psum_used = base + per_partition
             if STATE.psum_used > PSUM_BYTES:
-                raise NkiError(f"PSUM overflow: {STATE.psum_used} B per partition > {PSUM_BYTES}")
+                raise NkiError(f"PSUM overflow: {STATE.psum_used} B per partition > {PSUM_BYTES}"
+                               " (each tensor starts on a 2 KiB bank)")
         else:
             STATE.sbuf_used += per_partition
             if STATE.sbuf_used > STATE.sbuf_capacity:
                 raise NkiError(
                     f"SBUF overflow: {STATE.sbuf_used} B per partition > {STATE.sbuf_capacity}")
-    return Tensor(data, dtype, buffer, name)
-
-
-def _zeros(shape, dtype, buffer=None, name=""):
-    t = _ndarray(shape, dtype, buffer, name)
-    t.data[...] = 0
-    return t
+    return Tensor(data, dtype, buffer, name, base=base)
 
 
 def _range(*args):
@@ -246,7 +366,7 @@ def _make_language():
     for name in _DTYPES:
         setattr(nl, name, name)
     nl.sbuf, nl.psum, nl.shared_hbm, nl.hbm = SBUF, PSUM, HBM, HBM
-    nl.ndarray, nl.zeros = _ndarray, _zeros
+    nl.ndarray = _ndarray
     nl.affine_range = nl.sequential_range = nl.static_range = _range
     nl.arange = lambda n: _Index(np.arange(n))
     nl.tile_size = types.SimpleNamespace(pmax=PMAX, psum_fmax=PSUM_FMAX,
@@ -274,22 +394,52 @@ def _op(op, allowed, what):
 def _operand(x, data, what):
     """A compile-time scalar or a [partitions, 1] vector broadcast along the free dims."""
     if isinstance(x, (int, float, np.floating)):
-        return np.float32(x)
+        return lambda: np.float32(x)
     t = _tile(x, what)
     if t.shape != (data.shape[0], 1):
         raise NkiError(f"{what}: a vector operand must be [{data.shape[0]}, 1], got {t.shape}")
-    v = t.read()
-    return v.reshape((data.shape[0],) + (1,) * (len(data.shape) - 1))
+    return lambda: t.read().reshape((data.shape[0],) + (1,) * (len(data.shape) - 1))
+
+
+_DIRECTIONS = {(HBM, SBUF): "hbm->sbuf", (SBUF, HBM): "sbuf->hbm", (SBUF, SBUF): "sbuf->sbuf",
+               (HBM, HBM): "hbm->hbm"}
+
+
+def _indirect_copy(dst, src):
+    """dma_copy through an index tile: a gather into SBUF or a scatter out of it."""
+    tile = src if isinstance(dst, _Indirect) else dst
+    _tile(tile, "dma_copy tile", (SBUF,))
+    _same_shape(dst, src, "dma_copy")
+    STATE.instructions += 1
+    indirect = dst if isinstance(dst, _Indirect) else src
+    tally = STATE.counts.dma.setdefault("sbuf->hbm" if indirect is dst else "hbm->sbuf", [0, 0])
+    tally[0] += 1
+    tally[1] += tile.data.size * _DTYPES[indirect.dtype]
+    if not STATE.compute:
+        return
+    if indirect is dst:
+        dst.scatter(src.read())
+    else:
+        dst.write(src.gather())
 
 
 def dma_copy(dst, src, **kwargs):
     if kwargs:
         raise NkiError(f"dma_copy: arguments {sorted(kwargs)} are outside the subset")
+    if isinstance(dst, _Indirect) or isinstance(src, _Indirect):
+        return _indirect_copy(dst, src)
     _tile(dst, "dma_copy dst", (SBUF, HBM))
     _tile(src, "dma_copy src", (SBUF, HBM))
     _same_shape(dst, src, "dma_copy")
-    dst.write(src.data if src.dtype == "int32" and dst.dtype == "int32" else src.read()
-              if dst.dtype != "int32" else src.data)
+    STATE.instructions += 1
+    # bytes as the HBM side stores them (the source's when both are on chip)
+    side = dst if dst.buffer == HBM and src.buffer != HBM else src
+    tally = STATE.counts.dma.setdefault(_DIRECTIONS[(src.buffer, dst.buffer)], [0, 0])
+    tally[0] += 1
+    tally[1] += src.data.size * _DTYPES[side.dtype]
+    if STATE.compute:
+        dst.write(src.data if src.dtype == "int32" and dst.dtype == "int32" else src.read()
+                  if dst.dtype != "int32" else src.data)
 
 
 def nc_matmul(dst, stationary, moving, accumulate=None, **kwargs):
@@ -314,6 +464,12 @@ def nc_matmul(dst, stationary, moving, accumulate=None, **kwargs):
         raise NkiError(f"nc_matmul: dst {dst.shape} is not [{m}, {n}]")
     if stationary.dtype != moving.dtype:
         raise NkiError("nc_matmul: stationary and moving dtypes differ")
+    if len(dst.banks()) != 1:
+        raise NkiError("nc_matmul: dst must lie in one PSUM bank (2 KiB per partition)")
+    _issue("tensor", "nc_matmul")
+    STATE.counts.matmul[(k, m, n)] += 1
+    if not STATE.compute:
+        return dst.write(None)
     product = stationary.read().T @ moving.read()  # fp32, as PSUM accumulates
     if accumulate:
         dst.write(dst.read() + product)
@@ -330,50 +486,64 @@ def nc_transpose(dst, data, engine=None):
         raise NkiError("nc_transpose: the subset transposes on the Tensor Engine")
     if dst.shape != data.shape[::-1]:
         raise NkiError(f"nc_transpose: dst {dst.shape} is not {data.shape[::-1]}")
-    dst.write(data.read().T)
+    _issue("tensor", "nc_transpose")
+    STATE.counts.transpose[data.shape] += 1
+    dst.write(data.read().T if STATE.compute else None)
 
 
 def memset(dst, value, engine=None):
     _tile(dst, "memset dst")
-    _engine_can_touch(engine, dst, what="memset")
-    dst.write(np.full(dst.shape, value, dtype=np.float32))
+    e = _engine_of(engine, ("vector", "gpsimd"), "memset")
+    _engine_can_touch(e, dst, what="memset")
+    _issue(e, "memset")
+    dst.write(np.full(dst.shape, value, dtype=np.float32) if STATE.compute else None)
 
 
 def tensor_copy(dst, src, engine=None):
     _tile(dst, "tensor_copy dst")
     _tile(src, "tensor_copy src")
-    _engine_can_touch(engine, dst, src, what="tensor_copy")
+    e = _engine_of(engine, ("vector", "scalar", "gpsimd"), "tensor_copy")
+    _engine_can_touch(e, dst, src, what="tensor_copy")
     _same_shape(dst, src, "tensor_copy")
-    dst.write(src.read())
+    _issue(e, "tensor_copy")
+    dst.write(src.read() if STATE.compute else None)
 
 
 def tensor_tensor(dst, data1, data2, op, engine=None):
     for t, w in ((dst, "dst"), (data1, "data1"), (data2, "data2")):
         _tile(t, f"tensor_tensor {w}")
-    _engine_can_touch(engine, dst, data1, data2, what="tensor_tensor")
+    e = _engine_of(engine, ("vector", "gpsimd"), "tensor_tensor")
+    _engine_can_touch(e, dst, data1, data2, what="tensor_tensor")
     _same_shape(data1, data2, "tensor_tensor")
     _same_shape(dst, data1, "tensor_tensor")
-    fn = _op(op, ("add", "subtract", "multiply", "maximum"), "tensor_tensor")
-    dst.write(fn(data1.read(), data2.read()))
+    fn = _op(op, ("add", "subtract", "multiply", "maximum", "minimum"), "tensor_tensor")
+    _issue(e, "tensor_tensor")
+    dst.write(fn(data1.read(), data2.read()) if STATE.compute else None)
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
                   reverse1=False, engine=None):
     _tile(dst, "tensor_scalar dst")
     _tile(data, "tensor_scalar data")
-    _engine_can_touch(engine, dst, data, what="tensor_scalar")
+    e = _engine_of(engine, ("vector", "scalar", "gpsimd"), "tensor_scalar")
+    _engine_can_touch(e, dst, data, what="tensor_scalar")
     _same_shape(dst, data, "tensor_scalar")
     allowed = ("add", "subtract", "multiply", "maximum", "equal", "greater")
-    x = data.read()
     f0 = _op(op0, allowed, "tensor_scalar op0")
     a = _operand(operand0, data, "tensor_scalar operand0")
-    x = f0(a, x) if reverse0 else f0(x, a)
+    f1 = b = None
     if op1 is not None:
         f1 = _op(op1, allowed, "tensor_scalar op1")
         b = _operand(operand1, data, "tensor_scalar operand1")
-        x = f1(b, x) if reverse1 else f1(x, b)
     elif operand1 is not None:
         raise NkiError("tensor_scalar: operand1 without op1")
+    _issue(e, "tensor_scalar")
+    if not STATE.compute:
+        return dst.write(None)
+    x = data.read()
+    x = f0(a(), x) if reverse0 else f0(x, a())
+    if f1 is not None:
+        x = f1(b(), x) if reverse1 else f1(x, b())
     dst.write(np.asarray(x, dtype=np.float32))
 
 
@@ -388,7 +558,10 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     f0 = _op(op0, allowed, "scalar_tensor_tensor op0")
     f1 = _op(op1, allowed, "scalar_tensor_tensor op1")
     a = _operand(operand0, data, "scalar_tensor_tensor operand0")
-    x = f0(a, data.read()) if reverse0 else f0(data.read(), a)
+    _issue("vector", "scalar_tensor_tensor")
+    if not STATE.compute:
+        return dst.write(None)
+    x = f0(a(), data.read()) if reverse0 else f0(data.read(), a())
     x = f1(operand1.read(), x) if reverse1 else f1(x, operand1.read())
     dst.write(np.asarray(x, dtype=np.float32))
 
@@ -405,14 +578,17 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False):
     _tile(data, "tensor_reduce data")
     fn = _op(op, ("add", "max"), "tensor_reduce")
     axes = _axes(axis, len(data.shape), "tensor_reduce")
+    reduced = tuple(1 if i in axes else n for i, n in enumerate(data.shape) if keepdims or
+                    i not in axes)
+    if dst.shape != reduced:
+        raise NkiError(f"tensor_reduce: dst {dst.shape} is not the reduced shape {reduced}")
+    _issue("vector", "tensor_reduce")
+    if not STATE.compute:
+        return dst.write(None)
     x = data.read()
     r = np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32) if fn is np.add \
         else np.max(x, axis=axes, keepdims=keepdims)
-    if negate:
-        r = -r
-    if dst.shape != r.shape:
-        raise NkiError(f"tensor_reduce: dst {dst.shape} is not the reduced shape {r.shape}")
-    dst.write(r)
+    dst.write(-r if negate else r)
 
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
@@ -421,29 +597,41 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     _tile(data, "activation data")
     _same_shape(dst, data, "activation")
     fn = _op(op, ("exp", "log", "square", "silu", "rsqrt", "copy"), "activation")
-    x = data.read() * _operand(scale, data, "activation scale")
-    if bias is not None:
-        x = x + _operand(bias, data, "activation bias")
-    with np.errstate(over="ignore", under="ignore"):
-        y = np.asarray(fn(np.asarray(x, dtype=np.float32)), dtype=np.float32)
-    dst.write(y)
+    s = _operand(scale, data, "activation scale")
+    b = _operand(bias, data, "activation bias") if bias is not None else None
     if reduce_res is None:
         if reduce_op is not None or reduce_cmd != _REDUCE_CMD.idle:
             raise NkiError("activation: reduce_op/reduce_cmd without reduce_res")
-        return
-    _op(reduce_op, ("add",), "activation reduce_op")
-    if reduce_cmd != _REDUCE_CMD.reset_reduce:
-        raise NkiError("activation: the subset reduces with reduce_cmd=nisa.reduce_cmd.reset_reduce")
-    _tile(reduce_res, "activation reduce_res")
-    if reduce_res.shape != (data.shape[0], 1):
-        raise NkiError(f"activation: reduce_res must be [{data.shape[0]}, 1]")
-    reduce_res.write(np.sum(y.reshape(y.shape[0], -1), axis=1, keepdims=True, dtype=np.float32))
+    else:
+        _op(reduce_op, ("add",), "activation reduce_op")
+        if reduce_cmd != _REDUCE_CMD.reset_reduce:
+            raise NkiError(
+                "activation: the subset reduces with reduce_cmd=nisa.reduce_cmd.reset_reduce")
+        _tile(reduce_res, "activation reduce_res")
+        if reduce_res.shape != (data.shape[0], 1):
+            raise NkiError(f"activation: reduce_res must be [{data.shape[0]}, 1]")
+    _issue("scalar", "activation")
+    if not STATE.compute:
+        dst.write(None)
+        return reduce_res.write(None) if reduce_res is not None else None
+    x = data.read() * s()
+    if b is not None:
+        x = x + b()
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.asarray(fn(np.asarray(x, dtype=np.float32)), dtype=np.float32)
+    dst.write(y)
+    if reduce_res is not None:
+        reduce_res.write(np.sum(y.reshape(y.shape[0], -1), axis=1, keepdims=True,
+                                dtype=np.float32))
 
 
 def reciprocal(dst, data):
     _tile(dst, "reciprocal dst")
     _tile(data, "reciprocal data")
     _same_shape(dst, data, "reciprocal")
+    _issue("vector", "reciprocal")
+    if not STATE.compute:
+        return dst.write(None)
     with np.errstate(divide="ignore"):
         dst.write(np.float32(1) / data.read())
 
@@ -455,6 +643,7 @@ def iota(expr, dtype):
     if expr.values.shape[0] > PMAX:
         raise NkiError(f"iota: partition dimension {expr.values.shape[0]} > {PMAX}")
     out = _ndarray(expr.values.shape, _check_dtype(dtype), SBUF, "iota")
+    _issue("gpsimd", "iota")
     out.write(expr.values.astype(np.float32) if dtype != "int32" else expr.values)
     return out
 
@@ -493,11 +682,29 @@ def load_kernel(path):
     return module
 
 
-def run(module, inputs, sbuf_bytes=196608):
-    """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}."""
+def _kernel(module):
     kernels = [f for f in vars(module).values() if getattr(f, "nki_kernel", False)]
     if len(kernels) != 1:
         raise NkiError(f"expected one @nki.jit kernel, found {len(kernels)}")
+    return kernels[0]
+
+
+def _outputs(module, result):
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(module.OUTPUTS):
+        raise NkiError(f"the kernel returned {len(results)} tensors, OUTPUTS names "
+                       f"{len(module.OUTPUTS)}")
+    for (name, (shape, dtype)), t in zip(module.OUTPUTS.items(), results):
+        if not isinstance(t, Tensor) or t.buffer != HBM or t.shape != tuple(shape) or \
+                t.dtype != dtype:
+            raise NkiError(f"output {name}: expected an HBM tensor {shape} of {dtype}")
+    return results
+
+
+def run(module, inputs, sbuf_bytes=196608):
+    """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}.
+    STATE.counts then holds what it did."""
+    kernel = _kernel(module)
     STATE.reset(sbuf_bytes)
     args = []
     for name, spec in module.INPUTS.items():
@@ -507,13 +714,18 @@ def run(module, inputs, sbuf_bytes=196608):
             raise NkiError(f"input {name}: shape {a.shape} is not {shape}")
         data = a.astype(np.int32) if dtype == "int32" else round_to(dtype, a)
         args.append(Tensor(np.array(data), dtype, HBM, name))
-    result = kernels[0](*args)
-    results = result if isinstance(result, tuple) else (result,)
-    if len(results) != len(module.OUTPUTS):
-        raise NkiError(f"the kernel returned {len(results)} tensors, OUTPUTS names {len(module.OUTPUTS)}")
-    out = {}
-    for (name, (shape, dtype)), t in zip(module.OUTPUTS.items(), results):
-        if not isinstance(t, Tensor) or t.buffer != HBM or t.shape != tuple(shape) or t.dtype != dtype:
-            raise NkiError(f"output {name}: expected an HBM tensor {shape} of {dtype}")
-        out[name] = t.data.astype(np.float64)
-    return out
+    results = _outputs(module, kernel(*args))
+    return {name: t.data.astype(np.float64) for name, t in zip(module.OUTPUTS, results)}
+
+
+def count(module, sbuf_bytes=196608):
+    """Traces the kernel without computing and returns its counts (Counts.as_dict()): every
+    check of run() but none of the arithmetic, on inputs that take no memory, so kernels of
+    any size are counted in a fraction of the time run() takes. A kernel whose control
+    flow read data would be refused (Python loops here see only integers)."""
+    kernel = _kernel(module)
+    STATE.reset(sbuf_bytes, compute=False)
+    args = [Tensor(_shape_only(spec[0]), spec[1], HBM, name)
+            for name, spec in module.INPUTS.items()]
+    _outputs(module, kernel(*args))
+    return STATE.counts.as_dict()

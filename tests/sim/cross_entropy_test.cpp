@@ -69,7 +69,7 @@ TEST_CASE("cross_entropy: token tiles under 128 rows and odd instruction tiles l
   // more row tiles than tokens / 128: the running state is per (token tile, row tile)
   for (const auto& order : {std::vector<std::string>{"t", "v"}, {"v", "t"}}) {
     const auto o = run(
-        {{"tokens", 1000}, {"token_tile", 100}, {"vocab_chunk", 700}, {"mm_k", 100}, {"mm_n", 200}},
+        {{"tokens", 1000}, {"token_tile", 100}, {"vocab_chunk", 700}, {"mm_k", 100}, {"mm_n", 256}},
         {}, order);
     REQUIRE(o.error.empty());
     CHECK(matmul_flops(o.p) == doctest::Approx(2.0 * 1000 * d_model * vocab));
@@ -84,8 +84,10 @@ TEST_CASE("cross_entropy: larger token tiles read W less often and run faster wh
   REQUIRE(large.error.empty());
   CHECK(small.t.hbm_read_bytes > 3 * large.t.hbm_read_bytes);
   CHECK(large.t.latency_ns < small.t.latency_ns);
-  // a good config of a compute-bound shape comes near the compute roofline
-  CHECK(large.t.latency_ns < 1.25 * large.roofline_ns);
+  // a good config of a compute-bound shape comes within reach of the compute roofline (the
+  // online log-sum-exp takes four VectorE passes over each chunk of logits: max, one-hot
+  // mask, product, sum)
+  CHECK(large.t.latency_ns < 1.8 * large.roofline_ns);
   // latency scales with the work: twice the tokens, about twice the time
   const auto twice = run({{"tokens", 2 * tokens}, {"token_tile", 512}, {"vocab_chunk", 512}});
   CHECK(twice.t.latency_ns / large.t.latency_ns == doctest::Approx(2.0).epsilon(0.15));
@@ -93,14 +95,14 @@ TEST_CASE("cross_entropy: larger token tiles read W less often and run faster wh
 
 TEST_CASE("cross_entropy: engine choices move the per-chunk passes") {
   const auto base = run({{"token_tile", 128}, {"d_model", 256}});
-  const auto moved = run({{"token_tile", 128}, {"d_model", 256}},
-                         {{"pick_engine", "gpsimd"}, {"max_engine", "gpsimd"}});
-  const auto vexp = run({{"token_tile", 128}, {"d_model", 256}}, {{"exp_engine", "vector"}});
+  const auto moved =
+      run({{"token_tile", 128}, {"d_model", 256}}, {{"pick_engine", "gpsimd"}});  // the masks
   REQUIRE(base.error.empty());
   CHECK(moved.t.busy_ns[vector_engine] < base.t.busy_ns[vector_engine]);
-  CHECK(moved.t.busy_ns[gpsimd_engine] > 0);
-  CHECK(vexp.t.busy_ns[scalar_engine] < base.t.busy_ns[scalar_engine]);
-  CHECK(vexp.t.latency_ns > base.t.latency_ns);  // no function unit on VectorE
+  CHECK(moved.t.busy_ns[gpsimd_engine] > base.t.busy_ns[gpsimd_engine]);
+  // what NKI cannot run: a row max off VectorE, exp off ScalarE
+  CHECK(run({}, {{"max_engine", "gpsimd"}}).error.find("VectorE only") != std::string::npos);
+  CHECK(run({}, {{"exp_engine", "vector"}}).error.find("ScalarE") != std::string::npos);
 }
 
 TEST_CASE("cross_entropy: compile errors say what overflowed and by how much") {

@@ -77,9 +77,15 @@ std::string assemble(const kernel_file& f, const context& c) {
       "# The schedule is the simulator's plan of this config (docs/nki.md). It has been\n"
       "# checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or\n"
       "# run on a NeuronCore.\n";
-  if (!f.notes.empty()) {
+  std::vector<std::string> notes = f.notes;
+  if (c.m.cores > 1)  // every workload: the split is timed, not emitted (docs/nki.md)
+    notes.push_back(fmt::format(
+        "lnc = {}: the simulator splits the work over {} physical cores and times each share; "
+        "this kernel runs it all as one instance (no split over nl.program_id yet)",
+        c.m.cores, c.m.cores));
+  if (!notes.empty()) {
     out += "# Where this kernel differs from the simulated plan:\n";
-    for (const auto& n : f.notes) out += "#   - " + n + "\n";
+    for (const auto& n : notes) out += "#   - " + n + "\n";
   }
   out +=
       "\n"
@@ -97,7 +103,9 @@ std::string assemble(const kernel_file& f, const context& c) {
     if (!k.meaning.empty()) text += std::string(width - text.size() + 2, ' ') + "# " + k.meaning;
     out += text + "\n";
   }
-  out += "\n" + f.signature + "\n\n" + f.kernel + "\n\n" + f.reference;
+  out += "\n" + f.signature + "\n";
+  if (!c.structure.empty()) out += "\n" + c.structure;
+  out += "\n" + f.kernel + "\n\n" + f.reference;
   return out;
 }
 
@@ -127,7 +135,7 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
   if (!s.is_valid(c))
     throw error(
         fmt::format("emit: the config is not valid in space '{}': {}", s.name(), s.why_invalid(c)));
-  nki::context ctx{m, injected, {}};
+  nki::context ctx{m, injected, {}, {}};
   ctx.header.push_back(fmt::format("space     {}{}", s.name(),
                                    o.source.empty() ? "" : fmt::format(" ({})", o.source)));
   ctx.header.push_back(fmt::format("config    {}", s.to_json(c)));

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,7 +57,29 @@ struct context {
   const machine& m;
   fault injected = fault::none;
   std::vector<std::string> header;  ///< comment lines: space, config, target, version
+  std::string structure;            ///< the STRUCTURE block of the timed program (to_python), or ""
 };
+
+/// What a program does, counted the way tests/nki/nki_interp.py counts an
+/// emitted kernel (docs/nki.md, "Structure"): the two must be equal.
+struct structure {
+  /// matmul instructions by (contraction, stationary free, moving free)
+  std::map<std::array<std::uint32_t, 3>, std::uint64_t> matmuls;
+  /// TensorE transposes by the input's (partitions, free)
+  std::map<std::array<std::uint32_t, 2>, std::uint64_t> transposes;
+  struct transfers {
+    std::uint64_t transfers = 0, bytes = 0;
+  };
+  std::map<std::string, transfers> dma;          ///< by direction: "hbm->sbuf", "sbuf->hbm", ...
+  int psum_banks = 0;                            ///< PSUM banks written (one buffer per bank)
+  std::map<std::string, std::uint64_t> engines;  ///< instructions: "tensor", "vector", ...
+};
+
+/// The structure of a lowered program. PSUM is counted by the buffers
+/// instructions write, each one bank (emit::psum_banks).
+[[nodiscard]] structure structure_of(const program& p);
+/// The STRUCTURE block of an emitted file: a comment and a Python dict.
+[[nodiscard]] std::string to_python(const structure& s);
 
 /// One constant of the kernel: NAME = value  # meaning
 struct constant {

@@ -26,6 +26,17 @@ namespace tessel::sim::emit {
   return (a + b - 1) / b;
 }
 
+/// PSUM as one buffer per 2 KiB bank ("PSUM bank 3"), `count` of them: an
+/// instruction that writes or reads a bank names it, so the banks a program
+/// uses can be counted (nki::structure_of) and compared with its kernel's.
+[[nodiscard]] inline std::vector<buffer_id> psum_banks(program& out, const machine& m, int count) {
+  std::vector<buffer_id> banks;
+  for (int b = 0; b < count; ++b)
+    banks.push_back(
+        out.add_buffer({fmt::format("PSUM bank {}", b), memory::psum, m.psum_bank_bytes, 1, 0}));
+  return banks;
+}
+
 /// "vector" | "scalar" | "gpsimd" -> the engine, else nullopt.
 [[nodiscard]] inline std::optional<engine_id> engine_named(std::string_view name) {
   if (name == "vector") return vector_engine;
@@ -118,8 +129,8 @@ struct sbuf_part {
 }
 
 /// Instruction builders over one program. Matmuls that repeat the previous
-/// instruction's shape into an open accumulation group, with no dependency
-/// of their own, are aggregated into it (program.hpp's rule).
+/// instruction's shape into the same open accumulation group (PSUM bank),
+/// with no dependency of their own, are aggregated into it (program.hpp's rule).
 class builder {
  public:
   explicit builder(program& out) : out_(out) {}
@@ -186,7 +197,7 @@ class builder {
         last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);
       if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
-          prev.type == in.type && prev.tag == in.tag &&
+          prev.type == in.type && prev.tag == in.tag && prev.dst == in.dst &&
           (prev.flags | flag_accumulate) == in.flags) {
         prev.count += 1;
         return last_matmul_;

@@ -44,9 +44,15 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
   p.dma_order = v.order("dma_order");
   p.exp_on_vector = v.symbol("exp_engine") == "vector";
+  if (p.exp_on_vector)
+    return "attention: exp_engine = vector: exp is a ScalarE activation (VectorE has no function "
+           "unit)";
   p.rescale_every =
       v.symbol("rescale") == "lazy" ? static_cast<int>(v.integer("rescale_every")) : 1;
   p.max_engine = v.symbol("track_max_on") == "gpsimd" ? gpsimd_engine : vector_engine;
+  if (p.max_engine != vector_engine)
+    return "attention: track_max_on = gpsimd: the row max is a tensor_reduce, which runs on "
+           "VectorE only (and GpSimdE cannot read the scores in PSUM)";
   if (p.d > m.max_contraction)
     return fmt::format(
         "partition dim {} > {}: head_dim is the contraction of Q K^T and must fit the partitions",
@@ -68,11 +74,15 @@ using namespace attn;
 struct unit {
   std::int64_t qt = 0, kt = 0;  ///< tile indices
   int sub = 0;                  ///< 128-row sub-tile of the q tile
-  bool diagonal = false;        ///< partly masked (causal)
+  bool diagonal = false;        ///< causal: some key of the tile is after some row of the sub-tile
   bool first_kv = false, last_kv = false;
   int kv_index = 0;  ///< position among the kv tiles this q tile visits
 };
 
+/// The lowering issues what the NKI kernel (attention_nki.cpp) issues, unit
+/// by unit; the units are software-pipelined one deep in issue order (S of
+/// the next unit before the transposes of this one), as the compiler's
+/// scheduler would overlap them.
 class lowerer {
  public:
   lowerer(const params& p, const machine& m, program& out) : p_(p), m_(m), out_(out) {}
@@ -109,7 +119,7 @@ class lowerer {
     const std::int64_t q = p_.q_tile * bytes();  // Q^T: d partitions x q_tile
     const std::int64_t kv = static_cast<std::int64_t>(p_.kv_bufs) *
                             (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
-    const std::int64_t probs = p_.kv_tile * bytes() * 4;  // P and P^T, 2 slots each
+    const std::int64_t probs = p_.kv_tile * bytes() * 4;  // masked scores, P and P^T
     const std::int64_t acc = static_cast<std::int64_t>(sub_tiles_) * p_.d * 4 +
                              2 * p_.d * bytes();  // O_acc (fp32) and output staging
     const std::int64_t total = q + kv + probs + acc, cap = m_.sbuf_bytes_per_partition;
@@ -130,14 +140,19 @@ class lowerer {
     sb_p_ = out_.add_buffer({"P and P^T", memory::sbuf, 2 * p_.kv_tile * bytes(), 2, 0});
     sb_o_ = out_.add_buffer(
         {"O accumulators", memory::sbuf, sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes(), 1, 0});
-    psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    // banks 0 and 1: the transposes of P; 2: O_part; then the score sets
+    psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
     for (const char* t : {"load Q", "load K", "load V", "QK^T", "row max", "mask", "rescale", "exp",
                           "transpose P", "PV", "accumulate O", "normalize O", "store O"})
       tags_.push_back(out_.add_tag(t));
     kv_readers_.assign(static_cast<std::size_t>(p_.kv_bufs), {});
-    kv_loads_.assign(static_cast<std::size_t>(p_.kv_bufs), {program::none, program::none});
+    kv_loads_.assign(static_cast<std::size_t>(p_.kv_bufs),
+                     std::vector<instruction_id>(static_cast<std::size_t>(1 + kv_blocks_)));
     s_reader_.assign(static_cast<std::size_t>(s_sets_), program::none);
     acc_last_.assign(static_cast<std::size_t>(sub_tiles_), program::none);
+    state_.assign(static_cast<std::size_t>(sub_tiles_), program::none);
+    if (p_.causal)  // key - row for every (row, key) of a score tile: nisa.iota, once
+      diag_ = compute(gpsimd_engine, op::copy, P_, p_.kv_tile, 0, t_mask, {});
     const double pairs = p_.causal
                              ? 0.5 * static_cast<double>(p_.seq) * static_cast<double>(p_.seq + 1)
                              : static_cast<double>(p_.seq) * static_cast<double>(p_.seq);
@@ -174,7 +189,8 @@ class lowerer {
           u.qt = qt;
           u.kt = kvs[i];
           u.sub = sub;
-          u.diagonal = p_.causal && (kvs[i] + 1) * p_.kv_tile > qt * p_.q_tile + sub * P_;
+          const std::int64_t last_key = std::min(p_.seq, (kvs[i] + 1) * p_.kv_tile) - 1;
+          u.diagonal = p_.causal && last_key > qt * p_.q_tile + sub * P_;
           u.first_kv = i == 0;
           u.last_kv = i + 1 == kvs.size();
           u.kv_index = static_cast<int>(i);
@@ -187,37 +203,42 @@ class lowerer {
   engine_id queue() { return static_cast<engine_id>(dma_serial_++ % p_.queues); }
 
   instruction_id dma(buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes_per_row,
-                     std::int64_t chunk, std::size_t tag, const std::vector<instruction_id>& deps) {
+                     std::size_t tag, const std::vector<instruction_id>& deps) {
     instruction in;
     in.engine = queue();
     in.kind = op::dma;
     in.partitions = static_cast<std::uint32_t>(rows);
     in.free = static_cast<std::uint32_t>(bytes_per_row);
-    in.aux = static_cast<std::uint32_t>(chunk);
     in.src = src;
     in.dst = dst;
     in.tag = tags_[tag];
     return out_.add(in, deps);
   }
 
+  /// An elementwise instruction; `psum_src` the bank it reads, else SBUF.
   instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
                          std::uint8_t flags, std::size_t tag,
-                         const std::vector<instruction_id>& deps, dtype t = dtype::fp32) {
+                         const std::vector<instruction_id>& deps, buffer_id psum_src = 0) {
     instruction in;
     in.engine = e;
     in.kind = kind;
-    in.type = t;
+    in.type = dtype::fp32;
     in.flags = flags;
     in.partitions = static_cast<std::uint32_t>(rows);
     in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-    in.src = (flags & flag_reads_psum) ? psum_ : sb_p_;
+    in.src = (flags & flag_reads_psum) ? psum_src : sb_p_;
     in.dst = sb_p_;
     in.tag = tags_[tag];
     return out_.add(in, deps);
   }
+  /// A one-value-per-row VectorE step of the running state.
+  instruction_id row_step(op kind, std::size_t tag, const std::vector<instruction_id>& deps,
+                          std::int64_t rows) {
+    return compute(vector_engine, kind, rows, 1, 0, tag, deps);
+  }
 
-  instruction_id matmul(std::int64_t k, std::int64_t m, std::int64_t n, bool fresh, std::size_t tag,
-                        const std::vector<instruction_id>& deps) {
+  instruction_id matmul(std::int64_t k, std::int64_t m, std::int64_t n, bool fresh, buffer_id bank,
+                        std::size_t tag, const std::vector<instruction_id>& deps) {
     instruction in;
     in.engine = tensor_engine;
     in.kind = op::matmul;
@@ -227,18 +248,18 @@ class lowerer {
     in.aux = static_cast<std::uint32_t>(m);
     in.free = static_cast<std::uint32_t>(n);
     in.src = sb_kv_;
-    in.dst = psum_;
+    in.dst = bank;
     in.tag = tags_[tag];
     return out_.add(in, deps);
   }
 
   void load_q(std::int64_t qt) {
     const std::int64_t cols = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
-    q_load_ = dma(hbm_, sb_q_, p_.d, cols * bytes(), 0, t_q, q_readers_);
+    q_load_ = dma(hbm_, sb_q_, p_.d, cols * bytes(), t_q, q_readers_);
     q_readers_.clear();
   }
 
-  /// K^T [d, kv] and V [kv, d] (kv/128 rows per partition) in dma_order.
+  /// K^T [d, kv] in one transfer and V a 128-key block per transfer, in dma_order.
   void load_kv(std::int64_t kt) {
     const auto slot = static_cast<std::size_t>(kt % p_.kv_bufs);
     if (loaded_kt_ == kt) return;
@@ -247,117 +268,112 @@ class lowerer {
     const auto war = kv_readers_[slot];
     kv_readers_[slot].clear();
     for (const auto& which : p_.dma_order) {
-      if (which == "k") kv_loads_[slot][0] = dma(hbm_, sb_kv_, p_.d, cols * bytes(), 0, t_k, war);
+      if (which == "k") kv_loads_[slot][0] = dma(hbm_, sb_kv_, p_.d, cols * bytes(), t_k, war);
       if (which == "v")
-        kv_loads_[slot][1] = dma(hbm_, sb_kv_, std::min<std::int64_t>(P_, cols),
-                                 ceil_div(cols, P_) * p_.d * bytes(), p_.d * bytes(), t_v, war);
+        for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b)
+          kv_loads_[slot][static_cast<std::size_t>(1 + b)] =
+              dma(hbm_, sb_kv_, std::min(P_, cols - b * P_), p_.d * bytes(), t_v, war);
     }
     kv_slot_ = slot;
   }
 
-  /// S = Q K^T, mask, row max, correction, exp: the part of a unit before the transposes.
+  /// S = Q K^T, the mask, the running max and reference, the correction of
+  /// O_acc, P = exp and the row sum: the part of a unit before the transposes.
   void scores(const unit& u, std::size_t index) {
     const std::int64_t cols = std::min(p_.kv_tile, p_.seq - u.kt * p_.kv_tile);
     const std::int64_t rows = std::min<std::int64_t>(P_, p_.seq - u.qt * p_.q_tile - u.sub * P_);
     const auto set = static_cast<std::size_t>(index % static_cast<std::size_t>(s_sets_));
     const auto slot = kv_slot_;
+    const auto bank0 = static_cast<std::size_t>(3) + set * static_cast<std::size_t>(s_banks_);
     instruction_id last = program::none;
     for (std::int64_t c = 0; c < cols; c += m_.max_moving_free) {
       std::vector<instruction_id> deps;
       if (c == 0) deps = {s_reader_[set], q_load_, kv_loads_[slot][0]};
-      last = matmul(p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c), c == 0, t_qk,
-                    deps);
+      last = matmul(p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c), c == 0,
+                    psum_[bank0 + static_cast<std::size_t>(c / m_.max_moving_free)], t_qk, deps);
     }
     q_readers_.push_back(last);
     kv_readers_[slot].push_back(last);
+    const buffer_id s = psum_[bank0];
     instruction_id prev = last;
-    if (u.diagonal)
-      prev = compute(gpsimd_engine, op::tensor_scalar, rows, cols, flag_reads_psum, t_mask, {prev});
-    const instruction_id max =
-        compute(p_.max_engine, op::reduce, rows, cols, flag_reads_psum, t_max, {prev});
-    const bool corrects = !u.first_kv && u.kv_index % p_.rescale_every == 0;
-    if (corrects) {  // alpha = exp(m_old - m_new); O_acc *= alpha; l = l * alpha
-      const auto alpha = compute(scalar_engine, op::activation, rows, 1, 0, t_rescale, {max});
-      compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_rescale,
-              {alpha, acc_last_[static_cast<std::size_t>(u.sub)]});
+    std::uint8_t from = flag_reads_psum;
+    if (u.diagonal) {  // mask = (key - row > offset) * -3e38 (GpSimdE, SBUF), added to S
+      const auto mask = compute(gpsimd_engine, op::tensor_scalar, rows, cols, 0, t_mask, {diag_});
+      prev = compute(vector_engine, op::tensor_tensor, rows, cols, flag_reads_psum, t_mask,
+                     {prev, mask}, s);
+      from = 0;  // the masked scores are in SBUF
     }
-    const engine_id exp_engine = p_.exp_on_vector ? vector_engine : scalar_engine;
-    instruction e;
-    e.engine = exp_engine;
-    e.kind = p_.exp_on_vector ? op::reciprocal
-                              : op::activation;  // VectorE: no function unit (8N, see docs)
-    e.type = dtype::fp32;
-    e.flags = flag_reads_psum;
-    e.partitions = static_cast<std::uint32_t>(rows);
-    e.free = static_cast<std::uint32_t>(p_.exp_on_vector ? ceil_div(cols, 2) : cols);
-    e.src = psum_;
-    e.dst = sb_p_;
-    e.tag = tags_[t_exp];
-    const instruction_id exp = out_.add(e, {max, p_transposed_reader_[index % 2]});
+    const auto sub = static_cast<std::size_t>(u.sub);
+    instruction_id m = compute(vector_engine, op::reduce, rows, cols, from, t_max, {prev}, s);
+    if (!u.first_kv) m = row_step(op::tensor_tensor, t_max, {m, state_[sub]}, rows);
+    // lazy: the reference max the exps use moves at a correction (or past the guard)
+    instruction_id ref = m;
+    if (p_.rescale_every > 1) {
+      if (u.first_kv || u.kv_index % p_.rescale_every == 0) {
+        ref = row_step(op::copy, t_rescale, {m}, rows);
+      } else {  // diff = m - ref; diff *= (diff * scale > guard); ref += diff
+        ref = row_step(op::tensor_tensor, t_rescale, {m}, rows);
+        ref = row_step(op::tensor_scalar, t_rescale, {ref}, rows);
+        ref = row_step(op::tensor_tensor, t_rescale, {ref}, rows);
+        ref = row_step(op::tensor_tensor, t_rescale, {ref}, rows);
+      }
+    }
+    const auto bias = row_step(op::tensor_scalar, t_exp, {ref}, rows);  // -scale * ref
+    instruction_id alpha = program::none;
+    if (!u.first_kv) {  // alpha = exp(scale * (ref_old - ref_new)); O_acc *= alpha
+      alpha = compute(scalar_engine, op::activation, rows, 1, 0, t_rescale, {bias});
+      acc_last_[sub] = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_rescale,
+                               {alpha, acc_last_[sub]});
+    }
+    const instruction_id exp = compute(scalar_engine, op::activation, rows, cols, from, t_exp,
+                                       {bias, prev, p_transposed_reader_[index % 2]}, s);
+    state_[sub] = u.first_kv ? exp : row_step(op::tensor_tensor, t_exp, {exp, alpha}, rows);
     s_reader_[set] = exp;
     exp_of_[index % 2] = exp;
     cols_of_[index % 2] = cols;
     rows_of_[index % 2] = rows;
   }
 
-  /// Transposes of P, O_part = P V, O_acc += O_part; at the last kv tile the normalization and
-  /// store.
+  /// P^T a 128-key block at a time (TensorE, into alternating banks, copied
+  /// out by VectorE), O_part = P V accumulated in PSUM, O_acc (+)= O_part; at
+  /// the last kv tile the normalization and the store.
   void product(const unit& u, std::size_t index) {
     const auto slot = static_cast<std::size_t>(u.kt % p_.kv_bufs);
     const std::int64_t cols = cols_of_[index % 2], rows = rows_of_[index % 2];
-    const auto blocks = ceil_div(cols, P_);
-    // transposes of 128-column blocks of P into PSUM, a bank's worth at a time
-    // (4 fp32 [128 x 128] blocks), each bank drained by one VectorE copy
-    const std::int64_t per_bank = std::max<std::int64_t>(1, m_.psum_bank_bytes / (P_ * 4));
-    std::vector<instruction_id> copies(static_cast<std::size_t>(blocks), program::none);
-    for (std::int64_t g = 0; g < blocks; g += per_bank) {
+    instruction_id last = program::none, copy = program::none;
+    for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b) {
+      const std::int64_t kb = std::min(P_, cols - b * P_);
       const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-      instruction_id tid = program::none;
-      std::int64_t width = 0;
-      for (std::int64_t b = g; b < std::min(blocks, g + per_bank); ++b) {
-        const std::int64_t kb = std::min<std::int64_t>(P_, cols - b * P_);
-        instruction t;
-        t.engine = tensor_engine;
-        t.kind = op::transpose;
-        t.type = p_.type;
-        t.partitions = static_cast<std::uint32_t>(rows);
-        t.free = static_cast<std::uint32_t>(kb);
-        t.src = sb_p_;
-        t.dst = psum_;
-        t.tag = tags_[t_transpose];
-        tid =
-            b == g ? out_.add(t, {exp_of_[index % 2], transpose_bank_reader_[bank]}) : out_.add(t);
-        width += rows;
-      }
-      const auto copy = compute(vector_engine, op::copy, std::min<std::int64_t>(P_, cols - g * P_),
-                                width, flag_reads_psum, t_transpose, {tid, pv_reader_[index % 2]});
+      instruction t;
+      t.engine = tensor_engine;
+      t.kind = op::transpose;
+      t.type = p_.type;
+      t.partitions = static_cast<std::uint32_t>(rows);
+      t.free = static_cast<std::uint32_t>(kb);
+      t.src = sb_p_;
+      t.dst = psum_[bank];
+      t.tag = tags_[t_transpose];
+      const auto tid = out_.add(t, {exp_of_[index % 2], transpose_bank_reader_[bank]});
+      copy = compute(vector_engine, op::copy, kb, rows, flag_reads_psum, t_transpose,
+                     {tid, pv_reader_[index % 2]}, psum_[bank]);
       transpose_bank_reader_[bank] = copy;
-      for (std::int64_t b = g; b < std::min(blocks, g + per_bank); ++b)
-        copies[static_cast<std::size_t>(b)] = copy;
+      std::vector<instruction_id> deps{copy, kv_loads_[slot][static_cast<std::size_t>(1 + b)]};
+      if (b == 0) deps.push_back(o_part_reader_);
+      last = matmul(kb, rows, p_.d, true, psum_[2], t_pv, deps);
     }
-    p_transposed_reader_[index % 2] = copies.empty() ? exp_of_[index % 2] : copies.back();
-    instruction_id last = program::none;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t kb = std::min<std::int64_t>(P_, cols - b * P_);
-      std::vector<instruction_id> deps{copies[static_cast<std::size_t>(b)]};
-      if (b == 0) {
-        deps.push_back(o_part_reader_);
-        deps.push_back(kv_loads_[slot][1]);
-      }
-      last = matmul(kb, rows, p_.d, true, t_pv, deps);
-    }
+    p_transposed_reader_[index % 2] = copy == program::none ? exp_of_[index % 2] : copy;
     pv_reader_[index % 2] = last;
     kv_readers_[slot].push_back(last);
     const auto sub = static_cast<std::size_t>(u.sub);
     const auto acc = compute(vector_engine, u.first_kv ? op::copy : op::tensor_tensor, rows, p_.d,
-                             flag_reads_psum, t_acc, {last, acc_last_[sub]});
+                             flag_reads_psum, t_acc, {last, acc_last_[sub]}, psum_[2]);
     o_part_reader_ = acc;
     acc_last_[sub] = acc;
     if (!u.last_kv) return;
-    const auto inv = compute(vector_engine, op::reciprocal, rows, 1, 0, t_norm, {acc});
+    const auto inv = compute(vector_engine, op::reciprocal, rows, 1, 0, t_norm, {acc, state_[sub]});
     const auto norm = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_norm,
                               {inv, store_[store_serial_ % 2]});
-    const auto store = dma(sb_o_, hbm_o_, rows, p_.d * bytes(), 0, t_store, {norm});
+    const auto store = dma(sb_o_, hbm_o_, rows, p_.d * bytes(), t_store, {norm});
     store_[store_serial_++ % 2] = store;
     acc_last_[sub] = norm;
   }
@@ -367,12 +383,12 @@ class lowerer {
   program& out_;
   std::int64_t P_ = 128;
   int sub_tiles_ = 1, kv_blocks_ = 1, s_banks_ = 1, s_sets_ = 1;
-  buffer_id hbm_ = 0, hbm_o_ = 0, sb_q_ = 0, sb_kv_ = 0, sb_p_ = 0, sb_o_ = 0, psum_ = 0;
+  buffer_id hbm_ = 0, hbm_o_ = 0, sb_q_ = 0, sb_kv_ = 0, sb_p_ = 0, sb_o_ = 0;
+  std::vector<buffer_id> psum_;  ///< one per bank
   std::vector<std::uint16_t> tags_;
-  std::vector<std::vector<instruction_id>> kv_readers_;
-  std::vector<std::array<instruction_id, 2>> kv_loads_;
-  std::vector<instruction_id> s_reader_, q_readers_;
-  instruction_id q_load_ = program::none, o_part_reader_ = program::none;
+  std::vector<std::vector<instruction_id>> kv_readers_, kv_loads_;
+  std::vector<instruction_id> s_reader_, q_readers_, state_;
+  instruction_id q_load_ = program::none, o_part_reader_ = program::none, diag_ = program::none;
   std::array<instruction_id, 2> exp_of_{program::none, program::none},
       pv_reader_{program::none, program::none};
   std::array<instruction_id, 2> p_transposed_reader_{program::none, program::none};
@@ -403,15 +419,18 @@ class attention final : public typed_workload<params> {
                 knob::order("dma_order", {"q", "k", "v"},
                             "issue order of the K and V loads of a tile"),
                 knob::symbol("exp_engine", {"scalar", "vector"}, "scalar",
-                             "exp: ScalarE's function unit, or VectorE (no function unit: 8 "
-                             "cycles per 2 elements, an assumption)"),
+                             "exp: a ScalarE activation; vector is a compile error (VectorE has "
+                             "no function unit)"),
                 knob::symbol("rescale", {"eager", "lazy"}, "eager",
-                             "correct the accumulator for a new row max every kv tile, or every "
-                             "rescale_every"),
+                             "eager: the exps use the running row max; lazy: a reference max "
+                             "that moves every rescale_every kv tiles, or for rows whose max "
+                             "grew past e^8 (four more VectorE steps per row between "
+                             "corrections: no data-dependent branch in NKI)"),
                 knob::integer("rescale_every", 2, "lazy: kv tiles between corrections",
                               "2 | 4 | 8"),
                 knob::symbol("track_max_on", {"vector", "gpsimd"}, "vector",
-                             "engine of the row max"),
+                             "the row max: a tensor_reduce, which runs on VectorE only (gpsimd "
+                             "is a compile error)"),
                 knob::integer("dma_queues", 1, "DMA queues shared by all loads and stores", "1..4"),
             },
             "",
@@ -421,16 +440,12 @@ class attention final : public typed_workload<params> {
                                                  const config& c) const override {
     const knob_reader v = reader(s, c);
     std::vector<std::string> out;
-    if (b.tag == "exp" && v.symbol("exp_engine") == "vector")
-      out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
-    if (b.tag == "rescale" && v.symbol("rescale") == "eager")
-      out.emplace_back("rescale = lazy: correct the accumulator less often");
-    if (b.tag == "row max" && v.symbol("track_max_on") == "vector")
-      out.emplace_back("track_max_on = gpsimd: take the row max off VectorE");
+    if (b.tag == "rescale" && v.symbol("rescale") == "lazy")
+      out.emplace_back("rescale = eager: the lazy reference costs four VectorE steps per row");
     if (b.phase == "vector")
       out.emplace_back(
-          "VectorE carries the transposes' copies, the accumulation and the row max: move what can "
-          "move (track_max_on, rescale)");
+          "VectorE carries the transposes' copies, the accumulation and the row max: raise kv_tile "
+          "so each pass covers more keys");
     if (b.phase == "tensor")
       out.emplace_back("raise kv_tile: wider score tiles issue fewer, fuller matmuls");
     if (b.phase.rfind("dma", 0) == 0) {

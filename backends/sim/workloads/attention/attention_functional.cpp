@@ -23,7 +23,7 @@ namespace {
 
 /// Lazy rescaling corrects early when the row max grew by more than this
 /// (in units of the exponent): the exps of a stale max stay below e^8, as
-/// lazy-rescaling kernels guard them (the timing does not charge it).
+/// the emitted kernel guards them (and the lowering times the guard's steps).
 constexpr float lazy_guard = 8.0F;
 
 /// K^T columns and V rows read so far in one suite (each read once).

@@ -28,11 +28,6 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   f.workload = "attention";
   f.summary = fmt::format("O = softmax(Q^T K / sqrt(d){}) V with Q, K given as [d, seq], one head",
                           p.causal ? ", causal" : "");
-  if (p.exp_on_vector)
-    f.notes.emplace_back("exp_engine = vector: nki.isa.activation (exp) runs on ScalarE");
-  if (p.max_engine == gpsimd_engine)
-    f.notes.emplace_back(
-        "track_max_on = gpsimd: GpSimdE cannot read PSUM and tensor_reduce runs on VectorE only");
   f.note_dma_queues(p.queues);
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
@@ -48,6 +43,10 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   add("KV_TILES", ceil_div(p.seq, p.kv_tile), "");
   add("KV_BUFS", p.kv_bufs, "K and V tile slots (kv_bufs)");
   add("S_CHUNK", ctx.m.max_moving_free, "score columns per matmul (one PSUM bank)");
+  add("BANK", ctx.m.psum_bank_bytes / 4, "fp32 columns of a PSUM bank");
+  const std::int64_t s_banks = ceil_div(p.kv_tile * 4, ctx.m.psum_bank_bytes);
+  add("S_COLS", s_banks * ctx.m.psum_bank_bytes / 4, "PSUM columns of a score tile (whole banks)");
+  add("S_SETS", (ctx.m.psum_banks - 3) / s_banks, "score tiles in rotation");
   add("CAUSAL", p.causal ? "True" : "False", "");
   add("SKIP_MASKED", p.causal && p.skip_masked ? "True" : "False",
       "skip kv tiles wholly above the diagonal");
@@ -66,6 +65,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
       dt, nki::py_float(nki::tolerance(p.type)));
 
   nki::writer w;
+  const bool lazy = p.rescale_every > 1;
   w.line("@nki.jit");
   w.open("def attention_kernel(Q, K, V):");
   w.line("O = nl.ndarray((SEQ, D), dtype=DT, buffer=nl.shared_hbm)");
@@ -75,15 +75,19 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line(
       "v_sb = nl.ndarray((P, KV_BUFS, KV_BLOCKS, D), dtype=DT, buffer=nl.sbuf)  # V: [key, ..., "
       "d]");
-  w.line("s_psum = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.psum)  # S of a sub-tile");
-  w.line("pt_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)  # a transposed P block");
+  w.line("# PSUM: two banks for the transposes of P, one for P V, then the score sets");
+  w.line("pt_psum = nl.ndarray((P, 2, BANK), dtype=nl.float32, buffer=nl.psum)");
   w.line("o_psum = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.psum)  # P V of a kv tile");
-  w.line("s_sb = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.sbuf)  # masked scores");
+  w.line("s_psum = nl.ndarray((P, S_SETS, S_COLS), dtype=nl.float32, buffer=nl.psum)  # S");
+  if (p.causal)
+    w.line("s_sb = nl.ndarray((P, KV_TILE), dtype=nl.float32, buffer=nl.sbuf)  # masked scores");
   w.line("p_sb = nl.ndarray((P, KV_TILE), dtype=DT, buffer=nl.sbuf)  # P in the input type");
   w.line("pt_sb = nl.ndarray((P, P), dtype=DT, buffer=nl.sbuf)");
   w.line("acc = nl.ndarray((P, SUBS, D), dtype=nl.float32, buffer=nl.sbuf)  # O_acc");
-  w.line("state = nl.ndarray((P, SUBS, 3), dtype=nl.float32, buffer=nl.sbuf)  # running max, its");
-  w.line("# last correction point and the row sum l, per sub-tile");
+  w.line(
+      "state = nl.ndarray((P, SUBS, 4), dtype=nl.float32, buffer=nl.sbuf)  # per sub-tile: two "
+      "max slots, l{}",
+      lazy ? ", the running max (the slots hold the reference)" : "");
   w.line("tmp = nl.ndarray((P, 5), dtype=nl.float32, buffer=nl.sbuf)  # per-row scratch");
   w.line("o_stage = nl.ndarray((P, D), dtype=DT, buffer=nl.sbuf)");
   if (p.causal)
@@ -94,7 +98,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   std::string kv_order;
   for (const auto& o : p.dma_order)
     if (o != "q") kv_order += o;
-  w.line("kv_loads = 0");
+  w.line("# trace-time state: the K/V tile in its slot, the score sets, the transposes' banks");
+  w.line("kv_last, units, transposes = None, 0, 0");
   w.open("for qt in nl.affine_range(Q_TILES{}):  # q tiles", drop ? " - 1" : "");
   if (drop) w.line("# FAULT drop_tail: the last q tile is dropped");
   w.line("q0 = qt * Q_TILE");
@@ -107,9 +112,10 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.open("for idx in nl.sequential_range(kv_count):  # carries max, sum and O_acc");
   w.line("k0 = idx * KV_TILE");
   w.line("kn = min(KV_TILE, SEQ - k0)");
-  w.line("slot = kv_loads % KV_BUFS");
-  w.line("kv_loads += 1");
-  w.line("# dma_order {}: K and V load in that order", fmt::join(p.dma_order, ", "));
+  w.line("slot = idx % KV_BUFS");
+  w.open("if idx != kv_last:  # dma_order {}: K and V load in that order",
+         fmt::join(p.dma_order, ", "));
+  w.line("kv_last = idx");
   for (const char c : kv_order) {
     if (c == 'k') {
       w.line("nisa.dma_copy(dst=k_sb[0:D, slot, 0:kn], src=K[0:D, k0:k0 + kn])");
@@ -120,65 +126,92 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
       w.close();
     }
   }
+  w.close();
   w.open("for sub in nl.affine_range(SUBS):");
   w.line("r0 = sub * P");
   w.open("if r0 >= qn:");
   w.line("continue");
   w.close();
   w.line("rn = min(P, qn - r0)");
-  w.line("m_run, m_ref, l = state[0:rn, sub, 0:1], state[0:rn, sub, 1:2], state[0:rn, sub, 2:3]");
-  w.line("tile_max, row_sum, diff, alpha, bias = (tmp[0:rn, i:i + 1] for i in range(5))");
+  w.line("zs = units % S_SETS");
+  w.line("units += 1");
+  w.line(
+      "cur, old = state[0:rn, sub, idx % 2:idx % 2 + 1], state[0:rn, sub, (idx + 1) % 2:(idx + 1) "
+      "% 2 + 1]");
+  w.line("l = state[0:rn, sub, 2:3]");
+  if (lazy) w.line("m_run = state[0:rn, sub, 3:4]");
+  w.line("tile_max, row_sum, alpha, bias, diff = (tmp[0:rn, i:i + 1] for i in range(5))");
   w.line("# S = Q^T K in fp32 PSUM, S_CHUNK keys per matmul");
   w.open("for c in nl.affine_range((kn + S_CHUNK - 1) // S_CHUNK):");
   w.line("cw = min(S_CHUNK, kn - c * S_CHUNK)");
   w.line(
-      "nisa.nc_matmul(dst=s_psum[0:rn, c * S_CHUNK:c * S_CHUNK + cw], stationary=q_sb[0:D, r0:r0 "
-      "+ rn],");
+      "nisa.nc_matmul(dst=s_psum[0:rn, zs, c * S_CHUNK:c * S_CHUNK + cw], stationary=q_sb[0:D, "
+      "r0:r0 + rn],");
   w.line("               moving=k_sb[0:D, slot, c * S_CHUNK:c * S_CHUNK + cw], accumulate=False)");
   w.close();
-  w.line("scores = s_psum[0:rn, 0:kn]");
+  w.line("scores = s_psum[0:rn, zs, 0:kn]");
   if (p.causal) {
     w.open("if k0 + kn - 1 > q0 + r0:  # the tile crosses the diagonal: mask key > row");
     w.line("nisa.tensor_scalar(dst=s_sb[0:rn, 0:kn], data=diag[0:rn, 0:kn], op0=nl.greater,");
-    w.line("                   operand0=float(q0 + r0 - k0), op1=nl.multiply, operand1=MASK)");
+    w.line(
+        "                   operand0=float(q0 + r0 - k0), op1=nl.multiply, operand1=MASK, "
+        "engine=nisa.engine.gpsimd)");
     w.line(
         "nisa.tensor_tensor(dst=s_sb[0:rn, 0:kn], data1=s_sb[0:rn, 0:kn], data2=scores, "
-        "op=nl.add)");
+        "op=nl.add,\n                   engine=nisa.engine.vector)");
     w.line("scores = s_sb[0:rn, 0:kn]");
     w.close();
   }
-  w.line("nisa.tensor_reduce(dst=tile_max, op=nl.max, data=scores, axis=1, keepdims=True)");
+  const char* running = lazy ? "m_run" : "cur";
   w.open("if idx == 0:");
-  w.line("nisa.tensor_copy(dst=m_run, src=tile_max, engine=nisa.engine.vector)");
-  w.line("nisa.tensor_copy(dst=m_ref, src=tile_max, engine=nisa.engine.vector)");
+  w.line("nisa.tensor_reduce(dst={}, op=nl.max, data=scores, axis=1, keepdims=True)", running);
   w.close();
   w.open("else:");
-  w.line("nisa.tensor_tensor(dst=m_run, data1=m_run, data2=tile_max, op=nl.maximum)");
-  w.line("nisa.tensor_tensor(dst=diff, data1=m_run, data2=m_ref, op=nl.subtract)");
-  w.open("if idx % RESCALE_EVERY != 0:  # lazy: only rows whose max grew past the guard correct");
+  w.line("nisa.tensor_reduce(dst=tile_max, op=nl.max, data=scores, axis=1, keepdims=True)");
   w.line(
-      "nisa.tensor_scalar(dst=alpha, data=diff, op0=nl.multiply, operand0=SCALE, op1=nl.greater,");
-  w.line("                   operand1=LAZY_GUARD)");
-  w.line("nisa.tensor_tensor(dst=diff, data1=diff, data2=alpha, op=nl.multiply)");
+      "nisa.tensor_tensor(dst={}, data1={}, data2=tile_max, op=nl.maximum, "
+      "engine=nisa.engine.vector)",
+      running, lazy ? "m_run" : "old");
   w.close();
-  w.line("nisa.tensor_tensor(dst=m_ref, data1=m_ref, data2=diff, op=nl.add)");
-  w.line("nisa.activation(dst=alpha, op=nl.exp, data=diff, scale=-SCALE)  # exp(old - new max)");
+  if (lazy) {
+    w.line("# lazy: the reference max the exps use (slot cur) moves every RESCALE_EVERY tiles,");
+    w.line("# or for the rows whose max grew past the guard");
+    w.open("if idx % RESCALE_EVERY == 0:");
+    w.line("nisa.tensor_copy(dst=cur, src=m_run, engine=nisa.engine.vector)");
+    w.close();
+    w.open("else:");
+    w.line(
+        "nisa.tensor_tensor(dst=diff, data1=m_run, data2=old, op=nl.subtract, "
+        "engine=nisa.engine.vector)");
+    w.line(
+        "nisa.tensor_scalar(dst=alpha, data=diff, op0=nl.multiply, operand0=SCALE, "
+        "op1=nl.greater,\n                   operand1=LAZY_GUARD, engine=nisa.engine.vector)");
+    w.line(
+        "nisa.tensor_tensor(dst=diff, data1=diff, data2=alpha, op=nl.multiply, "
+        "engine=nisa.engine.vector)");
+    w.line(
+        "nisa.tensor_tensor(dst=cur, data1=old, data2=diff, op=nl.add, "
+        "engine=nisa.engine.vector)");
+    w.close();
+  }
+  w.line(
+      "nisa.tensor_scalar(dst=bias, data=cur, op0=nl.multiply, operand0=-SCALE, "
+      "engine=nisa.engine.vector)");
+  w.open("if idx > 0:  # O_acc *= exp((old max - new max) * SCALE)");
+  w.line("nisa.activation(dst=alpha, op=nl.exp, data=old, scale=SCALE, bias=bias)");
   w.line(
       "nisa.tensor_scalar(dst=acc[0:rn, sub, :], data=acc[0:rn, sub, :], op0=nl.multiply, "
-      "operand0=alpha)");
-  w.line("nisa.tensor_tensor(dst=l, data1=l, data2=alpha, op=nl.multiply)");
+      "operand0=alpha,\n                   engine=nisa.engine.vector)");
   w.close();
-  w.line("# P = exp((S - max) * SCALE) in DT, the row sum in fp32 (ScalarE)");
-  w.line("nisa.tensor_scalar(dst=bias, data=m_ref, op0=nl.multiply, operand0=-SCALE)");
+  w.line("# P = exp((S - max) * SCALE) in DT, its row sum in fp32 (ScalarE)");
   w.line("nisa.activation(dst=p_sb[0:rn, 0:kn], op=nl.exp, data=scores, scale=SCALE, bias=bias,");
   w.line(
-      "                reduce_op=nl.add, reduce_res=row_sum, "
+      "                reduce_op=nl.add, reduce_res=l if idx == 0 else row_sum, "
       "reduce_cmd=nisa.reduce_cmd.reset_reduce)");
-  w.open("if idx == 0:");
-  w.line("nisa.tensor_copy(dst=l, src=row_sum, engine=nisa.engine.vector)");
-  w.close();
-  w.open("else:");
-  w.line("nisa.tensor_tensor(dst=l, data1=l, data2=row_sum, op=nl.add)");
+  w.open("if idx > 0:  # l = l * alpha + row_sum");
+  w.line(
+      "nisa.scalar_tensor_tensor(dst=l, data=l, op0=nl.multiply, operand0=alpha, op1=nl.add, "
+      "operand1=row_sum)");
   w.close();
   w.line("# O_part = P V: P transposed on TensorE a 128-key block at a time, accumulated in PSUM");
   w.line("blocks = (kn + P - 1) // P");
@@ -187,17 +220,18 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     w.line("blocks -= 1  # FAULT skip_accumulation: the last P V block is lost");
     w.close();
   }
-  w.line("nisa.memset(dst=o_psum[0:rn, 0:D], value=0.0)");
   w.open("for b in nl.affine_range(blocks):");
   w.line("bn = min(P, kn - b * P)");
-  w.line("nisa.nc_transpose(dst=pt_psum[0:bn, 0:rn], data=p_sb[0:rn, b * P:b * P + bn])");
+  w.line("pt = transposes % 2");
+  w.line("transposes += 1");
+  w.line("nisa.nc_transpose(dst=pt_psum[0:bn, pt, 0:rn], data=p_sb[0:rn, b * P:b * P + bn])");
   w.line(
-      "nisa.tensor_copy(dst=pt_sb[0:bn, 0:rn], src=pt_psum[0:bn, 0:rn], "
+      "nisa.tensor_copy(dst=pt_sb[0:bn, 0:rn], src=pt_psum[0:bn, pt, 0:rn], "
       "engine=nisa.engine.vector)");
   w.line(
       "nisa.nc_matmul(dst=o_psum[0:rn, 0:D], stationary=pt_sb[0:bn, 0:rn], moving=v_sb[0:bn, "
       "slot, b, 0:D],");
-  w.line("               accumulate=True)");
+  w.line("               accumulate=b > 0)");
   w.close();
   w.open("if idx == 0:");
   w.line(
@@ -206,21 +240,15 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.open("else:");
   w.line(
       "nisa.tensor_tensor(dst=acc[0:rn, sub, :], data1=acc[0:rn, sub, :], data2=o_psum[0:rn, "
-      "0:D], op=nl.add)");
-  w.close(3);
-  w.line("# O = O_acc / l, stored per sub-tile");
-  w.open("for sub in nl.affine_range(SUBS):");
-  w.line("r0 = sub * P");
-  w.open("if r0 >= qn:");
-  w.line("continue");
+      "0:D], op=nl.add,\n                   engine=nisa.engine.vector)");
   w.close();
-  w.line("rn = min(P, qn - r0)");
-  w.line("nisa.reciprocal(dst=tmp[0:rn, 0:1], data=state[0:rn, sub, 2:3])");
+  w.open("if idx == kv_count - 1:  # O = O_acc / l");
+  w.line("nisa.reciprocal(dst=row_sum, data=l)");
   w.line(
       "nisa.tensor_scalar(dst=o_stage[0:rn, 0:D], data=acc[0:rn, sub, :], op0=nl.multiply, "
-      "operand0=tmp[0:rn, 0:1])");
+      "operand0=row_sum,\n                   engine=nisa.engine.vector)");
   w.line("nisa.dma_copy(dst=O[q0 + r0:q0 + r0 + rn, 0:D], src=o_stage[0:rn, 0:D])");
-  w.close(2);
+  w.close(4);
   w.line("return O");
   w.close();
   f.kernel = w.text();

@@ -8,9 +8,9 @@
 // Units are (token tile, vocabulary chunk) pairs visited in `order`. For a
 // unit, each 128-token row tile accumulates its logits over the d_model
 // contraction in PSUM (one bank per 512 logits); then the chunk's row max
-// (max_engine), the new running max, exp(logits - max) with its row sum
-// (exp_engine), the label's logit through a one-hot multiply-reduce
-// (pick_engine), and the running sum's correction. After the last chunk:
+// (VectorE), the new running max, exp(logits - max) with its row sum
+// (ScalarE), the label's logit through a one-hot mask (pick_engine)
+// multiplied by the logits and summed, and the running sum's correction. After the last chunk:
 // loss = max + ln(sum) - label logit, stored. docs/simulator.md has the table.
 #include "../../functional.hpp"
 #include "../../nki/nki.hpp"
@@ -59,6 +59,9 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.mm_k = v.integer("mm_k", m.max_contraction);
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
+  if (m.psum_bank_bytes / 4 % p.mm_n != 0)
+    return fmt::format("cross_entropy: mm_n = {} must divide a PSUM bank's {} fp32 columns", p.mm_n,
+                       m.psum_bank_bytes / 4);
   p.token_tile = std::min(v.integer("token_tile"), p.tokens);
   p.vocab_chunk = std::min(v.integer("vocab_chunk"), p.vocab);
   if (p.token_tile <= 0 || p.vocab_chunk <= 0)
@@ -73,6 +76,13 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.max_engine = emit::read_engine(v, "max_engine");
   p.exp_engine = emit::read_engine(v, "exp_engine");
   p.pick_engine = emit::read_engine(v, "pick_engine");
+  // what NKI can run: the row max is a tensor_reduce (VectorE only) of PSUM, exp a ScalarE
+  // activation; the one-hot mask is built from SBUF, so GpSimdE may make it
+  if (p.max_engine != vector_engine)
+    return "cross_entropy: max_engine = gpsimd: the row max is a tensor_reduce, which runs on "
+           "VectorE only";
+  if (p.exp_engine != scalar_engine)
+    return "cross_entropy: exp_engine = vector: exp is a ScalarE activation";
   return "";
 }
 
@@ -204,7 +214,7 @@ class lowerer {
     sb_w_ = out_.add_buffer({"W chunks", memory::sbuf, pl_.w_bytes / pl_.w_slots, pl_.w_slots, 0});
     sb_scratch_ = out_.add_buffer({"exp scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
     sb_state_ = out_.add_buffer({"running state", memory::sbuf, pl_.state_bytes, 1, 0});
-    psum_ = out_.add_buffer({"PSUM logits", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
     for (const char* t : {"load x", "load W", "load labels", "logits", "row max", "online max",
                           "exp", "label logit", "loss", "store loss"})
       tags_.push_back(out_.add_tag(t));
@@ -212,16 +222,27 @@ class lowerer {
     w_.init(pl_.w_slots, pl_.slabs);
     bank_readers_.assign(static_cast<std::size_t>(m_.psum_banks), {program::none, program::none});
     state_.assign(static_cast<std::size_t>(pl_.token_tiles * pl_.subs), program::none);
-    labels_.assign(static_cast<std::size_t>(pl_.token_tiles), program::none);
-    if (p_.vocab_outer)  // every token's label, once: [128, tokens / 128] int32
-      labels_.assign(labels_.size(),
-                     b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, p_.tokens),
-                            ceil_div(p_.tokens, parts) * 4, tags_[t_labels], {}));
+    labels_.assign(static_cast<std::size_t>(pl_.token_tiles * pl_.subs), program::none);
+    // the vocabulary chunk's column indices (nisa.iota on GpSimdE), once
+    iota_ = b_.compute(gpsimd_engine, op::copy, parts, p_.vocab_chunk, 0, sb_scratch_, sb_scratch_,
+                       tags_[t_pick], {});
+    if (p_.vocab_outer)  // every token's label, once, a row tile at a time
+      for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) load_labels(ti);
     out_.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
                         static_cast<double>(p_.vocab);
     out_.totals.min_hbm_bytes = static_cast<double>((p_.tokens + p_.vocab) * p_.d_model * b) +
                                 8.0 * static_cast<double>(p_.tokens);  // labels in, loss out
     out_.totals.compute_type = p_.type;
+  }
+
+  /// The labels of token tile `ti`: one int32 per partition per row tile.
+  void load_labels(std::int64_t ti) {
+    const std::int64_t parts = m_.partitions;
+    const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
+    for (std::int64_t s = 0; s < ceil_div(rows_t, parts); ++s)
+      labels_[static_cast<std::size_t>(ti * pl_.subs + s)] =
+          b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, rows_t - s * parts), 4,
+                 tags_[t_labels], {});
   }
 
   /// Loads block `block` of `x` (stream 0: x tiles, 1: W chunks) when it is
@@ -248,10 +269,7 @@ class lowerer {
     const std::int64_t cols = std::min(p_.vocab_chunk, p_.vocab - vi * p_.vocab_chunk);
     const bool new_x = x_.block != ti;
     place(x_, 0, ti, rows_t);
-    if (new_x && !p_.vocab_outer)  // this tile's labels: [128, row tiles] int32
-      labels_[static_cast<std::size_t>(ti)] =
-          b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, rows_t),
-                 ceil_div(rows_t, parts) * 4, tags_[t_labels], {});
+    if (new_x && !p_.vocab_outer) load_labels(ti);
     place(w_, 1, vi, cols);
     const auto set = static_cast<std::int64_t>(units_++ % pl_.sets);
     const std::int64_t subs = ceil_div(rows_t, parts);
@@ -271,7 +289,7 @@ class lowerer {
           x_.need(k, deps_);
           w_.need(k, deps_);
           last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), rows, width, true,
-                           k > 0, sb_w_, psum_, tags_[t_mm], deps_);
+                           k > 0, sb_w_, psum_[bank], tags_[t_mm], deps_);
         }
       }
       epilogue(ti, vi, s, rows, cols, last, bank0);
@@ -281,31 +299,44 @@ class lowerer {
   }
 
   /// The online log-sum-exp step of one row tile over one chunk of logits,
-  /// and after the last chunk the loss and its store.
+  /// and after the last chunk the loss and its store, as the kernel issues
+  /// it (cross_entropy_nki.cpp): the running max is kept negated, so the
+  /// exp's bias and the correction exp(m_old - m_new) need no extra pass.
   void epilogue(std::int64_t ti, std::int64_t vi, std::int64_t s, std::int64_t rows,
                 std::int64_t cols, instruction_id last_mm, std::int64_t bank0) {
     const auto row_tile = static_cast<std::size_t>(ti * pl_.subs + s);
     const instruction_id prev = state_[row_tile];
-    const auto cmax = b_.compute(p_.max_engine, op::reduce, rows, cols, flag_reads_psum, psum_,
-                                 sb_state_, tags_[t_max], {last_mm});
-    const auto mnew = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
-                                 tags_[t_online], {cmax, prev});
-    const auto ex = b_.function(p_.exp_engine, rows, cols, flag_reads_psum, psum_, sb_scratch_,
+    const bool first = vi == 0;
+    const buffer_id z = psum_[static_cast<std::size_t>(bank0)];
+    // -max of the chunk, then the new running -max (the first chunk's is its own)
+    instruction_id mnew = b_.compute(vector_engine, op::reduce, rows, cols, flag_reads_psum, z,
+                                     sb_state_, tags_[t_max], {last_mm});
+    if (!first)
+      mnew = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
+                        tags_[t_online], {mnew, prev});
+    const auto ex = b_.function(scalar_engine, rows, cols, flag_reads_psum, z, sb_scratch_,
                                 tags_[t_exp], {mnew});
-    const auto pick =
-        b_.compute(p_.pick_engine, op::tensor_tensor, rows, cols, flag_reads_psum, psum_,
-                   sb_scratch_, tags_[t_pick], {last_mm, labels_[static_cast<std::size_t>(ti)]});
+    // the label's logit: a one-hot mask (column + c0 == label), times the logits, summed
+    const auto mask = b_.compute(p_.pick_engine, op::tensor_scalar, rows, cols, 0, sb_scratch_,
+                                 sb_scratch_, tags_[t_pick], {labels_[row_tile], iota_});
+    const auto product = b_.compute(vector_engine, op::tensor_tensor, rows, cols, flag_reads_psum,
+                                    z, sb_scratch_, tags_[t_pick], {mask, last_mm});
+    instruction_id update = b_.compute(vector_engine, op::reduce, rows, cols, 0, sb_scratch_,
+                                       sb_state_, tags_[t_pick], {product});
     for (std::int64_t k = 0; k < pl_.banks_per_sub; ++k)
-      bank_readers_[static_cast<std::size_t>(bank0 + k)] = {ex, pick};
-    instruction_id alpha = program::none;
-    if (vi > 0)  // exp(m_old - m_new): the running sum's correction
-      alpha = b_.function(p_.exp_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_online], {mnew});
-    const auto update = b_.compute(vector_engine, op::tensor_scalar, rows, 1, 0, sb_state_,
-                                   sb_state_, tags_[t_online], {ex, pick, alpha});
+      bank_readers_[static_cast<std::size_t>(bank0 + k)] = {ex, product};
+    if (!first) {  // l = l * exp(m_old - m_new) + the chunk's sum; picked += the chunk's
+      const auto alpha =
+          b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_online], {mnew});
+      b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
+                 tags_[t_online], {ex, alpha});
+      update = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
+                          tags_[t_online], {update});
+    }
     state_[row_tile] = update;
     if (vi + 1 < pl_.chunks) return;
     const auto ln =
-        b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_loss], {update});
+        b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_loss], {update, ex});
     const auto loss = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
                                  tags_[t_loss], {ln});
     state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, tags_[t_store], {loss});
@@ -318,11 +349,13 @@ class lowerer {
   emit::builder b_;
   emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_labels_ = 0, hbm_loss_ = 0, sb_x_ = 0, sb_w_ = 0,
-            sb_scratch_ = 0, sb_state_ = 0, psum_ = 0;
+            sb_scratch_ = 0, sb_state_ = 0;
+  std::vector<buffer_id> psum_;  ///< one per bank
   std::vector<std::uint16_t> tags_;
   operand x_, w_;
   std::vector<std::array<instruction_id, 2>> bank_readers_;
   std::vector<instruction_id> state_, labels_, deps_;
+  instruction_id iota_ = program::none;
   std::uint64_t units_ = 0;
 };
 
@@ -527,11 +560,14 @@ class cross_entropy final : public typed_workload<plan> {
                 knob::integer("bufs", 2, "slots of the streamed operand (the outer one keeps 2)",
                               ">= 1"),
                 knob::symbol("max_engine", {"vector", "gpsimd"}, "vector",
-                             "the chunk's row max (tensor_reduce on PSUM)"),
+                             "the chunk's row max: a tensor_reduce of PSUM, which runs on VectorE "
+                             "only (gpsimd is a compile error)"),
                 knob::symbol("exp_engine", {"scalar", "vector"}, "scalar",
-                             "exp(logits - max) with its row sum, and the running-sum correction"),
+                             "exp(logits - max) with its row sum, and the running-sum "
+                             "correction: ScalarE activations (vector is a compile error)"),
                 knob::symbol("pick_engine", {"vector", "gpsimd"}, "vector",
-                             "the label's logit: a one-hot multiply-reduce over the chunk"),
+                             "builds the one-hot mask of the label's column; VectorE multiplies "
+                             "it by the logits (in PSUM) and sums"),
                 knob::integer("dma_queues", 1,
                               "queues per stream (x loads, W loads, labels and loss)", "1..5"),
                 knob::integer("mm_k", derived{"the partitions (128)"}, "contraction of one matmul"),
@@ -642,17 +678,11 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
       out.emplace_back(
           "lower token_tile x vocab_chunk to at most 4 PSUM banks so the next chunk's matmuls "
           "overlap this chunk's log-sum-exp");
-  } else if (b.tag == "label logit") {
-    out.push_back(fmt::format("pick_engine = {}: move the one-hot multiply-reduce",
-                              v.symbol("pick_engine") == "vector" ? "gpsimd" : "vector"));
-  } else if (b.tag == "row max") {
-    out.push_back(fmt::format("max_engine = {}: move the row max",
-                              v.symbol("max_engine") == "vector" ? "gpsimd" : "vector"));
-  } else if (b.tag == "exp" && v.symbol("exp_engine") != "scalar") {
-    out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
+  } else if (b.tag == "label logit" && v.symbol("pick_engine") == "vector") {
+    out.emplace_back("pick_engine = gpsimd: GpSimdE builds the one-hot masks");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
     out.emplace_back(
-        "spread the per-chunk passes over the engines (max_engine, pick_engine, exp_engine)");
+        "raise vocab_chunk: the per-chunk passes of the online log-sum-exp pay a fixed cost each");
   }
   return out;
 }

@@ -23,8 +23,8 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
                 "rows", "hidden",
                 {
                     knob::symbol("stats_engine", {"scalar", "vector"}, "scalar",
-                                 "row sum and sum of squares: two ScalarE activations with "
-                                 "accumulation, or VectorE bn_stats"),
+                                 "row sum and sum of squares: two ScalarE activations "
+                                 "accumulating them, or three VectorE passes (sum, square, sum)"),
                     knob::symbol("scale_engine", {"vector", "scalar"}, "vector",
                                  "(x - mean) * rstd in one pass: VectorE tensor_scalar or ScalarE "
                                  "activation"),
@@ -37,7 +37,7 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
                                                          const knob_reader& v) const override {
     std::vector<std::string> out;
     if (b.tag == "stats" && v.symbol("stats_engine") == "scalar")
-      out.emplace_back("stats_engine = vector: one bn_stats pass instead of two activations");
+      out.emplace_back("stats_engine = vector: the statistics move off ScalarE to VectorE");
     return out;
   }
 
@@ -61,37 +61,48 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
     if (auto e = rows::read_common(v, spec); !e.empty()) return e;
     choice.stats = emit::read_engine(v, "stats_engine");
     choice.scale = emit::read_engine(v, "scale_engine");
-    spec.broadcast_bytes = 2 * spec.cols * dtype_bytes(spec.type);  // gamma and beta
+    spec.broadcasts = 2;  // gamma and beta
     spec.flops_per_element = 7;
+    using rows::op_on;
 
-    rows::row_step sums;  // the row sum and the sum of squares, per chunk
-    if (choice.stats == scalar_engine) {
-      sums.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
-      sums.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
-    } else {
-      sums.ops.push_back({vector_engine, op::bn_stats, 1, false, false, 0, false, false, "stats"});
+    rows::row_step sums;  // the row sum and the sum of squares, per chunk and row group
+    if (choice.stats == scalar_engine) {  // two activations accumulating their row sums
+      sums.ops.push_back(op_on(scalar_engine, op::activation, "stats"));
+      sums.ops.push_back(op_on(scalar_engine, op::activation, "stats"));
+    } else {  // sum, square and sum of squares on VectorE
+      sums.ops.push_back(op_on(vector_engine, op::reduce, "stats"));
+      sums.ops.push_back(op_on(vector_engine, op::tensor_tensor, "stats"));
+      sums.ops.push_back(op_on(vector_engine, op::reduce, "stats"));
     }
-    rows::row_step moments;  // mean, variance, rstd and -mean * rstd, per row
+    // per tile, on the rows' partial sums S1, S2: S1 and S2 over the chunks,
+    // -mean^2, var = S2 / n - mean^2 (at least 0), rstd, -mean * rstd
+    rows::row_step moments;
     moments.per_chunk = false;
-    moments.ops.push_back(
-        {vector_engine, op::tensor_scalar, 1, false, false, 0, false, false, "moments"});
-    moments.ops.push_back(
-        {scalar_engine, op::activation, 1, false, false, 0, false, false, "rstd"});
+    for (const op kind :
+         {op::reduce, op::reduce, op::tensor_tensor, op::tensor_tensor, op::tensor_scalar})
+      moments.ops.push_back(op_on(vector_engine, kind, "moments"));
+    moments.ops.push_back(op_on(scalar_engine, op::activation, "rstd"));
+    moments.ops.push_back(op_on(vector_engine, op::tensor_tensor, "moments"));
     spec.reduce = {sums, moments};
 
     rows::row_step apply;
-    if (choice.scale == scalar_engine)
-      apply.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, false, false, "normalize"});
-    else
-      apply.ops.push_back(
-          {vector_engine, op::tensor_scalar, 1, true, false, 0, false, false, "normalize"});
-    apply.ops.push_back(
-        {vector_engine, op::tensor_tensor, 1, false, false, 0, false, true, "gamma"});
-    apply.ops.push_back({vector_engine, op::tensor_tensor, 1, false, false, 0, true, true, "beta"});
-    apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
+    // normalized and times gamma stay in fp32 (y rounds once, at the add of beta: in
+    // bf16 the two roundings before it exceed the gate's bound where beta cancels)
+    spec.fp32_scratch = true;
+    auto normalize =
+        op_on(choice.scale, choice.scale == scalar_engine ? op::activation : op::tensor_scalar,
+              "normalize");
+    normalize.fp32_out = true;
+    apply.ops.push_back(normalize);
+    auto gamma = op_on(vector_engine, op::tensor_tensor, "gamma");
+    gamma.uses_broadcast = gamma.fp32_out = true;
+    apply.ops.push_back(gamma);
+    auto beta = op_on(vector_engine, op::tensor_tensor, "beta");
+    beta.uses_broadcast = beta.to_staging = true;
+    apply.ops.push_back(beta);
+    auto store = op_on(vector_engine, op::dma, "store y");
+    store.store = true;
+    apply.ops.push_back(store);
     spec.scale = {apply};
     return "";
   }

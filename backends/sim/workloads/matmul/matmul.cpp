@@ -13,6 +13,7 @@
 #include "../../nki/nki.hpp"
 #include "../../timing.hpp"
 #include "../../typed_workload.hpp"
+#include "../emit.hpp"
 #include "matmul_plan.hpp"
 #include "matmul_steady.hpp"
 
@@ -89,8 +90,7 @@ class lowerer {
     sb_c_ = out_.add_buffer({"C partial sums", memory::sbuf, u.c, 1, 0});
     sb_stage_ = out_.add_buffer(
         {"output staging", memory::sbuf, u.stage / pl_.stage_slots, pl_.stage_slots, 0});
-    psum_ =
-        out_.add_buffer({"PSUM accumulators", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
     tag_load_a_ = out_.add_tag("load A");
     tag_load_b_ = out_.add_tag("load B");
     tag_matmul_ = out_.add_tag("matmul");
@@ -234,13 +234,13 @@ class lowerer {
         const auto bank = static_cast<std::size_t>(pl_.transpose_bank + (transposes_++ % 2));
         instruction t = transpose_instruction(p_, m_rows, k_cols);
         t.src = sb_a_;
-        t.dst = psum_;
+        t.dst = psum_[bank];
         t.tag = tag_transpose_;
         const auto raw_i = a_raw_.at(raw_piece);
         const auto tid = out_.add(t, {a_raw_.load[raw_i], bank_evict_[bank]});
         a_raw_.reader[raw_i] = tid;
         const int piece = s * rows + r;
-        instruction c = evict_instruction(op::copy, k_cols, m_rows);
+        instruction c = evict_instruction(op::copy, k_cols, m_rows, bank);
         c.dst = sb_a_;
         const auto cid = out_.add(c, {tid, a_.reader[a_.at(piece)]});
         bank_evict_[bank] = cid;
@@ -266,9 +266,10 @@ class lowerer {
 
   // --- compute ---------------------------------------------------------------------------------
 
-  instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols) const {
+  instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols,
+                                std::size_t bank) const {
     instruction in = mm::evict_instruction(p_, kind, rows, cols);
-    in.src = psum_;
+    in.src = psum_[bank];
     in.tag = tag_evict_;
     return in;
   }
@@ -333,7 +334,7 @@ class lowerer {
             group_bank_[g] = group_bank(a * tn + n, opens);
             const auto prev = bank_evict_[group_bank_[g]];
             if (opens && p_.psum_memset)
-              deps_.push_back(zero_psum(rows, cols, prev));
+              deps_.push_back(zero_psum(rows, cols, group_bank_[g], prev));
             else if (opens && prev != program::none)
               deps_.push_back(prev);
           }
@@ -341,7 +342,7 @@ class lowerer {
             need(a_, sl * a_stride + a_off, deps_);
             need(b_, sl * b_stride + b_off, deps_);
           }
-          const auto last = matmul(k_rows_[ti], rows, cols, t > 0 || !opens, a, t);
+          const auto last = matmul(k_rows_[ti], rows, cols, t > 0 || !opens, a, t, group_bank_[g]);
           group_last_[g] = last;
           for (int sl = k_slab0_[ti]; sl <= k_slab1_[ti]; ++sl) {
             a_.reader[a_.at(sl * a_stride + a_off)] = last;
@@ -353,10 +354,11 @@ class lowerer {
 
   /// psum_zero = memset: VectorE zeroes the group's bank once its last
   /// reader (the previous group's evict) is done.
-  instruction_id zero_psum(std::int64_t rows, std::int64_t cols, instruction_id prev) {
+  instruction_id zero_psum(std::int64_t rows, std::int64_t cols, std::size_t bank,
+                           instruction_id prev) {
     instruction z = psum_zero_instruction(rows, cols);
-    z.src = psum_;
-    z.dst = psum_;
+    z.src = psum_[bank];
+    z.dst = psum_[bank];
     z.tag = tag_zero_;
     return out_.add(z, {prev});
   }
@@ -373,10 +375,10 @@ class lowerer {
   /// Emits one matmul, merged into the previous one when it repeats it with
   /// no new dependency (same engine, same shape: the order is fixed).
   instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate,
-                        int a, int t) {
+                        int a, int t, std::size_t bank) {
     instruction in = matmul_instruction(p_, kt, rows, cols);
     in.src = sb_b_;
-    in.dst = psum_;
+    in.dst = psum_[bank];
     in.tag = tag_matmul_;
     const bool same_stationary = last_stationary_ == std::pair<int, int>{a, t};
     last_stationary_ = {a, t};
@@ -385,7 +387,7 @@ class lowerer {
     if (deps_.empty() && last_matmul_ != program::none && last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);
       if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
-          (prev.flags | flag_accumulate) == (in.flags | flag_accumulate) &&
+          prev.dst == in.dst && (prev.flags | flag_accumulate) == (in.flags | flag_accumulate) &&
           (in.flags & flag_accumulate)) {
         prev.count += 1;
         return last_matmul_;
@@ -399,7 +401,7 @@ class lowerer {
              std::int64_t cols, std::size_t bank, instruction_id last_matmul, int tn) {
     const bool partial_only = pl_.acc == accumulation::sbuf && b[dim_k] != pl_.nb[dim_k] - 1;
     const bool adds = pl_.acc == accumulation::sbuf && b[dim_k] != 0;
-    instruction e = evict_instruction(adds ? op::tensor_tensor : op::copy, rows, cols);
+    instruction e = evict_instruction(adds ? op::tensor_tensor : op::copy, rows, cols, bank);
     e.dst = partial_only ? sb_c_ : sb_stage_;
     deps_.clear();
     deps_.push_back(last_matmul);
@@ -426,8 +428,8 @@ class lowerer {
   const params& p_;
   const machine& m_;
   program& out_;
-  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0,
-            psum_ = 0;
+  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0;
+  std::vector<buffer_id> psum_;  ///< one per bank
   std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0,
                 tag_evict_ = 0, tag_store_ = 0, tag_zero_ = 0;
   operand a_, a_raw_, b_;

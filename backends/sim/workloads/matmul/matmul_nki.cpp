@@ -1,10 +1,14 @@
 // matmul_nki.cpp: the matmul plan (matmul_plan.hpp) written as an NKI
-// kernel (docs/nki.md): the block loops in the plan's order, A and B blocks
-// in SBUF slots (`bufs` deep, or a resident set when a_home/b_home = sbuf
-// keeps them across the free loop), instruction tiles of mm_m x mm_n x mm_k
-// on TensorE accumulating in fp32 PSUM, and the partial sums closed per k
-// block, held open across k blocks, or added into SBUF in acc_dtype by the
-// evict engine, as the plan's accumulation says.
+// kernel (docs/nki.md), statement for statement the program matmul.cpp
+// lowers: the block loops in `order`; A and B blocks loaded when the
+// lowering loads them (a new block, or the first of `a_reuse` blocks of the
+// free loop sharing one load) into the same slots; inside a block the
+// instruction loops in `block_order`, each accumulation group in the PSUM
+// bank the lowering gives it (psum_bufs banks in rotation, or a set of
+// banks held open across k blocks), started by a memset or by the first
+// matmul (psum_zero); the evict engine drains each group into the output
+// staging (stage slots per open C row) or adds it into SBUF partial sums,
+// and the stores go out per instruction tile or per block row (coalesce).
 #include "../../nki/nki.hpp"
 #include "matmul_plan.hpp"
 
@@ -13,71 +17,44 @@
 #include <array>
 #include <cmath>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace tessel::sim::mm {
 namespace {
 
 const std::array<const char*, 3> block_counts{"M_BLOCKS", "N_BLOCKS", "K_BLOCKS"};
+const std::array<const char*, 3> tile_vars{"mi", "ni", "t"};  ///< instruction-tile loop variables
 
-/// One operand's placement: which block loops index it, and where it loads.
+/// One operand: the block loops that index it and the free loop it may be reused across.
 struct operand_plan {
   char name = 'a';          ///< 'a' or 'b'
   std::array<int, 2> dims;  ///< the block loops that index it (A: m, k; B: k, n)
   int free_loop = dim_n;    ///< the loop it is reused across (A: n; B: m)
-  bool resident = false;    ///< a set of blocks loaded before the free loop and kept
+  std::int64_t reuse = 1;   ///< free-loop blocks served by one load (a_reuse, b_reuse)
+  bool panel = false;       ///< reuse > 1 with the free loop not innermost: resident sets
   [[nodiscard]] std::string upper() const { return name == 'a' ? "A" : "B"; }
 };
 
 class matmul_writer {
  public:
   matmul_writer(const plan& pl, const nki::context& ctx) : pl_(pl), p_(pl.p), ctx_(ctx) {
-    a_ = {'a', {dim_m, dim_k}, dim_n, p_.a_cached && p_.pos[dim_n] != 2};
-    b_ = {'b', {dim_k, dim_n}, dim_m, p_.b_cached && p_.pos[dim_m] != 2};
-    evict_ = p_.evict == gpsimd_engine ? vector_engine : p_.evict;
+    a_ = {'a', {dim_m, dim_k}, dim_n, p_.a_reuse, false};
+    b_ = {'b', {dim_k, dim_n}, dim_m, p_.b_reuse, false};
+    for (auto* x : {&a_, &b_}) {
+      x->reuse = std::min(x->reuse, pl_.nb[static_cast<std::size_t>(x->free_loop)]);
+      x->panel = x->reuse > 1 && pos(x->free_loop) < 2;
+    }
   }
 
   std::string write(std::string& out) {
     if (p_.a_mk) return "a_layout = mk (A transposed on TensorE) is not emitted yet";
-    for (const auto& [name, reuse, loop] :
-         {std::tuple{"a_reuse", p_.a_reuse, dim_n}, std::tuple{"b_reuse", p_.b_reuse, dim_m}})
-      if (reuse > 1 && reuse < pl_.nb[static_cast<std::size_t>(loop)])
-        return fmt::format("{} = {} (a partial reuse of {} blocks) is not emitted yet", name, reuse,
-                           pl_.nb[static_cast<std::size_t>(loop)]);
     if (p_.in != dtype::bf16 && p_.in != dtype::fp32)
       return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p_.in));
     if (p_.mm_k > ctx_.m.partitions || ctx_.m.partitions % p_.mm_k != 0)
       return fmt::format("mm_k = {} must divide the {} partitions", p_.mm_k, ctx_.m.partitions);
-    if (pl_.acc == accumulation::sbuf && p_.tile[dim_m] % p_.mm_m != 0 && pl_.nb[dim_m] > 1)
-      return fmt::format("tile_m = {} must be a multiple of mm_m = {} for SBUF accumulation",
-                         p_.tile[dim_m], p_.mm_m);
     nki::kernel_file f;
     f.workload = "matmul";
     f.summary = "C = A^T B with A given as [K, M] (lhsT) and B as [K, N]";
-    if (p_.evict == gpsimd_engine)
-      f.notes.emplace_back(
-          "evict = gpsimd: GpSimdE cannot read PSUM (nki.isa.tensor_copy), so VectorE drains it");
-    if (p_.queues > 1)
-      f.notes.push_back(fmt::format(
-          "dma_queues = {}: NKI assigns DMA queues itself; the loads are issued in plan order",
-          p_.queues));
-    if (p_.block_order != std::array<int, 3>{dim_m, dim_n, dim_k})
-      f.notes.push_back(fmt::format(
-          "block_order = ({}, {}, {}): the kernel writes the loops inside a block as (m, n, k) "
-          "and leaves the instruction order to the compiler's scheduler",
-          dim_names[static_cast<std::size_t>(p_.block_order[0])],
-          dim_names[static_cast<std::size_t>(p_.block_order[1])],
-          dim_names[static_cast<std::size_t>(p_.block_order[2])]));
-    if (!p_.psum_memset)
-      f.notes.emplace_back(
-          "psum_zero = matmul: the kernel zeroes each PSUM group with nisa.memset; the simulated "
-          "plan lets the first matmul overwrite it");
-    if (p_.psum_bufs > 0)
-      f.notes.push_back(fmt::format(
-          "psum_bufs = {}: the compiler allocates PSUM banks; this many accumulation tiles are "
-          "live at once in the simulated schedule",
-          p_.psum_bufs));
     constants(f);
     f.signature = fmt::format(
         "INPUTS = {{\"A\": ((K, M), \"{0}\"), \"B\": ((K, N), \"{0}\")}}\n"
@@ -103,6 +80,12 @@ class matmul_writer {
     return tol;
   }
 
+  [[nodiscard]] int pos(int d) const { return p_.pos[static_cast<std::size_t>(d)]; }
+  [[nodiscard]] static const char* var(int d) { return dim_names[static_cast<std::size_t>(d)]; }
+  [[nodiscard]] static const char* count(int d) {
+    return block_counts[static_cast<std::size_t>(d)];
+  }
+
   void constants(nki::kernel_file& f) const {
     auto add = [&](std::string n, auto v, std::string meaning) {
       f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
@@ -120,39 +103,50 @@ class matmul_writer {
     add("M_BLOCKS", pl_.nb[dim_m], "");
     add("N_BLOCKS", pl_.nb[dim_n], "");
     add("K_BLOCKS", pl_.nb[dim_k], "");
+    add("TM", pl_.tm, "stationary tiles of a full block");
     add("SLABS", pl_.slabs, "128-row slabs of a k block");
-    add("A_BUFS", p_.a_bufs,
-        a_.resident ? "resident sets of A blocks in rotation (bufs)"
-                    : "A block slots (bufs; 1 without prefetch)");
-    add("B_BUFS", p_.b_bufs,
-        b_.resident ? "resident sets of B blocks in rotation (bufs)" : "B block slots (bufs)");
-    add("A_RESIDENT", pl_.a_resident, "A blocks kept per set (a_home = sbuf)");
-    add("B_RESIDENT", pl_.b_resident, "B blocks kept per set (b_home = sbuf)");
+    for (const auto* x : {&a_, &b_}) {
+      const std::string up = x->upper();
+      add(up + "_BUFS", x->name == 'a' ? p_.a_bufs : p_.b_bufs,
+          x->panel
+              ? fmt::format("resident sets of {} blocks in rotation", up)
+              : fmt::format("{} block slots{}", up, x->name == 'a' ? " (1 without prefetch)" : ""));
+      add(up + "_RESIDENT", x->name == 'a' ? pl_.a_resident : pl_.b_resident,
+          fmt::format("{} blocks per set: every block of the loops inside {}", up,
+                      var(x->free_loop)));
+      if (x->panel) {
+        add(up + "_REUSE", x->reuse,
+            fmt::format("{} blocks served by one load of {} ({}_reuse)", var(x->free_loop), up,
+                        x->name));
+        add(up + "_PANELS", ceil_div(pl_.nb[static_cast<std::size_t>(x->free_loop)], x->reuse),
+            fmt::format("loads of each {} block per pass of the {} loop", up, var(x->free_loop)));
+      }
+    }
     if (pl_.acc == accumulation::psum_across) {
       add("GROUPS", pl_.groups, "PSUM accumulation groups of one C block (one bank each)");
-      add("PSUM_SETS", pl_.psum_sets, "sets of GROUPS banks in rotation");
+      add("PSUM_SETS", pl_.psum_sets, "sets of GROUPS banks in rotation (psum_bufs)");
     } else {
-      add("ACC_BANKS", pl_.acc_banks, "PSUM banks the groups rotate through");
+      add("ACC_BANKS", pl_.acc_banks, "PSUM banks the groups rotate through (psum_bufs)");
     }
     if (pl_.acc == accumulation::sbuf) {
-      add("C_ROW_TILES", ceil_div(pl_.c_rows, p_.mm_m), "C partial sums kept in SBUF: row tiles");
+      add("C_ROW_TILES", c_row_tiles(), "C partial sums kept in SBUF: row tiles");
       add("C_COLS", pl_.c_cols, "and columns");
     }
+    add("STAGE_SLOTS", pl_.stage_slots, "output staging slots (the C rows open at once, + 1)");
     add("STAGE_COLS", stage_cols(),
         p_.coalesce ? "output staging: a block row (coalesce)"
                     : "output staging: one instruction tile");
     add("IN", nki::nl_dtype(p_.in), "input dtype");
     add("OUT", nki::nl_dtype(p_.out), "output dtype");
     add("ACC", nki::nl_dtype(p_.acc), "partial sums in SBUF (acc_dtype)");
-    add("EVICT", nki::engine(evict_), "drains PSUM (evict)");
   }
 
+  [[nodiscard]] std::int64_t c_row_tiles() const {
+    return (pos(dim_m) > pos(dim_k) ? pl_.nb[dim_m] : 1) * pl_.tm;
+  }
   [[nodiscard]] std::int64_t stage_cols() const {
     return p_.coalesce ? p_.tile[dim_n] : std::min(p_.mm_n, p_.tile[dim_n]);
   }
-
-  [[nodiscard]] static const char* var(int d) { return dim_names[static_cast<std::size_t>(d)]; }
-  [[nodiscard]] int pos(int d) const { return p_.pos[static_cast<std::size_t>(d)]; }
 
   void kernel() {
     w_.line("@nki.jit");
@@ -161,150 +155,107 @@ class matmul_writer {
     w_.line("# SBUF: A and B blocks, [partition = k row, slot, slab, free]");
     w_.line("a_sb = nl.ndarray((P, A_BUFS * A_RESIDENT, SLABS, TILE_M), dtype=IN, buffer=nl.sbuf)");
     w_.line("b_sb = nl.ndarray((P, B_BUFS * B_RESIDENT, SLABS, TILE_N), dtype=IN, buffer=nl.sbuf)");
-    w_.line("c_stage = nl.ndarray((MM_M, 2, STAGE_COLS), dtype=OUT, buffer=nl.sbuf)");
+    w_.line("c_stage = nl.ndarray((MM_M, STAGE_SLOTS, STAGE_COLS), dtype=OUT, buffer=nl.sbuf)");
     if (pl_.acc == accumulation::sbuf)
       w_.line("c_part = nl.ndarray((MM_M, C_ROW_TILES, C_COLS), dtype=ACC, buffer=nl.sbuf)");
-    if (pl_.acc == accumulation::psum_across)
-      w_.line(
-          "c_psum = nl.ndarray((MM_M, PSUM_SETS * GROUPS, MM_N), dtype=nl.float32, "
-          "buffer=nl.psum)");
-    else
-      w_.line("c_psum = nl.ndarray((MM_M, ACC_BANKS, MM_N), dtype=nl.float32, buffer=nl.psum)");
+    w_.line("# PSUM: one bank ([MM_M, MM_N] fp32) per accumulation group");
+    w_.line("c_psum = nl.ndarray((MM_M, {}, MM_N), dtype=nl.float32, buffer=nl.psum)",
+            pl_.acc == accumulation::psum_across ? "PSUM_SETS * GROUPS" : "ACC_BANKS");
     w_.line();
     load_function(a_);
     load_function(b_);
-    store_function();
-    w_.line("a_loads = b_loads = a_sets = b_sets = stages = psum_sets = banks = 0");
-    loops();
-    w_.line("return C");
-    w_.close();
-  }
-
-  /// load_a(m, k, slot) / load_b(k, n, slot): one block, slab by slab.
-  void load_function(const operand_plan& x) {
-    const bool a = x.name == 'a';
-    const std::string free = a ? "m" : "n", free_up = a ? "M" : "N";
-    const std::string piece = a ? "MM_M" : "MM_N";
-    w_.open("def load_{}({}, slot):", x.name, a ? "m, k" : "k, n");
-    w_.line("\"\"\"{} block ({}) into slot `slot`, one DMA per 128-row slab{}.\"\"\"", x.upper(),
-            a ? "m, k" : "k, n", p_.coalesce ? " (coalesce)" : " and instruction tile");
-    w_.line("k0, {0}0 = k * TILE_K, {0} * TILE_{1}", free, free_up);
-    w_.line("rows, cols = min(TILE_K, K - k0), min(TILE_{0}, {0} - {1}0)", free_up, free);
-    w_.open("for s in nl.affine_range((rows + P - 1) // P):");
-    w_.line("r = min(P, rows - s * P)");
-    if (p_.coalesce) {
-      w_.line(
-          "nisa.dma_copy(dst={}_sb[0:r, slot, s, 0:cols], src={}[k0 + s * P:k0 + s * P + r, "
-          "{}0:{}0 + cols])",
-          x.name, x.upper(), free, free);
-    } else {
-      w_.open("for c0 in range(0, cols, {}):", piece);
-      w_.line("c1 = min(cols, c0 + {})", piece);
-      w_.line(
-          "nisa.dma_copy(dst={}_sb[0:r, slot, s, c0:c1], src={}[k0 + s * P:k0 + s * P + r, "
-          "{}0 + c0:{}0 + c1])",
-          x.name, x.upper(), free, free);
-      w_.close();
-    }
-    w_.close(2);
-    w_.line();
-  }
-
-  void store_function() {
     w_.open("def store(rows, row0, cols, col0, slot):");
     w_.line(
         "nisa.dma_copy(dst=C[row0:row0 + rows, col0:col0 + cols], src=c_stage[0:rows, slot, "
         "0:cols])");
     w_.close();
     w_.line();
+    w_.line("# trace-time state: block slots, bank rotation, staging slots");
+    w_.line("a_loads = b_loads = banks = stages = c_blocks = 0");
+    w_.line("a_last = b_last = None");
+    w_.line("stage_of = [0] * TM  # the staging slot of each stationary tile's C row");
+    block_loops();
+    w_.line("return C");
+    w_.close();
   }
 
-  [[nodiscard]] std::string range_kind(int d) const {
-    // the k loop carries the SBUF partial sums (first block copies, later ones add)
-    if (d == dim_k && pl_.acc == accumulation::sbuf) return "nl.sequential_range";
-    return "nl.affine_range";
+  /// load_a(m, k, slot) / load_b(k, n, slot): one block, as the lowering's load_a/load_b.
+  void load_function(const operand_plan& x) {
+    const bool a = x.name == 'a';
+    const std::string free = a ? "m" : "n", free_up = a ? "M" : "N";
+    w_.open("def load_{}({}, slot):", x.name, a ? "m, k" : "k, n");
+    w_.line("\"\"\"{} block ({}) into slot `slot`: one DMA per 128-row slab{}.\"\"\"", x.upper(),
+            a ? "m, k" : "k, n", p_.coalesce ? " (coalesce)" : " and instruction tile");
+    w_.line("k0, {0}0 = k * TILE_K, {0} * TILE_{1}", free, free_up);
+    w_.line("rows, cols = min(TILE_K, K - k0), min(TILE_{0}, {0} - {1}0)", free_up, free);
+    if (p_.coalesce) {
+      w_.line("c0, c1 = 0, cols");
+    } else {
+      w_.open("for c0 in range(0, cols, MM_{}):  # instruction-tile columns", free_up);
+      w_.line("c1 = min(cols, c0 + MM_{})", free_up);
+    }
+    w_.open("for s in nl.affine_range((rows + P - 1) // P):");
+    w_.line("r = min(P, rows - s * P)");
+    w_.line(
+        "nisa.dma_copy(dst={0}_sb[0:r, slot, s, c0:c1], src={1}[k0 + s * P:k0 + s * P + r, "
+        "{2}0 + c0:{2}0 + c1])",
+        x.name, x.upper(), free);
+    w_.close(p_.coalesce ? 2 : 3);
+    w_.line();
   }
 
-  void loops() {
-    resident_loads(0);
+  /// Mixed-radix index of the block loops at positions [from, to) of `order`.
+  [[nodiscard]] std::string radix(int from, int to) const {
+    std::string out;
+    for (int i = from; i < to; ++i) {
+      const int d = p_.order[static_cast<std::size_t>(i)];
+      out = out.empty() ? var(d) : fmt::format("({}) * {} + {}", out, count(d), var(d));
+    }
+    return out.empty() ? "0" : out;
+  }
+
+  /// The lowering's place(): when the operand loads and into which slot.
+  void place(const operand_plan& x) {
+    const std::string up = x.upper(), blk = fmt::format("{}, {}", var(x.dims[0]), var(x.dims[1]));
+    if (x.panel) {
+      const int pu = pos(x.free_loop);
+      const std::string panel = pu == 0 ? fmt::format("{} // {}_REUSE", var(x.free_loop), up)
+                                        : fmt::format("({}) * {}_PANELS + {} // {}_REUSE",
+                                                      radix(0, pu), up, var(x.free_loop), up);
+      w_.line("# {}_reuse: {}_REUSE {} blocks share one load of the {} blocks inside {}", x.name,
+              up, var(x.free_loop), up, var(x.free_loop));
+      w_.line("{}_slot = ({}) % {}_BUFS * {}_RESIDENT + {}", x.name, panel, up, up,
+              radix(pu + 1, 3));
+      w_.open("if {} % {}_REUSE == 0:", var(x.free_loop), up);
+    } else {
+      w_.open("if ({}) != {}_last:  # a new {} block: the next slot", blk, x.name, up);
+      w_.line("{}_last = ({})", x.name, blk);
+      w_.line("{0}_slot = {0}_loads % {1}_BUFS", x.name, up);
+      w_.line("{}_loads += 1", x.name);
+    }
+    w_.line("load_{0}({1}, {0}_slot)", x.name, blk);
+    w_.close();
+  }
+
+  void block_loops() {
     for (int i = 0; i < 3; ++i) {
       const int d = p_.order[static_cast<std::size_t>(i)];
-      std::string count = block_counts[static_cast<std::size_t>(d)];
+      std::string n = count(d);
       const bool dropped = i == 0 && ctx_.injected == nki::fault::drop_tail;
-      if (dropped) count += " - 1";
-      w_.open("for {} in {}({}):  # {} blocks{}", var(d), range_kind(d), count, var(d),
+      if (dropped) n += " - 1";
+      // the k loop carries the SBUF partial sums (the first block copies, later ones add)
+      const char* range =
+          d == dim_k && pl_.acc == accumulation::sbuf ? "nl.sequential_range" : "nl.affine_range";
+      w_.open("for {} in {}({}):  # {} blocks{}", var(d), range, n, var(d),
               i == 0   ? " (outermost)"
               : i == 2 ? " (innermost)"
                        : "");
       if (dropped) w_.line("# FAULT drop_tail: the last block of the outermost loop is dropped");
-      resident_loads(i + 1);
-      streamed_load(a_, i);
-      streamed_load(b_, i);
-      if (i == 1 && pl_.acc == accumulation::psum_across) open_groups();
     }
+    place(a_);
+    place(b_);
     block();
-    w_.close();
-    if (pl_.acc == accumulation::psum_across) close_groups();
-    w_.close(2);
-  }
-
-  /// A resident set is loaded just before its free loop opens at `depth`.
-  void resident_loads(int depth) {
-    for (const auto* x : {&a_, &b_}) {
-      if (!x->resident || pos(x->free_loop) != depth) continue;
-      w_.line(
-          "# {} stays in SBUF across the {} loop ({}_home = sbuf): its blocks inside that "
-          "loop load once",
-          x->upper(), var(x->free_loop), x->name);
-      w_.line("{0}_set = {0}_sets % {1}_BUFS", x->name, x->upper());
-      w_.line("{}_sets += 1", x->name);
-      int opened = 0;
-      for (const int d : x->dims)
-        if (pos(d) > depth) {
-          w_.open("for {} in nl.affine_range({}):", var(d),
-                  block_counts[static_cast<std::size_t>(d)]);
-          ++opened;
-        }
-      w_.line("load_{}({}, {}_set * {}_RESIDENT + {})", x->name, x->name == 'a' ? "m, k" : "k, n",
-              x->name, x->upper(), resident_index(*x, depth));
-      w_.close(opened);
-    }
-  }
-
-  /// The index of the current block within its resident set.
-  [[nodiscard]] std::string resident_index(const operand_plan& x, int depth) const {
-    std::vector<int> inside;
-    for (const int d : x.dims)
-      if (pos(d) > depth) inside.push_back(d);
-    if (inside.empty()) return "0";
-    if (inside.size() == 1) return var(inside[0]);
-    return fmt::format("{} * {} + {}", var(inside[0]),
-                       block_counts[static_cast<std::size_t>(inside[1])], var(inside[1]));
-  }
-
-  /// A streamed operand loads once both of its loops are open (at loop `i`).
-  void streamed_load(const operand_plan& x, int i) {
-    if (x.resident) return;
-    if (std::max(pos(x.dims[0]), pos(x.dims[1])) != i) return;
-    w_.line("{0}_slot = {0}_loads % {1}_BUFS  # {1} block ({2}, {3}){4}", x.name, x.upper(),
-            var(x.dims[0]), var(x.dims[1]),
-            i < 2 ? fmt::format(", reused across the inner loops") : "");
-    w_.line("{}_loads += 1", x.name);
-    w_.line("load_{0}({1}, {2}, {0}_slot)", x.name, var(x.dims[0]), var(x.dims[1]));
-  }
-
-  [[nodiscard]] std::string slot_of(const operand_plan& x) const {
-    if (!x.resident) return fmt::format("{}_slot", x.name);
-    return fmt::format("{}_set * {}_RESIDENT + {}", x.name, x.upper(),
-                       resident_index(x, pos(x.free_loop)));
-  }
-
-  void open_groups() {
-    w_.line("# k is innermost: the C block's {} PSUM groups stay open across the k blocks",
-            pl_.groups);
-    w_.line("g0 = (psum_sets % PSUM_SETS) * GROUPS");
-    w_.line("psum_sets += 1");
-    w_.line("nisa.memset(dst=c_psum[:, g0:g0 + GROUPS, :], value=0.0)");
+    w_.close(3);
   }
 
   void block() {
@@ -312,98 +263,122 @@ class matmul_writer {
     w_.line(
         "m_cols, n_cols, k_rows = min(TILE_M, M - m0), min(TILE_N, N - n0), min(TILE_K, K - "
         "k * TILE_K)");
-    w_.line("k_steps = (k_rows + MM_K - 1) // MM_K");
+    w_.line("tm, tn, tk = -(-m_cols // MM_M), -(-n_cols // MM_N), -(-k_rows // MM_K)");
     if (ctx_.injected == nki::fault::skip_accumulation) {
       w_.open("if k == K_BLOCKS - 1:");
-      w_.line("k_steps -= 1  # FAULT skip_accumulation: the last contraction step is lost");
+      w_.line("tk -= 1  # FAULT skip_accumulation: the last contraction step is lost");
       w_.close();
     }
-    w_.open("for mi in nl.affine_range((m_cols + MM_M - 1) // MM_M):");
-    w_.line("mw = min(MM_M, m_cols - mi * MM_M)");
-    if (p_.coalesce && pl_.acc != accumulation::psum_across) stage_slot();
-    w_.open("for ni in nl.affine_range((n_cols + MM_N - 1) // MM_N):");
-    w_.line("nw = min(MM_N, n_cols - ni * MM_N)");
-    if (pl_.acc == accumulation::psum_across) {
-      w_.line("g = g0 + mi * {} + ni", pl_.tn);
-    } else {
-      w_.line("g = banks % ACC_BANKS  # this group's PSUM bank");
-      w_.line("banks += 1");
-      w_.line("nisa.memset(dst=c_psum[0:mw, g, 0:nw], value=0.0)");
+    const bool across = pl_.acc == accumulation::psum_across;
+    if (across) {
+      w_.line("# k innermost: the C block's groups stay open in PSUM across the k blocks");
+      w_.line("opens, closes = k == 0, k == K_BLOCKS - 1");
+      w_.open("if opens:");
+      w_.line("c_blocks += 1");
+      w_.close();
     }
-    w_.open("for t in nl.affine_range(k_steps):  # accumulates in the PSUM bank (fp32)");
+    w_.line("bank = [0] * (tm * tn)");
+    const auto& bo = p_.block_order;
+    w_.line("# the instruction loops in block_order ({}, {}, {})",
+            dim_names[static_cast<std::size_t>(bo[0])], dim_names[static_cast<std::size_t>(bo[1])],
+            dim_names[static_cast<std::size_t>(bo[2])]);
+    for (int i = 0; i < 3; ++i) {
+      const int d = bo[static_cast<std::size_t>(i)];
+      w_.open("for {} in nl.affine_range({}):", tile_vars[static_cast<std::size_t>(d)],
+              d == dim_m   ? "tm"
+              : d == dim_n ? "tn"
+                           : "tk");
+    }
+    w_.line("rows, cols = min(MM_M, m_cols - mi * MM_M), min(MM_N, n_cols - ni * MM_N)");
+    w_.line("group = mi * tn + ni");
+    w_.open("if t == 0:  # the group opens: its PSUM bank");
+    if (across) {
+      w_.line("bank[group] = (c_blocks - 1) % PSUM_SETS * GROUPS + group");
+    } else {
+      w_.line("bank[group] = banks % ACC_BANKS");
+      w_.line("banks += 1");
+    }
+    if (p_.psum_memset) {
+      if (across) w_.open("if opens:");
+      w_.line("# psum_zero = memset");
+      w_.line(
+          "nisa.memset(dst=c_psum[0:rows, bank[group], 0:cols], value=0.0, "
+          "engine=nisa.engine.vector)");
+      if (across) w_.close();
+    }
+    w_.close();
     w_.line("slab, row = divmod(t * MM_K, P)");
     w_.line("kw = min(MM_K, k_rows - t * MM_K)");
-    w_.line("nisa.nc_matmul(dst=c_psum[0:mw, g, 0:nw],");
-    w_.line("               stationary=a_sb[row:row + kw, {}, slab, mi * MM_M:mi * MM_M + mw],",
-            slot_of(a_));
-    w_.line("               moving=b_sb[row:row + kw, {}, slab, ni * MM_N:ni * MM_N + nw],",
-            slot_of(b_));
-    w_.line("               accumulate=True)");
-    w_.close();
-    if (pl_.acc == accumulation::single_k) {
-      w_.line("# one k block: the group holds the whole sum; {} casts it to OUT",
-              nki::engine_word(evict_));
-      evict_to_stage("c_psum[0:mw, g, 0:nw]");
-    } else if (pl_.acc == accumulation::sbuf) {
-      sbuf_accumulate();
+    w_.line("nisa.nc_matmul(dst=c_psum[0:rows, bank[group], 0:cols],");
+    w_.line(
+        "               stationary=a_sb[row:row + kw, a_slot, slab, mi * MM_M:mi * MM_M + rows],");
+    w_.line("               moving=b_sb[row:row + kw, b_slot, slab, ni * MM_N:ni * MM_N + cols],");
+    if (p_.psum_memset)
+      w_.line("               accumulate=True)");
+    else
+      w_.line("               accumulate=t > 0{})  # psum_zero = matmul: the first overwrites",
+              across ? " or not opens" : "");
+    w_.open("if t == tk - 1{}:  # the group is complete: drain it", across ? " and closes" : "");
+    evict();
+    w_.close(4);
+  }
+
+  /// A copy out of PSUM on the evict engine (ScalarE copies with activation).
+  [[nodiscard]] std::string copy(const std::string& dst, const std::string& src) const {
+    if (p_.evict == scalar_engine)
+      return fmt::format("nisa.activation(dst={}, op=nl.copy, data={})", dst, src);
+    return fmt::format("nisa.tensor_copy(dst={}, src={}, engine={})", dst, src,
+                       nki::engine(p_.evict));
+  }
+  /// An add of PSUM partial sums (ScalarE has no two-tensor add: VectorE does it).
+  [[nodiscard]] std::string add(const std::string& dst, const std::string& part,
+                                const std::string& psum) const {
+    const engine_id e = p_.evict == scalar_engine ? vector_engine : p_.evict;
+    return fmt::format("nisa.tensor_tensor(dst={}, data1={}, data2={}, op=nl.add, engine={})", dst,
+                       part, psum, nki::engine(e));
+  }
+
+  void evict() {
+    const std::string psum = "c_psum[0:rows, bank[group], 0:cols]";
+    const std::string stage = fmt::format("c_stage[0:rows, stage_of[mi], {}]",
+                                          p_.coalesce ? "ni * MM_N:ni * MM_N + cols" : "0:cols");
+    if (pl_.acc == accumulation::sbuf) {
+      const std::string row = pos(dim_m) > pos(dim_k) ? "m * TM + mi" : "mi";
+      const std::string col = pos(dim_n) > pos(dim_k) ? "n0 + ni * MM_N" : "ni * MM_N";
+      w_.line("# k is not innermost: partial sums of each k block are added in SBUF (ACC)");
+      w_.line("part = c_part[0:rows, {}, {}:{} + cols]", row, col, col);
+      w_.open("if k == 0:");
+      w_.line(copy("part", psum));
+      w_.close();
+      w_.open("elif k < K_BLOCKS - 1:");
+      w_.line(add("part", "part", psum));
+      w_.close();
+      w_.open("else:  # the last k block: the sum goes to the output staging in OUT");
+      stage_slot();
+      w_.line(add(stage, "part", psum));
+      store();
+      w_.close();
+      return;
     }
-    w_.close();  // ni
-    if (p_.coalesce && pl_.acc != accumulation::psum_across) {
-      if (pl_.acc == accumulation::sbuf) w_.open("if k == K_BLOCKS - 1:");
-      w_.line("store(mw, m0 + mi * MM_M, n_cols, n0, slot)  # one DMA per block row (coalesce)");
-      if (pl_.acc == accumulation::sbuf) w_.close();
-    }
-    w_.close();  // mi
+    stage_slot();
+    w_.line(copy(stage, psum));
+    store();
   }
 
   void stage_slot() {
-    w_.line("slot = stages % 2  # output staging, double-buffered");
+    if (p_.coalesce) w_.open("if ni == 0:  # a new C row: the next staging slot");
+    w_.line("stage_of[mi] = stages % STAGE_SLOTS");
     w_.line("stages += 1");
+    if (p_.coalesce) w_.close();
   }
 
-  /// Evicts `src` (PSUM) into the output staging and, per instruction tile, stores it.
-  void evict_to_stage(const std::string& src) {
-    if (!p_.coalesce) stage_slot();
-    const std::string col = p_.coalesce ? "ni * MM_N" : "0";
-    w_.line("nisa.tensor_copy(dst=c_stage[0:mw, slot, {0}:{0} + nw], src={1}, engine=EVICT)", col,
-            src);
-    if (!p_.coalesce) w_.line("store(mw, m0 + mi * MM_M, nw, n0 + ni * MM_N, slot)");
-  }
-
-  void sbuf_accumulate() {
-    const std::string row = p_.pos[dim_m] > p_.pos[dim_k] ? "m0 // MM_M + mi" : "mi";
-    const std::string col = p_.pos[dim_n] > p_.pos[dim_k] ? "n0 + ni * MM_N" : "ni * MM_N";
-    w_.line("# k is not innermost: {} adds each k block's partial sums into SBUF (ACC)",
-            nki::engine_word(evict_));
-    w_.line("part = c_part[0:mw, {}, {}:{} + nw]", row, col, col);
-    w_.open("if k == 0:");
-    w_.line("nisa.tensor_copy(dst=part, src=c_psum[0:mw, g, 0:nw], engine=EVICT)");
-    w_.close();
-    w_.open("elif k < K_BLOCKS - 1:");
-    w_.line(
-        "nisa.tensor_tensor(dst=part, data1=part, data2=c_psum[0:mw, g, 0:nw], op=nl.add, "
-        "engine=EVICT)");
-    w_.close();
-    w_.open("else:  # the last k block: the sum goes to the output staging in OUT");
-    if (!p_.coalesce) stage_slot();
-    const std::string scol = p_.coalesce ? "ni * MM_N" : "0";
-    w_.line("nisa.tensor_tensor(dst=c_stage[0:mw, slot, {0}:{0} + nw], data1=part,", scol);
-    w_.line("                   data2=c_psum[0:mw, g, 0:nw], op=nl.add, engine=EVICT)");
-    if (!p_.coalesce) w_.line("store(mw, m0 + mi * MM_M, nw, n0 + ni * MM_N, slot)");
-    w_.close();
-  }
-
-  void close_groups() {
-    w_.line("# after the last k block: drain the C block's groups");
-    w_.open("for mi in nl.affine_range((m_cols + MM_M - 1) // MM_M):");
-    w_.line("mw = min(MM_M, m_cols - mi * MM_M)");
-    if (p_.coalesce) stage_slot();
-    w_.open("for ni in nl.affine_range((n_cols + MM_N - 1) // MM_N):");
-    w_.line("nw = min(MM_N, n_cols - ni * MM_N)");
-    w_.line("g = g0 + mi * {} + ni", pl_.tn);
-    evict_to_stage("c_psum[0:mw, g, 0:nw]");
-    w_.close();
-    if (p_.coalesce) w_.line("store(mw, m0 + mi * MM_M, n_cols, n0, slot)");
+  void store() {
+    if (!p_.coalesce) {
+      w_.line("store(rows, m0 + mi * MM_M, cols, n0 + ni * MM_N, stage_of[mi])");
+      return;
+    }
+    w_.open("if ni == tn - 1:  # the row is complete: one DMA (coalesce)");
+    w_.line("store(rows, m0 + mi * MM_M, n_cols, n0, stage_of[mi])");
     w_.close();
   }
 
@@ -411,7 +386,6 @@ class matmul_writer {
   const params& p_;
   const nki::context& ctx_;
   operand_plan a_, b_;
-  engine_id evict_ = vector_engine;
   nki::writer w_;
 };
 

@@ -128,12 +128,13 @@ std::vector<knob> knobs_of_matmul() {
       knob::flag("prefetch", true,
                  "a_home = hbm: false gives A one slot (loads wait for the last use)"),
       knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
-                   "engine that drains PSUM (and adds partial sums)"),
+                   "engine that drains PSUM (VectorE adds the partial sums when ScalarE drains); "
+                   "gpsimd is a compile error: GpSimdE cannot access PSUM"),
       knob::flag("coalesce", true,
                  "true: one DMA per 128-row slab of a block; false: one per instruction tile"),
       knob::integer("dma_queues", 1,
-                    "DMA queues per stream (A loads, B loads, C stores); not a tuning knob: the "
-                    "compiler gives each stream one, and the data phases share the 16 DMA engines "
+                    "DMA queues per stream (A loads, B loads, C stores); not a tuning knob: NKI "
+                    "assigns queues (docs/nki.md), and the data phases share the 16 DMA engines "
                     "anyway",
                     "1..5"),
       knob::symbol("acc_dtype", {"fp32", "bf16"}, derived{"the output type"},
@@ -169,9 +170,12 @@ std::string read_params(const knob_reader& v, const machine& m, params& p) {
         std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
   if (auto e = read_buffers(v, p); !e.empty()) return e;
   const std::string evict = v.symbol("evict");
-  p.evict = evict == "scalar" ? scalar_engine : evict == "gpsimd" ? gpsimd_engine : vector_engine;
-  if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
-    return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
+  if (evict == "gpsimd")
+    return "matmul: evict = gpsimd cannot drain PSUM: GpSimdE has no access to PSUM "
+           "(nki.isa.tensor_copy); use vector or scalar";
+  p.evict = evict == "scalar" ? scalar_engine : vector_engine;
+  if (evict != "vector" && evict != "scalar")
+    return fmt::format("matmul: evict '{}' is not vector or scalar", evict);
   p.coalesce = v.flag("coalesce");
   p.queues =
       static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, dma_queue_count / 3));
@@ -276,8 +280,9 @@ sbuf_use sbuf_needs(const plan& pl, const machine& m) {
     a_block += ceil_div(p.tile[dim_m], parts) * p.tile[dim_k] * in_b;  // the untransposed rows
   u.a = a_block * pl.a_slots;
   u.b = ceil_div(p.tile[dim_k], parts) * p.tile[dim_n] * in_b * pl.b_slots;
+  // one row of instruction tiles per stationary tile of every m block the partial sums span
   if (pl.acc == accumulation::sbuf)
-    u.c = ceil_div(pl.c_rows, p.mm_m) * pl.c_cols * dtype_bytes(p.acc);
+    u.c = (p.pos[dim_m] > p.pos[dim_k] ? pl.nb[dim_m] : 1) * pl.tm * pl.c_cols * dtype_bytes(p.acc);
   u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
             dtype_bytes(p.out);
   return u;

@@ -7,16 +7,19 @@
 // slot); a combine pass sums each token's top_k partials into y.
 //
 // Per group tile (one expert, up to token_tile rows):
-//   1. x: rows = gather the rows of x [tokens, d_in] (one descriptor per row)
-//      and transpose each 128 x 128 piece on TensorE into PSUM, copied into
-//      the x^T tile by the evict engine; transposed = gather the columns of
-//      x^T [d_in, tokens] (one descriptor per element);
+//   1. per 128-row sub-tile: load its routing indices and gather its router
+//      weights through them; x: rows = gather the rows of x [tokens, d_in]
+//      (one descriptor per row) and transpose each 128 x 128 piece on TensorE
+//      into one of two PSUM banks, copied into the x^T tile by the evict
+//      engine; transposed = each token's column of every 128-row slab of
+//      x^T [d_in, tokens] in a transfer of its own;
 //   2. for each block of out_tile columns of the expert's weights (loaded as
 //      128-row slabs into one of `bufs` slots): for each 128-row sub-tile
 //      and each mm_n columns, the product accumulates over d_in in a PSUM
-//      bank (stationary: x^T, moving: the weights); the evict engine
-//      multiplies it by the router weights (one per partition) into
-//      staging, and the rows are scattered to the partials in HBM;
+//      bank of a rotating set (stationary: x^T, moving: the weights); the
+//      evict engine multiplies it by the router weights (one per partition)
+//      into staging, and the rows are scattered to the partials (one
+//      indirect DMA into HBM, or one transfer per row into SBUF);
 // then, per 128 tokens, the combine engine sums the top_k partials (loaded
 // out_tile columns at a time) and y is stored. docs/simulator.md has the table.
 #include "moe.hpp"
@@ -80,6 +83,8 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   if (p.bufs < 1 || p.x_bufs < 1) return "moe: bufs and x_bufs must be at least 1";
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
   read_choices(v, p);
+  if (p.evict == gpsimd_engine)
+    return "moe: evict = gpsimd cannot drain PSUM (GpSimdE cannot access PSUM)";
   return "";
 }
 
@@ -135,6 +140,8 @@ class lowerer {
     hbm_x_ = out_.add_buffer({"x (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_in * b});
     hbm_w_ = out_.add_buffer(
         {"expert weights (HBM)", memory::hbm, 0, 1, p_.experts * p_.d_in * p_.d_out * b});
+    hbm_route_ = out_.add_buffer(
+        {"routing and router weights (HBM)", memory::hbm, 0, 1, p_.tokens * p_.top_k * 12});
     hbm_part_ =
         out_.add_buffer({"partials (HBM)", memory::hbm, 0, 1, p_.tokens * p_.top_k * p_.d_out * 4});
     hbm_y_ = out_.add_buffer({"y (HBM)", memory::hbm, 0, 1, p_.tokens * p_.d_out * b});
@@ -145,12 +152,13 @@ class lowerer {
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
     sb_comb_ = out_.add_buffer({"combine tiles", memory::sbuf, pl_.combine_bytes / 2, 2, 0});
     sb_part_ = out_.add_buffer({"partials", memory::sbuf, pl_.part_bytes, 1, 0});
-    psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
     for (const char* t :
          {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
           "scale by router weight", "scatter partials", "load partials", "combine", "store y"})
       tags_.push_back(out_.add_tag(t));
     x_.init(p_.x_bufs);
+    route_.init(p_.x_bufs);
     raw_.init(2);
     w_.init(p_.bufs);
     stage_.init(2);
@@ -174,34 +182,36 @@ class lowerer {
     out_.totals.compute_type = p_.type;
   }
 
-  /// The x^T tile of a group tile: gathered columns, or gathered rows
-  /// transposed on TensorE; returns what the matmuls of each slab wait for.
+  /// The x^T tile of a group tile, a 128-row sub-tile at a time: its routing
+  /// (token, row) indices and router weights (an indirect gather through the
+  /// indices), then the rows of x gathered the same way and transposed on
+  /// TensorE, or (x given transposed) each token's column of every slab in a
+  /// transfer of its own; returns what the matmuls of each slab wait for.
   std::vector<instruction_id> load_x(const moe_detail::group_tile& g) {
     const std::int64_t parts = m_.partitions, b = dtype_bytes(p_.type);
     const auto n = static_cast<std::int64_t>(g.rows.size());
     const auto war = x_.next();
+    // the group tile's index and weight tiles rotate with its x^T tile: a slot is
+    // rewritten once the last scatter of the group tile x_bufs before read it
+    const auto route_war = route_.next();
     std::vector<instruction_id> ready(static_cast<std::size_t>(pl_.k_slabs), program::none);
-    if (!p_.x_rows) {
-      // one descriptor per element: the tokens are columns of x^T
-      for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
-        instruction in;
-        in.engine = q_.next(0);
-        in.kind = op::dma;
-        in.partitions = static_cast<std::uint32_t>(std::min(parts, p_.d_in - s * parts));
-        in.free = static_cast<std::uint32_t>(n * b);
-        in.aux = static_cast<std::uint32_t>(b);
-        in.src = hbm_x_;
-        in.dst = sb_x_;
-        in.tag = tags_[t_x];
-        ready[static_cast<std::size_t>(s)] = out_.add(in, {war});
-      }
-      return ready;
-    }
     for (std::int64_t r0 = 0; r0 < n; r0 += parts) {
       const std::int64_t rows = std::min(parts, n - r0);
+      const auto index =
+          b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 8, tags_[t_x], {route_war});
+      weights_ = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 4, tags_[t_x], {index});
+      if (!p_.x_rows) {  // x^T [d_in, tokens]: a token is a column, one transfer per slab
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t s = 0; s < pl_.k_slabs; ++s)
+            ready[static_cast<std::size_t>(s)] =
+                b_.dma(q_.next(0), hbm_x_, sb_x_, std::min(parts, p_.d_in - s * parts), b,
+                       tags_[t_x], {war});
+        continue;
+      }
       const auto raw_war = raw_.next();
       const auto gathered =
-          b_.dma(q_.next(0), hbm_x_, sb_raw_, rows, p_.d_in * b, tags_[t_x], {raw_war});
+          b_.dma(q_.next(0), hbm_x_, sb_raw_, rows, p_.d_in * b, tags_[t_x], {raw_war, index});
+      out_.at(gathered).aux = static_cast<std::uint32_t>(p_.d_in * b);  // a descriptor per row
       instruction_id last = program::none;
       for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
         const auto bank = static_cast<std::size_t>(transposes_++ % 2);
@@ -212,10 +222,10 @@ class lowerer {
         t.partitions = static_cast<std::uint32_t>(rows);
         t.free = static_cast<std::uint32_t>(std::min(parts, p_.d_in - s * parts));
         t.src = sb_raw_;
-        t.dst = psum_;
+        t.dst = psum_[bank];
         t.tag = tags_[t_t];
         const auto tid = out_.add(t, {gathered, bank_reader_[bank]});
-        last = b_.compute(copy_engine(), copy_op(), t.free, rows, flag_reads_psum, psum_, sb_x_,
+        last = b_.compute(p_.evict, copy_op(), t.free, rows, flag_reads_psum, psum_[bank], sb_x_,
                           tags_[t_xc], {tid, r0 == 0 ? war : program::none});
         bank_reader_[bank] = last;
         ready[static_cast<std::size_t>(s)] = last;
@@ -225,12 +235,7 @@ class lowerer {
     return ready;
   }
 
-  [[nodiscard]] engine_id copy_engine() const {
-    return p_.evict == gpsimd_engine ? vector_engine : p_.evict;  // GpSimdE cannot read PSUM
-  }
-  [[nodiscard]] op copy_op() const {
-    return copy_engine() == scalar_engine ? op::activation : op::copy;
-  }
+  [[nodiscard]] op copy_op() const { return p_.evict == scalar_engine ? op::activation : op::copy; }
 
   void group(const moe_detail::group_tile& g) {
     const std::int64_t parts = m_.partitions, b = dtype_bytes(p_.type);
@@ -250,8 +255,8 @@ class lowerer {
         const std::int64_t rows = std::min(parts, n - r0);
         std::vector<instruction_id> banks;
         for (std::int64_t c0 = 0, ci = 0; c0 < cols; c0 += p_.mm_n, ++ci) {
-          const auto bank = static_cast<std::size_t>(
-              (p_.x_rows ? 2 : 0) + (set * pl_.t_subs + ts) * ceil_div(p_.out_tile, p_.mm_n) + ci);
+          const auto bank = static_cast<std::size_t>((p_.x_rows ? 2 : 0) +
+                                                     (set * pl_.t_subs + ts) * pl_.out_banks + ci);
           banks.push_back(static_cast<instruction_id>(bank));
           for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
             std::vector<instruction_id> deps;
@@ -259,7 +264,7 @@ class lowerer {
             if (ob == 0 && ts == 0 && ci == 0) deps.push_back(x_ready[static_cast<std::size_t>(s)]);
             if (ts == 0 && ci == 0) deps.push_back(w_ready[static_cast<std::size_t>(s)]);
             last_mm = b_.matmul(p_.type, std::min(parts, p_.d_in - s * parts), rows,
-                                std::min(p_.mm_n, cols - c0), true, s > 0, sb_x_, psum_,
+                                std::min(p_.mm_n, cols - c0), true, s > 0, sb_x_, psum_[bank],
                                 tags_[t_mm], deps);
           }
         }
@@ -278,15 +283,25 @@ class lowerer {
     instruction_id e = program::none;
     for (std::size_t i = 0; i < banks.size(); ++i) {
       const std::int64_t width = std::min(p_.mm_n, cols - static_cast<std::int64_t>(i) * p_.mm_n);
-      e = b_.compute(copy_engine(),
-                     copy_engine() == scalar_engine ? op::activation : op::tensor_scalar, rows,
-                     width, flag_reads_psum, psum_, sb_stage_, tags_[t_scale],
-                     {mm, i == 0 ? war : program::none});
+      e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar, rows,
+                     width, flag_reads_psum, psum_[banks[i]], sb_stage_, tags_[t_scale],
+                     {mm, i == 0 ? war : program::none, weights_});
       bank_reader_[banks[i]] = e;
     }
-    stage_.read_by(b_.dma(q_.next(2), sb_stage_, p_.sbuf_partials ? sb_part_ : hbm_part_, rows,
-                          cols * 4, tags_[t_scatter], {e}));
-    scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
+    if (!p_.sbuf_partials) {  // one indirect scatter through the rows' (token, slot) indices
+      stage_.read_by(
+          b_.dma(q_.next(2), sb_stage_, hbm_part_, rows, cols * 4, tags_[t_scatter], {e}));
+      scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
+      route_.read_by(scatters_.back());
+      return;
+    }
+    // in SBUF a row goes to its token's partition: one transfer per row
+    instruction_id last = program::none;
+    for (std::int64_t i = 0; i < rows; ++i)
+      last = b_.dma(q_.next(2), sb_stage_, sb_part_, 1, cols * 4, tags_[t_scatter], {e});
+    stage_.read_by(last);
+    scatters_.push_back(last);
+    route_.read_by(last);
   }
 
   /// y for `rows` tokens: per out block, load their top_k partials, sum them
@@ -331,12 +346,14 @@ class lowerer {
   program& out_;
   emit::builder b_;
   emit::queues q_;
-  buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_raw_ = 0, sb_w_ = 0,
-            sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0, psum_ = 0;
+  buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_route_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0,
+            sb_raw_ = 0, sb_w_ = 0, sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0;
+  std::vector<buffer_id> psum_;  ///< one per bank
   std::vector<std::uint16_t> tags_;
-  slots x_, raw_, w_, stage_, comb_;
+  slots x_, route_, raw_, w_, stage_, comb_;
   std::vector<instruction_id> bank_reader_, scatters_;
   std::uint64_t transposes_ = 0, sets_ = 0;
+  instruction_id weights_ = program::none;  ///< the current sub-tile's router weights
 };
 
 /// The group sizes of the config's routing: how many experts have more rows
@@ -381,11 +398,12 @@ class moe final : public typed_workload<plan> {
                 knob::integer("x_bufs", 2, "x^T tile slots", ">= 1"),
                 knob::symbol("x_layout", {"rows", "transposed"}, "rows",
                              "rows: x [tokens, d_in], gathered by rows and transposed on "
-                             "TensorE; transposed: x^T [d_in, tokens], gathered by columns (one "
-                             "descriptor per element)"),
+                             "TensorE; transposed: x^T [d_in, tokens], a token's column of each "
+                             "128-row slab per transfer"),
                 knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
-                             "drains PSUM, multiplying by the router weights (gpsimd cannot read "
-                             "PSUM: VectorE)"),
+                             "drains PSUM, multiplying by the router weights (and copies the "
+                             "transposes of x); gpsimd is a compile error: GpSimdE cannot access "
+                             "PSUM"),
                 knob::symbol("combine_engine", {"vector", "gpsimd"}, "vector",
                              "sums each token's top_k partials"),
                 knob::symbol("core_split", {"expert", "token"}, "expert",
@@ -541,8 +559,8 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
   } else if (b.tag == "gather x") {
     if (v.symbol("x_layout") == "transposed")
       out.emplace_back(
-          "x_layout = rows: gathering columns of x^T costs one descriptor per element; rows "
-          "gather whole rows and transpose on TensorE");
+          "x_layout = rows: gathering columns of x^T costs a transfer per token and 128-row "
+          "slab; rows gather a sub-tile's rows in one and transpose on TensorE");
     if (const auto r = raise_any(s, c, {"x_bufs", "dma_queues"}); !r.empty())
       out.push_back(r + ": the next group tile's rows gather during this one");
   } else if (b.tag == "scatter partials" || b.tag == "load partials" || b.tag == "store y") {

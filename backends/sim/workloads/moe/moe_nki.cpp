@@ -1,11 +1,14 @@
 // moe_nki.cpp: moe's plan (moe.hpp) written as an NKI kernel (docs/nki.md).
 // The routing is the plan's: a table of group tiles (expert, (token, slot)
-// rows) known when the kernel is traced. Per group tile the rows of x are
-// gathered (one dma_copy per row) and transposed on TensorE (or, with x
-// given transposed, its columns gathered), each out block of the expert's
-// weights is loaded and multiplied into PSUM, the evict engine scales each
-// row by its router weight and the rows are scattered to fp32 partials in
-// HBM; the combine sums each token's top_k partials into y.
+// rows) known when the kernel is traced, and its index input `routing` (a
+// router's output: each row's token and token * TOP_K + slot). Per 128-row
+// sub-tile the indices are loaded and the router weights and rows of x
+// gathered through them (indirect DMA), the rows transposed on TensorE (or,
+// with x given transposed, each token's column moved by itself); each out
+// block of the expert's weights is loaded and multiplied into a rotating set
+// of PSUM banks, the evict engine scales each row by its router weight and
+// the rows are scattered to fp32 partials (one indirect DMA into HBM, or a
+// transfer per row into SBUF); the combine sums each token's top_k partials.
 #include "../../nki/nki.hpp"
 #include "../emit.hpp"
 #include "moe.hpp"
@@ -20,16 +23,23 @@ namespace {
 
 using emit::ceil_div;
 
-/// The group tiles of every core, in order, as a Python list.
+/// The group tiles of every core, in order, as a Python list, and ROUTING:
+/// each routed row's (token, token * TOP_K + slot), in the same order — the
+/// kernel's index input (a router's output).
 std::string group_table(const plan& pl) {
   std::string out = "GROUP_TILES = [  # (expert, ((token, slot), ...)) per group tile\n";
+  std::string routing = "ROUTING = [  # (token, token * TOP_K + slot) of each row, in tile order\n";
   for (const auto& core : pl.tiles)
     for (const auto& g : core) {
-      std::string rows;
-      for (const auto& r : g.rows) rows += fmt::format("({}, {}), ", r.token, r.slot);
+      std::string rows, index;
+      for (const auto& r : g.rows) {
+        rows += fmt::format("({}, {}), ", r.token, r.slot);
+        index += fmt::format("({}, {}), ", r.token, r.token * pl.p.top_k + r.slot);
+      }
       out += fmt::format("    ({}, ({})),\n", g.expert, rows);
+      routing += fmt::format("    {}\n", index);
     }
-  return out + "]\n\n";
+  return out + "]\n" + routing + "]\n\n";
 }
 
 void constants(const plan& pl, const nki::context& ctx, nki::kernel_file& f) {
@@ -43,35 +53,54 @@ void constants(const plan& pl, const nki::context& ctx, nki::kernel_file& f) {
   add("EXPERTS", p.experts, "");
   add("TOP_K", p.top_k, "experts per token");
   add("P", ctx.m.partitions, "partitions (nl.tile_size.pmax)");
+  add("BANK", ctx.m.psum_bank_bytes / 4, "fp32 columns of a PSUM bank");
   add("TOKEN_TILE", p.token_tile, "token_tile: rows per group tile");
+  add("T_SUBS", pl.t_subs, "128-row sub-tiles of a group tile");
   add("OUT_TILE", p.out_tile, "out_tile: d_out columns per weight block and combine step");
   add("MM_N", p.mm_n, "moving free size of a matmul (one PSUM bank of fp32)");
+  add("OUT_BANKS", pl.out_banks, "PSUM banks of a sub-tile's out block (one per MM_N columns)");
+  add("PSUM_SETS", pl.psum_sets, "out-block bank sets in rotation");
   add("K_SLABS", ceil_div(p.d_in, ctx.m.partitions), "128-row slabs of d_in (the contraction)");
   add("OUT_BLOCKS", ceil_div(p.d_out, p.out_tile), "");
   add("TOKEN_TILES", ceil_div(p.tokens, ctx.m.partitions), "128-token tiles of the combine");
+  add("ROUTED", p.tokens * p.top_k, "routed (token, slot) rows");
   add("PARTIALS", p.sbuf_partials ? "\"sbuf\"" : "\"hbm\"", "where the partials wait (partials)");
   add("BUFS", p.bufs, "expert weight block slots (bufs)");
   add("X_BUFS", p.x_bufs, "x^T tile slots (x_bufs)");
-  const engine_id evict = p.evict == gpsimd_engine ? vector_engine : p.evict;
-  add("EVICT", nki::engine(evict), "drains PSUM times the router weights (evict)");
+  add("EVICT", nki::engine(p.evict), "drains PSUM times the router weights (evict)");
   add("COMBINE", nki::engine(p.combine_engine), "sums the top_k partials (combine_engine)");
   add("DT", nki::nl_dtype(p.type), "dtype of x, the weights and y");
 }
 
+/// A copy out of PSUM on the evict engine (ScalarE copies with an activation).
+std::string evict_copy(const plan& pl, const std::string& dst, const std::string& src) {
+  if (pl.p.evict == scalar_engine)
+    return fmt::format("nisa.activation(dst={}, op=nl.copy, data={})", dst, src);
+  return fmt::format("nisa.tensor_copy(dst={}, src={}, engine=EVICT)", dst, src);
+}
+
+/// Per 128-row sub-tile: the routing indices and router weights, then x^T.
 void gather_x(const plan& pl, nki::writer& w) {
+  w.line("# the sub-tile's (token, row) indices, then its router weights through them");
+  w.line("nisa.dma_copy(dst=idx_sb[0:n, xs, ts, :], src=routing[routed + r0:routed + r0 + n, :])");
+  w.line(
+      "nisa.dma_copy(dst=p_sb[0:n, xs, ts, :], src=rw_rows.ap(pattern=[[1, n], [1, 1]], offset=0,");
+  w.line("              vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0))");
   if (pl.p.x_rows) {
-    w.line("# gather the rows of x, transpose each 128 x 128 piece on TensorE");
-    w.open("for i in nl.sequential_range(n):");
-    w.line("t, j = rows[r0 + i]");
-    w.line("nisa.dma_copy(dst=xg[i:i + 1, 0:D_IN], src=x[t:t + 1, 0:D_IN])");
-    w.close();
+    w.line("# gather the rows of x through the token indices, transpose each piece on TensorE");
+    w.line("raw = raws % 2");
+    w.line("raws += 1");
+    w.line("nisa.dma_copy(dst=xg[0:n, raw, :], src=x.ap(pattern=[[D_IN, n], [1, D_IN]], offset=0,");
+    w.line("              vector_offset=idx_sb[0:n, xs, ts, 0:1], indirect_dim=0))");
     w.open("for s in nl.affine_range(K_SLABS):");
     w.line("r = min(P, D_IN - s * P)");
-    w.line("nisa.nc_transpose(dst=t_psum[0:r, 0:n], data=xg[0:n, s * P:s * P + r])");
-    w.line("nisa.tensor_copy(dst=xT[0:r, xs, s, r0:r0 + n], src=t_psum[0:r, 0:n], engine=EVICT)");
+    w.line("tb = transposes % 2");
+    w.line("transposes += 1");
+    w.line("nisa.nc_transpose(dst=t_psum[0:r, tb, 0:n], data=xg[0:n, raw, s * P:s * P + r])");
+    w.line(evict_copy(pl, "xT[0:r, xs, s, r0:r0 + n]", "t_psum[0:r, tb, 0:n]"));
     w.close();
   } else {
-    w.line("# gather the columns of x^T: one element per partition and descriptor");
+    w.line("# x^T [d_in, tokens]: each token's column of every slab, one transfer each");
     w.open("for i in nl.sequential_range(n):");
     w.line("t, j = rows[r0 + i]");
     w.open("for s in nl.affine_range(K_SLABS):");
@@ -84,12 +113,14 @@ void gather_x(const plan& pl, nki::writer& w) {
 void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   const bool drop = ctx.injected == nki::fault::drop_tail;
   const bool skip = ctx.injected == nki::fault::skip_accumulation;
-  w.line("x_loads = w_loads = stages = 0");
+  w.line("# trace-time state: slot and bank rotations, the rows routed so far");
+  w.line("x_loads = w_loads = stages = raws = transposes = out_sets = routed = 0");
   w.open("for e, rows in GROUP_TILES{}:  # group tiles", drop ? "[:-1]" : "");
   if (drop) w.line("# FAULT drop_tail: the last group tile is dropped");
   w.line("xs = x_loads % X_BUFS");
   w.line("x_loads += 1");
-  w.open("for r0 in nl.sequential_range(0, len(rows), P):  # 128-row sub-tiles");
+  w.open("for ts in nl.sequential_range((len(rows) + P - 1) // P):  # 128-row sub-tiles");
+  w.line("r0 = ts * P");
   w.line("n = min(P, len(rows) - r0)");
   gather_x(pl, w);
   w.close();
@@ -102,40 +133,46 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   w.line("r = min(P, D_IN - s * P)");
   w.line("nisa.dma_copy(dst=w_sb[0:r, ws, s, 0:ow], src=W[e, s * P:s * P + r, o0:o0 + ow])");
   w.close();
-  w.open("for r0 in nl.sequential_range(0, len(rows), P):");
+  w.line("oset = out_sets % PSUM_SETS");
+  w.line("out_sets += 1");
+  w.open("for ts in nl.sequential_range((len(rows) + P - 1) // P):");
+  w.line("r0 = ts * P");
   w.line("n = min(P, len(rows) - r0)");
-  w.open("for i in nl.sequential_range(n):");
-  w.line("t, j = rows[r0 + i]");
-  w.line("nisa.dma_copy(dst=p_sb[i:i + 1, 0:1], src=router_weights[t:t + 1, j:j + 1])");
-  w.close();
   w.line("out = o_sb[0:n, stages % 2, 0:ow]");
   w.line("stages += 1");
-  w.open("for c0 in nl.sequential_range(0, ow, MM_N):");
+  w.open("for ci in nl.sequential_range((ow + MM_N - 1) // MM_N):");
+  w.line("c0 = ci * MM_N");
   w.line("cw = min(MM_N, ow - c0)");
+  w.line("ps = ps_psum[0:n, (oset * T_SUBS + ts) * OUT_BANKS + ci, 0:cw]");
   w.open("for s in nl.affine_range(K_SLABS{}):  # accumulates over d_in in PSUM",
          skip ? " - 1" : "");
   if (skip) w.line("# FAULT skip_accumulation: the last slab of d_in is not accumulated");
   w.line("r = min(P, D_IN - s * P)");
-  w.line("nisa.nc_matmul(dst=ps[0:n, 0:cw], stationary=xT[0:r, xs, s, r0:r0 + n],");
+  w.line("nisa.nc_matmul(dst=ps, stationary=xT[0:r, xs, s, r0:r0 + n],");
   w.line("               moving=w_sb[0:r, ws, s, c0:c0 + cw], accumulate=s > 0)");
   w.close();
-  if (pl.p.evict == scalar_engine)
+  if (pl.p.evict == scalar_engine) {
     w.line(
-        "nisa.activation(dst=out[:, c0:c0 + cw], op=nl.copy, data=ps[0:n, 0:cw], "
-        "scale=p_sb[0:n, 0:1])");
-  else
-    w.line(
-        "nisa.tensor_scalar(dst=out[:, c0:c0 + cw], data=ps[0:n, 0:cw], op0=nl.multiply, "
-        "operand0=p_sb[0:n, 0:1], engine=EVICT)");
+        "nisa.activation(dst=out[:, c0:c0 + cw], op=nl.copy, data=ps, scale=p_sb[0:n, xs, ts, :])");
+  } else {
+    w.line("nisa.tensor_scalar(dst=out[:, c0:c0 + cw], data=ps, op0=nl.multiply,");
+    w.line("                   operand0=p_sb[0:n, xs, ts, :], engine=EVICT)");
+  }
   w.close();
-  w.line("# scatter the scaled rows to their (token, slot) partials");
-  w.open("for i in nl.sequential_range(n):");
-  w.line("t, j = rows[r0 + i]");
-  if (pl.p.sbuf_partials)
+  if (pl.p.sbuf_partials) {
+    w.line("# each row to its token's partition: one transfer per row");
+    w.open("for i in nl.sequential_range(n):");
+    w.line("t, j = rows[r0 + i]");
     w.line("nisa.dma_copy(dst=part[t % P:t % P + 1, t // P, j, o0:o0 + ow], src=out[i:i + 1, :])");
-  else
-    w.line("nisa.dma_copy(dst=part[t:t + 1, j, o0:o0 + ow], src=out[i:i + 1, :])");
-  w.close(4);
+    w.close();
+  } else {
+    w.line("# the rows to their (token, slot) partials: one indirect scatter");
+    w.line("nisa.dma_copy(dst=part.ap(pattern=[[D_OUT, n], [1, ow]], offset=o0,");
+    w.line("              vector_offset=idx_sb[0:n, xs, ts, 1:2], indirect_dim=0), src=out)");
+  }
+  w.close(2);
+  w.line("routed += len(rows)");
+  w.close();
 }
 
 void combine_loop(const plan& pl, nki::writer& w) {
@@ -144,22 +181,29 @@ void combine_loop(const plan& pl, nki::writer& w) {
     return pl.p.sbuf_partials ? fmt::format("part[0:tr, t0 // P, {}, o0:o0 + ow]", j)
                               : fmt::format("cb[0:tr, {}, 0:ow]", j);
   };
-  w.line("# the combine: y = the sum of each token's top_k partials");
+  w.line("# the combine: y = the sum of each token's top_k partials (fp32, the last add in DT)");
+  if (!pl.p.sbuf_partials) w.line("part_rows = part.reshape((TOKENS, TOP_K, D_OUT))");
   w.open("for t0 in nl.sequential_range(0, TOKENS, P):");
   w.line("tr = min(P, TOKENS - t0)");
   w.open("for ob in nl.sequential_range(OUT_BLOCKS):");
   w.line("o0 = ob * OUT_TILE");
   w.line("ow = min(OUT_TILE, D_OUT - o0)");
   if (!pl.p.sbuf_partials)
-    w.line("nisa.dma_copy(dst=cb[0:tr, 0:TOP_K, 0:ow], src=part[t0:t0 + tr, 0:TOP_K, o0:o0 + ow])");
-  w.line("nisa.tensor_copy(dst=acc[0:tr, 0:ow], src={}, engine=COMBINE)", slot("0"));
-  w.open("for j in nl.sequential_range(1, TOP_K):");
-  w.line(
-      "nisa.tensor_tensor(dst=acc[0:tr, 0:ow], data1=acc[0:tr, 0:ow], data2={}, op=nl.add, "
-      "engine=COMBINE)",
-      slot("j"));
-  w.close();
-  w.line("nisa.tensor_copy(dst=y_sb[0:tr, 0:ow], src=acc[0:tr, 0:ow], engine=COMBINE)");
+    w.line(
+        "nisa.dma_copy(dst=cb[0:tr, 0:TOP_K, 0:ow], src=part_rows[t0:t0 + tr, 0:TOP_K, o0:o0 + "
+        "ow])");
+  if (pl.p.top_k == 1) {
+    w.line("nisa.tensor_copy(dst=y_sb[0:tr, 0:ow], src={}, engine=COMBINE)", slot("0"));
+  } else {
+    w.line("acc = y_sb[0:tr, 0:ow] if TOP_K == 2 else acc_sb[0:tr, 0:ow]");
+    w.line("nisa.tensor_tensor(dst=acc, data1={}, data2={}, op=nl.add, engine=COMBINE)", slot("0"),
+           slot("1"));
+    w.open("for j in nl.sequential_range(2, TOP_K):");
+    w.line("dst = y_sb[0:tr, 0:ow] if j == TOP_K - 1 else acc");
+    w.line("nisa.tensor_tensor(dst=dst, data1=acc, data2={}, op=nl.add, engine=COMBINE)",
+           slot("j"));
+    w.close();
+  }
   w.line("nisa.dma_copy(dst=y[t0:t0 + tr, o0:o0 + ow], src=y_sb[0:tr, 0:ow])");
   w.close(2);
 }
@@ -175,42 +219,45 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   f.summary =
       "y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the "
       "routing fixed when the kernel is traced";
-  if (p.evict == gpsimd_engine)
-    f.notes.emplace_back("evict = gpsimd: GpSimdE cannot read PSUM, so VectorE drains it");
   f.note_dma_queues(p.queues);
-  if (pl.cores > 1)
-    f.notes.emplace_back(
-        "lnc = 2: the simulator splits the group tiles over two physical cores; this kernel "
-        "runs them all on one (no nl.program_id split)");
   constants(pl, ctx, f);
   const std::string dt = nki::dtype_name(p.type);
   f.signature = fmt::format(
       "INPUTS = {{\"x\": (({0}), \"{1}\"), \"W\": ((EXPERTS, D_IN, D_OUT), \"{1}\"),\n"
-      "          \"router_weights\": ((TOKENS, TOP_K), \"float32\")}}\n"
+      "          \"router_weights\": ((TOKENS, TOP_K), \"float32\"),\n"
+      "          \"routing\": ((ROUTED, 2), \"int32\", \"ROUTING\")}}  # the router's output: "
+      "ROUTING\n"
       "OUTPUTS = {{\"y\": ((TOKENS, D_OUT), \"{1}\")}}\n"
       "TOLERANCE = {2}  # the gate's, in units of |reference| + rms(reference)",
       p.x_rows ? "TOKENS, D_IN" : "D_IN, TOKENS", dt, nki::py_float(nki::tolerance(p.type)));
   nki::writer w;
   w.line("@nki.jit");
-  w.open("def moe_kernel(x, W, router_weights):");
+  w.open("def moe_kernel(x, W, router_weights, routing):");
   w.line("y = nl.ndarray((TOKENS, D_OUT), dtype=DT, buffer=nl.shared_hbm)");
   if (p.sbuf_partials)
     w.line(
         "part = nl.ndarray((P, TOKEN_TILES, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.sbuf)  "
         "# token t at [t % P, t // P]");
   else
-    w.line("part = nl.ndarray((TOKENS, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.shared_hbm)");
+    w.line(
+        "part = nl.ndarray((ROUTED, D_OUT), dtype=nl.float32, buffer=nl.shared_hbm)  # row "
+        "token * TOP_K + slot");
+  w.line("rw_rows = router_weights.reshape((ROUTED, 1))");
   w.line("xT = nl.ndarray((P, X_BUFS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)");
-  if (p.x_rows) w.line("xg = nl.ndarray((P, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows");
+  if (p.x_rows)
+    w.line("xg = nl.ndarray((P, 2, D_IN), dtype=DT, buffer=nl.sbuf)  # gathered rows, 2 slots");
   w.line("w_sb = nl.ndarray((P, BUFS, K_SLABS, OUT_TILE), dtype=DT, buffer=nl.sbuf)");
-  w.line("p_sb = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)  # router weights");
+  w.line("idx_sb = nl.ndarray((P, X_BUFS, T_SUBS, 2), dtype=nl.int32, buffer=nl.sbuf)  # routing");
+  w.line("p_sb = nl.ndarray((P, X_BUFS, T_SUBS, 1), dtype=nl.float32, buffer=nl.sbuf)  # weights");
   w.line("o_sb = nl.ndarray((P, 2, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
   if (!p.sbuf_partials)
     w.line("cb = nl.ndarray((P, TOP_K, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
-  w.line("acc = nl.ndarray((P, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
+  if (p.top_k > 2) w.line("acc_sb = nl.ndarray((P, OUT_TILE), dtype=nl.float32, buffer=nl.sbuf)");
   w.line("y_sb = nl.ndarray((P, OUT_TILE), dtype=DT, buffer=nl.sbuf)");
-  w.line("ps = nl.ndarray((P, MM_N), dtype=nl.float32, buffer=nl.psum)");
-  if (p.x_rows) w.line("t_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)");
+  if (p.x_rows) w.line("t_psum = nl.ndarray((P, 2, BANK), dtype=nl.float32, buffer=nl.psum)");
+  w.line(
+      "ps_psum = nl.ndarray((P, PSUM_SETS * T_SUBS * OUT_BANKS, BANK), dtype=nl.float32, "
+      "buffer=nl.psum)");
   group_loop(pl, ctx, w);
   combine_loop(pl, w);
   w.line("return y");
@@ -218,8 +265,8 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   f.kernel = group_table(pl) + w.text();
   f.reference = fmt::format(
       "EXPERT_OF = {}  # [token][slot]\n\n"
-      "def reference(x, W, router_weights):\n"
-      "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
+      "def reference(x, W, router_weights, routing):\n"
+      "    \"\"\"y in float64, from the same inputs (the routing is EXPERT_OF's).\"\"\"\n"
       "    x = x.astype(np.float64){}\n"
       "    y = np.zeros((TOKENS, D_OUT))\n"
       "    for t in range(TOKENS):\n"

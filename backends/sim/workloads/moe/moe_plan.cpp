@@ -159,7 +159,9 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.x_bytes = p.x_bufs * pl.k_slabs * p.token_tile * b;
   pl.raw_bytes = p.x_rows ? 2 * p.d_in * b : 0;
   pl.w_bytes = p.bufs * pl.k_slabs * p.out_tile * b;
-  pl.stage_bytes = 2 * p.out_tile * 4 + 2 * 4;  // scaled rows (fp32) and the router weights
+  // scaled rows (fp32), and per 128-row sub-tile of each x^T slot its (token, row) indices
+  // and router weight
+  pl.stage_bytes = 2 * p.out_tile * 4 + p.x_bufs * pl.t_subs * (8 + 4);
   // partials in SBUF: every 128-token tile's top_k rows of d_out, resident;
   // in HBM: the combine loads one token tile's top_k x out_tile at a time
   pl.part_bytes = p.sbuf_partials ? ceil_div(p.tokens, parts) * p.top_k * p.d_out * 4 : 0;

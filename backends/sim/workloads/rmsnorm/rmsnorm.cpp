@@ -30,13 +30,14 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
                     knob::symbol("add_engine", {"vector", "gpsimd"}, "vector",
                                  "engine of the residual add"),
                     knob::symbol("square_engine", {"vector", "scalar", "gpsimd"}, "scalar",
-                                 "sum of squares: ScalarE activation with accumulation, VectorE "
-                                 "bn_stats, or GpSimdE multiply + reduce"),
+                                 "sum of squares: one ScalarE activation accumulating the row "
+                                 "sum, or a multiply on VectorE or GpSimdE summed by a VectorE "
+                                 "tensor_reduce"),
                     knob::symbol("scale_engine", {"vector", "scalar"}, "vector",
-                                 "multiplies by the per-row rsqrt"),
+                                 "multiplies by the per-row rsqrt (fuse_weight = false)"),
                     knob::flag("fuse_weight", false,
-                               "ScalarE applies rsqrt and the weight in one pass (needs "
-                               "scale_engine = scalar)"),
+                               "(h * rsqrt) * w in one VectorE scalar_tensor_tensor pass instead "
+                               "of two"),
                 }),
             "rows",
         }) {}
@@ -46,7 +47,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
                                                          const knob_reader& v) const override {
     std::vector<std::string> out;
     if ((b.tag == "scale" || b.tag == "weight") && !v.flag("fuse_weight"))
-      out.emplace_back("fuse_weight = true with scale_engine = scalar: one pass instead of two");
+      out.emplace_back("fuse_weight = true: one VectorE pass applies rsqrt and the weight");
     if (b.tag == "square-sum" && v.symbol("square_engine") != "scalar")
       out.emplace_back(
           "square_engine = scalar: one activation pass accumulates the sum of squares");
@@ -74,54 +75,55 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
     choice.fuse_weight = v.flag("fuse_weight");
     choice.add = emit::read_engine(v, "add_engine");
     choice.square = emit::read_engine(v, "square_engine");
-    choice.scale = emit::read_engine(v, "scale_engine");
-    if (choice.fuse_weight && choice.scale != scalar_engine)
-      return "rmsnorm: fuse_weight needs scale_engine = scalar (only ScalarE fuses the weight "
-             "multiply)";
+    choice.scale = choice.fuse_weight ? vector_engine : emit::read_engine(v, "scale_engine");
     spec.inputs = choice.residual ? 2 : 1;
     spec.outputs = choice.residual ? 2 : 1;
     spec.input_names = {"x", "residual"};
     spec.output_names = {"y", "h"};
-    spec.broadcast_bytes = spec.cols * dtype_bytes(spec.type);
+    spec.broadcasts = 1;
     spec.flops_per_element = choice.residual ? 5 : 4;
 
-    rows::row_step sums;
+    using rows::op_on;
+    rows::row_step sums;  // per chunk and row group
     if (choice.residual) {
-      sums.ops.push_back(
-          {choice.add, op::tensor_tensor, 1, false, false, 0, false, false, "residual add"});
-      sums.ops.push_back({vector_engine, op::dma, 1, false, true, 1, false, false, "store h"});
+      sums.ops.push_back(op_on(choice.add, op::tensor_tensor, "residual add"));
+      rows::row_op store = op_on(vector_engine, op::dma, "store h");
+      store.store = true;
+      store.output = 1;
+      sums.ops.push_back(store);
     }
-    if (choice.square == scalar_engine) {
-      sums.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, false, false, "square-sum"});
-    } else if (choice.square == vector_engine) {
-      sums.ops.push_back(
-          {vector_engine, op::bn_stats, 1, false, false, 0, false, false, "square-sum"});
-    } else {
-      sums.ops.push_back(
-          {gpsimd_engine, op::tensor_tensor, 1, false, false, 0, false, false, "square-sum"});
-      sums.ops.push_back(
-          {gpsimd_engine, op::reduce, 1, false, false, 0, false, false, "square-sum"});
+    if (choice.square == scalar_engine) {  // square with the activation's accumulate: one pass
+      sums.ops.push_back(op_on(scalar_engine, op::activation, "square-sum"));
+    } else {  // square on that engine, summed by VectorE (tensor_reduce runs on VectorE only)
+      sums.ops.push_back(op_on(choice.square, op::tensor_tensor, "square-sum"));
+      sums.ops.push_back(op_on(vector_engine, op::reduce, "square-sum"));
     }
-    rows::row_step rstd;
+    rows::row_step rstd;  // per tile: the chunks' partial sums, then rsqrt(mean + eps)
     rstd.per_chunk = false;
-    rstd.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "rstd"});
+    rstd.ops.push_back(op_on(vector_engine, op::reduce, "rstd"));
+    rstd.ops.push_back(op_on(scalar_engine, op::activation, "rstd"));
     spec.reduce = {sums, rstd};
 
     rows::row_step apply;
-    if (choice.fuse_weight) {
-      apply.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, true, true, "scale"});
+    if (choice.fuse_weight) {  // (h * rstd) * w in one VectorE pass (scalar_tensor_tensor)
+      rows::row_op o = op_on(vector_engine, op::tensor_tensor, "scale");
+      o.to_staging = o.uses_broadcast = true;
+      apply.ops.push_back(o);
     } else {
-      if (choice.scale == scalar_engine)
-        apply.ops.push_back(
-            {scalar_engine, op::activation, 1, false, false, 0, false, false, "scale"});
-      else
-        apply.ops.push_back(
-            {vector_engine, op::tensor_scalar, 1, true, false, 0, false, false, "scale"});
-      apply.ops.push_back(
-          {vector_engine, op::tensor_tensor, 1, false, false, 0, true, true, "weight"});
+      if (choice.scale == scalar_engine) {
+        apply.ops.push_back(op_on(scalar_engine, op::activation, "scale"));
+      } else {
+        rows::row_op o = op_on(vector_engine, op::tensor_scalar, "scale");
+        o.perf_mode = true;
+        apply.ops.push_back(o);
+      }
+      rows::row_op weight = op_on(vector_engine, op::tensor_tensor, "weight");
+      weight.to_staging = weight.uses_broadcast = true;
+      apply.ops.push_back(weight);
     }
-    apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
+    rows::row_op store = op_on(vector_engine, op::dma, "store y");
+    store.store = true;
+    apply.ops.push_back(store);
     spec.scale = {apply};
     return "";
   }

@@ -29,19 +29,30 @@ std::string check_geometry(const pipeline_spec& s, const machine& m) {
   if (rpt > P && rpt % P != 0)
     return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
                        s.name, rpt, P, P);
+  const std::int64_t groups = ceil_div(rpt, P);
+  if (s.rows % groups != 0)
+    return fmt::format(
+        "{}: rows = {} is not a multiple of {}: rows_per_tile = {} puts {} rows on each "
+        "partition",
+        s.name, s.rows, groups, rpt, groups);
   if (s.bufs < 1) return fmt::format("{}: bufs must be at least 1", s.name);
-  if (t.tiles * t.chunks > 2'000'000) return fmt::format("{}: too many tiles to lower", s.name);
+  if (t.tiles * t.chunks * groups > 4'000'000)
+    return fmt::format("{}: too many tiles to lower", s.name);
   return "";
 }
 
 std::string check_sbuf(const pipeline_spec& s, const machine& m) {
   const tiling t = tiling_of(s);
-  const std::int64_t rows_pp = ceil_div(t.rows_per_tile, m.partitions);
-  const std::int64_t bytes = dtype_bytes(s.type);
-  const std::int64_t slots =
-      static_cast<std::int64_t>(s.bufs) * s.inputs * rows_pp * s.cols * bytes;
-  const std::int64_t staging = 2LL * s.outputs * rows_pp * t.cols_per_step * bytes;
-  const std::int64_t total = slots + staging + s.broadcast_bytes;
+  const std::int64_t groups = ceil_div(t.rows_per_tile, m.partitions);
+  const std::int64_t bytes = dtype_bytes(s.type), cps = t.cols_per_step;
+  const std::int64_t slots = static_cast<std::int64_t>(s.bufs) * s.inputs * groups * s.cols * bytes;
+  const std::int64_t staging = 2LL * s.outputs * groups * cps * bytes;
+  const std::int64_t broadcast = s.broadcasts * s.cols * bytes;
+  // the kernel's per-row fp32 values (two per chunk and two per row of each slot, three per
+  // row of a tile) and two chunks of fp32 and of dtype (or fp32) scratch (rows_nki.cpp)
+  const std::int64_t scratch = s.bufs * groups * (2 * t.chunks + 2) * 4 + 3 * groups * 4 +
+                               2 * cps * (4 + (s.fp32_scratch ? 4 : bytes));
+  const std::int64_t total = slots + staging + broadcast + scratch;
   const std::int64_t cap = m.sbuf_bytes_per_partition;
   if (total <= cap) return "";
   if (slots > cap)
@@ -50,10 +61,9 @@ std::string check_sbuf(const pipeline_spec& s, const machine& m) {
         "(over by {} B)",
         slots, s.bufs, cap, slots - cap);
   return fmt::format(
-      "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
-      "need "
-      "{} B per partition with bufs={}; the target has {} (over by {} B)",
-      slots, staging, s.broadcast_bytes, total, s.bufs, cap, total - cap);
+      "SBUF overflow: input tiles ({} B), output staging ({} B), broadcast vectors ({} B) and "
+      "scratch ({} B) need {} B per partition with bufs={}; the target has {} (over by {} B)",
+      slots, staging, broadcast, scratch, total, s.bufs, cap, total - cap);
 }
 
 class lowerer {
@@ -78,6 +88,9 @@ class lowerer {
   }
 
  private:
+  /// Tiles whose chains are live at once: the pipeline is at most three deep.
+  static constexpr std::int64_t window = 4;
+
   void geometry() {
     P_ = m_.partitions;
     const tiling t = tiling_of(s_);
@@ -85,7 +98,7 @@ class lowerer {
     cps_ = t.cols_per_step;
     tiles_ = t.tiles;
     chunks_ = t.chunks;
-    rows_pp_ = ceil_div(rpt_, P_);
+    groups_ = ceil_div(rpt_, P_);
   }
 
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
@@ -100,27 +113,30 @@ class lowerer {
     return order;
   }
 
+  instruction dma(std::uint32_t partitions, std::int64_t bytes_per_row, std::int64_t chunk,
+                  buffer_id src, buffer_id dst, std::uint16_t tag, engine_id queue) const {
+    instruction in;
+    in.engine = queue;
+    in.kind = op::dma;
+    in.partitions = partitions;
+    in.free = static_cast<std::uint32_t>(bytes_per_row);
+    in.aux = static_cast<std::uint32_t>(chunk);
+    in.src = src;
+    in.dst = dst;
+    in.tag = tag;
+    return in;
+  }
+
   void setup() {
     hbm_in_ = out_.add_buffer(
         {"inputs (HBM)", memory::hbm, 0, 1, s_.inputs * s_.rows * s_.cols * bytes()});
     hbm_out_ = out_.add_buffer(
         {"outputs (HBM)", memory::hbm, 0, 1, s_.outputs * s_.rows * s_.cols * bytes()});
     slots_ = out_.add_buffer(
-        {"input tiles", memory::sbuf, s_.inputs * rows_pp_ * s_.cols * bytes(), s_.bufs, 0});
+        {"input tiles", memory::sbuf, s_.inputs * groups_ * s_.cols * bytes(), s_.bufs, 0});
     staging_ = out_.add_buffer(
-        {"output staging", memory::sbuf, s_.outputs * rows_pp_ * cps_ * bytes(), 2, 0});
-    if (s_.broadcast_bytes > 0) {
-      const auto b = out_.add_buffer({"broadcast vector", memory::sbuf, s_.broadcast_bytes, 1, 0});
-      instruction in;
-      in.engine = 0;
-      in.kind = op::dma;
-      in.partitions = static_cast<std::uint32_t>(P_);
-      in.free = static_cast<std::uint32_t>(s_.broadcast_bytes);
-      in.src = hbm_in_;
-      in.dst = b;
-      in.tag = out_.add_tag("load broadcast");
-      broadcast_ = out_.add(in);
-    }
+        {"output staging", memory::sbuf, s_.outputs * groups_ * cps_ * bytes(), 2, 0});
+    if (s_.broadcasts > 0) broadcast();
     for (int k = 0; k < s_.inputs; ++k)
       tag_load_.push_back(out_.add_tag("load " + (k < static_cast<int>(s_.input_names.size())
                                                       ? s_.input_names[static_cast<std::size_t>(k)]
@@ -132,24 +148,46 @@ class lowerer {
                                        : std::to_string(k))));
     readers_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
     loads_.assign(static_cast<std::size_t>(s_.bufs * chunks_), {});
-    chunk_last_.assign(static_cast<std::size_t>(tiles_ * chunks_), program::none);
+    chunk_last_.assign(static_cast<std::size_t>(window * chunks_ * groups_), program::none);
     tile_last_.assign(static_cast<std::size_t>(tiles_), program::none);
     stage_store_.assign(2 * static_cast<std::size_t>(s_.outputs), program::none);
     const double elements = static_cast<double>(s_.rows) * static_cast<double>(s_.cols);
     out_.totals.flops = elements * s_.flops_per_element;
     out_.totals.min_hbm_bytes = (s_.inputs + s_.outputs) * elements * static_cast<double>(bytes()) +
-                                static_cast<double>(s_.broadcast_bytes);
+                                static_cast<double>(s_.broadcasts * s_.cols * bytes());
     out_.totals.compute_type = s_.type;
+  }
+
+  /// Each broadcast vector: one row into partition 0, then partitions [0, n)
+  /// copied to [n, 2n) until all hold it.
+  void broadcast() {
+    const std::int64_t row = s_.cols * bytes();
+    const auto b = out_.add_buffer({"broadcast vectors", memory::sbuf, s_.broadcasts * row, 1, 0});
+    const auto tag = out_.add_tag("load broadcast");
+    for (int v = 0; v < s_.broadcasts; ++v) {
+      instruction_id last = out_.add(dma(1, row, 0, hbm_in_, b, tag, 0));
+      for (std::int64_t have = 1; have < P_; have *= 2)
+        last = out_.add(
+            dma(static_cast<std::uint32_t>(std::min(have, P_ - have)), row, 0, b, b, tag, 0),
+            {last});
+      broadcast_.push_back(last);
+    }
   }
 
   [[nodiscard]] std::int64_t tile_rows(std::int64_t t) const {
     return std::min(rpt_, s_.rows - t * rpt_);
   }
+  /// The partitions tile t spans: its rows, groups_ to a partition.
+  [[nodiscard]] std::int64_t tile_parts(std::int64_t t) const { return tile_rows(t) / groups_; }
   [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const {
     return std::min(cps_, s_.cols - c * cps_);
   }
   [[nodiscard]] std::size_t at(std::int64_t t, std::int64_t c) const {
     return static_cast<std::size_t>((t % s_.bufs) * chunks_ + c);
+  }
+  /// The last instruction of row group g's chain on chunk c of tile t.
+  [[nodiscard]] instruction_id& chunk_last(std::int64_t t, std::int64_t c, std::int64_t g) {
+    return chunk_last_[static_cast<std::size_t>(((t % window) * chunks_ + c) * groups_ + g)];
   }
 
   engine_id queue(int stream) {
@@ -158,25 +196,19 @@ class lowerer {
   }
 
   void load(std::int64_t t) {
-    const std::int64_t rows = tile_rows(t), parts = std::min(rows, P_), pp = ceil_div(rows, P_);
+    const auto parts = static_cast<std::uint32_t>(tile_parts(t));
     for (std::int64_t c = 0; c < chunks_; ++c) {
       const auto slot = at(t, c);
       const std::int64_t cols = chunk_cols(c);
       std::vector<instruction_id> war = readers_[slot];
       readers_[slot].clear();
       loads_[slot].clear();
-      for (int k = 0; k < s_.inputs; ++k) {
-        instruction in;
-        in.engine = queue(k);
-        in.kind = op::dma;
-        in.partitions = static_cast<std::uint32_t>(parts);
-        in.free = static_cast<std::uint32_t>(pp * cols * bytes());
-        in.aux = cols == s_.cols ? 0u : static_cast<std::uint32_t>(cols * bytes());
-        in.src = hbm_in_;
-        in.dst = slots_;
-        in.tag = tag_load_[static_cast<std::size_t>(k)];
-        loads_[slot].push_back(out_.add(in, war));
-      }
+      for (std::int64_t g = 0; g < groups_; ++g) chunk_last(t, c, g) = program::none;
+      for (int k = 0; k < s_.inputs; ++k)
+        loads_[slot].push_back(
+            out_.add(dma(parts, groups_ * cols * bytes(), cols == s_.cols ? 0 : cols * bytes(),
+                         hbm_in_, slots_, tag_load_[static_cast<std::size_t>(k)], queue(k)),
+                     war));
     }
   }
 
@@ -184,7 +216,7 @@ class lowerer {
     instruction in;
     in.engine = o.engine;
     in.kind = o.kind;
-    in.type = s_.type;
+    in.type = o.fp32_out ? dtype::fp32 : s_.type;
     in.partitions = static_cast<std::uint32_t>(parts);
     in.free = static_cast<std::uint32_t>(
         std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
@@ -196,74 +228,90 @@ class lowerer {
   }
 
   void steps(std::int64_t t, const std::vector<row_step>& list, int stage) {
-    const std::int64_t rows = tile_rows(t), parts = std::min(rows, P_), pp = ceil_div(rows, P_);
+    const std::int64_t parts = tile_parts(t);
     for (const auto& step : list) {
-      if (!step.per_chunk) {
-        const auto before = chunk_last_[static_cast<std::size_t>(t * chunks_ + chunks_ - 1)];
-        instruction_id prev = before;
-        for (const auto& o : step.ops)
-          prev = out_.add(compute(o, parts, pp), {prev, tile_last_[static_cast<std::size_t>(t)]});
+      if (!step.per_chunk) {  // on the tile's [partitions, groups] per-row values
+        std::vector<instruction_id> deps{tile_last_[static_cast<std::size_t>(t)]};
+        for (std::int64_t g = 0; g < groups_; ++g) deps.push_back(chunk_last(t, chunks_ - 1, g));
+        instruction_id prev = program::none;
+        for (const auto& o : step.ops) {
+          prev = out_.add(compute(o, parts, groups_), deps);
+          deps = {prev};
+        }
         tile_last_[static_cast<std::size_t>(t)] = prev;
         continue;
       }
-      for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, parts, pp);
+      for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, parts);
     }
   }
 
-  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts,
-             std::int64_t pp) {
+  /// The first instruction of a chain on a slot waits for the slot's loads.
+  void first_reads(std::int64_t t, std::int64_t c, std::int64_t g, int stage,
+                   std::vector<instruction_id>& deps) {
+    deps.push_back(tile_last_[static_cast<std::size_t>(t)]);
+    if (chunk_last(t, c, g) == program::none && stage != stage_load)
+      for (const auto l : loads_[at(t, c)]) deps.push_back(l);
+  }
+
+  /// One chunk's ops: the compute ops between two stores run row group by row
+  /// group (each group's chain in turn), each store moves all groups at once.
+  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts) {
     const auto slot = at(t, c);
-    const auto ci = static_cast<std::size_t>(t * chunks_ + c);
-    const std::int64_t elements = pp * chunk_cols(c);
-    instruction_id prev = chunk_last_[ci];
+    const std::int64_t cols = chunk_cols(c);
     bool wrote_staging = false;
     std::size_t stage_slot = 0;
-    for (const auto& o : step.ops) {
-      std::vector<instruction_id> deps{prev, tile_last_[static_cast<std::size_t>(t)]};
-      if (prev == program::none && stage != stage_load)
-        for (const auto l : loads_[slot]) deps.push_back(l);
-      if (o.store) {
-        instruction in;
-        in.engine = queue(s_.inputs + o.output);
-        in.kind = op::dma;
-        in.partitions = static_cast<std::uint32_t>(parts);
-        in.free = static_cast<std::uint32_t>(elements * bytes());
-        in.aux =
-            chunk_cols(c) == s_.cols ? 0u : static_cast<std::uint32_t>(chunk_cols(c) * bytes());
-        in.src = wrote_staging ? staging_ : slots_;
-        in.dst = hbm_out_;
-        in.tag = tag_store_[static_cast<std::size_t>(o.output)];
-        const auto id = out_.add(in, deps);
-        if (wrote_staging)
-          stage_store_[stage_slot] = id;
-        else
+    std::vector<instruction_id> deps;
+    for (std::size_t begin = 0; begin < step.ops.size();) {
+      std::size_t end = begin;
+      while (end < step.ops.size() && !step.ops[end].store) ++end;
+      for (std::int64_t g = 0; g < groups_ && end > begin; ++g)
+        for (std::size_t i = begin; i < end; ++i) {
+          const auto& o = step.ops[i];
+          if (o.to_staging && !wrote_staging) {
+            stage_slot =
+                2 * static_cast<std::size_t>(o.output) +
+                static_cast<std::size_t>(stage_serial_[static_cast<std::size_t>(o.output)]++ % 2);
+            wrote_staging = true;
+            deps.push_back(stage_store_[stage_slot]);
+          }
+          first_reads(t, c, g, stage, deps);
+          deps.push_back(chunk_last(t, c, g));
+          if (o.uses_broadcast && !broadcast_used_) {
+            deps.insert(deps.end(), broadcast_.begin(), broadcast_.end());
+            broadcast_used_ = true;
+          }
+          const auto id = out_.add(compute(o, parts, cols), deps);
+          deps.clear();
+          chunk_last(t, c, g) = id;
           readers_[slot].push_back(id);
-        continue;  // a side branch: the chain goes on from `prev`
+        }
+      if (end == step.ops.size()) break;
+      const auto& o = step.ops[end];  // a store: a side branch, the chains go on
+      for (std::int64_t g = 0; g < groups_; ++g) {
+        first_reads(t, c, g, stage, deps);
+        deps.push_back(chunk_last(t, c, g));
       }
-      if (o.uses_broadcast && !broadcast_used_ && broadcast_ != program::none) {
-        deps.push_back(broadcast_);
-        broadcast_used_ = true;
-      }
-      if (o.to_staging) {
-        stage_slot =
-            2 * static_cast<std::size_t>(o.output) +
-            static_cast<std::size_t>(stage_serial_[static_cast<std::size_t>(o.output)]++ % 2);
-        deps.push_back(stage_store_[stage_slot]);
-        wrote_staging = true;
-      }
-      prev = out_.add(compute(o, parts, elements), deps);
-      readers_[slot].push_back(prev);
+      const auto id = out_.add(
+          dma(static_cast<std::uint32_t>(parts), groups_ * cols * bytes(),
+              cols == s_.cols ? 0 : cols * bytes(), wrote_staging ? staging_ : slots_, hbm_out_,
+              tag_store_[static_cast<std::size_t>(o.output)], queue(s_.inputs + o.output)),
+          deps);
+      deps.clear();
+      if (wrote_staging)
+        stage_store_[stage_slot] = id;
+      else
+        readers_[slot].push_back(id);
+      begin = end + 1;
     }
-    chunk_last_[ci] = prev;
   }
 
   const pipeline_spec& s_;
   const machine& m_;
   program& out_;
-  std::int64_t P_ = 128, rpt_ = 128, cps_ = 0, tiles_ = 0, chunks_ = 0, rows_pp_ = 1;
+  std::int64_t P_ = 128, rpt_ = 128, cps_ = 0, tiles_ = 0, chunks_ = 0, groups_ = 1;
   buffer_id hbm_in_ = 0, hbm_out_ = 0, slots_ = 0, staging_ = 0;
   std::vector<std::uint16_t> tag_load_, tag_store_;
-  instruction_id broadcast_ = program::none;
+  std::vector<instruction_id> broadcast_;
   bool broadcast_used_ = false;
   std::vector<std::vector<instruction_id>> readers_, loads_;
   std::vector<instruction_id> chunk_last_, tile_last_, stage_store_;

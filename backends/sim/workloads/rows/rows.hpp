@@ -1,11 +1,17 @@
 // rows.hpp: the software pipeline shared by the row-wise workloads (RMSNorm
-// with residual, softmax). Rows are split into tiles of `rows_per_tile` rows
-// (128 partitions, rows_per_tile / 128 rows per partition) and columns into
-// chunks of `cols_per_step`. Each tile goes through three stages, issued as a
-// software pipeline in the order `stages` names:
+// with residual, softmax, LayerNorm). Rows are split into tiles of
+// `rows_per_tile` rows and columns into chunks of `cols_per_step`. A tile
+// lies on the partitions G = rows_per_tile / 128 rows to a partition (rows
+// r0 + p * G + g, the row groups g), so one DMA moves a chunk of the whole
+// tile. Each tile goes through three stages, issued as a software pipeline in
+// the order `stages` names:
 //   load   — DMA the tile's input chunks into a slot (`bufs` slots);
 //   reduce — per-chunk steps and tiny per-tile steps (row max, sum of squares, ...);
 //   scale  — per-chunk steps ending in the store of each chunk.
+// A per-chunk compute instruction works on one row group (its per-row
+// operands are per partition, as NKI's are), so it is issued G times; a
+// per-tile one works on the [partitions, G] per-row values at once. The NKI
+// kernels (rows_nki.cpp) issue exactly these instructions.
 // docs/simulator.md describes the workloads built on it.
 #pragma once
 
@@ -36,8 +42,18 @@ struct row_op {
   int output = 0;
   bool to_staging = false;      ///< writes the output staging (the store after it reads there)
   bool uses_broadcast = false;  ///< reads the broadcast vector
+  bool fp32_out = false;        ///< writes fp32 scratch, not the pipeline's type
   std::string tag;              ///< label ("square-sum", "exp")
 };
+
+/// A row_op on engine `e` of `kind`, labelled `tag` (set the other fields after).
+[[nodiscard]] inline row_op op_on(engine_id e, op kind, std::string tag) {
+  row_op o;
+  o.engine = e;
+  o.kind = kind;
+  o.tag = std::move(tag);
+  return o;
+}
 
 struct row_step {
   bool per_chunk = true;    ///< false: once per tile on `rows per partition` values
@@ -58,7 +74,13 @@ struct pipeline_spec {
   int queues = 1;  ///< DMA queues per stream (loads of each input, stores of each output)
   std::vector<std::string> stage_order{"load", "reduce", "scale"};
   std::vector<row_step> reduce, scale;
-  std::int64_t broadcast_bytes = 0;  ///< a vector loaded once to every partition (RMSNorm's weight)
+  /// Vectors of `cols` elements loaded once to every partition (RMSNorm's
+  /// weight; LayerNorm's gamma and beta): one row from HBM into partition 0,
+  /// then doubled across the partitions by SBUF-to-SBUF copies (1 + log2 128 DMAs).
+  int broadcasts = 0;
+  /// The kernel's second chunk of scratch is fp32 (LayerNorm keeps its
+  /// normalized rows at full precision), not the pipeline's type.
+  bool fp32_scratch = false;
   double flops_per_element = 1;
 };
 

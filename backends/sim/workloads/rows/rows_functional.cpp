@@ -202,8 +202,8 @@ constexpr float layernorm_epsilon = 1e-5F;
 
 /// LayerNorm (layernorm.cpp): per chunk the row sum and sum of squares in
 /// fp32, combined in chunk order; mean, var = E[x^2] - mean^2, rstd and
-/// -mean * rstd in fp32; then (x * rstd - mean * rstd), * gamma, + beta, each
-/// written in the pipeline's type.
+/// -mean * rstd in fp32; then (x * rstd - mean * rstd) and * gamma in fp32,
+/// + beta written in the pipeline's type.
 class layernorm_kernel final : public row_kernel {
  public:
   using row_kernel::row_kernel;
@@ -267,8 +267,8 @@ class layernorm_kernel final : public row_kernel {
     const float rstd = 1.0F / std::sqrt(var + layernorm_epsilon);
     const float bias = -(mean * rstd);
     for (std::size_t j = 0; j < static_cast<std::size_t>(chunk_end(chunks() - 1)); ++j) {
-      const float normalized = rounded(static_cast<float>(x[j]) * rstd + bias);
-      const float scaled = rounded(normalized * static_cast<float>(gb[j]));
+      const float normalized = static_cast<float>(x[j]) * rstd + bias;
+      const float scaled = normalized * static_cast<float>(gb[j]);
       out[0][j] = rounded(scaled + static_cast<float>(gb[n + j]));
     }
     return out;

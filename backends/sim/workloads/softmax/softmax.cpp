@@ -23,7 +23,8 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
             rows::knobs_with("rows", "cols",
                              {
                                  knob::symbol("max_engine", {"vector", "gpsimd"}, "vector",
-                                              "row max (tensor_reduce)"),
+                                              "row max: a tensor_reduce, which runs on VectorE "
+                                              "only (gpsimd is a compile error)"),
                                  knob::symbol("scale_engine", {"vector", "scalar", "gpsimd"},
                                               "vector", "multiplies by 1/sum"),
                              }),
@@ -60,28 +61,33 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
     spec.flops_per_element = 4;
     choice.max = emit::read_engine(v, "max_engine");
     choice.scale = emit::read_engine(v, "scale_engine");
-
-    rows::row_step maxima;
-    maxima.ops.push_back({choice.max, op::reduce, 1, false, false, 0, false, false, "row max"});
-    rows::row_step combine;
+    if (choice.max != vector_engine)
+      return "softmax: max_engine = gpsimd: the row max is a tensor_reduce, which runs on "
+             "VectorE only";
+    using rows::op_on;
+    rows::row_step maxima;  // per chunk and row group
+    maxima.ops.push_back(op_on(vector_engine, op::reduce, "row max"));
+    rows::row_step combine;  // per tile: -max over the chunks
     combine.per_chunk = false;
-    combine.ops.push_back({choice.max, op::reduce, 1, false, false, 0, false, false, "row max"});
+    combine.ops.push_back(op_on(vector_engine, op::reduce, "row max"));
     rows::row_step exps;  // exp(x - max) in place, accumulating the row sum
-    exps.ops.push_back({scalar_engine, op::activation, 1, false, false, 0, false, false, "exp"});
-    rows::row_step inverse;
+    exps.ops.push_back(op_on(scalar_engine, op::activation, "exp"));
+    rows::row_step inverse;  // per tile: the chunks' sums, then 1/sum
     inverse.per_chunk = false;
-    inverse.ops.push_back(
-        {vector_engine, op::reciprocal, 1, false, false, 0, false, false, "1/sum"});
+    inverse.ops.push_back(op_on(vector_engine, op::reduce, "1/sum"));
+    inverse.ops.push_back(op_on(vector_engine, op::reciprocal, "1/sum"));
     spec.reduce = {maxima, combine, exps, inverse};
 
     rows::row_step apply;
-    if (choice.scale == scalar_engine)
-      apply.ops.push_back(
-          {scalar_engine, op::activation, 1, false, false, 0, true, false, "normalize"});
-    else
-      apply.ops.push_back(
-          {choice.scale, op::tensor_scalar, 1, true, false, 0, true, false, "normalize"});
-    apply.ops.push_back({vector_engine, op::dma, 1, false, true, 0, false, false, "store y"});
+    rows::row_op normalize = choice.scale == scalar_engine
+                                 ? op_on(scalar_engine, op::activation, "normalize")
+                                 : op_on(choice.scale, op::tensor_scalar, "normalize");
+    normalize.perf_mode = choice.scale != scalar_engine;
+    normalize.to_staging = true;
+    apply.ops.push_back(normalize);
+    rows::row_op store = op_on(vector_engine, op::dma, "store y");
+    store.store = true;
+    apply.ops.push_back(store);
     spec.scale = {apply};
     return "";
   }

@@ -37,10 +37,18 @@ namespace {
 using emit::ceil_div;
 using swiglu_detail::params;
 
-void read_engines(const knob_reader& v, params& p) {
+/// What NKI can run: SiLU is a ScalarE activation (the others have no function unit, and
+/// GpSimdE cannot read PSUM), the evict engine reads PSUM (vector or scalar), and a GpSimdE
+/// multiply reads u from SBUF after the evict engine copies it out of PSUM.
+std::string read_engines(const knob_reader& v, params& p) {
   p.silu_engine = emit::read_engine(v, "silu_engine");
   p.mul_engine = emit::read_engine(v, "mul_engine");
   p.evict = emit::read_engine(v, "evict");
+  if (p.silu_engine != scalar_engine)
+    return "swiglu: silu_engine must be scalar (SiLU is a ScalarE activation)";
+  if (p.evict == gpsimd_engine)
+    return "swiglu: evict = gpsimd cannot drain PSUM (GpSimdE cannot access PSUM)";
+  return "";
 }
 
 std::string read(const knob_reader& v, const machine& m, params& p) {
@@ -53,6 +61,9 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.mm_k = v.integer("mm_k", m.max_contraction);
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
+  if (m.psum_bank_bytes / 4 % p.mm_n != 0)
+    return fmt::format("swiglu: mm_n = {} must divide a PSUM bank's {} fp32 columns", p.mm_n,
+                       m.psum_bank_bytes / 4);
   p.token_tile = std::min(v.integer("token_tile"), p.tokens);
   p.ff_tile = std::min(v.integer("ff_tile"), p.d_ff);
   p.d_tile = std::min(v.integer("d_tile"), p.d_model);
@@ -71,8 +82,7 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.fuse_gate_up = v.flag("fuse_gate_up");
   p.fuse_down = v.flag("fuse_down");
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
-  read_engines(v, p);
-  return "";
+  return read_engines(v, p);
 }
 
 /// The sizes the lowering derives from the parameters.
@@ -124,7 +134,8 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.down_sets = std::max<std::int64_t>(
       1, (m.psum_banks - 2LL * p.psum_sets) / std::max<std::int64_t>(1, pl.down_groups));
   pl.wd_bytes = p.bufs * ceil_div(p.ff_tile, parts) * p.d_tile * b;
-  pl.scratch_bytes = 2 * p.mm_n * 4;
+  // SiLU's two fp32 slots, and u's when GpSimdE multiplies (it cannot read PSUM)
+  pl.scratch_bytes = 2 * p.mm_n * 4 * (p.mul_engine == gpsimd_engine ? 2 : 1);
   pl.stage_bytes = 2 * p.d_tile * b;
   if (auto e = emit::check_sbuf({{"x tiles", pl.x_bytes},
                                  {"W_gate/W_up blocks", pl.gu_bytes},
@@ -235,7 +246,7 @@ class lowerer {
     sb_wd_ = out_.add_buffer({"W_down blocks", memory::sbuf, pl_.wd_bytes / p_.bufs, p_.bufs, 0});
     sb_scratch_ = out_.add_buffer({"SiLU scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
-    psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, m_.psum_banks, 0});
+    psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
     for (const char* t : {"load x", "load W_gate/W_up", "load W_down", "gate", "up", "silu",
                           "multiply", "down", "evict", "store y", "accumulate y"})
       tags_.push_back(out_.add_tag(t));
@@ -276,8 +287,9 @@ class lowerer {
     const std::int64_t b = dtype_bytes(p_.type);
     for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
-      if (p_.fuse_gate_up) {
+      if (p_.fuse_gate_up) {  // [rows, 2, cols] of W_gate_up: two contiguous runs per row
         const auto id = b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, 2 * cols * b, tags_[t_gu], {war});
+        out_.at(id).aux = static_cast<std::uint32_t>(cols * b);
         gu_.fill(2 * k, id);
         gu_.fill(2 * k + 1, id);
         continue;
@@ -296,7 +308,7 @@ class lowerer {
       x_.need(k, deps_);
       gu_.need(2 * k + which, deps_);
       last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), f_rows, cols, true,
-                       k > 0, sb_gu_, psum_, tags_[which == 0 ? t_gate : t_up], deps_);
+                       k > 0, sb_gu_, psum_[bank], tags_[which == 0 ? t_gate : t_up], deps_);
     }
     return last;
   }
@@ -315,13 +327,22 @@ class lowerer {
         const auto gate = projection(0, f_rows, width, 2 * set);
         last = projection(1, f_rows, width, 2 * set + 1);
         const auto slot = static_cast<std::size_t>(silus_++ % 2);
-        const auto silu = b_.function(p_.silu_engine, f_rows, width, flag_reads_psum, psum_,
-                                      sb_scratch_, tags_[t_silu], {gate, scratch_reader_[slot]});
-        const auto mul =
-            b_.compute(p_.mul_engine, op::tensor_tensor, f_rows, width, flag_reads_psum, psum_,
-                       sb_h_, tags_[t_mul], {silu, last, h_war(fb, fs, f_sub)});
+        const auto silu =
+            b_.function(p_.silu_engine, f_rows, width, flag_reads_psum, psum_[2 * set], sb_scratch_,
+                        tags_[t_silu], {gate, scratch_reader_[slot]});
+        instruction_id u = last, u_read = last;
+        if (p_.mul_engine == gpsimd_engine)  // GpSimdE reads u from SBUF: the evict engine copies
+          u = u_read = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy,
+                                  f_rows, width, flag_reads_psum, psum_[2 * set + 1], sb_scratch_,
+                                  tags_[t_mul], {last, scratch_reader_[slot]});
+        const auto mul = b_.compute(
+            p_.mul_engine, op::tensor_tensor, f_rows, width,
+            p_.mul_engine == gpsimd_engine ? std::uint8_t{0} : std::uint8_t{flag_reads_psum},
+            p_.mul_engine == gpsimd_engine ? sb_scratch_ : psum_[2 * set + 1], sb_h_, tags_[t_mul],
+            {silu, u, h_war(fb, fs, f_sub)});
+        if (p_.mul_engine != gpsimd_engine) u_read = mul;
         bank_reader_[2 * set] = silu;
-        bank_reader_[2 * set + 1] = mul;
+        bank_reader_[2 * set + 1] = u_read;
         scratch_reader_[slot] = mul;
         const auto piece = static_cast<std::size_t>(f_sub * pl_.n_tiles + n);
         h_write_[piece] = mul;
@@ -384,7 +405,7 @@ class lowerer {
               h_consumed_[piece] = 1;
             }
             last = b_.matmul(p_.type, f_rows, rows, std::min(p_.mm_n, cols - n * p_.mm_n), n == 0,
-                             !opens, sb_h_, psum_, tags_[t_down], deps_);
+                             !opens, sb_h_, psum_[bank_of(ts, n)], tags_[t_down], deps_);
           }
         }
         h_reader_[static_cast<std::size_t>(f_sub)] = last;
@@ -416,8 +437,8 @@ class lowerer {
         const engine_id e = !first && p_.evict == scalar_engine ? vector_engine : p_.evict;
         const op kind =
             first ? (e == scalar_engine ? op::activation : op::copy) : op::tensor_tensor;
-        const auto id = b_.compute(e, kind, rows, width, flag_reads_psum, psum_, sb_acc_,
-                                   tags_[t_acc], {last, y_last_[key(ts, n)]});
+        const auto id = b_.compute(e, kind, rows, width, flag_reads_psum, psum_[bank_of(ts, n)],
+                                   sb_acc_, tags_[t_acc], {last, y_last_[key(ts, n)]});
         bank_reader_[bank_of(ts, n)] = id;
         y_last_[key(ts, n)] = id;
       }
@@ -449,7 +470,7 @@ class lowerer {
       for (std::int64_t n = 0; n < ceil_div(cols, p_.mm_n); ++n) {
         const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
         e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy, rows, width,
-                       flag_reads_psum, psum_, sb_stage_, tags_[t_evict],
+                       flag_reads_psum, psum_[bank_of(ts, n)], sb_stage_, tags_[t_evict],
                        {last, n == 0 ? stage_store_[slot] : e});
         bank_reader_[bank_of(ts, n)] = e;
       }
@@ -465,7 +486,8 @@ class lowerer {
   emit::builder b_;
   emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
-            sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0, psum_ = 0;
+            sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0;
+  std::vector<buffer_id> psum_;  ///< one per bank
   std::vector<std::uint16_t> tags_;
   operand x_, gu_, wd_;
   std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
@@ -512,8 +534,8 @@ class swiglu final : public typed_workload<plan> {
                 knob::integer("x_bufs", 2, "x tile slots (2: the next tile loads during this one)",
                               ">= 1"),
                 knob::flag("fuse_gate_up", false,
-                           "W_gate and W_up stored block-interleaved: one transfer per slab for "
-                           "both"),
+                           "one transfer per slab for both W_gate and W_up (they are stacked as "
+                           "W_gate_up [d_model, 2, d_ff]); false: one each"),
                 knob::flag("fuse_down", false,
                            "true: each ff block's h goes through W_down at once, its partial y "
                            "added into an fp32 accumulator (h holds two blocks); false: h for all "
@@ -524,12 +546,13 @@ class swiglu final : public typed_workload<plan> {
                               "the rest",
                               ">= 1"),
                 knob::symbol("silu_engine", {"scalar", "vector", "gpsimd"}, "scalar",
-                             "SiLU from PSUM (ScalarE has the function unit; the others are "
-                             "modelled at 4 cycles per element)"),
+                             "SiLU from PSUM: a ScalarE activation (vector and gpsimd are compile "
+                             "errors: no function unit, no PSUM access)"),
                 knob::symbol("mul_engine", {"vector", "gpsimd"}, "vector",
-                             "silu(g) * u, written to the h tile"),
+                             "silu(g) * u, written to the h tile (gpsimd: the evict engine first "
+                             "copies u out of PSUM, which GpSimdE cannot read)"),
                 knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
-                             "drains the down projection's PSUM"),
+                             "drains the down projection's PSUM (gpsimd is a compile error)"),
                 knob::integer("dma_queues", 1, "queues per stream (x, gate/up, W_down, y)", "1..4"),
                 knob::integer("mm_k", derived{"the partitions (128)"},
                               "contraction of one gate/up matmul"),
@@ -612,8 +635,6 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
         "and d_tile a multiple of 512");
     if (v.integer("psum_sets") < 2)
       out.emplace_back("psum_sets = 2: the next gate/up pair accumulates while SiLU drains");
-  } else if (b.tag == "silu" && v.symbol("silu_engine") != "scalar") {
-    out.emplace_back("silu_engine = scalar: ScalarE has the function unit");
   } else if (b.tag == "accumulate y") {
     out.emplace_back(
         "fuse_down = false: keep h for all of d_ff resident so y accumulates in PSUM instead of "

@@ -1,0 +1,70 @@
+// structure.cpp: a lowered program counted the way the NKI interpreter
+// counts an emitted kernel (nki.hpp, docs/nki.md "Structure").
+#include "nki.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tessel::sim::nki {
+
+structure structure_of(const program& p) {
+  structure s;
+  const auto& buffers = p.buffers();
+  std::set<buffer_id> banks;
+  for (const auto& in : p.instructions()) {
+    if (in.kind == op::dma) {
+      const memory from = buffers.at(in.src).where, to = buffers.at(in.dst).where;
+      auto& d = s.dma[fmt::format("{}->{}", to_string(from), to_string(to))];
+      d.transfers += in.count;
+      d.bytes += std::uint64_t{in.count} * in.partitions * in.free;
+      continue;
+    }
+    s.engines[engine_name(in.engine)] += in.count;
+    if (in.kind == op::matmul) s.matmuls[{in.partitions, in.aux, in.free}] += in.count;
+    if (in.kind == op::transpose) s.transposes[{in.partitions, in.free}] += in.count;
+    if (buffers.at(in.dst).where == memory::psum) banks.insert(in.dst);
+  }
+  // a PSUM buffer is one bank (emit::psum_banks); one that is not counts as all of its banks
+  for (const auto b : banks) {
+    const auto& buf = buffers.at(b);
+    s.psum_banks += static_cast<int>(std::max<std::int64_t>(1, buf.slots));
+  }
+  return s;
+}
+
+std::string to_python(const structure& s) {
+  std::vector<std::string> mm, tr, dma;
+  for (const auto& [k, n] : s.matmuls)
+    mm.push_back(fmt::format("({}, {}, {}): {}", k[0], k[1], k[2], n));
+  for (const auto& [k, n] : s.transposes) tr.push_back(fmt::format("({}, {}): {}", k[0], k[1], n));
+  for (const auto& [k, d] : s.dma)
+    dma.push_back(fmt::format("\"{}\": ({}, {})", k, d.transfers, d.bytes));
+  const auto engine = [&](const char* e) {
+    const auto it = s.engines.find(e);
+    return it == s.engines.end() ? std::uint64_t{0} : it->second;
+  };
+  return fmt::format(
+      "# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "
+      "\"Structure\").\n"
+      "# The NKI interpreter counts the kernel the same way; the tests require equal counts.\n"
+      "STRUCTURE = {{\n"
+      "    # instructions by (contraction, stationary free, moving free)\n"
+      "    \"matmul\": {{{}}},\n"
+      "    # TensorE transposes by the input's (partitions, free)\n"
+      "    \"transpose\": {{{}}},\n"
+      "    # (transfers, bytes) per direction\n"
+      "    \"dma\": {{{}}},\n"
+      "    \"psum_banks\": {},  # PSUM banks written\n"
+      "    \"engines\": {{\"tensor\": {}, \"vector\": {}, \"scalar\": {}, \"gpsimd\": {}}},  # "
+      "instructions\n"
+      "}}\n",
+      fmt::join(mm, ", "), fmt::join(tr, ", "), fmt::join(dma, ", "), s.psum_banks,
+      engine("tensor"), engine("vector"), engine("scalar"), engine("gpsimd"));
+}
+
+}  // namespace tessel::sim::nki
