@@ -16,6 +16,7 @@
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/model.hpp>
 #include <tessel/random.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
