@@ -218,8 +218,13 @@ struct calls_field : x3::position_tagged {
   expression value;
 };
 
-struct kernel_field
-    : x3::variant<space_file_ref, space_name_ref, set_field, dtype_field, calls_field> {
+/// `group NAME`: the part of the model the kernel belongs to (the report sums each).
+struct group_field : x3::position_tagged {
+  identifier value;
+};
+
+struct kernel_field : x3::variant<space_file_ref, space_name_ref, set_field, dtype_field,
+                                  calls_field, group_field> {
   using base_type::base_type;
   using base_type::operator=;
 };

@@ -149,6 +149,7 @@ struct space_name_ref_id : annotate_position {};
 struct set_field_id : annotate_position {};
 struct dtype_field_id : annotate_position {};
 struct calls_field_id : annotate_position {};
+struct group_field_id : annotate_position {};
 struct kernel_id : annotate_position {};
 struct model_id : annotate_position {};
 
@@ -280,8 +281,10 @@ const x3::rule<space_name_ref_id, ast::space_name_ref> space_name_ref = "space";
 const x3::rule<set_field_id, ast::set_field> set_field = "set";
 const x3::rule<dtype_field_id, ast::dtype_field> dtype_field = "dtype";
 const x3::rule<calls_field_id, ast::calls_field> calls_field = "calls";
+const x3::rule<group_field_id, ast::group_field> group_field = "group";
 const x3::rule<class kernel_field_id, ast::kernel_field> kernel_field = "kernel field";
-const x3::rule<class kernel_end_id> kernel_end = "a kernel field (space, set, dtype, calls) or '}'";
+const x3::rule<class kernel_end_id> kernel_end =
+    "a kernel field (space, set, dtype, calls, group) or '}'";
 const x3::rule<kernel_id, ast::kernel_decl> kernel_decl = "kernel";
 const x3::rule<class model_item_id, ast::model_item> model_item = "model item";
 const x3::rule<class model_end_id> model_end = "a const, a kernel or '}'";
@@ -291,6 +294,7 @@ const x3::rule<class space_name_ref_action_id, ast::space_name_ref> space_name_r
 const x3::rule<class set_field_action_id, ast::set_field> set_field_action = "set";
 const x3::rule<class dtype_field_action_id, ast::dtype_field> dtype_field_action = "dtype";
 const x3::rule<class calls_field_action_id, ast::calls_field> calls_field_action = "calls";
+const x3::rule<class group_field_action_id, ast::group_field> group_field_action = "group";
 
 const auto space_file_ref_def = kw("space") >> string_literal >> -(':' > identifier);
 const auto space_name_ref_action_def = (kw("space") > identifier)[set_name];
@@ -301,8 +305,10 @@ const auto dtype_field_action_def = (kw("dtype") > identifier)[set_value];
 const auto dtype_field_def = dtype_field_action;
 const auto calls_field_action_def = (kw("calls") > expression)[set_value];
 const auto calls_field_def = calls_field_action;
+const auto group_field_action_def = (kw("group") > identifier)[set_value];
+const auto group_field_def = group_field_action;
 const auto kernel_field_def =
-    space_file_ref | space_name_ref | set_field | dtype_field | calls_field;
+    space_file_ref | space_name_ref | set_field | dtype_field | calls_field | group_field;
 const auto kernel_end_def = x3::lit('}');
 const auto kernel_decl_def = kw("kernel") > identifier > '{' >
                              *(kernel_field >> -x3::lit(';')) > kernel_end;
@@ -311,9 +317,11 @@ const auto model_end_def = x3::lit('}');
 const auto model_block_def = kw("model") > identifier > '{' >
                              *(model_item >> -x3::lit(';')) > model_end;
 
-BOOST_SPIRIT_DEFINE(space_name_ref_action, set_field_action, dtype_field_action, calls_field_action)
+BOOST_SPIRIT_DEFINE(space_name_ref_action, set_field_action, dtype_field_action, calls_field_action,
+                    group_field_action)
 BOOST_SPIRIT_DEFINE(space_file_ref, space_name_ref, set_field, dtype_field, calls_field,
-                    kernel_field, kernel_end, kernel_decl, model_item, model_end, model_block)
+                    group_field, kernel_field, kernel_end, kernel_decl, model_item, model_end,
+                    model_block)
 
 }  // namespace grammar
 
@@ -367,7 +375,7 @@ std::string expected_text(std::string which) {
 std::string keyword_hint(const std::string& which, const std::string& found) {
   static const std::vector<std::string> statements = {"param", "const", "let", "require", "when"};
   static const std::vector<std::string> top_level = {"space", "target", "model"};
-  static const std::vector<std::string> kernel_fields = {"space", "set", "dtype", "calls"};
+  static const std::vector<std::string> kernel_fields = {"space", "set", "dtype", "calls", "group"};
   static const std::vector<std::string> model_items = {"const", "kernel"};
   if (which.starts_with("a statement")) return did_you_mean(found, statements);
   if (which.starts_with("'space'")) return did_you_mean(found, top_level);

@@ -96,6 +96,7 @@ struct kernel_fields {
   std::vector<const ast::target_assignment*> sets;
   const ast::dtype_field* dtype = nullptr;
   const ast::calls_field* calls = nullptr;
+  const ast::group_field* group = nullptr;
 };
 
 /// A space's text, read once per file.
@@ -241,6 +242,8 @@ std::optional<kernel_fields> model_checker::fields_of(const ast::kernel_decl& no
       if (once(f.dtype, *dtype, "dtype")) f.dtype = dtype;
     } else if (const auto* calls = boost::get<ast::calls_field>(&v)) {
       if (once(f.calls, *calls, "calls")) f.calls = calls;
+    } else if (const auto* group = boost::get<ast::group_field>(&v)) {
+      if (once(f.group, *group, "group")) f.group = group;
     }
   }
   if (f.space == nullptr) {
@@ -391,6 +394,7 @@ void model_checker::kernel(const ast::kernel_decl& node) {
                                         .dtype = std::move(dtype),
                                         .calls = calls,
                                         .calls_text = std::move(calls_text),
+                                        .group = f->group ? f->group->value.name : "",
                                         .line = src_.line_of(at(node))});
   } catch (const error& e) {  // empty, or malformed
     out_.error(at(node.name), "kernel '" + name + "': " + e.what());

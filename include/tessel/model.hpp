@@ -41,6 +41,7 @@ struct model_kernel {
   std::string dtype;       ///< the space's `dtype` const after the sets ("" when it has none)
   std::int64_t calls = 1;  ///< how many times the kernel runs per step
   std::string calls_text;  ///< the calls expression as written ("layers * batch")
+  std::string group;       ///< the part of the model it belongs to ("" when not given)
   int line = 0;            ///< where the kernel is declared in the model's file
 };
 

@@ -56,7 +56,9 @@ category_seconds categories_of(const measurement& m) {
   // A split that overshoots the objective (rounding) is scaled back to it.
   if (split > m.objective && split > 0)
     for (std::size_t i = 0; i + 1 < time_category_count; ++i) out[i] *= m.objective / split;
-  out.back() = std::max(0.0, m.objective - std::min(split, m.objective));
+  const double rest = m.objective - std::min(split, m.objective);
+  // rounding in the backend's split is not time
+  out.back() = rest > 1e-9 * m.objective ? rest : 0.0;
   return out;
 }
 

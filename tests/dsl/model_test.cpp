@@ -79,6 +79,7 @@ model tiny {
     set M = tokens, N = 2 * tokens
     dtype bf16
     calls layers * batch
+    group body
   }
   kernel norm { space rows; set hidden = 32; calls layers + 1 }
   kernel once { space mm; set dtype = precision }
@@ -97,6 +98,8 @@ model tiny {
   CHECK(proj.space_name == "mm");
   CHECK(proj.dtype == "bf16");
   CHECK(proj.line == 7);
+  CHECK(proj.group == "body");
+  CHECK(m.kernels[1].group.empty());
   CHECK(proj.sets == std::vector<std::pair<std::string, std::string>>{
                          {"M", "128"}, {"N", "256"}, {"dtype", "bf16"}});
   // the sets reach the space: M = 128 leaves tiles 64 and 128
@@ -163,8 +166,8 @@ TEST_CASE("model: errors are located at the model's line and column, with hints"
         "  kernel k { space mm; set M = 128, Q = 2 }\n"
         "                                    ^");
   CHECK(model_errors("model m {\n  kernel k { space mm; cals 2 }\n}\n" + std::string(spaces)) ==
-        "test.tsl:2:24: error: expected a kernel field (space, set, dtype, calls) or '}', found "
-        "'cals'\n"
+        "test.tsl:2:24: error: expected a kernel field (space, set, dtype, calls, group) or '}', "
+        "found 'cals'\n"
         "  kernel k { space mm; cals 2 }\n"
         "                       ^\n"
         "  hint: did you mean 'calls'?");
