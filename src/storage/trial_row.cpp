@@ -3,6 +3,7 @@
 
 #include "storage/codec.hpp"
 
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 
 #include <cstdint>
@@ -41,7 +42,7 @@ prediction read_prediction(const sqlite::statement& q) {
 measurement read_result(const sqlite::statement& q) {
   measurement m;
   const auto name = q.text(13);
-  const auto st = parse_status_name(name);
+  const auto st = parse_status(name);
   if (!st) throw error("unknown status '" + name + "'");
   m.status = *st;
   m.objective = q.real(14);
@@ -76,7 +77,7 @@ void trial_row::bind(sqlite::statement& q) const {
   q.bind(1, static_cast<std::int64_t>(t->id));
   q.bind(2, to_column(t->key));
   q.bind(3, std::string_view(config_json));
-  q.bind(4, state_name(t->state));
+  q.bind(4, to_string(t->state));
   q.bind(5, std::string_view(t->provenance.source));
   q.bind(6, t->provenance.tokens);
   q.bind(7, std::string_view(t->provenance.note));
@@ -91,7 +92,7 @@ void trial_row::bind(sqlite::statement& q) const {
   q.bind(22, t->proposed_at);
   if (t->state != trial_state::finished) return;  // the result stays NULL
   const auto& m = t->result;
-  q.bind(14, status_name(m.status));
+  q.bind(14, to_string(m.status));
   q.bind(15, m.objective);
   q.bind(16, std::string_view(samples_json));
   q.bind(17, m.cost.compile_s);
@@ -109,7 +110,7 @@ trial read_trial(const sqlite::statement& q, const space& s) {
     t.key = from_column(q.integer(1));
     t.config = s.from_json(q.text(2));
     const auto state = q.text(3);
-    const auto parsed = parse_state(state);
+    const auto parsed = parse_trial_state(state);
     if (!parsed) throw error("unknown state '" + state + "'");
     t.state = *parsed;
     t.provenance = {q.text(4), q.real(5), q.text(6)};
