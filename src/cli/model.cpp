@@ -28,11 +28,12 @@ int run_model(const model_command_options& o) {
   for (const auto& target : o.model.targets) {
     const auto m = load_model_for(o.model, target);
     const auto dir = model_db_dir(m, o.from, several);
-    const auto results = o.from.empty() ? time_defaults(m, o.model) : time_bests(m, o.model, dir);
-    const auto step = step_for(m, results);
+    const auto timed = o.from.empty() ? time_defaults(m, o.model) : time_bests(m, o.model, dir);
+    const auto step = step_for(m, timed);
     steps.push_back({target, step.step_s, physical_cores(m)});
     if (o.model.json) {
       auto j = step_json(m, step);
+      j["notes"] = timed.notes;
       j["configs"] = o.from.empty() ? "default" : "best of " + dir.string();
       all.push_back(std::move(j));
       continue;
@@ -41,7 +42,7 @@ int run_model(const model_command_options& o) {
                &target == &o.model.targets.front() ? "" : "\n", m.name, m.file, target,
                o.model.backend, m.kernels.size(), milliseconds(step.step_s * 1e3),
                o.from.empty() ? "default configs" : "best configs of " + dir.string(),
-               step_text(m, step));
+               step_text(m, step, timed));
   }
   const auto comparison = compare_text(steps);
   if (o.model.json) {

@@ -5,6 +5,7 @@
 #include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -25,7 +26,6 @@ parse_options parse_options_for(const model_options& o, const std::string& targe
   }
   return p;
 }
-
 
 std::string ms(double seconds) { return milliseconds(seconds * 1e3); }
 
@@ -100,23 +100,29 @@ model_definition load_model_for(const model_options& o, const std::string& targe
 std::shared_ptr<backend> kernel_backend(const model_options& o) {
   auto settings = o.backend_settings;
   if (!o.gate && o.backend.rfind("sim", 0) == 0) settings.emplace_back("gate=false");
-  return make_backend(o.backend, parse_settings(settings));
+  return make_backend(o.backend, parse_assignments(settings, "--backend-set"));
 }
 
-std::vector<measurement> time_defaults(const model_definition& m, const model_options& o) {
-  std::vector<measurement> out;
+timed_kernels time_defaults(const model_definition& m, const model_options& o) {
+  timed_kernels out;
   for (const auto& k : m.kernels) {
     const auto b = kernel_backend(o);
     b->prepare(k.space);
-    const auto base = k.space.default_config();
-    out.push_back(
-        base ? b->evaluate(k.space, *base)
-             : measurement::failure(status::invalid, "the space's default config is not valid"));
+    auto c = k.space.default_config();
+    if (!c && k.space.count() > 0) {  // the space's first valid config stands in
+      c = k.space.at(0);
+      out.notes.push_back(fmt::format(
+          "{}: the space's default config is not valid at these shapes; its first valid config "
+          "is timed instead ({})",
+          k.name, k.space.to_json(*c)));
+    }
+    out.results.push_back(b->evaluate(k.space, *c));
   }
   return out;
 }
 
-step_breakdown step_for(const model_definition& m, const std::vector<measurement>& results) {
+step_breakdown step_for(const model_definition& m, const timed_kernels& timed) {
+  const auto& results = timed.results;
   std::vector<kernel_result> rows;
   for (std::size_t i = 0; i < m.kernels.size(); ++i)
     rows.push_back({m.kernels[i].name, m.kernels[i].calls, &results.at(i)});
@@ -158,33 +164,35 @@ model_study open_model_study(const model_definition& m, const model_options& o,
   return model_study(std::move(members), s.allocator);
 }
 
-std::vector<measurement> time_bests(const model_definition& m, const model_options& o,
-                                    const std::filesystem::path& dir) {
-  std::vector<measurement> out;
+timed_kernels time_bests(const model_definition& m, const model_options& o,
+                         const std::filesystem::path& dir) {
+  timed_kernels out;
   for (const auto& k : m.kernels) {
     const auto path = dir / (k.name + ".tessel.db");
-    if (!std::filesystem::exists(path)) {
-      out.push_back(measurement::failure(status::invalid, "no study file " + path.string()));
-      continue;
-    }
-    const auto stored = load_stored(path.string());
     const trial* best = nullptr;
-    for (const auto& t : stored.trials)
-      if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
-          (!best || t.result.objective < best->result.objective))
-        best = &t;
+    std::optional<stored_study> stored;
+    if (std::filesystem::exists(path)) {
+      stored = load_stored(path.string());
+      for (const auto& t : stored->trials)
+        if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
+            (!best || t.result.objective < best->result.objective))
+          best = &t;
+    }
     if (!best) {
-      out.push_back(measurement::failure(status::invalid, "no ok trial in " + path.string()));
+      out.results.push_back(
+          measurement::failure(status::invalid, stored ? "no ok trial in " + path.string()
+                                                       : "no study file " + path.string()));
       continue;
     }
     const auto b = kernel_backend(o);
     b->prepare(k.space);
-    out.push_back(b->evaluate(k.space, best->config));
+    out.results.push_back(b->evaluate(k.space, best->config));
   }
   return out;
 }
 
-std::string step_text(const model_definition& m, const step_breakdown& step) {
+std::string step_text(const model_definition& m, const step_breakdown& step,
+                      const timed_kernels& timed) {
   const auto cats = used_categories(step);
   std::string out = fmt::format("{:<18} {:>6} {:>10} {:>10} {:>7}", "kernel", "calls", "per call",
                                 "per step", "share");
@@ -234,6 +242,11 @@ std::string step_text(const model_definition& m, const step_breakdown& step) {
                        ms(step.roofline_s), step.step_s / step.roofline_s);
   if (!step.untimed.empty())
     out += fmt::format("not timed (left out of the step): {}\n", fmt::join(step.untimed, ", "));
+  for (std::size_t i = 0; i < step.kernels.size(); ++i)
+    if (!step.kernels[i].timed)
+      out += fmt::format("  {}: {}: {}\n", step.kernels[i].name, to_string(timed.results[i].status),
+                         timed.results[i].message);
+  for (const auto& note : timed.notes) out += fmt::format("note: {}\n", note);
   return out;
 }
 

@@ -42,14 +42,19 @@ void add_model_options(CLI::App& command, model_options& options);
 /// backend caches its workload and machine).
 [[nodiscard]] std::shared_ptr<backend> kernel_backend(const model_options& o);
 
-/// Each kernel's default config measured on the backend (a failure status
-/// when the space has no valid default).
-[[nodiscard]] std::vector<measurement> time_defaults(const model_definition& m,
-                                                     const model_options& o);
+/// One measurement per kernel of a model, in its order, and notes on how
+/// they were made.
+struct timed_kernels {
+  std::vector<measurement> results;
+  std::vector<std::string> notes;
+};
 
-/// step_of() for the model's kernels and one measurement each.
-[[nodiscard]] step_breakdown step_for(const model_definition& m,
-                                      const std::vector<measurement>& results);
+/// Each kernel's default config measured on the backend (its space's first
+/// valid config, with a note, when the default is not valid at its shapes).
+[[nodiscard]] timed_kernels time_defaults(const model_definition& m, const model_options& o);
+
+/// step_of() for the model's kernels and their measurements.
+[[nodiscard]] step_breakdown step_for(const model_definition& m, const timed_kernels& timed);
 
 /// What tune-model opens each kernel's study with.
 struct model_study_setup {
@@ -80,11 +85,14 @@ struct model_study_setup {
 /// The best ok config of each kernel's study file in `dir`, re-measured on
 /// the backend (for the category split the search's screen may not have).
 /// A kernel without a study file or an ok trial gets a failure.
-[[nodiscard]] std::vector<measurement> time_bests(const model_definition& m, const model_options& o,
-                                                  const std::filesystem::path& dir);
+[[nodiscard]] timed_kernels time_bests(const model_definition& m, const model_options& o,
+                                       const std::filesystem::path& dir);
 
 /// The step as a table: per kernel, by category, by group, and the roofline.
-[[nodiscard]] std::string step_text(const model_definition& m, const step_breakdown& step);
+/// `timed` are the measurements `step` was made from (for why a kernel has
+/// no time, and the notes).
+[[nodiscard]] std::string step_text(const model_definition& m, const step_breakdown& step,
+                                    const timed_kernels& timed);
 /// The same as JSON.
 [[nodiscard]] nlohmann::json step_json(const model_definition& m, const step_breakdown& step);
 

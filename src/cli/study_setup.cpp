@@ -32,8 +32,6 @@ bool is_replay_file(const std::filesystem::path& path) {
   return ext == ".json" || ext == ".gz";
 }
 
-}  // namespace
-
 backend_settings parse_settings(const std::vector<std::string>& assignments) {
   backend_settings out;
   for (const auto& a : assignments) {
@@ -44,8 +42,6 @@ backend_settings parse_settings(const std::vector<std::string>& assignments) {
   }
   return out;
 }
-
-namespace {
 
 std::string annotations(const study_setup_options& o) {
   return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
