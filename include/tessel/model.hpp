@@ -194,7 +194,10 @@ class model_study {
 
   /// At least one member, each with a study, calls >= 1, names unique.
   /// Throws tessel::error otherwise. Studies may hold trials already (a
-  /// resumed model): the budget counts them.
+  /// resumed model): the budget counts them. A new study whose space's
+  /// default config is not valid (and that evaluates a baseline) gets the
+  /// space's first valid config queued as its baseline, so the step before
+  /// tuning is the same whatever the strategy proposes first.
   model_study(std::vector<model_member> members, options o = {});
   ~model_study();
   model_study(model_study&&) noexcept;

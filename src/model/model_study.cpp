@@ -174,6 +174,16 @@ model_study::model_study(std::vector<model_member> members, options o)
     if (!names.insert(m.name).second)
       throw error(fmt::format("model_study: two kernels are named '{}'", m.name));
   }
+  // A kernel's step time before tuning is its default config's; where the
+  // default is not valid at the kernel's shapes, the space's first valid
+  // config stands in (as `tessel model` times it), not whatever comes first.
+  for (auto& m : members) {
+    auto& st = *m.study;
+    if (st.trials().empty() && st.opts().evaluate_baseline && !st.space().default_config() &&
+        st.space().count() > 0)
+      (void)st.enqueue(st.space().at(0),
+                       {"baseline", 0, "the space's first valid config (its default is not valid)"});
+  }
   auto& s = *state_;
   s.members = std::move(members);
   s.opts = o;
