@@ -36,7 +36,7 @@ struct options {
                                      "examples/models/qwen3_moe_layer.tsl"};
   int seeds = 10;
   int jobs = 2;
-  std::size_t per_kernel = 12;  ///< the budget: this many evaluations per kernel
+  std::size_t per_kernel = 12;  ///< the budget: this many evaluations per distinct kernel
   std::string strategy = "auto";
   std::string timing = "analytic";  ///< the simulator's model (analytic where a workload has one)
   std::string target = "trn2";
@@ -51,17 +51,20 @@ struct trajectory {
 trajectory tune(const model_definition& m, allocation policy, std::uint64_t seed,
                 std::size_t budget, const options& o) {
   std::vector<model_member> members;
-  for (std::size_t i = 0; i < m.kernels.size(); ++i) {
-    const auto& k = m.kernels[i];
+  const auto distinct = distinct_kernels(m);
+  for (std::size_t i = 0; i < distinct.size(); ++i) {
+    const auto& k = m.kernels[distinct[i].front()];
+    std::int64_t calls = 0;
+    for (auto j : distinct[i]) calls += m.kernels[j].calls;
     study::options so;
     so.seed = seed * 1000 + i;
     so.window = 1;
     so.surrogate = make_gp_surrogate(k.space);
     so.costs = make_cost_model(k.space);
-    so.budget_hint = budget / m.kernels.size();
+    so.budget_hint = budget / distinct.size();
     auto b = make_backend("sim", {{"gate", "false"}, {"model", o.timing}});
     members.push_back(
-        {k.name, k.calls,
+        {k.name, calls,
          std::make_unique<study>(k.space, std::move(b), make_strategy(o.strategy), so)});
   }
   model_study ms(std::move(members), {.policy = policy});
@@ -157,7 +160,7 @@ int main(int argc, char** argv) {
     parse_options po;
     po.target = o.target;
     const auto m = load_model(std::filesystem::path(TESSEL_SOURCE_DIR) / file, po);
-    const std::size_t budget = o.per_kernel * m.kernels.size();
+    const std::size_t budget = o.per_kernel * distinct_kernels(m).size();
     std::vector<seed_result> results(static_cast<std::size_t>(o.seeds));
     std::mutex print;
     bench::for_each_seed(o.seeds, o.jobs, [&](int seed) {

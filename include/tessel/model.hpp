@@ -54,6 +54,12 @@ struct model_definition {
   std::vector<model_kernel> kernels;
 };
 
+/// The distinct kernels of `m`: instances of the same space of the same file
+/// whose consts (shapes, dtype) all end up equal are one kernel, since a config
+/// tuned for one is tuned for all (a forward and a backward GEMM of one shape). Each
+/// entry lists the indices into m.kernels it stands for, in model order.
+[[nodiscard]] std::vector<std::vector<std::size_t>> distinct_kernels(const model_definition& m);
+
 // --- step time ------------------------------------------------------------------
 
 /// What a step's time is spent on: the categories a Neuron profile shows.

@@ -135,31 +135,41 @@ std::filesystem::path model_db_dir(const model_definition& m, const std::string&
   return several_targets ? base / m.target : base;
 }
 
+std::string member_name(const model_definition& m, const std::vector<std::size_t>& instances) {
+  std::string name;
+  for (auto i : instances) name += (name.empty() ? "" : "+") + m.kernels[i].name;
+  return name;
+}
+
 model_study open_model_study(const model_definition& m, const model_options& o,
                              const model_study_setup& s, const std::filesystem::path& dir) {
   if (!s.no_db) std::filesystem::create_directories(dir);
   std::vector<model_member> members;
-  for (std::size_t i = 0; i < m.kernels.size(); ++i) {
-    const auto& k = m.kernels[i];
+  const auto distinct = distinct_kernels(m);
+  for (std::size_t i = 0; i < distinct.size(); ++i) {
+    const auto& k = m.kernels[distinct[i].front()];
+    std::int64_t calls = 0;
+    for (auto j : distinct[i]) calls += m.kernels[j].calls;
+    const auto name = member_name(m, distinct[i]);
     study_setup_options so;
     so.input.file = k.space_file;
     so.input.space = k.space_name;
     so.input.target = m.target;
-    for (const auto& [name, value] : k.sets) so.input.sets.push_back(name + "=" + value);
+    for (const auto& [set, value] : k.sets) so.input.sets.push_back(set + "=" + value);
     so.backend = o.backend;
     so.backend_settings = o.backend_settings;
     so.gate = o.gate;
     so.strategy = s.strategy;
     so.seed = s.seed + i;  // kernels do not share a random stream
     so.window = 1;         // the allocator evaluates one candidate at a time
-    so.db = (dir / (k.name + ".tessel.db")).string();
+    so.db = (dir / (name + ".tessel.db")).string();
     so.resume = s.resume;
     so.overwrite = s.overwrite;
     so.no_db = s.no_db;
     so.scheduler = s.scheduler;
     so.budget_hint = s.budget_hint;
     auto setup = make_study(so);
-    members.push_back({k.name, k.calls, std::move(setup.study)});
+    members.push_back({name, calls, std::move(setup.study)});
   }
   return model_study(std::move(members), s.allocator);
 }
@@ -167,8 +177,12 @@ model_study open_model_study(const model_definition& m, const model_options& o,
 timed_kernels time_bests(const model_definition& m, const model_options& o,
                          const std::filesystem::path& dir) {
   timed_kernels out;
-  for (const auto& k : m.kernels) {
-    const auto path = dir / (k.name + ".tessel.db");
+  std::vector<std::string> file_of(m.kernels.size());  // instance -> its study's name
+  for (const auto& instances : distinct_kernels(m))
+    for (auto i : instances) file_of[i] = member_name(m, instances);
+  for (std::size_t i = 0; i < m.kernels.size(); ++i) {
+    const auto& k = m.kernels[i];
+    const auto path = dir / (file_of[i] + ".tessel.db");
     const trial* best = nullptr;
     std::optional<stored_study> stored;
     if (std::filesystem::exists(path)) {

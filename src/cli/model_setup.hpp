@@ -74,9 +74,14 @@ struct model_study_setup {
 [[nodiscard]] std::filesystem::path model_db_dir(const model_definition& m,
                                                  const std::string& db_dir, bool several_targets);
 
-/// One study per kernel (study file <dir>/<kernel>.tessel.db, recording the
-/// kernel's space file, sets and target so `tessel show` reads it), under
-/// one model_study. Throws tessel::error as `tune` does (a study file with
+/// A distinct kernel's name: its instances' names joined by '+'.
+[[nodiscard]] std::string member_name(const model_definition& m,
+                                      const std::vector<std::size_t>& instances);
+
+/// One study per distinct kernel (distinct_kernels: instances of one space
+/// with equal consts share a study, their calls added), study file
+/// <dir>/<name>.tessel.db recording the space file, sets and target so
+/// `tessel show` reads it, under one model_study. Throws tessel::error as `tune` does (a study file with
 /// trials and no --resume, ...).
 [[nodiscard]] model_study open_model_study(const model_definition& m, const model_options& o,
                                            const model_study_setup& s,

@@ -35,6 +35,30 @@ const trial* first_ok(const study& s) {
   return nullptr;
 }
 
+/// How far a study's predictions of gain have come true: the gains its
+/// finished trials realised (how much each lowered the best) over the gains
+/// the scheduler expected of them, with two pseudo-observations at 1 so that
+/// a short record moves it little. Read from the trials, so a resumed study
+/// keeps its record.
+double calibration(const study& s) {
+  double predicted = 0, realised = 0;
+  std::size_t n = 0;
+  std::optional<double> best;
+  for (const auto& t : s.trials()) {
+    if (t.state != trial_state::finished) continue;
+    const bool counted = t.result.ok() && !t.result.low_fidelity();
+    if (best && t.prediction && std::isfinite(t.prediction->expected_gain)) {
+      predicted += t.prediction->expected_gain;
+      realised += counted ? std::max(0.0, *best - t.result.objective) : 0.0;
+      ++n;
+    }
+    if (counted && (!best || t.result.objective < *best)) best = t.result.objective;
+  }
+  if (n == 0 || !(predicted > 0)) return 1.0;
+  const double prior = 2.0 * predicted / static_cast<double>(n);
+  return (realised + prior) / (predicted + prior);
+}
+
 double metric_or(const measurement& m, const char* name, double fallback) {
   const auto it = m.metrics.find(name);
   return it == m.metrics.end() ? fallback : it->second;
@@ -85,13 +109,15 @@ struct model_study::state {
     }
   }
 
-  /// calls x expected gain / cost of kernel i's pending candidate, the gain
-  /// capped at what is left above the roofline of its best.
+  /// calls x expected gain / cost of kernel i's pending candidate: the gain
+  /// its study predicts, scaled by how far its predictions have come true,
+  /// and capped at what is left above the roofline of its best.
   double utility(std::size_t i) const {
     const auto& s = *members[i].study;
     const auto& p = *pending[i];
     const auto predicted = p.prediction ? *p.prediction : s.predict(p.config, p.provenance);
     double gain = std::isfinite(predicted.expected_gain) ? predicted.expected_gain : 0.0;
+    gain *= calibration(s);
     if (const auto* best = s.best()) {
       const double roofline = metric_or(best->result, "roofline_s", 0.0);
       if (roofline > 0) gain = std::min(gain, std::max(0.0, best->result.objective - roofline));

@@ -2,6 +2,7 @@
 #include <tessel/model.hpp>
 
 #include <algorithm>
+#include <map>
 
 namespace tessel {
 namespace {
@@ -16,6 +17,24 @@ double metric(const measurement& m, std::string_view name) {
 }
 
 }  // namespace
+
+std::vector<std::vector<std::size_t>> distinct_kernels(const model_definition& m) {
+  std::vector<std::vector<std::size_t>> out;
+  std::map<std::string, std::size_t> by_key;  // identity -> index into out
+  for (std::size_t i = 0; i < m.kernels.size(); ++i) {
+    // the space after its sets: its file and name, and every const's value
+    const auto& def = m.kernels[i].space.def();
+    std::string key = m.kernels[i].space_file + '\n' + def.name;
+    for (const auto& c : def.constants)
+      key += '\n' + c.name + '=' +
+             (c.type == value_type::symbol ? def.symbols.at(static_cast<std::size_t>(c.value))
+                                           : std::to_string(c.value));
+    const auto [it, fresh] = by_key.emplace(key, out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(i);
+  }
+  return out;
+}
 
 std::string_view to_string(time_category c) noexcept {
   switch (c) {
