@@ -7,9 +7,9 @@
 
 #include "check.hpp"
 #include "lower.hpp"
-#include "suggest.hpp"
 #include "targets.hpp"
 
+#include <tessel/did_you_mean.hpp>
 #include <tessel/error.hpp>
 
 #include <filesystem>

@@ -135,24 +135,7 @@ struct sim_backend::impl {
   }
 
   [[nodiscard]] const workload& workload_for(const space& s) const {
-    std::string name = options.workload;
-    if (name.empty()) {
-      for (const auto& k : s.def().constants)
-        if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
-            static_cast<std::size_t>(k.value) < s.def().symbols.size())
-          name = s.def().symbols[static_cast<std::size_t>(k.value)];
-    }
-    if (name.empty() && find_workload(s.name())) name = s.name();
-    if (name.empty())
-      throw error(fmt::format(
-          "sim: which workload does space '{}' describe? Declare `const workload = NAME` in "
-          "the space or pass sim:NAME (workloads: {})",
-          s.name(), fmt::join(workload_names(), ", ")));
-    const auto* w = find_workload(name);
-    if (!w)
-      throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", name,
-                              fmt::join(workload_names(), ", ")));
-    return *w;
+    return *workload_for_space(s, options.workload);
   }
 
   struct run {
@@ -249,6 +232,17 @@ void sim_backend::prepare(const space& s) {
   (void)impl_->machine_for(s);
   const std::lock_guard lock(impl_->mutex);
   impl_->prepared_workload = std::string(w.name());
+}
+
+std::vector<std::string> sim_backend::notes(const space& s) const {
+  const auto& w = impl_->workload_for(s);
+  const knob_review r = w.knobs().review(s);
+  std::vector<std::string> out;
+  for (const knob* k : r.defaulted)
+    out.push_back(fmt::format("default {} = {}", k->name, k->default_text()));
+  for (const auto& name : r.unread)
+    out.push_back(fmt::format("not read: {} (sim workload {} does not read it)", name, w.name()));
+  return out;
 }
 
 std::size_t sim_backend::concurrency() const {
