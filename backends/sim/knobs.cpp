@@ -146,6 +146,16 @@ bool fits(knob_kind k, value_type t) {
   return false;
 }
 
+/// The open-addressed index's size (knobs.hpp, knob_table::index_).
+constexpr std::size_t index_slots = 128;
+
+/// The first slot of `name` in the index: a hash of its length and ends.
+std::size_t slot_of(std::string_view name) {
+  const auto first = static_cast<unsigned char>(name.front());
+  const auto last = static_cast<unsigned char>(name.back());
+  return (name.size() * 7 + first * 3 + last * 5) % index_slots;
+}
+
 const constant* find_constant(const space& s, std::string_view name) {
   for (const auto& k : s.def().constants)
     if (k.name == name) return &k;
@@ -216,11 +226,20 @@ void review_constant(const space& s, const knob& k, const constant& c,
 
 knob_table::knob_table(std::string workload, std::vector<knob> knobs)
     : workload_(std::move(workload)), knobs_(std::move(knobs)) {
-  for (std::size_t i = 0; i < knobs_.size(); ++i) index_.emplace_back(knobs_[i].name, i);
-  std::sort(index_.begin(), index_.end());
-  for (std::size_t i = 1; i < index_.size(); ++i)
-    if (index_[i].first == index_[i - 1].first)
-      throw error(fmt::format("sim workload '{}' declares '{}' twice", workload_, index_[i].first));
+  if (knobs_.size() > index_slots / 2)
+    throw error(
+        fmt::format("sim workload '{}' declares over {} knobs", workload_, index_slots / 2));
+  index_.assign(index_slots, {std::string_view(), 0});
+  for (std::size_t i = 0; i < knobs_.size(); ++i) {
+    const std::string_view name = knobs_[i].name;
+    if (name.empty())
+      throw error(fmt::format("sim workload '{}' declares a knob without a name", workload_));
+    if (find(name))
+      throw error(fmt::format("sim workload '{}' declares '{}' twice", workload_, name));
+    std::size_t slot = slot_of(name);
+    while (!index_[slot].first.empty()) slot = (slot + 1) % index_slots;
+    index_[slot] = {name, i};
+  }
   for (const auto& k : knobs_)
     if (k.kind == knob_kind::symbol && k.derived_text.empty() &&
         std::find(k.choices.begin(), k.choices.end(), k.symbol_default) == k.choices.end())
@@ -229,9 +248,12 @@ knob_table::knob_table(std::string workload, std::vector<knob> knobs)
 }
 
 const knob* knob_table::find(std::string_view name) const {
-  const auto it = std::lower_bound(index_.begin(), index_.end(), name,
-                                   [](const auto& e, std::string_view n) { return e.first < n; });
-  return it != index_.end() && it->first == name ? &knobs_[it->second] : nullptr;
+  if (name.empty()) return nullptr;
+  for (std::size_t slot = slot_of(name);; slot = (slot + 1) % index_slots) {
+    const auto& [key, i] = index_[slot];
+    if (key.empty()) return nullptr;
+    if (key == name) return &knobs_[i];
+  }
 }
 
 const knob& knob_table::at(std::string_view name, knob_kind kind) const {

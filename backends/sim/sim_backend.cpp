@@ -277,8 +277,9 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   }
   const machine& m = *r.m;
   cost paid;
-  paid.compile_s =
-      m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(prog.issued_count());
+  // the timing counted the issued instructions already (the same sum)
+  const std::uint64_t issued = r.error.empty() ? r.timing.instructions : prog.issued_count();
+  paid.compile_s = m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(issued);
   if (!r.error.empty()) return measurement::failure(status::compile_error, r.error, paid);
   const double latency_s = r.timing.latency_ns * 1e-9;
   paid.run_s = latency_s;

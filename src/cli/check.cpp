@@ -11,6 +11,7 @@
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
 #include <tessel/random.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 
 #include <fmt/format.h>
@@ -52,7 +53,8 @@ struct backend_report {
 
 std::optional<backend_report> review_backend(const space& s, const check_options& options) {
   if (options.backend.empty()) return std::nullopt;
-  const auto b = make_backend(options.backend, parse_settings(options.backend_settings));
+  const auto b =
+      make_backend(options.backend, parse_assignments(options.backend_settings, "--backend-set"));
   b->prepare(s);
   return backend_report{b->name(), b->notes(s)};
 }

@@ -11,6 +11,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
@@ -40,7 +41,7 @@ int run_explain(const explain_options& o) {
     throw error("explain: give the config to explain with --config JSON (or @PATH) or --best DB");
   const auto loaded = load(o.input);
   const auto& s = loaded.space;
-  const auto b = make_backend(o.backend, parse_settings(o.backend_settings));
+  const auto b = make_backend(o.backend, parse_assignments(o.backend_settings, "--backend-set"));
   const auto* sim = dynamic_cast<const sim_backend*>(b.get());
   if (!sim)
     throw error(fmt::format(

@@ -32,16 +32,6 @@ bool is_replay_file(const std::filesystem::path& path) {
   return ext == ".json" || ext == ".gz";
 }
 
-std::string annotations(const study_setup_options& o) {
-  return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
-                        {"target", o.input.target}, {"set", o.input.sets},
-                        {"backend", o.backend},     {"replay_space", o.replay_space},
-                        {"strategy", o.strategy},   {"fidelity", o.fidelity}}
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
-}
-
-}  // namespace
-
 backend_settings parse_settings(const std::vector<std::string>& assignments) {
   backend_settings out;
   for (const auto& a : assignments) {
@@ -52,6 +42,16 @@ backend_settings parse_settings(const std::vector<std::string>& assignments) {
   }
   return out;
 }
+
+std::string annotations(const study_setup_options& o) {
+  return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
+                        {"target", o.input.target}, {"set", o.input.sets},
+                        {"backend", o.backend},     {"replay_space", o.replay_space},
+                        {"strategy", o.strategy},   {"fidelity", o.fidelity}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
+}
+
+}  // namespace
 
 void add_study_options(CLI::App& command, study_setup_options& o, bool backend_required) {
   add_space_options(command, o.input);

@@ -5,7 +5,6 @@
 #include "common.hpp"
 
 #include <tessel/backend.hpp>
-#include <tessel/backends.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/storage.hpp>
 #include <tessel/study.hpp>
@@ -52,10 +51,6 @@ struct study_setup_options {
   double token_price_s = 0;  ///< study_options::token_price_s
   bool verify = false;       ///< study_options::verify_reported (needs a backend)
 };
-
-/// --backend-set's "KEY=VALUE" assignments as backend settings; throws
-/// tessel::error naming one without "=".
-[[nodiscard]] backend_settings parse_settings(const std::vector<std::string>& assignments);
 
 /// Adds the options above to `command` (FILE and the space options too).
 /// `backend_required`: whether --backend must be given.

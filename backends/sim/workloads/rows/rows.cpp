@@ -19,13 +19,50 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 
+/// The shape, the tiling and SBUF, as a compiler checks them.
+std::string check_geometry(const pipeline_spec& s, const machine& m) {
+  const std::int64_t P = m.partitions;
+  if (s.rows <= 0 || s.cols <= 0) return fmt::format("{}: the shape must be positive", s.name);
+  const tiling t = tiling_of(s);
+  const std::int64_t rpt = t.rows_per_tile;
+  if (rpt <= 0) return fmt::format("{}: rows_per_tile must be positive", s.name);
+  if (rpt > P && rpt % P != 0)
+    return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
+                       s.name, rpt, P, P);
+  if (s.bufs < 1) return fmt::format("{}: bufs must be at least 1", s.name);
+  if (t.tiles * t.chunks > 2'000'000) return fmt::format("{}: too many tiles to lower", s.name);
+  return "";
+}
+
+std::string check_sbuf(const pipeline_spec& s, const machine& m) {
+  const tiling t = tiling_of(s);
+  const std::int64_t rows_pp = ceil_div(t.rows_per_tile, m.partitions);
+  const std::int64_t bytes = dtype_bytes(s.type);
+  const std::int64_t slots =
+      static_cast<std::int64_t>(s.bufs) * s.inputs * rows_pp * s.cols * bytes;
+  const std::int64_t staging = 2LL * s.outputs * rows_pp * t.cols_per_step * bytes;
+  const std::int64_t total = slots + staging + s.broadcast_bytes;
+  const std::int64_t cap = m.sbuf_bytes_per_partition;
+  if (total <= cap) return "";
+  if (slots > cap)
+    return fmt::format(
+        "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
+        "(over by {} B)",
+        slots, s.bufs, cap, slots - cap);
+  return fmt::format(
+      "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
+      "need "
+      "{} B per partition with bufs={}; the target has {} (over by {} B)",
+      slots, staging, s.broadcast_bytes, total, s.bufs, cap, total - cap);
+}
+
 class lowerer {
  public:
   lowerer(const pipeline_spec& s, const machine& m, program& out) : s_(s), m_(m), out_(out) {}
 
-  std::string run() {
-    if (auto e = geometry(); !e.empty()) return e;
-    if (auto e = check_sbuf(); !e.empty()) return e;
+  /// Lowers a spec check() accepted.
+  void run() {
+    geometry();
     setup();
     const auto order = stage_order();
     std::array<int, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
@@ -38,48 +75,20 @@ class lowerer {
         if (st == stage_reduce) steps(t, s_.reduce, stage_reduce);
         if (st == stage_scale) steps(t, s_.scale, stage_scale);
       }
-    return "";
   }
 
  private:
-  std::string geometry() {
+  void geometry() {
     P_ = m_.partitions;
-    if (s_.rows <= 0 || s_.cols <= 0) return fmt::format("{}: the shape must be positive", s_.name);
     const tiling t = tiling_of(s_);
     rpt_ = t.rows_per_tile;
-    if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
-    if (rpt_ > P_ && rpt_ % P_ != 0)
-      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
-                         s_.name, rpt_, P_, P_);
     cps_ = t.cols_per_step;
     tiles_ = t.tiles;
     chunks_ = t.chunks;
     rows_pp_ = ceil_div(rpt_, P_);
-    if (s_.bufs < 1) return fmt::format("{}: bufs must be at least 1", s_.name);
-    if (tiles_ * chunks_ > 2'000'000) return fmt::format("{}: too many tiles to lower", s_.name);
-    return "";
   }
 
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
-
-  std::string check_sbuf() {
-    const std::int64_t slots =
-        static_cast<std::int64_t>(s_.bufs) * s_.inputs * rows_pp_ * s_.cols * bytes();
-    const std::int64_t staging = 2LL * s_.outputs * rows_pp_ * cps_ * bytes();
-    const std::int64_t total = slots + staging + s_.broadcast_bytes;
-    const std::int64_t cap = m_.sbuf_bytes_per_partition;
-    if (total <= cap) return "";
-    if (slots > cap)
-      return fmt::format(
-          "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
-          "(over by {} B)",
-          slots, s_.bufs, cap, slots - cap);
-    return fmt::format(
-        "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
-        "need "
-        "{} B per partition with bufs={}; the target has {} (over by {} B)",
-        slots, staging, s_.broadcast_bytes, total, s_.bufs, cap, total - cap);
-  }
 
   /// The stages in the order of `stage_order`, except that stages working on
   /// the same tile (equal lag: too few bufs) keep their dependency order.
@@ -273,9 +282,16 @@ tiling tiling_of(const pipeline_spec& spec) {
   return t;
 }
 
+std::string check(const pipeline_spec& spec, const machine& m) {
+  if (auto e = check_geometry(spec, m); !e.empty()) return e;
+  return check_sbuf(spec, m);
+}
+
 std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
   out.clear();
-  return lowerer(spec, m, out).run();
+  if (auto e = check(spec, m); !e.empty()) return e;
+  lowerer(spec, m, out).run();
+  return "";
 }
 
 std::string read_common(const knob_reader& v, pipeline_spec& spec) {

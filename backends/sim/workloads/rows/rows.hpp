@@ -71,7 +71,11 @@ struct tiling {
 };
 [[nodiscard]] tiling tiling_of(const pipeline_spec& spec);
 
-/// Lowers the pipeline; returns "" or a compile error (SBUF overflow, ...).
+/// The compiler's checks of a spec (its shape and tiling, SBUF): "" or the
+/// compile error. Planning runs them, so both timing models agree on which
+/// configs compile.
+[[nodiscard]] std::string check(const pipeline_spec& spec, const machine& m);
+/// check(), then lowers the pipeline; returns "" or the compile error.
 [[nodiscard]] std::string lower(const pipeline_spec& spec, const machine& m, program& out);
 
 /// Reads the shared names (rows_per_tile, cols_per_step, bufs, stages,
@@ -158,8 +162,8 @@ class pipeline_workload : public typed_workload<row_plan<Choices>> {
  private:
   [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
                                       row_plan<Choices>& out) const final {
-    (void)m;
-    return build(v, out.spec, out.choice);
+    if (auto e = build(v, out.spec, out.choice); !e.empty()) return e;
+    return rows::check(out.spec, m);
   }
   [[nodiscard]] std::string lower_program(const row_plan<Choices>& p, const machine& m,
                                           program& out) const final {
