@@ -11,3 +11,5 @@ find_package(fmt REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
+# The gate's keyed hash (HMAC-SHA256) and its secret (the CSPRNG), private to the core.
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)

@@ -20,6 +20,7 @@
 #include <tessel/measurement.hpp>
 #include <tessel/model.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
