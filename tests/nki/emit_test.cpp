@@ -45,6 +45,7 @@ const std::vector<example>& examples() {
       {"moe",
        "moe.tsl",
        {{"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}}},
+      {"newton_schulz", "sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
   };
   return list;
 }
