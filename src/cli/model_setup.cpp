@@ -151,25 +151,24 @@ model_study open_model_study(const model_definition& m, const model_options& o,
     std::int64_t calls = 0;
     for (auto j : distinct[i]) calls += m.kernels[j].calls;
     const auto name = member_name(m, distinct[i]);
-    study_setup_options so;
-    so.input.file = k.space_file;
-    so.input.space = k.space_name;
-    so.input.target = m.target;
-    for (const auto& [set, value] : k.sets) so.input.sets.push_back(set + "=" + value);
+    study_spec so;
+    so.file = k.space_file;
+    so.space = k.space_name;
+    so.target = m.target;
+    for (const auto& [set, value] : k.sets) so.sets[set] = value;
     so.backend = o.backend;
-    so.backend_settings = o.backend_settings;
+    so.backend_settings = parse_assignments(o.backend_settings, "--backend-set");
     so.gate = o.gate;
     so.strategy = s.strategy;
     so.seed = s.seed + i;  // kernels do not share a random stream
     so.window = 1;         // the allocator evaluates one candidate at a time
-    so.db = (dir / (name + ".tessel.db")).string();
-    so.resume = s.resume;
-    so.overwrite = s.overwrite;
-    so.no_db = s.no_db;
+    if (!s.no_db) so.db = (dir / (name + ".tessel.db")).string();
     so.scheduler = s.scheduler;
     so.budget_hint = s.budget_hint;
-    auto setup = make_study(so);
-    members.push_back({name, calls, std::move(setup.study)});
+    auto opened = open_study(std::move(so), s.resume      ? open_mode::resume
+                                            : s.overwrite ? open_mode::overwrite
+                                                          : open_mode::create);
+    members.push_back({name, calls, std::move(opened.study)});
   }
   return model_study(std::move(members), s.allocator);
 }
