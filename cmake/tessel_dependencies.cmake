@@ -1,7 +1,7 @@
 # The design's dependencies, all from Debian packages (scripts/setup installs them).
 # Public ones are re-found by tesselConfig.cmake; private ones stay inside compiled sources.
 find_package(Boost 1.74 REQUIRED)                  # header-only: Spirit X3 (dsl/), Math (normal cdf)
-find_package(Eigen3 3.3 REQUIRED NO_MODULE)        # private to strategies/bayesian
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)        # private: strategies/bayesian, the sim newton_schulz executor
 find_package(NLopt REQUIRED)                       # private: strategies/bayesian, sim calibration
 find_package(TBB REQUIRED)                         # private to the scheduler
 find_package(range-v3 REQUIRED)

@@ -176,10 +176,68 @@ struct target_decl : x3::position_tagged {
   std::vector<target_assignment> assignments;
 };
 
+// --- models (docs/models.md) ---------------------------------------------------
+
+/// `space "PATH"` or `space "PATH" : NAME`: a space of another file (PATH
+/// relative to the model's file).
+struct space_file_ref : x3::position_tagged {
+  std::string path;
+  std::optional<identifier> name;
+};
+
+/// `space NAME`: a space block of the model's own file.
+struct space_name_ref : x3::position_tagged {
+  identifier name;
+};
+
+/// `set NAME = EXPR, ...`: the kernel's `--set` shape constants.
+struct set_field : x3::position_tagged {
+  std::vector<target_assignment> assignments;
+};
+
+/// `dtype NAME`: sets the space's `dtype` const.
+struct dtype_field : x3::position_tagged {
+  identifier value;
+};
+
+/// `calls EXPR`: how many times the kernel runs per step.
+struct calls_field : x3::position_tagged {
+  expression value;
+};
+
+/// `group NAME`: the part of the model the kernel belongs to (the report sums each).
+struct group_field : x3::position_tagged {
+  identifier value;
+};
+
+struct kernel_field : x3::variant<space_file_ref, space_name_ref, set_field, dtype_field,
+                                  calls_field, group_field> {
+  using base_type::base_type;
+  using base_type::operator=;
+};
+
+/// `kernel NAME { fields }`: one kernel instance of a model.
+struct kernel_decl : x3::position_tagged {
+  identifier name;
+  std::vector<kernel_field> fields;
+};
+
+struct model_item : x3::variant<const_decl, kernel_decl> {
+  using base_type::base_type;
+  using base_type::operator=;
+};
+
+/// `model NAME { consts and kernels }`
+struct model_block : x3::position_tagged {
+  identifier name;
+  std::vector<model_item> body;
+};
+
 /// A whole file: the top-level items in order.
 struct file {
   std::vector<target_decl> targets;
   std::vector<space_block> spaces;
+  std::vector<model_block> models;
 };
 
 }  // namespace tessel::dsl::ast

@@ -29,7 +29,8 @@ bool is_name(std::string_view text) {
          std::all_of(text.begin(), text.end(), word);
 }
 
-/// `--set` text as a value: an integer, true/false, or a symbol name.
+}  // namespace
+
 std::optional<constant_value> parse_override(std::string_view text, space::definition& def) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0)
     text.remove_prefix(1);
@@ -45,6 +46,8 @@ std::optional<constant_value> parse_override(std::string_view text, space::defin
     return std::nullopt;
   return constant_value{value_type::integer, value};
 }
+
+namespace {
 
 class space_checker {
  public:

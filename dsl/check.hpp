@@ -10,6 +10,7 @@
 //   every use is guarded by the blocks' conditions.
 #pragma once
 
+#include "lower.hpp"
 #include "parser.hpp"
 
 #include <tessel/space.hpp>
@@ -29,6 +30,11 @@ using override_map = std::map<std::string, std::string, std::less<>>;
 [[nodiscard]] space::definition check_space(const ast::space_block& block, const parse_tree& tree,
                                             reporter& out, const target& tgt,
                                             const override_map& overrides);
+
+/// `--set` text as a value: an integer, true/false, or a symbol name (interned
+/// in `def`); nullopt when it is none of these.
+[[nodiscard]] std::optional<constant_value> parse_override(std::string_view text,
+                                                           space::definition& def);
 
 /// The consts `block` declares, by name (for validating --set).
 [[nodiscard]] std::vector<std::string> declared_consts(const ast::space_block& block);

@@ -1,5 +1,6 @@
 // The public entry points of the language (include/tessel/dsl.hpp).
 #include "file.hpp"
+#include "model.hpp"
 
 #include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
@@ -59,13 +60,33 @@ space parse_space(std::string_view text, const parse_options& options, std::stri
   return space(parse_definition(text, options, name));
 }
 
-space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {
-  if (options.file == parse_options{}.file) options.file = path.string();
+namespace {
+
+std::string read_text(const std::filesystem::path& path, const std::string& shown) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(options.file, "cannot read the file");
+  if (!in) fail(shown, "cannot read the file");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_space(text.str(), options, name);
+  return text.str();
+}
+
+}  // namespace
+
+space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {
+  if (options.file == parse_options{}.file) options.file = path.string();
+  return parse_space(read_text(path, options.file), options, name);
+}
+
+model_definition parse_model(std::string_view text, const parse_options& options,
+                             std::string_view name) {
+  const dsl::source src(text, options.file);
+  return dsl::check_model(src, options, name);
+}
+
+model_definition load_model(const std::filesystem::path& path, parse_options options,
+                            std::string_view name) {
+  if (options.file == parse_options{}.file) options.file = path.string();
+  return parse_model(read_text(path, options.file), options, name);
 }
 
 std::vector<target> parse_targets(std::string_view text, const parse_options& options) {

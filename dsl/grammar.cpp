@@ -28,6 +28,9 @@ BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::when_block, condition, body)
 BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::space_block, name, body)
 BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::target_assignment, name, value)
 BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::target_decl, name, base, assignments)
+BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::space_file_ref, path, name)
+BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::kernel_decl, name, fields)
+BOOST_FUSION_ADAPT_STRUCT(tessel::dsl::ast::model_block, name, body)
 
 namespace tessel::dsl {
 namespace grammar {
@@ -95,6 +98,10 @@ const auto set_elements = [](auto& ctx) {
 const auto set_perm_elements = [](auto& ctx) {
   x3::_val(ctx).elements = std::move(x3::_attr(ctx));
 };
+const auto set_value = [](auto& ctx) { x3::_val(ctx).value = std::move(x3::_attr(ctx)); };
+const auto set_assignments = [](auto& ctx) {
+  x3::_val(ctx).assignments = std::move(x3::_attr(ctx));
+};
 
 // --- rules ---------------------------------------------------------------------
 
@@ -131,6 +138,14 @@ struct when_id : annotate_position {};
 struct space_id : annotate_position {};
 struct assignment_id : annotate_position {};
 struct target_id : annotate_position {};
+struct space_file_ref_id : annotate_position {};
+struct space_name_ref_id : annotate_position {};
+struct set_field_id : annotate_position {};
+struct dtype_field_id : annotate_position {};
+struct calls_field_id : annotate_position {};
+struct group_field_id : annotate_position {};
+struct kernel_id : annotate_position {};
+struct model_id : annotate_position {};
 
 const x3::rule<identifier_id, ast::identifier> identifier = "name";
 const x3::rule<integer_id, ast::integer_literal> integer = "integer";
@@ -254,6 +269,54 @@ const auto target_decl_def = kw("target") > identifier > ':' > identifier > '{' 
 BOOST_SPIRIT_DEFINE(const_decl, let_decl, param_decl, require_stmt, when_block, statement,
                     block_end, space_block, assignment, assignment_end, target_decl)
 
+// A model (docs/models.md): consts and kernel instances.
+const x3::rule<space_file_ref_id, ast::space_file_ref> space_file_ref = "space";
+const x3::rule<space_name_ref_id, ast::space_name_ref> space_name_ref = "space";
+const x3::rule<set_field_id, ast::set_field> set_field = "set";
+const x3::rule<dtype_field_id, ast::dtype_field> dtype_field = "dtype";
+const x3::rule<calls_field_id, ast::calls_field> calls_field = "calls";
+const x3::rule<group_field_id, ast::group_field> group_field = "group";
+const x3::rule<class kernel_field_id, ast::kernel_field> kernel_field = "kernel field";
+const x3::rule<class kernel_end_id> kernel_end =
+    "a kernel field (space, set, dtype, calls, group) or '}'";
+const x3::rule<kernel_id, ast::kernel_decl> kernel_decl = "kernel";
+const x3::rule<class model_item_id, ast::model_item> model_item = "model item";
+const x3::rule<class model_end_id> model_end = "a const, a kernel or '}'";
+const x3::rule<model_id, ast::model_block> model_block = "model";
+
+const x3::rule<class space_name_ref_action_id, ast::space_name_ref> space_name_ref_action = "space";
+const x3::rule<class set_field_action_id, ast::set_field> set_field_action = "set";
+const x3::rule<class dtype_field_action_id, ast::dtype_field> dtype_field_action = "dtype";
+const x3::rule<class calls_field_action_id, ast::calls_field> calls_field_action = "calls";
+const x3::rule<class group_field_action_id, ast::group_field> group_field_action = "group";
+
+const auto space_file_ref_def = kw("space") >> string_literal >> -(':' > identifier);
+const auto space_name_ref_action_def = (kw("space") > identifier)[set_name];
+const auto space_name_ref_def = space_name_ref_action;
+const auto set_field_action_def = (kw("set") > (assignment % ','))[set_assignments];
+const auto set_field_def = set_field_action;
+const auto dtype_field_action_def = (kw("dtype") > identifier)[set_value];
+const auto dtype_field_def = dtype_field_action;
+const auto calls_field_action_def = (kw("calls") > expression)[set_value];
+const auto calls_field_def = calls_field_action;
+const auto group_field_action_def = (kw("group") > identifier)[set_value];
+const auto group_field_def = group_field_action;
+const auto kernel_field_def =
+    space_file_ref | space_name_ref | set_field | dtype_field | calls_field | group_field;
+const auto kernel_end_def = x3::lit('}');
+const auto kernel_decl_def = kw("kernel") > identifier > '{' >
+                             *(kernel_field >> -x3::lit(';')) > kernel_end;
+const auto model_item_def = const_decl | kernel_decl;
+const auto model_end_def = x3::lit('}');
+const auto model_block_def = kw("model") > identifier > '{' >
+                             *(model_item >> -x3::lit(';')) > model_end;
+
+BOOST_SPIRIT_DEFINE(space_name_ref_action, set_field_action, dtype_field_action, calls_field_action,
+                    group_field_action)
+BOOST_SPIRIT_DEFINE(space_file_ref, space_name_ref, set_field, dtype_field, calls_field,
+                    group_field, kernel_field, kernel_end, kernel_decl, model_item, model_end,
+                    model_block)
+
 }  // namespace grammar
 
 namespace {
@@ -305,9 +368,13 @@ std::string expected_text(std::string which) {
 /// A hint when the found word is a misspelt keyword the parser could accept.
 std::string keyword_hint(const std::string& which, const std::string& found) {
   static const std::vector<std::string> statements = {"param", "const", "let", "require", "when"};
-  static const std::vector<std::string> top_level = {"space", "target"};
+  static const std::vector<std::string> top_level = {"space", "target", "model"};
+  static const std::vector<std::string> kernel_fields = {"space", "set", "dtype", "calls", "group"};
+  static const std::vector<std::string> model_items = {"const", "kernel"};
   if (which.starts_with("a statement")) return did_you_mean(found, statements);
   if (which.starts_with("'space'")) return did_you_mean(found, top_level);
+  if (which.starts_with("a kernel field")) return did_you_mean(found, kernel_fields);
+  if (which.starts_with("a const, a kernel")) return did_you_mean(found, model_items);
   return {};
 }
 
@@ -371,7 +438,13 @@ iterator parse_item(const source& src, reporter& out, grammar::position_cache& p
       file.spaces.push_back(std::move(space));
       return at;
     }
-    report_syntax_error(src, out, start, "'space' or 'target'");
+    at = start;
+    ast::model_block model;
+    if (x3::phrase_parse(at, end, with_positions(grammar::model_block), skipper, model)) {
+      file.models.push_back(std::move(model));
+      return at;
+    }
+    report_syntax_error(src, out, start, "'space', 'target' or 'model'");
   } catch (const x3::expectation_failure<iterator>& failure) {
     report_syntax_error(src, out, failure.where(), failure.which());
   }

@@ -93,6 +93,14 @@ void reporter::error(std::string message, std::string hint) {
   list_.push_back(std::move(d));
 }
 
+void reporter::add(diagnostic d) {
+  if (list_.size() >= max_diagnostics) {
+    ++dropped_;
+    return;
+  }
+  list_.push_back(std::move(d));
+}
+
 void reporter::throw_if_any() const {
   if (list_.empty()) return;
   auto all = list_;

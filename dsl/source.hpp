@@ -52,6 +52,8 @@ class reporter {
   void error(std::size_t offset, std::string message, std::string hint = {});
   /// An error with no location (bad options, unknown target or space name).
   void error(std::string message, std::string hint = {});
+  /// A diagnostic of another text (a space file a model names), kept as it is.
+  void add(diagnostic d);
 
   [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
   [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }

@@ -31,6 +31,22 @@ int percent(double f) { return static_cast<int>(std::lround(100.0 * f)); }
 
 }  // namespace
 
+std::map<std::string, double> category_split(const timing_result& t) {
+  double matmul = 0, elementwise = 0, hbm = 0;
+  for (const auto& s : t.critical_path) {
+    if (s.phase == "tensor") matmul += s.ns;
+    if (s.phase == "vector" || s.phase == "scalar" || s.phase == "gpsimd") elementwise += s.ns;
+    if (s.phase == "dma issue" || s.phase == "dma data") hbm += s.ns;
+  }
+  // DMA completion latency, and any part of the latency off the path, is waiting
+  const double stall = std::max(0.0, t.latency_ns - matmul - elementwise - hbm);
+  return {{"time_matmul_s", matmul * 1e-9},
+          {"time_elementwise_s", elementwise * 1e-9},
+          {"time_hbm_s", hbm * 1e-9},
+          {"time_collective_s", 0.0},
+          {"time_stall_s", stall * 1e-9}};
+}
+
 roofline_parts roofline_of(const workload_totals& t, const machine& m) {
   const double peak = m.bf16_peak_flops_per_ns * peak_factor(t.compute_type, m);
   return {peak > 0 ? t.flops / peak : 0, t.min_hbm_bytes / m.dma_peak_bytes_per_ns()};
@@ -87,6 +103,7 @@ std::map<std::string, double> analysis::metrics() const {
       {"instructions", static_cast<double>(t_.instructions)},
       {"tensor_warmup_s", t_.tensor_warmup_ns * 1e-9},
   };
+  for (const auto& [name, seconds] : category_split(t_)) out[name] = seconds;
   std::int64_t sbuf = 0;
   for (const auto& b : p_.buffers())
     sbuf += b.where == memory::sbuf ? b.sbuf_bytes_per_partition() : 0;

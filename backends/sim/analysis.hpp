@@ -56,6 +56,13 @@ class analysis {
   std::vector<resource_share> shares_;
 };
 
+/// The latency split by what a Neuron profile shows (tessel/model.hpp's
+/// time_category): metrics "time_matmul_s" (TensorE on the critical path),
+/// "time_elementwise_s" (VectorE, ScalarE, GpSimdE), "time_hbm_s" (DMA issue
+/// and data), "time_collective_s" (0: one core) and "time_stall_s" (DMA
+/// completion latency and the rest), in seconds, summing to the latency.
+[[nodiscard]] std::map<std::string, double> category_split(const timing_result& t);
+
 /// The roofline's two sides in ns: the FLOPs at the peak matmul rate of the
 /// compute type, and the minimal HBM bytes at the peak DMA rate.
 struct roofline_parts {

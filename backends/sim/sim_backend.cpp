@@ -80,6 +80,25 @@ measurement analytic_measurement(const steady_estimate& e, const machine& m) {
       {"roofline_fraction", roof / lat},
       {"analytic", 1.0},
   };
+  // The estimate has no critical path: the resource that bounds it is on the
+  // path for its busy time, the rest is waiting (docs/simulator.md, "Speed").
+  const std::string_view bound = e.bound;
+  const double bound_ns =
+      std::min(e.latency_ns, bound == "tensor"                                    ? e.busy_ns[0]
+                             : bound == "vector"                                  ? e.busy_ns[1]
+                             : bound == "scalar"                                  ? e.busy_ns[2]
+                             : bound == "gpsimd"                                  ? e.busy_ns[3]
+                             : bound.starts_with("dma") && bound != "dma latency" ? e.dma_data_ns
+                                                                                  : 0.0);
+  const char* category = bound == "tensor"          ? "time_matmul_s"
+                         : bound.starts_with("dma") ? "time_hbm_s"
+                         : bound.empty()            ? "time_stall_s"
+                                                    : "time_elementwise_s";
+  for (const auto* name :
+       {"time_matmul_s", "time_elementwise_s", "time_hbm_s", "time_collective_s", "time_stall_s"})
+    out.metrics[name] = 0.0;
+  out.metrics[category] = bound_ns * 1e-9;
+  out.metrics["time_stall_s"] += (e.latency_ns - bound_ns) * 1e-9;
   out.message = fmt::format("analytic estimate: {}-bound ({}); {:.0f}% of the roofline bound",
                             e.bound, e.tag, 100.0 * roof / lat);
   return out;

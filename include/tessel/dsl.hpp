@@ -4,6 +4,7 @@
 // including this header costs nothing.
 #pragma once
 
+#include <tessel/model.hpp>
 #include <tessel/space.hpp>
 #include <tessel/target.hpp>
 
@@ -60,6 +61,20 @@ inline constexpr std::size_t max_copied_source_bytes = std::size_t{256} << 20;
 /// As parse_space, reading the file at `path` (options.file defaults to it).
 [[nodiscard]] space load_space(const std::filesystem::path& path, parse_options options = {},
                                std::string_view name = "");
+
+/// The model named `name` ("" for the first) of `text` (docs/models.md): its
+/// consts (options.overrides set them, by name), and each kernel's space read
+/// from the file it names (relative to the directory of options.file) or
+/// from `text`, with the kernel's sets and dtype applied, checked against
+/// options.target and built. Throws space_error holding every diagnostic,
+/// each at its line in the model (a kernel's space's own errors follow the
+/// one that names the kernel).
+[[nodiscard]] model_definition parse_model(std::string_view text, const parse_options& options = {},
+                                           std::string_view name = "");
+
+/// As parse_model, reading the file at `path` (options.file defaults to it).
+[[nodiscard]] model_definition load_model(const std::filesystem::path& path,
+                                          parse_options options = {}, std::string_view name = "");
 
 /// Targets the text declares (`target NAME : BASE { ... }`), resolved against
 /// the built-ins, in file order.

@@ -22,6 +22,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/hash.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/model.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/race_rule.hpp>
 #include <tessel/racing.hpp>

@@ -37,7 +37,7 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
         "          ^\n"
         "  hint: did you mean 'param'?");
   CHECK(errors_of("spce s { }") ==
-        "test.tsl:1:1: error: expected 'space' or 'target', found 'spce'\n"
+        "test.tsl:1:1: error: expected 'space', 'target' or 'model', found 'spce'\n"
         "spce s { }\n"
         "^\n"
         "  hint: did you mean 'space'?");

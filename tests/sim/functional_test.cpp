@@ -155,6 +155,7 @@ TEST_CASE("functional: sampled configs of the example spaces pass the gate") {
       {"sim_rmsnorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
       {"sim_softmax.tsl", {{"rows", "1024"}, {"cols", "512"}}},
       {"sim_layernorm.tsl", {{"rows", "512"}, {"hidden", "512"}}},
+      {"sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
       {"attention.tsl", {{"seq", "512"}}},
       {"sim_attention.tsl", {{"seq", "512"}}},
       {"moe.tsl", {{"tokens", "128"}, {"d_in", "512"}, {"experts", "16"}, {"top_k", "4"}}},
