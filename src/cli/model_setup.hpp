@@ -81,8 +81,8 @@ struct model_study_setup {
 /// One study per distinct kernel (distinct_kernels: instances of one space
 /// with equal consts share a study, their calls added), study file
 /// <dir>/<name>.tessel.db recording the space file, sets and target so
-/// `tessel show` reads it, under one model_study. Throws tessel::error as `tune` does (a study file with
-/// trials and no --resume, ...).
+/// `tessel show` reads it, under one model_study. Throws tessel::error as `tune` does (a study file
+/// with trials and no --resume, ...).
 [[nodiscard]] model_study open_model_study(const model_definition& m, const model_options& o,
                                            const model_study_setup& s,
                                            const std::filesystem::path& dir);
