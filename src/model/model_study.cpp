@@ -207,8 +207,9 @@ model_study::model_study(std::vector<model_member> members, options o)
     auto& st = *m.study;
     if (st.trials().empty() && st.opts().evaluate_baseline && !st.space().default_config() &&
         st.space().count() > 0)
-      (void)st.enqueue(st.space().at(0),
-                       {"baseline", 0, "the space's first valid config (its default is not valid)"});
+      (void)st.enqueue(
+          st.space().at(0),
+          {"baseline", 0, "the space's first valid config (its default is not valid)"});
   }
   auto& s = *state_;
   s.members = std::move(members);
