@@ -51,7 +51,7 @@ struct importance_result {
 
 /// What a report shows.
 struct report_input {
-  const study_record* record = nullptr;  ///< required
+  const study_record* record = nullptr;        ///< required
   const tessel::space* study_space = nullptr;  ///< required: the study's space
   const std::vector<trial>* trials = nullptr;  ///< required: every stored trial
   std::string source;  ///< where the study came from (its file), shown in the header

@@ -43,9 +43,9 @@ void add_importance(const stored_study& stored, report_input& in) {
   if (in.importance)
     in.importance->method += " (Gaussian-process surrogate, docs/bayesian.md)";
   else
-    in.importance_note = fmt::format(
-        "the Gaussian-process surrogate is not ready ({} ok trials; it needs {})", ok,
-        gp_options{}.min_observations);
+    in.importance_note =
+        fmt::format("the Gaussian-process surrogate is not ready ({} ok trials; it needs {})", ok,
+                    gp_options{}.min_observations);
 }
 
 int run_report(const report_options& o) {

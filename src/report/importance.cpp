@@ -73,7 +73,8 @@ std::optional<importance_result> parameter_importances(const space& s,
     const double share = total > 0 ? std::min(variance(effects) / total, 1.0) : 0.0;
     out.parameters.push_back({s.parameters()[p].name, share});
   }
-  std::ranges::stable_sort(out.parameters, [](const auto& a, const auto& b) { return a.share > b.share; });
+  std::ranges::stable_sort(out.parameters,
+                           [](const auto& a, const auto& b) { return a.share > b.share; });
   return out;
 }
 

@@ -45,9 +45,10 @@ std::string cross(double x, double y, std::string_view tip) {
 }
 
 std::string trial_tip(const study_view& v, const trial& t) {
-  return fmt::format("trial {}: {} {}", t.id,
-                     t.result.ok() ? label(t.result.objective) : std::string(to_string(t.result.status)),
-                     v.s.to_json(t.config));
+  return fmt::format(
+      "trial {}: {} {}", t.id,
+      t.result.ok() ? label(t.result.objective) : std::string(to_string(t.result.status)),
+      v.s.to_json(t.config));
 }
 
 /// Best so far against evaluations (by_cost false) or cumulative cost.
@@ -77,7 +78,8 @@ std::optional<std::string> convergence(const study_view& v, bool standalone, std
   for (std::size_t i = 0; i < v.finished.size(); ++i) {
     const trial& t = *v.finished[i];
     const double px = x(xs[i]);
-    const bool counts = t.result.ok() && !t.result.low_fidelity() && std::isfinite(t.result.objective);
+    const bool counts =
+        t.result.ok() && !t.result.low_fidelity() && std::isfinite(t.result.objective);
     if (!t.result.ok()) {
       f.add(cross(px, f.y1() + 6, trial_tip(v, t)));
       ++failures;
@@ -135,7 +137,8 @@ std::optional<std::string> objective_by_parameter(const study_view& v, bool stan
     for (const auto* t : v.measured) at[t->config[p]].push_back(t);
     figure f(params[p].name, panel_w, panel_h, 56, 34);
     const scale y = fit(ys, f.y0(), f.y1());
-    const scale x{.lo = -0.5, .hi = static_cast<double>(at.size()) - 0.5, .from = f.x0(), .to = f.x1()};
+    const scale x{
+        .lo = -0.5, .hi = static_cast<double>(at.size()) - 0.5, .from = f.x0(), .to = f.x1()};
     f.title(params[p].name);
     f.axes(scale{.lo = 0, .hi = 0, .from = 0, .to = 0}, y, "", "objective");
     std::vector<double> ticks;
@@ -210,7 +213,8 @@ std::optional<std::string> parallel(const study_view& v, bool standalone, std::s
   const std::size_t axes = params.size() + 1;
   figure f("parallel", 960, 340, 40, 60);
   f.title(fmt::format("The best {} trials (darker is better)", v.best.size()));
-  const scale x{.lo = 0, .hi = static_cast<double>(axes - 1), .from = f.x0() + 20, .to = f.x1() - 30};
+  const scale x{
+      .lo = 0, .hi = static_cast<double>(axes - 1), .from = f.x0() + 20, .to = f.x1() - 30};
   std::vector<double> objectives;
   for (const auto* t : v.best) objectives.push_back(t->result.objective);
   const scale yo = fit(objectives, f.y0(), f.y1() + 10);
@@ -224,9 +228,10 @@ std::optional<std::string> parallel(const study_view& v, bool standalone, std::s
   };
   for (std::size_t a = 0; a < axes; ++a) {
     const double px = x(static_cast<double>(a));
-    f.add(fmt::format("<line class=\"grid\" stroke=\"#888\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" "
-                      "y1=\"{1:.1f}\" y2=\"{2:.1f}\"/>",
-                      px, f.y1() + 10, f.y0()));
+    f.add(
+        fmt::format("<line class=\"grid\" stroke=\"#888\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" "
+                    "y1=\"{1:.1f}\" y2=\"{2:.1f}\"/>",
+                    px, f.y1() + 10, f.y0()));
     const bool last = a == params.size();
     f.text(px, f.y0() + 16, last ? "objective" : params[a].name,
            "class=\"axis\" text-anchor=\"middle\"");
@@ -245,18 +250,22 @@ std::optional<std::string> parallel(const study_view& v, bool standalone, std::s
     for (std::size_t p = 0; p < params.size(); ++p)
       d += fmt::format("{}{:.1f} {:.1f}", p == 0 ? "M" : "L", x(static_cast<double>(p)),
                        position(t, p));
-    d += fmt::format("L{:.1f} {:.1f}", x(static_cast<double>(params.size())), yo(t.result.objective));
-    const int shade = static_cast<int>(40 + 170 * static_cast<double>(k) /
-                                                  static_cast<double>(std::max<std::size_t>(v.best.size(), 2) - 1));
-    f.add(fmt::format("<path class=\"top\" stroke=\"rgb({0},{0},{1})\" d=\"{2}\"><title>{3}</title></path>",
-                      shade / 2, shade, d, escape(trial_tip(v, t))));
+    d += fmt::format("L{:.1f} {:.1f}", x(static_cast<double>(params.size())),
+                     yo(t.result.objective));
+    const int shade =
+        static_cast<int>(40 + 170 * static_cast<double>(k) /
+                                  static_cast<double>(std::max<std::size_t>(v.best.size(), 2) - 1));
+    f.add(fmt::format(
+        "<path class=\"top\" stroke=\"rgb({0},{0},{1})\" d=\"{2}\"><title>{3}</title></path>",
+        shade / 2, shade, d, escape(trial_tip(v, t))));
   }
   return f.svg(standalone);
 }
 
 /// Stacked bars: each status's share of the trials finished in each tenth
 /// (at most 20 bins) of the study.
-std::optional<std::string> status_over_time(const study_view& v, bool standalone, std::string& why) {
+std::optional<std::string> status_over_time(const study_view& v, bool standalone,
+                                            std::string& why) {
   if (v.finished.empty()) {
     why = "no trial has finished";
     return std::nullopt;
@@ -276,7 +285,8 @@ std::optional<std::string> status_over_time(const study_view& v, bool standalone
   const scale y{.lo = 0, .hi = 1, .from = f.y0(), .to = f.y1()};
   f.axes(x, y, "evaluations (in finishing order)", "share of the bin");
   for (std::size_t b = 0; b < bins; ++b) {
-    const double first = static_cast<double>(b * n / bins), last = static_cast<double>((b + 1) * n / bins);
+    const double first = static_cast<double>(b * n / bins),
+                 last = static_cast<double>((b + 1) * n / bins);
     const double total = last - first;
     double below = 0;
     for (std::size_t k = 0; k < statuses.size(); ++k) {
@@ -318,9 +328,10 @@ std::optional<std::string> engines(const study_view& v, bool standalone, std::st
     const auto m = best->result.metrics.find(std::string(names[i]) + "_busy");
     const double busy = m == best->result.metrics.end() ? 0 : std::clamp(m->second, 0.0, 1.0);
     const double top = f.y1() + 4 + 22.0 * static_cast<double>(i);
-    f.add(fmt::format("<rect class=\"bar\" fill=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                      "height=\"16\"><title>{}: {:.3f}</title></rect>",
-                      colour(i), f.x0(), top, std::max(x(busy) - f.x0(), 0.5), names[i], busy));
+    f.add(
+        fmt::format("<rect class=\"bar\" fill=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+                    "height=\"16\"><title>{}: {:.3f}</title></rect>",
+                    colour(i), f.x0(), top, std::max(x(busy) - f.x0(), 0.5), names[i], busy));
     f.text(f.x0() - 6, top + 12, names[i], "text-anchor=\"end\"");
     if (busy > 0.9)  // the label inside the bar's end
       f.text(x(busy) - 4, top + 12, fmt::format("{:.0f}%", 100 * busy),
@@ -354,7 +365,8 @@ std::optional<std::string> fidelity(const study_view& v, bool standalone, std::s
   const scale x = fit(xs, f.x0(), f.x1()), y = fit(ys, f.y0(), f.y1());
   f.title("Low against high fidelity (configs measured at both)");
   f.axes(x, y, "low-fidelity objective", "high-fidelity objective");
-  for (const auto& [low, t] : pairs) f.add(circle(x(low), y(t->result.objective), 3, "ok", trial_tip(v, *t)));
+  for (const auto& [low, t] : pairs)
+    f.add(circle(x(low), y(t->result.objective), 3, "ok", trial_tip(v, *t)));
   return f.svg(standalone);
 }
 
@@ -379,7 +391,8 @@ const std::vector<plot>& plots() {
        "The best trials across every parameter: each axis runs from the domain's first value "
        "(bottom) to its last (top); the last axis is the objective.",
        parallel},
-      {"status", "Status over time", "The share of each status among the trials, over the course of the study.",
+      {"status", "Status over time",
+       "The share of each status among the trials, over the course of the study.",
        status_over_time},
       {"engines", "Simulator: the best config's engines",
        "Where the best config spends its time on the simulator: each engine's busy fraction and "

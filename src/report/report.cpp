@@ -47,14 +47,14 @@ std::string header(const report_detail::study_view& v) {
     rows += fmt::format("<tr><th>{}</th><td>{}</td></tr>", name, escape(value));
   };
   if (!v.in.source.empty()) row("study", v.in.source);
-  row("space", fmt::format("{} ({} valid configs, {} parameters)", r.space_name, v.s.count(),
-                           v.s.size()));
+  row("space",
+      fmt::format("{} ({} valid configs, {} parameters)", r.space_name, v.s.count(), v.s.size()));
   row("target", r.target);
   row("backend", r.backend);
   row("strategy", fmt::format("{} (seed {})", r.strategy, r.seed));
-  row("trials", fmt::format("{} finished ({}), {} not finished", v.finished.size(),
-                            statuses.empty() ? "none" : statuses,
-                            v.in.trials->size() - v.finished.size()));
+  row("trials",
+      fmt::format("{} finished ({}), {} not finished", v.finished.size(),
+                  statuses.empty() ? "none" : statuses, v.in.trials->size() - v.finished.size()));
   row("evaluation cost", fmt::format("{:.3f} s", cost));
   if (!v.best.empty())
     row("best", fmt::format("{} (trial {}) {}", label(v.best.front()->result.objective),
@@ -64,8 +64,9 @@ std::string header(const report_detail::study_view& v) {
 
 std::string best_table(const report_detail::study_view& v) {
   if (v.best.empty()) return "<p class=\"absent\">No trial finished ok yet.</p>";
-  std::string out = "<table class=\"best\"><tr><th>trial</th><th class=\"num\">objective</th>"
-                    "<th>source</th><th>config</th></tr>";
+  std::string out =
+      "<table class=\"best\"><tr><th>trial</th><th class=\"num\">objective</th>"
+      "<th>source</th><th>config</th></tr>";
   for (const auto* t : v.best)
     out += fmt::format(
         "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td><code>{}</code></td></tr>", t->id,
@@ -81,7 +82,8 @@ std::string constraints_block(const report_input& in) {
   for (const auto& l : in.learned_constraints) lines += escape(l) + "\n";
   return "<p class=\"caption\">Candidate <code>require</code> lines for the .tsl: each condition "
          "is met by the failures it counts and by no success so far. Check before pasting.</p>"
-         "<pre>" + lines + "</pre>";
+         "<pre>" +
+         lines + "</pre>";
 }
 
 }  // namespace
@@ -103,9 +105,10 @@ std::string report_html(const report_input& in) {
     std::string why;
     const auto svg = p.draw(v, false, why);
     nav += fmt::format("<a href=\"#{}\">{}</a>", p.name, p.heading);
-    sections += fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"caption\">{}</p>{}</section>\n",
-                            p.name, p.heading, p.caption,
-                            svg ? *svg : "<p class=\"absent\">Not drawn: " + escape(why) + ".</p>");
+    sections +=
+        fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"caption\">{}</p>{}</section>\n",
+                    p.name, p.heading, p.caption,
+                    svg ? *svg : "<p class=\"absent\">Not drawn: " + escape(why) + ".</p>");
   }
   nav += "<a href=\"#constraints\">Learned constraints</a><a href=\"#best\">Best trials</a>";
   return fmt::format(

@@ -98,16 +98,18 @@ void figure::axes(const scale& x, const scale& y, std::string_view x_title,
       y1(), x1() - x0(), y0() - y1());
   for (const double v : x.from == x.to ? std::vector<double>{} : x.ticks()) {
     const double px = x(v);
-    body_ += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" "
-                         "y2=\"{2:.1f}\"/>",
-                         px, y1(), y0());
+    body_ += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" "
+        "y2=\"{2:.1f}\"/>",
+        px, y1(), y0());
     text(px, y0() + 14, label(v), "class=\"tick\" text-anchor=\"middle\"");
   }
   for (const double v : y.from == y.to ? std::vector<double>{} : y.ticks()) {
     const double py = y(v);
-    body_ += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" "
-                         "y2=\"{2:.1f}\"/>",
-                         x0(), x1(), py);
+    body_ += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" "
+        "y2=\"{2:.1f}\"/>",
+        x0(), x1(), py);
     text(x0() - 4, py + 4, label(v), "class=\"tick\" text-anchor=\"end\"");
   }
   text((x0() + x1()) / 2, height_ - 8, x_title, "class=\"axis\" text-anchor=\"middle\"");
