@@ -17,8 +17,10 @@
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/report.hpp>
 #include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>

@@ -33,9 +33,11 @@ result shell(const std::string& command) {
 std::string chromium(const std::string& arguments) {
   const std::string profile = work + "/chromium_profile";
   std::filesystem::remove_all(profile);
-  return "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
+  return "timeout 90 chromium --headless --no-sandbox --disable-gpu "
+         "--disable-background-networking "
          "--disable-component-update --disable-sync --no-first-run --hide-scrollbars "
-         "--user-data-dir='" + profile + "' " + arguments;
+         "--user-data-dir='" +
+         profile + "' " + arguments;
 }
 
 /// Measures every plot once the page has loaded, into <pre id="render-check">:
@@ -67,8 +69,10 @@ window.addEventListener('load', () => {
 TEST_CASE("report: headless Chromium draws every plot of a simulator study") {
   const std::string db = work + "/report.tessel.db", html = work + "/report.html";
   for (const auto& p : {db, db + "-wal", db + "-shm", html}) std::filesystem::remove(p);
-  REQUIRE(tessel("tune " + matmul + " --backend sim --target trn2 --budget 40 --seed 1 --quiet "
-                 "--db '" + db + "'")
+  REQUIRE(tessel("tune " + matmul +
+                 " --backend sim --target trn2 --budget 40 --seed 1 --quiet "
+                 "--db '" +
+                 db + "'")
               .code == 0);
   const auto shown = tessel("show '" + db + "' --json");
   REQUIRE(shown.code == 0);
@@ -79,7 +83,7 @@ TEST_CASE("report: headless Chromium draws every plot of a simulator study") {
   CHECK(contains(made.err, "to " + html));
   const std::string page = read_text(html);
   CHECK(page.find("<script") == std::string::npos);  // self-contained, no code to run
-  CHECK(page.find("http://") == std::string::npos);   // nothing fetched at view time
+  CHECK(page.find("http://") == std::string::npos);  // nothing fetched at view time
   CHECK(page.find("https://") == std::string::npos);
 
   if (shell(chromium("--version")).code != 0) {
@@ -92,10 +96,13 @@ TEST_CASE("report: headless Chromium draws every plot of a simulator study") {
     copy.insert(copy.rfind("</body>"), check_script);
     std::ofstream(checked) << copy;
   }
-  const auto dom = shell(chromium("--enable-logging=stderr --v=0 --virtual-time-budget=5000 "
-                                  "--dump-dom 'file://" + checked + "'"));
+  const auto dom =
+      shell(chromium("--enable-logging=stderr --v=0 --virtual-time-budget=5000 "
+                     "--dump-dom 'file://" +
+                     checked + "'"));
   REQUIRE(dom.code == 0);
-  CHECK_MESSAGE(!contains(dom.err, ":CONSOLE"), "console output:\n", dom.err);  // INFO:CONSOLE:LINE] "message"
+  CHECK_MESSAGE(!contains(dom.err, ":CONSOLE"), "console output:\n",
+                dom.err);  // INFO:CONSOLE:LINE] "message"
   CHECK(!contains(dom.out, "<title>ERROR"));
   const auto from = dom.out.find("<pre id=\"render-check\">");
   REQUIRE(from != std::string::npos);
@@ -118,15 +125,15 @@ TEST_CASE("report: headless Chromium draws every plot of a simulator study") {
 
   const std::string png = work + "/report.png";
   std::filesystem::remove(png);
-  REQUIRE(shell(chromium("--window-size=1100,2400 --screenshot='" + png + "' 'file://" + html +
-                         "'"))
-              .code == 0);
+  REQUIRE(
+      shell(chromium("--window-size=1100,2400 --screenshot='" + png + "' 'file://" + html + "'"))
+          .code == 0);
   REQUIRE(std::filesystem::exists(png));
   CHECK(read_text(png).starts_with("\x89PNG"));
   CHECK(std::filesystem::file_size(png) > 50'000);  // a blank page is a few kB
 }
 
-TEST_CASE("report: --format svg writes one plot; clear errors for a bad plot or format") {
+TEST_CASE("report: --format svg writes one plot; clear errors; explain --interactions") {
   const std::string db = work + "/report_svg.tessel.db";
   for (const auto& p : {db, db + "-wal", db + "-shm"}) std::filesystem::remove(p);
   REQUIRE(tessel("tune " + matmul + " --backend sim --budget 12 --seed 2 --quiet --db '" + db + "'")
@@ -146,4 +153,14 @@ TEST_CASE("report: --format svg writes one plot; clear errors for a bad plot or 
   r = tessel("report '" + db + "' --format svg --plot fidelity");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "plot 'fidelity' has nothing to draw"));
+
+  // explain --interactions on the same study: the best against the baseline.
+  r = tessel("explain " + matmul + " --best '" + db + "' --interactions --budget 6");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "standalone: the base plus one change\n"));
+  CHECK(contains(r.out, "cascading: the base plus two changes\n"));
+  CHECK(contains(r.out, "budget: 6 evaluations measured, "));
+  CHECK(contains(r.out, "  measured\n"));
+  r = tessel("explain " + matmul + " --best '" + db + "' --interactions --json");
+  CHECK(r.code == 2);  // --interactions excludes --json
 }

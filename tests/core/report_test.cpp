@@ -36,8 +36,9 @@ std::vector<trial> made_up_trials(const space& s) {
     t.key = s.key(t.config);
     t.state = trial_state::finished;
     t.finished_at = static_cast<double>(i);
-    t.result = i % 5 == 0 ? measurement::failure(status::compile_error, "too big", {.compile_s = 0.5})
-                          : measurement::success(1e-3 * (t.config[0] + 1), {.run_s = 0.25});
+    t.result = i % 5 == 0
+                   ? measurement::failure(status::compile_error, "too big", {.compile_s = 0.5})
+                   : measurement::success(1e-3 * (t.config[0] + 1), {.run_s = 0.25});
     out.push_back(t);
   }
   return out;
