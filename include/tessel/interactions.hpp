@@ -33,7 +33,7 @@ struct interaction_report {
   std::vector<interaction_point> alone;    ///< base + change i, per change
   std::vector<interaction_point> without;  ///< target - change i, per change
   std::vector<interaction_point> pairs;    ///< base + changes i and j, i < j
-  std::size_t measured = 0;   ///< evaluations spent
+  std::size_t measured = 0;   ///< figures measured (evaluations spent by analyse_interactions)
   std::size_t predicted = 0;  ///< figures from the surrogate
   /// (base - objective) / base: the fraction of the base's objective a point
   /// saves (lower objectives are better); nullopt without both objectives.

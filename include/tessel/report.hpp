@@ -7,6 +7,7 @@
 // Python package wire the same function.
 #pragma once
 
+#include <tessel/interactions.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>
 #include <tessel/surrogate.hpp>
@@ -63,11 +64,16 @@ struct report_input {
   /// The rules learned from the failures as `require` lines
   /// (tessel/constraints.hpp, learned_constraint::line()).
   std::vector<std::string> learned_constraints;
+  /// The best config against the baseline (analyse_interactions), drawn as
+  /// the `interactions` plot; absent: interactions_note says why.
+  std::optional<interaction_report> interactions;
+  std::string interactions_note;
   std::size_t top = 12;  ///< trials in the parallel-coordinates view and the table
 };
 
 /// The plots a report holds, by name: convergence, convergence_cost,
-/// objective_by_parameter, importance, parallel, status, engines, fidelity.
+/// objective_by_parameter, importance, interactions, parallel, status,
+/// engines, fidelity.
 /// "engines" (the best simulator trial's busy fractions) and "fidelity" (low
 /// against high objectives) are drawn only when the trials carry them.
 [[nodiscard]] const std::vector<std::string>& report_plot_names();

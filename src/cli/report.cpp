@@ -9,6 +9,7 @@
 #include <tessel/bayesian.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/error.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/report.hpp>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace tessel::cli {
@@ -30,8 +32,43 @@ struct report_options {
   std::size_t top = report_input{}.top;
 };
 
-/// The GP surrogate fed every finished trial, and its importances, or why not.
-void add_importance(const stored_study& stored, report_input& in) {
+/// The best config against the baseline, predicted by `model`, except the
+/// configs the study itself measured (its baseline and best at least),
+/// which keep their stored objective and count as measured.
+void add_interactions(const stored_study& stored, const surrogate& model, report_input& in) {
+  const auto& s = stored.space;
+  const auto base = s.default_config();
+  const trial* best = nullptr;
+  std::map<std::uint64_t, double> measured;  // key -> objective of the ok trials
+  for (const auto& t : stored.trials) {
+    if (t.state != trial_state::finished || !t.result.ok() || t.result.low_fidelity()) continue;
+    measured.emplace(t.key, t.result.objective);
+    if (!best || t.result.objective < best->result.objective) best = &t;
+  }
+  if (!base || !best) {
+    in.interactions_note = !base ? "the baseline is not a valid config" : "no trial finished ok";
+    return;
+  }
+  auto r = analyse_interactions(s, *base, best->config, {}, &model, 0);
+  auto from_study = [&](interaction_point& p) {
+    const auto found = measured.find(s.key(p.c));
+    if (found == measured.end()) return;
+    if (p.objective && !p.measured) --r.predicted;
+    ++r.measured;  // by the study, at no cost to the report
+    p.objective = found->second;
+    p.measured = true;
+    p.note.clear();
+  };
+  from_study(r.base);
+  from_study(r.target);
+  for (auto* design : {&r.alone, &r.without, &r.pairs})
+    for (auto& p : *design) from_study(p);
+  in.interactions = std::move(r);
+}
+
+/// The GP surrogate fed every finished trial, and what it says: the
+/// importances and the interactions, or why not.
+void add_model_figures(const stored_study& stored, report_input& in) {
   const auto model = make_gp_surrogate(stored.space);
   std::size_t ok = 0;
   for (const auto& t : stored.trials)
@@ -46,6 +83,10 @@ void add_importance(const stored_study& stored, report_input& in) {
     in.importance_note =
         fmt::format("the Gaussian-process surrogate is not ready ({} ok trials; it needs {})", ok,
                     gp_options{}.min_observations);
+  if (model->ready())
+    add_interactions(stored, *model, in);
+  else
+    in.interactions_note = in.importance_note;
 }
 
 int run_report(const report_options& o) {
@@ -61,7 +102,8 @@ int run_report(const report_options& o) {
   in.trials = &stored.trials;
   in.source = o.db;
   in.top = o.top;
-  if (o.format == "html" || o.plot == "importance") add_importance(stored, in);
+  if (o.format == "html" || o.plot == "importance" || o.plot == "interactions")
+    add_model_figures(stored, in);
   for (const auto& rule : learn_constraints(stored.space, stored.trials))
     in.learned_constraints.push_back(rule.line());
   const std::string text = o.format == "html" ? report_html(in) : report_svg(in, o.plot);
@@ -93,7 +135,7 @@ command add_report_command(CLI::App& tool) {
       ->capture_default_str();
   app->add_option("--plot", options->plot,
                   "With --format svg: convergence, convergence_cost, objective_by_parameter, "
-                  "importance, parallel, status, engines or fidelity")
+                  "importance, interactions, parallel, status, engines or fidelity")
       ->type_name("NAME");
   app->add_option("--top", options->top, "Trials in the parallel-coordinates view and the table")
       ->capture_default_str();

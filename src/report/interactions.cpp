@@ -10,7 +10,8 @@ namespace tessel {
 namespace {
 
 /// `base` with the target's value of each parameter in `changes`.
-config with_changes(const config& base, const config& target, const std::vector<std::size_t>& params,
+config with_changes(const config& base, const config& target,
+                    const std::vector<std::size_t>& params,
                     const std::vector<std::size_t>& changes) {
   config c = base;
   for (const auto i : changes) c[params[i]] = target[params[i]];
@@ -75,8 +76,8 @@ std::string interaction_report::text() const {
     for (const auto i : p.changes) out += (out.empty() ? "" : " + ") + changes[i];
     return out;
   };
-  std::string out = fmt::format("interactions: {} changed parameters between base and target\n",
-                                changes.size());
+  std::string out =
+      fmt::format("interactions: {} changed parameters between base and target\n", changes.size());
   out += fmt::format("  {:<44} {:>12}  {:>8}\n", "config", "objective", "gain");
   out += row("base", base);
   out += row("target (every change)", target);
@@ -103,8 +104,8 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
   for (std::size_t p = 0; p < s.size(); ++p)
     if (base[p] != target[p]) {
       params.push_back(p);
-      r.changes.push_back(fmt::format("{}={}", s.parameters()[p].name,
-                                      s.value_of(target, p).to_string()));
+      r.changes.push_back(
+          fmt::format("{}={}", s.parameters()[p].name, s.value_of(target, p).to_string()));
     }
   const std::size_t k = params.size();
   std::vector<std::size_t> all(k);

@@ -202,6 +202,61 @@ std::optional<std::string> importance(const study_view& v, bool standalone, std:
   return f.svg(standalone);
 }
 
+/// Per change of the best config from the base: its gain alone (standalone)
+/// and what it adds on top of every other change (target minus target
+/// without it), hatched where a figure is predicted.
+std::optional<std::string> interactions(const study_view& v, bool standalone, std::string& why) {
+  const auto& r = v.in.interactions;
+  if (!r || r->changes.empty() || !r->gain(r->target)) {
+    why = v.in.interactions_note.empty() ? "no interaction analysis was given"
+                                         : v.in.interactions_note;
+    return std::nullopt;
+  }
+  const std::size_t k = r->changes.size();
+  const double row = 34;
+  figure f("interactions", 900, 96 + row * static_cast<double>(k), 190, 62);
+  std::vector<double> gains{0};
+  for (std::size_t i = 0; i < k; ++i) {
+    if (const auto g = r->gain(r->alone[i])) gains.push_back(*g);
+    if (const auto g = r->gain(r->without[i])) gains.push_back(*r->gain(r->target) - *g);
+  }
+  scale x = fit(gains, f.x0(), f.x1(), false);
+  x.hi += (x.hi - x.lo) * 0.12;  // room for the labels at the bars' ends
+  f.title("Each change alone, and on top of all the others (gain over the base)");
+  f.axes(x, scale{.lo = 0, .hi = 0, .from = 0, .to = 0}, "", "");
+  f.text((f.x0() + f.x1()) / 2, f.y0() + 32, "fraction of the base's objective saved",
+         "class=\"axis\" text-anchor=\"middle\"");
+  auto bar = [&](double top, std::optional<double> g, bool measured, std::string_view fill,
+                 std::string_view what) {
+    if (!g) {
+      f.text(x(0) + 4, top + 10, what == "alone" ? "alone: n/a" : "on top: n/a", "class=\"tick\"");
+      return;
+    }
+    const double from = std::min(x(0), x(*g)), to = std::max(x(0), x(*g));
+    f.add(fmt::format(
+        "<rect class=\"bar\" fill=\"{}\" {}x=\"{:.1f}\" y=\"{:.1f}\" "
+        "width=\"{:.1f}\" height=\"12\"><title>{}: {:+.1f}% ({})</title></rect>",
+        fill, measured ? "" : "fill-opacity=\"0.4\" stroke=\"#555\" stroke-dasharray=\"3 2\" ",
+        from, top, std::max(to - from, 0.5), what, 100 * *g, measured ? "measured" : "predicted"));
+    f.text(to + 4, top + 10, fmt::format("{:+.0f}%{}", 100 * *g, measured ? "" : " (predicted)"),
+           "class=\"tick\"");
+  };
+  for (std::size_t i = 0; i < k; ++i) {
+    const double top = f.y1() + 4 + row * static_cast<double>(i);
+    f.text(f.x0() - 6, top + 16, r->changes[i], "text-anchor=\"end\"");
+    bar(top, r->gain(r->alone[i]), r->alone[i].measured, "#88ccee", "alone");
+    const auto without = r->gain(r->without[i]);
+    bar(top + 14, without ? std::optional(*r->gain(r->target) - *without) : std::nullopt,
+        r->without[i].measured && r->target.measured, "#332288", "on top of the others");
+  }
+  f.text(f.x0() - 180, f.y0() + 54,
+         fmt::format("light: the base plus the change alone; dark: what it adds to all the others. "
+                     "{} figures measured, {} predicted by the surrogate (dashed).",
+                     r->measured, r->predicted),
+         "class=\"tick\"");
+  return f.svg(standalone);
+}
+
 /// The top trials as polylines over one vertical axis per parameter (each
 /// value's position in its domain) and the objective.
 std::optional<std::string> parallel(const study_view& v, bool standalone, std::string& why) {
@@ -387,6 +442,11 @@ const std::vector<plot>& plots() {
       {"importance", "Parameter importance",
        "How much of the surrogate's predicted variation each parameter explains on its own.",
        importance},
+      {"interactions", "Standalone and cascading effects",
+       "The best config against the baseline: what each change gains alone, and what it adds on "
+       "top of every other change. A change that gains nothing alone but much on top of the "
+       "others only pays off together with another (the pairs: tessel explain --interactions).",
+       interactions},
       {"parallel", "Parallel coordinates of the best trials",
        "The best trials across every parameter: each axis runs from the domain's first value "
        "(bottom) to its last (top); the last axis is the objective.",

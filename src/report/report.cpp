@@ -105,10 +105,15 @@ std::string report_html(const report_input& in) {
     std::string why;
     const auto svg = p.draw(v, false, why);
     nav += fmt::format("<a href=\"#{}\">{}</a>", p.name, p.heading);
+    std::string after;
+    if (p.name == "interactions" && svg)
+      for (const auto& line : in.interactions->only_together())
+        after += "<li>" + escape(line) + "</li>";
+    if (!after.empty()) after = "<p>Changes that pay off only together:</p><ul>" + after + "</ul>";
     sections +=
-        fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"caption\">{}</p>{}</section>\n",
+        fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"caption\">{}</p>{}{}</section>\n",
                     p.name, p.heading, p.caption,
-                    svg ? *svg : "<p class=\"absent\">Not drawn: " + escape(why) + ".</p>");
+                    svg ? *svg : "<p class=\"absent\">Not drawn: " + escape(why) + ".</p>", after);
   }
   nav += "<a href=\"#constraints\">Learned constraints</a><a href=\"#best\">Best trials</a>";
   return fmt::format(

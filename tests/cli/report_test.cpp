@@ -109,7 +109,7 @@ TEST_CASE("report: headless Chromium draws every plot of a simulator study") {
   const auto start = from + std::string("<pre id=\"render-check\">").size();
   const auto plots = json::parse(dom.out.substr(start, dom.out.find("</pre>", start) - start));
   for (const char* name : {"convergence", "convergence_cost", "objective_by_parameter",
-                           "importance", "parallel", "status", "engines"}) {
+                           "importance", "interactions", "parallel", "status", "engines"}) {
     INFO("plot ", name, ": ", plots.dump());
     REQUIRE(plots.contains(name));
     const auto& p = plots.at(name);

@@ -84,7 +84,8 @@ TEST_CASE("interactions: past the budget the surrogate predicts, marked so") {
 
 TEST_CASE("interactions: a failed measurement is noted, not a number") {
   const space s = three_switches();
-  const interaction_measure measure = [](const config& c, std::string& why) -> std::optional<double> {
+  const interaction_measure measure = [](const config& c,
+                                         std::string& why) -> std::optional<double> {
     if (c[2] == 1) {
       why = "compile_error: too big";
       return std::nullopt;

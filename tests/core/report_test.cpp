@@ -147,14 +147,29 @@ TEST_CASE("report: the page holds every section, no script, and is reproducible"
 
 TEST_CASE("report: errors name the plot and say why nothing is drawn") {
   const fixture f;
-  CHECK_THROWS_WITH_AS(report_svg(f.input(), "histogram"),
-                       "report: no plot named 'histogram' (plots: convergence, convergence_cost, "
-                       "objective_by_parameter, importance, parallel, status, engines, fidelity)",
-                       error);
+  CHECK_THROWS_WITH_AS(
+      report_svg(f.input(), "histogram"),
+      "report: no plot named 'histogram' (plots: convergence, convergence_cost, "
+      "objective_by_parameter, importance, interactions, parallel, status, engines, "
+      "fidelity)",
+      error);
   CHECK_THROWS_WITH_AS(report_svg(f.input(), "fidelity"),
                        "report: plot 'fidelity' has nothing to draw: fewer than two configs were "
                        "measured at both fidelities (--fidelity)",
                        error);
   report_input none;
   CHECK_THROWS_AS((void)report_html(none), error);
+}
+
+TEST_CASE("report: the interactions plot has two bars per change, predicted ones marked") {
+  const fixture f;
+  const a_only model;
+  auto in = f.input();
+  const config base{0, 0, 0}, target{3, 1, 1};
+  in.interactions = analyse_interactions(f.s, base, target, {}, &model, 0);
+  REQUIRE(in.interactions->changes.size() == 3);
+  const auto svg = report_svg(in, "interactions");
+  CHECK(count(svg, "<rect class=\"bar\"") == 2 * 3);
+  CHECK(count(svg, "(predicted)</text>") == 2 * 3);
+  CHECK(svg.find("0 figures measured, 11 predicted by the surrogate") != std::string::npos);
 }
