@@ -146,14 +146,13 @@ output_values tiled_matmul::run(std::span<const hidden_input> in) const {
   return out;
 }
 
-output_values reference_product(const std::vector<std::vector<double>>& in,
-                                const matmul_shape& s) {
+output_values reference_product(const std::vector<std::vector<double>>& in, const matmul_shape& s) {
   std::vector<double> c(static_cast<std::size_t>(s.m * s.n), 0.0);
   for (std::int64_t i = 0; i < s.m; ++i)
     for (std::int64_t t = 0; t < s.k; ++t)
       for (std::int64_t j = 0; j < s.n; ++j)
         c[static_cast<std::size_t>(i * s.n + j)] += in[0][static_cast<std::size_t>(i * s.k + t)] *
-                                                   in[1][static_cast<std::size_t>(t * s.n + j)];
+                                                    in[1][static_cast<std::size_t>(t * s.n + j)];
   return {c};
 }
 
