@@ -171,11 +171,11 @@ struct study_options {
   std::string annotations = "{}";
 
   // --- cost-aware scheduling (DESIGN.md §5, docs/scheduler.md) ---------------
-  /// With a surrogate, ask(n) draws a pool of pool_factor * n candidates
-  /// (queued proposals first, then the strategy's), scores each (predicted
-  /// mean and sigma, P(feasible), expected gain over the incumbent, predicted
-  /// cost) and returns the n of highest utility = expected_gain / cost^alpha.
-  /// Null: proposals are dispatched in the order they were made.
+  /// With a surrogate the study's scheduler is utility: ask(n) draws a pool of
+  /// pool_factor * n candidates (queued first, then the strategy's), scores
+  /// each (mean, sigma, P(feasible), expected gain over the incumbent, cost)
+  /// and returns the n of highest utility = gain / (cost / P(feasible))^alpha.
+  /// Null: fifo, proposals dispatched in the order they were made.
   std::shared_ptr<tessel::surrogate> surrogate;
   /// Predicts each candidate's cost in seconds; null: the backend's estimate.
   std::shared_ptr<tessel::cost_model> costs;

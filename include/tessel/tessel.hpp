@@ -12,6 +12,7 @@
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/did_you_mean.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
@@ -19,6 +20,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/interactions.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/random.hpp>
 #include <tessel/report.hpp>
 #include <tessel/roofline.hpp>

@@ -4,10 +4,10 @@
 // Gaussian-process surrogate of strategies/bayesian, wired here.
 #include "command.hpp"
 #include "common.hpp"
-#include "study_setup.hpp"
 
 #include <tessel/bayesian.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/interactions.hpp>
 #include <tessel/report.hpp>
@@ -95,7 +95,7 @@ int run_report(const report_options& o) {
   if (o.format == "svg" && o.plot.empty())
     throw error(fmt::format("report: --format svg draws one plot: name it with --plot ({})",
                             fmt::join(report_plot_names(), ", ")));
-  const auto stored = load_stored(o.db);
+  const auto stored = reopen_study(o.db);
   report_input in;
   in.record = &stored.record;
   in.study_space = &stored.space;

@@ -1,10 +1,12 @@
-// Cost-aware scheduling (DESIGN.md §5): rank candidates by expected gain per
+// The study's schedulers (DESIGN.md §5, docs/scheduler.md). fifo: proposals
+// in the order they were made. utility: rank candidates by expected gain per
 // unit of predicted cost, cost^alpha with alpha cooled as the budget is spent
 // (EI per second: Snoek, Larochelle & Adams 2012; cost cooling: Lee, Eriksson,
 // Bindel & Wilson 2020).
-#include "study/state.hpp"
+#include "study/scheduler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -22,20 +24,7 @@ struct candidate {
 
 }  // namespace
 
-double study::state::cost_alpha() const {
-  if (!options_.surrogate) return 0.0;
-  // The hints (for ask/tell, where no stop condition is known) win over
-  // run()'s condition; with both hints, whichever is more used up.
-  std::optional<double> spent;
-  if (options_.budget_hint > 0)
-    spent = static_cast<double>(progress_.evaluations) / static_cast<double>(options_.budget_hint);
-  if (options_.cost_budget_hint_s > 0)
-    spent = std::max(spent.value_or(0.0), progress_.cost_s / options_.cost_budget_hint_s);
-  if (!spent) spent = run_spent;
-  if (!spent) return options_.cost_alpha_start;
-  return options_.cost_alpha_start +
-         (options_.cost_alpha_end - options_.cost_alpha_start) * std::min(1.0, *spent);
-}
+double study::state::cost_alpha() const { return scheduler_->cost_alpha(*this); }
 
 double study::state::predicted_cost(const config& c) const {
   std::optional<candidate_score> scored;
@@ -51,78 +40,145 @@ double study::state::predicted_cost(const config& c,
   return std::max(1e-9, options_.costs ? options_.costs->predict(c, {estimate, scored}) : estimate);
 }
 
-std::vector<std::size_t> study::state::select_by_utility(std::size_t n) {
-  negligible = false;
-  const std::size_t want = std::max<std::size_t>(n, options_.pool_factor * n);
-  if (queue.size() + pool.size() < want) {
+// --- the schedulers ------------------------------------------------------------------
+
+std::unique_ptr<study::state::scheduler> study::state::scheduler::make(
+    const study_options& options) {
+  if (options.surrogate) return std::make_unique<utility_scheduler>();
+  return std::make_unique<fifo_scheduler>();
+}
+
+std::vector<std::size_t> study::state::scheduler::in_proposal_order(state& s, std::size_t n) {
+  std::vector<std::size_t> chosen;
+  auto with_prior = [&s, &chosen](std::size_t index) {
+    auto& t = s.trials[index];
+    if (!t.prediction) t.prediction = s.prior(t.config, t.provenance);
+    chosen.push_back(index);
+  };
+  while (chosen.size() < n && !s.queue.empty()) {
+    with_prior(s.queue.front());
+    s.queue.pop_front();
+  }
+  if (chosen.size() < n) {
     const auto started = std::chrono::steady_clock::now();
-    for (auto& c : strategy_->propose(want - queue.size() - pool.size(), *this)) {
-      const auto key = space_.key(c);
-      if (!space_.is_valid(c) || known(key)) continue;
-      pool_keys.insert(key);
-      pool.emplace_back(c, strategy_->source_of(key));
+    auto proposals = s.strategy_->propose(n - chosen.size(), s);
+    s.propose_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    for (auto& c : proposals) {
+      // Strategies promise valid, unknown configs; the study holds them to it.
+      if (!s.space_.is_valid(c) || s.known(s.space_.key(c))) continue;
+      with_prior(s.add_trial(c, {s.strategy_->source_of(s.space_.key(c)), 0, {}}));
     }
-    propose_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  return chosen;
+}
+
+std::vector<std::size_t> study::state::fifo_scheduler::select(state& s, std::size_t n) {
+  return in_proposal_order(s, n);
+}
+
+prediction study::state::fifo_scheduler::predict(const state& s, const config& c,
+                                                 const provenance& source) const {
+  return s.prior(c, source);
+}
+
+double study::state::utility_scheduler::cost_alpha(const state& s) const {
+  const auto& o = s.options_;
+  // The hints (for ask/tell, where no stop condition is known) win over
+  // run()'s condition; with both hints, whichever is more used up.
+  std::optional<double> spent;
+  if (o.budget_hint > 0)
+    spent = static_cast<double>(s.progress_.evaluations) / static_cast<double>(o.budget_hint);
+  if (o.cost_budget_hint_s > 0)
+    spent = std::max(spent.value_or(0.0), s.progress_.cost_s / o.cost_budget_hint_s);
+  if (!spent) spent = s.run_spent;
+  if (!spent) return o.cost_alpha_start;
+  return o.cost_alpha_start + (o.cost_alpha_end - o.cost_alpha_start) * std::min(1.0, *spent);
+}
+
+prediction study::state::utility_scheduler::score(const state& s, const config& c,
+                                                  const provenance& source) const {
+  const auto cs = s.options_.surrogate->score(c, s.progress_.best);
+  const double tokens = s.expected_tokens(source);
+  const double cost = s.predicted_cost(c, cs) + s.token_cost_s(tokens);
+  // The cost of a success: cost / P(feasible) (a failure buys nothing), so
+  // a config likely to fail is not preferred for failing cheaply.
+  const double per_success = cost / std::max(cs.p_feasible, min_p_feasible);
+  return {cs.mean,       cs.sigma,
+          cs.p_feasible, cs.expected_gain,
+          cost,          cs.expected_gain / std::pow(per_success, cost_alpha(s)),
+          tokens,        prediction::basis::model};
+}
+
+prediction study::state::utility_scheduler::predict(const state& s, const config& c,
+                                                    const provenance& source) const {
+  if (!s.options_.surrogate->ready()) return s.prior(c, source);
+  return score(s, c, source);
+}
+
+std::vector<std::size_t> study::state::utility_scheduler::select(state& s, std::size_t n) {
+  if (!s.options_.surrogate->ready()) return in_proposal_order(s, n);
+  s.negligible = false;
+  const std::size_t want = std::max<std::size_t>(n, s.options_.pool_factor * n);
+  if (s.queue.size() + s.pool.size() < want) {
+    const auto started = std::chrono::steady_clock::now();
+    for (auto& c : s.strategy_->propose(want - s.queue.size() - s.pool.size(), s)) {
+      const auto key = s.space_.key(c);
+      if (!s.space_.is_valid(c) || s.known(key)) continue;
+      s.pool_keys.insert(key);
+      s.pool.emplace_back(c, s.strategy_->source_of(key));
+    }
+    s.propose_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
 
-  const double alpha = cost_alpha();
-  auto score = [&](const config& c, const provenance& source) {
-    const auto cs = options_.surrogate->score(c, progress_.best);
-    const double tokens = expected_tokens(source);
-    const double cost = predicted_cost(c, cs) + token_cost_s(tokens);  // the surrogate is ready
-    // The cost of a success: cost / P(feasible) (a failure buys nothing), so
-    // a config likely to fail is not preferred for failing cheaply.
-    const double per_success = cost / std::max(cs.p_feasible, min_p_feasible);
-    return prediction{cs.mean,       cs.sigma,
-                      cs.p_feasible, cs.expected_gain,
-                      cost,          cs.expected_gain / std::pow(per_success, alpha),
-                      tokens,        prediction::basis::model};
-  };
   std::vector<candidate> candidates;
-  for (auto index : queue)
-    candidates.push_back({index, 0, score(trials[index].config, trials[index].provenance)});
-  for (std::size_t i = 0; i < pool.size(); ++i)
-    candidates.push_back({std::nullopt, i, score(pool[i].first, {pool[i].second, 0, {}})});
+  for (auto index : s.queue)
+    candidates.push_back({index, 0, score(s, s.trials[index].config, s.trials[index].provenance)});
+  for (std::size_t i = 0; i < s.pool.size(); ++i)
+    candidates.push_back({std::nullopt, i, score(s, s.pool[i].first, {s.pool[i].second, 0, {}})});
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const candidate& a, const candidate& b) {
                      return a.predicted.utility > b.predicted.utility;
                    });
 
-  if (options_.min_gain_fraction > 0 && progress_.best && !candidates.empty()) {
+  if (s.options_.min_gain_fraction > 0 && s.progress_.best && !candidates.empty()) {
     double best_gain = 0;
     for (const auto& c : candidates) best_gain = std::max(best_gain, c.predicted.expected_gain);
-    if (best_gain < options_.min_gain_fraction * std::abs(*progress_.best)) {
-      negligible = true;
+    if (best_gain < s.options_.min_gain_fraction * std::abs(*s.progress_.best)) {
+      s.negligible = true;
       return {};
     }
   }
 
   std::vector<std::size_t> chosen;
-  std::vector<bool> taken(pool.size(), false);
+  std::vector<bool> taken(s.pool.size(), false);
   for (std::size_t i = 0; i < candidates.size() && chosen.size() < n; ++i) {
     const auto& c = candidates[i];
     std::size_t index = 0;
     if (c.queued) {
       index = *c.queued;
-      std::erase(queue, index);
+      std::erase(s.queue, index);
     } else {
       taken[c.pooled] = true;
-      pool_keys.erase(space_.key(pool[c.pooled].first));
-      index = add_trial(pool[c.pooled].first, {pool[c.pooled].second, 0, {}});
+      s.pool_keys.erase(s.space_.key(s.pool[c.pooled].first));
+      index = s.add_trial(s.pool[c.pooled].first, {s.pool[c.pooled].second, 0, {}});
     }
-    trials[index].prediction = c.predicted;
+    s.trials[index].prediction = c.predicted;
     chosen.push_back(index);
   }
   // Keep the rest of the pool for the next round, best first, bounded.
   std::vector<std::pair<config, std::string>> rest;
   for (const auto& c : candidates)
-    if (!c.queued && !taken[c.pooled]) rest.push_back(std::move(pool[c.pooled]));
+    if (!c.queued && !taken[c.pooled]) rest.push_back(std::move(s.pool[c.pooled]));
   const std::size_t cap = 4 * want;
-  for (std::size_t i = cap; i < rest.size(); ++i) pool_keys.erase(space_.key(rest[i].first));
+  for (std::size_t i = cap; i < rest.size(); ++i) s.pool_keys.erase(s.space_.key(rest[i].first));
   if (rest.size() > cap) rest.resize(cap);
-  pool = std::move(rest);
+  s.pool = std::move(rest);
   return chosen;
 }
+
+// --- what both schedulers price with ---------------------------------------------------
 
 double study::state::expected_tokens(const provenance& source) const {
   if (source.tokens > 0) return source.tokens;

@@ -12,8 +12,13 @@
 namespace tessel {
 
 struct study::state final : search_context {
+  class scheduler;  // scheduler.hpp: which proposed configs start next
+  class fifo_scheduler;
+  class utility_scheduler;
+
   state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
         std::shared_ptr<study_db> d);
+  ~state() override;
 
   // search_context
   [[nodiscard]] const tessel::space& space() const override { return space_; }
@@ -34,11 +39,7 @@ struct study::state final : search_context {
   /// Records a measurement, updates best/progress, tells strategy, storage
   /// and observers. `replaying`: a stored trial read back on resume (not saved again).
   const trial& finish(std::size_t index, const measurement& m, bool replaying = false);
-  /// Cost-aware selection (scheduler.cpp): the n best of the queue, the
-  /// pool and fresh strategy proposals by utility; trials stay proposed.
-  std::vector<std::size_t> select_by_utility(std::size_t n);
-  /// alpha for the fraction of the budget spent; 0 without a surrogate
-  /// (the scheduler does not weigh cost then).
+  /// The scheduler's exponent on predicted cost now (scheduler::cost_alpha).
   [[nodiscard]] double cost_alpha() const override;
   /// The cost model's prediction (the backend's estimate without one), told
   /// the surrogate's score of `c` once the surrogate is ready.
@@ -72,6 +73,7 @@ struct study::state final : search_context {
   study_options options_;
   std::shared_ptr<study_db> db_;
   std::vector<std::shared_ptr<observer>> observers;
+  std::unique_ptr<scheduler> scheduler_;
 
   std::vector<trial> trials;  ///< by id - 1
   std::unordered_map<std::uint64_t, std::size_t> by_key;

@@ -1,5 +1,6 @@
 // The study: ask/tell bookkeeping, resume, and run()'s dispatch loop.
 #include "study/evaluation_pool.hpp"
+#include "study/scheduler.hpp"
 #include "study/state.hpp"
 
 #include <tessel/error.hpp>
@@ -65,6 +66,7 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   if (!backend_) throw error("study: a backend is required");
   if (!strategy_) throw error("study: a strategy is required");
   options_.validate();
+  scheduler_ = scheduler::make(options_);
   strategy_->start(space_, options_.seed);
   if (!db_) return;
   study_record record;
@@ -89,6 +91,8 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
         db_->path().string(), stored.size(), stored.size() == 1 ? "" : "s", space_.name()));
   resume(std::move(stored));
 }
+
+study::state::~state() = default;
 
 double study::state::now() const { return seconds_since(created); }
 
@@ -235,31 +239,7 @@ std::vector<suggestion> study::ask(std::size_t n) {
       if (auto base = s.space_.default_config(); base && !s.known(s.space_.key(*base)))
         s.queue.push_front(s.add_trial(*base, {"baseline", 0, "the space's default config"}));
   }
-  if (s.options_.surrogate && s.options_.surrogate->ready()) {
-    for (auto index : s.select_by_utility(n - out.size())) out.push_back(s.start(index));
-    return out;
-  }
-  // No model yet: every suggestion still carries a prediction, from the prior.
-  auto start_with_prior = [&s](std::size_t index) {
-    auto& t = s.trials[index];
-    if (!t.prediction) t.prediction = s.prior(t.config, t.provenance);
-    return s.start(index);
-  };
-  while (out.size() < n && !s.queue.empty()) {
-    out.push_back(start_with_prior(s.queue.front()));
-    s.queue.pop_front();
-  }
-  if (out.size() < n) {
-    const auto started = clock::now();
-    auto proposals = s.strategy_->propose(n - out.size(), s);
-    s.propose_s += seconds_since(started);
-    for (auto& c : proposals) {
-      // Strategies promise valid, unknown configs; the study holds them to it.
-      if (!s.space_.is_valid(c) || s.known(s.space_.key(c))) continue;
-      out.push_back(
-          start_with_prior(s.add_trial(c, {s.strategy_->source_of(s.space_.key(c)), 0, {}})));
-    }
-  }
+  for (auto index : s.scheduler_->select(s, n - out.size())) out.push_back(s.start(index));
   return out;
 }
 
@@ -352,15 +332,7 @@ std::size_t study::verify(std::size_t max) {
 }
 
 prediction study::predict(const config& c, const provenance& source) const {
-  const auto& s = *state_;
-  if (!s.options_.surrogate || !s.options_.surrogate->ready()) return s.prior(c, source);
-  const auto cs = s.options_.surrogate->score(c, s.progress_.best);
-  const double tokens = s.expected_tokens(source);
-  const double cost = s.predicted_cost(c, cs) + s.token_cost_s(tokens);
-  return {cs.mean,       cs.sigma,
-          cs.p_feasible, cs.expected_gain,
-          cost,          cs.expected_gain / std::pow(cost, s.cost_alpha()),
-          tokens,        prediction::basis::model};
+  return state_->scheduler_->predict(*state_, c, source);
 }
 
 summary study::run(const stop_condition& until) {

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 
 using namespace tessel;
@@ -46,9 +47,10 @@ class believes_large final : public surrogate {
   bool ready() const override { return seen_ >= warmup_; }
   candidate_score score(const config& c, std::optional<double>) const override {
     const double x = static_cast<double>(space_.integer(c, "x"));
-    return {100.0 - x, 1.0, 1.0, gain_scale * x};
+    return {100.0 - x, 1.0, p_feasible, gain_scale * x};
   }
   double gain_scale = 1.0;
+  double p_feasible = 1.0;
 
  private:
   const space& space_;
@@ -120,6 +122,39 @@ TEST_CASE("expected gain per cost^alpha: cheap first at alpha 1, gain first at a
   };
   CHECK(first_pick(1.0) == 1);   // gain x / cost x^2: the cheapest wins
   CHECK(first_pick(0.0) == 10);  // gain alone: the largest of the pool wins
+}
+
+TEST_CASE("predict gives what ask attached: one scheduler scores both, P(feasible) included") {
+  const auto s = line_space();
+  auto o = weighing_cost(s, 4);
+  std::static_pointer_cast<believes_large>(o.surrogate)->p_feasible = 0.5;
+  study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
+  const auto batch = st.ask(1);
+  REQUIRE(batch.size() == 1);
+  REQUIRE(batch[0].prediction);
+  const auto p = st.predict(batch[0].config, batch[0].provenance);
+  CHECK(p.from == prediction::basis::model);
+  CHECK(p.cost_s == batch[0].prediction->cost_s);
+  CHECK(p.utility == batch[0].prediction->utility);
+  // gain x over the cost of a success, x^2 / P(feasible), at alpha 2
+  const auto x = static_cast<double>(st.space().integer(batch[0].config, "x"));
+  CHECK(p.utility == doctest::Approx(x / std::pow(x * x / 0.5, 2.0)));
+}
+
+TEST_CASE("without a surrogate the study schedules first in, first out, priced by the prior") {
+  const auto s = line_space();
+  study::options o;
+  o.evaluate_baseline = false;
+  o.costs = std::make_shared<quadratic_cost>(s);
+  study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
+  const auto batch = st.ask(3);  // the strategy's order, whatever each costs
+  REQUIRE(batch.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(st.space().integer(batch[i].config, "x") == static_cast<std::int64_t>(i + 1));
+    REQUIRE(batch[i].prediction);
+    CHECK(batch[i].prediction->from == prediction::basis::prior);
+  }
+  CHECK(st.predict(s.at(5), {"agent", 0, ""}).from == prediction::basis::prior);
 }
 
 TEST_CASE("alpha cools from start to end over the evaluation budget") {
