@@ -21,12 +21,14 @@
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/hash.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/model.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/race_rule.hpp>
 #include <tessel/racing.hpp>
 #include <tessel/random.hpp>
+#include <tessel/report.hpp>
 #include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>

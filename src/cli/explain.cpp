@@ -7,8 +7,10 @@
 #include "common.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/bayesian.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
@@ -33,7 +35,37 @@ struct explain_options {
   std::vector<std::string> backend_settings;
   std::string trace;  ///< write the timeline here
   bool json = false;
+  bool interactions = false;  ///< standalone and cascading effects against `against`
+  std::string against;        ///< the base config (JSON or @PATH); "" = the baseline
+  std::size_t budget = 64;    ///< simulator evaluations the interactions may spend
 };
+
+/// `explain --interactions`: the designed set of the chosen config against
+/// the base, measured on the simulator (gated) within the budget, predicted
+/// by the study's GP surrogate beyond it (tessel/interactions.hpp).
+int run_interactions(const explain_options& o, const space& s, backend& b, const config& target) {
+  const config base =
+      o.against.empty() ? s.default_config().value_or(config{}) : chosen_config(s, o.against, "");
+  if (base.empty())
+    throw error("explain --interactions: the baseline is not a valid config; give --against");
+  std::unique_ptr<surrogate> model;
+  if (!o.best.empty()) {
+    const auto stored = reopen_study(o.best);
+    model = make_gp_surrogate(s);
+    for (const auto& t : stored.trials)
+      if (t.state == trial_state::finished) model->observe(t);
+  }
+  const interaction_measure measure = [&](const config& c,
+                                          std::string& why) -> std::optional<double> {
+    const auto m = b.evaluate(s, c);
+    if (m.ok()) return m.objective;
+    why = fmt::format("{}: {}", to_string(m.status), m.message);
+    return std::nullopt;
+  };
+  const auto r = analyse_interactions(s, base, target, measure, model.get(), o.budget);
+  fmt::print("base    {}\ntarget  {}\n{}", s.to_json(base), s.to_json(target), r.text());
+  return exit_code::success;
+}
 
 int run_explain(const explain_options& o) {
   if (o.config.empty() == o.best.empty())
@@ -49,6 +81,7 @@ int run_explain(const explain_options& o) {
         o.backend));
   b->prepare(s);
   const config c = chosen_config(s, o.config, o.best);
+  if (o.interactions) return run_interactions(o, s, *b, c);
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   // With --best, what the study's failures taught (tessel/constraints.hpp).
@@ -102,6 +135,16 @@ command add_explain_command(CLI::App& tool) {
                   "Write the timeline as Chrome/Perfetto trace JSON to PATH")
       ->type_name("PATH");
   app->add_flag("--json", options->json, "Print JSON on stdout");
+  app->add_flag("--interactions", options->interactions,
+                "Say which changes from the baseline help alone and which only together "
+                "(measured on the simulator within --budget, else predicted)")
+      ->excludes("--json", "--trace");
+  app->add_option("--against", options->against,
+                  "With --interactions: the base config (JSON or @PATH); default the baseline")
+      ->type_name("JSON");
+  app->add_option("--budget", options->budget,
+                  "With --interactions: simulator evaluations to spend at most")
+      ->capture_default_str();
   return {app, [options] {
             return report_errors([&] { return run_explain(*options); }, options->json);
           }};
