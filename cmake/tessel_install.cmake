@@ -70,6 +70,7 @@ set(_tessel_dep_nlohmann_json "nlohmann_json 3.10")
 set(_tessel_dep_CLI11 "CLI11")
 set(_tessel_dep_fmt "fmt")
 set(_tessel_dep_SQLite "SQLite3")
+set(_tessel_dep_PostgreSQL "PostgreSQL")
 set(_tessel_dep_ZLIB "ZLIB")
 set(_tessel_dep_Threads "Threads")
 

@@ -120,7 +120,7 @@ config config_of(const space& s, const std::string& text) { return s.from_partia
 struct py_study {
   space sp;
   std::shared_ptr<backend> be;
-  std::shared_ptr<study_db> db;
+  std::shared_ptr<study_store> db;
   std::unique_ptr<study> st;
   std::unique_ptr<cli::ops> agent_ops;
 
@@ -160,7 +160,7 @@ std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
   if (verify && !evaluates)
     throw error("verify=True re-measures agent-reported results: it needs a backend");
   if (!db_path.empty()) {
-    out->db = std::make_shared<study_db>(db_path);
+    out->db = open_store(db_path);
     out->db->claim_writer();
     if (!resume && out->db->study() && out->db->trial_count() > 0)
       throw error(fmt::format(

@@ -43,12 +43,41 @@ backend_settings parse_settings(const std::vector<std::string>& assignments) {
   return out;
 }
 
+nlohmann::json stop_json(const stop_options& o) {
+  nlohmann::json j = {
+      {"budget", o.budget}, {"time_s", o.time_s}, {"cost_s", o.cost_s}, {"patience", o.patience}};
+  if (o.target) j["target"] = *o.target;
+  return j;
+}
+
+/// What the study is made with, stored with it: `show` and `--resume` rebuild
+/// the space from it, `tessel worker` the whole study.
 std::string annotations(const study_setup_options& o) {
-  return nlohmann::json{{"file", o.input.file},     {"space", o.input.space},
-                        {"target", o.input.target}, {"set", o.input.sets},
-                        {"backend", o.backend},     {"replay_space", o.replay_space},
-                        {"strategy", o.strategy},   {"fidelity", o.fidelity}}
+  return nlohmann::json{{"file", o.input.file},
+                        {"space", o.input.space},
+                        {"target", o.input.target},
+                        {"set", o.input.sets},
+                        {"backend", o.backend},
+                        {"backend_set", o.backend_settings},
+                        {"replay_space", o.replay_space},
+                        {"strategy", o.strategy},
+                        {"fidelity", o.fidelity},
+                        {"fidelity_set", o.fidelity_settings},
+                        {"scheduler", o.scheduler},
+                        {"cost_alpha", o.cost_alpha},
+                        {"min_gain", o.min_gain},
+                        {"baseline", o.baseline},
+                        {"gate", o.gate},
+                        {"stop", stop_json(o.stop)}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // --set may be any bytes
+}
+
+/// The annotations object of a stored study record (empty when absent).
+nlohmann::json stored_annotations(const study_record& record) {
+  const auto options = nlohmann::json::parse(record.options_json, nullptr, false);
+  if (options.is_object() && options.contains("annotations") && options["annotations"].is_object())
+    return options["annotations"];
+  return nlohmann::json::object();
 }
 
 }  // namespace
@@ -106,8 +135,12 @@ void add_study_options(CLI::App& command, study_setup_options& o, bool backend_r
                   "N-1, so at most N evaluations run in parallel (0 = as many as --jobs: more "
                   "parallel, but the trials then depend on --jobs)")
       ->capture_default_str();
-  command.add_option("--db", o.db, "The study file (SQLite); default <space>.tessel.db")
-      ->type_name("PATH");
+  command
+      .add_option("--db", o.db,
+                  "Where the study is stored: a SQLite file (default <space>.tessel.db), or a "
+                  "postgresql:// URL, a study that `tessel worker` processes share "
+                  "(docs/distributed.md)")
+      ->type_name("PATH|URL");
   command.add_flag("--resume", o.resume,
                    "Continue the study in --db: keep finished trials, re-run interrupted ones");
   command
@@ -184,9 +217,9 @@ namespace {
 /// Opens the study file as its one writer (refused while another process
 /// writes it), cleared with --overwrite; a file whose study has trials needs
 /// --resume (or --overwrite), one whose study has none is taken as new.
-std::shared_ptr<study_db> open_study_file(const study_setup_options& o, const space& s) {
-  const std::filesystem::path path = o.db.empty() ? s.name() + ".tessel.db" : o.db;
-  auto db = std::make_shared<study_db>(path);
+std::shared_ptr<study_store> open_study_file(const study_setup_options& o, const space& s) {
+  const std::string path = o.db.empty() ? s.name() + ".tessel.db" : o.db;
+  auto db = open_store(path);
   db->claim_writer();
   if (o.overwrite) {
     db->clear();
@@ -199,22 +232,71 @@ std::shared_ptr<study_db> open_study_file(const study_setup_options& o, const sp
         "study file '{0}' already holds a study of space '{1}' with {2} trial{3} (see "
         "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
         "over, --db PATH to keep it and start another, or --no-db",
-        path.string(), stored->space_name, trials, trials == 1 ? "" : "s"));
+        db->location(), stored->space_name, trials, trials == 1 ? "" : "s"));
   return db;
 }
 
 }  // namespace
 
-study_setup make_study(const study_setup_options& o) {
+stop_condition stop_for(const stop_options& o) {
+  std::optional<stop_condition> until;
+  auto add = [&](stop_condition c) { until = until ? (*until || std::move(c)) : std::move(c); };
+  if (o.budget) add(stop::evaluations(o.budget));
+  if (o.time_s > 0) add(stop::wall_seconds(o.time_s));
+  if (o.cost_s > 0) add(stop::cost_seconds(o.cost_s));
+  if (o.target) add(stop::target(*o.target));
+  if (o.patience) add(stop::no_improvement(o.patience));
+  return until ? *until : stop::never();
+}
+
+study_setup_options recorded_options(const study_record& record) {
+  const auto a = stored_annotations(record);
+  if (a.empty() || !a.contains("backend"))
+    throw error(fmt::format(
+        "study of space '{}' was not made by `tessel tune` (its options are not recorded): a "
+        "worker cannot rebuild it",
+        record.space_name));
+  study_setup_options o;
+  try {
+    o.input.file = a.value("file", "");
+    o.input.space = a.value("space", "");
+    o.input.target = a.value("target", o.input.target);
+    o.input.sets = a.value("set", o.input.sets);
+    o.backend = a.value("backend", "");
+    o.backend_settings = a.value("backend_set", o.backend_settings);
+    o.replay_space = a.value("replay_space", o.replay_space);
+    o.strategy = a.value("strategy", o.strategy);
+    o.fidelity = a.value("fidelity", o.fidelity);
+    o.fidelity_settings = a.value("fidelity_set", o.fidelity_settings);
+    o.scheduler = a.value("scheduler", o.scheduler);
+    o.cost_alpha = a.value("cost_alpha", o.cost_alpha);
+    o.min_gain = a.value("min_gain", o.min_gain);
+    o.baseline = a.value("baseline", o.baseline);
+    o.gate = a.value("gate", o.gate);
+    const auto stop = a.value("stop", nlohmann::json::object());
+    o.stop.budget = stop.value("budget", o.stop.budget);
+    o.stop.time_s = stop.value("time_s", o.stop.time_s);
+    o.stop.cost_s = stop.value("cost_s", o.stop.cost_s);
+    o.stop.patience = stop.value("patience", o.stop.patience);
+    if (stop.contains("target")) o.stop.target = stop["target"].get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw error(fmt::format("the study's recorded options do not read back: {}", e.what()));
+  }
+  o.seed = record.seed;
+  return o;
+}
+
+study_setup make_study(const study_setup_options& o, std::optional<loaded_space> space) {
   if (o.needs_backend && o.backend.empty() && o.fidelity.empty() && !is_replay_file(o.input.file))
     throw error(
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
         "or a replay file as FILE");
-  if (o.replay_space != "product" && !is_replay_file(o.input.file))
+  if (!space && o.replay_space != "product" && !is_replay_file(o.input.file))
     throw error(
         fmt::format("--replay-space {} applies to a replay FILE (.json or .json.gz), not '{}'",
                     o.replay_space, o.input.file));
-  study_setup out{o.replay_space == "table"
+  study_setup out{space ? std::move(*space)
+                  : o.replay_space == "table"
                       ? loaded_space{.space = replay_space(o.input.file, replay_space_kind::table),
                                      .space_names = {},
                                      .parse_ms = 0,
@@ -262,6 +344,7 @@ study_setup make_study(const study_setup_options& o) {
   so.cost_budget_hint_s = o.cost_budget_hint_s;
   so.token_price_s = o.token_price_s;
   so.verify_reported = o.verify;
+  so.worker = o.worker;
   out.study = std::make_unique<tessel::study>(out.space.space, out.backend, std::move(strategy), so,
                                               out.db);
   if (out.fidelity) {  // a resumed study's correction and agreement continue
@@ -273,26 +356,27 @@ study_setup make_study(const study_setup_options& o) {
   return out;
 }
 
-stored_study load_stored(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw error(fmt::format("no study file '{}'", path));
-  study_db db(path);
-  auto record = db.study();
-  if (!record) throw error(fmt::format("'{}' holds no study yet", path));
+tessel::space stored_space(const study_record& record, const std::string& where) {
   parse_options parse;
-  parse.file = path;
-  std::string space_name = record->space_name;
-  const auto options = nlohmann::json::parse(record->options_json, nullptr, false);
-  if (options.is_object() && options.contains("annotations")) {
-    const auto& a = options["annotations"];
-    parse.target = a.value("target", parse.target);
-    for (const auto& assignment : a.value("set", std::vector<std::string>{})) {
-      const auto eq = assignment.find('=');
-      if (eq != std::string::npos)
-        parse.overrides[assignment.substr(0, eq)] = assignment.substr(eq + 1);
-    }
+  parse.file = where;
+  const auto a = stored_annotations(record);
+  parse.target = a.value("target", parse.target);
+  for (const auto& assignment : a.value("set", std::vector<std::string>{})) {
+    const auto eq = assignment.find('=');
+    if (eq != std::string::npos)
+      parse.overrides[assignment.substr(0, eq)] = assignment.substr(eq + 1);
   }
-  auto s = parse_space(record->space_source, parse, space_name);
-  auto trials = db.load(s);
+  return parse_space(record.space_source, parse, record.space_name);
+}
+
+stored_study load_stored(const std::string& path) {
+  if (!is_postgres_location(path) && !std::filesystem::exists(path))
+    throw error(fmt::format("no study file '{}'", path));
+  const auto db = open_store(path);
+  auto record = db->study();
+  if (!record) throw error(fmt::format("'{}' holds no study yet", db->location()));
+  auto s = stored_space(*record, path);
+  auto trials = db->load(s);
   return {std::move(*record), std::move(s), std::move(trials)};
 }
 

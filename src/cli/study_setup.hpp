@@ -10,6 +10,7 @@
 #include <tessel/study.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,18 @@ class App;
 }
 
 namespace tessel::cli {
+
+/// The budgets of `tune`, recorded with the study so that `tessel worker`
+/// stops where the study does.
+struct stop_options {
+  std::size_t budget = 0;  ///< evaluations
+  double time_s = 0;       ///< wall seconds (each process's own run)
+  double cost_s = 0;       ///< summed evaluation cost, seconds
+  std::optional<double> target;
+  std::size_t patience = 0;
+};
+/// The stop condition of `o`: its clauses or'ed, stop::never() without one.
+[[nodiscard]] stop_condition stop_for(const stop_options& o);
 
 struct study_setup_options {
   space_options input;
@@ -50,6 +63,8 @@ struct study_setup_options {
   double cost_budget_hint_s = 0;
   double token_price_s = 0;  ///< study_options::token_price_s
   bool verify = false;       ///< study_options::verify_reported (needs a backend)
+  stop_options stop;         ///< tune's budgets (recorded; make_study does not read them)
+  worker_info worker;        ///< on a shared study (--db postgresql://...): how this process works
 };
 
 /// Adds the options above to `command` (FILE and the space options too).
@@ -63,15 +78,25 @@ struct study_setup {
   loaded_space space;
   std::shared_ptr<tessel::backend> backend;
   std::shared_ptr<multi_fidelity_backend> fidelity;  ///< the backend, with --fidelity
-  std::shared_ptr<study_db> db;                      ///< null with --no-db
+  std::shared_ptr<study_store> db;                   ///< null with --no-db
   std::unique_ptr<tessel::study> study;
   bool evaluates = true;  ///< false: no backend given (the caller tells results)
 };
 
 /// Builds everything; throws tessel::error with a message a person can act
 /// on (unknown backend or strategy, a study file that holds another study, a
-/// study file with trials but no --resume).
-[[nodiscard]] study_setup make_study(const study_setup_options& options);
+/// study file with trials but no --resume). `space`: the space to tune,
+/// when not FILE's (a worker's, rebuilt from the store).
+[[nodiscard]] study_setup make_study(const study_setup_options& options,
+                                     std::optional<loaded_space> space = std::nullopt);
+
+/// The options a study was made with, as `make_study` recorded them in its
+/// annotations (backend, settings, strategy, scheduler, budgets), for a
+/// worker that joins it. Throws tessel::error for a study the CLI did not make.
+[[nodiscard]] study_setup_options recorded_options(const study_record& record);
+/// The study's space, rebuilt from its stored source and the target and
+/// --set values recorded with it. Throws tessel::error (or space_error).
+[[nodiscard]] tessel::space stored_space(const study_record& record, const std::string& where);
 
 /// Reads FILE: a .tsl text, or a replay file (.json / .json.gz) whose
 /// parameters become the space.

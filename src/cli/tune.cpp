@@ -26,12 +26,7 @@ namespace tessel::cli {
 namespace {
 
 struct tune_options {
-  study_setup_options study;
-  std::size_t budget = 0;
-  double time_s = 0;
-  double cost_s = 0;
-  std::optional<double> target;
-  std::size_t patience = 0;
+  study_setup_options study;    ///< its `stop` holds the budgets
   std::size_t high_budget = 0;  ///< --high-budget: high-fidelity evaluations (--fidelity)
   bool json = false;
   bool quiet = false;
@@ -88,24 +83,20 @@ class progress_printer final : public observer {
 
 stop_condition stop_for(const tune_options& o,
                         const std::shared_ptr<multi_fidelity_backend>& fidelity) {
-  std::optional<stop_condition> until;
-  auto add = [&](stop_condition c) { until = until ? (*until || std::move(c)) : std::move(c); };
+  auto until = cli::stop_for(o.study.stop);
   if (o.high_budget && fidelity)
-    add(stop_condition([fidelity, n = o.high_budget](
-                           const progress&) { return fidelity->stats().high_evaluations >= n; },
-                       fmt::format("{} high-fidelity evaluations done", o.high_budget),
-                       termination::evaluations, {},
-                       [fidelity, n = o.high_budget](const progress&) -> std::optional<double> {
-                         return std::min(1.0,
-                                         static_cast<double>(fidelity->stats().high_evaluations) /
-                                             static_cast<double>(n));
-                       }));
-  if (o.budget) add(stop::evaluations(o.budget));
-  if (o.time_s > 0) add(stop::wall_seconds(o.time_s));
-  if (o.cost_s > 0) add(stop::cost_seconds(o.cost_s));
-  if (o.target) add(stop::target(*o.target));
-  if (o.patience) add(stop::no_improvement(o.patience));
-  return until ? *until : stop::never();
+    until = until ||
+            stop_condition(
+                [fidelity, n = o.high_budget](const progress&) {
+                  return fidelity->stats().high_evaluations >= n;
+                },
+                fmt::format("{} high-fidelity evaluations done", o.high_budget),
+                termination::evaluations, {},
+                [fidelity, n = o.high_budget](const progress&) -> std::optional<double> {
+                  return std::min(1.0, static_cast<double>(fidelity->stats().high_evaluations) /
+                                           static_cast<double>(n));
+                });
+  return until;
 }
 
 nlohmann::json summary_json(const summary& s, const space& sp) {
@@ -167,17 +158,20 @@ int run_tune(const tune_options& o) {
   auto setup = make_study(study_options);
   if (o.high_budget && !setup.fidelity)
     throw error("--high-budget counts high-fidelity evaluations: it needs --fidelity");
-  if (!o.budget && o.time_s <= 0 && o.cost_s <= 0 && !o.target && !o.patience && !o.high_budget)
+  const auto& budgets = o.study.stop;
+  if (!budgets.budget && budgets.time_s <= 0 && budgets.cost_s <= 0 && !budgets.target &&
+      !budgets.patience && !o.high_budget)
     fmt::print(stderr,
                "tessel: no --budget, --time, --cost-budget, --target-objective or --patience: "
                "running until the strategy stops or the space is exhausted\n");
   if (!o.quiet)
-    setup.study->add_observer(std::make_shared<progress_printer>(o.budget, setup.space.space));
+    setup.study->add_observer(
+        std::make_shared<progress_printer>(budgets.budget, setup.space.space));
   if (!o.quiet && setup.db)
     fmt::print(stderr,
                "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
                setup.space.space.name(), with_separators(setup.space.space.count()),
-               setup.backend->name(), o.study.strategy, setup.db->path().string());
+               setup.backend->name(), o.study.strategy, setup.db->location());
   const auto sum = setup.study->run(stop_for(o, setup.fidelity));
   // A noisy backend (trainium) times the best config again, fully, so one
   // lucky measurement does not decide what is reported.
@@ -206,17 +200,16 @@ command add_tune_command(CLI::App& tool) {
       "tune", "Tune a space: search it with a strategy, evaluating configs on a backend");
   add_study_options(*app, options->study, true);
   options->study.needs_backend = true;
-  app->add_option("--budget,-n", options->budget, "Stop after this many evaluations")
-      ->type_name("N");
-  app->add_option("--time", options->time_s, "Stop after this many wall-clock seconds")
+  auto& stop = options->study.stop;
+  app->add_option("--budget,-n", stop.budget, "Stop after this many evaluations")->type_name("N");
+  app->add_option("--time", stop.time_s, "Stop after this many wall-clock seconds")
       ->type_name("SECONDS");
-  app->add_option("--cost-budget", options->cost_s,
+  app->add_option("--cost-budget", stop.cost_s,
                   "Stop when the evaluations' summed cost reaches this many seconds")
       ->type_name("SECONDS");
-  app->add_option("--target-objective", options->target,
-                  "Stop when the best objective is at most this")
+  app->add_option("--target-objective", stop.target, "Stop when the best objective is at most this")
       ->type_name("X");
-  app->add_option("--patience", options->patience,
+  app->add_option("--patience", stop.patience,
                   "Stop after this many evaluations without improvement")
       ->type_name("N");
   app->add_option("--high-budget", options->high_budget,

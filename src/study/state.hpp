@@ -13,7 +13,7 @@ namespace tessel {
 
 struct study::state final : search_context {
   state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
-        std::shared_ptr<study_db> d);
+        std::shared_ptr<study_store> d);
 
   // search_context
   [[nodiscard]] const tessel::space& space() const override { return space_; }
@@ -25,7 +25,8 @@ struct study::state final : search_context {
   }
   [[nodiscard]] std::size_t finished() const override { return progress_.evaluations; }
 
-  /// Seconds since the study was made.
+  /// Seconds since the study was made (since the store's study began, for
+  /// a shared study, so that every worker's times share one origin).
   [[nodiscard]] double now() const;
   /// A new trial in state proposed; stored. Returns its index.
   std::size_t add_trial(const config& c, provenance source);
@@ -34,6 +35,10 @@ struct study::state final : search_context {
   /// Records a measurement, updates best/progress, tells strategy, storage
   /// and observers. `replaying`: a stored trial read back on resume (not saved again).
   const trial& finish(std::size_t index, const measurement& m, bool replaying = false);
+  /// What ask(n) gives out, in order: interrupted trials, the baseline,
+  /// queued and fresh proposals (by utility once the surrogate is ready),
+  /// each with a prediction; new ones are added in state proposed.
+  std::vector<std::size_t> choose(std::size_t n);
   /// Cost-aware selection (scheduler.cpp): the n best of the queue, the
   /// pool and fresh strategy proposals by utility; trials stay proposed.
   std::vector<std::size_t> select_by_utility(std::size_t n);
@@ -63,14 +68,42 @@ struct study::state final : search_context {
   bool consider_best(std::size_t index);
   /// Reloads a study file's trials (resume).
   void resume(std::vector<trial> stored);
-  void save(const trial& t);
+  /// Appends one stored trial (the next id): replays it to the strategy when
+  /// finished, else queues it as interrupted when `requeue` (a shared study
+  /// leaves it to the store's queue).
+  void append_stored(trial t, bool requeue);
+  /// Stores `t`. False only for a shared study's result that was not kept
+  /// (another worker finished the trial first).
+  bool save(const trial& t);
+  /// Refuses an operation one process drives on a shared study.
+  void one_process(std::string_view what) const;
+
+  // --- a shared study (shared_run.cpp, docs/distributed.md) --------------------
+  /// Reads what other processes proposed and finished since the last look.
+  void sync();
+  /// As the proposer, when the lock is free: syncs, then stores new proposals
+  /// (enough for the idle workers, within the budget `until` leaves).
+  /// Returns how many; nullopt when another process held the lock or the
+  /// connection was lost (try again).
+  std::optional<std::size_t> propose_shared(const stop_condition& until, std::size_t free_jobs);
+  /// Takes trials `first`.. back out of the mirror into `unsent`.
+  void retract(std::size_t first);
+  summary run_shared(const stop_condition& until);
+  /// How run() ended, and the summary observers are told of.
+  enum class run_end : unsigned char { condition, negligible, empty };
+  summary end_run(run_end how, const stop_condition& until, const progress& p);
   [[nodiscard]] summary make_summary() const;
 
   tessel::space space_;
   std::shared_ptr<backend> backend_;
   std::unique_ptr<strategy> strategy_;
   study_options options_;
-  std::shared_ptr<study_db> db_;
+  std::shared_ptr<study_store> db_;
+  shared_store* shared_ = nullptr;  ///< db_->shared(): many processes work this study
+  /// Proposals a lost connection may not have stored: proposed again at the
+  /// next turn as proposer, unless known by then.
+  std::vector<trial> unsent;
+  double clock_offset = 0;  ///< added to now(): seconds from the store's start to `created`
   std::vector<std::shared_ptr<observer>> observers;
 
   std::vector<trial> trials;  ///< by id - 1

@@ -1,0 +1,146 @@
+// `tessel worker STUDY_URL`: one more process working a shared study
+// (docs/distributed.md). It rebuilds the study from what the store recorded
+// (space, backend, strategy, scheduler, budgets), then claims trials,
+// evaluates them on its own backend, stores the results and proposes when
+// its turn comes, until the study's stop condition holds.
+#include "command.hpp"
+#include "common.hpp"
+#include "study_setup.hpp"
+
+#include <tessel/error.hpp>
+#include <tessel/study.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+#include <functional>
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct worker_options {
+  std::string url;
+  std::string backend;                        ///< "" = the study's
+  std::vector<std::string> backend_settings;  ///< added to the study's
+  std::size_t jobs = 0;
+  std::optional<std::uint64_t> seed;
+  worker_info worker;
+  bool json = false;
+  bool quiet = false;
+};
+
+/// A seed of this worker's own: workers that proposed the same random
+/// candidates would only find them taken.
+std::uint64_t worker_seed(std::uint64_t study_seed, const std::string& name) {
+  return study_seed ^ (std::hash<std::string>{}(name) * 0x9E3779B97F4A7C15ULL);
+}
+
+int run_worker(const worker_options& o) {
+  if (!is_postgres_location(o.url))
+    throw error(fmt::format(
+        "tessel worker joins a shared study: give a postgresql:// URL, not '{}' (a SQLite study "
+        "file has one writer; continue it with `tessel tune FILE --db PATH --resume`)",
+        o.url));
+  const auto record = open_store(o.url)->study();
+  if (!record)
+    throw error(fmt::format(
+        "'{}' holds no study yet: create it with `tessel tune FILE --backend SPEC --db URL "
+        "--budget N`, then start workers",
+        o.url));
+  auto options = recorded_options(*record);
+  if (!o.backend.empty()) {
+    options.backend = o.backend;
+    options.fidelity.clear();
+  }
+  options.backend_settings.insert(options.backend_settings.end(), o.backend_settings.begin(),
+                                  o.backend_settings.end());
+  options.db = o.url;
+  options.resume = true;
+  options.jobs = o.jobs;
+  options.worker = o.worker;
+  if (options.worker.name.empty())
+    options.worker.name = fmt::format("{}:{}", [] {
+      char host[256] = {};
+      return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : "localhost";
+    }(), ::getpid());
+  options.seed = o.seed.value_or(worker_seed(record->seed, options.worker.name));
+  auto setup = make_study(
+      options, loaded_space{.space = stored_space(*record, o.url), .space_names = {}, .parse_ms = 0,
+                            .build_ms = 0});
+  if (!setup.evaluates)
+    throw error("the study records no backend: give this worker one with --backend SPEC");
+  if (!o.quiet)
+    fmt::print(stderr,
+               "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
+               "job{}, stops at: {}\n",
+               options.worker.name, setup.db->location(), record->space_name,
+               setup.study->trials().size(), setup.backend->name(),
+               options.jobs ? fmt::format("{}", options.jobs) : std::string("auto"),
+               options.jobs == 1 ? "" : "s",
+               stop_for(options.stop)(progress{}) ? "now" : "the study's budget");
+  const auto sum = setup.study->run(stop_for(options.stop));
+  const auto counts = setup.db->shared()->counts();
+  if (o.json) {
+    nlohmann::json out = {{"ok", true},
+                          {"worker", options.worker.name},
+                          {"termination", to_string(sum.reason)},
+                          {"message", sum.message},
+                          {"evaluations", sum.evaluations},
+                          {"claims", counts.claims},
+                          {"requeues", counts.requeues},
+                          {"discarded", counts.discarded}};
+    if (sum.best) out["best"] = {{"trial_id", sum.best->id}, {"objective", sum.best->result.objective}};
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("{}\n{} claims, {} re-queued, {} late results discarded, {} workers so far\n",
+               sum.brief_report(), counts.claims, counts.requeues, counts.discarded,
+               counts.workers);
+  }
+  return exit_code::success;
+}
+
+}  // namespace
+
+command add_worker_command(CLI::App& tool) {
+  auto o = std::make_shared<worker_options>();
+  auto* app = tool.add_subcommand(
+      "worker",
+      "Work a shared study (a PostgreSQL --db): claim trials, evaluate them here, store the "
+      "results, until the study's budget is spent");
+  app->add_option("STUDY_URL", o->url,
+                  "postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?study=NAME]: the study "
+                  "`tessel tune --db` made")
+      ->required();
+  app->add_option("--backend", o->backend,
+                  "Evaluate on this backend instead of the study's (e.g. trainium with this "
+                  "host's NeuronCores)")
+      ->type_name("SPEC");
+  app->add_option("--backend-set", o->backend_settings,
+                  "A backend setting added to the study's, e.g. --backend-set timeout=30")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  app->add_option("--jobs,-j", o->jobs,
+                  "Trials this worker evaluates at once (0 = the backend's concurrency)")
+      ->capture_default_str();
+  app->add_option("--seed", o->seed,
+                  "Seed of this worker's proposals (default: from the study's seed and the "
+                  "worker's name)");
+  app->add_option("--name", o->worker.name, "What other workers and `tessel show` call it")
+      ->type_name("NAME");
+  app->add_option("--heartbeat", o->worker.heartbeat_s, "Seconds between heartbeats")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--lease", o->worker.lease_s,
+                  "Seconds without a heartbeat after which this worker's running trials go "
+                  "back to the queue (more than --heartbeat)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_flag("--json", o->json, "Print the summary as JSON on stdout");
+  app->add_flag("--quiet,-q", o->quiet, "No start line on stderr");
+  return {app, [o] { return report_errors([&] { return run_worker(*o); }, o->json); }};
+}
+
+}  // namespace tessel::cli
