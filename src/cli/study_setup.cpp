@@ -229,7 +229,7 @@ std::shared_ptr<study_store> open_study_file(const study_setup_options& o, const
   const auto trials = stored ? db->trial_count() : 0;
   if (trials > 0 && !o.resume)
     throw error(fmt::format(
-        "study file '{0}' already holds a study of space '{1}' with {2} trial{3} (see "
+        "'{0}' already holds a study of space '{1}' with {2} trial{3} (see "
         "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
         "over, --db PATH to keep it and start another, or --no-db",
         db->location(), stored->space_name, trials, trials == 1 ? "" : "s"));

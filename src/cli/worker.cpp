@@ -15,8 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
 
 namespace tessel::cli {
 namespace {
@@ -27,6 +29,7 @@ struct worker_options {
   std::vector<std::string> backend_settings;  ///< added to the study's
   std::size_t jobs = 0;
   std::optional<std::uint64_t> seed;
+  double wait_s = 0;  ///< how long to wait for the study to be created
   worker_info worker;
   bool json = false;
   bool quiet = false;
@@ -35,7 +38,7 @@ struct worker_options {
 /// A seed of this worker's own: workers that proposed the same random
 /// candidates would only find them taken.
 std::uint64_t worker_seed(std::uint64_t study_seed, const std::string& name) {
-  return study_seed ^ (std::hash<std::string>{}(name) * 0x9E3779B97F4A7C15ULL);
+  return study_seed ^ (std::hash<std::string>{}(name)*0x9E3779B97F4A7C15ULL);
 }
 
 int run_worker(const worker_options& o) {
@@ -44,7 +47,14 @@ int run_worker(const worker_options& o) {
         "tessel worker joins a shared study: give a postgresql:// URL, not '{}' (a SQLite study "
         "file has one writer; continue it with `tessel tune FILE --db PATH --resume`)",
         o.url));
-  const auto record = open_store(o.url)->study();
+  const auto store = open_store(o.url);
+  auto record = store->study();
+  // Workers may be started before `tune` has made the study.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+  while (!record && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    record = store->study();
+  }
   if (!record)
     throw error(fmt::format(
         "'{}' holds no study yet: create it with `tessel tune FILE --backend SPEC --db URL "
@@ -62,14 +72,18 @@ int run_worker(const worker_options& o) {
   options.jobs = o.jobs;
   options.worker = o.worker;
   if (options.worker.name.empty())
-    options.worker.name = fmt::format("{}:{}", [] {
-      char host[256] = {};
-      return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : "localhost";
-    }(), ::getpid());
+    options.worker.name = fmt::format(
+        "{}:{}",
+        [] {
+          char host[256] = {};
+          return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : "localhost";
+        }(),
+        ::getpid());
   options.seed = o.seed.value_or(worker_seed(record->seed, options.worker.name));
   auto setup = make_study(
-      options, loaded_space{.space = stored_space(*record, o.url), .space_names = {}, .parse_ms = 0,
-                            .build_ms = 0});
+      options,
+      loaded_space{
+          .space = stored_space(*record, o.url), .space_names = {}, .parse_ms = 0, .build_ms = 0});
   if (!setup.evaluates)
     throw error("the study records no backend: give this worker one with --backend SPEC");
   if (!o.quiet)
@@ -92,7 +106,8 @@ int run_worker(const worker_options& o) {
                           {"claims", counts.claims},
                           {"requeues", counts.requeues},
                           {"discarded", counts.discarded}};
-    if (sum.best) out["best"] = {{"trial_id", sum.best->id}, {"objective", sum.best->result.objective}};
+    if (sum.best)
+      out["best"] = {{"trial_id", sum.best->id}, {"objective", sum.best->result.objective}};
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("{}\n{} claims, {} re-queued, {} late results discarded, {} workers so far\n",
@@ -128,6 +143,11 @@ command add_worker_command(CLI::App& tool) {
   app->add_option("--seed", o->seed,
                   "Seed of this worker's proposals (default: from the study's seed and the "
                   "worker's name)");
+  app->add_option("--wait", o->wait_s,
+                  "Seconds to wait for the study to be created (by `tessel tune --db URL`), "
+                  "when it is not there yet")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app->add_option("--name", o->worker.name, "What other workers and `tessel show` call it")
       ->type_name("NAME");
   app->add_option("--heartbeat", o->worker.heartbeat_s, "Seconds between heartbeats")

@@ -12,8 +12,7 @@ bool is_postgres_location(std::string_view location) noexcept {
 
 std::shared_ptr<study_store> open_store(std::string_view location) {
   if (is_postgres_location(location))
-    return std::make_shared<detail::storage::postgres_store>(
-        detail::pg::parse_location(location));
+    return std::make_shared<detail::storage::postgres_store>(detail::pg::parse_location(location));
   constexpr std::string_view sqlite_scheme = "sqlite:";
   if (location.rfind(sqlite_scheme, 0) == 0) location.remove_prefix(sqlite_scheme.size());
   return std::make_shared<sqlite_store>(std::filesystem::path(location));

@@ -55,8 +55,7 @@ bool lost(const PGconn* c, const PGresult* r) {
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   if (!state) return r == nullptr;
   const std::string_view s(state);
-  return (s.substr(0, 2) == "08" && s != "08P01") || s == "57P01" || s == "57P02" ||
-         s == "57P03";
+  return (s.substr(0, 2) == "08" && s != "08P01") || s == "57P01" || s == "57P02" || s == "57P03";
 }
 
 void ignore_notice(void*, const char*) {}
@@ -195,10 +194,9 @@ std::string connection::subject() const { return fmt::format("study '{}'", where
 void connection::open() {
   // Defaults the URI may override: give up on an unreachable server after
   // 10 s, and notice a dead peer through TCP keepalives within ~25 s.
-  const std::array<const char*, 8> keys{"connect_timeout",    "application_name",
-                                        "keepalives_idle",    "keepalives_interval",
-                                        "keepalives_count",   "dbname",
-                                        nullptr,              nullptr};
+  const std::array<const char*, 8> keys{
+      "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "dbname",           nullptr,           nullptr};
   const std::array<const char*, 8> values{
       "10", "tessel", "10", "5", "3", where_.conninfo.c_str(), nullptr, nullptr};
   if (conn_) PQfinish(conn_);

@@ -129,13 +129,13 @@ void prepare(const pg::connection& c) {
   key.bind(1, std::string_view(c.where().schema));
   c.exec(fmt::format("SELECT pg_advisory_xact_lock({}, hashtext($1))", schema_lock_class), key,
          "waiting for other processes preparing the study");
-  c.exec("CREATE SCHEMA IF NOT EXISTS " + pg::quoted_identifier(c.where().schema), "creating the schema");
+  c.exec("CREATE SCHEMA IF NOT EXISTS " + pg::quoted_identifier(c.where().schema),
+         "creating the schema");
   const int version = current_version(c);
   if (version > schema_version)
-    throw error(fmt::format(
-        "{} has schema version {}, newer than this tessel (" TESSEL_VERSION
-        ") understands ({}); open it with a newer tessel",
-        c.subject(), version, schema_version));
+    throw error(fmt::format("{} has schema version {}, newer than this tessel (" TESSEL_VERSION
+                            ") understands ({}); open it with a newer tessel",
+                            c.subject(), version, schema_version));
   if (version == schema_version) return;  // nothing to write; the transaction rolls back
   const double now = now_unix();
   for (const auto& m : migrations) {
@@ -146,18 +146,20 @@ void prepare(const pg::connection& c) {
     p.bind(2, std::string_view(m.summary));
     p.bind(3, now);
     p.bind(4, std::string_view(TESSEL_VERSION));
-    c.exec("INSERT INTO migrations (version, summary, applied_at, tessel_version) VALUES ($1, "
-           "$2, $3, $4)",
-           p, "recording a migration");
+    c.exec(
+        "INSERT INTO migrations (version, summary, applied_at, tessel_version) VALUES ($1, "
+        "$2, $3, $4)",
+        p, "recording a migration");
   }
   pg::params meta;
   meta.bind(1, std::int64_t{schema_version});
   if (version == 0) {
     meta.bind(2, now);
     meta.bind(3, std::string_view(TESSEL_VERSION));
-    c.exec("INSERT INTO meta (id, schema_version, created_at, tessel_version) VALUES (1, $1, $2, "
-           "$3)",
-           meta, "writing the schema version");
+    c.exec(
+        "INSERT INTO meta (id, schema_version, created_at, tessel_version) VALUES (1, $1, $2, "
+        "$3)",
+        meta, "writing the schema version");
   } else {
     c.exec("UPDATE meta SET schema_version = $1 WHERE id = 1", meta, "writing the schema version");
   }

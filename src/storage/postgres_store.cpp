@@ -102,9 +102,7 @@ constexpr const char* live_workers =
 
 }  // namespace
 
-postgres_store::postgres_store(pg::location where) : db_(std::move(where)) {
-  schema::prepare(db_);
-}
+postgres_store::postgres_store(pg::location where) : db_(std::move(where)) { schema::prepare(db_); }
 
 postgres_store::~postgres_store() {
   try {
@@ -259,9 +257,9 @@ void postgres_store::clear() {
             .at(0)
             .integer(0);
     if (live > 0)
-      throw error(fmt::format(
-          "{}: {} worker{} {} working this study; stop {} before deleting it", db_.subject(),
-          live, live == 1 ? "" : "s", live == 1 ? "is" : "are", live == 1 ? "it" : "them"));
+      throw error(fmt::format("{}: {} worker{} {} working this study; stop {} before deleting it",
+                              db_.subject(), live, live == 1 ? "" : "s", live == 1 ? "is" : "are",
+                              live == 1 ? "it" : "them"));
     db_.exec("DELETE FROM trials; DELETE FROM study; DELETE FROM workers WHERE state <> 'live'",
              "deleting the study");
     tx.commit();
@@ -289,9 +287,12 @@ void postgres_store::check_integrity() const {
   std::string problems;
   if (q.integer(0) != q.integer(1))
     problems += fmt::format("\n  trial ids are not 1..{}: {} trials", q.integer(1), q.integer(0));
-  if (q.integer(2) > 0) problems += fmt::format("\n  {} running trials have no worker", q.integer(2));
-  if (q.integer(3) > 0) problems += fmt::format("\n  {} finished trials have no status", q.integer(3));
-  if (q.integer(4) > 0) problems += fmt::format("\n  {} unfinished trials have a result", q.integer(4));
+  if (q.integer(2) > 0)
+    problems += fmt::format("\n  {} running trials have no worker", q.integer(2));
+  if (q.integer(3) > 0)
+    problems += fmt::format("\n  {} finished trials have no status", q.integer(3));
+  if (q.integer(4) > 0)
+    problems += fmt::format("\n  {} unfinished trials have a result", q.integer(4));
   if (q.integer(5) != 1) problems += "\n  the meta row is missing";
   if (!problems.empty()) throw error(db_.subject() + " is damaged:" + problems);
 }
@@ -300,9 +301,9 @@ void postgres_store::check_integrity() const {
 
 std::uint64_t postgres_store::join(const worker_info& w) {
   if (!(w.heartbeat_s > 0) || !(w.lease_s > w.heartbeat_s))
-    throw options_error(fmt::format(
-        "worker_info: heartbeat_s ({}) must be > 0 and lease_s ({}) greater than it",
-        w.heartbeat_s, w.lease_s));
+    throw options_error(
+        fmt::format("worker_info: heartbeat_s ({}) must be > 0 and lease_s ({}) greater than it",
+                    w.heartbeat_s, w.lease_s));
   std::lock_guard lock(mutex_);
   if (worker_) return *worker_;
   pg::params p;
@@ -312,9 +313,10 @@ std::uint64_t postgres_store::join(const worker_info& w) {
   p.bind(4, w.lease_s);
   const auto id = retrying([&] {
     return db_
-        .exec("INSERT INTO workers (name, jobs, heartbeat_s, lease_s, state) VALUES ($1, $2, "
-              "$3, $4, 'live') RETURNING id",
-              p, "joining the study")
+        .exec(
+            "INSERT INTO workers (name, jobs, heartbeat_s, lease_s, state) VALUES ($1, $2, "
+            "$3, $4, 'live') RETURNING id",
+            p, "joining the study")
         .at(0)
         .integer(0);
   });
@@ -357,10 +359,9 @@ bool postgres_store::try_lock_proposer() {
   std::lock_guard lock(mutex_);
   if (proposer_) return true;
   proposer_ = retrying([&] {
-    return db_
-               .exec(fmt::format("SELECT pg_try_advisory_lock({}, hashtext(current_schema()))",
-                                 schema::proposer_lock_class),
-                     "taking the proposer lock")
+    return db_.exec(fmt::format("SELECT pg_try_advisory_lock({}, hashtext(current_schema()))",
+                                schema::proposer_lock_class),
+                    "taking the proposer lock")
                .at(0)
                .text(0) == "t";
   });
@@ -451,14 +452,13 @@ shared_counts postgres_store::counts() const {
   std::lock_guard lock(mutex_);
   const auto r = retrying([&] {
     return db_.exec(
-        fmt::format(
-            "SELECT count(*) FILTER (WHERE state = 'proposed'), "
-            "count(*) FILTER (WHERE state = 'running'), "
-            "count(*) FILTER (WHERE state = 'finished'), coalesce(sum(claims), 0), "
-            "coalesce(sum(requeues), 0), coalesce(sum(discarded), 0), "
-            "(SELECT count(*) FROM workers), (SELECT count(*) FROM workers WHERE {0}), "
-            "(SELECT coalesce(sum(jobs), 0) FROM workers WHERE {0}) FROM trials",
-            live_workers),
+        fmt::format("SELECT count(*) FILTER (WHERE state = 'proposed'), "
+                    "count(*) FILTER (WHERE state = 'running'), "
+                    "count(*) FILTER (WHERE state = 'finished'), coalesce(sum(claims), 0), "
+                    "coalesce(sum(requeues), 0), coalesce(sum(discarded), 0), "
+                    "(SELECT count(*) FROM workers), (SELECT count(*) FROM workers WHERE {0}), "
+                    "(SELECT coalesce(sum(jobs), 0) FROM workers WHERE {0}) FROM trials",
+                    live_workers),
         "counting");
   });
   const auto q = r.at(0);

@@ -70,7 +70,7 @@ class postgres_store final : public study_store, public shared_store {
 
   mutable std::mutex mutex_;
   mutable pg::connection db_;
-  std::optional<std::uint64_t> worker_;  ///< from join()
+  std::optional<std::uint64_t> worker_;   ///< from join()
   mutable std::set<std::uint64_t> held_;  ///< claimed by this process, not yet finished
   mutable bool proposer_ = false;         ///< holds the proposer lock
   std::unique_ptr<heartbeat> heartbeat_;

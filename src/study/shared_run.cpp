@@ -110,8 +110,7 @@ std::optional<std::size_t> study::state::propose_shared(const stop_condition& un
       trials[index].prediction = t.prediction;
     }
   if (trials.size() - first < n) (void)choose(n - (trials.size() - first));
-  const std::vector<trial> batch(trials.begin() + static_cast<std::ptrdiff_t>(first),
-                                 trials.end());
+  const std::vector<trial> batch(trials.begin() + static_cast<std::ptrdiff_t>(first), trials.end());
   try {
     shared_->propose(batch, space_);
   } catch (const store_interrupted&) {
@@ -122,8 +121,9 @@ std::optional<std::size_t> study::state::propose_shared(const stop_condition& un
 }
 
 void study::state::retract(std::size_t first) {
-  std::vector<trial> taken(std::make_move_iterator(trials.begin() + static_cast<std::ptrdiff_t>(first)),
-                           std::make_move_iterator(trials.end()));
+  std::vector<trial> taken(
+      std::make_move_iterator(trials.begin() + static_cast<std::ptrdiff_t>(first)),
+      std::make_move_iterator(trials.end()));
   trials.resize(first);
   for (const auto& t : taken) {
     by_key.erase(t.key);
@@ -223,8 +223,8 @@ summary study::state::run_shared(const stop_condition& until) {
       if (ending && flight.empty()) break;
       if (claimed) idle.reset();
       const auto eval_started = clock::now();
-      threads.wait_past(seen, flight.size() < jobs && !ending ? idle.next()
-                                                           : std::chrono::milliseconds(1000));
+      threads.wait_past(
+          seen, flight.size() < jobs && !ending ? idle.next() : std::chrono::milliseconds(1000));
       evaluate_s += seconds_since(eval_started);
     }
   }

@@ -94,8 +94,8 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
   auto stored = db_->load(space_);
   if (!stored.empty() && !options_.resume)
     throw error(
-        fmt::format("study file '{}' already holds {} trial{} of space '{}': resume it "
-                    "(study::options::resume, the CLI's --resume) or use another file",
+        fmt::format("study '{}' already holds {} trial{} of space '{}': resume it "
+                    "(study::options::resume, the CLI's --resume) or use another store",
                     db_->location(), stored.size(), stored.size() == 1 ? "" : "s", space_.name()));
   resume(std::move(stored));
 }

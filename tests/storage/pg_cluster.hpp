@@ -66,8 +66,7 @@ class pg_cluster {
 
  private:
   pg_cluster() {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessel_pg_" + std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("tessel_pg_" + std::to_string(::getpid()));
     const auto out = run(script() + " start " + dir_.string() + " 2>&1");
     if (out.rfind("postgresql://", 0) != 0) {
       why_not_ = out.empty() ? "scripts/pg_cluster printed nothing" : out;
@@ -134,13 +133,13 @@ inline bool postgres_required() {
 
 /// At the start of a test that needs the server: skips it, with the reason,
 /// when the cluster could not start (fails it under TESSEL_REQUIRE_POSTGRES=1).
-#define PG_CLUSTER_OR_SKIP()                                                              \
-  do {                                                                                    \
-    const auto& pg_cluster_ = ::tessel::testing::pg_cluster::instance();                  \
-    if (!pg_cluster_.running()) {                                                         \
-      if (::tessel::testing::postgres_required())                                         \
+#define PG_CLUSTER_OR_SKIP()                                                                 \
+  do {                                                                                       \
+    const auto& pg_cluster_ = ::tessel::testing::pg_cluster::instance();                     \
+    if (!pg_cluster_.running()) {                                                            \
+      if (::tessel::testing::postgres_required())                                            \
         FAIL("no PostgreSQL server (TESSEL_REQUIRE_POSTGRES=1): " << pg_cluster_.why_not()); \
-      MESSAGE("skipped: no PostgreSQL server: " << pg_cluster_.why_not());                \
-      return;                                                                             \
-    }                                                                                     \
+      MESSAGE("skipped: no PostgreSQL server: " << pg_cluster_.why_not());                   \
+      return;                                                                                \
+    }                                                                                        \
   } while (false)

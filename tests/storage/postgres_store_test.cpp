@@ -27,7 +27,8 @@ std::string schema_of(const std::string& url) { return url.substr(url.find("?stu
 /// Proposes trials first..last (proposed, every field set) under the lock.
 void propose_range(shared_store& db, const space& s, std::uint64_t first, std::uint64_t last) {
   std::vector<trial> batch;
-  for (auto id = first; id <= last; ++id) batch.push_back(storage_trial(s, id, trial_state::proposed));
+  for (auto id = first; id <= last; ++id)
+    batch.push_back(storage_trial(s, id, trial_state::proposed));
   REQUIRE(db.try_lock_proposer());
   db.propose(batch, s);
   db.unlock_proposer();
@@ -76,8 +77,9 @@ TEST_CASE("a PostgreSQL schema of another program, or of a newer tessel, is refu
   PG_CLUSTER_OR_SKIP();
   const auto& cluster = pg_cluster::instance();
   const auto url = cluster.study_url("other");
-  REQUIRE(cluster.psql("CREATE SCHEMA " + schema_of(url) + "; CREATE TABLE " + schema_of(url) +
-                       ".songs (title text)")
+  REQUIRE(cluster
+              .psql("CREATE SCHEMA " + schema_of(url) + "; CREATE TABLE " + schema_of(url) +
+                    ".songs (title text)")
               .empty());
   CHECK_THROWS_WITH_AS((void)open_store(url),
                        ("study '" + url +
@@ -104,11 +106,10 @@ TEST_CASE("one proposer at a time; the lock goes with its connection") {
   CHECK(shared_of(b).try_lock_proposer());
   CHECK_FALSE(shared_of(a).try_lock_proposer());
   const auto s = storage_space();
-  CHECK_THROWS_WITH_AS(shared_of(a).propose({storage_trial(s, 1, trial_state::proposed)}, s),
-                       ("study '" + url +
-                        "': propose() needs the proposer lock (try_lock_proposer())")
-                           .c_str(),
-                       error);
+  CHECK_THROWS_WITH_AS(
+      shared_of(a).propose({storage_trial(s, 1, trial_state::proposed)}, s),
+      ("study '" + url + "': propose() needs the proposer lock (try_lock_proposer())").c_str(),
+      error);
   {
     const auto c = open_store(url);
     shared_of(b).unlock_proposer();
@@ -174,9 +175,10 @@ TEST_CASE("a late worker's trial is re-queued, and a late result is kept once") 
   REQUIRE(first.has_value());
   CHECK(first->id == 1);
   // a stops heartbeating: its last beat is now older than its lease.
-  REQUIRE(cluster.psql("UPDATE " + schema_of(url) +
-                       ".workers SET heartbeat_at = now() - interval '61 seconds' WHERE id = " +
-                       std::to_string(id_a))
+  REQUIRE(cluster
+              .psql("UPDATE " + schema_of(url) +
+                    ".workers SET heartbeat_at = now() - interval '61 seconds' WHERE id = " +
+                    std::to_string(id_a))
               .empty());
   const auto again = shared_of(b).claim(s);  // re-queues trial 1, then claims it (lowest id)
   REQUIRE(again.has_value());

@@ -58,8 +58,8 @@ std::map<std::uint64_t, trial> by_id(const std::vector<trial>& trials) {
 }  // namespace
 
 /// Skips (or, in CI, fails) a case for a store whose server did not start.
-#define STORE_OR_SKIP(Kind)                     \
-  do {                                          \
+#define STORE_OR_SKIP(Kind)                       \
+  do {                                            \
     if (!Kind::available()) PG_CLUSTER_OR_SKIP(); \
   } while (false)
 
@@ -240,20 +240,19 @@ TEST_CASE_TEMPLATE("save() refuses trials it cannot store faithfully", Kind, STO
       error);
   t.id = 4;
   t.config = config{0, 0};
-  CHECK_THROWS_WITH_AS(db->save(t, s),
-                       (Kind::subject(where) +
-                        ": cannot store trial 4: its config has 2 values, space 'gemm' has 5 "
-                        "parameters")
-                           .c_str(),
-                       error);
+  CHECK_THROWS_WITH_AS(
+      db->save(t, s),
+      (Kind::subject(where) + ": cannot store trial 4: its config has 2 values, space 'gemm' has 5 "
+                              "parameters")
+          .c_str(),
+      error);
   // save_all() is all or nothing.
   auto good = storage_trial(s, 5);
   CHECK_THROWS_AS(db->save_all({good, t}, s), error);
   CHECK(db->load(s).empty());
 }
 
-TEST_CASE_TEMPLATE("a stored config the space no longer has names its trial", Kind,
-                   STORE_KINDS) {
+TEST_CASE_TEMPLATE("a stored config the space no longer has names its trial", Kind, STORE_KINDS) {
   STORE_OR_SKIP(Kind);
   const Kind kind;
   const auto where = kind.location("drift");
