@@ -11,88 +11,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <set>
 
 namespace tessel {
 namespace {
 
-/// Reads settings by key and rejects the keys nobody read.
-class setting_reader {
- public:
-  setting_reader(std::string scheme, const backend_settings& settings)
-      : scheme_(std::move(scheme)), settings_(settings) {}
-
-  std::optional<std::string> text(const std::string& key) {
-    known_.insert(key);
-    const auto it = settings_.find(key);
-    if (it == settings_.end()) return std::nullopt;
-    used_.insert(key);
-    return it->second;
-  }
-
-  std::optional<double> number(const std::string& key) {
-    const auto t = text(key);
-    if (!t) return std::nullopt;
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(t->c_str(), &end);
-    if (t->empty() || end != t->c_str() + t->size() || errno == ERANGE)
-      throw error(
-          fmt::format("backend {}: setting {} must be a number, got '{}'", scheme_, key, *t));
-    return v;
-  }
-
-  std::optional<std::size_t> count(const std::string& key) {
-    const auto v = number(key);
-    if (!v) return std::nullopt;
-    if (*v < 1 || *v != static_cast<double>(static_cast<std::size_t>(*v)))
-      throw error(fmt::format("backend {}: setting {} must be a whole number >= 1, got {}", scheme_,
-                              key, *v));
-    return static_cast<std::size_t>(*v);
-  }
-
-  std::optional<bool> flag(const std::string& key) {
-    const auto t = text(key);
-    if (!t) return std::nullopt;
-    if (*t == "1" || *t == "true" || *t == "yes" || *t == "on") return true;
-    if (*t == "0" || *t == "false" || *t == "no" || *t == "off") return false;
-    throw error(
-        fmt::format("backend {}: setting {} must be true or false, got '{}'", scheme_, key, *t));
-  }
-
-  /// Every setting whose key starts with `prefix`, with the prefix removed.
-  std::map<std::string, std::string> prefixed(const std::string& prefix) {
-    known_.insert(prefix + "NAME");
-    std::map<std::string, std::string> out;
-    for (const auto& [key, value] : settings_)
-      if (key.rfind(prefix, 0) == 0 && key.size() > prefix.size()) {
-        out[key.substr(prefix.size())] = value;
-        used_.insert(key);
-      }
-    return out;
-  }
-
-  /// Throws for a setting no one read, naming the ones this scheme accepts.
-  void finish() const {
-    for (const auto& [key, value] : settings_)
-      if (!used_.contains(key))
-        throw error(fmt::format("backend {}: unknown setting '{}' (settings: {})", scheme_, key,
-                                fmt::join(known_, ", ")));
-  }
-
- private:
-  std::string scheme_;
-  const backend_settings& settings_;
-  std::set<std::string> known_, used_;
-};
-
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend replay: give the table's path, as replay:PATH");
-  setting_reader read("replay", settings);
+  settings_reader read("backend replay", settings);
   replay_options options;
-  options.concurrency = read.count("concurrency").value_or(options.concurrency);
+  options.concurrency = read.count("concurrency", 1).value_or(options.concurrency);
   options.count_framework_time =
       read.flag("count_framework_time").value_or(options.count_framework_time);
   options.exact_cost_estimate =
@@ -103,12 +30,12 @@ std::shared_ptr<backend> make_replay(std::string_view argument, const backend_se
 
 std::shared_ptr<backend> make_command(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend command: give the command, as command:CMD");
-  setting_reader read("command", settings);
+  settings_reader read("backend command", settings);
   command_options options;
   options.timeout_s = read.number("timeout").value_or(options.timeout_s);
   options.kill_grace_s = read.number("kill_grace").value_or(options.kill_grace_s);
   options.working_directory = read.text("workdir").value_or("");
-  options.concurrency = read.count("concurrency").value_or(options.concurrency);
+  options.concurrency = read.count("concurrency", 1).value_or(options.concurrency);
   options.estimated_cost_s = read.number("estimated_cost").value_or(options.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) options.environment[name] = value;
   options.gate_inputs = read.text("gate_inputs").value_or("");
@@ -166,15 +93,15 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
       throw error(fmt::format("backend trainium: setting {} given twice", key));
     settings[key] = value;
   }
-  setting_reader read("trainium", settings);
+  settings_reader read("backend trainium", settings);
   trainium_options o;
   o.kernel = read.text("kernel").value_or("");
   o.reference = read.text("reference").value_or("");
   o.inputs = read.text("inputs").value_or("");
   o.outputs = read.text("outputs").value_or("");
   if (auto hosts = read.text("host")) o.hosts = comma_list(*hosts);
-  o.cores_per_host = read.count("cores").value_or(o.cores_per_host);
-  o.compile_jobs = read.count("compile_jobs").value_or(o.compile_jobs);
+  o.cores_per_host = read.count("cores", 1).value_or(o.cores_per_host);
+  o.compile_jobs = read.count("compile_jobs", 1).value_or(o.compile_jobs);
   o.python = read.text("python").value_or(o.python);
   o.runner_dir = read.text("runner_dir").value_or(o.runner_dir);
   o.remote_dir = read.text("remote_dir").value_or(o.remote_dir);
@@ -183,10 +110,10 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
   o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
   o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
-  o.warmup = read.count("warmup").value_or(o.warmup);
-  o.iters_per_sample = read.count("iters").value_or(o.iters_per_sample);
-  o.min_repeats = read.count("min_repeats").value_or(o.min_repeats);
-  o.max_repeats = read.count("max_repeats").value_or(o.max_repeats);
+  o.warmup = read.count("warmup", 1).value_or(o.warmup);
+  o.iters_per_sample = read.count("iters", 1).value_or(o.iters_per_sample);
+  o.min_repeats = read.count("min_repeats", 1).value_or(o.min_repeats);
+  o.max_repeats = read.count("max_repeats", 1).value_or(o.max_repeats);
   o.race_margin = read.number("race_margin").value_or(o.race_margin);
   o.target_relative_ci = read.number("target_ci").value_or(o.target_relative_ci);
   o.gate = read.flag("gate").value_or(o.gate);

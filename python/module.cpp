@@ -35,34 +35,30 @@ class external_backend final : public backend {
   }
 };
 
+/// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 /// A measurement from what a Python backend returned: a number (the
-/// objective, seconds) or a dict {objective, status, message, cost, metrics}.
+/// objective, seconds) or a dict with the fields of a measurement
+/// (tessel/codec.hpp). Its wall time is the run cost unless it says otherwise.
 measurement measurement_from(const json& r, double wall_s) {
-  if (r.is_number()) return measurement::success(r.get<double>(), {0, 0, wall_s});
-  if (!r.is_object())
-    return measurement::failure(
-        status::runtime_error,
-        "the Python backend returned " + r.dump() + ": return the objective (a number) or a dict");
-  measurement m;
-  const auto st = parse_status(r.value("status", std::string("ok")));
-  if (!st)
+  codec::measurement_report report;
+  try {
+    report = codec::read_measurement(r);
+  } catch (const error& e) {
     return measurement::failure(status::runtime_error,
-                                "the Python backend returned an unknown status " + r.dump());
-  m.status = *st;
-  if (m.ok() && !(r.contains("objective") && r["objective"].is_number()))
+                                "the Python backend returned " + dump(r) + ": " + e.what());
+  }
+  measurement m;
+  m.status = report.status.value_or(status::ok);
+  if (m.ok() && !report.objective)
     return measurement::failure(status::runtime_error,
                                 "the Python backend returned status ok without an objective");
-  if (m.ok()) m.objective = r["objective"].get<double>();
-  m.message = r.value("message", std::string());
-  m.cost.run_s = wall_s;
-  if (r.contains("cost") && r["cost"].is_object()) {
-    m.cost.compile_s = r["cost"].value("compile_s", 0.0);
-    m.cost.gate_s = r["cost"].value("gate_s", 0.0);
-    m.cost.run_s = r["cost"].value("run_s", wall_s);
-  }
-  if (r.contains("metrics") && r["metrics"].is_object())
-    for (const auto& [k, v] : r["metrics"].items())
-      if (v.is_number()) m.metrics[k] = v.get<double>();
+  if (m.ok()) m.objective = *report.objective;
+  m.message = std::move(report.message);
+  m.samples = std::move(report.samples);
+  m.metrics = std::move(report.metrics);
+  m.cost = {report.compile_s.value_or(0), report.gate_s.value_or(0), report.run_s.value_or(wall_s)};
   return m;
 }
 
@@ -104,9 +100,6 @@ space load(const std::string& path, const std::string& text, const std::string& 
   }
   return load_space(path, o, name);
 }
-
-/// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json configs_json(const space& s, const std::vector<config>& cs) {
   json out = json::array();

@@ -8,9 +8,9 @@
 
 #include <tessel/bayesian.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/strategies.hpp>
 
-#include <charconv>
 #include <functional>
 #include <map>
 #include <string>
@@ -32,19 +32,20 @@ struct reader {
   [[noreturn]] void fail(const std::string& expected) const {
     spec_failure(spec, key + ": '" + text + "' is not " + expected);
   }
-  template <class T>
-  T number(const char* expected) const {
-    T out{};
-    const auto* end = text.data() + text.size();
-    const auto [at, ec] = std::from_chars(text.data(), end, out);
-    if (ec != std::errc{} || at != end || text.empty()) fail(expected);
-    return out;
+  void read(std::size_t& out) const {
+    const auto v = parse_whole(text);
+    if (!v) fail("a whole number");
+    out = *v;
   }
-  void read(std::size_t& out) const { out = number<std::size_t>("a whole number"); }
-  void read(double& out) const { out = number<double>("a number"); }
+  void read(double& out) const {
+    const auto v = parse_number(text);
+    if (!v) fail("a number");
+    out = *v;
+  }
   void read(bool& out) const {
-    if (text != "true" && text != "1" && text != "false" && text != "0") fail("true or false");
-    out = text == "true" || text == "1";
+    const auto v = parse_flag(text);
+    if (!v) fail(std::string(flag_spellings()));
+    out = *v;
   }
   void read(acquisition_kind& out) const {
     static const std::map<std::string, acquisition_kind, std::less<>> kinds{

@@ -3,6 +3,9 @@
 // status and signal say whether to believe it; stderr's tail explains failures.
 #include "command/protocol.hpp"
 
+#include <tessel/codec.hpp>
+#include <tessel/error.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,15 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 
-/// The fields of the program's report; `error` is set when one is malformed.
-struct report {
-  std::optional<tessel::status> status;
-  std::optional<double> objective;
-  std::vector<double> samples;
-  std::string message;
-  std::optional<double> compile_s, gate_s, run_s;
-  std::map<std::string, double> metrics;
-};
+using report = codec::measurement_report;
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
@@ -48,57 +43,6 @@ std::vector<std::string_view> lines_of(std::string_view text) {
 std::string shorten(std::string_view s, std::size_t limit = 200) {
   if (s.size() <= limit) return std::string(s);
   return std::string(s.substr(0, limit)) + "...";
-}
-
-/// Reads a non-negative number field of `object`, if present; throws a message.
-std::optional<double> number_field(const json& object, const char* name, const char* where) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) throw std::string(fmt::format("{}'{}' must be a number", where, name));
-  return it->get<double>();
-}
-
-report read_report(const json& j) {
-  report r;
-  if (j.is_number()) {
-    r.objective = j.get<double>();
-    return r;
-  }
-  if (const auto it = j.find("status"); it != j.end()) {
-    if (!it->is_string()) throw std::string("'status' must be a string");
-    r.status = parse_status(it->get<std::string>());
-    if (!r.status) throw fmt::format("unknown status '{}'", it->get<std::string>());
-  }
-  r.objective = number_field(j, "objective", "");
-  if (!r.objective) r.objective = number_field(j, "time", "");
-  if (const auto it = j.find("samples"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) throw std::string("'samples' must be an array of numbers");
-    for (const auto& v : *it) {
-      if (!v.is_number()) throw std::string("'samples' must be an array of numbers");
-      r.samples.push_back(v.get<double>());
-    }
-  }
-  if (const auto it = j.find("message"); it != j.end() && !it->is_null())
-    r.message = it->is_string() ? it->get<std::string>()
-                                : it->dump(-1, ' ', false, json::error_handler_t::replace);
-  if (const auto it = j.find("cost"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) throw std::string("'cost' must be an object");
-    r.compile_s = number_field(*it, "compile_s", "cost.");
-    r.gate_s = number_field(*it, "gate_s", "cost.");
-    r.run_s = number_field(*it, "run_s", "cost.");
-  }
-  if (const auto it = j.find("metrics"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) throw std::string("'metrics' must be an object");
-    for (const auto& [key, v] : it->items()) {
-      if (v.is_number())
-        r.metrics[key] = v.get<double>();
-      else if (v.is_boolean())
-        r.metrics[key] = v.get<bool>() ? 1.0 : 0.0;
-      else
-        throw fmt::format("metric '{}' must be a number", key);
-    }
-  }
-  return r;
 }
 
 /// The most bytes of the report (its JSON line, or the whole output for a
@@ -147,9 +91,9 @@ std::variant<report, std::string> parse_report(std::string_view output) {
     return std::string("the program printed nothing on stdout");
   }
   try {
-    return read_report(*found);
-  } catch (const std::string& problem) {
-    return fmt::format("{} in '{}'", problem,
+    return codec::read_measurement(*found);
+  } catch (const error& problem) {
+    return fmt::format("{} in '{}'", problem.what(),
                        shorten(found->dump(-1, ' ', false, json::error_handler_t::replace)));
   }
 }

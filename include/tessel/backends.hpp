@@ -15,6 +15,7 @@
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 
 #include <cstddef>
@@ -308,7 +309,7 @@ enum class replay_space_kind : unsigned char { product, table };
 
 /// Settings passed to a backend factory as text ("timeout" -> "5"). Each
 /// scheme documents the keys it accepts and rejects others.
-using backend_settings = std::map<std::string, std::string, std::less<>>;
+using backend_settings = settings_map;
 using backend_factory = std::function<std::shared_ptr<backend>(std::string_view argument,
                                                                const backend_settings& settings)>;
 

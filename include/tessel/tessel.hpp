@@ -8,6 +8,7 @@
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
 #include <tessel/calibration.hpp>
+#include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/dsl.hpp>
@@ -17,6 +18,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>

@@ -1,13 +1,11 @@
 #include "fidelity.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 
 #include <fmt/format.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 
 namespace tessel::cli {
 namespace {
@@ -20,54 +18,19 @@ bool is_setting(std::string_view piece) {
   return true;
 }
 
-double number(const std::string& key, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
-    throw error(fmt::format("--fidelity-set {}: must be a number, got '{}'", key, text));
-  return v;
-}
-
-/// A whole number from 0 to 10^9 (a count).
-std::size_t count(const std::string& key, const std::string& text) {
-  const double v = number(key, text);
-  if (!(v >= 0 && v <= 1e9) || v != std::floor(v))
-    throw error(fmt::format("--fidelity-set {}: must be a whole number from 0 to 10^9, got '{}'",
-                            key, text));
-  return static_cast<std::size_t>(v);
-}
-
-multi_fidelity_options parse_options(const std::vector<std::string>& settings) {
+multi_fidelity_options parse_options(const std::vector<std::string>& assignments) {
+  const auto given = parse_assignments(assignments, "--fidelity-set");
+  settings_reader read("--fidelity-set", given);
   multi_fidelity_options o;
-  for (const auto& a : settings) {
-    const auto eq = a.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw error(fmt::format("--fidelity-set expects KEY=VALUE, got '{}'", a));
-    const auto key = a.substr(0, eq), value = a.substr(eq + 1);
-    if (key == "warmup") {
-      o.warmup = count(key, value);
-    } else if (key == "z") {
-      o.z = number(key, value);
-    } else if (key == "min_agreement") {
-      o.min_agreement = number(key, value);
-    } else if (key == "top_patience") {
-      o.top_patience = count(key, value);
-    } else if (key == "top_fraction") {
-      o.top_fraction = number(key, value);
-    } else if (key == "audit_every") {
-      o.audit_every = count(key, value);
-    } else if (key == "max_high") {
-      o.max_high = count(key, value);
-    } else if (key == "promote_failures") {
-      o.promote_failures = value == "true" || value == "1" || value == "on" || value == "yes";
-    } else {
-      throw error(
-          fmt::format("--fidelity-set: unknown setting '{}' (settings: warmup, z, min_agreement, "
-                      "top_fraction, top_patience, audit_every, max_high, promote_failures)",
-                      key));
-    }
-  }
+  o.warmup = read.count("warmup").value_or(o.warmup);
+  o.z = read.number("z").value_or(o.z);
+  o.min_agreement = read.number("min_agreement").value_or(o.min_agreement);
+  o.top_patience = read.count("top_patience").value_or(o.top_patience);
+  o.top_fraction = read.number("top_fraction").value_or(o.top_fraction);
+  o.audit_every = read.count("audit_every").value_or(o.audit_every);
+  o.max_high = read.count("max_high").value_or(o.max_high);
+  o.promote_failures = read.flag("promote_failures").value_or(o.promote_failures);
+  read.finish();
   return o;
 }
 

@@ -2,6 +2,7 @@
 #include "ops.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/codec.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
@@ -183,85 +184,25 @@ json space_json(const space& s) {
 
 namespace {
 
-json prediction_json(const prediction& p) {
-  return {{"basis", p.from == prediction::basis::model ? "model" : "prior"},
-          {"mean", p.mean},
-          {"sigma", p.sigma},
-          {"p_feasible", p.p_feasible},
-          {"expected_gain", p.expected_gain},
-          {"cost_s", p.cost_s},
-          {"tokens", p.tokens},
-          {"utility", p.utility}};
-}
-
-/// Why the scheduler handed out trial `t`, in words.
-std::string reason_of(const trial& t) {
-  std::string why = t.provenance.source == "baseline"
-                        ? std::string("the space's default config, measured first as the baseline")
-                        : fmt::format("proposed by {}", t.provenance.source);
-  if (!t.provenance.note.empty() && t.provenance.source != "baseline")
-    why += fmt::format(" ({})", t.provenance.note);
-  if (!t.prediction) return why;
-  if (t.prediction->from == prediction::basis::model)
-    return why + fmt::format(
-                     "; ranked by the model: expected gain {:.3g} / cost {:.3g} s "
-                     "(utility {:.3g})",
-                     t.prediction->expected_gain, t.prediction->cost_s, t.prediction->utility);
-  return why +
-         "; no model is fitted yet, so proposals go in order and the prediction is the "
-         "prior";
-}
-
-json summary_json(const summary& s) {
-  json tokens_by_source = json::object();
-  for (const auto& [source, spent] : s.tokens_by_source)
-    tokens_by_source[source] = {{"tokens", spent.first}, {"proposals", spent.second}};
-  json by_status = json::object();
-  for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
-  return {{"evaluations", s.evaluations},
-          {"by_status", by_status},
-          {"evaluations_to_best", s.evaluations_to_best},
-          {"best_objective", s.best ? json(s.best->result.objective) : json(nullptr)},
-          {"best_reported", s.best ? json(s.best->reported) : json(nullptr)},
-          {"best_config", s.best_config_text},
-          {"seed", s.seed},
-          {"cost_s", s.cost_s},
-          {"tokens", s.tokens},
-          {"tokens_by_source", tokens_by_source},
-          {"reported", s.reported},
-          {"verified", s.verified},
-          {"termination", to_string(s.reason)},
-          {"message", s.message}};
-}
-
 measurement measurement_of(const arguments& a) {
-  measurement m;
-  const auto name = a.text("status", "ok");
-  const auto st = parse_status(name);
-  if (!st)
-    bad("tell", fmt::format("unknown status '{}' (one of ok, invalid, compile_error, "
-                            "runtime_error, timeout, incorrect, suspicious)",
-                            name));
-  m.status = *st;
-  if (m.ok()) {
-    if (!a.has("objective"))
-      bad("tell", "status ok needs a numeric \"objective\" (seconds; lower is better)");
-    m.objective = a.number("objective", 0, -std::numeric_limits<double>::infinity());
-  }
-  m.message = a.text("message");
-  const auto& r = a.raw();
+  codec::measurement_report r;
   try {
-    if (a.has("samples")) m.samples = r["samples"].get<std::vector<double>>();
-    if (a.has("cost")) {
-      if (!r["cost"].is_object())
-        bad("tell", R"("cost" must be an object {"compile_s", "gate_s", "run_s"})");
-      const arguments c("tell", r["cost"]);
-      m.cost = {c.number("compile_s", 0), c.number("gate_s", 0), c.number("run_s", 0)};
-    }
-    if (a.has("metrics")) m.metrics = r["metrics"].get<std::map<std::string, double>>();
-  } catch (const json::exception&) {
-    bad("tell", "\"samples\" must be an array of numbers and \"metrics\" an object of numbers");
+    r = codec::read_measurement(a.raw());
+  } catch (const error& e) {
+    bad("tell", e.what());
   }
+  measurement m;
+  m.status = r.status.value_or(status::ok);
+  if (m.ok()) {
+    if (!r.objective)
+      bad("tell", "status ok needs a numeric \"objective\" (seconds; lower is better)");
+    if (!std::isfinite(*r.objective)) bad("tell", "\"objective\" must be a finite number");
+    m.objective = *r.objective;
+  }
+  m.message = std::move(r.message);
+  m.samples = std::move(r.samples);
+  m.cost = {r.compile_s.value_or(0), r.gate_s.value_or(0), r.run_s.value_or(0)};
+  m.metrics = std::move(r.metrics);
   return m;
 }
 
@@ -277,7 +218,7 @@ json failures_json(const space& s, const std::vector<trial>& trials) {
     if (entry["examples"].size() < 3)
       entry["examples"].push_back({{"trial_id", t.id},
                                    {"message", t.result.message},
-                                   {"config", json::parse(s.to_json(t.config))}});
+                                   {"config", codec::config_json(s, t.config)}});
   }
   json out = json::array();
   for (auto& [st, entry] : by_status) {
@@ -306,30 +247,6 @@ const char* status_hint(status st) {
 
 }  // namespace
 
-json trial_json(const space& s, const trial& t) {
-  json out = {{"trial_id", t.id},
-              {"config", json::parse(s.to_json(t.config))},
-              {"source", t.provenance.source},
-              {"tokens", t.provenance.tokens}};
-  if (!t.provenance.note.empty()) out["note"] = t.provenance.note;
-  out["state"] = t.state == trial_state::finished  ? "finished"
-                 : t.state == trial_state::running ? "running"
-                                                   : "proposed";
-  if (t.state == trial_state::finished) {
-    out["status"] = to_string(t.result.status);
-    out["objective"] = t.result.ok() ? json(t.result.objective) : json(nullptr);
-    out["reported"] = t.reported;
-    out["cost"] = {{"compile_s", t.result.cost.compile_s},
-                   {"gate_s", t.result.cost.gate_s},
-                   {"run_s", t.result.cost.run_s}};
-    if (!t.result.message.empty()) out["message"] = t.result.message;
-    if (!t.result.metrics.empty()) out["metrics"] = t.result.metrics;
-  }
-  if (t.prediction) out["prediction"] = prediction_json(*t.prediction);
-  if (t.state != trial_state::finished) out["reason"] = reason_of(t);
-  return out;
-}
-
 json explanation_json(const sim_explanation& e, const space& s, const config& c) {
   json path = json::array();
   for (const auto& [what, share] : e.critical_path)
@@ -339,7 +256,7 @@ json explanation_json(const sim_explanation& e, const space& s, const config& c)
   json suggestions = e.suggestions, outside = json::array();
   for (const auto& [knob, text] : e.outside_space)
     outside.push_back({{"parameter", knob}, {"suggestion", text}});
-  return {{"config", json::parse(s.to_json(c))},
+  return {{"config", codec::config_json(s, c)},
           {"workload", e.workload},
           {"target", e.target},
           {"latency_s", e.latency_s},
@@ -395,7 +312,7 @@ std::string ops::report_text() const { return study_.current_summary().full_repo
 
 json ops::best_config() const {
   const auto* b = study_.best();
-  return b ? json::parse(study_.space().to_json(b->config)) : json(nullptr);
+  return b ? codec::config_json(study_.space(), b->config) : json(nullptr);
 }
 
 std::string ops::best_trace() {
@@ -439,12 +356,12 @@ void check_names(const op_info& info, const json& given) {
 
 json best_json(const study& st) {
   const auto* b = st.best();
-  return b ? trial_json(st.space(), *b) : json(nullptr);
+  return b ? codec::to_json(st.space(), *b) : json(nullptr);
 }
 
 json trials_json(const study& st) {
   json out = json::array();
-  for (const auto& t : st.trials()) out.push_back(trial_json(st.space(), t));
+  for (const auto& t : st.trials()) out.push_back(codec::to_json(st.space(), t));
   return out;
 }
 
@@ -466,11 +383,11 @@ json why_failed_of(const study& st, const arguments& a) {
       return {{"valid", false}, {"why", e.what()}};
     }
     const auto why = s.why_invalid(c);
-    return {{"config", json::parse(s.to_json(c))}, {"valid", why.empty()}, {"why", why}};
+    return {{"config", codec::config_json(s, c)}, {"valid", why.empty()}, {"why", why}};
   }
   if (!a.has("trial_id")) return failures_json(s, st.trials());
   const auto& t = trial_of(st, a, "why_failed");
-  json out = {{"trial", trial_json(s, t)}};
+  json out = {{"trial", codec::to_json(s, t)}};
   out["why"] =
       t.state != trial_state::finished
           ? std::string("the trial has not finished")
@@ -527,14 +444,14 @@ json ops::dispatch(std::string_view name, const json& given, const progress_sink
   if (name == "ask") {
     json out = json::array();
     for (const auto& sug : study_.ask(a.whole("n", 1, 0, max_ask)))
-      out.push_back(trial_json(s, study_.trials().at(sug.trial_id - 1)));
+      out.push_back(codec::to_json(s, study_.trials().at(sug.trial_id - 1)));
     return {{"suggestions", out}};
   }
   if (name == "tell") {
     const auto id = a.trial_id();
     const auto m = measurement_of(a);
     const auto& t = study_.tell(id, m, a.number("tokens", 0));
-    return {{"trial", trial_json(s, t)}, {"best", best_json(study_)}};
+    return {{"trial", codec::to_json(s, t)}, {"best", best_json(study_)}};
   }
   if (name == "enqueue") {
     const auto id = study_.enqueue(a.config_of(s), a.provenance_of("agent"));
@@ -543,7 +460,7 @@ json ops::dispatch(std::string_view name, const json& given, const progress_sink
   if (name == "evaluate") {
     need_backend(name);
     const auto c = a.config_of(s);
-    return {{"trial", trial_json(s, study_.evaluate(c, a.provenance_of("agent")))}};
+    return {{"trial", codec::to_json(s, study_.evaluate(c, a.provenance_of("agent")))}};
   }
   if (name == "run") return run_op(given, progress);
   if (name == "best") return {{"best", best_json(study_)}};
@@ -557,7 +474,7 @@ json ops::dispatch(std::string_view name, const json& given, const progress_sink
   }
   if (name == "summary") {
     const auto sum = study_.current_summary();
-    return {{"summary", summary_json(sum)}, {"report", sum.full_report()}};
+    return {{"summary", codec::to_json(sum, s)}, {"report", sum.full_report()}};
   }
   if (name == "help") return help_of(a);
   if (name == "quit") {
@@ -587,7 +504,7 @@ json ops::run_op(const json& given, const progress_sink& progress) {
     throw;
   }
   observer_->sink = nullptr;
-  return {{"summary", summary_json(sum)}, {"best", best_json(study_)}};
+  return {{"summary", codec::to_json(sum, study_.space())}, {"best", best_json(study_)}};
 }
 
 json ops::explain_op(const json& given) {

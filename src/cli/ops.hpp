@@ -101,8 +101,6 @@ class ops {
 /// A space as the `space` op describes it: typed values, defaults, kinds,
 /// constants, the target's numbers, constraints, the count of valid configs.
 [[nodiscard]] nlohmann::json space_json(const space& s);
-/// A trial as the ops report it: config, provenance, state, result, prediction.
-[[nodiscard]] nlohmann::json trial_json(const space& s, const trial& t);
 /// A simulator explanation as `explain` (op and command) reports it.
 [[nodiscard]] nlohmann::json explanation_json(const sim_explanation& e, const space& s,
                                               const config& c);

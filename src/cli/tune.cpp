@@ -8,6 +8,7 @@
 #include "learned.hpp"
 #include "study_setup.hpp"
 
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 #include <tessel/study.hpp>
 
@@ -99,43 +100,22 @@ stop_condition stop_for(const tune_options& o,
   return until;
 }
 
-nlohmann::json summary_json(const summary& s, const space& sp) {
-  nlohmann::json by_status = nlohmann::json::object();
-  for (const auto& [st, n] : s.by_status) by_status[std::string(to_string(st))] = n;
-  nlohmann::json out = {{"ok", true},
-                        {"termination", to_string(s.reason)},
-                        {"message", s.message},
-                        {"evaluations", s.evaluations},
-                        {"evaluations_to_best", s.evaluations_to_best},
-                        {"by_status", by_status},
-                        {"seed", s.seed},
-                        {"wall_s", s.wall_s},
-                        {"propose_s", s.propose_s},
-                        {"evaluate_s", s.evaluate_s},
-                        {"overhead_s", s.overhead_s},
-                        {"cost_s", s.cost_s}};
-  if (s.best) {
-    out["best"] = {{"trial_id", s.best->id},
-                   {"objective", s.best->result.objective},
-                   {"config", nlohmann::json::parse(sp.to_json(s.best->config))},
-                   {"source", s.best->provenance.source}};
+/// `{"ok": true, "summary": {...}}`: the summary as serve's `summary` op and
+/// Python's Study.run() give it (tessel/codec.hpp), with what only tune has:
+/// the best config re-measured, and the multi-fidelity statistics.
+nlohmann::json tune_json(const summary& sum, const space& s,
+                         const std::optional<measurement>& again,
+                         const std::shared_ptr<multi_fidelity_backend>& fidelity) {
+  nlohmann::json out = {{"ok", true}, {"summary", codec::to_json(sum, s)}};
+  if (again) {
+    auto remeasured = codec::to_json(*again);
+    for (const auto* key : {"ci_low_s", "ci_high_s"})
+      if (const auto it = again->metrics.find(key); it != again->metrics.end())
+        remeasured[key] = it->second;
+    out["remeasured"] = std::move(remeasured);
   }
+  if (fidelity) out["fidelity"] = fidelity_json(fidelity->stats());
   return out;
-}
-
-nlohmann::json remeasured_json(const measurement& m) {
-  nlohmann::json j = {{"status", to_string(m.status)},
-                      {"objective", m.objective},
-                      {"samples", m.samples},
-                      {"message", m.message}};
-  for (const auto* key : {"ci_low_s", "ci_high_s"})
-    if (const auto it = m.metrics.find(key); it != m.metrics.end()) j[key] = it->second;
-  return j;
-}
-
-nlohmann::json with_remeasured(nlohmann::json summary, const std::optional<measurement>& again) {
-  if (again) summary["best"]["remeasured"] = remeasured_json(*again);
-  return summary;
 }
 
 std::string remeasured_text(const measurement& m, double searched) {
@@ -178,9 +158,8 @@ int run_tune(const tune_options& o) {
   std::optional<measurement> again;
   if (sum.best) again = setup.backend->remeasure(setup.space.space, sum.best->config);
   if (o.json) {
-    auto out = with_remeasured(summary_json(sum, setup.space.space), again);
-    if (setup.fidelity) out["fidelity"] = fidelity_json(setup.fidelity->stats());
-    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n", tune_json(sum, setup.space.space, again, setup.fidelity)
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n\n{}", sum.brief_report(), sum.full_report());
     const auto& trials = setup.study->trials();

@@ -1,48 +1,15 @@
-// Text forms shared by the study file and the exports (codec.hpp).
+// Doubles inside the study file's JSON columns (codec.hpp).
 #include "storage/codec.hpp"
 
 #include <tessel/error.hpp>
 
-#include <array>
 #include <cmath>
 #include <limits>
-#include <utility>
 
 namespace tessel::detail::storage {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr std::array<std::pair<trial_state, std::string_view>, 3> state_names{{
-    {trial_state::proposed, "proposed"},
-    {trial_state::running, "running"},
-    {trial_state::finished, "finished"},
-}};
-
-constexpr std::array<std::pair<status, std::string_view>, 7> status_names{{
-    {status::ok, "ok"},
-    {status::invalid, "invalid"},
-    {status::compile_error, "compile_error"},
-    {status::runtime_error, "runtime_error"},
-    {status::timeout, "timeout"},
-    {status::incorrect, "incorrect"},
-    {status::suspicious, "suspicious"},
-}};
-
-template <class Enum, std::size_t N>
-std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>& names, Enum e) {
-  for (const auto& [value, name] : names)
-    if (value == e) return name;
-  return "?";
-}
-
-template <class Enum, std::size_t N>
-std::optional<Enum> parse(const std::array<std::pair<Enum, std::string_view>, N>& names,
-                          std::string_view text) {
-  for (const auto& [value, name] : names)
-    if (name == text) return value;
-  return std::nullopt;
-}
 
 json parse_json(std::string_view text, const char* what) {
   try {
@@ -53,16 +20,6 @@ json parse_json(std::string_view text, const char* what) {
 }
 
 }  // namespace
-
-std::string_view state_name(trial_state s) noexcept { return name_of(state_names, s); }
-std::optional<trial_state> parse_state(std::string_view name) noexcept {
-  return parse(state_names, name);
-}
-
-std::string_view status_name(status s) noexcept { return name_of(status_names, s); }
-std::optional<status> parse_status_name(std::string_view name) noexcept {
-  return parse(status_names, name);
-}
 
 json double_to_json(double v) {
   if (std::isnan(v)) return "nan";

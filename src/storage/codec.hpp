@@ -1,28 +1,16 @@
-// Text forms shared by the study file and the exports: trial states, result
-// statuses, and doubles inside JSON. Private to src/storage/.
+// Doubles inside the study file's JSON columns, without loss (NaN and
+// infinities as strings). Names of statuses and states are tessel/codec.hpp's.
+// Private to src/storage/.
 #pragma once
-
-#include <tessel/measurement.hpp>
-#include <tessel/trial.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <map>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tessel::detail::storage {
-
-/// "proposed", "running", "finished".
-[[nodiscard]] std::string_view state_name(trial_state s) noexcept;
-[[nodiscard]] std::optional<trial_state> parse_state(std::string_view name) noexcept;
-
-/// The enumerator's name: "ok", "compile_error", ... (stored in the file, so
-/// these never change).
-[[nodiscard]] std::string_view status_name(status s) noexcept;
-[[nodiscard]] std::optional<status> parse_status_name(std::string_view name) noexcept;
 
 /// A double as JSON without loss: a number when finite, else the string
 /// "nan", "inf" or "-inf" (JSON has no such numbers).

@@ -1,7 +1,6 @@
 // export_trials: a study's trials as T4 JSON, CSV or JSON lines
 // (storage.hpp; docs/storage.md describes each format).
-#include "storage/codec.hpp"
-
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
 
@@ -160,15 +159,13 @@ void write_csv(std::ostream& out, const std::vector<trial>& trials, const space&
   out << '\n';
   for (const auto& t : trials) {
     check_config(t, s);
-    out << t.id << ',' << detail::storage::state_name(t.state) << ','
-        << csv_field(t.provenance.source);
+    out << t.id << ',' << to_string(t.state) << ',' << csv_field(t.provenance.source);
     if (t.state == trial_state::finished) {
       const auto& m = t.result;
       // A failure has no objective: an empty field, so sorting by it never
       // puts failures ahead of measured configs.
-      out << ',' << detail::storage::status_name(m.status) << ','
-          << (m.ok() ? csv_number(m.objective) : std::string()) << ','
-          << csv_number(m.cost.compile_s) << ',' << csv_number(m.cost.gate_s) << ','
+      out << ',' << to_string(m.status) << ',' << (m.ok() ? csv_number(m.objective) : std::string())
+          << ',' << csv_number(m.cost.compile_s) << ',' << csv_number(m.cost.gate_s) << ','
           << csv_number(m.cost.run_s);
     } else {
       out << ",,,,,";
@@ -181,46 +178,14 @@ void write_csv(std::ostream& out, const std::vector<trial>& trials, const space&
   }
 }
 
-// --- JSON lines ------------------------------------------------------------------
-
-ordered_json json_line(const trial& t, const space& s) {
-  ordered_json o;
-  o["id"] = t.id;
-  o["key"] = fmt::format("{:016x}", t.key);
-  o["state"] = detail::storage::state_name(t.state);
-  o["config"] = configuration(t, s);
-  o["provenance"] = {{"source", t.provenance.source},
-                     {"tokens", t.provenance.tokens},
-                     {"note", t.provenance.note}};
-  o["prediction"] = nullptr;
-  if (const auto& p = t.prediction)
-    o["prediction"] = {{"mean", p->mean},
-                       {"sigma", p->sigma},
-                       {"p_feasible", p->p_feasible},
-                       {"expected_gain", p->expected_gain},
-                       {"cost_s", p->cost_s},
-                       {"utility", p->utility}};
-  o["proposed_at"] = t.proposed_at;
-  o["finished_at"] = nullptr;
-  o["result"] = nullptr;
-  if (t.state != trial_state::finished) return o;
-  o["finished_at"] = t.finished_at;
-  const auto& m = t.result;
-  ordered_json metrics = ordered_json::object();
-  for (const auto& [name, v] : m.metrics) metrics[name] = v;
-  o["result"] = {
-      {"status", detail::storage::status_name(m.status)},
-      {"objective", m.ok() ? ordered_json(m.objective) : ordered_json(nullptr)},
-      {"samples", m.samples},
-      {"cost",
-       {{"compile_s", m.cost.compile_s}, {"gate_s", m.cost.gate_s}, {"run_s", m.cost.run_s}}},
-      {"metrics", metrics},
-      {"message", m.message}};
-  return o;
-}
+// --- JSON lines: one trial per line, in the codec's form ----------------------
 
 void write_json_lines(std::ostream& out, const std::vector<trial>& trials, const space& s) {
-  for (const auto& t : trials) out << dump(json_line(t, s)) << '\n';
+  for (const auto& t : trials) {
+    check_config(t, s);
+    out << codec::to_json(s, t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        << '\n';
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "storage/postgres.hpp"
 #include "storage/sqlite.hpp"
 
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 
 #include <cstdint>
@@ -47,7 +48,7 @@ template <class Row>
 measurement read_result(const Row& q) {
   measurement m;
   const auto name = q.text(13);
-  const auto st = parse_status_name(name);
+  const auto st = parse_status(name);
   if (!st) throw error("unknown status '" + name + "'");
   m.status = *st;
   m.objective = q.real(14);
@@ -131,7 +132,7 @@ void trial_row::bind(Params& q, int first) const {
   q.bind(first + 1, static_cast<std::int64_t>(t->id));
   q.bind(first + 2, to_column(t->key));
   q.bind(first + 3, std::string_view(config_json));
-  q.bind(first + 4, state_name(t->state));
+  q.bind(first + 4, to_string(t->state));
   q.bind(first + 5, std::string_view(t->provenance.source));
   q.bind(first + 6, t->provenance.tokens);
   q.bind(first + 7, std::string_view(t->provenance.note));
@@ -146,7 +147,7 @@ void trial_row::bind(Params& q, int first) const {
   q.bind(first + 22, t->proposed_at);
   if (t->state != trial_state::finished) return;  // the result stays NULL
   const auto& m = t->result;
-  q.bind(first + 14, status_name(m.status));
+  q.bind(first + 14, to_string(m.status));
   q.bind(first + 15, m.objective);
   q.bind(first + 16, std::string_view(samples_json));
   q.bind(first + 17, m.cost.compile_s);
@@ -165,7 +166,7 @@ trial read_trial(const Row& q, const space& s) {
     t.key = from_column(q.integer(1));
     t.config = s.from_json(q.text(2));
     const auto state = q.text(3);
-    const auto parsed = parse_state(state);
+    const auto parsed = parse_trial_state(state);
     if (!parsed) throw error("unknown state '" + state + "'");
     t.state = *parsed;
     t.provenance = {q.text(4), q.real(5), q.text(6)};

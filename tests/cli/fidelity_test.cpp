@@ -31,7 +31,7 @@ TEST_CASE("tune --fidelity: screens at the first, stops on --high-budget, show r
   const auto out = json::parse(r.out);
   const auto& f = out.at("fidelity");
   CHECK(f.at("high_evaluations").get<int>() <= 6);
-  CHECK(f.at("low_evaluations") == out.at("evaluations"));
+  CHECK(f.at("low_evaluations") == out.at("summary").at("evaluations"));
   CHECK(f.at("promoted_by").at("warmup") == 3);
   CHECK(f.at("kendall_tau").get<double>() == doctest::Approx(1.0));
   CHECK(f.at("correction").at("slope").get<double>() == doctest::Approx(1.0));
@@ -41,7 +41,7 @@ TEST_CASE("tune --fidelity: screens at the first, stops on --high-budget, show r
   CHECK(s.at("backend").get<std::string>().rfind("fidelity(replay:", 0) == 0);
   CHECK(s.at("fidelity").at("high_evaluations") == f.at("high_evaluations"));
   CHECK(s.at("best").size() <= f.at("high_evaluations").get<std::size_t>());
-  CHECK(s.at("best").at(0).at("objective") == out.at("best").at("objective"));
+  CHECK(s.at("best").at(0).at("objective") == out.at("summary").at("best").at("objective"));
   const auto text = tessel("show '" + db + "'");
   CHECK(contains(text.out, "rank agreement        Kendall tau 1.000"));
   CHECK(contains(text.out, "high-fidelity trials"));
@@ -70,13 +70,13 @@ TEST_CASE("tune --fidelity: the simulator's analytic model screens for its event
   CHECK(f.at("high_evaluations").get<int>() <= 8);
   CHECK(f.at("low_evaluations").get<int>() > f.at("high_evaluations").get<int>());
   // the best is an event-model timing, gated (the analytic screens are not)
-  CHECK(out.at("best").at("objective").get<double>() ==
+  CHECK(out.at("summary").at("best").at("objective").get<double>() ==
         doctest::Approx(f.at("best_high").get<double>()));
   const auto bad =
       tessel("tune '" + std::string(TESSEL_SOURCE_DIR) +
              "/examples/sim_matmul.tsl' --backend sim --backend-set model=fast --no-db -n 2");
   CHECK(bad.code == 1);
-  CHECK(contains(bad.err, "setting model must be event or analytic, got 'fast'"));
+  CHECK(contains(bad.err, "setting model must be one of event, analytic, got 'fast'"));
 }
 
 TEST_CASE("tune --fidelity: misuse is refused with a message") {

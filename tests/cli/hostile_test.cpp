@@ -49,7 +49,7 @@ TEST_CASE("serve: hostile lines are answered on one line each, and the session g
   CHECK(error_of(replies[3]).find("\"trial_id\" must be a whole number") != std::string::npos);
   CHECK(error_of(replies[4]).find("\"trial_id\" must be a whole number") != std::string::npos);
   CHECK(error_of(replies[5]).find("\"n\" must be from 0 to 10000") != std::string::npos);
-  CHECK(error_of(replies[6]).find("\"run_s\" must be a number >= 0") != std::string::npos);
+  CHECK(error_of(replies[6]).find("'cost.run_s' must be a number >= 0") != std::string::npos);
   CHECK(error_of(replies[7]).find("nests at most 64 levels") != std::string::npos);
   CHECK(error_of(replies[8]).find("unknown trial id 1") != std::string::npos);  // none asked
   CHECK(replies[9]["ok"] == true);

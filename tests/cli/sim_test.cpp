@@ -148,14 +148,14 @@ TEST_CASE("tune: --scheduler picks fifo or the cost-aware ranking; --min-gain st
   auto r = tessel("tune " + matmul +
                   " --backend sim --budget 30 --seed 1 --no-db --scheduler fifo --quiet --json");
   REQUIRE(r.code == 0);
-  CHECK(json::parse(r.out).at("evaluations") == 30);
+  CHECK(json::parse(r.out).at("summary").at("evaluations") == 30);
   r = tessel("tune " + matmul + " --backend sim --budget 30 --no-db --scheduler bogus");
   CHECK(r.code == 2);
   CHECK(contains(r.err, "--scheduler"));
   r = tessel("tune " + matmul +
              " --backend sim --budget 300 --seed 1 --no-db --min-gain 0.01 --quiet --json");
   REQUIRE(r.code == 0);
-  const auto summary = json::parse(r.out);
+  const auto summary = json::parse(r.out).at("summary");
   CHECK(summary.at("termination") == "negligible_gain");
   CHECK(summary.at("evaluations").get<int>() < 300);
 }

@@ -79,7 +79,7 @@ TEST_CASE("tune on a replay file: the file is the space and the backend") {
   const auto r =
       tessel("tune '" + replay_file + "' --budget 60 --seed 3 --json --quiet --db '" + db + "'");
   REQUIRE(r.code == 0);
-  const auto out = json::parse(r.out);
+  const auto out = json::parse(r.out)["summary"];
   CHECK(out["evaluations"] == 60);
   CHECK(out["termination"] == "evaluations");
   CHECK(out["best"]["objective"].get<double>() > 0);
@@ -117,7 +117,7 @@ TEST_CASE("tune --replay-space table: only the table's configs are proposed") {
     REQUIRE(r.code == 0);
     const auto trials = exported(db);
     CHECK(trials.size() == 60);
-    for (const auto& t : trials) invalid[kind] += t.at("result").at("status") == "invalid" ? 1 : 0;
+    for (const auto& t : trials) invalid[kind] += t.at("status") == "invalid" ? 1 : 0;
     if (std::string(kind) == "table") {  // the study file continues with the same space
       const auto more = tessel("tune '" + replay_file + "' --replay-space table --budget 70 " +
                                "--seed 3 --quiet --resume --db '" + db + "'");
@@ -202,7 +202,7 @@ TEST_CASE("concurrent writers of one study file: one writes, the others are refu
       if (WEXITSTATUS(status) == 0) {
         ++succeeded;
         const auto out = json::parse(read_text(bases[static_cast<std::size_t>(i)] + ".out"));
-        reported = std::max(reported, out.at("evaluations").get<std::size_t>());
+        reported = std::max(reported, out.at("summary").at("evaluations").get<std::size_t>());
       } else {
         CHECK(WEXITSTATUS(status) == 1);
         const bool locked = contains(err, "is being written by another tessel process");
@@ -262,8 +262,8 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
     if (contains(tessel("export '" + db + "' --format json").err, "holds no study yet")) continue;
     for (const auto& t : exported(db)) {
       if (t.value("state", "") != "finished") continue;
-      const auto id = t.at("id").get<std::uint64_t>();
-      const auto seen = t.at("config").dump() + " " + t.at("result").at("objective").dump();
+      const auto id = t.at("trial_id").get<std::uint64_t>();
+      const auto seen = t.at("config").dump() + " " + t.at("objective").dump();
       const auto [it, fresh] = finished.emplace(id, seen);
       CHECK(it->second == seen);  // a finished trial never changes or disappears
     }
@@ -278,8 +278,8 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   std::set<std::string> configs;
   for (const auto& t : trials) {
     CHECK(t.value("state", "") == "finished");
-    final[t.at("id").get<std::uint64_t>()] =
-        t.at("config").dump() + " " + t.at("result").at("objective").dump();
+    final[t.at("trial_id").get<std::uint64_t>()] =
+        t.at("config").dump() + " " + t.at("objective").dump();
     configs.insert(t.at("config").dump());
   }
   CHECK(final.size() == 40);

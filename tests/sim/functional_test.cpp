@@ -347,6 +347,8 @@ TEST_CASE(
   CHECK(m.cost.gate_s == 0);
   const auto faulty = make_backend("sim", {{"fault", "constant_output"}});
   CHECK(faulty->evaluate(s, cfg).status == status::suspicious);
-  CHECK_THROWS_WITH_AS(make_backend("sim", {{"gate", "maybe"}}),
-                       "backend sim: setting gate must be true or false, got 'maybe'", error);
+  CHECK_THROWS_WITH_AS(
+      make_backend("sim", {{"gate", "maybe"}}),
+      "backend sim: setting gate must be true or false (or 1/0, yes/no, on/off), got 'maybe'",
+      error);
 }

@@ -134,7 +134,7 @@ TEST_CASE("export: every JSON line parses and names its trial") {
   std::uint64_t id = 0;
   while (std::getline(in, line)) {
     const auto o = nlohmann::json::parse(line);
-    CHECK(o.at("id") == ++id);
+    CHECK(o.at("trial_id") == ++id);
     CHECK(o.at("key").get<std::string>().size() == 16);
   }
   CHECK(id == 4);

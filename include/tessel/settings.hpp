@@ -1,0 +1,71 @@
+// tessel/settings.hpp: settings given as text, KEY=VALUE, read one way
+// everywhere: backend settings (--backend-set, "sim:target=trn2"), strategy
+// options ("bo[initial_draws=1]"), multi-fidelity settings (--fidelity-set).
+// One list of boolean spellings, numbers read whole (no trailing text), and
+// every problem an error that names the owner, the key and what it expects.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+/// Settings as text, by key ("timeout" -> "5").
+using settings_map = std::map<std::string, std::string, std::less<>>;
+
+/// true for 1, true, yes, on; false for 0, false, no, off; nullopt otherwise.
+[[nodiscard]] std::optional<bool> parse_flag(std::string_view text) noexcept;
+/// The spellings parse_flag accepts, as a person reads them: "true or false (also 1/0, yes/no,
+/// on/off)".
+[[nodiscard]] std::string_view flag_spellings() noexcept;
+/// A finite or infinite double written whole ("1e-3", "inf"); nullopt for
+/// anything else ("", "3 s", "1e999").
+[[nodiscard]] std::optional<double> parse_number(std::string_view text) noexcept;
+/// A whole number from 0 to 2^64-1 written in decimal digits; nullopt otherwise.
+[[nodiscard]] std::optional<std::size_t> parse_whole(std::string_view text) noexcept;
+
+/// "KEY=VALUE" strings into settings, the last of a repeated key winning.
+/// Throws tessel::error naming `what` (the option, e.g. "--backend-set")
+/// for an assignment without '=' or with an empty key.
+[[nodiscard]] settings_map parse_assignments(const std::vector<std::string>& assignments,
+                                             std::string_view what);
+
+/// Reads settings by key, each in the type its owner expects, and rejects
+/// the keys nobody read (finish()). `owner` starts every message:
+/// "backend sim: setting gate must be true or false ..., got 'maybe'".
+class settings_reader {
+ public:
+  /// `given` must outlive the reader.
+  settings_reader(std::string owner, const settings_map& given);
+
+  [[nodiscard]] std::optional<std::string> text(std::string_view key);
+  [[nodiscard]] std::optional<double> number(std::string_view key);
+  /// A whole number >= `min`.
+  [[nodiscard]] std::optional<std::size_t> count(std::string_view key, std::size_t min = 0);
+  [[nodiscard]] std::optional<bool> flag(std::string_view key);
+  /// One of `choices` (listed in the message otherwise).
+  [[nodiscard]] std::optional<std::string> choice(std::string_view key,
+                                                  const std::vector<std::string_view>& choices);
+  /// Every setting whose key starts with `prefix` ("env."), prefix removed;
+  /// listed as PREFIXNAME among the known keys.
+  [[nodiscard]] std::map<std::string, std::string> prefixed(std::string_view prefix);
+
+  /// Throws tessel::error for a setting no one read, naming the known ones.
+  void finish() const;
+
+  /// Throws tessel::error "OWNER: setting KEY must be EXPECTED, got 'TEXT'".
+  [[noreturn]] void reject(std::string_view key, std::string_view expected,
+                           std::string_view text) const;
+
+ private:
+  std::string owner_;
+  const settings_map& given_;
+  std::set<std::string, std::less<>> known_, used_;
+};
+
+}  // namespace tessel
