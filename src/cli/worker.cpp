@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "study_setup.hpp"
 
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 #include <tessel/study.hpp>
 
@@ -98,17 +99,14 @@ int run_worker(const worker_options& o) {
   const auto sum = setup.study->run(stop_for(options.stop));
   const auto counts = setup.db->shared()->counts();
   if (o.json) {
-    nlohmann::json out = {{"ok", true},
-                          {"worker", options.worker.name},
-                          {"termination", to_string(sum.reason)},
-                          {"message", sum.message},
-                          {"evaluations", sum.evaluations},
-                          {"claims", counts.claims},
-                          {"requeues", counts.requeues},
-                          {"discarded", counts.discarded}};
-    if (sum.best)
-      out["best"] = {{"trial_id", sum.best->id}, {"objective", sum.best->result.objective}};
-    fmt::print("{}\n", out.dump(2));
+    const nlohmann::json out = {{"ok", true},
+                                {"worker", options.worker.name},
+                                {"summary", codec::to_json(sum, setup.space.space)},
+                                {"claims", counts.claims},
+                                {"requeues", counts.requeues},
+                                {"discarded", counts.discarded},
+                                {"workers", counts.workers}};
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n{} claims, {} re-queued, {} late results discarded, {} workers so far\n",
                sum.brief_report(), counts.claims, counts.requeues, counts.discarded,

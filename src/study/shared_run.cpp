@@ -1,9 +1,17 @@
 // The study as one worker of a shared study (DESIGN.md §10,
 // docs/distributed.md): the trials in memory mirror the store's, read
 // incrementally (sync); trials are claimed from the store, never from other
-// workers; whoever finds the queue empty and the proposer lock free proposes
-// from the whole study's history, so the search is one search; results go
-// to the store, which keeps the first result of a trial and discards the rest.
+// workers; whoever holds the proposer lock proposes from the whole study's
+// history, so the search is one search; results go to the store, which keeps
+// the first result of a trial and discards the rest.
+//
+// Who proposes: the process that proposed last keeps the queue topped up
+// (it looks every few milliseconds, evaluating on other threads meanwhile);
+// the others try only after the queue has been empty for a grace period
+// (its proposer died, or is slow). So one process usually does all the
+// modelling, and the others tell their models of the history only when they
+// take over (state::unobserved): the work of the models is not repeated in
+// every worker.
 #include "study/evaluation_pool.hpp"
 #include "study/state.hpp"
 
@@ -31,6 +39,12 @@ std::string default_worker_name() {
   if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   return fmt::format("{}:{}", host[0] ? host.data() : "localhost", ::getpid());
 }
+
+/// How long a worker that is not the proposer waits with an empty queue
+/// before it tries to propose itself.
+constexpr std::chrono::milliseconds proposer_grace{1000};
+/// How often the proposer looks whether the queue needs topping up.
+constexpr std::chrono::milliseconds proposer_period{10};
 
 /// How long to wait before looking at the store again when there was
 /// nothing to do: short at first, longer while it stays idle.
@@ -79,6 +93,8 @@ void study::state::sync() {
 
 std::optional<std::size_t> study::state::propose_shared(const stop_condition& until,
                                                         std::size_t free_jobs) {
+  const auto before = shared_->counts();
+  if (free_jobs == 0 && before.proposed + before.running >= before.live_jobs) return 0;
   if (!shared_->try_lock_proposer()) return std::nullopt;
   struct unlock {
     shared_store* store;
@@ -90,6 +106,7 @@ std::optional<std::size_t> study::state::propose_shared(const stop_condition& un
     }
   } release{shared_};
   sync();  // the whole history, up to the last trial, before choosing
+  for (const auto index : std::exchange(unobserved, {})) observe_models(trials[index]);
   const std::size_t open =
       static_cast<std::size_t>(std::count_if(trials.begin(), trials.end(), [](const trial& t) {
         return t.state != trial_state::finished;
@@ -97,7 +114,7 @@ std::optional<std::size_t> study::state::propose_shared(const stop_condition& un
   auto p = progress_;
   p.wall_s = seconds_since(run_started.value_or(created));
   // Enough for every idle slot of every live worker, and never past the budget.
-  std::size_t n = std::max(free_jobs, shared_->counts().live_jobs);
+  std::size_t n = std::max(free_jobs, before.live_jobs);
   n = n > open ? std::max(free_jobs, n - open) : free_jobs;
   if (const auto left = until.evaluations_left(p)) n = std::min(n, *left > open ? *left - open : 0);
   if (n == 0) return 0;
@@ -166,6 +183,10 @@ summary study::state::run_shared(const stop_condition& until) {
   std::vector<std::unique_ptr<in_flight>> flight;
   std::optional<run_end> ending;
   backoff idle;
+  /// This process proposed last: it keeps the queue topped up. A new study
+  /// has no proposer yet: whoever starts it tries at once.
+  bool proposer = trials.empty();
+  std::optional<clock::time_point> dry_since;  ///< since when the queue has been empty
   {
     detail::evaluation_pool threads(jobs);
     while (true) {
@@ -188,11 +209,18 @@ summary study::state::run_shared(const stop_condition& until) {
       }
       sync();
       if (!ending && until(progress_now())) ending = run_end::condition;
+      if (!ending && proposer) {  // top the queue up for everyone
+        const auto made = propose_shared(until, jobs - flight.size());
+        if (!made) proposer = false;  // another process holds the lock
+      }
       bool claimed = false;
       while (!ending && flight.size() < jobs) {
         auto t = shared_->claim(space_);
         if (!t) {
+          if (!dry_since) dry_since = clock::now();
+          if (!proposer && clock::now() - *dry_since < proposer_grace) break;
           const auto made = propose_shared(until, jobs - flight.size());
+          proposer = made.has_value();
           if (made && *made > 0) continue;
           // Nothing to propose, nothing queued or running anywhere: done.
           if (made && flight.empty() &&
@@ -202,6 +230,7 @@ summary study::state::run_shared(const stop_condition& until) {
             ending = negligible ? run_end::negligible : run_end::empty;
           break;
         }
+        dry_since.reset();
         if (t->id > trials.size()) sync();  // proposed since the last look
         auto f = std::make_unique<in_flight>();
         f->index = t->id - 1;

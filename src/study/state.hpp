@@ -64,6 +64,8 @@ struct study::state final : search_context {
   [[nodiscard]] prediction prior(const config& c, const provenance& source) const;
   /// Re-measures agent-reported trial `index` on the backend (study::verify).
   void reverify(std::size_t index);
+  /// Tells the strategy, the surrogate and the cost model of a finished trial.
+  void observe_models(const trial& t);
   /// Makes trial `index` the best when its ok result beats it.
   bool consider_best(std::size_t index);
   /// Reloads a study file's trials (resume).
@@ -103,6 +105,10 @@ struct study::state final : search_context {
   /// Proposals a lost connection may not have stored: proposed again at the
   /// next turn as proposer, unless known by then.
   std::vector<trial> unsent;
+  /// Finished trials the models have not been told of yet: in a shared study
+  /// only the process that proposes needs them, so each process tells its
+  /// models when it next proposes (most workers never do: see run_shared).
+  std::vector<std::size_t> unobserved;
   double clock_offset = 0;  ///< added to now(): seconds from the store's start to `created`
   std::vector<std::shared_ptr<observer>> observers;
 

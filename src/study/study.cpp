@@ -167,11 +167,11 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   // An agent-reported time waits for verify() before it can be the answer.
   const bool improved = !(t.reported && options_.verify_reported) && consider_best(index);
   if (!improved) ++progress_.since_improvement;
-  const auto started = clock::now();
-  strategy_->observe(t);
-  if (options_.surrogate) options_.surrogate->observe(t);
-  if (options_.costs) options_.costs->observe(t);
-  propose_s += seconds_since(started);
+  if (shared_) {
+    unobserved.push_back(index);  // told the models when this process next proposes
+  } else {
+    observe_models(t);
+  }
   auto p = progress_;
   p.wall_s = seconds_since(run_started.value_or(created));
   for (const auto& o : observers) {
@@ -179,6 +179,14 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
     if (improved) o->on_improvement(t, p);
   }
   return t;
+}
+
+void study::state::observe_models(const trial& t) {
+  const auto started = clock::now();
+  strategy_->observe(t);
+  if (options_.surrogate) options_.surrogate->observe(t);
+  if (options_.costs) options_.costs->observe(t);
+  propose_s += seconds_since(started);
 }
 
 bool study::state::consider_best(std::size_t index) {

@@ -75,7 +75,7 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   CHECK(std::stoi(pg_cluster::instance().psql("SELECT count(DISTINCT worker_id) FROM " + schema +
                                               ".trials")) >= 2);
   const auto summary = json::parse(w2.out);
-  CHECK(summary["evaluations"] == 60);
+  CHECK(summary["summary"]["evaluations"] == 60);
   CHECK(summary["worker"] == "two");
 
   const auto show = run("show '" + url + "' --json");

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Many processes, one study: load and faults on a PostgreSQL study.
+
+Starts a throwaway PostgreSQL server (scripts/pg_cluster), then:
+
+1. Faults. `tessel tune --db postgresql://...` makes a simulator study
+   (examples/matmul.tsl, trn2) of EVALUATIONS trials and works it with
+   WORKERS `tessel worker` processes alongside; every KILL_EVERY seconds a
+   random worker gets SIGKILL and a new one starts in its place; the server
+   is restarted (an abrupt stop, as a crash) once, when half the trials are
+   finished. When tune is done, the study is read with psql (not tessel):
+   every trial finished, none lost, no config counted twice, how many
+   trials were evaluated again after their worker died, and how many late
+   results were discarded.
+2. Throughput. The same study made by one process on SQLite (same budget,
+   seed, --jobs 1), side by side: proposals and evaluations per second.
+3. Quality. For each of SEEDS seeds, the best objective after QUALITY_BUDGET
+   evaluations by one process on SQLite and by WORKERS+1 processes sharing a
+   PostgreSQL study (no faults): the paired ratio shared/single.
+
+Exits 1 when a fault figure is wrong (a lost or doubled result, a trial not
+finished, fewer kills than --min-kills).
+
+    benchmarks/shared_study.py --tessel build/ci/src/cli/tessel --json shared.json   # the figures
+    benchmarks/shared_study.py --tessel PATH --quick                                 # the ctest
+"""
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+SPACE = ["tune", str(ROOT / "examples" / "matmul.tsl"), "--backend", "sim", "--target", "trn2"]
+
+
+def psql(url, sql):
+    """Rows of `sql` on the study `url` names (its ?study= schema), as lists of strings."""
+    base, _, study = url.partition("?study=")
+    out = subprocess.run(["psql", "-qAtX", "-F", "\t", base, "-c",
+                          f"SET search_path TO {study or 'tessel'}; {sql}"],
+                         check=True, capture_output=True, text=True).stdout
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+class cluster:
+    def __init__(self, folder):
+        self.folder = folder
+        self.url = subprocess.run([str(ROOT / "scripts" / "pg_cluster"), "start", folder],
+                                  check=True, capture_output=True, text=True).stdout.strip()
+
+    def restart(self):
+        subprocess.run([str(ROOT / "scripts" / "pg_cluster"), "restart", self.folder], check=True)
+
+    def stop(self):
+        subprocess.run([str(ROOT / "scripts" / "pg_cluster"), "stop", self.folder], check=False)
+
+
+def summary_of(out):
+    """The summary in `tune --json`'s output, its best objective as `best`."""
+    s = json.loads(out)["summary"]
+    s["best"] = s["best_objective"]
+    return s
+
+
+def single(tessel, folder, budget, seed):
+    """One process on SQLite: its summary (tune --json)."""
+    db = os.path.join(folder, f"single_{seed}_{budget}.tessel.db")
+    out = subprocess.run([tessel, *SPACE, "--budget", str(budget), "--seed", str(seed),
+                          "--jobs", "1", "--db", db, "--json", "-q"],
+                         check=True, capture_output=True, text=True).stdout
+    return summary_of(out)
+
+
+def start_worker(tessel, url, lease):
+    return subprocess.Popen([tessel, "worker", url, "--jobs", "1", "--lease", str(lease),
+                             "--heartbeat", str(lease / 6), "--wait", "60", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def shared(tessel, url, budget, seed, workers, lease=3.0, kill_every=None, restart=None):
+    """tune + `workers` workers on one PostgreSQL study; with kill_every, a
+    random worker is killed (and replaced) that often; `restart()` is called
+    once half the budget is finished. Returns (tune's summary, wall s, kills,
+    restarted)."""
+    started = time.monotonic()
+    tune = subprocess.Popen([tessel, *SPACE, "--budget", str(budget), "--seed", str(seed),
+                             "--jobs", "1", "--db", url, "--json", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pool = [start_worker(tessel, url, lease) for _ in range(workers)]
+    kills, restarted, next_kill = 0, False, time.monotonic() + (kill_every or 0)
+    rng = random.Random(seed)
+    while tune.poll() is None:
+        time.sleep(0.1)
+        now = time.monotonic()
+        if kill_every and now >= next_kill:
+            i = rng.randrange(len(pool))
+            if pool[i].poll() is None:
+                pool[i].send_signal(signal.SIGKILL)
+                pool[i].wait()
+                kills += 1
+            pool[i] = start_worker(tessel, url, lease)
+            next_kill = now + kill_every
+        if restart and not restarted:
+            try:
+                done = int(psql(url, "SELECT count(*) FROM trials WHERE state = 'finished'")[0][0])
+            except subprocess.CalledProcessError:
+                done = 0  # the study is not made yet
+            if done >= budget // 2:
+                restart()
+                restarted = True
+    wall = time.monotonic() - started
+    out, err = tune.communicate()
+    if tune.returncode != 0:
+        sys.exit(f"tune failed ({tune.returncode}):\n{err}")
+    failed = []
+    for w in pool:
+        try:
+            _, werr = w.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            _, werr = w.communicate()
+        if w.returncode != 0:
+            failed.append(werr)
+    if failed:
+        sys.exit("workers failed:\n" + "\n".join(failed))
+    return summary_of(out), wall, kills, restarted
+
+
+def audit(url):
+    """What the store says, read with psql."""
+    row = psql(url, """
+        SELECT count(*), coalesce(max(id), 0), count(DISTINCT key),
+               count(*) FILTER (WHERE state = 'finished'),
+               count(*) FILTER (WHERE state <> 'finished'),
+               count(*) FILTER (WHERE state = 'finished' AND status IS NULL),
+               coalesce(sum(claims), 0), coalesce(sum(requeues), 0),
+               coalesce(sum(discarded), 0),
+               count(*) FILTER (WHERE requeues > 0),
+               (SELECT count(*) FROM workers),
+               (SELECT count(DISTINCT worker_id) FROM trials)
+        FROM trials""")[0]
+    keys = ["trials", "max_id", "distinct_configs", "finished", "unfinished", "finished_no_result",
+            "claims", "requeues", "discarded", "trials_requeued", "workers", "workers_with_results"]
+    return dict(zip(keys, map(int, row)))
+
+
+def interval(values):
+    """Mean and a 95% t-interval half-width (n >= 2)."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return mean, math.nan
+    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}
+    return mean, t.get(n, 2.0) * statistics.stdev(values) / math.sqrt(n)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tessel", default=str(ROOT / "build" / "ci" / "src" / "cli" / "tessel"))
+    p.add_argument("--evaluations", type=int, default=2000)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--kill-every", type=float, default=2.0)
+    p.add_argument("--min-kills", type=int, default=100)
+    p.add_argument("--lease", type=float, default=3.0)
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--quality-budget", type=int, default=200)
+    p.add_argument("--quick", action="store_true",
+                   help="the ctest: 300 evaluations, 4 workers, a kill every 0.5 s, 3 seeds of 60")
+    p.add_argument("--json")
+    a = p.parse_args()
+    if a.quick:
+        a.evaluations, a.workers, a.kill_every, a.min_kills = 300, 4, 0.5, 5
+        a.seeds, a.quality_budget, a.lease = 3, 60, 2.0
+    tessel = os.path.abspath(a.tessel)
+    report = {"evaluations": a.evaluations, "workers": a.workers, "kill_every_s": a.kill_every}
+    with tempfile.TemporaryDirectory(prefix="tessel_shared_") as tmp:
+        os.chmod(tmp, 0o755)  # the server's user (postgres, under root) enters it
+        server = cluster(os.path.join(tmp, "pg"))
+        try:
+            url = server.url + "?study=faults"
+            summary, wall, kills, restarted = shared(
+                tessel, url, a.evaluations, 1, a.workers, a.lease, a.kill_every, server.restart)
+            found = audit(url)
+            report["faults"] = {**found, "kills": kills, "server_restarted": restarted,
+                                "wall_s": wall, "best": summary["best"]}
+            base = single(tessel, tmp, a.evaluations, 1)
+            report["throughput"] = {
+                "shared_proposals_per_s": found["trials"] / wall,
+                "shared_evaluations_per_s": found["claims"] / wall,
+                "single_proposals_per_s": a.evaluations / base["wall_s"],
+                "single_evaluations_per_s": a.evaluations / base["wall_s"],
+                "single_wall_s": base["wall_s"], "single_best": base["best"],
+            }
+            ratios = []
+            for seed in range(1, a.seeds + 1):
+                one = single(tessel, tmp, a.quality_budget, seed)["best"]
+                many = shared(tessel, server.url + f"?study=quality_{seed}", a.quality_budget,
+                              seed, a.workers - 1)[0]["best"]
+                ratios.append(many / one)
+                print(f"seed {seed}: best single {one:.6g}, shared {many:.6g}", file=sys.stderr)
+            if ratios:
+                mean, half = interval(ratios)
+                report["quality"] = {"budget": a.quality_budget, "seeds": a.seeds,
+                                     "ratios": ratios, "mean_ratio": mean,
+                                     "ci95_half_width": half,
+                                     "shared_better": sum(r < 1 for r in ratios),
+                                     "single_better": sum(r > 1 for r in ratios)}
+        finally:
+            server.stop()
+
+    f = report["faults"]
+    problems = []
+    if f["finished"] != a.evaluations or f["trials"] != a.evaluations:
+        problems.append(f"{f['finished']} finished of {f['trials']} trials, budget {a.evaluations}")
+    if f["unfinished"] or f["finished_no_result"]:
+        problems.append(f"{f['unfinished']} trials unfinished, {f['finished_no_result']} without a result")
+    if f["distinct_configs"] != f["trials"] or f["max_id"] != f["trials"]:
+        problems.append("a config counted twice, or ids with gaps")
+    if f["kills"] < a.min_kills:
+        problems.append(f"only {f['kills']} kills (wanted {a.min_kills}): the run was too short")
+    if not f["server_restarted"]:
+        problems.append("the server was not restarted")
+    report["problems"] = problems
+    print(json.dumps(report, indent=2))
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
