@@ -135,7 +135,8 @@ class shared_store {
   [[nodiscard]] virtual std::vector<trial> changes(
       const space& s, std::uint64_t known, const std::vector<std::uint64_t>& pending) const = 0;
   /// Takes the study's proposer lock if no other process holds it; never
-  /// waits. Held until unlock_proposer() or the connection ends.
+  /// waits. Held until unlock_proposer(), leave() or the connection ends
+  /// (a killed holder releases it with its connection).
   [[nodiscard]] virtual bool try_lock_proposer() = 0;
   virtual void unlock_proposer() = 0;
   /// Inserts new trials in state proposed, in one transaction; the caller

@@ -1,11 +1,12 @@
 // The PostgreSQL study's schema and its migrations (postgres_schema.hpp).
 #include "storage/postgres_schema.hpp"
 
+#include "storage/migration.hpp"
+
 #include <tessel/error.hpp>
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <string>
 
 #ifndef TESSEL_VERSION
@@ -14,13 +15,6 @@
 
 namespace tessel::detail::storage::postgres {
 namespace {
-
-/// One step of the schema, as in schema.cpp: never edit a released one.
-struct migration {
-  int version;
-  const char* summary;
-  const char* sql;
-};
 
 // The conventions of the SQLite study file (docs/storage.md): 64-bit
 // unsigned values as the int64 of the same bit pattern, times as seconds in
@@ -95,11 +89,6 @@ CREATE INDEX trials_by_key ON trials (key);
 CREATE INDEX trials_open ON trials (id) WHERE state <> 'finished';
 )sql"},
 };
-
-double now_unix() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 /// The study's schema version: 0 for a new (or empty) PostgreSQL schema.
 int current_version(const pg::connection& c) {

@@ -327,6 +327,7 @@ std::uint64_t postgres_store::join(const worker_info& w) {
 
 void postgres_store::leave() {
   heartbeat_.reset();
+  unlock_proposer();
   std::lock_guard lock(mutex_);
   if (!worker_) return;
   pg::params me;

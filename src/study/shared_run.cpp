@@ -5,13 +5,15 @@
 // history, so the search is one search; results go to the store, which keeps
 // the first result of a trial and discards the rest.
 //
-// Who proposes: the process that proposed last keeps the queue topped up
-// (it looks every few milliseconds, evaluating on other threads meanwhile);
-// the others try only after the queue has been empty for a grace period
-// (its proposer died, or is slow). So one process usually does all the
-// modelling, and the others tell their models of the history only when they
-// take over (state::unobserved): the work of the models is not repeated in
-// every worker.
+// Who proposes: the process that takes the proposer lock keeps it while it
+// works the study, and keeps the queue topped up (it looks every few
+// milliseconds, evaluating on other threads meanwhile). The others only
+// claim; when the queue is empty they try the lock, which they get only once
+// its holder is gone (the server releases it with the holder's connection,
+// kill -9 included). So one process does the modelling, and the others tell
+// their models of the history only when they take over (state::unobserved):
+// the work of the models is not repeated in every worker, and a worker that
+// is killed and restarted costs little.
 #include "study/evaluation_pool.hpp"
 #include "study/state.hpp"
 
@@ -40,9 +42,6 @@ std::string default_worker_name() {
   return fmt::format("{}:{}", host[0] ? host.data() : "localhost", ::getpid());
 }
 
-/// How long a worker that is not the proposer waits with an empty queue
-/// before it tries to propose itself.
-constexpr std::chrono::milliseconds proposer_grace{1000};
 /// How often the proposer looks whether the queue needs topping up.
 constexpr std::chrono::milliseconds proposer_period{10};
 
@@ -96,15 +95,6 @@ std::optional<std::size_t> study::state::propose_shared(const stop_condition& un
   const auto before = shared_->counts();
   if (free_jobs == 0 && before.proposed + before.running >= before.live_jobs) return 0;
   if (!shared_->try_lock_proposer()) return std::nullopt;
-  struct unlock {
-    shared_store* store;
-    ~unlock() {
-      try {
-        store->unlock_proposer();
-      } catch (const error&) {  // the server is away: the lock went with the connection
-      }
-    }
-  } release{shared_};
   sync();  // the whole history, up to the last trial, before choosing
   for (const auto index : std::exchange(unobserved, {})) observe_models(trials[index]);
   const std::size_t open =
@@ -183,10 +173,7 @@ summary study::state::run_shared(const stop_condition& until) {
   std::vector<std::unique_ptr<in_flight>> flight;
   std::optional<run_end> ending;
   backoff idle;
-  /// This process proposed last: it keeps the queue topped up. A new study
-  /// has no proposer yet: whoever starts it tries at once.
-  bool proposer = trials.empty();
-  std::optional<clock::time_point> dry_since;  ///< since when the queue has been empty
+  bool proposer = false;  ///< holds the proposer lock: keeps the queue topped up
   {
     detail::evaluation_pool threads(jobs);
     while (true) {
@@ -217,8 +204,6 @@ summary study::state::run_shared(const stop_condition& until) {
       while (!ending && flight.size() < jobs) {
         auto t = shared_->claim(space_);
         if (!t) {
-          if (!dry_since) dry_since = clock::now();
-          if (!proposer && clock::now() - *dry_since < proposer_grace) break;
           const auto made = propose_shared(until, jobs - flight.size());
           proposer = made.has_value();
           if (made && *made > 0) continue;
@@ -230,7 +215,6 @@ summary study::state::run_shared(const stop_condition& until) {
             ending = negligible ? run_end::negligible : run_end::empty;
           break;
         }
-        dry_since.reset();
         if (t->id > trials.size()) sync();  // proposed since the last look
         auto f = std::make_unique<in_flight>();
         f->index = t->id - 1;
@@ -257,7 +241,7 @@ summary study::state::run_shared(const stop_condition& until) {
       evaluate_s += seconds_since(eval_started);
     }
   }
-  shared_->leave();
+  shared_->leave();  // gives the proposer lock and any claim back
   run_wall_s = wall_before + seconds_since(started);
   run_started.reset();
   run_spent.reset();

@@ -83,10 +83,10 @@ struct study::state final : search_context {
   // --- a shared study (shared_run.cpp, docs/distributed.md) --------------------
   /// Reads what other processes proposed and finished since the last look.
   void sync();
-  /// As the proposer, when the lock is free: syncs, then stores new proposals
-  /// (enough for the idle workers, within the budget `until` leaves).
-  /// Returns how many; nullopt when another process held the lock or the
-  /// connection was lost (try again).
+  /// As the proposer (taking the lock when it is free, and keeping it):
+  /// syncs, then stores new proposals (enough for the idle workers, within
+  /// the budget `until` leaves). Returns how many; nullopt when another
+  /// process holds the lock or the connection was lost (try again).
   std::optional<std::size_t> propose_shared(const stop_condition& until, std::size_t free_jobs);
   /// Takes trials `first`.. back out of the mirror into `unsent`.
   void retract(std::size_t first);

@@ -28,9 +28,8 @@ class background {
   background(const std::string& name, const std::string& args, const std::string& env = "")
       : base_(std::string(TESSEL_CLI_WORK_DIR) + "/" + name + "_" + std::to_string(::getpid())),
         thread_([this, args, env] {
-          const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " +
-                                      env + " '" +
-                                      TESSEL_CLI_PATH + "' " + args + " >'" + base_ +
+          const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " + env +
+                                      " '" + TESSEL_CLI_PATH + "' " + args + " >'" + base_ +
                                       ".out' 2>'" + base_ + ".err'";
           const int status = std::system(command.c_str());
           code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -58,12 +57,13 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   background one("w1", "worker '" + url + "' --wait 60 --jobs 1 --name one --lease 5 --heartbeat 1",
                  slow);
   background two("w2", "worker '" + url + "' --wait 60 --jobs 2 --name two --json -q", slow);
-  background tune("tune",
-                  "tune fixtures/small.tsl " + bowl + " --budget 60 --seed 3 -q --jobs 1 --db '" +
-                      url + "'",
-                  slow);
+  background tune(
+      "tune",
+      "tune fixtures/small.tsl " + bowl + " --budget 60 --seed 3 -q --jobs 1 --db '" + url + "'",
+      slow);
   const auto t = tune.wait(), w1 = one.wait(), w2 = two.wait();
-  INFO("tune:\n", t.out, t.err, "\nworker one:\n", w1.out, w1.err, "\nworker two:\n", w2.out, w2.err);
+  INFO("tune:\n", t.out, t.err, "\nworker one:\n", w1.out, w1.err, "\nworker two:\n", w2.out,
+       w2.err);
   REQUIRE(t.code == 0);
   REQUIRE(w1.code == 0);
   REQUIRE(w2.code == 0);
@@ -88,13 +88,13 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 61);
 
   // Into a file and back into another PostgreSQL study: the same export.
-  const std::string file = std::string(TESSEL_CLI_WORK_DIR) + "/copied_" +
-                           std::to_string(::getpid()) + ".tessel.db";
+  const std::string file =
+      std::string(TESSEL_CLI_WORK_DIR) + "/copied_" + std::to_string(::getpid()) + ".tessel.db";
   std::filesystem::remove(file);
   const auto copied = run("copy '" + url + "' '" + file + "'");
   REQUIRE(copied.code == 0);
-  CHECK(copied.out == "copied study of space 'small' (60 trials) from " + url + " to " + file +
-                          "\n");
+  CHECK(copied.out ==
+        "copied study of space 'small' (60 trials) from " + url + " to " + file + "\n");
   const auto back_url = pg_cluster::instance().study_url("cli_back");
   REQUIRE(run("copy '" + file + "' '" + back_url + "'").code == 0);
   CHECK(run("export '" + file + "' --format csv").out == csv.out);
