@@ -141,7 +141,7 @@ double compare_models(const tessel::space& s, const std::vector<tessel::config>&
   // where an analytic evaluation's time goes: config -> plan, the estimate, the rest
   {
     const tessel::sim::machine m = tessel::sim::resolve_machine(s.def().target);
-    const auto& w = tessel::sim::matmul_workload();
+    const auto& w = *tessel::sim::workload_for_space(s, "");
     double plan_s = 0, estimate_s = 0, planned = 0;
     for (const auto& c : sample) {
       const auto t0 = clock_type::now();
@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
                  "exit 1 when the models' Spearman rho is below this (0: report only)");
   app.add_option("--worst", worst, "list the configs where the two models differ most");
   app.add_option("--trace", trace, "write the event model's trace of the first sampled config");
+  bool models_only = false;
+  app.add_flag("--models-only", models_only,
+               "only the two timing models side by side (skip the gate and the lowering split)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -233,6 +236,8 @@ int main(int argc, char** argv) {
       fmt::print("analytic model: Spearman {:.3f} below {:.3f}\n", rho, min_spearman);
       failed = true;
     }
+
+    if (models_only) return failed ? 1 : 0;
 
     // 1. the backend, as a study calls it, timing only (no gate)
     tessel::sim_options timing_only;
@@ -272,7 +277,7 @@ int main(int argc, char** argv) {
 
     // 2. the same configs, lowering and timing apart
     const tessel::sim::machine m = tessel::sim::resolve_machine(s.def().target);
-    const auto& w = tessel::sim::matmul_workload();
+    const auto& w = *tessel::sim::workload_for_space(s, "");
     tessel::sim::program prog;
     double lower_s = 0, time_s = 0, instructions = 0;
     for (const auto& c : sample) {

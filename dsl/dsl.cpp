@@ -1,7 +1,7 @@
 // The public entry points of the language (include/tessel/dsl.hpp).
 #include "file.hpp"
-#include "suggest.hpp"
 
+#include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ space::definition parse_definition(std::string_view text, const parse_options& o
                              : std::find_if(spaces.begin(), spaces.end(),
                                             [&](const auto& def) { return def.name == name; });
   if (chosen == spaces.end())
-    fail(options.file, "unknown space '" + std::string(name) + "'", dsl::did_you_mean(name, all));
+    fail(options.file, "unknown space '" + std::string(name) + "'", did_you_mean(name, all));
   chosen->source = std::string(text);
   return std::move(*chosen);
 }

@@ -2,8 +2,9 @@
 
 #include "check.hpp"
 #include "parser.hpp"
-#include "suggest.hpp"
 #include "targets.hpp"
+
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
 #include <unordered_map>

@@ -4,7 +4,8 @@
 // or, and, not, comparisons and `in`, + -, * / %, unary -.
 #include "parser.hpp"
 #include "precheck.hpp"
-#include "suggest.hpp"
+
+#include <tessel/did_you_mean.hpp>
 
 #include <boost/fusion/include/adapt_struct.hpp>
 #include <boost/spirit/home/x3.hpp>

@@ -1,7 +1,8 @@
 #include "lower.hpp"
 
 #include "fold.hpp"
-#include "suggest.hpp"
+
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 #include "scope.hpp"
 
-#include "suggest.hpp"
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
 

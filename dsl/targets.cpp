@@ -1,7 +1,8 @@
 #include "targets.hpp"
 
 #include "lower.hpp"
-#include "suggest.hpp"
+
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
 

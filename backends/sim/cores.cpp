@@ -53,22 +53,10 @@ share_spaces& shares() {
 
 }  // namespace
 
-std::string workload::core_split_dimension(const space& s, const config& c) const {
-  (void)s;
-  (void)c;
-  // the workloads whose outermost independent dimension is a shape constant
-  static const std::map<std::string, std::string, std::less<>> table{
-      {"matmul", "M"},       {"rmsnorm", "rows"},  {"softmax", "rows"},
-      {"layernorm", "rows"}, {"swiglu", "tokens"}, {"cross_entropy", "tokens"},
-  };
-  const auto it = table.find(name());
-  return it == table.end() ? "" : it->second;
-}
-
 std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
                                                                  const machine& m) const {
   std::vector<std::unique_ptr<workload_plan>> out;
-  const std::string dim = core_split_dimension(s, c);
+  const std::string dim = core_split_dimension();
   const constant* k = nullptr;
   for (const auto& x : s.def().constants)
     if (x.name == dim && x.type == value_type::integer) k = &x;

@@ -1,6 +1,8 @@
 // fixed_space.cpp: one-config spaces built in C++ (fixed_space.hpp).
 #include "fixed_space.hpp"
 
+#include "workload.hpp"
+
 #include <tessel/error.hpp>
 
 #include <algorithm>
@@ -12,8 +14,14 @@ std::pair<space, config> fixed_space(const std::string& name, const target& t,
   space::definition def;
   def.name = name;
   def.target = t;
-  for (const auto& [key, value] : v.integers)
-    def.constants.push_back({key, value_type::integer, value});
+  // a flag of the workload (coalesce, causal, ...) given as 0/1 becomes a bool
+  const auto chosen = v.symbols.find("workload");
+  const workload* w = find_workload(chosen != v.symbols.end() ? chosen->second : name);
+  for (const auto& [key, value] : v.integers) {
+    const knob* k = w ? w->knobs().find(key) : nullptr;
+    const bool flag = k && k->kind == knob_kind::flag;
+    def.constants.push_back({key, flag ? value_type::boolean : value_type::integer, value});
+  }
   for (const auto& [key, value] : v.symbols) {
     const auto id = def.intern(value);
     def.constants.push_back({key, value_type::symbol, id});

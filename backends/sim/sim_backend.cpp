@@ -116,24 +116,7 @@ struct sim_backend::impl {
   }
 
   [[nodiscard]] const workload& workload_for(const space& s) const {
-    std::string name = options.workload;
-    if (name.empty()) {
-      for (const auto& k : s.def().constants)
-        if (k.name == "workload" && k.type == value_type::symbol && k.value >= 0 &&
-            static_cast<std::size_t>(k.value) < s.def().symbols.size())
-          name = s.def().symbols[static_cast<std::size_t>(k.value)];
-    }
-    if (name.empty() && find_workload(s.name())) name = s.name();
-    if (name.empty())
-      throw error(fmt::format(
-          "sim: which workload does space '{}' describe? Declare `const workload = NAME` in "
-          "the space or pass sim:NAME (workloads: {})",
-          s.name(), fmt::join(workload_names(), ", ")));
-    const auto* w = find_workload(name);
-    if (!w)
-      throw error(fmt::format("sim: unknown workload '{}' (workloads: {})", name,
-                              fmt::join(workload_names(), ", ")));
-    return *w;
+    return *workload_for_space(s, options.workload);
   }
 
   struct run {
@@ -232,6 +215,17 @@ void sim_backend::prepare(const space& s) {
   impl_->prepared_workload = std::string(w.name());
 }
 
+std::vector<std::string> sim_backend::notes(const space& s) const {
+  const auto& w = impl_->workload_for(s);
+  const knob_review r = w.knobs().review(s);
+  std::vector<std::string> out;
+  for (const knob* k : r.defaulted)
+    out.push_back(fmt::format("default {} = {}", k->name, k->default_text()));
+  for (const auto& name : r.unread)
+    out.push_back(fmt::format("not read: {} (sim workload {} does not read it)", name, w.name()));
+  return out;
+}
+
 std::size_t sim_backend::concurrency() const {
   if (impl_->options.concurrency > 0) return impl_->options.concurrency;
   return std::max(1u, std::thread::hardware_concurrency());
@@ -264,8 +258,9 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   }
   const machine& m = *r.m;
   cost paid;
-  paid.compile_s =
-      m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(prog.issued_count());
+  // the timing counted the issued instructions already (the same sum)
+  const std::uint64_t issued = r.error.empty() ? r.timing.instructions : prog.issued_count();
+  paid.compile_s = m.compile_base_s + m.compile_per_instruction_s * static_cast<double>(issued);
   if (!r.error.empty()) return measurement::failure(status::compile_error, r.error, paid);
   const double latency_s = r.timing.latency_ns * 1e-9;
   paid.run_s = latency_s;

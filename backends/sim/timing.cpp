@@ -482,11 +482,13 @@ class simulator {
     bool all_full = true;
     for (const auto id : active_) all_full = all_full && mask_[id] == full;
     double first = std::numeric_limits<double>::infinity();
-    if (all_full) {  // the common case: every transfer spans all 16 engines
+    double total = 0;  // HBM bytes per ns at these rates (summed in active_ order)
+    if (all_full) {    // the common case: every transfer spans all 16 engines
       const double rate = 1.0 / static_cast<double>(active_.size());
       for (const auto id : active_) {
         rate_[id] = rate;
         first = std::min(first, remaining_[id]);
+        total += rate * hbm_rate_[id];
       }
       first /= rate;
     } else {
@@ -499,13 +501,12 @@ class simulator {
           worst = std::max(worst, load[std::countr_zero(bits)]);
         rate_[id] = 1.0 / worst;
         first = std::min(first, remaining_[id] * worst);
+        total += rate_[id] * hbm_rate_[id];
       }
     }
     // HBM bandwidth is shared too: the core's share of the chip's HBM caps
     // the bytes per ns of every transfer that reads or writes HBM
     if (m_.hbm_bytes_per_ns > 0) {
-      double total = 0;
-      for (const auto id : active_) total += rate_[id] * hbm_rate_[id];
       if (total > m_.hbm_bytes_per_ns) {
         const double scale = m_.hbm_bytes_per_ns / total;
         first = std::numeric_limits<double>::infinity();

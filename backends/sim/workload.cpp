@@ -1,4 +1,4 @@
-// workload.cpp: the workload table and the value reader (workload.hpp).
+// workload.cpp: the workload table and the workload defaults (workload.hpp).
 #include "workload.hpp"
 
 #include "functional.hpp"
@@ -14,97 +14,13 @@
 
 namespace tessel::sim {
 
-// --- value_reader --------------------------------------------------------------------
-
-const constant* value_reader::find_constant(std::string_view name) const {
-  for (const auto& k : s_.def().constants)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
-std::optional<std::size_t> value_reader::active_parameter(std::string_view name) const {
-  const auto index = s_.parameter_index(name);
-  if (!index || *index >= c_.size() || c_[*index] == config::inactive) return std::nullopt;
-  return index;
-}
-
-bool value_reader::has(std::string_view name) const {
-  if (active_parameter(name) || find_constant(name)) return true;
-  return std::any_of(s_.def().lets.begin(), s_.def().lets.end(),
-                     [&](const let_value& l) { return l.name == name; });
-}
-
-std::optional<std::int64_t> value_reader::integer(std::string_view name) const {
-  if (const auto p = active_parameter(name)) {
-    const auto& dom = s_.parameters()[*p].dom;
-    if (dom.kind == param_kind::integer || dom.kind == param_kind::boolean)
-      return dom.values.at(c_[*p]);
-    return std::nullopt;
-  }
-  if (const auto* k = find_constant(name))
-    return k->type == value_type::integer || k->type == value_type::boolean
-               ? std::optional(k->value)
-               : std::nullopt;
-  if (std::any_of(s_.def().lets.begin(), s_.def().lets.end(),
-                  [&](const let_value& l) { return l.name == name; }))
-    return s_.evaluate(c_, name);
-  return std::nullopt;
-}
-
-std::int64_t value_reader::integer(std::string_view name, std::int64_t fallback) const {
-  return integer(name).value_or(fallback);
-}
-
-std::optional<std::string> value_reader::symbol(std::string_view name) const {
-  if (const auto p = active_parameter(name)) {
-    const auto& dom = s_.parameters()[*p].dom;
-    if (dom.kind != param_kind::symbol) return std::nullopt;
-    return dom.labels.at(c_[*p]);
-  }
-  if (const auto* k = find_constant(name)) {
-    if (k->type != value_type::symbol) return std::nullopt;
-    const auto& symbols = s_.def().symbols;
-    if (k->value < 0 || static_cast<std::size_t>(k->value) >= symbols.size()) return std::nullopt;
-    return symbols[static_cast<std::size_t>(k->value)];
-  }
-  return std::nullopt;
-}
-
-std::string value_reader::symbol(std::string_view name, std::string_view fallback) const {
-  return symbol(name).value_or(std::string(fallback));
-}
-
-bool value_reader::flag(std::string_view name, bool fallback) const {
-  const auto v = integer(name);
-  return v ? *v != 0 : fallback;
-}
-
-std::optional<std::vector<std::string>> value_reader::order(std::string_view name) const {
-  const auto p = active_parameter(name);
-  if (!p || s_.parameters()[*p].dom.kind != param_kind::permutation) return std::nullopt;
-  return s_.value_of(c_, *p).order;
-}
-
 // --- workload defaults ----------------------------------------------------------------
 
 void workload::check_space(const space& s) const {
-  for (const auto& n : names()) {
-    if (!n.fallback.empty()) continue;
-    const bool present = s.parameter_index(n.name).has_value() ||
-                         std::any_of(s.def().constants.begin(), s.def().constants.end(),
-                                     [&](const constant& k) { return k.name == n.name; });
-    if (!present)
-      throw error(
-          fmt::format("sim workload '{}' needs '{}' ({}) as a constant or parameter of space '{}'",
-                      name(), n.name, n.meaning, s.name()));
-  }
-}
-
-std::unique_ptr<functional_kernel> workload::functional_plan(const workload_plan& p,
-                                                             const machine& m) const {
-  (void)p;
-  (void)m;
-  return nullptr;
+  const knob_review r = knobs().review(s);
+  if (r.errors.empty()) return;
+  throw error(fmt::format("sim workload '{}' cannot read space '{}':\n  {}", name(), s.name(),
+                          fmt::join(r.errors, "\n  ")));
 }
 
 std::string workload::lower(const space& s, const config& c, const machine& m, program& out) const {
@@ -130,26 +46,11 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
   return emit_nki_plan(*p, ctx, out);
 }
 
-std::optional<steady_estimate> workload::steady_plan(const workload_plan& p,
-                                                     const machine& m) const {
-  (void)p;
-  (void)m;
-  return std::nullopt;
-}
-
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {
   (void)s;
   (void)c;
   (void)m;
   return 1e4;
-}
-
-std::string workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                    std::string& out) const {
-  (void)p;
-  (void)ctx;
-  (void)out;
-  return fmt::format("workload '{}' has no NKI emitter", name());
 }
 
 std::vector<std::string> workload::suggest(const bottleneck& b, const space& s,
@@ -190,7 +91,7 @@ const workload* workload_for_space(const space& s, std::string_view name) {
   if (chosen.empty())
     throw error(fmt::format(
         "sim: which workload does space '{}' describe? Declare `const workload = NAME` in the "
-        "space or name it (workloads: {})",
+        "space, name the space after it or pass sim:NAME (workloads: {})",
         s.name(), fmt::join(workload_names(), ", ")));
   const auto* w = find_workload(chosen);
   if (!w)

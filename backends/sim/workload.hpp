@@ -1,10 +1,12 @@
 // workload.hpp: a parameterized kernel template the simulator can lower.
-// A workload reads its constants and parameters from a space by documented
-// names (docs/simulator.md), checks resources like a compiler, and emits a
-// program (program.hpp). Workloads are stateless and thread-safe.
+// A workload reads its constants and parameters from a space by the names its
+// knob table declares (knobs.hpp, docs/simulator.md), checks resources like a
+// compiler, and emits a program (program.hpp). Workloads are stateless and
+// thread-safe; typed_workload.hpp is the base each of them derives from.
 #pragma once
 
 #include "functional.hpp"
+#include "knobs.hpp"
 #include "machine.hpp"
 #include "program.hpp"
 
@@ -26,14 +28,6 @@ namespace nki {
 struct context;
 }
 
-/// One name a workload reads: a constant or a parameter.
-struct name_doc {
-  std::string name;
-  std::string values;    ///< "integer", "bf16 | fp8 | fp32", "perm(m, n, k)"
-  std::string fallback;  ///< used when the space has no such name ("" = required)
-  std::string meaning;
-};
-
 /// What the explanation knows about a bottleneck, for a workload's hints.
 struct bottleneck {
   std::string
@@ -43,28 +37,6 @@ struct bottleneck {
   /// For a DMA bottleneck: the parts of `share` spent issuing, moving data,
   /// and waiting on the completion latency.
   double issue_share = 0, data_share = 0, latency_share = 0;
-};
-
-/// Reads typed values from a space and config: a parameter (when active),
-/// else a constant, else a `let`, else the fallback. Symbols by name.
-class value_reader {
- public:
-  value_reader(const space& s, const config& c) : s_(s), c_(c) {}
-
-  [[nodiscard]] bool has(std::string_view name) const;
-  [[nodiscard]] std::optional<std::int64_t> integer(std::string_view name) const;
-  [[nodiscard]] std::int64_t integer(std::string_view name, std::int64_t fallback) const;
-  [[nodiscard]] std::optional<std::string> symbol(std::string_view name) const;
-  [[nodiscard]] std::string symbol(std::string_view name, std::string_view fallback) const;
-  [[nodiscard]] bool flag(std::string_view name, bool fallback) const;
-  /// A permutation's elements, outermost first, or nullopt.
-  [[nodiscard]] std::optional<std::vector<std::string>> order(std::string_view name) const;
-
- private:
-  [[nodiscard]] const constant* find_constant(std::string_view name) const;
-  [[nodiscard]] std::optional<std::size_t> active_parameter(std::string_view name) const;
-  const space& s_;
-  const config& c_;
 };
 
 /// A closed-form estimate of a plan's latency (workload::steady_plan): the
@@ -89,7 +61,8 @@ class workload_plan {
   std::string error;  ///< "" or why the config does not compile
 };
 
-/// A plan of the workload's own type P.
+/// A plan of the workload's own type P (typed_workload<P> reads it back,
+/// checked: a plan of another type is a tessel::error).
 template <class P>
 class plan_of final : public workload_plan {
  public:
@@ -98,12 +71,6 @@ class plan_of final : public workload_plan {
   P value;
 };
 
-/// The P inside a plan that plan_config made as plan_of<P>.
-template <class P>
-[[nodiscard]] const P& plan_value(const workload_plan& p) {
-  return static_cast<const plan_of<P>&>(p).value;
-}
-
 class workload {
  public:
   virtual ~workload() = default;
@@ -111,10 +78,11 @@ class workload {
   /// One line: what it computes.
   [[nodiscard]] virtual std::string_view summary() const = 0;
   /// Every constant and parameter it reads, in documentation order.
-  [[nodiscard]] virtual std::vector<name_doc> names() const = 0;
-  /// Throws tessel::error when `s` lacks a required name or has one of the
-  /// wrong kind (called by sim_backend::prepare).
-  virtual void check_space(const space& s) const;
+  [[nodiscard]] virtual const knob_table& knobs() const = 0;
+  /// Throws tessel::error listing every problem knobs().review(s) finds: a
+  /// required name missing, a name misspelt (did you mean), a name of the
+  /// wrong kind, a symbol value it does not know (sim_backend::prepare).
+  void check_space(const space& s) const;
   /// The plan of (s, c) on `m`: the config's values read once into the
   /// workload's typed plan, which the lowering (timing), the functional
   /// executor (gate) and the NKI emitter all read, so what is timed, checked
@@ -132,25 +100,25 @@ class workload {
       const space& s, const config& c, const machine& m) const;
   /// The integer constant plan_cores() cuts between the cores ("M", "rows"),
   /// or "" when the work does not split (one core runs it, the other idles).
-  [[nodiscard]] virtual std::string core_split_dimension(const space& s, const config& c) const;
+  [[nodiscard]] virtual std::string core_split_dimension() const = 0;
   /// Lowers a plan without error into `out` (cleared first). Returns "" on
   /// success, else a compile error message ("SBUF overflow: ...").
   [[nodiscard]] virtual std::string lower_plan(const workload_plan& p, const machine& m,
                                                program& out) const = 0;
   /// The functional executor of a plan without error (functional.hpp): the
-  /// schedule lower_plan() times, executed on the gate's inputs. nullptr (the
-  /// default) when the workload has no functional mode.
-  [[nodiscard]] virtual std::unique_ptr<functional_kernel> functional_plan(const workload_plan& p,
-                                                                           const machine& m) const;
+  /// schedule lower_plan() times, executed on the gate's inputs; nullptr when
+  /// the workload has no functional mode.
+  [[nodiscard]] virtual std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& p, const machine& m) const = 0;
   /// Writes the NKI kernel of a plan that lowers (nki/nki.hpp, docs/nki.md)
-  /// into `out`. Returns "" or why it cannot. The default: no emitter.
+  /// into `out`. Returns "" or why it cannot.
   [[nodiscard]] virtual std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                                  std::string& out) const;
+                                                  std::string& out) const = 0;
   /// The steady-state analytic estimate of a plan without error, or nullopt
-  /// (the default) when the workload has none: sim_backend then falls back to
-  /// lowering and the event-driven model (docs/simulator.md, "Speed").
+  /// when the workload has none: sim_backend then falls back to lowering and
+  /// the event-driven model (docs/simulator.md, "Speed").
   [[nodiscard]] virtual std::optional<steady_estimate> steady_plan(const workload_plan& p,
-                                                                   const machine& m) const;
+                                                                   const machine& m) const = 0;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,

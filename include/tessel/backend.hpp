@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel {
 
@@ -30,6 +31,14 @@ class backend {
   /// evaluate configs of `s` (e.g. a replay table has the same parameters)
   /// and throws tessel::error with a message a person can act on if not.
   virtual void prepare(const space& s) { (void)s; }
+
+  /// What the backend assumes where `s` says nothing, one line each (a
+  /// simulator workload's defaults, the names it does not read), for
+  /// `tessel check --backend`. Empty by default.
+  [[nodiscard]] virtual std::vector<std::string> notes(const space& s) const {
+    (void)s;
+    return {};
+  }
 
   /// Evaluates one config. Must not throw for an evaluation outcome (return
   /// a failure status instead); a throw is recorded as runtime_error (or

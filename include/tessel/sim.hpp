@@ -103,9 +103,14 @@ class sim_backend : public backend {
 
   /// "sim:matmul@trn2" (the workload and target once known).
   [[nodiscard]] std::string name() const override;
-  /// Resolves the workload and the target's model constants and checks the
-  /// space has every name the workload requires; throws tessel::error if not.
+  /// Resolves the workload and the target's model constants and reviews the
+  /// space against the workload's knobs (docs/simulator.md, "Workloads"):
+  /// throws tessel::error listing each required name missing, name misspelt
+  /// (did you mean), name of the wrong kind or symbol value it does not know.
   void prepare(const space& s) override;
+  /// The workload's defaults that apply to `s` ("default mm_k = ...": knobs
+  /// the space does not set) and the names of `s` it does not read.
+  [[nodiscard]] std::vector<std::string> notes(const space& s) const override;
   /// Lowers and times `c`: objective = latency in seconds; resource
   /// overflows are compile_error with the compiler's kind of message; cost =
   /// the modelled compile (grows with the instruction count) and the run.

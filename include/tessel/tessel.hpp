@@ -11,6 +11,7 @@
 #include <tessel/codec.hpp>
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
+#include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>

@@ -1,14 +1,17 @@
 // `tessel check FILE`: reads a space and reports what the engine learnt about
 // it: parameters and domains, raw and valid sizes, construction time,
-// independent groups, what each constraint rejects, and uniform samples.
+// independent groups, what each constraint rejects, and uniform samples; with
+// --backend, what the backend refuses in it and the defaults it applies.
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
 #include "learned.hpp"
 #include "study_setup.hpp"
 
+#include <tessel/backends.hpp>
 #include <tessel/error.hpp>
 #include <tessel/random.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 
 #include <fmt/format.h>
@@ -21,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +40,24 @@ struct check_options {
   std::uint64_t seed = 0;
   bool json = false;
   std::string suggest_from;  ///< --suggest-constraints DB
+  std::string backend;       ///< --backend: check the space against it too
+  std::vector<std::string> backend_settings;
 };
+
+/// What --backend says about the space: its name and its notes (defaults
+/// that apply, names it does not read). prepare() throws on what it refuses.
+struct backend_report {
+  std::string name;
+  std::vector<std::string> notes;
+};
+
+std::optional<backend_report> review_backend(const space& s, const check_options& options) {
+  if (options.backend.empty()) return std::nullopt;
+  const auto b =
+      make_backend(options.backend, parse_assignments(options.backend_settings, "--backend-set"));
+  b->prepare(s);
+  return backend_report{b->name(), b->notes(s)};
+}
 
 /// The most samples --sample accepts.
 constexpr std::size_t max_samples = 1'000'000;
@@ -200,14 +221,22 @@ void print_samples(const space& s, const std::vector<config>& samples,
   for (const auto& c : samples) fmt::print("  {}\n", sample_line(s, c));
 }
 
+void print_backend(const std::optional<backend_report>& report) {
+  if (!report) return;
+  fmt::print("\nbackend       {}\n", report->name);
+  for (const auto& note : report->notes) fmt::print("  {}\n", note);
+}
+
 void print_text(const loaded_space& loaded, const check_options& options) {
   const space& s = loaded.space;
   const std::vector<config> samples = draw_samples(s, options);  // before printing: it may throw
+  const auto backend = review_backend(s, options);
   print_header(loaded, options);
   print_parameters(s);
   print_sizes(loaded);
   print_groups(s);
   print_constraints(s);
+  print_backend(backend);
   print_samples(s, samples, options);
 }
 
@@ -283,8 +312,9 @@ void print_json(const loaded_space& loaded, const check_options& options) {
   json samples = json::array();
   for (const auto& c : draw_samples(s, options)) samples.push_back(sample_json(s, c));
   const auto raw = s.cartesian_size();
+  const auto backend = review_backend(s, options);
 
-  const json out = {
+  json out = {
       {"ok", true},
       {"file", options.input.file},
       {"space", s.name()},
@@ -306,6 +336,7 @@ void print_json(const loaded_space& loaded, const check_options& options) {
       {"seed", options.seed},
       {"samples", std::move(samples)},
   };
+  if (backend) out["backend"] = {{"name", backend->name}, {"notes", backend->notes}};
   fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
@@ -377,6 +408,15 @@ command add_check_command(CLI::App& tool) {
       ->capture_default_str()
       ->check(CLI::Validator(check_unsigned, "", "unsigned"));
   check->add_flag("--json", options->json, "Print one JSON object instead of text");
+  check
+      ->add_option("--backend", options->backend,
+                   "Also check the space against a backend (e.g. sim: the workload's names, "
+                   "kinds and values) and list the defaults it applies")
+      ->type_name("SPEC");
+  check
+      ->add_option("--backend-set", options->backend_settings,
+                   "A backend setting, e.g. --backend-set model=analytic; repeatable")
+      ->type_name("KEY=VALUE");
   check
       ->add_option("--suggest-constraints", options->suggest_from,
                    "Print the constraints a study file's failures teach, as require lines "

@@ -11,6 +11,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
@@ -40,14 +41,7 @@ int run_explain(const explain_options& o) {
     throw error("explain: give the config to explain with --config JSON (or @PATH) or --best DB");
   const auto loaded = load(o.input);
   const auto& s = loaded.space;
-  backend_settings settings;
-  for (const auto& a : o.backend_settings) {
-    const auto eq = a.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw error(fmt::format("--backend-set expects KEY=VALUE, got '{}'", a));
-    settings[a.substr(0, eq)] = a.substr(eq + 1);
-  }
-  const auto b = make_backend(o.backend, settings);
+  const auto b = make_backend(o.backend, parse_assignments(o.backend_settings, "--backend-set"));
   const auto* sim = dynamic_cast<const sim_backend*>(b.get());
   if (!sim)
     throw error(fmt::format(

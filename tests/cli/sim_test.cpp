@@ -248,3 +248,27 @@ TEST_CASE("calibrate: fits recorded results, writes a target file that tune can 
   const auto missing = tessel("calibrate");
   CHECK(missing.code == 2);
 }
+
+TEST_CASE("check --backend sim: a misspelt knob is refused with the name it is close to") {
+  const auto dir = std::filesystem::path(TESSEL_CLI_WORK_DIR);
+  const auto typo = (dir / "typo.tsl").string();
+  {
+    std::ofstream out(typo);
+    out << "space typo {\n  const workload = matmul\n  const M = 1024 const N = 1024 const K = "
+           "1024\n  param tile_m : {128, 256}\n  param b_buf : {1, 2}\n}\n";
+  }
+  const auto r = tessel("check '" + typo + "' --backend sim");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err,
+                 "tessel: error: sim workload 'matmul' cannot read space 'typo':\n  parameter "
+                 "'b_buf' is not a name the workload reads: did you mean 'b_bufs'?"));
+  // the space as it should be: accepted, with the defaults that apply listed
+  const auto ok = tessel("check " + matmul + " --backend sim");
+  REQUIRE(ok.code == 0);
+  CHECK(contains(ok.out, "backend       sim:matmul@trn2\n"));
+  CHECK(contains(ok.out, "  default mm_k = the partitions (128; fp8 on trn2: 256)\n"));
+  const auto j = json::parse(tessel("check " + matmul + " --backend sim --json").out);
+  CHECK(j.at("backend").at("name") == "sim:matmul@trn2");
+  const auto& notes = j.at("backend").at("notes");
+  CHECK(std::find(notes.begin(), notes.end(), "default psum_zero = matmul") != notes.end());
+}

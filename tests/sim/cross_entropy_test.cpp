@@ -174,8 +174,7 @@ TEST_CASE("cross_entropy: at long reductions the functional mode checks a shrunk
   const auto k = cross_entropy_workload().functional(s, c, m);
   REQUIRE(k);
   const auto in = k->inputs();
-  const value_reader v(s, c);
-  const auto chunk = v.integer("vocab_chunk", 0);
+  const auto chunk = s.value_of(c, "vocab_chunk").integer;
   CHECK(in.at(1).shape.at(1) == 2 * chunk + 128256 % chunk);  // first, interior, tail chunks
   CHECK(in.at(1).shape.at(0) == 3 * 128);                     // three d_model slabs
   CHECK(k->outputs().at(0).shape.at(0) == 8192);              // every token stays

@@ -5,6 +5,7 @@
 #include "sim/functional.hpp"
 
 #include <tessel/dsl.hpp>
+#include <tessel/error.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/sim.hpp>
 
@@ -127,7 +128,9 @@ TEST_CASE("moe: compile errors name the resource") {
   CHECK(sbuf.error.find("SBUF overflow") == 0);
   CHECK(run({{"top_k", 17}}).error.find("top_k = 17 is more than the 16 experts") !=
         std::string::npos);
-  CHECK(run({}, {{"grouping", "padded"}}).error.find("grouping 'padded'") != std::string::npos);
+  CHECK_THROWS_WITH_AS(run({}, {{"grouping", "padded"}}),
+                       "sim workload 'moe': 'grouping' = padded is not one of sorted | token",
+                       tessel::error);
 }
 
 TEST_CASE("moe: the gate passes the schedule and catches a dropped small group or tail") {

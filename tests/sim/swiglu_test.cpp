@@ -205,8 +205,7 @@ TEST_CASE("swiglu: at long reductions the executor checks shrunk d_ff and d_mode
   const auto c = s.sample(random);
   const auto k = swiglu_functional(s, c, machine_for("trn2"));
   REQUIRE(k);
-  const value_reader v(s, c);
-  const auto ff = v.integer("ff_tile", 0), dt = v.integer("d_tile", 0);
+  const auto ff = s.value_of(c, "ff_tile").integer, dt = s.value_of(c, "d_tile").integer;
   const auto in = k->inputs();
   CHECK(in.at(1).shape.at(1) == (11008 % ff ? 2 * ff + 11008 % ff : 3 * ff));
   CHECK(in.at(0).shape.at(0) == (4096 % dt ? 2 * dt + 4096 % dt : 3 * dt));

@@ -8,6 +8,8 @@
 #include "../program.hpp"
 #include "../workload.hpp"
 
+#include <tessel/error.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,20 +26,6 @@ namespace tessel::sim::emit {
   return (a + b - 1) / b;
 }
 
-/// A workload's read-then-plan: "" or the first error. `read` fills the
-/// workload's Params from a config, `make_plan` its Plan (which keeps the
-/// Params) from them.
-template <class Params, class Plan>
-[[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, Plan& pl,
-                                   std::string (*read)(const value_reader&, const machine&,
-                                                       Params&),
-                                   std::string (*make_plan)(const Params&, const machine&, Plan&)) {
-  const value_reader v(s, c);
-  Params p;
-  if (auto e = read(v, m, p); !e.empty()) return e;
-  return make_plan(p, m, pl);
-}
-
 /// "vector" | "scalar" | "gpsimd" -> the engine, else nullopt.
 [[nodiscard]] inline std::optional<engine_id> engine_named(std::string_view name) {
   if (name == "vector") return vector_engine;
@@ -46,34 +34,34 @@ template <class Params, class Plan>
   return std::nullopt;
 }
 
-/// Reads `name` as an engine among `allowed` (e.g. {"vector", "gpsimd"}).
-/// Returns "" or an error naming the workload, the name and the choices.
-[[nodiscard]] inline std::string read_engine(const value_reader& v, std::string_view workload,
-                                             std::string_view name, std::string_view fallback,
-                                             const std::vector<std::string_view>& allowed,
-                                             engine_id& out) {
-  const std::string value = v.symbol(name, fallback);
-  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
-    std::string list;
-    for (const auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-    return fmt::format("{}: {} '{}' is not one of {}", workload, name, value, list);
-  }
-  out = *engine_named(value);
-  return "";
+/// The engine symbol knob `name` names (its choices are engines: the knob
+/// reader has checked the value is one of them).
+[[nodiscard]] inline engine_id read_engine(const knob_reader& v, std::string_view name) {
+  const std::string value = v.symbol(name);
+  if (const auto e = engine_named(value)) return *e;
+  throw error(fmt::format("sim: '{}' = {} is not an engine", name, value));
+}
+
+/// The `dtype` knob of a bf16 | fp32 workload, and `bytes`, its stand-in.
+[[nodiscard]] inline knob dtype_knob(std::string meaning) {
+  return knob::symbol("dtype", {"bf16", "fp32"}, derived{"bf16 (or from const bytes)"},
+                      std::move(meaning));
+}
+[[nodiscard]] inline knob bytes_knob() {
+  return knob::integer("bytes", 2, "the type by size when dtype is absent: 2 bf16, 4 fp32",
+                       "2 | 4");
 }
 
 /// The input type from `dtype` (bf16 | fp32), else from `const bytes` (2 | 4).
-[[nodiscard]] inline std::string read_dtype(const value_reader& v, std::string_view workload,
+[[nodiscard]] inline std::string read_dtype(const knob_reader& v, std::string_view workload,
                                             dtype& out) {
   std::string type = v.symbol("dtype", "");
   if (type.empty()) {
-    const auto bytes = v.integer("bytes", 2);
+    const auto bytes = v.integer("bytes");
     type = bytes == 2 ? "bf16" : bytes == 4 ? "fp32" : "";
     if (type.empty())
       return fmt::format("{}: const bytes = {} is not 2 (bf16) or 4 (fp32)", workload, bytes);
   }
-  if (type != "bf16" && type != "fp32")
-    return fmt::format("{}: dtype '{}' is not bf16 or fp32", workload, type);
   out = type == "fp32" ? dtype::fp32 : dtype::bf16;
   return "";
 }

@@ -11,7 +11,8 @@
 #include "../../functional.hpp"
 #include "../../nki/nki.hpp"
 #include "../../timing.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
+#include "../emit.hpp"
 #include "attention_plan.hpp"
 
 #include <tessel/gate.hpp>
@@ -28,24 +29,24 @@ namespace tessel::sim {
 
 namespace attn {
 
-std::string read(const value_reader& v, const machine& m, params& p) {
-  p.seq = v.integer("seq", 0);
-  p.d = v.integer("head_dim", 128);
+std::string read(const knob_reader& v, const machine& m, params& p) {
+  p.seq = v.integer("seq");
+  p.d = v.integer("head_dim");
   if (p.seq <= 0 || p.d <= 0) return "attention: seq and head_dim must be positive";
   std::string type = v.symbol("dtype", "");
-  if (type.empty()) type = v.integer("bytes", 2) == 4 ? "fp32" : "bf16";
+  if (type.empty()) type = v.integer("bytes") == 4 ? "fp32" : "bf16";
   p.type = type == "fp32" ? dtype::fp32 : dtype::bf16;
-  p.causal = v.flag("causal", false);
-  p.skip_masked = v.flag("skip_masked", true);
-  p.q_tile = std::min(v.integer("q_tile", 128), p.seq);
-  p.kv_tile = std::min(v.integer("kv_tile", 512), p.seq);
-  p.kv_bufs = static_cast<int>(v.integer("kv_bufs", 2));
-  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
-  if (const auto o = v.order("dma_order")) p.dma_order = *o;
-  p.exp_on_vector = v.symbol("exp_engine", "scalar") == "vector";
+  p.causal = v.flag("causal");
+  p.skip_masked = v.flag("skip_masked");
+  p.q_tile = std::min(v.integer("q_tile"), p.seq);
+  p.kv_tile = std::min(v.integer("kv_tile"), p.seq);
+  p.kv_bufs = static_cast<int>(v.integer("kv_bufs"));
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
+  p.dma_order = v.order("dma_order");
+  p.exp_on_vector = v.symbol("exp_engine") == "vector";
   p.rescale_every =
-      v.symbol("rescale", "eager") == "lazy" ? static_cast<int>(v.integer("rescale_every", 2)) : 1;
-  p.max_engine = v.symbol("track_max_on", "vector") == "gpsimd" ? gpsimd_engine : vector_engine;
+      v.symbol("rescale") == "lazy" ? static_cast<int>(v.integer("rescale_every")) : 1;
+  p.max_engine = v.symbol("track_max_on") == "gpsimd" ? gpsimd_engine : vector_engine;
   if (p.d > m.max_contraction)
     return fmt::format(
         "partition dim {} > {}: head_dim is the contraction of Q K^T and must fit the partitions",
@@ -383,67 +384,48 @@ class lowerer {
   std::int64_t loaded_kt_ = -1, transposes_ = 0, store_serial_ = 0, dma_serial_ = 0;
 };
 
-class attention final : public workload {
+class attention final : public typed_workload<params> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "attention"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "flash-attention forward for one head: O = softmax(Q K^T / sqrt(d)) V, online softmax";
-  }
-
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    return {
-        {"seq", "integer", "", "sequence length (queries and keys)"},
-        {"head_dim", "integer <= 128", "128", "d: the contraction of Q K^T"},
-        {"dtype", "bf16 | fp32", "bf16 (or const bytes)", "Q, K, V, O and P type"},
-        {"causal", "bool", "false", "mask keys after the query"},
-        {"skip_masked", "bool", "true", "causal: skip kv tiles that are wholly masked"},
-        {"q_tile", "integer", "128", "query rows per tile (128-row sub-tiles)"},
-        {"kv_tile", "integer", "512", "keys per tile (the score tile's width)"},
-        {"kv_bufs", "integer >= 1", "2", "K/V tile slots"},
-        {"dma_order", "perm(q, k, v)", "(q, k, v)", "issue order of the K and V loads of a tile"},
-        {"exp_engine", "scalar | vector", "scalar",
-         "exp: ScalarE's function unit, or VectorE (no function unit: 8 cycles per 2 elements, an "
-         "assumption)"},
-        {"rescale", "eager | lazy", "eager",
-         "correct the accumulator for a new row max every kv tile, or every rescale_every"},
-        {"rescale_every", "2 | 4 | 8", "2", "lazy: kv tiles between corrections"},
-        {"track_max_on", "vector | gpsimd", "vector", "engine of the row max"},
-        {"dma_queues", "integer", "1", "DMA queues shared by all loads and stores"},
-    };
-  }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto p = std::make_unique<plan_of<params>>();
-    p->error = read(value_reader(s, c), m, p->value);
-    return p;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const override {
-    out.clear();
-    return lowerer(plan_value<params>(p), m, out).run();
-  }
-
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& p, const machine& m) const override {
-    return make_functional(plan_value<params>(p), m.partitions);
-  }
-
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const override {
-    return attn::emit_nki(plan_value<params>(p), ctx, out);
-  }
+  attention()
+      : typed_workload({
+            "attention",
+            "flash-attention forward for one head: O = softmax(Q K^T / sqrt(d)) V, online softmax",
+            {
+                knob::required_integer("seq", "sequence length (queries and keys)"),
+                knob::integer("head_dim", 128, "d: the contraction of Q K^T", "<= 128"),
+                emit::dtype_knob("Q, K, V, O and P type"),
+                emit::bytes_knob(),
+                knob::flag("causal", false, "mask keys after the query"),
+                knob::flag("skip_masked", true, "causal: skip kv tiles that are wholly masked"),
+                knob::integer("q_tile", 128, "query rows per tile (128-row sub-tiles)"),
+                knob::integer("kv_tile", 512, "keys per tile (the score tile's width)"),
+                knob::integer("kv_bufs", 2, "K/V tile slots", ">= 1"),
+                knob::order("dma_order", {"q", "k", "v"},
+                            "issue order of the K and V loads of a tile"),
+                knob::symbol("exp_engine", {"scalar", "vector"}, "scalar",
+                             "exp: ScalarE's function unit, or VectorE (no function unit: 8 "
+                             "cycles per 2 elements, an assumption)"),
+                knob::symbol("rescale", {"eager", "lazy"}, "eager",
+                             "correct the accumulator for a new row max every kv tile, or every "
+                             "rescale_every"),
+                knob::integer("rescale_every", 2, "lazy: kv tiles between corrections",
+                              "2 | 4 | 8"),
+                knob::symbol("track_max_on", {"vector", "gpsimd"}, "vector",
+                             "engine of the row max"),
+                knob::integer("dma_queues", 1, "DMA queues shared by all loads and stores", "1..4"),
+            },
+            "",
+        }) {}
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override {
-    const value_reader v(s, c);
+    const knob_reader v = reader(s, c);
     std::vector<std::string> out;
-    if (b.tag == "exp" && v.symbol("exp_engine", "scalar") == "vector")
+    if (b.tag == "exp" && v.symbol("exp_engine") == "vector")
       out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
-    if (b.tag == "rescale" && v.symbol("rescale", "eager") == "eager")
+    if (b.tag == "rescale" && v.symbol("rescale") == "eager")
       out.emplace_back("rescale = lazy: correct the accumulator less often");
-    if (b.tag == "row max" && v.symbol("track_max_on", "vector") == "vector")
+    if (b.tag == "row max" && v.symbol("track_max_on") == "vector")
       out.emplace_back("track_max_on = gpsimd: take the row max off VectorE");
     if (b.phase == "vector")
       out.emplace_back(
@@ -454,11 +436,32 @@ class attention final : public workload {
     if (b.phase.rfind("dma", 0) == 0) {
       out.emplace_back("raise kv_tile or q_tile: K and V are re-read once per q tile");
       out.push_back(fmt::format("raise kv_bufs (now {}) or dma_queues (now {})",
-                                v.integer("kv_bufs", 2), v.integer("dma_queues", 1)));
+                                v.integer("kv_bufs"), v.integer("dma_queues")));
     }
-    if (v.flag("causal", false) && !v.flag("skip_masked", true))
+    if (v.flag("causal") && !v.flag("skip_masked"))
       out.emplace_back("skip_masked = true: wholly masked kv tiles do no work");
     return out;
+  }
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      params& out) const override {
+    return read(v, m, out);
+  }
+
+  [[nodiscard]] std::string lower_program(const params& p, const machine& m,
+                                          program& out) const override {
+    return lowerer(p, m, out).run();
+  }
+
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const params& p,
+                                                            const machine& m) const override {
+    return make_functional(p, m.partitions);
+  }
+
+  [[nodiscard]] std::string write_nki(const params& p, const nki::context& ctx,
+                                      std::string& out) const override {
+    return attn::emit_nki(p, ctx, out);
   }
 };
 

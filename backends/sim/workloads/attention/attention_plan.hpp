@@ -40,7 +40,7 @@ struct params {
 };
 
 /// Reads the workload's names into `p`; returns "" or an error.
-[[nodiscard]] std::string read(const value_reader& v, const machine& m, params& p);
+[[nodiscard]] std::string read(const knob_reader& v, const machine& m, params& p);
 
 /// The kv tiles q tile `qt` visits, in order: all of them, or with causal
 /// and skip_masked those not wholly above the diagonal.

@@ -15,7 +15,7 @@
 #include "../../functional.hpp"
 #include "../../nki/nki.hpp"
 #include "../../timing.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
 #include "../emit.hpp"
 #include "cross_entropy_nki.hpp"
 
@@ -46,48 +46,34 @@ struct params {
   engine_id max_engine = vector_engine, exp_engine = scalar_engine, pick_engine = vector_engine;
 };
 
-std::string read_order(const value_reader& v, params& p) {
-  const auto order = v.order("order");
-  if (!order) return "";
-  if (order->size() != 2 || (*order)[0] == (*order)[1] ||
-      ((*order)[0] != "t" && (*order)[0] != "v") || ((*order)[1] != "t" && (*order)[1] != "v"))
-    return "cross_entropy: order must be a permutation of (t, v)";
-  p.vocab_outer = (*order)[0] == "v";
-  return "";
-}
+void read_order(const knob_reader& v, params& p) { p.vocab_outer = v.order("order").at(0) == "v"; }
 
-std::string read(const value_reader& v, const machine& m, params& p) {
-  p.tokens = v.integer("tokens", 0);
-  p.d_model = v.integer("d_model", 0);
-  p.vocab = v.integer("vocab", 0);
+std::string read(const knob_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens");
+  p.d_model = v.integer("d_model");
+  p.vocab = v.integer("vocab");
   if (p.tokens <= 0 || p.d_model <= 0 || p.vocab <= 0)
     return "cross_entropy: tokens, d_model and vocab must be positive";
   if (auto e = emit::read_dtype(v, "cross_entropy", p.type); !e.empty()) return e;
-  if (auto e = read_order(v, p); !e.empty()) return e;
+  read_order(v, p);
   p.mm_k = v.integer("mm_k", m.max_contraction);
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
-  p.token_tile = std::min(v.integer("token_tile", 128), p.tokens);
-  p.vocab_chunk = std::min(v.integer("vocab_chunk", 512), p.vocab);
+  p.token_tile = std::min(v.integer("token_tile"), p.tokens);
+  p.vocab_chunk = std::min(v.integer("vocab_chunk"), p.vocab);
   if (p.token_tile <= 0 || p.vocab_chunk <= 0)
     return "cross_entropy: token_tile and vocab_chunk must be positive";
   if (p.token_tile > m.partitions && p.token_tile % m.partitions != 0)
     return fmt::format(
         "cross_entropy: token_tile = {} is over {} partitions and not a multiple of {}",
         p.token_tile, m.partitions, m.partitions);
-  p.bufs = static_cast<int>(v.integer("bufs", 2));
+  p.bufs = static_cast<int>(v.integer("bufs"));
   if (p.bufs < 1) return "cross_entropy: bufs must be at least 1";
-  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 5));
-  if (auto e = emit::read_engine(v, "cross_entropy", "max_engine", "vector", {"vector", "gpsimd"},
-                                 p.max_engine);
-      !e.empty())
-    return e;
-  if (auto e = emit::read_engine(v, "cross_entropy", "exp_engine", "scalar", {"scalar", "vector"},
-                                 p.exp_engine);
-      !e.empty())
-    return e;
-  return emit::read_engine(v, "cross_entropy", "pick_engine", "vector", {"vector", "gpsimd"},
-                           p.pick_engine);
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 5));
+  p.max_engine = emit::read_engine(v, "max_engine");
+  p.exp_engine = emit::read_engine(v, "exp_engine");
+  p.pick_engine = emit::read_engine(v, "pick_engine");
+  return "";
 }
 
 /// The sizes the lowering derives from the parameters.
@@ -517,50 +503,66 @@ class cross_entropy_kernel final : public functional_kernel {
   input_memo<drawn> memo_;
 };
 
-class cross_entropy final : public workload {
+class cross_entropy final : public typed_workload<plan> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "cross_entropy"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "fused cross-entropy: loss = logsumexp(x W) - (x W)[label], chunked over the "
-           "vocabulary (the logits never reach HBM)";
+  cross_entropy()
+      : typed_workload({
+            "cross_entropy",
+            "fused cross-entropy: loss = logsumexp(x W) - (x W)[label], chunked over the "
+            "vocabulary (the logits never reach HBM)",
+            {
+                knob::required_integer("tokens", "rows of x (one loss each)"),
+                knob::required_integer("d_model", "the contraction of the vocabulary projection"),
+                knob::required_integer("vocab", "columns of W (the logits per token)"),
+                emit::dtype_knob("x and W type; PSUM is fp32"),
+                emit::bytes_knob(),
+                knob::integer("token_tile", 128,
+                              "tokens per x tile (128-row tiles; over 128 a multiple of 128)"),
+                knob::integer("vocab_chunk", 512,
+                              "vocabulary columns per chunk (the W block; one PSUM bank per 512 "
+                              "per row tile)"),
+                knob::order("order", {"t", "v"},
+                            "(t, v): x tile resident, W streamed once per token tile; (v, t): W "
+                            "chunk resident, x streamed once per chunk"),
+                knob::integer("bufs", 2, "slots of the streamed operand (the outer one keeps 2)",
+                              ">= 1"),
+                knob::symbol("max_engine", {"vector", "gpsimd"}, "vector",
+                             "the chunk's row max (tensor_reduce on PSUM)"),
+                knob::symbol("exp_engine", {"scalar", "vector"}, "scalar",
+                             "exp(logits - max) with its row sum, and the running-sum correction"),
+                knob::symbol("pick_engine", {"vector", "gpsimd"}, "vector",
+                             "the label's logit: a one-hot multiply-reduce over the chunk"),
+                knob::integer("dma_queues", 1,
+                              "queues per stream (x loads, W loads, labels and loss)", "1..5"),
+                knob::integer("mm_k", derived{"the partitions (128)"}, "contraction of one matmul"),
+                knob::integer("mm_n", derived{"matmul_max_moving_free (512)"},
+                              "moving free size of one matmul"),
+            },
+            "tokens",
+        }) {}
+
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    plan pl;
+    if (!read_plan(reader(s, c), m, pl).empty()) return 1;
+    const params& p = pl.p;
+    return static_cast<double>(pl.token_tiles * pl.chunks) *
+           static_cast<double>(pl.slabs * 2 + pl.subs * (8 + ceil_div(p.vocab_chunk, p.mm_n)));
   }
 
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    return {
-        {"tokens", "integer", "", "rows of x (one loss each)"},
-        {"d_model", "integer", "", "the contraction of the vocabulary projection"},
-        {"vocab", "integer", "", "columns of W (the logits per token)"},
-        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x and W type; PSUM is fp32"},
-        {"token_tile", "integer", "128",
-         "tokens per x tile (128-row tiles; over 128 a multiple of 128)"},
-        {"vocab_chunk", "integer", "512",
-         "vocabulary columns per chunk (the W block; one PSUM bank per 512 per row tile)"},
-        {"order", "perm(t, v)", "(t, v)",
-         "(t, v): x tile resident, W streamed once per token tile; (v, t): W chunk resident, x "
-         "streamed once per chunk"},
-        {"bufs", "integer >= 1", "2", "slots of the streamed operand (the outer one keeps 2)"},
-        {"max_engine", "vector | gpsimd", "vector", "the chunk's row max (tensor_reduce on PSUM)"},
-        {"exp_engine", "scalar | vector", "scalar",
-         "exp(logits - max) with its row sum, and the running-sum correction"},
-        {"pick_engine", "vector | gpsimd", "vector",
-         "the label's logit: a one-hot multiply-reduce over the chunk"},
-        {"dma_queues", "integer", "1", "queues per stream (x loads, W loads, labels and loss)"},
-        {"mm_k", "integer", "128", "contraction of one matmul (<= partitions)"},
-        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
-    };
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      plan& out) const override {
+    params p;
+    if (auto e = read(v, m, p); !e.empty()) return e;
+    return make_plan(p, m, out);
   }
 
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto p = std::make_unique<plan_of<plan>>();
-    p->error = emit::plan_for(s, c, m, p->value, read, make_plan);
-    return p;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& wp, const machine& m,
-                                       program& out) const override {
-    out.clear();
-    const plan& pl = plan_value<plan>(wp);
+  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
+                                          program& out) const override {
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
@@ -568,10 +570,9 @@ class cross_entropy final : public workload {
     return "";
   }
 
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& wp, const machine& m) const override {
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
+                                                            const machine& m) const override {
     (void)m;
-    const plan& pl = plan_value<plan>(wp);
     params p = pl.p;  // shrunk below for long reductions
     // every loss reads d_model x vocab inputs: past the cap, check the
     // schedule on its first, an interior and its tail chunk and slab
@@ -583,9 +584,8 @@ class cross_entropy final : public workload {
     return std::make_unique<cross_entropy_kernel>(p);
   }
 
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& wp, const nki::context& ctx,
-                                          std::string& out) const override {
-    const plan& pl = plan_value<plan>(wp);
+  [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
+                                      std::string& out) const override {
     const params& p = pl.p;
     ce::nki_params n;
     n.tokens = p.tokens;
@@ -604,40 +604,28 @@ class cross_entropy final : public workload {
     n.pick_engine = p.pick_engine;
     return ce::emit_nki(n, ctx, out);
   }
-
-  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
-                                              const machine& m) const override {
-    plan pl;
-    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return 1;
-    const params& p = pl.p;
-    return static_cast<double>(pl.token_tiles * pl.chunks) *
-           static_cast<double>(pl.slabs * 2 + pl.subs * (8 + ceil_div(p.vocab_chunk, p.mm_n)));
-  }
-
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override;
 };
 
 std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space& s,
                                                 const config& c) const {
-  const value_reader v(s, c);
+  const knob_reader v = reader(s, c);
   std::vector<std::string> out;
-  const auto tokens = v.integer("tokens", 1), vocab = v.integer("vocab", 1);
-  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 128));
-  const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk", 512));
+  const auto tokens = v.integer("tokens"), vocab = v.integer("vocab");
+  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
+  const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
   if (dma && b.issue_share > 0.25 * b.share)
     out.push_back(fmt::format(
         "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
         "issue them in parallel",
-        v.integer("dma_queues", 1), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
   if (dma && b.tag == "load W") {
     out.push_back(fmt::format(
         "raise token_tile (now {}): W is read from HBM once per token tile ({} times now)", tile,
         ceil_div(tokens, tile)));
     out.emplace_back("order = (v, t) keeps each W chunk resident while x streams");
     out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {}) to overlap the W loads",
-                              v.integer("bufs", 2), v.integer("dma_queues", 1)));
+                              v.integer("bufs"), v.integer("dma_queues")));
   } else if (dma && b.tag == "load x") {
     out.push_back(fmt::format(
         "raise vocab_chunk (now {}): x is read once per vocabulary chunk ({} times now)", chunk,
@@ -645,7 +633,7 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
     out.emplace_back("order = (t, v) keeps each x tile resident while W streams");
   } else if (dma) {
     out.push_back(fmt::format("raise dma_queues (now {}) so transfers issue in parallel",
-                              v.integer("dma_queues", 1)));
+                              v.integer("dma_queues")));
   } else if (b.phase == "tensor") {
     out.emplace_back(
         "TensorE carries the vocabulary projection: keep mm_n = 512 and vocab_chunk a multiple "
@@ -656,11 +644,11 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
           "overlap this chunk's log-sum-exp");
   } else if (b.tag == "label logit") {
     out.push_back(fmt::format("pick_engine = {}: move the one-hot multiply-reduce",
-                              v.symbol("pick_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+                              v.symbol("pick_engine") == "vector" ? "gpsimd" : "vector"));
   } else if (b.tag == "row max") {
     out.push_back(fmt::format("max_engine = {}: move the row max",
-                              v.symbol("max_engine", "vector") == "vector" ? "gpsimd" : "vector"));
-  } else if (b.tag == "exp" && v.symbol("exp_engine", "scalar") != "scalar") {
+                              v.symbol("max_engine") == "vector" ? "gpsimd" : "vector"));
+  } else if (b.tag == "exp" && v.symbol("exp_engine") != "scalar") {
     out.emplace_back("exp_engine = scalar: ScalarE has the function unit");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
     out.emplace_back(

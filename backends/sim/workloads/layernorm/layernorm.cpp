@@ -13,62 +13,59 @@
 namespace tessel::sim {
 namespace {
 
-class layernorm final : public rows::pipeline_workload {
+class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "layernorm"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "LayerNorm over the rows of x: y = (x - mean) * rsqrt(var + eps) * gamma + beta";
-  }
+  layernorm()
+      : pipeline_workload({
+            "layernorm",
+            "LayerNorm over the rows of x: y = (x - mean) * rsqrt(var + eps) * gamma + beta",
+            rows::knobs_with(
+                "rows", "hidden",
+                {
+                    knob::symbol("stats_engine", {"scalar", "vector"}, "scalar",
+                                 "row sum and sum of squares: two ScalarE activations with "
+                                 "accumulation, or VectorE bn_stats"),
+                    knob::symbol("scale_engine", {"vector", "scalar"}, "vector",
+                                 "(x - mean) * rstd in one pass: VectorE tensor_scalar or ScalarE "
+                                 "activation"),
+                }),
+            "rows",
+        }) {}
 
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    auto out = rows::common_names("rows", "hidden");
-    out.push_back({"stats_engine", "scalar | vector", "scalar",
-                   "row sum and sum of squares: two ScalarE activations with accumulation, or "
-                   "VectorE bn_stats"});
-    out.push_back({"scale_engine", "vector | scalar", "vector",
-                   "(x - mean) * rstd in one pass: VectorE tensor_scalar or ScalarE activation"});
-    return out;
-  }
-
+ private:
   [[nodiscard]] std::vector<std::string> own_suggestions(const bottleneck& b,
-                                                         const value_reader& v) const override {
+                                                         const knob_reader& v) const override {
     std::vector<std::string> out;
-    if (b.tag == "stats" && v.symbol("stats_engine", "scalar") == "scalar")
+    if (b.tag == "stats" && v.symbol("stats_engine") == "scalar")
       out.emplace_back("stats_engine = vector: one bn_stats pass instead of two activations");
     return out;
   }
 
- private:
-  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const rows::pipeline_spec& spec,
-                                                            const value_reader& v) const override {
-    (void)v;
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor_of(
+      const rows::pipeline_spec& spec, const rows::layernorm_choices& choice) const override {
+    (void)choice;
     return rows::layernorm_functional(spec);
   }
 
-  [[nodiscard]] std::string write_nki(const rows::pipeline_spec& spec, const value_reader& v,
-                                      const nki::context& ctx, std::string& out) const override {
-    rows::layernorm_choices choice;
-    choice.stats = emit::engine_named(v.symbol("stats_engine", "scalar")).value_or(scalar_engine);
-    choice.scale = emit::engine_named(v.symbol("scale_engine", "vector")).value_or(vector_engine);
+  [[nodiscard]] std::string nki_of(const rows::pipeline_spec& spec,
+                                   const rows::layernorm_choices& choice, const nki::context& ctx,
+                                   std::string& out) const override {
     return rows::layernorm_nki(spec, choice, ctx, out);
   }
 
-  [[nodiscard]] std::string build(const value_reader& v, rows::pipeline_spec& spec) const override {
+  [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
+                                  rows::layernorm_choices& choice) const override {
     spec.name = "layernorm";
-    spec.rows = v.integer("rows", 0);
-    spec.cols = v.integer("hidden", 0);
+    spec.rows = v.integer("rows");
+    spec.cols = v.integer("hidden");
     if (auto e = rows::read_common(v, spec); !e.empty()) return e;
-    const std::string stats = v.symbol("stats_engine", "scalar");
-    const std::string scale = v.symbol("scale_engine", "vector");
-    if (stats != "scalar" && stats != "vector")
-      return "layernorm: stats_engine must be scalar or vector";
-    if (scale != "scalar" && scale != "vector")
-      return "layernorm: scale_engine must be vector or scalar";
+    choice.stats = emit::read_engine(v, "stats_engine");
+    choice.scale = emit::read_engine(v, "scale_engine");
     spec.broadcast_bytes = 2 * spec.cols * dtype_bytes(spec.type);  // gamma and beta
     spec.flops_per_element = 7;
 
     rows::row_step sums;  // the row sum and the sum of squares, per chunk
-    if (stats == "scalar") {
+    if (choice.stats == scalar_engine) {
       sums.ops.push_back(
           {scalar_engine, op::activation, 1, false, false, 0, false, false, "stats"});
       sums.ops.push_back(
@@ -85,7 +82,7 @@ class layernorm final : public rows::pipeline_workload {
     spec.reduce = {sums, moments};
 
     rows::row_step apply;
-    if (scale == "scalar")
+    if (choice.scale == scalar_engine)
       apply.ops.push_back(
           {scalar_engine, op::activation, 1, false, false, 0, false, false, "normalize"});
     else

@@ -12,7 +12,7 @@
 #include "../../functional.hpp"
 #include "../../nki/nki.hpp"
 #include "../../timing.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
 #include "matmul_plan.hpp"
 #include "matmul_steady.hpp"
 
@@ -442,107 +442,23 @@ class lowerer {
   std::pair<int, int> last_stationary_{-1, -1};
 };
 
-// --- the workload
-// ---------------------------------------------------------------------------------
+// --- the workload ---------------------------------------------------------------------------
 
-class matmul final : public workload {
+class matmul final : public typed_workload<plan> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "matmul"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "C[M,N] = A[M,K] @ B[K,N], A given transposed (lhsT [K,M]) or not, bf16/fp8/fp32";
-  }
-
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    return {
-        {"M", "integer", "", "rows of A and C"},
-        {"N", "integer", "", "columns of B and C"},
-        {"K", "integer", "", "the contraction"},
-        {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)",
-         "input type; C is bf16 (fp32 for fp32)"},
-        {"a_layout", "km | mk", "km",
-         "km: A given as lhsT [K,M]; mk: A [M,K], each tile transposed on TensorE"},
-        {"tile_m", "integer", "mm_m", "block size along M (rows of C computed per block)"},
-        {"tile_n", "integer", "mm_n", "block size along N"},
-        {"tile_k", "integer", "mm_k", "block size along K"},
-        {"order", "perm(m, n, k)", "(m, n, k)", "loop order of the blocks, outermost first"},
-        {"a_home", "sbuf | hbm", "hbm",
-         "sbuf: A blocks stay resident across the n loop; hbm: streamed"},
-        {"b_home", "sbuf | hbm", "hbm", "as a_home for B across the m loop"},
-        {"bufs", "integer >= 1", "2", "block slots per streamed operand (DMA multi-buffering)"},
-        {"a_bufs", "integer >= 1", "bufs", "block slots (or resident sets) of A"},
-        {"b_bufs", "integer >= 1", "bufs", "block slots (or resident sets) of B"},
-        {"a_reuse", "integer >= 1", "1 (a_home = sbuf: every n block)",
-         "n blocks served by one load of A's blocks: 1 reloads per n block, more reloads A "
-         "ceil(n blocks / a_reuse) times"},
-        {"b_reuse", "integer >= 1", "1 (b_home = sbuf: every m block)",
-         "m blocks served by one load of B's blocks"},
-        {"psum_bufs", "integer 1..8", "every free bank (8; 6 with a_layout = mk)",
-         "PSUM banks in rotation for accumulation groups"},
-        {"psum_zero", "matmul | memset", "matmul",
-         "how a PSUM group starts: the first matmul overwrites the bank, or a VectorE memset "
-         "zeroes it first (nl.zeros in PSUM)"},
-        {"block_order", "perm(m, n, k)", "(m, n, k)",
-         "instruction loops inside a block, outermost first (m: stationary tiles, n: moving "
-         "tiles, k: contraction); k outside keeps every group of the block open in PSUM"},
-        {"prefetch", "bool", "true",
-         "a_home = hbm: false gives A one slot (loads wait for the last use)"},
-        {"evict", "vector | scalar | gpsimd", "vector",
-         "engine that drains PSUM (and adds partial sums)"},
-        {"coalesce", "bool", "true",
-         "true: one DMA per 128-row slab of a block; false: one per instruction tile"},
-        {"dma_queues", "integer 1..5", "1",
-         "DMA queues per stream (A loads, B loads, C stores); not a tuning knob: the compiler "
-         "gives each stream one, and the data phases share the 16 DMA engines anyway"},
-        {"acc_dtype", "fp32 | bf16", "the output type",
-         "type of partial sums kept in SBUF across k blocks"},
-        {"mm_m", "integer", "128",
-         "stationary free size of one matmul (<= matmul_max_stationary_free)"},
-        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
-        {"mm_k", "integer", "128 (fp8 on trn2: 256)", "contraction of one matmul (<= partitions)"},
-    };
-  }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto p = std::make_unique<plan_of<plan>>();
-    p->error = plan_for(s, c, m, p->value);
-    return p;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& wp, const machine& m,
-                                       program& out) const override {
-    out.clear();
-    const plan& pl = plan_value<plan>(wp);
-    const params& p = pl.p;
-    const double matmuls =
-        static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
-        static_cast<double>(ceil_div(p.size_k, p.mm_k));
-    out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
-    lowerer(pl, m, out).run();
-    return "";
-  }
-
-  [[nodiscard]] std::optional<steady_estimate> steady_plan(const workload_plan& wp,
-                                                           const machine& m) const override {
-    return estimate_steady(plan_value<plan>(wp), m);
-  }
-
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& wp, const machine& m) const override {
-    (void)m;
-    return make_functional(plan_value<plan>(wp));
-  }
-
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& wp, const nki::context& ctx,
-                                          std::string& out) const override {
-    return mm::emit_nki(plan_value<plan>(wp), ctx, out);
-  }
+  matmul()
+      : typed_workload({
+            "matmul",
+            "C[M,N] = A[M,K] @ B[K,N], A given transposed (lhsT [K,M]) or not, bf16/fp8/fp32",
+            knobs_of_matmul(),
+            "M",
+        }) {}
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
-    const value_reader v(s, c);
     params p;
-    if (!read_params(v, m, p).empty() || p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0) return 1;
+    if (!read_params(reader(s, c), m, p).empty() || p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0)
+      return 1;
     const auto tiles = [&](int d, std::int64_t t) {
       return static_cast<double>(ceil_div(p.ext[static_cast<std::size_t>(d)], t));
     };
@@ -554,16 +470,52 @@ class matmul final : public workload {
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override;
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      plan& out) const override {
+    params p;
+    if (auto e = read_params(v, m, p); !e.empty()) return e;
+    if (auto e = check_tiles(p, m); !e.empty()) return e;
+    return make_plan(p, m, out);
+  }
+
+  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
+                                          program& out) const override {
+    const params& p = pl.p;
+    const double matmuls =
+        static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
+        static_cast<double>(ceil_div(p.size_k, p.mm_k));
+    out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
+    lowerer(pl, m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
+                                                      const machine& m) const override {
+    return estimate_steady(pl, m);
+  }
+
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
+                                                            const machine& m) const override {
+    (void)m;
+    return make_functional(pl);
+  }
+
+  [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
+                                      std::string& out) const override {
+    return mm::emit_nki(pl, ctx, out);
+  }
 };
 
 std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
                                          const config& c) const {
   std::vector<std::string> out;
-  const value_reader v(s, c);
-  const auto size_m = v.integer("M", 1), size_n = v.integer("N", 1);
+  const knob_reader v = reader(s, c);
+  const auto size_m = v.integer("M"), size_n = v.integer("N");
   const auto tile_m = std::max<std::int64_t>(v.integer("tile_m", 128), 1);
   const auto tile_n = std::max<std::int64_t>(v.integer("tile_n", 512), 1);
-  const bool coalesced = v.flag("coalesce", true);
+  const bool coalesced = v.flag("coalesce");
   // a space with one `bufs` moves both operands' slots with it
   const char* a_bufs = s.parameter_index("a_bufs") ? "a_bufs" : "bufs";
   const char* b_bufs = s.parameter_index("b_bufs") ? "b_bufs" : "bufs";
@@ -609,7 +561,7 @@ std::vector<std::string> matmul::suggest(const bottleneck& b, const space& s,
           "the shape in multiples of them: partial tiles cost TensorE time");
     if (v.symbol("dtype", "bf16") == "fp8")
       out.emplace_back("on trn2, mm_k = 256 doubles the fp8 rate (double-row mode)");
-    if (v.symbol("a_layout", "km") == "mk")
+    if (v.symbol("a_layout") == "mk")
       out.emplace_back("give A transposed (a_layout = km): the transposes take TensorE time");
   } else if (b.phase == "vector" || b.phase == "scalar" || b.phase == "gpsimd") {
     out.push_back(fmt::format("the {} engine drains PSUM on the critical path: try evict = {}",

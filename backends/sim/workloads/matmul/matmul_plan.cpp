@@ -9,10 +9,10 @@
 namespace tessel::sim::mm {
 namespace {
 
-std::string read_dtypes(const value_reader& v, params& p) {
+std::string read_dtypes(const knob_reader& v, params& p) {
   std::string type = v.symbol("dtype", "");
   if (type.empty()) {
-    const auto bytes = v.integer("bytes", 2);
+    const auto bytes = v.integer("bytes");
     type = bytes == 1 ? "fp8" : bytes == 4 ? "fp32" : bytes == 2 ? "bf16" : "";
     if (type.empty())
       return fmt::format("matmul: const bytes = {} is not 1 (fp8), 2 (bf16) or 4 (fp32)", bytes);
@@ -28,7 +28,7 @@ std::string read_dtypes(const value_reader& v, params& p) {
   p.out = p.in == dtype::fp32 ? dtype::fp32 : dtype::bf16;
   const std::string acc = v.symbol("acc_dtype", "");
   p.acc = acc == "fp32" ? dtype::fp32 : acc == "bf16" ? dtype::bf16 : p.out;
-  const std::string layout = v.symbol("a_layout", "km");
+  const std::string layout = v.symbol("a_layout");
   if (layout != "km" && layout != "mk")
     return fmt::format("matmul: a_layout '{}' is not km or mk", layout);
   p.a_mk = layout == "mk";
@@ -36,16 +36,15 @@ std::string read_dtypes(const value_reader& v, params& p) {
 }
 
 /// Reads a permutation of (m, n, k) named `name` into order/pos (unchanged when absent).
-std::string read_perm(const value_reader& v, const char* name, std::array<int, 3>& order,
+std::string read_perm(const knob_reader& v, const char* name, std::array<int, 3>& order,
                       std::array<int, 3>& pos) {
   const auto perm = v.order(name);
-  if (!perm) return "";
   const auto bad = fmt::format("matmul: {} must be a permutation of (m, n, k)", name);
-  if (perm->size() != 3) return bad;
+  if (perm.size() != 3) return bad;
   std::array<bool, 3> seen{};
   for (int i = 0; i < 3; ++i) {
     const auto it =
-        std::find(dim_names.begin(), dim_names.end(), (*perm)[static_cast<std::size_t>(i)]);
+        std::find(dim_names.begin(), dim_names.end(), perm[static_cast<std::size_t>(i)]);
     if (it == dim_names.end()) return bad;
     const auto d = static_cast<std::size_t>(it - dim_names.begin());
     if (seen[d]) return bad;
@@ -56,17 +55,17 @@ std::string read_perm(const value_reader& v, const char* name, std::array<int, 3
   return "";
 }
 
-std::string read_order(const value_reader& v, params& p) {
+std::string read_order(const knob_reader& v, params& p) {
   if (auto e = read_perm(v, "order", p.order, p.pos); !e.empty()) return e;
   return read_perm(v, "block_order", p.block_order, p.block_pos);
 }
 
 /// Buffer depths and reuse: bufs is the default of a_bufs and b_bufs;
 /// a_home/b_home = sbuf is a_reuse/b_reuse = every block.
-std::string read_buffers(const value_reader& v, params& p) {
-  p.bufs = static_cast<int>(v.integer("bufs", 2));
+std::string read_buffers(const knob_reader& v, params& p) {
+  p.bufs = static_cast<int>(v.integer("bufs"));
   if (p.bufs < 1) return "matmul: bufs must be at least 1";
-  const std::string a_home = v.symbol("a_home", "hbm"), b_home = v.symbol("b_home", "hbm");
+  const std::string a_home = v.symbol("a_home"), b_home = v.symbol("b_home");
   constexpr std::int64_t all = std::int64_t{1} << 40;
   p.a_reuse = v.integer("a_reuse", a_home == "sbuf" ? all : 1);
   p.b_reuse = v.integer("b_reuse", b_home == "sbuf" ? all : 1);
@@ -75,11 +74,11 @@ std::string read_buffers(const value_reader& v, params& p) {
   p.b_cached = p.b_reuse > 1;
   p.a_bufs = static_cast<int>(v.integer("a_bufs", p.bufs));
   p.b_bufs = static_cast<int>(v.integer("b_bufs", p.bufs));
-  if (!p.a_cached && !v.flag("prefetch", true)) p.a_bufs = 1;
+  if (!p.a_cached && !v.flag("prefetch")) p.a_bufs = 1;
   if (p.a_bufs < 1 || p.b_bufs < 1) return "matmul: a_bufs and b_bufs must be at least 1";
   p.psum_bufs = static_cast<int>(v.integer("psum_bufs", 0));
   if (p.psum_bufs < 0) return "matmul: psum_bufs must be at least 1 (0: every free bank)";
-  const std::string zero = v.symbol("psum_zero", "matmul");
+  const std::string zero = v.symbol("psum_zero");
   if (zero != "matmul" && zero != "memset")
     return fmt::format("matmul: psum_zero '{}' is not matmul or memset", zero);
   p.psum_memset = zero == "memset";
@@ -88,10 +87,70 @@ std::string read_buffers(const value_reader& v, params& p) {
 
 }  // namespace
 
-std::string read_params(const value_reader& v, const machine& m, params& p) {
-  p.size_m = v.integer("M", 0);
-  p.size_n = v.integer("N", 0);
-  p.size_k = v.integer("K", 0);
+std::vector<knob> knobs_of_matmul() {
+  return {
+      knob::required_integer("M", "rows of A and C"),
+      knob::required_integer("N", "columns of B and C"),
+      knob::required_integer("K", "the contraction"),
+      knob::symbol("dtype", {"bf16", "fp8", "fp32"}, derived{"bf16 (or from const bytes)"},
+                   "input type; C is bf16 (fp32 for fp32)"),
+      knob::integer("bytes", 2,
+                    "the input type by size when dtype is absent: 1 fp8, 2 bf16, 4 fp32",
+                    "1 | 2 | 4"),
+      knob::symbol("a_layout", {"km", "mk"}, "km",
+                   "km: A given as lhsT [K,M]; mk: A [M,K], each tile transposed on TensorE"),
+      knob::integer("tile_m", derived{"mm_m"}, "block size along M (rows of C computed per block)"),
+      knob::integer("tile_n", derived{"mm_n"}, "block size along N"),
+      knob::integer("tile_k", derived{"mm_k"}, "block size along K"),
+      knob::order("order", {"m", "n", "k"}, "loop order of the blocks, outermost first"),
+      knob::symbol("a_home", {"sbuf", "hbm"}, "hbm",
+                   "sbuf: A blocks stay resident across the n loop; hbm: streamed"),
+      knob::symbol("b_home", {"sbuf", "hbm"}, "hbm", "as a_home for B across the m loop"),
+      knob::integer("bufs", 2, "block slots per streamed operand (DMA multi-buffering)", ">= 1"),
+      knob::integer("a_bufs", derived{"bufs"}, "block slots (or resident sets) of A", ">= 1"),
+      knob::integer("b_bufs", derived{"bufs"}, "block slots (or resident sets) of B", ">= 1"),
+      knob::integer(
+          "a_reuse", derived{"1 (a_home = sbuf: every n block)"},
+          "n blocks served by one load of A's blocks: 1 reloads per n block, more reloads "
+          "A ceil(n blocks / a_reuse) times",
+          ">= 1"),
+      knob::integer("b_reuse", derived{"1 (b_home = sbuf: every m block)"},
+                    "m blocks served by one load of B's blocks", ">= 1"),
+      knob::integer("psum_bufs", derived{"every free bank (8; 6 with a_layout = mk)"},
+                    "PSUM banks in rotation for accumulation groups", "1..8"),
+      knob::symbol("psum_zero", {"matmul", "memset"}, "matmul",
+                   "how a PSUM group starts: the first matmul overwrites the bank, or a VectorE "
+                   "memset zeroes it first (nl.zeros in PSUM)"),
+      knob::order("block_order", {"m", "n", "k"},
+                  "instruction loops inside a block, outermost first (m: stationary tiles, n: "
+                  "moving tiles, k: contraction); k outside keeps every group of the block open "
+                  "in PSUM"),
+      knob::flag("prefetch", true,
+                 "a_home = hbm: false gives A one slot (loads wait for the last use)"),
+      knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
+                   "engine that drains PSUM (and adds partial sums)"),
+      knob::flag("coalesce", true,
+                 "true: one DMA per 128-row slab of a block; false: one per instruction tile"),
+      knob::integer("dma_queues", 1,
+                    "DMA queues per stream (A loads, B loads, C stores); not a tuning knob: the "
+                    "compiler gives each stream one, and the data phases share the 16 DMA engines "
+                    "anyway",
+                    "1..5"),
+      knob::symbol("acc_dtype", {"fp32", "bf16"}, derived{"the output type"},
+                   "type of partial sums kept in SBUF across k blocks"),
+      knob::integer("mm_m", derived{"matmul_max_stationary_free (128)"},
+                    "stationary free size of one matmul"),
+      knob::integer("mm_n", derived{"matmul_max_moving_free (512)"},
+                    "moving free size of one matmul"),
+      knob::integer("mm_k", derived{"the partitions (128; fp8 on trn2: 256)"},
+                    "contraction of one matmul"),
+  };
+}
+
+std::string read_params(const knob_reader& v, const machine& m, params& p) {
+  p.size_m = v.integer("M");
+  p.size_n = v.integer("N");
+  p.size_k = v.integer("K");
   if (p.size_m <= 0 || p.size_n <= 0 || p.size_k <= 0) return "matmul: M, N and K must be positive";
   if (auto e = read_dtypes(v, p); !e.empty()) return e;
   if (auto e = read_order(v, p); !e.empty()) return e;
@@ -109,13 +168,13 @@ std::string read_params(const value_reader& v, const machine& m, params& p) {
     p.tile[static_cast<std::size_t>(d)] =
         std::min(p.tile[static_cast<std::size_t>(d)], p.ext[static_cast<std::size_t>(d)]);
   if (auto e = read_buffers(v, p); !e.empty()) return e;
-  const std::string evict = v.symbol("evict", "vector");
+  const std::string evict = v.symbol("evict");
   p.evict = evict == "scalar" ? scalar_engine : evict == "gpsimd" ? gpsimd_engine : vector_engine;
   if (evict != "vector" && evict != "scalar" && evict != "gpsimd")
     return fmt::format("matmul: evict '{}' is not vector, scalar or gpsimd", evict);
-  p.coalesce = v.flag("coalesce", true);
-  p.queues = static_cast<int>(
-      std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, dma_queue_count / 3));
+  p.coalesce = v.flag("coalesce");
+  p.queues =
+      static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, dma_queue_count / 3));
   return "";
 }
 
@@ -261,9 +320,9 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
 }
 
 std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
-  const value_reader v(s, c);
   params p;
-  if (auto e = read_params(v, m, p); !e.empty()) return e;
+  if (auto e = read_params(knob_reader(matmul_workload().knobs(), s, c), m, p); !e.empty())
+    return e;
   if (auto e = check_tiles(p, m); !e.empty()) return e;
   return make_plan(p, m, pl);
 }

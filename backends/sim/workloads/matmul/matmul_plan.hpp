@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tessel::sim {
 class functional_kernel;
@@ -92,8 +93,10 @@ struct sbuf_use {
   [[nodiscard]] std::int64_t total() const { return a + b + c + stage; }
 };
 
+/// The names the workload reads (its knob table, docs/simulator.md).
+[[nodiscard]] std::vector<knob> knobs_of_matmul();
 /// Reads the workload's names into `p`; returns "" or an error.
-[[nodiscard]] std::string read_params(const value_reader& v, const machine& m, params& p);
+[[nodiscard]] std::string read_params(const knob_reader& v, const machine& m, params& p);
 /// The instruction-tile limits of the target, as a compiler checks them.
 [[nodiscard]] std::string check_tiles(const params& p, const machine& m);
 /// Blocks, residency, accumulation and the resource checks; "" or a compile error.

@@ -21,7 +21,7 @@
 // out_tile columns at a time) and y is stored. docs/simulator.md has the table.
 #include "moe.hpp"
 #include "../../nki/nki.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
 #include "../emit.hpp"
 
 #include <tessel/error.hpp>
@@ -40,60 +40,47 @@ using emit::ceil_div;
 using moe_detail::params;
 using moe_detail::plan;
 
-std::string read_choices(const value_reader& v, params& p) {
-  const std::string group = v.symbol("grouping", "sorted");
-  if (group != "sorted" && group != "token")
-    return fmt::format("moe: grouping '{}' is not sorted or token", group);
-  p.group = group == "token" ? moe_detail::grouping::token : moe_detail::grouping::sorted;
-  const std::string partials = v.symbol("partials", "hbm");
-  if (partials != "hbm" && partials != "sbuf")
-    return fmt::format("moe: partials '{}' is not hbm or sbuf", partials);
-  p.sbuf_partials = partials == "sbuf";
-  const std::string layout = v.symbol("x_layout", "rows");
-  if (layout != "rows" && layout != "transposed")
-    return fmt::format("moe: x_layout '{}' is not rows or transposed", layout);
-  p.x_rows = layout == "rows";
-  const std::string split = v.symbol("core_split", "expert");
-  if (split != "expert" && split != "token")
-    return fmt::format("moe: core_split '{}' is not expert or token", split);
-  p.split = split == "token" ? moe_detail::core_split::tokens : moe_detail::core_split::experts;
-  if (auto e =
-          emit::read_engine(v, "moe", "evict", "vector", {"vector", "scalar", "gpsimd"}, p.evict);
-      !e.empty())
-    return e;
-  return emit::read_engine(v, "moe", "combine_engine", "vector", {"vector", "gpsimd"},
-                           p.combine_engine);
+void read_choices(const knob_reader& v, params& p) {
+  p.group =
+      v.symbol("grouping") == "token" ? moe_detail::grouping::token : moe_detail::grouping::sorted;
+  p.sbuf_partials = v.symbol("partials") == "sbuf";
+  p.x_rows = v.symbol("x_layout") == "rows";
+  p.split = v.symbol("core_split") == "token" ? moe_detail::core_split::tokens
+                                              : moe_detail::core_split::experts;
+  p.evict = emit::read_engine(v, "evict");
+  p.combine_engine = emit::read_engine(v, "combine_engine");
 }
 
-std::string read(const value_reader& v, const machine& m, params& p) {
-  p.tokens = v.integer("tokens", 0);
-  p.d_in = v.integer("d_in", 0);
-  p.d_out = v.integer("d_out", 0);
-  p.experts = v.integer("experts", 0);
-  p.top_k = v.integer("top_k", 0);
+std::string read(const knob_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens");
+  p.d_in = v.integer("d_in");
+  p.d_out = v.integer("d_out");
+  p.experts = v.integer("experts");
+  p.top_k = v.integer("top_k");
   if (p.tokens <= 0 || p.d_in <= 0 || p.d_out <= 0 || p.experts <= 0 || p.top_k <= 0)
     return "moe: tokens, d_in, d_out, experts and top_k must be positive";
   if (p.top_k > p.experts)
     return fmt::format("moe: top_k = {} is more than the {} experts", p.top_k, p.experts);
-  p.route_seed = v.integer("route_seed", 1);
-  p.route_skew = v.integer("route_skew", 0);
+  p.route_seed = v.integer("route_seed");
+  p.route_skew = v.integer("route_skew");
   if (p.route_skew < 0 || p.route_skew > 400)
     return fmt::format("moe: route_skew = {} is not in 0 .. 400 (a Zipf exponent x 100)",
                        p.route_skew);
   if (auto e = emit::read_dtype(v, "moe", p.type); !e.empty()) return e;
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   if (auto e = emit::check_instruction_tile(m.max_contraction, p.mm_n, m); !e.empty()) return e;
-  p.token_tile = v.integer("token_tile", 128);
-  p.out_tile = std::min(v.integer("out_tile", 512), p.d_out);
+  p.token_tile = v.integer("token_tile");
+  p.out_tile = std::min(v.integer("out_tile"), p.d_out);
   if (p.token_tile <= 0 || p.out_tile <= 0) return "moe: token_tile and out_tile must be positive";
   if (p.token_tile > m.partitions && p.token_tile % m.partitions != 0)
     return fmt::format("moe: token_tile = {} is over {} partitions and not a multiple of {}",
                        p.token_tile, m.partitions, m.partitions);
-  p.bufs = static_cast<int>(v.integer("bufs", 2));
-  p.x_bufs = static_cast<int>(v.integer("x_bufs", 2));
+  p.bufs = static_cast<int>(v.integer("bufs"));
+  p.x_bufs = static_cast<int>(v.integer("x_bufs"));
   if (p.bufs < 1 || p.x_bufs < 1) return "moe: bufs and x_bufs must be at least 1";
-  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
-  return read_choices(v, p);
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
+  read_choices(v, p);
+  return "";
 }
 
 /// Slots of one operand: who wrote each piece of a slot, who read it last.
@@ -352,110 +339,6 @@ class lowerer {
   std::uint64_t transposes_ = 0, sets_ = 0;
 };
 
-class moe final : public workload {
- public:
-  [[nodiscard]] std::string_view name() const override { return "moe"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "MoE expert matmul: tokens routed to top_k experts, gathered, a grouped GEMM per "
-           "expert, scaled by the router weights and combined";
-  }
-
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    return {
-        {"tokens", "integer", "", "tokens in the batch"},
-        {"d_in", "integer", "", "columns of x (the contraction; the model's hidden size)"},
-        {"d_out", "integer", "", "columns of each expert's output and of y"},
-        {"experts", "integer", "", "experts of the layer"},
-        {"top_k", "integer", "", "experts per token"},
-        {"route_seed", "integer", "1", "seed of the deterministic routing"},
-        {"route_skew", "integer 0 .. 400", "0",
-         "expert e draws tokens with weight 1 / (e + 1)^(skew / 100): 0 uniform, 100 Zipf"},
-        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x, weights and y type"},
-        {"grouping", "sorted | token", "sorted",
-         "sorted: each expert's rows gathered into tiles (a grouped GEMM); token: each (token, "
-         "expert) pair alone, the expert's weights loaded per token"},
-        {"token_tile", "integer", "128",
-         "rows per group tile (over 128: a multiple of 128); the expert's weights are read once "
-         "per group tile"},
-        {"out_tile", "integer", "512", "d_out columns per weight block and per combine step"},
-        {"bufs", "integer >= 1", "2", "expert weight block slots"},
-        {"x_bufs", "integer >= 1", "2", "x^T tile slots"},
-        {"x_layout", "rows | transposed", "rows",
-         "rows: x [tokens, d_in], gathered by rows and transposed on TensorE; transposed: x^T "
-         "[d_in, tokens], gathered by columns (one descriptor per element)"},
-        {"evict", "vector | scalar | gpsimd", "vector",
-         "drains PSUM, multiplying by the router weights (gpsimd cannot read PSUM: VectorE)"},
-        {"combine_engine", "vector | gpsimd", "vector", "sums each token's top_k partials"},
-        {"core_split", "expert | token", "expert",
-         "with lnc = 2: whole experts per physical core, or half of the tokens per core"},
-        {"partials", "hbm | sbuf", "hbm",
-         "where the scaled (token, slot) rows wait for the combine: an fp32 tensor in HBM "
-         "(written, then read back), or resident in SBUF (all tokens' top_k rows)"},
-        {"dma_queues", "integer", "1", "queues per stream (x, weights, partials, combine)"},
-        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
-    };
-  }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto p = std::make_unique<plan_of<plan>>();
-    p->error = emit::plan_for(s, c, m, p->value, read, moe_detail::make_plan);
-    return p;
-  }
-
-  /// One plan per physical core: the same routing and tiles, each core
-  /// lowering its own share (moe_plan.cpp splits them by core_split).
-  [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const override {
-    std::vector<std::unique_ptr<workload_plan>> out;
-    auto whole = plan_config(s, c, m);
-    for (int core = 0; core < std::max(1, m.cores); ++core) {
-      auto p = std::make_unique<plan_of<plan>>(plan_value<plan>(*whole));
-      p->error = whole->error;
-      p->value.core = core;
-      out.push_back(std::move(p));
-    }
-    return out;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const override {
-    out.clear();
-    lowerer(plan_value<plan>(p), m, out).run();
-    return "";
-  }
-
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& p, const machine& m) const override {
-    (void)m;
-    return moe_detail::make_kernel(plan_value<plan>(p));
-  }
-
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const override {
-    return moe_detail::emit_nki(plan_value<plan>(p), ctx, out);
-  }
-
-  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
-                                              const machine& m) const override {
-    const value_reader v(s, c);
-    const double rows = static_cast<double>(v.integer("tokens", 1) * v.integer("top_k", 1));
-    const double tiles =
-        v.symbol("grouping", "sorted") == "token"
-            ? rows
-            : rows / static_cast<double>(std::max<std::int64_t>(
-                         1, std::min<std::int64_t>(v.integer("token_tile", 128), m.partitions))) +
-                  static_cast<double>(v.integer("experts", 1));
-    const double slabs = static_cast<double>(ceil_div(v.integer("d_in", 128), m.partitions));
-    const double chunks =
-        static_cast<double>(ceil_div(v.integer("d_out", 512), v.integer("mm_n", 512)));
-    return tiles * slabs * (2 + chunks) + rows / 64;
-  }
-
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override;
-};
-
 /// The group sizes of the config's routing: how many experts have more rows
 /// than token_tile, and the share of the 128-row sub-tiles' rows that hold a
 /// routed row (the rest is padding TensorE still streams past).
@@ -464,10 +347,132 @@ struct group_stats {
   double fill = 1;
 };
 
-group_stats routing_stats(const space& s, const config& c) {
+class moe final : public typed_workload<plan> {
+ public:
+  moe()
+      : typed_workload({
+            "moe",
+            "MoE expert matmul: tokens routed to top_k experts, gathered, a grouped GEMM per "
+            "expert, scaled by the router weights and combined",
+            {
+                knob::required_integer("tokens", "tokens in the batch"),
+                knob::required_integer("d_in",
+                                       "columns of x (the contraction; the model's hidden size)"),
+                knob::required_integer("d_out", "columns of each expert's output and of y"),
+                knob::required_integer("experts", "experts of the layer"),
+                knob::required_integer("top_k", "experts per token"),
+                knob::integer("route_seed", 1, "seed of the deterministic routing"),
+                knob::integer("route_skew", 0,
+                              "expert e draws tokens with weight 1 / (e + 1)^(skew / 100): 0 "
+                              "uniform, 100 Zipf",
+                              "0 .. 400"),
+                emit::dtype_knob("x, weights and y type"),
+                emit::bytes_knob(),
+                knob::symbol("grouping", {"sorted", "token"}, "sorted",
+                             "sorted: each expert's rows gathered into tiles (a grouped GEMM); "
+                             "token: each (token, expert) pair alone, the expert's weights loaded "
+                             "per token"),
+                knob::integer("token_tile", 128,
+                              "rows per group tile (over 128: a multiple of 128); the expert's "
+                              "weights are read once per group tile"),
+                knob::integer("out_tile", 512,
+                              "d_out columns per weight block and per combine step"),
+                knob::integer("bufs", 2, "expert weight block slots", ">= 1"),
+                knob::integer("x_bufs", 2, "x^T tile slots", ">= 1"),
+                knob::symbol("x_layout", {"rows", "transposed"}, "rows",
+                             "rows: x [tokens, d_in], gathered by rows and transposed on "
+                             "TensorE; transposed: x^T [d_in, tokens], gathered by columns (one "
+                             "descriptor per element)"),
+                knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
+                             "drains PSUM, multiplying by the router weights (gpsimd cannot read "
+                             "PSUM: VectorE)"),
+                knob::symbol("combine_engine", {"vector", "gpsimd"}, "vector",
+                             "sums each token's top_k partials"),
+                knob::symbol("core_split", {"expert", "token"}, "expert",
+                             "with lnc = 2: whole experts per physical core, or half of the "
+                             "tokens per core"),
+                knob::symbol("partials", {"hbm", "sbuf"}, "hbm",
+                             "where the scaled (token, slot) rows wait for the combine: an fp32 "
+                             "tensor in HBM (written, then read back), or resident in SBUF (all "
+                             "tokens' top_k rows)"),
+                knob::integer("dma_queues", 1, "queues per stream (x, weights, partials, combine)",
+                              "1..4"),
+                knob::integer("mm_n", derived{"matmul_max_moving_free (512)"},
+                              "moving free size of one matmul"),
+            },
+            "",
+        }) {}
+
+  /// One plan per physical core: the same routing and tiles, each core
+  /// lowering its own share (moe_plan.cpp splits them by core_split).
+  [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
+      const space& s, const config& c, const machine& m) const override {
+    std::vector<std::unique_ptr<workload_plan>> out;
+    auto whole = plan_config(s, c, m);
+    for (int core = 0; core < std::max(1, m.cores); ++core) {
+      auto p = std::make_unique<plan_of<plan>>(typed(*whole));
+      p->error = whole->error;
+      p->value.core = core;
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    const knob_reader v = reader(s, c);
+    const double rows = static_cast<double>(v.integer("tokens") * v.integer("top_k"));
+    const double tiles =
+        v.symbol("grouping") == "token"
+            ? rows
+            : rows / static_cast<double>(std::max<std::int64_t>(
+                         1, std::min<std::int64_t>(v.integer("token_tile"), m.partitions))) +
+                  static_cast<double>(v.integer("experts"));
+    const double slabs = static_cast<double>(ceil_div(v.integer("d_in"), m.partitions));
+    const double chunks = static_cast<double>(
+        ceil_div(v.integer("d_out"), std::max<std::int64_t>(1, v.integer("mm_n", 512))));
+    return tiles * slabs * (2 + chunks) + rows / 64;
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override;
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      plan& out) const override {
+    params p;
+    if (auto e = read(v, m, p); !e.empty()) return e;
+    return moe_detail::make_plan(p, m, out);
+  }
+
+  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
+                                          program& out) const override {
+    lowerer(pl, m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
+                                                            const machine& m) const override {
+    (void)m;
+    return moe_detail::make_kernel(pl);
+  }
+
+  [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
+                                      std::string& out) const override {
+    return moe_detail::emit_nki(pl, ctx, out);
+  }
+
+  /// The group sizes of the config's routing (for suggest).
+  [[nodiscard]] group_stats routing_stats(const space& s, const config& c) const;
+  /// "raise bufs (now 2) or dma_queues (now 4)" over the names the space can raise, or "".
+  [[nodiscard]] std::string raise_any(const space& s, const config& c,
+                                      const std::vector<std::string_view>& names) const;
+};
+
+group_stats moe::routing_stats(const space& s, const config& c) const {
   params p;
   try {
-    if (!read(value_reader(s, c), resolve_machine(s.def().target), p).empty()) return {};
+    if (!read(reader(s, c), resolve_machine(s.def().target), p).empty()) return {};
   } catch (const error&) {
     return {};  // not a NeuronCore target: no statistics of the routing
   }
@@ -494,20 +499,20 @@ bool can_raise(const space& s, const config& c, std::string_view name) {
   return std::any_of(values.begin(), values.end(), [&](std::int64_t x) { return x > now; });
 }
 
-/// "raise bufs (now 2) or dma_queues (now 4)" over the names the space can raise, or "".
-std::string raise_any(const space& s, const config& c, const std::vector<std::string_view>& names) {
-  const value_reader v(s, c);
+std::string moe::raise_any(const space& s, const config& c,
+                           const std::vector<std::string_view>& names) const {
+  const knob_reader v = reader(s, c);
   std::string out;
   for (const auto n : names)
     if (can_raise(s, c, n))
-      out += fmt::format("{}{} (now {})", out.empty() ? "raise " : " or ", n, v.integer(n, 0));
+      out += fmt::format("{}{} (now {})", out.empty() ? "raise " : " or ", n, v.integer(n));
   return out;
 }
 
 std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const config& c) const {
-  const value_reader v(s, c);
+  const knob_reader v = reader(s, c);
   std::vector<std::string> out;
-  const bool token = v.symbol("grouping", "sorted") == "token";
+  const bool token = v.symbol("grouping") == "token";
   const bool dma = b.phase.rfind("dma", 0) == 0;
   if (b.tag == "load expert weights") {
     if (token)
@@ -518,8 +523,8 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
       out.push_back(fmt::format(
           "raise token_tile (now {}): {} experts have more rows than a tile and read their "
           "weights once per tile",
-          v.integer("token_tile", 128), over));
-    if (v.symbol("core_split", "expert") == "token")
+          v.integer("token_tile"), over));
+    if (v.symbol("core_split") == "token")
       out.emplace_back(
           "core_split = expert: with half the tokens per core, both cores read most experts' "
           "weights; whole experts per core read each once");
@@ -530,18 +535,18 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
           "bufs and dma_queues are at the space's maximum: the expert weights stream at the DMA "
           "rate in rows of {} bytes per partition (out_tile {}); a space with more queues or "
           "longer rows would unlock more",
-          std::min(v.integer("out_tile", 512), v.integer("d_out", 512)) *
+          std::min(v.integer("out_tile"), v.integer("d_out")) *
               (v.symbol("dtype", "bf16") == "fp32" ? 4 : 2),
-          v.integer("out_tile", 512)));
+          v.integer("out_tile")));
   } else if (b.tag == "gather x") {
-    if (v.symbol("x_layout", "rows") == "transposed")
+    if (v.symbol("x_layout") == "transposed")
       out.emplace_back(
           "x_layout = rows: gathering columns of x^T costs one descriptor per element; rows "
           "gather whole rows and transpose on TensorE");
     if (const auto r = raise_any(s, c, {"x_bufs", "dma_queues"}); !r.empty())
       out.push_back(r + ": the next group tile's rows gather during this one");
   } else if (b.tag == "scatter partials" || b.tag == "load partials" || b.tag == "store y") {
-    if (b.tag != "store y" && v.symbol("partials", "hbm") == "hbm" && v.has("partials"))
+    if (b.tag != "store y" && v.symbol("partials") == "hbm" && v.has("partials"))
       out.emplace_back("partials = sbuf: the scaled rows wait in SBUF, with no HBM round trip");
     if (const auto r = raise_any(s, c, {"out_tile", "dma_queues"}); !r.empty())
       out.push_back(r + ": longer rows per transfer, or more transfers in flight");
@@ -556,12 +561,11 @@ std::vector<std::string> moe::suggest(const bottleneck& b, const space& s, const
     if (b.tag == "transpose x")
       out.emplace_back("x_layout = transposed moves the transposes off TensorE (at a DMA cost)");
   } else if (b.tag == "combine") {
-    out.push_back(
-        fmt::format("combine_engine = {}: move the top_k sums",
-                    v.symbol("combine_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+    out.push_back(fmt::format("combine_engine = {}: move the top_k sums",
+                              v.symbol("combine_engine") == "vector" ? "gpsimd" : "vector"));
   } else if (b.tag == "scale by router weight" || b.tag == "copy x^T") {
     out.push_back(fmt::format("evict = {}: move the PSUM drains",
-                              v.symbol("evict", "vector") == "scalar" ? "vector" : "scalar"));
+                              v.symbol("evict") == "scalar" ? "vector" : "scalar"));
   }
   return out;
 }

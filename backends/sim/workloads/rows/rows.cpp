@@ -19,13 +19,50 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 
+/// The shape, the tiling and SBUF, as a compiler checks them.
+std::string check_geometry(const pipeline_spec& s, const machine& m) {
+  const std::int64_t P = m.partitions;
+  if (s.rows <= 0 || s.cols <= 0) return fmt::format("{}: the shape must be positive", s.name);
+  const tiling t = tiling_of(s);
+  const std::int64_t rpt = t.rows_per_tile;
+  if (rpt <= 0) return fmt::format("{}: rows_per_tile must be positive", s.name);
+  if (rpt > P && rpt % P != 0)
+    return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
+                       s.name, rpt, P, P);
+  if (s.bufs < 1) return fmt::format("{}: bufs must be at least 1", s.name);
+  if (t.tiles * t.chunks > 2'000'000) return fmt::format("{}: too many tiles to lower", s.name);
+  return "";
+}
+
+std::string check_sbuf(const pipeline_spec& s, const machine& m) {
+  const tiling t = tiling_of(s);
+  const std::int64_t rows_pp = ceil_div(t.rows_per_tile, m.partitions);
+  const std::int64_t bytes = dtype_bytes(s.type);
+  const std::int64_t slots =
+      static_cast<std::int64_t>(s.bufs) * s.inputs * rows_pp * s.cols * bytes;
+  const std::int64_t staging = 2LL * s.outputs * rows_pp * t.cols_per_step * bytes;
+  const std::int64_t total = slots + staging + s.broadcast_bytes;
+  const std::int64_t cap = m.sbuf_bytes_per_partition;
+  if (total <= cap) return "";
+  if (slots > cap)
+    return fmt::format(
+        "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
+        "(over by {} B)",
+        slots, s.bufs, cap, slots - cap);
+  return fmt::format(
+      "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
+      "need "
+      "{} B per partition with bufs={}; the target has {} (over by {} B)",
+      slots, staging, s.broadcast_bytes, total, s.bufs, cap, total - cap);
+}
+
 class lowerer {
  public:
   lowerer(const pipeline_spec& s, const machine& m, program& out) : s_(s), m_(m), out_(out) {}
 
-  std::string run() {
-    if (auto e = geometry(); !e.empty()) return e;
-    if (auto e = check_sbuf(); !e.empty()) return e;
+  /// Lowers a spec check() accepted.
+  void run() {
+    geometry();
     setup();
     const auto order = stage_order();
     std::array<int, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
@@ -38,48 +75,20 @@ class lowerer {
         if (st == stage_reduce) steps(t, s_.reduce, stage_reduce);
         if (st == stage_scale) steps(t, s_.scale, stage_scale);
       }
-    return "";
   }
 
  private:
-  std::string geometry() {
+  void geometry() {
     P_ = m_.partitions;
-    if (s_.rows <= 0 || s_.cols <= 0) return fmt::format("{}: the shape must be positive", s_.name);
     const tiling t = tiling_of(s_);
     rpt_ = t.rows_per_tile;
-    if (rpt_ <= 0) return fmt::format("{}: rows_per_tile must be positive", s_.name);
-    if (rpt_ > P_ && rpt_ % P_ != 0)
-      return fmt::format("{}: rows_per_tile = {} is over {} partitions and not a multiple of {}",
-                         s_.name, rpt_, P_, P_);
     cps_ = t.cols_per_step;
     tiles_ = t.tiles;
     chunks_ = t.chunks;
     rows_pp_ = ceil_div(rpt_, P_);
-    if (s_.bufs < 1) return fmt::format("{}: bufs must be at least 1", s_.name);
-    if (tiles_ * chunks_ > 2'000'000) return fmt::format("{}: too many tiles to lower", s_.name);
-    return "";
   }
 
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(s_.type); }
-
-  std::string check_sbuf() {
-    const std::int64_t slots =
-        static_cast<std::int64_t>(s_.bufs) * s_.inputs * rows_pp_ * s_.cols * bytes();
-    const std::int64_t staging = 2LL * s_.outputs * rows_pp_ * cps_ * bytes();
-    const std::int64_t total = slots + staging + s_.broadcast_bytes;
-    const std::int64_t cap = m_.sbuf_bytes_per_partition;
-    if (total <= cap) return "";
-    if (slots > cap)
-      return fmt::format(
-          "SBUF overflow: input tiles need {} B per partition with bufs={}; the target has {} "
-          "(over by {} B)",
-          slots, s_.bufs, cap, slots - cap);
-    return fmt::format(
-        "SBUF overflow: input tiles ({} B), output staging ({} B) and the broadcast vector ({} B) "
-        "need "
-        "{} B per partition with bufs={}; the target has {} (over by {} B)",
-        slots, staging, s_.broadcast_bytes, total, s_.bufs, cap, total - cap);
-  }
 
   /// The stages in the order of `stage_order`, except that stages working on
   /// the same tile (equal lag: too few bufs) keep their dependency order.
@@ -273,65 +282,71 @@ tiling tiling_of(const pipeline_spec& spec) {
   return t;
 }
 
-std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
-  out.clear();
-  return lowerer(spec, m, out).run();
+std::string check(const pipeline_spec& spec, const machine& m) {
+  if (auto e = check_geometry(spec, m); !e.empty()) return e;
+  return check_sbuf(spec, m);
 }
 
-std::string read_common(const value_reader& v, pipeline_spec& spec) {
+std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
+  out.clear();
+  if (auto e = check(spec, m); !e.empty()) return e;
+  lowerer(spec, m, out).run();
+  return "";
+}
+
+std::string read_common(const knob_reader& v, pipeline_spec& spec) {
   std::string type = v.symbol("dtype", "");
   if (type.empty()) {
-    const auto b = v.integer("bytes", 2);
+    const auto b = v.integer("bytes");
     type = b == 4 ? "fp32" : b == 2 ? "bf16" : b == 1 ? "fp8" : "";
     if (type.empty()) return fmt::format("{}: const bytes = {} is not 1, 2 or 4", spec.name, b);
   }
   spec.type = type == "fp32" ? dtype::fp32 : type == "fp8" ? dtype::fp8 : dtype::bf16;
-  if (type != "fp32" && type != "fp8" && type != "bf16")
-    return fmt::format("{}: dtype '{}' is not bf16, fp8 or fp32", spec.name, type);
-  spec.rows_per_tile = v.integer("rows_per_tile", 128);
+  spec.rows_per_tile = v.integer("rows_per_tile");
   spec.cols_per_step = v.integer("cols_per_step", 0);
-  spec.bufs = static_cast<int>(v.integer("bufs", 2));
-  spec.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 5));
-  if (const auto order = v.order("stages")) {
-    spec.stage_order = *order;
-    for (const auto& s : *order)
-      if (s != "load" && s != "reduce" && s != "scale")
-        return fmt::format("{}: stages must be a permutation of (load, reduce, scale)", spec.name);
-  }
+  spec.bufs = static_cast<int>(v.integer("bufs"));
+  spec.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 5));
+  spec.stage_order = v.order("stages");
   return "";
 }
 
-std::vector<name_doc> common_names(const std::string& rows_name, const std::string& cols_name) {
-  return {
-      {rows_name, "integer", "", "rows (each normalized on its own)"},
-      {cols_name, "integer", "", "columns of a row"},
-      {"dtype", "bf16 | fp8 | fp32", "bf16 (or from const bytes = 1|2|4)",
-       "element type in HBM and SBUF"},
-      {"rows_per_tile", "integer", "128",
-       "rows per tile: up to 128 one per partition, above that a multiple of 128"},
-      {"cols_per_step", "integer", "the whole row",
-       "columns per chunk: each instruction and DMA covers one chunk"},
-      {"bufs", "integer >= 1", "2",
-       "tile slots: how many tiles may be in flight (the pipeline depth is min(bufs, 3))"},
-      {"stages", "perm(load, reduce, scale)", "(load, reduce, scale)",
-       "issue order of the pipeline's stages"},
-      {"dma_queues", "integer", "1",
-       "DMA queues per stream (each input's loads, each output's stores)"},
+std::vector<knob> knobs_with(const std::string& rows_name, const std::string& cols_name,
+                             std::vector<knob> own) {
+  std::vector<knob> out{
+      knob::required_integer(rows_name, "rows (each normalized on its own)"),
+      knob::required_integer(cols_name, "columns of a row"),
+      knob::symbol("dtype", {"bf16", "fp8", "fp32"}, derived{"bf16 (or from const bytes)"},
+                   "element type in HBM and SBUF"),
+      knob::integer("bytes", 2, "the type by size when dtype is absent: 1 fp8, 2 bf16, 4 fp32",
+                    "1 | 2 | 4"),
+      knob::integer("rows_per_tile", 128,
+                    "rows per tile: up to 128 one per partition, above that a multiple of 128"),
+      knob::integer("cols_per_step", derived{"the whole row"},
+                    "columns per chunk: each instruction and DMA covers one chunk"),
+      knob::integer("bufs", 2,
+                    "tile slots: how many tiles may be in flight (the pipeline depth is min(bufs, "
+                    "3))",
+                    ">= 1"),
+      knob::order("stages", {"load", "reduce", "scale"}, "issue order of the pipeline's stages"),
+      knob::integer("dma_queues", 1,
+                    "DMA queues per stream (each input's loads, each output's stores)", "1..5"),
   };
+  for (auto& k : own) out.push_back(std::move(k));
+  return out;
 }
 
-std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
+std::vector<std::string> suggest(const bottleneck& b, const knob_reader& v) {
   std::vector<std::string> out;
   const bool dma = b.phase.rfind("dma", 0) == 0;
-  const auto rpt = v.integer("rows_per_tile", 128), cps = v.integer("cols_per_step", 0);
-  const auto bytes = v.symbol("dtype", "") == "fp32" ? 4 : v.integer("bytes", 2);
+  const auto rpt = v.integer("rows_per_tile"), cps = v.integer("cols_per_step", 0);
+  const auto bytes = v.symbol("dtype", "") == "fp32" ? 4 : v.integer("bytes");
   const auto per_partition = std::max<std::int64_t>(1, rpt / 128) * cps * bytes;
   if (dma && b.issue_share > 0.25 * b.share) {
     out.push_back(fmt::format(
         "raise cols_per_step or rows_per_tile (now {} x {}): each transfer pays a fixed issue cost",
         rpt, cps));
     out.push_back(fmt::format("raise dma_queues (now {}) so more transfers issue at once",
-                              v.integer("dma_queues", 1)));
+                              v.integer("dma_queues")));
   }
   if (dma && b.latency_share > 0.2 * b.share)
     out.emplace_back("raise bufs so loads run ahead of the compute");
@@ -346,42 +361,6 @@ std::vector<std::string> suggest(const bottleneck& b, const value_reader& v) {
     out.emplace_back("raise bufs (3 or more) so the three stages of different tiles overlap");
   }
   return out;
-}
-
-std::unique_ptr<workload_plan> pipeline_workload::plan_config(const space& s, const config& c,
-                                                              const machine& m) const {
-  (void)m;
-  auto p = std::make_unique<plan_of<row_plan>>(row_plan{{}, value_reader(s, c)});
-  p->error = build(p->value.values, p->value.spec);
-  return p;
-}
-
-std::string pipeline_workload::lower_plan(const workload_plan& p, const machine& m,
-                                          program& out) const {
-  out.clear();
-  return rows::lower(plan_value<row_plan>(p).spec, m, out);
-}
-
-std::unique_ptr<functional_kernel> pipeline_workload::functional_plan(const workload_plan& p,
-                                                                      const machine& m) const {
-  (void)m;
-  const auto& [spec, v] = plan_value<row_plan>(p);
-  if (spec.rows <= 0 || spec.cols <= 0 || spec.rows_per_tile <= 0) return nullptr;
-  return executor(spec, v);
-}
-
-std::vector<std::string> pipeline_workload::suggest(const bottleneck& b, const space& s,
-                                                    const config& c) const {
-  const value_reader v(s, c);
-  auto out = own_suggestions(b, v);
-  for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
-  return out;
-}
-
-std::string pipeline_workload::emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                             std::string& out) const {
-  const auto& [spec, v] = plan_value<row_plan>(p);
-  return write_nki(spec, v, ctx, out);
 }
 
 }  // namespace tessel::sim::rows

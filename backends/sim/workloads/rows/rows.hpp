@@ -10,7 +10,7 @@
 #pragma once
 
 #include "../../program.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
 
 #include <memory>
 #include <string>
@@ -71,16 +71,20 @@ struct tiling {
 };
 [[nodiscard]] tiling tiling_of(const pipeline_spec& spec);
 
-/// Lowers the pipeline; returns "" or a compile error (SBUF overflow, ...).
+/// The compiler's checks of a spec (its shape and tiling, SBUF): "" or the
+/// compile error. Planning runs them, so both timing models agree on which
+/// configs compile.
+[[nodiscard]] std::string check(const pipeline_spec& spec, const machine& m);
+/// check(), then lowers the pipeline; returns "" or the compile error.
 [[nodiscard]] std::string lower(const pipeline_spec& spec, const machine& m, program& out);
 
 /// Reads the shared names (rows_per_tile, cols_per_step, bufs, stages,
 /// dma_queues, dtype/bytes) into `spec`; returns "" or an error.
-[[nodiscard]] std::string read_common(const value_reader& v, pipeline_spec& spec);
+[[nodiscard]] std::string read_common(const knob_reader& v, pipeline_spec& spec);
 
-/// The shared names, for workload::names().
-[[nodiscard]] std::vector<name_doc> common_names(const std::string& rows_name,
-                                                 const std::string& cols_name);
+/// The shared knobs, then `own`: a row workload's knob table.
+[[nodiscard]] std::vector<knob> knobs_with(const std::string& rows_name,
+                                           const std::string& cols_name, std::vector<knob> own);
 
 /// Functional executors (rows_functional.cpp). RMSNorm: inputs x, residual
 /// (when `residual`) and the weight w; outputs y and h (when `residual`).
@@ -113,44 +117,69 @@ struct layernorm_choices {
 [[nodiscard]] std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice,
                                       const nki::context& ctx, std::string& out);
 
-/// A workload built on the row pipeline: build() reads a config into a
-/// pipeline_spec, and lowering and the functional executor follow from it.
-class pipeline_workload : public workload {
- public:
-  /// The plan: the spec build() made, and the config's reader for the
-  /// workload's own choices (valid while the space and config are).
-  struct row_plan {
-    pipeline_spec spec;
-    value_reader values;
-  };
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const final;
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const final;
-  /// nullptr when the spec has no rows or columns.
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(const workload_plan& p,
-                                                                   const machine& m) const final;
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const final;
-  /// own_suggestions(), then what holds for any row pipeline (rows::suggest).
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const final;
+/// Suggestions that hold for any row pipeline.
+[[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const knob_reader& v);
 
- protected:
-  /// The workload's own suggestions for its bottleneck `b`.
-  [[nodiscard]] virtual std::vector<std::string> own_suggestions(const bottleneck& b,
-                                                                 const value_reader& v) const = 0;
-  /// Reads `v` into `spec`; "" or the error.
-  [[nodiscard]] virtual std::string build(const value_reader& v, pipeline_spec& spec) const = 0;
-  /// The functional executor of a spec build() accepted.
-  [[nodiscard]] virtual std::unique_ptr<functional_kernel> executor(
-      const pipeline_spec& spec, const value_reader& v) const = 0;
-  /// The NKI kernel of a spec build() accepted.
-  [[nodiscard]] virtual std::string write_nki(const pipeline_spec& spec, const value_reader& v,
-                                              const nki::context& ctx, std::string& out) const = 0;
+/// The plan of a row workload: the pipeline and the workload's own choices
+/// (its engines and options) that the executor and the NKI kernel follow.
+template <class Choices>
+struct row_plan {
+  pipeline_spec spec;
+  Choices choice;
 };
 
-/// Suggestions that hold for any row pipeline.
-[[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const value_reader& v);
+/// A workload built on the row pipeline: build() reads a config into a
+/// pipeline_spec and the workload's Choices; the lowering follows from the
+/// spec, the functional executor and the NKI kernel from both.
+template <class Choices>
+class pipeline_workload : public typed_workload<row_plan<Choices>> {
+ public:
+  using typed_workload<row_plan<Choices>>::typed_workload;
+
+  /// own_suggestions(), then what holds for any row pipeline (rows::suggest).
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const final {
+    const knob_reader v = this->reader(s, c);
+    auto out = own_suggestions(b, v);
+    for (auto& x : rows::suggest(b, v)) out.push_back(std::move(x));
+    return out;
+  }
+
+ protected:
+  /// Reads `v` into `spec` and `choice`; "" or the error.
+  [[nodiscard]] virtual std::string build(const knob_reader& v, pipeline_spec& spec,
+                                          Choices& choice) const = 0;
+  /// The functional executor of a spec build() accepted.
+  [[nodiscard]] virtual std::unique_ptr<functional_kernel> executor_of(
+      const pipeline_spec& spec, const Choices& choice) const = 0;
+  /// The NKI kernel of a spec build() accepted.
+  [[nodiscard]] virtual std::string nki_of(const pipeline_spec& spec, const Choices& choice,
+                                           const nki::context& ctx, std::string& out) const = 0;
+  /// The workload's own suggestions for its bottleneck `b`.
+  [[nodiscard]] virtual std::vector<std::string> own_suggestions(const bottleneck& b,
+                                                                 const knob_reader& v) const = 0;
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      row_plan<Choices>& out) const final {
+    if (auto e = build(v, out.spec, out.choice); !e.empty()) return e;
+    return rows::check(out.spec, m);
+  }
+  [[nodiscard]] std::string lower_program(const row_plan<Choices>& p, const machine& m,
+                                          program& out) const final {
+    return rows::lower(p.spec, m, out);
+  }
+  /// nullptr when the spec has no rows or columns.
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const row_plan<Choices>& p,
+                                                            const machine& m) const final {
+    (void)m;
+    if (p.spec.rows <= 0 || p.spec.cols <= 0 || p.spec.rows_per_tile <= 0) return nullptr;
+    return executor_of(p.spec, p.choice);
+  }
+  [[nodiscard]] std::string write_nki(const row_plan<Choices>& p, const nki::context& ctx,
+                                      std::string& out) const final {
+    return nki_of(p.spec, p.choice, ctx, out);
+  }
+};
 
 }  // namespace tessel::sim::rows

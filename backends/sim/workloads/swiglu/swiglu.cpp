@@ -17,7 +17,7 @@
 #include "swiglu.hpp"
 #include "../../nki/nki.hpp"
 #include "../../timing.hpp"
-#include "../../workload.hpp"
+#include "../../typed_workload.hpp"
 #include "../emit.hpp"
 
 #include <tessel/gate.hpp>
@@ -37,31 +37,25 @@ namespace {
 using emit::ceil_div;
 using swiglu_detail::params;
 
-std::string read_engines(const value_reader& v, params& p) {
-  if (auto e = emit::read_engine(v, "swiglu", "silu_engine", "scalar",
-                                 {"scalar", "vector", "gpsimd"}, p.silu_engine);
-      !e.empty())
-    return e;
-  if (auto e = emit::read_engine(v, "swiglu", "mul_engine", "vector", {"vector", "gpsimd"},
-                                 p.mul_engine);
-      !e.empty())
-    return e;
-  return emit::read_engine(v, "swiglu", "evict", "vector", {"vector", "scalar", "gpsimd"}, p.evict);
+void read_engines(const knob_reader& v, params& p) {
+  p.silu_engine = emit::read_engine(v, "silu_engine");
+  p.mul_engine = emit::read_engine(v, "mul_engine");
+  p.evict = emit::read_engine(v, "evict");
 }
 
-std::string read(const value_reader& v, const machine& m, params& p) {
-  p.tokens = v.integer("tokens", 0);
-  p.d_model = v.integer("d_model", 0);
-  p.d_ff = v.integer("d_ff", 0);
+std::string read(const knob_reader& v, const machine& m, params& p) {
+  p.tokens = v.integer("tokens");
+  p.d_model = v.integer("d_model");
+  p.d_ff = v.integer("d_ff");
   if (p.tokens <= 0 || p.d_model <= 0 || p.d_ff <= 0)
     return "swiglu: tokens, d_model and d_ff must be positive";
   if (auto e = emit::read_dtype(v, "swiglu", p.type); !e.empty()) return e;
   p.mm_k = v.integer("mm_k", m.max_contraction);
   p.mm_n = v.integer("mm_n", m.max_moving_free);
   if (auto e = emit::check_instruction_tile(p.mm_k, p.mm_n, m); !e.empty()) return e;
-  p.token_tile = std::min(v.integer("token_tile", 512), p.tokens);
-  p.ff_tile = std::min(v.integer("ff_tile", 128), p.d_ff);
-  p.d_tile = std::min(v.integer("d_tile", 512), p.d_model);
+  p.token_tile = std::min(v.integer("token_tile"), p.tokens);
+  p.ff_tile = std::min(v.integer("ff_tile"), p.d_ff);
+  p.d_tile = std::min(v.integer("d_tile"), p.d_model);
   if (p.token_tile <= 0 || p.ff_tile <= 0 || p.d_tile <= 0)
     return "swiglu: token_tile, ff_tile and d_tile must be positive";
   for (const auto& [name, value] :
@@ -69,15 +63,16 @@ std::string read(const value_reader& v, const machine& m, params& p) {
     if (value > m.partitions && value % m.partitions != 0)
       return fmt::format("swiglu: {} = {} is over {} partitions and not a multiple of {}", name,
                          value, m.partitions, m.partitions);
-  p.bufs = static_cast<int>(v.integer("bufs", 2));
-  p.x_bufs = static_cast<int>(v.integer("x_bufs", 2));
-  p.psum_sets = static_cast<int>(v.integer("psum_sets", 2));
+  p.bufs = static_cast<int>(v.integer("bufs"));
+  p.x_bufs = static_cast<int>(v.integer("x_bufs"));
+  p.psum_sets = static_cast<int>(v.integer("psum_sets"));
   if (p.bufs < 1 || p.x_bufs < 1 || p.psum_sets < 1)
     return "swiglu: bufs, x_bufs and psum_sets must be at least 1";
-  p.fuse_gate_up = v.flag("fuse_gate_up", false);
-  p.fuse_down = v.flag("fuse_down", false);
-  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues", 1), 1, 4));
-  return read_engines(v, p);
+  p.fuse_gate_up = v.flag("fuse_gate_up");
+  p.fuse_down = v.flag("fuse_down");
+  p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
+  read_engines(v, p);
+  return "";
 }
 
 /// The sizes the lowering derives from the parameters.
@@ -494,74 +489,60 @@ std::unique_ptr<functional_kernel> functional_of(const plan& pl) {
   return swiglu_detail::make_kernel(p);
 }
 
-class swiglu final : public workload {
+class swiglu final : public typed_workload<plan> {
  public:
-  [[nodiscard]] std::string_view name() const override { return "swiglu"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "SwiGLU MLP: y = (silu(x W_gate) * (x W_up)) W_down, weights streamed per token tile";
-  }
-
-  [[nodiscard]] std::vector<name_doc> names() const override {
-    return {
-        {"tokens", "integer", "", "rows of x and y"},
-        {"d_model", "integer", "", "columns of x and y (the gate/up contraction)"},
-        {"d_ff", "integer", "", "the hidden width (the down projection's contraction)"},
-        {"dtype", "bf16 | fp32", "bf16 (or const bytes = 2|4)", "x, weights, h and y type"},
-        {"token_tile", "integer", "512",
-         "tokens per tile: its x^T and h tiles stay in SBUF; the weights are read once per tile"},
-        {"ff_tile", "integer", "128",
-         "d_ff columns per W_gate/W_up block (and rows per W_down block)"},
-        {"d_tile", "integer", "512", "output columns per down-projection pass"},
-        {"bufs", "integer >= 1", "2", "slots of the streamed weight blocks"},
-        {"x_bufs", "integer >= 1", "2", "x tile slots (2: the next tile loads during this one)"},
-        {"fuse_gate_up", "bool", "false",
-         "W_gate and W_up stored block-interleaved: one transfer per slab for both"},
-        {"fuse_down", "bool", "false",
-         "true: each ff block's h goes through W_down at once, its partial y added into an fp32 "
-         "accumulator (h holds two blocks); false: h for all of d_ff stays resident and the down "
-         "projection accumulates in PSUM after it"},
-        {"psum_sets", "integer >= 1", "2",
-         "PSUM bank pairs (gate, up) in rotation; the down projection gets the rest"},
-        {"silu_engine", "scalar | vector | gpsimd", "scalar",
-         "SiLU from PSUM (ScalarE has the function unit; the others are modelled at 4 cycles "
-         "per element)"},
-        {"mul_engine", "vector | gpsimd", "vector", "silu(g) * u, written to the h tile"},
-        {"evict", "vector | scalar | gpsimd", "vector", "drains the down projection's PSUM"},
-        {"dma_queues", "integer", "1", "queues per stream (x, gate/up, W_down, y)"},
-        {"mm_k", "integer", "128", "contraction of one gate/up matmul (<= partitions)"},
-        {"mm_n", "integer", "512", "moving free size of one matmul (<= matmul_max_moving_free)"},
-    };
-  }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto p = std::make_unique<plan_of<plan>>();
-    p->error = emit::plan_for(s, c, m, p->value, read, make_plan);
-    return p;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const override {
-    out.clear();
-    lowerer(plan_value<plan>(p), m, out).run();
-    return "";
-  }
-
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& p, const machine& m) const override {
-    (void)m;
-    return functional_of(plan_value<plan>(p));
-  }
-
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const override {
-    return swiglu_detail::emit_nki(plan_value<plan>(p).p, ctx, out);
-  }
+  swiglu()
+      : typed_workload({
+            "swiglu",
+            "SwiGLU MLP: y = (silu(x W_gate) * (x W_up)) W_down, weights streamed per token tile",
+            {
+                knob::required_integer("tokens", "rows of x and y"),
+                knob::required_integer("d_model", "columns of x and y (the gate/up contraction)"),
+                knob::required_integer("d_ff",
+                                       "the hidden width (the down projection's contraction)"),
+                emit::dtype_knob("x, weights, h and y type"),
+                emit::bytes_knob(),
+                knob::integer("token_tile", 512,
+                              "tokens per tile: its x^T and h tiles stay in SBUF; the weights are "
+                              "read once per tile"),
+                knob::integer("ff_tile", 128,
+                              "d_ff columns per W_gate/W_up block (and rows per W_down block)"),
+                knob::integer("d_tile", 512, "output columns per down-projection pass"),
+                knob::integer("bufs", 2, "slots of the streamed weight blocks", ">= 1"),
+                knob::integer("x_bufs", 2, "x tile slots (2: the next tile loads during this one)",
+                              ">= 1"),
+                knob::flag("fuse_gate_up", false,
+                           "W_gate and W_up stored block-interleaved: one transfer per slab for "
+                           "both"),
+                knob::flag("fuse_down", false,
+                           "true: each ff block's h goes through W_down at once, its partial y "
+                           "added into an fp32 accumulator (h holds two blocks); false: h for all "
+                           "of d_ff stays resident and the down projection accumulates in PSUM "
+                           "after it"),
+                knob::integer("psum_sets", 2,
+                              "PSUM bank pairs (gate, up) in rotation; the down projection gets "
+                              "the rest",
+                              ">= 1"),
+                knob::symbol("silu_engine", {"scalar", "vector", "gpsimd"}, "scalar",
+                             "SiLU from PSUM (ScalarE has the function unit; the others are "
+                             "modelled at 4 cycles per element)"),
+                knob::symbol("mul_engine", {"vector", "gpsimd"}, "vector",
+                             "silu(g) * u, written to the h tile"),
+                knob::symbol("evict", {"vector", "scalar", "gpsimd"}, "vector",
+                             "drains the down projection's PSUM"),
+                knob::integer("dma_queues", 1, "queues per stream (x, gate/up, W_down, y)", "1..4"),
+                knob::integer("mm_k", derived{"the partitions (128)"},
+                              "contraction of one gate/up matmul"),
+                knob::integer("mm_n", derived{"matmul_max_moving_free (512)"},
+                              "moving free size of one matmul"),
+            },
+            "tokens",
+        }) {}
 
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
     plan pl;
-    if (!emit::plan_for(s, c, m, pl, read, make_plan).empty()) return 1;
+    if (!read_plan(reader(s, c), m, pl).empty()) return 1;
     const auto tiles = static_cast<double>(pl.token_tiles);
     const auto gate_up =
         static_cast<double>(pl.f_blocks * pl.k_slabs * 4 + pl.f_subs * pl.n_tiles * 6);
@@ -571,42 +552,67 @@ class swiglu final : public workload {
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override;
+
+ private:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      plan& out) const override {
+    params p;
+    if (auto e = read(v, m, p); !e.empty()) return e;
+    return make_plan(p, m, out);
+  }
+
+  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
+                                          program& out) const override {
+    lowerer(pl, m, out).run();
+    return "";
+  }
+
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
+                                                            const machine& m) const override {
+    (void)m;
+    return functional_of(pl);
+  }
+
+  [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
+                                      std::string& out) const override {
+    return swiglu_detail::emit_nki(pl.p, ctx, out);
+  }
 };
 
 std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
                                          const config& c) const {
-  const value_reader v(s, c);
+  const knob_reader v = reader(s, c);
   std::vector<std::string> out;
-  const auto tokens = v.integer("tokens", 1);
-  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile", 512));
+  const auto tokens = v.integer("tokens");
+  const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
   if (dma && b.issue_share > 0.25 * b.share)
     out.push_back(fmt::format(
         "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
         "issue them in parallel",
-        v.integer("dma_queues", 1), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
   if (dma && (b.tag == "load W_gate/W_up" || b.tag == "load W_down")) {
     out.push_back(fmt::format(
         "raise token_tile (now {}): the weights are read from HBM once per token tile ({} times "
         "now); lower x_bufs or ff_tile to make room in SBUF",
         tile, ceil_div(tokens, tile)));
     if (b.tag == "load W_gate/W_up") {
-      if (!v.flag("fuse_gate_up", false))
+      if (!v.flag("fuse_gate_up"))
         out.emplace_back("fuse_gate_up = true: one transfer per slab for W_gate and W_up");
       out.emplace_back("raise ff_tile: longer rows per transfer move W_gate/W_up faster");
     }
-    out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {})", v.integer("bufs", 2),
-                              v.integer("dma_queues", 1)));
+    out.push_back(fmt::format("raise bufs (now {}) or dma_queues (now {})", v.integer("bufs"),
+                              v.integer("dma_queues")));
   } else if (dma) {
     out.push_back(fmt::format("raise dma_queues (now {}) or x_bufs (now {})",
-                              v.integer("dma_queues", 1), v.integer("x_bufs", 2)));
+                              v.integer("dma_queues"), v.integer("x_bufs")));
   } else if (b.phase == "tensor") {
     out.emplace_back(
         "TensorE carries the three projections: keep mm_n = 512, token_tile a multiple of 512 "
         "and d_tile a multiple of 512");
-    if (v.integer("psum_sets", 2) < 2)
+    if (v.integer("psum_sets") < 2)
       out.emplace_back("psum_sets = 2: the next gate/up pair accumulates while SiLU drains");
-  } else if (b.tag == "silu" && v.symbol("silu_engine", "scalar") != "scalar") {
+  } else if (b.tag == "silu" && v.symbol("silu_engine") != "scalar") {
     out.emplace_back("silu_engine = scalar: ScalarE has the function unit");
   } else if (b.tag == "accumulate y") {
     out.emplace_back(
@@ -615,7 +621,7 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
     out.emplace_back("raise ff_tile: fewer, larger ff blocks mean fewer partial-y adds");
   } else if (b.tag == "multiply") {
     out.push_back(fmt::format("mul_engine = {}: move the multiply",
-                              v.symbol("mul_engine", "vector") == "vector" ? "gpsimd" : "vector"));
+                              v.symbol("mul_engine") == "vector" ? "gpsimd" : "vector"));
   } else if (b.tag == "evict") {
     out.emplace_back("evict = scalar when VectorE is busy with the multiply, or raise d_tile");
   }

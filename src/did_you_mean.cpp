@@ -1,9 +1,14 @@
-#include "suggest.hpp"
+// "Did you mean" hints by edit distance (include/tessel/did_you_mean.hpp).
+#include <tessel/did_you_mean.hpp>
 
 #include <algorithm>
+#include <cstddef>
 
-namespace tessel::dsl {
+namespace tessel {
 
+namespace {
+
+/// Optimal-string-alignment distance (Levenshtein plus adjacent swaps).
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   const std::size_t n = a.size();
   const std::size_t m = b.size();
@@ -22,7 +27,9 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[n][m];
 }
 
-std::string closest(std::string_view name, const std::vector<std::string>& candidates) {
+}  // namespace
+
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
   const std::size_t limit = name.size() <= 4 ? 1 : 2;
   std::string best;
   std::size_t best_distance = limit + 1;
@@ -38,8 +45,8 @@ std::string closest(std::string_view name, const std::vector<std::string>& candi
 }
 
 std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
-  auto best = closest(name, candidates);
+  auto best = closest_name(name, candidates);
   return best.empty() ? std::string() : "did you mean '" + best + "'?";
 }
 
-}  // namespace tessel::dsl
+}  // namespace tessel
