@@ -11,9 +11,12 @@ Starts a throwaway PostgreSQL server (scripts/pg_cluster), then:
    finished. When tune is done, the study is read with psql (not tessel):
    every trial finished, none lost, no config counted twice, how many
    trials were evaluated again after their worker died, and how many late
-   results were discarded.
+   results were discarded. The trials each killed worker was running are
+   followed: seconds from the kill until they were back in the queue (the
+   lease, --lease, plus the next claim) and until another worker finished them.
 2. Throughput. The same study made by one process on SQLite (same budget,
-   seed, --jobs 1), side by side: proposals and evaluations per second.
+   seed, --jobs 1), then by tune and WORKERS workers on PostgreSQL without
+   faults, side by side: proposals and evaluations per second, and the ratio.
 3. Quality. For each of SEEDS seeds, the best objective after QUALITY_BUDGET
    evaluations by one process on SQLite and by WORKERS+1 processes sharing a
    PostgreSQL study (no faults): the paired ratio shared/single.
@@ -81,49 +84,104 @@ def single(tessel, folder, budget, seed):
     return summary_of(out)
 
 
-def start_worker(tessel, url, lease):
+def start_worker(tessel, url, lease, name):
     return subprocess.Popen([tessel, "worker", url, "--jobs", "1", "--lease", str(lease),
-                             "--heartbeat", str(lease / 6), "--wait", "60", "-q"],
+                             "--heartbeat", str(lease / 6), "--wait", "60", "--name", name, "-q"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def try_psql(url, sql):
+    """psql's rows, or None while the server restarts (or the study is not made yet)."""
+    try:
+        return psql(url, sql)
+    except subprocess.CalledProcessError:
+        return None
+
+
+class orphans:
+    """The trials a killed worker was running, followed until another worker
+    has them: seconds from the kill until each went back to the queue (or to
+    another worker) and until it was finished. Polled by the driving loop,
+    so the times are late by at most one poll (~0.1 s plus a psql call)."""
+
+    def __init__(self, url):
+        self.url, self.open, self.requeue_s, self.finish_s = url, {}, [], []
+
+    def killed(self, name, at):
+        rows = try_psql(self.url, "SELECT t.id FROM trials t JOIN workers w ON w.id = t.worker_id "
+                                  f"WHERE w.name = '{name}' AND t.state = 'running'") or []
+        for (trial,) in rows:
+            self.open[int(trial)] = {"worker": name, "killed": at, "requeued": None}
+
+    def poll(self, now):
+        if not self.open:
+            return
+        ids = ",".join(map(str, self.open))
+        rows = try_psql(self.url, "SELECT t.id, t.state, coalesce(w.name, '') FROM trials t "
+                                  f"LEFT JOIN workers w ON w.id = t.worker_id WHERE t.id IN ({ids})")
+        for trial, state, worker in rows or []:
+            o = self.open[int(trial)]
+            if o["requeued"] is None and (state == "proposed" or worker != o["worker"]):
+                o["requeued"] = now
+                self.requeue_s.append(now - o["killed"])
+            if state == "finished" and worker != o["worker"]:
+                self.finish_s.append(now - o["killed"])
+                del self.open[int(trial)]
+
+    def figures(self):
+        def spread(xs):
+            xs = sorted(xs)
+            if not xs:
+                return {}
+            return {"median": statistics.median(xs), "p90": xs[int(0.9 * (len(xs) - 1))],
+                    "max": xs[-1]}
+        return {"orphaned": len(self.requeue_s) + sum(o["requeued"] is None for o in self.open.values()),
+                "not_requeued_at_end": sum(o["requeued"] is None for o in self.open.values()),
+                "requeue_s": spread(self.requeue_s), "finished_again_s": spread(self.finish_s)}
 
 
 def shared(tessel, url, budget, seed, workers, lease=3.0, kill_every=None, restart=None):
     """tune + `workers` workers on one PostgreSQL study; with kill_every, a
-    random worker is killed (and replaced) that often; `restart()` is called
-    once half the budget is finished. Returns (tune's summary, wall s, kills,
-    restarted)."""
+    random worker is killed (and replaced) that often, and the trials it ran
+    are followed (class orphans); `restart()` is called once half the budget
+    is finished. Returns (tune's summary, wall s, kills, restarted, orphans)."""
     started = time.monotonic()
     tune = subprocess.Popen([tessel, *SPACE, "--budget", str(budget), "--seed", str(seed),
                              "--jobs", "1", "--db", url, "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pool = [start_worker(tessel, url, lease) for _ in range(workers)]
+    names = (f"bench{seed}-{n}" for n in range(1_000_000))
+    pool = [(name, start_worker(tessel, url, lease, name))
+            for name in (next(names) for _ in range(workers))]
     kills, restarted, next_kill = 0, False, time.monotonic() + (kill_every or 0)
+    followed = orphans(url)
     rng = random.Random(seed)
     while tune.poll() is None:
         time.sleep(0.1)
         now = time.monotonic()
+        followed.poll(now)
         if kill_every and now >= next_kill:
             i = rng.randrange(len(pool))
-            if pool[i].poll() is None:
-                pool[i].send_signal(signal.SIGKILL)
-                pool[i].wait()
+            name, victim = pool[i]
+            if victim.poll() is None:
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
                 kills += 1
-            pool[i] = start_worker(tessel, url, lease)
+                followed.killed(name, now)
+            name = next(names)
+            pool[i] = (name, start_worker(tessel, url, lease, name))
             next_kill = now + kill_every
         if restart and not restarted:
-            try:
-                done = int(psql(url, "SELECT count(*) FROM trials WHERE state = 'finished'")[0][0])
-            except subprocess.CalledProcessError:
-                done = 0  # the study is not made yet
-            if done >= budget // 2:
+            done = try_psql(url, "SELECT count(*) FROM trials WHERE state = 'finished'")
+            if done and int(done[0][0]) >= budget // 2:
                 restart()
                 restarted = True
     wall = time.monotonic() - started
+    followed.poll(time.monotonic())
     out, err = tune.communicate()
     if tune.returncode != 0:
         sys.exit(f"tune failed ({tune.returncode}):\n{err}")
     failed = []
-    for w in pool:
+    for _, w in pool:
         try:
             _, werr = w.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -133,7 +191,7 @@ def shared(tessel, url, budget, seed, workers, lease=3.0, kill_every=None, resta
             failed.append(werr)
     if failed:
         sys.exit("workers failed:\n" + "\n".join(failed))
-    return summary_of(out), wall, kills, restarted
+    return summary_of(out), wall, kills, restarted, followed
 
 
 def audit(url):
@@ -188,18 +246,28 @@ def main():
         server = cluster(os.path.join(tmp, "pg"))
         try:
             url = server.url + "?study=faults"
-            summary, wall, kills, restarted = shared(
+            summary, wall, kills, restarted, followed = shared(
                 tessel, url, a.evaluations, 1, a.workers, a.lease, a.kill_every, server.restart)
             found = audit(url)
             report["faults"] = {**found, "kills": kills, "server_restarted": restarted,
-                                "wall_s": wall, "best": summary["best"]}
+                                "wall_s": wall, "best": summary["best"], **followed.figures(),
+                                "evaluations_per_s": found["claims"] / wall}
+            # Throughput, side by side: one process on SQLite, then tune and
+            # `workers` workers on PostgreSQL without faults, same budget and seed.
             base = single(tessel, tmp, a.evaluations, 1)
+            clean_url = server.url + "?study=throughput"
+            _, clean_wall, _, _, _ = shared(tessel, clean_url, a.evaluations, 1, a.workers, a.lease)
+            clean = audit(clean_url)
             report["throughput"] = {
-                "shared_proposals_per_s": found["trials"] / wall,
-                "shared_evaluations_per_s": found["claims"] / wall,
+                "single_wall_s": base["wall_s"], "shared_wall_s": clean_wall,
                 "single_proposals_per_s": a.evaluations / base["wall_s"],
                 "single_evaluations_per_s": a.evaluations / base["wall_s"],
-                "single_wall_s": base["wall_s"], "single_best": base["best"],
+                "shared_proposals_per_s": clean["trials"] / clean_wall,
+                "shared_evaluations_per_s": clean["claims"] / clean_wall,
+                "ratio_evaluations_per_s": (clean["claims"] / clean_wall)
+                / (a.evaluations / base["wall_s"]),
+                "shared_evaluated_again": clean["claims"] - clean["trials"],
+                "single_best": base["best"],
             }
             ratios = []
             for seed in range(1, a.seeds + 1):
@@ -228,6 +296,8 @@ def main():
         problems.append("a config counted twice, or ids with gaps")
     if f["kills"] < a.min_kills:
         problems.append(f"only {f['kills']} kills (wanted {a.min_kills}): the run was too short")
+    if f["not_requeued_at_end"]:
+        problems.append(f"{f['not_requeued_at_end']} trials of killed workers never re-queued")
     if not f["server_restarted"]:
         problems.append("the server was not restarted")
     report["problems"] = problems

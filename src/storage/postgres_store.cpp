@@ -121,7 +121,12 @@ auto postgres_store::retrying(F&& f) const {
       return f();
     } catch (const pg::connection_lost&) {
       if (losses == max_losses) throw;
-      db_.reconnect(reconnect_patience);
+      try {
+        db_.reconnect(reconnect_patience);
+      } catch (const error&) {
+        gone_ = true;
+        throw;
+      }
       recover();
     }
   }
@@ -329,6 +334,7 @@ void postgres_store::leave() {
   heartbeat_.reset();
   unlock_proposer();
   std::lock_guard lock(mutex_);
+  if (gone_) worker_.reset();  // its lease returns the trials; a second wait would be in vain
   if (!worker_) return;
   pg::params me;
   me.bind(1, static_cast<std::int64_t>(*worker_));

@@ -73,6 +73,7 @@ class postgres_store final : public study_store, public shared_store {
   std::optional<std::uint64_t> worker_;   ///< from join()
   mutable std::set<std::uint64_t> held_;  ///< claimed by this process, not yet finished
   mutable bool proposer_ = false;         ///< holds the proposer lock
+  mutable bool gone_ = false;  ///< a reconnect gave up: leave() does not wait for the server again
   std::unique_ptr<heartbeat> heartbeat_;
 };
 
