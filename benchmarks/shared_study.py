@@ -17,9 +17,15 @@ Starts a throwaway PostgreSQL server (scripts/pg_cluster), then:
 2. Throughput. The same study made by one process on SQLite (same budget,
    seed, --jobs 1), then by tune and WORKERS workers on PostgreSQL without
    faults, side by side: proposals and evaluations per second, and the ratio.
+   The simulator's evaluations are cheap next to proposing, and all the
+   processes share this machine's cores: this is the cost of sharing.
+   Slow: the same with evaluations that take SLOW_EVAL_S seconds and no CPU
+   (a command that sleeps, then scores the tile sizes), as a device's do:
+   what more workers buy when evaluating is the bottleneck.
 3. Quality. For each of SEEDS seeds, the best objective after QUALITY_BUDGET
-   evaluations by one process on SQLite and by WORKERS+1 processes sharing a
-   PostgreSQL study (no faults): the paired ratio shared/single.
+   evaluations by one process on SQLite and by WORKERS processes (tune and
+   WORKERS-1 workers) sharing a PostgreSQL study (no faults): the paired
+   ratio shared/single.
 
 Exits 1 when a fault figure is wrong (a lost or doubled result, a trial not
 finished, fewer kills than --min-kills).
@@ -44,6 +50,15 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPACE = ["tune", str(ROOT / "examples" / "matmul.tsl"), "--backend", "sim", "--target", "trn2"]
+
+
+def slow_space(eval_s):
+    """matmul's space measured by a command that takes eval_s seconds and no
+    CPU (as a device does): a synthetic objective of the tile sizes."""
+    score = ("$(( ({tile_m} - 512) * ({tile_m} - 512) + ({tile_n} - 256) * ({tile_n} - 256)"
+             " + {tile_k} * {bufs} ))")
+    return ["tune", str(ROOT / "examples" / "matmul.tsl"), "--target", "trn2",
+            "--backend", f"command:sh -c 'sleep {eval_s}; echo {score}'"]
 
 
 def psql(url, sql):
@@ -75,10 +90,10 @@ def summary_of(out):
     return s
 
 
-def single(tessel, folder, budget, seed):
+def single(tessel, folder, budget, seed, space=SPACE, label="single"):
     """One process on SQLite: its summary (tune --json)."""
-    db = os.path.join(folder, f"single_{seed}_{budget}.tessel.db")
-    out = subprocess.run([tessel, *SPACE, "--budget", str(budget), "--seed", str(seed),
+    db = os.path.join(folder, f"{label}_{seed}_{budget}.tessel.db")
+    out = subprocess.run([tessel, *space, "--budget", str(budget), "--seed", str(seed),
                           "--jobs", "1", "--db", db, "--json", "-q"],
                          check=True, capture_output=True, text=True).stdout
     return summary_of(out)
@@ -140,13 +155,14 @@ class orphans:
                 "requeue_s": spread(self.requeue_s), "finished_again_s": spread(self.finish_s)}
 
 
-def shared(tessel, url, budget, seed, workers, lease=3.0, kill_every=None, restart=None):
+def shared(tessel, url, budget, seed, workers, lease=3.0, kill_every=None, restart=None,
+           space=SPACE):
     """tune + `workers` workers on one PostgreSQL study; with kill_every, a
     random worker is killed (and replaced) that often, and the trials it ran
     are followed (class orphans); `restart()` is called once half the budget
     is finished. Returns (tune's summary, wall s, kills, restarted, orphans)."""
     started = time.monotonic()
-    tune = subprocess.Popen([tessel, *SPACE, "--budget", str(budget), "--seed", str(seed),
+    tune = subprocess.Popen([tessel, *space, "--budget", str(budget), "--seed", str(seed),
                              "--jobs", "1", "--db", url, "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     names = (f"bench{seed}-{n}" for n in range(1_000_000))
@@ -222,71 +238,52 @@ def interval(values):
     return mean, t.get(n, 2.0) * statistics.stdev(values) / math.sqrt(n)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--tessel", default=str(ROOT / "build" / "ci" / "src" / "cli" / "tessel"))
-    p.add_argument("--evaluations", type=int, default=2000)
-    p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--kill-every", type=float, default=2.0)
-    p.add_argument("--min-kills", type=int, default=100)
-    p.add_argument("--lease", type=float, default=3.0)
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--quality-budget", type=int, default=200)
-    p.add_argument("--quick", action="store_true",
-                   help="the ctest: 300 evaluations, 4 workers, a kill every 0.5 s, 3 seeds of 60")
-    p.add_argument("--json")
-    a = p.parse_args()
-    if a.quick:
-        a.evaluations, a.workers, a.kill_every, a.min_kills = 300, 4, 0.5, 5
-        a.seeds, a.quality_budget, a.lease = 3, 60, 2.0
-    tessel = os.path.abspath(a.tessel)
-    report = {"evaluations": a.evaluations, "workers": a.workers, "kill_every_s": a.kill_every}
-    with tempfile.TemporaryDirectory(prefix="tessel_shared_") as tmp:
-        os.chmod(tmp, 0o755)  # the server's user (postgres, under root) enters it
-        server = cluster(os.path.join(tmp, "pg"))
-        try:
-            url = server.url + "?study=faults"
-            summary, wall, kills, restarted, followed = shared(
-                tessel, url, a.evaluations, 1, a.workers, a.lease, a.kill_every, server.restart)
-            found = audit(url)
-            report["faults"] = {**found, "kills": kills, "server_restarted": restarted,
-                                "wall_s": wall, "best": summary["best"], **followed.figures(),
-                                "evaluations_per_s": found["claims"] / wall}
-            # Throughput, side by side: one process on SQLite, then tune and
-            # `workers` workers on PostgreSQL without faults, same budget and seed.
-            base = single(tessel, tmp, a.evaluations, 1)
-            clean_url = server.url + "?study=throughput"
-            _, clean_wall, _, _, _ = shared(tessel, clean_url, a.evaluations, 1, a.workers, a.lease)
-            clean = audit(clean_url)
-            report["throughput"] = {
-                "single_wall_s": base["wall_s"], "shared_wall_s": clean_wall,
-                "single_proposals_per_s": a.evaluations / base["wall_s"],
-                "single_evaluations_per_s": a.evaluations / base["wall_s"],
-                "shared_proposals_per_s": clean["trials"] / clean_wall,
-                "shared_evaluations_per_s": clean["claims"] / clean_wall,
-                "ratio_evaluations_per_s": (clean["claims"] / clean_wall)
-                / (a.evaluations / base["wall_s"]),
-                "shared_evaluated_again": clean["claims"] - clean["trials"],
-                "single_best": base["best"],
-            }
-            ratios = []
-            for seed in range(1, a.seeds + 1):
-                one = single(tessel, tmp, a.quality_budget, seed)["best"]
-                many = shared(tessel, server.url + f"?study=quality_{seed}", a.quality_budget,
-                              seed, a.workers - 1)[0]["best"]
-                ratios.append(many / one)
-                print(f"seed {seed}: best single {one:.6g}, shared {many:.6g}", file=sys.stderr)
-            if ratios:
-                mean, half = interval(ratios)
-                report["quality"] = {"budget": a.quality_budget, "seeds": a.seeds,
-                                     "ratios": ratios, "mean_ratio": mean,
-                                     "ci95_half_width": half,
-                                     "shared_better": sum(r < 1 for r in ratios),
-                                     "single_better": sum(r > 1 for r in ratios)}
-        finally:
-            server.stop()
+def faults(a, tessel, server):
+    """Phase 1: the fault run and what the store says after it."""
+    url = server.url + "?study=faults"
+    summary, wall, kills, restarted, followed = shared(
+        tessel, url, a.evaluations, 1, a.workers, a.lease, a.kill_every, server.restart)
+    found = audit(url)
+    return {**found, "kills": kills, "server_restarted": restarted, "wall_s": wall,
+            "best": summary["best"], **followed.figures(),
+            "evaluations_per_s": found["claims"] / wall}
 
-    f = report["faults"]
+
+def throughput(a, tessel, server, tmp, space, label, budget):
+    """Phase 2, side by side: one process on SQLite, then tune and
+    a.workers workers on PostgreSQL without faults, same budget and seed."""
+    base = single(tessel, tmp, budget, 1, space, label)
+    url = server.url + f"?study={label}"
+    _, wall, _, _, _ = shared(tessel, url, budget, 1, a.workers, a.lease, space=space)
+    found = audit(url)
+    single_rate, shared_rate = budget / base["wall_s"], found["claims"] / wall
+    return {"budget": budget, "single_wall_s": base["wall_s"], "shared_wall_s": wall,
+            "single_proposals_per_s": single_rate, "single_evaluations_per_s": single_rate,
+            "shared_proposals_per_s": found["trials"] / wall,
+            "shared_evaluations_per_s": shared_rate,
+            "ratio_evaluations_per_s": shared_rate / single_rate,
+            "shared_evaluated_again": found["claims"] - found["trials"],
+            "single_best": base["best"]}
+
+
+def quality(a, tessel, server, tmp):
+    """Phase 3: per seed, the best objective of one process and of
+    a.workers processes (tune and a.workers - 1 workers) on one budget."""
+    ratios = []
+    for seed in range(1, a.seeds + 1):
+        one = single(tessel, tmp, a.quality_budget, seed)["best"]
+        many = shared(tessel, server.url + f"?study=quality_{seed}", a.quality_budget, seed,
+                      a.workers - 1)[0]["best"]
+        ratios.append(many / one)
+        print(f"seed {seed}: best single {one:.6g}, shared {many:.6g}", file=sys.stderr)
+    mean, half = interval(ratios)
+    return {"budget": a.quality_budget, "seeds": a.seeds, "ratios": ratios, "mean_ratio": mean,
+            "ci95_half_width": half, "shared_better": sum(r < 1 for r in ratios),
+            "single_better": sum(r > 1 for r in ratios)}
+
+
+def fault_problems(a, f):
+    """What is wrong with the fault run's figures ([] when nothing)."""
     problems = []
     if f["finished"] != a.evaluations or f["trials"] != a.evaluations:
         problems.append(f"{f['finished']} finished of {f['trials']} trials, budget {a.evaluations}")
@@ -300,6 +297,58 @@ def main():
         problems.append(f"{f['not_requeued_at_end']} trials of killed workers never re-queued")
     if not f["server_restarted"]:
         problems.append("the server was not restarted")
+    return problems
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tessel", default=str(ROOT / "build" / "ci" / "src" / "cli" / "tessel"))
+    p.add_argument("--evaluations", type=int, default=2000)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--kill-every", type=float, default=2.0)
+    p.add_argument("--min-kills", type=int, default=100)
+    p.add_argument("--lease", type=float, default=3.0)
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--quality-budget", type=int, default=200)
+    p.add_argument("--slow-eval-s", type=float, default=0.25,
+                   help="seconds each evaluation of the slow throughput phase takes")
+    p.add_argument("--slow-budget", type=int, default=300)
+    p.add_argument("--phases", default="faults,throughput,slow,quality",
+                   help="which of faults, throughput, slow, quality to run (comma-separated)")
+    p.add_argument("--quick", action="store_true",
+                   help="the ctest: 300 evaluations, 4 workers, a kill every 0.5 s, "
+                        "40 slow evaluations, 3 seeds of 60")
+    p.add_argument("--json")
+    a = p.parse_args()
+    if a.quick:
+        a.evaluations, a.workers, a.kill_every, a.min_kills = 300, 4, 0.5, 5
+        a.seeds, a.quality_budget, a.lease, a.slow_budget = 3, 60, 2.0, 40
+    phases = set(a.phases.split(","))
+    unknown = phases - {"faults", "throughput", "slow", "quality"}
+    if unknown:
+        p.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    tessel = os.path.abspath(a.tessel)
+    report = {"evaluations": a.evaluations, "workers": a.workers, "kill_every_s": a.kill_every}
+    with tempfile.TemporaryDirectory(prefix="tessel_shared_") as tmp:
+        os.chmod(tmp, 0o755)  # the server's user (postgres, under root) enters it
+        server = cluster(os.path.join(tmp, "pg"))
+        try:
+            if "faults" in phases:
+                report["faults"] = faults(a, tessel, server)
+            if "throughput" in phases:
+                report["throughput"] = throughput(a, tessel, server, tmp, SPACE, "throughput",
+                                                  a.evaluations)
+            if "slow" in phases:
+                report["slow_throughput"] = {
+                    "eval_s": a.slow_eval_s,
+                    **throughput(a, tessel, server, tmp, slow_space(a.slow_eval_s), "slow",
+                                 a.slow_budget)}
+            if "quality" in phases:
+                report["quality"] = quality(a, tessel, server, tmp)
+        finally:
+            server.stop()
+
+    problems = fault_problems(a, report["faults"]) if "faults" in report else []
     report["problems"] = problems
     print(json.dumps(report, indent=2))
     if a.json:
