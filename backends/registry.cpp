@@ -41,6 +41,8 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   options.gate_inputs = read.text("gate_inputs").value_or("");
   options.gate_outputs = read.text("gate_outputs").value_or("");
   options.gate_reference = read.text("gate_reference").value_or("");
+  options.gate_flops = read.text("gate_flops").value_or("");
+  options.gate_min_bytes = read.text("gate_min_bytes").value_or("");
   options.gate.tolerance_scale =
       read.number("tolerance_scale").value_or(options.gate.tolerance_scale);
   if (auto secret = read.number("gate_secret"))
@@ -121,6 +123,8 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
       read.number("tolerance_scale").value_or(o.gate_settings.tolerance_scale);
   if (auto secret = read.number("gate_secret"))
     o.gate_settings.secret = static_cast<std::uint64_t>(*secret);
+  o.flops = read.text("flops").value_or("");
+  o.min_bytes = read.text("min_bytes").value_or("");
   o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
   for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
   read.finish();

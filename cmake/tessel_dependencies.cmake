@@ -12,3 +12,5 @@ find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)                  # libpq: the shared study store, private to src/storage
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
+# The gate's keyed hash (HMAC-SHA256) and its secret (the CSPRNG), private to the core.
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)

@@ -73,6 +73,7 @@ set(_tessel_dep_SQLite "SQLite3")
 set(_tessel_dep_PostgreSQL "PostgreSQL")
 set(_tessel_dep_ZLIB "ZLIB")
 set(_tessel_dep_Threads "Threads")
+set(_tessel_dep_OpenSSL "OpenSSL 3 COMPONENTS Crypto")
 
 # _tessel_collect_links(target): adds to the global property
 # TESSEL_EXPORT_PACKAGES the package of every imported target in target's link

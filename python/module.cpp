@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <nlohmann/json.hpp>
@@ -89,6 +90,81 @@ std::shared_ptr<backend> python_backend(py::function fn, std::string name) {
   return std::make_shared<callback_backend>(callback_backend::measure_function(call), o);
 }
 
+/// A call's inputs as numpy arrays the callee owns: float32 (every drawn
+/// value is exact in it), int32 for labels.
+py::list arrays_of(const std::vector<tensor_spec>& specs,
+                   const std::vector<std::vector<double>>& values) {
+  py::list arrays;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& v = values[i];
+    if (specs[i].type == element_type::int32) {
+      py::array_t<std::int32_t> a(specs[i].shape);
+      for (std::size_t e = 0; e < v.size(); ++e)
+        a.mutable_data()[e] = static_cast<std::int32_t>(v[e]);
+      arrays.append(a);
+    } else {
+      py::array_t<float> a(specs[i].shape);
+      for (std::size_t e = 0; e < v.size(); ++e) a.mutable_data()[e] = static_cast<float>(v[e]);
+      arrays.append(a);
+    }
+  }
+  return arrays;
+}
+
+/// What a Python kernel or reference returned (an array, or a list of them)
+/// as whole outputs, row-major.
+output_values outputs_of(const py::object& result) {
+  output_values out;
+  const auto add = [&](const py::handle& h) {
+    const auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(h);
+    if (!a) throw error("a gated Python kernel returns numpy arrays (one per declared output)");
+    out.emplace_back(a.data(), a.data() + a.size());
+  };
+  if (py::isinstance<py::list>(result) || py::isinstance<py::tuple>(result)) {
+    for (const auto& h : result) add(h);
+  } else {
+    add(result);
+  }
+  return out;
+}
+
+/// A gated Python kernel (tessel.gated): kernel(config: dict, inputs: list of
+/// arrays) -> arrays, reference(inputs) -> arrays; tessel times and judges
+/// every call (callback_gate).
+std::shared_ptr<backend> python_gated_backend(py::function kernel, py::function reference,
+                                              const std::string& inputs, const std::string& outputs,
+                                              const std::string& flops,
+                                              const std::string& min_bytes, std::size_t timed_calls,
+                                              std::uint64_t secret, double tolerance_scale) {
+  callback_gate g;
+  g.inputs = inputs;
+  g.outputs = outputs;
+  g.flops = flops;
+  g.min_bytes = min_bytes;
+  g.timed_calls = timed_calls;
+  g.gate.secret = secret;
+  g.gate.tolerance_scale = tolerance_scale;
+  auto specs = std::make_shared<std::vector<tensor_spec>>();
+  g.reference = [reference, specs](const std::vector<std::vector<double>>& in) {
+    py::gil_scoped_acquire gil;
+    return outputs_of(reference(arrays_of(*specs, in)));
+  };
+  auto call = [kernel = std::move(kernel), specs](const space& s, const config& c,
+                                                  std::span<const hidden_input> in) {
+    py::gil_scoped_acquire gil;
+    if (specs->empty())
+      for (const auto& t : in) specs->push_back(t.spec());
+    std::vector<std::vector<double>> values;
+    for (const auto& t : in) values.push_back(t.values());
+    const auto json_mod = py::module_::import("json");
+    return outputs_of(kernel(json_mod.attr("loads")(s.to_json(c)), arrays_of(*specs, values)));
+  };
+  callback_options o;
+  o.name = "python (gated)";
+  return std::make_shared<callback_backend>(callback_backend::kernel_function(call), std::move(g),
+                                            o);
+}
+
 space load(const std::string& path, const std::string& text, const std::string& name,
            const std::string& target, const std::map<std::string, std::string>& sets) {
   parse_options o;
@@ -145,6 +221,8 @@ std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
     out->be = make_backend(backend_arg.cast<std::string>());
   } else if (py::isinstance<py::function>(backend_arg)) {
     out->be = python_backend(backend_arg.cast<py::function>(), "python");
+  } else if (py::isinstance<backend>(backend_arg)) {
+    out->be = backend_arg.cast<std::shared_ptr<backend>>();
   } else {
     throw error(
         "backend: give None (you measure and tell), a spec such as \"sim\" or "
@@ -241,6 +319,12 @@ PYBIND11_MODULE(_tessel, m) {
 
   m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),
         py::arg("sets"));
+
+  py::class_<backend, std::shared_ptr<backend>>(m, "Backend")
+      .def_property_readonly("name", [](const backend& b) { return b.name(); });
+  m.def("gated_callback", &python_gated_backend, py::arg("kernel"), py::arg("reference"),
+        py::arg("inputs"), py::arg("outputs"), py::arg("flops"), py::arg("min_bytes"),
+        py::arg("timed_calls"), py::arg("secret"), py::arg("tolerance_scale"));
 
   py::class_<stop_condition>(m, "Stop")
       .def("__or__", [](const stop_condition& a, const stop_condition& b) { return a || b; })

@@ -7,6 +7,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/trainium.hpp>  // median_with_interval
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,6 +22,8 @@
 #include <functional>
 #include <optional>
 #include <set>
+
+#include <stdlib.h>  // mkdtemp
 
 #include <unistd.h>
 
@@ -251,7 +254,9 @@ detail::process_request request_for(const std::vector<std::string>& arguments, c
 std::string read_bytes(const std::filesystem::path& path, std::uintmax_t limit) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw error(fmt::format("it wrote no {}", path.filename().string()));
+  if (ec)
+    throw error(fmt::format("it wrote no {} (a gated command writes its outputs on every run)",
+                            path.filename().string()));
   if (size > limit)
     throw error(
         fmt::format("{} has {} bytes, more than its shape allows", path.filename().string(), size));
@@ -263,52 +268,80 @@ std::string read_bytes(const std::filesystem::path& path, std::uintmax_t limit) 
   return bytes;
 }
 
-/// Runs `request` on .npy inputs in a private folder; reads NAME.npy per output back.
-detail::file_run run_on_files(detail::process_request request,
-                              const std::vector<tensor_spec>& inputs,
-                              const std::vector<tensor_spec>& outputs,
-                              const std::vector<std::string>& files) {
-  namespace fs = std::filesystem;
-  static std::atomic<std::uint64_t> counter{0};
-  const auto dir = fs::temp_directory_path() /
-                   fmt::format("tessel-gate-{}-{}", ::getpid(), counter.fetch_add(1));
-  fs::create_directories(dir / "in");
-  fs::create_directories(dir / "out");
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    std::ofstream(dir / "in" / (inputs[i].name + ".npy"), std::ios::binary)
-        .write(files[i].data(), static_cast<std::streamsize>(files[i].size()));
-  set_variable(request.environment, "TESSEL_GATE", "1");
-  set_variable(request.environment, "TESSEL_INPUT_DIR", (dir / "in").string());
-  set_variable(request.environment, "TESSEL_OUTPUT_DIR", (dir / "out").string());
-  const auto result = detail::run_process(request);
-  detail::file_run r;
-  r.seconds = result.wall_s;
-  if (result.timed_out) {
-    r.status = status::timeout;
-    r.message = fmt::format("ran past {} s on a gate input and was killed", request.timeout_s);
-  } else if (!result.started) {
-    r.status = status::runtime_error;
-    r.message = "did not start: " + result.start_error;
-  } else if (result.signal != 0 || result.exit_code != 0) {
-    r.status = status::runtime_error;
-    r.message = fmt::format("{} on a gate input: {}",
-                            result.signal != 0 ? detail::signal_name(result.signal)
-                                               : fmt::format("exit code {}", result.exit_code),
-                            detail::tail_of(result.errors, 10, 1500));
-  } else {
-    try {
-      for (const auto& o : outputs)
-        r.outputs.push_back(read_bytes(dir / "out" / (o.name + ".npy"),
-                                       static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
-    } catch (const std::exception& e) {
-      r.status = status::runtime_error;
-      r.message = fmt::format("on a gate input: {}", e.what());
-    }
+/// A private folder with an unpredictable name (mkdtemp), removed with
+/// everything in it when the object goes.
+class private_dir {
+ public:
+  private_dir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tessel-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw error(fmt::format("cannot make a private folder under {}",
+                              std::filesystem::temp_directory_path().string()));
+    path_ = pattern;
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  return r;
+  private_dir(const private_dir&) = delete;
+  private_dir& operator=(const private_dir&) = delete;
+  ~private_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// One run on .npy inputs: the program's outputs (NAME.npy per output) and
+/// what it reported.
+struct file_result {
+  detail::file_run run;
+  detail::process_result process;
+};
+
+/// Runs `request` with TESSEL_INPUT_DIR (NAME.npy per input) and
+/// TESSEL_OUTPUT_DIR (empty) in a fresh private folder; reads the outputs back.
+/// Every run of a candidate is made this way: the program cannot tell one
+/// from another.
+file_result run_on_files(detail::process_request request, const std::vector<tensor_spec>& inputs,
+                         const std::vector<tensor_spec>& outputs,
+                         const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
+  file_result out;
+  detail::file_run& r = out.run;
+  try {
+    const private_dir dir;
+    fs::create_directories(dir.path() / "in");
+    fs::create_directories(dir.path() / "out");
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      std::ofstream(dir.path() / "in" / (inputs[i].name + ".npy"), std::ios::binary)
+          .write(files[i].data(), static_cast<std::streamsize>(files[i].size()));
+    set_variable(request.environment, "TESSEL_INPUT_DIR", (dir.path() / "in").string());
+    set_variable(request.environment, "TESSEL_OUTPUT_DIR", (dir.path() / "out").string());
+    out.process = detail::run_process(request);
+    const auto& result = out.process;
+    r.seconds = result.wall_s;
+    if (result.timed_out) {
+      r.status = status::timeout;
+      r.message = fmt::format("ran past {} s and was killed", request.timeout_s);
+    } else if (!result.started) {
+      r.status = status::runtime_error;
+      r.message = "did not start: " + result.start_error;
+    } else if (result.signal != 0 || result.exit_code != 0) {
+      r.status = status::runtime_error;
+      r.message = fmt::format("{}: {}",
+                              result.signal != 0 ? detail::signal_name(result.signal)
+                                                 : fmt::format("exit code {}", result.exit_code),
+                              detail::tail_of(result.errors, 10, 1500));
+    } else {
+      for (const auto& o : outputs)
+        r.outputs.push_back(read_bytes(dir.path() / "out" / (o.name + ".npy"),
+                                       static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
+    }
+  } catch (const std::exception& e) {
+    r.status = status::runtime_error;
+    r.message = e.what();
+  }
+  return out;
 }
 
 }  // namespace
@@ -316,7 +349,7 @@ detail::file_run run_on_files(detail::process_request request,
 struct command_backend::gated {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<tessel::gate> checker;
-  std::shared_ptr<detail::reference_store> references;
+  detail::file_program reference;
 };
 
 void command_backend::prepare_gate(const space& s) {
@@ -325,41 +358,71 @@ void command_backend::prepare_gate(const space& s) {
     throw error(
         "command backend: a gated command needs gate_inputs, gate_outputs and gate_reference "
         "(docs/backends.md, \"Gated commands\")");
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
+  detail::check_count_setting(options_.gate_flops, "command: gate_flops", s);
+  detail::check_count_setting(options_.gate_min_bytes, "command: gate_min_bytes", s);
   auto g = std::make_shared<gated>();
-  g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", constant);
-  g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", constant);
-  g->checker = std::make_unique<tessel::gate>(options_.gate);
+  g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", s);
+  g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", s);
+  g->checker = std::make_unique<tessel::gate>(detail::on_target(options_.gate, s));
   auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
-  g->references = std::make_shared<detail::reference_store>(
-      [reference, ins = g->inputs, outs = g->outputs](const std::vector<std::string>& files) {
-        return run_on_files(reference, ins, outs, files);
-      });
+  g->reference = [reference, ins = g->inputs,
+                  outs = g->outputs](const std::vector<std::string>& files) {
+    return run_on_files(reference, ins, outs, files).run;
+  };
   gated_ = std::move(g);
 }
 
-measurement command_backend::evaluate(const space& s, const config& c) {
+measurement command_backend::evaluate_gated(const space& s, const config& c) {
+  // Every run is the same to the program (arguments, environment, stdin,
+  // an input folder of the same shape) and every run is judged and timed:
+  // there is no run it could tell apart as "only timed".
   tessel::cost paid;
-  if (gated_) {
-    const auto request = request_for(arguments_, s, &c, options_);
-    const detail::file_gated_kernel kernel(
-        gated_->inputs, gated_->outputs,
-        [&](const std::vector<std::string>& files) {
-          return run_on_files(request, gated_->inputs, gated_->outputs, files);
-        },
-        gated_->references);
-    auto failed = detail::gate_through_files(*gated_->checker, kernel, s.key(c), paid);
-    paid.gate_s += kernel.candidate_seconds();
-    if (failed) return *failed;
+  const detail::file_spec spec(
+      gated_->inputs, gated_->outputs, gated_->reference,
+      detail::count_setting(options_.gate_flops, "command: gate_flops", s, c),
+      detail::count_setting(options_.gate_min_bytes, "command: gate_min_bytes", s, c));
+  gate_session session = gated_->checker->session(spec, s.key(c));
+  detail::session_files files(session);
+  const auto request = request_for(arguments_, s, &c, options_);
+  std::vector<measurement> reports;
+  const auto& calls = session.calls();
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const std::size_t set = calls[i];
+    const auto what = fmt::format("run {} of {}", i + 1, calls.size());
+    const file_result r = run_on_files(request, gated_->inputs, gated_->outputs, files.of(set));
+    paid.run_s += r.run.seconds;
+    if (auto failed = detail::judge_run(session, set, r.run, gated_->outputs, what, paid))
+      return *failed;
+    measurement report = detail::interpret(r.process, options_);
+    if (!report.ok()) {
+      report.message = fmt::format("{}: {}", what, report.message);
+      report.cost = paid;
+      return report;
+    }
+    paid.compile_s += report.cost.compile_s;
+    reports.push_back(std::move(report));
   }
-  auto m =
-      detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)), options_);
-  m.cost.gate_s += paid.gate_s;
+  const verdict v = session.finish();
+  if (!v.ok()) return detail::failed_verdict(v, paid);
+  measurement m;
+  for (const auto& r : reports) m.samples.push_back(r.objective);
+  m.objective = median_with_interval(m.samples).median;
+  const auto median_run =
+      std::min_element(reports.begin(), reports.end(), [&](const auto& a, const auto& b) {
+        return std::abs(a.objective - m.objective) < std::abs(b.objective - m.objective);
+      });
+  m.metrics = median_run->metrics;
+  m.message = median_run->message;
+  m.metrics["gate_runs"] = static_cast<double>(reports.size());
+  m.metrics["gate_max_error"] = v.max_error;
+  m.cost = paid;
+  gated_->checker->apply_time(m, spec);
   return m;
+}
+
+measurement command_backend::evaluate(const space& s, const config& c) {
+  if (gated_) return evaluate_gated(s, c);
+  return detail::interpret(detail::run_process(request_for(arguments_, s, &c, options_)), options_);
 }
 
 double command_backend::estimated_cost(const space& s, const config& c) const {

@@ -4,21 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <functional>
 
 namespace tessel::detail {
 namespace {
-
-std::uint64_t hash_inputs(const std::vector<std::string>& inputs) {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over every byte, with separators
-  for (const auto& bytes : inputs) {
-    for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    h = (h ^ 0xffULL) * 1099511628211ULL;
-  }
-  return h;
-}
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -54,103 +47,126 @@ std::vector<npy_array> decode_outputs(const std::vector<std::string>& outputs,
   return decoded;
 }
 
-std::shared_ptr<const std::vector<npy_array>> reference_store::outputs(
-    const std::vector<std::string>& inputs, const std::vector<tensor_spec>& specs) {
-  const auto key = hash_inputs(inputs);
-  {
-    const std::lock_guard lock(mutex_);
-    if (const auto it = done_.find(key); it != done_.end()) return it->second;
-  }
-  const file_run r = reference_(inputs);
-  if (r.status != status::ok)
-    throw error(fmt::format("the reference failed ({}): {}", to_string(r.status), r.message));
-  auto decoded = std::make_shared<const std::vector<npy_array>>(
-      decode_outputs(r.outputs, specs, "the reference"));
-  const std::lock_guard lock(mutex_);
-  ++runs_;
-  return done_.emplace(key, std::move(decoded)).first->second;
-}
-
-std::size_t reference_store::runs() const {
-  const std::lock_guard lock(mutex_);
-  return runs_;
-}
-
-file_gated_kernel::file_gated_kernel(std::vector<tensor_spec> inputs,
-                                     std::vector<tensor_spec> outputs, file_program candidate,
-                                     std::shared_ptr<reference_store> reference)
+file_spec::file_spec(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
+                     file_program reference, double flops, double min_bytes)
     : inputs_(std::move(inputs)),
       outputs_(std::move(outputs)),
-      candidate_(std::move(candidate)),
-      reference_(std::move(reference)) {}
+      reference_(std::move(reference)),
+      flops_(flops),
+      min_bytes_(min_bytes) {}
 
 namespace {
 
 /// The .npy bytes of each input, in declaration order.
-template <class Input, class Values>
-std::vector<std::string> materialize(std::span<const Input> in, Values values_of) {
+template <class Input>
+std::vector<std::string> materialize(std::span<const Input> in) {
   std::vector<std::string> files;
-  for (const auto& t : in) files.push_back(npy_encode(t.spec().shape, t.spec().type, values_of(t)));
+  for (const auto& t : in) files.push_back(npy_encode(t.spec().shape, t.spec().type, t.values()));
   return files;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
 
-output_values file_gated_kernel::run(std::span<const hidden_input> in) const {
-  const file_run r = candidate_(materialize(in, [](const hidden_input& t) { return t.values(); }));
-  {
-    const std::lock_guard lock(mutex_);
-    seconds_ += r.seconds;
-    if (r.status != status::ok && !failure_) failure_ = r;
-  }
+probe_values file_spec::reference(std::span<const input_tensor> in,
+                                  const probe_points& where) const {
+  const file_run r = reference_(materialize(in));
   if (r.status != status::ok)
-    throw program_failed(fmt::format("{}: {}", to_string(r.status), r.message));
-  output_values whole;
-  for (auto& o : decode_outputs(r.outputs, outputs_, "the kernel"))
-    whole.push_back(std::move(o.values));
-  return whole;
-}
-
-probe_values file_gated_kernel::reference(std::span<const input_tensor> in,
-                                          const probe_points& where) const {
-  const auto files = materialize(in, [](const input_tensor& t) {
-    std::vector<double> values(static_cast<std::size_t>(t.spec().elements()));
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = t.at(static_cast<std::int64_t>(i));
-    return values;
-  });
-  const auto outputs = reference_->outputs(files, outputs_);
+    throw error(fmt::format("the reference failed ({}): {}", to_string(r.status), r.message));
+  const auto outputs = decode_outputs(r.outputs, outputs_, "the reference");
   probe_values picked(where.size());
-  for (std::size_t o = 0; o < where.size() && o < outputs->size(); ++o)
+  for (std::size_t o = 0; o < where.size() && o < outputs.size(); ++o)
     for (const auto flat : where[o])
-      picked[o].push_back((*outputs)[o].values[static_cast<std::size_t>(flat)]);
+      picked[o].push_back(outputs[o].values[static_cast<std::size_t>(flat)]);
   return picked;
 }
 
-std::optional<file_run> file_gated_kernel::failure() const {
-  const std::lock_guard lock(mutex_);
-  return failure_;
+double file_spec::min_bytes() const { return min_bytes_ > 0 ? min_bytes_ : gate_spec::min_bytes(); }
+
+const std::vector<std::string>& session_files::of(std::size_t set) {
+  auto& files = files_.at(set);
+  if (files.empty()) files = materialize(std::span(session_.inputs(set)));
+  return files;
 }
 
-double file_gated_kernel::candidate_seconds() const {
-  const std::lock_guard lock(mutex_);
-  return seconds_;
-}
-
-std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
-                                              std::uint64_t key, tessel::cost& paid) {
-  const verdict v = g.check(k, k, key);
-  paid.gate_s += v.seconds;
-  if (v.ok()) return std::nullopt;
-  if (const auto f = k.failure())
-    return measurement::failure(f->status, fmt::format("in the gate: {}", f->message), paid);
+measurement failed_verdict(const verdict& v, const tessel::cost& paid) {
   auto m = measurement::failure(v.status, v.message, paid);
   if (std::isfinite(v.max_error)) m.metrics["gate_max_error"] = v.max_error;
   return m;
 }
 
-std::vector<tensor_spec> parse_tensor_specs(
-    std::string_view text, std::string_view what,
-    const std::function<std::optional<std::int64_t>(std::string_view)>& constant) {
+std::optional<measurement> judge_run(gate_session& session, std::size_t set, const file_run& run,
+                                     const std::vector<tensor_spec>& outputs, std::string_view what,
+                                     tessel::cost& paid) {
+  if (run.status != status::ok)
+    return measurement::failure(run.status, fmt::format("{}: {}", what, run.message), paid);
+  output_values whole;
+  try {
+    for (auto& o : decode_outputs(run.outputs, outputs, "the kernel"))
+      whole.push_back(std::move(o.values));
+  } catch (const std::exception& e) {
+    return measurement::failure(status::runtime_error, fmt::format("{}: {}", what, e.what()), paid);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto failed = session.judge(set, whole);
+  paid.gate_s += seconds_since(start);
+  if (failed) return failed_verdict(*failed, paid);
+  return std::nullopt;
+}
+
+namespace {
+
+bool names_value(const space& s, std::string_view name) {
+  const auto& d = s.def();
+  return std::any_of(d.lets.begin(), d.lets.end(), [&](const auto& l) { return l.name == name; }) ||
+         std::any_of(d.constants.begin(), d.constants.end(),
+                     [&](const auto& k) { return k.name == name; });
+}
+
+std::optional<double> number_of(std::string_view text) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0) || !std::isfinite(v))
+    return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void check_count_setting(std::string_view text, std::string_view what, const space& s) {
+  if (text.empty() || number_of(text) || names_value(s, text)) return;
+  throw error(
+      fmt::format("{}: '{}' is neither a non-negative number nor a let or const of space '{}'",
+                  what, text, s.name()));
+}
+
+double count_setting(std::string_view text, std::string_view what, const space& s,
+                     const config& c) {
+  if (text.empty()) return 0;
+  if (const auto v = number_of(text)) return *v;
+  check_count_setting(text, what, s);
+  const auto v = s.evaluate(c, text);
+  if (!v || *v < 0)
+    throw error(fmt::format("{}: '{}' has no non-negative value for this config", what, text));
+  return static_cast<double>(*v);
+}
+
+gate_options on_target(gate_options o, const space& s) {
+  if (!o.machine.known())
+    if (auto peaks = peaks_of(s.def().target)) o.machine = *peaks;
+  return o;
+}
+
+std::vector<tensor_spec> parse_tensor_specs(std::string_view text, std::string_view what,
+                                            const space& space) {
+  const auto constant = [&space](std::string_view name) -> std::optional<std::int64_t> {
+    for (const auto& k : space.def().constants)
+      if (k.name == name) return k.value;
+    return std::nullopt;
+  };
   std::vector<tensor_spec> specs;
   for (const auto item : split(text, ',')) {
     if (item.empty()) continue;
@@ -175,8 +191,20 @@ std::vector<tensor_spec> parse_tensor_specs(
       }
     }
     for (std::size_t f = 2; f < fields.size(); ++f) {
-      if (fields[f].starts_with("labels=")) {
-        s.label_range = std::stoll(std::string(fields[f].substr(7)));
+      if (fields[f].starts_with("labels=") || fields[f].starts_with("reduce=")) {
+        const auto value = fields[f].substr(fields[f].find('=') + 1);
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec == std::errc() && end == value.data() + value.size() && v > 0) {
+        } else if (auto c = constant(value); c && *c > 0) {
+          v = *c;
+        } else {
+          throw error(
+              fmt::format("{}: '{}' of {} needs a positive integer or a constant of the "
+                          "space",
+                          what, fields[f], s.name));
+        }
+        (fields[f].starts_with("labels=") ? s.label_range : s.reduction) = v;
       } else if (auto t = parse_element_type(fields[f])) {
         s.type = *t;
       } else {

@@ -1,11 +1,11 @@
-// file_gate.hpp: the gate for kernels that run in another process. tessel
-// keeps the reference and the hidden inputs: for each input set the gate
-// draws, the inputs are written as .npy and handed to the candidate program,
-// which answers with its whole outputs as .npy; the reference runs in a
-// separate program (never the candidate's process) on the same bytes, once
-// per input set for the whole study; the gate compares. Shared by the
-// trainium backend and the gated `command:` path (docs/backends.md, "Gated
-// commands"). Private to the backends.
+// file_gate.hpp: the gate for kernels that run in another process (a
+// program, a device runner). tessel keeps the reference and the hidden
+// inputs: a gate_session deals the input sets and the calls; each call's
+// inputs are handed to the candidate as .npy bytes, and its whole outputs
+// come back as .npy; the reference runs in a separate program (never the
+// candidate's process) on the same bytes, once per input set; the session
+// judges every call. Shared by the gated `command:` path and the trainium
+// backend (docs/backends.md, "Gated commands"). Private to the backends.
 #pragma once
 
 #include "gated/npy.hpp"
@@ -13,11 +13,10 @@
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/space.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,58 +35,38 @@ struct file_run {
 /// Runs a program on .npy inputs (bytes, in declaration order).
 using file_program = std::function<file_run(const std::vector<std::string>& inputs)>;
 
-/// Thrown out of file_gated_kernel::run() when the candidate program fails,
-/// so the gate stops; the kernel keeps the status.
-struct program_failed : error {
-  using error::error;
-};
-
-/// The reference's outputs per input set (keyed by a hash of the inputs'
-/// bytes), computed once and shared by every config. Thread-safe.
-class reference_store {
+/// What a kernel that runs elsewhere must compute, from the backend's
+/// settings: the declared tensors, the work a run must do (when declared),
+/// and the reference program's outputs on the same bytes the candidate gets
+/// (run once per input set: a session asks for each set's reference once).
+class file_spec final : public gate_spec {
  public:
-  explicit reference_store(file_program reference) : reference_(std::move(reference)) {}
-  /// The decoded outputs for `inputs`; throws tessel::error when the reference fails.
-  [[nodiscard]] std::shared_ptr<const std::vector<npy_array>> outputs(
-      const std::vector<std::string>& inputs, const std::vector<tensor_spec>& specs);
-  /// Reference runs done (not answered from the store).
-  [[nodiscard]] std::size_t runs() const;
-
- private:
-  file_program reference_;
-  mutable std::mutex mutex_;
-  std::map<std::uint64_t, std::shared_ptr<const std::vector<npy_array>>> done_;
-  std::size_t runs_ = 0;
-};
-
-/// A candidate that is another process, and the spec it is judged by. The
-/// spec side (shapes, tolerances, probes, the reference program's outputs) is
-/// tessel's, from the backend's settings; the candidate side writes the
-/// hidden inputs as .npy, runs the candidate program and returns its whole
-/// outputs. The program sees only the inputs' bytes, never the spec.
-class file_gated_kernel final : public gate_spec, public gated_kernel {
- public:
-  file_gated_kernel(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
-                    file_program candidate, std::shared_ptr<reference_store> reference);
+  /// `min_bytes` 0: gate_spec's default (every input and output once).
+  file_spec(std::vector<tensor_spec> inputs, std::vector<tensor_spec> outputs,
+            file_program reference, double flops = 0, double min_bytes = 0);
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override { return inputs_; }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override { return outputs_; }
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override;
-  [[nodiscard]] output_values run(std::span<const hidden_input> in) const override;
-
-  /// The candidate program's first failure, when it failed.
-  [[nodiscard]] std::optional<file_run> failure() const;
-  /// Wall seconds the candidate program ran, summed over runs.
-  [[nodiscard]] double candidate_seconds() const;
+  [[nodiscard]] double flops() const override { return flops_; }
+  [[nodiscard]] double min_bytes() const override;
 
  private:
   std::vector<tensor_spec> inputs_, outputs_;
-  file_program candidate_;
-  std::shared_ptr<reference_store> reference_;
-  mutable std::mutex mutex_;
-  mutable std::optional<file_run> failure_;
-  mutable double seconds_ = 0;
+  file_program reference_;
+  double flops_, min_bytes_;
+};
+
+/// The .npy bytes of every input set of a session, made at first use.
+class session_files {
+ public:
+  explicit session_files(const gate_session& s) : session_(s), files_(s.sets()) {}
+  [[nodiscard]] const std::vector<std::string>& of(std::size_t set);
+
+ private:
+  const gate_session& session_;
+  std::vector<std::vector<std::string>> files_;
 };
 
 /// Decodes `outputs` (.npy bytes) against `specs`: count, shape and size
@@ -96,18 +75,38 @@ class file_gated_kernel final : public gate_spec, public gated_kernel {
                                                     const std::vector<tensor_spec>& specs,
                                                     std::string_view who);
 
-/// Checks `k` with `g` under `key`. nullopt: passed (the gate's seconds are
-/// added to `paid`); otherwise the failed measurement, whose status is the
-/// candidate program's own failure (timeout, runtime_error, ...) when it
-/// failed, else the gate's verdict. A failed candidate never gets a time.
-[[nodiscard]] std::optional<measurement> gate_through_files(gate& g, const file_gated_kernel& k,
-                                                            std::uint64_t key, tessel::cost& paid);
+/// Judges one run of the candidate on `set`. nullopt: it passed so far;
+/// otherwise the failed measurement: the run's own failure (timeout,
+/// runtime_error, ...), outputs it did not write as declared
+/// (runtime_error), or the session's verdict. `what` names the run in
+/// messages ("run 3 of 17"). The wall seconds judging took are added to
+/// paid.gate_s.
+[[nodiscard]] std::optional<measurement> judge_run(gate_session& session, std::size_t set,
+                                                   const file_run& run,
+                                                   const std::vector<tensor_spec>& outputs,
+                                                   std::string_view what, tessel::cost& paid);
 
-/// Parses "A:512x256:bf16,B:256x512" (name:dims[:type], dims 'x'-separated,
-/// each an integer or a name `constant` resolves; type default fp32; int32
-/// inputs may add ":labels=N"). `what` names the setting in errors.
-[[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(
-    std::string_view text, std::string_view what,
-    const std::function<std::optional<std::int64_t>(std::string_view)>& constant);
+/// The failed measurement of a failing verdict: its status and message, its
+/// max_error as the metric "gate_max_error".
+[[nodiscard]] measurement failed_verdict(const verdict& v, const tessel::cost& paid);
+
+/// Parses "A:512x256:bf16,B:256x512" (name:dims[:type][:labels=N][:reduce=K],
+/// dims 'x'-separated, each an integer or a `const` of `s`; type default
+/// fp32; labels: the range int32 inputs are drawn from; reduce: the terms
+/// each output element sums). `what` names the setting in errors.
+[[nodiscard]] std::vector<tensor_spec> parse_tensor_specs(std::string_view text,
+                                                          std::string_view what, const space& s);
+
+/// `o` with its machine, when unknown, set to the peaks of `s`'s target
+/// (peaks_of: a NeuronCore target's constants, the host's for `cpu`).
+[[nodiscard]] gate_options on_target(gate_options o, const space& s);
+
+/// A count setting for config `c` of `s` (gate_flops, gate_min_bytes): ""
+/// is 0, else a non-negative number or the name of a `let` or `const` of
+/// the space. Throws tessel::error naming `what`.
+[[nodiscard]] double count_setting(std::string_view text, std::string_view what, const space& s,
+                                   const config& c);
+/// Checks a count setting names a number or a let/const of `s` (prepare time).
+void check_count_setting(std::string_view text, std::string_view what, const space& s);
 
 }  // namespace tessel::detail

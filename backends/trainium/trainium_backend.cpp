@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
@@ -157,7 +158,7 @@ struct trainium_backend::impl {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<detail::host_pool> hosts;
   std::unique_ptr<tessel::gate> gate;
-  std::shared_ptr<detail::reference_store> references;
+  detail::file_program reference;
   std::mutex mutex;
   double incumbent_s = 0;  ///< best median measured so far (0: none)
 
@@ -215,35 +216,7 @@ struct trainium_backend::impl {
     return r;
   }
 
-  /// Why the outputs of the timed calls (on timing_inputs()) are not the
-  /// reference's within the gate's tolerance, or nullopt. Catches a kernel
-  /// that computes in the gate and skips work when timed.
-  std::optional<std::string> timed_outputs_differ(const std::vector<std::string>& produced) {
-    try {
-      const auto got = detail::decode_outputs(produced, outputs, "the timed kernel");
-      const auto want = references->outputs(timing_inputs(), outputs);
-      for (std::size_t t = 0; t < outputs.size(); ++t) {
-        const auto& r = (*want)[t].values;
-        double squares = 0;
-        for (const double v : r) squares += v * v;
-        const double rms =
-            std::sqrt(squares / static_cast<double>(std::max<std::size_t>(r.size(), 1)));
-        const double tol = default_tolerance(outputs[t].type) * o_tolerance_scale();
-        for (std::size_t i = 0; i < r.size(); ++i)
-          if (!(std::abs(got[t].values[i] - r[i]) <= tol * (std::abs(r[i]) + rms)))
-            return fmt::format(
-                "suspicious: the timed run's output {} differs from the reference at flat index "
-                "{} ({} vs {}): the kernel computes differently when it is timed",
-                outputs[t].name, i, got[t].values[i], r[i]);
-      }
-    } catch (const std::exception& e) {
-      return fmt::format("suspicious: the timed run's outputs: {}", e.what());
-    }
-    return std::nullopt;
-  }
-  [[nodiscard]] double o_tolerance_scale() const { return o.gate_settings.tolerance_scale; }
-
-  /// Inputs for compiling and timing (not the gate's): a fixed normal draw.
+  /// Inputs for compiling (shapes only), and for timing when the gate is off: a fixed normal draw.
   [[nodiscard]] std::vector<std::string> timing_inputs() const {
     std::vector<std::string> files;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -272,8 +245,7 @@ trainium_backend::trainium_backend(options o) : impl_(std::make_unique<impl>()) 
              x.o.environment, x.o.kill_grace_s};
   x.hosts = std::make_unique<detail::host_pool>(x.o.hosts, x.o.cores_per_host, x.o.compile_jobs);
   x.gate = std::make_unique<tessel::gate>(x.o.gate_settings);
-  x.references = std::make_shared<detail::reference_store>(
-      [&x](const std::vector<std::string>& files) { return x.reference_run(files); });
+  x.reference = [&x](const std::vector<std::string>& files) { return x.reference_run(files); };
 }
 
 trainium_backend::~trainium_backend() = default;
@@ -287,13 +259,11 @@ std::optional<std::string> trainium_backend::hardware() const {
 
 void trainium_backend::prepare(const space& s) {
   auto& x = *impl_;
-  const auto constant = [&s](std::string_view name) -> std::optional<std::int64_t> {
-    for (const auto& k : s.def().constants)
-      if (k.name == name) return k.value;
-    return std::nullopt;
-  };
-  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", constant);
-  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", constant);
+  x.inputs = detail::parse_tensor_specs(x.o.inputs, "backend trainium: inputs", s);
+  x.outputs = detail::parse_tensor_specs(x.o.outputs, "backend trainium: outputs", s);
+  detail::check_count_setting(x.o.flops, "backend trainium: flops", s);
+  detail::check_count_setting(x.o.min_bytes, "backend trainium: min_bytes", s);
+  x.gate = std::make_unique<tessel::gate>(detail::on_target(x.o.gate_settings, s));
   for (const auto* spec : {&x.o.kernel, &x.o.reference}) {
     const auto file = spec->substr(0, spec->rfind(':'));
     if (x.o.hosts.empty() && !fs::exists(file))
@@ -360,17 +330,26 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       continue;
     }
     bool lost = false;
+    const detail::file_spec spec(
+        x.inputs, x.outputs, x.reference,
+        detail::count_setting(x.o.flops, "backend trainium: flops", s, c),
+        detail::count_setting(x.o.min_bytes, "backend trainium: min_bytes", s, c));
+    std::optional<gate_session> session;
+    std::optional<detail::session_files> files;
+    std::optional<measurement> failed;
     if (x.o.gate) {
-      detail::file_gated_kernel kernel(
-          x.inputs, x.outputs,
-          [&](const std::vector<std::string>& files) {
-            return x.send(x.base_request("run", constants, key), host, lease->core, files,
-                          x.o.run_timeout_s, &lost);
-          },
-          x.references);
-      auto failed =
-          detail::gate_through_files(*x.gate, kernel, key + attempt * 0x9e3779b97f4a7c15ULL, paid);
-      paid.run_s += kernel.candidate_seconds();
+      session.emplace(x.gate->session(spec, key));
+      files.emplace(*session);
+      const auto& calls = session->calls();
+      for (std::size_t i = 0; i < calls.size() && !failed && !lost; ++i) {
+        const auto r = x.send(x.base_request("run", constants, key), host, lease->core,
+                              files->of(calls[i]), x.o.run_timeout_s, &lost);
+        paid.run_s += r.seconds;
+        if (!lost)
+          failed = detail::judge_run(*session, calls[i], r, x.outputs,
+                                     fmt::format("in the gate (run {} of {})", i + 1, calls.size()),
+                                     paid);
+      }
       if (lost) {
         x.hosts->mark_lost(host);
         ++requeued;
@@ -381,6 +360,10 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
         return *failed;
       }
     }
+    // Timed on one of the gate's own input sets, drawn from the secret: the
+    // kernel cannot tell the timed call from a gate call by its inputs, and
+    // what the timed calls computed is judged like any gate call.
+    const std::size_t timed_set = session ? session->timed_set(0) : 0;
     auto request = x.base_request("time", constants, key);
     request["warmup"] = x.o.warmup;
     request["iters_per_sample"] = x.o.iters_per_sample;
@@ -393,8 +376,9 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       if (x.incumbent_s > 0) request["incumbent_s"] = x.incumbent_s;
     }
     nlohmann::json body;
-    const auto timed = x.send(std::move(request), host, lease->core, x.timing_inputs(),
-                              x.o.run_timeout_s, &lost, &body);
+    const auto timed =
+        x.send(std::move(request), host, lease->core,
+               files ? files->of(timed_set) : x.timing_inputs(), x.o.run_timeout_s, &lost, &body);
     if (lost) {
       x.hosts->mark_lost(host);
       ++requeued;
@@ -402,12 +386,38 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
       continue;
     }
     paid.run_s += timed.seconds;
-    if (timed.status == status::ok && x.o.gate && !timed.outputs.empty())
-      if (auto lie = x.timed_outputs_differ(timed.outputs)) {
-        auto m = measurement::failure(status::suspicious, *lie, paid);
-        m.metrics["requeued"] = static_cast<double>(requeued);
-        return m;
+    if (timed.status == status::ok && session) {
+      // The gate's calls first, alone; then with the timed run's outputs: a
+      // verdict that turns only then is a kernel that computes differently
+      // when it is timed.
+      verdict v = session->finish();
+      if (v.ok()) {
+        failed =
+            timed.outputs.empty()
+                ? measurement::failure(status::suspicious,
+                                       "suspicious: the timed run returned no outputs to check",
+                                       paid)
+                : detail::judge_run(*session, timed_set, timed, x.outputs, "the timed run", paid);
+        if (!failed) {
+          v = session->finish();
+        } else if (failed->status == status::incorrect || failed->status == status::suspicious) {
+          v.status = failed->status;
+          v.message = failed->message;
+          v.max_error =
+              failed->metrics.count("gate_max_error") ? failed->metrics["gate_max_error"] : 0;
+          failed.reset();
+        }
+        if (!failed && !v.ok()) {
+          v.status = status::suspicious;
+          v.message = "suspicious: the kernel computes differently when it is timed: " + v.message;
+        }
       }
+      if (!failed && !v.ok()) failed = detail::failed_verdict(v, paid);
+      if (failed) {
+        failed->metrics["requeued"] = static_cast<double>(requeued);
+        return *failed;
+      }
+    }
     if (timed.status != status::ok) {
       auto m = measurement::failure(timed.status, timed.message, paid);
       m.metrics["requeued"] = static_cast<double>(requeued);
@@ -442,6 +452,10 @@ measurement trainium_backend::evaluate(const space& s, const config& c) {
     m.metrics["compile_cached"] = compile_cached;
     m.message = fmt::format("median of {} samples; racing stopped: {}", m.samples.size(),
                             text_field(body, "stopped"));
+    if (x.o.gate) {
+      x.gate->apply_time(m, spec);  // every sample above the floor
+      if (!m.ok()) return m;
+    }
     const std::lock_guard lock(x.mutex);
     if (x.incumbent_s == 0 || mi.median < x.incumbent_s) x.incumbent_s = mi.median;
     return m;

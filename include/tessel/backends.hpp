@@ -15,6 +15,7 @@
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 
@@ -26,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -47,6 +49,30 @@ struct callback_options {
   std::string target = "host";
 };
 
+/// A gated callback (docs/backends.md, "Gated callbacks"): the function is
+/// the kernel itself. tessel hands it the hidden inputs of a gate session,
+/// times every call with a steady clock and judges every call's outputs
+/// against `reference`, so a time counts only for outputs that match.
+struct callback_gate {
+  /// The declared tensors, "A:MxK,B:KxN:bf16" (as command's gate_inputs and
+  /// gate_outputs: dims are integers or constants of the space).
+  std::string inputs, outputs;
+  /// The reference: the whole outputs (fp64, one array per output) from the
+  /// inputs' values (one array per input, row-major). Trusted: it runs in
+  /// tessel's process, on the gate's own copy of each input set.
+  std::function<output_values(const std::vector<std::vector<double>>& inputs)> reference;
+  /// The FLOPs one call performs and the bytes it must move at least (a
+  /// number, or a `let`/`const` of the space), for the time floor.
+  std::string flops, min_bytes;
+  /// After the gate's calls, this many more timed calls, each on an input
+  /// set drawn from the secret; gate_session::spot_check picks the ones
+  /// judged (the first, the last, about one in gate.spot_check_every).
+  std::size_t timed_calls = 0;
+  /// Suites, tolerance scale, secret; `machine` unknown: the space's
+  /// target's peaks (the host's measured ones for `cpu`).
+  gate_options gate;
+};
+
 /// Wraps a user function. Exceptions the function throws propagate out of
 /// evaluate() unchanged (the study records them as runtime_error or rethrows
 /// them, per its options).
@@ -54,6 +80,10 @@ class callback_backend : public backend {
  public:
   using options = callback_options;
   using measure_function = std::function<measurement(const space&, const config&)>;
+  /// A gated callback's kernel: config `c`'s whole outputs on `in` (one
+  /// array per declared output, row-major).
+  using kernel_function =
+      std::function<output_values(const space&, const config&, std::span<const hidden_input> in)>;
 
   /// The general form: the function returns the whole measurement.
   explicit callback_backend(measure_function f, options opts = {});
@@ -64,16 +94,28 @@ class callback_backend : public backend {
   explicit callback_backend(std::function<double(const config&)> f, options opts = {});
   explicit callback_backend(std::function<double(const space&, const config&)> f,
                             options opts = {});
+  /// A gated kernel: each evaluation makes a gate session's calls (and
+  /// gate.timed_calls more), timing each; the objective is the median call
+  /// time in seconds, samples every call's, metrics gate_calls and
+  /// gate_max_error. A failing verdict is the trial's status; a time below
+  /// the floor is suspicious. Throws options_error without a reference.
+  callback_backend(kernel_function f, callback_gate gate, options opts = {});
+  ~callback_backend() override;
 
   [[nodiscard]] std::string name() const override { return options_.name; }
   [[nodiscard]] std::optional<std::string> hardware() const override { return options_.target; }
+  /// A gated callback: parses the tensors against the space's constants and
+  /// checks the flops and min_bytes settings.
+  void prepare(const space& s) override;
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override { return options_.concurrency; }
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
 
  private:
+  struct gated;
   measure_function function_;
   options options_;
+  std::shared_ptr<gated> gated_;  ///< a gated kernel's state (prepare() completes it)
 };
 
 // --- command -------------------------------------------------------------------
@@ -93,16 +135,25 @@ struct command_options {
   std::size_t stderr_tail_bytes = 2048;            ///< ... and at most this many bytes of them
 
   /// Gated commands (docs/backends.md, "Gated commands"). With gate_outputs
-  /// set, each candidate first runs once per hidden input set the gate draws,
-  /// with TESSEL_GATE=1, TESSEL_INPUT_DIR (NAME.npy per input, float32 or
-  /// int32) and TESSEL_OUTPUT_DIR (where it writes NAME.npy per output); the
-  /// reference command runs the same way in a process of its own, once per
-  /// input set for the whole study; tessel's gate compares. Only a candidate
-  /// that passes is then run for its time (without TESSEL_GATE).
+  /// set, each evaluation runs the candidate once per call of a gate
+  /// session (every hidden input set, and repeats, in an order drawn from
+  /// the secret), every run alike: TESSEL_INPUT_DIR (NAME.npy per input,
+  /// float32 or int32) and TESSEL_OUTPUT_DIR (where it writes NAME.npy per
+  /// output) in a fresh private folder, the same arguments, environment and
+  /// stdin; each run reports its time as an ungated run does. The reference
+  /// command runs the same way in a process of its own, once per input set.
+  /// Every run's outputs are judged and every run's time counts: the
+  /// objective is their median, each must be above the physical floor.
   std::string gate_inputs;     ///< "A:64x32,B:32x64:bf16" (dims: integers or space constants)
   std::string gate_outputs;    ///< "C:64x64"; empty: the command is not gated
   std::string gate_reference;  ///< the reference command (split shell-style)
-  gate_options gate;           ///< suites, tolerance scale, secret
+  /// The FLOPs one run performs and the bytes it must move at least (a
+  /// number, or a `let`/`const` of the space), for the time floor; "": unknown
+  /// FLOPs, and every input and output once.
+  std::string gate_flops, gate_min_bytes;
+  /// Suites, tolerance scale, secret; `machine` unknown: the space's target's
+  /// peaks (peaks_of: the host's measured ones for `cpu`).
+  gate_options gate;
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
@@ -140,6 +191,7 @@ class command_backend : public backend {
  private:
   struct gated;
   void prepare_gate(const space& s);
+  [[nodiscard]] measurement evaluate_gated(const space& s, const config& c);
   std::vector<std::string> arguments_;
   options options_;
   std::shared_ptr<gated> gated_;  ///< set by prepare() when options_.gate_outputs is
@@ -321,7 +373,7 @@ void register_backend(std::string scheme, backend_factory factory);
 /// (settings: concurrency, count_framework_time, exact_cost_estimate),
 /// `command:CMD` (settings: timeout, kill_grace, workdir, concurrency,
 /// estimated_cost, env.NAME, gate_inputs, gate_outputs, gate_reference,
-/// gate_secret, tolerance_scale), `trainium:kernel=...,reference=...`
+/// gate_flops, gate_min_bytes, gate_secret, tolerance_scale), `trainium:kernel=...,reference=...`
 /// (tessel/trainium.hpp, docs/trainium.md). Throws tessel::error for an unknown scheme
 /// (listing the known ones), an unknown setting, or a bad argument.
 [[nodiscard]] std::shared_ptr<backend> make_backend(std::string_view spec,

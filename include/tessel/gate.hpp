@@ -1,21 +1,24 @@
 // tessel/gate.hpp: the equivalence gate. Before a candidate's time counts,
 // its outputs are compared with a reference on a hidden suite of inputs
-// (several distributions, disguised by a random offset and scale, drawn from
-// a secret and the config key the candidate never sees). Tolerances scale
-// with the reference's magnitude and the output's element type, so zeros or
-// a constant cannot pass. Outputs that do not change when the inputs change,
-// runs that do not repeat within the tolerance, NaN/Inf, and times that are
-// not finite or beat the roofline bound are `suspicious`. Verdicts are cached
-// per config key (docs/gate.md).
+// (several distributions, disguised by a random offset and scale, drawn with
+// a keyed hash from a secret the candidate never sees and the config key).
+// Every element is held to a bound of its own: the output type's tolerance
+// times its reference's magnitude plus a robust scale of the output, so
+// zeros, a constant, or a few large outliers cannot buy room. Outputs that
+// do not change when the inputs change, calls that disagree with each other,
+// NaN/Inf, and times that are not finite or beat the physical floor are
+// `suspicious` (docs/gate.md).
 //
 // Two parties, two interfaces, so a candidate cannot grade itself:
 // - a `gate_spec`, owned by the backend (the workload), says what must be
-//   computed: the input and output shapes, the reference, the tolerances and
-//   which output elements to compare;
+//   computed: the input and output shapes, the reference, the tolerances,
+//   which output elements to compare and the work a run must do;
 // - a `gated_kernel` is the candidate: it maps hidden inputs to its *whole*
 //   outputs and learns nothing else (not the distribution, not the seed,
-//   not which elements are compared). Arrays a device runner returns are
-//   judged the same way (gate::hidden_inputs, gate::check_outputs).
+//   not which elements are compared, not which call is checked). A
+//   candidate that runs elsewhere (another process, a device, a timing
+//   loop) is judged through a `gate_session`: the gate deals its inputs and
+//   calls, the backend makes them, the session judges every output.
 // A backend's own model of a schedule (the simulator's functional mode) may
 // instead be a `sampled_kernel`, which computes only the compared elements:
 // it is trusted like the spec, never user or agent code.
@@ -23,6 +26,7 @@
 
 #include <tessel/measurement.hpp>
 #include <tessel/random.hpp>
+#include <tessel/roofline.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -63,25 +67,33 @@ enum class element_type : unsigned char {
 /// for fp16, 2^-6 for fp8 e4m3, 1 for int32).
 [[nodiscard]] double min_normal(element_type t) noexcept;
 /// The relative tolerance gate_spec::tolerances() gives an output of type
-/// `t`: max(4 u, 2^-12) with u = unit_roundoff(t), so 2^-6 for bf16, 2^-9 for
-/// fp16, 2^-2 for fp8 e4m3 and 2^-12 for fp32 (the floor covers fp32
-/// accumulation over reductions of up to ~10^6 terms); 0 (exact) for int32.
-[[nodiscard]] double default_tolerance(element_type t) noexcept;
+/// `t` whose elements each sum `reduction` terms (0 or 1: not a reduction):
+/// max(4 u, 2^-12, 4 x 2^-24 x sqrt(reduction)) with u = unit_roundoff(t),
+/// so 2^-6 for bf16, 2^-9 for fp16, 2^-2 for fp8 e4m3 and 2^-12 for fp32
+/// up to 2^20 terms of fp32 accumulation, growing as the square root of the
+/// reduction beyond; 0 (exact) for int32.
+[[nodiscard]] double default_tolerance(element_type t, std::int64_t reduction = 0) noexcept;
 
 // --- inputs ----------------------------------------------------------------------
 
 /// How the hidden suite draws an input's values (before the disguise; see
 /// input_tensor).
 enum class distribution : unsigned char {
-  normal,      ///< N(0, 1)
-  uniform,     ///< U(-1, 1)
-  large,       ///< N(0, 1) scaled toward the top of the type's range
-  tiny,        ///< N(0, 1) scaled toward the bottom of the type's normal range
-  constant,    ///< one value everywhere (drawn per suite)
-  structured,  ///< smooth ramps and periodic patterns (index-dependent)
-  outliers,    ///< N(0, 1) with rare elements a thousand times larger
-  shifted,     ///< N(m, 1) with |m| in [1, 3]: far from zero-mean
-  positive,    ///< exp(N(0, 1) / 2): all positive, skewed
+  normal,         ///< N(0, 1)
+  uniform,        ///< U(-1, 1)
+  large,          ///< N(0, 1) scaled toward the top of the type's range
+  tiny,           ///< N(0, 1) scaled toward the bottom of the type's normal range
+  constant,       ///< one value everywhere (drawn per suite)
+  structured,     ///< smooth ramps and periodic patterns (index-dependent)
+  outliers,       ///< N(0, 1) with rare elements a thousand times larger
+  shifted,        ///< N(m, 1) with |m| in [1, 3]: far from zero-mean
+  positive,       ///< exp(N(0, 1) / 2): all positive, skewed
+  sparse,         ///< max(0, N(0, 1)): post-ReLU activations, about half exact zeros
+  padded,         ///< N(0, 1) with its trailing rows and columns exactly zero (padding)
+  mask,           ///< exactly 0 or 1, each with probability 1/2 (scaled)
+  bf16_valued,    ///< N(0, 1) rounded to bf16 first: data that was bf16 upstream
+  heavy_tailed,   ///< N(0, 1), one element in 64 scaled by 2^U(4, 16) (less for narrow types)
+  shared_prefix,  ///< another input's values on a long prefix (at least 3/4), then fresh ones
 };
 [[nodiscard]] std::string_view to_string(distribution d) noexcept;
 /// Every distribution, in declaration order (the default suite).
@@ -94,6 +106,9 @@ struct tensor_spec {
   element_type type = element_type::fp32;
   /// Integer inputs: values are drawn uniformly from [0, label_range).
   std::int64_t label_range = 0;
+  /// Outputs: how many terms each element sums (a matmul's K; 0: not a
+  /// reduction). Widens the default tolerance of very long reductions.
+  std::int64_t reduction = 0;
   [[nodiscard]] std::int64_t elements() const noexcept;
 };
 
@@ -107,19 +122,27 @@ struct tensor_spec {
 /// outlive it. docs/gate.md lists how each distribution draws (large and tiny
 /// magnitudes per type, the outlier rate). int32 inputs are labels: uniform
 /// in [0, label_range) (the constant suite: one label; structured: flat index
-/// mod label_range).
+/// mod label_range; sparse, padded and mask: label 0 where a float input
+/// would be 0).
 ///
 /// A `disguised` tensor (what the gate draws) is also scaled by 2^U(-1, 1)
 /// and offset by U(-1/2, 1/2) x that scale, both drawn from the seed (large
-/// and tiny keep within their range; positive stays positive), so no
-/// distribution has a fixed mean or spread a kernel could recognise.
+/// and tiny keep within their range; positive stays positive; the kinds with
+/// exact zeros are scaled only), so no distribution has a fixed mean or
+/// spread a kernel could recognise.
+///
+/// A `shared_prefix` tensor takes its values from `base` (another input of
+/// the same spec): equal to it on the first 3/4 to 63/64 of the elements
+/// (drawn from the seed), and further draws of the base's kind beyond.
+/// Without a base it shares with a disguised normal draw of its own.
 ///
 /// This is the spec's and a sampled_kernel's view: it shows kind() and
 /// seed(). A candidate sees a hidden_input, which shows neither.
 class input_tensor {
  public:
   /// Throws tessel::options_error when an int32 spec has label_range <= 0.
-  input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed, bool disguised = false);
+  input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed, bool disguised = false,
+               const input_tensor* base = nullptr);
 
   [[nodiscard]] const tensor_spec& spec() const noexcept { return *spec_; }
   [[nodiscard]] distribution kind() const noexcept { return kind_; }
@@ -133,13 +156,22 @@ class input_tensor {
   [[nodiscard]] double at(std::int64_t row, std::int64_t col) const noexcept {
     return at(row * spec_->shape.back() + col);
   }
+  /// Every element, row-major.
+  [[nodiscard]] std::vector<double> values() const;
 
  private:
+  friend class hidden_input;
+  /// A copy that reads `s` (of the same shape) instead, its base too.
+  [[nodiscard]] input_tensor rebound(const tensor_spec& s) const;
   void disguise() noexcept;
+  [[nodiscard]] bool zero_at(std::int64_t flat) const noexcept;
   const tensor_spec* spec_;
   distribution kind_;
   std::uint64_t seed_;
   double scale_ = 1, offset_ = 0;
+  std::int64_t zero_rows_ = 0, zero_cols_ = 0;  ///< padded: the trailing zero block
+  std::int64_t prefix_ = 0;                     ///< shared_prefix: elements taken from base_
+  std::vector<input_tensor> base_;              ///< shared_prefix: what the prefix equals (one)
 };
 
 namespace detail {
@@ -147,7 +179,9 @@ struct hidden_access;
 }
 
 /// What a candidate sees of one hidden input: its spec and its values, not
-/// how they were drawn. Made only by the gate. Cheap to copy; owns its spec.
+/// how they were drawn. Made only by the gate; a copy of its own (the spec
+/// too), so a candidate that writes through it changes nothing the gate
+/// reads. Cheap to copy.
 class hidden_input {
  public:
   [[nodiscard]] const tensor_spec& spec() const noexcept { return *spec_; }
@@ -158,14 +192,13 @@ class hidden_input {
     return tensor_.at(row, col);
   }
   /// Every element, row-major (what a device runner writes to a .npy file).
-  [[nodiscard]] std::vector<double> values() const;
+  [[nodiscard]] std::vector<double> values() const { return tensor_.values(); }
 
  private:
   friend struct detail::hidden_access;
-  hidden_input(std::shared_ptr<const tensor_spec> spec, const input_tensor& t)
-      : spec_(std::move(spec)), tensor_(t) {}
+  hidden_input(std::shared_ptr<const tensor_spec> spec, const input_tensor& t);
   std::shared_ptr<const tensor_spec> spec_;
-  input_tensor tensor_;
+  input_tensor tensor_;  ///< reads *spec_, not the gate's spec
 };
 
 /// The multi-dimensional index of row-major flat index `flat` in `s`.
@@ -181,8 +214,8 @@ using output_values = std::vector<std::vector<double>>;
 // --- what a backend supplies: the spec --------------------------------------------
 
 /// What one config must compute, as the backend (the workload) knows it. The
-/// gate reads shapes, tolerances, probes, the reference and the time bound
-/// from here and never from the candidate. Implementations must be
+/// gate reads shapes, tolerances, probes, the reference and the work a run
+/// must do from here and never from the candidate. Implementations must be
 /// thread-safe for concurrent const calls.
 class gate_spec {
  public:
@@ -197,32 +230,40 @@ class gate_spec {
 
   /// The output elements to compare, one list per output (in outputs()
   /// order), each index in [0, elements()). The gate draws them once per
-  /// check, after the candidate ran. The default compares every element of
-  /// an output with at most `whole_output_limit` elements; a larger one is
-  /// seen as rows x columns (columns: the last dimension) and every row is
-  /// probed (its first and last column and random ones, about
-  /// `sample_size` / rows per row, at least two) and a few whole rows (the
-  /// first, the last and random ones, about `sample_size` / columns), so one
-  /// wrong row or column is always caught (sorted, unique). Specs override
-  /// it to follow their schedule's tiles.
+  /// check from the secret. The default compares every element of an output
+  /// with at most `whole_output_limit` elements (every shipped workload's);
+  /// a larger one is seen as rows x columns (columns: the last dimension)
+  /// and compared on random tiles of 64 x 64 (about `sample_size` elements
+  /// in all; the first and the last tile always), plus one random column of
+  /// every row and its last column (sorted, unique). Specs override it to
+  /// follow their schedule's tiles.
   [[nodiscard]] virtual probe_points probes(rng& r) const;
 
   /// Per output: the relative tolerance (default: default_tolerance() of the
-  /// output's element type; 0 means exact). The gate multiplies it by
-  /// gate_options::tolerance_scale and passes an element when
-  /// |cand - ref| <= tol x (|ref| + rms), rms being the root mean square of
-  /// the reference over that output's probes (docs/gate.md). Specs of
-  /// schedules that accumulate in low precision widen it.
+  /// output's element type and reduction; 0 means exact). The gate
+  /// multiplies it by gate_options::tolerance_scale and passes an element
+  /// when |cand - ref| <= tol x (|ref| + scale), scale being the median
+  /// magnitude of that output's nonzero reference elements on that input set
+  /// (docs/gate.md). Specs of schedules that accumulate in low precision
+  /// widen it.
   [[nodiscard]] virtual std::vector<double> tolerances() const;
 
   /// A time in seconds no correct run can beat (the roofline bound), or 0
-  /// when unknown. The gate also applies its own data-movement floor.
+  /// when unknown. The gate also applies the machine's floor (flops(),
+  /// min_bytes() and gate_options::machine).
   [[nodiscard]] virtual double roofline_s() const { return 0; }
+  /// The FLOPs a correct run performs (0: unknown).
+  [[nodiscard]] virtual double flops() const { return 0; }
+  /// The bytes a correct run must move at least. The default: every input
+  /// read once and every output written once, at their declared types. A
+  /// spec whose runs need not read all of an input (a gather, routing to
+  /// some experts) overrides it.
+  [[nodiscard]] virtual double min_bytes() const;
 
-  static constexpr std::int64_t whole_output_limit = 1 << 16;
-  /// About how many elements the default probes() compares per pass (rows,
-  /// whole rows) of a larger output.
-  static constexpr std::int64_t sample_size = 1 << 12;
+  /// Outputs of at most this many elements are compared whole.
+  static constexpr std::int64_t whole_output_limit = std::int64_t{1} << 22;
+  /// About how many elements the default probes() compares of a larger output.
+  static constexpr std::int64_t sample_size = std::int64_t{1} << 20;
 };
 
 // --- what a candidate supplies ------------------------------------------------------
@@ -255,21 +296,35 @@ class sampled_kernel {
 struct gate_options {
   /// The input distributions of the hidden suite, one input set each.
   std::vector<distribution> suite{all_distributions().begin(), all_distributions().end()};
-  /// The hidden seed. 0 (default): drawn from std::random_device when the
-  /// gate is made, so a candidate cannot predict its inputs. Tests set it.
-  /// A check of config key k draws suite s's input i with seed
-  /// hash(hash(hash(secret, k), s), i), disguised, and the probes from
-  /// hash(hash(secret, k), ~0): every config sees its own inputs.
+  /// The hidden seed. 0 (default): a 256-bit key drawn from the system's
+  /// CSPRNG (through OpenSSL) when the gate is made, held in its memory and
+  /// never stored or shown, so a study resumed in another process draws
+  /// another. Tests set it: the key is then SHA-256 of it. Every seed (of an
+  /// input set, the probes, a check's calls) is HMAC-SHA256 under the key of
+  /// the config key, the check's number for that key and what it seeds.
   std::uint64_t secret = 0;
   /// Multiplies every spec tolerance (> 0).
   double tolerance_scale = 1.0;
-  /// Run the first suite twice and require the two runs to agree within
-  /// the tolerance (a split-K kernel may differ in the last bits).
+  /// A check calls the candidate once per suite and then `extra_calls` more
+  /// times, the count drawn per check in [2, extra_calls] (>= 2): repeats of
+  /// random input sets, one at least back to back with the same set's call,
+  /// in an order drawn per check. Every call's outputs are judged.
+  std::size_t extra_calls = 6;
+  /// Require calls on the same input set to agree within the tolerance (a
+  /// split-K kernel may differ in the last bits).
   bool check_determinism = true;
-  /// With check_determinism: require bit-identical runs instead.
+  /// With check_determinism: require bit-identical calls instead.
   bool bitwise_determinism = false;
   /// Require outputs to change when the inputs change (across suites).
   bool check_sensitivity = true;
+  /// The chance, in [0, 1], that check() of a key it has a verdict for checks
+  /// again on fresh inputs instead of answering from the cache (drawn from
+  /// the secret, so a candidate cannot tell which); a failure replaces the
+  /// cached verdict.
+  double recheck_rate = 0.125;
+  /// In a timing loop (gate_session::spot_check): about one timed call in
+  /// this many has its outputs judged (>= 1), and always the first and last.
+  std::size_t spot_check_every = 8;
   /// A time below (1 - roofline_slack) x the bound is suspicious.
   double roofline_slack = 0.02;
   /// Add the check's measured wall seconds to the measurement's cost.gate_s.
@@ -279,9 +334,12 @@ struct gate_options {
   /// the metric "gate_wall_s"; turn this on where the gate's time is a real
   /// cost worth trading against (a slow reference on real hardware).
   bool charge_wall_time = false;
-  /// The data-movement floor of gate::apply: no run moves the spec's inputs
-  /// and outputs (each once) faster than this many bytes per second (HBM3e
-  /// peaks near 5e12). 0 turns the floor off.
+  /// The machine no correct run can beat (roofline.hpp): backends set it
+  /// from their target (peaks_of) or the host (host_peaks). Unknown by default.
+  machine_peaks machine{};
+  /// The last-resort data-movement floor, whatever the machine: no run moves
+  /// the spec's min_bytes() faster than this many bytes per second (HBM3e
+  /// peaks near 5e12). 0 turns it off.
   double max_bytes_per_s = 1e14;
   /// Throws tessel::options_error naming the first bad field.
   void validate() const;
@@ -290,13 +348,16 @@ struct gate_options {
 /// The gate's judgement of one config.
 struct verdict {
   tessel::status status = tessel::status::ok;  ///< ok, incorrect, suspicious or runtime_error
-  std::string message;   ///< what failed where: output, element, suite, values
+  std::string message;   ///< what failed where: output, element, suite, call, values
   double seconds = 0;    ///< wall seconds the check took (0 when cached)
-  double max_error = 0;  ///< largest error seen, in units of the tolerance
-  int suites = 0;        ///< input sets run
+  double max_error = 0;  ///< largest error seen, in units of the element's bound
+  int suites = 0;        ///< input sets judged
+  int calls = 0;         ///< candidate calls judged
   bool cached = false;   ///< answered from the cache
   [[nodiscard]] bool ok() const noexcept { return status == tessel::status::ok; }
 };
+
+class gate_session;
 
 class gate {
  public:
@@ -306,18 +367,15 @@ class gate {
   gate& operator=(const gate&) = delete;
 
   /// Checks `candidate` against `spec` (the config whose key is
-  /// `config_key`), or answers from the cache. Thread-safe (two threads
-  /// checking one new key may both compute; the first verdict is kept). Per
-  /// suite, in order: draw the hidden inputs, run() the candidate, check the
-  /// shape of what it returned, then draw the probes' reference; a NaN/Inf
-  /// anywhere in the candidate's output where the reference is finite is
-  /// suspicious, and on the first suite a second run() that differs by more
-  /// than the tolerance (any bit, with bitwise_determinism) is suspicious.
-  /// After every suite: an output bit-identical on two suites whose
-  /// references (rounded to the output type) differ is suspicious; else an
-  /// element with |cand - ref| > tol x (|ref| + rms) makes the verdict
-  /// incorrect, reporting the worst one. An exception thrown by the
-  /// candidate or the spec, or outputs of the wrong shape, become a
+  /// `config_key`), or answers from the cache (re-checking now and then:
+  /// recheck_rate). Thread-safe (two threads checking one new key may both
+  /// compute; a failing verdict wins). A check reads the spec's
+  /// declarations and computes the reference of every input set before the
+  /// candidate's first call (when they fit in 2^25 values; else each set's
+  /// just before that set's first call), then makes the session's calls()
+  /// in order, judging every one (gate_session::judge), then finish(); a
+  /// spec whose declarations changed while the candidate ran is suspicious.
+  /// An exception thrown by the candidate or the spec becomes a
   /// runtime_error verdict naming the call. Every verdict is cached.
   [[nodiscard]] verdict check(const gate_spec& spec, const gated_kernel& candidate,
                               std::uint64_t config_key);
@@ -325,58 +383,112 @@ class gate {
   /// the probed elements (non-finite values are seen at the probes only).
   /// Its inputs are drawn undisguised: it sees each input's kind and seed
   /// anyway, and the disguise's offsets would only make long reductions
-  /// that feed exp() (SwiGLU's gate) worse conditioned than real data.
+  /// that feed exp() (SwiGLU's gate) worse conditioned than real data. It
+  /// is called once per set and once more on the set the calls repeat
+  /// first; its verdicts are never re-checked (it is deterministic and
+  /// trusted).
   [[nodiscard]] verdict check(const gate_spec& spec, const sampled_kernel& executor,
                               std::uint64_t config_key);
 
-  /// The hidden inputs a check of `config_key` draws: per suite, one input
-  /// per spec input. For candidates that run elsewhere (a device runner):
-  /// write them out, run, and pass the outputs to check_outputs. Throws
-  /// what the spec throws, or tessel::error when it answers badly.
-  [[nodiscard]] std::vector<std::vector<hidden_input>> hidden_inputs(
-      const gate_spec& spec, std::uint64_t config_key) const;
-  /// Judges outputs computed elsewhere by the rules of check():
-  /// `outputs[s]` are the candidate's whole outputs on hidden_inputs()[s]
-  /// (one entry per suite), `repeat`, when given, a second run on suite 0
-  /// (for the determinism rule). Cached by key like check().
-  [[nodiscard]] verdict check_outputs(const gate_spec& spec, std::uint64_t config_key,
-                                      std::span<const output_values> outputs,
-                                      const output_values* repeat = nullptr);
+  /// A session for a candidate that runs outside the gate's control: the
+  /// hidden input sets of a fresh check of `config_key` (each session of a
+  /// key draws new ones), the calls to make, and judging their outputs.
+  /// Nothing is cached. `spec` must outlive the session. Throws what the
+  /// spec throws, or tessel::error when it answers badly.
+  [[nodiscard]] gate_session session(const gate_spec& spec, std::uint64_t config_key);
 
   /// "suspicious" with a message when `objective_s` is not finite, not
   /// positive, or below `bound_s` by more than the slack; nullopt otherwise
   /// (the bound is ignored when it is not positive and finite).
   [[nodiscard]] std::optional<verdict> check_time(double objective_s, double bound_s) const;
 
-  /// The time bound of `spec`: the larger of its roofline_s() and the
-  /// data-movement floor (bytes of its inputs and outputs / max_bytes_per_s).
+  /// The time bound of `spec`: the largest of its roofline_s(), the
+  /// machine's floor for its flops() and min_bytes(), and min_bytes() /
+  /// max_bytes_per_s.
   [[nodiscard]] double time_bound(const gate_spec& spec) const;
 
   /// Applies the gate to a measurement a backend produced: when `m` is ok,
   /// checks the candidate (recording the gate's wall seconds as the metric
   /// "gate_wall_s", added to m.cost.gate_s only with
   /// gate_options::charge_wall_time, and its max_error as the metric
-  /// "gate_max_error") and, when the verdict
-  /// fails, turns `m` into that failure (status and message; objective,
-  /// samples and metrics are kept); then applies check_time to m.objective
-  /// (seconds) with the larger of time_bound(spec) and the metric
-  /// "roofline_s" when present. A measurement that is not ok is left alone.
+  /// "gate_max_error") and, when the verdict fails, turns `m` into that
+  /// failure (status and message; objective, samples and metrics are kept);
+  /// then applies check_time to m.objective and to every sample (seconds)
+  /// with the larger of time_bound(spec) and the metric "roofline_s" when
+  /// present. A measurement that is not ok is left alone.
   void apply(measurement& m, const gate_spec& spec, const gated_kernel& candidate,
              std::uint64_t config_key);
   void apply(measurement& m, const gate_spec& spec, const sampled_kernel& executor,
              std::uint64_t config_key);
   /// The time check alone, for a backend with nothing to execute: bound_s
-  /// (or the metric "roofline_s", the larger) when known.
+  /// (or the metric "roofline_s", the larger) when known; the objective and
+  /// every sample must be finite, positive and not below it.
   void apply_time(measurement& m, double bound_s = 0) const;
+  /// apply_time with time_bound(spec).
+  void apply_time(measurement& m, const gate_spec& spec) const;
+  /// Turns an ok `m` into the failure `v` (status and message), recording
+  /// its seconds and max_error as apply() does; then apply_time(m, spec).
+  void apply_verdict(measurement& m, const gate_spec& spec, const verdict& v) const;
 
   [[nodiscard]] const gate_options& options() const noexcept;
   /// Verdicts cached so far.
   [[nodiscard]] std::size_t cached() const;
 
  private:
+  friend class gate_session;
   struct impl;
   std::unique_ptr<impl> impl_;
-  void applied(measurement& m, const gate_spec& spec, const verdict& v) const;
+};
+
+/// One check of a candidate that runs outside the gate's control: a device
+/// runner, another process, the backend's own timing loop. The session
+/// draws the hidden input sets (one per suite entry) and the calls a check
+/// makes; the backend makes them (any number, in any order) and hands every
+/// output to judge(); finish() gives the verdict. Calls a candidate cannot
+/// tell apart: every set is drawn alike, every call looks the same, any may
+/// be judged. Not thread-safe; one session per evaluation.
+class gate_session {
+ public:
+  gate_session(gate_session&&) noexcept;
+  gate_session& operator=(gate_session&&) noexcept;
+  ~gate_session();
+
+  /// The number of input sets.
+  [[nodiscard]] std::size_t sets() const noexcept;
+  /// The inputs of set `s` as the candidate sees them (one per spec input).
+  [[nodiscard]] const std::vector<hidden_input>& inputs(std::size_t s) const;
+  /// The calls a check makes, in order: the input set of each. Every set
+  /// once, then gate_options::extra_calls' repeats, in an order drawn from
+  /// the secret (number and order vary per session).
+  [[nodiscard]] const std::vector<std::size_t>& calls() const noexcept;
+  /// For a timing loop: the input set of timed call `i` (drawn from the
+  /// secret, so consecutive calls seldom share a set).
+  [[nodiscard]] std::size_t timed_set(std::size_t i) const;
+  /// Whether timed call `i` of a loop of `count` must be judged: the first,
+  /// the last, and about one in spot_check_every of the others (drawn from
+  /// the secret, so a candidate cannot tell which).
+  [[nodiscard]] bool spot_check(std::size_t i, std::size_t count) const;
+
+  /// Judges the whole outputs of one call on set `s` (the set's reference
+  /// is computed at its first judgement). Returns a failing verdict at once
+  /// for outputs of the wrong shape (runtime_error), NaN/Inf where the
+  /// reference is finite, or a call that disagrees with an earlier call on
+  /// the same set beyond the tolerance (suspicious); an element beyond its
+  /// bound is kept for finish().
+  std::optional<verdict> judge(std::size_t s, const output_values& outputs);
+  /// Computes the reference of every set now (gate::check does, before the
+  /// candidate's first call); throws what the spec throws.
+  void prepare_references();
+  /// The verdict over every call judged: the first failure judge() returned,
+  /// else insensitivity across sets, else the worst element beyond its bound
+  /// (incorrect), else ok. A session with no call judged is a runtime_error.
+  [[nodiscard]] verdict finish();
+
+ private:
+  friend class gate;
+  struct state;
+  explicit gate_session(std::unique_ptr<state> s);
+  std::unique_ptr<state> state_;
 };
 
 }  // namespace tessel

@@ -43,9 +43,15 @@ struct trainium_options {
   std::size_t max_repeats = 30;       ///< samples at most
   double race_margin = 0.0;  ///< stop when the median's CI lies above incumbent x (1 + margin)
   double target_relative_ci = 0.02;  ///< without an incumbent: stop once the CI is this tight
-  bool gate = true;                  ///< check outputs before timing (off: no time is trusted)
-  gate_options gate_settings;        ///< suites, tolerance scale, secret
-  double estimated_cost_s = 30;      ///< backend::estimated_cost of every config
+  bool gate = true;  ///< check outputs of every gate and timed run (off: no time is trusted)
+  /// Suites, tolerance scale, secret; `machine` unknown: the space's
+  /// target's peaks (a NeuronCore's TensorE peak and its chip's HBM rate).
+  gate_options gate_settings;
+  /// The FLOPs one kernel call performs and the bytes it must move at least
+  /// (a number, or a `let`/`const` of the space), for the time floor; "":
+  /// unknown FLOPs, and every input and output once.
+  std::string flops, min_bytes;
+  double estimated_cost_s = 30;  ///< backend::estimated_cost of every config
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
@@ -64,14 +70,17 @@ class trainium_backend : public backend {
   /// Resolves tensor shapes against the space's constants, checks the kernel
   /// and reference files exist and the runner can be found.
   void prepare(const space& s) override;
-  /// Compile, gate, time. A config that fails the gate never gets a time.
+  /// Compile, gate, time: the gate's calls on hidden inputs, then the timing
+  /// on one of the same hidden input sets (drawn from the secret), whose
+  /// outputs are judged too; every sample must be above the time floor. A
+  /// config that fails the gate never gets a time.
   /// The objective is the median device latency in seconds; samples holds
   /// every sample; metrics: ci_low_s, ci_high_s (95% CI of the median),
   /// iqr_s, repeats, compile_cached, host (index), requeued.
   [[nodiscard]] measurement evaluate(const space& s, const config& c) override;
   [[nodiscard]] std::size_t concurrency() const override;
   [[nodiscard]] double estimated_cost(const space& s, const config& c) const override;
-  /// Re-times `c` (compile and gate verdict cached) with max_repeats samples
+  /// Re-times `c` (compile cached; gated again on fresh inputs) with max_repeats samples
   /// and no racing: what `tessel tune` reports for the best config. Call it
   /// after the search, not while evaluate() runs on other threads.
   [[nodiscard]] std::optional<measurement> remeasure(const space& s, const config& c) override;

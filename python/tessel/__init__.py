@@ -16,7 +16,7 @@ import json as _json
 
 from . import _tessel
 
-__all__ = ["Error", "Space", "Study", "load_space", "parse_space", "stop", "explain"]
+__all__ = ["Error", "Space", "Study", "gated", "load_space", "parse_space", "stop", "explain"]
 
 Error = _tessel.Error
 stop = _tessel.stop
@@ -131,12 +131,33 @@ def explain(space, config, backend="sim"):
     return space.explain(config, backend)
 
 
+def gated(kernel, reference, inputs, outputs, flops=None, min_bytes=None, timed_calls=0,
+          secret=0, tolerance_scale=1.0):
+    """A gated Python kernel, for Study(backend=...) (docs/backends.md, "Gated callbacks").
+
+    kernel(config, inputs) -> outputs: config a dict, inputs a list of numpy
+    arrays (float32; int32 for labels), one per declared input, outputs an
+    array or a list of them, one per declared output. reference(inputs) ->
+    outputs, the same in float64. inputs / outputs: "A:MxK:bf16,B:KxN" (dims:
+    integers or consts of the space). tessel hands the kernel the gate's
+    hidden inputs, times every call itself, judges every call's outputs
+    against the reference (and `timed_calls` more, spot-checked); the
+    objective is the median call time. flops / min_bytes (a number or a
+    let/const of the space) bound the time from below. secret 0: drawn.
+    """
+    return _tessel.gated_callback(kernel, reference, inputs, outputs,
+                                  "" if flops is None else str(flops),
+                                  "" if min_bytes is None else str(min_bytes),
+                                  int(timed_calls), int(secret), float(tolerance_scale))
+
+
 class Study:
     """One tuning study: ask/tell from your own loop, or run() on a backend.
 
     backend: None (you measure and tell), a spec ("sim", "replay:PATH",
-    "command:CMD"), or a callable config -> seconds (or a dict with objective,
-    status, message, cost, metrics). db: the study file (SQLite); with
+    "command:CMD"), a callable config -> seconds (or a dict with objective,
+    status, message, cost, metrics), or tessel.gated(...): a kernel tessel
+    checks and times. db: the study file (SQLite); with
     resume=True an existing one is continued. token_price: seconds of cost
     1,000 agent tokens are worth. verify: results you tell cannot be the best
     until re-measured on the backend. jobs: evaluations run at once by run();

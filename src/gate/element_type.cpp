@@ -95,9 +95,12 @@ double min_normal(element_type t) noexcept {
   return std::ldexp(1.0, format_of(t).min_exponent);
 }
 
-double default_tolerance(element_type t) noexcept {
+double default_tolerance(element_type t, std::int64_t reduction) noexcept {
   if (t == element_type::int32) return 0;
-  return std::max(4 * unit_roundoff(t), 0x1p-12);
+  // fp32 accumulation's error grows like u sqrt(terms): 2^-12 covers 2^20 terms.
+  const double accumulation =
+      4 * 0x1p-24 * std::sqrt(static_cast<double>(std::max<std::int64_t>(reduction, 1)));
+  return std::max({4 * unit_roundoff(t), 0x1p-12, accumulation});
 }
 
 }  // namespace tessel

@@ -13,20 +13,26 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <numbers>
+#include <utility>
 
 namespace tessel {
 namespace {
 
-constexpr std::array<distribution, 9> all_kinds{
-    distribution::normal,   distribution::uniform,  distribution::large,
-    distribution::tiny,     distribution::constant, distribution::structured,
-    distribution::outliers, distribution::shifted,  distribution::positive,
+constexpr std::array<distribution, 15> all_kinds{
+    distribution::normal,      distribution::uniform,      distribution::large,
+    distribution::tiny,        distribution::constant,     distribution::structured,
+    distribution::outliers,    distribution::shifted,      distribution::positive,
+    distribution::sparse,      distribution::padded,       distribution::mask,
+    distribution::bf16_valued, distribution::heavy_tailed, distribution::shared_prefix,
 };
 
-/// Counters of the disguise's and the shift's draws (elements use their index).
+/// Counters of the disguise's, the shift's, the padding's and the prefix's
+/// draws (elements use their index).
 constexpr std::uint64_t scale_stream = ~0ULL - 3, offset_stream = ~0ULL - 4,
-                        shift_stream = ~0ULL - 5;
+                        shift_stream = ~0ULL - 5, padding_stream = ~0ULL - 6,
+                        prefix_stream = ~0ULL - 7, base_stream = ~0ULL - 8;
 
 /// An outlier is one element in 1024, multiplied by outlier_factor().
 constexpr std::uint64_t outlier_mask = 1023;
@@ -61,6 +67,19 @@ double tiny_scale(element_type t) noexcept {
 
 /// fp8 e4m3 tops out at 448: its outliers are x64 so the largest stays finite.
 double outlier_factor(element_type t) noexcept { return t == element_type::fp8_e4m3 ? 64 : 1000; }
+
+/// heavy_tailed: one element in 64 is multiplied by 2^(low + span u): up to
+/// 2^16 for fp32 and bf16 (products of five such inputs summed over 2^17
+/// terms stay finite in fp32), 2^6 for fp16 and 2^4 for fp8 (the largest,
+/// 6.3 x 2^6 or 6.3 x 2^4, stays below the type's maximum).
+constexpr std::uint64_t heavy_mask = 63;
+std::pair<double, double> heavy_exponents(element_type t) noexcept {
+  switch (t) {
+    case element_type::fp16: return {2, 4};
+    case element_type::fp8_e4m3: return {1, 3};
+    default: return {4, 12};
+  }
+}
 
 double uniform01(std::uint64_t h) noexcept { return static_cast<double>(h >> 11) * 0x1p-53; }
 
@@ -124,6 +143,12 @@ std::string_view to_string(distribution d) noexcept {
     case distribution::outliers: return "outliers";
     case distribution::shifted: return "shifted";
     case distribution::positive: return "positive";
+    case distribution::sparse: return "sparse";
+    case distribution::padded: return "padded";
+    case distribution::mask: return "mask";
+    case distribution::bf16_valued: return "bf16_valued";
+    case distribution::heavy_tailed: return "heavy_tailed";
+    case distribution::shared_prefix: return "shared_prefix";
   }
   return "unknown";
 }
@@ -158,15 +183,37 @@ std::int64_t bytes_of(element_type t) noexcept {
 }
 
 input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_t seed,
-                           bool disguised)
+                           bool disguised, const input_tensor* base)
     : spec_(&spec), kind_(d), seed_(seed) {
   const element_type t = spec.type;
+  if (t == element_type::int32 && spec.label_range <= 0)
+    throw options_error(
+        fmt::format("tensor_spec '{}': an int32 input needs label_range > 0 (labels are drawn from "
+                    "[0, label_range))",
+                    spec.name));
+  if (d == distribution::shared_prefix) {
+    // Equal to the base on the first 3/4 to 63/64 of the elements (at least one differs).
+    const std::int64_t n = std::max<std::int64_t>(spec.elements(), 1);
+    const double tail = 0x1p-6 + (0.25 - 0x1p-6) * uniform01(detail::hash(seed, prefix_stream));
+    prefix_ =
+        n - std::max<std::int64_t>(1, static_cast<std::int64_t>(tail * static_cast<double>(n)));
+    if (base != nullptr)
+      base_.push_back(*base);
+    else
+      base_.emplace_back(spec, distribution::normal, detail::hash(seed, base_stream), true);
+    return;
+  }
+  if (d == distribution::padded) {
+    // The trailing 1/8 to 1/2 of the rows and of the columns (the last
+    // dimension) are zero; a vector is one row.
+    const std::int64_t cols = spec.shape.empty() ? 1 : std::max<std::int64_t>(spec.shape.back(), 1);
+    const std::int64_t rows = std::max<std::int64_t>(spec.elements() / cols, 1);
+    const std::uint64_t h = detail::hash(seed, padding_stream);
+    const auto share = [](std::uint64_t bits) { return 0.125 + 0.375 * uniform01(bits); };
+    zero_rows_ = rows > 1 ? static_cast<std::int64_t>(share(h) * static_cast<double>(rows)) : 0;
+    zero_cols_ = static_cast<std::int64_t>(share(detail::mix64(h)) * static_cast<double>(cols));
+  }
   if (t == element_type::int32) {
-    if (spec.label_range <= 0)
-      throw options_error(fmt::format(
-          "tensor_spec '{}': an int32 input needs label_range > 0 (labels are drawn from "
-          "[0, label_range))",
-          spec.name));
     if (d == distribution::constant)
       offset_ = static_cast<double>(detail::hash(seed, ~0ULL) %
                                     static_cast<std::uint64_t>(spec.label_range));
@@ -197,13 +244,17 @@ void input_tensor::disguise() noexcept {
   double exponent = 2 * u - 1;
   if (kind_ == distribution::large || kind_ == distribution::outliers) exponent = -u;
   if (kind_ == distribution::tiny) exponent = u;
+  if (kind_ == distribution::heavy_tailed) exponent = -u;
   const double factor = std::exp2(exponent);
   const double shift = uniform01(detail::hash(seed_, offset_stream)) - 0.5;
   switch (kind_) {
     case distribution::constant: offset_ = round_to(spec_->type, offset_ * factor); return;
     case distribution::large:
     case distribution::tiny:
-    case distribution::positive: scale_ *= factor; return;
+    case distribution::positive:
+    case distribution::sparse:
+    case distribution::padded:
+    case distribution::mask: scale_ *= factor; return;
     default:
       offset_ = (offset_ + shift) * factor;
       scale_ *= factor;
@@ -211,19 +262,34 @@ void input_tensor::disguise() noexcept {
   }
 }
 
+bool input_tensor::zero_at(std::int64_t flat) const noexcept {
+  const std::int64_t cols =
+      spec_->shape.empty() ? 1 : std::max<std::int64_t>(spec_->shape.back(), 1);
+  const std::int64_t rows = std::max<std::int64_t>(spec_->elements() / cols, 1);
+  const std::int64_t row = (flat / cols) % rows, col = flat % cols;
+  return row >= rows - zero_rows_ || col >= cols - zero_cols_;
+}
+
 double input_tensor::at(std::int64_t flat) const noexcept {
   const element_type t = spec_->type;
+  if (kind_ == distribution::shared_prefix)
+    return flat < prefix_ ? base_[0].at(flat) : base_[0].at(flat + spec_->elements());
   if (kind_ == distribution::constant) return offset_;
+  if (kind_ == distribution::padded && zero_at(flat)) return 0;
   const std::uint64_t h = detail::hash(seed_, static_cast<std::uint64_t>(flat));
   if (t == element_type::int32) {
     const auto range = static_cast<std::uint64_t>(spec_->label_range);
     if (kind_ == distribution::structured)
       return static_cast<double>(static_cast<std::uint64_t>(flat) % range);
+    if ((kind_ == distribution::sparse || kind_ == distribution::mask) && (h >> 63) != 0) return 0;
+    if (kind_ == distribution::mask) return range > 1 ? 1 : 0;
     return static_cast<double>(h % range);  // bias < range / 2^64: negligible
   }
   double v = 0;
   switch (kind_) {
-    case distribution::normal: v = standard_normal(h); break;
+    case distribution::normal:
+    case distribution::padded:
+    case distribution::shifted: v = standard_normal(h); break;
     case distribution::uniform: v = 2 * uniform01(h) - 1; break;
     case distribution::large:
     case distribution::tiny: v = away_from_zero(standard_normal(h)); break;
@@ -234,15 +300,38 @@ double input_tensor::at(std::int64_t flat) const noexcept {
     case distribution::outliers:
       v = standard_normal(h);
       if ((detail::mix64(h) & outlier_mask) == 0) v *= outlier_factor(t);
-      return round_to(t, v * scale_ + offset_);
-    case distribution::shifted: v = standard_normal(h); break;
+      break;
     case distribution::positive: v = std::exp(0.5 * standard_normal(h)); break;
-    case distribution::constant: break;
+    case distribution::sparse: return round_to(t, std::max(0.0, standard_normal(h)) * scale_);
+    case distribution::mask: return round_to(t, (h >> 63) != 0 ? 0.0 : scale_);
+    case distribution::bf16_valued:
+      return round_to(t, round_to(element_type::bf16, standard_normal(h) * scale_ + offset_));
+    case distribution::heavy_tailed: {
+      v = standard_normal(h);
+      const std::uint64_t g = detail::mix64(h);
+      if ((g & heavy_mask) == 0) {
+        const auto [low, span] = heavy_exponents(t);
+        v *= std::exp2(low + span * uniform01(detail::mix64(g)));
+      }
+      break;
+    }
+    case distribution::constant:
+    case distribution::shared_prefix: break;
   }
   return round_to(t, v * scale_ + offset_);
 }
 
-std::vector<double> hidden_input::values() const {
+input_tensor input_tensor::rebound(const tensor_spec& s) const {
+  input_tensor copy = *this;
+  copy.spec_ = &s;
+  for (input_tensor& b : copy.base_) b = b.rebound(s);
+  return copy;
+}
+
+hidden_input::hidden_input(std::shared_ptr<const tensor_spec> spec, const input_tensor& t)
+    : spec_(std::move(spec)), tensor_(t.rebound(*spec_)) {}
+
+std::vector<double> input_tensor::values() const {
   std::vector<double> out(static_cast<std::size_t>(std::max<std::int64_t>(spec().elements(), 0)));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<std::int64_t>(i));
   return out;

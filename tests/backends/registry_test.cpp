@@ -39,7 +39,8 @@ TEST_CASE("registry: unknown schemes and settings are errors that list what is k
   CHECK_THROWS_WITH_AS(
       make_backend("command:true", {{"timeuot", "1"}}),
       "backend command: unknown setting 'timeuot' (settings: concurrency, env.NAME, "
-      "estimated_cost, gate_inputs, gate_outputs, gate_reference, gate_secret, kill_grace, "
+      "estimated_cost, gate_flops, gate_inputs, gate_min_bytes, gate_outputs, gate_reference, "
+      "gate_secret, kill_grace, "
       "timeout, tolerance_scale, workdir)",
       error);
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "soon"}}),

@@ -75,7 +75,7 @@ TEST_CASE("the correct tiled matmul passes for several tilings and element types
     const tessel::verdict v = check(shape, flaw::none);
     CAPTURE(v.message);
     CHECK(v.ok());
-    CHECK(v.suites == 9);
+    CHECK(v.suites == 15);
     CHECK(v.max_error > 0);
     CHECK(v.max_error < 0.5);
   }
@@ -88,8 +88,11 @@ TEST_CASE("dropped tail tiles are incorrect, and the worst element lies in a tai
   CHECK(contains(v.message, "where the reference is"));
   const auto [row, col] = element_of(v.message);
   CHECK((row >= 192 || col >= 256));
-  // 200x300 minus the 192x256 that whole tiles cover.
-  CHECK(contains(v.message, "probed elements of C are off; 9 of 9 suites fail (the worst: "));
+  // 200x300 minus the 192x256 that whole tiles cover; on 'padded' inputs the
+  // tails may be zero anyway.
+  CAPTURE(v.message);
+  CHECK(contains(v.message, "10847 of 60000 compared elements of C are off; "));
+  CHECK(contains(v.message, " of 15 suites fail (the worst: "));
 }
 
 TEST_CASE("a skipped K tile is incorrect") {
@@ -104,7 +107,7 @@ TEST_CASE("an fp32 output rounded through bf16 is incorrect") {
   CAPTURE(v.message);
   CHECK(v.status == status::incorrect);
   CHECK(contains(v.message, "off by"));
-  CHECK(contains(v.message, "the tolerance (0.000244"));
+  CHECK(contains(v.message, "its bound (0.000244"));
 }
 
 TEST_CASE("a bf16 output rounded through fp8 is incorrect") {
@@ -113,7 +116,7 @@ TEST_CASE("a bf16 output rounded through fp8 is incorrect") {
   const tessel::verdict v = check(s, flaw::output_as_fp8);
   CAPTURE(v.message);
   CHECK(v.status == status::incorrect);
-  CHECK(contains(v.message, "the tolerance (0.0156"));
+  CHECK(contains(v.message, "its bound (0.0156"));
 }
 
 TEST_CASE("constant and all-zero outputs are suspicious: they do not follow the inputs") {
@@ -146,7 +149,6 @@ TEST_CASE("runs that differ in the last bits pass (split-K); beyond the toleranc
   CHECK(contains(v.message, "not deterministic"));
   CHECK(contains(v.message, "by more than the tolerance"));
   CHECK(contains(v.message, "output C[0, "));
-  CHECK(contains(v.message, "'normal' suite"));
   // bit for bit on request
   tessel::gate_options o = test_options();
   o.bitwise_determinism = true;
@@ -162,7 +164,7 @@ TEST_CASE("NaN or Inf where the reference is finite is suspicious, at that eleme
   tessel::verdict v = check({}, flaw::nan_element);
   CAPTURE(v.message);
   CHECK(v.status == status::suspicious);
-  CHECK(contains(v.message, "output C[123, 45] is nan on the 'normal' suite"));
+  CHECK(contains(v.message, "output C[123, 45] is nan on the '"));
   CHECK(contains(v.message, "reference is finite"));
   v = check({}, flaw::inf_element);
   CHECK(v.status == status::suspicious);
@@ -180,8 +182,8 @@ TEST_CASE("outputs memorised from one suite and replayed are suspicious") {
 TEST_CASE("a kernel that throws is a runtime_error naming the call") {
   const tessel::verdict v = check({}, flaw::throws);
   CHECK(v.status == status::runtime_error);
-  CHECK(v.message ==
-        "the kernel failed in run() on the 'normal' suite: PSUM bank 9 does not exist");
+  CHECK(v.message.starts_with("the kernel failed in run() on the '"));
+  CHECK(v.message.ends_with(" suite: PSUM bank 9 does not exist"));
 }
 
 TEST_CASE("each flaw is caught on every seed tried, not by luck") {

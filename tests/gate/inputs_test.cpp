@@ -42,11 +42,12 @@ moments moments_of(const input_tensor& t, std::int64_t n) {
 }  // namespace
 
 TEST_CASE("every distribution is named and in the default suite") {
-  CHECK(tessel::all_distributions().size() == 9);
+  CHECK(tessel::all_distributions().size() == 15);
   std::set<std::string_view> names;
   for (const distribution d : tessel::all_distributions()) names.insert(tessel::to_string(d));
-  CHECK(names.size() == 9);
-  CHECK(tessel::gate_options{}.suite.size() == 9);
+  CHECK(names.size() == 15);
+  CHECK(!names.contains("unknown"));
+  CHECK(tessel::gate_options{}.suite.size() == 15);
 }
 
 TEST_CASE("inputs are reproducible from the seed and differ across seeds") {
@@ -59,7 +60,9 @@ TEST_CASE("inputs are reproducible from the seed and differ across seeds") {
       same += a.at(i) == c.at(i) ? 1 : 0;
     }
     CAPTURE(tessel::to_string(d));
-    CHECK(same < spec.elements() / 4);
+    // the kinds made of zeros (and ones) share those between seeds
+    const bool zeros = d == distribution::padded || d == distribution::mask;
+    CHECK(same < spec.elements() / (zeros ? 4 / 3.0 : 4));
     CHECK(a.at(3, 5) == a.at(3 * 32 + 5));
     CHECK(a.seed() == 11);
   }
@@ -184,6 +187,84 @@ TEST_CASE("disguised inputs have no fixed mean or spread, and stay in range") {
         }
       }
   }
+}
+
+TEST_CASE("sparse, padded and mask have exact zeros, also disguised") {
+  const tensor_spec spec{"x", {64, 128}, element_type::fp32, 0};
+  for (const bool disguised : {false, true}) {
+    CAPTURE(disguised);
+    const input_tensor relu(spec, distribution::sparse, 7, disguised);
+    int zeros = 0;
+    for (std::int64_t i = 0; i < spec.elements(); ++i) {
+      REQUIRE(relu.at(i) >= 0);
+      zeros += relu.at(i) == 0;
+    }
+    CHECK(zeros > spec.elements() * 4 / 10);
+    CHECK(zeros < spec.elements() * 6 / 10);
+
+    const input_tensor mask(spec, distribution::mask, 7, disguised);
+    std::set<double> values;
+    for (std::int64_t i = 0; i < spec.elements(); ++i) values.insert(mask.at(i));
+    CHECK(values.size() == 2);
+    CHECK(*values.begin() == 0);
+
+    // padded: a trailing block of rows and columns is zero, the rest is not
+    const input_tensor pad(spec, distribution::padded, 7, disguised);
+    std::int64_t first_zero_col = 128, first_zero_row = 64;
+    while (first_zero_col > 0 && pad.at(0, first_zero_col - 1) == 0) --first_zero_col;
+    while (first_zero_row > 0 && pad.at(first_zero_row - 1, 0) == 0) --first_zero_row;
+    CHECK(first_zero_col <= 128 - 16);
+    CHECK(first_zero_col >= 64);
+    CHECK(first_zero_row <= 64 - 8);
+    CHECK(first_zero_row >= 32);
+    for (std::int64_t r = 0; r < 64; ++r)
+      for (std::int64_t c = first_zero_col; c < 128; ++c) REQUIRE(pad.at(r, c) == 0);
+    int nonzero = 0;
+    for (std::int64_t r = 0; r < first_zero_row; ++r)
+      for (std::int64_t c = 0; c < first_zero_col; ++c) nonzero += pad.at(r, c) != 0;
+    CHECK(nonzero == first_zero_row * first_zero_col);
+  }
+}
+
+TEST_CASE(
+    "bf16_valued inputs of any type are exactly bf16 values; heavy_tailed has heavy outliers") {
+  const tensor_spec spec{"x", {50000}, element_type::fp32, 0};
+  const input_tensor b(spec, distribution::bf16_valued, 8, true);
+  int narrower = 0;
+  for (std::int64_t i = 0; i < spec.elements(); ++i) {
+    REQUIRE(tessel::round_to(element_type::bf16, b.at(i)) == b.at(i));
+    narrower += b.at(i) != 0;
+  }
+  CHECK(narrower > 49000);
+  const input_tensor h(spec, distribution::heavy_tailed, 8);
+  int heavy = 0;
+  double largest = 0;
+  for (std::int64_t i = 0; i < spec.elements(); ++i) {
+    heavy += std::abs(h.at(i)) > 20;
+    largest = std::max(largest, std::abs(h.at(i)));
+  }
+  CHECK(heavy > 50000 / 64 / 2);  // one in 64 scaled by 2^4 .. 2^16
+  CHECK(heavy < 50000 / 64 * 2);
+  CHECK(largest > 1e4);
+}
+
+TEST_CASE("shared_prefix equals its base on a long prefix, then differs") {
+  const tensor_spec spec{"x", {100, 40}, element_type::bf16, 0};
+  const input_tensor base(spec, distribution::uniform, 9, true);
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const input_tensor p(spec, distribution::shared_prefix, seed, true, &base);
+    std::int64_t prefix = 0;
+    while (prefix < spec.elements() && p.at(prefix) == base.at(prefix)) ++prefix;
+    CAPTURE(prefix);
+    CHECK(prefix >= spec.elements() * 3 / 4);
+    CHECK(prefix < spec.elements());
+    int differ = 0;
+    for (std::int64_t i = prefix; i < spec.elements(); ++i) differ += p.at(i) != base.at(i);
+    CHECK(differ >= (spec.elements() - prefix) * 9 / 10);
+  }
+  // without a base: its own disguised normal draw
+  const input_tensor alone(spec, distribution::shared_prefix, 3);
+  CHECK(alone.at(0) != alone.at(1));
 }
 
 TEST_CASE("int32 inputs are labels in [0, label_range)") {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 
 namespace tessel::test {
@@ -22,6 +23,7 @@ std::string_view to_string(flaw f) {
     case flaw::zeros: return "zeros";
     case flaw::ignores_b: return "ignores_b";
     case flaw::nondeterministic: return "nondeterministic";
+    case flaw::arrival_order: return "arrival_order";
     case flaw::unstable: return "unstable";
     case flaw::nan_element: return "nan_element";
     case flaw::inf_element: return "inf_element";
@@ -75,13 +77,19 @@ std::vector<double> tiled_matmul::compute(const std::vector<float>& a_values,
   const bool drop_tails = flaw_ == flaw::tail_tiles_dropped;
   std::vector<float> acc(static_cast<std::size_t>(m * n), 0.0f);
   std::vector<float> partial(static_cast<std::size_t>(s_.tile_n));
+  std::vector<std::int64_t> k_tiles;
+  for (std::int64_t k0 = 0; k0 < k; k0 += s_.tile_k) k_tiles.push_back(k0);
+  if (flaw_ == flaw::arrival_order) {  // the order the partial sums arrive in, new every run
+    std::mt19937_64 order{std::random_device{}()};
+    std::shuffle(k_tiles.begin(), k_tiles.end(), order);
+  }
   for (std::int64_t i0 = 0; i0 < m; i0 += s_.tile_m) {
     const std::int64_t i1 = std::min(i0 + s_.tile_m, m);
     if (drop_tails && i1 - i0 < s_.tile_m) continue;
     for (std::int64_t j0 = 0; j0 < n; j0 += s_.tile_n) {
       const std::int64_t j1 = std::min(j0 + s_.tile_n, n);
       if (drop_tails && j1 - j0 < s_.tile_n) continue;
-      for (std::int64_t k0 = 0; k0 < k; k0 += s_.tile_k) {
+      for (const std::int64_t k0 : k_tiles) {
         const std::int64_t k1 = std::min(k0 + s_.tile_k, k);
         if (flaw_ == flaw::k_tile_skipped && k1 == k) continue;
         for (std::int64_t i = i0; i < i1; ++i) {  // one K tile's partial sums, then PSUM +=
@@ -136,6 +144,25 @@ output_values tiled_matmul::run(std::span<const hidden_input> in) const {
     memo_ = out;
   }
   return out;
+}
+
+output_values reference_product(const std::vector<std::vector<double>>& in, const matmul_shape& s) {
+  std::vector<double> c(static_cast<std::size_t>(s.m * s.n), 0.0);
+  for (std::int64_t i = 0; i < s.m; ++i)
+    for (std::int64_t t = 0; t < s.k; ++t)
+      for (std::int64_t j = 0; j < s.n; ++j)
+        c[static_cast<std::size_t>(i * s.n + j)] += in[0][static_cast<std::size_t>(i * s.k + t)] *
+                                                    in[1][static_cast<std::size_t>(t * s.n + j)];
+  return {c};
+}
+
+std::vector<honest_control> honest_controls(matmul_shape s) {
+  matmul_shape bf16 = s;
+  bf16.out = element_type::bf16;
+  return {{"plain", s, flaw::none},
+          {"split-K", s, flaw::nondeterministic},
+          {"atomics in arrival order", s, flaw::arrival_order},
+          {"bf16 outputs", bf16, flaw::none}};
 }
 
 }  // namespace tessel::test

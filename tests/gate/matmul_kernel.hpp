@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 namespace tessel::test {
 
@@ -26,6 +27,7 @@ enum class flaw : unsigned char {
   zeros,               ///< 0 everywhere
   ignores_b,           ///< reads B as all ones
   nondeterministic,    ///< every other run bumps one element by one ulp (split-K style: passes)
+  arrival_order,       ///< K tiles added in an order that changes every run (atomics: passes)
   unstable,            ///< every other run is off by 1% at one element
   nan_element,         ///< C[123, 45] is NaN
   inf_element,         ///< C[7, 299] is +inf
@@ -79,5 +81,21 @@ class tiled_matmul : public gated_kernel {
 
 /// Every element of `t` as a float (exact for every input type).
 [[nodiscard]] std::vector<float> floats_of(const hidden_input& t);
+
+/// The fp64 product of row-major A [m, k] and B [k, n] given as values (a
+/// callback_gate's reference).
+[[nodiscard]] output_values reference_product(const std::vector<std::vector<double>>& in,
+                                              const matmul_shape& s);
+
+/// A kernel every class of cheat's cases must still let through.
+struct honest_control {
+  std::string_view name;
+  matmul_shape shape;
+  flaw f;
+};
+/// The honest controls of issue 25: plain, split-K (runs differ in the last
+/// bits), atomics (partial sums added in arrival order, new every run), and
+/// bf16 outputs; on `s` (its output type replaced for the bf16 one).
+[[nodiscard]] std::vector<honest_control> honest_controls(matmul_shape s);
 
 }  // namespace tessel::test

@@ -175,3 +175,40 @@ def test_explain_on_the_simulator():
     study = tessel.Study(space, backend="sim", seed=1)
     study.run(evaluations=3)
     assert study.explain()["config"] == study.best["config"]
+
+
+def test_a_gated_python_kernel_is_checked_and_timed_by_tessel():
+    space = tessel.parse_space("space mm { const M = 48  const K = 40  const N = 32 "
+                               "param tile : {1, 2, 4}  let flops = 2 * M * N * K }")
+
+    def reference(inputs):
+        a, b = inputs
+        return a.astype(np.float64) @ b.astype(np.float64)
+
+    calls = []
+
+    def honest(config, inputs):
+        calls.append(config["tile"])
+        a, b = inputs
+        return [a @ b]
+
+    study = tessel.Study(space, backend=tessel.gated(honest, reference, "A:MxK:bf16,B:KxN:bf16",
+                                                     "C:MxN", flops="flops", timed_calls=5,
+                                                     secret=7),
+                         seed=1, scheduler="fifo")
+    study.run(evaluations=2)
+    assert [t["status"] for t in study.trials] == ["ok", "ok"]
+    assert len(calls) >= 2 * (15 + 2 + 5)
+    assert all(t["metrics"]["gate_calls"] >= 22 for t in study.trials)
+
+    def lazy(config, inputs):  # skips the last half of K
+        a, b = inputs
+        return a[:, :20] @ b[:20, :]
+
+    study = tessel.Study(space, backend=tessel.gated(lazy, reference, "A:MxK:bf16,B:KxN:bf16",
+                                                     "C:MxN", secret=7),
+                         seed=1, scheduler="fifo")
+    study.run(evaluations=1)
+    trial = study.trials[0]
+    assert trial["status"] == "incorrect"
+    assert "output C[" in trial["message"]

@@ -1,0 +1,464 @@
+// session.cpp: one check's rules (gate/session.hpp). The sets and the calls
+// are drawn from the gate's key; every call is judged against its set's
+// reference with a bound per element; calls on one set must agree; outputs
+// must follow their inputs across sets. docs/gate.md explains each rule.
+#include "gate/session.hpp"
+
+#include <tessel/error.hpp>
+
+#include "gate/hash.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+
+namespace tessel {
+namespace {
+
+/// Non-finite elements off the probes judged per output and call (each
+/// costs a reference evaluation at that element).
+constexpr std::size_t stray_limit = 16;
+/// Positions per output at which calls on one set are compared with each other.
+constexpr std::size_t determinism_positions = 1 << 16;
+/// References computed up front when sets x compared elements fit in this many values.
+constexpr std::size_t reference_budget = std::size_t{1} << 25;
+
+std::string value_text(double v) { return fmt::format("{:.9g}", v); }
+
+std::string element_text(const tensor_spec& s, std::int64_t flat) {
+  return fmt::format("{}[{}]", s.name, fmt::join(index_of(s, flat), ", "));
+}
+
+bool same_bits(double a, double b) {
+  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+verdict judged(status s, std::string message) {
+  verdict v;
+  v.status = s;
+  v.message = std::move(message);
+  return v;
+}
+
+/// The kinds whose values are fresh draws a shared_prefix set can extend.
+bool can_be_base(distribution d) {
+  switch (d) {
+    case distribution::constant:
+    case distribution::structured:
+    case distribution::sparse:
+    case distribution::padded:
+    case distribution::mask:
+    case distribution::shared_prefix: return false;
+    default: return true;
+  }
+}
+
+/// The median magnitude of the finite nonzero values (clamped to `top`), at
+/// least `floor`: the scale near-zero elements are judged against, which a
+/// few large elements cannot inflate.
+double robust_scale(const std::vector<double>& values, double top, double floor) {
+  std::vector<double> magnitudes;
+  magnitudes.reserve(values.size());
+  for (const double v : values)
+    if (std::isfinite(v) && v != 0) magnitudes.push_back(std::min(std::abs(v), top));
+  if (magnitudes.empty()) return floor;
+  const auto middle = magnitudes.begin() + static_cast<std::ptrdiff_t>(magnitudes.size() / 2);
+  std::nth_element(magnitudes.begin(), middle, magnitudes.end());
+  return std::max(*middle, floor);
+}
+
+/// The error in units of the element's bound tol x (|r| + scale) (0: exact,
+/// any difference fails).
+double element_error(double c, double r, double tol, double scale) {
+  const double diff = std::abs(c - r);
+  if (tol == 0) return diff == 0 ? 0 : 1 + diff;
+  return diff / (tol * (std::abs(r) + scale));
+}
+
+bool same_declaration(const tensor_spec& a, const tensor_spec& b) {
+  return a.name == b.name && a.shape == b.shape && a.type == b.type &&
+         a.label_range == b.label_range && a.reduction == b.reduction;
+}
+
+}  // namespace
+
+gate_session::state::state(const gate_spec& spec, const gate_options& options,
+                           const detail::gate_key& key, std::uint64_t config_key,
+                           std::uint64_t epoch, bool disguise)
+    : spec_(spec),
+      options_(options),
+      key_(key),
+      config_key_(config_key),
+      epoch_(epoch),
+      disguise_(disguise) {}
+
+void gate_session::state::prepare() {
+  read_spec();
+  draw_sets();
+  draw_calls();
+}
+
+void gate_session::state::read_spec() {
+  stage = "the spec's inputs()";
+  for (tensor_spec& t : spec_.inputs())
+    inputs_.push_back(std::make_shared<const tensor_spec>(std::move(t)));
+  stage = "the spec's outputs()";
+  outputs_ = spec_.outputs();
+  if (outputs_.empty()) throw error("the spec declares no outputs");
+  stage = "the spec's tolerances()";
+  declared_tolerances_ = spec_.tolerances();
+  if (declared_tolerances_.size() != outputs_.size())
+    throw error(fmt::format("tolerances() gave {} values for {} outputs",
+                            declared_tolerances_.size(), outputs_.size()));
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    const double t = declared_tolerances_[o];
+    if (!(t >= 0) || !std::isfinite(t))
+      throw error(fmt::format("tolerances() gave {} for output {}", t, outputs_[o].name));
+    tolerances_.push_back(t * options_.tolerance_scale);
+  }
+  stage = "the spec's probes()";
+  rng r(key_.derive("probes", {config_key_, epoch_}));
+  where_ = spec_.probes(r);
+  if (where_.size() != outputs_.size())
+    throw error(
+        fmt::format("probes() gave {} lists for {} outputs", where_.size(), outputs_.size()));
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    for (const std::int64_t flat : where_[o])
+      if (flat < 0 || flat >= outputs_[o].elements())
+        throw error(fmt::format("probes() gave index {} for output {} of {} elements", flat,
+                                outputs_[o].name, outputs_[o].elements()));
+    std::vector<std::size_t> positions(where_[o].size());
+    std::iota(positions.begin(), positions.end(), std::size_t{0});
+    if (positions.size() > determinism_positions) {
+      for (std::size_t i = 0; i < determinism_positions; ++i)
+        std::swap(positions[i], positions[i + r.uniform(positions.size() - i)]);
+      positions.resize(determinism_positions);
+    }
+    determinism_.push_back(std::move(positions));
+  }
+}
+
+void gate_session::state::draw_sets() {
+  const std::size_t n = options_.suite.size();
+  drawn_.resize(n);
+  hidden_.resize(n);
+  records_.resize(n);
+  std::optional<std::size_t> base;
+  for (std::size_t s = 0; s < n && !base; ++s)
+    if (can_be_base(options_.suite[s])) base = s;
+  // Sets a shared_prefix set extends are drawn first.
+  for (const bool prefix : {false, true})
+    for (std::size_t s = 0; s < n; ++s) {
+      const distribution d = options_.suite[s];
+      if ((d == distribution::shared_prefix) != prefix) continue;
+      stage = fmt::format("drawing the inputs of the {} suite", suite_name(s));
+      for (std::size_t i = 0; i < inputs_.size(); ++i) {
+        const std::uint64_t seed = key_.derive("input", {config_key_, epoch_, s, i});
+        const input_tensor* shared = prefix && base ? &drawn_[*base][i] : nullptr;
+        drawn_[s].emplace_back(*inputs_[i], d, seed, disguise_, shared);
+      }
+    }
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t i = 0; i < inputs_.size(); ++i)
+      hidden_[s].push_back(detail::hidden_access::make(
+          std::make_shared<const tensor_spec>(*inputs_[i]), drawn_[s][i]));
+}
+
+void gate_session::state::draw_calls() {
+  // Every set once in a drawn order, then 2..extra_calls repeats: the first
+  // right after its set's call (identical calls back to back), the others
+  // anywhere after their set's first call.
+  rng r(key_.derive("calls", {config_key_, epoch_}));
+  calls_.resize(sets());
+  std::iota(calls_.begin(), calls_.end(), std::size_t{0});
+  for (std::size_t i = calls_.size(); i > 1; --i) std::swap(calls_[i - 1], calls_[r.uniform(i)]);
+  const std::size_t extra = 2 + r.uniform(std::max<std::size_t>(options_.extra_calls, 2) - 1);
+  for (std::size_t e = 0; e < extra; ++e) {
+    const std::size_t s = r.uniform(sets());
+    const auto first =
+        static_cast<std::size_t>(std::find(calls_.begin(), calls_.end(), s) - calls_.begin());
+    const std::size_t at = e == 0 ? first + 1 : first + 1 + r.uniform(calls_.size() - first);
+    calls_.insert(calls_.begin() + static_cast<std::ptrdiff_t>(at), s);
+  }
+}
+
+std::string gate_session::state::suite_name(std::size_t s) const {
+  return fmt::format("'{}'", to_string(options_.suite[s]));
+}
+
+bool gate_session::state::references_fit() const noexcept {
+  std::size_t per_set = 0;
+  for (const auto& list : where_) per_set += list.size();
+  return per_set * sets() <= reference_budget;
+}
+
+void gate_session::state::check_shape(const probe_values& values, std::string_view call) const {
+  if (values.size() != outputs_.size())
+    throw error(
+        fmt::format("{} gave {} outputs, expected {}", call, values.size(), outputs_.size()));
+  for (std::size_t o = 0; o < outputs_.size(); ++o)
+    if (values[o].size() != where_[o].size())
+      throw error(fmt::format("{} gave {} values for output {}, expected {} (one per probe)", call,
+                              values[o].size(), outputs_[o].name, where_[o].size()));
+}
+
+void gate_session::state::ensure_reference(std::size_t s) {
+  set_record& rec = records_.at(s);
+  if (rec.has_reference) return;
+  stage = fmt::format("the spec's reference() on the {} suite", suite_name(s));
+  rec.reference = spec_.reference(drawn_[s], where_);
+  check_shape(rec.reference, "reference()");
+  for (std::size_t o = 0; o < outputs_.size(); ++o)
+    rec.scales.push_back(
+        robust_scale(rec.reference[o], max_finite(outputs_[o].type), min_normal(outputs_[o].type)));
+  rec.has_reference = true;
+}
+
+verdict gate_session::state::fail(verdict v) {
+  if (!failure_) failure_ = std::move(v);
+  return *failure_;
+}
+
+std::optional<verdict> gate_session::state::judge_whole(std::size_t s, const output_values& whole) {
+  if (failure_) return failure_;
+  try {
+    stage = fmt::format("run() on the {} suite", suite_name(s));
+    if (whole.size() != outputs_.size())
+      throw error(fmt::format("run() gave {} outputs, expected {}", whole.size(), outputs_.size()));
+    probe_values at(outputs_.size());
+    probe_points stray(outputs_.size());
+    for (std::size_t o = 0; o < outputs_.size(); ++o) {
+      const auto n = static_cast<std::size_t>(std::max<std::int64_t>(outputs_[o].elements(), 0));
+      if (whole[o].size() != n)
+        throw error(
+            fmt::format("run() gave {} values for output {}, expected {} (the whole output)",
+                        whole[o].size(), outputs_[o].name, n));
+      at[o].reserve(where_[o].size());
+      for (const std::int64_t flat : where_[o])
+        at[o].push_back(whole[o][static_cast<std::size_t>(flat)]);
+      if (where_[o].size() == n) continue;  // compared whole
+      for (std::size_t i = 0; i < n && stray[o].size() < stray_limit; ++i)
+        if (!std::isfinite(whole[o][i]) &&
+            !std::binary_search(where_[o].begin(), where_[o].end(), static_cast<std::int64_t>(i)))
+          stray[o].push_back(static_cast<std::int64_t>(i));
+    }
+    if (auto failed = judge(s, at)) return fail(*std::move(failed));
+    if (auto failed = strays(s, stray)) return fail(*std::move(failed));
+  } catch (const std::exception& e) {
+    return fail(
+        judged(status::runtime_error, fmt::format("the kernel failed in {}: {}", stage, e.what())));
+  }
+  return std::nullopt;
+}
+
+std::optional<verdict> gate_session::state::judge_probes(std::size_t s, const probe_values& at) {
+  if (failure_) return failure_;
+  try {
+    stage = fmt::format("run() on the {} suite", suite_name(s));
+    check_shape(at, "run()");
+    if (auto failed = judge(s, at)) return fail(*std::move(failed));
+  } catch (const std::exception& e) {
+    return fail(
+        judged(status::runtime_error, fmt::format("the kernel failed in {}: {}", stage, e.what())));
+  }
+  return std::nullopt;
+}
+
+std::optional<verdict> gate_session::state::judge(std::size_t s, const probe_values& at) {
+  ensure_reference(s);
+  set_record& rec = records_[s];
+  const int call = ++judged_;
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    const double top = max_finite(outputs_[o].type);
+    worst_element worst;
+    std::size_t failing = 0;
+    for (std::size_t p = 0; p < at[o].size(); ++p) {
+      const double c = at[o][p], r = rec.reference[o][p];
+      if (!std::isfinite(r) || !std::isfinite(c)) {
+        if (auto failed = non_finite_at(s, o, where_[o][p], c, r)) return failed;
+        continue;
+      }
+      const double e = element_error(c, std::clamp(r, -top, top), tolerances_[o], rec.scales[o]);
+      if (e > 1) ++failing;
+      if (e > worst.error) worst = {e, o, p, call, c, r, rec.scales[o], tolerances_[o], 0};
+    }
+    worst.failing = failing;
+    if (worst.error > rec.worst.error) rec.worst = worst;
+  }
+  if (rec.calls > 0 && options_.check_determinism) {
+    if (auto failed = repeated(s, at)) return failed;
+  }
+  if (rec.calls == 0) remember_first(s, at);
+  ++rec.calls;
+  return std::nullopt;
+}
+
+std::optional<verdict> gate_session::state::strays(std::size_t s, const probe_points& stray) {
+  if (std::all_of(stray.begin(), stray.end(), [](const auto& list) { return list.empty(); }))
+    return std::nullopt;
+  stage = fmt::format("the spec's reference() on the {} suite", suite_name(s));
+  const probe_values ref = spec_.reference(drawn_[s], stray);
+  for (std::size_t o = 0; o < stray.size() && o < ref.size(); ++o)
+    for (std::size_t p = 0; p < stray[o].size() && p < ref[o].size(); ++p)
+      if (auto failed = non_finite_at(s, o, stray[o][p], std::nan(""), ref[o][p])) return failed;
+  return std::nullopt;
+}
+
+void gate_session::state::remember_first(std::size_t s, const probe_values& at) {
+  set_record& rec = records_[s];
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    std::vector<double> sample;
+    sample.reserve(determinism_[o].size());
+    for (const std::size_t p : determinism_[o]) sample.push_back(at[o][p]);
+    rec.first.push_back(std::move(sample));
+    std::uint64_t h = at[o].size();
+    bool uniform = true;
+    for (const double v : at[o]) {
+      h = detail::hash(h, std::bit_cast<std::uint64_t>(v));
+      uniform = uniform && same_bits(v, at[o].front());
+    }
+    rec.first_bits.push_back(h);
+    rec.first_value.push_back(at[o].empty() ? 0.0 : at[o].front());
+    rec.uniform.push_back(uniform);
+  }
+}
+
+std::optional<verdict> gate_session::state::non_finite_at(std::size_t s, std::size_t o,
+                                                          std::int64_t flat, double c,
+                                                          double r) const {
+  const std::string where = element_text(outputs_[o], flat);
+  if (std::isfinite(r)) {
+    // An infinity of the reference's sign where the reference overflows the
+    // output type is an honest overflow, not a forgery.
+    if (std::isinf(c) && std::abs(r) > max_finite(outputs_[o].type) &&
+        std::signbit(c) == std::signbit(r))
+      return std::nullopt;
+    return judged(status::suspicious,
+                  fmt::format("suspicious: output {} is {} on the {} suite where the reference "
+                              "is finite ({})",
+                              where, value_text(c), suite_name(s), value_text(r)));
+  }
+  const bool both_nan = std::isnan(c) && std::isnan(r);
+  if (both_nan || c == r) return std::nullopt;
+  return judged(status::incorrect,
+                fmt::format("incorrect: output {} is {} on the {} suite where the reference is {}",
+                            where, value_text(c), suite_name(s), value_text(r)));
+}
+
+std::optional<verdict> gate_session::state::repeated(std::size_t s, const probe_values& at) const {
+  const set_record& rec = records_[s];
+  const bool bitwise = options_.bitwise_determinism;
+  for (std::size_t o = 0; o < outputs_.size(); ++o)
+    for (std::size_t i = 0; i < determinism_[o].size(); ++i) {
+      const std::size_t p = determinism_[o][i];
+      const double a = rec.first[o][i], b = at[o][p];
+      if (same_bits(a, b) || (std::isnan(a) && std::isnan(b))) continue;
+      const double bound = tolerances_[o] * (std::abs(rec.reference[o][p]) + rec.scales[o]);
+      const bool within = std::isfinite(a) && std::isfinite(b) && std::abs(a - b) <= bound;
+      if (!bitwise && tolerances_[o] > 0 && within) continue;
+      return judged(
+          status::suspicious,
+          fmt::format("suspicious: not deterministic: two runs of the {} suite differ "
+                      "at output {} ({} then {}){}",
+                      suite_name(s), element_text(outputs_[o], where_[o][p]), value_text(a),
+                      value_text(b), bitwise ? "" : ", by more than the tolerance"));
+    }
+  return std::nullopt;
+}
+
+std::optional<verdict> gate_session::state::insensitive() const {
+  if (!options_.check_sensitivity) return std::nullopt;
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    const element_type t = outputs_[o].type;
+    for (std::size_t a = 0; a < sets(); ++a)
+      for (std::size_t b = a + 1; b < sets(); ++b) {
+        const set_record &x = records_[a], &y = records_[b];
+        if (x.calls == 0 || y.calls == 0 || x.first_bits[o] != y.first_bits[o]) continue;
+        for (std::size_t p = 0; p < x.reference[o].size(); ++p) {
+          const double rx = x.reference[o][p], ry = y.reference[o][p];
+          if (round_to(t, rx) == round_to(t, ry)) continue;
+          const std::string constant = x.uniform[o] ? fmt::format(" (every probed element is {})",
+                                                                  value_text(x.first_value[o]))
+                                                    : "";
+          return judged(
+              status::suspicious,
+              fmt::format("suspicious: output {} does not change when the inputs change{}: "
+                          "bit-identical on the {} and {} suites while the reference differs "
+                          "(at {}: {} vs {})",
+                          outputs_[o].name, constant, suite_name(a), suite_name(b),
+                          element_text(outputs_[o], where_[o][p]), value_text(rx), value_text(ry)));
+        }
+      }
+  }
+  return std::nullopt;
+}
+
+std::optional<verdict> gate_session::state::spec_changed() const {
+  const auto inputs = spec_.inputs();
+  const auto outputs = spec_.outputs();
+  bool same = inputs.size() == inputs_.size() && outputs.size() == outputs_.size() &&
+              spec_.tolerances() == declared_tolerances_;
+  for (std::size_t i = 0; same && i < inputs.size(); ++i)
+    same = same_declaration(inputs[i], *inputs_[i]);
+  for (std::size_t o = 0; same && o < outputs.size(); ++o)
+    same = same_declaration(outputs[o], outputs_[o]);
+  if (same) return std::nullopt;
+  return judged(status::suspicious,
+                "suspicious: the spec's declarations (inputs, outputs or tolerances) changed "
+                "while the candidate ran");
+}
+
+std::string gate_session::state::incorrect_message() const {
+  // The worst element of the first failing set in suite order (the plainest
+  // inputs speak first), then how many sets fail and the worst of all.
+  std::vector<std::size_t> failing;
+  std::size_t worst_set = 0;
+  for (std::size_t s = 0; s < records_.size(); ++s) {
+    if (records_[s].worst.error > 1) failing.push_back(s);
+    if (records_[s].worst.error > records_[worst_set].worst.error) worst_set = s;
+  }
+  const std::size_t first = failing.empty() ? worst_set : failing.front();
+  const worst_element& w = records_[first].worst;
+  const worst_element& o = records_[worst_set].worst;
+  const std::size_t judged_sets = static_cast<std::size_t>(std::count_if(
+      records_.begin(), records_.end(), [](const set_record& r) { return r.calls > 0; }));
+  const tensor_spec& out = outputs_[w.output];
+  const std::string bound =
+      w.tolerance == 0 ? std::string("an exact match")
+                       : fmt::format("{:.3g} x (|reference| + scale {:.4g})", w.tolerance, w.scale);
+  return fmt::format(
+      "incorrect: output {} on the {} suite (call {}) is {} where the reference is {}: off by "
+      "{:.3g} x its bound ({}); {} of {} compared elements of {} are off; {} of {} suites fail "
+      "(the worst: {:.3g} x at {} on the {} suite)",
+      element_text(out, where_[w.output][w.position]), suite_name(first), w.call,
+      value_text(w.candidate), value_text(w.reference), w.error, bound, w.failing,
+      where_[w.output].size(), out.name, failing.size(), judged_sets, o.error,
+      element_text(outputs_[o.output], where_[o.output][o.position]), suite_name(worst_set));
+}
+
+verdict gate_session::state::finish() const {
+  verdict v;
+  if (failure_) {
+    v = *failure_;
+  } else if (judged_ == 0) {
+    v = judged(status::runtime_error, "no call of the candidate was judged");
+  } else if (auto failed = insensitive()) {
+    v = *std::move(failed);
+  }
+  for (const set_record& r : records_) {
+    v.suites += r.calls > 0 ? 1 : 0;
+    v.max_error = std::max(v.max_error, r.worst.error);
+  }
+  v.calls = judged_;
+  if (v.ok() && v.max_error > 1) {
+    v.status = status::incorrect;
+    v.message = incorrect_message();
+  }
+  return v;
+}
+
+}  // namespace tessel

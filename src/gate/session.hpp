@@ -1,0 +1,124 @@
+// gate/session.hpp: the state of one check (gate_session::state). It reads
+// the spec's declarations once, draws the input sets and the calls from the
+// gate's key, and applies the rules to every call it is shown. gate.cpp
+// drives it for in-process candidates and trusted executors; a backend
+// drives it through gate_session.
+#pragma once
+
+#include "gate/keyed.hpp"
+
+#include <tessel/gate.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+namespace detail {
+struct hidden_access {
+  static hidden_input make(std::shared_ptr<const tensor_spec> spec, const input_tensor& t) {
+    return {std::move(spec), t};
+  }
+};
+}  // namespace detail
+
+struct gate_session::state {
+  /// `disguise`: draw the inputs disguised (for a candidate; a trusted
+  /// sampled executor sees each input's kind and seed anyway).
+  state(const gate_spec& spec, const gate_options& options, const detail::gate_key& key,
+        std::uint64_t config_key, std::uint64_t epoch, bool disguise);
+  /// Reads the spec and draws the sets and the calls. Throws what the spec
+  /// throws (`stage` names the call), or tessel::error when it answers badly.
+  void prepare();
+
+  /// What the check was doing when something threw.
+  std::string stage;
+
+  [[nodiscard]] std::size_t sets() const noexcept { return drawn_.size(); }
+  [[nodiscard]] const std::vector<input_tensor>& drawn(std::size_t s) const { return drawn_.at(s); }
+  [[nodiscard]] const std::vector<hidden_input>& hidden(std::size_t s) const {
+    return hidden_.at(s);
+  }
+  [[nodiscard]] const std::vector<std::size_t>& calls() const noexcept { return calls_; }
+  [[nodiscard]] const probe_points& where() const noexcept { return where_; }
+  [[nodiscard]] std::uint64_t derive(std::string_view purpose, std::uint64_t index) const {
+    return key_.derive(purpose, {config_key_, epoch_, index});
+  }
+  [[nodiscard]] std::string suite_name(std::size_t s) const;
+  [[nodiscard]] std::uint64_t spot_check_every() const noexcept {
+    return options_.spot_check_every;
+  }
+
+  /// Whether every set's reference fits in the budget computed up front.
+  [[nodiscard]] bool references_fit() const noexcept;
+  /// Computes set s's reference when it has none yet; throws what the spec throws.
+  void ensure_reference(std::size_t s);
+
+  /// Judges one call's whole outputs on set s (shape, then the rules at the
+  /// probes, then non-finite elements off them). Spec failures become a
+  /// runtime_error verdict. The first failure is kept and returned again.
+  std::optional<verdict> judge_whole(std::size_t s, const output_values& whole);
+  /// Judges one call's values at the probes (a trusted executor's).
+  std::optional<verdict> judge_probes(std::size_t s, const probe_values& at);
+  /// A failure from outside the rules (the candidate threw): kept as the verdict.
+  verdict fail(verdict v);
+  /// The spec's declarations read again, when they differ from the first reading.
+  [[nodiscard]] std::optional<verdict> spec_changed() const;
+  [[nodiscard]] verdict finish() const;
+
+ private:
+  struct worst_element {
+    double error = 0;
+    std::size_t output = 0, position = 0;
+    int call = 0;
+    double candidate = 0, reference = 0, scale = 0, tolerance = 0;
+    std::size_t failing = 0;  ///< elements over their bound in that call and output
+  };
+  /// What the rules keep of one input set.
+  struct set_record {
+    bool has_reference = false;
+    probe_values reference;                 ///< at the probes
+    std::vector<double> scales;             ///< per output: the median nonzero |reference|
+    int calls = 0;                          ///< judged so far
+    probe_values first;                     ///< the first call at determinism_ positions
+    std::vector<std::uint64_t> first_bits;  ///< per output: a hash of the first call's bits
+    std::vector<double> first_value;        ///< per output: the first call's first probed value
+    std::vector<bool> uniform;              ///< per output: the first call is one value everywhere
+    worst_element worst;
+  };
+
+  void read_spec();
+  void draw_sets();
+  void draw_calls();
+  std::optional<verdict> judge(std::size_t s, const probe_values& at);
+  std::optional<verdict> strays(std::size_t s, const probe_points& stray);
+  std::optional<verdict> repeated(std::size_t s, const probe_values& at) const;
+  void remember_first(std::size_t s, const probe_values& at);
+  std::optional<verdict> non_finite_at(std::size_t s, std::size_t o, std::int64_t flat, double c,
+                                       double r) const;
+  [[nodiscard]] std::optional<verdict> insensitive() const;
+  [[nodiscard]] std::string incorrect_message() const;
+  void check_shape(const probe_values& values, std::string_view call) const;
+
+  const gate_spec& spec_;
+  const gate_options& options_;
+  const detail::gate_key& key_;
+  std::uint64_t config_key_, epoch_;
+  bool disguise_;
+  std::vector<std::shared_ptr<const tensor_spec>> inputs_;
+  std::vector<tensor_spec> outputs_;
+  std::vector<double> declared_tolerances_, tolerances_;
+  probe_points where_;
+  std::vector<std::vector<std::size_t>> determinism_;  ///< per output: positions in where_
+  std::vector<std::vector<input_tensor>> drawn_;
+  std::vector<std::vector<hidden_input>> hidden_;
+  std::vector<std::size_t> calls_;
+  std::vector<set_record> records_;
+  std::optional<verdict> failure_;
+  int judged_ = 0;
+};
+
+}  // namespace tessel

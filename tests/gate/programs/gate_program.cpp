@@ -1,0 +1,129 @@
+// gate_program.cpp: a gated `command:` program for tests/gate: C = A B from
+// $TESSEL_INPUT_DIR/{A,B}.npy into $TESSEL_OUTPUT_DIR/C.npy, then one JSON
+// line with its time. The first argument picks how it behaves: honestly (the
+// controls) or as one of the cheats of class 1 (issue 25), which try to tell
+// the gate's runs from the timed ones.
+//   honest     fp32 partial sums added in an order that changes every run
+//              (atomics in arrival order); times itself
+//   bf16       the same, stored as bf16 (the output is declared bf16)
+//   reference  fp64 (gate_reference); prints nothing
+//   env_sniff  honest only when TESSEL_GATE=1 (how the gate used to say so)
+//   dir_sniff  honest only when the input folder's name says "gate"
+//   counter    honest for its first 10 runs under one parent (the old gate's
+//              count), zeros afterwards
+//   negative   honest outputs, a time of -1 s
+//   zero_time  honest outputs, a time of 0 s
+//   too_fast   honest outputs, a time of 1e-12 s (below any machine's floor)
+#include "gated/npy.hpp"
+
+#include <tessel/gate.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+using tessel::detail::npy_array;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): single-threaded
+  return v != nullptr ? v : "";
+}
+
+npy_array load(const std::string& path) {
+  std::string bytes;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buffer[1 << 16];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) bytes.append(buffer, n);
+    std::fclose(f);
+  }
+  return tessel::detail::npy_decode(bytes, 1 << 24);
+}
+
+void save(const std::string& path, const std::vector<std::int64_t>& shape,
+          const std::vector<double>& values) {
+  const std::string bytes = tessel::detail::npy_encode(shape, tessel::element_type::fp32, values);
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// C = A B with fp32 partial sums over chunks of 8 of K, added in a random order.
+std::vector<double> product(const npy_array& a, const npy_array& b, bool exact) {
+  const std::int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
+  std::vector<double> c(static_cast<std::size_t>(m * n), 0.0);
+  std::vector<std::int64_t> chunks(static_cast<std::size_t>((k + 7) / 8));
+  std::iota(chunks.begin(), chunks.end(), std::int64_t{0});
+  std::mt19937_64 order{std::random_device{}()};
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto at = [&](const npy_array& x, std::int64_t r, std::int64_t col, std::int64_t w) {
+        return x.values[static_cast<std::size_t>(r * w + col)];
+      };
+      if (exact) {
+        double sum = 0;
+        for (std::int64_t t = 0; t < k; ++t) sum += at(a, i, t, k) * at(b, t, j, n);
+        c[static_cast<std::size_t>(i * n + j)] = sum;
+        continue;
+      }
+      std::shuffle(chunks.begin(), chunks.end(), order);
+      float sum = 0;
+      for (const std::int64_t chunk : chunks) {
+        float partial = 0;
+        for (std::int64_t t = chunk * 8; t < std::min(k, chunk * 8 + 8); ++t)
+          partial += static_cast<float>(at(a, i, t, k)) * static_cast<float>(at(b, t, j, n));
+        sum += partial;
+      }
+      c[static_cast<std::size_t>(i * n + j)] = sum;
+    }
+  return c;
+}
+
+/// Runs under the same parent so far, this one included (a file per parent).
+int runs_so_far() {
+  const std::string path = "/tmp/tessel-gate-program-" + std::to_string(::getppid());
+  int runs = 0;
+  std::ifstream(path) >> runs;
+  std::ofstream(path) << ++runs;
+  return runs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "honest";
+  const std::string in = env("TESSEL_INPUT_DIR"), out = env("TESSEL_OUTPUT_DIR");
+  if (in.empty() || out.empty()) {
+    std::fprintf(stderr, "no TESSEL_INPUT_DIR / TESSEL_OUTPUT_DIR\n");
+    return 2;
+  }
+  const npy_array a = load(in + "/A.npy"), b = load(in + "/B.npy");
+  const std::vector<std::int64_t> shape{a.shape[0], b.shape[1]};
+  bool honest = true;
+  if (mode == "env_sniff") honest = env("TESSEL_GATE") == "1";
+  if (mode == "dir_sniff") honest = in.find("gate") != std::string::npos;
+  if (mode == "counter") honest = runs_so_far() <= 10;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<double> c(static_cast<std::size_t>(shape[0] * shape[1]), 0.0);
+  if (honest) c = product(a, b, mode == "reference");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (mode == "bf16")
+    for (double& v : c) v = tessel::round_to(tessel::element_type::bf16, v);
+  save(out + "/C.npy", shape, c);
+  if (mode == "reference") return 0;
+  double reported = honest ? seconds : seconds / 100;
+  if (mode == "negative") reported = -1;
+  if (mode == "zero_time") reported = 0;
+  if (mode == "too_fast") reported = 1e-12;
+  std::printf("{\"objective\": %.9g}\n", reported);
+  return 0;
+}
