@@ -24,7 +24,8 @@ def toy_seconds(config, constants):
     tm, tn, tk = config["tile_m"], config["tile_n"], config["tile_k"]
     compute = 2.0 * m * n * k / 78e12 / min(1.0, (tn / 512.0) ** 0.5)
     reloads = (n / tn) * m * k * 2 + (m / tm) * k * n * 2
-    dma = (m / tm) * (n / tn) * (k / tk) * 2 * 1.3e-6 / 16 / config["bufs"]
+    bufs = (config["a_bufs"] + config["b_bufs"]) / 2
+    dma = (m / tm) * (n / tn) * (k / tk) * 2 * 1.3e-6 / 16 / bufs
     return max(compute, reloads / 368e9 + dma)
 
 
@@ -48,7 +49,8 @@ def main():
 
     # 1. The agent's own ideas, with their token cost. Left-out parameters take defaults.
     for idea, note in [({"tile_m": 128, "tile_n": 512, "tile_k": 128}, "one PSUM bank per tile"),
-                       ({"tile_m": 128, "tile_n": 2048, "bufs": 3}, "wide tiles, triple-buffered")]:
+                       ({"tile_m": 128, "tile_n": 2048, "a_bufs": 3, "b_bufs": 3},
+                        "wide tiles, triple-buffered")]:
         trial_id = study.enqueue(idea, tokens=350, note=note)
         print(f"enqueued trial {trial_id}: {note}")
 

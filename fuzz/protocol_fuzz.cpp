@@ -5,11 +5,10 @@
 // as `tessel serve --backend ...` runs. Every answer must be one line of valid
 // JSON (UTF-8) with an "ok" field; anything else, a crash, a sanitizer report,
 // a hang or an OOM is a finding.
-#include "protocol.hpp"
-
 #include <tessel/backends.hpp>
 #include <tessel/bayesian.hpp>
 #include <tessel/dsl.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/study.hpp>
 
@@ -58,9 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view input(reinterpret_cast<const char*>(data), size);
   const auto backend = fuzz_backend();
   auto session_study = make_session(backend);
-  tessel::cli::ops session_ops(session_study, backend, true);
-  tessel::cli::protocol session(session_ops);
-  while (!input.empty() && !session.done()) {
+  tessel::agent_ops session_ops(session_study, backend, true);
+  tessel::json_lines_session session(session_ops);
+  while (!input.empty() && !session_ops.done()) {
     const auto end = input.find('\n');
     const auto line = input.substr(0, end);
     input = end == std::string_view::npos ? std::string_view{} : input.substr(end + 1);

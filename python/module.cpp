@@ -1,10 +1,12 @@
 // python/module.cpp: _tessel, the native part of the Python package `tessel`
-// (python/tessel/__init__.py holds the Python API). Values cross as JSON
-// text: the Space's queries and the Study's ops (src/cli/ops.hpp, the same
-// ones `tessel serve` and `tessel mcp` speak), so Python sees plain objects
-// with the field names the protocols document.
-#include "ops.hpp"
-
+// (python/tessel/__init__.py holds the Python API). Glue only: a Study is
+// opened by the driver from a study_spec (tessel/driver.hpp), and values
+// cross as JSON text: the Space's queries and the Study's ops
+// (tessel/ops.hpp, the same ones `tessel serve` and `tessel mcp` speak), so
+// Python sees plain objects with the field names the protocols document.
+#include <tessel/codec.hpp>
+#include <tessel/driver.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 
 #include <fmt/format.h>
@@ -25,16 +27,6 @@ namespace tessel::python {
 namespace {
 
 using json = nlohmann::json;
-
-/// Stands in when the caller measures (ask/tell only).
-class external_backend final : public backend {
- public:
-  std::string name() const override { return "external"; }
-  measurement evaluate(const space&, const config&) override {
-    return measurement::failure(status::invalid,
-                                "no backend: evaluate the config yourself and tell the result");
-  }
-};
 
 /// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -165,16 +157,20 @@ std::shared_ptr<backend> python_gated_backend(py::function kernel, py::function 
                                             o);
 }
 
+/// The space of a .tsl or replay file (read_space), or of .tsl text.
 space load(const std::string& path, const std::string& text, const std::string& name,
            const std::string& target, const std::map<std::string, std::string>& sets) {
+  study_spec spec;
+  spec.file = text.empty() ? path : "<text>";
+  spec.space = name;
+  spec.target = target;
+  spec.sets.insert(sets.begin(), sets.end());
+  if (text.empty()) return read_space(spec).space;
   parse_options o;
+  o.file = spec.file;
   o.target = target;
-  for (const auto& [k, v] : sets) o.overrides[k] = v;
-  if (!text.empty()) {
-    o.file = "<text>";
-    return parse_space(text, o, name);
-  }
-  return load_space(path, o, name);
+  o.overrides.insert(sets.begin(), sets.end());
+  return parse_space(text, o, name);
 }
 
 json configs_json(const space& s, const std::vector<config>& cs) {
@@ -186,77 +182,48 @@ json configs_json(const space& s, const std::vector<config>& cs) {
 /// The config `text` names (parameters left out take their defaults).
 config config_of(const space& s, const std::string& text) { return s.from_partial_json(text); }
 
+/// A study opened by the driver from the spec Python built, with the agent
+/// ops every method goes through.
 struct py_study {
-  space sp;
-  std::shared_ptr<backend> be;
-  std::shared_ptr<study_store> db;
-  std::unique_ptr<study> st;
-  std::unique_ptr<cli::ops> agent_ops;
+  opened_study opened;
+  std::unique_ptr<agent_ops> ops;
 
   std::string call(const std::string& op, const std::string& args) {
     const auto parsed = json::parse(args);
     py::gil_scoped_release release;
-    return dump(agent_ops->call(op, parsed));
+    return dump(ops->call(op, parsed));
   }
   std::string run(const stop_condition& until) {
     {
       py::gil_scoped_release release;
-      st->run(until);
+      opened.study->run(until);
     }
-    return dump(agent_ops->call("summary", json::object()));
+    return dump(ops->call("summary", json::object()));
   }
 };
 
-std::unique_ptr<py_study> make_study(const space& s, py::object backend_arg,
-                                     const std::string& strategy, std::uint64_t seed,
-                                     const std::string& db_path, bool resume,
-                                     const std::string& scheduler, double token_price, bool verify,
-                                     std::size_t jobs, std::size_t window, bool baseline) {
-  auto out = std::make_unique<py_study>(py_study{s, nullptr, nullptr, nullptr, nullptr});
-  bool evaluates = true;
-  if (backend_arg.is_none()) {
-    out->be = std::make_shared<external_backend>();
-    evaluates = false;
-  } else if (py::isinstance<py::str>(backend_arg)) {
-    out->be = make_backend(backend_arg.cast<std::string>());
-  } else if (py::isinstance<py::function>(backend_arg)) {
-    out->be = python_backend(backend_arg.cast<py::function>(), "python");
-  } else if (py::isinstance<backend>(backend_arg)) {
-    out->be = backend_arg.cast<std::shared_ptr<backend>>();
-  } else {
+/// `spec`: a study_spec's JSON (python/tessel/__init__.py builds it);
+/// `backend`: None (the spec's backend, or none) or a Python callable.
+std::unique_ptr<py_study> make_study(const space& s, const std::string& spec, py::object backend,
+                                     bool resume) {
+  open_options o;
+  o.mode = resume ? open_mode::resume : open_mode::create;
+  o.space = s;
+  if (py::isinstance<py::function>(backend)) {
+    o.backend = python_backend(backend.cast<py::function>(), "python");
+    o.backend_label = "python";
+  } else if (py::isinstance<tessel::backend>(backend)) {  // tessel.gated(...)
+    o.backend = backend.cast<std::shared_ptr<tessel::backend>>();
+    o.backend_label = o.backend->name();
+  } else if (!backend.is_none()) {
     throw error(
         "backend: give None (you measure and tell), a spec such as \"sim\" or "
         "\"replay:PATH\", or a Python callable config -> seconds");
   }
-  if (verify && !evaluates)
-    throw error("verify=True re-measures agent-reported results: it needs a backend");
-  if (!db_path.empty()) {
-    out->db = open_store(db_path);
-    out->db->claim_writer();
-    if (!resume && out->db->study() && out->db->trial_count() > 0)
-      throw error(fmt::format(
-          "study file '{}' already holds a study with {} trials: pass resume=True to continue it",
-          db_path, out->db->trial_count()));
-  }
-  study::options o;
-  o.seed = seed;
-  o.resume = resume;
-  o.jobs = jobs;
-  o.window = window;
-  o.evaluate_baseline = baseline;
-  o.token_price_s = token_price;
-  o.verify_reported = verify;
-  o.annotations =
-      json{{"target", s.def().target.name}, {"backend", out->be->name()}, {"strategy", strategy}}
-          .dump();
-  if (scheduler == "utility") {
-    o.surrogate = make_gp_surrogate(s);
-    o.costs = make_cost_model(s);
-  } else if (scheduler != "fifo") {
-    throw error("scheduler: \"utility\" (cost-aware) or \"fifo\", got \"" + scheduler + "\"");
-  }
-  out->st = std::make_unique<study>(s, out->be, make_strategy(strategy), o, out->db);
-  out->agent_ops = std::make_unique<cli::ops>(*out->st, out->be, evaluates);
+  auto out = std::make_unique<py_study>();
+  out->opened = open_study(study_spec::from_json(json::parse(spec)), std::move(o));
+  out->ops =
+      std::make_unique<agent_ops>(*out->opened.study, out->opened.backend, out->opened.evaluates);
   return out;
 }
 
@@ -272,7 +239,7 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<space>(m, "Space")
       .def_property_readonly("name", [](const space& s) { return s.name(); })
       .def("count", &space::count)
-      .def("describe", [](const space& s) { return dump(cli::space_json(s)); })
+      .def("describe", [](const space& s) { return dump(space_json(s)); })
       .def("sample",
            [](const space& s, std::size_t n, std::uint64_t seed) {
              rng random(seed);
@@ -314,7 +281,7 @@ PYBIND11_MODULE(_tessel, m) {
         const auto cfg = config_of(s, c);
         if (const auto why = s.why_invalid(cfg); !why.empty())
           throw error("explain: config is not valid: " + why);
-        return dump(cli::explanation_json(sim->analyse(s, cfg), s, cfg));
+        return dump(explanation_json(sim->analyse(s, cfg), s, cfg));
       });
 
   m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),
@@ -338,11 +305,9 @@ PYBIND11_MODULE(_tessel, m) {
   st.def("tokens", &stop::tokens);
 
   py::class_<py_study>(m, "Study")
-      .def(py::init(&make_study), py::arg("space"), py::arg("backend"), py::arg("strategy"),
-           py::arg("seed"), py::arg("db"), py::arg("resume"), py::arg("scheduler"),
-           py::arg("token_price"), py::arg("verify"), py::arg("jobs"), py::arg("window"),
-           py::arg("baseline"))
+      .def(py::init(&make_study), py::arg("space"), py::arg("spec"), py::arg("backend"),
+           py::arg("resume"))
       .def("call", &py_study::call)
       .def("run", &py_study::run)
-      .def("report", [](const py_study& s) { return s.st->current_summary().full_report(); });
+      .def("report", [](const py_study& s) { return s.ops->report_text(); });
 }

@@ -55,7 +55,31 @@ std::string_view to_string(prediction::basis b) noexcept {
   return b == prediction::basis::model ? "model" : "prior";
 }
 
+std::string_view to_string(param_kind k) noexcept {
+  switch (k) {
+    case param_kind::integer: return "integer";
+    case param_kind::symbol: return "symbol";
+    case param_kind::boolean: return "boolean";
+    case param_kind::permutation: return "permutation";
+  }
+  return "?";
+}
+
 namespace codec {
+
+json value_json(const domain& d, std::size_t index) {
+  switch (d.kind) {
+    case param_kind::integer: return d.values[index];
+    case param_kind::boolean: return d.values[index] != 0;
+    case param_kind::symbol: return d.labels[index];
+    case param_kind::permutation: {
+      json order = json::array();
+      for (auto e : d.permutation(index)) order.push_back(d.labels[e]);
+      return order;
+    }
+  }
+  return nullptr;
+}
 
 json config_json(const space& s, const config& c) { return json::parse(s.to_json(c)); }
 

@@ -1,7 +1,10 @@
 // measurement.cpp: status names and the measurement constructors.
 #include <tessel/measurement.hpp>
 
+#include <fmt/format.h>
+
 #include <array>
+#include <cmath>
 #include <utility>
 
 namespace tessel {
@@ -39,6 +42,15 @@ const std::vector<status>& all_statuses() noexcept {
     return v;
   }();
   return all;
+}
+
+std::string seconds_text(double seconds) {
+  if (!std::isfinite(seconds)) return fmt::format("{}", seconds);
+  const double magnitude = std::abs(seconds);
+  if (magnitude == 0 || magnitude >= 1) return fmt::format("{:.4g} s", seconds);
+  if (magnitude >= 1e-3) return fmt::format("{:.4g} ms", seconds * 1e3);
+  if (magnitude >= 1e-6) return fmt::format("{:.4g} us", seconds * 1e6);
+  return fmt::format("{:.4g} ns", seconds * 1e9);
 }
 
 measurement measurement::success(double objective, tessel::cost paid) {

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,13 +27,17 @@
 namespace tessel {
 
 class space;
+struct domain;
 struct summary;
+enum class param_kind : std::uint8_t;
 
 /// "proposed", "running", "finished" (stored in study files: never change).
 [[nodiscard]] std::string_view to_string(trial_state s) noexcept;
 [[nodiscard]] std::optional<trial_state> parse_trial_state(std::string_view name) noexcept;
 /// "model" or "prior".
 [[nodiscard]] std::string_view to_string(prediction::basis b) noexcept;
+/// "integer", "symbol", "boolean", "permutation".
+[[nodiscard]] std::string_view to_string(param_kind k) noexcept;
 
 namespace codec {
 
@@ -40,6 +46,10 @@ using json = nlohmann::json;
 /// `{"tile_m": 512, "order": ["k", "m", "n"], "prefetch": null}`: every
 /// parameter, an inactive one null (space::to_json).
 [[nodiscard]] json config_json(const space& s, const config& c);
+
+/// Value `index` of a domain, typed: a number, a string (symbol), a boolean,
+/// or an array of labels (a loop order).
+[[nodiscard]] json value_json(const domain& d, std::size_t index);
 
 /// `{"status", "objective" (null unless ok), "samples", "cost": {"compile_s",
 /// "gate_s", "run_s"}, "metrics", "message"}`.

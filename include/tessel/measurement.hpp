@@ -27,6 +27,10 @@ enum class status : unsigned char {
 /// Every status, in declaration order.
 [[nodiscard]] const std::vector<status>& all_statuses() noexcept;
 
+/// A time in seconds as a person reads it, with a unit and four significant
+/// digits: "1.937 ms", "812.5 us", "3.2 s", "41 ns"; "nan", "inf" as such.
+[[nodiscard]] std::string seconds_text(double seconds);
+
 /// What evaluating one config cost, in seconds of wall time.
 struct cost {
   double compile_s = 0;  ///< building the candidate

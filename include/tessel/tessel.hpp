@@ -12,12 +12,14 @@
 #include <tessel/config.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/did_you_mean.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/measurement.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/random.hpp>
 #include <tessel/roofline.hpp>
 #include <tessel/settings.hpp>

@@ -36,9 +36,12 @@ def _dumps(value):
 class Space:
     """A search space: parameters with finite domains, constraints, a target."""
 
-    def __init__(self, native):
+    def __init__(self, native, origin=None):
         self._s = native
         self._description = None
+        # How it was read (file, space, target, set): recorded in a study's
+        # spec, so the study file reopens (`tessel show`) as this space.
+        self._origin = origin or {}
 
     @property
     def name(self):
@@ -117,13 +120,18 @@ class Space:
 
 
 def load_space(path, name="", target="trn2", set=None):
-    """Reads a .tsl file; `name` picks a space (the first by default), `set` overrides consts."""
-    return Space(_tessel.load(str(path), "", name, target, {k: str(v) for k, v in (set or {}).items()}))
+    """Reads a .tsl file (or a replay file, .json/.json.gz: its parameters are the space);
+    `name` picks a space (the first by default), `set` overrides consts."""
+    sets = {k: str(v) for k, v in (set or {}).items()}
+    return Space(_tessel.load(str(path), "", name, target, sets),
+                 {"file": str(path), "space": name, "target": target, "set": sets})
 
 
 def parse_space(text, name="", target="trn2", set=None):
     """As load_space, from the .tsl text itself."""
-    return Space(_tessel.load("", text, name, target, {k: str(v) for k, v in (set or {}).items()}))
+    sets = {k: str(v) for k, v in (set or {}).items()}
+    return Space(_tessel.load("", text, name, target, sets),
+                 {"space": name, "target": target, "set": sets})
 
 
 def explain(space, config, backend="sim"):
@@ -169,9 +177,13 @@ class Study:
                  scheduler="utility", token_price=0.0, verify=False, jobs=1, window=4,
                  baseline=True):
         self.space = space
-        self._st = _tessel.Study(space._s, backend, strategy, seed, "" if db is None else str(db),
-                                 resume, scheduler, float(token_price), verify, jobs, window,
-                                 baseline)
+        # The study spec (docs/driver.md), as `tessel tune` would record it.
+        spec = dict(space._origin, strategy=strategy, scheduler=scheduler, seed=seed,
+                    db="" if db is None else str(db), token_price_s=float(token_price),
+                    verify=verify, jobs=jobs, window=window, baseline=baseline,
+                    backend=backend if isinstance(backend, str) else "")
+        self._st = _tessel.Study(space._s, _dumps(spec),
+                                 None if isinstance(backend, str) else backend, resume)
 
     def _call(self, op, **args):
         return _json.loads(self._st.call(op, _dumps({k: v for k, v in args.items() if v is not None})))

@@ -5,10 +5,10 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
-#include "learned.hpp"
-#include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/codec.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/random.hpp>
 #include <tessel/settings.hpp>
@@ -23,6 +23,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,7 +36,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 struct check_options {
-  space_options input;
+  spec_options input;
+  std::vector<std::string> files;  ///< FILE...: checked in turn into input.spec.file
   std::size_t samples = 3;
   std::uint64_t seed = 0;
   bool json = false;
@@ -109,7 +111,7 @@ std::vector<config> draw_samples(const space& s, const check_options& options) {
 
 void print_header(const loaded_space& loaded, const check_options& options) {
   const space& s = loaded.space;
-  std::string where = options.input.file;
+  std::string where = options.input.spec.file;
   if (loaded.space_names.size() > 1)
     where +=
         fmt::format("; space {} of {}: {}",
@@ -141,7 +143,7 @@ void print_parameters(const space& s) {
     std::string notes;
     if (p.default_index) notes += fmt::format("  default {}", p.dom.label(*p.default_index));
     if (p.when) notes += "  conditional";
-    fmt::print("  {:<{}}  {:<11}  {:>{}}  {}{}\n", p.name, name_width, kind_name(p.dom.kind),
+    fmt::print("  {:<{}}  {:<11}  {:>{}}  {}{}\n", p.name, name_width, to_string(p.dom.kind),
                with_separators(p.dom.size()), size_width, domain_preview(p.dom), notes);
   }
 }
@@ -242,32 +244,19 @@ void print_text(const loaded_space& loaded, const check_options& options) {
 
 // --- JSON ----------------------------------------------------------------------
 
-json value_json(const domain& dom, std::size_t index) {
-  switch (dom.kind) {
-    case param_kind::integer: return dom.values[index];
-    case param_kind::boolean: return dom.values[index] != 0;
-    case param_kind::symbol: return dom.label(index);
-    case param_kind::permutation: {
-      json order = json::array();
-      for (auto element : dom.permutation(index)) order.push_back(dom.labels[element]);
-      return order;
-    }
-  }
-  return nullptr;
-}
-
 json parameter_json(const parameter& p) {
   json values = json::array();
   for (std::size_t i = 0; i < std::min(p.dom.size(), max_json_values); ++i)
-    values.push_back(value_json(p.dom, i));
+    values.push_back(json(codec::value_json(p.dom, i)));
   return {{"name", p.name},
-          {"kind", kind_name(p.dom.kind)},
+          {"kind", to_string(p.dom.kind)},
           {"size", p.dom.size()},
           {"domain", domain_preview(p.dom)},
           {"values", std::move(values)},
           {"values_truncated", p.dom.size() > max_json_values},
           {"conditional", static_cast<bool>(p.when)},
-          {"default", p.default_index ? value_json(p.dom, *p.default_index) : json(nullptr)},
+          {"default",
+           p.default_index ? json(codec::value_json(p.dom, *p.default_index)) : json(nullptr)},
           {"line", p.line}};
 }
 
@@ -296,7 +285,7 @@ json constraints_json(const space& s) {
   return constraints;
 }
 
-void print_json(const loaded_space& loaded, const check_options& options) {
+void print_json(const loaded_space& loaded, const check_options& options, bool one_line) {
   const space& s = loaded.space;
   json constants = json::object();
   for (const auto& c : s.def().constants) {
@@ -316,7 +305,7 @@ void print_json(const loaded_space& loaded, const check_options& options) {
 
   json out = {
       {"ok", true},
-      {"file", options.input.file},
+      {"file", options.input.spec.file},
       {"space", s.name()},
       {"spaces", loaded.space_names},
       {"target", s.def().target.name},
@@ -337,7 +326,8 @@ void print_json(const loaded_space& loaded, const check_options& options) {
       {"samples", std::move(samples)},
   };
   if (backend) out["backend"] = {{"name", backend->name}, {"notes", backend->notes}};
-  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  fmt::print("{}\n",
+             out.dump(one_line ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 /// A 64-bit unsigned integer in decimal: CLI11 alone would wrap "-3" around
@@ -352,8 +342,8 @@ std::string check_unsigned(const std::string& text) {
 /// `check --suggest-constraints DB`: the rules the study's failures teach,
 /// as `require` lines to paste into the .tsl (tessel/constraints.hpp).
 int run_suggest(const check_options& options) {
-  const auto stored = load_stored(options.suggest_from);
-  const auto rules = learned_from(stored.space, stored.trials);
+  const auto stored = reopen_study(options.suggest_from);
+  const auto rules = learn_constraints(stored.space, stored.trials);
   if (options.json) {
     fmt::print("{}\n", json{{"ok", true},
                             {"study", options.suggest_from},
@@ -375,16 +365,32 @@ int run_suggest(const check_options& options) {
   return exit_code::success;
 }
 
-int run_check(const check_options& options) {
-  if (!options.suggest_from.empty()) return run_suggest(options);
-  if (options.input.file.empty())
-    throw tessel::error("check: give a FILE to check, or --suggest-constraints DB");
-  const loaded_space loaded = load(options.input);
+/// Checks one FILE (options.input.spec.file).
+int check_file(const check_options& options, bool several) {
+  const loaded_space loaded = read_space(options.input.resolved());
   if (options.json)
-    print_json(loaded, options);
+    print_json(loaded, options, several);
   else
     print_text(loaded, options);
   return exit_code::success;
+}
+
+/// Every FILE in turn (text separated by a blank line; with --json one JSON
+/// object per line when there are several); the exit code is the worst.
+int run_check(const check_options& options) {
+  if (!options.suggest_from.empty())
+    return report_errors([&] { return run_suggest(options); }, options.json);
+  const bool several = options.files.size() > 1;
+  int worst = exit_code::success;
+  for (std::size_t i = 0; i < options.files.size(); ++i) {
+    auto one = options;
+    one.input.spec.file = options.files[i];
+    if (several && !options.json) fmt::print("{}", i > 0 ? "\n" : "");
+    std::fflush(stdout);
+    worst = std::max(
+        worst, report_errors([&] { return check_file(one, several); }, options.json, several));
+  }
+  return worst;
 }
 
 }  // namespace
@@ -395,6 +401,10 @@ command add_check_command(CLI::App& tool) {
                                         "Check a space: parameters, raw and valid sizes, groups, "
                                         "what each constraint rejects, samples");
   add_space_options(*check, options->input);
+  check->remove_option(check->get_option("FILE"));
+  check->add_option("FILE", options->files, "The .tsl files to check, one after another")
+      ->type_name("PATH...")
+      ->check(CLI::ExistingFile.description(""));
   check
       ->add_option("--sample", options->samples,
                    "Print N configs drawn uniformly from the valid ones (at most 1,000,000)")
@@ -407,7 +417,8 @@ command add_check_command(CLI::App& tool) {
       ->type_name("S")
       ->capture_default_str()
       ->check(CLI::Validator(check_unsigned, "", "unsigned"));
-  check->add_flag("--json", options->json, "Print one JSON object instead of text");
+  check->add_flag("--json", options->json,
+                  "Print one JSON object instead of text (one per line for several FILEs)");
   check
       ->add_option("--backend", options->backend,
                    "Also check the space against a backend (e.g. sim: the workload's names, "
@@ -422,13 +433,11 @@ command add_check_command(CLI::App& tool) {
                    "Print the constraints a study file's failures teach, as require lines "
                    "(FILE is then not needed)")
       ->type_name("DB");
-  check->get_option("FILE")->required(false);
   check->parse_complete_callback([options] {
-    if (options->input.file.empty() && options->suggest_from.empty())
+    if (options->files.empty() && options->suggest_from.empty())
       throw CLI::RequiredError("FILE (or --suggest-constraints DB)");
   });
-  return {check,
-          [options] { return report_errors([&] { return run_check(*options); }, options->json); }};
+  return {check, [options] { return run_check(*options); }};
 }
 
 }  // namespace tessel::cli

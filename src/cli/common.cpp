@@ -2,60 +2,30 @@
 
 #include "format.hpp"
 
+#include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/strategies.hpp>
+#include <tessel/target.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace tessel::cli {
 namespace {
 
-using clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;  // keys in the order written: "ok" first
-
-double elapsed_ms(clock::time_point from, clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 /// `NAME=VALUE` with a non-empty NAME; CLI11 reports the message as a usage error.
 std::string check_assignment(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) return "expected NAME=VALUE, got '" + text + "'";
   return {};
-}
-
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > max_source_bytes)  // say so before reading it
-    throw tessel::error(fmt::format("'{}' is {} bytes; at most {} are read (docs/limits.md)", path,
-                                    size, max_source_bytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw tessel::error(fmt::format("cannot read '{}'", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw tessel::error(fmt::format("cannot read '{}'", path));
-  return std::move(text).str();
-}
-
-parse_options to_parse_options(const space_options& options) {
-  parse_options parse;
-  parse.file = options.file;
-  parse.target = options.target;
-  for (const auto& assignment : options.sets) {
-    const auto eq = assignment.find('=');
-    parse.overrides[assignment.substr(0, eq)] = assignment.substr(eq + 1);  // last one wins
-  }
-  return parse;
 }
 
 std::string_view severity_name(diagnostic::severity level) {
@@ -117,46 +87,219 @@ int report(const empty_space_error& e, bool as_json) {
   return exit_code::bad_input;
 }
 
+/// `--help`'s "one of ..." list, from a registry.
+std::string listed(const std::vector<std::string>& names) {
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 }  // namespace
 
-void add_space_options(CLI::App& command, space_options& options) {
-  command.add_option("FILE", options.file, "The .tsl file to read")
+study_spec spec_options::resolved() const {
+  auto out = spec;
+  for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
+  out.backend_settings = parse_assignments(backend_settings, "--backend-set");
+  out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
+  if (no_db)
+    out.db.clear();
+  else if (out.db.empty())
+    out.db = "{space}.tessel.db";
+  return out;
+}
+
+open_mode spec_options::mode() const {
+  return overwrite ? open_mode::overwrite : resume ? open_mode::resume : open_mode::create;
+}
+
+void add_space_options(CLI::App& command, spec_options& o) {
+  command.add_option("FILE", o.spec.file, "The .tsl file to read")
       ->type_name("PATH")
       ->required()
       ->check(CLI::ExistingFile.description(""));  // keep "PATH" alone in --help
   command
-      .add_option("--space", options.space,
+      .add_option("--space", o.spec.space,
                   "The space to use when FILE declares several (default: the first)")
       ->type_name("NAME");
   command
-      .add_option("--target", options.target,
-                  "The target to check against: trn1, trn2, cpu, or a target FILE declares")
+      .add_option("--target", o.spec.target,
+                  "The target to check against: " + listed(builtin_target_names()) +
+                      ", or a target FILE declares")
       ->type_name("TARGET")
       ->capture_default_str();
   command
-      .add_option("--set", options.sets,
-                  "Override a const of the space, e.g. --set M=8192; repeatable")
+      .add_option("--set", o.sets, "Override a const of the space, e.g. --set M=8192; repeatable")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false)
       ->check(CLI::Validator(check_assignment, "", "assignment"));
 }
 
-loaded_space load(const space_options& options) {
-  const std::string text = read_file(options.file);
-  const parse_options parse = to_parse_options(options);
+void add_study_options(CLI::App& command, spec_options& o) {
+  add_space_options(command, o);
+  auto& s = o.spec;
+  auto* b = command
+                .add_option("--backend", s.backend,
+                            "What evaluates configs: " + listed(backend_schemes()) +
+                                " (sim, replay:PATH, command:'CMD {param}', ...; a replay FILE "
+                                "defaults to replay:FILE)")
+                ->type_name("SPEC");
+  command
+      .add_option("--replay-space", s.replay_space,
+                  "A replay FILE's space: product (every combination of the recorded values; "
+                  "a config the table lacks answers invalid, as a compiler would reject it) or "
+                  "table (the stored configs only: the kernel's restrictions known)")
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"product", "table"}).description(""))
+      ->capture_default_str();
+  command
+      .add_option("--backend-set", o.backend_settings,
+                  "A backend setting, e.g. --backend-set timeout=30; repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  command
+      .add_option("--fidelity", s.fidelity,
+                  "Multi-fidelity instead of --backend: give it twice, the cheap low fidelity "
+                  "first (e.g. --fidelity sim:target=trn2 --fidelity replay:device.json); every "
+                  "config is screened at the first, promising ones measured at the second "
+                  "(docs/fidelity.md)")
+      ->type_name("SPEC")
+      ->allow_extra_args(false)
+      ->excludes(b);
+  command
+      .add_option("--fidelity-set", o.fidelity_settings,
+                  "A multi-fidelity setting: warmup, z, min_agreement, top_fraction, "
+                  "top_patience, audit_every, max_high, promote_failures; repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  command
+      .add_option("--strategy", s.strategy,
+                  "Search strategy: " + listed(strategy_names()) +
+                      " (bo and auto take options: bo[KEY=VALUE;...], docs/strategies.md)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  command.add_option("--seed", s.seed, "Seed of every random choice (recorded in the study file)")
+      ->type_name("S")
+      ->capture_default_str();
+  command
+      .add_option("--jobs,-j", s.jobs,
+                  "Threads evaluating at once (0 = the backend's concurrency); the trials are "
+                  "the same at any --jobs")
+      ->type_name("N")
+      ->capture_default_str();
+  command
+      .add_option("--window", s.window,
+                  "Proposals in flight at once: each is made knowing all results but the last "
+                  "N-1, so at most N evaluations run in parallel (0 = as many as --jobs: more "
+                  "parallel, but the trials then depend on --jobs)")
+      ->type_name("N")
+      ->capture_default_str();
+  command
+      .add_option("--db", s.db,
+                  "Where the study is stored: a SQLite file (default <space>.tessel.db), or a "
+                  "postgresql:// URL, a study that `tessel worker` processes share "
+                  "(docs/distributed.md)")
+      ->type_name("PATH|URL");
+  command.add_flag("--resume", o.resume,
+                   "Continue the study in --db: keep finished trials, re-run interrupted ones");
+  command
+      .add_flag("--overwrite", o.overwrite,
+                "Delete the study in --db (all its trials) and start a new one there")
+      ->excludes("--resume");
+  command.add_flag("--no-db", o.no_db, "Keep nothing on disk")
+      ->excludes("--db")
+      ->excludes("--resume")
+      ->excludes("--overwrite");
+  command.add_flag_callback(
+      "--no-baseline", [&s] { s.baseline = false; },
+      "Do not evaluate the space's default config first");
+  command
+      .add_option("--scheduler", s.scheduler,
+                  "utility: rank candidates by expected gain per predicted second (cost-aware); "
+                  "fifo: evaluate proposals in the order the strategy made them")
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"utility", "fifo"}).description(""))
+      ->capture_default_str();
+  command
+      .add_option("--cost-alpha", s.cost_alpha,
+                  "How strongly the utility scheduler prefers cheap candidates at the start: "
+                  "expected gain / cost^A, A cooling to 0 over the budget (0 = ignore cost)")
+      ->type_name("A")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--min-gain", s.min_gain,
+                  "Stop when the best expected gain left is below this fraction of the best "
+                  "objective (utility scheduler; 0 = never)")
+      ->type_name("F")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_flag_callback(
+      "--no-gate", [&s] { s.gate = false; },
+      "--backend sim: time configs without checking their outputs in the "
+      "equivalence gate (docs/simulator.md)");
+}
 
-  const auto start = clock::now();
-  std::vector<std::string> names;
-  space::definition chosen = parse_definition(text, parse, options.space, &names);
-  const auto parsed = clock::now();
+void add_session_options(CLI::App& command, spec_options& o) {
+  // A session has no stop condition, so the cost-aware scheduler cannot tell
+  // how much of the budget is spent unless it is told (docs/scheduler.md).
+  auto& s = o.spec;
+  command
+      .add_option("--budget", s.budget_hint,
+                  "Evaluations the session expects: the cost weight cools from 1 to 0 over "
+                  "them (utility scheduler; the session does not stop there)")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--cost-budget", s.cost_budget_hint_s,
+                  "Seconds of evaluation cost the session expects, as --budget")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+  // The names before issue 27, kept working but not listed.
+  command.add_option("--budget-hint", s.budget_hint)->group("")->check(CLI::NonNegativeNumber);
+  command.add_option("--cost-budget-hint", s.cost_budget_hint_s)
+      ->group("")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--token-price", s.token_price_s,
+                  "Seconds of evaluation cost 1,000 agent tokens are worth: the scheduler weighs "
+                  "a candidate's device time plus its tokens (0 = record tokens only)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("S");
+  command.add_flag("--verify", s.verify,
+                   "Re-measure agent-reported results (tell) on the backend before they can be "
+                   "the best (needs --backend)");
+}
 
-  const auto building = clock::now();
-  tessel::space built(std::move(chosen));
-  const auto done = clock::now();
-  return loaded_space{.space = std::move(built),
-                      .space_names = std::move(names),
-                      .parse_ms = elapsed_ms(start, parsed),
-                      .build_ms = elapsed_ms(building, done)};
+namespace {
+
+std::string read_config_text(const std::string& spec) {
+  if (spec.empty() || spec.front() != '@') return spec;
+  std::ifstream in(spec.substr(1), std::ios::binary);
+  if (!in) throw error(fmt::format("--config: cannot read '{}'", spec.substr(1)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+config chosen_config(const space& s, const std::string& config_spec, const std::string& best_db) {
+  if (!best_db.empty()) {
+    const auto stored = reopen_study(best_db);
+    const trial* best = nullptr;
+    for (const auto& t : stored.trials)
+      if (t.result.ok() && (!best || t.result.objective < best->result.objective)) best = &t;
+    if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", best_db));
+    return s.from_json(stored.space.to_json(best->config));
+  }
+  const auto given = nlohmann::json::parse(read_config_text(config_spec), nullptr, false);
+  if (given.is_discarded() || !given.is_object())
+    throw error(
+        "--config expects a JSON object of parameter names to values, e.g. "
+        "'{\"tile_m\": 128}', or @PATH of a file holding one");
+  const config c = s.from_partial_json(given.dump());
+  if (!s.is_valid(c))
+    throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
+                            s.why_invalid(c)));
+  return c;
 }
 
 int report_errors(const std::function<int()>& body, bool as_json, bool one_line) {

@@ -1,10 +1,9 @@
-// src/cli/common.hpp: what every subcommand that reads a space shares:
-// the FILE/--space/--target/--set options, loading and timing the space, and
-// turning exceptions into diagnostics on stderr and an exit code.
+// src/cli/common.hpp: what the subcommands share: their options as a
+// study_spec (tessel/driver.hpp), and turning exceptions into diagnostics on
+// stderr and an exit code.
 #pragma once
 
-#include <tessel/dsl.hpp>
-#include <tessel/space.hpp>
+#include <tessel/driver.hpp>
 
 #include <functional>
 #include <string>
@@ -24,30 +23,37 @@ enum exit_code : int {
   internal = 3,   ///< an unexpected exception: a bug in tessel
 };
 
-/// `FILE [--space NAME] [--target T] [--set K=V]...`
-struct space_options {
-  std::string file;
-  std::string space;  ///< "" selects the first space of FILE
-  std::string target = "trn2";
-  std::vector<std::string> sets;  ///< "NAME=VALUE", checked by add_space_options
+/// A study_spec as the command line gives it: the KEY=VALUE options as
+/// written, and what to do with an existing study file.
+struct spec_options {
+  study_spec spec;
+  std::vector<std::string> sets;               ///< --set NAME=VALUE
+  std::vector<std::string> backend_settings;   ///< --backend-set KEY=VALUE
+  std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
+  bool resume = false, overwrite = false, no_db = false;
+
+  /// The spec with the assignments read and the study file defaulted
+  /// (<space>.tessel.db, none with --no-db). Throws tessel::error.
+  [[nodiscard]] study_spec resolved() const;
+  [[nodiscard]] open_mode mode() const;
 };
 
-/// Adds the space options to `command`, storing into `options` (which must
+/// `FILE [--space NAME] [--target T] [--set K=V]...`, into `o` (which must
 /// outlive parsing). A --set without '=' is a usage error.
-void add_space_options(CLI::App& command, space_options& options);
+void add_space_options(CLI::App& command, spec_options& o);
+/// The space options and those of a study: backend, fidelity, strategy,
+/// scheduler, seed, jobs, window, study file (tune, serve, mcp).
+void add_study_options(CLI::App& command, spec_options& o);
+/// What a session an agent drives needs besides (serve, mcp): the budget
+/// hints, --token-price and --verify.
+void add_session_options(CLI::App& command, spec_options& o);
 
-/// A space read from a file, with what it took to build it.
-struct loaded_space {
-  tessel::space space;
-  std::vector<std::string> space_names;  ///< every space FILE declares, in file order
-  double parse_ms = 0;                   ///< reading, parsing and checking the text
-  double build_ms = 0;                   ///< building the engine (counting, prefix trees)
-};
-
-/// Reads, checks and builds the space `options` selects. Throws tessel::error
-/// (unreadable file), space_error (diagnostics, unknown space name) or
-/// empty_space_error, as the DSL does.
-[[nodiscard]] loaded_space load(const space_options& options);
+/// The config `explain` and `emit` act on: `config_spec` is a JSON object of
+/// parameter values (or @PATH of a file holding one; parameters it leaves
+/// out take their default), or, when `best_db` is given, the best successful
+/// trial of that study file. Throws tessel::error saying why.
+[[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
+                                   const std::string& best_db);
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the

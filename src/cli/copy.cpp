@@ -3,8 +3,8 @@
 // in a file, or to keep a shared one as a file.
 #include "command.hpp"
 #include "common.hpp"
-#include "study_setup.hpp"
 
+#include <tessel/driver.hpp>
 #include <tessel/storage.hpp>
 
 #include <fmt/format.h>
@@ -20,9 +20,9 @@ struct copy_options {
 };
 
 int run_copy(const copy_options& o) {
-  const auto stored = load_stored(o.from);  // checks FROM, rebuilds its space
-  const auto to = open_store(o.to);
-  copy_study(*open_store(o.from), *to, stored.space);
+  const auto stored = reopen_study(o.from);  // checks FROM, rebuilds its space
+  const auto to = open_store(std::string_view(o.to));
+  copy_study(*open_store(o.from, store_access::read), *to, stored.space);
   fmt::print("copied study of space '{}' ({} trials) from {} to {}\n", stored.record.space_name,
              stored.trials.size(), o.from, to->location());
   return exit_code::success;

@@ -4,8 +4,8 @@
 // nki.isa API, with the config in a header comment and a numpy reference.
 #include "command.hpp"
 #include "common.hpp"
-#include "study_setup.hpp"
 
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/sim.hpp>
 
@@ -20,24 +20,28 @@ namespace tessel::cli {
 namespace {
 
 struct emit_options {
-  space_options input;
-  std::string config;  ///< JSON text, or @PATH
-  std::string best;    ///< a study file whose best trial to emit
-  std::string workload;
-  std::string output;  ///< "" = stdout
-  std::string fault;   ///< tests only (hidden)
+  spec_options input;
+  std::string config;           ///< JSON text, or @PATH
+  std::string best;             ///< a study file whose best trial to emit
+  std::string backend = "sim";  ///< sim or sim:WORKLOAD, as explain takes it
+  std::string workload;         ///< --workload, the name before issue 27
+  std::string output;           ///< "" = stdout
+  std::string fault;            ///< tests only (hidden)
 };
 
 int run_emit(const emit_options& o) {
   if (o.config.empty() == o.best.empty())
     throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
-  const auto loaded = load(o.input);
+  const auto loaded = read_space(o.input.resolved());
   const auto& s = loaded.space;
   const config c = chosen_config(s, o.config, o.best);
   nki_options options;
-  options.workload = o.workload;
-  options.target = o.input.target;
-  options.source = o.input.file;
+  if (o.backend != "sim" && !o.backend.starts_with("sim:"))
+    throw error(fmt::format(
+        "emit writes the simulator's plan: --backend sim or sim:WORKLOAD, not '{}'", o.backend));
+  options.workload = o.workload.empty() && o.backend.size() > 4 ? o.backend.substr(4) : o.workload;
+  options.target = o.input.spec.target;
+  options.source = o.input.spec.file;
   options.fault = o.fault;
   const std::string kernel = emit_nki(s, c, options);
   if (o.output.empty() || o.output == "-") {
@@ -69,9 +73,12 @@ command add_emit_command(CLI::App& tool) {
   app->add_option("--best", options->best, "Emit the best trial of this study file instead")
       ->type_name("DB")
       ->excludes("--config");
-  app->add_option("--workload", options->workload,
-                  "The simulator workload (default: the space's `const workload`, or its name)")
-      ->type_name("NAME");
+  app->add_option("--backend", options->backend,
+                  "The simulator: sim, or sim:WORKLOAD to name the workload (default: the "
+                  "space's `const workload`, or its name)")
+      ->capture_default_str()
+      ->type_name("SPEC");
+  app->add_option("--workload", options->workload)->group("");  // before issue 27
   app->add_option("--output,-o", options->output, "Write the kernel here instead of stdout")
       ->type_name("PATH");
   app->add_option("--fault", options->fault,

@@ -5,12 +5,11 @@
 // (@PATH), or as the best trial of a study file (--best DB).
 #include "command.hpp"
 #include "common.hpp"
-#include "learned.hpp"
-#include "ops.hpp"
-#include "study_setup.hpp"
 
 #include <tessel/backends.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/ops.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 
@@ -27,7 +26,7 @@ namespace tessel::cli {
 namespace {
 
 struct explain_options {
-  space_options input;
+  spec_options input;
   std::string config;  ///< JSON text, or @PATH
   std::string best;    ///< a study file whose best trial to explain
   std::string backend = "sim";
@@ -39,7 +38,7 @@ struct explain_options {
 int run_explain(const explain_options& o) {
   if (o.config.empty() == o.best.empty())
     throw error("explain: give the config to explain with --config JSON (or @PATH) or --best DB");
-  const auto loaded = load(o.input);
+  const auto loaded = read_space(o.input.resolved());
   const auto& s = loaded.space;
   const auto b = make_backend(o.backend, parse_assignments(o.backend_settings, "--backend-set"));
   const auto* sim = dynamic_cast<const sim_backend*>(b.get());
@@ -56,8 +55,8 @@ int run_explain(const explain_options& o) {
   std::vector<learned_constraint> learned;
   std::string learned_block;
   if (!o.best.empty()) {
-    const auto stored = load_stored(o.best);
-    learned = learned_from(stored.space, stored.trials);
+    const auto stored = reopen_study(o.best);
+    learned = learn_constraints(stored.space, stored.trials);
     learned_block = learned_text(learned, stored.trials);
   }
   if (o.json) {

@@ -1,8 +1,8 @@
 // `tessel export DB --format t4|csv|json [-o FILE]`: a study's trials for other tools.
 #include "command.hpp"
 #include "common.hpp"
-#include "study_setup.hpp"
 
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
 
@@ -24,7 +24,7 @@ struct export_options {
 
 int run_export(const export_options& o) {
   const auto format = parse_export_format(o.format);
-  const auto stored = load_stored(o.db);
+  const auto stored = reopen_study(o.db);
   if (o.output.empty() || o.output == "-") {
     export_trials(std::cout, format, stored.record, stored.trials, stored.space);
     return exit_code::success;

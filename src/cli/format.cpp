@@ -35,16 +35,6 @@ std::string milliseconds(double ms) {
   return fmt::format("{:.3g} ms", ms);
 }
 
-std::string_view kind_name(param_kind kind) {
-  switch (kind) {
-    case param_kind::integer: return "integer";
-    case param_kind::symbol: return "symbol";
-    case param_kind::boolean: return "boolean";
-    case param_kind::permutation: return "permutation";
-  }
-  return "unknown";
-}
-
 namespace {
 
 /// `first .. last` or `first .. last step s` when the values are evenly spaced.

@@ -1,10 +1,10 @@
 // `tessel show DB`: a study file's summary and its best trials.
 #include "command.hpp"
 #include "common.hpp"
-#include "fidelity.hpp"
 #include "format.hpp"
-#include "learned.hpp"
-#include "study_setup.hpp"
+
+#include <tessel/codec.hpp>
+#include <tessel/driver.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -24,7 +24,7 @@ struct show_options {
 };
 
 int run_show(const show_options& o) {
-  const auto stored = load_stored(o.db);
+  const auto stored = reopen_study(o.db);
   const auto& s = stored.space;
   std::map<status, std::size_t> by_status;
   std::size_t finished = 0, pending = 0;
@@ -47,26 +47,22 @@ int run_show(const show_options& o) {
   std::stable_sort(ok.begin(), ok.end(),
                    [](auto* a, auto* b) { return a->result.objective < b->result.objective; });
   if (ok.size() > o.top) ok.resize(o.top);
-  const auto learned = learned_from(s, stored.trials);
+  const auto learned = learn_constraints(s, stored.trials);
 
   if (o.json) {
-    nlohmann::json counts = nlohmann::json::object();
-    for (const auto& [st, n] : by_status) counts[std::string(to_string(st))] = n;
     nlohmann::json best = nlohmann::json::array();
-    for (const auto* t : ok)
-      best.push_back({{"trial_id", t->id},
-                      {"objective", t->result.objective},
-                      {"config", nlohmann::json::parse(s.to_json(t->config))},
-                      {"source", t->provenance.source}});
+    for (const auto* t : ok) best.push_back(codec::to_json(s, *t));
     fmt::print("{}\n", nlohmann::json{{"ok", true},
                                       {"space", stored.record.space_name},
                                       {"target", stored.record.target},
                                       {"backend", stored.record.backend},
                                       {"strategy", stored.record.strategy},
                                       {"seed", stored.record.seed},
+                                      {"valid_configs", s.count()},
+                                      {"spec", stored.spec.to_json()},
                                       {"finished", finished},
                                       {"pending", pending},
-                                      {"by_status", counts},
+                                      {"by_status", codec::counts_json(by_status)},
                                       {"cost_s", cost},
                                       {"best", best},
                                       {"learned_constraints", learned_json(learned)},
@@ -86,12 +82,12 @@ int run_show(const show_options& o) {
   for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
   if (const auto text = learned_text(learned, stored.trials); !text.empty())
     fmt::print("\n{}", text);
-  if (fidelity) fmt::print("\n{}", fidelity_text(*fidelity));
+  if (fidelity) fmt::print("\nfidelity\n{}", fidelity->text());
   fmt::print("\nbest {} {}trials\n", ok.size(), fidelity ? "high-fidelity " : "");
   fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");
   for (const auto* t : ok)
-    fmt::print("{:>6}  {:>12.6g}  {:<14}  {}\n", t->id, t->result.objective, t->provenance.source,
-               s.to_json(t->config));
+    fmt::print("{:>6}  {:>12}  {:<14}  {}\n", t->id, seconds_text(t->result.objective),
+               t->provenance.source, s.to_json(t->config));
   return exit_code::success;
 }
 

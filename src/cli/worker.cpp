@@ -5,10 +5,11 @@
 // its turn comes, until the study's stop condition holds.
 #include "command.hpp"
 #include "common.hpp"
-#include "study_setup.hpp"
 
 #include <tessel/codec.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/study.hpp>
 
 #include <fmt/format.h>
@@ -61,47 +62,48 @@ int run_worker(const worker_options& o) {
         "'{}' holds no study yet: create it with `tessel tune FILE --backend SPEC --db URL "
         "--budget N`, then start workers",
         o.url));
-  auto options = recorded_options(*record);
+  auto stored = reopen_study(o.url);  // the spec tune recorded, the space rebuilt from its text
+  auto spec = std::move(stored.spec);
   if (!o.backend.empty()) {
-    options.backend = o.backend;
-    options.fidelity.clear();
+    spec.backend = o.backend;
+    spec.fidelity.clear();
   }
-  options.backend_settings.insert(options.backend_settings.end(), o.backend_settings.begin(),
-                                  o.backend_settings.end());
-  options.db = o.url;
-  options.resume = true;
-  options.jobs = o.jobs;
-  options.worker = o.worker;
-  if (options.worker.name.empty())
-    options.worker.name = fmt::format(
+  for (auto& [key, value] : parse_assignments(o.backend_settings, "--backend-set"))
+    spec.backend_settings[key] = std::move(value);
+  spec.db = o.url;
+  spec.jobs = o.jobs;
+  open_options opening;
+  opening.mode = open_mode::resume;
+  opening.space = std::move(stored.space);  // the hosts need no copy of the .tsl file
+  opening.worker = o.worker;
+  if (opening.worker.name.empty())
+    opening.worker.name = fmt::format(
         "{}:{}",
         [] {
           char host[256] = {};
           return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : "localhost";
         }(),
         ::getpid());
-  options.seed = o.seed.value_or(worker_seed(record->seed, options.worker.name));
-  auto setup = make_study(
-      options,
-      loaded_space{
-          .space = stored_space(*record, o.url), .space_names = {}, .parse_ms = 0, .build_ms = 0});
-  if (!setup.evaluates)
+  const auto name = opening.worker.name;
+  spec.seed = o.seed.value_or(worker_seed(stored.record.seed, name));
+  auto opened = open_study(std::move(spec), std::move(opening));
+  if (!opened.evaluates)
     throw error("the study records no backend: give this worker one with --backend SPEC");
+  const auto until = opened.until();
   if (!o.quiet)
     fmt::print(stderr,
                "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
                "job{}, stops at: {}\n",
-               options.worker.name, setup.db->location(), record->space_name,
-               setup.study->trials().size(), setup.backend->name(),
-               options.jobs ? fmt::format("{}", options.jobs) : std::string("auto"),
-               options.jobs == 1 ? "" : "s",
-               stop_for(options.stop)(progress{}) ? "now" : "the study's budget");
-  const auto sum = setup.study->run(stop_for(options.stop));
-  const auto counts = setup.db->shared()->counts();
+               name, opened.db->location(), stored.record.space_name,
+               opened.study->trials().size(), opened.backend->name(),
+               o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"), o.jobs == 1 ? "" : "s",
+               until(progress{}) ? "now" : "the study's budget");
+  const auto sum = opened.study->run(until);
+  const auto counts = opened.db->shared()->counts();
   if (o.json) {
     const nlohmann::json out = {{"ok", true},
-                                {"worker", options.worker.name},
-                                {"summary", codec::to_json(sum, setup.space.space)},
+                                {"worker", name},
+                                {"summary", codec::to_json(sum, opened.study->space())},
                                 {"claims", counts.claims},
                                 {"requeues", counts.requeues},
                                 {"discarded", counts.discarded},

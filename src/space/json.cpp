@@ -1,6 +1,7 @@
 // Config <-> JSON: {"tile_m": 512, "order": ["k", "m", "n"], "evict": "vector"}.
 #include "space/impl.hpp"
 
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 
 #include <nlohmann/json.hpp>
@@ -14,20 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-nlohmann::json to_json_value(const parameter& p, config::index_type index) {
-  if (index == config::inactive) return nullptr;
-  const auto& d = p.dom;
-  switch (d.kind) {
-    case param_kind::integer: return d.values[index];
-    case param_kind::boolean: return d.values[index] != 0;
-    case param_kind::symbol: return d.labels[index];
-    case param_kind::permutation: {
-      json order = json::array();
-      for (auto e : d.permutation(index)) order.push_back(d.labels[e]);
-      return order;
-    }
-  }
-  return nullptr;
+json to_json_value(const parameter& p, config::index_type index) {
+  return index == config::inactive ? json(nullptr) : codec::value_json(p.dom, index);
 }
 
 /// How deep a config's JSON may nest (a permutation is one level below the

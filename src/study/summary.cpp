@@ -47,11 +47,12 @@ summary study::state::make_summary() const {
 }
 
 std::string summary::brief_report() const {
-  std::string best_text = best ? fmt::format("best {:.6g} (trial {}, after {} evaluations)",
-                                             best->result.objective, best->id, evaluations_to_best)
-                               : std::string("no successful evaluation");
-  return fmt::format("tessel: {}, {} evaluations, {}, {:.2f} s [{}]", to_string(reason),
-                     evaluations, best_text, wall_s, message);
+  std::string best_text =
+      best ? fmt::format("best {} (trial {}, after {} evaluations)",
+                         seconds_text(best->result.objective), best->id, evaluations_to_best)
+           : std::string("no successful evaluation");
+  return fmt::format("tessel: {} evaluations in {:.2f} s, {}; stopped: {}", evaluations, wall_s,
+                     best_text, message.empty() ? std::string(to_string(reason)) : message);
 }
 
 std::string summary::full_report() const {
@@ -83,7 +84,8 @@ std::string summary::full_report() const {
     out += fmt::format("  {:<22}{:>10}\n\n", "re-measured (verified)", verified);
   }
   if (best) {
-    out += fmt::format("best objective          {:.6g}\n", best->result.objective);
+    out += fmt::format("best objective          {} ({:.6g})\n",
+                       seconds_text(best->result.objective), best->result.objective);
     out += fmt::format("found at                trial {} ({} evaluations), proposed by {}\n",
                        best->id, evaluations_to_best, best->provenance.source);
     out += fmt::format("best config             {}\n", best_config_text);

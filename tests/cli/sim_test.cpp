@@ -237,7 +237,7 @@ TEST_CASE("calibrate: fits recorded results, writes a target file that tune can 
   const auto live =
       tessel("calibrate --backend sim --record-to '" + recorded.string() + "' --data '" + data +
              "' --base trn1 --name sim_trn1 "
-             "--fit dma_issue_ns --max-evaluations 20 --json");
+             "--fit dma_issue_ns --budget 20 --json");
   INFO(live.err);
   REQUIRE(live.code == 0);
   const auto j = json::parse(live.out.substr(live.out.find('{')));

@@ -287,7 +287,7 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   for (const auto& [id, seen] : finished) CHECK(final[id] == seen);
 }
 
-TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions report") {
+TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
   // Six trials told at 2 s each (12 s); then one ask. Without a hint alpha
   // stays at its start, 2 by default (utility = gain / cost^2) or as
   // --cost-alpha says; with a 6 s hint the budget is spent and alpha is 0
@@ -312,13 +312,15 @@ TEST_CASE("serve: --cost-budget-hint cools the cost weight the suggestions repor
   CHECK(per_second["utility"].get<double>() ==
         doctest::Approx(per_second["expected_gain"].get<double>() /
                         per_second["cost_s"].get<double>()));
-  const auto cooled = prediction("--cost-budget-hint 6");
+  const auto cooled = prediction("--cost-budget 6");
+  // the name before issue 27 still works
+  CHECK(prediction("--cost-budget-hint 6")["utility"] == cooled["utility"]);
   // (the predicted cost is not 1 s, so the two utilities are distinguishable)
   CHECK(cooled["cost_s"].get<double>() != doctest::Approx(1.0));
   CHECK(cooled["utility"].get<double>() == doctest::Approx(cooled["expected_gain"].get<double>()));
-  const auto bad = tessel("serve fixtures/small.tsl --no-db --cost-budget-hint -1 < /dev/null");
+  const auto bad = tessel("serve fixtures/small.tsl --no-db --cost-budget -1 < /dev/null");
   CHECK(bad.code != 0);
-  CHECK(contains(bad.err, "--cost-budget-hint"));
+  CHECK(contains(bad.err, "--cost-budget"));
   const auto bad_alpha = tessel("serve fixtures/small.tsl --no-db --cost-alpha -1 < /dev/null");
   CHECK(bad_alpha.code != 0);
   CHECK(contains(bad_alpha.err, "--cost-alpha"));

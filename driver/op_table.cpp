@@ -1,24 +1,35 @@
-// The agent ops' table (ops.hpp, op_list): each op's name, what it does and
+// The agent ops' table (tessel/ops.hpp, op_list): each op's name, what it does and
 // its arguments as JSON Schema, which `help` and MCP's tools/list publish
 // and ops::call checks names against.
-#include "ops.hpp"
+#include <tessel/codec.hpp>
+#include <tessel/ops.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace tessel::cli {
+namespace tessel {
 namespace {
 
 using json = nlohmann::json;
 
 /// A JSON Schema object of `properties` (JSON text), closed to other names.
-json schema(std::string_view properties, std::vector<std::string> required = {}) {
+std::shared_ptr<const json> schema(std::string_view properties,
+                                   std::vector<std::string> required = {}) {
   json out = {{"type", "object"}, {"properties", json::parse(properties)}};
   if (!required.empty()) out["required"] = required;
   out["additionalProperties"] = false;
-  return out;
+  return std::make_shared<const json>(std::move(out));
+}
+
+/// tell's `status`: every status name (tessel/measurement.hpp).
+std::string status_enum() {
+  json names = json::array();
+  for (const auto st : all_statuses()) names.push_back(to_string(st));
+  return names.dump();
 }
 
 constexpr std::string_view config_property = R"("config": {"type": "object",
@@ -54,7 +65,8 @@ std::vector<op_info> make_op_list() {
        "agent-reported (unverified).",
        schema(object({trial_id_property, R"(
   "objective": {"type": "number", "description": "seconds (lower is better); needed when status is ok"},
-  "status": {"type": "string", "default": "ok", "enum": ["ok", "invalid", "compile_error", "runtime_error", "timeout", "incorrect", "suspicious"]},
+  "status": {"type": "string", "default": "ok", "enum": )" +
+                                             status_enum() + R"(},
   "message": {"type": "string"},
   "samples": {"type": "array", "items": {"type": "number"}},
   "cost": {"type": "object", "properties": {"compile_s": {"type": "number"}, "gate_s": {"type": "number"}, "run_s": {"type": "number"}}},
@@ -105,4 +117,10 @@ const std::vector<op_info>& op_list() {
   return list;
 }
 
-}  // namespace tessel::cli
+std::string op_names() {
+  std::string out;
+  for (const auto& o : op_list()) out += (out.empty() ? "" : ", ") + o.name;
+  return out;
+}
+
+}  // namespace tessel

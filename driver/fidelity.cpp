@@ -1,13 +1,16 @@
-#include "fidelity.hpp"
-
+// fidelity.cpp: multi-fidelity specs and statistics for the front-ends
+// (tessel/driver.hpp, docs/fidelity.md).
+#include <tessel/backends.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/settings.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cctype>
 
-namespace tessel::cli {
+namespace tessel {
 namespace {
 
 bool is_setting(std::string_view piece) {
@@ -18,8 +21,7 @@ bool is_setting(std::string_view piece) {
   return true;
 }
 
-multi_fidelity_options parse_options(const std::vector<std::string>& assignments) {
-  const auto given = parse_assignments(assignments, "--fidelity-set");
+multi_fidelity_options parse_options(const settings_map& given) {
   settings_reader read("--fidelity-set", given);
   multi_fidelity_options o;
   o.warmup = read.count("warmup").value_or(o.warmup);
@@ -36,11 +38,11 @@ multi_fidelity_options parse_options(const std::vector<std::string>& assignments
 
 }  // namespace
 
-std::pair<std::string, backend_settings> split_fidelity_spec(std::string_view spec) {
+std::pair<std::string, settings_map> split_fidelity_spec(std::string_view spec) {
   const auto colon = spec.find(':');
   if (colon == std::string_view::npos) return {std::string(spec), {}};
   std::string argument;
-  backend_settings settings;
+  settings_map settings;
   std::string_view rest = spec.substr(colon + 1);
   while (true) {
     const auto comma = rest.find(',');
@@ -58,8 +60,9 @@ std::pair<std::string, backend_settings> split_fidelity_spec(std::string_view sp
   return {argument.empty() ? scheme : scheme + ":" + argument, std::move(settings)};
 }
 
-std::shared_ptr<multi_fidelity_backend> make_fidelity_backend(
-    const std::vector<std::string>& specs, const std::vector<std::string>& settings, bool gate) {
+std::shared_ptr<multi_fidelity_backend> make_fidelity_backend(const std::vector<std::string>& specs,
+                                                              const settings_map& settings,
+                                                              bool gate) {
   if (specs.size() != 2)
     throw error(fmt::format(
         "--fidelity: give exactly two, the low fidelity first (e.g. --fidelity sim:target=trn2 "
@@ -67,15 +70,13 @@ std::shared_ptr<multi_fidelity_backend> make_fidelity_backend(
         specs.size()));
   std::vector<std::shared_ptr<backend>> levels;
   for (const auto& spec : specs) {
-    auto [base, backend_settings] = split_fidelity_spec(spec);
+    auto [base, level_settings] = split_fidelity_spec(spec);
     if (!gate && (base == "sim" || base.rfind("sim:", 0) == 0))
-      backend_settings.emplace("gate", "false");
-    levels.push_back(make_backend(base, backend_settings));
+      level_settings.emplace("gate", "false");
+    levels.push_back(make_backend(base, level_settings));
   }
   return std::make_shared<multi_fidelity_backend>(levels[0], levels[1], parse_options(settings));
 }
-
-std::string fidelity_text(const multi_fidelity_stats& s) { return "fidelity\n" + s.text(); }
 
 nlohmann::json fidelity_json(const multi_fidelity_stats& s) {
   nlohmann::json reasons = nlohmann::json::object();
@@ -99,4 +100,4 @@ nlohmann::json fidelity_json(const multi_fidelity_stats& s) {
   return out;
 }
 
-}  // namespace tessel::cli
+}  // namespace tessel

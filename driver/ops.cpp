@@ -1,11 +1,13 @@
-// The agent ops (ops.hpp): one implementation behind `tessel serve` and `tessel mcp`.
-#include "ops.hpp"
+// The agent ops (tessel/ops.hpp): one implementation behind `tessel serve`,
+// `tessel mcp` and Python's Study.
+#include <tessel/ops.hpp>
 
 #include <tessel/backends.hpp>
 #include <tessel/codec.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -17,7 +19,7 @@
 #include <map>
 #include <sstream>
 
-namespace tessel::cli {
+namespace tessel {
 namespace {
 
 using json = nlohmann::json;
@@ -111,31 +113,6 @@ class arguments {
   const json& a_;
 };
 
-json typed_value(const parameter& p, std::size_t index) {
-  const auto& d = p.dom;
-  switch (d.kind) {
-    case param_kind::integer: return d.values[index];
-    case param_kind::boolean: return d.values[index] != 0;
-    case param_kind::symbol: return d.labels[index];
-    case param_kind::permutation: {
-      json order = json::array();
-      for (auto e : d.permutation(index)) order.push_back(d.labels[e]);
-      return order;
-    }
-  }
-  return nullptr;
-}
-
-std::string_view kind_name(param_kind k) {
-  switch (k) {
-    case param_kind::integer: return "integer";
-    case param_kind::symbol: return "symbol";
-    case param_kind::boolean: return "boolean";
-    case param_kind::permutation: return "permutation";
-  }
-  return "integer";
-}
-
 }  // namespace
 
 json space_json(const space& s) {
@@ -144,12 +121,12 @@ json space_json(const space& s) {
   for (const auto& p : s.parameters()) {
     json values = json::array();
     for (std::size_t i = 0; i < p.dom.size() && i < max_values; ++i)
-      values.push_back(typed_value(p, i));
+      values.push_back(codec::value_json(p.dom, i));
     json entry = {{"name", p.name},
-                  {"kind", kind_name(p.dom.kind)},
+                  {"kind", to_string(p.dom.kind)},
                   {"values", values},
                   {"size", p.dom.size()},
-                  {"default", typed_value(p, p.default_index.value_or(0))},
+                  {"default", codec::value_json(p.dom, p.default_index.value_or(0))},
                   {"default_declared", p.default_index.has_value()},
                   {"conditional", static_cast<bool>(p.when)}};
     if (p.dom.size() > max_values) entry["values_truncated"] = true;
@@ -271,7 +248,7 @@ json explanation_json(const sim_explanation& e, const space& s, const config& c)
 
 // --- ops --------------------------------------------------------------------------------------
 
-struct ops::observer_bridge final : observer {
+struct agent_ops::observer_bridge final : observer {
   progress_sink sink;
   std::size_t start = 0, total = 0;
   void on_trial(const trial& t, const tessel::progress& p) override {
@@ -282,7 +259,7 @@ struct ops::observer_bridge final : observer {
   }
 };
 
-ops::ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates)
+agent_ops::agent_ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates)
     : study_(st),
       backend_(std::move(backend)),
       observer_(std::make_shared<observer_bridge>()),
@@ -290,9 +267,9 @@ ops::ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates)
   study_.add_observer(observer_);
 }
 
-ops::~ops() = default;
+agent_ops::~agent_ops() = default;
 
-const sim_backend& ops::simulator() {
+const sim_backend& agent_ops::simulator() {
   if (const auto* sim = dynamic_cast<const sim_backend*>(backend_.get())) return *sim;
   if (!own_simulator_) {
     try {
@@ -308,14 +285,14 @@ const sim_backend& ops::simulator() {
   return dynamic_cast<const sim_backend&>(*own_simulator_);
 }
 
-std::string ops::report_text() const { return study_.current_summary().full_report(); }
+std::string agent_ops::report_text() const { return study_.current_summary().full_report(); }
 
-json ops::best_config() const {
+std::string agent_ops::best_config() const {
   const auto* b = study_.best();
-  return b ? codec::config_json(study_.space(), b->config) : json(nullptr);
+  return b ? codec::config_json(study_.space(), b->config).dump(2) : std::string("null");
 }
 
-std::string ops::best_trace() {
+std::string agent_ops::best_trace() {
   const auto* b = study_.best();
   if (!b) throw op_error(op_error_kind::unavailable, "no successful trial yet: nothing to trace");
   const auto& sim = simulator();
@@ -344,7 +321,7 @@ const op_info& info_of(std::string_view name) {
 
 /// Refuses an argument the op's schema does not name ("op" and "id" are the transport's).
 void check_names(const op_info& info, const json& given) {
-  const auto& properties = info.arguments["properties"];
+  const auto& properties = (*info.arguments)["properties"];
   for (const auto& [key, v] : given.items()) {
     if (properties.contains(key) || key == "op" || key == "id") continue;
     std::string known;
@@ -401,14 +378,14 @@ json help_of(const arguments& a) {
   const auto only = a.text("op");
   for (const auto& o : op_list())
     if (only.empty() || o.name == only)
-      out.push_back({{"op", o.name}, {"description", o.description}, {"arguments", o.arguments}});
+      out.push_back({{"op", o.name}, {"description", o.description}, {"arguments", *o.arguments}});
   if (out.empty()) bad("help", fmt::format("no op '{}'", only));
   return {{"ops", out}};
 }
 
 }  // namespace
 
-json ops::call(std::string_view name, const json& raw, const progress_sink& progress) {
+json agent_ops::call(std::string_view name, const json& raw, const progress_sink& progress) {
   static const json empty = json::object();
   const json& given = raw.is_null() ? empty : raw;
   if (!given.is_object())
@@ -428,7 +405,7 @@ json ops::call(std::string_view name, const json& raw, const progress_sink& prog
   }
 }
 
-void ops::need_backend(std::string_view name) const {
+void agent_ops::need_backend(std::string_view name) const {
   if (!evaluates_)
     throw op_error(op_error_kind::unavailable,
                    fmt::format("{}: this session has no backend, so tessel cannot measure: "
@@ -437,7 +414,7 @@ void ops::need_backend(std::string_view name) const {
                                name));
 }
 
-json ops::dispatch(std::string_view name, const json& given, const progress_sink& progress) {
+json agent_ops::dispatch(std::string_view name, const json& given, const progress_sink& progress) {
   const arguments a(name, given);
   const auto& s = study_.space();
   if (name == "space") return {{"space", space_json(s)}};
@@ -485,7 +462,7 @@ json ops::dispatch(std::string_view name, const json& given, const progress_sink
                  fmt::format("op '{}' is in the op table but has no handler", name));
 }
 
-json ops::run_op(const json& given, const progress_sink& progress) {
+json agent_ops::run_op(const json& given, const progress_sink& progress) {
   need_backend("run");
   const arguments a("run", given);
   const auto n = a.whole("evaluations", 1, 0, max_run);
@@ -507,7 +484,7 @@ json ops::run_op(const json& given, const progress_sink& progress) {
   return {{"summary", codec::to_json(sum, study_.space())}, {"best", best_json(study_)}};
 }
 
-json ops::explain_op(const json& given) {
+json agent_ops::explain_op(const json& given) {
   const arguments a("explain", given);
   const auto& s = study_.space();
   config c;
@@ -523,4 +500,4 @@ json ops::explain_op(const json& given) {
   return {{"explanation", explanation_json(simulator().analyse(s, c), s, c)}};
 }
 
-}  // namespace tessel::cli
+}  // namespace tessel

@@ -1,29 +1,31 @@
-// src/cli/ops.hpp: the operations an agent drives a study with (docs/agents.md),
-// one implementation behind both transports: the JSON-lines protocol of
-// `tessel serve` (protocol.cpp) and the MCP server of `tessel mcp` (mcp.cpp).
-// An op takes a JSON object of arguments and returns a JSON object of
-// results; what goes wrong is an op_error whose kind says who must act.
+// tessel/ops.hpp: the operations an agent drives a study with
+// (docs/agents.md), one implementation behind every way in: the JSON-lines
+// protocol of `tessel serve` (docs/serve.md), the MCP server of `tessel mcp`,
+// and the Python package's Study. An op takes a JSON object of arguments and
+// returns a JSON object of results, in the forms of tessel/codec.hpp; what
+// goes wrong is an op_error whose kind says who must act. Part of the driver
+// module: link tessel::driver.
 #pragma once
 
 #include <tessel/error.hpp>
 #include <tessel/study.hpp>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tessel {
+
 class backend;
 class sim_backend;
 struct sim_explanation;
-}  // namespace tessel
-
-namespace tessel::cli {
 
 /// Why an op failed. bad_arguments: the caller's arguments (fix and retry);
 /// unavailable: the session cannot do it (no backend, no simulator);
@@ -42,18 +44,20 @@ class op_error : public error {
 /// One op as `help` and MCP's tools/list describe it.
 struct op_info {
   std::string name;
-  std::string description;   ///< what it does and when to use it, for people and LLMs
-  nlohmann::json arguments;  ///< a JSON Schema (draft 2020-12) object of its arguments
-  bool tool = true;          ///< offered as an MCP tool (help and quit are not)
+  std::string description;  ///< what it does and when to use it, for people and LLMs
+  std::shared_ptr<const nlohmann::json> arguments;  ///< a JSON Schema object of its arguments
+  bool tool = true;  ///< offered as an MCP tool (help and quit are not)
 };
 
 /// Every op, in the order help lists them.
 [[nodiscard]] const std::vector<op_info>& op_list();
+/// "space, ask, tell, ..." (every op's name, for messages).
+[[nodiscard]] std::string op_names();
 
 /// Progress of a long op (run): done of total, with a line of text.
 using progress_sink = std::function<void(double done, double total, const std::string& message)>;
 
-class ops {
+class agent_ops {
  public:
   /// Most suggestions one `ask` returns, and evaluations one `run` makes.
   static constexpr std::uint64_t max_ask = 10'000;
@@ -61,10 +65,10 @@ class ops {
 
   /// `evaluates`: whether `backend` really evaluates (evaluate, run and
   /// verify need it). The study and backend must outlive this.
-  ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates);
-  ~ops();
-  ops(const ops&) = delete;
-  ops& operator=(const ops&) = delete;
+  agent_ops(study& st, std::shared_ptr<tessel::backend> backend, bool evaluates);
+  ~agent_ops();
+  agent_ops(const agent_ops&) = delete;
+  agent_ops& operator=(const agent_ops&) = delete;
 
   /// Runs op `name` on `args` (a JSON object; null is taken as {}).
   /// `progress` (optional) hears of each trial `run` finishes. Throws op_error.
@@ -73,10 +77,13 @@ class ops {
 
   /// Whether `quit` was called.
   [[nodiscard]] bool done() const noexcept { return done_; }
+  [[nodiscard]] const study& session() const noexcept { return study_; }
+  [[nodiscard]] const tessel::backend& backend() const noexcept { return *backend_; }
+  [[nodiscard]] bool evaluates() const noexcept { return evaluates_; }
 
   // Documents an MCP client can read (resources).
-  [[nodiscard]] std::string report_text() const;     ///< the study's full report
-  [[nodiscard]] nlohmann::json best_config() const;  ///< the best config, or null
+  [[nodiscard]] std::string report_text() const;  ///< the study's full report
+  [[nodiscard]] std::string best_config() const;  ///< the best config as JSON text, or "null"
   /// The Perfetto trace JSON of the best config on the simulator. Throws op_error.
   [[nodiscard]] std::string best_trace();
 
@@ -105,4 +112,33 @@ class ops {
 [[nodiscard]] nlohmann::json explanation_json(const sim_explanation& e, const space& s,
                                               const config& c);
 
-}  // namespace tessel::cli
+// --- the transports -------------------------------------------------------------
+
+/// The most bytes of one request line of `serve` or `mcp` (docs/limits.md).
+inline constexpr std::size_t max_request_line_bytes = std::size_t{16} << 20;
+/// The deepest nesting of a request's JSON (answers are written recursively).
+inline constexpr int max_request_depth = 64;
+
+/// The JSON-lines protocol of `tessel serve` (docs/serve.md): one request
+/// per line, one response per line of valid UTF-8 JSON, whatever the request
+/// holds; a bad line gets {"ok": false, "error": "..."} and the session goes on.
+class json_lines_session {
+ public:
+  explicit json_lines_session(agent_ops& o) : ops_(o) {}
+  /// The response line (without a newline) to one request line. Never throws.
+  [[nodiscard]] std::string handle(std::string_view line);
+  /// Answers every line of `in` on `out` until `quit` or the end of input.
+  void serve(std::istream& in, std::ostream& out);
+
+ private:
+  agent_ops& ops_;
+};
+
+/// `tessel mcp`: a Model Context Protocol server (JSON-RPC 2.0, one message
+/// per line, the stdio transport) whose tools are the agent ops, until the
+/// end of input. Problems with a line that is not a request go to `log`.
+/// `version` is what serverInfo reports.
+void serve_mcp(agent_ops& ops, std::istream& in, std::ostream& out, std::ostream& log,
+               std::string_view version);
+
+}  // namespace tessel

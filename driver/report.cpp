@@ -1,31 +1,20 @@
-// What the failures of a study taught: the learned constraints
-// (tessel/constraints.hpp) as candidate `require` lines, for `show`,
-// `explain --best`, `tune`'s report and `check --suggest-constraints`.
-#pragma once
-
-#include <tessel/constraints.hpp>
-#include <tessel/space.hpp>
-#include <tessel/trial.hpp>
+// report.cpp: what the failures of a study taught, for every front-end's
+// report (tessel/driver.hpp): the learned constraints (tessel/constraints.hpp)
+// as candidate `require` lines, and what testing them found.
+#include <tessel/driver.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
-namespace tessel::cli {
-
-/// The rules learned from every finished trial of a study.
-inline std::vector<learned_constraint> learned_from(const space& s,
-                                                    const std::vector<trial>& trials) {
-  return learn_constraints(s, trials);
-}
+namespace tessel {
+namespace {
 
 /// The finished trials `bo` proposed to test its learned rules
 /// (bo_options::rule_test_after): provenance "bo/rule-test" or "auto/bo/rule-test".
-inline std::vector<const trial*> rule_tests(const std::vector<trial>& trials) {
+std::vector<const trial*> rule_tests(const std::vector<trial>& trials) {
   std::vector<const trial*> out;
   for (const auto& t : trials)
     if (t.state == trial_state::finished && t.provenance.source.ends_with("bo/rule-test"))
@@ -33,10 +22,12 @@ inline std::vector<const trial*> rule_tests(const std::vector<trial>& trials) {
   return out;
 }
 
+}  // namespace
+
 /// A titled block of `require` lines and what testing the rules found, or
 /// "" when nothing was learned or tested.
-inline std::string learned_text(const std::vector<learned_constraint>& rules,
-                                const std::vector<trial>& trials) {
+std::string learned_text(const std::vector<learned_constraint>& rules,
+                         const std::vector<trial>& trials) {
   const auto tests = rule_tests(trials);
   if (rules.empty() && tests.empty()) return {};
   std::string out =
@@ -56,7 +47,7 @@ inline std::string learned_text(const std::vector<learned_constraint>& rules,
   return out;
 }
 
-inline nlohmann::json learned_json(const std::vector<learned_constraint>& rules) {
+nlohmann::json learned_json(const std::vector<learned_constraint>& rules) {
   auto out = nlohmann::json::array();
   for (const auto& r : rules)
     out.push_back({{"require", r.require},
@@ -69,4 +60,4 @@ inline nlohmann::json learned_json(const std::vector<learned_constraint>& rules)
   return out;
 }
 
-}  // namespace tessel::cli
+}  // namespace tessel

@@ -1,0 +1,166 @@
+// spec.cpp: study_spec's rules and its JSON form (tessel/driver.hpp).
+#include <tessel/driver.hpp>
+#include <tessel/error.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace tessel {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void invalid(std::string_view field, const std::string& rule) {
+  throw options_error(fmt::format("study_spec.{}: {}", field, rule));
+}
+
+void finite_non_negative(std::string_view field, double v) {
+  if (!(v >= 0) || !std::isfinite(v))
+    invalid(field, fmt::format("must be finite and >= 0, not {}", v));
+}
+
+/// Field `key` of `j` into `out` when present; a field of another type is an error.
+template <class T>
+void read(const json& j, const char* key, T& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    throw error(fmt::format("study spec: \"{}\" has the wrong type: {}", key,
+                            it->dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+}
+
+/// --set as the CLI stored it (["M=8192"]) or as an object ({"M": "8192"}).
+void read_sets(const json& j, std::map<std::string, std::string, std::less<>>& out) {
+  const auto it = j.find("set");
+  if (it == j.end() || it->is_null()) return;
+  if (it->is_object()) {
+    for (const auto& [name, value] : it->items())
+      out[name] = value.is_string() ? value.get<std::string>() : value.dump();
+    return;
+  }
+  std::vector<std::string> assignments;
+  read(j, "set", assignments);
+  for (const auto& a : assignments)
+    if (const auto eq = a.find('='); eq != std::string::npos && eq > 0)
+      out[a.substr(0, eq)] = a.substr(eq + 1);
+}
+
+}  // namespace
+
+bool study_budget::bounded() const noexcept {
+  return evaluations > 0 || wall_s > 0 || cost_s > 0 || target.has_value() || patience > 0 ||
+         high_evaluations > 0;
+}
+
+bool is_replay_file(const std::filesystem::path& path) {
+  const auto ext = path.extension().string();
+  return ext == ".json" || ext == ".gz";
+}
+
+void study_spec::validate() const {
+  if (replay_space != "product" && replay_space != "table")
+    invalid("replay_space", fmt::format("must be product or table, not '{}'", replay_space));
+  if (replay_space == "table" && !is_replay_file(file))
+    throw options_error(fmt::format(
+        "--replay-space table applies to a replay FILE (.json or .json.gz), not '{}'", file));
+  if (scheduler != "utility" && scheduler != "fifo")
+    invalid("scheduler", fmt::format("must be utility or fifo, not '{}'", scheduler));
+  if (!fidelity.empty() && fidelity.size() != 2)
+    throw options_error(fmt::format(
+        "--fidelity: give exactly two, the low fidelity first (e.g. --fidelity sim:target=trn2 "
+        "--fidelity trainium:...); got {}",
+        fidelity.size()));
+  if (!fidelity.empty() && !backend.empty())
+    invalid("fidelity", "replaces backend: give one or the other");
+  if (budget.high_evaluations > 0 && fidelity.empty())
+    throw options_error("--high-budget counts high-fidelity evaluations: it needs --fidelity");
+  if (verify && backend.empty() && fidelity.empty() && !is_replay_file(file))
+    throw options_error(
+        "--verify re-measures agent-reported results on the backend: give one with --backend "
+        "SPEC");
+  finite_non_negative("cost_alpha", cost_alpha);
+  finite_non_negative("min_gain", min_gain);
+  finite_non_negative("cost_budget_hint_s", cost_budget_hint_s);
+  finite_non_negative("token_price_s", token_price_s);
+  finite_non_negative("budget.wall_s", budget.wall_s);
+  finite_non_negative("budget.cost_s", budget.cost_s);
+}
+
+json study_spec::to_json() const {
+  json out = {{"file", file},
+              {"space", space},
+              {"target", target},
+              {"set", sets},
+              {"replay_space", replay_space},
+              {"backend", backend},
+              {"backend_settings", backend_settings},
+              {"fidelity", fidelity},
+              {"fidelity_settings", fidelity_settings},
+              {"gate", gate},
+              {"strategy", strategy},
+              {"scheduler", scheduler},
+              {"cost_alpha", cost_alpha},
+              {"min_gain", min_gain},
+              {"budget_hint", budget_hint},
+              {"cost_budget_hint_s", cost_budget_hint_s},
+              {"token_price_s", token_price_s},
+              {"seed", seed},
+              {"jobs", jobs},
+              {"window", window},
+              {"baseline", baseline},
+              {"verify", verify},
+              {"db", db},
+              {"budget",
+               {{"evaluations", budget.evaluations},
+                {"wall_s", budget.wall_s},
+                {"cost_s", budget.cost_s},
+                {"target", budget.target ? json(*budget.target) : json(nullptr)},
+                {"patience", budget.patience},
+                {"high_evaluations", budget.high_evaluations}}}};
+  return out;
+}
+
+study_spec study_spec::from_json(const json& j) {
+  study_spec s;
+  if (!j.is_object()) throw error("study spec: expected a JSON object");
+  read(j, "file", s.file);
+  read(j, "space", s.space);
+  read(j, "target", s.target);
+  read_sets(j, s.sets);
+  read(j, "replay_space", s.replay_space);
+  read(j, "backend", s.backend);
+  read(j, "backend_settings", s.backend_settings);
+  read(j, "fidelity", s.fidelity);
+  read(j, "fidelity_settings", s.fidelity_settings);
+  read(j, "gate", s.gate);
+  read(j, "strategy", s.strategy);
+  read(j, "scheduler", s.scheduler);
+  read(j, "cost_alpha", s.cost_alpha);
+  read(j, "min_gain", s.min_gain);
+  read(j, "budget_hint", s.budget_hint);
+  read(j, "cost_budget_hint_s", s.cost_budget_hint_s);
+  read(j, "token_price_s", s.token_price_s);
+  read(j, "seed", s.seed);
+  read(j, "jobs", s.jobs);
+  read(j, "window", s.window);
+  read(j, "baseline", s.baseline);
+  read(j, "verify", s.verify);
+  read(j, "db", s.db);
+  if (const auto b = j.find("budget"); b != j.end() && b->is_object()) {
+    read(*b, "evaluations", s.budget.evaluations);
+    read(*b, "wall_s", s.budget.wall_s);
+    read(*b, "cost_s", s.budget.cost_s);
+    if (b->contains("target") && (*b)["target"].is_number())
+      s.budget.target = (*b)["target"].get<double>();
+    read(*b, "patience", s.budget.patience);
+    read(*b, "high_evaluations", s.budget.high_evaluations);
+  }
+  return s;
+}
+
+}  // namespace tessel

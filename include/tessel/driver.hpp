@@ -1,0 +1,218 @@
+// tessel/driver.hpp: the outer layer's one home (DESIGN.md §10,
+// docs/driver.md). A study_spec says everything a study is made of (space,
+// target, overrides, backend, fidelity, strategy, scheduler, seed, budgets,
+// study file); open_study builds the study from it and records the spec in the
+// study file, and reopen_study reads a study file back, space and all. The
+// `tessel` tool, `tessel serve`/`mcp` and the Python package are front-ends
+// over these; the agent ops they speak are in tessel/ops.hpp. Link
+// tessel::driver (tessel::tessel links it).
+#pragma once
+
+#include <tessel/backend.hpp>
+#include <tessel/constraints.hpp>
+#include <tessel/fidelity.hpp>
+#include <tessel/settings.hpp>
+#include <tessel/space.hpp>
+#include <tessel/storage.hpp>
+#include <tessel/study.hpp>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+/// When a study's run() stops (tune's --budget, --time, ...). Each 0 (or
+/// unset) bound is off; several stop at the first that holds.
+struct study_budget {
+  std::size_t evaluations = 0;       ///< finished trials
+  double wall_s = 0;                 ///< seconds of wall time
+  double cost_s = 0;                 ///< seconds of summed evaluation cost
+  std::optional<double> target;      ///< the best objective is at most this
+  std::size_t patience = 0;          ///< evaluations without a new best
+  std::size_t high_evaluations = 0;  ///< high-fidelity evaluations (needs fidelity)
+
+  /// Whether any bound is set.
+  [[nodiscard]] bool bounded() const noexcept;
+};
+
+/// Everything a study is made of, as a person or a program gives it. Its JSON
+/// form (to_json) is what a study file records as its annotations, so a study
+/// reopens (reopen_study) and resumes as it was made, from the CLI, Python or
+/// C++ alike. Field by field, the CLI's options of the same name.
+struct study_spec {
+  // --- the space ----------------------------------------------------------------
+  /// A .tsl file or a replay file (.json, .json.gz: its parameters are the
+  /// space). "" when the caller builds the space (open_options::space).
+  std::string file;
+  std::string space;                                     ///< the space of `file`; "" = the first
+  std::string target = "trn2";                           ///< built-in or declared in `file`
+  std::map<std::string, std::string, std::less<>> sets;  ///< const overrides (--set NAME=VALUE)
+  /// A replay file's space: "product" (every combination of the recorded
+  /// values) or "table" (the stored configs only).
+  std::string replay_space = "product";
+
+  // --- what evaluates ---------------------------------------------------------------
+  /// "sim", "replay:PATH", "command:CMD", ... (tessel/backends.hpp). "": no
+  /// backend, the caller measures and tells, unless `file` is a replay file
+  /// (then "replay:FILE").
+  std::string backend;
+  settings_map backend_settings;
+  /// Multi-fidelity instead of `backend`: two specs, the cheap low fidelity
+  /// first, each "SCHEME[:ARG][,KEY=VALUE...]" (docs/fidelity.md).
+  std::vector<std::string> fidelity;
+  settings_map fidelity_settings;  ///< multi_fidelity_options by name
+  bool gate = true;                ///< false: simulator backends skip the equivalence gate
+
+  // --- the search ---------------------------------------------------------------
+  std::string strategy = "auto";  ///< make_strategy's name or spec
+  /// "utility" (rank by expected gain per predicted cost) or "fifo"
+  /// (proposal order) (docs/scheduler.md).
+  std::string scheduler = "utility";
+  double cost_alpha = 2.0;        ///< where the cost exponent cools from (utility)
+  double min_gain = 0;            ///< stop when the best expected gain left is below this fraction
+  std::size_t budget_hint = 0;    ///< evaluations the exponent cools over (ask/tell)
+  double cost_budget_hint_s = 0;  ///< seconds of cost the exponent cools over (ask/tell)
+  double token_price_s = 0;       ///< seconds of cost 1,000 agent tokens are worth
+  std::uint64_t seed = 0;
+  std::size_t jobs = 0;    ///< threads evaluating (0 = the backend's concurrency)
+  std::size_t window = 4;  ///< proposals in flight (0 = jobs)
+  bool baseline = true;    ///< evaluate the space's default config first
+  bool verify = false;     ///< re-measure agent-reported results (needs a backend)
+
+  // --- where it is kept, and when run() stops -----------------------------------------
+  /// The study file (open_store). "": none. "{space}" in it stands for the space's name.
+  std::string db;
+  study_budget budget;
+
+  /// Throws options_error naming the field and the rule.
+  void validate() const;
+  /// The JSON form (docs/driver.md lists the fields).
+  [[nodiscard]] nlohmann::json to_json() const;
+  /// Reads to_json's form and the annotations older study files carry: the
+  /// CLI's {file, space, target, set: ["N=V"], backend, replay_space,
+  /// strategy, fidelity} and Python's {target, backend, strategy}. Absent
+  /// fields keep their defaults. Throws tessel::error naming a field of the
+  /// wrong type.
+  [[nodiscard]] static study_spec from_json(const nlohmann::json& j);
+};
+
+/// Whether `path` names a replay file (.json, .gz) rather than a .tsl text.
+[[nodiscard]] bool is_replay_file(const std::filesystem::path& path);
+
+/// A space read from a spec, with what it took to build it.
+struct loaded_space {
+  tessel::space space;
+  std::vector<std::string> space_names;  ///< every space the file declares, in file order
+  double parse_ms = 0;                   ///< reading, parsing and checking the text
+  double build_ms = 0;                   ///< building the engine
+};
+
+/// Reads and builds the space of spec.file (a .tsl text or a replay file).
+/// Throws tessel::error (unreadable file), space_error or empty_space_error.
+[[nodiscard]] loaded_space read_space(const study_spec& spec);
+
+/// How open_study treats a study file that already holds trials: create
+/// refuses it (naming the alternatives), resume continues it, overwrite
+/// deletes its study first.
+enum class open_mode : unsigned char { create, resume, overwrite };
+
+struct open_options {
+  open_mode mode = open_mode::create;
+  /// A space built by the caller (Python, C++); read from spec.file otherwise.
+  std::optional<tessel::space> space;
+  /// A backend made by the caller (a Python callable); made from spec.backend otherwise.
+  std::shared_ptr<tessel::backend> backend;
+  /// What the caller's backend is called in the spec it records ("python").
+  std::string backend_label;
+  /// How this process works a shared study (a postgresql:// spec.db;
+  /// docs/distributed.md): its name, heartbeat and lease.
+  worker_info worker;
+};
+
+/// A study built from a spec, with the parts front-ends report on.
+struct opened_study {
+  study_spec spec;  ///< as opened: db resolved, a replay file's backend filled in
+  std::vector<std::string> space_names;
+  double parse_ms = 0, build_ms = 0;
+  std::shared_ptr<tessel::backend> backend;
+  std::shared_ptr<multi_fidelity_backend> fidelity;  ///< the backend, with spec.fidelity
+  std::shared_ptr<study_store> db;                   ///< null without one
+  std::unique_ptr<tessel::study> study;
+  /// Whether the backend measures (false: the caller measures and tells).
+  bool evaluates = true;
+
+  /// The spec's budget as a stop condition (stop::never() when unbounded).
+  [[nodiscard]] stop_condition until() const;
+};
+
+/// Builds the study `spec` describes: the space, the backend (or the
+/// multi-fidelity pair, or none), the strategy, the scheduler and the study
+/// file, which records the spec. Throws options_error or tessel::error with a
+/// message a person can act on (an unknown backend or strategy, a study file
+/// that holds another study or trials without open_mode::resume).
+[[nodiscard]] opened_study open_study(study_spec spec, open_options options = {});
+/// open_study with the space and backend the spec names.
+[[nodiscard]] opened_study open_study(study_spec spec, open_mode mode);
+
+/// Which use a study file is opened for: read (show, export; any number at
+/// once) or write (one study appends: the writer's claim is taken).
+enum class store_access : unsigned char { read, write };
+
+/// The study store `db` names: a SQLite file ("PATH", "sqlite:PATH") or a
+/// PostgreSQL study ("postgresql://...", docs/distributed.md). Throws
+/// tessel::error when it cannot be opened, or with store_access::read when
+/// a file does not exist.
+[[nodiscard]] std::shared_ptr<study_store> open_store(const std::string& db, store_access access);
+
+/// A study read back from its file: its record, the spec it was made with,
+/// its space rebuilt from the stored source with the spec's target and
+/// overrides, and every trial.
+struct stored_study {
+  study_record record;
+  study_spec spec;
+  tessel::space space;
+  std::vector<trial> trials;
+};
+
+/// Reads the study file `db`. Throws tessel::error naming it when it does
+/// not exist or holds no study yet.
+[[nodiscard]] stored_study reopen_study(const std::string& db);
+
+// --- multi-fidelity specs --------------------------------------------------------------
+
+/// "SCHEME[:ARGUMENT][,KEY=VALUE...]" -> ("SCHEME:ARGUMENT", settings): after
+/// the scheme, comma-separated pieces NAME=VALUE (NAME of letters, digits,
+/// '_', '.') are settings; the other pieces, commas restored, are the
+/// argument ("replay:t.json,concurrency=2").
+[[nodiscard]] std::pair<std::string, settings_map> split_fidelity_spec(std::string_view spec);
+
+/// The multi-fidelity backend of two specs (low, then high) and its settings
+/// (warmup, z, min_agreement, top_fraction, top_patience, audit_every,
+/// max_high, promote_failures). `gate` false adds gate=false to simulator
+/// specs. Throws tessel::error for another count of specs or a bad setting.
+[[nodiscard]] std::shared_ptr<multi_fidelity_backend> make_fidelity_backend(
+    const std::vector<std::string>& specs, const settings_map& settings, bool gate);
+
+// --- reports ----------------------------------------------------------------------------
+
+/// What a study's failures taught (learn_constraints), as a titled block of
+/// candidate `require` lines and what bo's tests of them found; "" when
+/// nothing was learned or tested. `tune`, `show` and `explain --best` print it.
+[[nodiscard]] std::string learned_text(const std::vector<learned_constraint>& rules,
+                                       const std::vector<trial>& trials);
+/// The same rules as JSON: require, rejects, kind, and the counts behind them.
+[[nodiscard]] nlohmann::json learned_json(const std::vector<learned_constraint>& rules);
+
+/// The multi-fidelity statistics as `tune --json` and `show --json` give them.
+[[nodiscard]] nlohmann::json fidelity_json(const multi_fidelity_stats& s);
+
+}  // namespace tessel

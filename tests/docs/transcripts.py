@@ -1,0 +1,216 @@
+"""Runs every recorded transcript in README.md and docs/*.md and compares the
+output's shape with what the document shows, so the documents cannot drift
+from what tessel prints (issue 27).
+
+A transcript is a fenced block whose first line starts with "$ ": each "$ "
+line is a command (run by bash), the lines up to the next one are what it
+prints on stdout (write `2>&1` in the command to show stderr too). A block
+may also be marked by an HTML comment on the line before it:
+
+  <!-- stdin -->          the block is the standard input of the next run
+  <!-- run: COMMAND -->   the block is what COMMAND prints
+  <!-- not run: WHY -->   the next "$ " block is not run (say why: hardware)
+
+Commands run in a scratch folder that links the repository's examples/,
+data/, tests/, python/ and the build folder as build/ci, with the built
+`tessel` first on PATH and the built Python package on PYTHONPATH; the
+transcripts of one document share the folder, in order.
+
+The shape: numbers are compared as numbers of any value ("2,437,920",
+"0.00193737", "1e-9" all read as one number), a line "..." stands for any
+number of lines, "..." or "…" inside a line for any text, and trailing
+blanks are ignored. Everything else must be as written.
+
+  python3 tests/docs/transcripts.py BUILD_DIR [DOC.md ...]
+  TESSEL_UPDATE_DOCS=1 python3 tests/docs/transcripts.py ...   rewrites the
+      transcripts shown exactly (without "...") with today's output
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+MARK = re.compile(r"<!--\s*(stdin|run:|not run:)\s*(.*?)\s*-->")
+TIMEOUT_S = 120
+
+
+def blocks(text):
+    """((mark, argument), lines, first line's index) for each fenced block, in order."""
+    lines = text.split("\n")
+    out, i, mark = [], 0, None
+    while i < len(lines):
+        line = lines[i]
+        found = MARK.search(line)
+        if found:
+            mark = (found.group(1).rstrip(":"), found.group(2))
+        if line.startswith("```"):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            out.append((mark, lines[i + 1:j], i + 1))
+            mark, i = None, j + 1
+            continue
+        if line.strip() and not found:
+            mark = None
+        i += 1
+    return out
+
+
+def transcripts(text):
+    """(command, stdin, expected lines, index of the first expected line) to
+    run, in document order."""
+    stdin, out = None, []
+    for mark, body, first in blocks(text):
+        kind, argument = mark if mark else (None, None)
+        if kind == "stdin":
+            stdin = "\n".join(body) + "\n"
+        elif kind == "run":
+            out.append((argument, stdin, body, first))
+            stdin = None
+        elif body and body[0].startswith("$ ") and kind != "not run":
+            command, expected, at = None, [], first
+            for n, line in enumerate(body):
+                if line.startswith("$ "):
+                    if command is not None:
+                        out.append((command, stdin, expected, at))
+                        stdin = None
+                    command, expected, at = line[2:], [], first + n + 1
+                else:
+                    expected.append(line)
+            out.append((command, stdin, expected, at))
+            stdin = None
+    return out
+
+
+def pattern(line):
+    """A regular expression for one expected line."""
+    parts = re.split(r"(\.\.\.|…)", line.rstrip())
+    regex = ""
+    for part in parts:
+        if part in ("...", "…"):
+            regex += ".*"
+            continue
+        pieces = NUMBER.split(part)
+        regex += NUMBER.pattern.join(re.escape(p) for p in pieces)
+    return re.compile(regex)
+
+
+def matches(expected, actual):
+    """Whether `actual` lines have the shape of `expected` (see the module doc)."""
+    actual = [line.rstrip() for line in actual]
+    while actual and not actual[-1]:
+        actual.pop()
+    expected = list(expected)
+    while expected and not expected[-1].strip():
+        expected.pop()
+
+    def at(e, a):
+        if e == len(expected):
+            return a == len(actual)
+        if expected[e].strip() in ("...", "…"):
+            return any(at(e + 1, k) for k in range(a, len(actual) + 1))
+        return a < len(actual) and pattern(expected[e]).fullmatch(actual[a]) is not None \
+            and at(e + 1, a + 1)
+
+    return at(0, 0)
+
+
+def scratch(source, build):
+    folder = tempfile.mkdtemp(prefix="tessel_docs_")
+    for name in ("examples", "data", "tests", "python", "docs"):
+        os.symlink(os.path.join(source, name), os.path.join(folder, name))
+    os.makedirs(os.path.join(folder, "build"))
+    os.symlink(build, os.path.join(folder, "build", "ci"))
+    # `python3` in a transcript is the interpreter running this (the one the
+    # Python package was built for, with numpy).
+    os.makedirs(os.path.join(folder, ".bin"))
+    os.symlink(sys.executable, os.path.join(folder, ".bin", "python3"))
+    return folder
+
+
+def run_document(path, source, build, update=False):
+    """Problems found in one document (empty: every transcript matched). With
+    `update`, a transcript shown exactly (no "...") that differs is rewritten
+    with what the command printed, as TESSEL_UPDATE_GOLDEN does for goldens."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    todo = transcripts(text)
+    if not todo:
+        return []
+    problems, folder = [], scratch(source, build)
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.join(folder, ".bin"), os.path.join(build, "src", "cli"),
+                                   env.get("PATH", "")])
+    env["PYTHONPATH"] = os.path.join(build, "python")
+    env.pop("TESSEL_UPDATE_GOLDEN", None)
+    try:
+        rewrites = []
+        for command, stdin, expected, at in todo:
+            try:
+                done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, input=stdin,
+                                      capture_output=True, text=True, timeout=TIMEOUT_S)
+                got = done.stdout.split("\n")
+            except subprocess.TimeoutExpired:
+                problems.append(f"{path}: `{command}` ran past {TIMEOUT_S} s")
+                continue
+            if not matches(expected, got):
+                if update and not any("..." in e or "…" in e for e in expected):
+                    rewrites.append((at, len(expected), [g.rstrip() for g in got]))
+                    continue
+                problems.append(f"{path}: `{command}` printed (exit {done.returncode}):\n"
+                                + done.stdout + done.stderr[-2000:]
+                                + "\n--- where the document shows:\n" + "\n".join(expected))
+        if rewrites:
+            lines = text.split("\n")
+            for at, count, got in sorted(rewrites, reverse=True):
+                while got and not got[-1]:
+                    got.pop()
+                lines[at:at + count] = got
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines))
+            print(f"updated {len(rewrites)} transcripts in {path}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return problems
+
+
+def self_test():
+    """The matcher itself: a changed word, a missing line or an extra one is caught."""
+    shown = ["space sim_matmul: 2,437,920 valid configs", "...", "best trial 3 (auto/bo): …",
+             "done in 0.21 s"]
+    assert matches(shown, ["space sim_matmul: 98,304 valid configs", "a", "b",
+                           "best trial 12 (auto/bo): 0.0019 s", "done in 1e-3 s"])
+    assert matches(shown, ["space sim_matmul: 5 valid configs", "best trial 1 (auto/bo): y",
+                           "done in 2 s", ""])
+    assert not matches(shown, ["space sim_matmul: 5 valid config", "best trial 1 (auto/bo): y",
+                               "done in 2 s"])
+    assert not matches(shown, ["space sim_matmul: 5 valid configs", "best trial 1 (auto/bo): y"])
+    assert not matches(["one", "two"], ["one", "two", "three"])
+    assert [t[0] for t in transcripts("```\n$ a\nx\n$ b\n```\n<!-- not run: hw -->\n"
+                                      "```\n$ c\n```\n<!-- stdin -->\n```\nin\n```\n"
+                                      "<!-- run: d -->\n```\nout\n```\n")] == ["a", "b", "d"]
+
+
+def main(argv):
+    self_test()
+    build = os.path.abspath(argv[1])
+    source = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    docs = argv[2:] or [os.path.join(source, "README.md")] + sorted(
+        os.path.join(source, "docs", name) for name in os.listdir(os.path.join(source, "docs"))
+        if name.endswith(".md"))
+    problems, count = [], 0
+    for doc in docs:
+        with open(doc, encoding="utf-8") as f:
+            count += len(transcripts(f.read()))
+        problems += run_document(doc, source, build, bool(os.environ.get("TESSEL_UPDATE_DOCS")))
+    for p in problems:
+        print(p, end="\n\n")
+    print(f"{count} transcripts in {len(docs)} documents, {len(problems)} differ")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

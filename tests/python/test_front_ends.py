@@ -1,0 +1,63 @@
+"""The front-ends give one answer (issue 27): `tessel tune --json`, the
+`summary` op of `tessel serve` and Python's `Study.run()` report the same
+summary JSON for the same study, and a study Python made with `set=` reopens
+in `tessel show` as the space it was made with."""
+import json
+import os
+import pathlib
+import subprocess
+
+import tessel
+
+ROOT = pathlib.Path(os.environ.get("TESSEL_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+TOOL = os.environ["TESSEL_CLI"]
+TABLE = str(ROOT / "data" / "bench" / "convolution_RTX_3090.json.gz")
+SMALL = str(ROOT / "tests" / "cli" / "fixtures" / "small.tsl")
+STUDY = ["--strategy", "random", "--scheduler", "fifo", "--seed", "5", "--jobs", "1", "--no-db"]
+# Wall-clock fields: the only ones a rerun may change.
+TIMES = {"wall_s", "propose_s", "evaluate_s", "overhead_s", "proposed_at", "finished_at"}
+
+
+def without_times(value):
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+def tool(*args, stdin=None):
+    done = subprocess.run([TOOL, *args], input=stdin, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_tune_json_serve_summary_and_python_run_give_one_summary():
+    tuned = json.loads(tool("tune", TABLE, "--budget", "12", "--json", "--quiet", *STUDY))
+    served = [json.loads(line) for line in tool(
+        "serve", TABLE, *STUDY,
+        stdin='{"op": "run", "evaluations": 12}\n{"op": "summary"}\n').splitlines()]
+    study = tessel.Study(tessel.load_space(TABLE), backend="replay:" + TABLE, strategy="random",
+                         scheduler="fifo", seed=5, jobs=1)
+    python = study.run(tessel.stop.evaluations(12))
+
+    summary = without_times(tuned["summary"])
+    assert summary["evaluations"] == 12 and summary["best"]["status"] == "ok"
+    assert summary["termination"] == "evaluations"
+    assert without_times(served[0]["summary"]) == summary
+    assert without_times(served[1]["summary"]) == summary
+    assert without_times(python) == summary
+    assert set(python) == set(tuned["summary"])  # the timing fields are there too
+
+
+def test_a_python_study_made_with_set_reopens_in_show_as_made(tmp_path):
+    db = tmp_path / "small.tessel.db"
+    space = tessel.load_space(SMALL, set={"N": 32})
+    assert space.count() < 78  # 78 at the file's N = 64
+    study = tessel.Study(space, backend=lambda c: 1.0 + c["tile"] / 64, seed=1, db=db,
+                         scheduler="fifo")
+    study.run(evaluations=5)
+    del study
+    shown = json.loads(tool("show", str(db), "--json"))
+    assert shown["valid_configs"] == space.count()
+    assert shown["spec"]["set"] == {"N": "32"}
+    assert shown["finished"] == 5
