@@ -94,10 +94,9 @@ int run_worker(const worker_options& o) {
     fmt::print(stderr,
                "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
                "job{}, stops at: {}\n",
-               name, opened.db->location(), stored.record.space_name,
-               opened.study->trials().size(), opened.backend->name(),
-               o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"), o.jobs == 1 ? "" : "s",
-               until(progress{}) ? "now" : "the study's budget");
+               name, opened.db->location(), stored.record.space_name, opened.study->trials().size(),
+               opened.backend->name(), o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"),
+               o.jobs == 1 ? "" : "s", until(progress{}) ? "now" : "the study's budget");
   const auto sum = opened.study->run(until);
   const auto counts = opened.db->shared()->counts();
   if (o.json) {
