@@ -9,6 +9,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(SQLite3 REQUIRED)
+find_package(PostgreSQL REQUIRED)                  # libpq: the shared study store, private to src/storage
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 # The gate's keyed hash (HMAC-SHA256) and its secret (the CSPRNG), private to the core.

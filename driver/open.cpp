@@ -66,7 +66,7 @@ std::shared_ptr<backend> backend_of(const study_spec& spec) {
 
 /// The study file, claimed for writing: cleared with open_mode::overwrite; a
 /// file whose study has trials needs open_mode::resume.
-std::shared_ptr<study_db> writable_store(const study_spec& spec, open_mode mode) {
+std::shared_ptr<study_store> writable_store(const study_spec& spec, open_mode mode) {
   auto db = open_store(spec.db, store_access::write);
   if (mode == open_mode::overwrite) {
     db->clear();
@@ -76,10 +76,10 @@ std::shared_ptr<study_db> writable_store(const study_spec& spec, open_mode mode)
   const auto trials = stored ? db->trial_count() : 0;
   if (trials > 0 && mode != open_mode::resume)
     throw error(fmt::format(
-        "study file '{0}' already holds a study of space '{1}' with {2} trial{3} (see "
+        "'{0}' already holds a study of space '{1}' with {2} trial{3} (see "
         "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
         "over, --db PATH to keep it and start another, or --no-db",
-        spec.db, stored->space_name, trials, trials == 1 ? "" : "s"));
+        db->location(), stored->space_name, trials, trials == 1 ? "" : "s"));
   return db;
 }
 
@@ -153,6 +153,7 @@ opened_study open_study(study_spec spec, open_options options) {
     spec.db.replace(at, 7, space.name());
   if (!spec.db.empty()) out.db = writable_store(spec, options.mode);
   auto so = study_options_of(spec, space, options.mode);
+  so.worker = options.worker;
   out.study = std::make_unique<tessel::study>(std::move(space), out.backend, std::move(strategy),
                                               std::move(so), out.db);
   if (out.fidelity) {  // a resumed study's correction and agreement continue

@@ -11,11 +11,11 @@
 
 namespace tessel {
 
-std::shared_ptr<study_db> open_store(const std::string& db, store_access access) {
+std::shared_ptr<study_store> open_store(const std::string& db, store_access access) {
   if (db.empty()) throw error("no study file given");
-  if (access == store_access::read && !std::filesystem::exists(db))
+  if (access == store_access::read && !is_postgres_location(db) && !std::filesystem::exists(db))
     throw error(fmt::format("no study file '{}'", db));
-  auto store = std::make_shared<study_db>(db);
+  auto store = open_store(std::string_view(db));
   if (access == store_access::write) store->claim_writer();
   return store;
 }
@@ -23,7 +23,7 @@ std::shared_ptr<study_db> open_store(const std::string& db, store_access access)
 stored_study reopen_study(const std::string& db) {
   const auto store = open_store(db, store_access::read);
   auto record = store->study();
-  if (!record) throw error(fmt::format("'{}' holds no study yet", db));
+  if (!record) throw error(fmt::format("'{}' holds no study yet", store->location()));
   study_spec spec;
   const auto options = nlohmann::json::parse(record->options_json, nullptr, false);
   if (options.is_object() && options.contains("annotations"))

@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
                              space.value_of(c, "order").order.front() == "rows");
   });
 
-  std::shared_ptr<tessel::study_db> db;
-  if (argc > 1) db = std::make_shared<tessel::study_db>(argv[1]);
+  std::shared_ptr<tessel::study_store> db;
+  if (argc > 1) db = tessel::open_store(argv[1]);
 
   tessel::study::options options;
   options.seed = 7;

@@ -16,7 +16,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static tessel::fuzz::scratch_file file(".tessel.db");
   try {
-    const tessel::study_db db(file.write(data, size));
+    const tessel::sqlite_store db(file.write(data, size));
     const auto record = db.study();
     if (!record) return 0;
     const auto s = tessel::parse_space(record->space_source, {}, record->space_name);

@@ -133,6 +133,9 @@ struct open_options {
   std::shared_ptr<tessel::backend> backend;
   /// What the caller's backend is called in the spec it records ("python").
   std::string backend_label;
+  /// How this process works a shared study (a postgresql:// spec.db;
+  /// docs/distributed.md): its name, heartbeat and lease.
+  worker_info worker;
 };
 
 /// A study built from a spec, with the parts front-ends report on.
@@ -142,7 +145,7 @@ struct opened_study {
   double parse_ms = 0, build_ms = 0;
   std::shared_ptr<tessel::backend> backend;
   std::shared_ptr<multi_fidelity_backend> fidelity;  ///< the backend, with spec.fidelity
-  std::shared_ptr<study_db> db;                      ///< null without one
+  std::shared_ptr<study_store> db;                   ///< null without one
   std::unique_ptr<tessel::study> study;
   /// Whether the backend measures (false: the caller measures and tells).
   bool evaluates = true;
@@ -164,9 +167,11 @@ struct opened_study {
 /// once) or write (one study appends: the writer's claim is taken).
 enum class store_access : unsigned char { read, write };
 
-/// The study file `db` names ("PATH"). Throws tessel::error when it cannot
-/// be opened, or with store_access::read when it does not exist.
-[[nodiscard]] std::shared_ptr<study_db> open_store(const std::string& db, store_access access);
+/// The study store `db` names: a SQLite file ("PATH", "sqlite:PATH") or a
+/// PostgreSQL study ("postgresql://...", docs/distributed.md). Throws
+/// tessel::error when it cannot be opened, or with store_access::read when
+/// a file does not exist.
+[[nodiscard]] std::shared_ptr<study_store> open_store(const std::string& db, store_access access);
 
 /// A study read back from its file: its record, the spec it was made with,
 /// its space rebuilt from the stored source with the spec's target and

@@ -1,12 +1,14 @@
-// tessel/storage.hpp: the study file. One SQLite file per study (the
-// embedded default): the space source text and its hash, target, backend,
-// strategy, options and seed, and every trial as it is proposed, started
-// and finished, with raw samples and provenance. Writes are durable when the
-// call returns (WAL, synchronous=NORMAL at commit points), so a process
-// killed at any moment resumes with every finished trial. docs/storage.md
-// describes the schema, the durability argument and the export formats.
+// tessel/storage.hpp: where a study is stored. A store holds the space
+// source text and its hash, target, backend, strategy, options and seed, and
+// every trial as it is proposed, started and finished, with raw samples and
+// provenance. study_store is the interface; sqlite_store (one file, one
+// writer) is the embedded default, and a PostgreSQL store (open_store) is a
+// study shared by many workers (shared_store). docs/storage.md describes the
+// schema, the durability argument and the export formats;
+// docs/distributed.md the shared study.
 #pragma once
 
+#include <tessel/error.hpp>
 #include <tessel/space.hpp>
 #include <tessel/trial.hpp>
 
@@ -36,55 +38,180 @@ struct study_record {
                            ///< the db. Trial times are seconds after it in exports.
 };
 
-class study_db {
+class shared_store;
+
+/// Where a study lives (DESIGN.md §10): the embedded default is one SQLite
+/// file (sqlite_store); a PostgreSQL database holds a study that many
+/// processes on many hosts work at once (its shared() is not null).
+/// open_store() picks one from a string. Every method throws tessel::error
+/// naming location() on failure. docs/storage.md and docs/distributed.md.
+class study_store {
  public:
-  /// Opens (creating if needed) the study file at `path`. Throws tessel::error
-  /// with the path and SQLite's message on failure, or when the file's
-  /// schema version is newer than this build understands.
-  explicit study_db(const std::filesystem::path& path);
-  ~study_db();
-  study_db(const study_db&) = delete;
-  study_db& operator=(const study_db&) = delete;
+  virtual ~study_store() = default;
 
-  [[nodiscard]] const std::filesystem::path& path() const noexcept;
-  [[nodiscard]] static int schema_version() noexcept;
+  /// Where the study is, for messages: the file's path, or the PostgreSQL
+  /// URL without its password.
+  [[nodiscard]] virtual std::string location() const = 0;
 
-  /// The stored study, or nullopt for a new file.
-  [[nodiscard]] std::optional<study_record> study() const;
-  /// Makes this connection the study's one writer: a study appends trials from
-  /// one process at a time, and a second one would interleave ids and repeat
-  /// configs. Throws tessel::error naming the holder (pid, host, since when)
-  /// when another process, or another study_db of this one, holds the file;
-  /// never waits. Held until this study_db is destroyed or its process ends
-  /// (however it ends). tessel::study claims it; readers (show, export) don't.
-  void claim_writer();
-  /// Stores the study record of a new file; on an existing one, throws
-  /// tessel::error when the space hash differs (a different space).
-  void begin(const study_record& record);
+  /// The stored study, or nullopt for a new store.
+  [[nodiscard]] virtual std::optional<study_record> study() const = 0;
+  /// Makes this connection the study's one writer, where a store has one:
+  /// a SQLite file appends trials from one process at a time, and a second
+  /// one would interleave ids and repeat configs. Throws tessel::error naming
+  /// the holder (pid, host, since when) when another process, or another
+  /// store object of this file, holds it; never waits. Held until the store
+  /// is destroyed or its process ends (however it ends). A shared store has
+  /// no one writer (its workers claim trials): a no-op there.
+  virtual void claim_writer() = 0;
+  /// Stores the study record of a new store; on an existing one, throws
+  /// tessel::error when the space hash differs (a different space). A record
+  /// whose created_at is set (a copied study) keeps that creation time.
+  virtual void begin(const study_record& record) = 0;
 
   /// Inserts or updates one trial (by id) with its state and result, in its
   /// own transaction: committed when the call returns. Thread-safe. Throws
   /// tessel::error for id 0 (ids are 1-based) or a config not of `s`.
-  void save(const trial& t, const space& s);
+  virtual void save(const trial& t, const space& s) = 0;
   /// save() for several trials in one transaction: all or none are stored.
-  void save_all(const std::vector<trial>& trials, const space& s);
+  virtual void save_all(const std::vector<trial>& trials, const space& s) = 0;
   /// How many trials are stored (any state), without reading them.
-  [[nodiscard]] std::size_t trial_count() const;
+  [[nodiscard]] virtual std::size_t trial_count() const = 0;
   /// Deletes the study record and every trial, in one transaction, so the
-  /// file can hold a new study (the CLI's --overwrite). Needs claim_writer().
-  void clear();
+  /// store can hold a new study (the CLI's --overwrite). Needs claim_writer()
+  /// on a SQLite file; refused on a shared store while workers are live.
+  virtual void clear() = 0;
   /// Every stored trial, by id, with configs read back through `s`.
-  [[nodiscard]] std::vector<trial> load(const space& s) const;
+  [[nodiscard]] virtual std::vector<trial> load(const space& s) const = 0;
+  /// Checks the stored data (SQLite's integrity check; on PostgreSQL, the
+  /// study's own invariants); throws tessel::error listing the problems.
+  virtual void check_integrity() const = 0;
 
-  /// SQLite's integrity check of the file; throws tessel::error listing the
-  /// problems it finds.
-  void check_integrity() const;
+  /// The operations of a study that many processes work at once (claims,
+  /// the proposer lock, heartbeats), or null for a store with one writer.
+  [[nodiscard]] virtual shared_store* shared() noexcept { return nullptr; }
+};
+
+/// A worker of a shared study, as it registers (shared_store::join).
+struct worker_info {
+  std::string name;        ///< for people: "host:pid" by default
+  std::size_t jobs = 1;    ///< trials it evaluates at once (sizes the proposer's batches)
+  double heartbeat_s = 2;  ///< seconds between its heartbeats
+  /// Seconds without a heartbeat after which its running trials go back to
+  /// the queue (measured on the server's clock). More than heartbeat_s.
+  double lease_s = 30;
+};
+
+/// A shared study's bookkeeping, for people and benchmarks.
+struct shared_counts {
+  std::size_t proposed = 0, running = 0, finished = 0;  ///< trials by state
+  std::size_t claims = 0;     ///< times any trial was claimed (evaluations started)
+  std::size_t requeues = 0;   ///< times a running trial went back to the queue
+  std::size_t discarded = 0;  ///< results not kept: their trial was finished already
+  std::size_t workers = 0;    ///< workers that ever joined
+  std::size_t live_workers = 0, live_jobs = 0;  ///< heartbeating now, and their jobs
+};
+
+/// What a study that many processes work at once needs of its store
+/// (DESIGN.md §10, docs/distributed.md). Workers claim trials from the store,
+/// never from each other; one process at a time proposes, under a lock, from
+/// the whole study's history; heartbeats and re-queueing live in the store.
+/// Not thread-safe beyond study_store's guarantee; the heartbeat runs on a
+/// connection of its own. Operations survive a restart of the server: they
+/// reconnect and retry (for up to a minute), except propose().
+class shared_store {
+ public:
+  virtual ~shared_store() = default;
+
+  /// Registers this process as a worker and heartbeats from a thread of its
+  /// own until leave() or destruction. Returns the worker's id (1-based).
+  virtual std::uint64_t join(const worker_info& w) = 0;
+  /// Stops heartbeating; the trials this worker still runs go back to the
+  /// queue at once.
+  virtual void leave() = 0;
+
+  /// What changed since a reader last looked: every trial with id > `known`,
+  /// and those among `pending` (ids the reader holds unfinished) that are
+  /// finished now; by id.
+  [[nodiscard]] virtual std::vector<trial> changes(
+      const space& s, std::uint64_t known, const std::vector<std::uint64_t>& pending) const = 0;
+  /// Takes the study's proposer lock if no other process holds it; never
+  /// waits. Held until unlock_proposer(), leave() or the connection ends
+  /// (a killed holder releases it with its connection).
+  [[nodiscard]] virtual bool try_lock_proposer() = 0;
+  virtual void unlock_proposer() = 0;
+  /// Inserts new trials in state proposed, in one transaction; the caller
+  /// holds the proposer lock and read every change first, so ids follow on.
+  /// Throws store_interrupted when the connection was lost on the way.
+  virtual void propose(const std::vector<trial>& trials, const space& s) = 0;
+  /// Re-queues the running trials of workers whose lease ran out, then
+  /// claims the queued trial of lowest id for this worker (state running);
+  /// never the same trial to two workers. nullopt when none is queued.
+  /// Needs join().
+  [[nodiscard]] virtual std::optional<trial> claim(const space& s) = 0;
+  /// Stores the result of a claimed trial (state finished), unless the trial
+  /// is finished already (it was re-queued and another worker finished it
+  /// first): then the result is counted as discarded. Returns whether it was
+  /// kept. A result is kept once, never twice.
+  virtual bool finish(const trial& t, const space& s) = 0;
+  [[nodiscard]] virtual shared_counts counts() const = 0;
+};
+
+/// Thrown by shared_store::propose() when the connection to the server was
+/// lost on the way: the proposals may or may not be stored, and the proposer
+/// lock is gone. Read the changes and propose again.
+class store_interrupted : public error {
+ public:
+  using error::error;
+};
+
+/// Opens (creating if needed) the store `location` names: a path, or
+/// `sqlite:PATH`, is a SQLite file; `postgresql://...` or `postgres://...` a
+/// PostgreSQL database (a libpq connection URI, plus an optional `study=NAME`
+/// query parameter naming the PostgreSQL schema that holds the study;
+/// default `tessel`). Throws tessel::error naming the location and why.
+[[nodiscard]] std::shared_ptr<study_store> open_store(std::string_view location);
+/// Whether open_store(location) would open a PostgreSQL study.
+[[nodiscard]] bool is_postgres_location(std::string_view location) noexcept;
+
+/// The study file: one SQLite file per study. Writes are durable when the
+/// call returns (WAL, synchronous=NORMAL at commit points), so a process
+/// killed at any moment resumes with every finished trial.
+class sqlite_store final : public study_store {
+ public:
+  /// Opens (creating if needed) the study file at `path`. Throws tessel::error
+  /// with the path and SQLite's message on failure, or when the file's
+  /// schema version is newer than this build understands.
+  explicit sqlite_store(const std::filesystem::path& path);
+  ~sqlite_store() override;
+  sqlite_store(const sqlite_store&) = delete;
+  sqlite_store& operator=(const sqlite_store&) = delete;
+
+  [[nodiscard]] const std::filesystem::path& path() const noexcept;
+  [[nodiscard]] static int schema_version() noexcept;
+
+  [[nodiscard]] std::string location() const override;
+  [[nodiscard]] std::optional<study_record> study() const override;
+  void claim_writer() override;
+  void begin(const study_record& record) override;
+  void save(const trial& t, const space& s) override;
+  void save_all(const std::vector<trial>& trials, const space& s) override;
+  [[nodiscard]] std::size_t trial_count() const override;
+  void clear() override;
+  [[nodiscard]] std::vector<trial> load(const space& s) const override;
+  void check_integrity() const override;
 
   struct impl;
 
  private:
   std::unique_ptr<impl> impl_;
 };
+
+/// Copies the study in `from` (its record and every trial, configs read
+/// through `s`; the trials in one transaction) into `to`, between stores of any kind:
+/// SQLite to PostgreSQL and back. The copy keeps the study's creation time,
+/// so trial times mean the same. Throws tessel::error when `from` holds no
+/// study or `to` holds trials already.
+void copy_study(const study_store& from, study_store& to, const space& s);
 
 enum class export_format : unsigned char { t4, csv, json };
 /// "t4", "csv" or "json" ("jsonl" is accepted for json): the CLI's --format.

@@ -6,6 +6,7 @@
 
 #include <tessel/backend.hpp>
 #include <tessel/space.hpp>
+#include <tessel/storage.hpp>
 #include <tessel/strategy.hpp>
 #include <tessel/surrogate.hpp>
 #include <tessel/trial.hpp>
@@ -20,8 +21,6 @@
 #include <vector>
 
 namespace tessel {
-
-class study_db;
 
 enum class termination : unsigned char {
   evaluations,
@@ -160,7 +159,7 @@ struct study_options {
   /// A backend or observer exception: false records it as runtime_error and
   /// goes on; true rethrows it from run() (after recording it).
   bool rethrow_exceptions = false;
-  /// A study file (the study_db given to the study) that already holds trials:
+  /// A store (the study_store given to the study) that already holds trials:
   /// true continues it (finished trials kept and replayed to the strategy,
   /// interrupted ones run first); false refuses it with tessel::error, so a
   /// new study never silently extends an old one (the CLI's --resume). A file
@@ -216,6 +215,11 @@ struct study_options {
   /// before each batch. false: they count as told, marked as reported.
   bool verify_reported = false;
 
+  // --- a shared study (a store many processes work: PostgreSQL) ----------------
+  /// How this process joins a shared study in run(): its name (empty: host:pid),
+  /// its heartbeat and lease (docs/distributed.md). jobs is set from `jobs`.
+  worker_info worker;
+
   /// Throws options_error naming the field and the rule.
   void validate() const;
 };
@@ -226,14 +230,22 @@ class study {
 
   /// `db` may be null (nothing stored). With a db holding trials of the same
   /// space, the study resumes: finished trials are replayed to the strategy,
-  /// trials that were proposed or running are queued again.
+  /// trials that were proposed or running are queued again. A shared store
+  /// (db->shared(), PostgreSQL) makes this process one worker of a study that
+  /// others work too: run() claims trials from the store, proposes when it
+  /// holds the proposer lock, and stops when `until` holds for the whole
+  /// study (docs/distributed.md); ask, tell, enqueue, evaluate and verify,
+  /// which one process drives, throw tessel::error there.
   study(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, options o = {},
-        std::shared_ptr<study_db> db = nullptr);
+        std::shared_ptr<study_store> db = nullptr);
   ~study();
   study(study&&) noexcept;
   study& operator=(study&&) noexcept;
 
   /// Runs until `until` holds, the space is exhausted or the strategy is done.
+  /// On a shared study, `until` is tested on the whole study's progress
+  /// (wall seconds are this process's own), and the trials depend on timing:
+  /// not reproducible from the seed.
   summary run(const stop_condition& until);
 
   /// Up to n suggestions (queued proposals first, then the strategy's).

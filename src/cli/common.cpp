@@ -198,8 +198,12 @@ void add_study_options(CLI::App& command, spec_options& o) {
                   "parallel, but the trials then depend on --jobs)")
       ->type_name("N")
       ->capture_default_str();
-  command.add_option("--db", s.db, "The study file (SQLite); default <space>.tessel.db")
-      ->type_name("PATH");
+  command
+      .add_option("--db", s.db,
+                  "Where the study is stored: a SQLite file (default <space>.tessel.db), or a "
+                  "postgresql:// URL, a study that `tessel worker` processes share "
+                  "(docs/distributed.md)")
+      ->type_name("PATH|URL");
   command.add_flag("--resume", o.resume,
                    "Continue the study in --db: keep finished trials, re-run interrupted ones");
   command

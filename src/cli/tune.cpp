@@ -140,7 +140,7 @@ int run_tune(const tune_options& o) {
     fmt::print(stderr,
                "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
                s.name(), with_separators(s.count()), opened.backend->name(), spec.strategy,
-               opened.db->path().string());
+               opened.db->location());
   const auto sum = opened.study->run(opened.until());
   // A noisy backend (trainium) times the best config again, fully, so one
   // lucky measurement does not decide what is reported.

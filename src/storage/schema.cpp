@@ -1,9 +1,10 @@
 // The study file's schema and its migrations (schema.hpp).
 #include "storage/schema.hpp"
 
+#include "storage/migration.hpp"
+
 #include <tessel/error.hpp>
 
-#include <chrono>
 #include <string>
 
 #ifndef TESSEL_VERSION
@@ -12,14 +13,6 @@
 
 namespace tessel::detail::storage {
 namespace {
-
-/// One step of the schema. Migration N takes a file from version N-1 to N;
-/// migration 1 creates the tables. Never edit a released migration: add one.
-struct migration {
-  int version;
-  const char* summary;
-  const char* sql;
-};
 
 // Conventions (docs/storage.md): 64-bit unsigned values (trial keys, seeds)
 // are stored as the int64 with the same bit pattern; times are REAL seconds;
@@ -78,11 +71,6 @@ CREATE TABLE trials (
 CREATE INDEX trials_by_key ON trials (key);
 )sql"},
 };
-
-double now_unix() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 int query_int(const sqlite::connection& c, const char* sql, const char* doing) {
   auto s = c.prepare(sql);

@@ -10,7 +10,7 @@
 namespace tessel::detail::sqlite {
 
 connection::connection(std::filesystem::path path) : path_(std::move(path)) {
-  // FULLMUTEX: SQLite serializes use of the connection itself; study_db adds
+  // FULLMUTEX: SQLite serializes use of the connection itself; sqlite_store adds
   // its own mutex so that a statement and its error message stay together.
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   const int rc = sqlite3_open_v2(path_.string().c_str(), &db_, flags, nullptr);

@@ -1,7 +1,7 @@
 // A thin RAII layer over the SQLite C API for the study file: a connection
 // that knows its path (every failure becomes a tessel::error naming the file
 // and SQLite's message), and prepared statements that reset themselves.
-// Private to src/storage/; not thread-safe (study_db holds a mutex).
+// Private to src/storage/; not thread-safe (sqlite_store holds a mutex).
 #pragma once
 
 #include <sqlite3.h>

@@ -2,6 +2,8 @@
 #include "storage/trial_row.hpp"
 
 #include "storage/codec.hpp"
+#include "storage/postgres.hpp"
+#include "storage/sqlite.hpp"
 
 #include <tessel/codec.hpp>
 #include <tessel/error.hpp>
@@ -10,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessel::detail::storage {
 namespace {
@@ -22,13 +25,15 @@ constexpr std::string_view reported_metric = "tessel.agent_reported";
 std::int64_t to_column(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 std::uint64_t from_column(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 
-bool has_prediction(const sqlite::statement& q) {
+template <class Row>
+bool has_prediction(const Row& q) {
   for (int col = 7; col <= 12; ++col)
     if (!q.is_null(col)) return true;
   return false;
 }
 
-prediction read_prediction(const sqlite::statement& q) {
+template <class Row>
+prediction read_prediction(const Row& q) {
   prediction p;
   p.mean = q.real(7);
   p.sigma = q.real(8);
@@ -39,7 +44,8 @@ prediction read_prediction(const sqlite::statement& q) {
   return p;
 }
 
-measurement read_result(const sqlite::statement& q) {
+template <class Row>
+measurement read_result(const Row& q) {
   measurement m;
   const auto name = q.text(13);
   const auto st = parse_status(name);
@@ -54,6 +60,53 @@ measurement read_result(const sqlite::statement& q) {
 }
 
 }  // namespace
+
+namespace {
+
+/// trial_columns, one name each.
+std::vector<std::string> column_names() {
+  std::vector<std::string> out;
+  const std::string_view columns = trial_columns;
+  for (std::size_t start = 0; start < columns.size();) {
+    auto end = columns.find(',', start);
+    if (end == std::string_view::npos) end = columns.size();
+    out.emplace_back(columns.substr(start, end - start));
+    start = end + 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string upsert_sql(bool dollar) {
+  const std::string mark = dollar ? "$" : "?";
+  std::string sql = std::string("INSERT INTO trials (") + trial_columns + ") VALUES (" + mark + "1";
+  for (int i = 2; i <= trial_column_count; ++i) sql += ", " + mark + std::to_string(i);
+  sql += ") ON CONFLICT (id) DO UPDATE SET ";
+  const auto names = column_names();
+  for (std::size_t i = 1; i < names.size(); ++i)  // every column but id takes the new value
+    sql += (i > 1 ? ", " : "") + names[i] + " = excluded." + names[i];
+  return sql;
+}
+
+std::string update_sql() {
+  std::string sql = "UPDATE trials SET ";
+  const auto names = column_names();
+  for (std::size_t i = 1; i < names.size(); ++i)
+    sql += (i > 1 ? ", " : "") + names[i] + " = $" + std::to_string(i + 1);
+  return sql;
+}
+
+std::string insert_sql(std::size_t rows) {
+  std::string sql = std::string("INSERT INTO trials (") + trial_columns + ") VALUES ";
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += r ? ", (" : "(";
+    for (int i = 1; i <= trial_column_count; ++i)
+      sql += (i > 1 ? ", $" : "$") + std::to_string(r * trial_column_count + i);
+    sql += ")";
+  }
+  return sql;
+}
 
 trial_row::trial_row(const trial& tr, const space& s) : t(&tr) {
   if (tr.id == 0 || tr.id > std::uint64_t{std::numeric_limits<std::int64_t>::max()})
@@ -73,37 +126,40 @@ trial_row::trial_row(const trial& tr, const space& s) : t(&tr) {
   }
 }
 
-void trial_row::bind(sqlite::statement& q) const {
-  q.bind(1, static_cast<std::int64_t>(t->id));
-  q.bind(2, to_column(t->key));
-  q.bind(3, std::string_view(config_json));
-  q.bind(4, to_string(t->state));
-  q.bind(5, std::string_view(t->provenance.source));
-  q.bind(6, t->provenance.tokens);
-  q.bind(7, std::string_view(t->provenance.note));
+template <class Params>
+void trial_row::bind(Params& q, int first) const {
+  q.bind(first + trial_column_count, nullptr);  // every parameter exists, NULL until bound
+  q.bind(first + 1, static_cast<std::int64_t>(t->id));
+  q.bind(first + 2, to_column(t->key));
+  q.bind(first + 3, std::string_view(config_json));
+  q.bind(first + 4, to_string(t->state));
+  q.bind(first + 5, std::string_view(t->provenance.source));
+  q.bind(first + 6, t->provenance.tokens);
+  q.bind(first + 7, std::string_view(t->provenance.note));
   if (const auto& p = t->prediction) {
-    q.bind(8, p->mean);
-    q.bind(9, p->sigma);
-    q.bind(10, p->p_feasible);
-    q.bind(11, p->expected_gain);
-    q.bind(12, p->cost_s);
-    q.bind(13, p->utility);
+    q.bind(first + 8, p->mean);
+    q.bind(first + 9, p->sigma);
+    q.bind(first + 10, p->p_feasible);
+    q.bind(first + 11, p->expected_gain);
+    q.bind(first + 12, p->cost_s);
+    q.bind(first + 13, p->utility);
   }  // else: unbound parameters are NULL
-  q.bind(22, t->proposed_at);
+  q.bind(first + 22, t->proposed_at);
   if (t->state != trial_state::finished) return;  // the result stays NULL
   const auto& m = t->result;
-  q.bind(14, to_string(m.status));
-  q.bind(15, m.objective);
-  q.bind(16, std::string_view(samples_json));
-  q.bind(17, m.cost.compile_s);
-  q.bind(18, m.cost.gate_s);
-  q.bind(19, m.cost.run_s);
-  q.bind(20, std::string_view(metrics_json));
-  q.bind(21, std::string_view(m.message));
-  q.bind(23, t->finished_at);
+  q.bind(first + 14, to_string(m.status));
+  q.bind(first + 15, m.objective);
+  q.bind(first + 16, std::string_view(samples_json));
+  q.bind(first + 17, m.cost.compile_s);
+  q.bind(first + 18, m.cost.gate_s);
+  q.bind(first + 19, m.cost.run_s);
+  q.bind(first + 20, std::string_view(metrics_json));
+  q.bind(first + 21, std::string_view(m.message));
+  q.bind(first + 23, t->finished_at);
 }
 
-trial read_trial(const sqlite::statement& q, const space& s) {
+template <class Row>
+trial read_trial(const Row& q, const space& s) {
   trial t;
   t.id = static_cast<std::uint64_t>(q.integer(0));
   try {
@@ -127,5 +183,10 @@ trial read_trial(const sqlite::statement& q, const space& s) {
   }
   return t;
 }
+
+template void trial_row::bind(sqlite::statement&, int) const;
+template void trial_row::bind(pg::params&, int) const;
+template trial read_trial(const sqlite::statement&, const space&);
+template trial read_trial(const pg::row&, const space&);
 
 }  // namespace tessel::detail::storage

@@ -35,6 +35,21 @@ void evaluation_pool::wait(const std::shared_ptr<job>& j) {
   finished_.wait(lock, [&] { return j->done; });
 }
 
+std::size_t evaluation_pool::finished() {
+  const std::lock_guard lock(mutex_);
+  return finished_count_;
+}
+
+void evaluation_pool::wait_past(std::size_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  finished_.wait_for(lock, timeout, [&] { return finished_count_ > seen; });
+}
+
+bool evaluation_pool::done(const std::shared_ptr<job>& j) {
+  const std::lock_guard lock(mutex_);
+  return j->done;
+}
+
 void evaluation_pool::loop() {
   while (true) {
     std::shared_ptr<job> j;
@@ -49,6 +64,7 @@ void evaluation_pool::loop() {
     {
       const std::lock_guard lock(mutex_);
       j->done = true;
+      ++finished_count_;
     }
     finished_.notify_all();
   }

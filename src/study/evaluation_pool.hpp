@@ -8,6 +8,7 @@
 // unless the whole process's limit is raised.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -38,6 +39,12 @@ class evaluation_pool {
   std::shared_ptr<job> submit(std::function<void()> work);
   /// Blocks until `j` has run.
   void wait(const std::shared_ptr<job>& j);
+  /// How many jobs have run so far.
+  [[nodiscard]] std::size_t finished();
+  /// Blocks until more than `seen` jobs have run, or `timeout` passes.
+  void wait_past(std::size_t seen, std::chrono::milliseconds timeout);
+  /// Whether `j` has run.
+  [[nodiscard]] bool done(const std::shared_ptr<job>& j);
 
  private:
   void loop();
@@ -46,6 +53,7 @@ class evaluation_pool {
   std::condition_variable queued_, finished_;
   std::deque<std::shared_ptr<job>> queue_;
   bool closing_ = false;
+  std::size_t finished_count_ = 0;  ///< jobs run so far (wait_any watches it)
   std::vector<std::thread> threads_;
 };
 

@@ -17,7 +17,7 @@ struct study::state final : search_context {
   class utility_scheduler;
 
   state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, study_options o,
-        std::shared_ptr<study_db> d);
+        std::shared_ptr<study_store> d);
   ~state() override;
 
   // search_context
@@ -35,7 +35,8 @@ struct study::state final : search_context {
     return run_budget;
   }
 
-  /// Seconds since the study was made.
+  /// Seconds since the study was made (since the store's study began, for
+  /// a shared study, so that every worker's times share one origin).
   [[nodiscard]] double now() const;
   /// A new trial in state proposed; stored. Returns its index.
   std::size_t add_trial(const config& c, provenance source);
@@ -44,6 +45,10 @@ struct study::state final : search_context {
   /// Records a measurement, updates best/progress, tells strategy, storage
   /// and observers. `replaying`: a stored trial read back on resume (not saved again).
   const trial& finish(std::size_t index, const measurement& m, bool replaying = false);
+  /// What ask(n) gives out, in order: interrupted trials, the baseline,
+  /// then the scheduler's choice (each with a prediction); new ones are
+  /// added in state proposed.
+  std::vector<std::size_t> choose(std::size_t n);
   /// The scheduler's exponent on predicted cost now (scheduler::cost_alpha).
   [[nodiscard]] double cost_alpha() const override;
   /// The cost model's prediction (the backend's estimate without one), told
@@ -65,18 +70,52 @@ struct study::state final : search_context {
   [[nodiscard]] prediction prior(const config& c, const provenance& source) const;
   /// Re-measures agent-reported trial `index` on the backend (study::verify).
   void reverify(std::size_t index);
+  /// Tells the strategy, the surrogate and the cost model of a finished trial.
+  void observe_models(const trial& t);
   /// Makes trial `index` the best when its ok result beats it.
   bool consider_best(std::size_t index);
   /// Reloads a study file's trials (resume).
   void resume(std::vector<trial> stored);
-  void save(const trial& t);
+  /// Appends one stored trial (the next id): replays it to the strategy when
+  /// finished, else queues it as interrupted when `requeue` (a shared study
+  /// leaves it to the store's queue).
+  void append_stored(trial t, bool requeue);
+  /// Stores `t`. False only for a shared study's result that was not kept
+  /// (another worker finished the trial first).
+  bool save(const trial& t);
+  /// Refuses an operation one process drives on a shared study.
+  void one_process(std::string_view what) const;
+
+  // --- a shared study (shared_run.cpp, docs/distributed.md) --------------------
+  /// Reads what other processes proposed and finished since the last look.
+  void sync();
+  /// As the proposer (taking the lock when it is free, and keeping it):
+  /// syncs, then stores new proposals (enough for the idle workers, within
+  /// the budget `until` leaves). Returns how many; nullopt when another
+  /// process holds the lock or the connection was lost (try again).
+  std::optional<std::size_t> propose_shared(const stop_condition& until, std::size_t free_jobs);
+  /// Takes trials `first`.. back out of the mirror into `unsent`.
+  void retract(std::size_t first);
+  summary run_shared(const stop_condition& until);
+  /// How run() ended, and the summary observers are told of.
+  enum class run_end : unsigned char { condition, negligible, empty };
+  summary end_run(run_end how, const stop_condition& until, const progress& p);
   [[nodiscard]] summary make_summary() const;
 
   tessel::space space_;
   std::shared_ptr<backend> backend_;
   std::unique_ptr<strategy> strategy_;
   study_options options_;
-  std::shared_ptr<study_db> db_;
+  std::shared_ptr<study_store> db_;
+  shared_store* shared_ = nullptr;  ///< db_->shared(): many processes work this study
+  /// Proposals a lost connection may not have stored: proposed again at the
+  /// next turn as proposer, unless known by then.
+  std::vector<trial> unsent;
+  /// Finished trials the models have not been told of yet: in a shared study
+  /// only the process that proposes needs them, so each process tells its
+  /// models when it next proposes (most workers never do: see run_shared).
+  std::vector<std::size_t> unobserved;
+  double clock_offset = 0;  ///< added to now(): seconds from the store's start to `created`
   std::vector<std::shared_ptr<observer>> observers;
   std::unique_ptr<scheduler> scheduler_;
 

@@ -48,13 +48,17 @@ void study_options::validate() const {
   if (window > 4096)
     throw options_error(fmt::format(
         "study::options::window = {}: must be at most 4096 (0 = as many as jobs)", window));
+  if (!(worker.heartbeat_s > 0) || !(worker.lease_s > worker.heartbeat_s))
+    throw options_error(fmt::format(
+        "study::options::worker: heartbeat_s = {} must be > 0 and lease_s = {} greater than it",
+        worker.heartbeat_s, worker.lease_s));
   if (jobs > 4096)
     throw options_error(fmt::format(
         "study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
 }
 
 study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st,
-                    study_options o, std::shared_ptr<study_db> d)
+                    study_options o, std::shared_ptr<study_store> d)
     : space_(std::move(s)),
       backend_(std::move(b)),
       strategy_(std::move(st)),
@@ -78,23 +82,42 @@ study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr
       options_.seed, options_.jobs, options_.window, options_.evaluate_baseline,
       options_.annotations);
   record.seed = options_.seed;
+  shared_ = db_->shared();
   db_->claim_writer();
   db_->begin(record);
+  if (shared_) {  // times from the study's start, whichever process records them
+    using namespace std::chrono;
+    const double unix_now = duration<double>(system_clock::now().time_since_epoch()).count();
+    clock_offset = std::max(0.0, unix_now - db_->study()->created_at);
+  }
   auto stored = db_->load(space_);
   if (!stored.empty() && !options_.resume)
-    throw error(fmt::format(
-        "study file '{}' already holds {} trial{} of space '{}': resume it "
-        "(study::options::resume, the CLI's --resume) or use another file",
-        db_->path().string(), stored.size(), stored.size() == 1 ? "" : "s", space_.name()));
+    throw error(
+        fmt::format("study '{}' already holds {} trial{} of space '{}': resume it "
+                    "(study::options::resume, the CLI's --resume) or use another store",
+                    db_->location(), stored.size(), stored.size() == 1 ? "" : "s", space_.name()));
   resume(std::move(stored));
 }
 
 study::state::~state() = default;
 
-double study::state::now() const { return seconds_since(created); }
+double study::state::now() const { return seconds_since(created) + clock_offset; }
 
-void study::state::save(const trial& t) {
-  if (db_) db_->save(t, space_);
+bool study::state::save(const trial& t) {
+  if (!db_) return true;
+  // A shared study's proposals and claims go through the store's own
+  // operations (shared_run.cpp); only results are written here.
+  if (shared_) return t.state != trial_state::finished || shared_->finish(t, space_);
+  db_->save(t, space_);
+  return true;
+}
+
+void study::state::one_process(std::string_view what) const {
+  if (shared_)
+    throw error(fmt::format(
+        "{}: study '{}' is shared by many processes, which run() works (`tessel worker`); "
+        "ask, tell, enqueue, evaluate and verify are for a study one process drives",
+        what, db_->location()));
 }
 
 std::size_t study::state::add_trial(const config& c, provenance source) {
@@ -120,6 +143,7 @@ suggestion study::state::start(std::size_t index) {
 
 const trial& study::state::finish(std::size_t index, const measurement& m, bool replaying) {
   auto& t = trials[index];
+  const auto before = t.state;
   t.state = trial_state::finished;
   t.result = m;
   if (m.ok() && !std::isfinite(m.objective)) {
@@ -128,7 +152,12 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   }
   if (!replaying) {
     t.finished_at = now();
-    save(t);
+    if (!save(t)) {  // another worker's result was kept: it arrives with the next sync
+      t.state = before;
+      t.result = {};
+      t.finished_at = 0;
+      return t;
+    }
   }
 
   ++progress_.evaluations;
@@ -139,11 +168,11 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   // An agent-reported time waits for verify() before it can be the answer.
   const bool improved = !(t.reported && options_.verify_reported) && consider_best(index);
   if (!improved) ++progress_.since_improvement;
-  const auto started = clock::now();
-  strategy_->observe(t);
-  if (options_.surrogate) options_.surrogate->observe(t);
-  if (options_.costs) options_.costs->observe(t);
-  propose_s += seconds_since(started);
+  if (shared_) {
+    unobserved.push_back(index);  // told the models when this process next proposes
+  } else {
+    observe_models(t);
+  }
   auto p = progress_;
   p.wall_s = seconds_since(run_started.value_or(created));
   for (const auto& o : observers) {
@@ -151,6 +180,14 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
     if (improved) o->on_improvement(t, p);
   }
   return t;
+}
+
+void study::state::observe_models(const trial& t) {
+  const auto started = clock::now();
+  strategy_->observe(t);
+  if (options_.surrogate) options_.surrogate->observe(t);
+  if (options_.costs) options_.costs->observe(t);
+  propose_s += seconds_since(started);
 }
 
 bool study::state::consider_best(std::size_t index) {
@@ -193,55 +230,66 @@ void study::state::reverify(std::size_t index) {
 }
 
 void study::state::resume(std::vector<trial> stored) {
-  for (auto& t : stored) {
-    if (t.id != trials.size() + 1)
-      throw error(fmt::format("study file {}: trial ids are not contiguous at {}",
-                              db_->path().string(), t.id));
-    const bool done = t.state == trial_state::finished;
-    const auto result = t.result;
-    count_tokens(t.provenance.source, t.provenance.tokens, 1);
-    t.state = trial_state::proposed;
-    by_key.emplace(t.key, trials.size());
-    trials.push_back(std::move(t));
-    if (done) {
-      finish(trials.size() - 1, result, /*replaying=*/true);
-    } else {
-      interrupted.push_back(trials.size() - 1);  // proposed or running when the process died
-    }
-  }
+  for (auto& t : stored) append_stored(std::move(t), /*requeue=*/!shared_);
   baseline_considered = !trials.empty();
+}
+
+void study::state::append_stored(trial t, bool requeue) {
+  if (t.id != trials.size() + 1)
+    throw error(
+        fmt::format("study '{}': trial ids are not contiguous at {}", db_->location(), t.id));
+  const bool done = t.state == trial_state::finished;
+  const auto result = t.result;
+  count_tokens(t.provenance.source, t.provenance.tokens, 1);
+  t.state = trial_state::proposed;
+  t.result = {};
+  by_key.emplace(t.key, trials.size());
+  trials.push_back(std::move(t));
+  if (done) {
+    finish(trials.size() - 1, result, /*replaying=*/true);
+  } else if (requeue) {
+    interrupted.push_back(trials.size() - 1);  // proposed or running when the process died
+  }
 }
 
 // --- study ----------------------------------------------------------------------
 
 study::study(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st, options o,
-             std::shared_ptr<study_db> db)
+             std::shared_ptr<study_store> db)
     : state_(std::make_unique<state>(std::move(s), std::move(b), std::move(st), o, std::move(db))) {
 }
 study::~study() = default;
 study::study(study&&) noexcept = default;
 study& study::operator=(study&&) noexcept = default;
 
-std::vector<suggestion> study::ask(std::size_t n) {
-  auto& s = *state_;
-  std::vector<suggestion> out;
-  while (out.size() < n && !s.interrupted.empty()) {
-    out.push_back(s.start(s.interrupted.front()));
-    s.interrupted.pop_front();
+std::vector<std::size_t> study::state::choose(std::size_t n) {
+  std::vector<std::size_t> out;
+  while (out.size() < n && !interrupted.empty()) {
+    out.push_back(interrupted.front());
+    interrupted.pop_front();
   }
   if (out.size() == n) return out;
-  if (!s.baseline_considered) {
-    s.baseline_considered = true;
-    if (s.options_.evaluate_baseline)
-      if (auto base = s.space_.default_config(); base && !s.known(s.space_.key(*base)))
-        s.queue.push_front(s.add_trial(*base, {"baseline", 0, "the space's default config"}));
+  if (!baseline_considered) {
+    baseline_considered = true;
+    if (options_.evaluate_baseline)
+      if (auto base = space_.default_config(); base && !known(space_.key(*base)))
+        queue.push_front(add_trial(*base, {"baseline", 0, "the space's default config"}));
   }
-  for (auto index : s.scheduler_->select(s, n - out.size())) out.push_back(s.start(index));
+  for (auto index : scheduler_->select(*this, n - out.size())) out.push_back(index);
+  return out;
+}
+
+std::vector<suggestion> study::ask(std::size_t n) {
+  auto& s = *state_;
+  s.one_process("ask");
+  std::vector<suggestion> out;
+  for (auto index : s.choose(n)) out.push_back(s.start(index));
   return out;
 }
 
 const trial& study::tell(std::uint64_t trial_id, const measurement& m, double tokens) {
   auto& s = *state_;
+  s.one_process("tell");
   if (trial_id == 0 || trial_id > s.trials.size())
     throw error(fmt::format("tell: unknown trial id {}", trial_id));
   const auto index = trial_id - 1;
@@ -260,6 +308,7 @@ const trial& study::tell(std::uint64_t trial_id, const measurement& m, double to
 
 std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) {
   auto& s = *state_;
+  s.one_process("enqueue");
   if (const auto why = s.space_.why_invalid(c); !why.empty())
     throw error("enqueue: config is not valid: " + why);
   if (s.known(s.space_.key(c))) return std::nullopt;
@@ -270,6 +319,7 @@ std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) 
 
 const trial& study::evaluate(const config& c, provenance source) {
   auto& s = *state_;
+  s.one_process("evaluate");
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
@@ -306,6 +356,7 @@ const trial& study::evaluate(const config& c, provenance source) {
 
 std::size_t study::verify(std::size_t max) {
   auto& s = *state_;
+  s.one_process("verify");
   std::vector<std::size_t> candidates;
   for (std::size_t i = 0; i < s.trials.size(); ++i) {
     const auto& t = s.trials[i];
@@ -334,6 +385,7 @@ prediction study::predict(const config& c, const provenance& source) const {
 
 summary study::run(const stop_condition& until) {
   auto& s = *state_;
+  if (s.shared_) return s.run_shared(until);
   const auto started = clock::now();
   const double wall_before = s.run_wall_s;
   s.run_started = started;
@@ -420,22 +472,29 @@ summary study::run(const stop_condition& until) {
   s.run_spent.reset();
   s.run_budget.reset();
   if (to_rethrow) std::rethrow_exception(to_rethrow);
-  if (stopping == stop::condition) {
-    s.last_reason = until.kind(progress_now());
-    s.last_message = until.reason(progress_now());
-  } else if (stopping == stop::negligible) {
-    s.last_reason = termination::negligible_gain;
-    s.last_message = fmt::format("the best expected gain left is below {:g} of the incumbent",
-                                 s.options_.min_gain_fraction);
+  return s.end_run(stopping == stop::condition    ? state::run_end::condition
+                   : stopping == stop::negligible ? state::run_end::negligible
+                                                  : state::run_end::empty,
+                   until, progress_now());
+}
+
+summary study::state::end_run(run_end how, const stop_condition& until, const progress& p) {
+  if (how == run_end::condition) {
+    last_reason = until.kind(p);
+    last_message = until.reason(p);
+  } else if (how == run_end::negligible) {
+    last_reason = termination::negligible_gain;
+    last_message = fmt::format("the best expected gain left is below {:g} of the incumbent",
+                               options_.min_gain_fraction);
   } else {
-    const bool exhausted = s.progress_.evaluations >= s.space_.count();
-    s.last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
-    s.last_message =
-        exhausted ? fmt::format("all {} valid configs evaluated", s.space_.count())
-                  : fmt::format("strategy '{}' has nothing more to propose", s.strategy_->name());
+    const bool exhausted = progress_.evaluations >= space_.count();
+    last_reason = exhausted ? termination::space_exhausted : termination::strategy_done;
+    last_message =
+        exhausted ? fmt::format("all {} valid configs evaluated", space_.count())
+                  : fmt::format("strategy '{}' has nothing more to propose", strategy_->name());
   }
-  auto result = s.make_summary();
-  for (const auto& o : s.observers) o->on_end(result);
+  auto result = make_summary();
+  for (const auto& o : observers) o->on_end(result);
   return result;
 }
 

@@ -130,7 +130,7 @@ TEST_CASE("reopen_study: a study file with the CLI's old eight-key annotations")
         R"({"file": ")" + small_tsl() +
         R"(", "space": "", "target": "trn2", "set": ["N=32"], "backend": "command:./bench",
             "replay_space": "product", "strategy": "random", "fidelity": []})";
-    study st(s, bowl(), make_strategy("random"), o, std::make_shared<study_db>(db));
+    study st(s, bowl(), make_strategy("random"), o, std::make_shared<sqlite_store>(db));
     (void)st.run(stop::evaluations(4));
   }
   const auto stored = reopen_study(db);

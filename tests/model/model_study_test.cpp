@@ -84,7 +84,7 @@ class oracle final : public surrogate {
 };
 
 std::unique_ptr<study> kernel_study(const std::string& name, std::shared_ptr<bowl> b,
-                                    std::shared_ptr<study_db> db = nullptr, bool resume = false) {
+                                    std::shared_ptr<study_store> db = nullptr, bool resume = false) {
   study::options o;
   o.window = 1;
   o.surrogate = std::make_shared<oracle>(b->minimum());
@@ -230,7 +230,7 @@ TEST_CASE("a killed model resumes: finished trials kept, pending candidates eval
   auto open = [&](bool resume) {
     std::vector<model_member> members;
     for (const auto* name : {"a", "b"}) {
-      auto db = std::make_shared<study_db>(dir / (std::string(name) + ".db"));
+      auto db = std::make_shared<sqlite_store>(dir / (std::string(name) + ".db"));
       members.push_back({name, name[0] == 'a' ? 10 : 1,
                          kernel_study(name, std::make_shared<bowl>(1.0, 12), db, resume)});
     }

@@ -29,7 +29,7 @@ namespace {
 [[noreturn]] void writer_child(const std::filesystem::path& path, int out) {
   try {
     const auto s = storage_space();
-    study_db db(path);
+    sqlite_store db(path);
     db.begin(storage_record(s));
     for (std::uint64_t id = 1; id < 1'000'000; ++id) {
       db.save(storage_trial(s, id, trial_state::proposed), s);
@@ -92,7 +92,7 @@ TEST_CASE("a writer killed at random moments loses no saved trial") {
     CHECK(WTERMSIG(wstatus) == SIGKILL);
     REQUIRE(reported.size() >= wait);
 
-    study_db db(path);  // recovers the WAL of the killed writer
+    sqlite_store db(path);  // recovers the WAL of the killed writer
     CHECK_NOTHROW(db.check_integrity());
     REQUIRE(db.study().has_value());
     CHECK(db.study()->space_hash == storage_record(s).space_hash);

@@ -144,7 +144,7 @@ TEST_CASE("export: from a study file, as the CLI does") {
   const scratch dir;
   const auto s = storage_space();
   const auto trials = small_study(s);
-  study_db db(dir.file("export.tessel.db"));
+  sqlite_store db(dir.file("export.tessel.db"));
   db.begin(small_record(s));
   db.save_all(trials, s);
   auto record = *db.study();

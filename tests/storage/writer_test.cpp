@@ -32,7 +32,7 @@ pid_t claim_in_child(const std::filesystem::path& path, double hold_s = 0) {
   if (pid == 0) {
     int code = 0;
     try {
-      study_db db(path);
+      sqlite_store db(path);
       db.claim_writer();
       if (hold_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(hold_s));
     } catch (const error&) {
@@ -56,11 +56,11 @@ TEST_CASE("a second writer is refused, in this process or another, until the fir
   const auto path = dir.file("writers.tessel.db");
   const auto lock_file = path.string() + "-lock";
   {
-    study_db first(path);
+    sqlite_store first(path);
     first.claim_writer();
     first.claim_writer();  // again: the same connection already holds it
     CHECK(std::filesystem::exists(lock_file));
-    study_db second(path);
+    sqlite_store second(path);
     const auto refusal =
         "is being written by another tessel process (pid " + std::to_string(getpid()) + " on host";
     CHECK_THROWS_WITH_AS(second.claim_writer(), doctest::Contains(refusal.c_str()), error);
@@ -70,14 +70,14 @@ TEST_CASE("a second writer is refused, in this process or another, until the fir
   }
   CHECK_FALSE(std::filesystem::exists(lock_file));  // released and removed
   CHECK(exit_code_of(claim_in_child(path)) == 0);
-  study_db again(path);
+  sqlite_store again(path);
   CHECK_NOTHROW(again.claim_writer());
 }
 
 TEST_CASE("a writer killed with -9 releases the lock") {
   const scratch dir;
   const auto path = dir.file("killed_writer.tessel.db");
-  { study_db create(path); }  // the file exists before the child races for it
+  { sqlite_store create(path); }  // the file exists before the child races for it
   const pid_t holder = claim_in_child(path, 30);
   // Wait until the child holds it: its lock file names it.
   const auto lock_file = path.string() + "-lock";
@@ -90,11 +90,11 @@ TEST_CASE("a writer killed with -9 releases the lock") {
     if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE(held);
-  study_db blocked(path);
+  sqlite_store blocked(path);
   CHECK_THROWS_AS(blocked.claim_writer(), error);
   kill(holder, SIGKILL);
   waitpid(holder, nullptr, 0);
-  study_db after(path);
+  sqlite_store after(path);
   CHECK_NOTHROW(after.claim_writer());
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("clear() empties a study file for a new study, and needs the writer lo
   const scratch dir;
   const auto path = dir.file("clear.tessel.db");
   const auto s = storage_space();
-  study_db db(path);
+  sqlite_store db(path);
   CHECK_THROWS_WITH_AS(db.clear(), doctest::Contains("needs the writer lock"), error);
   db.claim_writer();
   db.begin(storage_record(s));

@@ -52,7 +52,7 @@ class sum_backend final : public backend {
   int calls = 0;
 };
 
-study make(study::options o = {}, std::shared_ptr<study_db> db = nullptr) {
+study make(study::options o = {}, std::shared_ptr<sqlite_store> db = nullptr) {
   return study(line_space(), std::make_shared<sum_backend>(), std::make_unique<first_unknown>(), o,
                std::move(db));
 }
@@ -163,13 +163,13 @@ TEST_CASE("reported results survive the study file") {
   const auto path = std::filesystem::temp_directory_path() / "tessel_agents_test.tessel.db";
   std::filesystem::remove(path);
   {
-    auto st = make({}, std::make_shared<study_db>(path));
+    auto st = make({}, std::make_shared<sqlite_store>(path));
     const auto s = st.ask(1);
     st.tell(s[0].trial_id, measurement::success(3.0), 12);
   }
   study::options resume;
   resume.resume = true;
-  auto st = make(resume, std::make_shared<study_db>(path));
+  auto st = make(resume, std::make_shared<sqlite_store>(path));
   REQUIRE(st.trials().size() == 1);
   CHECK(st.trials()[0].reported);
   CHECK(st.trials()[0].result.metrics.empty());  // the marker is not a metric

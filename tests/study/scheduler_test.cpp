@@ -238,7 +238,7 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   study::options first_run;
   first_run.evaluate_baseline = false;
   {
-    auto db = std::make_shared<study_db>(path);
+    auto db = std::make_shared<sqlite_store>(path);
     study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), first_run, db);
     st.run(stop::evaluations(2));
     for (const auto& g : st.ask(2)) left.push_back(g.trial_id);  // asked, never told
@@ -247,7 +247,7 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   o.evaluate_baseline = false;
   o.resume = true;
   o.surrogate = std::make_shared<believes_large>(s);
-  auto db = std::make_shared<study_db>(path);
+  auto db = std::make_shared<sqlite_store>(path);
   study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o, db);
   const auto first = st.ask(2);
   REQUIRE(first.size() == 2);

@@ -268,13 +268,13 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
   const auto path = std::filesystem::temp_directory_path() / "tessel_study_resume_test.tessel.db";
   std::filesystem::remove(path);
   {
-    auto db = std::make_shared<study_db>(path);
+    auto db = std::make_shared<sqlite_store>(path);
     study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
     st.run(stop::evaluations(4));
     const auto pending = st.ask(2);  // asked but never told: as if the process died
     CHECK(pending.size() == 2);
   }
-  auto db = std::make_shared<study_db>(path);
+  auto db = std::make_shared<sqlite_store>(path);
   // The stored identity of the space: FNV-1a of "small;a;b" (no source: the
   // name, then each parameter). A new value would refuse every existing file.
   CHECK(db->study()->space_hash == "4d4dfcf2b7b42825");

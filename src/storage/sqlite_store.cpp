@@ -1,5 +1,5 @@
-// study_db: the study file over SQLite's C API (storage.hpp). One connection
-// per study_db, guarded by a mutex; every write is a transaction that has
+// sqlite_store: the study file over SQLite's C API (storage.hpp). One connection
+// per sqlite_store, guarded by a mutex; every write is a transaction that has
 // committed when the call returns. docs/storage.md gives the durability
 // argument.
 #include "storage/schema.hpp"
@@ -21,7 +21,7 @@ using detail::sqlite::statement;
 using detail::sqlite::statement_ptr;
 using detail::sqlite::transaction;
 
-struct study_db::impl {
+struct sqlite_store::impl {
   explicit impl(const std::filesystem::path& p) : path(p), db(p) {}
 
   /// Wraps errors raised while reading or writing trials with the file's path.
@@ -49,26 +49,6 @@ namespace {
 
 /// How long a writer waits for another connection's lock before failing.
 constexpr int busy_timeout_ms = 10'000;
-
-std::string upsert_sql() {
-  std::string sql =
-      std::string("INSERT INTO trials (") + detail::storage::trial_columns + ") VALUES (?1";
-  for (int i = 2; i <= detail::storage::trial_column_count; ++i) sql += ", ?" + std::to_string(i);
-  sql += ") ON CONFLICT (id) DO UPDATE SET ";
-  // Every column but id takes the new value.
-  const std::string columns = detail::storage::trial_columns;
-  std::size_t start = columns.find(',') + 2;
-  bool first = true;
-  while (start < columns.size()) {
-    std::size_t end = columns.find(',', start);
-    if (end == std::string::npos) end = columns.size();
-    const auto name = columns.substr(start, end - start);
-    sql += (first ? "" : ", ") + name + " = excluded." + name;
-    first = false;
-    start = end + 2;
-  }
-  return sql;
-}
 
 std::optional<study_record> read_study(const detail::sqlite::connection& c) {
   auto s = c.prepare(
@@ -112,31 +92,34 @@ void configure(const detail::sqlite::connection& c) {
 
 }  // namespace
 
-study_db::study_db(const std::filesystem::path& path) : impl_(std::make_unique<impl>(path)) {
+sqlite_store::sqlite_store(const std::filesystem::path& path)
+    : impl_(std::make_unique<impl>(path)) {
   configure(impl_->db);
   detail::storage::prepare(impl_->db);
-  impl_->upsert = impl_->db.prepare(upsert_sql());
+  impl_->upsert = impl_->db.prepare(detail::storage::upsert_sql(false));
   impl_->select = impl_->db.prepare(std::string("SELECT ") + detail::storage::trial_columns +
                                     " FROM trials ORDER BY id");
 }
 
-study_db::~study_db() = default;
+sqlite_store::~sqlite_store() = default;
 
-const std::filesystem::path& study_db::path() const noexcept { return impl_->path; }
+const std::filesystem::path& sqlite_store::path() const noexcept { return impl_->path; }
 
-int study_db::schema_version() noexcept { return detail::storage::schema_version; }
+std::string sqlite_store::location() const { return impl_->path.string(); }
 
-std::optional<study_record> study_db::study() const {
+int sqlite_store::schema_version() noexcept { return detail::storage::schema_version; }
+
+std::optional<study_record> sqlite_store::study() const {
   std::lock_guard lock(impl_->mutex);
   return read_study(impl_->db);
 }
 
-void study_db::claim_writer() {
+void sqlite_store::claim_writer() {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->writer) impl_->writer = std::make_unique<detail::storage::writer_lock>(impl_->path);
 }
 
-void study_db::begin(const study_record& record) {
+void sqlite_store::begin(const study_record& record) {
   std::lock_guard lock(impl_->mutex);
   const auto& c = impl_->db;
   transaction tx(c);  // read and write under one lock: two processes cannot both insert
@@ -162,10 +145,16 @@ void study_db::begin(const study_record& record) {
     q.bind(8, static_cast<std::int64_t>(record.seed));  // the bit pattern (docs/storage.md)
     q.step();
   }
+  if (record.created_at > 0) {  // a copied study keeps its clock
+    auto m = c.prepare("UPDATE meta SET created_at = ? WHERE id = 1");
+    statement q(c, m.get(), "keeping the study's creation time");
+    q.bind(1, record.created_at);
+    q.step();
+  }
   tx.commit();
 }
 
-void study_db::save(const trial& t, const space& s) {
+void sqlite_store::save(const trial& t, const space& s) {
   const detail::storage::trial_row row =
       impl_->with_path([&] { return detail::storage::trial_row(t, s); });
   std::lock_guard lock(impl_->mutex);
@@ -174,7 +163,7 @@ void study_db::save(const trial& t, const space& s) {
   q.step();  // autocommit: its own transaction, committed on return
 }
 
-void study_db::save_all(const std::vector<trial>& trials, const space& s) {
+void sqlite_store::save_all(const std::vector<trial>& trials, const space& s) {
   std::vector<detail::storage::trial_row> rows;
   rows.reserve(trials.size());
   impl_->with_path([&] {
@@ -190,14 +179,14 @@ void study_db::save_all(const std::vector<trial>& trials, const space& s) {
   tx.commit();
 }
 
-std::size_t study_db::trial_count() const {
+std::size_t sqlite_store::trial_count() const {
   std::lock_guard lock(impl_->mutex);
   auto s = impl_->db.prepare("SELECT COUNT(*) FROM trials");
   statement q(impl_->db, s.get(), "counting trials");
   return q.step() ? static_cast<std::size_t>(q.integer(0)) : 0;
 }
 
-void study_db::clear() {
+void sqlite_store::clear() {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->writer)
     throw error("study file '" + impl_->path.string() +
@@ -208,7 +197,7 @@ void study_db::clear() {
   tx.commit();
 }
 
-std::vector<trial> study_db::load(const space& s) const {
+std::vector<trial> sqlite_store::load(const space& s) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->with_path([&] {
     std::vector<trial> out;
@@ -218,7 +207,7 @@ std::vector<trial> study_db::load(const space& s) const {
   });
 }
 
-void study_db::check_integrity() const {
+void sqlite_store::check_integrity() const {
   std::lock_guard lock(impl_->mutex);
   const auto& c = impl_->db;
   auto s = c.prepare("PRAGMA integrity_check");

@@ -1,0 +1,125 @@
+// `tune --db postgresql://...` with `tessel worker` alongside, `show`,
+// `export` and `copy` on a shared study, on a real server
+// (storage/pg_cluster.hpp); and the worker's errors.
+#include "storage/pg_cluster.hpp"
+#include "tool.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <thread>
+
+using namespace cli_testing;
+using json = nlohmann::json;
+using tessel::testing::pg_cluster;
+
+namespace {
+
+/// `tessel ARGS` (the name `tessel` is also the library's namespace here).
+result run(const std::string& args) { return cli_testing::tessel(args); }
+
+const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
+
+/// `tessel ARGS` in the background, its output in files of its own.
+class background {
+ public:
+  /// `env`: VAR=VALUE assignments for its environment.
+  background(const std::string& name, const std::string& args, const std::string& env = "")
+      : base_(std::string(TESSEL_CLI_WORK_DIR) + "/" + name + "_" + std::to_string(::getpid())),
+        thread_([this, args, env] {
+          const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " + env +
+                                      " '" + TESSEL_CLI_PATH + "' " + args + " >'" + base_ +
+                                      ".out' 2>'" + base_ + ".err'";
+          const int status = std::system(command.c_str());
+          code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }) {}
+  /// Waits for it; its exit code, stdout and stderr.
+  result wait() {
+    thread_.join();
+    return {code_, read_text(base_ + ".out"), read_text(base_ + ".err")};
+  }
+
+ private:
+  std::string base_;
+  int code_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export and copy read it") {
+  PG_CLUSTER_OR_SKIP();
+  const auto url = pg_cluster::instance().study_url("cli");
+  // Workers started first wait for tune to make the study; each evaluation
+  // takes 30 ms, so all three get a share.
+  const std::string slow = "BOWL_SLEEP=0.03";
+  background one("w1", "worker '" + url + "' --wait 60 --jobs 1 --name one --lease 5 --heartbeat 1",
+                 slow);
+  background two("w2", "worker '" + url + "' --wait 60 --jobs 2 --name two --json -q", slow);
+  background tune(
+      "tune",
+      "tune fixtures/small.tsl " + bowl + " --budget 60 --seed 3 -q --jobs 1 --db '" + url + "'",
+      slow);
+  const auto t = tune.wait(), w1 = one.wait(), w2 = two.wait();
+  INFO("tune:\n", t.out, t.err, "\nworker one:\n", w1.out, w1.err, "\nworker two:\n", w2.out,
+       w2.err);
+  REQUIRE(t.code == 0);
+  REQUIRE(w1.code == 0);
+  REQUIRE(w2.code == 0);
+  CHECK(contains(t.out, "60 evaluations done"));
+  CHECK(contains(w1.err, "tessel worker one: study '" + url + "' (space 'small'"));
+  CHECK(contains(w1.out, "60 evaluations done"));
+  // The work was shared: results from more than one process.
+  const auto schema = url.substr(url.find("?study=") + 7);
+  CHECK(std::stoi(pg_cluster::instance().psql("SELECT count(DISTINCT worker_id) FROM " + schema +
+                                              ".trials")) >= 2);
+  const auto summary = json::parse(w2.out);
+  CHECK(summary["summary"]["evaluations"] == 60);
+  CHECK(summary["worker"] == "two");
+
+  const auto show = run("show '" + url + "' --json");
+  REQUIRE(show.code == 0);
+  const auto shown = json::parse(show.out);
+  CHECK(shown["finished"] == 60);
+  CHECK(shown["pending"] == 0);
+  const auto csv = run("export '" + url + "' --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 61);
+
+  // Into a file and back into another PostgreSQL study: the same export.
+  const std::string file =
+      std::string(TESSEL_CLI_WORK_DIR) + "/copied_" + std::to_string(::getpid()) + ".tessel.db";
+  std::filesystem::remove(file);
+  const auto copied = run("copy '" + url + "' '" + file + "'");
+  REQUIRE(copied.code == 0);
+  CHECK(copied.out ==
+        "copied study of space 'small' (60 trials) from " + url + " to " + file + "\n");
+  const auto back_url = pg_cluster::instance().study_url("cli_back");
+  REQUIRE(run("copy '" + file + "' '" + back_url + "'").code == 0);
+  CHECK(run("export '" + file + "' --format csv").out == csv.out);
+  CHECK(run("export '" + back_url + "' --format csv").out == csv.out);
+  const auto again = run("copy '" + file + "' '" + back_url + "'");
+  CHECK(again.code == 1);
+  CHECK(contains(again.err, "it holds 60 trials already"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("worker: a study file, an empty study and a bad URL are refused with the reason") {
+  const auto file = run("worker small.tessel.db");
+  CHECK(file.code == 1);
+  CHECK(contains(file.err,
+                 "tessel worker joins a shared study: give a postgresql:// URL, not "
+                 "'small.tessel.db' (a SQLite study file has one writer; continue it with "
+                 "`tessel tune FILE --db PATH --resume`)"));
+  const auto bad = run("worker 'postgresql://127.0.0.1/db?study=Bad'");
+  CHECK(bad.code == 1);
+  CHECK(contains(bad.err, "study name 'Bad' must be 1 to 63 lower-case letters"));
+  PG_CLUSTER_OR_SKIP();
+  const auto url = pg_cluster::instance().study_url("empty");
+  const auto empty = run("worker '" + url + "'");
+  CHECK(empty.code == 1);
+  CHECK(contains(empty.err, "'" + url +
+                                "' holds no study yet: create it with `tessel tune FILE --backend "
+                                "SPEC --db URL --budget N`, then start workers"));
+}
