@@ -84,7 +84,8 @@ class oracle final : public surrogate {
 };
 
 std::unique_ptr<study> kernel_study(const std::string& name, std::shared_ptr<bowl> b,
-                                    std::shared_ptr<study_store> db = nullptr, bool resume = false) {
+                                    std::shared_ptr<study_store> db = nullptr,
+                                    bool resume = false) {
   study::options o;
   o.window = 1;
   o.surrogate = std::make_shared<oracle>(b->minimum());
