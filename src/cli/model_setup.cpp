@@ -185,7 +185,7 @@ timed_kernels time_bests(const model_definition& m, const model_options& o,
     const trial* best = nullptr;
     std::optional<stored_study> stored;
     if (std::filesystem::exists(path)) {
-      stored = load_stored(path.string());
+      stored = reopen_study(path.string());
       for (const auto& t : stored->trials)
         if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
             (!best || t.result.objective < best->result.objective))
