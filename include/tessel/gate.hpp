@@ -228,6 +228,23 @@ class gate_spec {
   [[nodiscard]] virtual probe_values reference(std::span<const input_tensor> in,
                                                const probe_points& where) const = 0;
 
+  /// reference(), and in `spread` (one list per output, like the values, or
+  /// empty: none) per compared element the root sum of squares of the terms
+  /// its last sum adds, sqrt(sum_i t_i^2), when a correct schedule may store
+  /// those terms (or a factor of each) rounded to the output's type: an MLP's
+  /// h = silu(x W_gate) * (x W_up) in bf16 before y = h W_down. Storing t_i
+  /// with relative error u moves the element by up to u x |t_i|, which a
+  /// few large terms (heavy-tailed inputs) can make far more than u x
+  /// (|reference| + scale) where the sum cancels; the gate widens the
+  /// element's bound by tol x spread. The default: reference() and no spread
+  /// (the output is rounded once, from fp32 or wider sums).
+  [[nodiscard]] virtual probe_values reference_with_spread(std::span<const input_tensor> in,
+                                                           const probe_points& where,
+                                                           probe_values& spread) const {
+    spread.clear();
+    return reference(in, where);
+  }
+
   /// The output elements to compare, one list per output (in outputs()
   /// order), each index in [0, elements()). The gate draws them once per
   /// check from the secret. The default compares every element of an output
@@ -244,8 +261,8 @@ class gate_spec {
   /// multiplies it by gate_options::tolerance_scale and passes an element
   /// when |cand - ref| <= tol x (|ref| + scale), scale being the median
   /// magnitude of that output's nonzero reference elements on that input set
-  /// (docs/gate.md). Specs of schedules that accumulate in low precision
-  /// widen it.
+  /// (docs/gate.md), plus tol x the element's spread where reference() gives
+  /// one. Specs of schedules that accumulate in low precision widen it.
   [[nodiscard]] virtual std::vector<double> tolerances() const;
 
   /// A time in seconds no correct run can beat (the roofline bound), or 0

@@ -71,12 +71,13 @@ double robust_scale(const std::vector<double>& values, double top, double floor)
   return std::max(*middle, floor);
 }
 
-/// The error in units of the element's bound tol x (|r| + scale) (0: exact,
-/// any difference fails).
-double element_error(double c, double r, double tol, double scale) {
+/// The error in units of the element's bound tol x (|r| + allowance) (0:
+/// exact, any difference fails); the allowance is the output's scale plus
+/// the element's spread.
+double element_error(double c, double r, double tol, double allowance) {
   const double diff = std::abs(c - r);
   if (tol == 0) return diff == 0 ? 0 : 1 + diff;
-  return diff / (tol * (std::abs(r) + scale));
+  return diff / (tol * (std::abs(r) + allowance));
 }
 
 bool same_declaration(const tensor_spec& a, const tensor_spec& b) {
@@ -210,12 +211,22 @@ void gate_session::state::ensure_reference(std::size_t s) {
   set_record& rec = records_.at(s);
   if (rec.has_reference) return;
   stage = fmt::format("the spec's reference() on the {} suite", suite_name(s));
-  rec.reference = spec_.reference(drawn_[s], where_);
+  rec.reference = spec_.reference_with_spread(drawn_[s], where_, rec.spread);
   check_shape(rec.reference, "reference()");
+  if (!rec.spread.empty()) {
+    check_shape(rec.spread, "reference()'s spread");
+    for (const auto& list : rec.spread)
+      for (const double m : list)
+        if (!(m >= 0)) throw error(fmt::format("reference() gave a spread of {}", m));
+  }
   for (std::size_t o = 0; o < outputs_.size(); ++o)
     rec.scales.push_back(
         robust_scale(rec.reference[o], max_finite(outputs_[o].type), min_normal(outputs_[o].type)));
   rec.has_reference = true;
+}
+
+double gate_session::state::allowance(const set_record& rec, std::size_t o, std::size_t p) const {
+  return rec.scales[o] + (rec.spread.empty() ? 0.0 : rec.spread[o][p]);
 }
 
 verdict gate_session::state::fail(verdict v) {
@@ -282,9 +293,11 @@ std::optional<verdict> gate_session::state::judge(std::size_t s, const probe_val
         if (auto failed = non_finite_at(s, o, where_[o][p], c, r)) return failed;
         continue;
       }
-      const double e = element_error(c, std::clamp(r, -top, top), tolerances_[o], rec.scales[o]);
+      const double e =
+          element_error(c, std::clamp(r, -top, top), tolerances_[o], allowance(rec, o, p));
       if (e > 1) ++failing;
-      if (e > worst.error) worst = {e, o, p, call, c, r, rec.scales[o], tolerances_[o], 0};
+      if (e > worst.error)
+        worst = {e, o, p, call, c, r, rec.scales[o], tolerances_[o], allowance(rec, o, p), 0};
     }
     worst.failing = failing;
     if (worst.error > rec.worst.error) rec.worst = worst;
@@ -357,7 +370,7 @@ std::optional<verdict> gate_session::state::repeated(std::size_t s, const probe_
       const std::size_t p = determinism_[o][i];
       const double a = rec.first[o][i], b = at[o][p];
       if (same_bits(a, b) || (std::isnan(a) && std::isnan(b))) continue;
-      const double bound = tolerances_[o] * (std::abs(rec.reference[o][p]) + rec.scales[o]);
+      const double bound = tolerances_[o] * (std::abs(rec.reference[o][p]) + allowance(rec, o, p));
       const bool within = std::isfinite(a) && std::isfinite(b) && std::abs(a - b) <= bound;
       if (!bitwise && tolerances_[o] > 0 && within) continue;
       return judged(
@@ -427,9 +440,12 @@ std::string gate_session::state::incorrect_message() const {
   const std::size_t judged_sets = static_cast<std::size_t>(std::count_if(
       records_.begin(), records_.end(), [](const set_record& r) { return r.calls > 0; }));
   const tensor_spec& out = outputs_[w.output];
+  const std::string spread =
+      w.allowance > w.scale ? fmt::format(" + spread {:.4g}", w.allowance - w.scale) : "";
   const std::string bound =
-      w.tolerance == 0 ? std::string("an exact match")
-                       : fmt::format("{:.3g} x (|reference| + scale {:.4g})", w.tolerance, w.scale);
+      w.tolerance == 0
+          ? std::string("an exact match")
+          : fmt::format("{:.3g} x (|reference| + scale {:.4g}{})", w.tolerance, w.scale, spread);
   return fmt::format(
       "incorrect: output {} on the {} suite (call {}) is {} where the reference is {}: off by "
       "{:.3g} x its bound ({}); {} of {} compared elements of {} are off; {} of {} suites fail "

@@ -74,16 +74,17 @@ struct gate_session::state {
     double error = 0;
     std::size_t output = 0, position = 0;
     int call = 0;
-    double candidate = 0, reference = 0, scale = 0, tolerance = 0;
+    double candidate = 0, reference = 0, scale = 0, tolerance = 0, allowance = 0;
     std::size_t failing = 0;  ///< elements over their bound in that call and output
   };
   /// What the rules keep of one input set.
   struct set_record {
     bool has_reference = false;
-    probe_values reference;                 ///< at the probes
-    std::vector<double> scales;             ///< per output: the median nonzero |reference|
-    int calls = 0;                          ///< judged so far
-    probe_values first;                     ///< the first call at determinism_ positions
+    probe_values reference;      ///< at the probes
+    std::vector<double> scales;  ///< per output: the median nonzero |reference|
+    probe_values spread;         ///< per output: the spec's spread at the probes (empty: none)
+    int calls = 0;               ///< judged so far
+    probe_values first;          ///< the first call at determinism_ positions
     std::vector<std::uint64_t> first_bits;  ///< per output: a hash of the first call's bits
     std::vector<double> first_value;        ///< per output: the first call's first probed value
     std::vector<bool> uniform;              ///< per output: the first call is one value everywhere
@@ -102,6 +103,9 @@ struct gate_session::state {
   [[nodiscard]] std::optional<verdict> insensitive() const;
   [[nodiscard]] std::string incorrect_message() const;
   void check_shape(const probe_values& values, std::string_view call) const;
+  /// What the bound of element p of output o on set s adds to |reference|:
+  /// the output's scale plus the element's spread.
+  [[nodiscard]] double allowance(const set_record& rec, std::size_t o, std::size_t p) const;
 
   const gate_spec& spec_;
   const gate_options& options_;

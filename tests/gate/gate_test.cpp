@@ -190,6 +190,61 @@ TEST_CASE("the per-element bound: near-zero elements are judged against the medi
   CHECK(w.message.find("its bound (0.000244 x (|reference| + scale ") != std::string::npos);
 }
 
+namespace {
+
+/// The identity with element 0 the sum of terms that cancel: its reference
+/// is 1e-9, the root sum of squares of its terms `spread` (every other
+/// element has none).
+class spread_spec : public elementwise_spec {
+ public:
+  explicit spread_spec(double spread)
+      : elementwise_spec({1000}, element_type::fp32,
+                         [](double x, std::int64_t flat) { return flat == 0 ? 1e-9 : x; }),
+        spread_(spread) {}
+  probe_values reference_with_spread(std::span<const tessel::input_tensor> in,
+                                     const probe_points& where,
+                                     probe_values& spread) const override {
+    spread = probe_values(1);
+    for (const std::int64_t flat : where[0]) spread[0].push_back(flat == 0 ? spread_ : 0.0);
+    return reference(in, where);
+  }
+
+ private:
+  double spread_;
+};
+
+}  // namespace
+
+TEST_CASE("the spread: an element whose terms are large is judged against them") {
+  const tessel::gate_options o{.suite = {tessel::distribution::normal}, .secret = 42};
+  // Off by 1 where the terms' root sum of squares is 1e6: 1 / (2^-12 x 1e6)
+  // = 0.004 of the bound, where without the spread it is thousands.
+  const spread_spec spec(1e6);
+  const auto off_at_0 = [](double by) {
+    return [by](double r, std::int64_t flat) { return flat == 0 ? r + by : r; };
+  };
+  const elementwise near(spec, off_at_0(1));
+  tessel::gate g(o);
+  const tessel::verdict v = g.check(spec, near, 1);
+  INFO(v.message);
+  CHECK(v.ok());
+  CHECK(v.max_error < 0.005);
+  const spread_spec plain(0);
+  tessel::gate without(o);
+  CHECK(without.check(plain, elementwise(plain, off_at_0(1)), 1).status == status::incorrect);
+  // Off by 1e3: about 4 bounds; the message shows the spread.
+  tessel::gate far_gate(o);
+  const tessel::verdict far = far_gate.check(spec, elementwise(spec, off_at_0(1e3)), 1);
+  CHECK(far.status == status::incorrect);
+  CHECK(far.message.find(" + spread 1e+06))") != std::string::npos);
+  // A negative spread is the spec answering badly.
+  const spread_spec bad(-1);
+  tessel::gate bad_gate(o);
+  const tessel::verdict b = bad_gate.check(bad, elementwise(bad, same), 1);
+  CHECK(b.status == status::runtime_error);
+  CHECK(b.message.find("reference() gave a spread of -1") != std::string::npos);
+}
+
 TEST_CASE("overflow: saturation or an infinity of the reference's sign is honest") {
   // y = 1e6 x in fp16: most references exceed 65504.
   const auto fp16 = element_type::fp16;

@@ -45,26 +45,46 @@ class row_kernel : public functional_kernel {
   [[nodiscard]] virtual std::vector<std::vector<double>> row(
       const std::vector<std::vector<double>>& x, const std::vector<double>& shared, std::int64_t i,
       bool reference) const = 0;
+  /// Per output, the spread of row i's reference elements
+  /// (gate_spec::reference_with_spread), or none: the outputs are rounded
+  /// once.
+  [[nodiscard]] virtual std::vector<std::vector<double>> row_spread(
+      const std::vector<std::vector<double>>& x, const std::vector<double>& shared) const {
+    (void)x;
+    (void)shared;
+    return {};
+  }
   /// Values every row reads, read once per run (RMSNorm's weight).
   [[nodiscard]] virtual std::vector<double> shared(std::span<const input_tensor> in) const {
     (void)in;
     return {};
   }
 
+  /// The outputs at `where`: the reference (with `spread`, also its spread,
+  /// or none) or as the schedule computes them.
   [[nodiscard]] probe_values gather(std::span<const input_tensor> in, const probe_points& where,
-                                    bool reference) const {
+                                    bool reference, probe_values* spread = nullptr) const {
     return memo_.with(in, [&](row_inputs& read) {
       if (!read.has_shared) read.shared = shared(in);
       read.has_shared = true;
-      std::map<std::int64_t, std::vector<std::vector<double>>> rows;
+      std::map<std::int64_t, std::vector<std::vector<double>>> rows, spreads;
       probe_values out(where.size());
+      if (spread) *spread = probe_values(where.size());
       for (std::size_t k = 0; k < where.size(); ++k)
         for (const auto flat : where[k]) {
           const std::int64_t i = flat / spec_.cols, j = flat % spec_.cols;
           auto& r = rows[i];
-          if (r.empty()) r = row(input_rows(in, read, i), read.shared, i, reference);
+          if (r.empty()) {
+            r = row(input_rows(in, read, i), read.shared, i, reference);
+            if (spread) spreads[i] = row_spread(input_rows(in, read, i), read.shared);
+          }
           out[k].push_back(r[k][static_cast<std::size_t>(j)]);
+          if (spread && !spreads[i].empty())
+            (*spread)[k].push_back(spreads[i][k][static_cast<std::size_t>(j)]);
         }
+      if (spread && std::any_of(spread->begin(), spread->end(),
+                                [&](const auto& list) { return list.empty(); }))
+        spread->clear();  // no spread for some output: none at all
       return out;
     });
   }
@@ -102,6 +122,11 @@ class row_kernel : public functional_kernel {
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override {
     return gather(in, where, true);
+  }
+  [[nodiscard]] probe_values reference_with_spread(std::span<const input_tensor> in,
+                                                   const probe_points& where,
+                                                   probe_values& spread) const override {
+    return gather(in, where, true, &spread);
   }
 
  protected:
@@ -208,6 +233,32 @@ class layernorm_kernel final : public row_kernel {
  public:
   using row_kernel::row_kernel;
 
+ private:
+  /// (x - mean) * rstd * gamma of one row in fp64: the first term of y.
+  [[nodiscard]] static std::vector<double> scaled_row(const std::vector<double>& x,
+                                                      const std::vector<double>& gb) {
+    const std::size_t n = x.size();
+    double mean = 0, var = 0;
+    for (const double v : x) mean += v;
+    mean /= static_cast<double>(n);
+    for (const double v : x) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(n);
+    const double rstd = 1 / std::sqrt(var + layernorm_epsilon);
+    std::vector<double> out(n);
+    for (std::size_t j = 0; j < n; ++j) out[j] = (x[j] - mean) * rstd * gb[j];
+    return out;
+  }
+
+ public:
+  /// y = t + beta sums two terms, t stored in the pipeline's type (twice
+  /// rounded): the spread is sqrt(t^2 + beta^2).
+  [[nodiscard]] std::vector<std::vector<double>> row_spread(
+      const std::vector<std::vector<double>>& in, const std::vector<double>& gb) const override {
+    auto out = scaled_row(in[0], gb);
+    for (std::size_t j = 0; j < out.size(); ++j) out[j] = std::hypot(out[j], gb[out.size() + j]);
+    return {out};
+  }
+
   [[nodiscard]] std::vector<tensor_spec> inputs() const override {
     return {{"x", {spec_.rows, spec_.cols}, type_},
             {"gamma", {spec_.cols}, type_},
@@ -235,13 +286,8 @@ class layernorm_kernel final : public row_kernel {
     std::vector<std::vector<double>> out(1, std::vector<double>(n, 0.0));
     const std::vector<double>& x = in[0];
     if (reference) {
-      double mean = 0, var = 0;
-      for (const double v : x) mean += v;
-      mean /= static_cast<double>(n);
-      for (const double v : x) var += (v - mean) * (v - mean);
-      var /= static_cast<double>(n);
-      const double rstd = 1 / std::sqrt(var + layernorm_epsilon);
-      for (std::size_t j = 0; j < n; ++j) out[0][j] = (x[j] - mean) * rstd * gb[j] + gb[n + j];
+      const auto scaled = scaled_row(x, gb);
+      for (std::size_t j = 0; j < n; ++j) out[0][j] = scaled[j] + gb[n + j];
       return out;
     }
     if (!row_computed(i)) return out;

@@ -58,13 +58,22 @@ class swiglu_kernel final : public functional_kernel {
 
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override {
-    return outputs_at(in, where, true);
+    probe_values spread;
+    return reference_with_spread(in, where, spread);
+  }
+
+  /// The down projection's terms h_j W_down[j, c] are products of h, which
+  /// the schedule stores in dtype: their root sum of squares is the spread.
+  [[nodiscard]] probe_values reference_with_spread(std::span<const input_tensor> in,
+                                                   const probe_points& where,
+                                                   probe_values& spread) const override {
+    return memo_.with(in, [&](columns& cache) { return outputs_at(in, where, &spread, cache); });
   }
 
  protected:
   [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
                                      const probe_points& where) const override {
-    return outputs_at(in, where, false);
+    return memo_.with(in, [&](columns& cache) { return outputs_at(in, where, nullptr, cache); });
   }
 
  private:
@@ -84,19 +93,17 @@ class swiglu_kernel final : public functional_kernel {
     return c;
   }
 
-  [[nodiscard]] probe_values outputs_at(std::span<const input_tensor> in, const probe_points& where,
-                                        bool exact) const {
-    return memo_.with(in, [&](columns& cache) { return outputs_at(in, where, exact, cache); });
-  }
-
   /// The f (d_ff) and d (d_model) extents the loops visit, and whether the
   /// token `t` is computed: with drop_tail the partial last blocks are not.
   [[nodiscard]] std::int64_t visited(std::int64_t extent, std::int64_t tile, bool drop) const {
     return drop && extent % tile != 0 && extent > tile ? extent / tile * tile : extent;
   }
 
+  /// The schedule's outputs at `where`, or with `spread` the fp64 reference
+  /// and its spread (gate_spec::reference_with_spread).
   [[nodiscard]] probe_values outputs_at(std::span<const input_tensor> in, const probe_points& where,
-                                        bool exact, columns& cache) const {
+                                        probe_values* spread, columns& cache) const {
+    const bool exact = spread != nullptr;
     const auto& points = where.at(0);
     const bool drop = !exact && injected() == fault::drop_tail;
     const bool skip = !exact && injected() == fault::skip_accumulation;
@@ -128,17 +135,22 @@ class swiglu_kernel final : public functional_kernel {
             exact ? exact_h(*x[i], wg, wu) : scheduled_h(*x[i], wg, wu);
     }
     std::vector<std::vector<double>> y(n, std::vector<double>(cols.size(), 0.0));
+    auto terms = y;  // exact: the root sum of squares of h_j W_down[j, c]
     for (std::size_t c = 0; c < cols.size(); ++c) {
       if (cols[c] >= d_end) continue;  // never computed
       const auto& wd = column(cache, in, 3, cols[c], f);
       for (std::size_t i = 0; i < n; ++i) {
         if (tokens[i] >= t_end) continue;
         if (exact) {
-          double sum = 0;
-          for (std::int64_t j = 0; j < f; ++j)
-            sum += h[i][static_cast<std::size_t>(j)] *
-                   static_cast<double>(wd[static_cast<std::size_t>(j)]);
+          double sum = 0, squares = 0;
+          for (std::int64_t j = 0; j < f; ++j) {
+            const double t = h[i][static_cast<std::size_t>(j)] *
+                             static_cast<double>(wd[static_cast<std::size_t>(j)]);
+            sum += t;
+            squares += t * t;
+          }
           y[i][c] = sum;
+          terms[i][c] = std::sqrt(squares);
           continue;
         }
         // the PSUM group over d_ff; with fuse_down one group per ff block,
@@ -157,12 +169,14 @@ class swiglu_kernel final : public functional_kernel {
     }
     probe_values out(1);
     out[0].reserve(points.size());
+    if (spread) *spread = probe_values(1);
     for (const auto flat : points) {
       const auto i = static_cast<std::size_t>(
           std::lower_bound(tokens.begin(), tokens.end(), flat / d) - tokens.begin());
       const auto c = static_cast<std::size_t>(std::lower_bound(cols.begin(), cols.end(), flat % d) -
                                               cols.begin());
       out[0].push_back(y[i][c]);
+      if (spread) (*spread)[0].push_back(terms[i][c]);
     }
     return out;
   }
