@@ -10,8 +10,8 @@
 // so only the strategies' own time is measured.
 //
 // Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so a loaded
-// machine does not inflate them; TBB is held to that one thread meanwhile. Columns per strategy and
-// checkpoint N (observations before the window):
+// machine does not inflate them; TBB is held to that one thread meanwhile.
+// Columns per strategy and checkpoint N (observations before the window):
 //   median   median ask+tell over the window of --window iterations after N
 //   mean     their mean (includes a hyper-parameter refit if one falls inside)
 //   ask/tell mean ask and mean tell over the window
