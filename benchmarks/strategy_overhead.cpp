@@ -10,8 +10,8 @@
 // so only the strategies' own time is measured.
 //
 // Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so a loaded
-// machine does not inflate them. Columns per strategy and checkpoint N
-// (observations before the window):
+// machine does not inflate them; TBB is held to that one thread meanwhile.
+// Columns per strategy and checkpoint N (observations before the window):
 //   median   median ask+tell over the window of --window iterations after N
 //   mean     their mean (includes a hyper-parameter refit if one falls inside)
 //   ask/tell mean ask and mean tell over the window
@@ -21,8 +21,14 @@
 // "bo-exact" is `bo` with gp_options::max_model_points = 0 (a GP of every
 // observation), beside the default `bo` (at most 256).
 //
+// --compare-threads N adds a second table: each strategy run --repeats times
+// with TBB limited to 1 thread and to N (tbb::global_control), alternately,
+// timed in wall-clock seconds (its helpers' CPU time is not the caller's):
+// medians and amortized times per side, the amortized ratio 1 thread / N
+// threads, and whether every run proposed the same trials (it must).
+//
 //   bench_strategy_overhead [--space FILE] [--strategies a,b] [--checkpoints 100,500,1000]
-//                           [--window 20] [--seed 1]
+//                           [--window 20] [--seed 1] [--compare-threads N [--repeats 3]]
 #include "common.hpp"
 
 #include <tessel/bayesian.hpp>
@@ -30,9 +36,12 @@
 #include <tessel/strategies.hpp>
 
 #include <fmt/format.h>
+#include <tbb/global_control.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <iostream>
@@ -101,7 +110,12 @@ measurement objective(const space& s, const config& c) {
 
 struct timing {
   std::vector<double> ask_s, tell_s;  ///< per iteration, in order
+  std::vector<std::uint64_t> keys;    ///< the proposals, in order
 };
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 /// Runs ask(1) + tell until `iterations` trials or the strategy runs dry.
 /// A registered strategy, or "bo-exact": `bo` whose GP keeps every
@@ -111,15 +125,17 @@ std::unique_ptr<strategy> make(const std::string& name) {
   return make_strategy(name);
 }
 
-timing run(const std::string& name, const space& s, std::size_t iterations, std::uint64_t seed) {
+/// `clock`: the calling thread's CPU time, or the wall clock (parallel work).
+timing run(const std::string& name, const space& s, std::size_t iterations, std::uint64_t seed,
+           double (*clock)() = bench::thread_cpu_s) {
   auto st = make(name);
   context ctx(s);
   st->start(s, seed);
   timing t;
   for (std::size_t i = 0; i < iterations; ++i) {
-    const double t0 = bench::thread_cpu_s();
+    const double t0 = clock();
     const auto proposed = st->propose(1, ctx);
-    const double t1 = bench::thread_cpu_s();
+    const double t1 = clock();
     if (proposed.empty()) break;
     trial tr;
     tr.id = i + 1;
@@ -130,11 +146,12 @@ timing run(const std::string& name, const space& s, std::size_t iterations, std:
     tr.result = objective(s, tr.config);
     ctx.mark(tr.key);
     ctx.finish(tr);
-    const double t2 = bench::thread_cpu_s();
+    const double t2 = clock();
     st->observe(tr);
-    const double t3 = bench::thread_cpu_s();
+    const double t3 = clock();
     t.ask_s.push_back(t1 - t0);
     t.tell_s.push_back(t3 - t2);
+    t.keys.push_back(tr.key);
   }
   return t;
 }
@@ -163,6 +180,55 @@ row summarize(const timing& t, std::size_t n, std::size_t window) {
   return r;
 }
 
+/// The --compare-threads table: 1 thread against `threads`, run alternately.
+/// Per checkpoint N: the median ask+tell over every repeat's window, and the
+/// amortized ask+tell of iterations N/2+1 .. N (refits included) with the
+/// ratio of each repeat's pair: their median [min, max].
+void compare_threads(const std::vector<std::string>& names, const space& s,
+                     const std::vector<std::size_t>& checkpoints, std::size_t window,
+                     std::uint64_t seed, std::size_t threads, std::size_t repeats) {
+  std::cout << fmt::format("\nwall-clock ask+tell, TBB on 1 thread vs {} ({} repeats)\n", threads,
+                           repeats);
+  std::cout << fmt::format("{:<12}{:>7}{:>12}{:>12}{:>14}{:>14}{:>24}{:>7}\n", "strategy", "obs",
+                           "median 1", fmt::format("median {}", threads), "amortized 1",
+                           fmt::format("amortized {}", threads), "ratio [min, max]", "same");
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? std::nan("") : v[v.size() / 2];
+  };
+  for (const auto& name : names) {
+    std::vector<std::array<timing, 2>> runs(repeats);  // [1 thread, `threads`]
+    bool same = true;
+    for (auto& pair : runs) {
+      for (std::size_t side = 0; side < 2; ++side) {
+        const tbb::global_control limit(tbb::global_control::max_allowed_parallelism,
+                                        side == 0 ? 1 : threads);
+        pair[side] = run(name, s, checkpoints.back() + window, seed, wall_s);
+        same = same && pair[side].keys == runs.front()[0].keys;
+      }
+    }
+    for (auto n : checkpoints) {
+      std::array<std::vector<double>, 2> medians, amortized;
+      std::vector<double> ratios;
+      for (const auto& pair : runs) {
+        std::array<row, 2> r{summarize(pair[0], n, window), summarize(pair[1], n, window)};
+        if (!r[0].ok || !r[1].ok) continue;
+        for (std::size_t side = 0; side < 2; ++side) {
+          medians[side].push_back(r[side].median_ms);
+          amortized[side].push_back(r[side].amortized_ms);
+        }
+        ratios.push_back(r[0].amortized_ms / r[1].amortized_ms);
+      }
+      if (ratios.empty()) continue;
+      const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+      std::cout << fmt::format(
+          "{:<12}{:>7}{:>12.3f}{:>12.3f}{:>14.3f}{:>14.3f}{:>24}{:>7}\n", name, n,
+          median(medians[0]), median(medians[1]), median(amortized[0]), median(amortized[1]),
+          fmt::format("{:.2f} [{:.2f}, {:.2f}]", median(ratios), *lo, *hi), same ? "yes" : "NO");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +249,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "the strategies' seed")->capture_default_str();
+  std::size_t threads = 0, repeats = 3;
+  app.add_option("--compare-threads", threads,
+                 "also time each strategy in wall-clock time with TBB on 1 thread and on N")
+      ->check(CLI::Range(2, 1024));
+  app.add_option("--repeats", repeats, "alternate runs per side of --compare-threads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   const space s = space_file.empty() ? parse_space(default_space) : load_space(space_file);
@@ -195,9 +268,13 @@ int main(int argc, char** argv) {
                            s.name(), s.count(), s.size(), s.encoding().size());
 
   std::map<std::string, std::vector<row>> rows;
-  for (const auto& name : names) {
-    const auto t = run(name, s, checkpoints.back() + window, seed);
-    for (auto n : checkpoints) rows[name].push_back(summarize(t, n, window));
+  {
+    // One thread: the caller's CPU time is then all of a strategy's work.
+    const tbb::global_control serial(tbb::global_control::max_allowed_parallelism, 1);
+    for (const auto& name : names) {
+      const auto t = run(name, s, checkpoints.back() + window, seed);
+      for (auto n : checkpoints) rows[name].push_back(summarize(t, n, window));
+    }
   }
   std::cout << fmt::format("{:<12}{:>7}{:>12}{:>12}{:>11}{:>11}{:>13}{:>11}\n", "strategy", "obs",
                            "median ms", "mean ms", "ask ms", "tell ms", "amortized ms", "x random");
@@ -218,5 +295,6 @@ int main(int argc, char** argv) {
                                r.amortized_ms, ratio);
     }
   }
+  if (threads > 0) compare_threads(names, s, checkpoints, window, seed, threads, repeats);
   return 0;
 }

@@ -3,8 +3,8 @@
 find_package(Boost 1.74 REQUIRED)                  # header-only: Spirit X3 (dsl/), Math (normal cdf)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)        # private: strategies/bayesian, the sim newton_schulz executor
 find_package(NLopt REQUIRED)                       # private: strategies/bayesian, sim calibration
-find_package(TBB REQUIRED)                         # private to the scheduler
-find_package(range-v3 REQUIRED)
+find_package(TBB REQUIRED)                         # private to strategies: parallel GP fits, bo's pool
+find_package(range-v3 REQUIRED)                    # header-only, private to strategies/bayesian
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)

@@ -89,11 +89,12 @@ function(_tessel_collect_links target)
     return()
   endif()
   foreach(link IN LISTS links)
-    # $<LINK_ONLY:x> is exported; $<BUILD_INTERFACE:x> is not.
+    # $<LINK_ONLY:x> is exported; $<BUILD_INTERFACE:x> is not, nor is a
+    # PRIVATE one (a static library's $<LINK_ONLY:$<BUILD_INTERFACE:x>>).
+    string(REGEX REPLACE "^\\$<(LINK_ONLY|INSTALL_INTERFACE):(.*)>$" "\\2" link "${link}")
     if(link MATCHES "^\\$<BUILD_INTERFACE:")
       continue()
     endif()
-    string(REGEX REPLACE "^\\$<(LINK_ONLY|INSTALL_INTERFACE):(.*)>$" "\\2" link "${link}")
     if(link MATCHES "^\\$<")
       message(WARNING "tessel install: ${target} links '${link}', a generator expression "
                       "cmake/tessel_install.cmake does not read; tesselConfig does not re-find it")

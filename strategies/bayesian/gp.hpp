@@ -129,7 +129,8 @@ struct fit_report {
 /// hyper-parameters within their bounds: L-BFGS (nlopt LD_LBFGS) with the
 /// analytic gradient, from the current theta, the defaults and
 /// settings.restarts random points; keeps the best point any start reached.
-/// Deterministic for a given `random` state. Needs no fantasies present.
+/// The starts run in parallel (TBB); the result is the same on any thread
+/// count. Deterministic for a given `random` state. Needs no fantasies present.
 fit_report fit_hyper_parameters(gp& model, rng& random, const fit_settings& settings);
 
 /// log p(y | X, theta) and its gradient for raw feature columns and
