@@ -59,7 +59,7 @@ const std::map<std::string, sets, std::less<>>& reduced_shapes() {
       // top-2 of 8 experts over 48 tokens: uneven groups, every group tile partial
       {"moe.tsl",
        {{"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}}},
-      {"newton_schulz", "sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
+      {"sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
   };
   return table;
 }
