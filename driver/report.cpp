@@ -77,7 +77,7 @@ std::string study_report(const stored_study& stored, const report_request& r) {
   if (r.format != "html" && r.format != "svg")
     throw error(fmt::format("report: unknown format '{}' (html or svg)", r.format));
   if (r.format == "svg" && r.plot.empty())
-    throw error(fmt::format("report: the svg format draws one plot: name it ({})",
+    throw error(fmt::format("report: the svg format draws one plot: name the plot ({})",
                             fmt::join(report_plot_names(), ", ")));
   report_input in;
   in.record = &stored.record;

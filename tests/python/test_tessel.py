@@ -253,5 +253,5 @@ def test_interactions_and_the_report_of_a_study_file(tmp_path):
     assert svg.startswith("<?xml") and "<svg" in svg
     with pytest.raises(tessel.Error, match="unknown format 'pdf'"):
         tessel.report(db, format="pdf")
-    with pytest.raises(tessel.Error, match="name it"):
+    with pytest.raises(tessel.Error, match="svg format draws one plot: name the plot"):
         tessel.report(db, format="svg")
