@@ -132,8 +132,9 @@ class server {
          fmt::format("tessel tunes the kernel space '{}' ({} valid configs) on backend '{}'. Start "
                      "with the space tool. Then either ask for configs, measure them yourself and "
                      "tell the results, or {}. enqueue your own ideas (with the tokens they cost); "
-                     "explain says why a config is slow on the simulator; why_failed says why "
-                     "trials failed.",
+                     "explain says why a config is slow on the simulator; interactions says which "
+                     "changes help alone and which only together; why_failed says why trials "
+                     "failed.",
                      s.name(), s.count(), ops_.backend().name(),
                      ops_.evaluates() ? "let tessel measure with evaluate and run"
                                       : "(this session has no backend) use ask/tell only")}};

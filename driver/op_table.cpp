@@ -94,6 +94,15 @@ std::vector<op_info> make_op_list() {
        "busy fractions and ranked suggestions in terms of the space's parameters. Give a config, "
        "a trial_id, or nothing for the best trial.",
        schema(object({config_property, trial_id_property}))},
+      {"interactions",
+       "Which changes of a config (default the best) from a base (default the baseline) help on "
+       "their own and which only together: each change alone, the config without each, and "
+       "every pair. Figures the study has are measured; up to `budget` more are evaluated on "
+       "the backend (gated, kept as trials); the rest are predicted by the surrogate. Each "
+       "figure says whether it was measured or predicted.",
+       schema(object({config_property, trial_id_property, R"(
+  "against": {"type": "object", "description": "the base config, as config; default the space's baseline"},
+  "budget": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 0, "description": "evaluations on the backend to spend at most; above 0 needs a backend"})"}))},
       {"why_failed",
        "Why trials failed: one trial (trial_id), whether a config is valid (config), or all "
        "failures grouped by status with examples.",

@@ -4,6 +4,8 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/codec.hpp>
+#include <tessel/driver.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
@@ -54,6 +56,8 @@ class arguments {
     std::uint64_t n = 0;
     if (v.is_number_unsigned()) {
       n = v.get<std::uint64_t>();
+    } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {  // a C++ caller's int
+      n = static_cast<std::uint64_t>(v.get<std::int64_t>());
     } else if (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
                v.get<double>() >= 0 && v.get<double>() < 1e18) {
       n = static_cast<std::uint64_t>(v.get<double>());
@@ -94,11 +98,12 @@ class arguments {
     config c;
     try {
       c = s.from_partial_json(a_[key].dump());
-    } catch (const error& e) {
-      bad(op_, e.what());
+    } catch (const error& e) {  // named when it is not the usual "config"
+      bad(op_, std::string_view(key) == "config" ? std::string(e.what())
+                                                 : fmt::format("\"{}\": {}", key, e.what()));
     }
     if (const auto why = s.why_invalid(c); !why.empty())
-      bad(op_, fmt::format("config {} is not valid: {}", s.to_json(c), why));
+      bad(op_, fmt::format("{} {} is not valid: {}", key, s.to_json(c), why));
     return c;
   }
 
@@ -246,6 +251,38 @@ json explanation_json(const sim_explanation& e, const space& s, const config& c)
           {"outside_space", outside}};
 }
 
+json interactions_json(const interaction_report& r, const space& s) {
+  auto point = [&](const interaction_point& p) {
+    json changes = json::array();
+    for (const auto i : p.changes) changes.push_back(r.changes[i]);
+    const auto gain = r.gain(p);
+    return json{{"changes", changes},
+                {"config", codec::config_json(s, p.c)},
+                {"objective", p.objective ? json(*p.objective) : json(nullptr)},
+                {"gain", gain ? json(*gain) : json(nullptr)},
+                {"basis", !p.objective ? json(nullptr)
+                          : p.measured ? json("measured")
+                                       : json("predicted")},
+                {"note", p.note}};
+  };
+  auto design = [&](const std::vector<interaction_point>& points) {
+    json out = json::array();
+    for (const auto& p : points) out.push_back(point(p));
+    return out;
+  };
+  return {{"changes", r.changes},
+          {"base", point(r.base)},
+          {"target", point(r.target)},
+          {"alone", design(r.alone)},
+          {"without", design(r.without)},
+          {"pairs", design(r.pairs)},
+          {"only_together", r.only_together()},
+          {"measured", r.measured},
+          {"spent", r.spent},
+          {"predicted", r.predicted},
+          {"text", r.text()}};
+}
+
 // --- ops --------------------------------------------------------------------------------------
 
 struct agent_ops::observer_bridge final : observer {
@@ -348,6 +385,14 @@ const trial& trial_of(const study& st, const arguments& a, std::string_view op) 
   return st.trials()[id - 1];
 }
 
+/// The config an op is about: "config", else trial "trial_id"'s, else the best trial's.
+config subject_of(const study& st, const arguments& a, std::string_view op) {
+  if (a.has("config")) return a.config_of(st.space());
+  if (a.has("trial_id")) return trial_of(st, a, op).config;
+  if (const auto* b = st.best()) return b->config;
+  bad(op, "no successful trial yet: give a \"config\" or a \"trial_id\"");
+}
+
 /// why_failed: whether a config is valid, why one trial failed, or every failure.
 json why_failed_of(const study& st, const arguments& a) {
   const auto& s = st.space();
@@ -443,6 +488,7 @@ json agent_ops::dispatch(std::string_view name, const json& given, const progres
   if (name == "best") return {{"best", best_json(study_)}};
   if (name == "trials") return {{"trials", trials_json(study_)}};
   if (name == "explain") return explain_op(given);
+  if (name == "interactions") return interactions_op(given);
   if (name == "why_failed") return why_failed_of(study_, a);
   if (name == "verify") {
     need_backend(name);
@@ -487,17 +533,36 @@ json agent_ops::run_op(const json& given, const progress_sink& progress) {
 json agent_ops::explain_op(const json& given) {
   const arguments a("explain", given);
   const auto& s = study_.space();
-  config c;
-  if (a.has("config")) {
-    c = a.config_of(s);
-  } else if (a.has("trial_id")) {
-    c = trial_of(study_, a, "explain").config;
-  } else if (const auto* b = study_.best()) {
-    c = b->config;
-  } else {
-    bad("explain", "no successful trial yet: give a \"config\" or a \"trial_id\" to explain");
-  }
+  const config c = subject_of(study_, a, "explain");
   return {{"explanation", explanation_json(simulator().analyse(s, c), s, c)}};
+}
+
+json agent_ops::interactions_op(const json& given) {
+  const arguments a("interactions", given);
+  const auto& s = study_.space();
+  const config target = subject_of(study_, a, "interactions");
+  config base;
+  if (a.has("against")) {
+    base = a.config_of(s, "against");
+  } else if (const auto c = s.default_config()) {
+    base = *c;
+  } else {
+    bad("interactions", "the baseline is not a valid config: give \"against\"");
+  }
+  const auto budget = a.whole("budget", 0, 0, max_run);
+  if (budget > 0) need_backend("interactions with a \"budget\" above 0");
+  // Each measurement is a gated trial of the study (kept, and free the next time).
+  const interaction_measure measure = [&](const config& c,
+                                          std::string& why) -> std::optional<double> {
+    const auto& t = study_.evaluate(c, {"agent/interactions", 0, ""});
+    if (t.result.ok()) return t.result.objective;
+    why = fmt::format("{}: {}", to_string(t.result.status), t.result.message);
+    return std::nullopt;
+  };
+  const auto model = fitted_surrogate(s, study_.trials());
+  const auto r = analyse_interactions(s, base, target, budget > 0 ? measure : interaction_measure{},
+                                      model.get(), budget, study_.trials());
+  return {{"interactions", interactions_json(r, s)}};
 }
 
 }  // namespace tessel

@@ -1,7 +1,11 @@
-// report.cpp: what the failures of a study taught, for every front-end's
-// report (tessel/driver.hpp): the learned constraints (tessel/constraints.hpp)
-// as candidate `require` lines, and what testing them found.
+// report.cpp: a study's reports for every front-end (tessel/driver.hpp):
+// what its failures taught (the learned constraints as candidate `require`
+// lines, and what testing them found), and the HTML/SVG report with the
+// Gaussian-process surrogate of strategies/bayesian wired in.
+#include <tessel/bayesian.hpp>
 #include <tessel/driver.hpp>
+#include <tessel/error.hpp>
+#include <tessel/report.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,7 +26,71 @@ std::vector<const trial*> rule_tests(const std::vector<trial>& trials) {
   return out;
 }
 
+/// The best config against the baseline: the study's own figures measured
+/// (its baseline and best at least), the rest predicted by `model`.
+void add_interactions(const stored_study& stored, const surrogate& model, report_input& in) {
+  const auto& s = stored.space;
+  const auto base = s.default_config();
+  const trial* best = nullptr;
+  for (const auto& t : stored.trials)
+    if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
+        (!best || t.result.objective < best->result.objective))
+      best = &t;
+  if (!base || !best) {
+    in.interactions_note = !base ? "the baseline is not a valid config" : "no trial finished ok";
+    return;
+  }
+  in.interactions = analyse_interactions(s, *base, best->config, {}, &model, 0, stored.trials);
+}
+
+/// What the GP surrogate fed every finished trial says: the importances and
+/// the interactions, or why not.
+void add_model_figures(const stored_study& stored, report_input& in) {
+  const auto model = fitted_surrogate(stored.space, stored.trials);
+  in.importance = parameter_importances(stored.space, stored.trials, *model);
+  if (in.importance) {
+    in.importance->method += " (Gaussian-process surrogate, docs/bayesian.md)";
+  } else {
+    std::size_t ok = 0;
+    for (const auto& t : stored.trials)
+      ok += t.state == trial_state::finished && t.result.ok() ? 1 : 0;
+    in.importance_note =
+        fmt::format("the Gaussian-process surrogate is not ready ({} ok trials; it needs {})", ok,
+                    gp_options{}.min_observations);
+  }
+  if (model->ready())
+    add_interactions(stored, *model, in);
+  else
+    in.interactions_note = in.importance_note;
+}
+
 }  // namespace
+
+std::unique_ptr<surrogate> fitted_surrogate(const space& s, const std::vector<trial>& trials) {
+  auto model = make_gp_surrogate(s);
+  for (const auto& t : trials)
+    if (t.state == trial_state::finished) model->observe(t);
+  return model;
+}
+
+std::string study_report(const stored_study& stored, const report_request& r) {
+  if (r.format != "html" && r.format != "svg")
+    throw error(fmt::format("report: unknown format '{}' (html or svg)", r.format));
+  if (r.format == "svg" && r.plot.empty())
+    throw error(fmt::format("report: the svg format draws one plot: name the plot ({})",
+                            fmt::join(report_plot_names(), ", ")));
+  report_input in;
+  in.record = &stored.record;
+  in.study_space = &stored.space;
+  in.trials = &stored.trials;
+  in.source = r.source;
+  in.top = r.top;
+  if (r.format == "html" || r.plot == "importance" || r.plot == "interactions")
+    add_model_figures(stored, in);
+  for (const auto& rule : learn_constraints(stored.space, stored.trials))
+    in.learned_constraints.push_back(rule.line());
+  return r.format == "html" ? report_html(in) : report_svg(in, r.plot);
+}
 
 /// A titled block of `require` lines and what testing the rules found, or
 /// "" when nothing was learned or tested.

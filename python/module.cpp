@@ -284,6 +284,14 @@ PYBIND11_MODULE(_tessel, m) {
         return dump(explanation_json(sim->analyse(s, cfg), s, cfg));
       });
 
+  m.def(
+      "study_report",
+      [](const std::string& db, const std::string& format, const std::string& plot,
+         std::size_t top) {
+        return study_report(reopen_study(db), {format, plot, top, db});
+      },
+      py::arg("db"), py::arg("format"), py::arg("plot"), py::arg("top"));
+
   m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),
         py::arg("sets"));
 

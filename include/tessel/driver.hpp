@@ -11,10 +11,12 @@
 #include <tessel/backend.hpp>
 #include <tessel/constraints.hpp>
 #include <tessel/fidelity.hpp>
+#include <tessel/interactions.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>
 #include <tessel/study.hpp>
+#include <tessel/surrogate.hpp>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -211,6 +213,27 @@ struct stored_study {
                                        const std::vector<trial>& trials);
 /// The same rules as JSON: require, rejects, kind, and the counts behind them.
 [[nodiscard]] nlohmann::json learned_json(const std::vector<learned_constraint>& rules);
+
+/// The Gaussian-process surrogate (strategies/bayesian) fed every finished
+/// trial: what reports and the interaction analysis predict with. Check
+/// ready() before asking it (gp_options::min_observations).
+[[nodiscard]] std::unique_ptr<surrogate> fitted_surrogate(const space& s,
+                                                          const std::vector<trial>& trials);
+
+/// What study_report draws (`tessel report`'s options).
+struct report_request {
+  std::string format = "html";  ///< "html" (the page) or "svg" (one plot)
+  std::string plot;             ///< with "svg": one of report_plot_names()
+  std::size_t top = 12;         ///< trials in the parallel-coordinates view and the table
+  std::string source;           ///< where the study came from, shown in the header
+};
+
+/// A stored study seen (tessel/report.hpp, docs/report.md): the page or one
+/// plot, with the surrogate's parameter importance, the interactions of the
+/// best config against the baseline (the study's own figures measured, the
+/// rest predicted; nothing evaluated) and the learned constraints. Throws
+/// tessel::error for an unknown format or plot.
+[[nodiscard]] std::string study_report(const stored_study& stored, const report_request& r);
 
 /// The multi-fidelity statistics as `tune --json` and `show --json` give them.
 [[nodiscard]] nlohmann::json fidelity_json(const multi_fidelity_stats& s);

@@ -9,6 +9,7 @@
 
 #include <tessel/space.hpp>
 #include <tessel/surrogate.hpp>
+#include <tessel/trial.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -33,8 +34,9 @@ struct interaction_report {
   std::vector<interaction_point> alone;    ///< base + change i, per change
   std::vector<interaction_point> without;  ///< target - change i, per change
   std::vector<interaction_point> pairs;    ///< base + changes i and j, i < j
-  std::size_t measured = 0;   ///< figures measured (evaluations spent by analyse_interactions)
-  std::size_t predicted = 0;  ///< figures from the surrogate
+  std::size_t measured = 0;                ///< figures measured: by `measure` or found in `known`
+  std::size_t spent = 0;                   ///< calls of `measure` (at most the budget)
+  std::size_t predicted = 0;               ///< figures from the surrogate
   /// (base - objective) / base: the fraction of the base's objective a point
   /// saves (lower objectives are better); nullopt without both objectives.
   [[nodiscard]] std::optional<double> gain(const interaction_point& p) const;
@@ -52,15 +54,20 @@ struct interaction_report {
 using interaction_measure = std::function<std::optional<double>(const config&, std::string& why)>;
 
 /// Builds the designed set of `target` against `base` (both valid configs of
-/// `s`): base and target first, then each change alone, the target without
+/// `s`; the changes are the parameters active in both with different values,
+/// a conditional one being active in each point exactly when its condition
+/// holds there): base and target first, then each change alone, the target without
 /// each, and every pair; configs that break a constraint are noted and never
-/// evaluated. The first `budget` evaluable points are measured (none when
-/// `measure` is empty); the rest are predicted by `model` when it is given
-/// and ready, else left "not evaluated (over budget)". Deterministic for a
-/// deterministic `measure`.
+/// evaluated. A point whose config has a finished full-fidelity trial in
+/// `known` (a study's trials) takes that trial's result, marked measured, at
+/// no cost (the first ok one, else the first failure). Of the rest, the
+/// first `budget` are measured (none when `measure` is empty) and the others
+/// predicted by `model` when it is given and ready, else left "not evaluated
+/// (over budget)". Deterministic for a deterministic `measure`.
 [[nodiscard]] interaction_report analyse_interactions(const space& s, const config& base,
                                                       const config& target,
                                                       const interaction_measure& measure,
-                                                      const surrogate* model, std::size_t budget);
+                                                      const surrogate* model, std::size_t budget,
+                                                      const std::vector<trial>& known = {});
 
 }  // namespace tessel

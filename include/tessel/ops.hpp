@@ -26,6 +26,7 @@ namespace tessel {
 class backend;
 class sim_backend;
 struct sim_explanation;
+struct interaction_report;
 
 /// Why an op failed. bad_arguments: the caller's arguments (fix and retry);
 /// unavailable: the session cannot do it (no backend, no simulator);
@@ -93,6 +94,7 @@ class agent_ops {
                           const progress_sink& progress);
   nlohmann::json run_op(const nlohmann::json& args, const progress_sink& progress);
   nlohmann::json explain_op(const nlohmann::json& args);
+  nlohmann::json interactions_op(const nlohmann::json& args);
   /// Throws op_error (unavailable) when the session has no backend.
   void need_backend(std::string_view name) const;
   const sim_backend& simulator();
@@ -111,6 +113,12 @@ class agent_ops {
 /// A simulator explanation as `explain` (op and command) reports it.
 [[nodiscard]] nlohmann::json explanation_json(const sim_explanation& e, const space& s,
                                               const config& c);
+
+/// An interaction analysis as the `interactions` op reports it: the changes,
+/// each point's config, objective, gain and basis ("measured", "predicted",
+/// or null with a note), the only-together sentences, the counts and the
+/// table as text (interaction_report::text).
+[[nodiscard]] nlohmann::json interactions_json(const interaction_report& r, const space& s);
 
 // --- the transports -------------------------------------------------------------
 

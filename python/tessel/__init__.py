@@ -16,7 +16,8 @@ import json as _json
 
 from . import _tessel
 
-__all__ = ["Error", "Space", "Study", "gated", "load_space", "parse_space", "stop", "explain"]
+__all__ = ["Error", "Space", "Study", "gated", "load_space", "parse_space", "stop", "explain",
+           "report"]
 
 Error = _tessel.Error
 stop = _tessel.stop
@@ -241,6 +242,14 @@ class Study:
         """Why a config (default: the best) is as fast as it is on the simulator."""
         return self._call("explain", config=config, trial_id=trial_id)["explanation"]
 
+    def interactions(self, config=None, against=None, budget=0, trial_id=None):
+        """Which changes of a config (default: the best) from `against` (default: the
+        baseline) help alone and which only together. Figures the study has are measured,
+        up to `budget` more are evaluated on the backend (kept as trials), the rest are the
+        surrogate's predictions; each point's "basis" says which (docs/report.md)."""
+        return self._call("interactions", config=config, against=against, budget=budget,
+                          trial_id=trial_id)["interactions"]
+
     def why_failed(self, trial_id=None, config=None):
         return self._call("why_failed", trial_id=trial_id, config=config)
 
@@ -250,3 +259,15 @@ class Study:
         ok = [t for t in self.trials if t.get("status") == "ok"]
         return (np.asarray([t["trial_id"] for t in ok], dtype=np.int64),
                 np.asarray([t["objective"] for t in ok], dtype=float))
+
+
+def report(db, output=None, format="html", plot=None, top=12):
+    """The report of a study file, as `tessel report` draws it (docs/report.md): the
+    self-contained HTML page, or with format="svg" the one plot named by `plot`. Written
+    to `output` when given (its path is returned), else returned as text."""
+    text = _tessel.study_report(str(db), format, plot or "", top)
+    if output is None:
+        return text
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(text)
+    return str(output)

@@ -7,7 +7,6 @@
 #include "common.hpp"
 
 #include <tessel/backends.hpp>
-#include <tessel/bayesian.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/interactions.hpp>
@@ -42,19 +41,16 @@ struct explain_options {
 
 /// `explain --interactions`: the designed set of the chosen config against
 /// the base, measured on the simulator (gated) within the budget, predicted
-/// by the study's GP surrogate beyond it (tessel/interactions.hpp).
+/// by the study's GP surrogate beyond it, the study's own figures reused
+/// (tessel/interactions.hpp).
 int run_interactions(const explain_options& o, const space& s, backend& b, const config& target) {
   const config base =
       o.against.empty() ? s.default_config().value_or(config{}) : chosen_config(s, o.against, "");
   if (base.empty())
     throw error("explain --interactions: the baseline is not a valid config; give --against");
-  std::unique_ptr<surrogate> model;
-  if (!o.best.empty()) {
-    const auto stored = reopen_study(o.best);
-    model = make_gp_surrogate(s);
-    for (const auto& t : stored.trials)
-      if (t.state == trial_state::finished) model->observe(t);
-  }
+  std::vector<trial> known;  // with --best, the study's trials: measured already, at no cost
+  if (!o.best.empty()) known = reopen_study(o.best).trials;
+  const auto model = fitted_surrogate(s, known);
   const interaction_measure measure = [&](const config& c,
                                           std::string& why) -> std::optional<double> {
     const auto m = b.evaluate(s, c);
@@ -62,7 +58,7 @@ int run_interactions(const explain_options& o, const space& s, backend& b, const
     why = fmt::format("{}: {}", to_string(m.status), m.message);
     return std::nullopt;
   };
-  const auto r = analyse_interactions(s, base, target, measure, model.get(), o.budget);
+  const auto r = analyse_interactions(s, base, target, measure, model.get(), o.budget, known);
   fmt::print("base    {}\ntarget  {}\n{}", s.to_json(base), s.to_json(target), r.text());
   return exit_code::success;
 }

@@ -2,9 +2,11 @@
 #include <tessel/interactions.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace tessel {
 namespace {
@@ -15,6 +17,33 @@ config with_changes(const config& base, const config& target,
                     const std::vector<std::size_t>& changes) {
   config c = base;
   for (const auto i : changes) c[params[i]] = target[params[i]];
+  return c;
+}
+
+/// `c` with each conditional parameter active exactly when its condition
+/// holds (as from_partial_json decides): an inactive one that must be active
+/// takes the target's value, else the base's, else its default. A parameter
+/// is thereby never a change of its own only by being switched on or off.
+config settled(const space& s, config c, const config& base, const config& target) {
+  const auto& params = s.parameters();
+  auto j = nlohmann::json::parse(s.to_json(c));
+  bool conditional = false;
+  for (const auto& p : params)
+    if (p.when) {
+      j.erase(p.name);
+      conditional = true;
+    }
+  if (!conditional) return c;
+  const config filled = s.from_partial_json(j.dump());
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].when) continue;
+    if (filled[p] == config::inactive)
+      c[p] = config::inactive;
+    else if (c[p] == config::inactive)
+      c[p] = target[p] != config::inactive ? target[p]
+             : base[p] != config::inactive ? base[p]
+                                           : filled[p];
+  }
   return c;
 }
 
@@ -91,18 +120,27 @@ std::string interaction_report::text() const {
   out += together.empty() ? "no change pays off only together with another\n"
                           : "changes that pay off only together:\n";
   for (const auto& line : together) out += "  " + line + "\n";
-  out += fmt::format("budget: {} evaluations measured, {} figures predicted by the surrogate\n",
-                     measured, predicted);
+  out += fmt::format(
+      "budget: {} evaluations spent, {} figures measured in all, {} predicted by the surrogate\n",
+      spent, measured, predicted);
   return out;
 }
 
 interaction_report analyse_interactions(const space& s, const config& base, const config& target,
                                         const interaction_measure& measure, const surrogate* model,
-                                        std::size_t budget) {
+                                        std::size_t budget, const std::vector<trial>& known) {
   interaction_report r;
-  std::vector<std::size_t> params;  // the parameters the target changes
-  for (std::size_t p = 0; p < s.size(); ++p)
-    if (base[p] != target[p]) {
+  // config key -> the result of its first ok (else first failed) trial in
+  // `known`, copied: `measure` may add to the vector `known` refers to.
+  std::map<std::uint64_t, measurement> found;
+  for (const auto& t : known) {
+    if (t.state != trial_state::finished || t.result.low_fidelity()) continue;
+    const auto [at, added] = found.emplace(t.key, t.result);
+    if (!added && !at->second.ok() && t.result.ok()) at->second = t.result;
+  }
+  std::vector<std::size_t> params;            // the parameters the target changes
+  for (std::size_t p = 0; p < s.size(); ++p)  // switched on or off: follows its condition
+    if (base[p] != target[p] && base[p] != config::inactive && target[p] != config::inactive) {
       params.push_back(p);
       r.changes.push_back(
           fmt::format("{}={}", s.parameters()[p].name, s.value_of(target, p).to_string()));
@@ -114,7 +152,7 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
                    const std::vector<std::size_t>& applied) {
     interaction_point p;
     p.changes = std::move(changes);
-    p.c = with_changes(start, target, params, applied);
+    p.c = settled(s, with_changes(start, target, params, applied), base, target);
     return p;
   };
   r.base = point({}, base, {});
@@ -123,6 +161,7 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
   for (std::size_t i = 0; i < k; ++i) {  // the target with change i undone
     auto p = point({i}, target, {});
     p.c[params[i]] = base[params[i]];
+    p.c = settled(s, p.c, base, target);
     r.without.push_back(std::move(p));
   }
   for (std::size_t i = 0; i < k; ++i)
@@ -133,7 +172,16 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
       p.note = "invalid (" + why + ")";
       return;
     }
-    if (measure && r.measured < budget) {
+    if (const auto t = found.find(s.key(p.c)); t != found.end()) {
+      ++r.measured;
+      p.measured = true;
+      const auto& m = t->second;
+      if (m.ok()) p.objective = m.objective;
+      p.note = m.ok() ? "" : fmt::format("{}: {}", to_string(m.status), m.message);
+      return;
+    }
+    if (measure && r.spent < budget) {
+      ++r.spent;
       ++r.measured;
       p.measured = true;
       std::string why_failed;

@@ -159,7 +159,7 @@ TEST_CASE("report: --format svg writes one plot; clear errors; explain --interac
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "standalone: the base plus one change\n"));
   CHECK(contains(r.out, "cascading: the base plus two changes\n"));
-  CHECK(contains(r.out, "budget: 6 evaluations measured, "));
+  CHECK(contains(r.out, "budget: 6 evaluations spent, "));
   CHECK(contains(r.out, "  measured\n"));
   r = tessel("explain " + matmul + " --best '" + db + "' --interactions --json");
   CHECK(r.code == 2);  // --interactions excludes --json

@@ -62,7 +62,9 @@ TEST_CASE("interactions: standalone, without-one and pairs, measured within the 
   CHECK(*r.gain(r.without[0]) == doctest::Approx(0.0));  // without a, b is worth nothing either
   CHECK(r.only_together() ==
         std::vector<std::string>{"b=true gains 0% alone, 30% with a=true (measured)"});
-  CHECK(r.text().find("budget: 11 evaluations measured, 0 figures predicted") != std::string::npos);
+  CHECK(r.spent == 11);
+  CHECK(r.text().find("budget: 11 evaluations spent, 11 figures measured in all, 0 predicted") !=
+        std::string::npos);
 }
 
 TEST_CASE("interactions: past the budget the surrogate predicts, marked so") {
@@ -73,6 +75,7 @@ TEST_CASE("interactions: past the budget the surrogate predicts, marked so") {
   const flat model;
   const auto r = analyse_interactions(s, config{0, 0, 0}, config{1, 1, 1}, measure, &model, 5);
   CHECK(r.measured == 5);
+  CHECK(r.spent == 5);
   CHECK(r.predicted == 6);
   CHECK(r.base.measured);
   CHECK(r.alone[2].measured);
@@ -96,4 +99,41 @@ TEST_CASE("interactions: a failed measurement is noted, not a number") {
   CHECK(!r.alone[2].objective);
   CHECK(r.alone[2].note == "compile_error: too big");
   CHECK(!r.gain(r.alone[2]));
+}
+
+TEST_CASE("interactions: a study's finished trials are measured figures that cost no budget") {
+  const space s = three_switches();
+  std::vector<trial> known(3);
+  auto finish = [&](trial& t, const config& c, measurement m) {
+    t.config = c;
+    t.key = s.key(c);
+    t.state = trial_state::finished;
+    t.result = std::move(m);
+  };
+  measurement ok;
+  ok.objective = 77;
+  measurement failed;
+  failed.status = status::compile_error;
+  failed.message = "PSUM overflow";
+  finish(known[0], config{0, 0, 0}, ok);      // the base: its objective is taken
+  finish(known[1], config{0, 0, 1}, failed);  // c alone: failed in the study
+  known[2].config = config{1, 1, 1};          // the target: proposed, not finished
+  known[2].key = s.key(known[2].config);
+  std::size_t calls = 0;
+  const interaction_measure measure = [&](const config& c, std::string&) -> std::optional<double> {
+    ++calls;
+    return made_up(c);
+  };
+  const auto r =
+      analyse_interactions(s, config{0, 0, 0}, config{1, 1, 1}, measure, nullptr, 2, known);
+  CHECK(*r.base.objective == 77);
+  CHECK(r.base.measured);
+  CHECK(!r.alone[2].objective);
+  CHECK(r.alone[2].measured);
+  CHECK(r.alone[2].note == "compile_error: PSUM overflow");
+  CHECK(calls == 2);  // the target and a alone; the study's two figures were free
+  CHECK(r.spent == 2);
+  CHECK(r.measured == 4);
+  CHECK(*r.target.objective == 50);
+  CHECK(r.alone[1].note == "not evaluated (over budget)");
 }

@@ -54,7 +54,7 @@ await check("tools/list names every op, each with a JSON Schema", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name);
   for (const n of ["space", "ask", "tell", "enqueue", "evaluate", "run", "best", "explain",
-                   "why_failed", "summary", "verify", "trials"])
+                   "interactions", "why_failed", "summary", "verify", "trials"])
     assert.ok(names.includes(n), `missing tool ${n}`);
   for (const t of tools) {
     assert.equal(t.inputSchema.type, "object");

@@ -1,6 +1,7 @@
 """The Python package `tessel` (python/), as a user drives it: spaces, sampling and
 counting, a Python callable as the backend, ask/tell, stop conditions, the study
-file and resume, explain on the simulator, agent-reported results and tokens."""
+file and resume, explain on the simulator, agent-reported results and tokens,
+the interactions op and the report of a study file."""
 import math
 import os
 import pathlib
@@ -212,3 +213,45 @@ def test_a_gated_python_kernel_is_checked_and_timed_by_tessel():
     trial = study.trials[0]
     assert trial["status"] == "incorrect"
     assert "output C[" in trial["message"]
+
+
+def made_up(config):
+    """Over small.tsl: tile 16 saves 20%; bufs 3 and the scalar engine save nothing
+    alone and 30% together."""
+    t = 1e-3 * (0.8 if config["tile"] == 16 else 1.0)
+    return t * (0.7 if config["bufs"] == 3 and config["engine"] == "scalar" else 1.0)
+
+
+def test_interactions_and_the_report_of_a_study_file(tmp_path):
+    space = tessel.load_space(SMALL)
+    db = tmp_path / "made_up.tessel.db"
+    study = tessel.Study(space, backend=made_up, strategy="random", seed=5, db=db)
+    study.run(evaluations=8)
+    target = {"tile": 16, "bufs": 3, "engine": "scalar"}
+    before = len(study.trials)
+    r = study.interactions(target, budget=4)
+    assert r["changes"] == ["tile=16", "bufs=3", "engine=scalar"]
+    assert r["spent"] == 4 and len(study.trials) - before <= 4
+    assert r["base"]["basis"] == "measured" and r["base"]["objective"] == 1e-3
+    assert {p["basis"] for p in r["pairs"] + r["without"]} <= {"measured", "predicted"}
+    full = study.interactions(target, budget=100)
+    assert full["predicted"] == 0
+    assert "bufs=3 gains 0% alone, 30% with engine=scalar (measured)" in full["only_together"]
+    assert "budget: " in full["text"]
+    with pytest.raises(tessel.Error, match='"budget" must be a whole number'):
+        study.interactions(target, budget=-1)
+    with pytest.raises(tessel.Error, match="no backend"):
+        tessel.Study(space).interactions(target, budget=1)
+    del study
+
+    page = tmp_path / "report.html"
+    assert tessel.report(db, output=page) == str(page)
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") >= 6
+    assert "bufs=3" in html  # the interactions plot: the best against the baseline
+    svg = tessel.report(db, format="svg", plot="interactions")
+    assert svg.startswith("<?xml") and "<svg" in svg
+    with pytest.raises(tessel.Error, match="unknown format 'pdf'"):
+        tessel.report(db, format="pdf")
+    with pytest.raises(tessel.Error, match="svg format draws one plot: name the plot"):
+        tessel.report(db, format="svg")
