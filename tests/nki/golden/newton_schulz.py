@@ -112,7 +112,7 @@ def newton_schulz_kernel(G):
 
     # X0 = G * rsqrt(sum of squares + EPS): ScalarE row sums, a ones matmul over the
     # partitions, rsqrt, then the evict engine scales into X's slot 0
-    nisa.memset(dst=ones[0:P, 0:P], value=1.0)
+    nisa.memset(dst=ones[0:P, 0:P], value=1.0, engine=nisa.engine.vector)
     for i in nl.affine_range(ROW_TILES):
         n = min(P, ROWS - i * P)
         nisa.dma_copy(dst=x_sb[0:n, 0, i, 0:COLS], src=G[i * P:i * P + n, 0:COLS])

@@ -204,11 +204,15 @@ class lowerer {
       sums.push_back(b_.compute(scalar_engine, op::activation, rows, p_.cols, 0, sb_x_, sb_sums_,
                                 tags_[t_sumsq], {loads.back()}));
     }
+    // the ones tile the partition sum multiplies by: one VectorE memset
+    const auto ones = b_.compute(vector_engine, op::tensor_scalar, m_.partitions, m_.partitions, 0,
+                                 sb_sums_, sb_sums_, tags_[t_norm], {});
     deps_.clear();
     const auto bank = open_bank(deps_);
     instruction_id total = program::none;
     for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
       if (i > 0) deps_.clear();
+      if (i == 0) deps_.push_back(ones);
       deps_.push_back(sums[at(i)]);
       total = b_.matmul(dtype::fp32, rows_of(i, p_.rows), m_.partitions, 1, true, i > 0, sb_sums_,
                         psum_, tags_[t_norm], deps_);

@@ -51,7 +51,7 @@ std::string evict(const params& p, const std::string& dst, const std::string& sr
 void normalise(const plan& pl, nki::writer& w) {
   w.line("# X0 = G * rsqrt(sum of squares + EPS): ScalarE row sums, a ones matmul over the");
   w.line("# partitions, rsqrt, then the evict engine scales into X's slot 0");
-  w.line("nisa.memset(dst=ones[0:P, 0:P], value=1.0)");
+  w.line("nisa.memset(dst=ones[0:P, 0:P], value=1.0, engine=nisa.engine.vector)");
   w.open("for i in nl.affine_range(ROW_TILES):");
   w.line("n = min(P, ROWS - i * P)");
   w.line("nisa.dma_copy(dst=x_sb[0:n, 0, i, 0:COLS], src=G[i * P:i * P + n, 0:COLS])");
