@@ -81,9 +81,10 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   request.arguments = arguments(setup, library, dir.path(), timing);
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.environment.emplace_back(*e);
   for (const auto& [name, value] : setup.environment) {
+    const std::string prefix = name + "=";  // (clang 14 cannot capture a structured binding)
     std::erase_if(request.environment,
-                  [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
-    request.environment.push_back(name + "=" + value);
+                  [&prefix](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    request.environment.push_back(prefix + value);
   }
   request.timeout_s = setup.timeout_s;
   request.kill_grace_s = setup.kill_grace_s;
