@@ -183,7 +183,15 @@ std::size_t result::affected() const {
 
 // --- connection -------------------------------------------------------------------
 
-connection::connection(location where) : where_(std::move(where)) { open(); }
+connection::connection(location where) : where_(std::move(where)) {
+  try {
+    open();
+  } catch (...) {  // a constructor that throws runs no destructor: free the failed PGconn here
+    if (conn_) PQfinish(conn_);
+    conn_ = nullptr;
+    throw;
+  }
+}
 
 connection::~connection() {
   if (conn_) PQfinish(conn_);
