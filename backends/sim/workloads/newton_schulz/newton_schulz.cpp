@@ -265,30 +265,30 @@ class lowerer {
 
   /// A' = b X X^T, row tile by row tile.
   void gram() {
-    std::vector<std::uint8_t> seen(at(pl_.col_tiles), 0);
-    for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
-      const std::int64_t rows = rows_of(i, p_.rows);
-      instruction_id e = program::none;
-      for (std::int64_t g = 0; g < pl_.row_groups; ++g) {
-        deps_.clear();
-        const auto bank = open_bank(deps_);
-        instruction_id last = program::none;
-        for (std::int64_t k = 0; k < pl_.col_tiles; ++k) {
-          if (k > 0) deps_.clear();
-          need(xt_ready_, seen, k, deps_);
-          last = b_.matmul(p_.type, rows_of(k, p_.cols), rows, width_of(g, p_.rows), true, k > 0,
-                           sb_xt_, psum_, tags_[t_gram], deps_);
-        }
-        e = evict(rows, width_of(g, p_.rows), true, sb_a_, tags_[t_evict_a], {last});
-        bank_reader_[bank] = e;
-      }
-      a_ready_[at(i)] = e;
-    }
+    row_products(xt_ready_, pl_.col_tiles, p_.cols, sb_xt_, tags_[t_gram], a_ready_,
+                 [this](std::int64_t rows, std::int64_t width, instruction_id last) {
+                   return evict(rows, width, true, sb_a_, tags_[t_evict_a], {last});
+                 });
   }
 
   /// B = (c / b^2) A'A' + A', the combine on VectorE from PSUM.
   void square() {
-    std::vector<std::uint8_t> seen(at(pl_.row_tiles), 0);
+    row_products(a_ready_, pl_.row_tiles, p_.rows, sb_a_, tags_[t_square], b_ready_,
+                 [this](std::int64_t rows, std::int64_t width, instruction_id last) {
+                   return b_.compute(vector_engine, op::tensor_tensor, rows, width, flag_reads_psum,
+                                     psum_, sb_b_, tags_[t_combine_b], {last});
+                 });
+  }
+
+  /// A [rows x rows] product per row tile: TensorE accumulates the `k_tiles`
+  /// tiles of `in` (of `k_extent` rows in all, ready as `in_ready` says) into
+  /// one PSUM bank per row group, and `finish(rows, width, last)` drains each
+  /// group; `out_ready` gets the row tile's last drain.
+  template <class finish_fn>
+  void row_products(std::vector<instruction_id>& in_ready, std::int64_t k_tiles,
+                    std::int64_t k_extent, buffer_id in, std::uint16_t tag,
+                    std::vector<instruction_id>& out_ready, const finish_fn& finish) {
+    std::vector<std::uint8_t> seen(at(k_tiles), 0);
     for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
       const std::int64_t rows = rows_of(i, p_.rows);
       instruction_id e = program::none;
@@ -296,17 +296,16 @@ class lowerer {
         deps_.clear();
         const auto bank = open_bank(deps_);
         instruction_id last = program::none;
-        for (std::int64_t k = 0; k < pl_.row_tiles; ++k) {
+        for (std::int64_t k = 0; k < k_tiles; ++k) {
           if (k > 0) deps_.clear();
-          need(a_ready_, seen, k, deps_);
-          last = b_.matmul(p_.type, rows_of(k, p_.rows), rows, width_of(g, p_.rows), true, k > 0,
-                           sb_a_, psum_, tags_[t_square], deps_);
+          need(in_ready, seen, k, deps_);
+          last = b_.matmul(p_.type, rows_of(k, k_extent), rows, width_of(g, p_.rows), true, k > 0,
+                           in, psum_, tag, deps_);
         }
-        e = b_.compute(vector_engine, op::tensor_tensor, rows, width_of(g, p_.rows),
-                       flag_reads_psum, psum_, sb_b_, tags_[t_combine_b], {last});
+        e = finish(rows, width_of(g, p_.rows), last);
         bank_reader_[bank] = e;
       }
-      b_ready_[at(i)] = e;
+      out_ready[at(i)] = e;
     }
   }
 
