@@ -152,19 +152,8 @@ bool evaluator::is_truth_value(const expr& e) const {
       return e->value >= 0 && index < lets_->size() && (*lets_)[index].value &&
              is_truth_value((*lets_)[index].value);
     }
-    case expr_op::logical_not:
-    case expr_op::equal:
-    case expr_op::not_equal:
-    case expr_op::less:
-    case expr_op::less_equal:
-    case expr_op::greater:
-    case expr_op::greater_equal:
-    case expr_op::logical_and:
-    case expr_op::logical_or:
-    case expr_op::is_pow2:
-    case expr_op::in_set:
-    case expr_op::before: return true;
-    default: return false;
+    // every other node's type is its operator's result type (expr.cpp)
+    default: return e->type == value_type::boolean;
   }
 }
 
