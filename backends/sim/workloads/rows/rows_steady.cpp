@@ -342,7 +342,7 @@ steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
   stretch.fill(1.0);
   double latency = 0;
   steady_estimate e;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < 3; ++pass) {
     replay r(spec, m, replayed, last_rows, stretch);
     const double replayed_ns = r.run();
     const auto k = static_cast<std::int64_t>(r.marks.size());
