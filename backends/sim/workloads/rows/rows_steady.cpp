@@ -10,7 +10,7 @@
 // issues and moves data in order. The one approximation is the sharing of
 // the 16 DMA engines by the data phases in flight (timing.cpp's round
 // robin): each transfer is stretched by the other queues' occupancy, a fixed
-// point over a few replays. Only the first tiles are replayed (at most
+// point over at most three replays. Only the first tiles are replayed (at most
 // `replayed_tiles`); the period of the last steady iterations extends over
 // the rest, which is exact once the recurrence is periodic.
 #include "../../cost_rules.hpp"
@@ -29,6 +29,9 @@ enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 /// Tiles replayed before the period is extended (the pipeline is at most
 /// three deep: this leaves five iterations of steady state to measure).
 constexpr std::int64_t replayed_tiles = 6;
+/// Replays at most, and the change of the stretch that ends them sooner.
+constexpr int fixed_point_replays = 3;
+constexpr double fixed_point_tolerance = 0.02;
 /// Iterations the period is measured over.
 constexpr std::int64_t period_span = 3;
 /// Tiles whose chains are live at once, as in the lowering.
@@ -342,7 +345,7 @@ steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
   stretch.fill(1.0);
   double latency = 0;
   steady_estimate e;
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 1;; ++pass) {
     replay r(spec, m, replayed, last_rows, stretch);
     const double replayed_ns = r.run();
     const auto k = static_cast<std::int64_t>(r.marks.size());
@@ -363,9 +366,15 @@ steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
                                        stretch[q] / std::max(per_tile, 1e-9));
       all += occupancy[q];
     }
-    for (std::size_t q = 0; q < stretch.size(); ++q) stretch[q] = 1 + (all - occupancy[q]);
     for (std::size_t i = 0; i < 4; ++i) e.busy_ns[i] = r.busy[i] * scale;
     e.dma_data_ns = r.dma_work * scale;
+    double change = 0;
+    for (std::size_t q = 0; q < stretch.size(); ++q) {
+      const double next = 1 + (all - occupancy[q]);
+      change = std::max(change, std::abs(next - stretch[q]));
+      stretch[q] = next;
+    }
+    if (pass == fixed_point_replays || change < fixed_point_tolerance) break;
   }
   e.latency_ns = latency;
   const double bytes = static_cast<double>(dtype_bytes(spec.type));
