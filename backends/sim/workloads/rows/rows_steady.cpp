@@ -10,7 +10,9 @@
 // issues and moves data in order. The one approximation is the sharing of
 // the 16 DMA engines by the data phases in flight (timing.cpp's round
 // robin): each transfer is stretched by the other queues' occupancy, a fixed
-// point over at most three replays. Only the first tiles are replayed (at most
+// point over at most three replays, and at least by the transfers of other
+// queues already moving when it starts (a burst: x and the residual loaded
+// together move at half rate each). Only the first tiles are replayed (at most
 // `replayed_tiles`); the period of the last steady iterations extends over
 // the rest, which is exact once the recurrence is periodic.
 #include "../../cost_rules.hpp"
@@ -154,7 +156,12 @@ class replay {
     } else {
       data_at = std::max(queue_free_[q], ready) + issue;
     }
-    queue_free_[q] = data_at + alone * stretch_[q];
+    // a transfer that starts while another queue's is moving shares the engines with it
+    double together = 1;
+    for (std::size_t o = 0; o < moving_.size(); ++o)
+      if (o != q && moving_[o].first <= data_at && data_at < moving_[o].second) ++together;
+    queue_free_[q] = data_at + alone * std::max(stretch_[q], together);
+    if (counted) moving_[q] = {data_at, queue_free_[q]};
     const double done = queue_free_[q] + std::max(0.0, m_.dma_fixed_latency_ns - issue);
     latest_ = std::max(latest_, done);
     return done;
@@ -296,6 +303,7 @@ class replay {
   std::array<double, engine_count> free_at_{};
   std::array<std::uint32_t, engine_count> last_on_{};
   queue_times issue_free_{}, queue_free_{};
+  std::array<std::pair<double, double>, dma_queue_count> moving_{};
   std::array<std::int64_t, 16> stream_count_{};
   std::array<std::int64_t, 8> stage_serial_{};
   std::vector<double> readers_, loads_, stage_store_;
