@@ -29,7 +29,8 @@ namespace {
 enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 
 /// Tiles replayed before the period is extended (the pipeline is at most
-/// three deep: this leaves five iterations of steady state to measure).
+/// three deep: iterations 2 to 5 have every stage, the last three steps
+/// between them are the period).
 constexpr std::int64_t replayed_tiles = 6;
 /// Replays at most, and the change of the stretch that ends them sooner.
 constexpr int fixed_point_replays = 3;
