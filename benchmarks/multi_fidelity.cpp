@@ -22,7 +22,8 @@
 // - the simulator's two timing models: the same sample on trn2, the
 //   steady-state analytic model (sim_options::model = "analytic") screening
 //   for the event-driven one (issue 16: the scheduler screens with the fast
-//   model).
+//   model); and the same on every config of examples/sim_rmsnorm.tsl,
+//   sim_softmax.tsl and sim_layernorm.tsl (issue 28: the row workloads' model).
 //
 // Measured per run: the high-fidelity evaluations until the best
 // high-fidelity objective is within 5% of (median - optimum) of the optimum;
@@ -204,52 +205,74 @@ pair_problem sim_pair(const space& s, const std::string& name, const std::string
   return p;
 }
 
-/// The simulator pairs: trn1 -> trn2 and, on trn2, analytic -> event.
-std::vector<pair_problem> sim_pairs(int jobs, std::size_t sample) {
-  const auto path =
-      std::filesystem::path(TESSEL_SOURCE_DIR) / "benchmarks" / "spaces" / "sim_matmul_frame.tsl";
+/// The space in `path`, on trn2.
+space sim_space(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   parse_options parse;
   parse.file = path.string();
   parse.target = "trn2";
-  const auto s = std::make_unique<space>(parse_space(text.str(), parse));
-  // A uniform sample of distinct valid configs (all of them with sample 0),
-  // each timed once at both targets; the others answer invalid.
+  return parse_space(text.str(), parse);
+}
+
+/// A uniform sample of `sample` distinct valid configs of `s` (all of them
+/// with sample 0 or more than there are).
+std::vector<config> frame_of(const space& s, std::size_t sample) {
   std::vector<config> all;
-  if (sample == 0 || sample >= s->count()) {
-    for (const auto& c : s->configs()) all.push_back(c);
-  } else {
-    rng r(7);
-    std::unordered_map<std::uint64_t, bool> seen;
-    while (all.size() < sample) {
-      auto c = s->sample(r);
-      if (seen.emplace(s->key(c), true).second) all.push_back(std::move(c));
-    }
+  if (sample == 0 || sample >= s.count()) {
+    for (const auto& c : s.configs()) all.push_back(c);
+    return all;
   }
-  auto timed = [&](const std::string& target, const std::string& model) {
-    sim_options o;
-    o.target = target;
-    o.model = model == "analytic" ? tessel::sim_model::analytic : tessel::sim_model::event;
-    o.gate = false;
-    o.concurrency = 1;
-    sim_backend b(o);
-    b.prepare(*s);
-    std::vector<measurement> out(all.size());
-    bench::for_each_seed(static_cast<int>(all.size()), jobs, [&](int i) {
-      out[static_cast<std::size_t>(i)] = b.evaluate(*s, all[static_cast<std::size_t>(i)]);
-    });
-    answers by_key;
-    for (std::size_t i = 0; i < all.size(); ++i) by_key.emplace(s->key(all[i]), out[i]);
-    return by_key;
-  };
-  const auto high = timed("trn2", "event");
+  rng r(7);
+  std::unordered_map<std::uint64_t, bool> seen;
+  while (all.size() < sample) {
+    auto c = s.sample(r);
+    if (seen.emplace(s.key(c), true).second) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+/// Each config of `all` timed once by the simulator on `target` with `model`
+/// (gate off); the configs outside answer invalid.
+answers timed(const space& s, const std::vector<config>& all, const std::string& target,
+              const std::string& model, int jobs) {
+  sim_options o;
+  o.target = target;
+  o.model = model == "analytic" ? tessel::sim_model::analytic : tessel::sim_model::event;
+  o.gate = false;
+  o.concurrency = 1;
+  sim_backend b(o);
+  b.prepare(s);
+  std::vector<measurement> out(all.size());
+  bench::for_each_seed(static_cast<int>(all.size()), jobs, [&](int i) {
+    out[static_cast<std::size_t>(i)] = b.evaluate(s, all[static_cast<std::size_t>(i)]);
+  });
+  answers by_key;
+  for (std::size_t i = 0; i < all.size(); ++i) by_key.emplace(s.key(all[i]), out[i]);
+  return by_key;
+}
+
+/// The simulator pairs: on the matmul frame (a sample of `sample` configs),
+/// trn1 -> trn2 and, on trn2, analytic -> event; on each row workload's
+/// example space (every config), analytic -> event (issue 28).
+std::vector<pair_problem> sim_pairs(int jobs, std::size_t sample) {
+  const auto root = std::filesystem::path(TESSEL_SOURCE_DIR);
+  const space s = sim_space(root / "benchmarks" / "spaces" / "sim_matmul_frame.tsl");
+  const auto all = frame_of(s, sample);
+  const auto high = timed(s, all, "trn2", "event", jobs);
   std::vector<pair_problem> out;
-  out.push_back(
-      sim_pair(*s, "sim matmul trn1 -> trn2", "sim@trn1 (table)", timed("trn1", "event"), high));
-  out.push_back(sim_pair(*s, "sim matmul analytic -> event", "sim analytic (table)",
-                         timed("trn2", "analytic"), high));
+  out.push_back(sim_pair(s, "sim matmul trn1 -> trn2", "sim@trn1 (table)",
+                         timed(s, all, "trn1", "event", jobs), high));
+  out.push_back(sim_pair(s, "sim matmul analytic -> event", "sim analytic (table)",
+                         timed(s, all, "trn2", "analytic", jobs), high));
+  for (const char* name : {"rmsnorm", "softmax", "layernorm"}) {
+    const space rows = sim_space(root / "examples" / fmt::format("sim_{}.tsl", name));
+    const auto every = frame_of(rows, 0);
+    out.push_back(sim_pair(rows, fmt::format("sim {} analytic -> event", name),
+                           "sim analytic (table)", timed(rows, every, "trn2", "analytic", jobs),
+                           timed(rows, every, "trn2", "event", jobs)));
+  }
   return out;
 }
 

@@ -1,8 +1,8 @@
 // The newton_schulz workload (backends/sim/workloads/newton_schulz/,
 // docs/simulator.md): its schedules pass the gate in both dtypes and both
 // ways of forming X^T, the gate's faults are caught, its compile errors name
-// the problem, and
-// the roofline counts the iteration's FLOPs.
+// the problem, the roofline counts the iteration's FLOPs, and its steady
+// model replays the event model exactly.
 #include "helpers.hpp"
 
 #include <tessel/gate.hpp>
@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 using namespace tessel;
@@ -99,4 +100,33 @@ TEST_CASE("newton_schulz: the roofline counts the steps' FLOPs; recomputing X^T 
   CHECK(p.metrics.at("flops") == t.metrics.at("flops"));  // the second product is not useful work
   CHECK(p.metrics.at("latency_s") > t.metrics.at("latency_s"));
   CHECK(t.metrics.at("hbm_read_bytes") == doctest::Approx(r * c * 2));
+}
+
+TEST_CASE("newton_schulz: the steady model replays the event model exactly") {
+  // newton_schulz_steady.cpp replays the lowering's groups with the event
+  // model's recurrence: equal latency and counts, with partial tiles and
+  // column groups, both dtypes and transposes, trn2's throttle and
+  // pipelined queues and trn1's serial ones
+  for (const std::string target : {"trn2", "trn1"})
+    for (const std::string dtype : {"bf16", "fp32"})
+      for (const std::string transpose : {"tensor", "recompute"})
+        for (const std::int64_t psum_bufs : {1, 3}) {
+          auto v = ns_values(dtype, transpose);
+          v.integers["psum_bufs"] = psum_bufs;
+          auto [s, c] = fixed_space("newton_schulz", builtin(target), v);
+          sim_options o;
+          o.gate = false;
+          sim_backend event(o);
+          o.model = sim_model::analytic;
+          sim_backend analytic(o);
+          event.prepare(s);
+          analytic.prepare(s);
+          const measurement e = event.evaluate(s, c), a = analytic.evaluate(s, c);
+          INFO(target, " ", dtype, " ", transpose, " psum_bufs = ", psum_bufs);
+          REQUIRE(e.ok());
+          REQUIRE(a.ok());
+          CHECK(a.metrics.at("analytic") == 1.0);
+          CHECK(a.metrics.at("instructions") == e.metrics.at("instructions"));
+          CHECK(std::abs(a.objective / e.objective - 1) < 1e-9);
+        }
 }

@@ -29,12 +29,8 @@ namespace {
 
 /// Workloads whose steady model is still to be written (issue 28, item 1):
 /// the event model times them whichever model is selected. The test checks
-/// they still fall back, so the list shrinks as models land. newton_schulz
-/// (issue 23) came without one: its lowering is regular (every operand
-/// resident, four matmul chains a step), so a closed form is feasible and
-/// is what remains to be written.
-const std::set<std::string> pending{"attention", "swiglu",  "cross_entropy", "moe",
-                                    "rmsnorm",   "softmax", "layernorm",     "newton_schulz"};
+/// they still fall back, so the list shrinks as models land.
+const std::set<std::string> pending{"attention", "swiglu", "cross_entropy", "moe"};
 
 /// The example spaces (examples/*.tsl) of each workload.
 std::map<std::string, std::vector<std::filesystem::path>> examples_by_workload() {

@@ -437,6 +437,11 @@ class newton_schulz final : public typed_workload<plan> {
     return "";
   }
 
+  [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
+                                                      const machine& m) const override {
+    return ns_detail::estimate_steady(pl, m);
+  }
+
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
                                                             const machine& m) const override {
     return ns_detail::make_kernel(pl, m.partitions);

@@ -8,6 +8,7 @@
 #include "../../functional.hpp"
 #include "../../machine.hpp"
 #include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -71,6 +72,10 @@ inline constexpr std::int64_t functional_steps = 2;
 /// on a machine of `partitions` partitions.
 [[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl,
                                                              std::int64_t partitions);
+
+/// The steady-state screening estimate of the schedule `pl`
+/// (newton_schulz_steady.cpp; docs/simulator.md, "Speed").
+[[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);
 
 /// The NKI kernel of the schedule `pl` (newton_schulz_nki.cpp): "" or why not.
 [[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);

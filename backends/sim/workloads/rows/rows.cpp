@@ -213,14 +213,7 @@ class lowerer {
   }
 
   instruction compute(const row_op& o, std::int64_t parts, std::int64_t elements) {
-    instruction in;
-    in.engine = o.engine;
-    in.kind = o.kind;
-    in.type = o.fp32_out ? dtype::fp32 : s_.type;
-    in.partitions = static_cast<std::uint32_t>(parts);
-    in.free = static_cast<std::uint32_t>(
-        std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
-    if (o.perf_mode) in.flags |= flag_sbuf_contiguous;
+    instruction in = op_instruction(s_, o, parts, elements);
     in.src = slots_;
     in.dst = o.to_staging ? staging_ : slots_;
     in.tag = out_.add_tag(o.tag);
@@ -320,6 +313,19 @@ class lowerer {
 };
 
 }  // namespace
+
+instruction op_instruction(const pipeline_spec& spec, const row_op& o, std::int64_t parts,
+                           std::int64_t elements) {
+  instruction in;
+  in.engine = o.engine;
+  in.kind = o.kind;
+  in.type = o.fp32_out ? dtype::fp32 : spec.type;
+  in.partitions = static_cast<std::uint32_t>(parts);
+  in.free = static_cast<std::uint32_t>(
+      std::max<double>(1, static_cast<double>(elements) * o.cycles_per_element));
+  if (o.perf_mode) in.flags |= flag_sbuf_contiguous;
+  return in;
+}
 
 tiling tiling_of(const pipeline_spec& spec) {
   tiling t;

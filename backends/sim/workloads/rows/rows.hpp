@@ -93,12 +93,22 @@ struct tiling {
 };
 [[nodiscard]] tiling tiling_of(const pipeline_spec& spec);
 
+/// The compute instruction of `o` on `elements` per partition over `parts`
+/// partitions (its engine, kind, type, size and flags; the lowering adds the
+/// buffers and the label).
+[[nodiscard]] instruction op_instruction(const pipeline_spec& spec, const row_op& o,
+                                         std::int64_t parts, std::int64_t elements);
+
 /// The compiler's checks of a spec (its shape and tiling, SBUF): "" or the
 /// compile error. Planning runs them, so both timing models agree on which
 /// configs compile.
 [[nodiscard]] std::string check(const pipeline_spec& spec, const machine& m);
 /// check(), then lowers the pipeline; returns "" or the compile error.
 [[nodiscard]] std::string lower(const pipeline_spec& spec, const machine& m, program& out);
+
+/// The steady-state screening estimate of a spec check() accepted
+/// (rows_steady.cpp; docs/simulator.md, "Speed").
+[[nodiscard]] steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m);
 
 /// Reads the shared names (rows_per_tile, cols_per_step, bufs, stages,
 /// dma_queues, dtype/bytes) into `spec`; returns "" or an error.
@@ -197,6 +207,10 @@ class pipeline_workload : public typed_workload<row_plan<Choices>> {
     (void)m;
     if (p.spec.rows <= 0 || p.spec.cols <= 0 || p.spec.rows_per_tile <= 0) return nullptr;
     return executor_of(p.spec, p.choice);
+  }
+  [[nodiscard]] std::optional<steady_estimate> steady(const row_plan<Choices>& p,
+                                                      const machine& m) const final {
+    return estimate_steady(p.spec, m);
   }
   [[nodiscard]] std::string write_nki(const row_plan<Choices>& p, const nki::context& ctx,
                                       std::string& out) const final {

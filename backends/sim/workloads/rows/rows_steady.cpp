@@ -1,0 +1,413 @@
+// rows_steady.cpp: the steady-state screening model of the row pipeline
+// (rows::estimate_steady; docs/simulator.md, "Speed"), shared by rmsnorm,
+// softmax and layernorm. The lowering (rows.cpp) issues each tile's loads,
+// reduce steps and scale steps as a software pipeline; on the event model's
+// in-order engines the period then depends on chains that cross engines and
+// stages of tiles issued an iteration apart, which no per-resource bound
+// sees. So this replays the issue order itself, as a max-plus recurrence:
+// each compute instruction starts at max(its engine free, its dependencies
+// done) exactly as the event model's uncontended engines do, each DMA queue
+// issues and moves data in order. The one approximation is the sharing of
+// the 16 DMA engines by the data phases in flight (timing.cpp's round
+// robin): each transfer is stretched by the other queues' occupancy, a fixed
+// point over at most three replays, and at least by the transfers of other
+// queues already moving when it starts (a burst: x and the residual loaded
+// together move at half rate each). Only the first tiles are replayed (at most
+// `replayed_tiles`); the period of the last steady iterations extends over
+// the rest, which is exact once the recurrence is periodic.
+#include "../../cost_rules.hpp"
+#include "rows.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+namespace tessel::sim::rows {
+namespace {
+
+enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
+
+/// Tiles replayed before the period is extended (the pipeline is at most
+/// three deep: iterations 2 to 5 have every stage, the last three steps
+/// between them are the period).
+constexpr std::int64_t replayed_tiles = 6;
+/// Replays at most, and the change of the stretch that ends them sooner.
+constexpr int fixed_point_replays = 3;
+constexpr double fixed_point_tolerance = 0.02;
+/// Iterations the period is measured over.
+constexpr std::int64_t period_span = 3;
+/// Tiles whose chains are live at once, as in the lowering.
+constexpr std::int64_t window = 4;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// An issued compute instruction as later ones see it: when it is done and
+/// which it is (0: none), so an instruction knows whether it depends on the
+/// one before it on its engine (the event model's dependent-instruction floor).
+struct ref {
+  double done = 0;
+  std::uint32_t id = 0;
+};
+
+using queue_times = std::array<double, dma_queue_count>;
+
+/// One replay of the first `tiles` tiles (the last one `last_rows` rows).
+class replay {
+ public:
+  replay(const pipeline_spec& s, const machine& m, std::int64_t tiles, std::int64_t last_rows,
+         const queue_times& stretch)
+      : s_(s), m_(m), stretch_(stretch), tiles_(tiles), last_rows_(last_rows) {
+    const tiling t = tiling_of(s);
+    P_ = m.partitions;
+    rpt_ = t.rows_per_tile;
+    cps_ = t.cols_per_step;
+    chunks_ = t.chunks;
+    groups_ = ceil_div(rpt_, P_);
+    readers_.assign(static_cast<std::size_t>(s.bufs * chunks_), 0.0);
+    loads_ = readers_;
+    chunk_last_.assign(static_cast<std::size_t>(window * chunks_ * groups_), ref{});
+    stage_store_.assign(2 * static_cast<std::size_t>(s.outputs), 0.0);
+    // the ops' durations: they depend on the element count only, not the partitions
+    const std::int64_t tail = s.cols - (chunks_ - 1) * cps_;
+    for (const auto* list : {&s.reduce, &s.scale})
+      for (const auto& step : *list)
+        for (const auto& o : step.ops) {
+          std::array<double, 4> ns{};
+          const std::int64_t full = step.per_chunk ? cps_ : groups_;
+          const std::int64_t last = step.per_chunk ? tail : groups_;
+          for (int dependent = 0; dependent < 2; ++dependent) {
+            ns[static_cast<std::size_t>(dependent)] =
+                compute_ns(op_instruction(s, o, P_, full), m, dependent != 0);
+            ns[static_cast<std::size_t>(2 + dependent)] =
+                compute_ns(op_instruction(s, o, P_, last), m, dependent != 0);
+          }
+          cost_.push_back(ns);
+        }
+  }
+
+  /// The latency of the replayed tiles.
+  double run() {
+    for (int v = 0; v < s_.broadcasts; ++v) broadcast();
+    std::vector<int> order;
+    for (const auto& name : s_.stage_order)
+      order.push_back(name == "load" ? stage_load : name == "reduce" ? stage_reduce : stage_scale);
+    if (s_.bufs < 3) std::sort(order.begin(), order.end());
+    const std::array<std::int64_t, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
+    for (std::int64_t i = 0; i < tiles_ + lag[stage_scale]; ++i) {
+      for (const int st : order) {
+        const std::int64_t t = i - lag[static_cast<std::size_t>(st)];
+        if (t < 0 || t >= tiles_) continue;
+        if (st == stage_load) load(t);
+        if (st == stage_reduce) steps(t, s_.reduce, stage_reduce, 0);
+        if (st == stage_scale) steps(t, s_.scale, stage_scale, reduce_ops());
+      }
+      if (i < tiles_) marks.push_back(latest_);
+    }
+    return latest_;
+  }
+
+  std::vector<double> marks;     ///< the latest done time after each iteration with a load
+  std::array<double, 4> busy{};  ///< as steady_estimate::busy_ns (TensorE unused)
+  queue_times queue_work{};      ///< each queue's data phases alone (the broadcasts apart)
+  double dma_work = 0;           ///< every data phase alone, the broadcasts included
+
+ private:
+  [[nodiscard]] std::int64_t tile_parts(std::int64_t t) const {
+    return (t == tiles_ - 1 ? last_rows_ : rpt_) / groups_;
+  }
+  [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const {
+    return std::min(cps_, s_.cols - c * cps_);
+  }
+  [[nodiscard]] std::size_t at(std::int64_t t, std::int64_t c) const {
+    return static_cast<std::size_t>((t % s_.bufs) * chunks_ + c);
+  }
+  ref& chunk_last(std::int64_t t, std::int64_t c, std::int64_t g) {
+    return chunk_last_[static_cast<std::size_t>(((t % window) * chunks_ + c) * groups_ + g)];
+  }
+  ref& tile_last(std::int64_t t) { return tile_last_[static_cast<std::size_t>(t % window)]; }
+  [[nodiscard]] bool follows(engine_id e, const ref& r) const {
+    return r.id != 0 && last_on_[e] == r.id;
+  }
+
+  engine_id queue(int stream) {
+    const int n = static_cast<int>(stream_count_[static_cast<std::size_t>(stream)]++ % s_.queues);
+    return static_cast<engine_id>((stream * s_.queues + n) % dma_queue_count);
+  }
+
+  /// A transfer on queue q ready at `ready`; returns when its dependents see it done.
+  double transfer(engine_id q, std::int64_t parts, std::int64_t row_bytes, std::int64_t chunk,
+                  double ready, bool hbm, bool counted = true) {
+    instruction in;
+    in.kind = op::dma;
+    in.partitions = static_cast<std::uint32_t>(parts);
+    in.free = static_cast<std::uint32_t>(row_bytes);
+    in.aux = static_cast<std::uint32_t>(chunk);
+    double alone = dma_data_ns(in, m_);
+    if (hbm && m_.hbm_bytes_per_ns > 0)
+      alone = std::max(alone, static_cast<double>(parts * row_bytes) / m_.hbm_bytes_per_ns);
+    dma_work += alone;
+    if (counted) queue_work[q] += alone;
+    const double issue = m_.dma_issue_ns;
+    double data_at = 0;
+    if (m_.dma_queue_pipelined) {  // issue overlaps the wait and the previous data phase
+      const double issue_at = std::max(issue_free_[q], ready - issue);
+      issue_free_[q] = issue_at + issue;
+      data_at = std::max({issue_at + issue, ready, queue_free_[q]});
+    } else {
+      data_at = std::max(queue_free_[q], ready) + issue;
+    }
+    // a transfer that starts while another queue's is moving shares the engines with it
+    double together = 1;
+    for (std::size_t o = 0; o < moving_.size(); ++o)
+      if (o != q && moving_[o].first <= data_at && data_at < moving_[o].second) ++together;
+    queue_free_[q] = data_at + alone * std::max(stretch_[q], together);
+    if (counted) moving_[q] = {data_at, queue_free_[q]};
+    const double done = queue_free_[q] + std::max(0.0, m_.dma_fixed_latency_ns - issue);
+    latest_ = std::max(latest_, done);
+    return done;
+  }
+
+  /// The op numbered `ordinal` (reduce ops, then scale ops), on the last
+  /// chunk when `last` is true.
+  ref compute(const row_op& o, std::size_t ordinal, bool last, double ready, bool dependent) {
+    const double ns = cost_[ordinal][(last ? 2U : 0U) + (dependent ? 1U : 0U)];
+    const double end = std::max(free_at_[o.engine], ready) + ns;
+    free_at_[o.engine] = end;
+    const auto e = static_cast<std::size_t>(o.engine - tensor_engine);
+    busy[e] += ns;
+    latest_ = std::max(latest_, end);
+    last_on_[o.engine] = ++next_id_;
+    return {end, next_id_};
+  }
+
+  /// One broadcast vector: a row into partition 0, then doubled (rows.cpp).
+  void broadcast() {
+    const std::int64_t row = s_.cols * dtype_bytes(s_.type);
+    double done = transfer(0, 1, row, 0, 0, true, false);
+    for (std::int64_t have = 1; have < P_; have *= 2)
+      done = transfer(0, std::min(have, P_ - have), row, 0, done, false, false);
+    broadcast_done_ = std::max(broadcast_done_, done);
+  }
+
+  void load(std::int64_t t) {
+    const std::int64_t parts = tile_parts(t), bytes = dtype_bytes(s_.type);
+    tile_last(t) = {};
+    for (std::int64_t c = 0; c < chunks_; ++c) {
+      const auto slot = at(t, c);
+      const std::int64_t cols = chunk_cols(c);
+      const double war = readers_[slot];
+      readers_[slot] = loads_[slot] = 0;
+      for (std::int64_t g = 0; g < groups_; ++g) chunk_last(t, c, g) = {};
+      for (int k = 0; k < s_.inputs; ++k)
+        loads_[slot] =
+            std::max(loads_[slot], transfer(queue(k), parts, groups_ * cols * bytes,
+                                            cols == s_.cols ? 0 : cols * bytes, war, true));
+    }
+  }
+
+  [[nodiscard]] std::size_t reduce_ops() const {
+    std::size_t n = 0;
+    for (const auto& step : s_.reduce) n += step.ops.size();
+    return n;
+  }
+
+  /// The steps of `list`, whose first op is numbered `ordinal`.
+  void steps(std::int64_t t, const std::vector<row_step>& list, int stage, std::size_t ordinal) {
+    const std::int64_t parts = tile_parts(t);
+    for (const auto& step : list) {
+      if (step.per_chunk) {
+        for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, parts, ordinal);
+        ordinal += step.ops.size();
+        continue;
+      }
+      // on the tile's [partitions, groups] per-row values, after the last chunk's chains
+      ref& last = tile_last(t);
+      double ready = last.done;
+      bool after_previous[engine_count]{};
+      for (const auto& o : step.ops) after_previous[o.engine] = follows(o.engine, last);
+      for (std::int64_t g = 0; g < groups_; ++g) {
+        const ref& r = chunk_last(t, chunks_ - 1, g);
+        ready = std::max(ready, r.done);
+        for (const auto& o : step.ops)
+          after_previous[o.engine] = after_previous[o.engine] || follows(o.engine, r);
+      }
+      bool first = true;
+      for (const auto& o : step.ops) {
+        const bool dependent = first ? after_previous[o.engine] : follows(o.engine, last);
+        last = compute(o, ordinal++, false, ready, dependent);
+        ready = last.done;
+        first = false;
+      }
+    }
+  }
+
+  /// What a chain's instruction on (t, c, g) waits for besides its engine
+  /// (the lowering's first_reads and the group's last instruction).
+  double reads(std::int64_t t, std::int64_t c, std::int64_t g, int stage) {
+    const ref& last = chunk_last(t, c, g);
+    double ready = std::max(tile_last(t).done, last.done);
+    if (last.id == 0 && stage != stage_load) ready = std::max(ready, loads_[at(t, c)]);
+    return ready;
+  }
+
+  /// One chunk's ops (rows.cpp's chain): the compute ops between two stores
+  /// run row group by row group, each store moves all groups at once.
+  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts,
+             std::size_t ordinal) {
+    const auto slot = at(t, c);
+    const std::int64_t cols = chunk_cols(c), bytes = dtype_bytes(s_.type);
+    bool wrote_staging = false;
+    std::size_t stage_slot = 0;
+    for (std::size_t begin = 0; begin < step.ops.size();) {
+      std::size_t end = begin;
+      while (end < step.ops.size() && !step.ops[end].store) ++end;
+      for (std::int64_t g = 0; g < groups_ && end > begin; ++g)
+        for (std::size_t i = begin; i < end; ++i) {
+          const auto& o = step.ops[i];
+          double ready = reads(t, c, g, stage);
+          if (o.to_staging && !wrote_staging) {
+            stage_slot =
+                2 * static_cast<std::size_t>(o.output) +
+                static_cast<std::size_t>(stage_serial_[static_cast<std::size_t>(o.output)]++ % 2);
+            wrote_staging = true;
+            ready = std::max(ready, stage_store_[stage_slot]);
+          }
+          if (o.uses_broadcast && !broadcast_used_) {
+            ready = std::max(ready, broadcast_done_);
+            broadcast_used_ = true;
+          }
+          ref& last = chunk_last(t, c, g);
+          const bool dependent = follows(o.engine, last) || follows(o.engine, tile_last(t));
+          last = compute(o, ordinal + i, c == chunks_ - 1, ready, dependent);
+          readers_[slot] = std::max(readers_[slot], last.done);
+        }
+      if (end == step.ops.size()) break;
+      const auto& o = step.ops[end];  // a store: a side branch, the chains go on
+      double ready = 0;
+      for (std::int64_t g = 0; g < groups_; ++g) ready = std::max(ready, reads(t, c, g, stage));
+      const double done = transfer(queue(s_.inputs + o.output), parts, groups_ * cols * bytes,
+                                   cols == s_.cols ? 0 : cols * bytes, ready, true);
+      if (wrote_staging)
+        stage_store_[stage_slot] = done;
+      else
+        readers_[slot] = std::max(readers_[slot], done);
+      begin = end + 1;
+    }
+  }
+
+  const pipeline_spec& s_;
+  const machine& m_;
+  const queue_times& stretch_;
+  std::int64_t tiles_, last_rows_;
+  std::int64_t P_ = 128, rpt_ = 128, cps_ = 0, chunks_ = 0, groups_ = 1;
+  std::array<double, engine_count> free_at_{};
+  std::array<std::uint32_t, engine_count> last_on_{};
+  queue_times issue_free_{}, queue_free_{};
+  std::array<std::pair<double, double>, dma_queue_count> moving_{};
+  std::array<std::int64_t, 16> stream_count_{};
+  std::array<std::int64_t, 8> stage_serial_{};
+  std::vector<double> readers_, loads_, stage_store_;
+  std::vector<ref> chunk_last_;
+  /// Per op (reduce ops, then scale ops): ns on a chunk (or a tile's values),
+  /// without and with the dependent floor, then the same on the last chunk.
+  std::vector<std::array<double, 4>> cost_;
+  std::array<ref, window> tile_last_{};
+  double broadcast_done_ = 0, latest_ = 0;
+  bool broadcast_used_ = false;
+  std::uint32_t next_id_ = 0;
+};
+
+/// The instructions the lowering issues for a spec.
+double instruction_count(const pipeline_spec& s, const tiling& t, std::int64_t groups,
+                         std::int64_t partitions) {
+  std::int64_t doublings = 0;
+  for (std::int64_t have = 1; have < partitions; have *= 2) ++doublings;
+  std::int64_t per_tile = t.chunks * s.inputs;
+  for (const auto* list : {&s.reduce, &s.scale})
+    for (const auto& step : *list) {
+      std::int64_t computes = 0, stores = 0;
+      for (const auto& o : step.ops) (o.store ? stores : computes) += 1;
+      per_tile += step.per_chunk ? t.chunks * (groups * computes + stores) : computes + stores;
+    }
+  return static_cast<double>(s.broadcasts * (1 + doublings) + t.tiles * per_tile);
+}
+
+/// The stores each chunk issues (one per output written per step).
+std::int64_t stores_per_chunk(const pipeline_spec& s) {
+  std::int64_t n = 0;
+  for (const auto* list : {&s.reduce, &s.scale})
+    for (const auto& step : *list)
+      if (step.per_chunk)
+        for (const auto& o : step.ops) n += o.store ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
+  const tiling t = tiling_of(spec);
+  const std::int64_t groups = ceil_div(t.rows_per_tile, m.partitions);
+  const std::int64_t replayed = std::min(t.tiles, replayed_tiles);
+  const std::int64_t last_rows = spec.rows - (t.tiles - 1) * t.rows_per_tile;
+  queue_times stretch;
+  stretch.fill(1.0);
+  double latency = 0;
+  steady_estimate e;
+  for (int pass = 1;; ++pass) {
+    replay r(spec, m, replayed, last_rows, stretch);
+    const double replayed_ns = r.run();
+    const auto k = static_cast<std::int64_t>(r.marks.size());
+    const std::int64_t span = std::min(period_span, k - 1);
+    const double period = span > 0 ? (r.marks[static_cast<std::size_t>(k - 1)] -
+                                      r.marks[static_cast<std::size_t>(k - 1 - span)]) /
+                                         static_cast<double>(span)
+                                   : 0;
+    latency = replayed_ns + static_cast<double>(t.tiles - replayed) * period;
+    const double scale = static_cast<double>(t.tiles) / static_cast<double>(replayed);
+    // each queue's share of the time with its data phases stretched; a
+    // transfer moves at 1 / (1 + the other queues' occupancy)
+    const double per_tile = latency / static_cast<double>(t.tiles);
+    queue_times occupancy{};
+    double all = 0;
+    for (std::size_t q = 0; q < occupancy.size(); ++q) {
+      occupancy[q] = std::min(1.0, r.queue_work[q] * scale / static_cast<double>(t.tiles) *
+                                       stretch[q] / std::max(per_tile, 1e-9));
+      all += occupancy[q];
+    }
+    for (std::size_t i = 0; i < 4; ++i) e.busy_ns[i] = r.busy[i] * scale;
+    e.dma_data_ns = r.dma_work * scale;
+    double change = 0;
+    for (std::size_t q = 0; q < stretch.size(); ++q) {
+      const double next = 1 + (all - occupancy[q]);
+      change = std::max(change, std::abs(next - stretch[q]));
+      stretch[q] = next;
+    }
+    if (pass == fixed_point_replays || change < fixed_point_tolerance) break;
+  }
+  e.latency_ns = latency;
+  const double bytes = static_cast<double>(dtype_bytes(spec.type));
+  const double elements = static_cast<double>(spec.rows) * static_cast<double>(spec.cols);
+  e.hbm_read_bytes =
+      spec.inputs * elements * bytes + static_cast<double>(spec.broadcasts * spec.cols) * bytes;
+  e.hbm_write_bytes = static_cast<double>(stores_per_chunk(spec)) * elements * bytes;
+  e.instructions = instruction_count(spec, t, groups, m.partitions);
+  e.totals.flops = elements * spec.flops_per_element;
+  e.totals.min_hbm_bytes = (spec.inputs + spec.outputs) * elements * bytes +
+                           static_cast<double>(spec.broadcasts * spec.cols) * bytes;
+  e.totals.compute_type = spec.type;
+  // what bounds it: the busiest engine when it fills the period, else the DMA
+  static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
+  const auto busiest = static_cast<std::size_t>(
+      std::max_element(e.busy_ns.begin() + 1, e.busy_ns.end()) - e.busy_ns.begin());
+  if (e.busy_ns[busiest] >= 0.9 * latency) {
+    e.bound = engines[busiest];
+    e.tag = "compute";
+  } else {
+    e.bound = e.dma_data_ns >= 0.9 * latency ? "dma data" : "dma latency";
+    e.tag = "load";
+  }
+  return e;
+}
+
+}  // namespace tessel::sim::rows
