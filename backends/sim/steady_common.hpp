@@ -1,0 +1,209 @@
+// steady_common.hpp: the pieces a workload's steady-state model
+// (docs/simulator.md, "Speed") replays its schedule with, without lowering
+// it: in-order engines as a max-plus recurrence and a jump over the periodic
+// part of a loop.
+//
+// `replay` charges each instruction what the event model (timing.cpp)
+// charges (cost_rules.hpp, TensorE's stationary loads and warm-up throttle)
+// and starts it at max(its engine free, its dependencies done), in program
+// order, which is exact for engines that share nothing (every compute engine
+// on trn2). DMA: a queue issues and moves its transfers in order (issue
+// pipelined with the data phase where the target's queues are); the data
+// phases of all queues take the DMA engines one after the other, which moves
+// the same bytes in the same total time as the event model's fair share but
+// finishes single transfers in another order where several queues overlap.
+//
+// `periodic_jump` watches the replay's state at the end of each repetition of
+// a loop body: once two repetitions in a row advanced every field by the
+// same amount, the recurrence is in its periodic regime and the remaining
+// repetitions are added in one step, each field by its own advance.
+#pragma once
+
+#include "cost_rules.hpp"
+#include "machine.hpp"
+#include "program.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim::steady {
+
+/// An issued instruction: its id (0: none, whose `done` is 0) and when its
+/// result is visible to dependents (ns).
+struct token {
+  std::uint64_t id = 0;
+  double done = 0;
+};
+
+/// The in-order engines of one core, replayed in program order.
+class replay {
+ public:
+  explicit replay(const machine& m) : m_(m) {}
+
+  /// An elementwise or TensorE instruction after `deps`.
+  token compute(const instruction& in, std::initializer_list<token> deps) {
+    const auto e = static_cast<std::size_t>(in.engine - tensor_engine);
+    double ready = free_[e];
+    bool after_previous = false;
+    for (const token& d : deps) {
+      ready = std::max(ready, d.done);
+      after_previous = after_previous || (d.id != 0 && d.id == last_id_[e]);
+    }
+    const double ns =
+        in.engine == tensor_engine ? tensor_ns(in, ready) : compute_ns(in, m_, after_previous);
+    busy[e] += ns;
+    free_[e] = ready + ns;
+    instructions += in.count;
+    last_id_[e] = ++serial_;
+    return finish(free_[e]);
+  }
+
+  /// A DMA transfer on queue in.engine after `deps`; `hbm_src`/`hbm_dst`:
+  /// which side is HBM (its bytes count, and the core's HBM share caps it).
+  token dma(const instruction& in, bool hbm_src, bool hbm_dst, std::initializer_list<token> deps) {
+    double ready = 0;
+    for (const token& d : deps) ready = std::max(ready, d.done);
+    auto& q = queue_[in.engine];
+    const double issue = m_.dma_issue_ns * in.count;
+    const double issue_at =
+        m_.dma_queue_pipelined ? std::max(q.issue_free, ready - issue) : std::max(q.free, ready);
+    const double bytes = static_cast<double>(in.count) * in.partitions * in.free;
+    double data = dma_data_ns(in, m_);
+    if ((hbm_src || hbm_dst) && m_.hbm_bytes_per_ns > 0)
+      data = std::max(data, bytes / m_.hbm_bytes_per_ns);
+    const double start = std::max({issue_at + issue, ready, q.free, dma_free_});
+    q.issue_free = issue_at + issue;
+    q.free = dma_free_ = start + data;
+    dma_data += data;
+    if (hbm_src) hbm_read += bytes;
+    if (hbm_dst) hbm_write += bytes;
+    instructions += in.count;
+    ++serial_;
+    return finish(q.free + std::max(0.0, m_.dma_fixed_latency_ns - m_.dma_issue_ns));
+  }
+
+  /// Every time and total of the state, for periodic_jump.
+  void fields(std::vector<double*>& out) {
+    for (double& f : free_) out.push_back(&f);
+    for (auto& q : queue_) {
+      out.push_back(&q.issue_free);
+      out.push_back(&q.free);
+    }
+    for (double& b : busy) out.push_back(&b);
+    for (double* f : {&dma_free_, &tensor_last_end_, &ramp_, &util_, &latency, &instructions,
+                      &hbm_read, &hbm_write, &dma_data, &warmup_loss})
+      out.push_back(f);
+  }
+
+  std::array<double, 4> busy{};  ///< TensorE, VectorE, ScalarE, GpSimdE (ns)
+  double latency = 0;            ///< the last instruction's done
+  double instructions = 0, hbm_read = 0, hbm_write = 0, dma_data = 0, warmup_loss = 0;
+
+ private:
+  token finish(double done) {
+    latency = std::max(latency, done);
+    return {serial_, done};
+  }
+
+  /// timing.cpp's TensorE duration: the multiply, the exposed stationary
+  /// load, and the warm-up throttle.
+  double tensor_ns(const instruction& in, double now) {
+    const double each = cost_rule::tensor_cycles(in, m_);
+    const bool gap = tensor_last_end_ < 0 || now > tensor_last_end_ + 1e-9;
+    double cycles = in.count * each;
+    if (in.kind == op::transpose || (in.flags & flag_new_stationary)) {
+      const double load =
+          cost_rule::stationary_load_cycles(in.kind == op::transpose ? in.free : in.aux, m_);
+      cycles += gap ? load : std::max(0.0, load - tensor_prev_cycles_);
+      cycles += (in.count - 1) * std::max(0.0, load - each);
+    }
+    tensor_prev_cycles_ = each;
+    const double full = cycles / m_.tensor_ghz, ns = throttled(full, now);
+    warmup_loss += ns - full;
+    tensor_last_end_ = now + ns;
+    return ns;
+  }
+
+  /// exp(-x) as timing.cpp computes it (a short series for small x).
+  static double decay(double x) {
+    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
+    return x > 40 ? 0.0 : std::exp(-x);
+  }
+
+  double throttled(double work, double now) {
+    const double w = m_.warmup_ns, s0 = m_.warmup_start;
+    if (w <= 0 || s0 >= 1) return work;
+    const double gap = tensor_last_end_ < 0 ? w * 10 : std::max(0.0, now - tensor_last_end_);
+    if (gap > 0) util_ *= decay(gap / w);
+    if (util_ < 0.5) ramp_ = 0;
+    double ns = work;
+    if (ramp_ < w) {
+      const double left = w - ramp_, slope = (1 - s0) / w, speed0 = s0 + slope * ramp_;
+      const double in_ramp = speed0 * left + slope * left * left / 2;
+      ns = work >= in_ramp ? left + (work - in_ramp)
+                           : (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work)) / slope;
+    }
+    ramp_ += ns;
+    if (util_ < 0.999) util_ = 1 - (1 - util_) * decay(ns / w);
+    return ns;
+  }
+
+  struct dma_queue {
+    double issue_free = 0, free = 0;
+  };
+  const machine& m_;
+  std::array<double, 4> free_{};
+  std::array<std::uint64_t, 4> last_id_{};
+  std::array<dma_queue, dma_queue_count> queue_{};
+  double dma_free_ = 0;
+  std::uint64_t serial_ = 0;
+  double tensor_last_end_ = -1, tensor_prev_cycles_ = 0, ramp_ = 0, util_ = 0;
+};
+
+/// Skips the periodic repetitions of a loop body: call step() after each
+/// repetition; once it says so, jump(n) adds n more repetitions.
+class periodic_jump {
+ public:
+  explicit periodic_jump(std::vector<double*> fields)
+      : fields_(std::move(fields)),
+        last_(fields_.size()),
+        delta_(fields_.size()),
+        previous_delta_(fields_.size()) {}
+
+  /// Records the state after a repetition; true when the last two advanced
+  /// every field alike (within `tolerance` ns, or units, plus 1e-9 relative).
+  bool step(double tolerance = 1e-3) {
+    bool same = seen_ >= 2;
+    if (seen_ >= 1) previous_delta_.swap(delta_);
+    for (std::size_t i = 0; i < fields_.size(); ++i) {
+      const double now = *fields_[i];
+      if (seen_ >= 1) {
+        delta_[i] = now - last_[i];
+        same = same &&
+               std::abs(delta_[i] - previous_delta_[i]) <= tolerance + 1e-9 * std::abs(delta_[i]);
+      }
+      last_[i] = now;
+    }
+    ++seen_;
+    return same;
+  }
+  /// Advances every field by `n` repetitions of the last advance.
+  void jump(double n) {
+    for (std::size_t i = 0; i < fields_.size(); ++i) *fields_[i] += n * delta_[i];
+    seen_ = 0;
+  }
+  /// Forgets the repetitions seen (a new loop starts).
+  void reset() { seen_ = 0; }
+
+ private:
+  std::vector<double*> fields_;
+  std::vector<double> last_, delta_, previous_delta_;
+  int seen_ = 0;
+};
+
+}  // namespace tessel::sim::steady
