@@ -87,17 +87,25 @@ class replay {
     return finish(q.free + std::max(0.0, m_.dma_fixed_latency_ns - m_.dma_issue_ns));
   }
 
-  /// Every time and total of the state, for periodic_jump.
-  void fields(std::vector<double*>& out) {
+  /// The state's times (ns): engine and queue free times, the last done.
+  void times(std::vector<double*>& out) {
     for (double& f : free_) out.push_back(&f);
     for (auto& q : queue_) {
       out.push_back(&q.issue_free);
       out.push_back(&q.free);
     }
+    for (double* f : {&dma_free_, &tensor_last_end_, &latency}) out.push_back(f);
+  }
+  /// The totals it sums (busy times, counts, bytes).
+  void totals(std::vector<double*>& out) {
     for (double& b : busy) out.push_back(&b);
-    for (double* f : {&dma_free_, &tensor_last_end_, &ramp_, &util_, &latency, &instructions,
-                      &hbm_read, &hbm_write, &dma_data, &warmup_loss})
+    for (double* f : {&instructions, &hbm_read, &hbm_write, &dma_data, &warmup_loss})
       out.push_back(f);
+  }
+  /// TensorE's warm-up throttle: its ramp and utilization (not times).
+  void throttle(std::vector<double*>& out) {
+    out.push_back(&ramp_);
+    out.push_back(&util_);
   }
 
   std::array<double, 4> busy{};  ///< TensorE, VectorE, ScalarE, GpSimdE (ns)
@@ -163,6 +171,26 @@ class replay {
   double dma_free_ = 0;
   std::uint64_t serial_ = 0;
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0, ramp_ = 0, util_ = 0;
+};
+
+/// Slots in rotation, kept oldest first so that the state reads the same
+/// from one repetition to the next whatever the lowering's slot numbers:
+/// next() recycles the oldest as the newest.
+template <class T>
+class ring {
+ public:
+  explicit ring(std::size_t n, const T& init = T{}) : slots_(std::max<std::size_t>(n, 1), init) {}
+  [[nodiscard]] T& oldest() { return slots_.front(); }
+  [[nodiscard]] T& newest() { return slots_.back(); }
+  /// The oldest slot, moved to the newest place (its contents kept).
+  T& next() {
+    std::rotate(slots_.begin(), slots_.begin() + 1, slots_.end());
+    return slots_.back();
+  }
+  [[nodiscard]] std::vector<T>& slots() { return slots_; }
+
+ private:
+  std::vector<T> slots_;
 };
 
 /// Skips the periodic repetitions of a loop body: call step() after each

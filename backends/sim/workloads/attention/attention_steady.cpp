@@ -12,6 +12,9 @@
 #include "attention_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -19,23 +22,7 @@ namespace tessel::sim::attn {
 namespace {
 
 using steady::token;
-
-/// A few tokens, oldest first: push() drops the oldest.
-class window {
- public:
-  explicit window(std::size_t n) : t_(std::max<std::size_t>(n, 1)) {}
-  [[nodiscard]] const token& oldest() const { return t_.front(); }
-  void push(const token& t) {
-    std::rotate(t_.begin(), t_.begin() + 1, t_.end());
-    t_.back() = t;
-  }
-  void fields(std::vector<double*>& out) {
-    for (auto& t : t_) out.push_back(&t.done);
-  }
-
- private:
-  std::vector<token> t_;
-};
+using window = steady::ring<token>;
 
 struct unit {
   std::int64_t qt = 0, kt = 0;
@@ -76,17 +63,24 @@ class attention_replay {
     per_ = std::lcm(p.kv_bufs, p.rescale_every);
     const auto loads = 1 + l_.kv_blocks;
     per_ *= p.queues / std::gcd<std::int64_t>(p.queues, per_ * loads);
-    r_.fields(fields_);
+    r_.times(times_);
     for (token* t : {&q_load_, &q_reader_, &o_part_, &last_copy_, &diag_, &pending_.exp})
-      fields_.push_back(&t->done);
-    for (window* w : {&scores_, &banks_, &pv_, &stores_}) w->fields(fields_);
+      times_.push_back(&t->done);
+    for (window* w : {&scores_, &banks_, &pv_, &stores_})
+      for (token& t : w->slots()) times_.push_back(&t.done);
     for (auto& s : kv_) {
-      fields_.push_back(&s.k.done);
-      fields_.push_back(&s.reader.done);
-      for (auto& v : s.v) fields_.push_back(&v.done);
+      times_.push_back(&s.k.done);
+      times_.push_back(&s.reader.done);
+      for (auto& v : s.v) times_.push_back(&v.done);
     }
     for (auto* side : {&state_, &acc_})
-      for (auto& t : *side) fields_.push_back(&t.done);
+      for (auto& t : *side) times_.push_back(&t.done);
+    r_.totals(totals_);
+    latency_ = static_cast<std::size_t>(std::find(times_.begin(), times_.end(), &r_.latency) -
+                                        times_.begin());
+    fields_ = times_;
+    fields_.insert(fields_.end(), totals_.begin(), totals_.end());
+    r_.throttle(fields_);
   }
 
   steady_estimate run() {
@@ -94,35 +88,127 @@ class attention_replay {
       diag_ = r_.compute(elementwise(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile, 0), {});
     steady::periodic_jump jump(fields_);
     const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile);
+    std::vector<double> before(fields_.size()), last(fields_.size()), advance(fields_.size());
+    std::vector<std::pair<std::int64_t, std::vector<double>>> seen;  // (key, advance) per q tile
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
-      const auto n = static_cast<std::int64_t>(visited_kv_tiles(p_, qt).size());
-      // the kv iterations that repeat: after the first, before the diagonal and the last
-      std::int64_t middle_end = n - 1;
-      for (std::int64_t i = 0; i < middle_end; ++i)
-        if (diagonal(qt, i, 0)) middle_end = i;
-      kv_iteration(qt, 0, n);
-      std::int64_t i = 1;
-      jump.reset();
-      while (i + per_ <= middle_end) {
-        if (jump.step()) {
-          const std::int64_t more = (middle_end - i) / per_;
-          jump.jump(static_cast<double>(more));
-          i += more * per_;
-          dma_serial_ += more * per_ * (1 + l_.kv_blocks);
-          loaded_kt_ = i - 1;
-          pending_.u.kt = i - 1;
-          if (i + per_ > middle_end) break;
-        }
-        for (std::int64_t k = 0; k < per_; ++k) kv_iteration(qt, i + k, n);
-        i += per_;
-      }
-      for (; i < n; ++i) kv_iteration(qt, i, n);
+      for (std::size_t f = 0; f < fields_.size(); ++f) before[f] = *fields_[f];
+      q_tile(qt, jump);
+      for (std::size_t f = 0; f < fields_.size(); ++f) advance[f] = *fields_[f] - before[f];
+      seen.emplace_back(key(qt), advance);
+      if (std::getenv("SB_DEBUG"))
+        std::fprintf(stderr, "qt %lld key %lld n %lld adv %.1f lat %.1f\n", static_cast<long long>(qt),
+                     static_cast<long long>(key(qt)), static_cast<long long>(visited(qt)), advance[latency_], *fields_[latency_]);
+      if (qt >= 2 && qt + 2 < q_tiles && !std::getenv("SB_NOSKIP")) qt = skip_q_tiles(qt, q_tiles - 1, seen);
     }
     if (have_pending_) product(pending_);
+    if (std::getenv("SB_DEBUG"))
+      std::fprintf(stderr, "units %lld per %lld q %lld kv %lld\n", static_cast<long long>(dbg_units_),
+                   static_cast<long long>(per_), static_cast<long long>(p_.q_tile),
+                   static_cast<long long>(p_.kv_tile));
     return estimate();
   }
 
  private:
+  /// Kv iterations of q tile `qt`, and how many come before the first
+  /// diagonal one (the key its duration is affine in).
+  [[nodiscard]] std::int64_t visited(std::int64_t qt) const {
+    const std::int64_t kv_tiles = ceil_div(p_.seq, p_.kv_tile);
+    if (!(p_.causal && p_.skip_masked)) return kv_tiles;
+    return std::min(kv_tiles, ceil_div(std::min(p_.seq, (qt + 1) * p_.q_tile), p_.kv_tile));
+  }
+  [[nodiscard]] std::int64_t key(std::int64_t qt) const {
+    if (!p_.causal) return visited(qt);
+    return std::min(visited(qt), ceil_div(qt * p_.q_tile + 1, p_.kv_tile) - 1);
+  }
+
+  void q_tile(std::int64_t qt, steady::periodic_jump& jump) {
+    const std::int64_t n = visited(qt);
+    // the kv iterations that repeat: after the first, before the diagonal and the last
+    const std::int64_t middle_end = std::min(n - 1, key(qt));
+    kv_iteration(qt, 0, n);
+    std::int64_t i = 1;
+    jump.reset();
+    while (i + per_ <= middle_end) {
+      if (jump.step()) {
+        const std::int64_t more = (middle_end - i) / per_;
+        jump.jump(static_cast<double>(more));
+        i += more * per_;
+        dma_serial_ += more * per_ * (1 + l_.kv_blocks);
+        loaded_kt_ = i - 1;
+        pending_.u.kt = i - 1;
+        pending_.u.kv_index = static_cast<int>(i - 1);
+        break;
+      }
+      for (std::int64_t k = 0; k < per_; ++k) kv_iteration(qt, i + k, n);
+      i += per_;
+    }
+    for (; i < n; ++i) kv_iteration(qt, i, n);
+  }
+
+  /// After q tile `done` (the third or later), the q tiles up to `last`
+  /// (not included) by extrapolation, when the q tiles seen fix it: each
+  /// takes the last one's time, corrected along the key by the slope
+  /// between the last two (past the first) of different keys, and every
+  /// time of the state moves by their sum; each total advances likewise.
+  /// Returns the last q tile simulated or skipped.
+  std::int64_t skip_q_tiles(std::int64_t done, std::int64_t last,
+                            const std::vector<std::pair<std::int64_t, std::vector<double>>>& seen) {
+    // the last q tile, the last before it of another key, and one before
+    // that of a third key (past the first q tile, which starts cold)
+    const auto& [key_j, adv_j] = seen.back();
+    const std::vector<double>* other = nullptr;
+    const std::vector<double>* check = &seen[seen.size() - 2].second;
+    std::int64_t key_h = key_j;
+    std::int64_t key_i = key_j;
+    bool third = false;
+    for (std::size_t i = seen.size() - 1; i-- > 1;) {
+      if (!other && seen[i].first != key_j) {
+        other = &seen[i].second;
+        key_i = seen[i].first;
+      } else if (other && seen[i].first != key_i) {
+        check = &seen[i].second;
+        key_h = seen[i].first;
+        third = true;
+        break;
+      }
+    }
+    double count = 0, keys = 0;
+    for (std::int64_t qt = done + 1; qt < last; ++qt) {
+      count += 1;
+      keys += static_cast<double>(key(qt) - key_j);
+    }
+    // the line through the last two must hold at the third (or, when the
+    // keys ahead are all the same, the last two must take the same time)
+    const double t_j = adv_j[latency_], t_h = (*check)[latency_];
+    if (keys != 0 && !third) return done;
+    const double predicted =
+        other && keys != 0
+            ? t_j + (t_j - (*other)[latency_]) / static_cast<double>(key_j - key_i) *
+                        static_cast<double>(key_h - key_j)
+            : t_j;
+    if (std::abs(predicted - t_h) > 0.002 * std::abs(t_h)) return done;
+    const auto slope = [&](std::size_t f) {
+      return other && keys != 0 ? (adv_j[f] - (*other)[f]) / static_cast<double>(key_j - key_i)
+                                : 0.0;
+    };
+    const double shift = count * adv_j[latency_] + keys * slope(latency_);
+    for (std::size_t f = 0; f < times_.size(); ++f) *fields_[f] += shift;
+    for (std::size_t f = times_.size(); f < times_.size() + totals_.size(); ++f)
+      *fields_[f] += count * adv_j[f] + keys * slope(f);
+    // the state the last q tile starts from: q tile last - 1's kv tiles and unit
+    const std::int64_t n_done = visited(done), n_prev = visited(last - 1);
+    const auto b = static_cast<std::int64_t>(kv_.size());
+    const std::int64_t turn = ((n_prev - n_done) % b + b) % b;
+    std::rotate(kv_.begin(), kv_.begin() + (b - turn) % b, kv_.end());
+    loaded_kt_ = n_prev - 1;
+    slot_ = &kv_[static_cast<std::size_t>(loaded_kt_ % b)];
+    pending_.u.qt = last - 1;
+    pending_.u.kt = n_prev - 1;
+    pending_.u.kv_index = static_cast<int>(n_prev - 1);
+    pending_.u.first_kv = n_prev == 1;
+    return last - 1;
+  }
+
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(p_.type); }
 
   [[nodiscard]] bool diagonal(std::int64_t qt, std::int64_t kt, int sub) const {
@@ -142,6 +228,7 @@ class attention_replay {
       u.kv_index = static_cast<int>(i);
       if (sub == 0 && u.first_kv) load_q(qt);
       if (sub == 0) load_kv(i);
+      ++dbg_units_;
       pending next = scores(u);
       if (have_pending_) product(pending_);
       pending_ = next;
@@ -257,7 +344,7 @@ class attention_replay {
     const token exp = r_.compute(elementwise(scalar_engine, op::activation, rows, cols, from),
                                  {bias, prev, last_copy_});
     state_[sub] = u.first_kv ? exp : row_step(op::tensor_tensor, rows, {exp, alpha});
-    scores_.push(exp);
+    scores_.next() = exp;
     return {u, exp, rows, cols};
   }
 
@@ -275,12 +362,12 @@ class attention_replay {
       t.free = static_cast<std::uint32_t>(kb);
       const token tid = r_.compute(t, {w.exp, banks_.oldest()});
       copy = vector(op::copy, kb, w.rows, flag_reads_psum, {tid, pv_.oldest()});
-      banks_.push(copy);
+      banks_.next() = copy;
       last = matmul(kb, w.rows, p_.d, true,
                     {copy, slot.v[static_cast<std::size_t>(b)], b == 0 ? o_part_ : token{}});
     }
     last_copy_ = copy;
-    pv_.push(last);
+    pv_.next() = last;
     slot.reader = last;
     const auto sub = static_cast<std::size_t>(w.u.sub);
     const token acc = vector(w.u.first_kv ? op::copy : op::tensor_tensor, w.rows, p_.d,
@@ -290,8 +377,49 @@ class attention_replay {
     if (!w.u.last_kv) return;
     const token inv = vector(op::reciprocal, w.rows, 1, 0, {acc, state_[sub]});
     const token norm = vector(op::tensor_scalar, w.rows, p_.d, 0, {inv, stores_.oldest()});
-    stores_.push(dma(w.rows, p_.d * bytes(), false, {norm}));
+    stores_.next() = (dma(w.rows, p_.d * bytes(), false, {norm}));
     acc_[sub] = norm;
+  }
+
+  /// What the lowering issues and moves, counted in closed form per kv
+  /// iteration (the replay skips most of them).
+  struct counts {
+    double instructions = 0, hbm_read = 0, hbm_write = 0;
+  };
+  [[nodiscard]] counts count() const {
+    counts c;
+    const std::int64_t P = l_.partitions, b = bytes(), d = p_.d;
+    const auto q_tiles = ceil_div(p_.seq, p_.q_tile);
+    c.instructions = p_.causal ? 1 : 0;
+    std::int64_t loaded = -1;
+    for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
+      const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
+      const std::int64_t q_rows = std::min(p_.q_tile, p_.seq - row0);
+      const std::int64_t subs = ceil_div(q_rows, P);
+      c.instructions += 1;
+      c.hbm_read += static_cast<double>(d * q_rows * b);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t cols = std::min(p_.kv_tile, p_.seq - i * p_.kv_tile);
+        const std::int64_t blocks = ceil_div(cols, P);
+        if (loaded != i) {
+          loaded = i;
+          c.instructions += static_cast<double>(1 + blocks);
+          c.hbm_read += static_cast<double>(2 * d * cols * b);
+        }
+        const bool first = i == 0, last = i + 1 == n;
+        std::int64_t per_unit = ceil_div(cols, m_.max_moving_free) + 3 + 3 * blocks + 1;
+        if (p_.rescale_every > 1) per_unit += first || i % p_.rescale_every == 0 ? 1 : 4;
+        if (!first) per_unit += 4;
+        if (last) per_unit += 3;
+        std::int64_t diagonal_subs = 0;
+        const std::int64_t last_key = std::min(p_.seq, (i + 1) * p_.kv_tile) - 1;
+        if (p_.causal && last_key > row0)
+          diagonal_subs = std::min(subs, ceil_div(last_key - row0, P));
+        c.instructions += static_cast<double>(subs * per_unit + 2 * diagonal_subs);
+        if (last) c.hbm_write += static_cast<double>(q_rows * d * b);
+      }
+    }
+    return c;
   }
 
   [[nodiscard]] steady_estimate estimate() const {
@@ -299,9 +427,10 @@ class attention_replay {
     e.latency_ns = r_.latency;
     e.busy_ns = r_.busy;
     e.dma_data_ns = r_.dma_data;
-    e.hbm_read_bytes = r_.hbm_read;
-    e.hbm_write_bytes = r_.hbm_write;
-    e.instructions = r_.instructions;
+    const counts c = count();
+    e.hbm_read_bytes = c.hbm_read;
+    e.hbm_write_bytes = c.hbm_write;
+    e.instructions = c.instructions;
     const auto seq = static_cast<double>(p_.seq);
     const double pairs = p_.causal ? 0.5 * seq * (seq + 1) : seq * seq;
     e.totals.flops = 4.0 * pairs * static_cast<double>(p_.d);
@@ -325,7 +454,10 @@ class attention_replay {
   const machine& m_;
   const layout l_;
   steady::replay r_;
-  std::vector<double*> fields_;
+  /// The state's times (the replay's and the tokens'), the totals, and all
+  /// of them with the throttle (fields_: times, then totals, then throttle).
+  std::vector<double*> times_, totals_, fields_;
+  std::size_t latency_ = 0;  ///< the index of the replay's latency in times_
   std::int64_t per_ = 1;  ///< kv iterations a repetition
   token q_load_, q_reader_, o_part_, last_copy_, diag_;
   window scores_, banks_, pv_, stores_;  ///< score sets, transpose banks, P V, staging
@@ -334,7 +466,7 @@ class attention_replay {
   std::vector<token> state_, acc_;
   pending pending_;
   bool have_pending_ = false;
-  std::int64_t loaded_kt_ = -1, dma_serial_ = 0;
+  std::int64_t loaded_kt_ = -1, dma_serial_ = 0, dbg_units_ = 0, dbg_jumps_ = 0;
 };
 
 }  // namespace
