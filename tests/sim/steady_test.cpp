@@ -101,7 +101,7 @@ TEST_CASE("analytic model: used when selected, by option and by registry setting
 }
 
 TEST_CASE("analytic model: workloads without one fall back to the event model") {
-  const space s = example_space("sim_attention.tsl");  // no steady model yet
+  const space s = example_space("moe.tsl");  // no steady model yet
   sim_backend event(model("event")), analytic(model("analytic"));
   event.prepare(s);
   analytic.prepare(s);

@@ -12,9 +12,8 @@
 #include "attention_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -41,7 +40,7 @@ struct pending {
 /// One K/V slot: its loads and its last reader (TensorE, in order).
 struct kv_slot {
   token k, reader;
-  std::vector<token> v;
+  std::array<token, 32> v;  ///< one per 128-key block (inline: the slots rotate by value)
 };
 
 class attention_replay {
@@ -58,11 +57,14 @@ class attention_replay {
         kv_(static_cast<std::size_t>(p.kv_bufs)),
         state_(static_cast<std::size_t>(l_.sub_tiles)),
         acc_(static_cast<std::size_t>(l_.sub_tiles)) {
-    for (auto& s : kv_) s.v.resize(static_cast<std::size_t>(l_.kv_blocks));
     // a repetition: whole turns of the K/V slots, the lazy corrections and the queues
-    per_ = std::lcm(p.kv_bufs, p.rescale_every);
+    per_ = p.rescale_every;
     const auto loads = 1 + l_.kv_blocks;
     per_ *= p.queues / std::gcd<std::int64_t>(p.queues, per_ * loads);
+    // q tiles: the K/V slots and queues restart at each; with kv tiles
+    // longer than q tiles, the key moves every kv_tile / q_tile of them
+    group_ = std::lcm<std::int64_t>(p.kv_bufs, p.queues);
+    if (p.kv_tile > p.q_tile) group_ = std::lcm(group_, ceil_div(p.kv_tile, p.q_tile));
     r_.times(times_);
     for (token* t : {&q_load_, &q_reader_, &o_part_, &last_copy_, &diag_, &pending_.exp})
       times_.push_back(&t->done);
@@ -71,7 +73,8 @@ class attention_replay {
     for (auto& s : kv_) {
       times_.push_back(&s.k.done);
       times_.push_back(&s.reader.done);
-      for (auto& v : s.v) times_.push_back(&v.done);
+      for (int v = 0; v < l_.kv_blocks; ++v)
+        times_.push_back(&s.v[static_cast<std::size_t>(v)].done);
     }
     for (auto* side : {&state_, &acc_})
       for (auto& t : *side) times_.push_back(&t.done);
@@ -88,23 +91,20 @@ class attention_replay {
       diag_ = r_.compute(elementwise(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile, 0), {});
     steady::periodic_jump jump(fields_);
     const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile);
-    std::vector<double> before(fields_.size()), last(fields_.size()), advance(fields_.size());
-    std::vector<std::pair<std::int64_t, std::vector<double>>> seen;  // (key, advance) per q tile
+    std::vector<double> before(fields_.size());
+    std::vector<group> groups;
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
-      for (std::size_t f = 0; f < fields_.size(); ++f) before[f] = *fields_[f];
+      if (qt % group_ == 0)
+        for (std::size_t f = 0; f < fields_.size(); ++f) before[f] = *fields_[f];
       q_tile(qt, jump);
-      for (std::size_t f = 0; f < fields_.size(); ++f) advance[f] = *fields_[f] - before[f];
-      seen.emplace_back(key(qt), advance);
-      if (std::getenv("SB_DEBUG"))
-        std::fprintf(stderr, "qt %lld key %lld n %lld adv %.1f lat %.1f\n", static_cast<long long>(qt),
-                     static_cast<long long>(key(qt)), static_cast<long long>(visited(qt)), advance[latency_], *fields_[latency_]);
-      if (qt >= 2 && qt + 2 < q_tiles && !std::getenv("SB_NOSKIP")) qt = skip_q_tiles(qt, q_tiles - 1, seen);
+      if ((qt + 1) % group_ != 0) continue;
+      group& g = groups.emplace_back();
+      g.key = group_key(qt + 1 - group_);
+      g.advance.resize(fields_.size());
+      for (std::size_t f = 0; f < fields_.size(); ++f) g.advance[f] = *fields_[f] - before[f];
+      qt = skip_groups(qt, q_tiles, groups);
     }
     if (have_pending_) product(pending_);
-    if (std::getenv("SB_DEBUG"))
-      std::fprintf(stderr, "units %lld per %lld q %lld kv %lld\n", static_cast<long long>(dbg_units_),
-                   static_cast<long long>(per_), static_cast<long long>(p_.q_tile),
-                   static_cast<long long>(p_.kv_tile));
     return estimate();
   }
 
@@ -121,92 +121,106 @@ class attention_replay {
     return std::min(visited(qt), ceil_div(qt * p_.q_tile + 1, p_.kv_tile) - 1);
   }
 
+  /// The kv iterations of q tile `qt`. Two runs of them repeat: those after
+  /// the first and before the diagonal, and (without skip_masked) those
+  /// masked for every row, up to the last.
   void q_tile(std::int64_t qt, steady::periodic_jump& jump) {
     const std::int64_t n = visited(qt);
-    // the kv iterations that repeat: after the first, before the diagonal and the last
-    const std::int64_t middle_end = std::min(n - 1, key(qt));
+    const std::int64_t rows = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
+    const std::int64_t last_row =
+        qt * p_.q_tile + (ceil_div(rows, l_.partitions) - 1) * l_.partitions;
+    const std::int64_t masked =
+        p_.causal ? std::max<std::int64_t>(1, ceil_div(last_row + 1, p_.kv_tile) - 1) : n;
     kv_iteration(qt, 0, n);
     std::int64_t i = 1;
+    repeat(qt, i, std::min(n - 1, key(qt)), n, jump);
+    for (; i < std::min(n, masked); ++i) kv_iteration(qt, i, n);
+    repeat(qt, i, n - 1, n, jump);
+    for (; i < n; ++i) kv_iteration(qt, i, n);
+  }
+
+  /// Kv iterations i.. of identical units up to `end` (not included): once
+  /// two repetitions advance the state alike, the rest in one jump.
+  void repeat(std::int64_t qt, std::int64_t& i, std::int64_t end, std::int64_t n,
+              steady::periodic_jump& jump) {
     jump.reset();
-    while (i + per_ <= middle_end) {
+    while (i + per_ <= end) {
       if (jump.step()) {
-        const std::int64_t more = (middle_end - i) / per_;
+        const std::int64_t more = (end - i) / per_;
         jump.jump(static_cast<double>(more));
         i += more * per_;
         dma_serial_ += more * per_ * (1 + l_.kv_blocks);
         loaded_kt_ = i - 1;
+        kv_front_ = i % p_.kv_bufs;
         pending_.u.kt = i - 1;
         pending_.u.kv_index = static_cast<int>(i - 1);
-        break;
+        return;
       }
       for (std::int64_t k = 0; k < per_; ++k) kv_iteration(qt, i + k, n);
       i += per_;
     }
-    for (; i < n; ++i) kv_iteration(qt, i, n);
   }
 
-  /// After q tile `done` (the third or later), the q tiles up to `last`
-  /// (not included) by extrapolation, when the q tiles seen fix it: each
-  /// takes the last one's time, corrected along the key by the slope
-  /// between the last two (past the first) of different keys, and every
-  /// time of the state moves by their sum; each total advances likewise.
-  /// Returns the last q tile simulated or skipped.
-  std::int64_t skip_q_tiles(std::int64_t done, std::int64_t last,
-                            const std::vector<std::pair<std::int64_t, std::vector<double>>>& seen) {
-    // the last q tile, the last before it of another key, and one before
-    // that of a third key (past the first q tile, which starts cold)
-    const auto& [key_j, adv_j] = seen.back();
-    const std::vector<double>* other = nullptr;
-    const std::vector<double>* check = &seen[seen.size() - 2].second;
-    std::int64_t key_h = key_j;
-    std::int64_t key_i = key_j;
-    bool third = false;
-    for (std::size_t i = seen.size() - 1; i-- > 1;) {
-      if (!other && seen[i].first != key_j) {
-        other = &seen[i].second;
-        key_i = seen[i].first;
-      } else if (other && seen[i].first != key_i) {
-        check = &seen[i].second;
-        key_h = seen[i].first;
-        third = true;
-        break;
-      }
+  /// A run of group_ q tiles: its key (the sum of theirs) and what it
+  /// advanced each field by.
+  struct group {
+    std::int64_t key = 0;
+    std::vector<double> advance;
+  };
+  [[nodiscard]] std::int64_t group_key(std::int64_t first) const {
+    std::int64_t k = 0;
+    for (std::int64_t qt = first; qt < first + group_; ++qt) k += key(qt);
+    return k;
+  }
+
+  /// After a group ending at q tile `done`, the whole groups before the
+  /// last q tile by extrapolation, when the groups seen (past the first,
+  /// which starts cold) fix it: each takes the last group's time, corrected
+  /// along the key by the slope between the last two groups of different
+  /// keys, provided that line holds at a third; every time of the state
+  /// moves by their sum and each total advances likewise. Returns the last
+  /// q tile simulated or skipped.
+  std::int64_t skip_groups(std::int64_t done, std::int64_t q_tiles,
+                           const std::vector<group>& groups) {
+    const std::int64_t skipped = (q_tiles - 1 - (done + 1)) / group_;
+    if (skipped <= 0 || groups.size() < 3) return done;
+    const group& j = groups.back();
+    const group* i = nullptr;
+    const group* h = nullptr;
+    for (std::size_t g = groups.size() - 1; g-- > 1 && !h;) {
+      if (!i && groups[g].key != j.key)
+        i = &groups[g];
+      else if (i && groups[g].key != i->key)
+        h = &groups[g];
     }
-    double count = 0, keys = 0;
-    for (std::int64_t qt = done + 1; qt < last; ++qt) {
-      count += 1;
-      keys += static_cast<double>(key(qt) - key_j);
-    }
-    // the line through the last two must hold at the third (or, when the
-    // keys ahead are all the same, the last two must take the same time)
-    const double t_j = adv_j[latency_], t_h = (*check)[latency_];
-    if (keys != 0 && !third) return done;
-    const double predicted =
-        other && keys != 0
-            ? t_j + (t_j - (*other)[latency_]) / static_cast<double>(key_j - key_i) *
-                        static_cast<double>(key_h - key_j)
-            : t_j;
-    if (std::abs(predicted - t_h) > 0.002 * std::abs(t_h)) return done;
+    double keys = 0;
+    for (std::int64_t g = 0; g < skipped; ++g)
+      keys += static_cast<double>(group_key(done + 1 + g * group_) - j.key);
     const auto slope = [&](std::size_t f) {
-      return other && keys != 0 ? (adv_j[f] - (*other)[f]) / static_cast<double>(key_j - key_i)
-                                : 0.0;
+      return keys != 0 ? (j.advance[f] - i->advance[f]) / static_cast<double>(j.key - i->key) : 0.0;
     };
-    const double shift = count * adv_j[latency_] + keys * slope(latency_);
+    // the check: the line through the last two at a third, or (no key
+    // change ahead) the group before the last taking the same time
+    const group& c = keys != 0 ? *h : groups[groups.size() - 2];
+    if (keys != 0 && !h) return done;
+    const double t_c = c.advance[latency_];
+    const double predicted =
+        j.advance[latency_] + slope(latency_) * static_cast<double>(c.key - j.key);
+    if (std::abs(predicted - t_c) > 0.002 * std::abs(t_c)) return done;
+    const auto n = static_cast<double>(skipped);
+    const double shift = n * j.advance[latency_] + keys * slope(latency_);
     for (std::size_t f = 0; f < times_.size(); ++f) *fields_[f] += shift;
     for (std::size_t f = times_.size(); f < times_.size() + totals_.size(); ++f)
-      *fields_[f] += count * adv_j[f] + keys * slope(f);
-    // the state the last q tile starts from: q tile last - 1's kv tiles and unit
-    const std::int64_t n_done = visited(done), n_prev = visited(last - 1);
-    const auto b = static_cast<std::int64_t>(kv_.size());
-    const std::int64_t turn = ((n_prev - n_done) % b + b) % b;
-    std::rotate(kv_.begin(), kv_.begin() + (b - turn) % b, kv_.end());
-    loaded_kt_ = n_prev - 1;
-    slot_ = &kv_[static_cast<std::size_t>(loaded_kt_ % b)];
-    pending_.u.qt = last - 1;
-    pending_.u.kt = n_prev - 1;
-    pending_.u.kv_index = static_cast<int>(n_prev - 1);
-    pending_.u.first_kv = n_prev == 1;
-    return last - 1;
+      *fields_[f] += n * j.advance[f] + keys * slope(f);
+    // the state the next q tile starts from: the last skipped one's kv tiles and unit
+    const std::int64_t last = done + skipped * group_, n_last = visited(last);
+    loaded_kt_ = n_last - 1;
+    kv_front_ = n_last % p_.kv_bufs;
+    pending_.u.qt = last;
+    pending_.u.kt = n_last - 1;
+    pending_.u.kv_index = static_cast<int>(n_last - 1);
+    pending_.u.first_kv = n_last == 1;
+    return last;
   }
 
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(p_.type); }
@@ -228,7 +242,6 @@ class attention_replay {
       u.kv_index = static_cast<int>(i);
       if (sub == 0 && u.first_kv) load_q(qt);
       if (sub == 0) load_kv(i);
-      ++dbg_units_;
       pending next = scores(u);
       if (have_pending_) product(pending_);
       pending_ = next;
@@ -286,18 +299,28 @@ class attention_replay {
   void load_kv(std::int64_t kt) {
     if (loaded_kt_ == kt) return;
     loaded_kt_ = kt;
-    auto& slot = kv_[static_cast<std::size_t>(kt % p_.kv_bufs)];
+    // the lowering's slot kt % kv_bufs: the oldest, but at a q tile's first load
+    const std::int64_t b = p_.kv_bufs, turn = ((kt - kv_front_) % b + b) % b;
+    std::rotate(kv_.begin(), kv_.begin() + turn, kv_.end());
+    std::rotate(kv_.begin(), kv_.begin() + 1, kv_.end());
+    kv_front_ = (kt + 1) % b;
+    auto& slot = kv_.back();
     const std::int64_t cols = std::min(p_.kv_tile, p_.seq - kt * p_.kv_tile);
     const token war = slot.reader;
     slot.reader = {};
     for (const auto& which : p_.dma_order) {
       if (which == "k") slot.k = dma(p_.d, cols * bytes(), true, {war});
       if (which == "v")
-        for (std::int64_t b = 0; b < ceil_div(cols, l_.partitions); ++b)
-          slot.v[static_cast<std::size_t>(b)] =
-              dma(std::min(l_.partitions, cols - b * l_.partitions), p_.d * bytes(), true, {war});
+        for (std::int64_t v = 0; v < ceil_div(cols, l_.partitions); ++v)
+          slot.v[static_cast<std::size_t>(v)] =
+              dma(std::min(l_.partitions, cols - v * l_.partitions), p_.d * bytes(), true, {war});
     }
-    slot_ = &slot;
+  }
+
+  /// The slot that holds kv tile `kt` (the lowering's slot kt % kv_bufs).
+  kv_slot& kv_at(std::int64_t kt) {
+    const std::int64_t b = p_.kv_bufs;
+    return kv_[static_cast<std::size_t>(((kt - kv_front_) % b + b) % b)];
   }
 
   /// S = Q K^T, the mask, the running max, the correction and P = exp.
@@ -308,11 +331,11 @@ class attention_replay {
     token last;
     for (std::int64_t c = 0; c < cols; c += m_.max_moving_free) {
       const std::int64_t n = std::min<std::int64_t>(m_.max_moving_free, cols - c);
-      last = c == 0 ? matmul(p_.d, rows, n, true, {scores_.oldest(), q_load_, slot_->k})
+      last = c == 0 ? matmul(p_.d, rows, n, true, {scores_.oldest(), q_load_, kv_.back().k})
                     : matmul(p_.d, rows, n, false, {});
     }
     q_reader_ = last;
-    slot_->reader = last;
+    kv_.back().reader = last;
     token prev = last;
     std::uint8_t from = flag_reads_psum;
     if (u.diagonal) {
@@ -351,7 +374,7 @@ class attention_replay {
   /// P^T block by block, O_part = P V, O_acc (+)= O_part; the last kv tile's
   /// normalization and store.
   void product(const pending& w) {
-    auto& slot = kv_[static_cast<std::size_t>(w.u.kt % p_.kv_bufs)];
+    auto& slot = kv_at(w.u.kt);
     token last, copy;
     for (std::int64_t b = 0; b < ceil_div(w.cols, l_.partitions); ++b) {
       const std::int64_t kb = std::min(l_.partitions, w.cols - b * l_.partitions);
@@ -458,21 +481,24 @@ class attention_replay {
   /// of them with the throttle (fields_: times, then totals, then throttle).
   std::vector<double*> times_, totals_, fields_;
   std::size_t latency_ = 0;  ///< the index of the replay's latency in times_
-  std::int64_t per_ = 1;  ///< kv iterations a repetition
+  std::int64_t per_ = 1;     ///< kv iterations a repetition
+  std::int64_t group_ = 1;   ///< q tiles a repetition
   token q_load_, q_reader_, o_part_, last_copy_, diag_;
   window scores_, banks_, pv_, stores_;  ///< score sets, transpose banks, P V, staging
-  std::vector<kv_slot> kv_;
-  kv_slot* slot_ = nullptr;  ///< the slot the last load_kv named
+  std::vector<kv_slot> kv_;              ///< oldest first (the lowering's slots, rotated)
+  /// The K/V slots, oldest first; the lowering's slot number of the oldest.
+  std::int64_t kv_front_ = 0;
   std::vector<token> state_, acc_;
   pending pending_;
   bool have_pending_ = false;
-  std::int64_t loaded_kt_ = -1, dma_serial_ = 0, dbg_units_ = 0, dbg_jumps_ = 0;
+  std::int64_t loaded_kt_ = -1, dma_serial_ = 0;
 };
 
 }  // namespace
 
 std::optional<steady_estimate> estimate_steady(const params& p, const machine& m) {
-  if (!check_memory(p, m).empty()) return std::nullopt;  // the event model reports it
+  if (!check_memory(p, m).empty()) return std::nullopt;     // the event model reports it
+  if (layout_of(p, m).kv_blocks > 32) return std::nullopt;  // wider than the replay's slots
   return attention_replay(p, m).run();
 }
 
