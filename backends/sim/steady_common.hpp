@@ -197,35 +197,46 @@ class ring {
 };
 
 /// Skips the periodic repetitions of a loop body: call step() after each
-/// repetition; once it says so, jump(n) adds n more repetitions.
+/// repetition; once it finds a cycle, jump(n) adds n more cycles. A cycle
+/// may span up to `longest` repetitions (in-order engines can settle into
+/// a pattern that repeats every second repetition, not every one).
 class periodic_jump {
  public:
-  explicit periodic_jump(std::vector<double*> fields)
+  explicit periodic_jump(std::vector<double*> fields, int longest = 8)
       : fields_(std::move(fields)),
-        last_(fields_.size()),
-        delta_(fields_.size()),
-        previous_delta_(fields_.size()) {}
+        longest_(longest),
+        history_(static_cast<std::size_t>(2 * longest + 1), std::vector<double>(fields_.size())) {}
 
-  /// Records the state after a repetition; true when the last two advanced
-  /// every field alike (within `tolerance` ns, or units, plus 1e-9 relative).
-  bool step(double tolerance = 1e-3) {
-    bool same = seen_ >= 2;
-    if (seen_ >= 1) previous_delta_.swap(delta_);
-    for (std::size_t i = 0; i < fields_.size(); ++i) {
-      const double now = *fields_[i];
-      if (seen_ >= 1) {
-        delta_[i] = now - last_[i];
-        same = same &&
-               std::abs(delta_[i] - previous_delta_[i]) <= tolerance + 1e-9 * std::abs(delta_[i]);
-      }
-      last_[i] = now;
-    }
+  /// Records the state after a repetition. Returns the cycle c (in
+  /// repetitions) when the last c repetitions advanced every field as the
+  /// c before them did (within `tolerance` ns, or units, plus 1e-9
+  /// relative), else 0.
+  int step(double tolerance = 1e-3) {
+    const std::size_t depth = history_.size();
+    auto& now = history_[static_cast<std::size_t>(seen_) % depth];
+    for (std::size_t i = 0; i < fields_.size(); ++i) now[i] = *fields_[i];
     ++seen_;
-    return same;
+    for (int c = 1; c <= longest_ && 2 * c < seen_; ++c) {
+      const auto& mid = history_[static_cast<std::size_t>(seen_ - 1 - c) % depth];
+      const auto& old = history_[static_cast<std::size_t>(seen_ - 1 - 2 * c) % depth];
+      bool same = true;
+      for (std::size_t i = 0; i < fields_.size() && same; ++i) {
+        const double d = now[i] - mid[i];
+        same = std::abs(d - (mid[i] - old[i])) <= tolerance + 1e-9 * std::abs(d);
+      }
+      if (same) {
+        cycle_ = c;
+        return c;
+      }
+    }
+    return 0;
   }
-  /// Advances every field by `n` repetitions of the last advance.
+  /// Advances every field by `n` cycles of the last advance.
   void jump(double n) {
-    for (std::size_t i = 0; i < fields_.size(); ++i) *fields_[i] += n * delta_[i];
+    const std::size_t depth = history_.size();
+    const auto& now = history_[static_cast<std::size_t>(seen_ - 1) % depth];
+    const auto& mid = history_[static_cast<std::size_t>(seen_ - 1 - cycle_) % depth];
+    for (std::size_t i = 0; i < fields_.size(); ++i) *fields_[i] += n * (now[i] - mid[i]);
     seen_ = 0;
   }
   /// Forgets the repetitions seen (a new loop starts).
@@ -233,8 +244,9 @@ class periodic_jump {
 
  private:
   std::vector<double*> fields_;
-  std::vector<double> last_, delta_, previous_delta_;
-  int seen_ = 0;
+  int longest_;
+  std::vector<std::vector<double>> history_;  ///< the last 2 longest + 1 states, by repetition
+  int seen_ = 0, cycle_ = 1;
 };
 
 }  // namespace tessel::sim::steady

@@ -145,11 +145,12 @@ class attention_replay {
               steady::periodic_jump& jump) {
     jump.reset();
     while (i + per_ <= end) {
-      if (jump.step()) {
-        const std::int64_t more = (end - i) / per_;
+      const std::int64_t cycle = per_ * jump.step();
+      if (cycle > 0 && (end - i) / cycle > 0) {
+        const std::int64_t more = (end - i) / cycle;
         jump.jump(static_cast<double>(more));
-        i += more * per_;
-        dma_serial_ += more * per_ * (1 + l_.kv_blocks);
+        i += more * cycle;
+        dma_serial_ += more * cycle * (1 + l_.kv_blocks);
         loaded_kt_ = i - 1;
         kv_front_ = i % p_.kv_bufs;
         pending_.u.kt = i - 1;

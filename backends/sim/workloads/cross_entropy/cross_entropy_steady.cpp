@@ -85,10 +85,11 @@ class cross_entropy_replay {
     std::int64_t o = 0;
     outer_step(o, inner, inner_jump, per_inner);
     while (o < outer) {
-      if (o + per_outer <= outer - 1 && o >= 1 && outer_jump.step()) {
-        const std::int64_t more = (outer - 1 - o) / per_outer;
+      const std::int64_t cycle = o + per_outer <= outer - 1 ? per_outer * outer_jump.step() : 0;
+      if (cycle > 0 && (outer - 1 - o) / cycle > 0) {
+        const std::int64_t more = (outer - 1 - o) / cycle;
         outer_jump.jump(static_cast<double>(more));
-        o += more * per_outer;
+        o += more * cycle;
         placed(o - 1, inner - 1);
       }
       for (std::int64_t k = 0; k < per_outer && o < outer; ++k)
@@ -126,15 +127,16 @@ class cross_entropy_replay {
     run_unit(o, i++);
     jump.reset();
     while (i < inner) {
-      if (i + per <= inner - 1 && jump.step()) {
-        const std::int64_t more = (inner - 1 - i) / per;
+      const std::int64_t cycle = i + per <= inner - 1 ? per * jump.step() : 0;
+      if (cycle > 0 && (inner - 1 - i) / cycle > 0) {
+        const std::int64_t more = (inner - 1 - i) / cycle;
         jump.jump(static_cast<double>(more));
         if (p_.vocab_outer)  // the skipped token tiles' running state: the last one's
-          for (std::int64_t ti = i; ti < i + more * per; ++ti)
+          for (std::int64_t ti = i; ti < i + more * cycle; ++ti)
             for (std::int64_t s = 0; s < pl_.subs; ++s)
               rows_[static_cast<std::size_t>(ti * pl_.subs + s)].state =
                   rows_[static_cast<std::size_t>((i - 1) * pl_.subs + s)].state;
-        i += more * per;
+        i += more * cycle;
         placed(o, i - 1);
       }
       for (std::int64_t k = 0; k < per && i < inner; ++k) run_unit(o, i++);
