@@ -57,10 +57,9 @@ class attention_replay {
         kv_(static_cast<std::size_t>(p.kv_bufs)),
         state_(static_cast<std::size_t>(l_.sub_tiles)),
         acc_(static_cast<std::size_t>(l_.sub_tiles)) {
-    // a repetition: whole turns of the K/V slots, the lazy corrections and the queues
-    per_ = p.rescale_every;
-    const auto loads = 1 + l_.kv_blocks;
-    per_ *= p.queues / std::gcd<std::int64_t>(p.queues, per_ * loads);
+    // a repetition: whole turns of the queues (the lazy corrections'
+    // pattern, every rescale_every kv tiles, is a cycle periodic_jump finds)
+    per_ = p.queues / std::gcd<std::int64_t>(p.queues, 1 + l_.kv_blocks);
     // q tiles: the K/V slots and queues restart at each; with kv tiles
     // longer than q tiles, the key moves every kv_tile / q_tile of them
     group_ = std::lcm<std::int64_t>(p.kv_bufs, p.queues);
