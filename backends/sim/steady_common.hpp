@@ -23,12 +23,14 @@
 #include "cost_rules.hpp"
 #include "machine.hpp"
 #include "program.hpp"
+#include "workload.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -48,6 +50,9 @@ class replay {
 
   /// An elementwise or TensorE instruction after `deps`.
   token compute(const instruction& in, std::initializer_list<token> deps) {
+    return compute(in, std::span<const token>(deps.begin(), deps.size()));
+  }
+  token compute(const instruction& in, std::span<const token> deps) {
     const auto e = static_cast<std::size_t>(in.engine - tensor_engine);
     double ready = free_[e];
     bool after_previous = false;
@@ -67,6 +72,9 @@ class replay {
   /// A DMA transfer on queue in.engine after `deps`; `hbm_src`/`hbm_dst`:
   /// which side is HBM (its bytes count, and the core's HBM share caps it).
   token dma(const instruction& in, bool hbm_src, bool hbm_dst, std::initializer_list<token> deps) {
+    return dma(in, hbm_src, hbm_dst, std::span<const token>(deps.begin(), deps.size()));
+  }
+  token dma(const instruction& in, bool hbm_src, bool hbm_dst, std::span<const token> deps) {
     double ready = 0;
     for (const token& d : deps) ready = std::max(ready, d.done);
     auto& q = queue_[in.engine];
@@ -175,6 +183,41 @@ class replay {
   std::uint64_t serial_ = 0;
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0, ramp_ = 0, util_ = 0;
 };
+
+/// A lowered program replayed in program order (every dependency is an
+/// earlier instruction, so one pass is the in-order schedule): for a
+/// workload whose units do not repeat, the estimate without the event
+/// queue. The counts and bytes are the program's.
+[[nodiscard]] inline steady_estimate replay_program(const program& prog, const machine& m) {
+  replay r(m);
+  thread_local std::vector<token> done, deps;
+  const auto& ins = prog.instructions();
+  const auto& all_deps = prog.deps();
+  const auto& buffers = prog.buffers();
+  done.resize(ins.size());
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    const instruction& in = ins[i];
+    deps.clear();
+    for (auto d = in.dep_begin; d < in.dep_end; ++d) deps.push_back(done[all_deps[d]]);
+    done[i] = is_dma(in.engine) ? r.dma(in, buffers[in.src].where == memory::hbm,
+                                        buffers[in.dst].where == memory::hbm, deps)
+                                : r.compute(in, deps);
+  }
+  steady_estimate e;
+  e.latency_ns = r.latency;
+  e.busy_ns = r.busy;
+  e.dma_data_ns = r.dma_data;
+  e.hbm_read_bytes = r.hbm_read;
+  e.hbm_write_bytes = r.hbm_write;
+  e.instructions = r.instructions;
+  e.totals = prog.totals;
+  static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
+  const auto busiest = static_cast<std::size_t>(
+      std::max_element(e.busy_ns.begin(), e.busy_ns.end()) - e.busy_ns.begin());
+  e.bound = e.dma_data_ns > e.busy_ns[busiest] ? "dma data" : engines[busiest];
+  e.tag = "";
+  return e;
+}
 
 /// Slots in rotation, kept oldest first so that the state reads the same
 /// from one repetition to the next whatever the lowering's slot numbers:
