@@ -15,9 +15,11 @@
 // percent rather than exactly.
 //
 // `periodic_jump` watches the replay's state at the end of each repetition of
-// a loop body: once two repetitions in a row advanced every field by the
-// same amount, the recurrence is in its periodic regime and the remaining
-// repetitions are added in one step, each field by its own advance.
+// a loop body: once the last c repetitions (c up to 8) advanced every field
+// as the c before them did, the recurrence is in its periodic regime and
+// the remaining cycles are added in one step, each field by its own advance.
+// `replay_program` replays a lowered program the same way, for a workload
+// whose units do not repeat.
 #pragma once
 
 #include "cost_rules.hpp"
@@ -211,11 +213,15 @@ class replay {
   e.hbm_write_bytes = r.hbm_write;
   e.instructions = r.instructions;
   e.totals = prog.totals;
+  // the program's tags are its own strings: the bound names the kind of work
   static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
+  static constexpr std::array<const char*, 4> work{"matmuls", "elementwise", "activations",
+                                                   "elementwise"};
   const auto busiest = static_cast<std::size_t>(
       std::max_element(e.busy_ns.begin(), e.busy_ns.end()) - e.busy_ns.begin());
-  e.bound = e.dma_data_ns > e.busy_ns[busiest] ? "dma data" : engines[busiest];
-  e.tag = "";
+  const bool dma = e.dma_data_ns > e.busy_ns[busiest];
+  e.bound = dma ? "dma data" : engines[busiest];
+  e.tag = dma ? "transfers" : work[busiest];
   return e;
 }
 

@@ -2,12 +2,16 @@
 // (attention_plan.hpp, docs/simulator.md "Speed"). It replays the lowering's
 // schedule (attention.cpp: the same units, instructions and dependencies, in
 // the same order) through steady::replay, a max-plus recurrence over the
-// in-order engines, without building a program; inside each q tile, once
-// the kv iterations between the first and the diagonal repeat with a fixed
-// advance, steady::periodic_jump adds the rest in one step. The rotations
-// the lowering keys by unit, transpose or store number (score sets,
-// transpose banks, P V readers, output staging) are kept as sliding windows
-// (oldest first), so that the state repeats from one kv iteration to the next.
+// in-order engines, without building a program. Inside each q tile, once
+// the kv iterations between the first and the diagonal (and, without
+// skip_masked, those past it) repeat, steady::periodic_jump adds the rest in
+// one step; across q tiles, once three groups of them lie on a line in their
+// number of kv iterations before the diagonal, the groups up to the last q
+// tile are extrapolated. The rotations the lowering keys by unit, transpose,
+// store or kv tile number (score sets, transpose banks, P V readers, output
+// staging, K/V slots) are kept oldest first (steady::ring), so that the
+// state repeats from one kv iteration to the next. The instruction count
+// and HBM bytes are counted in closed form (count()).
 #include "../../steady_common.hpp"
 #include "attention_plan.hpp"
 
@@ -121,15 +125,16 @@ class attention_replay {
   }
 
   /// The kv iterations of q tile `qt`. Two runs of them repeat: those after
-  /// the first and before the diagonal, and (without skip_masked) those
-  /// masked for every row, up to the last.
+  /// the first and before the diagonal, and (without skip_masked) those that
+  /// mask every sub-tile, up to the last.
   void q_tile(std::int64_t qt, steady::periodic_jump& jump) {
     const std::int64_t n = visited(qt);
     const std::int64_t rows = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
     const std::int64_t last_row =
         qt * p_.q_tile + (ceil_div(rows, l_.partitions) - 1) * l_.partitions;
+    // the first kv iteration whose last key is past every sub-tile's first row
     const std::int64_t masked =
-        p_.causal ? std::max<std::int64_t>(1, ceil_div(last_row + 1, p_.kv_tile) - 1) : n;
+        p_.causal ? std::max<std::int64_t>(1, ceil_div(last_row + 2, p_.kv_tile) - 1) : n;
     kv_iteration(qt, 0, n);
     std::int64_t i = 1;
     repeat(qt, i, std::min(n - 1, key(qt)), n, jump);
@@ -201,8 +206,8 @@ class attention_replay {
     };
     // the check: the line through the last two at a third, or (no key
     // change ahead) the group before the last taking the same time
-    const group& c = keys != 0 ? *h : groups[groups.size() - 2];
     if (keys != 0 && !h) return done;
+    const group& c = keys != 0 ? *h : groups[groups.size() - 2];
     const double t_c = c.advance[latency_];
     const double predicted =
         j.advance[latency_] + slope(latency_) * static_cast<double>(c.key - j.key);
