@@ -45,6 +45,33 @@ struct token {
   double done = 0;
 };
 
+/// An elementwise instruction as the lowerings build one: `rows`
+/// partitions x `n` elements (at least 1) of fp32.
+[[nodiscard]] inline instruction elementwise(engine_id e, op kind, std::int64_t rows,
+                                             std::int64_t n, std::uint8_t flags) {
+  instruction in;
+  in.engine = e;
+  in.kind = kind;
+  in.type = dtype::fp32;
+  in.flags = flags;
+  in.partitions = static_cast<std::uint32_t>(rows);
+  in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
+  return in;
+}
+
+/// Names what bounds an estimate: the DMA data when it outweighs the
+/// busiest compute engine (tag `transfers`), else that engine (tag: its
+/// entry of `work`, TensorE, VectorE, ScalarE, GpSimdE).
+inline void name_bound(steady_estimate& e, const std::array<const char*, 4>& work,
+                       const char* transfers) {
+  static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
+  const auto busiest = static_cast<std::size_t>(
+      std::max_element(e.busy_ns.begin(), e.busy_ns.end()) - e.busy_ns.begin());
+  const bool dma = e.dma_data_ns > e.busy_ns[busiest];
+  e.bound = dma ? "dma data" : engines[busiest];
+  e.tag = dma ? transfers : work[busiest];
+}
+
 /// The in-order engines of one core, replayed in program order.
 class replay {
  public:
@@ -120,6 +147,18 @@ class replay {
   void throttle(std::vector<double*>& out) {
     out.push_back(&ramp_);
     out.push_back(&util_);
+  }
+
+  /// What it replayed, as an estimate (the totals and the bound are the caller's).
+  [[nodiscard]] steady_estimate estimate() const {
+    steady_estimate e;
+    e.latency_ns = latency;
+    e.busy_ns = busy;
+    e.dma_data_ns = dma_data;
+    e.hbm_read_bytes = hbm_read;
+    e.hbm_write_bytes = hbm_write;
+    e.instructions = instructions;
+    return e;
   }
 
   std::array<double, 4> busy{};  ///< TensorE, VectorE, ScalarE, GpSimdE (ns)
@@ -205,23 +244,10 @@ class replay {
                                         buffers[in.dst].where == memory::hbm, deps)
                                 : r.compute(in, deps);
   }
-  steady_estimate e;
-  e.latency_ns = r.latency;
-  e.busy_ns = r.busy;
-  e.dma_data_ns = r.dma_data;
-  e.hbm_read_bytes = r.hbm_read;
-  e.hbm_write_bytes = r.hbm_write;
-  e.instructions = r.instructions;
+  steady_estimate e = r.estimate();
   e.totals = prog.totals;
   // the program's tags are its own strings: the bound names the kind of work
-  static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
-  static constexpr std::array<const char*, 4> work{"matmuls", "elementwise", "activations",
-                                                   "elementwise"};
-  const auto busiest = static_cast<std::size_t>(
-      std::max_element(e.busy_ns.begin(), e.busy_ns.end()) - e.busy_ns.begin());
-  const bool dma = e.dma_data_ns > e.busy_ns[busiest];
-  e.bound = dma ? "dma data" : engines[busiest];
-  e.tag = dma ? "transfers" : work[busiest];
+  name_bound(e, {"matmuls", "elementwise", "activations", "elementwise"}, "transfers");
   return e;
 }
 

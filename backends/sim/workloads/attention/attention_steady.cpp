@@ -91,7 +91,8 @@ class attention_replay {
 
   steady_estimate run() {
     if (p_.causal)
-      diag_ = r_.compute(elementwise(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile, 0), {});
+      diag_ = r_.compute(steady::elementwise(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile, 0),
+                         {});
     steady::periodic_jump jump(fields_);
     const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile);
     std::vector<double> before(fields_.size());
@@ -256,20 +257,9 @@ class attention_replay {
 
   // --- the instructions, as attention.cpp's lowerer issues them ------------------------
 
-  [[nodiscard]] static instruction elementwise(engine_id e, op kind, std::int64_t rows,
-                                               std::int64_t n, std::uint8_t flags) {
-    instruction in;
-    in.engine = e;
-    in.kind = kind;
-    in.type = dtype::fp32;
-    in.flags = flags;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-    return in;
-  }
   token vector(op kind, std::int64_t rows, std::int64_t n, std::uint8_t flags,
                std::initializer_list<token> deps) {
-    return r_.compute(elementwise(vector_engine, kind, rows, n, flags), deps);
+    return r_.compute(steady::elementwise(vector_engine, kind, rows, n, flags), deps);
   }
   token row_step(op kind, std::int64_t rows, std::initializer_list<token> deps) {
     return vector(kind, rows, 1, 0, deps);
@@ -345,7 +335,7 @@ class attention_replay {
     std::uint8_t from = flag_reads_psum;
     if (u.diagonal) {
       const token mask =
-          r_.compute(elementwise(gpsimd_engine, op::tensor_scalar, rows, cols, 0), {diag_});
+          r_.compute(steady::elementwise(gpsimd_engine, op::tensor_scalar, rows, cols, 0), {diag_});
       prev = vector(op::tensor_tensor, rows, cols, flag_reads_psum, {prev, mask});
       from = 0;
     }
@@ -366,11 +356,12 @@ class attention_replay {
     const token bias = row_step(op::tensor_scalar, rows, {ref});
     token alpha;
     if (!u.first_kv) {
-      alpha = r_.compute(elementwise(scalar_engine, op::activation, rows, 1, 0), {bias});
+      alpha = r_.compute(steady::elementwise(scalar_engine, op::activation, rows, 1, 0), {bias});
       acc_[sub] = vector(op::tensor_scalar, rows, p_.d, 0, {alpha, acc_[sub]});
     }
-    const token exp = r_.compute(elementwise(scalar_engine, op::activation, rows, cols, from),
-                                 {bias, prev, last_copy_});
+    const token exp =
+        r_.compute(steady::elementwise(scalar_engine, op::activation, rows, cols, from),
+                   {bias, prev, last_copy_});
     state_[sub] = u.first_kv ? exp : row_step(op::tensor_tensor, rows, {exp, alpha});
     scores_.next() = exp;
     return {u, exp, rows, cols};
@@ -451,10 +442,7 @@ class attention_replay {
   }
 
   [[nodiscard]] steady_estimate estimate() const {
-    steady_estimate e;
-    e.latency_ns = r_.latency;
-    e.busy_ns = r_.busy;
-    e.dma_data_ns = r_.dma_data;
+    steady_estimate e = r_.estimate();
     const counts c = count();
     e.hbm_read_bytes = c.hbm_read;
     e.hbm_write_bytes = c.hbm_write;
@@ -464,17 +452,7 @@ class attention_replay {
     e.totals.flops = 4.0 * pairs * static_cast<double>(p_.d);
     e.totals.min_hbm_bytes = 4.0 * static_cast<double>(p_.seq * p_.d * bytes());
     e.totals.compute_type = p_.type;
-    static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
-    static constexpr std::array<const char*, 4> tags{"QK^T", "accumulate O", "exp", "mask"};
-    const auto i = static_cast<std::size_t>(std::max_element(e.busy_ns.begin(), e.busy_ns.end()) -
-                                            e.busy_ns.begin());
-    if (e.dma_data_ns > e.busy_ns[i]) {
-      e.bound = "dma data";
-      e.tag = "load K";
-    } else {
-      e.bound = engines[i];
-      e.tag = tags[i];
-    }
+    steady::name_bound(e, {"QK^T", "accumulate O", "exp", "mask"}, "load K");
     return e;
   }
 

@@ -70,7 +70,8 @@ class cross_entropy_replay {
   }
 
   steady_estimate run() {
-    iota_ = r_.compute(elementwise(gpsimd_engine, op::copy, m_.partitions, p_.vocab_chunk, 0), {});
+    iota_ = r_.compute(
+        steady::elementwise(gpsimd_engine, op::copy, m_.partitions, p_.vocab_chunk, 0), {});
     if (p_.vocab_outer)
       for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) load_labels(ti);
     const std::int64_t outer = p_.vocab_outer ? pl_.chunks : pl_.token_tiles;
@@ -159,20 +160,9 @@ class cross_entropy_replay {
 
   // --- the instructions, as cross_entropy.cpp's lowerer issues them ---------------------
 
-  [[nodiscard]] static instruction elementwise(engine_id e, op kind, std::int64_t rows,
-                                               std::int64_t n, std::uint8_t flags) {
-    instruction in;
-    in.engine = e;
-    in.kind = kind;
-    in.type = dtype::fp32;
-    in.flags = flags;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-    return in;
-  }
   token compute(engine_id e, op kind, std::int64_t rows, std::int64_t n, std::uint8_t flags,
                 std::initializer_list<token> deps) {
-    return r_.compute(elementwise(e, kind, rows, n, flags), deps);
+    return r_.compute(steady::elementwise(e, kind, rows, n, flags), deps);
   }
   token dma(int stream, std::int64_t rows, std::int64_t row_bytes, bool load,
             std::initializer_list<token> deps) {
@@ -303,30 +293,15 @@ class cross_entropy_replay {
   }
 
   [[nodiscard]] steady_estimate estimate() const {
-    steady_estimate e;
-    e.latency_ns = r_.latency;
-    e.busy_ns = r_.busy;
-    e.dma_data_ns = r_.dma_data;
-    e.hbm_read_bytes = r_.hbm_read;
-    e.hbm_write_bytes = r_.hbm_write;
-    e.instructions = r_.instructions;
+    steady_estimate e = r_.estimate();
     e.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
                      static_cast<double>(p_.vocab);
     e.totals.min_hbm_bytes =
         static_cast<double>((p_.tokens + p_.vocab) * p_.d_model * dtype_bytes(p_.type)) +
         8.0 * static_cast<double>(p_.tokens);
     e.totals.compute_type = p_.type;
-    static constexpr std::array<const char*, 4> engines{"tensor", "vector", "scalar", "gpsimd"};
-    static constexpr std::array<const char*, 4> tags{"logits", "row max", "exp", "label logit"};
-    const auto i = static_cast<std::size_t>(std::max_element(e.busy_ns.begin(), e.busy_ns.end()) -
-                                            e.busy_ns.begin());
-    if (e.dma_data_ns > e.busy_ns[i]) {
-      e.bound = "dma data";
-      e.tag = p_.vocab_outer ? "load x" : "load W";
-    } else {
-      e.bound = engines[i];
-      e.tag = tags[i];
-    }
+    steady::name_bound(e, {"logits", "row max", "exp", "label logit"},
+                       p_.vocab_outer ? "load x" : "load W");
     return e;
   }
 
