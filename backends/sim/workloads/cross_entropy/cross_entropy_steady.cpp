@@ -8,6 +8,7 @@
 // first and the last. The lowering's rotations (operand slots, PSUM sets)
 // are kept oldest first (steady::ring), so the state repeats.
 #include "../../steady_common.hpp"
+#include "../emit.hpp"
 #include "cross_entropy_plan.hpp"
 
 #include <algorithm>
@@ -18,9 +19,8 @@
 namespace tessel::sim::ce {
 namespace {
 
+using emit::ceil_div;
 using steady::token;
-
-[[nodiscard]] std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 constexpr std::int64_t max_slabs = 64;  ///< contraction tiles the replay's slots hold
 
