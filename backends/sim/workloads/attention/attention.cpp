@@ -64,6 +64,39 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   return "";
 }
 
+layout layout_of(const params& p, const machine& m) {
+  layout l;
+  l.partitions = m.partitions;
+  l.sub_tiles = static_cast<int>(ceil_div(p.q_tile, l.partitions));
+  l.kv_blocks = static_cast<int>(ceil_div(p.kv_tile, l.partitions));
+  l.s_banks = static_cast<int>(ceil_div(p.kv_tile * 4, m.psum_bank_bytes));
+  const int free_banks = m.psum_banks - 2 /*transposes*/ - 1 /*O part*/;
+  l.s_sets = free_banks / std::max(1, l.s_banks);
+  return l;
+}
+
+std::string check_memory(const params& p, const machine& m) {
+  const layout l = layout_of(p, m);
+  if (l.s_sets < 1)
+    return fmt::format(
+        "PSUM overflow: a {}-wide score tile needs {} banks, transposes 2 and the output 1; the "
+        "target has {} (over by {})",
+        p.kv_tile, l.s_banks, m.psum_banks, l.s_banks + 3 - m.psum_banks);
+  const std::int64_t bytes = dtype_bytes(p.type);
+  const std::int64_t q = p.q_tile * bytes;  // Q^T: d partitions x q_tile
+  const std::int64_t kv = static_cast<std::int64_t>(p.kv_bufs) *
+                          (p.kv_tile * bytes + l.kv_blocks * p.d * bytes);  // K^T and V
+  const std::int64_t probs = p.kv_tile * bytes * 4;  // masked scores, P and P^T
+  const std::int64_t acc = static_cast<std::int64_t>(l.sub_tiles) * p.d * 4 +
+                           2 * p.d * bytes;  // O_acc (fp32) and output staging
+  const std::int64_t total = q + kv + probs + acc, cap = m.sbuf_bytes_per_partition;
+  if (total <= cap) return "";
+  return fmt::format(
+      "SBUF overflow: Q ({} B), K and V with kv_bufs={} ({} B), probabilities ({} B) and "
+      "accumulators ({} B) need {} B per partition; the target has {} (over by {} B)",
+      q, p.kv_bufs, kv, probs, acc, total, cap, total - cap);
+}
+
 }  // namespace attn
 
 namespace {
@@ -88,18 +121,13 @@ class lowerer {
   lowerer(const params& p, const machine& m, program& out) : p_(p), m_(m), out_(out) {}
 
   std::string run() {
-    P_ = m_.partitions;
-    sub_tiles_ = static_cast<int>(ceil_div(p_.q_tile, P_));
-    kv_blocks_ = static_cast<int>(ceil_div(p_.kv_tile, P_));
-    s_banks_ = static_cast<int>(ceil_div(p_.kv_tile * 4, m_.psum_bank_bytes));
-    const int free_banks = m_.psum_banks - 2 /*transposes*/ - 1 /*O part*/;
-    s_sets_ = free_banks / std::max(1, s_banks_);
-    if (s_sets_ < 1)
-      return fmt::format(
-          "PSUM overflow: a {}-wide score tile needs {} banks, transposes 2 and the output 1; the "
-          "target has {} (over by {})",
-          p_.kv_tile, s_banks_, m_.psum_banks, s_banks_ + 3 - m_.psum_banks);
-    if (auto e = check_sbuf(); !e.empty()) return e;
+    const layout l = layout_of(p_, m_);
+    P_ = l.partitions;
+    sub_tiles_ = l.sub_tiles;
+    kv_blocks_ = l.kv_blocks;
+    s_banks_ = l.s_banks;
+    s_sets_ = l.s_sets;
+    if (auto e = check_memory(p_, m_); !e.empty()) return e;
     setup();
     const auto units = schedule();
     for (std::size_t u = 0; u < units.size(); ++u) {
@@ -114,21 +142,6 @@ class lowerer {
 
  private:
   [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(p_.type); }
-
-  std::string check_sbuf() const {
-    const std::int64_t q = p_.q_tile * bytes();  // Q^T: d partitions x q_tile
-    const std::int64_t kv = static_cast<std::int64_t>(p_.kv_bufs) *
-                            (p_.kv_tile * bytes() + kv_blocks_ * p_.d * bytes());  // K^T and V
-    const std::int64_t probs = p_.kv_tile * bytes() * 4;  // masked scores, P and P^T
-    const std::int64_t acc = static_cast<std::int64_t>(sub_tiles_) * p_.d * 4 +
-                             2 * p_.d * bytes();  // O_acc (fp32) and output staging
-    const std::int64_t total = q + kv + probs + acc, cap = m_.sbuf_bytes_per_partition;
-    if (total <= cap) return "";
-    return fmt::format(
-        "SBUF overflow: Q ({} B), K and V with kv_bufs={} ({} B), probabilities ({} B) and "
-        "accumulators ({} B) need {} B per partition; the target has {} (over by {} B)",
-        q, p_.kv_bufs, kv, probs, acc, total, cap, total - cap);
-  }
 
   void setup() {
     const std::int64_t tensor = p_.seq * p_.d * bytes();
@@ -472,6 +485,11 @@ class attention final : public typed_workload<params> {
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const params& p,
                                                             const machine& m) const override {
     return make_functional(p, m.partitions);
+  }
+
+  [[nodiscard]] std::optional<steady_estimate> steady(const params& p,
+                                                      const machine& m) const override {
+    return estimate_steady(p, m);
   }
 
   [[nodiscard]] std::string write_nki(const params& p, const nki::context& ctx,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,20 @@ struct params {
 /// Reads the workload's names into `p`; returns "" or an error.
 [[nodiscard]] std::string read(const knob_reader& v, const machine& m, params& p);
 
+/// How the lowering lays a plan out on the core.
+struct layout {
+  std::int64_t partitions = 128;
+  int sub_tiles = 1;  ///< 128-row sub-tiles of a q tile
+  int kv_blocks = 1;  ///< 128-key blocks of a kv tile (V loads, P transposes)
+  int s_banks = 1;    ///< PSUM banks of one fp32 score tile
+  int s_sets = 1;     ///< score tiles in rotation (the banks left after transposes and O)
+};
+[[nodiscard]] layout layout_of(const params& p, const machine& m);
+
+/// "" or the PSUM or SBUF overflow the lowering reports (a compile error
+/// found after planning).
+[[nodiscard]] std::string check_memory(const params& p, const machine& m);
+
 /// The kv tiles q tile `qt` visits, in order: all of them, or with causal
 /// and skip_masked those not wholly above the diagonal.
 [[nodiscard]] inline std::vector<std::int64_t> visited_kv_tiles(const params& p, std::int64_t qt) {
@@ -55,6 +70,10 @@ struct params {
 
 /// The NKI kernel of `p` (attention_nki.cpp): "" or why not.
 [[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out);
+
+/// The steady-state estimate (attention_steady.cpp); nullopt when the plan
+/// does not lower (check_memory).
+[[nodiscard]] std::optional<steady_estimate> estimate_steady(const params& p, const machine& m);
 
 /// The functional executor (attention_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const params& p,

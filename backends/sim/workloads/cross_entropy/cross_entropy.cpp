@@ -18,6 +18,7 @@
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
 #include "cross_entropy_nki.hpp"
+#include "cross_entropy_plan.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -37,14 +38,8 @@ namespace {
 
 using emit::ceil_div;
 
-struct params {
-  std::int64_t tokens = 0, d_model = 0, vocab = 0;
-  dtype type = dtype::bf16;
-  std::int64_t token_tile = 128, vocab_chunk = 512, mm_k = 128, mm_n = 512;
-  bool vocab_outer = false;  ///< order (v, t): W chunks resident, x tiles streamed
-  int bufs = 2, queues = 1;
-  engine_id max_engine = vector_engine, exp_engine = scalar_engine, pick_engine = vector_engine;
-};
+using ce::params;
+using ce::plan;
 
 void read_order(const knob_reader& v, params& p) { p.vocab_outer = v.order("order").at(0) == "v"; }
 
@@ -85,19 +80,6 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
     return "cross_entropy: exp_engine = vector: exp is a ScalarE activation";
   return "";
 }
-
-/// The sizes the lowering derives from the parameters.
-struct plan {
-  params p;
-  std::int64_t slabs = 1;          ///< contraction tiles (mm_k rows of d_model)
-  std::int64_t subs = 1;           ///< 128-token row tiles per token tile
-  std::int64_t banks_per_sub = 1;  ///< PSUM banks one row tile's chunk of logits spans
-  std::int64_t groups = 1;         ///< banks a unit keeps accumulating at once
-  std::int64_t sets = 1;           ///< units whose logits fit PSUM at once
-  std::int64_t token_tiles = 1, chunks = 1;
-  int x_slots = 1, w_slots = 1;
-  std::int64_t x_bytes = 0, w_bytes = 0, scratch_bytes = 0, state_bytes = 0;  ///< per partition
-};
 
 std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.p = p;
@@ -604,6 +586,11 @@ class cross_entropy final : public typed_workload<plan> {
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
     lowerer(pl, m, out).run();
     return "";
+  }
+
+  [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
+                                                      const machine& m) const override {
+    return ce::estimate_steady(pl, m);
   }
 
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,

@@ -24,6 +24,7 @@
 // out_tile columns at a time) and y is stored. docs/simulator.md has the table.
 #include "moe.hpp"
 #include "../../nki/nki.hpp"
+#include "../../steady_common.hpp"
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
 
@@ -473,6 +474,16 @@ class moe final : public typed_workload<plan> {
                                                             const machine& m) const override {
     (void)m;
     return moe_detail::make_kernel(pl);
+  }
+
+  /// The routed tiles do not repeat as the other workloads' loops do: the
+  /// lowered program replayed in order, without the event queue.
+  [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
+                                                      const machine& m) const override {
+    thread_local program prog;
+    prog.clear();
+    lowerer(pl, m, prog).run();
+    return steady::replay_program(prog, m);
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,

@@ -1,0 +1,129 @@
+// The steady-state models that replay their workload's schedule
+// (steady_common.hpp; attention_steady.cpp, cross_entropy_steady.cpp): they
+// count what the lowering issues exactly and time the plan as the event
+// model does, through the jumps over what repeats.
+#include "helpers.hpp"
+#include "sim/workloads/attention/attention_plan.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+struct compared {
+  double event_ns = 0, steady_ns = 0, event_instructions = 0, steady_instructions = 0;
+  double event_read = 0, steady_read = 0, event_write = 0, steady_write = 0;
+};
+
+/// Both models on the one config of `name` built from `v` on trn2.
+compared compare_on(const workload& w, const std::string& name, const fixed_values& v) {
+  const machine m = machine_for("trn2");
+  auto [s, c] = fixed_space(name, builtin("trn2"), v);
+  const auto plan = w.plan_config(s, c, m);
+  REQUIRE(plan->error.empty());
+  program prog;
+  REQUIRE(w.lower_plan(*plan, m, prog).empty());
+  const timing_result t = time_program(prog, m);
+  const auto e = w.steady_plan(*plan, m);
+  REQUIRE(e.has_value());
+  return {t.latency_ns,      e->latency_ns,     static_cast<double>(t.instructions),
+          e->instructions,   t.hbm_read_bytes,  e->hbm_read_bytes,
+          t.hbm_write_bytes, e->hbm_write_bytes};
+}
+
+compared compare(std::map<std::string, std::int64_t> ints,
+                 std::map<std::string, std::string> syms = {},
+                 std::vector<std::string> order = {"q", "k", "v"}) {
+  fixed_values v;
+  v.integers = {{"seq", 4096}, {"head_dim", 128}, {"q_tile", 128}, {"kv_tile", 128}};
+  for (auto& [k, x] : ints) v.integers[k] = x;
+  v.symbols = {{"workload", "attention"}};
+  for (auto& [k, x] : syms) v.symbols[k] = x;
+  v.order = std::move(order);
+  return compare_on(attention_workload(), "attention", v);
+}
+
+/// cross_entropy with 8 token tiles of 128 and 17 chunks of 512 (the last partial).
+compared compare_ce(std::map<std::string, std::int64_t> ints, std::vector<std::string> order,
+                    std::map<std::string, std::string> syms = {}) {
+  fixed_values v;
+  v.integers = {{"tokens", 1024},    {"d_model", 1024},    {"vocab", 8192 + 300},
+                {"token_tile", 128}, {"vocab_chunk", 512}, {"dma_queues", 1}};
+  for (auto& [k, x] : ints) v.integers[k] = x;
+  v.symbols = {{"workload", "cross_entropy"}};
+  for (auto& [k, x] : syms) v.symbols[k] = x;
+  v.order = std::move(order);
+  return compare_on(cross_entropy_workload(), "cross_entropy", v);
+}
+
+void check(const compared& c, double tolerance) {
+  CHECK(c.steady_instructions == c.event_instructions);
+  CHECK(c.steady_read == c.event_read);
+  CHECK(c.steady_write == c.event_write);
+  CHECK(c.steady_ns == doctest::Approx(c.event_ns).epsilon(tolerance));
+}
+
+}  // namespace
+
+TEST_CASE("attention steady model: causal with skipping, q tiles extrapolated along the diagonal") {
+  // 528 units; the q tiles past the first few lie on a line in their key
+  for (const std::int64_t bufs : {1, 2, 3}) {
+    INFO("kv_bufs ", bufs);
+    check(compare({{"causal", 1}, {"kv_bufs", bufs}}), 0.005);
+  }
+  check(compare({{"causal", 1}, {"q_tile", 256}, {"kv_tile", 256}}, {}, {"k", "v", "q"}), 0.005);
+}
+
+TEST_CASE("attention steady model: without skipping, the masked kv iterations repeat too") {
+  check(compare({{"causal", 1}, {"skip_masked", 0}, {"q_tile", 512}}), 0.005);
+  check(compare({{"causal", 1}, {"skip_masked", 0}}, {{"rescale", "lazy"}}), 0.005);
+}
+
+TEST_CASE("attention steady model: non-causal, lazy corrections, queues, kv tiles over q tiles") {
+  check(compare({{"q_tile", 256}, {"kv_tile", 512}}), 0.005);
+  check(compare({{"causal", 1}, {"rescale_every", 4}}, {{"rescale", "lazy"}}), 0.01);
+  // several queues: the replay shares the DMA engines between the data
+  // phases under way when one starts (the event model: at every start and end)
+  check(compare({{"causal", 1}, {"dma_queues", 3}, {"kv_bufs", 3}}), 0.03);
+  check(compare({{"causal", 1}, {"q_tile", 128}, {"kv_tile", 512}}, {}, {"v", "k", "q"}), 0.01);
+  // partial tiles: neither tile divides seq
+  check(compare({{"seq", 3000}, {"q_tile", 256}, {"kv_tile", 384}, {"causal", 1}}), 0.02);
+}
+
+TEST_CASE("attention steady model: a plan that overflows PSUM or SBUF has no estimate") {
+  fixed_values v;
+  v.integers = {{"seq", 8192}, {"head_dim", 128}, {"q_tile", 128}, {"kv_tile", 4096}};
+  v.symbols = {{"workload", "attention"}};
+  v.order = {"q", "k", "v"};
+  const machine m = machine_for("trn2");
+  auto [s, c] = fixed_space("attention", builtin("trn2"), v);
+  const auto plan = attention_workload().plan_config(s, c, m);
+  REQUIRE(plan->error.empty());
+  program prog;
+  CHECK(attention_workload().lower_plan(*plan, m, prog).rfind("PSUM overflow", 0) == 0);
+  CHECK_FALSE(attention_workload().steady_plan(*plan, m).has_value());
+}
+
+TEST_CASE("cross_entropy steady model: both loop orders, slots, queues and partial chunks") {
+  // x, W and the labels and losses stream on their own queues: the replay
+  // shares the DMA engines between the data phases under way when one
+  // starts, the event model re-shares them at every start and end
+  for (const auto& order : {std::vector<std::string>{"t", "v"}, std::vector<std::string>{"v", "t"}})
+    for (const std::int64_t bufs : {1, 2, 3}) {
+      INFO("order ", order[0], order[1], ", bufs ", bufs);
+      check(compare_ce({{"bufs", bufs}}, order), 0.03);
+    }
+  check(compare_ce({{"token_tile", 256}, {"vocab_chunk", 1024}}, {"t", "v"},
+                   {{"pick_engine", "gpsimd"}}),
+        0.03);
+  check(compare_ce({{"dma_queues", 2}, {"token_tile", 512}}, {"v", "t"}), 0.03);
+}
