@@ -5,10 +5,12 @@
 // (target, example) it samples --configs configs with a fixed seed and prints
 // one line per config: the status, the objective, the modelled cost and
 // every metric (busy fractions, bytes, critical-path shares), or the message
-// of a config that does not compile.
+// of a config that does not compile. With --compare FILE (the output of
+// another build, same options) it prints nothing but the lines that differ
+// and exits 1 if any does.
 //
 //   bench_sim_fingerprint [--configs N] [--seed S] [--targets trn2,trn1,trn2_lnc2]
-//                         [--files sim_matmul.tsl,...]
+//                         [--files sim_matmul.tsl,...] [--compare FILE]
 #include "common.hpp"
 
 #include <tessel/dsl.hpp>
@@ -19,6 +21,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -48,7 +51,23 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "sampling seed");
   app.add_option("--targets", targets, "comma-separated targets");
   app.add_option("--files", files, "comma-separated example files (examples/)");
+  std::string compare;
+  app.add_option("--compare", compare,
+                 "a fingerprint of another build: print the lines that differ")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+
+  std::ifstream before(compare);
+  std::size_t lines = 0, differ = 0;
+  const auto emit = [&](const std::string& line) {
+    ++lines;
+    if (compare.empty()) return fmt::print("{}\n", line);
+    std::string expected;
+    if (!std::getline(before, expected)) expected = "(missing)";
+    if (expected == line) return;
+    ++differ;
+    fmt::print("line {}:\n  before: {}\n  now:    {}\n", lines, expected, line);
+  };
 
   for (const auto& target : tessel::bench::split(targets))
     for (const auto& file : tessel::bench::split(files)) {
@@ -63,8 +82,14 @@ int main(int argc, char** argv) {
       tessel::rng random(seed);
       for (int i = 0; i < configs; ++i) {
         const auto c = s.sample(random);
-        fmt::print("{} {} {} {}\n", file, target, s.to_json(c), fingerprint(b.evaluate(s, c)));
+        emit(fmt::format("{} {} {} {}", file, target, s.to_json(c), fingerprint(b.evaluate(s, c))));
       }
     }
-  return 0;
+  if (compare.empty()) return 0;
+  if (std::string extra; std::getline(before, extra)) {
+    ++differ;
+    fmt::print("{} has more lines than this run (other options?)\n", compare);
+  }
+  fmt::print("{} of {} configs differ from {}\n", differ, lines, compare);
+  return differ == 0 ? 0 : 1;
 }
