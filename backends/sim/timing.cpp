@@ -121,13 +121,42 @@ class simulator {
     heap_.clear();
     active_.clear();
     for (auto& st : streams_) st.clear();
+    not_full_ = 0;
+    const auto& buffers = p_.buffers();
     for (std::size_t i = 0; i < n_; ++i) {
       const auto& in = ins_[i];
       done_[i] = -1;
       cause_[i] = program::none;
       cause_kind_[i] = cause_kind::none;
       streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
-      if (is_dma(in.engine)) mask_[i] = dma_engine_mask(in, m_);
+      const bool dma_engine = is_dma(in.engine);
+      const bool reads_buffers = dma_engine || in.kind == op::dma;
+      const memory src = reads_buffers ? buffers.at(in.src).where : memory::sbuf;
+      const memory dst = reads_buffers ? buffers.at(in.dst).where : memory::sbuf;
+      tally(in, src, dst);
+      if (dma_engine) {
+        mask_[i] = dma_engine_mask(in, m_);
+        // until its data phase starts (on_issue_end), hbm_rate_ holds the
+        // bytes it moves to or from HBM
+        const bool hbm = src == memory::hbm || dst == memory::hbm;
+        hbm_rate_[i] = hbm ? static_cast<double>(in.count) * in.partitions * in.free : 0;
+      }
+    }
+  }
+
+  /// Adds `in` to the byte and instruction tallies (in program order, as
+  /// the sums have always been taken).
+  void tally(const instruction& in, memory src, memory dst) {
+    totals_.instructions += in.count;
+    if (in.kind == op::dma) {
+      const double bytes = static_cast<double>(in.count) * in.partitions * in.free;
+      if (src == memory::hbm) totals_.hbm_read_bytes += bytes;
+      if (dst == memory::hbm) totals_.hbm_write_bytes += bytes;
+      if (src == memory::sbuf || dst == memory::sbuf) totals_.sbuf_dma_bytes += bytes;
+    } else if (in.kind == op::matmul || in.kind == op::transpose) {
+      const double rows = in.kind == op::matmul ? in.aux : in.free;
+      const double cols = in.kind == op::matmul ? in.free : in.partitions;
+      totals_.psum_write_bytes += static_cast<double>(in.count) * rows * cols * 4;
     }
   }
 
@@ -217,27 +246,16 @@ class simulator {
     data_start_[id] = now_;
     const auto& in = ins_[id];
     remaining_[id] = dma_data_ns(in, m_);
-    const auto& buffers = p_.buffers();
-    const bool hbm = buffers[in.src].where == memory::hbm || buffers[in.dst].where == memory::hbm;
-    hbm_rate_[id] = hbm && remaining_[id] > 0
-                        ? static_cast<double>(in.count) * in.partitions * in.free / remaining_[id]
-                        : 0;
+    const double hbm_bytes = hbm_rate_[id];  // set by prepare()
+    hbm_rate_[id] = hbm_bytes > 0 && remaining_[id] > 0 ? hbm_bytes / remaining_[id] : 0;
     active_.push_back(id);
+    if (mask_[id] != full_mask()) ++not_full_;
     reshare();
   }
 
   /// The earliest predicted end of a data phase: finish every transfer done by now.
   void on_share_event() {
-    advance_sharing();
-    std::size_t kept = 0;
-    finished_.clear();
-    for (const auto id : active_) {
-      if (remaining_[id] <= 1e-6)
-        finished_.push_back(id);
-      else
-        active_[kept++] = id;
-    }
-    active_.resize(kept);
+    advance_sharing(true);
     reshare();
     for (const auto id : finished_) on_data_end(id);
   }
@@ -459,14 +477,39 @@ class simulator {
 
   // --- DMA engines shared by the active data phases --------------------------------------
 
-  void advance_sharing() {
+  /// The mask of a transfer that uses every DMA engine.
+  [[nodiscard]] std::uint32_t full_mask() const noexcept {
+    return m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;
+  }
+
+  /// Moves the active data phases on to now_. With `collect`, those done by
+  /// now (within 1e-6 ns) leave active_ for finished_, in order.
+  void advance_sharing(bool collect = false) {
     const double dt = now_ - share_t_;
-    if (dt > 0 && !active_.empty()) {
-      std::uint32_t used = 0;
-      for (const auto id : active_) {
+    const bool moved = dt > 0 && !active_.empty();
+    if (!moved && !collect) {
+      share_t_ = now_;
+      return;
+    }
+    std::uint32_t used = 0;
+    std::size_t kept = 0;
+    if (collect) finished_.clear();
+    const std::uint32_t full = full_mask();
+    for (const auto id : active_) {
+      if (moved) {
         remaining_[id] = std::max(0.0, remaining_[id] - dt * rate_[id]);
         used |= mask_[id];
       }
+      if (!collect) continue;
+      if (remaining_[id] <= 1e-6) {
+        finished_.push_back(id);
+        if (mask_[id] != full) --not_full_;
+      } else {
+        active_[kept++] = id;
+      }
+    }
+    if (collect) active_.resize(kept);
+    if (moved) {
       dma_active_ns_ += dt;
       dma_work_ns_ += dt * std::popcount(used);
     }
@@ -478,9 +521,7 @@ class simulator {
   void reshare() {
     share_next_ = std::numeric_limits<double>::infinity();
     if (active_.empty()) return;
-    const std::uint32_t full = m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;
-    bool all_full = true;
-    for (const auto id : active_) all_full = all_full && mask_[id] == full;
+    const bool all_full = not_full_ == 0;
     double first = std::numeric_limits<double>::infinity();
     double total = 0;  // HBM bytes per ns at these rates (summed in active_ order)
     if (all_full) {    // the common case: every transfer spans all 16 engines
@@ -541,7 +582,11 @@ class simulator {
     r.dma_work_ns = dma_work_ns_;
     r.tensor_ideal_ns = tensor_ideal_ns_;
     r.tensor_warmup_ns = tensor_warmup_loss_ns_;
-    tally_bytes(r);
+    r.instructions = totals_.instructions;
+    r.hbm_read_bytes = totals_.hbm_read_bytes;
+    r.hbm_write_bytes = totals_.hbm_write_bytes;
+    r.sbuf_dma_bytes = totals_.sbuf_dma_bytes;
+    r.psum_write_bytes = totals_.psum_write_bytes;
     critical_path(r, last);
     if (o_.record) {
       r.start_ns = start_;
@@ -550,24 +595,6 @@ class simulator {
       r.data_start_ns = data_start_;
     }
     return r;
-  }
-
-  void tally_bytes(timing_result& r) const {
-    const auto& buffers = p_.buffers();
-    for (const auto& in : ins_) {
-      r.instructions += in.count;
-      if (in.kind == op::dma) {
-        const double bytes = static_cast<double>(in.count) * in.partitions * in.free;
-        const memory src = buffers.at(in.src).where, dst = buffers.at(in.dst).where;
-        if (src == memory::hbm) r.hbm_read_bytes += bytes;
-        if (dst == memory::hbm) r.hbm_write_bytes += bytes;
-        if (src == memory::sbuf || dst == memory::sbuf) r.sbuf_dma_bytes += bytes;
-      } else if (in.kind == op::matmul || in.kind == op::transpose) {
-        const double rows = in.kind == op::matmul ? in.aux : in.free;
-        const double cols = in.kind == op::matmul ? in.free : in.partitions;
-        r.psum_write_bytes += static_cast<double>(in.count) * rows * cols * 4;
-      }
-    }
   }
 
   /// Walks back from the last instruction along the causes of each start.
@@ -658,6 +685,7 @@ class simulator {
   double now_ = 0;
 
   std::vector<std::uint32_t>& active_ = w_.active;
+  std::size_t not_full_ = 0;  ///< active transfers that do not span every DMA engine
   std::vector<std::uint32_t>& finished_ = w_.finished;
   double share_next_ = std::numeric_limits<double>::infinity();
   double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
@@ -665,6 +693,12 @@ class simulator {
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
   double ramp_ = 0, util_ = 0;
   double tensor_ideal_ns_ = 0, tensor_warmup_loss_ns_ = 0;
+
+  /// The byte and instruction tallies of the program (prepare()).
+  struct {
+    std::uint64_t instructions = 0;
+    double hbm_read_bytes = 0, hbm_write_bytes = 0, sbuf_dma_bytes = 0, psum_write_bytes = 0;
+  } totals_;
 };
 
 }  // namespace
