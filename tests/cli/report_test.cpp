@@ -208,11 +208,15 @@ TEST_CASE("report: a shared study on PostgreSQL renders as a study file does") {
   REQUIRE(made.code == 0);
   CHECK(contains(made.err, "to " + html));
   const std::string page = read_text(html);
-  // Its copy in a study file draws the same page, byte for byte.
+  // Its copy in a study file draws the same page but for the study's
+  // location in the page's header.
   const std::string db = work + "/report_pg_copy.tessel.db";
   for (const auto& p : {db, db + "-wal", db + "-shm"}) std::filesystem::remove(p);
   REQUIRE(run("copy '" + url + "' '" + db + "'").code == 0);
-  CHECK(run("report '" + db + "' --top 6").out == page);
+  auto from_file = run("report '" + db + "' --top 6").out;
+  const auto at = from_file.find("<td>" + db + "</td>");
+  REQUIRE(at != std::string::npos);
+  CHECK(from_file.replace(at + 4, db.size(), url) == page);
 
   const auto plots = drawn_simulator_plots(page, "report_pg");
   if (!plots) return;
