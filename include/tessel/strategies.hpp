@@ -170,8 +170,9 @@ struct auto_options {
   /// the study's best config (the standalone and cascading effects of
   /// `tessel explain --interactions`, predicted), then searches the
   /// parameters that interact with none one at a time and each interacting
-  /// group jointly (docs/strategies.md). Default false: it did not help
-  /// held out on the replay tables (benchmarks/README.md, issue 26).
+  /// group jointly (docs/strategies.md). Default false: left one kernel
+  /// family out on the replay tables its gain was within the noise
+  /// (benchmarks/README.md, issue 26).
   bool interaction_groups = false;
   /// Two parameters interact when their predicted joint gain differs from
   /// the sum of their standalone gains by more than this fraction of the
