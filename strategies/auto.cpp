@@ -6,6 +6,7 @@
 #include "strategies/auto.hpp"
 
 #include "strategies/common.hpp"
+#include "strategies/interaction_groups.hpp"
 
 #include <tessel/error.hpp>
 
@@ -43,6 +44,17 @@ void validate_rules(const auto_options& o) {
   if (o.explore_horizon == 0)
     detail::options_failure(where, "explore_horizon",
                             "must be at least 1" + detail::got(o.explore_horizon));
+  if (!(o.interaction_threshold >= 0) || !std::isfinite(o.interaction_threshold))
+    detail::options_failure(where, "interaction_threshold",
+                            "must be finite and >= 0" + detail::got(o.interaction_threshold));
+}
+
+/// `arms`, plus the `groups` arm when the options ask for it.
+std::vector<std::unique_ptr<strategy>> with_groups(const auto_options& o,
+                                                   std::vector<std::unique_ptr<strategy>> arms) {
+  if (o.interaction_groups)
+    arms.push_back(detail::make_interaction_search(o.interaction_threshold));
+  return arms;
 }
 
 }  // namespace
@@ -202,12 +214,13 @@ std::unique_ptr<strategy> make_auto_strategy(const auto_options& options) {
   options.validate();
   std::vector<std::unique_ptr<strategy>> arms;
   for (const auto& name : options.arms) arms.push_back(make_strategy(name));
-  return std::make_unique<detail::auto_search>(options, std::move(arms));
+  return std::make_unique<detail::auto_search>(options, with_groups(options, std::move(arms)));
 }
 
 std::unique_ptr<strategy> make_auto_strategy(const auto_options& options,
                                              std::vector<std::unique_ptr<strategy>> arms) {
   if (arms.empty()) detail::options_failure(where, "arms", "must hold at least one strategy");
+  arms = with_groups(options, std::move(arms));
   std::vector<std::string> names;
   for (const auto& arm : arms) {
     if (!arm) detail::options_failure(where, "arms", "must not hold a null strategy");

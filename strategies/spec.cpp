@@ -125,6 +125,8 @@ const std::map<std::string, setter, std::less<>>& auto_keys() {
       {"window", field<&auto_options::window>()},
       {"learn_constraints", field<&auto_options::learn_constraints>()},
       {"explore_rejected", field<&auto_options::explore_rejected>()},
+      {"interaction_groups", field<&auto_options::interaction_groups>()},
+      {"interaction_threshold", field<&auto_options::interaction_threshold>()},
   };
   return keys;
 }

@@ -29,7 +29,8 @@ struct interaction_point {
 };
 
 struct interaction_report {
-  std::vector<std::string> changes;  ///< "psum_bufs=8": each parameter the target changes
+  std::vector<std::string> changes;     ///< "psum_bufs=8": each parameter the target changes
+  std::vector<std::size_t> parameters;  ///< each change's parameter, its index in the space
   interaction_point base, target;
   std::vector<interaction_point> alone;    ///< base + change i, per change
   std::vector<interaction_point> without;  ///< target - change i, per change

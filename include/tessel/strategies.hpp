@@ -165,6 +165,20 @@ struct auto_options {
   std::size_t explore_horizon = 50;
   /// Vetoes per proposal slot at most. Default 16.
   std::size_t max_vetoes = 16;
+  /// Adds an arm "groups" (credited "auto/groups"): once its GP surrogate
+  /// is ready, it estimates from the model which parameters interact around
+  /// the study's best config (the standalone and cascading effects of
+  /// `tessel explain --interactions`, predicted), then searches the
+  /// parameters that interact with none one at a time and each interacting
+  /// group jointly (docs/strategies.md). Default false: left one kernel
+  /// family out on the replay tables its gain was within the noise
+  /// (benchmarks/README.md, issue 26).
+  bool interaction_groups = false;
+  /// Two parameters interact when their predicted joint gain differs from
+  /// the sum of their standalone gains by more than this fraction of the
+  /// best config's predicted objective (on average over a few directions).
+  /// Finite, >= 0. Default 0.05.
+  double interaction_threshold = 0.05;
   void validate() const;
 };
 
@@ -195,7 +209,8 @@ struct auto_options {
 /// model.max_model_points, model.alignment_features,
 /// model.ordinal_features, model.refit_growth, model.fit_restarts;
 /// "auto[...]" takes those for its bo arm and its own arms (joined by '+'),
-/// lead, exploration, window, learn_constraints and explore_rejected
+/// lead, exploration, window, learn_constraints, explore_rejected,
+/// interaction_groups and interaction_threshold
 /// ("auto[initial_draws=1;lead=60]"). An unknown key, a malformed value or
 /// an option out of range throws tessel::error naming it.
 [[nodiscard]] std::unique_ptr<strategy> make_strategy(std::string_view name);

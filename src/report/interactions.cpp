@@ -138,7 +138,7 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
     const auto [at, added] = found.emplace(t.key, t.result);
     if (!added && !at->second.ok() && t.result.ok()) at->second = t.result;
   }
-  std::vector<std::size_t> params;            // the parameters the target changes
+  auto& params = r.parameters;                // the parameters the target changes
   for (std::size_t p = 0; p < s.size(); ++p)  // switched on or off: follows its condition
     if (base[p] != target[p] && base[p] != config::inactive && target[p] != config::inactive) {
       params.push_back(p);
