@@ -49,9 +49,9 @@ struct pool {
   std::vector<config> configs;
   std::vector<std::uint64_t> keys;
   std::vector<Eigen::VectorXd> features;
-  /// alpha * ln(predicted seconds), subtracted from the log acquisition when
-  /// the study weighs cost (search_context::cost_alpha() > 0), else 0.
-  std::vector<double> cost_penalty;
+  /// Predicted seconds of a success and of a failure, read when the study
+  /// weighs cost (search_context::cost_alpha() > 0).
+  std::vector<cost_forecast> costs;
   std::vector<bool> taken;
   std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
   double alpha = 0;                        ///< the study's cost exponent during this propose()
@@ -64,7 +64,7 @@ struct pool {
     configs.push_back(c);
     keys.push_back(key);
     features.push_back(m.features(c));
-    cost_penalty.push_back(alpha > 0 ? alpha * std::log(b.context().predicted_cost(c)) : 0.0);
+    costs.push_back(alpha > 0 ? b.context().predicted_costs(c) : cost_forecast{});
     taken.push_back(false);
     return configs.size() - 1;
   }
@@ -73,6 +73,12 @@ struct pool {
     return rv::iota(std::size_t{0}, configs.size()) |
            rv::filter([&](std::size_t i) { return !taken[i] && b.fresh(keys[i]); }) |
            ranges::to<std::vector>();
+  }
+  /// alpha * ln(the price of a success of member i), subtracted from the log
+  /// acquisition: expected improvement per second^alpha of success.
+  [[nodiscard]] double cost_penalty(std::size_t i, double p_feasible) const {
+    if (alpha == 0) return 0.0;
+    return alpha * std::log(price_per_success(p_feasible, costs[i].ok_s, costs[i].failed_s));
   }
   [[nodiscard]] Eigen::MatrixXd raw(const std::vector<std::size_t>& which) const {
     Eigen::MatrixXd out(features.front().size(), static_cast<Eigen::Index>(which.size()));
@@ -374,13 +380,12 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
 }
 
 /// The acquisition of column j of `v`, pool member `index`, at `variance`:
-/// value() less the cost penalty when the study weighs cost.
+/// value() less the cost penalty when the study weighs cost (the price of a
+/// success: P(feasible) is the capped one, as value() reads).
 double bo_search::acquire(const pool& p, const bayes::candidates_view& v, std::size_t j,
                           std::size_t index, double variance) const {
   const auto c = static_cast<Eigen::Index>(j);
-  // With cost weighed, the cost is per successful evaluation: cost / P(feasible).
-  const double per_success = p.alpha > 0 ? p.alpha * std::log(v.p[c]) : 0.0;
-  return value(v.mean[c], variance, v.p[c]) - p.cost_penalty[index] + per_success;
+  return value(v.mean[c], variance, v.p[c]) - p.cost_penalty(index, v.p[c]);
 }
 
 /// The pool's best candidates, each hill-climbed through fresh neighbours;
@@ -455,7 +460,7 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
     // draw with probability P(feasible), as in SCBO (Eriksson & Poloczek 2021).
     const bool feasible = random_.uniform01() < v.p[j] && v.p[j] >= cutoff_;
     const double a = bayes::log_softplus((model_->best() - draw[j]) / scale) -
-                     p.cost_penalty[open[i]] + (feasible ? 0.0 : -1e6);
+                     p.cost_penalty(open[i], v.p[j]) + (feasible ? 0.0 : -1e6);
     if (a > best.value) best = {a, open[i]};
   }
   return best.index;

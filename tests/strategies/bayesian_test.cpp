@@ -359,8 +359,8 @@ TEST_CASE("variance bounds are at or above every variance, and tight beside one 
   const Eigen::VectorXd bound = g.variance_bounds(cross);
   for (Eigen::Index j = 0; j < candidates.cols(); ++j) CHECK(bound[j] >= variance[j]);
   // At data the bound is the single-point variance: small, not the prior.
-  CHECK(bound.head(40).maxCoeff() < 0.01 * g.current_kernel().signal() * g.target_scale() *
-                                        g.target_scale());
+  CHECK(bound.head(40).maxCoeff() <
+        0.01 * g.current_kernel().signal() * g.target_scale() * g.target_scale());
 }
 
 TEST_CASE("the permutation kernel is positive semi-definite on all permutations of 4 and 5") {
