@@ -94,6 +94,9 @@ class batch_context final : public search_context {
   [[nodiscard]] double predicted_cost(const config& c) const override {
     return base_.predicted_cost(c);
   }
+  [[nodiscard]] cost_forecast predicted_costs(const config& c) const override {
+    return base_.predicted_costs(c);
+  }
   [[nodiscard]] std::optional<std::size_t> evaluation_budget() const override {
     return base_.evaluation_budget();
   }

@@ -223,7 +223,9 @@ struct cost_model_options {
   /// its cost makes the configs that fail look cheapest, and a search that
   /// weighs cost chases them: on the simulator demo the utility scheduler
   /// failed twice as often as fifo in its first 50 evaluations with this
-  /// off (docs/scheduler.md). Default true.
+  /// off (docs/scheduler.md). Failed trials teach their own regression
+  /// either way: predict_failure(), what a failure costs, which prices a
+  /// success at (p ok + (1 - p) failed) / p (tessel::price_per_success). Default true.
   bool ok_only = true;
   /// gp: observations it holds at most; beyond, the most recent half and a
   /// uniform draw of the older ones, redrawn each time an eighth more have

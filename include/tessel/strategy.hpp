@@ -17,6 +17,12 @@
 namespace tessel {
 
 /// What a strategy may ask of the study while it proposes.
+/// Predicted seconds of evaluating a config, when it succeeds and when it fails.
+struct cost_forecast {
+  double ok_s = 1.0;
+  double failed_s = 1.0;
+};
+
 class search_context {
  public:
   virtual ~search_context() = default;
@@ -40,6 +46,15 @@ class search_context {
   [[nodiscard]] virtual double predicted_cost(const config& c) const {
     (void)c;
     return 1.0;
+  }
+  /// predicted_cost(c), and what a failed evaluation of `c` is predicted
+  /// to cost (the cost model's cost_model::predict_failure), in one call.
+  /// With P(feasible) p, a success costs price_per_success(p, ok_s,
+  /// failed_s) (tessel/surrogate.hpp). Default: a failure costs what a
+  /// success does.
+  [[nodiscard]] virtual cost_forecast predicted_costs(const config& c) const {
+    const double ok = predicted_cost(c);
+    return {ok, ok};
   }
   /// The evaluations the study expects to make in all, finished ones
   /// included: study_options::budget_hint when set, else the evaluation

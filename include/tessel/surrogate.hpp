@@ -7,6 +7,7 @@
 #include <tessel/config.hpp>
 #include <tessel/trial.hpp>
 
+#include <algorithm>
 #include <optional>
 
 namespace tessel {
@@ -51,6 +52,12 @@ class cost_model {
   virtual ~cost_model() = default;
   virtual void observe(const trial& t) = 0;
   [[nodiscard]] virtual double predict(const config& c, const cost_query& q) const = 0;
+  /// What a failed evaluation of `c` costs, in seconds: a compile error
+  /// stops early, a timeout runs long. Default: predict(c, q), a failure
+  /// costing what a success does.
+  [[nodiscard]] virtual double predict_failure(const config& c, const cost_query& q) const {
+    return predict(c, q);
+  }
   /// Whether predict() would read cost_query::objective now; when false the
   /// study skips scoring the surrogate for it.
   [[nodiscard]] virtual bool wants_objective() const { return true; }
@@ -59,5 +66,15 @@ class cost_model {
     return predict(c, cost_query{backend_estimate, std::nullopt});
   }
 };
+
+/// The seconds spent per successful evaluation of a config that succeeds
+/// with probability p_feasible (floored at min_p), costing ok_s when it does
+/// and failed_s when it does not: (p ok_s + (1 - p) failed_s) / p. With
+/// failed_s = ok_s it is ok_s / p.
+[[nodiscard]] inline double price_per_success(double p_feasible, double ok_s, double failed_s,
+                                              double min_p = 1e-4) {
+  const double p = std::clamp(p_feasible, min_p, 1.0);
+  return (p * ok_s + (1 - p) * failed_s) / p;
+}
 
 }  // namespace tessel

@@ -28,18 +28,34 @@ struct candidate {
 
 double study::state::cost_alpha() const { return scheduler_->cost_alpha(*this); }
 
-double study::state::predicted_cost(const config& c) const {
-  std::optional<candidate_score> scored;
+/// The surrogate's score of `c` when the cost model reads it and it is ready.
+std::optional<candidate_score> study::state::surrogate_score(const config& c) const {
   if (options_.costs && options_.costs->wants_objective() && options_.surrogate &&
       options_.surrogate->ready())
-    scored = options_.surrogate->score(c, progress_.best);
-  return predicted_cost(c, scored);
+    return options_.surrogate->score(c, progress_.best);
+  return std::nullopt;
+}
+
+double study::state::predicted_cost(const config& c) const {
+  return predicted_cost(c, surrogate_score(c));
 }
 
 double study::state::predicted_cost(const config& c,
                                     const std::optional<candidate_score>& scored) const {
   const double estimate = backend_->estimated_cost(space_, c);
   return std::max(1e-9, options_.costs ? options_.costs->predict(c, {estimate, scored}) : estimate);
+}
+
+cost_forecast study::state::predicted_costs(const config& c) const {
+  const auto scored = surrogate_score(c);
+  return {predicted_cost(c, scored), predicted_failure_cost(c, scored)};
+}
+
+double study::state::predicted_failure_cost(const config& c,
+                                            const std::optional<candidate_score>& scored) const {
+  const double estimate = backend_->estimated_cost(space_, c);
+  return std::max(
+      1e-9, options_.costs ? options_.costs->predict_failure(c, {estimate, scored}) : estimate);
 }
 
 // --- the schedulers ------------------------------------------------------------------
@@ -102,10 +118,14 @@ prediction study::state::utility_scheduler::score(const state& s, const config& 
                                                   const provenance& source) const {
   const auto cs = s.options_.surrogate->score(c, s.progress_.best);
   const double tokens = s.expected_tokens(source);
-  const double cost = s.predicted_cost(c, cs) + s.token_cost_s(tokens);
-  // The cost of a success: cost / P(feasible) (a failure buys nothing), so
-  // a config likely to fail is not preferred for failing cheaply.
-  const double per_success = cost / std::max(cs.p_feasible, min_p_feasible);
+  const double token_s = s.token_cost_s(tokens);
+  const double cost = s.predicted_cost(c, cs) + token_s;
+  // The price of a success, (p cost + (1 - p) failed) / p: a failure buys
+  // nothing but costs what failures cost there (a compile error little, a
+  // timeout much), so a config likely to fail is not preferred for failing
+  // cheaply, nor spared for a cheap failure when its success is costly.
+  const double failed = s.predicted_failure_cost(c, cs) + token_s;
+  const double per_success = price_per_success(cs.p_feasible, cost, failed, min_p_feasible);
   return {cs.mean,       cs.sigma,
           cs.p_feasible, cs.expected_gain,
           cost,          cs.expected_gain / std::pow(per_success, cost_alpha(s)),

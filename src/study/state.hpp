@@ -57,6 +57,13 @@ struct study::state final : search_context {
   /// The same, with the surrogate's score of `c` already at hand.
   [[nodiscard]] double predicted_cost(const config& c,
                                       const std::optional<candidate_score>& scored) const;
+  /// The surrogate's score of `c` when the cost model reads one, else nullopt.
+  [[nodiscard]] std::optional<candidate_score> surrogate_score(const config& c) const;
+  /// predicted_cost and what a failure costs (the cost model's
+  /// predict_failure; the backend's estimate without one), one surrogate score.
+  [[nodiscard]] cost_forecast predicted_costs(const config& c) const override;
+  [[nodiscard]] double predicted_failure_cost(const config& c,
+                                              const std::optional<candidate_score>& scored) const;
   /// Agent tokens a proposal by `source` is expected to cost: its own
   /// tokens when it has some, else the mean per proposal of its source.
   [[nodiscard]] double expected_tokens(const provenance& source) const;

@@ -38,6 +38,9 @@ constexpr std::size_t sample_attempts = 64;
 constexpr std::size_t max_pending = 256;
 /// Candidates scored per kernel product and solve (bounds the n x m temporaries).
 constexpr std::size_t screen_chunk = 64;
+/// Candidates whose exact variance is solved for at once, in order of their
+/// acquisition's bound: small enough that few are solved past the k-th best.
+constexpr std::size_t exact_batch = 16;
 /// Candidates of one joint Thompson draw at most.
 constexpr std::size_t thompson_candidates = 128;
 
@@ -46,9 +49,9 @@ struct pool {
   std::vector<config> configs;
   std::vector<std::uint64_t> keys;
   std::vector<Eigen::VectorXd> features;
-  /// alpha * ln(predicted seconds), subtracted from the log acquisition when
-  /// the study weighs cost (search_context::cost_alpha() > 0), else 0.
-  std::vector<double> cost_penalty;
+  /// Predicted seconds of a success and of a failure, read when the study
+  /// weighs cost (search_context::cost_alpha() > 0).
+  std::vector<cost_forecast> costs;
   std::vector<bool> taken;
   std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
   double alpha = 0;                        ///< the study's cost exponent during this propose()
@@ -61,7 +64,7 @@ struct pool {
     configs.push_back(c);
     keys.push_back(key);
     features.push_back(m.features(c));
-    cost_penalty.push_back(alpha > 0 ? alpha * std::log(b.context().predicted_cost(c)) : 0.0);
+    costs.push_back(alpha > 0 ? b.context().predicted_costs(c) : cost_forecast{});
     taken.push_back(false);
     return configs.size() - 1;
   }
@@ -70,6 +73,12 @@ struct pool {
     return rv::iota(std::size_t{0}, configs.size()) |
            rv::filter([&](std::size_t i) { return !taken[i] && b.fresh(keys[i]); }) |
            ranges::to<std::vector>();
+  }
+  /// alpha * ln(the price of a success of member i), subtracted from the log
+  /// acquisition: expected improvement per second^alpha of success.
+  [[nodiscard]] double cost_penalty(std::size_t i, double p_feasible) const {
+    if (alpha == 0) return 0.0;
+    return alpha * std::log(price_per_success(p_feasible, costs[i].ok_s, costs[i].failed_s));
   }
   [[nodiscard]] Eigen::MatrixXd raw(const std::vector<std::size_t>& which) const {
     Eigen::MatrixXd out(features.front().size(), static_cast<Eigen::Index>(which.size()));
@@ -137,6 +146,8 @@ class bo_search final : public strategy {
   [[nodiscard]] std::optional<std::size_t> thompson(const pool& p, const detail::batch& b);
   void climb(pool& p, const detail::batch& b, scored at, scored& best);
   [[nodiscard]] double value(double mean, double variance, double p_feasible) const;
+  [[nodiscard]] double acquire(const pool& p, const bayes::candidates_view& v, std::size_t j,
+                               std::size_t index, double variance) const;
   /// Whether the acquisition is UCB now: chosen, or log EI past ucb_after trials.
   [[nodiscard]] bool ucb_now() const {
     return options_.acquisition == acquisition_kind::ucb ||
@@ -296,47 +307,85 @@ double bo_search::value(double mean, double variance, double p_feasible) const {
   return a + std::log(p_feasible) + penalty;
 }
 
-/// The k best of `which` by acquisition, above `floor`. Candidates are
-/// scored in chunks: one kernel product for their means and P(feasible), one
-/// triangular solve (L^-1 K*, BLAS-3) for their variances, O(n^2) each; the
-/// chunks bound the n x m temporaries. Chunks are scored in parallel (TBB):
-/// each reads the model only, their boundaries do not depend on the thread
-/// count, and their scores are joined in chunk order, so the result is
+/// The k best of `which` by acquisition, above `floor`, in two passes.
+/// First, in chunks: one kernel product for the candidates' means and
+/// P(feasible), and each one's value at an upper bound on its variance
+/// (gp::variance_bounds, O(n) a candidate; every acquisition grows with the
+/// variance), so an upper bound on its value. Then, in order of bound,
+/// exact values in batches (one triangular solve each, L^-1 K*, O(n^2) a
+/// candidate) until the k best exceed every bound left: the result is that
+/// of scoring every candidate exactly, but only those whose bound reaches
+/// the k-th best pay the solve. The first pass's chunks are scored in
+/// parallel (TBB), each reading the model only, with boundaries that do not
+/// depend on the thread count; the second is serial; so the result is
 /// bit-identical with one thread or many (benchmarks/README.md has the gain).
 std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::size_t>& which,
                                        std::size_t k, double floor) const {
   const auto& gp = model_->objective();
-  const auto score = [&](const std::vector<std::size_t>& chunk) {
-    auto v = model_->view(p.raw(chunk));
-    for (std::size_t j = 0; j < chunk.size(); ++j) {
-      auto& pj = v.p[static_cast<Eigen::Index>(j)];
-      pj = capped(p, chunk[j], pj);
-    }
-    const Eigen::VectorXd variance = gp.variances(v.cross);
-    std::vector<scored> out;
-    for (std::size_t j = 0; j < chunk.size(); ++j) {
-      const auto c = static_cast<Eigen::Index>(j);
-      // With cost weighed, the cost is per successful evaluation: cost / P(feasible).
-      const double per_success = p.alpha > 0 ? p.alpha * std::log(v.p[c]) : 0.0;
-      const double a =
-          value(v.mean[c], variance[c], v.p[c]) - p.cost_penalty[chunk[j]] + per_success;
-      if (a > floor) out.push_back({a, chunk[j]});
-    }
-    return out;
-  };
   const auto chunks =
       which | rv::chunk(screen_chunk) | ranges::to<std::vector<std::vector<std::size_t>>>();
-  std::vector<std::vector<scored>> scores(chunks.size());
-  tbb::parallel_for(std::size_t{0}, chunks.size(),
-                    [&](std::size_t c) { scores[c] = score(chunks[c]); });
-  auto all = scores | rv::join | ranges::to<std::vector>();
-  const auto n = std::min(k, all.size());
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
-                    [](const scored& x, const scored& y) {
-                      return x.value > y.value || (x.value == y.value && x.index < y.index);
-                    });
-  all.resize(n);
-  return all;
+  std::vector<bayes::candidates_view> views(chunks.size());
+  struct bounded {
+    double value = 0;  ///< the acquisition at the variance's bound
+    std::size_t chunk = 0, column = 0;
+  };
+  std::vector<std::vector<bounded>> bounds(chunks.size());
+  tbb::parallel_for(std::size_t{0}, chunks.size(), [&](std::size_t c) {
+    auto& v = views[c];
+    v = model_->view(p.raw(chunks[c]));
+    for (std::size_t j = 0; j < chunks[c].size(); ++j) {
+      auto& pj = v.p[static_cast<Eigen::Index>(j)];
+      pj = capped(p, chunks[c][j], pj);
+    }
+    const Eigen::VectorXd bound = gp.variance_bounds(v.cross);
+    for (std::size_t j = 0; j < chunks[c].size(); ++j) {
+      const double a = acquire(p, v, j, chunks[c][j], bound[static_cast<Eigen::Index>(j)]);
+      if (a > floor) bounds[c].push_back({a, c, j});
+    }
+  });
+  auto order = bounds | rv::join | ranges::to<std::vector>();
+  const auto index = [&](const bounded& b) { return chunks[b.chunk][b.column]; };
+  std::sort(order.begin(), order.end(), [&](const bounded& x, const bounded& y) {
+    return x.value > y.value || (x.value == y.value && index(x) < index(y));
+  });
+  const auto better = [](const scored& x, const scored& y) {
+    return x.value > y.value || (x.value == y.value && x.index < y.index);
+  };
+  std::vector<scored> best;  // the k best exact values so far, best first
+  const auto rows = static_cast<Eigen::Index>(gp.total());  // of each view's cross
+  for (std::size_t next = 0; next < order.size();) {
+    // A bound equal to the k-th best could still tie and win on its index.
+    const auto open = [&](const bounded& b) {
+      return best.size() < k || b.value >= best.back().value;
+    };
+    if (!open(order[next])) break;
+    std::vector<bounded> batch;
+    for (; next < order.size() && batch.size() < exact_batch && open(order[next]); ++next)
+      batch.push_back(order[next]);
+    Eigen::MatrixXd cross(rows, static_cast<Eigen::Index>(batch.size()));
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      cross.col(static_cast<Eigen::Index>(i)) =
+          views[batch[i].chunk].cross.col(static_cast<Eigen::Index>(batch[i].column));
+    const Eigen::VectorXd variance = gp.variances(cross);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const scored s{acquire(p, views[batch[i].chunk], batch[i].column, index(batch[i]),
+                             variance[static_cast<Eigen::Index>(i)]),
+                     index(batch[i])};
+      if (!(s.value > floor)) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), s, better), s);
+      if (best.size() > k) best.pop_back();
+    }
+  }
+  return best;
+}
+
+/// The acquisition of column j of `v`, pool member `index`, at `variance`:
+/// value() less the cost penalty when the study weighs cost (the price of a
+/// success: P(feasible) is the capped one, as value() reads).
+double bo_search::acquire(const pool& p, const bayes::candidates_view& v, std::size_t j,
+                          std::size_t index, double variance) const {
+  const auto c = static_cast<Eigen::Index>(j);
+  return value(v.mean[c], variance, v.p[c]) - p.cost_penalty(index, v.p[c]);
 }
 
 /// The pool's best candidates, each hill-climbed through fresh neighbours;
@@ -411,7 +460,7 @@ std::optional<std::size_t> bo_search::thompson(const pool& p, const detail::batc
     // draw with probability P(feasible), as in SCBO (Eriksson & Poloczek 2021).
     const bool feasible = random_.uniform01() < v.p[j] && v.p[j] >= cutoff_;
     const double a = bayes::log_softplus((model_->best() - draw[j]) / scale) -
-                     p.cost_penalty[open[i]] + (feasible ? 0.0 : -1e6);
+                     p.cost_penalty(open[i], v.p[j]) + (feasible ? 0.0 : -1e6);
     if (a > best.value) best = {a, open[i]};
   }
   return best.index;

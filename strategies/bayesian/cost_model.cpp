@@ -13,6 +13,11 @@
 // compile + gate seconds plus ratio x predicted objective (x P(feasible),
 // plus what failed runs cost x P(failure)); otherwise one regression of the
 // total seconds.
+//
+// Failures: a third regression, of the total seconds of failed trials
+// alone (a compile error stops early, a timeout runs long), answers
+// predict_failure() once it can; until then a failure costs what a success
+// does.
 #include "strategies/bayesian/gp.hpp"
 #include "strategies/bayesian/kernels.hpp"
 #include "strategies/common.hpp"
@@ -205,15 +210,17 @@ class linked_cost final : public cost_model {
   linked_cost(const space& s, const cost_model_options& o)
       : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
     total_ = make_regression();
+    failed_ = make_regression();
     if (options_.run_link_max_sd > 0) fixed_ = make_regression();  // else never read
   }
 
   void observe(const trial& t) override {
     if (!bayes::kernel_layout::encodable(space_, t.config)) return;
-    if (options_.ok_only && !t.result.ok()) return;
     const auto total = log_of(t.result.cost.total());
     if (!total) return;
     const Eigen::VectorXd x = layout_.features_of(space_.encode(t.config));
+    if (!t.result.ok()) failed_->add(x, *total);
+    if (options_.ok_only && !t.result.ok()) return;
     total_->add(x, *total);
     const auto& paid = t.result.cost;
     if (const auto fixed = log_of(paid.compile_s + paid.gate_s); fixed && fixed_) {
@@ -235,6 +242,13 @@ class linked_cost final : public cost_model {
       return linked_prediction(x, *q.objective, q.backend_estimate);
     const auto [mean, var] = total_->at(x);
     return combine(mean, var, q.backend_estimate, options_);
+  }
+
+  /// The failures' own regression once it is ready (no backend prior: the
+  /// estimate is of a success); predict() before.
+  [[nodiscard]] double predict_failure(const config& c, const cost_query& q) const override {
+    if (!failed_->ready()) return predict(c, q);
+    return std::exp(failed_->at(layout_.features_of(space_.encode(c))).first);
   }
 
   /// The run link holds: the run seconds follow the objective steadily, and
@@ -279,11 +293,12 @@ class linked_cost final : public cost_model {
   space space_;
   cost_model_options options_;
   bayes::kernel_layout layout_;
-  std::unique_ptr<log_regression> total_;  ///< ln(compile + gate + run seconds)
-  std::unique_ptr<log_regression> fixed_;  ///< ln(compile + gate seconds); null: link off
-  bool fixed_seen_ = false;                ///< a trial with compile + gate seconds > 0
-  running ratio_;                          ///< ln(run seconds / objective) of ok trials
-  running failed_run_;                     ///< run seconds of failed trials
+  std::unique_ptr<log_regression> total_;   ///< ln(compile + gate + run seconds)
+  std::unique_ptr<log_regression> failed_;  ///< the same, of failed trials only
+  std::unique_ptr<log_regression> fixed_;   ///< ln(compile + gate seconds); null: link off
+  bool fixed_seen_ = false;                 ///< a trial with compile + gate seconds > 0
+  running ratio_;                           ///< ln(run seconds / objective) of ok trials
+  running failed_run_;                      ///< run seconds of failed trials
 };
 
 }  // namespace

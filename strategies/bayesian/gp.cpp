@@ -23,6 +23,10 @@ constexpr double first_jitter = 1e-10;
 /// one-row extension is abandoned for a full factorization with jitter.
 constexpr double min_pivot = 1e-12;
 
+/// Added to variance_bounds(), as a fraction of the signal variance: far
+/// above the rounding of variances(), far below any variance that matters.
+constexpr double bound_margin = 1e-9;
+
 /// Factors k + (noise + jitter) I, growing jitter until it works.
 Eigen::LLT<Eigen::MatrixXd> factor_with_jitter(Eigen::MatrixXd k, double noise, double signal,
                                                double& jitter) {
@@ -36,6 +40,29 @@ Eigen::LLT<Eigen::MatrixXd> factor_with_jitter(Eigen::MatrixXd k, double noise, 
     llt.compute(kj);
   }
   return llt;
+}
+
+/// Columns of L^-1 solved for at once in inverse().
+constexpr Eigen::Index inverse_block = 32;
+
+/// K^-1 from K = L L^T: L^-1 by forward substitution on blocks of columns,
+/// each only below its diagonal (L^-1 is lower triangular), then
+/// L^-T L^-1 as a symmetric rank update; about n^3/3 multiply-adds where
+/// llt.solve(I) takes n^3.
+Eigen::MatrixXd inverse(const Eigen::LLT<Eigen::MatrixXd>& llt) {
+  const Eigen::MatrixXd& l = llt.matrixLLT();
+  const Eigen::Index n = l.rows();
+  Eigen::MatrixXd li = Eigen::MatrixXd::Zero(n, n);
+  for (Eigen::Index j = 0; j < n; j += inverse_block) {
+    const Eigen::Index w = std::min(inverse_block, n - j);
+    auto block = li.block(j, j, n - j, w);
+    block.topRows(w).setIdentity();
+    l.block(j, j, n - j, n - j).triangularView<Eigen::Lower>().solveInPlace(block);
+  }
+  Eigen::MatrixXd k_inverse = Eigen::MatrixXd::Zero(n, n);
+  k_inverse.selfadjointView<Eigen::Lower>().rankUpdate(li.transpose());
+  k_inverse.triangularView<Eigen::StrictlyUpper>() = k_inverse.transpose();
+  return k_inverse;
 }
 
 }  // namespace
@@ -218,6 +245,15 @@ Eigen::VectorXd gp::variances(const Eigen::MatrixXd& cross) const {
   return v.cwiseMax(0.0) * (scale_ * scale_);
 }
 
+Eigen::VectorXd gp::variance_bounds(const Eigen::MatrixXd& cross) const {
+  const double s2 = kernel_.signal();
+  Eigen::VectorXd v = Eigen::VectorXd::Constant(cross.cols(), s2);
+  if (n_ > 0)
+    v -= cross.cwiseAbs2().colwise().maxCoeff().transpose() / (s2 + kernel_.noise() + jitter_);
+  // A margin over the rounding of variances(): the bound must not fall below it.
+  return (v.cwiseMax(0.0).array() + bound_margin * s2).matrix() * (scale_ * scale_);
+}
+
 Eigen::MatrixXd gp::covariance(const Eigen::Ref<const Eigen::MatrixXd>& scaled,
                                const Eigen::MatrixXd& cross) const {
   const auto n = static_cast<Eigen::Index>(n_);
@@ -240,7 +276,7 @@ double log_marginal_likelihood(const bayes::kernel& k, const Eigen::MatrixXd& ra
   const double value = -0.5 * y.dot(alpha) - llt.matrixLLT().diagonal().array().log().sum() -
                        0.5 * static_cast<double>(y.size()) * std::log(2 * std::numbers::pi);
   if (gradient != nullptr) {
-    Eigen::MatrixXd w = -llt.solve(Eigen::MatrixXd::Identity(y.size(), y.size()));
+    Eigen::MatrixXd w = -inverse(llt);
     w.noalias() += alpha * alpha.transpose();
     *gradient = k.trace_gradient(raw, w);
   }

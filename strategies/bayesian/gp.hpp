@@ -70,6 +70,10 @@ class gp {
   /// Posterior variances of the candidates whose cross() this is, O(n^2 m)
   /// in one triangular solve.
   [[nodiscard]] Eigen::VectorXd variances(const Eigen::MatrixXd& cross) const;
+  /// Upper bounds on variances(cross), O(n m): each candidate's variance
+  /// given only its most correlated point, s2 - max_i k_i^2 / (s2 + noise +
+  /// jitter); conditioning on more points never increases it.
+  [[nodiscard]] Eigen::VectorXd variance_bounds(const Eigen::MatrixXd& cross) const;
   /// Joint posterior covariance of m candidates, m x m.
   [[nodiscard]] Eigen::MatrixXd covariance(const Eigen::Ref<const Eigen::MatrixXd>& scaled,
                                            const Eigen::MatrixXd& cross) const;

@@ -335,6 +335,34 @@ TEST_CASE("the incremental Cholesky factor equals a full factorization, fantasie
   CHECK((g.factor() - full(31)).cwiseAbs().maxCoeff() < 1e-8);
 }
 
+TEST_CASE("variance bounds are at or above every variance, and tight beside one point") {
+  const auto s = bowl_space();
+  const auto layout = kernel_layout::of(s);
+  gp g(kernel(layout), gp::mean_mode::standardize);
+  rng random(3);
+  const auto sample = [&] { return layout.features_of(s.encode(s.sample(random))); };
+  Eigen::MatrixXd candidates(static_cast<Eigen::Index>(layout.features), 200);
+  for (Eigen::Index j = 0; j < candidates.cols(); ++j) candidates.col(j) = sample();
+  for (int i = 0; i < 40; ++i) {
+    g.add(candidates.col(i), static_cast<double>(i % 7));  // the first 40 are data
+    if (i == 0) {
+      // One point: the bound is the variance itself (up to its margin).
+      const Eigen::MatrixXd cross = g.cross(g.scaled(candidates));
+      const Eigen::VectorXd gap = g.variance_bounds(cross) - g.variances(cross);
+      CHECK(gap.minCoeff() >= 0);
+      CHECK(gap.maxCoeff() <= 1e-8 * g.current_kernel().signal());
+    }
+  }
+  for (int i = 0; i < 3; ++i) g.push_fantasy(sample(), 2.0);
+  const Eigen::MatrixXd cross = g.cross(g.scaled(candidates));
+  const Eigen::VectorXd variance = g.variances(cross);
+  const Eigen::VectorXd bound = g.variance_bounds(cross);
+  for (Eigen::Index j = 0; j < candidates.cols(); ++j) CHECK(bound[j] >= variance[j]);
+  // At data the bound is the single-point variance: small, not the prior.
+  CHECK(bound.head(40).maxCoeff() <
+        0.01 * g.current_kernel().signal() * g.target_scale() * g.target_scale());
+}
+
 TEST_CASE("the permutation kernel is positive semi-definite on all permutations of 4 and 5") {
   for (const auto& elements : {std::vector<std::string>{"a", "b", "c", "d"},
                                std::vector<std::string>{"a", "b", "c", "d", "e"}}) {

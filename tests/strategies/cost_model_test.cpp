@@ -1,8 +1,8 @@
 // The cost models of the Bayesian module (strategies/bayesian/,
 // docs/bayesian.md and docs/scheduler.md): they start from the backend's
 // estimate, learn from observed costs (the GP one also a cost that is not
-// log-linear), link run seconds to the objective, and `bo` weighs cost when
-// the study does.
+// log-linear), link run seconds to the objective, learn what failures cost
+// apart, and `bo` weighs cost when the study does.
 #include "harness.hpp"
 
 #include "../core/space_fixtures.hpp"
@@ -163,6 +163,48 @@ TEST_CASE("the run link predicts the run seconds from the objective the study pa
   CHECK_FALSE(steady->wants_objective());
   const auto d = s.sample(random);
   CHECK(steady->predict(d, told(d)) == doctest::Approx(compile_s(d) + 5.0).epsilon(0.1));
+}
+
+TEST_CASE("failures have their own cost model, and a success is priced with both") {
+  const auto s = bowl_space();
+  // Successes cost 10 s; failures (x >= 12) stop early: 0.1 s * 2^(y / 10).
+  const auto failed_s = [&](const config& c) {
+    return 0.1 * std::exp2(static_cast<double>(s.integer(c, "y")) / 10);
+  };
+  const auto measured = [&](const config& c) {
+    return s.integer(c, "x") >= 12 ? finished_trial(s, c, std::nullopt, failed_s(c))
+                                   : finished_trial(s, c, 1.0, 10.0);
+  };
+  auto cost = make_cost_model(s);
+  rng random(7);
+  const auto c0 = s.sample(random);
+  // Before any failure, a failure costs what a success does.
+  CHECK(cost->predict_failure(c0, {3.0, std::nullopt}) == doctest::Approx(cost->predict(c0, 3.0)));
+  std::size_t failures = 0;
+  for (int i = 0; i < 60; ++i) {
+    const auto t = measured(s.sample(random));
+    failures += t.result.ok() ? 0 : 1;
+    cost->observe(t);
+  }
+  REQUIRE(failures >= 10);
+  double worst_ok = 0, worst_failed = 0;
+  for (int i = 0; i < 50; ++i) {
+    const auto c = s.sample(random);
+    worst_ok = std::max(worst_ok, std::abs(std::log(cost->predict(c, 1.0) / 10.0)));
+    worst_failed =
+        std::max(worst_failed, std::abs(std::log(cost->predict_failure(c, {}) / failed_s(c))));
+  }
+  MESSAGE("|ln(predicted / true)| worst: successes " << worst_ok << ", failures " << worst_failed);
+  CHECK(worst_ok < std::log(1.2));  // ok_only: the cheap failures do not pull it down
+  CHECK(worst_failed < std::log(1.5));
+
+  // (p ok + (1 - p) failed) / p: ok / p when failures cost as much, ok when
+  // they are free, and p is floored.
+  CHECK(price_per_success(0.5, 10.0, 10.0) == doctest::Approx(20.0));
+  CHECK(price_per_success(0.5, 10.0, 0.0) == doctest::Approx(10.0));
+  CHECK(price_per_success(0.25, 1.0, 100.0) == doctest::Approx(301.0));
+  CHECK(price_per_success(1.0, 4.0, 1e9) == doctest::Approx(4.0));
+  CHECK(price_per_success(0.0, 1.0, 1.0, 0.01) == doctest::Approx(100.0));
 }
 
 TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper initial design") {

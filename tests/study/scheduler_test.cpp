@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 using namespace tessel;
 using namespace tessel::testing;
@@ -57,7 +58,7 @@ class believes_large final : public surrogate {
   std::size_t warmup_, seen_ = 0;
 };
 
-/// Cost grows as x^2.
+/// Cost grows as x^2; a failure costs failed_s when set (else the same).
 class quadratic_cost final : public cost_model {
  public:
   explicit quadratic_cost(const space& s) : space_(s) {}
@@ -66,6 +67,10 @@ class quadratic_cost final : public cost_model {
     const double x = static_cast<double>(space_.integer(c, "x"));
     return x * x;
   }
+  double predict_failure(const config& c, const cost_query& q) const override {
+    return failed_s ? *failed_s : predict(c, q);
+  }
+  std::optional<double> failed_s;
 
  private:
   const space& space_;
@@ -139,6 +144,23 @@ TEST_CASE("predict gives what ask attached: one scheduler scores both, P(feasibl
   // gain x over the cost of a success, x^2 / P(feasible), at alpha 2
   const auto x = static_cast<double>(st.space().integer(batch[0].config, "x"));
   CHECK(p.utility == doctest::Approx(x / std::pow(x * x / 0.5, 2.0)));
+}
+
+TEST_CASE("a success is priced with what failures cost: (p cost + (1 - p) failed) / p") {
+  const auto s = line_space();
+  for (const double failed : {0.0, 50.0}) {
+    auto o = weighing_cost(s, 4);
+    std::static_pointer_cast<believes_large>(o.surrogate)->p_feasible = 0.5;
+    std::static_pointer_cast<quadratic_cost>(o.costs)->failed_s = failed;
+    study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
+    const auto batch = st.ask(1);
+    REQUIRE(batch.size() == 1);
+    REQUIRE(batch[0].prediction);
+    const auto x = static_cast<double>(st.space().integer(batch[0].config, "x"));
+    CHECK(batch[0].prediction->cost_s == x * x);  // what it costs when it runs
+    const double price = (0.5 * x * x + 0.5 * failed) / 0.5;
+    CHECK(batch[0].prediction->utility == doctest::Approx(x / std::pow(price, 2.0)));
+  }
 }
 
 TEST_CASE("without a surrogate the study schedules first in, first out, priced by the prior") {
