@@ -137,8 +137,11 @@ std::optional<machine_peaks> peaks_of(const target& t) {
     machine_peaks p;
     const double fp8 =
         static_cast<double>(std::max<std::int64_t>(t.find("fp8_matmul_speedup").value_or(1), 1));
-    p.flops_per_s = static_cast<double>(*gflops) * 1e9 * fp8;
-    p.memory_bytes_per_s = static_cast<double>(*hbm) * 1e6;
+    // a topology target (docs/topology.md) runs on all its ranks and chips at once
+    const auto ranks = static_cast<double>(std::max<std::int64_t>(t.find("ranks").value_or(1), 1));
+    const auto chips = static_cast<double>(std::max<std::int64_t>(t.find("chips").value_or(1), 1));
+    p.flops_per_s = static_cast<double>(*gflops) * 1e9 * fp8 * ranks;
+    p.memory_bytes_per_s = static_cast<double>(*hbm) * 1e6 * chips;
     p.source = fmt::format("{} constants: {:.0f} TFLOP/s, {:.0f} GB/s HBM", t.name,
                            p.flops_per_s * 1e-12, p.memory_bytes_per_s * 1e-9);
     return p;

@@ -48,6 +48,11 @@ void add_neuroncore_common(target& t) {
   c["dma_min_bytes_per_partition"] = 2 * kib;         // the minimum to design for
   c["dma_saturating_bytes_per_partition"] = 4 * kib;
   c["lnc"] = 1;  // physical cores per logical core (trn2_lnc2: 2)
+  // Topology (docs/targets.md, "Topology"): a one-core target spans one rank.
+  c["chips"] = 1;
+  c["ranks_per_chip"] = 1;  // the cores a collective spans on each chip
+  c["torus_x"] = 1;         // chips in the chip-to-chip torus, per dimension
+  c["torus_y"] = 1;
 }
 
 /// Constants derived from others of the same target, so they cannot disagree.
@@ -59,6 +64,7 @@ void add_neuroncore_derived(target& t) {
   c["bf16_peak_gflops"] = std::int64_t{128} * 128 * 2 * c["tensor_clock_mhz"] / 1000;
   c["cores"] = c["cores_per_chip"];
   c["memory_bytes"] = c["hbm_bytes"];
+  c["ranks"] = c["chips"] * c["ranks_per_chip"];
 }
 
 target make_trn1() {
@@ -80,6 +86,9 @@ target make_trn1() {
   c["vector_scalar_share_psum"] = 1;
   c["vector_gpsimd_share_sbuf_port"] = 1;
   c["dma_bytes_per_us_per_engine"] = 17'000;  // 17 B/ns
+  c["chip_links"] = 4;                        // NeuronLink-v2 per chip
+  c["chip_link_bytes_per_us"] = 0;            // not published per link: no multi-chip trn1 target
+  c["chip_link_latency_ns"] = 0;
   c["hbm_bytes"] = 32 * gib;
   c["hbm_bytes_per_us"] = 820'000;  // 820 GB/s per chip
   add_neuroncore_derived(t);
@@ -105,6 +114,9 @@ target make_trn2() {
   c["vector_scalar_share_psum"] = 0;
   c["vector_gpsimd_share_sbuf_port"] = 0;
   c["dma_bytes_per_us_per_engine"] = 23'000;  // 23 B/ns (uncertain)
+  c["chip_links"] = 4;                        // NeuronLink-v3 per chip
+  c["chip_link_bytes_per_us"] = 320'000;      // 1.28 TB/s per chip over 4 links (uncertain)
+  c["chip_link_latency_ns"] = 2'000;          // per hop: an assumption, no published figure
   c["hbm_bytes"] = 96 * gib;
   c["hbm_bytes_per_us"] = 2'900'000;  // 2.9 TB/s per chip (uncertain)
   add_neuroncore_derived(t);
@@ -129,6 +141,35 @@ target make_trn2_lnc2() {
   c["psum_total_bytes"] *= 2;
   c["bf16_peak_gflops"] *= 2;
   c["dma_bytes_per_us"] *= 2;
+  return t;
+}
+
+/// One Trainium2 chip as a whole: its 8 physical NeuronCore-v3 (LNC=1) as
+/// 8 ranks of a collective. Each rank's work is timed on one trn2 core;
+/// ranks on a chip exchange data through the shared HBM (docs/targets.md,
+/// "Topology"; docs/topology.md).
+target make_trn2_chip() {
+  target t = make_trn2();
+  t.name = "trn2_chip";
+  t.base = "trn2";
+  auto& c = t.constants;
+  c["ranks_per_chip"] = c["cores_per_chip"];
+  c["ranks"] = c["chips"] * c["ranks_per_chip"];
+  return t;
+}
+
+/// A trn2.48xlarge server: 16 Trainium2 chips linked by NeuronLink-v3 as a
+/// 4 x 4 2D torus (Neuron docs, "Best practices for training", "Keep TP4
+/// within a chip. Use NeuronLink-v3's 4 x 4 torus ..."); 128 ranks at LNC=1.
+target make_trn2_server() {
+  target t = make_trn2_chip();
+  t.name = "trn2_server";
+  t.base = "trn2_chip";
+  auto& c = t.constants;
+  c["torus_x"] = 4;
+  c["torus_y"] = 4;
+  c["chips"] = c["torus_x"] * c["torus_y"];
+  c["ranks"] = c["chips"] * c["ranks_per_chip"];
   return t;
 }
 
@@ -274,6 +315,8 @@ std::optional<target> builtin_target(std::string_view name) {
   if (name == "trn1") return make_trn1();
   if (name == "trn2") return make_trn2();
   if (name == "trn2_lnc2") return make_trn2_lnc2();
+  if (name == "trn2_chip") return make_trn2_chip();
+  if (name == "trn2_server") return make_trn2_server();
   if (name == "cpu") {
     static const target host = make_cpu();  // detected once; thread-safe init
     return host;
@@ -281,6 +324,8 @@ std::optional<target> builtin_target(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<std::string> builtin_target_names() { return {"trn1", "trn2", "trn2_lnc2", "cpu"}; }
+std::vector<std::string> builtin_target_names() {
+  return {"trn1", "trn2", "trn2_lnc2", "trn2_chip", "trn2_server", "cpu"};
+}
 
 }  // namespace tessel

@@ -53,6 +53,11 @@ share_spaces& shares() {
 
 }  // namespace
 
+std::shared_ptr<const space> space_with_constant(const space& s, const std::string& name,
+                                                 std::int64_t value) {
+  return shares().get(s, name, value);
+}
+
 std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
                                                                  const machine& m) const {
   std::vector<std::unique_ptr<workload_plan>> out;

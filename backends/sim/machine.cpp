@@ -197,6 +197,8 @@ machine resolve_machine(const target& t, const value_map& overrides) {
   // model times one physical core (trn2_lnc2, docs/simulator.md)
   if (v.contains("bf16_peak_gflops")) m.bf16_peak_flops_per_ns /= m.cores;
 
+  m.topo = topology_of(v);
+
   m.compile_base_s = get(v, "compile_base_s", 0);
   m.compile_per_instruction_s = get(v, "compile_per_instruction_s", 0);
 

@@ -7,6 +7,8 @@
 // both, so every figure can be changed without touching code.
 #pragma once
 
+#include "collectives.hpp"
+
 #include <tessel/target.hpp>
 
 #include <cstdint>
@@ -88,6 +90,10 @@ struct machine {
 
   // roofline
   double bf16_peak_flops_per_ns = 0;
+
+  /// The ranks collectives span and their links (the target's topology
+  /// constants, docs/targets.md): one rank on a one-core target.
+  topology topo;
 
   // the modelled compile cost (sim_backend)
   double compile_base_s = 0;

@@ -104,6 +104,31 @@ measurement analytic_measurement(const steady_estimate& e, const machine& m) {
   return out;
 }
 
+/// Adds a plan's collectives (workload::communicate, docs/topology.md) to
+/// the measurement of its per-rank compute: the latency grows by what the
+/// compute does not hide, time_collective_s holds that part, and the
+/// message names the collective when it takes longer than the compute.
+void add_communication(measurement& out, const workload& w, const workload_plan& plan) {
+  const double compute_ns = out.objective * 1e9;
+  const auto comm = w.communicate(plan, compute_ns);
+  if (!comm) return;
+  const double latency_s = out.objective + comm->exposed_ns * 1e-9;
+  out.objective = latency_s;
+  out.samples = {latency_s};
+  out.cost.run_s = latency_s;
+  out.metrics["latency_s"] = latency_s;
+  out.metrics["compute_s"] = compute_ns * 1e-9;
+  out.metrics["collective_s"] = comm->ns * 1e-9;
+  out.metrics["time_collective_s"] = comm->exposed_ns * 1e-9;
+  out.message = comm->ns > compute_ns
+                    ? fmt::format(
+                          "collective-bound: {} takes {:.1f} us, the per-rank compute "
+                          "{:.1f} us; compute: {}",
+                          comm->what, comm->ns * 1e-3, compute_ns * 1e-3, out.message)
+                    : fmt::format("{}; then {}: {:.1f} us ({:.1f} us exposed)", out.message,
+                                  comm->what, comm->ns * 1e-3, comm->exposed_ns * 1e-3);
+}
+
 }  // namespace
 
 struct sim_backend::impl {
@@ -265,6 +290,7 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
       if (const auto estimate = impl::steady(r, s, c, core_ns)) {
         measurement out = analytic_measurement(*estimate, *r.m);
         if (core_ns.size() > 1) out.metrics["core_balance"] = core_balance(core_ns);
+        add_communication(out, *r.w, *r.plan);
         if (impl_->checker) impl_->checker->apply_time(out);
         return out;
       }
@@ -289,6 +315,7 @@ measurement sim_backend::evaluate(const space& s, const config& c) {
   out.metrics = a.metrics();
   out.message = a.headline();
   if (r.core_ns.size() > 1) out.metrics["core_balance"] = core_balance(r.core_ns);
+  add_communication(out, *r.w, *r.plan);
   if (impl_->checker) {
     auto kernel = r.w->functional_plan(*r.plan, m);  // the plan that was timed
     if (kernel) {
@@ -321,6 +348,19 @@ sim_explanation sim_backend::analyse(const space& s, const config& c) const {
   e.workload = std::string(r.w->name());
   e.target = r.m->target_name;
   bottleneck b = a.bottleneck_info();
+  if (const auto comm = r.w->communicate(*r.plan, r.timing.latency_ns)) {
+    e.latency_s += comm->exposed_ns * 1e-9;
+    const std::string parts = fmt::format("{:.1f} us against {:.1f} us of per-rank compute",
+                                          comm->ns * 1e-3, r.timing.latency_ns * 1e-3);
+    if (comm->ns > r.timing.latency_ns) {
+      e.bottleneck = fmt::format("collective-bound: {} takes {}", comm->what, parts);
+      b.phase = "collective";
+      b.tag = comm->what;
+      b.share = comm->exposed_ns / (r.timing.latency_ns + comm->exposed_ns);
+    } else {
+      e.bottleneck += fmt::format("; then {}: {}", comm->what, parts);
+    }
+  }
   auto all = r.w->suggest(b, s, c);
   for (auto& extra : a.generic_suggestions()) all.push_back(std::move(extra));
   // only knobs the space has are suggested; the others say what a space

@@ -48,6 +48,13 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
   return emit_nki_plan(*p, with_structure, out);
 }
 
+std::optional<communication> workload::communicate(const workload_plan& p,
+                                                   double compute_ns) const {
+  (void)p;
+  (void)compute_ns;
+  return std::nullopt;
+}
+
 double workload::estimated_instructions(const space& s, const config& c, const machine& m) const {
   (void)s;
   (void)c;

@@ -54,6 +54,14 @@ struct steady_estimate {
   const char* tag = "";     ///< the instructions that bound it ("load B", "matmul")
 };
 
+/// The collectives a plan adds to its per-rank compute (workload::communicate,
+/// docs/topology.md).
+struct communication {
+  std::string what;       ///< "all-gather of C (ring over 8 ranks, 8.0 MiB)"
+  double ns = 0;          ///< the collectives alone
+  double exposed_ns = 0;  ///< what they add to the compute's latency (less with overlap)
+};
+
 /// A workload's plan of one config (workload::plan_config).
 class workload_plan {
  public:
@@ -119,6 +127,10 @@ class workload {
   /// the event-driven model (docs/simulator.md, "Speed").
   [[nodiscard]] virtual std::optional<steady_estimate> steady_plan(const workload_plan& p,
                                                                    const machine& m) const = 0;
+  /// The collectives of a plan without error whose per-rank compute takes
+  /// `compute_ns`, or nullopt (the default): one rank, no communication.
+  [[nodiscard]] virtual std::optional<communication> communicate(const workload_plan& p,
+                                                                 double compute_ns) const;
   /// About how many instructions lower(s, c) would issue, without lowering
   /// (the modelled compile cost of sim_backend::estimated_cost).
   [[nodiscard]] virtual double estimated_instructions(const space& s, const config& c,
@@ -138,6 +150,13 @@ class workload {
   [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                          const config& c) const;
 };
+
+/// `s` with its integer constant `name` set to `value` and no constraints
+/// (a share of the problem need not meet the whole's requires): kept while in
+/// use and cached, so planning a share reads it like any space (cores.cpp).
+[[nodiscard]] std::shared_ptr<const space> space_with_constant(const space& s,
+                                                               const std::string& name,
+                                                               std::int64_t value);
 
 /// The workload named `name` ("matmul"), or nullptr.
 [[nodiscard]] const workload* find_workload(std::string_view name);

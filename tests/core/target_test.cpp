@@ -20,9 +20,10 @@ std::int64_t constant(const tessel::target& t, std::string_view key) {
 
 }  // namespace
 
-TEST_CASE("builtin_target_names lists trn1, trn2, trn2_lnc2, cpu in a stable order") {
+TEST_CASE("builtin_target_names lists the built-ins in a stable order") {
   const auto names = tessel::builtin_target_names();
-  CHECK(names == std::vector<std::string>{"trn1", "trn2", "trn2_lnc2", "cpu"});
+  CHECK(names ==
+        std::vector<std::string>{"trn1", "trn2", "trn2_lnc2", "trn2_chip", "trn2_server", "cpu"});
   for (const auto& name : names) {
     const auto t = tessel::builtin_target(name);
     REQUIRE(t.has_value());
@@ -155,4 +156,30 @@ TEST_CASE("every built-in target has the shared keys cores and memory_bytes") {
     CHECK(constant(t, "cores") >= 1);
     CHECK(constant(t, "memory_bytes") > 0);
   }
+}
+
+TEST_CASE("trn2_chip and trn2_server: the topology constants and trn2's per-core figures") {
+  const auto core = *tessel::builtin_target("trn2");
+  const auto chip = *tessel::builtin_target("trn2_chip");
+  const auto server = *tessel::builtin_target("trn2_server");
+  CHECK(chip.base == "trn2");
+  CHECK(server.base == "trn2_chip");
+  CHECK(constant(core, "ranks") == 1);
+  CHECK(constant(chip, "ranks") == 8);
+  CHECK(constant(chip, "chips") == 1);
+  CHECK(constant(server, "chips") == 16);
+  CHECK(constant(server, "torus_x") * constant(server, "torus_y") == 16);
+  CHECK(constant(server, "ranks") == 128);
+  CHECK(constant(server, "ranks_per_chip") == 8);
+  CHECK(constant(server, "chip_links") == 4);
+  // 1.28 TB/s per chip over its four NeuronLink-v3 (docs/targets.md)
+  CHECK(constant(server, "chip_links") * constant(server, "chip_link_bytes_per_us") == 1'280'000);
+  // every other constant is trn2's: a rank is one NeuronCore-v3
+  for (const auto& [key, value] : core.constants) {
+    if (key == "ranks" || key == "ranks_per_chip" || key == "chips" || key.starts_with("torus_"))
+      continue;
+    INFO(key);
+    CHECK(constant(server, key) == value);
+  }
+  CHECK(server.constants.size() == core.constants.size());
 }

@@ -77,6 +77,11 @@ TEST_CASE("class 7: a NeuronCore target's peaks come from its constants") {
   CHECK(trn2->memory_bytes_per_s == doctest::Approx(2.9e12));
   CHECK(trn2->cache_bytes == 0);
   CHECK(trn2->floor_s(1e12, 0) == doctest::Approx(1e12 / trn2->flops_per_s));
+  // a server's floor is all its ranks' and chips' (128 cores, 16 chips' HBM)
+  const auto server = tessel::peaks_of(tessel::builtin_target("trn2_server").value());
+  REQUIRE(server);
+  CHECK(server->flops_per_s == doctest::Approx(128 * trn2->flops_per_s));
+  CHECK(server->memory_bytes_per_s == doctest::Approx(16 * 2.9e12));
   tessel::target custom{.name = "mine", .base = "", .constants = {}};
   CHECK(!tessel::peaks_of(custom));
 }

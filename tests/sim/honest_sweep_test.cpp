@@ -40,6 +40,7 @@ std::vector<llm_case> llm_cases() {
       {"cross_entropy", {{"tokens", "1024"}, {"d_model", "512"}, {"vocab", "32000"}}},
       {"moe", {{"tokens", "256"}, {"d_in", "512"}, {"experts", "16"}, {"top_k", "2"}}},
       {"sim_newton_schulz", {{"rows", "512"}, {"cols", "1536"}}},
+      {"sharded_matmul", {{"M", "2048"}, {"N", "1536"}, {"K", "512"}}},
   };
 }
 

@@ -54,10 +54,7 @@ class matmul_kernel final : public functional_kernel {
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override {
     return evaluate(in, where, [](const std::vector<float>& a, const std::vector<float>& b) {
-      double sum = 0;
-      for (std::size_t k = 0; k < a.size(); ++k)
-        sum += static_cast<double>(a[k]) * static_cast<double>(b[k]);
-      return sum;
+      return exact_dot(a, b);
     });
   }
 
@@ -111,42 +108,13 @@ class matmul_kernel final : public functional_kernel {
     return out;
   }
 
-  /// Blocks of dim d the loops visit: all, or with drop_tail only the full ones.
-  [[nodiscard]] std::int64_t blocks(int d) const {
-    const auto i = static_cast<std::size_t>(d);
-    if (injected() != fault::drop_tail) return pl_.nb[i];
-    return std::max<std::int64_t>(1, p_.ext[i] / p_.tile[i]);
-  }
-
   [[nodiscard]] bool computed(std::int64_t i, std::int64_t j) const {
-    return i / p_.tile[dim_m] < blocks(dim_m) && j / p_.tile[dim_n] < blocks(dim_n);
+    return element_computed(pl_, i, j, injected());
   }
 
   /// C[i, j] as the schedule computes it from A's row and B's column.
   [[nodiscard]] double element(const std::vector<float>& a, const std::vector<float>& b) const {
-    const std::int64_t nk = blocks(dim_k), tile_k = p_.tile[dim_k];
-    const std::int64_t k_end = std::min(p_.size_k, nk * tile_k);
-    const bool skip = injected() == fault::skip_accumulation;
-    const element_type acc = element_of(p_.acc), out = element_of(p_.out);
-    float psum = 0, partial = 0;
-    for (std::int64_t kb = 0; kb < nk; ++kb) {
-      const std::int64_t k0 = kb * tile_k, k1 = std::min(p_.size_k, k0 + tile_k);
-      if (pl_.acc != accumulation::psum_across || kb == 0) psum = 0;  // a group opens
-      for (std::int64_t t0 = k0; t0 < k1; t0 += p_.mm_k) {            // one matmul instruction each
-        const std::int64_t t1 = std::min(k1, t0 + p_.mm_k);
-        if (skip && t1 == k_end) continue;  // the fault: the last accumulation is lost
-        float s = psum;
-        for (std::int64_t t = t0; t < t1; ++t)
-          s += a[static_cast<std::size_t>(t)] * b[static_cast<std::size_t>(t)];
-        psum = s;
-      }
-      if (pl_.acc != accumulation::sbuf) continue;
-      const bool last = kb + 1 == nk;
-      const float sum = kb == 0 ? psum : partial + psum;  // the evict engine's fp32 add
-      if (last) return round_to(out, sum);
-      partial = static_cast<float>(round_to(acc, sum));  // kept in SBUF as acc_dtype
-    }
-    return round_to(out, psum);
+    return schedule_dot(pl_, a, b, injected());
   }
 
   /// The rows of A and columns of B read in this suite.
@@ -160,6 +128,51 @@ class matmul_kernel final : public functional_kernel {
 };
 
 }  // namespace
+
+std::int64_t blocks_visited(const plan& pl, int d, fault f) {
+  const auto i = static_cast<std::size_t>(d);
+  if (f != fault::drop_tail) return pl.nb[i];
+  return std::max<std::int64_t>(1, pl.p.ext[i] / pl.p.tile[i]);
+}
+
+bool element_computed(const plan& pl, std::int64_t i, std::int64_t j, fault f) {
+  return i / pl.p.tile[dim_m] < blocks_visited(pl, dim_m, f) &&
+         j / pl.p.tile[dim_n] < blocks_visited(pl, dim_n, f);
+}
+
+double exact_dot(std::span<const float> a, std::span<const float> b) {
+  double sum = 0;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    sum += static_cast<double>(a[k]) * static_cast<double>(b[k]);
+  return sum;
+}
+
+double schedule_dot(const plan& pl, std::span<const float> a, std::span<const float> b, fault f) {
+  const params& p = pl.p;
+  const std::int64_t nk = blocks_visited(pl, dim_k, f), tile_k = p.tile[dim_k];
+  const std::int64_t k_end = std::min(p.size_k, nk * tile_k);
+  const bool skip = f == fault::skip_accumulation;
+  const element_type acc = element_of(p.acc), out = element_of(p.out);
+  float psum = 0, partial = 0;
+  for (std::int64_t kb = 0; kb < nk; ++kb) {
+    const std::int64_t k0 = kb * tile_k, k1 = std::min(p.size_k, k0 + tile_k);
+    if (pl.acc != accumulation::psum_across || kb == 0) psum = 0;  // a group opens
+    for (std::int64_t t0 = k0; t0 < k1; t0 += p.mm_k) {            // one matmul instruction each
+      const std::int64_t t1 = std::min(k1, t0 + p.mm_k);
+      if (skip && t1 == k_end) continue;  // the fault: the last accumulation is lost
+      float s = psum;
+      for (std::int64_t t = t0; t < t1; ++t)
+        s += a[static_cast<std::size_t>(t)] * b[static_cast<std::size_t>(t)];
+      psum = s;
+    }
+    if (pl.acc != accumulation::sbuf) continue;
+    const bool last = kb + 1 == nk;
+    const float sum = kb == 0 ? psum : partial + psum;  // the evict engine's fp32 add
+    if (last) return round_to(out, sum);
+    partial = static_cast<float>(round_to(acc, sum));  // kept in SBUF as acc_dtype
+  }
+  return round_to(out, psum);
+}
 
 std::unique_ptr<functional_kernel> make_functional(const plan& pl) {
   return std::make_unique<matmul_kernel>(pl);

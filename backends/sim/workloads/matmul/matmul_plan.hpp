@@ -14,11 +14,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace tessel::sim {
 class functional_kernel;
+enum class fault : std::uint8_t;
 namespace nki {
 struct context;
 }
@@ -107,6 +109,17 @@ struct sbuf_use {
 [[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, plan& pl);
 /// The functional executor of a plan (matmul_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const plan& pl);
+/// Blocks of dim d the plan's loops visit: all, or with drop_tail only the full ones.
+[[nodiscard]] std::int64_t blocks_visited(const plan& pl, int d, fault f);
+/// Whether the schedule writes C[i, j] (drop_tail leaves the tail blocks 0).
+[[nodiscard]] bool element_computed(const plan& pl, std::int64_t i, std::int64_t j, fault f);
+/// The reference: sum of a[k] b[k] in double.
+[[nodiscard]] double exact_dot(std::span<const float> a, std::span<const float> b);
+/// C[i, j] as the plan computes it from A's row i and B's column j (size_k
+/// each): fp32 PSUM groups per instruction tile, partial sums per the plan's
+/// accumulation, rounded to the output type (matmul_functional.cpp).
+[[nodiscard]] double schedule_dot(const plan& pl, std::span<const float> a,
+                                  std::span<const float> b, fault f);
 
 // --- instruction shapes: the lowering (matmul.cpp) and the analytic model
 // (matmul_steady.cpp) cost the same instructions; buffers and tags are the lowering's.

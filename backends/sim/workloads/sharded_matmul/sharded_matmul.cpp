@@ -1,0 +1,330 @@
+// sharded_matmul.cpp: C[M,N] = A @ B split over `tp` ranks of a multi-core
+// target (tensor parallel, docs/topology.md). shard = m gives each rank M/tp
+// rows of C, shard = n N/tp columns (both then all-gather C), shard = k a
+// K/tp slice of the contraction (the partial C are then all-reduced). One
+// rank's part is the matmul workload's plan of the shard (its lowering,
+// analytic model and executor, unchanged); the collective is timed by
+// collectives.hpp over the target's topology, after the compute or, with
+// overlap, block by block while the next block computes.
+#include "../../collectives.hpp"
+#include "../../functional.hpp"
+#include "../matmul/matmul_plan.hpp"
+
+#include <tessel/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+constexpr std::array<const char*, 3> shape_names{"M", "N", "K"};
+
+struct sharded_plan {
+  std::shared_ptr<const space> shard_space;  ///< the space of one rank's part (kept alive)
+  std::unique_ptr<workload_plan> core;       ///< the matmul plan of one rank's part
+  const mm::plan* rank = nullptr;            ///< inside `core`
+  int tp = 1;
+  int split = mm::dim_m;
+  std::array<std::int64_t, 3> shape{};  ///< the whole problem's M, N, K
+  collective kind = collective::all_gather;
+  collective_algorithm algorithm = collective_algorithm::ring;
+  bool overlap = false;
+  double bytes = 0;         ///< what the collective moves per rank (the whole C)
+  std::int64_t chunks = 1;  ///< overlap: one collective per C block of a rank
+  collective_time whole, chunk;
+};
+
+class plan_box final : public workload_plan {
+ public:
+  sharded_plan value;
+};
+
+/// The gathered C against the unsharded product: each rank's elements as
+/// its own plan computes them (mm::schedule_dot on its slice of K), the k
+/// split's partial C rounded to the output type, then summed in fp32 by the
+/// all-reduce and rounded again.
+class sharded_kernel final : public functional_kernel {
+ public:
+  /// Copies what it reads: the kernel may outlive the plan (workload::functional).
+  explicit sharded_kernel(const sharded_plan& p)
+      : tp_(p.tp), split_(p.split), shape_(p.shape), rank_(*p.rank), in_(rank_.p) {}
+
+  [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    const auto t = element_of(in_.in);
+    std::vector<std::int64_t> a_shape{size(mm::dim_k), size(mm::dim_m)};
+    if (in_.a_mk) a_shape = {size(mm::dim_m), size(mm::dim_k)};
+    return {{"A", a_shape, t}, {"B", {size(mm::dim_k), size(mm::dim_n)}, t}};
+  }
+  [[nodiscard]] std::vector<tensor_spec> outputs() const override {
+    return {{"C", {size(mm::dim_m), size(mm::dim_n)}, element_of(in_.out)}};
+  }
+  [[nodiscard]] probe_points probes(rng& r) const override {
+    const std::int64_t want =
+        std::clamp<std::int64_t>(probe_budget / (2 * size(mm::dim_k)), 3, 256);
+    const auto rows = pick_indices(size(mm::dim_m), in_.tile[mm::dim_m], want, r);
+    const auto cols = pick_indices(size(mm::dim_n), in_.tile[mm::dim_n], want, r);
+    return {grid(rows, cols, size(mm::dim_n))};
+  }
+  /// The matmul's (per rank), widened by the k split's tp partial sums
+  /// each rounded to the output type.
+  [[nodiscard]] std::vector<double> tolerances() const override {
+    const auto out = element_of(in_.out);
+    double tol = default_tolerance(out);
+    if (rank_.acc == mm::accumulation::sbuf)
+      tol += 2 * std::sqrt(static_cast<double>(rank_.nb[mm::dim_k])) *
+             unit_roundoff(element_of(in_.acc));
+    if (split_ == mm::dim_k) tol += 2 * std::sqrt(static_cast<double>(tp_)) * unit_roundoff(out);
+    return {tol};
+  }
+  [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
+                                       const probe_points& where) const override {
+    return evaluate(in, where,
+                    [](const std::vector<float>& a, const std::vector<float>& b, std::int64_t,
+                       std::int64_t) { return mm::exact_dot(a, b); });
+  }
+
+ protected:
+  [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
+                                     const probe_points& where) const override {
+    return evaluate(in, where,
+                    [&](const std::vector<float>& a, const std::vector<float>& b, std::int64_t i,
+                        std::int64_t j) { return element(a, b, i, j); });
+  }
+
+ private:
+  [[nodiscard]] std::int64_t size(int d) const { return shape_[static_cast<std::size_t>(d)]; }
+
+  /// C[i, j] as the rank that owns it (m, n) or all ranks (k) compute it.
+  [[nodiscard]] double element(const std::vector<float>& a, const std::vector<float>& b,
+                               std::int64_t i, std::int64_t j) const {
+    const fault f = injected();
+    if (split_ != mm::dim_k) {
+      const std::int64_t part = size(split_) / tp_;
+      const std::int64_t li = split_ == mm::dim_m ? i % part : i;
+      const std::int64_t lj = split_ == mm::dim_n ? j % part : j;
+      return mm::element_computed(rank_, li, lj, f) ? mm::schedule_dot(rank_, a, b, f) : 0.0;
+    }
+    if (!mm::element_computed(rank_, i, j, f)) return 0.0;
+    const auto part = static_cast<std::size_t>(size(mm::dim_k) / tp_);
+    float sum = 0;  // the all-reduce adds the ranks' partial C in fp32
+    for (int r = 0; r < tp_; ++r) {
+      const std::size_t at = static_cast<std::size_t>(r) * part;
+      const std::span<const float> ar(a.data() + at, part), br(b.data() + at, part);
+      sum += static_cast<float>(mm::schedule_dot(rank_, ar, br, f));
+    }
+    return round_to(element_of(in_.out), sum);
+  }
+
+  /// Calls dot(A row i, B column j, i, j) at every probe, reading each
+  /// probed row and column once.
+  template <class Dot>
+  probe_values evaluate(std::span<const input_tensor> in, const probe_points& where,
+                        Dot dot) const {
+    return memo_.with(in, [&](operands& read) {
+      const std::int64_t n = size(mm::dim_n), k = size(mm::dim_k);
+      probe_values out(1);
+      out[0].reserve(where.at(0).size());
+      for (const auto flat : where.at(0)) {
+        const std::int64_t i = flat / n, j = flat % n;
+        auto& a = read.a_rows[i];
+        if (a.empty()) {
+          a.resize(static_cast<std::size_t>(k));
+          for (std::int64_t t = 0; t < k; ++t)
+            a[static_cast<std::size_t>(t)] =
+                static_cast<float>(in_.a_mk ? in[0].at(i, t) : in[0].at(t, i));
+        }
+        auto& b = read.b_cols[j];
+        if (b.empty()) {
+          b.resize(static_cast<std::size_t>(k));
+          for (std::int64_t t = 0; t < k; ++t)
+            b[static_cast<std::size_t>(t)] = static_cast<float>(in[1].at(t, j));
+        }
+        out[0].push_back(dot(a, b, i, j));
+      }
+      return out;
+    });
+  }
+
+  struct operands {
+    std::map<std::int64_t, std::vector<float>> a_rows, b_cols;
+  };
+
+  int tp_, split_;
+  std::array<std::int64_t, 3> shape_;
+  mm::plan rank_;
+  const mm::params& in_;
+  input_memo<operands> memo_;
+};
+
+std::vector<knob> knobs_of_sharded() {
+  std::vector<knob> out = mm::knobs_of_matmul();
+  out.push_back(knob::integer("tp", 1, "ranks the matmul is split over (tensor parallel degree)",
+                              "1..target.ranks, dividing the split dimension"));
+  out.push_back(knob::symbol(
+      "shard", {"m", "n", "k"}, "m",
+      "the dimension split across ranks: m (rows of C) and n (columns) then all-gather C; k (the "
+      "contraction) all-reduces the partial C"));
+  out.push_back(knob::symbol("collective", {"ring", "tree", "hierarchical"}, "ring",
+                             "the collective's algorithm (docs/topology.md)"));
+  out.push_back(knob::flag("overlap", false,
+                           "communicate each finished C block while the next computes (one "
+                           "collective per block) instead of once after the compute"));
+  return out;
+}
+
+class sharded_matmul final : public workload {
+ public:
+  sharded_matmul() : knobs_("sharded_matmul", knobs_of_sharded()) {}
+
+  [[nodiscard]] std::string_view name() const override { return "sharded_matmul"; }
+  [[nodiscard]] std::string_view summary() const override {
+    return "C = A @ B split over tp ranks (m, n or k) with its all-gather or all-reduce";
+  }
+  [[nodiscard]] const knob_table& knobs() const override { return knobs_; }
+  [[nodiscard]] std::string core_split_dimension() const override { return "M"; }
+
+  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
+                                                           const machine& m) const override {
+    auto box = std::make_unique<plan_box>();
+    box->error = read(s, c, m, box->value);
+    return box;
+  }
+
+  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
+                                       program& out) const override {
+    const auto& sp = typed(p);
+    return matmul_workload().lower_plan(*sp.core, m, out);
+  }
+  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
+      const workload_plan& p, const machine& m) const override {
+    (void)m;
+    return std::make_unique<sharded_kernel>(typed(p));
+  }
+  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
+                                          std::string& out) const override {
+    const auto& sp = typed(p);
+    if (sp.tp == 1) return matmul_workload().emit_nki_plan(*sp.core, ctx, out);
+    return fmt::format(
+        "sharded_matmul: NKI emission of collectives is not implemented (tp = {} needs an {} of "
+        "C); the simulator times it, but only tp = 1 emits a kernel (docs/nki.md)",
+        sp.tp, to_string(sp.kind));
+  }
+  [[nodiscard]] std::optional<steady_estimate> steady_plan(const workload_plan& p,
+                                                           const machine& m) const override {
+    return matmul_workload().steady_plan(*typed(p).core, m);
+  }
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    sharded_plan p;
+    if (!read(s, c, m, p).empty()) return matmul_workload().estimated_instructions(s, c, m);
+    return matmul_workload().estimated_instructions(p.shard_space ? *p.shard_space : s, c, m);
+  }
+
+  [[nodiscard]] std::optional<communication> communicate(const workload_plan& p,
+                                                         double compute_ns) const override {
+    const auto& sp = typed(p);
+    if (sp.tp == 1) return std::nullopt;
+    communication out;
+    out.what = fmt::format("{} of C ({}, {} ranks, {:.2f} MiB{})", to_string(sp.kind),
+                           to_string(sp.algorithm), sp.tp, sp.bytes / (1 << 20),
+                           sp.overlap ? fmt::format(", {} blocks overlapped", sp.chunks) : "");
+    if (!sp.overlap) {
+      out.ns = sp.whole.ns;
+      out.exposed_ns = sp.whole.ns;
+      return out;
+    }
+    // a two-stage pipeline of `chunks` blocks: compute block i + 1 while
+    // block i is communicated; the slower stage sets the pace and the other
+    // stage's one block is exposed
+    const double n = static_cast<double>(sp.chunks);
+    const double comm = n * sp.chunk.ns, per_block = compute_ns / n;
+    out.ns = comm;
+    out.exposed_ns = std::max(compute_ns, comm) + std::min(per_block, sp.chunk.ns) - compute_ns;
+    return out;
+  }
+
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
+    if (b.phase != "collective") return matmul_workload().suggest(b, s, c);
+    const knob_reader v(knobs_, s, c);
+    std::vector<std::string> out;
+    if (!v.flag("overlap"))
+      out.emplace_back("set overlap = true to send each C block while the next one computes");
+    if (v.symbol("collective") != "hierarchical")
+      out.emplace_back(
+          "try collective = hierarchical: within each chip first, so fewer transfers cross "
+          "NeuronLink");
+    out.emplace_back("lower tp: fewer ranks each compute more, but the collective moves less");
+    if (v.symbol("shard") == "k")
+      out.emplace_back("try shard = m or n: an all-gather moves about half an all-reduce's bytes");
+    return out;
+  }
+
+ private:
+  [[nodiscard]] const sharded_plan& typed(const workload_plan& p) const {
+    if (const auto* mine = dynamic_cast<const plan_box*>(&p)) return mine->value;
+    throw error("sim workload 'sharded_matmul' was given a plan of another type");
+  }
+
+  /// Reads (s, c) into `p`: the split, one rank's matmul plan and the
+  /// collective's times. "" or why it does not compile.
+  std::string read(const space& s, const config& c, const machine& m, sharded_plan& p) const {
+    const knob_reader v(knobs_, s, c);
+    p.tp = static_cast<int>(v.integer("tp"));
+    const std::string shard = v.symbol("shard");
+    p.split = shard == "m" ? mm::dim_m : shard == "n" ? mm::dim_n : mm::dim_k;
+    p.kind = p.split == mm::dim_k ? collective::all_reduce : collective::all_gather;
+    p.algorithm = *parse_collective_algorithm(v.symbol("collective"));
+    p.overlap = v.flag("overlap");
+    for (int d = 0; d < 3; ++d)
+      p.shape[static_cast<std::size_t>(d)] = v.integer(shape_names[static_cast<std::size_t>(d)]);
+    if (p.tp < 1) return fmt::format("tp = {} must be at least 1", p.tp);
+    if (p.tp > m.topo.ranks())
+      return fmt::format("tp = {} exceeds the {} ranks of target '{}'", p.tp, m.topo.ranks(),
+                         m.target_name);
+    const char* dim = shape_names[static_cast<std::size_t>(p.split)];
+    const std::int64_t whole = p.shape[static_cast<std::size_t>(p.split)];
+    if (whole % p.tp != 0)
+      return fmt::format("{} = {} is not a multiple of tp = {}", dim, whole, p.tp);
+    if (p.tp > 1) {
+      const bool constant = std::any_of(s.def().constants.begin(), s.def().constants.end(),
+                                        [&](const auto& k) { return k.name == dim; });
+      if (!constant)
+        return fmt::format("shard = {} needs {} as a constant of the space", shard, dim);
+      p.shard_space = space_with_constant(s, dim, whole / p.tp);
+    }
+    p.core = matmul_workload().plan_config(p.shard_space ? *p.shard_space : s, c, m);
+    if (!p.core->error.empty()) return p.core->error;
+    p.rank = &dynamic_cast<const plan_of<mm::plan>&>(*p.core).value;
+    p.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(p.rank->p.out));
+    p.chunks = std::max<std::int64_t>(1, p.rank->nb[mm::dim_m] * p.rank->nb[mm::dim_n]);
+    try {
+      p.whole = time_collective(p.kind, p.algorithm, p.bytes, p.tp, m.topo);
+      p.chunk = time_collective(p.kind, p.algorithm, p.bytes / static_cast<double>(p.chunks), p.tp,
+                                m.topo);
+    } catch (const error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  knob_table knobs_;
+};
+
+}  // namespace
+
+const workload& sharded_matmul_workload() {
+  static const sharded_matmul instance;
+  return instance;
+}
+
+}  // namespace tessel::sim
