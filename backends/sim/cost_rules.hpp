@@ -115,4 +115,48 @@ namespace cost_rule {
   return in.count * busiest * per_row;
 }
 
+/// The warm-up throttle (trn2): TensorE starts at warmup_start of peak and
+/// ramps linearly to full speed over warmup_ns of busy time; it re-engages
+/// when its utilization (an exponential average with time constant
+/// warmup_ns) falls below 50%. The event model (timing.cpp) and the steady
+/// models that replay TensorE (steady_common.hpp, newton_schulz) keep one
+/// each, so their latencies agree to the bit.
+struct warmup_throttle {
+  double ramp = 0;  ///< busy time into the ramp (ns)
+  double util = 0;  ///< the utilization average, 0..1
+
+  /// exp(-x) for x >= 0: a short series where x is small (the common case:
+  /// one instruction against a 3 us time constant), else the library's.
+  [[nodiscard]] static double decay(double x) {
+    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
+    return x > 40 ? 0.0 : std::exp(-x);
+  }
+
+  /// The time WORK_NS of full-speed TensorE work takes when it starts at NOW,
+  /// the last TensorE instruction having ended at LAST_END (< 0: none yet).
+  double duration(double work_ns, double now, double last_end, const machine& m) {
+    const double w = m.warmup_ns;
+    if (w <= 0 || m.warmup_start >= 1) return work_ns;
+    const double gap = last_end < 0 ? w * 10 : std::max(0.0, now - last_end);
+    if (gap > 0) util *= decay(gap / w);
+    if (util < 0.5) ramp = 0;
+    const double s0 = m.warmup_start;
+    double out = work_ns;
+    if (ramp < w) {
+      const double ramp_left = w - ramp;
+      const double slope = (1 - s0) / w;
+      const double speed0 = s0 + slope * ramp;
+      const double work_in_ramp = speed0 * ramp_left + slope * ramp_left * ramp_left / 2;
+      if (work_ns >= work_in_ramp) {
+        out = ramp_left + (work_ns - work_in_ramp);
+      } else {  // slope/2 t^2 + speed0 t = work
+        out = (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work_ns)) / slope;
+      }
+    }
+    ramp += out;
+    if (util < 0.999) util = 1 - (1 - util) * decay(out / w);
+    return out;
+  }
+};
+
 }  // namespace tessel::sim

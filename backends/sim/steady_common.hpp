@@ -145,8 +145,8 @@ class replay {
   }
   /// TensorE's warm-up throttle: its ramp and utilization (not times).
   void throttle(std::vector<double*>& out) {
-    out.push_back(&ramp_);
-    out.push_back(&util_);
+    out.push_back(&throttle_.ramp);
+    out.push_back(&throttle_.util);
   }
 
   /// What it replayed, as an estimate (the totals and the bound are the caller's).
@@ -184,33 +184,10 @@ class replay {
       cycles += (in.count - 1) * std::max(0.0, load - each);
     }
     tensor_prev_cycles_ = each;
-    const double full = cycles / m_.tensor_ghz, ns = throttled(full, now);
+    const double full = cycles / m_.tensor_ghz,
+                 ns = throttle_.duration(full, now, tensor_last_end_, m_);
     warmup_loss += ns - full;
     tensor_last_end_ = now + ns;
-    return ns;
-  }
-
-  /// exp(-x) as timing.cpp computes it (a short series for small x).
-  static double decay(double x) {
-    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
-    return x > 40 ? 0.0 : std::exp(-x);
-  }
-
-  double throttled(double work, double now) {
-    const double w = m_.warmup_ns, s0 = m_.warmup_start;
-    if (w <= 0 || s0 >= 1) return work;
-    const double gap = tensor_last_end_ < 0 ? w * 10 : std::max(0.0, now - tensor_last_end_);
-    if (gap > 0) util_ *= decay(gap / w);
-    if (util_ < 0.5) ramp_ = 0;
-    double ns = work;
-    if (ramp_ < w) {
-      const double left = w - ramp_, slope = (1 - s0) / w, speed0 = s0 + slope * ramp_;
-      const double in_ramp = speed0 * left + slope * left * left / 2;
-      ns = work >= in_ramp ? left + (work - in_ramp)
-                           : (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work)) / slope;
-    }
-    ramp_ += ns;
-    if (util_ < 0.999) util_ = 1 - (1 - util_) * decay(ns / w);
     return ns;
   }
 
@@ -222,7 +199,8 @@ class replay {
   std::array<std::uint64_t, 4> last_id_{};
   std::array<dma_queue, dma_queue_count> queue_{};
   std::uint64_t serial_ = 0;
-  double tensor_last_end_ = -1, tensor_prev_cycles_ = 0, ramp_ = 0, util_ = 0;
+  double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
+  warmup_throttle throttle_;
 };
 
 /// A lowered program replayed in program order (every dependency is an

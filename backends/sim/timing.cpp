@@ -434,44 +434,9 @@ class simulator {
     if (in.type == dtype::fp32) ideal *= m_.fp32_cost_factor;
     tensor_ideal_ns_ += ideal / m_.tensor_ghz;
     const double full_ns = cycles / m_.tensor_ghz;
-    const double duration = throttled(full_ns, now);
+    const double duration = throttle_.duration(full_ns, now, tensor_last_end_, m_);
     tensor_warmup_loss_ns_ += duration - full_ns;
     tensor_last_end_ = now + duration;
-    return duration;
-  }
-
-  /// exp(-x) for x >= 0: a short series where x is small (the common case:
-  /// one instruction against a 3 us time constant), else the library's.
-  static double decay(double x) {
-    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
-    return x > 40 ? 0.0 : std::exp(-x);
-  }
-
-  /// The warm-up throttle (trn2): TensorE starts at warmup_start of peak and
-  /// ramps linearly to full speed over warmup_ns of busy time; it re-engages
-  /// when its utilization (an exponential average with time constant
-  /// warmup_ns) falls below 50%.
-  double throttled(double work_ns, double now) {
-    const double w = m_.warmup_ns;
-    if (w <= 0 || m_.warmup_start >= 1) return work_ns;
-    const double gap = tensor_last_end_ < 0 ? w * 10 : std::max(0.0, now - tensor_last_end_);
-    if (gap > 0) util_ *= decay(gap / w);
-    if (util_ < 0.5) ramp_ = 0;
-    const double s0 = m_.warmup_start;
-    double duration = work_ns;
-    if (ramp_ < w) {
-      const double ramp_left = w - ramp_;
-      const double slope = (1 - s0) / w;
-      const double speed0 = s0 + slope * ramp_;
-      const double work_in_ramp = speed0 * ramp_left + slope * ramp_left * ramp_left / 2;
-      if (work_ns >= work_in_ramp) {
-        duration = ramp_left + (work_ns - work_in_ramp);
-      } else {  // slope/2 t^2 + speed0 t = work
-        duration = (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work_ns)) / slope;
-      }
-    }
-    ramp_ += duration;
-    if (util_ < 0.999) util_ = 1 - (1 - util_) * decay(duration / w);
     return duration;
   }
 
@@ -691,7 +656,7 @@ class simulator {
   double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
 
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
-  double ramp_ = 0, util_ = 0;
+  warmup_throttle throttle_;
   double tensor_ideal_ns_ = 0, tensor_warmup_loss_ns_ = 0;
 
   /// The byte and instruction tallies of the program (prepare()).

@@ -24,7 +24,7 @@
 namespace tessel::sim::ns_detail {
 namespace {
 
-/// TensorE as timing.cpp runs it (tensor_duration, throttled): a new
+/// TensorE as timing.cpp runs it (tensor_duration, warmup_throttle): a new
 /// stationary's load is hidden behind the multiply before it unless TensorE
 /// was idle, and the warm-up throttle ramps from warmup_start over warmup_ns
 /// of busy time, re-engaging when the utilization falls below one half.
@@ -40,7 +40,7 @@ class tensor_engine_state {
     const double cycles = count * each + (gap ? load : std::max(0.0, load - prev_)) +
                           (count - 1) * std::max(0.0, load - each);
     prev_ = each;
-    const double ns = throttled(cycles / m_.tensor_ghz, start);
+    const double ns = throttle_.duration(cycles / m_.tensor_ghz, start, last_end_, m_);
     busy += ns;
     free_ = last_end_ = start + ns;
     return free_;
@@ -49,33 +49,9 @@ class tensor_engine_state {
   double busy = 0;
 
  private:
-  static double decay(double x) {
-    if (x < 0.125) return 1 - x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
-    return x > 40 ? 0.0 : std::exp(-x);
-  }
-
-  double throttled(double work_ns, double now) {
-    const double w = m_.warmup_ns;
-    if (w <= 0 || m_.warmup_start >= 1) return work_ns;
-    const double gap = last_end_ < 0 ? w * 10 : std::max(0.0, now - last_end_);
-    if (gap > 0) util_ *= decay(gap / w);
-    if (util_ < 0.5) ramp_ = 0;
-    const double s0 = m_.warmup_start;
-    double duration = work_ns;
-    if (ramp_ < w) {
-      const double ramp_left = w - ramp_, slope = (1 - s0) / w, speed0 = s0 + slope * ramp_;
-      const double work_in_ramp = speed0 * ramp_left + slope * ramp_left * ramp_left / 2;
-      duration = work_ns >= work_in_ramp
-                     ? ramp_left + (work_ns - work_in_ramp)
-                     : (-speed0 + std::sqrt(speed0 * speed0 + 2 * slope * work_ns)) / slope;
-    }
-    ramp_ += duration;
-    if (util_ < 0.999) util_ = 1 - (1 - util_) * decay(duration / w);
-    return duration;
-  }
-
   const machine& m_;
-  double free_ = 0, last_end_ = -1, prev_ = 0, ramp_ = 0, util_ = 0;
+  double free_ = 0, last_end_ = -1, prev_ = 0;
+  warmup_throttle throttle_;
 };
 
 class replay {
