@@ -105,9 +105,6 @@ std::vector<knob> knobs_of_matmul() {
       knob::integer("bytes", 2,
                     "the input type by size when dtype is absent: 1 fp8, 2 bf16, 4 fp32",
                     "1 | 2 | 4"),
-      knob::symbol("scale", {"none", "row"}, "none",
-                   "row: C's row m times scale[m], an fp32 [M, 1] input (fp8 dequantization: A's "
-                   "row scale times B's tensor scale), applied by the evict of each PSUM group"),
       knob::symbol("a_layout", {"km", "mk"}, "km",
                    "km: A given as lhsT [K,M]; mk: A [M,K], each tile transposed on TensorE"),
       knob::integer("tile_m", derived{"mm_m"}, "block size along M (rows of C computed per block)"),
@@ -148,6 +145,9 @@ std::vector<knob> knobs_of_matmul() {
                     "assigns queues (docs/nki.md), and the data phases share the 16 DMA engines "
                     "anyway",
                     "1..5"),
+      knob::symbol("scale", {"none", "row"}, "none",
+                   "row: C's row m times scale[m], an fp32 [M, 1] input (fp8 dequantization: A's "
+                   "row scale times B's tensor scale), applied by the evict of each PSUM group"),
       knob::symbol("acc_dtype", {"fp32", "bf16"}, derived{"the output type"},
                    "type of partial sums kept in SBUF across k blocks"),
       knob::integer("mm_m", derived{"matmul_max_stationary_free (128)"},
