@@ -2,7 +2,7 @@
 # space     sim_fp8_matmul (examples/sim_fp8_matmul.tsl)
 # config    {"a_bufs":2,"a_home":"sbuf","a_reuse":null,"b_bufs":2,"block_order":["m","n","k"],"evict":"vector","mm_k":256,"order":["m","n","k"],"psum_bufs":8,"tile_k":256,"tile_m":128,"tile_n":512}
 # target    trn2
-# computes  C = A^T B with A given as [K, M] (lhsT) and B as [K, N]
+# computes  C = A^T B with A given as [K, M] (lhsT) and B as [K, N], row m of C times scale[m]
 #
 # The schedule is the simulator's plan of this config (docs/nki.md). It has been
 # checked on tessel's NKI interpreter (tests/nki/), never compiled by neuronx-cc or

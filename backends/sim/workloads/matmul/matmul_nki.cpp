@@ -53,6 +53,7 @@ class matmul_writer {
     f.summary = p_.a_mk ? "C = A B with A given as [M, K] (each 128 x 128 tile transposed on "
                           "TensorE) and B as [K, N]"
                         : "C = A^T B with A given as [K, M] (lhsT) and B as [K, N]";
+    if (p_.scaled) f.summary += ", row m of C times scale[m]";
     constants(f);
     f.signature = fmt::format(
         "INPUTS = {{\"A\": ({4}, \"{0}\"), \"B\": ((K, N), \"{0}\"){3}}}\n"
