@@ -388,12 +388,6 @@ instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::
   return in;
 }
 
-std::int64_t scale_tiles(const plan& pl) {
-  const auto& p = pl.p;
-  const std::int64_t full = p.size_m / p.tile[dim_m], tail = p.size_m % p.tile[dim_m];
-  return full * pl.tm + ceil_div(tail, p.mm_m);
-}
-
 instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols) {
   instruction z;
   z.engine = vector_engine;

@@ -132,9 +132,6 @@ struct sbuf_use {
 /// add), ScalarE's activation taking the scales as its per-partition scale.
 [[nodiscard]] instruction evict_instruction(const params& p, op kind, std::int64_t rows,
                                             std::int64_t cols, bool scaled = false);
-/// Stationary tiles of C rows over all m blocks: the row scales' SBUF columns
-/// and load transfers (scale = row).
-[[nodiscard]] std::int64_t scale_tiles(const plan& pl);
 /// psum_zero = memset: VectorE zeroes a group's bank.
 [[nodiscard]] instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols);
 
