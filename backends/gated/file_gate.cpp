@@ -262,7 +262,7 @@ std::vector<tensor_spec> parse_tensor_specs(std::string_view text, std::string_v
       } else {
         throw error(
             fmt::format("{}: unknown element type '{}' of {} (fp32, bf16, fp16, fp8_e4m3, "
-                        "int32)",
+                        "fp8_e5m2, int32)",
                         what, fields[f], s.name));
       }
     }

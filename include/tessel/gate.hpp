@@ -48,10 +48,11 @@ enum class element_type : unsigned char {
   bf16,
   fp16,
   fp8_e4m3,  ///< the Trainium FP8 format for weights and activations (max 448)
+  fp8_e5m2,  ///< FP8 with 5 exponent bits: range over precision, for gradients (max 57344)
   int32,     ///< integer inputs (class labels, indices)
 };
 [[nodiscard]] std::string_view to_string(element_type t) noexcept;
-/// Inverse of to_string ("fp32", "bf16", "fp16", "fp8_e4m3", "int32"), also "fp8".
+/// Inverse of to_string ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int32"), also "fp8".
 [[nodiscard]] std::optional<element_type> parse_element_type(std::string_view name) noexcept;
 /// `x` rounded to nearest-even in `t`, saturating at the type's largest finite
 /// value (fp8 e4m3 saturates at ±448; int32 rounds to an integer).

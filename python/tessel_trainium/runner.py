@@ -72,7 +72,8 @@ def _dtype(name):
             return ml_dtypes.bfloat16
         except ImportError:
             return np.float32
-    known = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "fp8_e4m3": np.float32}
+    known = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "fp8_e4m3": np.float32,
+             "fp8_e5m2": np.float32}
     return known[name] if name in known else np.dtype(name)
 
 

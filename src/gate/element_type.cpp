@@ -27,16 +27,18 @@ constexpr float_format format_of(element_type t) noexcept {
     case element_type::bf16: return {8, -126, 0x1.fep127};
     case element_type::fp16: return {11, -14, 65504.0};
     case element_type::fp8_e4m3: return {4, -6, 448.0};
+    case element_type::fp8_e5m2: return {3, -14, 57344.0};
     case element_type::int32: break;
   }
   return {53, -1022, std::numeric_limits<double>::max()};
 }
 
-constexpr std::array<std::pair<element_type, std::string_view>, 5> type_names{{
+constexpr std::array<std::pair<element_type, std::string_view>, 6> type_names{{
     {element_type::fp32, "fp32"},
     {element_type::bf16, "bf16"},
     {element_type::fp16, "fp16"},
     {element_type::fp8_e4m3, "fp8_e4m3"},
+    {element_type::fp8_e5m2, "fp8_e5m2"},
     {element_type::int32, "int32"},
 }};
 

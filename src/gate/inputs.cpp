@@ -48,7 +48,8 @@ constexpr double min_magnitude = 0.125;
 double large_scale(element_type t) noexcept {
   switch (t) {
     case element_type::fp16:
-    case element_type::fp8_e4m3: return 0x1p4;
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return 0x1p4;
     default: return 0x1p12;
   }
 }
@@ -60,13 +61,17 @@ double large_scale(element_type t) noexcept {
 double tiny_scale(element_type t) noexcept {
   switch (t) {
     case element_type::fp16:
-    case element_type::fp8_e4m3: return 8 * min_normal(t);
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return 8 * min_normal(t);
     default: return 0x1p-12;
   }
 }
 
-/// fp8 e4m3 tops out at 448: its outliers are x64 so the largest stays finite.
-double outlier_factor(element_type t) noexcept { return t == element_type::fp8_e4m3 ? 64 : 1000; }
+/// fp8 tops out at 448 (e4m3): its outliers are x64 so the largest stays
+/// finite; e5m2 (57344) is drawn alike so the two formats see the same values.
+double outlier_factor(element_type t) noexcept {
+  return t == element_type::fp8_e4m3 || t == element_type::fp8_e5m2 ? 64 : 1000;
+}
 
 /// heavy_tailed: one element in 64 is multiplied by 2^(low + span u): up to
 /// 2^16 for fp32 and bf16 (products of five such inputs summed over 2^17
@@ -76,7 +81,8 @@ constexpr std::uint64_t heavy_mask = 63;
 std::pair<double, double> heavy_exponents(element_type t) noexcept {
   switch (t) {
     case element_type::fp16: return {2, 4};
-    case element_type::fp8_e4m3: return {1, 3};
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return {1, 3};
     default: return {4, 12};
   }
 }
@@ -175,7 +181,8 @@ std::int64_t bytes_of(element_type t) noexcept {
   switch (t) {
     case element_type::bf16:
     case element_type::fp16: return 2;
-    case element_type::fp8_e4m3: return 1;
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return 1;
     case element_type::fp32:
     case element_type::int32: break;
   }

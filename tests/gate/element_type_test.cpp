@@ -12,7 +12,7 @@ using tessel::round_to;
 
 TEST_CASE("element type names round-trip, fp8 is an alias") {
   for (const element_type t : {element_type::fp32, element_type::bf16, element_type::fp16,
-                               element_type::fp8_e4m3, element_type::int32})
+                               element_type::fp8_e4m3, element_type::fp8_e5m2, element_type::int32})
     CHECK(tessel::parse_element_type(tessel::to_string(t)) == t);
   CHECK(tessel::parse_element_type("fp8") == element_type::fp8_e4m3);
   CHECK(!tessel::parse_element_type("fp64"));
@@ -51,6 +51,30 @@ TEST_CASE("fp8 e4m3: 3 mantissa bits, bias 7, max 448, subnormals down to 2^-9")
   CHECK(round_to(t, 0x1p-10) == 0.0);            // tie with 0
   CHECK(round_to(t, 3 * 0x1p-10) == 0x1p-8);     // tie: 2^-9 (odd) vs 2^-8 (even)
   CHECK(round_to(t, 0.3) == 0.3125);
+}
+
+TEST_CASE("fp8 e5m2: 2 mantissa bits, bias 15, max 57344, subnormals down to 2^-16") {
+  const element_type t = element_type::fp8_e5m2;
+  CHECK(tessel::parse_element_type("fp8_e5m2") == t);
+  CHECK(tessel::to_string(t) == "fp8_e5m2");
+  CHECK(round_to(t, 1.125) == 1.0);  // tie between 1 (even) and 1.25
+  CHECK(round_to(t, 1.375) == 1.5);  // tie between 1.25 (odd) and 1.5 (even)
+  CHECK(round_to(t, 1.2) == 1.25);
+  CHECK(round_to(t, 0.3) == 0.3125);   // 1.25 x 2^-2
+  CHECK(round_to(t, 448.0) == 448.0);  // 1.75 x 2^8: e4m3's max is exact here too
+  CHECK(round_to(t, 480.0) == 512.0);  // tie between 448 (odd) and 512 (even)
+  CHECK(round_to(t, 57344.0) == 57344.0);
+  CHECK(round_to(t, 61440.0) == 57344.0);  // tie toward 65536: saturates
+  CHECK(round_to(t, -1e9) == -57344.0);
+  CHECK(round_to(t, 0x1p-14) == 0x1p-14);          // the smallest normal
+  CHECK(round_to(t, 3 * 0x1p-16) == 3 * 0x1p-16);  // the largest subnormal
+  CHECK(round_to(t, 0x1p-16) == 0x1p-16);          // the smallest subnormal
+  CHECK(round_to(t, 0x1p-17) == 0.0);              // tie with 0
+  CHECK(round_to(t, 3 * 0x1p-17) == 0x1p-15);      // tie: 2^-16 (odd) vs 2^-15 (even)
+  CHECK(tessel::unit_roundoff(t) == 0x1p-3);
+  CHECK(tessel::max_finite(t) == 57344);
+  CHECK(tessel::min_normal(t) == 0x1p-14);
+  CHECK(tessel::default_tolerance(t) == 0.5);
 }
 
 TEST_CASE("fp16 and fp32: the same rule at their precisions") {

@@ -41,11 +41,18 @@ np.seterr(all="ignore")  # broken kernels overflow; the comparison says so
 STRUCTURE_PENDING = set()
 
 # The gate's hidden suite (docs/gate.md, src/gate/inputs.cpp): the same
-# distributions and scales for fp32/bf16 inputs, drawn here with numpy.
+# distributions and scales, drawn here with numpy.
 DISTRIBUTIONS = ("normal", "uniform", "large", "tiny", "constant", "structured", "outliers")
 
+# (large, tiny, outlier factor) per input dtype: 2^12, 2^-12 and x1000 for fp32 and bf16;
+# fp8 keeps its largest draw finite (2^4, x64) and its tiny draws normal (8 x the
+# smallest normal: e4m3 2^-6, e5m2 2^-14), as the gate draws them.
+SCALES = {"float8_e4m3": (2.0**4, 2.0**-3, 64), "float8_e5m2": (2.0**4, 2.0**-11, 64)}
 
-def draw(kind, shape, rng):
+
+def draw(kind, shape, rng, dtype="float32"):
+    large, tiny, outlier = SCALES.get(dtype, (2.0**12, 2.0**-12, 1000))
+
     def away(z):
         return np.where(np.abs(z) < 0.125, np.copysign(0.125, z), z)
 
@@ -54,9 +61,9 @@ def draw(kind, shape, rng):
     if kind == "uniform":
         return rng.uniform(-1, 1, shape)
     if kind == "large":
-        return away(rng.standard_normal(shape)) * 2.0**12
+        return away(rng.standard_normal(shape)) * large
     if kind == "tiny":
-        return away(rng.standard_normal(shape)) * 2.0**-12
+        return away(rng.standard_normal(shape)) * tiny
     if kind == "constant":
         return np.full(shape, float(away(rng.standard_normal(()))))
     if kind == "structured":
@@ -68,7 +75,7 @@ def draw(kind, shape, rng):
             2 * np.pi * (row / pr + rng.uniform()))
     if kind == "outliers":
         z = rng.standard_normal(shape)
-        return np.where(rng.integers(0, 1024, shape) == 0, z * 1000, z)
+        return np.where(rng.integers(0, 1024, shape) == 0, z * outlier, z)
     raise ValueError(kind)
 
 
@@ -82,7 +89,8 @@ def inputs_for(module, kind, seed):
         elif dtype == "int32":
             out[name] = rng.integers(0, spec[2], shape).astype(np.int32)
         else:
-            out[name] = nki_interp.round_to(dtype, draw(kind, shape, rng)).astype(np.float64)
+            out[name] = nki_interp.round_to(dtype, draw(kind, shape, rng, dtype)).astype(
+                np.float64)
     return out
 
 

@@ -62,17 +62,21 @@ const std::map<std::string, sets, std::less<>>& reduced_shapes() {
       {"sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
       // on trn2 (one rank) tp = 1: the matmul kernel of the whole problem
       {"sharded_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
+      // K 512: two k blocks of 256 (double_row) or one of 512
+      {"sim_fp8_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
   };
   return table;
 }
 
-/// The example whose default config's kernel is pinned as golden/<workload>.py.
+/// The example whose default config's kernel is pinned as golden/<workload>.py
+/// (matmul_fp8: matmul's fp8 example, double_row and scale = row).
 const std::map<std::string, std::string, std::less<>>& golden_examples() {
   static const std::map<std::string, std::string, std::less<>> table{
       {"matmul", "sim_matmul.tsl"},           {"rmsnorm", "sim_rmsnorm.tsl"},
       {"softmax", "sim_softmax.tsl"},         {"layernorm", "sim_layernorm.tsl"},
       {"attention", "sim_attention.tsl"},     {"swiglu", "swiglu.tsl"},
       {"cross_entropy", "cross_entropy.tsl"}, {"moe", "moe.tsl"},
+      {"matmul_fp8", "sim_fp8_matmul.tsl"},
   };
   return table;
 }
@@ -212,6 +216,55 @@ class emissions {
 
 std::string stem(const std::string& file) { return fs::path(file).stem().string(); }
 
+/// Emits `numeric` uniformly sampled valid configs of `s` to run and `structural`
+/// more to count (every valid config when the space holds fewer), as `base`_NN.py,
+/// with the two deliberate faults on the first two run when `faults`.
+void sample_into(emissions& out, const tessel::space& s, const std::string& workload,
+                 const std::string& base, int numeric, int structural, bool faults) {
+  tessel::rng random(11);
+  std::set<std::uint64_t> seen;
+  int kept = 0, counted = 0, rejected = 0;
+  // a small space may hold fewer valid configs than asked for: then every one of them
+  const auto valid = s.count();
+  for (int attempt = 0;
+       (kept < numeric || counted < structural) && seen.size() < valid && attempt < 20000;
+       ++attempt) {
+    const auto c = s.sample(random);
+    if (!seen.insert(s.key(c)).second) continue;
+    const bool count_only = kept >= numeric;
+    const std::string name =
+        fmt::format("{}_{:02d}.py", base, count_only ? numeric + counted : kept);
+    if (!out.add(name, workload, s, c, count_only)) {
+      ++rejected;
+      continue;
+    }
+    if (count_only) {
+      ++counted;
+      continue;
+    }
+    if (faults && kept < 2)
+      for (const char* fault : {"drop_tail", "skip_accumulation"})
+        CHECK(out.add(fmt::format("{}_{:02d}_{}.py", base, kept, fault), workload, s, c, false,
+                      fault));
+    ++kept;
+  }
+  MESSAGE(base, ": ", kept, " sampled configs emitted to run, ", counted,
+          " to count; the simulator rejects ", rejected, " sampled configs too");
+  CHECK(((kept == numeric && counted == structural) || seen.size() == valid));
+}
+
+/// Matmul's constants no example space varies, set on sim_matmul.tsl at its
+/// reduced shape as `--set` does: A given as [M, K] (transposed on TensorE),
+/// fp32, and fp8 e5m2 (sim_fp8_matmul.tsl has e4m3 and scale = row).
+const std::vector<sets>& matmul_variants() {
+  static const std::vector<sets> table{
+      {{"a_layout", "mk"}},
+      {{"a_layout", "mk"}, {"dtype", "fp32"}},
+      {{"a_layout", "mk"}, {"dtype", "fp8_e5m2"}},
+  };
+  return table;
+}
+
 }  // namespace
 
 TEST_CASE("every example space the simulator takes has a reduced shape and every workload one") {
@@ -252,36 +305,16 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     const std::string best = cli_best(file, shape->second, out.dir() / "cli");
     CHECK_FALSE(best.empty());
     if (!best.empty()) out.add_file(base + "_best.py", workload, best);
-    tessel::rng random(11);
-    std::set<std::uint64_t> seen;
-    int kept = 0, counted = 0, rejected = 0;
-    // a small space may hold fewer valid configs than asked for: then every one of them
-    const auto valid = s.count();
-    for (int attempt = 0;
-         (kept < numeric || counted < structural) && seen.size() < valid && attempt < 20000;
-         ++attempt) {
-      const auto c = s.sample(random);
-      if (!seen.insert(s.key(c)).second) continue;
-      const bool count_only = kept >= numeric;
-      const std::string name =
-          fmt::format("{}_{:02d}.py", base, count_only ? numeric + counted : kept);
-      if (!out.add(name, workload, s, c, count_only)) {
-        ++rejected;
-        continue;
-      }
-      if (count_only) {
-        ++counted;
-        continue;
-      }
-      if (kept < 2)
-        for (const char* fault : {"drop_tail", "skip_accumulation"})
-          CHECK(out.add(fmt::format("{}_{:02d}_{}.py", base, kept, fault), workload, s, c, false,
-                        fault));
-      ++kept;
-    }
-    MESSAGE(file, ": ", kept, " sampled configs emitted to run, ", counted,
-            " to count; the simulator rejects ", rejected, " sampled configs too");
-    CHECK(((kept == numeric && counted == structural) || seen.size() == valid));
+    sample_into(out, s, workload, base, numeric, structural, true);
+  }
+  // the layouts and dtypes no example varies: a third of the configs each, no faults (the
+  // default config is not one: a_layout = mk leaves 6 PSUM banks, and psum_bufs is 8)
+  for (std::size_t v = 0; v < matmul_variants().size(); ++v) {
+    sets overrides = reduced_shapes().at("sim_matmul.tsl");
+    for (const auto& [name, value] : matmul_variants()[v]) overrides[name] = value;
+    const auto s = load("sim_matmul.tsl", overrides);
+    const std::string base = fmt::format("sim_matmul_variant{}", v);
+    sample_into(out, s, "matmul", base, std::max(1, numeric / 3), structural / 3, false);
   }
   out.finish();
 }

@@ -155,6 +155,55 @@ def counts():
     assert nki_interp.STATE.counts.psum_banks == {1, 2}, nki_interp.STATE.counts.psum_banks
 
 
+# (value, e4m3, e5m2): ties to even, subnormals, saturation (as tests/gate/element_type_test.cpp)
+FP8_CASES = [(1.0625, 1.0, 1.0), (1.1875, 1.25, 1.25), (1.125, 1.125, 1.0), (1.375, 1.375, 1.5),
+             (0.3, 0.3125, 0.3125), (250.0, 256.0, 256.0), (464.0, 448.0, 448.0),
+             (480.0, 448.0, 512.0), (1e6, 448.0, 57344.0), (-1000.0, -448.0, -1024.0),
+             (2.0**-9, 2.0**-9, 2.0**-9), (2.0**-10, 0.0, 2.0**-10), (3 * 2.0**-10, 2.0**-8,
+                                                                        3 * 2.0**-10),
+             (2.0**-17, 0.0, 0.0), (3 * 2.0**-17, 0.0, 2.0**-15), (0.0, 0.0, 0.0)]
+
+
+def fp8_rounding():
+    """nl.float8_e4m3 and nl.float8_e5m2 round to nearest even and saturate, exactly."""
+    values = np.array([c[0] for c in FP8_CASES])
+    for column, dtype in ((1, "float8_e4m3"), (2, "float8_e5m2")):
+        got = nki_interp.round_to(dtype, values)
+        want = np.array([c[column] for c in FP8_CASES], dtype=np.float32)
+        assert np.array_equal(got, want), f"{dtype}: {got} != {want}"
+    inf = nki_interp.round_to("float8_e4m3", np.array([np.inf, -np.inf, np.nan]))
+    assert inf[0] == np.inf and inf[1] == -np.inf and np.isnan(inf[2])
+    # an fp8 tile is one byte per element: in SBUF and in the DMA counts
+    # double_row: [rows, 2, free] fp8 tiles, contraction 2 x rows, counted as one matmul
+    nki_interp.STATE.reset()
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((256, 128)), rng.standard_normal((256, 512))
+    a_sb = nl.ndarray((128, 2, 128), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, 2, 512), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    for j in range(2):
+        nisa.dma_copy(dst=a_sb[:, j, :], src=hbm(a[j * 128:(j + 1) * 128], "float8_e4m3"))
+        nisa.dma_copy(dst=b_sb[:, j, :], src=hbm(b[j * 128:(j + 1) * 128], "float8_e4m3"))
+    c_ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c_ps, stationary=a_sb, moving=b_sb, accumulate=False,
+                   perf_mode=nisa.matmul_perf_mode.double_row)
+    want = nki_interp.round_to("float8_e4m3", a).T @ nki_interp.round_to("float8_e4m3", b)
+    assert np.allclose(c_ps.data, want, rtol=1e-5, atol=1e-4), "double_row product"
+    assert nki_interp.STATE.counts.matmul == {(256, 128, 512): 1}, nki_interp.STATE.counts.matmul
+    bf = nl.ndarray((128, 2, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    try:
+        nisa.nc_matmul(dst=c_ps[:, 0:128], stationary=bf, moving=bf, accumulate=False,
+                       perf_mode=nisa.matmul_perf_mode.double_row)
+        raise AssertionError("double_row on bf16 ran")
+    except nki_interp.NkiError:
+        pass
+    nki_interp.STATE.reset()
+    a = hbm(np.ones((128, 64)), "float8_e5m2")
+    a_sb = nl.ndarray((128, 64), dtype=nl.float8_e5m2, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a)
+    assert nki_interp.STATE.sbuf_used == 64 and \
+        nki_interp.STATE.counts.dma == {"hbm->sbuf": [1, 128 * 64]}, nki_interp.STATE.counts.dma
+
+
 def main():
     failures = []
     for case in BROKEN:
@@ -171,6 +220,8 @@ def main():
     print("ok   a kernel within the rules runs and matches numpy")
     counts()
     print("ok   it is counted as it ran: matmul shapes, DMA bytes, PSUM banks, engines")
+    fp8_rounding()
+    print("ok   fp8 (e4m3, e5m2) rounds to nearest even and saturates, one byte an element")
     return 1 if failures else 0
 
 

@@ -39,7 +39,14 @@ class NkiError(Exception):
 
 # --- dtypes --------------------------------------------------------------------
 
-_DTYPES = {"bfloat16": 2, "float32": 4, "float16": 2, "int32": 4}
+_DTYPES = {"bfloat16": 2, "float32": 4, "float16": 2, "int32": 4, "float8_e4m3": 1,
+           "float8_e5m2": 1}
+
+# The fp8 formats (nl.float8_e4m3: 1 sign, 4 exponent, 3 mantissa bits; nl.float8_e5m2:
+# 5 and 2): significand bits with the implicit one, the smallest normal's exponent, and
+# the largest finite value, at which a conversion saturates (as tessel's gate rounds,
+# src/gate/element_type.cpp; e4m3 is the OCP "fn" variant, max 448).
+_FP8 = {"float8_e4m3": (4, -6, 448.0), "float8_e5m2": (3, -14, 57344.0)}
 
 
 def _check_dtype(dtype):
@@ -60,6 +67,8 @@ def round_to(dtype, values):
         return v
     if dtype == "float16":
         return v.astype(np.float16).astype(np.float32)
+    if dtype in _FP8:
+        return _round_fp8(_FP8[dtype], v)
     if dtype == "bfloat16":
         u = np.ascontiguousarray(v).view(np.uint32).astype(np.uint64)
         finite = np.isfinite(v)
@@ -67,6 +76,19 @@ def round_to(dtype, values):
         out = np.where(finite, rounded.view(np.float32), v)
         return out.astype(np.float32)
     raise NkiError(f"dtype {dtype!r} is outside the subset")
+
+
+def _round_fp8(fmt, v):
+    """Nearest-even rounding to an fp8 grid: the quantum of each value's binade (subnormals
+    share the smallest normal binade's), then saturation; NaN and +-inf pass through."""
+    precision, min_exponent, largest = fmt
+    x = v.astype(np.float64)
+    finite = np.isfinite(x) & (x != 0)
+    _, e = np.frexp(np.where(finite, x, 1.0))  # x = m 2^e, 0.5 <= |m| < 1
+    quantum = np.maximum(e - 1, min_exponent) - (precision - 1)
+    r = np.ldexp(np.rint(np.ldexp(x, -quantum)), quantum)
+    r = np.clip(r, -largest, largest)
+    return np.where(finite, r, x).astype(np.float32)
 
 
 # --- tensors -------------------------------------------------------------------
@@ -383,6 +405,7 @@ _ENGINE = types.SimpleNamespace(vector=object(), scalar=object(), gpsimd=object(
                                 tensor=object(), unknown=object())
 _REDUCE_CMD = types.SimpleNamespace(idle="idle", reset="reset", reduce="reduce",
                                     reset_reduce="reset_reduce")
+_PERF_MODE = types.SimpleNamespace(none="none", double_row="double_row")  # nisa.matmul_perf_mode
 
 
 def _op(op, allowed, what):
@@ -442,18 +465,44 @@ def dma_copy(dst, src, **kwargs):
                   if dst.dtype != "int32" else src.data)
 
 
-def nc_matmul(dst, stationary, moving, accumulate=None, **kwargs):
+def _double_row(stationary, moving):
+    """perf_mode=double_row (fp8 on NeuronCore-v3): [rows, 2, free] tiles whose two rows
+    per partition pair up, contraction 2 x rows (element [p, j] is contraction row
+    j * rows + p). The public docs say the mode packs two fp8 element pairs per PE row;
+    this layout is tessel's reading of it (docs/nki.md), not checked by neuronx-cc."""
+    for t, w in ((stationary, "stationary"), (moving, "moving")):
+        if len(t.shape) != 3 or t.shape[1] != 2:
+            raise NkiError(f"nc_matmul double_row: {w} must be a [rows, 2, free] tile, got "
+                           f"{t.shape}")
+        if t.dtype not in _FP8:
+            raise NkiError(f"nc_matmul double_row: {w} is {t.dtype}; the mode is for fp8")
+    return 2 * stationary.shape[0], stationary.shape[2], moving.shape[2]
+
+
+def _operand_rows(t):
+    """A matmul operand as [contraction, free] float32 (double_row: the pairs stacked)."""
+    x = t.read()
+    return x if x.ndim == 2 else np.concatenate([x[:, 0, :], x[:, 1, :]], axis=0)
+
+
+def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode=None, **kwargs):
     if kwargs:
         raise NkiError(f"nc_matmul: arguments {sorted(kwargs)} are outside the subset")
     if accumulate not in (True, False):
         raise NkiError("nc_matmul: pass accumulate=True or False explicitly")
+    if perf_mode not in (None, _PERF_MODE.none, _PERF_MODE.double_row):
+        raise NkiError(f"nc_matmul: perf_mode {perf_mode!r} is outside the subset")
     _tile(dst, "nc_matmul dst", (PSUM,))
     _tile(stationary, "nc_matmul stationary", (SBUF,))
     _tile(moving, "nc_matmul moving", (SBUF,))
-    if len(stationary.shape) != 2 or len(moving.shape) != 2:
+    if perf_mode == _PERF_MODE.double_row:
+        k, m, n = _double_row(stationary, moving)
+        k2 = 2 * moving.shape[0]
+    elif len(stationary.shape) != 2 or len(moving.shape) != 2:
         raise NkiError("nc_matmul: stationary and moving must be 2-D tiles")
-    k, m = stationary.shape
-    k2, n = moving.shape
+    else:
+        k, m = stationary.shape
+        k2, n = moving.shape
     if k != k2:
         raise NkiError(f"nc_matmul: contraction (partition) sizes {k} and {k2} differ")
     if m > STATIONARY_FMAX:
@@ -470,7 +519,7 @@ def nc_matmul(dst, stationary, moving, accumulate=None, **kwargs):
     STATE.counts.matmul[(k, m, n)] += 1
     if not STATE.compute:
         return dst.write(None)
-    product = stationary.read().T @ moving.read()  # fp32, as PSUM accumulates
+    product = _operand_rows(stationary).T @ _operand_rows(moving)  # fp32, as PSUM accumulates
     if accumulate:
         dst.write(dst.read() + product)
     else:
@@ -655,6 +704,7 @@ def _make_isa():
         setattr(isa, fn.__name__, fn)
     isa.engine = _ENGINE
     isa.reduce_cmd = _REDUCE_CMD
+    isa.matmul_perf_mode = _PERF_MODE
     return isa
 
 

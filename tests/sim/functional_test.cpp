@@ -44,6 +44,13 @@ fixed_values matmul_tail(const std::string& dtype = "bf16", const std::string& l
   return v;
 }
 
+/// fp8 with its per-row dequantization scale (scale = row).
+fixed_values matmul_scaled(const std::string& dtype) {
+  auto v = matmul_tail(dtype);
+  v.symbols["scale"] = "row";
+  return v;
+}
+
 fixed_values rmsnorm_tail() {
   fixed_values v;
   v.integers = {{"rows", 300}, {"hidden", 700}, {"rows_per_tile", 128}, {"cols_per_step", 256}};
@@ -72,9 +79,13 @@ struct named_case {
 };
 
 std::vector<named_case> tail_cases() {
-  return {{"matmul", matmul_tail()},          {"matmul", matmul_tail("fp8", "mk")},
-          {"matmul", matmul_tail("fp32")},    {"rmsnorm", rmsnorm_tail()},
-          {"softmax", softmax_tail()},        {"attention", attention_tail(false)},
+  return {{"matmul", matmul_tail()},
+          {"matmul", matmul_tail("fp8", "mk")},
+          {"matmul", matmul_tail("fp32")},
+          {"matmul", matmul_scaled("fp8_e5m2")},
+          {"rmsnorm", rmsnorm_tail()},
+          {"softmax", softmax_tail()},
+          {"attention", attention_tail(false)},
           {"attention", attention_tail(true)}};
 }
 
@@ -244,7 +255,7 @@ void check_direct(
 TEST_CASE("functional: outputs equal a direct fp64 computation within tolerance") {
   SUBCASE("matmul") {
     for (const auto& variant : std::vector<std::pair<std::string, std::string>>{
-             {"bf16", "km"}, {"bf16", "mk"}, {"fp8", "km"}, {"fp32", "mk"}}) {
+             {"bf16", "km"}, {"bf16", "mk"}, {"fp8", "km"}, {"fp8_e5m2", "km"}, {"fp32", "mk"}}) {
       const auto& type = variant.first;  // no structured binding: INFO captures
       const auto& layout = variant.second;
       INFO(type, " ", layout);
@@ -256,6 +267,18 @@ TEST_CASE("functional: outputs equal a direct fp64 computation within tolerance"
                      for (std::int64_t k = 0; k < 700; ++k)
                        sum += (mk ? in[0].at(i, k) : in[0].at(k, i)) * in[1].at(k, j);
                      return sum;
+                   });
+    }
+  }
+  SUBCASE("matmul with scale = row: row i times scale[i]") {
+    for (const char* type : {"fp8_e4m3", "fp8_e5m2", "bf16"}) {
+      INFO(type);
+      check_direct({"matmul", matmul_scaled(type)},
+                   [](std::span<const input_tensor> in, std::size_t, std::int64_t flat) {
+                     const std::int64_t i = flat / 600, j = flat % 600;
+                     double sum = 0;
+                     for (std::int64_t k = 0; k < 700; ++k) sum += in[0].at(k, i) * in[1].at(k, j);
+                     return in[2].at(i, 0) * sum;
                    });
     }
   }

@@ -143,6 +143,39 @@ TEST_CASE("matmul: dtypes: fp8 doubles TensorE throughput on trn2, fp32 costs 4x
   CHECK(fp32.t.latency_ns > 3 * bf16.t.latency_ns);
 }
 
+TEST_CASE("matmul: fp8_e4m3 and fp8_e5m2 time alike; the executor reads each format") {
+  const auto v =
+      with(matmul_values(1024, 1024, 1024), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 512}});
+  const auto e4m3 = lower_and_time(with(v, {}, {{"dtype", "fp8_e4m3"}}));
+  const auto e5m2 = lower_and_time(with(v, {}, {{"dtype", "fp8_e5m2"}}));
+  const auto alias = lower_and_time(with(v, {}, {{"dtype", "fp8"}}));
+  REQUIRE(e4m3.error.empty());
+  REQUIRE(e5m2.error.empty());
+  CHECK(e5m2.t.latency_ns == e4m3.t.latency_ns);
+  CHECK(alias.t.latency_ns == e4m3.t.latency_ns);
+  // one byte an element: A read once (one n block), B once per m block (two), C in bf16
+  CHECK(e5m2.t.hbm_read_bytes == 3.0 * 1024 * 1024);
+  CHECK(e5m2.t.hbm_write_bytes == 2.0 * 1024 * 1024);
+  // scale = row: each of the 8 stationary tiles' 128 scales loaded once (fp32), and
+  // every evict a VectorE tensor_scalar (copy) or scalar_tensor_tensor (add) as before
+  const auto scaled = lower_and_time(with(v, {}, {{"dtype", "fp8_e5m2"}, {"scale", "row"}}));
+  REQUIRE(scaled.error.empty());
+  CHECK(scaled.t.hbm_read_bytes == 3.0 * 1024 * 1024 + 1024 * 4);
+  CHECK(scaled.p.size() == e5m2.p.size() + 8);
+  CHECK(scaled.t.latency_ns > e5m2.t.latency_ns);
+  const machine m = resolve_machine(builtin("trn2"));
+  for (const char* type : {"fp8", "fp8_e4m3", "fp8_e5m2"}) {
+    CAPTURE(std::string(type));
+    auto [s, c] = fixed_space("matmul", builtin("trn2"), with(v, {}, {{"dtype", type}}));
+    const auto kernel = matmul_workload().functional(s, c, m);
+    REQUIRE(kernel);
+    const auto want =
+        std::string(type) == "fp8_e5m2" ? element_type::fp8_e5m2 : element_type::fp8_e4m3;
+    for (const auto& spec : kernel->inputs()) CHECK(spec.type == want);
+    CHECK(kernel->outputs().at(0).type == element_type::bf16);
+  }
+}
+
 TEST_CASE("matmul: A given as [M, K] costs TensorE transposes") {
   const auto v =
       with(matmul_values(1024, 1024, 1024), {{"tile_m", 512}, {"tile_n", 1024}, {"tile_k", 1024}});

@@ -98,6 +98,7 @@ class lowerer {
     tag_evict_ = out_.add_tag("evict");
     tag_zero_ = out_.add_tag("zero PSUM");
     tag_store_ = out_.add_tag("store C");
+    if (p_.scaled) load_scales(u.scale);
     const int a_width = p_.coalesce ? 1 : pl_.tm;
     if (p_.a_mk) {
       const int rows = static_cast<int>(ceil_div(p_.tile[dim_m], m_.partitions));
@@ -116,6 +117,21 @@ class lowerer {
             static_cast<double>(in_b) +
         static_cast<double>(p_.size_m * p_.size_n) * static_cast<double>(out_b);
     out_.totals.compute_type = p_.in;
+  }
+
+  /// scale = row: every stationary tile's row scales, loaded once up front
+  /// (one transfer each, on A's queue) into a column of their own.
+  void load_scales(std::int64_t bytes_per_partition) {
+    hbm_s_ = out_.add_buffer({"scale (HBM)", memory::hbm, 0, 1, p_.size_m * 4});
+    sb_s_ = out_.add_buffer({"row scales", memory::sbuf, bytes_per_partition, 1, 0});
+    tag_load_s_ = out_.add_tag("load scale");
+    scale_load_.clear();
+    for (std::int64_t bm = 0; bm < pl_.nb[dim_m]; ++bm) {
+      const std::int64_t mb = size(dim_m, bm);
+      for (std::int64_t r0 = 0; r0 < mb; r0 += p_.mm_m)
+        scale_load_.push_back(
+            out_.add(dma(queue(0), hbm_s_, sb_s_, std::min(p_.mm_m, mb - r0), 4, tag_load_s_), {}));
+    }
   }
 
   [[nodiscard]] std::int64_t size(int d, std::int64_t block) const {
@@ -266,9 +282,9 @@ class lowerer {
 
   // --- compute ---------------------------------------------------------------------------------
 
-  instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols,
-                                std::size_t bank) const {
-    instruction in = mm::evict_instruction(p_, kind, rows, cols);
+  instruction evict_instruction(op kind, std::int64_t rows, std::int64_t cols, std::size_t bank,
+                                bool scaled = false) const {
+    instruction in = mm::evict_instruction(p_, kind, rows, cols, scaled);
     in.src = psum_[bank];
     in.tag = tag_evict_;
     return in;
@@ -401,10 +417,12 @@ class lowerer {
              std::int64_t cols, std::size_t bank, instruction_id last_matmul, int tn) {
     const bool partial_only = pl_.acc == accumulation::sbuf && b[dim_k] != pl_.nb[dim_k] - 1;
     const bool adds = pl_.acc == accumulation::sbuf && b[dim_k] != 0;
-    instruction e = evict_instruction(adds ? op::tensor_tensor : op::copy, rows, cols, bank);
+    instruction e =
+        evict_instruction(adds ? op::tensor_tensor : op::copy, rows, cols, bank, p_.scaled);
     e.dst = partial_only ? sb_c_ : sb_stage_;
     deps_.clear();
     deps_.push_back(last_matmul);
+    if (p_.scaled) deps_.push_back(scale_load_[static_cast<std::size_t>(b[dim_m] * pl_.tm + a)]);
     const bool row_start = !p_.coalesce || n == 0;
     if (row_slot_.size() < static_cast<std::size_t>(a + 1))
       row_slot_.resize(static_cast<std::size_t>(a + 1));
@@ -428,12 +446,14 @@ class lowerer {
   const params& p_;
   const machine& m_;
   program& out_;
-  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0;
+  buffer_id hbm_a_ = 0, hbm_b_ = 0, hbm_c_ = 0, sb_a_ = 0, sb_b_ = 0, sb_c_ = 0, sb_stage_ = 0,
+            hbm_s_ = 0, sb_s_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
   std::uint16_t tag_load_a_ = 0, tag_load_b_ = 0, tag_matmul_ = 0, tag_transpose_ = 0,
-                tag_evict_ = 0, tag_store_ = 0, tag_zero_ = 0;
+                tag_evict_ = 0, tag_store_ = 0, tag_zero_ = 0, tag_load_s_ = 0;
   operand a_, a_raw_, b_;
   std::vector<instruction_id> bank_evict_, stage_store_, deps_;
+  std::vector<instruction_id> scale_load_;  ///< per stationary tile (m block x tm + tile)
   std::vector<std::int64_t> k_rows_;
   std::vector<int> k_slab0_, k_slab1_;
   std::vector<std::size_t> group_bank_, row_slot_;  ///< per group: its bank; per C row: its stage

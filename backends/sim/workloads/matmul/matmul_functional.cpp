@@ -22,10 +22,12 @@ class matmul_kernel final : public functional_kernel {
   explicit matmul_kernel(const plan& pl) : pl_(pl), p_(pl_.p) {}
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override {
-    const auto in = element_of(p_.in);
+    const auto in = p_.in_format;
     std::vector<std::int64_t> a_shape{p_.size_k, p_.size_m};
     if (p_.a_mk) a_shape = {p_.size_m, p_.size_k};
-    return {{"A", a_shape, in}, {"B", {p_.size_k, p_.size_n}, in}};
+    std::vector<tensor_spec> out{{"A", a_shape, in}, {"B", {p_.size_k, p_.size_n}, in}};
+    if (p_.scaled) out.push_back({"scale", {p_.size_m, 1}, element_type::fp32});
+    return out;
   }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override {
     return {{"C", {p_.size_m, p_.size_n}, element_of(p_.out)}};
@@ -53,21 +55,23 @@ class matmul_kernel final : public functional_kernel {
 
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,
                                        const probe_points& where) const override {
-    return evaluate(in, where, [](const std::vector<float>& a, const std::vector<float>& b) {
-      return exact_dot(a, b);
-    });
+    return evaluate(in, where,
+                    [](const std::vector<float>& a, const std::vector<float>& b, double scale) {
+                      return scale * exact_dot(a, b);
+                    });
   }
 
  protected:
   [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
                                      const probe_points& where) const override {
-    return evaluate(in, where, [&](const std::vector<float>& a, const std::vector<float>& b) {
-      return element(a, b);
-    });
+    return evaluate(in, where,
+                    [&](const std::vector<float>& a, const std::vector<float>& b, double scale) {
+                      return element(a, b, static_cast<float>(scale));
+                    });
   }
 
  private:
-  /// Calls dot(A row i, B column j) for every probed (i, j), reading each
+  /// Calls dot(A row i, B column j, scale[i] or 1) for every probed (i, j), reading each
   /// probed row of A and column of B once; (i, j) outside the blocks the
   /// schedule computes (drop_tail) stay 0.
   template <class Dot>
@@ -103,7 +107,7 @@ class matmul_kernel final : public functional_kernel {
         for (std::int64_t t = 0; t < k; ++t)
           b[static_cast<std::size_t>(t)] = static_cast<float>(in[1].at(t, j));
       }
-      out[0].push_back(dot(a, b));
+      out[0].push_back(dot(a, b, p_.scaled ? in[2].at(i, 0) : 1.0));
     }
     return out;
   }
@@ -112,9 +116,11 @@ class matmul_kernel final : public functional_kernel {
     return element_computed(pl_, i, j, injected());
   }
 
-  /// C[i, j] as the schedule computes it from A's row and B's column.
-  [[nodiscard]] double element(const std::vector<float>& a, const std::vector<float>& b) const {
-    return schedule_dot(pl_, a, b, injected());
+  /// C[i, j] as the schedule computes it from A's row, B's column and the
+  /// row's scale (1 without scale = row).
+  [[nodiscard]] double element(const std::vector<float>& a, const std::vector<float>& b,
+                               float scale) const {
+    return schedule_dot(pl_, a, b, injected(), scale);
   }
 
   /// The rows of A and columns of B read in this suite.
@@ -147,7 +153,8 @@ double exact_dot(std::span<const float> a, std::span<const float> b) {
   return sum;
 }
 
-double schedule_dot(const plan& pl, std::span<const float> a, std::span<const float> b, fault f) {
+double schedule_dot(const plan& pl, std::span<const float> a, std::span<const float> b, fault f,
+                    float scale) {
   const params& p = pl.p;
   const std::int64_t nk = blocks_visited(pl, dim_k, f), tile_k = p.tile[dim_k];
   const std::int64_t k_end = std::min(p.size_k, nk * tile_k);
@@ -167,11 +174,12 @@ double schedule_dot(const plan& pl, std::span<const float> a, std::span<const fl
     }
     if (pl.acc != accumulation::sbuf) continue;
     const bool last = kb + 1 == nk;
-    const float sum = kb == 0 ? psum : partial + psum;  // the evict engine's fp32 add
+    const float drained = psum * scale;
+    const float sum = kb == 0 ? drained : partial + drained;  // the evict engine's fp32 add
     if (last) return round_to(out, sum);
     partial = static_cast<float>(round_to(acc, sum));  // kept in SBUF as acc_dtype
   }
-  return round_to(out, psum);
+  return round_to(out, psum * scale);
 }
 
 std::unique_ptr<functional_kernel> make_functional(const plan& pl) {

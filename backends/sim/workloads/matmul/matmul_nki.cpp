@@ -47,26 +47,37 @@ class matmul_writer {
   }
 
   std::string write(std::string& out) {
-    if (p_.a_mk) return "a_layout = mk (A transposed on TensorE) is not emitted yet";
-    if (p_.in != dtype::bf16 && p_.in != dtype::fp32)
-      return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p_.in));
-    if (p_.mm_k > ctx_.m.partitions || ctx_.m.partitions % p_.mm_k != 0)
-      return fmt::format("mm_k = {} must divide the {} partitions", p_.mm_k, ctx_.m.partitions);
+    if (auto e = check_contraction(); !e.empty()) return e;
     nki::kernel_file f;
     f.workload = "matmul";
-    f.summary = "C = A^T B with A given as [K, M] (lhsT) and B as [K, N]";
+    f.summary = p_.a_mk ? "C = A B with A given as [M, K] (each 128 x 128 tile transposed on "
+                          "TensorE) and B as [K, N]"
+                        : "C = A^T B with A given as [K, M] (lhsT) and B as [K, N]";
+    if (p_.scaled) f.summary += ", row m of C times scale[m]";
     constants(f);
     f.signature = fmt::format(
-        "INPUTS = {{\"A\": ((K, M), \"{0}\"), \"B\": ((K, N), \"{0}\")}}\n"
+        "INPUTS = {{\"A\": ({4}, \"{0}\"), \"B\": ((K, N), \"{0}\"){3}}}\n"
         "OUTPUTS = {{\"C\": ((M, N), \"{1}\")}}\n"
         "TOLERANCE = {2}  # the gate's, in units of |reference| + rms(reference)",
-        nki::dtype_name(p_.in), nki::dtype_name(p_.out), nki::py_float(tolerance()));
+        in_name(), nki::dtype_name(p_.out), nki::py_float(tolerance()),
+        p_.scaled ? ", \"scale\": ((M, 1), \"float32\")" : "", p_.a_mk ? "(M, K)" : "(K, M)");
     kernel();
     f.kernel = w_.text();
-    f.reference =
-        "def reference(A, B):\n"
-        "    \"\"\"C in float64, from the same inputs.\"\"\"\n"
-        "    return {\"C\": A.astype(np.float64).T @ B.astype(np.float64)}\n";
+    const std::string product =
+        fmt::format("A.astype(np.float64){} @ B.astype(np.float64)", p_.a_mk ? "" : ".T");
+    if (p_.scaled)
+      f.reference = fmt::format(
+          "def reference(A, B, scale):\n"
+          "    \"\"\"C in float64, from the same inputs: row m of the product times "
+          "scale[m].\"\"\"\n"
+          "    return {{\"C\": scale.astype(np.float64) * ({})}}\n",
+          product);
+    else
+      f.reference = fmt::format(
+          "def reference(A, B):\n"
+          "    \"\"\"C in float64, from the same inputs.\"\"\"\n"
+          "    return {{\"C\": {}}}\n",
+          product);
     out = nki::assemble(f, ctx_);
     return "";
   }
@@ -78,6 +89,41 @@ class matmul_writer {
       tol += 2 * std::sqrt(static_cast<double>(pl_.nb[dim_k])) *
              (p_.acc == dtype::fp32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -8));
     return tol;
+  }
+
+  /// The inputs' NKI dtype: fp8 in its format (nl.float8_e4m3 or nl.float8_e5m2).
+  [[nodiscard]] std::string in_name() const {
+    return p_.in_format == element_type::fp8_e5m2 ? "float8_e5m2" : nki::dtype_name(p_.in);
+  }
+
+  [[nodiscard]] bool double_row() const { return p_.mm_k > ctx_.m.partitions; }
+
+  /// mm_k divides the partitions, or (fp8's double_row, mm_k = 2 x partitions) every
+  /// contraction tile is whole or fits one slab: a double_row matmul pairs two full
+  /// slabs, and one of P < rows < 2P has no such pairing.
+  [[nodiscard]] std::string check_contraction() const {
+    const std::int64_t parts = ctx_.m.partitions;
+    if (!double_row()) {
+      if (parts % p_.mm_k != 0)
+        return fmt::format("mm_k = {} must divide the {} partitions", p_.mm_k, parts);
+      return "";
+    }
+    if (p_.mm_k != 2 * parts)
+      return fmt::format(
+          "mm_k = {} must divide the {} partitions or be twice them (fp8 "
+          "double_row)",
+          p_.mm_k, parts);
+    const std::int64_t tail = p_.size_k - (pl_.nb[dim_k] - 1) * p_.tile[dim_k];
+    for (const std::int64_t rows : {p_.tile[dim_k], tail}) {
+      const std::int64_t last = rows % p_.mm_k;
+      if (last > parts)
+        return fmt::format(
+            "mm_k = {} (fp8 double_row): a k block of {} rows ends in a contraction tile of {} "
+            "rows, which pairs no two full {}-row slabs; use tile_k and K multiples of {} (or "
+            "ending in at most {} rows)",
+            p_.mm_k, rows, last, parts, p_.mm_k, parts);
+    }
+    return "";
   }
 
   [[nodiscard]] int pos(int d) const { return p_.pos[static_cast<std::size_t>(d)]; }
@@ -105,6 +151,9 @@ class matmul_writer {
     add("K_BLOCKS", pl_.nb[dim_k], "");
     add("TM", pl_.tm, "stationary tiles of a full block");
     add("SLABS", pl_.slabs, "128-row slabs of a k block");
+    if (p_.a_mk)
+      add("M_ROWS", ceil_div(p_.tile[dim_m], ctx_.m.partitions),
+          "a_layout = mk: 128-row chunks of an A block's rows");
     for (const auto* x : {&a_, &b_}) {
       const std::string up = x->upper();
       add(up + "_BUFS", x->name == 'a' ? p_.a_bufs : p_.b_bufs,
@@ -136,7 +185,7 @@ class matmul_writer {
     add("STAGE_COLS", stage_cols(),
         p_.coalesce ? "output staging: a block row (coalesce)"
                     : "output staging: one instruction tile");
-    add("IN", nki::nl_dtype(p_.in), "input dtype");
+    add("IN", "nl." + in_name(), "input dtype");
     add("OUT", nki::nl_dtype(p_.out), "output dtype");
     add("ACC", nki::nl_dtype(p_.acc), "partial sums in SBUF (acc_dtype)");
   }
@@ -150,7 +199,7 @@ class matmul_writer {
 
   void kernel() {
     w_.line("@nki.jit");
-    w_.open("def matmul_kernel(A, B):");
+    w_.open("def matmul_kernel(A, B{}):", p_.scaled ? ", scale" : "");
     w_.line("C = nl.ndarray((M, N), dtype=OUT, buffer=nl.shared_hbm)");
     w_.line("# SBUF: A and B blocks, [partition = k row, slot, slab, free]");
     w_.line("a_sb = nl.ndarray((P, A_BUFS * A_RESIDENT, SLABS, TILE_M), dtype=IN, buffer=nl.sbuf)");
@@ -161,8 +210,20 @@ class matmul_writer {
     w_.line("# PSUM: one bank ([MM_M, MM_N] fp32) per accumulation group");
     w_.line("c_psum = nl.ndarray((MM_M, {}, MM_N), dtype=nl.float32, buffer=nl.psum)",
             pl_.acc == accumulation::psum_across ? "PSUM_SETS * GROUPS" : "ACC_BANKS");
+    if (p_.a_mk) {
+      w_.line("# a_layout = mk: A's rows as given ([partition = m row, slot, chunk, k]), and two");
+      w_.line("# PSUM banks the TensorE transposes alternate between");
+      w_.line(
+          "a_raw = nl.ndarray((P, A_BUFS * A_RESIDENT, M_ROWS, TILE_K), dtype=IN, "
+          "buffer=nl.sbuf)");
+      w_.line("t_psum = nl.ndarray((P, 2, 512), dtype=nl.float32, buffer=nl.psum)  # a bank each");
+    }
     w_.line();
-    load_function(a_);
+    if (p_.scaled) load_scales();
+    if (p_.a_mk)
+      load_rows_function();
+    else
+      load_function(a_);
     load_function(b_);
     w_.open("def store(rows, row0, cols, col0, slot):");
     w_.line(
@@ -171,12 +232,69 @@ class matmul_writer {
     w_.close();
     w_.line();
     w_.line("# trace-time state: block slots, bank rotation, staging slots");
-    w_.line("a_loads = b_loads = banks = stages = c_blocks = 0");
+    w_.line("a_loads = b_loads = banks = stages = c_blocks = {}0", p_.a_mk ? "transposes = " : "");
     w_.line("a_last = b_last = None");
     w_.line("stage_of = [0] * TM  # the staging slot of each stationary tile's C row");
     block_loops();
     w_.line("return C");
     w_.close();
+  }
+
+  /// scale = row: each stationary tile's row scales, one DMA each, up front,
+  /// into a column of their own ([rows, 1] per-partition operands of the evicts).
+  void load_scales() {
+    w_.line(
+        "# scale = row: the rows' scales of stationary tile mi of block m in column m * TM + mi");
+    w_.line("s_sb = nl.ndarray((MM_M, M_BLOCKS * TM), dtype=nl.float32, buffer=nl.sbuf)");
+    w_.open("for m in nl.affine_range(M_BLOCKS):");
+    w_.line("m_cols = min(TILE_M, M - m * TILE_M)");
+    w_.open("for mi in nl.affine_range(-(-m_cols // MM_M)):");
+    w_.line("r0, rows = m * TILE_M + mi * MM_M, min(MM_M, m_cols - mi * MM_M)");
+    w_.line(
+        "nisa.dma_copy(dst=s_sb[0:rows, m * TM + mi:m * TM + mi + 1], src=scale[r0:r0 + rows, "
+        "0:1])");
+    w_.close(2);
+    w_.line();
+  }
+
+  /// a_layout = mk: load_a(m, k, slot, transposes) loads the block's rows of A
+  /// (one DMA per 128-row chunk, or per chunk and slab without coalesce), then
+  /// transposes each 128 x 128 tile on TensorE into one of two PSUM banks in
+  /// turn and copies it into the lhsT slab with the evict engine, as the
+  /// lowering's load_a_transposed; returns the transposes so far.
+  void load_rows_function() {
+    w_.open("def load_a(m, k, slot, transposes):");
+    w_.line("\"\"\"A block (m, k) from A [M, K]: rows, then TensorE transposes into lhsT.\"\"\"");
+    w_.line("k0, m0 = k * TILE_K, m * TILE_M");
+    w_.line("rows, cols = min(TILE_K, K - k0), min(TILE_M, M - m0)");
+    w_.open("for r in nl.affine_range((cols + P - 1) // P):");
+    w_.line("mr = min(P, cols - r * P)");
+    if (p_.coalesce) {
+      w_.line(
+          "nisa.dma_copy(dst=a_raw[0:mr, slot, r, 0:rows], src=A[m0 + r * P:m0 + r * P + mr, "
+          "k0:k0 + rows])");
+    } else {
+      w_.open("for s in nl.affine_range((rows + P - 1) // P):");
+      w_.line("kc = min(P, rows - s * P)");
+      w_.line(
+          "nisa.dma_copy(dst=a_raw[0:mr, slot, r, s * P:s * P + kc], src=A[m0 + r * P:m0 + r * P + "
+          "mr, k0 + s * P:k0 + s * P + kc])");
+      w_.close();
+    }
+    w_.close();
+    w_.open("for r in nl.affine_range((cols + P - 1) // P):");
+    w_.line("mr = min(P, cols - r * P)");
+    w_.open("for s in nl.affine_range((rows + P - 1) // P):");
+    w_.line("kc, bank = min(P, rows - s * P), transposes % 2");
+    w_.line("transposes += 1");
+    w_.line(
+        "nisa.nc_transpose(dst=t_psum[0:kc, bank, 0:mr], data=a_raw[0:mr, slot, r, s * P:s * P + "
+        "kc])");
+    w_.line(copy("a_sb[0:kc, slot, s, r * P:r * P + mr]", "t_psum[0:kc, bank, 0:mr]", false));
+    w_.close(2);
+    w_.line("return transposes");
+    w_.close();
+    w_.line();
   }
 
   /// load_a(m, k, slot) / load_b(k, n, slot): one block, as the lowering's load_a/load_b.
@@ -233,7 +351,10 @@ class matmul_writer {
       w_.line("{0}_slot = {0}_loads % {1}_BUFS", x.name, up);
       w_.line("{}_loads += 1", x.name);
     }
-    w_.line("load_{0}({1}, {0}_slot)", x.name, blk);
+    if (x.name == 'a' && p_.a_mk)
+      w_.line("transposes = load_a({}, a_slot, transposes)", blk);
+    else
+      w_.line("load_{0}({1}, {0}_slot)", x.name, blk);
     w_.close();
   }
 
@@ -309,30 +430,65 @@ class matmul_writer {
     w_.close();
     w_.line("slab, row = divmod(t * MM_K, P)");
     w_.line("kw = min(MM_K, k_rows - t * MM_K)");
-    w_.line("nisa.nc_matmul(dst=c_psum[0:rows, bank[group], 0:cols],");
-    w_.line(
-        "               stationary=a_sb[row:row + kw, a_slot, slab, mi * MM_M:mi * MM_M + rows],");
-    w_.line("               moving=b_sb[row:row + kw, b_slot, slab, ni * MM_N:ni * MM_N + cols],");
-    if (p_.psum_memset)
-      w_.line("               accumulate=True)");
-    else
-      w_.line("               accumulate=t > 0{})  # psum_zero = matmul: the first overwrites",
-              across ? " or not opens" : "");
+    if (double_row()) {
+      w_.open("if kw > P:  # fp8 double_row: two full slabs pair up, contraction 2 x P");
+      matmul_call(across, "0:P", "slab:slab + 2", true);
+      w_.close();
+      w_.open("else:  # the last contraction tile fits one slab: an ordinary matmul");
+      matmul_call(across, "row:row + kw", "slab", false);
+      w_.close();
+    } else {
+      matmul_call(across, "row:row + kw", "slab", false);
+    }
     w_.open("if t == tk - 1{}:  # the group is complete: drain it", across ? " and closes" : "");
     evict();
     w_.close(4);
   }
 
-  /// A copy out of PSUM on the evict engine (ScalarE copies with activation).
-  [[nodiscard]] std::string copy(const std::string& dst, const std::string& src) const {
+  /// nisa.nc_matmul of the group's tiles: contraction rows `rows` of slab(s) `slabs`
+  /// (paired: [P, 2, free] tiles in double_row mode).
+  void matmul_call(bool across, const char* rows, const char* slabs, bool paired) {
+    w_.line("nisa.nc_matmul(dst=c_psum[0:rows, bank[group], 0:cols],");
+    w_.line("               stationary=a_sb[{}, a_slot, {}, mi * MM_M:mi * MM_M + rows],", rows,
+            slabs);
+    w_.line("               moving=b_sb[{}, b_slot, {}, ni * MM_N:ni * MM_N + cols],", rows, slabs);
+    const std::string acc = p_.psum_memset ? std::string("True")
+                                           : fmt::format("t > 0{}", across ? " or not opens" : "");
+    const char* note = p_.psum_memset ? "" : "  # psum_zero = matmul: the first overwrites";
+    if (!paired) {
+      w_.line("               accumulate={}){}", acc, note);
+      return;
+    }
+    w_.line("               accumulate={},{}", acc, note);
+    w_.line("               perf_mode=nisa.matmul_perf_mode.double_row)");
+  }
+
+  /// The row scales of the group's stationary tile (scale = row).
+  static constexpr const char* scale_tile = "s_sb[0:rows, m * TM + mi:m * TM + mi + 1]";
+
+  /// A copy out of PSUM on the evict engine (ScalarE copies with activation);
+  /// scale = row multiplies by the rows' scales on the way.
+  [[nodiscard]] std::string copy(const std::string& dst, const std::string& src,
+                                 bool scaled) const {
     if (p_.evict == scalar_engine)
-      return fmt::format("nisa.activation(dst={}, op=nl.copy, data={})", dst, src);
+      return fmt::format("nisa.activation(dst={}, op=nl.copy, data={}{})", dst, src,
+                         scaled ? fmt::format(", scale={}", scale_tile) : "");
+    if (scaled)
+      return fmt::format(
+          "nisa.tensor_scalar(dst={}, data={}, op0=nl.multiply, operand0={}, engine={})", dst, src,
+          scale_tile, nki::engine(p_.evict));
     return fmt::format("nisa.tensor_copy(dst={}, src={}, engine={})", dst, src,
                        nki::engine(p_.evict));
   }
-  /// An add of PSUM partial sums (ScalarE has no two-tensor add: VectorE does it).
+  /// An add of PSUM partial sums (ScalarE has no two-tensor add: VectorE does
+  /// it); scale = row: part + psum x the rows' scales, one VectorE instruction.
   [[nodiscard]] std::string add(const std::string& dst, const std::string& part,
                                 const std::string& psum) const {
+    if (p_.scaled)
+      return fmt::format(
+          "nisa.scalar_tensor_tensor(dst={}, data={}, op0=nl.multiply, operand0={}, op1=nl.add, "
+          "operand1={})",
+          dst, psum, scale_tile, part);
     const engine_id e = p_.evict == scalar_engine ? vector_engine : p_.evict;
     return fmt::format("nisa.tensor_tensor(dst={}, data1={}, data2={}, op=nl.add, engine={})", dst,
                        part, psum, nki::engine(e));
@@ -348,7 +504,7 @@ class matmul_writer {
       w_.line("# k is not innermost: partial sums of each k block are added in SBUF (ACC)");
       w_.line("part = c_part[0:rows, {}, {}:{} + cols]", row, col, col);
       w_.open("if k == 0:");
-      w_.line(copy("part", psum));
+      w_.line(copy("part", psum, p_.scaled));
       w_.close();
       w_.open("elif k < K_BLOCKS - 1:");
       w_.line(add("part", "part", psum));
@@ -361,7 +517,7 @@ class matmul_writer {
       return;
     }
     stage_slot();
-    w_.line(copy(stage, psum));
+    w_.line(copy(stage, psum, p_.scaled));
     store();
   }
 

@@ -2,6 +2,8 @@
 // schedule (matmul_plan.hpp).
 #include "matmul_plan.hpp"
 
+#include "../../functional.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,12 +21,13 @@ std::string read_dtypes(const knob_reader& v, params& p) {
   }
   if (type == "bf16")
     p.in = dtype::bf16;
-  else if (type == "fp8")
+  else if (type == "fp8" || type == "fp8_e4m3" || type == "fp8_e5m2")
     p.in = dtype::fp8;
   else if (type == "fp32")
     p.in = dtype::fp32;
   else
-    return fmt::format("matmul: dtype '{}' is not bf16, fp8 or fp32", type);
+    return fmt::format("matmul: dtype '{}' is not bf16, fp8, fp8_e4m3, fp8_e5m2 or fp32", type);
+  p.in_format = type == "fp8_e5m2" ? element_type::fp8_e5m2 : element_of(p.in);
   p.out = p.in == dtype::fp32 ? dtype::fp32 : dtype::bf16;
   const std::string acc = v.symbol("acc_dtype", "");
   p.acc = acc == "fp32" ? dtype::fp32 : acc == "bf16" ? dtype::bf16 : p.out;
@@ -32,6 +35,10 @@ std::string read_dtypes(const knob_reader& v, params& p) {
   if (layout != "km" && layout != "mk")
     return fmt::format("matmul: a_layout '{}' is not km or mk", layout);
   p.a_mk = layout == "mk";
+  const std::string scale = v.symbol("scale");
+  if (scale != "none" && scale != "row")
+    return fmt::format("matmul: scale '{}' is not none or row", scale);
+  p.scaled = scale == "row";
   return "";
 }
 
@@ -92,8 +99,9 @@ std::vector<knob> knobs_of_matmul() {
       knob::required_integer("M", "rows of A and C"),
       knob::required_integer("N", "columns of B and C"),
       knob::required_integer("K", "the contraction"),
-      knob::symbol("dtype", {"bf16", "fp8", "fp32"}, derived{"bf16 (or from const bytes)"},
-                   "input type; C is bf16 (fp32 for fp32)"),
+      knob::symbol("dtype", {"bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp32"},
+                   derived{"bf16 (or from const bytes)"},
+                   "input type (fp8 is fp8_e4m3); C is bf16 (fp32 for fp32)"),
       knob::integer("bytes", 2,
                     "the input type by size when dtype is absent: 1 fp8, 2 bf16, 4 fp32",
                     "1 | 2 | 4"),
@@ -137,6 +145,9 @@ std::vector<knob> knobs_of_matmul() {
                     "assigns queues (docs/nki.md), and the data phases share the 16 DMA engines "
                     "anyway",
                     "1..5"),
+      knob::symbol("scale", {"none", "row"}, "none",
+                   "row: C's row m times scale[m], an fp32 [M, 1] input (fp8 dequantization: A's "
+                   "row scale times B's tensor scale), applied by the evict of each PSUM group"),
       knob::symbol("acc_dtype", {"fp32", "bf16"}, derived{"the output type"},
                    "type of partial sums kept in SBUF across k blocks"),
       knob::integer("mm_m", derived{"matmul_max_stationary_free (128)"},
@@ -252,8 +263,11 @@ std::string check_sbuf(const plan& pl, const machine& m) {
   const sbuf_use u = sbuf_needs(pl, m);
   const std::int64_t cap = m.sbuf_bytes_per_partition;
   if (u.total() <= cap) return "";
-  const std::array<std::pair<const char*, std::int64_t>, 4> parts{
-      {{"A blocks", u.a}, {"B blocks", u.b}, {"C partial sums", u.c}, {"output staging", u.stage}}};
+  const std::array<std::pair<const char*, std::int64_t>, 5> parts{{{"A blocks", u.a},
+                                                                   {"B blocks", u.b},
+                                                                   {"C partial sums", u.c},
+                                                                   {"output staging", u.stage},
+                                                                   {"row scales", u.scale}}};
   for (const auto& [what, bytes] : parts)
     if (bytes > cap)
       return fmt::format(
@@ -285,6 +299,7 @@ sbuf_use sbuf_needs(const plan& pl, const machine& m) {
     u.c = (p.pos[dim_m] > p.pos[dim_k] ? pl.nb[dim_m] : 1) * pl.tm * pl.c_cols * dtype_bytes(p.acc);
   u.stage = pl.stage_slots * (p.coalesce ? p.tile[dim_n] : std::min(p.mm_n, p.tile[dim_n])) *
             dtype_bytes(p.out);
+  if (p.scaled) u.scale = pl.nb[dim_m] * pl.tm * dtype_bytes(dtype::fp32);
   return u;
 }
 
@@ -358,12 +373,14 @@ instruction transpose_instruction(const params& p, std::int64_t rows, std::int64
   return tensor_op(op::transpose, p.in, rows, cols);
 }
 
-instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols) {
+instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols,
+                              bool scaled) {
   instruction in;
   // ScalarE has no two-tensor add (its activation takes a per-partition
   // bias only): with evict = scalar, the partial-sum adds run on VectorE.
   in.engine = p.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p.evict;
   in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
+  if (scaled && in.kind == op::copy) in.kind = op::tensor_scalar;
   in.type = dtype::fp32;
   in.flags = flag_reads_psum;
   in.partitions = static_cast<std::uint32_t>(rows);

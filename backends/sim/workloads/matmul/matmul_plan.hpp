@@ -9,6 +9,7 @@
 #include "../../workload.hpp"
 
 #include <tessel/config.hpp>
+#include <tessel/gate.hpp>
 #include <tessel/space.hpp>
 
 #include <array>
@@ -41,6 +42,12 @@ enum class accumulation : std::uint8_t {
 struct params {
   std::int64_t size_m = 0, size_n = 0, size_k = 0;  ///< the shape M, N, K
   dtype in = dtype::bf16, out = dtype::bf16, acc = dtype::bf16;
+  /// The inputs' exact format: `in`'s, and for fp8 which one (e4m3 or e5m2;
+  /// the two time alike: one byte, the same TensorE rate).
+  element_type in_format = element_type::bf16;
+  /// scale = row: C's row m is multiplied by scale[m] (an fp32 [M, 1] input:
+  /// fp8's per-row dequantization) by the evict that drains each PSUM group.
+  bool scaled = false;
   bool a_mk = false;  ///< A given as [M, K]: TensorE transposes each tile
   std::array<std::int64_t, 3> ext{}, tile{};
   std::int64_t mm_m = 128, mm_n = 512, mm_k = 128;
@@ -92,7 +99,8 @@ struct plan {
 
 struct sbuf_use {
   std::int64_t a = 0, b = 0, c = 0, stage = 0;
-  [[nodiscard]] std::int64_t total() const { return a + b + c + stage; }
+  std::int64_t scale = 0;  ///< scale = row: one fp32 per stationary tile of C
+  [[nodiscard]] std::int64_t total() const { return a + b + c + stage + scale; }
 };
 
 /// The names the workload reads (its knob table, docs/simulator.md).
@@ -117,9 +125,10 @@ struct sbuf_use {
 [[nodiscard]] double exact_dot(std::span<const float> a, std::span<const float> b);
 /// C[i, j] as the plan computes it from A's row i and B's column j (size_k
 /// each): fp32 PSUM groups per instruction tile, partial sums per the plan's
-/// accumulation, rounded to the output type (matmul_functional.cpp).
+/// accumulation, each drained group times the row's `scale` in fp32 (1
+/// without scale = row), rounded to the output type (matmul_functional.cpp).
 [[nodiscard]] double schedule_dot(const plan& pl, std::span<const float> a,
-                                  std::span<const float> b, fault f);
+                                  std::span<const float> b, fault f, float scale = 1);
 
 // --- instruction shapes: the lowering (matmul.cpp) and the analytic model
 // (matmul_steady.cpp) cost the same instructions; buffers and tags are the lowering's.
@@ -131,9 +140,12 @@ struct sbuf_use {
 [[nodiscard]] instruction transpose_instruction(const params& p, std::int64_t rows,
                                                 std::int64_t cols);
 /// The evict of a PSUM group: a copy (op::copy) or an add of partial sums
-/// (op::tensor_tensor), on the engine that runs it.
+/// (op::tensor_tensor), on the engine that runs it. `scaled` (scale = row):
+/// the group is multiplied by its rows' scales on the way, VectorE's copy
+/// becoming a tensor_scalar, its add a scalar_tensor_tensor (timed as the
+/// add), ScalarE's activation taking the scales as its per-partition scale.
 [[nodiscard]] instruction evict_instruction(const params& p, op kind, std::int64_t rows,
-                                            std::int64_t cols);
+                                            std::int64_t cols, bool scaled = false);
 /// psum_zero = memset: VectorE zeroes a group's bank.
 [[nodiscard]] instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols);
 

@@ -75,6 +75,10 @@ class totals_builder {
     each(ck, [&](double nk, std::int64_t kb) {
       each(cn, [&](double nn, std::int64_t nbk) { load_b(nk * nn * b_reload, kb, nbk); });
     });
+    if (p_.scaled)  // one fp32 per row of each stationary tile
+      each(cm, [&](double nm, std::int64_t mb) {
+        each(split(mb, p_.mm_m), [&](double nr, std::int64_t r) { transfer(3, nm * nr, r, 4); });
+      });
     w_.groups = groups_ / std::max(1.0, w_.iterations);
     w_.engine_ns[0] += w_.tensor_ns;
     return w_;
@@ -185,8 +189,8 @@ class totals_builder {
     each(split(mb, p_.mm_m), [&](double nr, std::int64_t r) {
       each(split(nbk, p_.mm_n), [&](double nc, std::int64_t c) {
         const double g = blocks * nr * nc;
-        const instruction copy = evict_instruction(p_, op::copy, r, c);
-        const instruction add = evict_instruction(p_, op::tensor_tensor, r, c);
+        const instruction copy = evict_instruction(p_, op::copy, r, c, p_.scaled);
+        const instruction add = evict_instruction(p_, op::tensor_tensor, r, c, p_.scaled);
         const double copy_ns = compute_ns(copy, m_), add_ns = compute_ns(add, m_);
         w_.engine_ns[static_cast<std::size_t>(copy.engine - tensor_engine)] += g * copies * copy_ns;
         w_.engine_ns[static_cast<std::size_t>(add.engine - tensor_engine)] += g * adds * add_ns;
@@ -293,7 +297,9 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   const auto& sa = w.streams[0];
   const auto& sb = w.streams[1];
   const auto& sc = w.streams[2];
-  const double data = sa.data_ns + sb.data_ns + sc.data_ns;
+  const auto& ss = w.streams[3];  // row scales: up front, ahead of A's first loads
+  const double scales = ss.transfers / q * issue + (m.dma_queue_pipelined ? 0 : ss.data_ns);
+  const double data = sa.data_ns + sb.data_ns + sc.data_ns + ss.data_ns;
   const double tensor = w.tensor_ns + warmup_loss(w.tensor_ns, m);
   const double evict = std::max({w.engine_ns[1], w.engine_ns[2], w.engine_ns[3]});
   const double per_iter = std::max(w.tensor_ns, evict) / n_iter, tensor_iter = w.tensor_ns / n_iter;
@@ -335,7 +341,7 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   const double first_issues = std::ceil(std::max(a.transfers, b.transfers) / q) * issue;
   const double first =
       (piped ? issue + std::max(first_issues - issue, first_data) : first_issues + first_data) +
-      tail;
+      tail + scales;
   const double slab0 = issue + (a.transfers > 0 ? a.data_ns / a.transfers : 0) +
                        (b.transfers > 0 ? b.data_ns / b.transfers : 0) + tail;
   const double fill = std::max(slab0, first - per_iter / groups);
@@ -395,7 +401,7 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
       if (each_ns <= 0) return 0.0;
       return std::max(0.0, o.loads - o.slots) * (each_ns + throttle_loss(run, each_ns, m));
     };
-    queue_ns = {queue_time(sa), queue_time(sb), queue_time(sc)};
+    queue_ns = {queue_time(sa) + scales, queue_time(sb), queue_time(sc)};
     dma_total = std::max({data, queue_ns[0], queue_ns[1], queue_ns[2]}) + tail;
     stall_a = stall(a, sa);
     stall_b = stall(b, sb);
@@ -417,7 +423,7 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
   e.busy_ns = w.engine_ns;
   e.busy_ns[0] = tensor;
   e.dma_data_ns = data;
-  e.hbm_read_bytes = sa.bytes + sb.bytes;
+  e.hbm_read_bytes = sa.bytes + sb.bytes + ss.bytes;
   e.hbm_write_bytes = sc.bytes;
   e.instructions = w.instructions;
   e.totals.flops = 2.0 * static_cast<double>(p.size_m) * static_cast<double>(p.size_n) *

@@ -25,7 +25,9 @@ struct steady_work {
   double tensor_ns = 0;               ///< multiplies and transposes at full speed
   std::array<double, 4> engine_ns{};  ///< TensorE, VectorE, ScalarE, GpSimdE
   double evict_last_ns = 0;           ///< one evict of the last group (the drain)
-  std::array<stream_totals, 3> streams{};
+  /// A loads, B loads, C stores, and (scale = row) the row scales' loads
+  /// issued up front on A's queue.
+  std::array<stream_totals, 4> streams{};
   double iterations = 0;  ///< block iterations
   double groups = 0;      ///< PSUM groups per block iteration (average)
   double instructions = 0;
