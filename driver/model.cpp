@@ -27,9 +27,9 @@ void read(const json& j, const char* key, T& out) {
 /// The fields model_spec::from_json reads (the rest are refused, named).
 const std::set<std::string, std::less<>>& spec_fields() {
   static const std::set<std::string, std::less<>> fields{
-      "file",     "model", "target",    "set",      "backend", "backend_set",
-      "gate",     "strategy", "seed",   "scheduler", "db_dir", "no_db",
-      "resume",   "overwrite", "budget", "cost_budget", "allocate"};
+      "file",   "model",     "target", "set",         "backend", "backend_set",
+      "gate",   "strategy",  "seed",   "scheduler",   "db_dir",  "no_db",
+      "resume", "overwrite", "budget", "cost_budget", "allocate"};
   return fields;
 }
 
@@ -44,8 +44,9 @@ void model_spec::validate() const {
     throw options_error(
         fmt::format("model_spec.cost_budget_s: must be finite and >= 0, not {}", cost_budget_s));
   if (no_db && mode != open_mode::create)
-    throw options_error("model_spec.no_db: keeps nothing on disk, so there is nothing to resume "
-                        "or overwrite");
+    throw options_error(
+        "model_spec.no_db: keeps nothing on disk, so there is nothing to resume "
+        "or overwrite");
 }
 
 model_spec model_spec::from_json(const json& j) {
@@ -69,15 +70,19 @@ model_spec model_spec::from_json(const json& j) {
   bool resume = false, overwrite = false;
   read(j, "resume", resume);
   read(j, "overwrite", overwrite);
-  if (resume && overwrite) throw error("model spec: \"resume\" and \"overwrite\" exclude each other");
+  if (resume && overwrite)
+    throw error("model spec: \"resume\" and \"overwrite\" exclude each other");
   s.mode = resume ? open_mode::resume : overwrite ? open_mode::overwrite : open_mode::create;
   read(j, "budget", s.budget);
   read(j, "cost_budget", s.cost_budget_s);
   std::string policy(to_string(s.policy));
   read(j, "allocate", policy);
   const auto p = parse_allocation(policy);
-  if (!p) throw error(fmt::format("model spec: \"allocate\" must be utility, even or share, not "
-                                  "'{}'", policy));
+  if (!p)
+    throw error(
+        fmt::format("model spec: \"allocate\" must be utility, even or share, not "
+                    "'{}'",
+                    policy));
   s.policy = *p;
   return s;
 }
@@ -171,7 +176,8 @@ std::vector<std::pair<std::string, double>> groups_of(const model_definition& m,
 json step_json(const model_definition& m, const step_breakdown& step) {
   auto categories = [](const category_seconds& s) {
     json j = json::object();
-    for (auto c : all_time_categories()) j[std::string(to_string(c))] = s[static_cast<std::size_t>(c)];
+    for (auto c : all_time_categories())
+      j[std::string(to_string(c))] = s[static_cast<std::size_t>(c)];
     return j;
   };
   json kernels = json::array();
@@ -210,6 +216,14 @@ json step_json(const model_definition& m, const step_breakdown& step) {
           {"roofline_s", step.roofline_s},
           {"untimed", step.untimed},
           {"kernels", kernels}};
+}
+
+json default_step_json(const model_spec& spec) {
+  const auto m = read_model(spec);
+  const auto timed = time_defaults(m, spec);
+  auto out = step_json(m, step_for(m, timed));
+  out["notes"] = timed.notes;
+  return out;
 }
 
 std::int64_t physical_cores(const model_definition& m) {

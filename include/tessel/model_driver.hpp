@@ -94,6 +94,10 @@ struct timed_kernels {
 /// category and group, FLOPs, bytes and the roofline.
 [[nodiscard]] nlohmann::json step_json(const model_definition& m, const step_breakdown& step);
 
+/// The `model` op and Python's Model.step(): the step at the default
+/// configs (time_defaults) as step_json, with "notes" on how it was timed.
+[[nodiscard]] nlohmann::json default_step_json(const model_spec& spec);
+
 /// Physical cores per logical core of the model's target (`target.lnc`).
 [[nodiscard]] std::int64_t physical_cores(const model_definition& m);
 

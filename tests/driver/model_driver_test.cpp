@@ -1,11 +1,12 @@
 // A model opened, timed and tuned from C++ without the CLI
 // (tessel/model_driver.hpp): the spec's JSON form and its errors, one budget
-// over the kernels with a study file each, resumed, and the same seed giving
-// the same report.
+// over the kernels with a study file each, resumed, the same seed giving the
+// same report, and the `model` / `tune_model` agent ops over the same.
 #include "driver_fixtures.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/model_driver.hpp>
+#include <tessel/ops.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -90,4 +91,42 @@ TEST_CASE("open_model_tuning: the same seed gives the same report") {
   auto b = open_model_tuning(spec);
   b.run();
   CHECK(a.to_json() == b.to_json());
+}
+
+TEST_CASE("the model and tune_model ops: the driver's model over JSON, progress, errors named") {
+  study_spec s;
+  s.file = testing::small_tsl();
+  auto opened = open_study(s, open_options{});
+  agent_ops ops(*opened.study, opened.backend, opened.evaluates);
+  const auto file = two_kernels(0).file;
+
+  const auto step = ops.call("model", {{"file", file}}).at("step");
+  CHECK(step.at("model") == "two");
+  CHECK(step.at("kernels").size() == 2);
+  const auto m = read_model(two_kernels(0));
+  CHECK(step.at("step_s").get<double>() ==
+        doctest::Approx(step_for(m, time_defaults(m, two_kernels(0))).step_s));
+
+  std::vector<std::string> lines;
+  const auto tuned =
+      ops.call("tune_model", {{"file", file}, {"budget", 6}, {"no_db", true}, {"seed", 3}},
+               [&](double done, double total, const std::string& line) {
+                 CHECK(total == 6);
+                 CHECK(done == static_cast<double>(lines.size() + 1));
+                 lines.push_back(line);
+               })
+          .at("tuning");
+  CHECK(lines.size() == 6);
+  // the op's report is the driver's, the same seed giving the same trials
+  auto spec = two_kernels(6);
+  spec.no_db = true;
+  spec.seed = 3;
+  auto direct = open_model_tuning(spec);
+  direct.run();
+  CHECK(tuned == direct.to_json());
+
+  CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"budjet", 6}}),
+                       doctest::Contains("unknown argument \"budjet\""), op_error);
+  CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"no_db", true}}),
+                       doctest::Contains("tune_model: tune-model needs a budget"), op_error);
 }
