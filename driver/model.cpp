@@ -271,7 +271,7 @@ model_study open_model_study(const model_definition& m, const model_spec& spec,
     if (!spec.no_db) so.db = (dir / (name + ".tessel.db")).string();
     so.scheduler = spec.scheduler;
     // the evaluation budget each kernel's cost weight cools over
-    if (spec.budget) so.budget_hint = std::max<std::size_t>(1, spec.budget / m.kernels.size());
+    if (spec.budget) so.budget_hint = std::max<std::size_t>(1, spec.budget / distinct.size());
     auto opened = open_study(std::move(so), spec.mode);
     members.push_back({name, calls, std::move(opened.study)});
   }
