@@ -132,10 +132,7 @@ timed_kernels time_bests(const model_definition& m, const model_spec& spec,
     std::optional<stored_study> stored;
     if (std::filesystem::exists(path)) {
       stored = reopen_study(path.string());
-      for (const auto& t : stored->trials)
-        if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
-            (!best || t.result.objective < best->result.objective))
-          best = &t;
+      best = best_trial(*stored);
     }
     if (!best) {
       out.results.push_back(
