@@ -1,9 +1,10 @@
 // bench_model_allocation: one budget across a model's kernels (docs/models.md).
 // For each example model and seed, tunes every kernel under the same total
-// budget three ways, side by side: the allocator (utility: calls x expected
-// gain / cost), an even split, and a split by each kernel's share of the
-// default step. Reports the step time each reaches, and the goal:
-// the evaluations the allocator needs to reach 95% of the step-time
+// budget side by side: the allocator (utility: calls x expected gain / cost)
+// with each --floors value (the evaluations every kernel gets first, as a
+// fraction of its even share; the first is the one the goal is read for), an
+// even split, and a split by each kernel's share of the default step. Reports the step time each
+// reaches, and the goal: the evaluations the allocator needs to reach 95% of the step-time
 // reduction the even split reaches with the whole budget, as a fraction of
 // that budget (goal: at most one half).
 //
@@ -40,7 +41,26 @@ struct options {
   std::string strategy = "auto";
   std::string timing = "analytic";  ///< the simulator's model (analytic where a workload has one)
   std::string target = "trn2";
+  std::vector<double> floors = {model_study_options{}.floor_fraction, 0.0};
 };
+
+/// One way of allocating, as the report names it.
+struct variant {
+  std::string label;
+  model_study_options options;
+};
+
+std::vector<variant> variants_of(const options& o) {
+  std::vector<variant> out;
+  for (double f : o.floors) {
+    model_study_options u;
+    u.floor_fraction = f;
+    out.push_back({fmt::format("utility floor {:g}", f), u});
+  }
+  out.push_back({"even", {.policy = allocation::even}});
+  out.push_back({"share", {.policy = allocation::share}});
+  return out;
+}
 
 /// The step time after each evaluation (NaN until every kernel has a result).
 struct trajectory {
@@ -48,7 +68,7 @@ struct trajectory {
   std::vector<double> step_s;
 };
 
-trajectory tune(const model_definition& m, allocation policy, std::uint64_t seed,
+trajectory tune(const model_definition& m, const model_study_options& allocator, std::uint64_t seed,
                 std::size_t budget, const options& o) {
   std::vector<model_member> members;
   const auto distinct = distinct_kernels(m);
@@ -67,7 +87,7 @@ trajectory tune(const model_definition& m, allocation policy, std::uint64_t seed
         {k.name, calls,
          std::make_unique<study>(k.space, std::move(b), make_strategy(o.strategy), so)});
   }
-  model_study ms(std::move(members), {.policy = policy});
+  model_study ms(std::move(members), allocator);
   trajectory t;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   while (ms.current_summary().evaluations < budget && ms.step()) {
@@ -89,8 +109,8 @@ std::optional<std::size_t> evaluations_to(const trajectory& t, double target, do
 
 struct seed_result {
   double before_s = 0;
-  std::map<allocation, double> after_s, half_s;  ///< at the budget, at half of it
-  std::optional<std::size_t> util_to_95;         ///< evaluations to 95% of even's reduction
+  std::map<std::string, double> after_s, half_s;  ///< by variant: at the budget, at half of it
+  std::optional<std::size_t> util_to_95;          ///< evaluations to 95% of even's reduction
   std::size_t budget = 0;
 };
 
@@ -104,21 +124,21 @@ std::string mean_interval(const std::vector<double>& v, std::uint64_t seed) {
   return fmt::format("{:.3f} [{:.3f}, {:.3f}]", mean, lo, hi);
 }
 
-void report(const std::string& name, const std::vector<seed_result>& results) {
+void report(const std::string& name, const std::vector<variant>& variants,
+            const std::vector<seed_result>& results) {
   const auto budget = results.front().budget;
   fmt::print("\n{}: {} seeds, budget {} evaluations, default step {:.4g} ms\n", name,
              results.size(), budget, results.front().before_s * 1e3);
   fmt::print("  step time / default step, mean over seeds [95% bootstrap interval]\n");
-  fmt::print("  {:<10} {:>28} {:>28}\n", "allocation", fmt::format("at {} evals", budget / 2),
+  fmt::print("  {:<18} {:>28} {:>28}\n", "allocation", fmt::format("at {} evals", budget / 2),
              fmt::format("at {} evals", budget));
-  for (auto a : {allocation::utility, allocation::even, allocation::share}) {
+  for (const auto& v : variants) {
     std::vector<double> half, full;
     for (const auto& r : results) {
-      half.push_back(r.half_s.at(a) / r.before_s);
-      full.push_back(r.after_s.at(a) / r.before_s);
+      half.push_back(r.half_s.at(v.label) / r.before_s);
+      full.push_back(r.after_s.at(v.label) / r.before_s);
     }
-    fmt::print("  {:<10} {:>28} {:>28}\n", to_string(a), mean_interval(half, 1),
-               mean_interval(full, 2));
+    fmt::print("  {:<18} {:>28} {:>28}\n", v.label, mean_interval(half, 1), mean_interval(full, 2));
   }
   std::vector<double> fraction;
   std::size_t met = 0;
@@ -132,9 +152,9 @@ void report(const std::string& name, const std::vector<seed_result>& results) {
   std::string list;
   for (double f : fraction) list += std::isfinite(f) ? fmt::format(" {:.2f}", f) : " never";
   fmt::print(
-      "  allocator's evaluations to 95% of the even split's reduction, / budget (sorted):{}\n"
+      "  {}: evaluations to 95% of the even split's reduction, / budget (sorted):{}\n"
       "  goal (<= 0.50) met in {} of {} seeds; median {}\n",
-      list, met, results.size(),
+      variants.front().label, list, met, results.size(),
       std::isfinite(fraction[fraction.size() / 2])
           ? fmt::format("{:.2f}", fraction[fraction.size() / 2])
           : "never");
@@ -154,6 +174,11 @@ int main(int argc, char** argv) {
   app.add_option("--timing", o.timing, "The simulator's model: analytic or event")
       ->capture_default_str();
   app.add_option("--target", o.target)->capture_default_str();
+  app.add_option("--floors", o.floors,
+                 "The allocator's floor_fraction values to compare (the goal is read for the "
+                 "first)")
+      ->delimiter(',')
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   for (const auto& file : o.models) {
@@ -162,28 +187,29 @@ int main(int argc, char** argv) {
     const auto m = load_model(std::filesystem::path(TESSEL_SOURCE_DIR) / file, po);
     const std::size_t budget = o.per_kernel * distinct_kernels(m).size();
     std::vector<seed_result> results(static_cast<std::size_t>(o.seeds));
+    const auto variants = variants_of(o);
     std::mutex print;
     bench::for_each_seed(o.seeds, o.jobs, [&](int seed) {
       seed_result r;
       r.budget = budget;
-      std::map<allocation, trajectory> runs;
-      for (auto a : {allocation::utility, allocation::even, allocation::share})
-        runs[a] = tune(m, a, static_cast<std::uint64_t>(seed) + 1, budget, o);
-      r.before_s = runs.at(allocation::even).before_s;
-      for (const auto& [a, t] : runs) {
-        r.after_s[a] = t.step_s.back();
-        r.half_s[a] = t.step_s.at(budget / 2 - 1);
+      std::map<std::string, trajectory> runs;
+      for (const auto& v : variants)
+        runs[v.label] = tune(m, v.options, static_cast<std::uint64_t>(seed) + 1, budget, o);
+      r.before_s = runs.at("even").before_s;
+      std::string line;
+      for (const auto& v : variants) {
+        const auto& t = runs.at(v.label);
+        r.after_s[v.label] = t.step_s.back();
+        r.half_s[v.label] = t.step_s.at(budget / 2 - 1);
+        line += fmt::format("; {} {:.4g}", v.label, t.step_s.back() * 1e3);
       }
-      r.util_to_95 =
-          evaluations_to(runs.at(allocation::utility), r.after_s.at(allocation::even), 0.95);
+      r.util_to_95 = evaluations_to(runs.at(variants.front().label), r.after_s.at("even"), 0.95);
       const std::lock_guard lock(print);
-      fmt::print(stderr,
-                 "{} seed {}: default {:.4g} ms; utility {:.4g}, even {:.4g}, share {:.4g}\n",
-                 m.name, seed + 1, r.before_s * 1e3, r.after_s.at(allocation::utility) * 1e3,
-                 r.after_s.at(allocation::even) * 1e3, r.after_s.at(allocation::share) * 1e3);
+      fmt::print(stderr, "{} seed {}: default {:.4g} ms{}\n", m.name, seed + 1, r.before_s * 1e3,
+                 line);
       results[static_cast<std::size_t>(seed)] = std::move(r);
     });
-    report(m.name, results);
+    report(m.name, variants, results);
   }
   return 0;
 }

@@ -41,6 +41,26 @@ constexpr std::string_view provenance_properties = R"(
 constexpr std::string_view trial_id_property =
     R"("trial_id": {"type": "integer", "minimum": 1, "description": "a trial id from ask or enqueue"})";
 
+constexpr std::string_view model_properties = R"j(
+  "file": {"type": "string", "description": "the .tsl file of the model"},
+  "model": {"type": "string", "description": "which model of the file; default the first"},
+  "target": {"type": "string", "default": "trn2"},
+  "set": {"type": "object", "description": "the model's consts to override, NAME: value"},
+  "backend": {"type": "string", "default": "sim", "description": "what times each kernel"},
+  "backend_set": {"type": "object", "description": "settings of every kernel's backend, KEY: value"},
+  "gate": {"type": "boolean", "default": true, "description": "false: the simulator skips the equivalence gate"})j";
+constexpr std::string_view tuning_properties = R"j(
+  "budget": {"type": "integer", "minimum": 0, "description": "evaluations over all kernels (resumed ones count)"},
+  "cost_budget": {"type": "number", "minimum": 0, "description": "seconds of summed evaluation cost over all kernels"},
+  "allocate": {"type": "string", "enum": ["utility", "even", "share"], "default": "utility"},
+  "strategy": {"type": "string", "default": "auto"},
+  "seed": {"type": "integer", "minimum": 0, "default": 0, "description": "kernel i uses seed + i"},
+  "scheduler": {"type": "string", "enum": ["utility", "fifo"], "default": "utility"},
+  "db_dir": {"type": "string", "description": "the folder of the kernels' study files; default <model>.tessel"},
+  "no_db": {"type": "boolean", "default": false, "description": "keep nothing on disk"},
+  "resume": {"type": "boolean", "default": false, "description": "continue the study files in db_dir"},
+  "overwrite": {"type": "boolean", "default": false, "description": "delete the study files' trials and start over"})j";
+
 std::string object(std::initializer_list<std::string_view> members) {
   std::string out = "{";
   for (const auto m : members) out += (out.size() > 1 ? "," : "") + std::string(m);
@@ -113,6 +133,17 @@ std::vector<op_info> make_op_list() {
        schema(R"({"max": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1}})")},
       {"summary", "Counts by status, the best, cost and tokens spent, and the full text report.",
        schema(none)},
+      {"model",
+       "A model's step time at its kernels' default configs (a .tsl file with a model block, "
+       "docs/models.md): per kernel and in total, by category and group, with FLOPs, bytes, "
+       "each kernel's share and the roofline. Independent of the session's study.",
+       schema(object({model_properties}), {"file"})},
+      {"tune_model",
+       "Tune every kernel of a model under one budget, one study file per kernel, each next "
+       "evaluation going to the kernel with the largest expected step-time gain per unit of "
+       "cost; returns the step before and after, per kernel its best config and its gap to the "
+       "roofline. Independent of the session's study.",
+       schema(object({model_properties, tuning_properties}), {"file"})},
       {"help", "The ops and their arguments (JSON Schema).",
        schema(R"({"op": {"type": "string", "description": "describe only this op"}})"), false},
       {"quit", "End the session after replying.", schema(none), false},

@@ -6,6 +6,7 @@
 #include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/interactions.hpp>
+#include <tessel/model_driver.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
@@ -418,6 +419,35 @@ json why_failed_of(const study& st, const arguments& a) {
   return out;
 }
 
+/// Tells `sink` of each evaluation of a model's tuning.
+class model_progress final : public model_observer {
+ public:
+  model_progress(const model_study& m, progress_sink sink, std::size_t total)
+      : model_(m), sink_(std::move(sink)), total_(total) {}
+  void on_evaluation(std::size_t kernel, const trial& t, std::optional<double> step_s) override {
+    sink_(static_cast<double>(++done_), static_cast<double>(total_),
+          fmt::format("{} trial {}: {}; step {}", model_.member(kernel).name, t.id,
+                      to_string(t.result.status),
+                      step_s ? fmt::format("{:.6g} s", *step_s) : std::string("-")));
+  }
+
+ private:
+  const model_study& model_;
+  progress_sink sink_;
+  std::size_t total_;
+  std::size_t done_ = 0;
+};
+
+/// tune_model: a model's kernels tuned under one budget (tessel/model_driver.hpp).
+json tune_model_of(const json& given, const progress_sink& progress) {
+  auto tuning = open_model_tuning(model_spec::from_json(given));
+  if (progress)
+    tuning.study.add_observer(
+        std::make_shared<model_progress>(tuning.study, progress, tuning.spec.budget));
+  tuning.run();
+  return {{"tuning", tuning.to_json()}};
+}
+
 json help_of(const arguments& a) {
   json out = json::array();
   const auto only = a.text("op");
@@ -499,6 +529,8 @@ json agent_ops::dispatch(std::string_view name, const json& given, const progres
     const auto sum = study_.current_summary();
     return {{"summary", codec::to_json(sum, s)}, {"report", sum.full_report()}};
   }
+  if (name == "model") return {{"step", default_step_json(model_spec::from_json(given))}};
+  if (name == "tune_model") return tune_model_of(given, progress);
   if (name == "help") return help_of(a);
   if (name == "quit") {
     done_ = true;

@@ -31,11 +31,7 @@ std::vector<const trial*> rule_tests(const std::vector<trial>& trials) {
 void add_interactions(const stored_study& stored, const surrogate& model, report_input& in) {
   const auto& s = stored.space;
   const auto base = s.default_config();
-  const trial* best = nullptr;
-  for (const auto& t : stored.trials)
-    if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
-        (!best || t.result.objective < best->result.objective))
-      best = &t;
+  const trial* best = best_trial(stored);
   if (!base || !best) {
     in.interactions_note = !base ? "the baseline is not a valid config" : "no trial finished ok";
     return;

@@ -1,4 +1,6 @@
 // spec.cpp: study_spec's rules and its JSON form (tessel/driver.hpp).
+#include "json_fields.hpp"
+
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 
@@ -21,33 +23,9 @@ void finite_non_negative(std::string_view field, double v) {
     invalid(field, fmt::format("must be finite and >= 0, not {}", v));
 }
 
-/// Field `key` of `j` into `out` when present; a field of another type is an error.
 template <class T>
 void read(const json& j, const char* key, T& out) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const json::exception&) {
-    throw error(fmt::format("study spec: \"{}\" has the wrong type: {}", key,
-                            it->dump(-1, ' ', false, json::error_handler_t::replace)));
-  }
-}
-
-/// --set as the CLI stored it (["M=8192"]) or as an object ({"M": "8192"}).
-void read_sets(const json& j, std::map<std::string, std::string, std::less<>>& out) {
-  const auto it = j.find("set");
-  if (it == j.end() || it->is_null()) return;
-  if (it->is_object()) {
-    for (const auto& [name, value] : it->items())
-      out[name] = value.is_string() ? value.get<std::string>() : value.dump();
-    return;
-  }
-  std::vector<std::string> assignments;
-  read(j, "set", assignments);
-  for (const auto& a : assignments)
-    if (const auto eq = a.find('='); eq != std::string::npos && eq > 0)
-      out[a.substr(0, eq)] = a.substr(eq + 1);
+  json_fields::read("study spec", j, key, out);
 }
 
 }  // namespace
@@ -131,7 +109,7 @@ study_spec study_spec::from_json(const json& j) {
   read(j, "file", s.file);
   read(j, "space", s.space);
   read(j, "target", s.target);
-  read_sets(j, s.sets);
+  json_fields::read_assignments("study spec", j, "set", s.sets);
   read(j, "replay_space", s.replay_space);
   read(j, "backend", s.backend);
   read(j, "backend_settings", s.backend_settings);

@@ -1,5 +1,6 @@
-// store.cpp: opening a study file from the spec's `db`, and reading a study
-// back from one (tessel/driver.hpp).
+// store.cpp: opening a study file from the spec's `db`, reading a study
+// back from one, and the config a person names (a JSON object, or a study
+// file's best) (tessel/driver.hpp).
 #include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace tessel {
 
@@ -35,6 +38,47 @@ stored_study reopen_study(const std::string& db) {
   auto s = parse_space(record->space_source, parse, record->space_name);
   auto trials = store->load(s);
   return {std::move(*record), std::move(spec), std::move(s), std::move(trials)};
+}
+
+const trial* best_trial(const stored_study& stored) {
+  const trial* best = nullptr;
+  for (const auto& t : stored.trials)
+    if (t.state == trial_state::finished && t.result.ok() && !t.result.low_fidelity() &&
+        (!best || t.result.objective < best->result.objective))
+      best = &t;
+  return best;
+}
+
+namespace {
+
+std::string read_config_text(const std::string& spec) {
+  if (spec.empty() || spec.front() != '@') return spec;
+  std::ifstream in(spec.substr(1), std::ios::binary);
+  if (!in) throw error(fmt::format("--config: cannot read '{}'", spec.substr(1)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+config chosen_config(const space& s, const std::string& config_spec, const std::string& best_db) {
+  if (!best_db.empty()) {
+    const auto stored = reopen_study(best_db);
+    const trial* best = best_trial(stored);
+    if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", best_db));
+    return s.from_json(stored.space.to_json(best->config));
+  }
+  const auto given = nlohmann::json::parse(read_config_text(config_spec), nullptr, false);
+  if (given.is_discarded() || !given.is_object())
+    throw error(
+        "--config expects a JSON object of parameter names to values, e.g. "
+        "'{\"tile_m\": 128}', or @PATH of a file holding one");
+  const config c = s.from_partial_json(given.dump());
+  if (!s.is_valid(c))
+    throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
+                            s.why_invalid(c)));
+  return c;
 }
 
 }  // namespace tessel

@@ -6,6 +6,7 @@
 // Python sees plain objects with the field names the protocols document.
 #include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
+#include <tessel/model_driver.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 
@@ -291,6 +292,22 @@ PYBIND11_MODULE(_tessel, m) {
         return study_report(reopen_study(db), {format, plot, top, db});
       },
       py::arg("db"), py::arg("format"), py::arg("plot"), py::arg("top"));
+
+  // A model (tessel/model_driver.hpp): `spec` is a model_spec's JSON.
+  m.def(
+      "model_step",
+      [](const std::string& spec) {
+        return dump(default_step_json(model_spec::from_json(json::parse(spec))));
+      },
+      py::arg("spec"));
+  m.def(
+      "tune_model",
+      [](const std::string& spec) {
+        auto tuning = open_model_tuning(model_spec::from_json(json::parse(spec)));
+        tuning.run();
+        return dump(tuning.to_json());
+      },
+      py::arg("spec"));
 
   m.def("load", &load, py::arg("path"), py::arg("text"), py::arg("name"), py::arg("target"),
         py::arg("sets"));

@@ -189,6 +189,17 @@ struct stored_study {
 /// not exist or holds no study yet.
 [[nodiscard]] stored_study reopen_study(const std::string& db);
 
+/// The best trial of a stored study: finished, ok and measured at full
+/// fidelity; null when it has none.
+[[nodiscard]] const trial* best_trial(const stored_study& stored);
+
+/// The config a person names for `s`: `config_spec`, a JSON object of
+/// parameter values (or @PATH of a file holding one; parameters it leaves
+/// out take their default), or, when `best_db` is given, the best trial of
+/// that study file. Throws tessel::error saying why it cannot be used.
+[[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
+                                   const std::string& best_db);
+
 // --- multi-fidelity specs --------------------------------------------------------------
 
 /// "SCHEME[:ARGUMENT][,KEY=VALUE...]" -> ("SCHEME:ARGUMENT", settings): after

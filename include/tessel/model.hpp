@@ -128,7 +128,8 @@ struct step_breakdown {
 enum class allocation : std::uint8_t {
   /// To the kernel with the largest calls x expected gain / cost: the
   /// kernel study's own scheduler prediction of its next candidate, its gain
-  /// capped at the distance of the kernel's best to its roofline.
+  /// capped at the distance of the kernel's best to its roofline, once every
+  /// kernel has had its floor (model_study_options::floor_fraction).
   utility,
   even,   ///< round robin: every kernel the same number of evaluations
   share,  ///< in proportion to each kernel's share of the step at its first result
@@ -145,6 +146,12 @@ struct model_study_options {
   /// A kernel that has no ok result yet is served first, for at most this
   /// many evaluations (its step time is unknown until then).
   std::size_t first_result_tries = 4;
+  /// `utility` only: before the utility chooses, every kernel gets this
+  /// fraction of its study's budget_hint (its even share of the budget) in
+  /// evaluations, round robin, so no kernel is starved on the strength of
+  /// another's early predictions (benchmarks/README.md, "One budget across
+  /// kernels"). 0: none; a study without a budget_hint gets no floor.
+  double floor_fraction = 0.5;
 
   /// Throws options_error naming the field and the rule.
   void validate() const;

@@ -24,6 +24,7 @@
 #include <tessel/interactions.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/model.hpp>
+#include <tessel/model_driver.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/race_rule.hpp>
 #include <tessel/racing.hpp>

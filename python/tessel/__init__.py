@@ -16,7 +16,7 @@ import json as _json
 
 from . import _tessel
 
-__all__ = ["Error", "Space", "Study", "gated", "load_space", "parse_space", "stop", "explain",
+__all__ = ["Error", "Model", "Space", "Study", "gated", "load_space", "parse_space", "stop", "explain",
            "report"]
 
 Error = _tessel.Error
@@ -259,6 +259,48 @@ class Study:
         ok = [t for t in self.trials if t.get("status") == "ok"]
         return (np.asarray([t["trial_id"] for t in ok], dtype=np.int64),
                 np.asarray([t["objective"] for t in ok], dtype=float))
+
+
+class Model:
+    """A model's step: a .tsl file with a model block (docs/models.md), its kernels timed
+    on `backend` for `target`. step() is `tessel model`; tune() is `tessel tune-model`.
+
+        model = tessel.Model("examples/models/dense_60m.tsl", set={"layers": 2})
+        print(model.step()["step_s"])
+        result = model.tune(budget=40, db_dir="dense.tessel")
+        print(result["before_s"], "->", result["after_s"])
+
+    Both return the dicts `tessel model --json` and `tessel tune-model --json` give per
+    target (the `model` and `tune_model` agent ops give the same).
+    """
+
+    def __init__(self, path, model=None, target="trn2", set=None, backend="sim",
+                 backend_set=None, gate=True):
+        # The model spec (docs/models.md, "From C++"), as the ops read it.
+        self._spec = {"file": str(path), "model": model or "", "target": target,
+                      "set": {k: str(v) for k, v in (set or {}).items()}, "backend": backend,
+                      "backend_set": {k: str(v) for k, v in (backend_set or {}).items()},
+                      "gate": gate}
+
+    def step(self):
+        """The step at the kernels' default configs: per kernel and in total, by category and
+        group, FLOPs, bytes, shares and the roofline."""
+        return _json.loads(_tessel.model_step(_dumps(self._spec)))
+
+    def tune(self, budget=None, cost_budget=None, allocate="utility", strategy="auto", seed=0,
+             db_dir=None, resume=False, overwrite=False, scheduler="utility"):
+        """Tunes every kernel under one budget (evaluations, or seconds of cost), one study
+        file per kernel in db_dir (default <model>.tessel; db_dir=False keeps nothing on
+        disk); resume=True continues them. Returns the step before and after, and
+        per kernel its evaluations, best config and gap to the roofline."""
+        spec = dict(self._spec, budget=budget or 0, cost_budget=float(cost_budget or 0),
+                    allocate=allocate, strategy=strategy, seed=seed, resume=resume,
+                    overwrite=overwrite, scheduler=scheduler, no_db=db_dir is False,
+                    db_dir="" if db_dir in (None, False) else str(db_dir))
+        return _json.loads(_tessel.tune_model(_dumps(spec)))
+
+    def __repr__(self):
+        return f"<tessel.Model {self._spec['file']!r} on {self._spec['target']}>"
 
 
 def report(db, output=None, format="html", plot=None, top=12):

@@ -13,8 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 namespace tessel::cli {
 namespace {
@@ -273,40 +271,6 @@ void add_session_options(CLI::App& command, spec_options& o) {
   command.add_flag("--verify", s.verify,
                    "Re-measure agent-reported results (tell) on the backend before they can be "
                    "the best (needs --backend)");
-}
-
-namespace {
-
-std::string read_config_text(const std::string& spec) {
-  if (spec.empty() || spec.front() != '@') return spec;
-  std::ifstream in(spec.substr(1), std::ios::binary);
-  if (!in) throw error(fmt::format("--config: cannot read '{}'", spec.substr(1)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
-config chosen_config(const space& s, const std::string& config_spec, const std::string& best_db) {
-  if (!best_db.empty()) {
-    const auto stored = reopen_study(best_db);
-    const trial* best = nullptr;
-    for (const auto& t : stored.trials)
-      if (t.result.ok() && (!best || t.result.objective < best->result.objective)) best = &t;
-    if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", best_db));
-    return s.from_json(stored.space.to_json(best->config));
-  }
-  const auto given = nlohmann::json::parse(read_config_text(config_spec), nullptr, false);
-  if (given.is_discarded() || !given.is_object())
-    throw error(
-        "--config expects a JSON object of parameter names to values, e.g. "
-        "'{\"tile_m\": 128}', or @PATH of a file holding one");
-  const config c = s.from_partial_json(given.dump());
-  if (!s.is_valid(c))
-    throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),
-                            s.why_invalid(c)));
-  return c;
 }
 
 int report_errors(const std::function<int()>& body, bool as_json, bool one_line) {

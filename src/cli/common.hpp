@@ -52,13 +52,6 @@ void add_study_options(CLI::App& command, spec_options& o);
 /// hints, --token-price and --verify.
 void add_session_options(CLI::App& command, spec_options& o);
 
-/// The config `explain` and `emit` act on: `config_spec` is a JSON object of
-/// parameter values (or @PATH of a file holding one; parameters it leaves
-/// out take their default), or, when `best_db` is given, the best successful
-/// trial of that study file. Throws tessel::error saying why.
-[[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
-                                   const std::string& best_db);
-
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the
 /// matching exit_code. With `json`, also prints one JSON object

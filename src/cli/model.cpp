@@ -5,7 +5,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
-#include "model_setup.hpp"
+#include "model_text.hpp"
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -26,9 +26,10 @@ int run_model(const model_command_options& o) {
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
   for (const auto& target : o.model.targets) {
-    const auto m = load_model_for(o.model, target);
+    const auto spec = o.model.spec_for(target);
+    const auto m = read_model(spec);
     const auto dir = model_db_dir(m, o.from, several);
-    const auto timed = o.from.empty() ? time_defaults(m, o.model) : time_bests(m, o.model, dir);
+    const auto timed = o.from.empty() ? time_defaults(m, spec) : time_bests(m, spec, dir);
     const auto step = step_for(m, timed);
     steps.push_back({target, step.step_s, physical_cores(m)});
     if (o.model.json) {

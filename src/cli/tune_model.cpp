@@ -6,7 +6,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "format.hpp"
-#include "model_setup.hpp"
+#include "model_text.hpp"
 
 #include <tessel/error.hpp>
 
@@ -24,10 +24,9 @@ namespace {
 
 struct tune_model_options {
   model_options model;
-  model_study_setup study;
-  std::size_t budget = 0;
-  double cost_s = 0;
+  model_spec tuning;  ///< its tuning fields (the model's come from `model`)
   std::string allocate = "utility";
+  bool resume = false, overwrite = false;
   bool quiet = false;
 };
 
@@ -63,30 +62,11 @@ class step_printer final : public model_observer {
   std::optional<double> best_;
 };
 
-struct kernel_row {
-  const kernel_progress* k;
-  double roofline_s = 0;  ///< per call, of its best config (0: not reported)
-  double gap_s = 0;       ///< per step: calls x (best - roofline)
-};
-
-std::vector<kernel_row> rows_of(const model_summary& sum) {
-  std::vector<kernel_row> rows;
-  for (const auto& k : sum.kernels) {
-    kernel_row r{&k};
-    if (k.best) {
-      const auto it = k.best->result.metrics.find("roofline_s");
-      if (it != k.best->result.metrics.end()) r.roofline_s = it->second;
-      if (r.roofline_s > 0)
-        r.gap_s =
-            static_cast<double>(k.calls) * std::max(0.0, k.best->result.objective - r.roofline_s);
-    }
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-std::string report_text(const model_definition& m, model_study& study, const model_summary& sum,
-                        const std::string& policy, const std::string& dir) {
+std::string report_text(const model_tuning& t) {
+  const auto& m = t.model;
+  const auto& sum = t.summary;
+  const auto& dir = t.db_dir;
+  const auto policy = to_string(t.spec.policy);
   std::string out = fmt::format("model {} on {}: {} evaluations ({} allocation), {}\n", m.name,
                                 m.target, sum.evaluations, policy, sum.stopped);
   if (sum.before_s && sum.after_s)
@@ -97,13 +77,14 @@ std::string report_text(const model_definition& m, model_study& study, const mod
   out += fmt::format("{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "kernel",
                      "calls", "evals", "before/call", "best/call", "step before", "step after",
                      "roofline", "gap/step");
-  const auto rows = rows_of(sum);
+  const auto gaps = roofline_gaps(sum);
   double gap = 0;
-  for (const auto& r : rows) {
-    const auto& k = *r.k;
+  for (std::size_t i = 0; i < sum.kernels.size(); ++i) {
+    const auto& k = sum.kernels[i];
+    const auto& r = gaps[i];
     const double calls = static_cast<double>(k.calls);
-    auto cell = [&](const trial* t, double times) {
-      return t ? ms(times * t->result.objective) : std::string("-");
+    auto cell = [&](const trial* tr, double times) {
+      return tr ? ms(times * tr->result.objective) : std::string("-");
     };
     out += fmt::format(
         "{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", k.name, k.calls,
@@ -112,91 +93,56 @@ std::string report_text(const model_definition& m, model_study& study, const mod
     gap += r.gap_s;
   }
   if (gap > 0) {
-    auto sorted = rows;
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const auto& a, const auto& b) { return a.gap_s > b.gap_s; });
+    std::vector<std::size_t> order(gaps.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](auto a, auto b) { return gaps[a].gap_s > gaps[b].gap_s; });
     out += fmt::format("\nthe gap to the roofline left in the step, {}:", ms(gap));
-    for (std::size_t i = 0; i < sorted.size() && i < 5 && sorted[i].gap_s > 0; ++i)
-      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", sorted[i].k->name, ms(sorted[i].gap_s),
-                         percent(sorted[i].gap_s / gap));
+    for (std::size_t i = 0; i < order.size() && i < 5 && gaps[order[i]].gap_s > 0; ++i)
+      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", sum.kernels[order[i]].name,
+                         ms(gaps[order[i]].gap_s), percent(gaps[order[i]].gap_s / gap));
     out += "\n";
   }
   out += "\nbest configs:\n";
-  for (std::size_t i = 0; i < study.size(); ++i)
-    out += fmt::format("  {:<16} {}\n", study.member(i).name,
-                       study.kernel_study(i).current_summary().best_config_text);
+  for (std::size_t i = 0; i < t.study.size(); ++i)
+    out += fmt::format("  {:<16} {}\n", t.study.member(i).name,
+                       t.study.member(i).study->current_summary().best_config_text);
   return out;
 }
 
-nlohmann::json report_json(const model_definition& m, model_study& study, const model_summary& sum,
-                           const std::string& policy, const std::string& dir) {
-  nlohmann::json kernels = nlohmann::json::array();
-  const auto rows = rows_of(sum);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& k = *rows[i].k;
-    const auto& s = study.kernel_study(i);
-    nlohmann::json j = {{"name", k.name},
-                        {"calls", k.calls},
-                        {"evaluations", k.evaluations},
-                        {"cost_s", k.cost_s},
-                        {"done", k.done}};
-    if (k.first) j["first_s"] = k.first->result.objective;
-    if (k.best) {
-      j["best_s"] = k.best->result.objective;
-      j["best_config"] = nlohmann::json::parse(s.space().to_json(k.best->config));
-    }
-    if (rows[i].roofline_s > 0) {
-      j["roofline_s"] = rows[i].roofline_s;
-      j["gap_s"] = rows[i].gap_s;
-    }
-    kernels.push_back(std::move(j));
-  }
-  nlohmann::json out = {{"model", m.name},
-                        {"file", m.file},
-                        {"target", m.target},
-                        {"allocation", policy},
-                        {"evaluations", sum.evaluations},
-                        {"cost_s", sum.cost_s},
-                        {"stopped", sum.stopped},
-                        {"kernels", kernels}};
-  if (!dir.empty()) out["db_dir"] = dir;
-  if (sum.before_s) out["before_s"] = *sum.before_s;
-  if (sum.after_s) out["after_s"] = *sum.after_s;
-  return out;
-}
-
-int run_tune_model(tune_model_options o) {
+int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
     throw error(fmt::format("--allocate {}: expected utility, even or share", o.allocate));
-  if (!o.budget && o.cost_s <= 0)
-    throw error("tune-model needs a budget: --budget N (evaluations) or --cost-budget SECONDS");
-  o.study.allocator.policy = *policy;
-  o.study.allocator.cost_is_seconds = o.budget == 0;
   const bool several = o.model.targets.size() > 1;
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
   for (const auto& target : o.model.targets) {
-    const auto m = load_model_for(o.model, target);
-    auto setup = o.study;
-    if (o.budget) setup.budget_hint = std::max<std::size_t>(1, o.budget / m.kernels.size());
-    const auto dir = model_db_dir(m, setup.db_dir, several);
-    auto study = open_model_study(m, o.model, setup, dir);
+    auto spec = o.model.spec_for(target);
+    spec.strategy = o.tuning.strategy;
+    spec.seed = o.tuning.seed;
+    spec.scheduler = o.tuning.scheduler;
+    spec.db_dir = o.tuning.db_dir;
+    spec.no_db = o.tuning.no_db;
+    spec.mode = o.resume      ? open_mode::resume
+                : o.overwrite ? open_mode::overwrite
+                              : open_mode::create;
+    spec.budget = o.tuning.budget;
+    spec.cost_budget_s = o.tuning.cost_budget_s;
+    spec.policy = *policy;
+    auto t = open_model_tuning(spec, several);
     if (!o.quiet) {
-      fmt::print(stderr, "tessel: model '{}' on {}: {} kernels, {} allocation{}\n", m.name, target,
-                 m.kernels.size(), o.allocate,
-                 setup.no_db ? "" : fmt::format(", study files in {}", dir.string()));
-      study.add_observer(std::make_shared<step_printer>(study, o.budget));
+      fmt::print(stderr, "tessel: model '{}' on {}: {} kernels, {} allocation{}\n", t.model.name,
+                 target, t.model.kernels.size(), o.allocate,
+                 t.db_dir.empty() ? "" : fmt::format(", study files in {}", t.db_dir));
+      t.study.add_observer(std::make_shared<step_printer>(t.study, spec.budget));
     }
-    const auto sum = study.run(o.budget, o.cost_s);
-    const auto shown_dir = setup.no_db ? std::string() : dir.string();
-    if (sum.after_s) steps.push_back({target, *sum.after_s, physical_cores(m)});
-    if (o.model.json) {
-      all.push_back(report_json(m, study, sum, o.allocate, shown_dir));
-    } else {
-      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n",
-                 report_text(m, study, sum, o.allocate, shown_dir));
-    }
+    const auto& sum = t.run();
+    if (sum.after_s) steps.push_back({target, *sum.after_s, physical_cores(t.model)});
+    if (o.model.json)
+      all.push_back(t.to_json());
+    else
+      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", report_text(t));
   }
   const auto comparison = steps.size() == o.model.targets.size() ? compare_text(steps) : "";
   if (o.model.json) {
@@ -218,10 +164,10 @@ command add_tune_model_command(CLI::App& tool) {
       "Tune every kernel of a model under one budget, each next evaluation going to the kernel "
       "with the largest expected step-time gain per unit of cost");
   add_model_options(*app, options->model);
-  auto& s = options->study;
-  app->add_option("--budget", options->budget, "Evaluations over all kernels (resumed ones count)")
+  auto& s = options->tuning;
+  app->add_option("--budget", s.budget, "Evaluations over all kernels (resumed ones count)")
       ->type_name("N");
-  app->add_option("--cost-budget", options->cost_s,
+  app->add_option("--cost-budget", s.cost_budget_s,
                   "Seconds of summed evaluation cost over all kernels (alone: the allocator "
                   "weighs each candidate's predicted cost)")
       ->type_name("SECONDS")
@@ -239,8 +185,8 @@ command add_tune_model_command(CLI::App& tool) {
                   "The folder of the kernels' study files (default <model>.tessel; with several "
                   "--target, one folder per target inside)")
       ->type_name("DIR");
-  app->add_flag("--resume", s.resume, "Continue the study files in --db-dir");
-  app->add_flag("--overwrite", s.overwrite,
+  app->add_flag("--resume", options->resume, "Continue the study files in --db-dir");
+  app->add_flag("--overwrite", options->overwrite,
                 "Delete the kernels' studies in --db-dir and start over")
       ->excludes("--resume");
   app->add_flag("--no-db", s.no_db, "Keep nothing on disk")

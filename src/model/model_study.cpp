@@ -86,6 +86,9 @@ void model_study_options::validate() const {
     throw options_error("model_study::options::policy: not an allocation (utility, even, share)");
   if (first_result_tries == 0)
     throw options_error("model_study::options::first_result_tries: must be at least 1");
+  if (!(floor_fraction >= 0 && floor_fraction <= 1))
+    throw options_error(fmt::format(
+        "model_study::options::floor_fraction: must be from 0 to 1, not {}", floor_fraction));
 }
 
 struct model_study::state {
@@ -157,6 +160,16 @@ struct model_study::state {
       }
       case allocation::utility: break;
     }
+    // Every kernel first gets its floor, the fewest evaluations first.
+    std::optional<std::size_t> below;
+    for (auto i : open) {
+      const auto& st = *members[i].study;
+      const double floor = opts.floor_fraction * static_cast<double>(st.opts().budget_hint);
+      if (static_cast<double>(finished_trials(st)) < std::ceil(floor) &&
+          (!below || finished_trials(st) < finished_trials(*members[*below].study)))
+        below = i;
+    }
+    if (below) return below;
     std::optional<std::size_t> pick;
     for (auto i : open) {
       scores[i] = utility(i);

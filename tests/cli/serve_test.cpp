@@ -40,7 +40,7 @@ TEST_CASE("serve: the agent ops on the simulator, with --verify") {
   auto reply = [&](int id) { return by_id(replies, id); };
 
   const auto ops = reply(1)["ops"];
-  CHECK(ops.size() == 15);
+  CHECK(ops.size() == 17);
   CHECK(ops[1]["op"] == "ask");
   CHECK(ops[1]["arguments"]["properties"].contains("n"));
   CHECK(contains(reply(2)["error"].get<std::string>(), "unknown argument \"op_name\""));
@@ -101,7 +101,7 @@ TEST_CASE("mcp: JSON-RPC framing, tools, resources and errors") {
   auto reply = [&](int id) { return by_id(replies, id); };
   CHECK(reply(1)["result"]["protocolVersion"] == "2025-06-18");
   CHECK(reply(1)["result"]["serverInfo"]["name"] == "tessel");
-  CHECK(reply(2)["result"]["tools"].size() == 13);
+  CHECK(reply(2)["result"]["tools"].size() == 15);
   const auto asked = reply(3)["result"];
   CHECK(asked["isError"] == false);
   CHECK(asked["structuredContent"]["suggestions"].size() == 1);

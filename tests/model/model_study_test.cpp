@@ -84,10 +84,11 @@ class oracle final : public surrogate {
 };
 
 std::unique_ptr<study> kernel_study(const std::string& name, std::shared_ptr<bowl> b,
-                                    std::shared_ptr<study_store> db = nullptr,
-                                    bool resume = false) {
+                                    std::shared_ptr<study_store> db = nullptr, bool resume = false,
+                                    std::size_t budget_hint = 0) {
   study::options o;
   o.window = 1;
+  o.budget_hint = budget_hint;
   o.surrogate = std::make_shared<oracle>(b->minimum());
   o.resume = resume;
   return std::make_unique<study>(line_space(name), std::move(b), std::make_unique<in_order>(), o,
@@ -174,6 +175,29 @@ TEST_CASE("the allocator serves the kernel that dominates the step until it expe
   const auto by = evaluations_by_kernel(model);
   CHECK(by.at("big") == 10);
   CHECK(by.at("small") == 15);
+}
+
+TEST_CASE("the allocator's floor: every kernel its share first, then the dominant one") {
+  // budget hints of 8 per kernel and a floor of half: 4 evaluations each,
+  // round robin, before the utility serves the big kernel
+  auto two = [] {
+    std::vector<model_member> members;
+    members.push_back(
+        {"small", 1, kernel_study("small", std::make_shared<bowl>(1.0, 15), nullptr, false, 8)});
+    members.push_back(
+        {"big", 1000, kernel_study("big", std::make_shared<bowl>(1.0, 10), nullptr, false, 8)});
+    return members;
+  };
+  model_study model(two(), {.floor_fraction = 0.5});
+  std::vector<std::size_t> order;
+  while (order.size() < 12) order.push_back(*model.step());
+  CHECK(order == std::vector<std::size_t>{0, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1, 1});
+  // no floor: the big kernel from its second evaluation on
+  model_study greedy(two(), {.floor_fraction = 0});
+  order.clear();
+  while (order.size() < 6) order.push_back(*greedy.step());
+  CHECK(order == std::vector<std::size_t>{0, 1, 1, 1, 1, 1});
+  CHECK_THROWS_AS(model_study(two(), {.floor_fraction = 1.5}), options_error);
 }
 
 TEST_CASE("the allocator stops serving a kernel at its roofline") {
