@@ -16,6 +16,7 @@
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
 #include "../../nki/nki.hpp"
+#include "../../steady_common.hpp"
 #include "../../timing.hpp"
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
@@ -594,6 +595,17 @@ class swiglu final : public typed_workload<plan> {
                                                             const machine& m) const override {
     (void)m;
     return functional_of(pl);
+  }
+
+  /// The lowered program replayed in order on the in-order engines, without
+  /// the event queue (steady::replay_program, as moe's): the weight streams'
+  /// four DMA queues make a closed form over the token tiles inexact.
+  [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
+                                                      const machine& m) const override {
+    thread_local program prog;
+    prog.clear();
+    lowerer(pl, m, prog).run();
+    return steady::replay_program(prog, m);
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
