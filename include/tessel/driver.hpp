@@ -32,6 +32,8 @@
 
 namespace tessel {
 
+struct calibration_result;  // tessel/calibration.hpp
+
 /// When a study's run() stops (tune's --budget, --time, ...). Each 0 (or
 /// unset) bound is off; several stop at the first that holds.
 struct study_budget {
@@ -275,5 +277,10 @@ struct report_request {
 
 /// The multi-fidelity statistics as `tune --json` and `show --json` give them.
 [[nodiscard]] nlohmann::json fidelity_json(const multi_fidelity_stats& s);
+/// A simulator calibration (tessel/calibration.hpp) as `calibrate --json`
+/// gives it: ok, the RMS log errors before and after, the start and fitted
+/// constants, the insensitive ones, evaluations, sim_settings, the target
+/// text and every case measured, before and after.
+[[nodiscard]] nlohmann::json calibration_json(const calibration_result& r);
 
 }  // namespace tessel
