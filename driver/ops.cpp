@@ -8,6 +8,7 @@
 #include <tessel/interactions.hpp>
 #include <tessel/model_driver.hpp>
 #include <tessel/sim.hpp>
+#include <tessel/space_check.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -125,12 +126,9 @@ json space_json(const space& s) {
   constexpr std::size_t max_values = 512;
   json params = json::array();
   for (const auto& p : s.parameters()) {
-    json values = json::array();
-    for (std::size_t i = 0; i < p.dom.size() && i < max_values; ++i)
-      values.push_back(codec::value_json(p.dom, i));
     json entry = {{"name", p.name},
                   {"kind", to_string(p.dom.kind)},
-                  {"values", values},
+                  {"values", domain_values_json(p.dom, max_values)},
                   {"size", p.dom.size()},
                   {"default", codec::value_json(p.dom, p.default_index.value_or(0))},
                   {"default_declared", p.default_index.has_value()},

@@ -3,6 +3,7 @@
 // lines, and what testing them found), and the HTML/SVG report with the
 // Gaussian-process surrogate of strategies/bayesian wired in.
 #include <tessel/bayesian.hpp>
+#include <tessel/calibration.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
 #include <tessel/report.hpp>
@@ -122,6 +123,26 @@ nlohmann::json learned_json(const std::vector<learned_constraint>& rules) {
                    {"successes_rejected", r.successes_rejected},
                    {"successes", r.successes}});
   return out;
+}
+
+nlohmann::json calibration_json(const calibration_result& r) {
+  nlohmann::json j{{"ok", true},
+                   {"rms_log_error_before", r.rms_log_error_before},
+                   {"rms_log_error_after", r.rms_log_error_after},
+                   {"start", r.start},
+                   {"fitted", r.fitted},
+                   {"insensitive", r.insensitive},
+                   {"evaluations", r.evaluations},
+                   {"sim_settings", r.sim_settings},
+                   {"target", r.target_text}};
+  for (const auto& c : r.cases)
+    j["cases"].push_back({{"file", c.file},
+                          {"name", c.name},
+                          {"quantity", c.quantity},
+                          {"measured", c.measured},
+                          {"before", c.before},
+                          {"after", c.after}});
+  return j;
 }
 
 }  // namespace tessel

@@ -32,6 +32,8 @@
 
 namespace tessel {
 
+struct calibration_result;  // tessel/calibration.hpp
+
 /// When a study's run() stops (tune's --budget, --time, ...). Each 0 (or
 /// unset) bound is off; several stop at the first that holds.
 struct study_budget {
@@ -200,6 +202,33 @@ struct stored_study {
 [[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
                                    const std::string& best_db);
 
+// --- shared studies ---------------------------------------------------------------------
+
+/// How a process joins a shared study (`tessel worker`, docs/distributed.md).
+struct join_request {
+  std::string url;                    ///< the study's postgresql:// location
+  std::string backend;                ///< "" = the study's; else replaces its backend and fidelity
+  settings_map backend_settings;      ///< added to the study's
+  std::size_t jobs = 0;               ///< trials evaluated at once (0 = the backend's concurrency)
+  std::optional<std::uint64_t> seed;  ///< default: from the study's seed and the worker's name
+  double wait_s = 0;                  ///< how long to wait for the study to be created
+  worker_info worker;                 ///< an empty name becomes "host:pid"
+};
+
+/// A shared study opened by one more worker.
+struct joined_study {
+  opened_study opened;
+  std::string name;        ///< the worker's
+  std::string space_name;  ///< as the study records it
+};
+
+/// Rebuilds the shared study at r.url from what its store recorded (space,
+/// backend, strategy, scheduler, budgets), with this worker's backend, jobs
+/// and seed, ready to run until its stop condition holds. Throws
+/// tessel::error for a location that is not PostgreSQL, a study not created
+/// within r.wait_s, or a study without a backend when r.backend is empty.
+[[nodiscard]] joined_study join_study(const join_request& r);
+
 // --- multi-fidelity specs --------------------------------------------------------------
 
 /// "SCHEME[:ARGUMENT][,KEY=VALUE...]" -> ("SCHEME:ARGUMENT", settings): after
@@ -248,5 +277,10 @@ struct report_request {
 
 /// The multi-fidelity statistics as `tune --json` and `show --json` give them.
 [[nodiscard]] nlohmann::json fidelity_json(const multi_fidelity_stats& s);
+/// A simulator calibration (tessel/calibration.hpp) as `calibrate --json`
+/// gives it: ok, the RMS log errors before and after, the start and fitted
+/// constants, the insensitive ones, evaluations, sim_settings, the target
+/// text and every case measured, before and after.
+[[nodiscard]] nlohmann::json calibration_json(const calibration_result& r);
 
 }  // namespace tessel

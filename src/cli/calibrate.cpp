@@ -15,7 +15,9 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/calibration.hpp>
+#include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -39,20 +41,15 @@ struct calibrate_options {
   bool json = false;
 };
 
+/// --set NAME=NUMBER: the model constants held fixed.
 std::map<std::string, double, std::less<>> parse_sets(const std::vector<std::string>& sets) {
   std::map<std::string, double, std::less<>> out;
   for (const auto& s : sets) {
     const auto eq = s.find('=');
-    std::size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(s.substr(eq + 1), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (eq == std::string::npos || used == 0)
-      throw error(fmt::format("--set wants NAME=NUMBER, got '{}'", s));
-    out[s.substr(0, eq)] = value;
+    const auto value =
+        eq == std::string::npos ? std::nullopt : parse_number(std::string_view(s).substr(eq + 1));
+    if (!value) throw error(fmt::format("--set wants NAME=NUMBER, got '{}'", s));
+    out[s.substr(0, eq)] = *value;
   }
   return out;
 }
@@ -82,22 +79,7 @@ int run_calibrate(calibrate_options& o) {
     if (!(file << r.target_text)) throw error(fmt::format("cannot write '{}'", o.out));
   }
   if (o.json) {
-    nlohmann::json j{{"ok", true},
-                     {"rms_log_error_before", r.rms_log_error_before},
-                     {"rms_log_error_after", r.rms_log_error_after},
-                     {"start", r.start},
-                     {"fitted", r.fitted},
-                     {"insensitive", r.insensitive},
-                     {"evaluations", r.evaluations},
-                     {"sim_settings", r.sim_settings},
-                     {"target", r.target_text}};
-    for (const auto& c : r.cases)
-      j["cases"].push_back({{"file", c.file},
-                            {"name", c.name},
-                            {"quantity", c.quantity},
-                            {"measured", c.measured},
-                            {"before", c.before},
-                            {"after", c.after}});
+    const auto j = calibration_json(r);
     fmt::print("{}\n", j.dump(2));
     return exit_code::success;
   }

@@ -6,13 +6,10 @@
 #include "common.hpp"
 #include "format.hpp"
 
-#include <tessel/backends.hpp>
 #include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
-#include <tessel/error.hpp>
-#include <tessel/random.hpp>
 #include <tessel/settings.hpp>
-#include <tessel/space.hpp>
+#include <tessel/space_check.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,7 +18,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -46,65 +42,18 @@ struct check_options {
   std::vector<std::string> backend_settings;
 };
 
-/// What --backend says about the space: its name and its notes (defaults
-/// that apply, names it does not read). prepare() throws on what it refuses.
-struct backend_report {
-  std::string name;
-  std::vector<std::string> notes;
-};
-
-std::optional<backend_report> review_backend(const space& s, const check_options& options) {
+/// The backend's review of the space when --backend is given.
+std::optional<backend_review> reviewed(const space& s, const check_options& options) {
   if (options.backend.empty()) return std::nullopt;
-  const auto b =
-      make_backend(options.backend, parse_assignments(options.backend_settings, "--backend-set"));
-  b->prepare(s);
-  return backend_report{b->name(), b->notes(s)};
+  return review_backend(s, options.backend,
+                        parse_assignments(options.backend_settings, "--backend-set"));
 }
 
 /// The most samples --sample accepts.
 constexpr std::size_t max_samples = 1'000'000;
 
-/// The most values of a domain the JSON lists; larger domains set "values_truncated".
-constexpr std::size_t max_json_values = 1024;
-
-// --- what both renderings share -----------------------------------------------
-
-/// Valid configs / Cartesian product, also when the product overflows 64 bits.
-double valid_fraction(const space& s) {
-  if (s.count() == 0) return 0.0;
-  if (auto raw = s.cartesian_size(); raw && *raw > 0)
-    return static_cast<double>(s.count()) / static_cast<double>(*raw);
-  return std::pow(10.0, std::log10(static_cast<double>(s.count())) - s.log10_cartesian_size());
-}
-
-/// The fraction of the Cartesian product that `rejected` configs are.
-double raw_fraction(const space& s, std::uint64_t rejected) {
-  if (rejected == 0) return 0.0;
-  return std::pow(10.0, std::log10(static_cast<double>(rejected)) - s.log10_cartesian_size());
-}
-
-std::string parameter_name(const space& s, std::size_t index) {
-  return index < s.size() ? s.parameters()[index].name : fmt::format("#{}", index);
-}
-
-std::string constant_value(const space::definition& def, const constant& c) {
-  if (c.type == value_type::symbol && c.value >= 0 &&
-      static_cast<std::size_t>(c.value) < def.symbols.size())
-    return def.symbols[static_cast<std::size_t>(c.value)];
-  if (c.type == value_type::boolean) return c.value != 0 ? "true" : "false";
-  return std::to_string(c.value);
-}
-
 std::string target_description(const target& t) {
   return t.base.empty() ? t.name : fmt::format("{} (based on {})", t.name, t.base);
-}
-
-std::vector<config> draw_samples(const space& s, const check_options& options) {
-  rng random(options.seed);
-  std::vector<config> samples;
-  samples.reserve(options.samples);
-  for (std::size_t i = 0; i < options.samples; ++i) samples.push_back(s.sample(random));
-  return samples;
 }
 
 // --- text ----------------------------------------------------------------------
@@ -124,7 +73,7 @@ void print_header(const loaded_space& loaded, const check_options& options) {
   if (!s.def().constants.empty()) {
     std::vector<std::string> constants;
     for (const auto& c : s.def().constants)
-      constants.push_back(fmt::format("{} = {}", c.name, constant_value(s.def(), c)));
+      constants.push_back(fmt::format("{} = {}", c.name, constant_text(s.def(), c)));
     fmt::print("constants     {}\n", fmt::join(constants, ", "));
   }
 }
@@ -196,17 +145,6 @@ std::string spaced(const json& value) {
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
-/// A config as a JSON object with the parameters in the space's order.
-json sample_json(const space& s, const config& c) {
-  const auto values = json::parse(s.to_json(c));
-  json ordered = json::object();
-  for (const auto& p : s.parameters()) {
-    const auto it = values.find(p.name);
-    ordered[p.name] = it == values.end() ? json(nullptr) : *it;
-  }
-  return ordered;
-}
-
 /// `{"tile": 16, "unroll": 4, "order": ["k", "m", "n"]}`: one line, spaced for reading.
 std::string sample_line(const space& s, const config& c) {
   std::vector<std::string> fields;
@@ -223,7 +161,7 @@ void print_samples(const space& s, const std::vector<config>& samples,
   for (const auto& c : samples) fmt::print("  {}\n", sample_line(s, c));
 }
 
-void print_backend(const std::optional<backend_report>& report) {
+void print_backend(const std::optional<backend_review>& report) {
   if (!report) return;
   fmt::print("\nbackend       {}\n", report->name);
   for (const auto& note : report->notes) fmt::print("  {}\n", note);
@@ -231,8 +169,9 @@ void print_backend(const std::optional<backend_report>& report) {
 
 void print_text(const loaded_space& loaded, const check_options& options) {
   const space& s = loaded.space;
-  const std::vector<config> samples = draw_samples(s, options);  // before printing: it may throw
-  const auto backend = review_backend(s, options);
+  // Before printing: either may throw.
+  const std::vector<config> samples = draw_samples(s, options.samples, options.seed);
+  const auto backend = reviewed(s, options);
   print_header(loaded, options);
   print_parameters(s);
   print_sizes(loaded);
@@ -242,90 +181,9 @@ void print_text(const loaded_space& loaded, const check_options& options) {
   print_samples(s, samples, options);
 }
 
-// --- JSON ----------------------------------------------------------------------
-
-json parameter_json(const parameter& p) {
-  json values = json::array();
-  for (std::size_t i = 0; i < std::min(p.dom.size(), max_json_values); ++i)
-    values.push_back(json(codec::value_json(p.dom, i)));
-  return {{"name", p.name},
-          {"kind", to_string(p.dom.kind)},
-          {"size", p.dom.size()},
-          {"domain", domain_preview(p.dom)},
-          {"values", std::move(values)},
-          {"values_truncated", p.dom.size() > max_json_values},
-          {"conditional", static_cast<bool>(p.when)},
-          {"default",
-           p.default_index ? json(codec::value_json(p.dom, *p.default_index)) : json(nullptr)},
-          {"line", p.line}};
-}
-
-json groups_json(const space& s) {
-  json groups = json::array();
-  for (const auto& g : s.groups()) {
-    json names = json::array();
-    for (auto p : g.parameters) names.push_back(parameter_name(s, p));
-    groups.push_back({{"parameters", std::move(names)}, {"valid", g.valid}, {"nodes", g.nodes}});
-  }
-  return groups;
-}
-
-json constraints_json(const space& s) {
-  json constraints = json::array();
-  const auto& stats = s.constraint_stats();
-  for (std::size_t i = 0; i < s.def().constraints.size(); ++i) {
-    const auto& c = s.def().constraints[i];
-    json entry = {{"text", c.text}, {"message", c.message}, {"line", c.line}};
-    if (i < stats.size()) {
-      entry["attached_to"] = parameter_name(s, stats[i].attached_to);
-      entry["rejected"] = stats[i].rejected;
-    }
-    constraints.push_back(std::move(entry));
-  }
-  return constraints;
-}
-
 void print_json(const loaded_space& loaded, const check_options& options, bool one_line) {
-  const space& s = loaded.space;
-  json constants = json::object();
-  for (const auto& c : s.def().constants) {
-    if (c.type == value_type::integer)
-      constants[c.name] = c.value;
-    else if (c.type == value_type::boolean)
-      constants[c.name] = c.value != 0;
-    else
-      constants[c.name] = constant_value(s.def(), c);
-  }
-  json parameters = json::array();
-  for (const auto& p : s.parameters()) parameters.push_back(parameter_json(p));
-  json samples = json::array();
-  for (const auto& c : draw_samples(s, options)) samples.push_back(sample_json(s, c));
-  const auto raw = s.cartesian_size();
-  const auto backend = review_backend(s, options);
-
-  json out = {
-      {"ok", true},
-      {"file", options.input.spec.file},
-      {"space", s.name()},
-      {"spaces", loaded.space_names},
-      {"target", s.def().target.name},
-      {"target_base", s.def().target.base},
-      {"constants", std::move(constants)},
-      {"parameters", std::move(parameters)},
-      {"cartesian_size", raw ? json(*raw) : json(nullptr)},
-      {"log10_cartesian_size", s.log10_cartesian_size()},
-      {"valid", s.count()},
-      {"valid_fraction", valid_fraction(s)},
-      {"construction_ms",
-       {{"parse_check", loaded.parse_ms},
-        {"engine", loaded.build_ms},
-        {"total", loaded.parse_ms + loaded.build_ms}}},
-      {"groups", groups_json(s)},
-      {"constraints", constraints_json(s)},
-      {"seed", options.seed},
-      {"samples", std::move(samples)},
-  };
-  if (backend) out["backend"] = {{"name", backend->name}, {"notes", backend->notes}};
+  const json out = check_json(loaded, {options.input.spec.file, options.samples, options.seed,
+                                       reviewed(loaded.space, options)});
   fmt::print("{}\n",
              out.dump(one_line ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace));
 }

@@ -8,19 +8,13 @@
 
 #include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
-#include <tessel/error.hpp>
 #include <tessel/settings.hpp>
-#include <tessel/study.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-#include <chrono>
-#include <functional>
 #include <memory>
-#include <thread>
 
 namespace tessel::cli {
 namespace {
@@ -37,64 +31,18 @@ struct worker_options {
   bool quiet = false;
 };
 
-/// A seed of this worker's own: workers that proposed the same random
-/// candidates would only find them taken.
-std::uint64_t worker_seed(std::uint64_t study_seed, const std::string& name) {
-  return study_seed ^ (std::hash<std::string>{}(name)*0x9E3779B97F4A7C15ULL);
-}
-
 int run_worker(const worker_options& o) {
-  if (!is_postgres_location(o.url))
-    throw error(fmt::format(
-        "tessel worker joins a shared study: give a postgresql:// URL, not '{}' (a SQLite study "
-        "file has one writer; continue it with `tessel tune FILE --db PATH --resume`)",
-        o.url));
-  const auto store = open_store(o.url);
-  auto record = store->study();
-  // Workers may be started before `tune` has made the study.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
-  while (!record && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    record = store->study();
-  }
-  if (!record)
-    throw error(fmt::format(
-        "'{}' holds no study yet: create it with `tessel tune FILE --backend SPEC --db URL "
-        "--budget N`, then start workers",
-        o.url));
-  auto stored = reopen_study(o.url);  // the spec tune recorded, the space rebuilt from its text
-  auto spec = std::move(stored.spec);
-  if (!o.backend.empty()) {
-    spec.backend = o.backend;
-    spec.fidelity.clear();
-  }
-  for (auto& [key, value] : parse_assignments(o.backend_settings, "--backend-set"))
-    spec.backend_settings[key] = std::move(value);
-  spec.db = o.url;
-  spec.jobs = o.jobs;
-  open_options opening;
-  opening.mode = open_mode::resume;
-  opening.space = std::move(stored.space);  // the hosts need no copy of the .tsl file
-  opening.worker = o.worker;
-  if (opening.worker.name.empty())
-    opening.worker.name = fmt::format(
-        "{}:{}",
-        [] {
-          char host[256] = {};
-          return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : "localhost";
-        }(),
-        ::getpid());
-  const auto name = opening.worker.name;
-  spec.seed = o.seed.value_or(worker_seed(stored.record.seed, name));
-  auto opened = open_study(std::move(spec), std::move(opening));
-  if (!opened.evaluates)
-    throw error("the study records no backend: give this worker one with --backend SPEC");
+  auto joined =
+      join_study({o.url, o.backend, parse_assignments(o.backend_settings, "--backend-set"), o.jobs,
+                  o.seed, o.wait_s, o.worker});
+  auto& opened = joined.opened;
+  const auto& name = joined.name;
   const auto until = opened.until();
   if (!o.quiet)
     fmt::print(stderr,
                "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
                "job{}, stops at: {}\n",
-               name, opened.db->location(), stored.record.space_name, opened.study->trials().size(),
+               name, opened.db->location(), joined.space_name, opened.study->trials().size(),
                opened.backend->name(), o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"),
                o.jobs == 1 ? "" : "s", until(progress{}) ? "now" : "the study's budget");
   const auto sum = opened.study->run(until);
