@@ -9,6 +9,7 @@
 #include "../../collectives.hpp"
 #include "../../functional.hpp"
 #include "../attention/attention_plan.hpp"
+#include "../overlap.hpp"
 
 #include <tessel/error.hpp>
 
@@ -152,22 +153,12 @@ class sharded_attention final : public workload {
                                                          double compute_ns) const override {
     const auto& sp = typed(p);
     if (sp.tp == 1 || !sp.gather) return std::nullopt;
-    communication out;
-    out.what = fmt::format("all-gather of O ({}, {} ranks, {:.2f} MiB{})", to_string(sp.algorithm),
-                           sp.tp, sp.bytes / (1 << 20),
-                           sp.overlap ? fmt::format(", {} heads overlapped", sp.per_rank) : "");
-    if (!sp.overlap) {
-      out.ns = sp.whole.ns;
-      out.exposed_ns = sp.whole.ns;
-      return out;
-    }
-    // sharded_matmul's two-stage pipeline with one stage per head: the
-    // slower stage sets the pace, the other's one head is exposed
-    const double n = static_cast<double>(sp.per_rank);
-    const double comm = n * sp.chunk.ns, per_head = compute_ns / n;
-    out.ns = comm;
-    out.exposed_ns = std::max(compute_ns, comm) + std::min(per_head, sp.chunk.ns) - compute_ns;
-    return out;
+    // overlapped: head i's O is gathered while head i + 1 computes
+    return communication_of(
+        fmt::format("all-gather of O ({}, {} ranks, {:.2f} MiB{})", to_string(sp.algorithm), sp.tp,
+                    sp.bytes / (1 << 20),
+                    sp.overlap ? fmt::format(", {} heads overlapped", sp.per_rank) : ""),
+        sp.whole.ns, sp.chunk.ns, sp.per_rank, sp.overlap, compute_ns);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
