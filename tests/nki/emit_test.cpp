@@ -62,6 +62,8 @@ const std::map<std::string, sets, std::less<>>& reduced_shapes() {
       {"sim_newton_schulz.tsl", {{"rows", "192"}, {"cols", "640"}}},
       // on trn2 (one rank) tp = 1: the matmul kernel of the whole problem
       {"sharded_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
+      // on trn2 tp = 1: attention's kernel in a loop over two stacked heads
+      {"sharded_attention.tsl", {{"seq", "256"}, {"heads", "2"}}},
       // K 512: two k blocks of 256 (double_row) or one of 512
       {"sim_fp8_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
   };

@@ -18,7 +18,8 @@
 
 namespace tessel::sim::attn {
 
-std::string emit_nki(const params& p, const nki::context& ctx, std::string& out) {
+std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
+                     std::int64_t heads) {
   if (p.type != dtype::bf16 && p.type != dtype::fp32)
     return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
   const std::int64_t P = ctx.m.partitions;
@@ -26,13 +27,18 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   const bool skip = ctx.injected == nki::fault::skip_accumulation;
   nki::kernel_file f;
   f.workload = "attention";
-  f.summary = fmt::format("O = softmax(Q^T K / sqrt(d){}) V with Q, K given as [d, seq], one head",
-                          p.causal ? ", causal" : "");
+  // heads > 1 (sharded_attention): the heads stacked, one after another
+  const bool many = heads > 1;
+  f.summary = fmt::format("O = softmax(Q^T K / sqrt(d){}) V with Q, K given as [d, seq], {}",
+                          p.causal ? ", causal" : "",
+                          many ? fmt::format("{} heads stacked", heads) : "one head");
   f.note_dma_queues(p.queues);
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
   };
   add("SEQ", p.seq, "sequence length");
+  if (many)
+    add("HEADS", heads, "heads: Q, K stacked as [HEADS * D, SEQ], V, O as [HEADS * SEQ, D]");
   add("D", p.d, "head_dim (the contraction of Q^T K, on the partitions)");
   add("P", P, "partitions (nl.tile_size.pmax)");
   add("Q_TILE", p.q_tile, "q_tile: rows of O per q tile");
@@ -57,18 +63,20 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   add("MASK", "-3.0e38", "added to masked scores: exp() of them is 0");
   add("DT", nki::nl_dtype(p.type), "dtype of Q, K, V, P and O");
   const std::string dt = nki::dtype_name(p.type);
+  const char* hd = many ? "HEADS * D" : "D";
+  const char* hs = many ? "HEADS * SEQ" : "SEQ";
   f.signature = fmt::format(
-      "INPUTS = {{\"Q\": ((D, SEQ), \"{0}\"), \"K\": ((D, SEQ), \"{0}\"), \"V\": ((SEQ, D), "
+      "INPUTS = {{\"Q\": (({2}, SEQ), \"{0}\"), \"K\": (({2}, SEQ), \"{0}\"), \"V\": (({3}, D), "
       "\"{0}\")}}\n"
-      "OUTPUTS = {{\"O\": ((SEQ, D), \"{0}\")}}\n"
+      "OUTPUTS = {{\"O\": (({3}, D), \"{0}\")}}\n"
       "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
-      dt, nki::py_float(nki::tolerance(p.type)));
+      dt, nki::py_float(nki::tolerance(p.type)), hd, hs);
 
   nki::writer w;
   const bool lazy = p.rescale_every > 1;
   w.line("@nki.jit");
   w.open("def attention_kernel(Q, K, V):");
-  w.line("O = nl.ndarray((SEQ, D), dtype=DT, buffer=nl.shared_hbm)");
+  w.line(fmt::format("O = nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", hs));
   w.line("q_sb = nl.ndarray((D, Q_TILE), dtype=DT, buffer=nl.sbuf)  # Q^T tile: [d, q]");
   w.line(
       "k_sb = nl.ndarray((D, KV_BUFS, KV_TILE), dtype=DT, buffer=nl.sbuf)  # K^T tiles: [d, key]");
@@ -90,6 +98,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
       lazy ? ", the running max (the slots hold the reference)" : "");
   w.line("tmp = nl.ndarray((P, 5), dtype=nl.float32, buffer=nl.sbuf)  # per-row scratch");
   w.line("o_stage = nl.ndarray((P, D), dtype=DT, buffer=nl.sbuf)");
+  // each head as the timed program's copies: its own mask, from its own state
+  if (many) w.open("for h in nl.sequential_range(HEADS):  # each head alone, in the same buffers");
   if (p.causal)
     w.line(
         "diag = nisa.iota(nl.arange(KV_TILE)[None, :] - nl.arange(P)[:, None], "
@@ -100,11 +110,13 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     if (o != "q") kv_order += o;
   w.line("# trace-time state: the K/V tile in its slot, the score sets, the transposes' banks");
   w.line("kv_last, units, transposes = None, 0, 0");
+  // the rows of head h in the stacked tensors
+  const std::string qk = many ? "h * D:h * D + D" : "0:D", row = many ? "h * SEQ + " : "";
   w.open("for qt in nl.affine_range(Q_TILES{}):  # q tiles", drop ? " - 1" : "");
   if (drop) w.line("# FAULT drop_tail: the last q tile is dropped");
   w.line("q0 = qt * Q_TILE");
   w.line("qn = min(Q_TILE, SEQ - q0)");
-  w.line("nisa.dma_copy(dst=q_sb[0:D, 0:qn], src=Q[0:D, q0:q0 + qn])");
+  w.line(fmt::format("nisa.dma_copy(dst=q_sb[0:D, 0:qn], src=Q[{}, q0:q0 + qn])", qk));
   w.line("kv_count = KV_TILES");
   w.open("if SKIP_MASKED:  # the kv tiles this q tile attends to");
   w.line("kv_count = min(KV_TILES, (q0 + qn + KV_TILE - 1) // KV_TILE)");
@@ -118,11 +130,14 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("kv_last = idx");
   for (const char c : kv_order) {
     if (c == 'k') {
-      w.line("nisa.dma_copy(dst=k_sb[0:D, slot, 0:kn], src=K[0:D, k0:k0 + kn])");
+      w.line(fmt::format("nisa.dma_copy(dst=k_sb[0:D, slot, 0:kn], src=K[{}, k0:k0 + kn])", qk));
     } else {
       w.open("for b in nl.affine_range((kn + P - 1) // P):");
       w.line("bn = min(P, kn - b * P)");
-      w.line("nisa.dma_copy(dst=v_sb[0:bn, slot, b, 0:D], src=V[k0 + b * P:k0 + b * P + bn, 0:D])");
+      w.line(fmt::format(
+          "nisa.dma_copy(dst=v_sb[0:bn, slot, b, 0:D], src=V[{0}k0 + b * P:{0}k0 + b * P + bn, "
+          "0:D])",
+          row));
       w.close();
     }
   }
@@ -247,19 +262,32 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line(
       "nisa.tensor_scalar(dst=o_stage[0:rn, 0:D], data=acc[0:rn, sub, :], op0=nl.multiply, "
       "operand0=row_sum,\n                   engine=nisa.engine.vector)");
-  w.line("nisa.dma_copy(dst=O[q0 + r0:q0 + r0 + rn, 0:D], src=o_stage[0:rn, 0:D])");
-  w.close(4);
+  w.line(fmt::format(
+      "nisa.dma_copy(dst=O[{0}q0 + r0:{0}q0 + r0 + rn, 0:D], src=o_stage[0:rn, 0:D])", row));
+  w.close(many ? 5 : 4);
   w.line("return O");
   w.close();
   f.kernel = w.text();
   f.reference =
-      "def reference(Q, K, V):\n"
-      "    \"\"\"O in float64, from the same inputs.\"\"\"\n"
-      "    s = Q.astype(np.float64).T @ K.astype(np.float64) * SCALE\n"
-      "    if CAUSAL:\n"
-      "        s = np.where(np.tri(SEQ, dtype=bool), s, -np.inf)\n"
-      "    e = np.exp(s - s.max(axis=1, keepdims=True))\n"
-      "    return {\"O\": (e @ V.astype(np.float64)) / e.sum(axis=1, keepdims=True)}\n";
+      many ? "def reference(Q, K, V):\n"
+             "    \"\"\"O in float64, from the same inputs, head by head.\"\"\"\n"
+             "    out = []\n"
+             "    for h in range(HEADS):\n"
+             "        q, k = Q[h * D:(h + 1) * D], K[h * D:(h + 1) * D]\n"
+             "        v = V[h * SEQ:(h + 1) * SEQ].astype(np.float64)\n"
+             "        s = q.astype(np.float64).T @ k.astype(np.float64) * SCALE\n"
+             "        if CAUSAL:\n"
+             "            s = np.where(np.tri(SEQ, dtype=bool), s, -np.inf)\n"
+             "        e = np.exp(s - s.max(axis=1, keepdims=True))\n"
+             "        out.append((e @ v) / e.sum(axis=1, keepdims=True))\n"
+             "    return {\"O\": np.concatenate(out)}\n"
+           : "def reference(Q, K, V):\n"
+             "    \"\"\"O in float64, from the same inputs.\"\"\"\n"
+             "    s = Q.astype(np.float64).T @ K.astype(np.float64) * SCALE\n"
+             "    if CAUSAL:\n"
+             "        s = np.where(np.tri(SEQ, dtype=bool), s, -np.inf)\n"
+             "    e = np.exp(s - s.max(axis=1, keepdims=True))\n"
+             "    return {\"O\": (e @ V.astype(np.float64)) / e.sum(axis=1, keepdims=True)}\n";
   out = nki::assemble(f, ctx);
   return "";
 }

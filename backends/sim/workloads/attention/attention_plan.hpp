@@ -68,15 +68,26 @@ struct layout {
   return kvs;
 }
 
-/// The NKI kernel of `p` (attention_nki.cpp): "" or why not.
-[[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out);
+/// The NKI kernel of `p` (attention_nki.cpp): "" or why not. heads > 1
+/// (sharded_attention): the heads stacked as the functional executor
+/// stacks them, computed one after another.
+[[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
+                                   std::int64_t heads = 1);
 
 /// The steady-state estimate (attention_steady.cpp); nullopt when the plan
 /// does not lower (check_memory).
 [[nodiscard]] std::optional<steady_estimate> estimate_steady(const params& p, const machine& m);
 
+/// How many heads the functional executor computes (stacked in its tensors)
+/// and how many of them each rank runs (sharded_attention): fault::drop_tail
+/// then drops each rank's last head.
+struct head_split {
+  std::int64_t heads = 1, per_rank = 1;
+};
+
 /// The functional executor (attention_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const params& p,
-                                                                 std::int64_t partitions);
+                                                                 std::int64_t partitions,
+                                                                 head_split heads = {});
 
 }  // namespace tessel::sim::attn

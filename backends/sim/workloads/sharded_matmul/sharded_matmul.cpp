@@ -9,6 +9,7 @@
 #include "../../collectives.hpp"
 #include "../../functional.hpp"
 #include "../matmul/matmul_plan.hpp"
+#include "../overlap.hpp"
 
 #include <tessel/error.hpp>
 
@@ -233,23 +234,12 @@ class sharded_matmul final : public workload {
                                                          double compute_ns) const override {
     const auto& sp = typed(p);
     if (sp.tp == 1) return std::nullopt;
-    communication out;
-    out.what = fmt::format("{} of C ({}, {} ranks, {:.2f} MiB{})", to_string(sp.kind),
-                           to_string(sp.algorithm), sp.tp, sp.bytes / (1 << 20),
-                           sp.overlap ? fmt::format(", {} blocks overlapped", sp.chunks) : "");
-    if (!sp.overlap) {
-      out.ns = sp.whole.ns;
-      out.exposed_ns = sp.whole.ns;
-      return out;
-    }
-    // a two-stage pipeline of `chunks` blocks: compute block i + 1 while
-    // block i is communicated; the slower stage sets the pace and the other
-    // stage's one block is exposed
-    const double n = static_cast<double>(sp.chunks);
-    const double comm = n * sp.chunk.ns, per_block = compute_ns / n;
-    out.ns = comm;
-    out.exposed_ns = std::max(compute_ns, comm) + std::min(per_block, sp.chunk.ns) - compute_ns;
-    return out;
+    // overlapped: compute block i + 1 while block i is communicated
+    return communication_of(
+        fmt::format("{} of C ({}, {} ranks, {:.2f} MiB{})", to_string(sp.kind),
+                    to_string(sp.algorithm), sp.tp, sp.bytes / (1 << 20),
+                    sp.overlap ? fmt::format(", {} blocks overlapped", sp.chunks) : ""),
+        sp.whole.ns, sp.chunk.ns, sp.chunks, sp.overlap, compute_ns);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,

@@ -1,0 +1,185 @@
+// sharded_attention: multi-head attention split by heads over the ranks of
+// a topology target (docs/topology.md). The latency is one rank's heads,
+// run back to back, plus the all-gather of O; the gate checks the gathered
+// O against the unsharded attention and catches a dropped head; explain
+// names the collective when it is the bottleneck.
+#include "helpers.hpp"
+
+#include "sim/collectives.hpp"
+
+#include <tessel/dsl.hpp>
+#include <tessel/error.hpp>
+#include <tessel/gate.hpp>
+#include <tessel/sim.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace tessel;
+using namespace tessel::sim;
+using namespace tessel::sim::testing;
+
+namespace {
+
+space example(const std::string& target, std::map<std::string, std::string, std::less<>> sets) {
+  parse_options options;
+  options.target = target;
+  options.overrides = std::move(sets);
+  return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/sharded_attention.tsl", options);
+}
+
+const std::map<std::string, std::string, std::less<>> small{{"seq", "512"}, {"heads", "16"}};
+
+/// The attention kernel of examples/sharded_attention.tsl's fixed tiles.
+const std::string tiles =
+    R"("q_tile": 128, "kv_tile": 512, "kv_bufs": 2, "rescale": "eager", "skip_masked": true)";
+
+config with(const space& s, const std::string& json) { return s.from_partial_json(json); }
+
+measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
+  sim_options o;
+  o.gate = false;
+  o.model = model;
+  sim_backend b(o);
+  b.prepare(s);
+  return b.evaluate(s, c);
+}
+
+}  // namespace
+
+TEST_CASE("sharded_attention: latency = one rank's heads back to back + the all-gather of O") {
+  const space s = example("trn2_chip", small);
+  const config c = with(s, R"({"tp": 8, "collective": "ring", )" + tiles + "}");
+  const measurement m = evaluate(s, c);
+  INFO(m.message);
+  REQUIRE(m.ok());
+  // an all-gather of every head's bf16 O (16 x 512 x 128) over 8 ranks of one chip
+  const double expected = time_collective(collective::all_gather, collective_algorithm::ring,
+                                          16.0 * 512 * 128 * 2, 8, machine_for("trn2_chip").topo)
+                              .ns;
+  CHECK(m.metrics.at("collective_s") == doctest::Approx(expected * 1e-9));
+  CHECK(m.metrics.at("time_collective_s") == doctest::Approx(expected * 1e-9));
+  CHECK(m.objective == doctest::Approx(m.metrics.at("compute_s") + expected * 1e-9));
+  // one head per rank is exactly the attention workload's kernel of that head
+  parse_options options;
+  options.target = "trn2_chip";
+  const space one_head = parse_space(
+      "space attention { const seq = 512  const head_dim = 128  const bytes = 2  const causal = "
+      "true }",
+      options);
+  const measurement head = evaluate(one_head, *one_head.default_config());
+  REQUIRE(head.ok());
+  const measurement sixteen = evaluate(s, with(s, R"({"tp": 16, )" + tiles + "}"));
+  CHECK(sixteen.status == status::compile_error);  // 8 ranks on one chip
+  const space server = example("trn2_server", small);
+  const measurement per_head = evaluate(server, with(server, R"({"tp": 16, )" + tiles + "}"));
+  REQUIRE(per_head.ok());
+  CHECK(per_head.metrics.at("compute_s") == doctest::Approx(head.objective));
+  // two heads per rank run back to back, the second one's first loads
+  // waiting for the first one's last store: the heads barely overlap (the
+  // first head's other stores drain while the second starts)
+  CHECK(m.metrics.at("compute_s") <= 2 * head.objective);
+  CHECK(m.metrics.at("compute_s") >= 1.95 * head.objective);
+  // the analytic model adds the same collective to twice one head's estimate
+  const measurement a = evaluate(s, c, sim_model::analytic);
+  const measurement a_head = evaluate(one_head, *one_head.default_config(), sim_model::analytic);
+  REQUIRE(a.ok());
+  REQUIRE(a_head.ok());
+  CHECK(a.metrics.count("analytic") == 1);
+  CHECK(a.metrics.at("compute_s") == doctest::Approx(2 * a_head.objective));
+  CHECK(a.metrics.at("collective_s") == doctest::Approx(expected * 1e-9));
+}
+
+TEST_CASE("sharded_attention: a sharded output needs no collective; overlap gathers head by head") {
+  const space s = example("trn2_chip", {{"seq", "512"}, {"heads", "16"}, {"output", "sharded"}});
+  const measurement sharded = evaluate(s, with(s, R"({"tp": 4})"));
+  REQUIRE(sharded.ok());
+  CHECK(sharded.metrics.at("time_collective_s") == 0);
+  CHECK(sharded.metrics.count("collective_s") == 0);
+  const space g = example("trn2_chip", {{"seq", "2048"}, {"heads", "16"}});
+  const measurement after = evaluate(g, with(g, R"({"tp": 4, "overlap": false})"));
+  const measurement overlapped = evaluate(g, with(g, R"({"tp": 4, "overlap": true})"));
+  REQUIRE(after.ok());
+  REQUIRE(overlapped.ok());
+  CHECK(overlapped.metrics.at("compute_s") == after.metrics.at("compute_s"));
+  CHECK(overlapped.metrics.at("time_collective_s") < after.metrics.at("time_collective_s"));
+  CHECK(overlapped.objective < after.objective);
+}
+
+TEST_CASE("sharded_attention: a split the topology or the heads cannot take says why") {
+  const space s = example("trn2_chip", small);
+  const measurement m = evaluate(s, with(s, R"({"tp": 16})"));
+  CHECK(m.status == status::compile_error);
+  CHECK(m.message == "tp = 16 exceeds the 8 ranks of target 'trn2_chip'");
+  parse_options options;
+  options.target = "trn2_chip";
+  const space odd = parse_space(
+      "space sharded_attention { const heads = 12  const seq = 512  param tp : {1, 8} }", options);
+  const measurement o = evaluate(odd, with(odd, R"({"tp": 8})"));
+  CHECK(o.status == status::compile_error);
+  CHECK(o.message == "heads = 12 is not a multiple of tp = 8");
+}
+
+TEST_CASE("sharded_attention: the gate checks the gathered O against the unsharded attention") {
+  const space s = example("trn2_chip", {{"seq", "256"}, {"heads", "8"}});
+  const machine m = machine_for("trn2_chip");
+  for (const char* tp : {"1", "4"}) {
+    INFO("tp = ", tp);
+    const config c = with(s, std::string(R"({"tp": )") + tp + ", " + tiles + "}");
+    const auto kernel = workload_for_space(s, "")->functional(s, c, m);
+    REQUIRE(kernel);
+    CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{8 * 256, 128});
+    CHECK(kernel->inputs().at(0).shape == std::vector<std::int64_t>{8 * 128, 256});
+    gate g(gate_options{.secret = 3});
+    const verdict v = g.check(*kernel, *kernel, 1);
+    INFO(v.message);
+    CHECK(v.ok());
+    // each rank's loop over its heads stops before its last head: caught
+    kernel->inject(fault::drop_tail);
+    gate again(gate_options{.secret = 3});
+    CHECK_FALSE(again.check(*kernel, *kernel, 1).ok());
+  }
+}
+
+TEST_CASE("sharded_attention: explain names the all-gather when it is the bottleneck") {
+  const space s = example("trn2_server", small);
+  sim_options o;
+  o.gate = false;
+  sim_backend b(o);
+  b.prepare(s);
+  // 16 ranks over two chips gather 2 MiB; each computes one 512-long head
+  const auto e = b.analyse(s, with(s, R"({"tp": 16, "collective": "ring", )" + tiles + "}"));
+  INFO(e.text());
+  CHECK(e.bottleneck.starts_with("collective-bound: all-gather of O (ring, 16 ranks, 2.00 MiB)"));
+  REQUIRE_FALSE(e.suggestions.empty());
+  CHECK(e.suggestions.front().starts_with("set overlap = true"));
+  const auto compute = b.analyse(s, with(s, R"({"tp": 1})"));
+  CHECK_FALSE(compute.bottleneck.starts_with("collective"));
+}
+
+TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp = 1") {
+  const space s = example("trn2", {{"seq", "512"}, {"heads", "1"}});
+  std::string text;
+  CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
+  CHECK(text.find("nc_matmul") != std::string::npos);
+  const auto why = [](const space& on, const std::string& json) {
+    try {
+      (void)emit_nki(on, on.from_partial_json(json), nki_options{});
+    } catch (const error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const space chip = example("trn2_chip", small);
+  CHECK(why(chip, R"({"tp": 8})")
+            .find("NKI emission of collectives is not implemented (tp = 8 splits the heads and "
+                  "needs an all-gather of O)") != std::string::npos);
+  // one rank's 16 heads: attention's kernel in a loop over the stacked heads
+  const space many = example("trn2", small);
+  CHECK(why(many, R"({"tp": 1})").empty());
+  const std::string heads = emit_nki(many, with(many, R"({"tp": 1})"), nki_options{});
+  CHECK(heads.find("HEADS = 16") != std::string::npos);
+  CHECK(heads.find("for h in nl.sequential_range(HEADS):") != std::string::npos);
+  CHECK(text.find("HEADS") == std::string::npos);  // one head: attention's kernel as it is
+}
