@@ -34,6 +34,7 @@
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/space.hpp>
+#include <tessel/space_check.hpp>
 #include <tessel/storage.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/strategy.hpp>
