@@ -229,6 +229,16 @@ class replay {
   return e;
 }
 
+/// replay_program over what LOWER (a callable taking a program&) lowers into a
+/// per-thread program: the model of a workload whose units do not repeat.
+template <class Lower>
+[[nodiscard]] steady_estimate replay_lowered(const machine& m, Lower lower) {
+  thread_local program prog;
+  prog.clear();
+  lower(prog);
+  return replay_program(prog, m);
+}
+
 /// Slots in rotation, kept oldest first so that the state reads the same
 /// from one repetition to the next whatever the lowering's slot numbers:
 /// next() recycles the oldest as the newest.

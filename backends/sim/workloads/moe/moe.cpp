@@ -480,10 +480,7 @@ class moe final : public typed_workload<plan> {
   /// lowered program replayed in order, without the event queue.
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
-    thread_local program prog;
-    prog.clear();
-    lowerer(pl, m, prog).run();
-    return steady::replay_program(prog, m);
+    return steady::replay_lowered(m, [&](program& out) { lowerer(pl, m, out).run(); });
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,

@@ -602,10 +602,7 @@ class swiglu final : public typed_workload<plan> {
   /// four DMA queues make a closed form over the token tiles inexact.
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
-    thread_local program prog;
-    prog.clear();
-    lowerer(pl, m, prog).run();
-    return steady::replay_program(prog, m);
+    return steady::replay_lowered(m, [&](program& out) { lowerer(pl, m, out).run(); });
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,
