@@ -21,7 +21,7 @@ bool is_setting(std::string_view piece) {
   return true;
 }
 
-multi_fidelity_options parse_options(const settings_map& given) {
+multi_fidelity_options fidelity_options_of(const settings_map& given) {
   settings_reader read("--fidelity-set", given);
   multi_fidelity_options o;
   o.warmup = read.count("warmup").value_or(o.warmup);
@@ -75,7 +75,8 @@ std::shared_ptr<multi_fidelity_backend> make_fidelity_backend(const std::vector<
       level_settings.emplace("gate", "false");
     levels.push_back(make_backend(base, level_settings));
   }
-  return std::make_shared<multi_fidelity_backend>(levels[0], levels[1], parse_options(settings));
+  return std::make_shared<multi_fidelity_backend>(levels[0], levels[1],
+                                                  fidelity_options_of(settings));
 }
 
 nlohmann::json fidelity_json(const multi_fidelity_stats& s) {

@@ -215,13 +215,7 @@ json step_json(const model_definition& m, const step_breakdown& step) {
           {"kernels", kernels}};
 }
 
-json default_step_json(const model_spec& spec) {
-  const auto m = read_model(spec);
-  const auto timed = time_defaults(m, spec);
-  auto out = step_json(m, step_for(m, timed));
-  out["notes"] = timed.notes;
-  return out;
-}
+json default_step_json(const model_spec& spec) { return model_step(spec).to_json(); }
 
 std::int64_t physical_cores(const model_definition& m) {
   if (m.kernels.empty()) return 1;

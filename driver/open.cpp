@@ -5,6 +5,7 @@
 #include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/sim.hpp>
 #include <tessel/strategies.hpp>
 
 #include <fmt/format.h>
@@ -45,14 +46,6 @@ std::string read_text(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw error(fmt::format("cannot read '{}'", path));
   return std::move(text).str();
-}
-
-parse_options parse_options_of(const study_spec& spec) {
-  parse_options parse;
-  parse.file = spec.file;
-  parse.target = spec.target;
-  for (const auto& [name, value] : spec.sets) parse.overrides[name] = value;
-  return parse;
 }
 
 /// The backend the spec names (none: an external one that the caller tells).
@@ -106,18 +99,27 @@ study_options study_options_of(const study_spec& spec, const space& s, open_mode
 
 }  // namespace
 
+parse_options space_parse_options(const std::string& file, const study_spec& spec) {
+  parse_options parse;
+  parse.file = file;
+  parse.target = spec.resolved().target;
+  for (const auto& [name, value] : spec.sets) parse.overrides[name] = value;
+  return parse;
+}
+
 loaded_space read_space(const study_spec& spec) {
   const auto started = clock::now();
   if (spec.replay_space == "table")
     return {replay_space(spec.file, replay_space_kind::table), {}, ms_since(started), 0};
   if (is_replay_file(spec.file)) {
-    auto s = parse_space(replay_space_source(spec.file), parse_options_of(spec), spec.space);
+    auto s = parse_space(replay_space_source(spec.file), space_parse_options(spec.file, spec),
+                         spec.space);
     return {std::move(s), {}, ms_since(started), 0};
   }
   const std::string text = read_text(spec.file);
   const auto parsing = clock::now();
   std::vector<std::string> names;
-  auto chosen = parse_definition(text, parse_options_of(spec), spec.space, &names);
+  auto chosen = parse_definition(text, space_parse_options(spec.file, spec), spec.space, &names);
   const double parse_ms = ms_since(parsing);
   const auto building = clock::now();
   tessel::space built(std::move(chosen));
@@ -125,6 +127,7 @@ loaded_space read_space(const study_spec& spec) {
 }
 
 opened_study open_study(study_spec spec, open_options options) {
+  spec = spec.resolved();
   if (spec.backend.empty() && spec.fidelity.empty() && !options.backend &&
       is_replay_file(spec.file))
     spec.backend = "replay:" + spec.file;
@@ -170,6 +173,18 @@ opened_study open_study(study_spec spec, open_mode mode) {
   open_options options;
   options.mode = mode;
   return open_study(std::move(spec), std::move(options));
+}
+
+std::shared_ptr<sim_backend> simulator_for(const space& s, const std::string& spec,
+                                           const settings_map& settings) {
+  auto sim = std::dynamic_pointer_cast<sim_backend>(make_backend(spec, settings));
+  if (!sim)
+    throw error(fmt::format(
+        "explain needs the simulator (--backend sim or sim:WORKLOAD); '{}' cannot say why a "
+        "config is slow",
+        spec));
+  sim->prepare(s);
+  return sim;
 }
 
 stop_condition opened_study::until() const {

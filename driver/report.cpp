@@ -70,6 +70,35 @@ std::unique_ptr<surrogate> fitted_surrogate(const space& s, const std::vector<tr
   return model;
 }
 
+std::string suggested_constraints_text(const stored_study& stored,
+                                       const std::vector<learned_constraint>& rules,
+                                       const std::string& source) {
+  if (rules.empty())
+    return fmt::format(
+        "# {}: no constraint learned (too few failures, or none that a rule on the "
+        "parameters separates from the successes)\n",
+        source);
+  std::string out =
+      fmt::format("# learned from {} ({} trials): paste the lines you agree with into space {}\n",
+                  source, stored.trials.size(), stored.record.space_name);
+  for (const auto& r : rules) out += r.line() + "\n";
+  return out;
+}
+
+interaction_report interactions_measured_on(backend& b, const space& s, const config& base,
+                                            const config& target, std::size_t budget,
+                                            const std::vector<trial>& known) {
+  const auto model = fitted_surrogate(s, known);
+  const interaction_measure measure = [&](const config& c,
+                                          std::string& why) -> std::optional<double> {
+    const auto m = b.evaluate(s, c);
+    if (m.ok()) return m.objective;
+    why = fmt::format("{}: {}", to_string(m.status), m.message);
+    return std::nullopt;
+  };
+  return analyse_interactions(s, base, target, measure, model.get(), budget, known);
+}
+
 std::string study_report(const stored_study& stored, const report_request& r) {
   if (r.format != "html" && r.format != "svg")
     throw error(fmt::format("report: unknown format '{}' (html or svg)", r.format));

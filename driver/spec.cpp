@@ -40,6 +40,16 @@ bool is_replay_file(const std::filesystem::path& path) {
   return ext == ".json" || ext == ".gz";
 }
 
+study_spec study_spec::resolved() const {
+  auto out = *this;
+  const auto on_cpu = [](const std::string& spec) {
+    return spec == "cpu" || spec.starts_with("cpu:");
+  };
+  if (out.target.empty())
+    out.target = on_cpu(backend) || (!fidelity.empty() && on_cpu(fidelity.back())) ? "cpu" : "trn2";
+  return out;
+}
+
 void study_spec::validate() const {
   if (replay_space != "product" && replay_space != "table")
     invalid("replay_space", fmt::format("must be product or table, not '{}'", replay_space));

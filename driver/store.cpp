@@ -31,11 +31,8 @@ stored_study reopen_study(const std::string& db) {
   const auto options = nlohmann::json::parse(record->options_json, nullptr, false);
   if (options.is_object() && options.contains("annotations"))
     spec = study_spec::from_json(options["annotations"]);
-  parse_options parse;
-  parse.file = db;
-  parse.target = spec.target;
-  for (const auto& [name, value] : spec.sets) parse.overrides[name] = value;
-  auto s = parse_space(record->space_source, parse, record->space_name);
+  spec = spec.resolved();
+  auto s = parse_space(record->space_source, space_parse_options(db, spec), record->space_name);
   auto trials = store->load(s);
   return {std::move(*record), std::move(spec), std::move(s), std::move(trials)};
 }

@@ -8,6 +8,7 @@
 #include <tessel/driver.hpp>
 #include <tessel/model_driver.hpp>
 #include <tessel/ops.hpp>
+#include <tessel/space_check.hpp>
 #include <tessel/tessel.hpp>
 
 #include <fmt/format.h>
@@ -167,11 +168,7 @@ space load(const std::string& path, const std::string& text, const std::string& 
   spec.target = target;
   spec.sets.insert(sets.begin(), sets.end());
   if (text.empty()) return read_space(spec).space;
-  parse_options o;
-  o.file = spec.file;
-  o.target = target;
-  o.overrides.insert(sets.begin(), sets.end());
-  return parse_space(text, o, name);
+  return parse_space(text, space_parse_options(spec.file, spec), name);
 }
 
 json configs_json(const space& s, const std::vector<config>& cs) {
@@ -188,6 +185,7 @@ config config_of(const space& s, const std::string& text) { return s.from_partia
 struct py_study {
   opened_study opened;
   std::unique_ptr<agent_ops> ops;
+  bool read_space = false;  ///< the driver read the space again, for the backend's target
 
   std::string call(const std::string& op, const std::string& args) {
     const auto parsed = json::parse(args);
@@ -203,13 +201,14 @@ struct py_study {
   }
 };
 
-/// `spec`: a study_spec's JSON (python/tessel/__init__.py builds it);
+/// `s`: the space (None: the driver reads the spec's file); `spec`: a
+/// study_spec's JSON (python/tessel/__init__.py builds it);
 /// `backend`: None (the spec's backend, or none) or a Python callable.
-std::unique_ptr<py_study> make_study(const space& s, const std::string& spec, py::object backend,
-                                     bool resume) {
+std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::string& spec,
+                                     py::object backend, bool resume) {
   open_options o;
   o.mode = resume ? open_mode::resume : open_mode::create;
-  o.space = s;
+  o.space = s;  // none: the driver reads spec.file
   if (py::isinstance<py::function>(backend)) {
     o.backend = python_backend(backend.cast<py::function>(), "python");
     o.backend_label = "python";
@@ -221,8 +220,15 @@ std::unique_ptr<py_study> make_study(const space& s, const std::string& spec, py
         "backend: give None (you measure and tell), a spec such as \"sim\" or "
         "\"replay:PATH\", or a Python callable config -> seconds");
   }
+  auto parsed = study_spec::from_json(json::parse(spec));
+  // A space loaded without a target was read for trn2: a study whose backend
+  // implies another (cpu) reads its file again for that one, as the CLI does.
+  if (s && parsed.target.empty() && !parsed.file.empty() &&
+      parsed.resolved().target != s->def().target.name)
+    o.space.reset();
   auto out = std::make_unique<py_study>();
-  out->opened = open_study(study_spec::from_json(json::parse(spec)), std::move(o));
+  out->read_space = !o.space;
+  out->opened = open_study(std::move(parsed), std::move(o));
   out->ops =
       std::make_unique<agent_ops>(*out->opened.study, out->opened.backend, out->opened.evaluates);
   return out;
@@ -275,10 +281,7 @@ PYBIND11_MODULE(_tessel, m) {
            })
       .def("key", [](const space& s, const std::string& c) { return s.key(config_of(s, c)); })
       .def("explain", [](const space& s, const std::string& c, const std::string& spec) {
-        const auto b = make_backend(spec);
-        const auto* sim = dynamic_cast<const sim_backend*>(b.get());
-        if (!sim) throw error("explain needs the simulator: backend \"sim\" or \"sim:WORKLOAD\"");
-        b->prepare(s);
+        const auto sim = simulator_for(s, spec);
         const auto cfg = config_of(s, c);
         if (const auto why = s.why_invalid(cfg); !why.empty())
           throw error("explain: config is not valid: " + why);
@@ -293,11 +296,40 @@ PYBIND11_MODULE(_tessel, m) {
       },
       py::arg("db"), py::arg("format"), py::arg("plot"), py::arg("top"));
 
+  // `tessel check` and `tessel show` (tessel/space_check.hpp, tessel/driver.hpp).
+  m.def(
+      "check",
+      [](const std::string& spec, std::size_t samples, std::uint64_t seed,
+         const std::string& backend, const std::map<std::string, std::string>& backend_set) {
+        const auto parsed = study_spec::from_json(json::parse(spec));
+        const auto loaded = read_space(parsed);
+        std::optional<backend_review> review;
+        if (!backend.empty())
+          review = review_backend(loaded.space, backend, {backend_set.begin(), backend_set.end()});
+        return check_json(loaded, {parsed.file, samples, seed, std::move(review)})
+            .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      },
+      py::arg("spec"), py::arg("samples"), py::arg("seed"), py::arg("backend"),
+      py::arg("backend_set"));
+  m.def(
+      "show",
+      [](const std::string& db, std::size_t top) {
+        const auto stored = reopen_study(db);
+        return dump(overview_of(stored, top).to_json(stored));
+      },
+      py::arg("db"), py::arg("top"));
+
   // A model (tessel/model_driver.hpp): `spec` is a model_spec's JSON.
   m.def(
       "model_step",
       [](const std::string& spec) {
         return dump(default_step_json(model_spec::from_json(json::parse(spec))));
+      },
+      py::arg("spec"));
+  m.def(
+      "model_step_text",
+      [](const std::string& spec) {
+        return model_step(model_spec::from_json(json::parse(spec))).text();
       },
       py::arg("spec"));
   m.def(
@@ -332,6 +364,8 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<py_study>(m, "Study")
       .def(py::init(&make_study), py::arg("space"), py::arg("spec"), py::arg("backend"),
            py::arg("resume"))
+      .def("read_space", [](const py_study& s) { return s.read_space; })
+      .def("space", [](const py_study& s) { return s.opened.study->space(); })
       .def("call", &py_study::call)
       .def("run", &py_study::run)
       .def("report", [](const py_study& s) { return s.ops->report_text(); });

@@ -1,13 +1,12 @@
 // The rendering of diagnostics (include/tessel/error.hpp).
+#include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 
 #include <string_view>
 
 namespace tessel {
 
-namespace {
-
-std::string_view severity_name(diagnostic::severity level) {
+std::string_view to_string(diagnostic::severity level) noexcept {
   switch (level) {
     case diagnostic::severity::warning: return "warning";
     case diagnostic::severity::note: return "note";
@@ -15,6 +14,8 @@ std::string_view severity_name(diagnostic::severity level) {
   }
   return "error";
 }
+
+namespace {
 
 /// Spaces up to byte `column` of `line`, keeping its tabs so the caret lines up.
 std::string caret_line(std::string_view line, int column) {
@@ -40,7 +41,7 @@ std::string diagnostic::render() const {
   std::string text = file;
   if (line > 0) text += ":" + std::to_string(line) + ":" + std::to_string(column);
   text += ": ";
-  text += severity_name(level);
+  text += to_string(level);
   text += ": " + message;
   if (line > 0 && column > 0 && !source_line.empty()) {
     text += "\n" + source_line + "\n" + caret_line(source_line, column);

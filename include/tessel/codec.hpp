@@ -11,6 +11,7 @@
 // written as null, as JSON has no NaN.
 #pragma once
 
+#include <tessel/error.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/trial.hpp>
 
@@ -38,6 +39,9 @@ enum class param_kind : std::uint8_t;
 [[nodiscard]] std::string_view to_string(prediction::basis b) noexcept;
 /// "integer", "symbol", "boolean", "permutation".
 [[nodiscard]] std::string_view to_string(param_kind k) noexcept;
+/// "error", "warning", "note": a diagnostic's severity, as render() and the
+/// CLI's `--json` errors write it.
+[[nodiscard]] std::string_view to_string(diagnostic::severity level) noexcept;
 
 namespace codec {
 

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -33,6 +34,8 @@
 namespace tessel {
 
 struct calibration_result;  // tessel/calibration.hpp
+struct parse_options;       // tessel/dsl.hpp
+class sim_backend;          // tessel/sim.hpp
 
 /// When a study's run() stops (tune's --budget, --time, ...). Each 0 (or
 /// unset) bound is off; several stop at the first that holds.
@@ -57,8 +60,9 @@ struct study_spec {
   /// A .tsl file or a replay file (.json, .json.gz: its parameters are the
   /// space). "" when the caller builds the space (open_options::space).
   std::string file;
-  std::string space;                                     ///< the space of `file`; "" = the first
-  std::string target = "trn2";                           ///< built-in or declared in `file`
+  std::string space;  ///< the space of `file`; "" = the first
+  /// Built-in or declared in `file`; "" = what evaluates decides (resolved()).
+  std::string target;
   std::map<std::string, std::string, std::less<>> sets;  ///< const overrides (--set NAME=VALUE)
   /// A replay file's space: "product" (every combination of the recorded
   /// values) or "table" (the stored configs only).
@@ -97,6 +101,14 @@ struct study_spec {
   std::string db;
   study_budget budget;
 
+  /// The study file the CLI uses when none is named (`tessel tune` without --db).
+  static constexpr std::string_view default_db = "{space}.tessel.db";
+
+  /// The spec with its defaults applied: without a target, `cpu` when the
+  /// backend (or the high fidelity) is the cpu backend, whose kernels run on
+  /// the host (docs/cpu.md), else trn2. open_study, read_space and
+  /// reopen_study apply it, so the CLI, Python and C++ agree.
+  [[nodiscard]] study_spec resolved() const;
   /// Throws options_error naming the field and the rule.
   void validate() const;
   /// The JSON form (docs/driver.md lists the fields).
@@ -111,6 +123,10 @@ struct study_spec {
 
 /// Whether `path` names a replay file (.json, .gz) rather than a .tsl text.
 [[nodiscard]] bool is_replay_file(const std::filesystem::path& path);
+
+/// How the language reads spec's space: `file` named in diagnostics, the
+/// spec's target (resolved), its overrides.
+[[nodiscard]] parse_options space_parse_options(const std::string& file, const study_spec& spec);
 
 /// A space read from a spec, with what it took to build it.
 struct loaded_space {
@@ -202,6 +218,24 @@ struct stored_study {
 [[nodiscard]] config chosen_config(const space& s, const std::string& config_spec,
                                    const std::string& best_db);
 
+/// An exception as a person reads it on stderr: every rendered diagnostic
+/// of a space_error, the constraint that emptied a space, "tessel: error:
+/// ..." for another tessel::error, "tessel: internal error: ..." for anything
+/// else (a bug); each line ends in a newline.
+[[nodiscard]] std::string failure_text(const std::exception& e);
+/// The same as the CLI's `--json` errors give it: {"kind": "diagnostics" |
+/// "empty_space" | "error" | "internal", "message", and "diagnostics" (each
+/// with severity, file, line, column, message, hint, rendered) or
+/// "constraint" and "rejected"}.
+[[nodiscard]] nlohmann::ordered_json failure_json(const std::exception& e);
+
+/// The simulator backend `spec` names ("sim" or "sim:WORKLOAD") with
+/// `settings`, prepared for `s`: what says why a config is as fast as it is
+/// (`tessel explain`, Python's Space.explain). Throws tessel::error naming
+/// `spec` when it is another backend.
+[[nodiscard]] std::shared_ptr<sim_backend> simulator_for(const space& s, const std::string& spec,
+                                                         const settings_map& settings = {});
+
 // --- shared studies ---------------------------------------------------------------------
 
 /// How a process joins a shared study (`tessel worker`, docs/distributed.md).
@@ -251,6 +285,12 @@ struct joined_study {
 /// nothing was learned or tested. `tune`, `show` and `explain --best` print it.
 [[nodiscard]] std::string learned_text(const std::vector<learned_constraint>& rules,
                                        const std::vector<trial>& trials);
+/// `rules` learned from `stored` as lines to paste into its space: a
+/// comment naming `source` (where the study came from) and the trial count,
+/// then one `require` line per rule; a comment saying why when there is none.
+[[nodiscard]] std::string suggested_constraints_text(const stored_study& stored,
+                                                     const std::vector<learned_constraint>& rules,
+                                                     const std::string& source);
 /// The same rules as JSON: require, rejects, kind, and the counts behind them.
 [[nodiscard]] nlohmann::json learned_json(const std::vector<learned_constraint>& rules);
 
@@ -259,6 +299,15 @@ struct joined_study {
 /// ready() before asking it (gp_options::min_observations).
 [[nodiscard]] std::unique_ptr<surrogate> fitted_surrogate(const space& s,
                                                           const std::vector<trial>& trials);
+
+/// analyse_interactions of `target` against `base`: up to `budget` configs
+/// measured on `b` (outside any study), the figures in `known` reused, the
+/// rest predicted by the surrogate fitted to `known` (`explain
+/// --interactions`; the `interactions` op measures through its study).
+[[nodiscard]] interaction_report interactions_measured_on(backend& b, const space& s,
+                                                          const config& base, const config& target,
+                                                          std::size_t budget,
+                                                          const std::vector<trial>& known);
 
 /// What study_report draws (`tessel report`'s options).
 struct report_request {
@@ -274,6 +323,38 @@ struct report_request {
 /// rest predicted; nothing evaluated) and the learned constraints. Throws
 /// tessel::error for an unknown format or plot.
 [[nodiscard]] std::string study_report(const stored_study& stored, const report_request& r);
+
+/// `tune --json`'s object: {"ok": true, "summary": codec::to_json(sum, s)},
+/// with "remeasured" (the best config measured again: a measurement with
+/// its interval, ci_low_s and ci_high_s) and "fidelity" (fidelity_json) when
+/// given. Python's Study.run() and serve's `summary` give the same summary.
+[[nodiscard]] nlohmann::json run_json(const summary& sum, const space& s,
+                                      const std::optional<measurement>& remeasured,
+                                      const multi_fidelity_backend* fidelity);
+/// "best config re-measured: median 1.2 ms over 20 samples, 95% CI [...]
+/// (the search measured 1.1 ms)", or the failure; `searched` is the
+/// objective the search recorded.
+[[nodiscard]] std::string remeasured_text(const measurement& m, double searched);
+
+/// What `tessel show` says of a stored study. `best` points into the
+/// stored_study's trials it was made from.
+struct study_overview {
+  std::size_t finished = 0;  ///< trials with a result
+  std::size_t pending = 0;   ///< interrupted: re-run on resume
+  std::map<status, std::size_t> by_status;
+  double cost_s = 0;  ///< summed evaluation cost
+  /// The best ok trials measured at full fidelity, best first, at most `top`.
+  std::vector<const trial*> best;
+  std::optional<multi_fidelity_stats> fidelity;  ///< with fidelity metrics in the trials
+  std::vector<learned_constraint> learned;       ///< what the failures taught
+
+  /// `show --json`'s object: ok, space, target, backend, strategy, seed,
+  /// valid_configs, spec, finished, pending, by_status, cost_s, best,
+  /// learned_constraints, fidelity (null without).
+  [[nodiscard]] nlohmann::json to_json(const stored_study& stored) const;
+};
+/// The overview of `stored` with its `top` best trials.
+[[nodiscard]] study_overview overview_of(const stored_study& stored, std::size_t top);
 
 /// The multi-fidelity statistics as `tune --json` and `show --json` give them.
 [[nodiscard]] nlohmann::json fidelity_json(const multi_fidelity_stats& s);

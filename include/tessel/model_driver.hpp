@@ -94,8 +94,34 @@ struct timed_kernels {
 /// category and group, FLOPs, bytes and the roofline.
 [[nodiscard]] nlohmann::json step_json(const model_definition& m, const step_breakdown& step);
 
-/// The `model` op and Python's Model.step(): the step at the default
-/// configs (time_defaults) as step_json, with "notes" on how it was timed.
+/// The step as tables (`tessel model`): per kernel, by category, by group,
+/// and the roofline. `timed` are the measurements `step` was made from (for
+/// why a kernel has no time, and the notes).
+[[nodiscard]] std::string step_text(const model_definition& m, const step_breakdown& step,
+                                    const timed_kernels& timed);
+
+/// A model's step for one target as `tessel model` reports it.
+struct model_step_report {
+  model_spec spec;
+  model_definition model;
+  std::filesystem::path from;  ///< the study files the best configs came from; "" = defaults
+  timed_kernels timed;
+  step_breakdown step;
+
+  /// step_json with "notes" (how it was timed) and "configs" ("default" or
+  /// "best of DIR").
+  [[nodiscard]] nlohmann::json to_json() const;
+  /// A header line (model, file, target, backend, kernels, step) and step_text.
+  [[nodiscard]] std::string text() const;
+};
+
+/// The step of spec's model at its kernels' default configs (time_defaults),
+/// or with `from` (tune-model's db_dir) at the best configs of the study
+/// files in model_db_dir(model, from, several_targets) (time_bests).
+[[nodiscard]] model_step_report model_step(const model_spec& spec, const std::string& from = "",
+                                           bool several_targets = false);
+
+/// The `model` op and Python's Model.step(): model_step(spec).to_json().
 [[nodiscard]] nlohmann::json default_step_json(const model_spec& spec);
 
 /// Physical cores per logical core of the model's target (`target.lnc`).
@@ -142,7 +168,21 @@ struct model_tuning {
   /// Python's Model.tune): step before and after, per kernel its evaluations,
   /// first and best, best config and gap to the roofline.
   [[nodiscard]] nlohmann::json to_json() const;
+  /// The same report as tables (`tessel tune-model`): the step before and
+  /// after, per kernel, the gap to the roofline, the best configs.
+  [[nodiscard]] std::string text() const;
 };
+
+/// One target's step, for compare_text.
+struct target_step {
+  std::string target;
+  double step_s = 0;
+  std::int64_t cores = 1;  ///< physical cores one step occupies (physical_cores)
+};
+
+/// Which target gives the shorter step and by how much, and which gives
+/// more steps per chip (step time x physical cores); "" for fewer than two.
+[[nodiscard]] std::string compare_text(const std::vector<target_step>& steps);
 
 /// Reads the model of `spec` and opens its kernel studies (open_model_study)
 /// in model_db_dir(model, spec.db_dir, folder_per_target), with each

@@ -68,5 +68,10 @@ struct check_request {
 /// and, when reviewed, the backend.
 [[nodiscard]] nlohmann::ordered_json check_json(const loaded_space& loaded,
                                                 const check_request& request);
+/// The same as `tessel check` prints it: header (space, file, target,
+/// constants), parameters with their domains, raw and valid sizes and the
+/// construction time, groups, constraints with what each rejects, the
+/// backend's notes, samples. Throws what draw_samples throws.
+[[nodiscard]] std::string check_text(const loaded_space& loaded, const check_request& request);
 
 }  // namespace tessel

@@ -41,5 +41,6 @@
 #include <tessel/study.hpp>
 #include <tessel/surrogate.hpp>
 #include <tessel/target.hpp>
+#include <tessel/text.hpp>
 #include <tessel/trainium.hpp>
 #include <tessel/trial.hpp>

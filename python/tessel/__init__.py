@@ -120,18 +120,19 @@ class Space:
         return f"<tessel.Space {self.name!r}: {self.count()} valid configs>"
 
 
-def load_space(path, name="", target="trn2", set=None):
+def load_space(path, name="", target=None, set=None):
     """Reads a .tsl file (or a replay file, .json/.json.gz: its parameters are the space);
-    `name` picks a space (the first by default), `set` overrides consts."""
+    `name` picks a space (the first by default), `set` overrides consts. Without a target
+    the space is read for trn2, and a Study on the cpu backend reads it for cpu (as the CLI)."""
     sets = {k: str(v) for k, v in (set or {}).items()}
-    return Space(_tessel.load(str(path), "", name, target, sets),
+    return Space(_tessel.load(str(path), "", name, target or "", sets),
                  {"file": str(path), "space": name, "target": target, "set": sets})
 
 
-def parse_space(text, name="", target="trn2", set=None):
+def parse_space(text, name="", target=None, set=None):
     """As load_space, from the .tsl text itself."""
     sets = {k: str(v) for k, v in (set or {}).items()}
-    return Space(_tessel.load("", text, name, target, sets),
+    return Space(_tessel.load("", text, name, target or "", sets),
                  {"space": name, "target": target, "set": sets})
 
 
@@ -177,6 +178,8 @@ class Study:
     def __init__(self, space, backend=None, strategy="auto", seed=0, db=None, resume=False,
                  scheduler="utility", token_price=0.0, verify=False, jobs=1, window=4,
                  baseline=True):
+        if not isinstance(space, Space):  # a path: read as `tessel tune FILE` reads it
+            space = Space(None, {"file": str(space), "space": "", "target": None, "set": {}})
         self.space = space
         # The study spec (docs/driver.md), as `tessel tune` would record it.
         spec = dict(space._origin, strategy=strategy, scheduler=scheduler, seed=seed,
@@ -185,6 +188,8 @@ class Study:
                     backend=backend if isinstance(backend, str) else "")
         self._st = _tessel.Study(space._s, _dumps(spec),
                                  None if isinstance(backend, str) else backend, resume)
+        if self._st.read_space():  # read for the backend's target (cpu)
+            self.space = Space(self._st.space(), dict(space._origin))
 
     def _call(self, op, **args):
         return _json.loads(self._st.call(op, _dumps({k: v for k, v in args.items() if v is not None})))
@@ -287,6 +292,10 @@ class Model:
         group, FLOPs, bytes, shares and the roofline."""
         return _json.loads(_tessel.model_step(_dumps(self._spec)))
 
+    def step_text(self):
+        """step() as the tables `tessel model` prints."""
+        return _tessel.model_step_text(_dumps(self._spec))
+
     def tune(self, budget=None, cost_budget=None, allocate="utility", strategy="auto", seed=0,
              db_dir=None, resume=False, overwrite=False, scheduler="utility"):
         """Tunes every kernel under one budget (evaluations, or seconds of cost), one study
@@ -301,6 +310,23 @@ class Model:
 
     def __repr__(self):
         return f"<tessel.Model {self._spec['file']!r} on {self._spec['target']}>"
+
+
+def check(path, name="", target=None, set=None, samples=3, seed=0, backend=None,
+          backend_set=None):
+    """What `tessel check --json` says of a space: sizes, valid fraction, groups, what each
+    constraint rejects, `samples` uniform samples and, with `backend`, what the backend refuses
+    in the space and the defaults it applies. Raises tessel.Error as load_space does."""
+    spec = {"file": str(path), "space": name, "target": target or "",
+            "set": {k: str(v) for k, v in (set or {}).items()}}
+    return _json.loads(_tessel.check(_dumps(spec), samples, seed, backend or "",
+                                     {k: str(v) for k, v in (backend_set or {}).items()}))
+
+
+def show(db, top=10):
+    """What `tessel show --json` says of a study file: its spec, counts by status, cost, the
+    `top` best trials, learned constraints and the multi-fidelity statistics."""
+    return _json.loads(_tessel.show(str(db), top))
 
 
 def report(db, output=None, format="html", plot=None, top=12):

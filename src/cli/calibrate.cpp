@@ -41,23 +41,14 @@ struct calibrate_options {
   bool json = false;
 };
 
-/// --set NAME=NUMBER: the model constants held fixed.
-std::map<std::string, double, std::less<>> parse_sets(const std::vector<std::string>& sets) {
-  std::map<std::string, double, std::less<>> out;
-  for (const auto& s : sets) {
-    const auto eq = s.find('=');
-    const auto value =
-        eq == std::string::npos ? std::nullopt : parse_number(std::string_view(s).substr(eq + 1));
-    if (!value) throw error(fmt::format("--set wants NAME=NUMBER, got '{}'", s));
-    out[s.substr(0, eq)] = *value;
-  }
-  return out;
-}
-
 int run_calibrate(calibrate_options& o) {
   calibration_options fit = o.fit_options;
   fit.constants = o.fit;
-  fit.fixed = parse_sets(o.sets);
+  for (const auto& [name, value] : parse_assignments(o.sets, "--set")) {
+    const auto number = parse_number(value);  // the model constants held fixed
+    if (!number) throw error(fmt::format("--set wants NAME=NUMBER, got '{}={}'", name, value));
+    fit.fixed[name] = *number;
+  }
   if (!o.backend.empty()) {
     if (o.record_to.empty()) throw error("--backend needs --record-to DIR (where to record)");
     if (o.data.empty())

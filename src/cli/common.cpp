@@ -1,7 +1,5 @@
 #include "common.hpp"
 
-#include "format.hpp"
-
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
 #include <tessel/strategies.hpp>
@@ -26,88 +24,23 @@ std::string check_assignment(const std::string& text) {
   return {};
 }
 
-std::string_view severity_name(diagnostic::severity level) {
-  switch (level) {
-    case diagnostic::severity::error: return "error";
-    case diagnostic::severity::warning: return "warning";
-    case diagnostic::severity::note: return "note";
-  }
-  return "error";
-}
-
-void print_to_stderr(std::string_view text) {
-  fmt::print(stderr, "{}", text);
-  if (text.empty() || text.back() != '\n') fmt::print(stderr, "\n");
-}
-
-json to_json(const diagnostic& d) {
-  return {{"severity", severity_name(d.level)},
-          {"file", d.file},
-          {"line", d.line},
-          {"column", d.column},
-          {"message", d.message},
-          {"hint", d.hint},
-          {"rendered", d.render()}};
-}
-
-/// Whether print_json_error writes one line (serve) or an indented object.
-bool json_one_line = false;
-
-/// `{"ok": false, "error": {...}}` on stdout, for --json callers.
-void print_json_error(json error) {
-  const json out = {{"ok", false}, {"error", std::move(error)}};
-  // User text (messages, source lines) may hold invalid UTF-8: replaced, never thrown.
-  fmt::print("{}\n", out.dump(json_one_line ? -1 : 2, ' ', false, json::error_handler_t::replace));
-}
-
-int report(const space_error& e, bool as_json) {
-  for (const auto& d : e.diagnostics()) print_to_stderr(d.render());
-  if (e.diagnostics().empty()) print_to_stderr(fmt::format("tessel: error: {}", e.what()));
-  if (as_json) {
-    json diagnostics = json::array();
-    for (const auto& d : e.diagnostics()) diagnostics.push_back(to_json(d));
-    print_json_error(
-        {{"kind", "diagnostics"}, {"message", e.what()}, {"diagnostics", diagnostics}});
-  }
-  return exit_code::bad_input;
-}
-
-int report(const empty_space_error& e, bool as_json) {
-  print_to_stderr(fmt::format("tessel: error: {}", e.what()));
-  print_to_stderr(fmt::format("  emptied by: {} (rejected {} configs)", e.constraint(),
-                              with_separators(e.rejected())));
-  if (as_json) {
-    print_json_error({{"kind", "empty_space"},
-                      {"message", e.what()},
-                      {"constraint", e.constraint()},
-                      {"rejected", e.rejected()}});
-  }
-  return exit_code::bad_input;
-}
-
 /// `--help`'s "one of ..." list, from a registry.
 std::string listed(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-/// Whether SPEC (a --backend or --fidelity spec) names the cpu backend.
-bool is_cpu_spec(const std::string& spec) { return spec == "cpu" || spec.starts_with("cpu:"); }
-
 }  // namespace
 
 study_spec spec_options::resolved() const {
   auto out = spec;
-  const bool on_cpu =
-      is_cpu_spec(out.backend) || (!out.fidelity.empty() && is_cpu_spec(out.fidelity.back()));
-  if (!target_given && on_cpu) out.target = "cpu";
   for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
   out.backend_settings = parse_assignments(backend_settings, "--backend-set");
   out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
   if (no_db)
     out.db.clear();
   else if (out.db.empty())
-    out.db = "{space}.tessel.db";
-  return out;
+    out.db = study_spec::default_db;
+  return out.resolved();
 }
 
 open_mode spec_options::mode() const {
@@ -126,10 +59,9 @@ void add_space_options(CLI::App& command, spec_options& o) {
   command
       .add_option("--target", o.spec.target,
                   "The target to check against: " + listed(builtin_target_names()) +
-                      ", or a target FILE declares (default trn2; cpu with --backend cpu)")
+                      ", or a target FILE declares (cpu with --backend cpu)")
       ->type_name("TARGET")
-      ->each([&o](const std::string&) { o.target_given = true; })
-      ->capture_default_str();
+      ->default_str("trn2");  // shown only: "" lets the spec resolve it
   command
       .add_option("--set", o.sets, "Override a const of the space, e.g. --set M=8192; repeatable")
       ->type_name("NAME=VALUE")
@@ -273,22 +205,57 @@ void add_session_options(CLI::App& command, spec_options& o) {
                    "the best (needs --backend)");
 }
 
+model_spec model_options::spec_for(const std::string& target) const {
+  model_spec s;
+  s.file = file;
+  s.model = model;
+  s.target = target;
+  s.sets = parse_assignments(sets, "--set");
+  s.backend = backend;
+  s.backend_settings = parse_assignments(backend_settings, "--backend-set");
+  s.gate = gate;
+  return s;
+}
+
+void add_model_options(CLI::App& command, model_options& o) {
+  command.add_option("FILE", o.file, "A .tsl file with a model block (docs/models.md)")
+      ->required()
+      ->type_name("PATH");
+  command.add_option("--model", o.model, "Which model of FILE (default: the first)")
+      ->type_name("NAME");
+  command
+      .add_option("--target", o.targets,
+                  "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
+                  "compare them")
+      ->type_name("NAME")
+      ->capture_default_str();
+  command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
+  command.add_option("--backend", o.backend, "What times each kernel (default sim)")
+      ->type_name("SPEC")
+      ->capture_default_str();
+  command
+      .add_option("--backend-set", o.backend_settings,
+                  "A backend setting for every kernel, e.g. --backend-set model=analytic")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  command.add_flag("!--no-gate", o.gate,
+                   "--backend sim: time configs without the equivalence gate");
+  command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
+}
+
 int report_errors(const std::function<int()>& body, bool as_json, bool one_line) {
-  json_one_line = one_line;
   try {
     return body();
-  } catch (const space_error& e) {
-    return report(e, as_json);
-  } catch (const empty_space_error& e) {
-    return report(e, as_json);
-  } catch (const tessel::error& e) {
-    print_to_stderr(fmt::format("tessel: error: {}", e.what()));
-    if (as_json) print_json_error({{"kind", "error"}, {"message", e.what()}});
-    return exit_code::bad_input;
   } catch (const std::exception& e) {
-    print_to_stderr(fmt::format("tessel: internal error: {}", e.what()));
-    if (as_json) print_json_error({{"kind", "internal"}, {"message", e.what()}});
-    return exit_code::internal;
+    fmt::print(stderr, "{}", failure_text(e));
+    if (as_json) {
+      const json out = {{"ok", false}, {"error", failure_json(e)}};
+      // User text (messages, source lines) may hold invalid UTF-8: replaced, never thrown.
+      fmt::print("{}\n", out.dump(one_line ? -1 : 2, ' ', false, json::error_handler_t::replace));
+    }
+    return dynamic_cast<const tessel::error*>(&e) ? exit_code::bad_input : exit_code::internal;
   }
 }
 

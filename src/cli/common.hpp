@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tessel/driver.hpp>
+#include <tessel/model_driver.hpp>
 
 #include <functional>
 #include <string>
@@ -31,13 +32,10 @@ struct spec_options {
   std::vector<std::string> backend_settings;   ///< --backend-set KEY=VALUE
   std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
   bool resume = false, overwrite = false, no_db = false;
-  bool target_given = false;  ///< --target was on the command line (else the backend's, below)
 
   /// The spec with the assignments read, the study file defaulted
-  /// (<space>.tessel.db, none with --no-db) and, without --target, the
-  /// target `cpu` when the backend (or the high fidelity) is the cpu
-  /// backend, whose kernels run on the host (docs/cpu.md). Throws
-  /// tessel::error.
+  /// (study_spec::default_db, none with --no-db) and the spec's own
+  /// defaults applied (study_spec::resolved). Throws tessel::error.
   [[nodiscard]] study_spec resolved() const;
   [[nodiscard]] open_mode mode() const;
 };
@@ -51,6 +49,24 @@ void add_study_options(CLI::App& command, spec_options& o);
 /// What a session an agent drives needs besides (serve, mcp): the budget
 /// hints, --token-price and --verify.
 void add_session_options(CLI::App& command, spec_options& o);
+
+/// A model's options (`tessel model`, `tessel tune-model`, docs/models.md):
+/// `FILE [--model NAME] [--target T]... [--set K=V]... [--backend SPEC] ...`
+struct model_options {
+  std::string file;
+  std::string model;  ///< "" selects the first model of FILE
+  std::vector<std::string> targets{"trn2"};
+  std::vector<std::string> sets;  ///< the model's consts, "NAME=VALUE"
+  std::string backend = "sim";
+  std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
+  bool gate = true;
+  bool json = false;
+
+  /// The model part of a model_spec for one of the targets. Throws
+  /// tessel::error for an assignment without '='.
+  [[nodiscard]] model_spec spec_for(const std::string& target) const;
+};
+void add_model_options(CLI::App& command, model_options& options);
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the

@@ -27,7 +27,6 @@ struct emit_options {
   std::string workload;         ///< --workload, the name before issue 27
   std::string output;           ///< "" = stdout
   std::string fault;            ///< tests only (hidden)
-  bool target_given = false;    ///< --target on the command line (else --best takes the study's)
 };
 
 int run_emit(emit_options o) {
@@ -35,8 +34,10 @@ int run_emit(emit_options o) {
     throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
   // the best trial was timed on the study's target (its space may have parameters only that
   // target enables, as moe's core_split with lnc = 2)
-  if (!o.best.empty() && !o.target_given) o.input.spec.target = reopen_study(o.best).spec.target;
-  const auto loaded = read_space(o.input.resolved());
+  if (!o.best.empty() && o.input.spec.target.empty())
+    o.input.spec.target = reopen_study(o.best).spec.target;
+  const auto spec = o.input.resolved();
+  const auto loaded = read_space(spec);
   const auto& s = loaded.space;
   const config c = chosen_config(s, o.config, o.best);
   nki_options options;
@@ -44,7 +45,7 @@ int run_emit(emit_options o) {
     throw error(fmt::format(
         "emit writes the simulator's plan: --backend sim or sim:WORKLOAD, not '{}'", o.backend));
   options.workload = o.workload.empty() && o.backend.size() > 4 ? o.backend.substr(4) : o.workload;
-  options.target = o.input.spec.target;
+  options.target = spec.target;
   options.source = o.input.spec.file;
   options.fault = o.fault;
   const std::string kernel = emit_nki(s, c, options);
@@ -88,10 +89,7 @@ command add_emit_command(CLI::App& tool) {
   app->add_option("--fault", options->fault,
                   "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation)")
       ->group("");
-  return {app, [options, app] {
-            options->target_given = app->get_option("--target")->count() > 0;
-            return report_errors([&] { return run_emit(*options); }, false);
-          }};
+  return {app, [options] { return report_errors([&] { return run_emit(*options); }, false); }};
 }
 
 }  // namespace tessel::cli

@@ -6,10 +6,8 @@
 #include "command.hpp"
 #include "common.hpp"
 
-#include <tessel/backends.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
-#include <tessel/interactions.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/settings.hpp>
 #include <tessel/sim.hpp>
@@ -18,10 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 namespace tessel::cli {
 namespace {
@@ -50,15 +45,7 @@ int run_interactions(const explain_options& o, const space& s, backend& b, const
     throw error("explain --interactions: the baseline is not a valid config; give --against");
   std::vector<trial> known;  // with --best, the study's trials: measured already, at no cost
   if (!o.best.empty()) known = reopen_study(o.best).trials;
-  const auto model = fitted_surrogate(s, known);
-  const interaction_measure measure = [&](const config& c,
-                                          std::string& why) -> std::optional<double> {
-    const auto m = b.evaluate(s, c);
-    if (m.ok()) return m.objective;
-    why = fmt::format("{}: {}", to_string(m.status), m.message);
-    return std::nullopt;
-  };
-  const auto r = analyse_interactions(s, base, target, measure, model.get(), o.budget, known);
+  const auto r = interactions_measured_on(b, s, base, target, o.budget, known);
   fmt::print("base    {}\ntarget  {}\n{}", s.to_json(base), s.to_json(target), r.text());
   return exit_code::success;
 }
@@ -68,16 +55,10 @@ int run_explain(const explain_options& o) {
     throw error("explain: give the config to explain with --config JSON (or @PATH) or --best DB");
   const auto loaded = read_space(o.input.resolved());
   const auto& s = loaded.space;
-  const auto b = make_backend(o.backend, parse_assignments(o.backend_settings, "--backend-set"));
-  const auto* sim = dynamic_cast<const sim_backend*>(b.get());
-  if (!sim)
-    throw error(fmt::format(
-        "explain needs the simulator (--backend sim or sim:WORKLOAD); '{}' cannot say why a "
-        "config is slow",
-        o.backend));
-  b->prepare(s);
+  const auto sim =
+      simulator_for(s, o.backend, parse_assignments(o.backend_settings, "--backend-set"));
   const config c = chosen_config(s, o.config, o.best);
-  if (o.interactions) return run_interactions(o, s, *b, c);
+  if (o.interactions) return run_interactions(o, s, *sim, c);
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   // With --best, what the study's failures taught (tessel/constraints.hpp).

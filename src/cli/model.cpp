@@ -4,8 +4,6 @@
 // roofline; with two targets, which gives the shorter step (docs/models.md).
 #include "command.hpp"
 #include "common.hpp"
-#include "format.hpp"
-#include "model_text.hpp"
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -26,24 +24,12 @@ int run_model(const model_command_options& o) {
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
   for (const auto& target : o.model.targets) {
-    const auto spec = o.model.spec_for(target);
-    const auto m = read_model(spec);
-    const auto dir = model_db_dir(m, o.from, several);
-    const auto timed = o.from.empty() ? time_defaults(m, spec) : time_bests(m, spec, dir);
-    const auto step = step_for(m, timed);
-    steps.push_back({target, step.step_s, physical_cores(m)});
-    if (o.model.json) {
-      auto j = step_json(m, step);
-      j["notes"] = timed.notes;
-      j["configs"] = o.from.empty() ? "default" : "best of " + dir.string();
-      all.push_back(std::move(j));
-      continue;
-    }
-    fmt::print("{}model {} ({}) on {}, backend {}: {} kernels, step {} at the {}\n\n{}",
-               &target == &o.model.targets.front() ? "" : "\n", m.name, m.file, target,
-               o.model.backend, m.kernels.size(), milliseconds(step.step_s * 1e3),
-               o.from.empty() ? "default configs" : "best configs of " + dir.string(),
-               step_text(m, step, timed));
+    const auto r = model_step(o.model.spec_for(target), o.from, several);
+    steps.push_back({target, r.step.step_s, physical_cores(r.model)});
+    if (o.model.json)
+      all.push_back(r.to_json());
+    else
+      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", r.text());
   }
   const auto comparison = compare_text(steps);
   if (o.model.json) {

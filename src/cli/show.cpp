@@ -1,17 +1,14 @@
 // `tessel show DB`: a study file's summary and its best trials.
 #include "command.hpp"
 #include "common.hpp"
-#include "format.hpp"
 
-#include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
+#include <tessel/text.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <map>
 #include <memory>
 
 namespace tessel::cli {
@@ -26,49 +23,10 @@ struct show_options {
 int run_show(const show_options& o) {
   const auto stored = reopen_study(o.db);
   const auto& s = stored.space;
-  std::map<status, std::size_t> by_status;
-  std::size_t finished = 0, pending = 0;
-  double cost = 0;
-  std::vector<const trial*> ok;
-  for (const auto& t : stored.trials) {
-    if (t.state != trial_state::finished) {
-      ++pending;
-      continue;
-    }
-    ++finished;
-    ++by_status[t.result.status];
-    cost += t.result.cost.total();
-    if (t.result.ok() && !t.result.low_fidelity()) ok.push_back(&t);  // screens predict
-  }
-  std::vector<measurement> results;
-  for (const auto& t : stored.trials)
-    if (t.state == trial_state::finished) results.push_back(t.result);
-  const auto fidelity = fidelity_stats(results);
-  std::stable_sort(ok.begin(), ok.end(),
-                   [](auto* a, auto* b) { return a->result.objective < b->result.objective; });
-  if (ok.size() > o.top) ok.resize(o.top);
-  const auto learned = learn_constraints(s, stored.trials);
-
+  const auto seen = overview_of(stored, o.top);
   if (o.json) {
-    nlohmann::json best = nlohmann::json::array();
-    for (const auto* t : ok) best.push_back(codec::to_json(s, *t));
-    fmt::print("{}\n", nlohmann::json{{"ok", true},
-                                      {"space", stored.record.space_name},
-                                      {"target", stored.record.target},
-                                      {"backend", stored.record.backend},
-                                      {"strategy", stored.record.strategy},
-                                      {"seed", stored.record.seed},
-                                      {"valid_configs", s.count()},
-                                      {"spec", stored.spec.to_json()},
-                                      {"finished", finished},
-                                      {"pending", pending},
-                                      {"by_status", codec::counts_json(by_status)},
-                                      {"cost_s", cost},
-                                      {"best", best},
-                                      {"learned_constraints", learned_json(learned)},
-                                      {"fidelity", fidelity ? fidelity_json(*fidelity)
-                                                            : nlohmann::json(nullptr)}}
-                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n",
+               seen.to_json(stored).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
   fmt::print(
@@ -78,14 +36,14 @@ int run_show(const show_options& o) {
       stored.record.backend, stored.record.strategy, stored.record.seed);
   fmt::print(
       "trials       {} finished, {} interrupted (re-run on --resume), evaluation cost {:.3f} s\n",
-      finished, pending, cost);
-  for (const auto& [st, n] : by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
-  if (const auto text = learned_text(learned, stored.trials); !text.empty())
+      seen.finished, seen.pending, seen.cost_s);
+  for (const auto& [st, n] : seen.by_status) fmt::print("  {:<16}{:>8}\n", to_string(st), n);
+  if (const auto text = learned_text(seen.learned, stored.trials); !text.empty())
     fmt::print("\n{}", text);
-  if (fidelity) fmt::print("\nfidelity\n{}", fidelity->text());
-  fmt::print("\nbest {} {}trials\n", ok.size(), fidelity ? "high-fidelity " : "");
+  if (seen.fidelity) fmt::print("\nfidelity\n{}", seen.fidelity->text());
+  fmt::print("\nbest {} {}trials\n", seen.best.size(), seen.fidelity ? "high-fidelity " : "");
   fmt::print("{:>6}  {:>12}  {:<14}  {}\n", "trial", "objective", "source", "config");
-  for (const auto* t : ok)
+  for (const auto* t : seen.best)
     fmt::print("{:>6}  {:>12}  {:<14}  {}\n", t->id, seconds_text(t->result.objective),
                t->provenance.source, s.to_json(t->config));
   return exit_code::success;

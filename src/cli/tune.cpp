@@ -3,19 +3,16 @@
 // the summary at the end, and every trial in the study file.
 #include "command.hpp"
 #include "common.hpp"
-#include "format.hpp"
 
-#include <tessel/codec.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
-#include <tessel/study.hpp>
+#include <tessel/text.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -89,38 +86,6 @@ class progress_printer final : public observer {
   std::map<status, std::size_t> by_status_;
 };
 
-/// `{"ok": true, "summary": {...}}`: the summary as serve's `summary` op and
-/// Python's Study.run() give it (tessel/codec.hpp), with what only tune has:
-/// the best config re-measured, and the multi-fidelity statistics.
-nlohmann::json tune_json(const summary& sum, const space& s,
-                         const std::optional<measurement>& again,
-                         const std::shared_ptr<multi_fidelity_backend>& fidelity) {
-  nlohmann::json out = {{"ok", true}, {"summary", codec::to_json(sum, s)}};
-  if (again) {
-    auto remeasured = codec::to_json(*again);
-    for (const auto* key : {"ci_low_s", "ci_high_s"})
-      if (const auto it = again->metrics.find(key); it != again->metrics.end())
-        remeasured[key] = it->second;
-    out["remeasured"] = std::move(remeasured);
-  }
-  if (fidelity) out["fidelity"] = fidelity_json(fidelity->stats());
-  return out;
-}
-
-std::string remeasured_text(const measurement& m, double searched) {
-  if (!m.ok())
-    return fmt::format("best config re-measured: {} ({})", to_string(m.status), m.message);
-  const auto at = [&m](const char* key) {
-    const auto it = m.metrics.find(key);
-    return it == m.metrics.end() ? m.objective : it->second;
-  };
-  return fmt::format(
-      "best config re-measured: median {} over {} samples, 95% CI [{}, {}] (the search "
-      "measured {})",
-      seconds_text(m.objective), m.samples.size(), seconds_text(at("ci_low_s")),
-      seconds_text(at("ci_high_s")), seconds_text(searched));
-}
-
 int run_tune(const tune_options& o) {
   const auto spec = o.study.resolved();
   if (spec.backend.empty() && spec.fidelity.empty() && !is_replay_file(spec.file))
@@ -147,7 +112,7 @@ int run_tune(const tune_options& o) {
   std::optional<measurement> again;
   if (sum.best) again = opened.backend->remeasure(s, sum.best->config);
   if (o.json) {
-    fmt::print("{}\n", tune_json(sum, s, again, opened.fidelity)
+    fmt::print("{}\n", run_json(sum, s, again, opened.fidelity.get())
                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }

@@ -5,10 +5,9 @@
 // the gap to each kernel's roofline is. Resumable like `tune`.
 #include "command.hpp"
 #include "common.hpp"
-#include "format.hpp"
-#include "model_text.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/text.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -62,54 +61,6 @@ class step_printer final : public model_observer {
   std::optional<double> best_;
 };
 
-std::string report_text(const model_tuning& t) {
-  const auto& m = t.model;
-  const auto& sum = t.summary;
-  const auto& dir = t.db_dir;
-  const auto policy = to_string(t.spec.policy);
-  std::string out = fmt::format("model {} on {}: {} evaluations ({} allocation), {}\n", m.name,
-                                m.target, sum.evaluations, policy, sum.stopped);
-  if (sum.before_s && sum.after_s)
-    out += fmt::format("step {} -> {} ({:+.1f}%, {:.2f}x faster){}\n\n", ms(*sum.before_s),
-                       ms(*sum.after_s), 100.0 * (*sum.after_s - *sum.before_s) / *sum.before_s,
-                       *sum.before_s / *sum.after_s,
-                       dir.empty() ? "" : fmt::format("; study files in {}", dir));
-  out += fmt::format("{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "kernel",
-                     "calls", "evals", "before/call", "best/call", "step before", "step after",
-                     "roofline", "gap/step");
-  const auto gaps = roofline_gaps(sum);
-  double gap = 0;
-  for (std::size_t i = 0; i < sum.kernels.size(); ++i) {
-    const auto& k = sum.kernels[i];
-    const auto& r = gaps[i];
-    const double calls = static_cast<double>(k.calls);
-    auto cell = [&](const trial* tr, double times) {
-      return tr ? ms(times * tr->result.objective) : std::string("-");
-    };
-    out += fmt::format(
-        "{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", k.name, k.calls,
-        k.evaluations, cell(k.first, 1), cell(k.best, 1), cell(k.first, calls), cell(k.best, calls),
-        r.roofline_s > 0 ? ms(r.roofline_s) : "-", r.roofline_s > 0 ? ms(r.gap_s) : "-");
-    gap += r.gap_s;
-  }
-  if (gap > 0) {
-    std::vector<std::size_t> order(gaps.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](auto a, auto b) { return gaps[a].gap_s > gaps[b].gap_s; });
-    out += fmt::format("\nthe gap to the roofline left in the step, {}:", ms(gap));
-    for (std::size_t i = 0; i < order.size() && i < 5 && gaps[order[i]].gap_s > 0; ++i)
-      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", sum.kernels[order[i]].name,
-                         ms(gaps[order[i]].gap_s), percent(gaps[order[i]].gap_s / gap));
-    out += "\n";
-  }
-  out += "\nbest configs:\n";
-  for (std::size_t i = 0; i < t.study.size(); ++i)
-    out += fmt::format("  {:<16} {}\n", t.study.member(i).name,
-                       t.study.member(i).study->current_summary().best_config_text);
-  return out;
-}
-
 int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
@@ -142,7 +93,7 @@ int run_tune_model(const tune_model_options& o) {
     if (o.model.json)
       all.push_back(t.to_json());
     else
-      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", report_text(t));
+      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", t.text());
   }
   const auto comparison = steps.size() == o.model.targets.size() ? compare_text(steps) : "";
   if (o.model.json) {

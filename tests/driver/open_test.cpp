@@ -115,6 +115,16 @@ TEST_CASE("open_study: no backend means the caller measures; a replay file is it
   CHECK(table.study->run(table.until()).evaluations == 3);
 }
 
+TEST_CASE("open_study: without a target, a study on the cpu backend is checked against cpu") {
+  study_spec spec;
+  spec.file = std::string(TESSEL_SOURCE_DIR) + "/examples/cpu_gemm.tsl";
+  spec.backend = "cpu";
+  const auto opened = open_study(spec, open_mode::create);
+  CHECK(opened.spec.target == "cpu");  // as `tessel tune FILE --backend cpu` records it
+  CHECK(opened.study->space().def().target.name == "cpu");
+  CHECK(read_space(spec).space.def().target.name == "cpu");
+}
+
 TEST_CASE("reopen_study: a study file with the CLI's old eight-key annotations") {
   // What `tessel tune small.tsl --set N=32 --db ...` recorded before the
   // study spec: its command line as eight keys, --set as NAME=VALUE strings.

@@ -78,6 +78,20 @@ TEST_CASE("study_spec: reads the annotations of older study files") {
   }
 }
 
+TEST_CASE("study_spec::resolved: the target what evaluates implies, unless one is given") {
+  study_spec s;
+  CHECK(s.resolved().target == "trn2");
+  s.backend = "cpu:threads=2";
+  CHECK(s.resolved().target == "cpu");
+  s.target = "trn1";
+  CHECK(s.resolved().target == "trn1");
+  study_spec two;
+  two.fidelity = {"sim", "cpu"};  // the high fidelity decides
+  CHECK(two.resolved().target == "cpu");
+  two.fidelity = {"cpu", "sim"};
+  CHECK(two.resolved().target == "trn2");
+}
+
 TEST_CASE("study_spec::validate names the field and the rule") {
   study_spec s;
   s.file = "k.tsl";

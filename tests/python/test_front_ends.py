@@ -7,6 +7,8 @@ import os
 import pathlib
 import subprocess
 
+import pytest
+
 import tessel
 
 ROOT = pathlib.Path(os.environ.get("TESSEL_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
@@ -61,3 +63,45 @@ def test_a_python_study_made_with_set_reopens_in_show_as_made(tmp_path):
     assert shown["valid_configs"] == space.count()
     assert shown["spec"]["set"] == {"N": "32"}
     assert shown["finished"] == 5
+
+
+def test_a_python_study_on_the_cpu_backend_without_a_target_is_read_for_cpu(tmp_path):
+    gemm = str(ROOT / "examples" / "cpu_gemm.tsl")
+    with pytest.raises(tessel.Error, match="target 'trn2' has no field 'simd_bytes'"):
+        tessel.load_space(gemm)  # read for trn2: what evaluates it is not known yet
+    # given the path, the study reads it for what evaluates it
+    study = tessel.Study(gemm, backend="cpu", db=tmp_path / "gemm.tessel.db")
+    assert study.space.describe()["target"]["name"] == "cpu"
+    assert study.space.count() == tessel.load_space(gemm, target="cpu").count()
+    del study
+    shown = json.loads(tool("show", str(tmp_path / "gemm.tessel.db"), "--json"))
+    assert shown["spec"]["target"] == "cpu" and shown["target"].startswith("cpu")
+    # as the CLI records it
+    tool("serve", gemm, "--backend", "cpu", "--db", str(tmp_path / "cli.tessel.db"), stdin="")
+    cli = json.loads(tool("show", str(tmp_path / "cli.tessel.db"), "--json"))
+    assert cli["spec"]["target"] == "cpu" and cli["target"] == shown["target"]
+
+
+def without_construction(checked):
+    return {k: v for k, v in checked.items() if k != "construction_ms"}
+
+
+def test_check_gives_what_tessel_check_json_prints():
+    matmul = str(ROOT / "examples" / "sim_matmul.tsl")
+    checked = tessel.check(matmul, set={"M": 1024}, samples=4, seed=9, backend="sim",
+                           backend_set={"model": "analytic"})
+    cli = json.loads(tool("check", matmul, "--set", "M=1024", "--sample", "4", "--seed", "9",
+                          "--json", "--backend", "sim", "--backend-set", "model=analytic"))
+    assert without_construction(checked) == without_construction(cli)
+    assert checked["constants"]["M"] == 1024 and len(checked["samples"]) == 4
+    assert checked["backend"]["name"].startswith("sim")
+    with pytest.raises(tessel.Error, match="cannot read"):
+        tessel.check(ROOT / "no-such.tsl")
+
+
+def test_show_gives_what_tessel_show_json_prints(tmp_path):
+    db = tmp_path / "table.tessel.db"
+    tool("tune", TABLE, "--budget", "8", "--quiet", "--db", str(db), *STUDY[:-1])
+    shown = tessel.show(db, top=3)
+    assert shown == json.loads(tool("show", str(db), "--json", "--top", "3"))
+    assert shown["finished"] == 8 and len(shown["best"]) == 3

@@ -23,7 +23,7 @@ def test_the_step_is_what_tessel_model_reports():
     step = tessel.Model(TWO).step()
     assert [k["name"] for k in step["kernels"]] == ["norm", "proj"]
     cli = cli_json("model", str(TWO))
-    assert cli.pop("configs") == "default"
+    assert cli["configs"] == "default"
     assert step == cli
     # a const override reaches every kernel that uses it
     smaller = tessel.Model(TWO, set={"rows": 512}).step()
@@ -53,3 +53,10 @@ def test_bad_arguments_are_named():
         tessel.Model(TWO).tune(db_dir=False)
     with pytest.raises(tessel.Error, match="\"allocate\" must be utility, even or share"):
         tessel.Model(TWO).tune(budget=2, allocate="greedy", db_dir=False)
+
+
+def test_step_text_is_what_tessel_model_prints():
+    printed = subprocess.run([os.environ["TESSEL_CLI"], "model", str(TWO)], check=True,
+                             capture_output=True, text=True, cwd=ROOT).stdout
+    assert tessel.Model(TWO).step_text() == printed
+    assert printed.startswith("model ") and "\nby category:" in printed

@@ -1,10 +1,11 @@
-#include "format.hpp"
+// text.cpp: numbers for people (tessel/text.hpp).
+#include <tessel/text.hpp>
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-namespace tessel::cli {
+namespace tessel {
 
 std::string with_separators(std::uint64_t number) {
   std::string digits = std::to_string(number);
@@ -33,4 +34,4 @@ std::string milliseconds(double ms) {
   return fmt::format("{:.3g} ms", ms);
 }
 
-}  // namespace tessel::cli
+}  // namespace tessel

@@ -1,17 +1,16 @@
-// src/cli/model_text.cpp: the options and tables of `tessel model` and
-// `tessel tune-model` (docs/models.md); the work is tessel/model_driver.hpp's.
-#include "model_text.hpp"
-
-#include "format.hpp"
-
-#include <tessel/settings.hpp>
+// model_text.cpp: a model's step and its tuning as the tables people read
+// (tessel/model_driver.hpp, docs/models.md): `tessel model`, `tessel
+// tune-model` and Python print these.
+#include <tessel/model_driver.hpp>
+#include <tessel/text.hpp>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
-namespace tessel::cli {
+namespace tessel {
 namespace {
 
 std::string ms(double seconds) { return milliseconds(seconds * 1e3); }
@@ -34,44 +33,30 @@ std::string short_name(time_category c) {
 
 }  // namespace
 
-model_spec model_options::spec_for(const std::string& target) const {
-  model_spec s;
-  s.file = file;
-  s.model = model;
-  s.target = target;
-  s.sets = parse_assignments(sets, "--set");
-  s.backend = backend;
-  s.backend_settings = parse_assignments(backend_settings, "--backend-set");
-  s.gate = gate;
-  return s;
+model_step_report model_step(const model_spec& spec, const std::string& from,
+                             bool several_targets) {
+  model_step_report r;
+  r.spec = spec;
+  r.model = read_model(spec);
+  if (!from.empty()) r.from = model_db_dir(r.model, from, several_targets);
+  r.timed = from.empty() ? time_defaults(r.model, spec) : time_bests(r.model, spec, r.from);
+  r.step = step_for(r.model, r.timed);
+  return r;
 }
 
-void add_model_options(CLI::App& command, model_options& o) {
-  command.add_option("FILE", o.file, "A .tsl file with a model block (docs/models.md)")
-      ->required()
-      ->type_name("PATH");
-  command.add_option("--model", o.model, "Which model of FILE (default: the first)")
-      ->type_name("NAME");
-  command
-      .add_option("--target", o.targets,
-                  "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
-                  "compare them")
-      ->type_name("NAME")
-      ->capture_default_str();
-  command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
-      ->type_name("NAME=VALUE")
-      ->allow_extra_args(false);
-  command.add_option("--backend", o.backend, "What times each kernel (default sim)")
-      ->type_name("SPEC")
-      ->capture_default_str();
-  command
-      .add_option("--backend-set", o.backend_settings,
-                  "A backend setting for every kernel, e.g. --backend-set model=analytic")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false);
-  command.add_flag("!--no-gate", o.gate,
-                   "--backend sim: time configs without the equivalence gate");
-  command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
+nlohmann::json model_step_report::to_json() const {
+  auto j = step_json(model, step);
+  j["notes"] = timed.notes;
+  j["configs"] = from.empty() ? "default" : "best of " + from.string();
+  return j;
+}
+
+std::string model_step_report::text() const {
+  return fmt::format("model {} ({}) on {}, backend {}: {} kernels, step {} at the {}\n\n{}",
+                     model.name, model.file, spec.target, spec.backend, model.kernels.size(),
+                     ms(step.step_s),
+                     from.empty() ? "default configs" : "best configs of " + from.string(),
+                     step_text(model, step, timed));
 }
 
 std::string step_text(const model_definition& m, const step_breakdown& step,
@@ -155,4 +140,53 @@ std::string compare_text(const std::vector<target_step>& steps) {
   return out + fmt::format(": {} gives the most steps per chip\n", steps[cheapest].target);
 }
 
-}  // namespace tessel::cli
+std::string model_tuning::text() const {
+  const auto& t = *this;
+  const auto& m = t.model;
+  const auto& sum = t.summary;
+  const auto& dir = t.db_dir;
+  const auto policy = to_string(t.spec.policy);
+  std::string out = fmt::format("model {} on {}: {} evaluations ({} allocation), {}\n", m.name,
+                                m.target, sum.evaluations, policy, sum.stopped);
+  if (sum.before_s && sum.after_s)
+    out += fmt::format("step {} -> {} ({:+.1f}%, {:.2f}x faster){}\n\n", ms(*sum.before_s),
+                       ms(*sum.after_s), 100.0 * (*sum.after_s - *sum.before_s) / *sum.before_s,
+                       *sum.before_s / *sum.after_s,
+                       dir.empty() ? "" : fmt::format("; study files in {}", dir));
+  out += fmt::format("{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "kernel",
+                     "calls", "evals", "before/call", "best/call", "step before", "step after",
+                     "roofline", "gap/step");
+  const auto gaps = roofline_gaps(sum);
+  double gap = 0;
+  for (std::size_t i = 0; i < sum.kernels.size(); ++i) {
+    const auto& k = sum.kernels[i];
+    const auto& r = gaps[i];
+    const double calls = static_cast<double>(k.calls);
+    auto cell = [&](const trial* tr, double times) {
+      return tr ? ms(times * tr->result.objective) : std::string("-");
+    };
+    out += fmt::format(
+        "{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", k.name, k.calls,
+        k.evaluations, cell(k.first, 1), cell(k.best, 1), cell(k.first, calls), cell(k.best, calls),
+        r.roofline_s > 0 ? ms(r.roofline_s) : "-", r.roofline_s > 0 ? ms(r.gap_s) : "-");
+    gap += r.gap_s;
+  }
+  if (gap > 0) {
+    std::vector<std::size_t> order(gaps.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](auto a, auto b) { return gaps[a].gap_s > gaps[b].gap_s; });
+    out += fmt::format("\nthe gap to the roofline left in the step, {}:", ms(gap));
+    for (std::size_t i = 0; i < order.size() && i < 5 && gaps[order[i]].gap_s > 0; ++i)
+      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", sum.kernels[order[i]].name,
+                         ms(gaps[order[i]].gap_s), percent(gaps[order[i]].gap_s / gap));
+    out += "\n";
+  }
+  out += "\nbest configs:\n";
+  for (std::size_t i = 0; i < t.study.size(); ++i)
+    out += fmt::format("  {:<16} {}\n", t.study.member(i).name,
+                       t.study.member(i).study->current_summary().best_config_text);
+  return out;
+}
+
+}  // namespace tessel

@@ -1,10 +1,11 @@
-// src/cli/format.hpp: how the tool writes numbers for people.
+// tessel/text.hpp: how the outer layer writes numbers for people (the
+// `tessel` tool's tables, the model reports). Part of tessel::driver.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace tessel::cli {
+namespace tessel {
 
 /// 1234567 -> "1,234,567".
 [[nodiscard]] std::string with_separators(std::uint64_t number);
@@ -16,4 +17,4 @@ namespace tessel::cli {
 /// Milliseconds with three significant digits: "0.0412 ms", "12.3 ms", "1,234 ms".
 [[nodiscard]] std::string milliseconds(double ms);
 
-}  // namespace tessel::cli
+}  // namespace tessel
