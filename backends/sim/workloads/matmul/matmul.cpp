@@ -392,7 +392,12 @@ class lowerer {
   /// no new dependency (same engine, same shape: the order is fixed).
   instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate,
                         int a, int t, std::size_t bank) {
-    instruction in = matmul_instruction(p_, kt, rows, cols);
+    // the shape repeats for long runs: build it once per shape
+    if (const std::array<std::int64_t, 3> shape{kt, rows, cols}; shape != matmul_shape_) {
+      matmul_shape_ = shape;
+      matmul_template_ = matmul_instruction(p_, kt, rows, cols);
+    }
+    instruction in = matmul_template_;
     in.src = sb_b_;
     in.dst = psum_[bank];
     in.tag = tag_matmul_;
@@ -461,6 +466,8 @@ class lowerer {
   std::array<std::int64_t, 3> stream_count_{};
   std::int64_t groups_ = 0, stages_ = 0, transposes_ = 0, c_blocks_ = 0;
   instruction_id last_matmul_ = program::none;
+  std::array<std::int64_t, 3> matmul_shape_{-1, -1, -1};  ///< of matmul_template_
+  instruction matmul_template_;
   std::pair<int, int> last_stationary_{-1, -1};
 };
 
