@@ -126,8 +126,8 @@ class program {
   std::uint16_t add_tag(std::string_view text);
 
   /// Appends `in` with dependencies `deps` (ids of earlier instructions; ids
-  /// equal to `none` are skipped). Returns its id. Inline: a workload adds
-  /// thousands per config, and the call was a tenth of the lowering.
+  /// equal to `none` are skipped). Returns its id. Inline: workloads add
+  /// thousands per config.
   instruction_id add(instruction in, std::initializer_list<instruction_id> deps = {}) {
     return append(in, deps.begin(), deps.end());
   }

@@ -329,15 +329,14 @@ class lowerer {
     const auto& bo = p_.block_order;
     group_bank_.resize(static_cast<std::size_t>(tm) * static_cast<std::size_t>(tn));
     group_last_.resize(group_bank_.size());
+    const auto& level = p_.block_pos;  // where each dimension's counter is in i
     std::array<int, 3> i{};
     for (i[0] = 0; i[0] < extent[static_cast<std::size_t>(bo[0])]; ++i[0])
       for (i[1] = 0; i[1] < extent[static_cast<std::size_t>(bo[1])]; ++i[1])
         for (i[2] = 0; i[2] < extent[static_cast<std::size_t>(bo[2])]; ++i[2]) {
-          std::array<int, 3> at{};
-          for (int j = 0; j < 3; ++j)
-            at[static_cast<std::size_t>(bo[static_cast<std::size_t>(j)])] =
-                i[static_cast<std::size_t>(j)];
-          const int a = at[dim_m], n = at[dim_n], t = at[dim_k];
+          const int a = i[static_cast<std::size_t>(level[dim_m])],
+                    n = i[static_cast<std::size_t>(level[dim_n])],
+                    t = i[static_cast<std::size_t>(level[dim_k])];
           const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
           const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
           const int a_off =
