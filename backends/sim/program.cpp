@@ -74,32 +74,8 @@ std::uint16_t program::add_tag(std::string_view text) {
   return static_cast<std::uint16_t>(tags_.size() - 1);
 }
 
-instruction_id program::add(instruction in, std::initializer_list<instruction_id> deps) {
-  const auto id = static_cast<instruction_id>(instructions_.size());
-  in.dep_begin = static_cast<std::uint32_t>(deps_.size());
-  for (const auto d : deps)
-    if (d != none) {
-      if (d >= id)
-        throw std::logic_error("sim program: a dependency must name an earlier instruction");
-      deps_.push_back(d);
-    }
-  in.dep_end = static_cast<std::uint32_t>(deps_.size());
-  instructions_.push_back(in);
-  return id;
-}
-
-instruction_id program::add(instruction in, const std::vector<instruction_id>& deps) {
-  const auto id = static_cast<instruction_id>(instructions_.size());
-  in.dep_begin = static_cast<std::uint32_t>(deps_.size());
-  for (const auto d : deps)
-    if (d != none) {
-      if (d >= id)
-        throw std::logic_error("sim program: a dependency must name an earlier instruction");
-      deps_.push_back(d);
-    }
-  in.dep_end = static_cast<std::uint32_t>(deps_.size());
-  instructions_.push_back(in);
-  return id;
+void program::dependency_not_earlier() {
+  throw std::logic_error("sim program: a dependency must name an earlier instruction");
 }
 
 std::uint64_t program::issued_count() const noexcept {

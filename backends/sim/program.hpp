@@ -126,9 +126,14 @@ class program {
   std::uint16_t add_tag(std::string_view text);
 
   /// Appends `in` with dependencies `deps` (ids of earlier instructions; ids
-  /// equal to `none` are skipped). Returns its id.
-  instruction_id add(instruction in, std::initializer_list<instruction_id> deps = {});
-  instruction_id add(instruction in, const std::vector<instruction_id>& deps);
+  /// equal to `none` are skipped). Returns its id. Inline: workloads add
+  /// thousands per config.
+  instruction_id add(instruction in, std::initializer_list<instruction_id> deps = {}) {
+    return append(in, deps.begin(), deps.end());
+  }
+  instruction_id add(instruction in, const std::vector<instruction_id>& deps) {
+    return append(in, deps.data(), deps.data() + deps.size());
+  }
   static constexpr instruction_id none = 0xFFFF'FFFFu;
 
   [[nodiscard]] const std::vector<instruction>& instructions() const noexcept {
@@ -150,6 +155,20 @@ class program {
   void clear();
 
  private:
+  instruction_id append(instruction in, const instruction_id* first, const instruction_id* last) {
+    const auto id = static_cast<instruction_id>(instructions_.size());
+    in.dep_begin = static_cast<std::uint32_t>(deps_.size());
+    for (; first != last; ++first)
+      if (*first != none) {
+        if (*first >= id) dependency_not_earlier();
+        deps_.push_back(*first);
+      }
+    in.dep_end = static_cast<std::uint32_t>(deps_.size());
+    instructions_.push_back(in);
+    return id;
+  }
+  [[noreturn]] static void dependency_not_earlier();
+
   std::vector<instruction> instructions_;
   std::vector<instruction_id> deps_;
   std::vector<buffer> buffers_;

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace tessel::sim {
@@ -49,11 +51,33 @@ struct port {
 /// Per-thread storage reused across runs (no reallocation per config).
 struct workspace {
   std::vector<std::uint32_t> cause, mask, active, finished;
+  std::vector<std::uint32_t> waiters;  ///< per instruction: engines waiting for its end (bits)
+  std::vector<memory> buffer_memory;   ///< per buffer: where it lives
   std::vector<double> start, end, data_start, done, ready, remaining, rate, hbm_rate;
   std::vector<cause_kind> cause_kinds;
   std::array<std::vector<std::uint32_t>, engine_count> streams;
   std::vector<event> heap;
   std::vector<double> shares;
+};
+
+/// The last value of a cost rule and the instruction fields it reads:
+/// streams repeat one shape for long runs, and the rules are pure, so the
+/// value is the rule's to the bit.
+template <auto rule, auto... fields>
+struct last_value {
+  decltype(rule(instruction{}, machine{})) value{};
+  std::tuple<std::remove_cvref_t<decltype(instruction{}.*fields)>...> key{};
+  bool known = false;
+
+  auto get(const instruction& in, const machine& m) {
+    const auto k = std::tuple{in.*fields...};
+    if (!known || k != key) {
+      value = rule(in, m);
+      key = k;
+      known = true;
+    }
+    return value;
+  }
 };
 
 /// The hybrid event model. Engines with no shared resource (TensorE always;
@@ -110,32 +134,33 @@ class simulator {
     start_.resize(n_);
     end_.resize(n_);
     data_start_.resize(n_);
-    done_.resize(n_);
     ready_.resize(n_);
-    cause_.resize(n_);
-    cause_kind_.resize(n_);
     remaining_.resize(n_);
     rate_.resize(n_);
     hbm_rate_.resize(n_);
     mask_.resize(n_);
+    done_.assign(n_, -1);  // -1: the end is not known yet
+    cause_.assign(n_, program::none);
+    cause_kind_.assign(n_, cause_kind::none);
+    waiters_.assign(n_, 0);
     heap_.clear();
     active_.clear();
     for (auto& st : streams_) st.clear();
     not_full_ = 0;
-    const auto& buffers = p_.buffers();
+    // buffer ids are checked once here, not per instruction
+    auto& where = w_.buffer_memory;
+    where.clear();
+    for (const auto& b : p_.buffers()) where.push_back(b.where);
     for (std::size_t i = 0; i < n_; ++i) {
       const auto& in = ins_[i];
-      done_[i] = -1;
-      cause_[i] = program::none;
-      cause_kind_[i] = cause_kind::none;
       streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
       const bool dma_engine = is_dma(in.engine);
       const bool reads_buffers = dma_engine || in.kind == op::dma;
-      const memory src = reads_buffers ? buffers.at(in.src).where : memory::sbuf;
-      const memory dst = reads_buffers ? buffers.at(in.dst).where : memory::sbuf;
+      const memory src = reads_buffers ? where.at(in.src) : memory::sbuf;
+      const memory dst = reads_buffers ? where.at(in.dst) : memory::sbuf;
       tally(in, src, dst);
       if (dma_engine) {
-        mask_[i] = dma_engine_mask(in, m_);
+        mask_[i] = dma_mask_.get(in, m_);
         // until its data phase starts (on_issue_end), hbm_rate_ holds the
         // bytes it moves to or from HBM
         const bool hbm = src == memory::hbm || dst == memory::hbm;
@@ -171,8 +196,7 @@ class simulator {
     for (auto d = in.dep_begin; d < in.dep_end; ++d) {
       const auto dep = deps[d];
       if (done_[dep] < 0) {
-        waiting_on_[e] = dep;
-        waiting_ |= 1u << e;
+        waiters_[dep] |= 1u << e;
         return false;
       }
       if (done_[dep] >= ready) {
@@ -218,20 +242,18 @@ class simulator {
     }
   }
 
-  /// `id` is done at `t` (possibly later than now): engines waiting on it look again.
+  /// `id` is done at `t` (possibly later than now): engines waiting on it
+  /// look again, in engine order. An engine waits on one instruction at a
+  /// time (its head's first unknown dependency), so `waiters_` holds each
+  /// waiting engine once.
   void resolve(std::uint32_t id, double t) {
     done_[id] = t;
     if (t > last_done_) {
       last_done_ = t;
       last_ = id;
     }
-    for (std::uint32_t bits = waiting_; bits; bits &= bits - 1) {
-      const auto e = static_cast<engine_id>(std::countr_zero(bits));
-      if (waiting_on_[e] == id) {
-        waiting_ &= ~(1u << e);
-        schedule(e);
-      }
-    }
+    for (std::uint32_t bits = waiters_[id]; bits; bits &= bits - 1)
+      schedule(static_cast<engine_id>(std::countr_zero(bits)));
   }
 
   void on_compute_end(std::uint32_t id) {
@@ -245,7 +267,7 @@ class simulator {
     advance_sharing();
     data_start_[id] = now_;
     const auto& in = ins_[id];
-    remaining_[id] = dma_data_ns(in, m_);
+    remaining_[id] = dma_data_.get(in, m_);
     const double hbm_bytes = hbm_rate_[id];  // set by prepare()
     hbm_rate_[id] = hbm_bytes > 0 && remaining_[id] > 0 ? hbm_bytes / remaining_[id] : 0;
     active_.push_back(id);
@@ -418,7 +440,7 @@ class simulator {
   // --- TensorE: stationary loads and the warm-up throttle ------------------------------
 
   double tensor_duration(const instruction& in, double now) {
-    const double each = tensor_cycles(in, m_);
+    const double each = tensor_cycles_.get(in, m_);
     const bool gap = tensor_last_end_ < 0 || now > tensor_last_end_ + 1e-9;
     double cycles = in.count * each;
     const bool new_stationary = in.kind == op::transpose || (in.flags & flag_new_stationary);
@@ -443,8 +465,14 @@ class simulator {
   // --- DMA engines shared by the active data phases --------------------------------------
 
   /// The mask of a transfer that uses every DMA engine.
-  [[nodiscard]] std::uint32_t full_mask() const noexcept {
-    return m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;
+  [[nodiscard]] std::uint32_t full_mask() const noexcept { return full_mask_; }
+
+  /// The bits set in `x` (std::popcount is a library call without -mpopcnt).
+  [[nodiscard]] static int bits_set(std::uint32_t x) noexcept {
+    x = x - ((x >> 1) & 0x5555'5555u);
+    x = (x & 0x3333'3333u) + ((x >> 2) & 0x3333'3333u);
+    x = (x + (x >> 4)) & 0x0F0F'0F0Fu;
+    return static_cast<int>((x * 0x0101'0101u) >> 24);
   }
 
   /// Moves the active data phases on to now_. With `collect`, those done by
@@ -476,7 +504,7 @@ class simulator {
     if (collect) active_.resize(kept);
     if (moved) {
       dma_active_ns_ += dt;
-      dma_work_ns_ += dt * std::popcount(used);
+      dma_work_ns_ += dt * bits_set(used);
     }
     share_t_ = now_;
   }
@@ -629,10 +657,11 @@ class simulator {
   std::array<std::vector<std::uint32_t>, engine_count>& streams_ = w_.streams;
   std::array<std::size_t, engine_count> head_{};
   std::array<bool, engine_count> busy_{}, eager_{}, queued_{}, waking_{};
+  const std::uint32_t full_mask_ =
+      m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;  ///< see full_mask()
   std::array<engine_id, engine_count> work_{};
   int work_size_ = 0;
-  std::uint32_t waiting_ = 0;  ///< engines waiting on an instruction whose end is unknown
-  std::array<std::uint32_t, engine_count> waiting_on_{};
+  std::vector<std::uint32_t>& waiters_ = w_.waiters;
   double last_done_ = -1;
   std::uint32_t last_ = program::none;
   std::array<double, engine_count> free_at_{};
@@ -656,6 +685,13 @@ class simulator {
   double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
 
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
+  last_value<tensor_cycles, &instruction::kind, &instruction::type, &instruction::partitions,
+             &instruction::free, &instruction::aux>
+      tensor_cycles_;
+  last_value<dma_engine_mask, &instruction::partition_offset, &instruction::partitions> dma_mask_;
+  last_value<dma_data_ns, &instruction::partition_offset, &instruction::partitions,
+             &instruction::free, &instruction::aux, &instruction::count>
+      dma_data_;
   warmup_throttle throttle_;
   double tensor_ideal_ns_ = 0, tensor_warmup_loss_ns_ = 0;
 

@@ -329,15 +329,14 @@ class lowerer {
     const auto& bo = p_.block_order;
     group_bank_.resize(static_cast<std::size_t>(tm) * static_cast<std::size_t>(tn));
     group_last_.resize(group_bank_.size());
+    const auto& level = p_.block_pos;  // where each dimension's counter is in i
     std::array<int, 3> i{};
     for (i[0] = 0; i[0] < extent[static_cast<std::size_t>(bo[0])]; ++i[0])
       for (i[1] = 0; i[1] < extent[static_cast<std::size_t>(bo[1])]; ++i[1])
         for (i[2] = 0; i[2] < extent[static_cast<std::size_t>(bo[2])]; ++i[2]) {
-          std::array<int, 3> at{};
-          for (int j = 0; j < 3; ++j)
-            at[static_cast<std::size_t>(bo[static_cast<std::size_t>(j)])] =
-                i[static_cast<std::size_t>(j)];
-          const int a = at[dim_m], n = at[dim_n], t = at[dim_k];
+          const int a = i[static_cast<std::size_t>(level[dim_m])],
+                    n = i[static_cast<std::size_t>(level[dim_n])],
+                    t = i[static_cast<std::size_t>(level[dim_k])];
           const std::int64_t rows = std::min(p_.mm_m, mb - a * p_.mm_m);
           const std::int64_t cols = std::min(p_.mm_n, nbk - n * p_.mm_n);
           const int a_off =
@@ -392,7 +391,12 @@ class lowerer {
   /// no new dependency (same engine, same shape: the order is fixed).
   instruction_id matmul(std::int64_t kt, std::int64_t rows, std::int64_t cols, bool accumulate,
                         int a, int t, std::size_t bank) {
-    instruction in = matmul_instruction(p_, kt, rows, cols);
+    // the shape repeats for long runs: build it once per shape
+    if (const std::array<std::int64_t, 3> shape{kt, rows, cols}; shape != matmul_shape_) {
+      matmul_shape_ = shape;
+      matmul_template_ = matmul_instruction(p_, kt, rows, cols);
+    }
+    instruction in = matmul_template_;
     in.src = sb_b_;
     in.dst = psum_[bank];
     in.tag = tag_matmul_;
@@ -461,6 +465,8 @@ class lowerer {
   std::array<std::int64_t, 3> stream_count_{};
   std::int64_t groups_ = 0, stages_ = 0, transposes_ = 0, c_blocks_ = 0;
   instruction_id last_matmul_ = program::none;
+  std::array<std::int64_t, 3> matmul_shape_{-1, -1, -1};  ///< of matmul_template_
+  instruction matmul_template_;
   std::pair<int, int> last_stationary_{-1, -1};
 };
 
