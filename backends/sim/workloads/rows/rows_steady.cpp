@@ -298,13 +298,14 @@ class replay {
   void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::size_t ordinal) {
     const auto slot = slots_of(t) + static_cast<std::size_t>(c);
     ref* chains = chains_of(t) + c * groups_;
-    const ref& tile = tile_last(t);
+    const ref tile = tile_last(t);  // the chain does not change it
     const bool last_chunk = c == chunks_ - 1;
+    const double loaded = stage != stage_load ? loads_[slot] : 0.0;
     const auto reads = [&](const ref& last) {
-      double ready = std::max(tile.done, last.done);
-      if (last.id == 0 && stage != stage_load) ready = std::max(ready, loads_[slot]);
-      return ready;
+      const double ready = std::max(tile.done, last.done);
+      return last.id == 0 ? std::max(ready, loaded) : ready;
     };
+    double readers = readers_[slot];
     bool wrote_staging = false;
     std::size_t stage_slot = 0;
     for (std::size_t begin = 0; begin < step.ops.size();) {
@@ -328,7 +329,7 @@ class replay {
           }
           const bool dependent = follows(o.engine, last) || follows(o.engine, tile);
           last = compute(o, ordinal + i, last_chunk, ready, dependent);
-          readers_[slot] = std::max(readers_[slot], last.done);
+          readers = std::max(readers, last.done);
         }
       }
       if (end == step.ops.size()) break;
@@ -339,9 +340,10 @@ class replay {
       if (wrote_staging)
         stage_store_[stage_slot] = done;
       else
-        readers_[slot] = std::max(readers_[slot], done);
+        readers = std::max(readers, done);
       begin = end + 1;
     }
+    readers_[slot] = readers;
   }
 
   const pipeline_spec& s_;
