@@ -71,10 +71,12 @@ std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s,
     out.push_back(plan_config(s, c, m));  // one core runs it all
     return out;
   }
-  for (const std::int64_t share : {first, k->value - first}) {
-    const auto sub = shares().get(s, dim, share);
-    out.push_back(plan_config(*sub, c, m));
-  }
+  const std::int64_t rest = k->value - first;
+  const auto first_space = shares().get(s, dim, first);
+  out.push_back(plan_config(*first_space, c, m));
+  // an even split: the same space and config, the same plan
+  out.push_back(plan_config(rest == first ? *first_space : *shares().get(s, dim, rest), c, m));
+  out.back()->same_as_previous = rest == first;
   return out;
 }
 

@@ -202,6 +202,10 @@ struct sim_backend::impl {
     if (r.m->cores <= 1) return r.w->steady_plan(*r.plan, *r.m);
     std::optional<steady_estimate> slowest;
     for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
+      if (share->same_as_previous && slowest) {  // an even split: the same estimate
+        core_ns.push_back(core_ns.back());
+        continue;
+      }
       // a share that does not compile: the event model reports it
       auto e = share->error.empty() ? r.w->steady_plan(*share, *r.m) : std::nullopt;
       if (!e) return std::nullopt;

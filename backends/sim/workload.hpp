@@ -67,6 +67,10 @@ class workload_plan {
  public:
   virtual ~workload_plan() = default;
   std::string error;  ///< "" or why the config does not compile
+  /// Set by plan_cores() on a share planned from the same space and config
+  /// as the share before it (an even split): the same plan, so its steady
+  /// estimate is that share's.
+  bool same_as_previous = false;
 };
 
 /// A plan of the workload's own type P (typed_workload<P> reads it back,

@@ -116,3 +116,28 @@ TEST_CASE("lnc: a workload without a split dimension runs on one core of the two
   const auto c = *one.default_config();
   CHECK(latency(two, c) == doctest::Approx(latency(one, c)));
 }
+
+TEST_CASE(
+    "lnc: an even split marks its second share as the first's, so one steady estimate serves") {
+  const machine m = machine_for("trn2_lnc2");
+  const auto even = example("sim_matmul.tsl", "trn2_lnc2");  // M = 4096: 2048 rows each
+  const auto odd = example("sim_matmul.tsl", "trn2_lnc2", {{"M", "384"}});
+  const auto c = *even.default_config();
+  const auto halves = workload_for_space(even, "")->plan_cores(even, c, m);
+  REQUIRE(halves.size() == 2);
+  CHECK_FALSE(halves[0]->same_as_previous);
+  CHECK(halves[1]->same_as_previous);
+  const auto uneven = workload_for_space(odd, "")->plan_cores(odd, c, m);
+  REQUIRE(uneven.size() == 2);
+  CHECK_FALSE(uneven[1]->same_as_previous);
+  // the analytic model reports both cores (the estimate reused) as balanced
+  sim_options o;
+  o.gate = false;
+  o.model = sim_model::analytic;
+  sim_backend b(o);
+  b.prepare(even);
+  const auto a = b.evaluate(even, c);
+  REQUIRE(a.ok());
+  CHECK(a.metrics.at("analytic") == 1.0);
+  CHECK(a.metrics.at("core_balance") == 1.0);
+}

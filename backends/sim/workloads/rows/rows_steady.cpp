@@ -52,12 +52,14 @@ struct ref {
 
 using queue_times = std::array<double, dma_queue_count>;
 
-/// One replay of the first `tiles` tiles (the last one `last_rows` rows).
+/// Replays of the first `tiles` tiles (the last one `last_rows` rows), one
+/// per stretch: what does not depend on the stretch (the ops' durations, the
+/// transfers' data phases alone, the stage order, the queues in use) is
+/// worked out once, and the replay's per-instruction work is table lookups.
 class replay {
  public:
-  replay(const pipeline_spec& s, const machine& m, std::int64_t tiles, std::int64_t last_rows,
-         const queue_times& stretch)
-      : s_(s), m_(m), stretch_(stretch), tiles_(tiles), last_rows_(last_rows) {
+  replay(const pipeline_spec& s, const machine& m, std::int64_t tiles, std::int64_t last_rows)
+      : s_(s), m_(m), tiles_(tiles), last_rows_(last_rows) {
     const tiling t = tiling_of(s);
     P_ = m.partitions;
     rpt_ = t.rows_per_tile;
@@ -84,23 +86,44 @@ class replay {
           }
           cost_.push_back(ns);
         }
+    reduce_ops_ = 0;
+    for (const auto& step : s.reduce) reduce_ops_ += step.ops.size();
+    // a chunk's loads and stores move the same shape: by last tile, last chunk
+    const std::int64_t bytes = dtype_bytes(s.type);
+    for (int lt = 0; lt < 2; ++lt)
+      for (int lc = 0; lc < 2; ++lc) {
+        const std::int64_t cols = lc ? chunk_cols(chunks_ - 1) : chunk_cols(0);
+        const std::int64_t parts = (lt ? last_rows_ : rpt_) / groups_;
+        alone_[static_cast<std::size_t>(2 * lt + lc)] =
+            data_alone(parts, groups_ * cols * bytes, cols == s.cols ? 0 : cols * bytes, true);
+      }
+    for (const auto& name : s.stage_order)
+      order_.push_back(name == "load" ? stage_load : name == "reduce" ? stage_reduce : stage_scale);
+    if (s.bufs < 3) std::sort(order_.begin(), order_.end());
+    // the queues the streams rotate over (broadcasts use queue 0 and are not tracked)
+    std::array<bool, dma_queue_count> used{};
+    for (int stream = 0; stream < s.inputs + s.outputs; ++stream) {
+      stream_base_[static_cast<std::size_t>(stream)] = stream * s.queues;
+      for (int n = 0; n < s.queues; ++n)
+        used[static_cast<std::size_t>((stream * s.queues + n) % dma_queue_count)] = true;
+    }
+    for (std::size_t q = 0; q < used.size(); ++q)
+      if (used[q]) used_queues_.push_back(q);
   }
 
-  /// The latency of the replayed tiles.
-  double run() {
+  /// The latency of the replayed tiles with each queue's data phases
+  /// stretched by `stretch`.
+  double run(const queue_times& stretch) {
+    reset(stretch);
     for (int v = 0; v < s_.broadcasts; ++v) broadcast();
-    std::vector<int> order;
-    for (const auto& name : s_.stage_order)
-      order.push_back(name == "load" ? stage_load : name == "reduce" ? stage_reduce : stage_scale);
-    if (s_.bufs < 3) std::sort(order.begin(), order.end());
     const std::array<std::int64_t, 3> lag{0, std::min(1, s_.bufs - 1), std::min(2, s_.bufs - 1)};
     for (std::int64_t i = 0; i < tiles_ + lag[stage_scale]; ++i) {
-      for (const int st : order) {
+      for (const int st : order_) {
         const std::int64_t t = i - lag[static_cast<std::size_t>(st)];
         if (t < 0 || t >= tiles_) continue;
         if (st == stage_load) load(t);
         if (st == stage_reduce) steps(t, s_.reduce, stage_reduce, 0);
-        if (st == stage_scale) steps(t, s_.scale, stage_scale, reduce_ops());
+        if (st == stage_scale) steps(t, s_.scale, stage_scale, reduce_ops_);
       }
       if (i < tiles_) marks.push_back(latest_);
     }
@@ -113,31 +136,58 @@ class replay {
   double dma_work = 0;           ///< every data phase alone, the broadcasts included
 
  private:
-  [[nodiscard]] std::int64_t tile_parts(std::int64_t t) const {
-    return (t == tiles_ - 1 ? last_rows_ : rpt_) / groups_;
+  void reset(const queue_times& stretch) {
+    stretch_ = &stretch;
+    marks.clear();
+    busy = {};
+    queue_work = {};
+    dma_work = 0;
+    free_at_ = {};
+    last_on_ = {};
+    issue_free_ = {};
+    queue_free_ = {};
+    moving_ = {};
+    stream_next_ = {};
+    stage_serial_ = {};
+    std::fill(readers_.begin(), readers_.end(), 0.0);
+    std::fill(loads_.begin(), loads_.end(), 0.0);
+    std::fill(stage_store_.begin(), stage_store_.end(), 0.0);
+    std::fill(chunk_last_.begin(), chunk_last_.end(), ref{});
+    tile_last_ = {};
+    broadcast_done_ = latest_ = 0;
+    broadcast_used_ = false;
+    next_id_ = 0;
   }
+
   [[nodiscard]] std::int64_t chunk_cols(std::int64_t c) const {
     return std::min(cps_, s_.cols - c * cps_);
   }
-  [[nodiscard]] std::size_t at(std::int64_t t, std::int64_t c) const {
-    return static_cast<std::size_t>((t % s_.bufs) * chunks_ + c);
+  /// The first slot of tile t's chunks, and of its chunks' group chains.
+  [[nodiscard]] std::size_t slots_of(std::int64_t t) const {
+    return static_cast<std::size_t>((t % s_.bufs) * chunks_);
   }
-  ref& chunk_last(std::int64_t t, std::int64_t c, std::int64_t g) {
-    return chunk_last_[static_cast<std::size_t>(((t % window) * chunks_ + c) * groups_ + g)];
+  ref* chains_of(std::int64_t t) {
+    return &chunk_last_[static_cast<std::size_t>((t % window) * chunks_ * groups_)];
   }
   ref& tile_last(std::int64_t t) { return tile_last_[static_cast<std::size_t>(t % window)]; }
   [[nodiscard]] bool follows(engine_id e, const ref& r) const {
     return r.id != 0 && last_on_[e] == r.id;
   }
-
-  engine_id queue(int stream) {
-    const int n = static_cast<int>(stream_count_[static_cast<std::size_t>(stream)]++ % s_.queues);
-    return static_cast<engine_id>((stream * s_.queues + n) % dma_queue_count);
+  /// The data phase of a chunk's transfer of tile t, chunk c, alone.
+  [[nodiscard]] double chunk_alone(std::int64_t t, std::int64_t c) const {
+    return alone_[(t == tiles_ - 1 ? 2U : 0U) + (c == chunks_ - 1 ? 1U : 0U)];
   }
 
-  /// A transfer on queue q ready at `ready`; returns when its dependents see it done.
-  double transfer(engine_id q, std::int64_t parts, std::int64_t row_bytes, std::int64_t chunk,
-                  double ready, bool hbm, bool counted = true) {
+  engine_id queue(int stream) {
+    auto& n = stream_next_[static_cast<std::size_t>(stream)];
+    const int q = (stream_base_[static_cast<std::size_t>(stream)] + n) % dma_queue_count;
+    n = n + 1 == s_.queues ? 0 : n + 1;
+    return static_cast<engine_id>(q);
+  }
+
+  /// A transfer's data phase with the DMA engines to itself.
+  [[nodiscard]] double data_alone(std::int64_t parts, std::int64_t row_bytes, std::int64_t chunk,
+                                  bool hbm) const {
     instruction in;
     in.kind = op::dma;
     in.partitions = static_cast<std::uint32_t>(parts);
@@ -146,6 +196,12 @@ class replay {
     double alone = dma_data_ns(in, m_);
     if (hbm && m_.hbm_bytes_per_ns > 0)
       alone = std::max(alone, static_cast<double>(parts * row_bytes) / m_.hbm_bytes_per_ns);
+    return alone;
+  }
+
+  /// A transfer on queue q whose data phase alone takes `alone`, ready at
+  /// `ready`; returns when its dependents see it done.
+  double transfer(engine_id q, double alone, double ready, bool counted = true) {
     dma_work += alone;
     if (counted) queue_work[q] += alone;
     const double issue = m_.dma_issue_ns;
@@ -159,9 +215,9 @@ class replay {
     }
     // a transfer that starts while another queue's is moving shares the engines with it
     double together = 1;
-    for (std::size_t o = 0; o < moving_.size(); ++o)
+    for (const std::size_t o : used_queues_)
       if (o != q && moving_[o].first <= data_at && data_at < moving_[o].second) ++together;
-    queue_free_[q] = data_at + alone * std::max(stretch_[q], together);
+    queue_free_[q] = data_at + alone * std::max((*stretch_)[q], together);
     if (counted) moving_[q] = {data_at, queue_free_[q]};
     const double done = queue_free_[q] + std::max(0.0, m_.dma_fixed_latency_ns - issue);
     latest_ = std::max(latest_, done);
@@ -184,50 +240,42 @@ class replay {
   /// One broadcast vector: a row into partition 0, then doubled (rows.cpp).
   void broadcast() {
     const std::int64_t row = s_.cols * dtype_bytes(s_.type);
-    double done = transfer(0, 1, row, 0, 0, true, false);
+    double done = transfer(0, data_alone(1, row, 0, true), 0, false);
     for (std::int64_t have = 1; have < P_; have *= 2)
-      done = transfer(0, std::min(have, P_ - have), row, 0, done, false, false);
+      done = transfer(0, data_alone(std::min(have, P_ - have), row, 0, false), done, false);
     broadcast_done_ = std::max(broadcast_done_, done);
   }
 
   void load(std::int64_t t) {
-    const std::int64_t parts = tile_parts(t), bytes = dtype_bytes(s_.type);
     tile_last(t) = {};
+    const std::size_t slots = slots_of(t);
+    ref* chains = chains_of(t);
     for (std::int64_t c = 0; c < chunks_; ++c) {
-      const auto slot = at(t, c);
-      const std::int64_t cols = chunk_cols(c);
-      const double war = readers_[slot];
+      const auto slot = slots + static_cast<std::size_t>(c);
+      const double war = readers_[slot], alone = chunk_alone(t, c);
       readers_[slot] = loads_[slot] = 0;
-      for (std::int64_t g = 0; g < groups_; ++g) chunk_last(t, c, g) = {};
+      std::fill_n(chains + c * groups_, groups_, ref{});
       for (int k = 0; k < s_.inputs; ++k)
-        loads_[slot] =
-            std::max(loads_[slot], transfer(queue(k), parts, groups_ * cols * bytes,
-                                            cols == s_.cols ? 0 : cols * bytes, war, true));
+        loads_[slot] = std::max(loads_[slot], transfer(queue(k), alone, war));
     }
-  }
-
-  [[nodiscard]] std::size_t reduce_ops() const {
-    std::size_t n = 0;
-    for (const auto& step : s_.reduce) n += step.ops.size();
-    return n;
   }
 
   /// The steps of `list`, whose first op is numbered `ordinal`.
   void steps(std::int64_t t, const std::vector<row_step>& list, int stage, std::size_t ordinal) {
-    const std::int64_t parts = tile_parts(t);
     for (const auto& step : list) {
       if (step.per_chunk) {
-        for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, parts, ordinal);
+        for (std::int64_t c = 0; c < chunks_; ++c) chain(t, c, step, stage, ordinal);
         ordinal += step.ops.size();
         continue;
       }
       // on the tile's [partitions, groups] per-row values, after the last chunk's chains
       ref& last = tile_last(t);
+      const ref* chains = chains_of(t) + (chunks_ - 1) * groups_;
       double ready = last.done;
       bool after_previous[engine_count]{};
       for (const auto& o : step.ops) after_previous[o.engine] = follows(o.engine, last);
       for (std::int64_t g = 0; g < groups_; ++g) {
-        const ref& r = chunk_last(t, chunks_ - 1, g);
+        const ref& r = chains[g];
         ready = std::max(ready, r.done);
         for (const auto& o : step.ops)
           after_previous[o.engine] = after_previous[o.engine] || follows(o.engine, r);
@@ -242,30 +290,32 @@ class replay {
     }
   }
 
-  /// What a chain's instruction on (t, c, g) waits for besides its engine
-  /// (the lowering's first_reads and the group's last instruction).
-  double reads(std::int64_t t, std::int64_t c, std::int64_t g, int stage) {
-    const ref& last = chunk_last(t, c, g);
-    double ready = std::max(tile_last(t).done, last.done);
-    if (last.id == 0 && stage != stage_load) ready = std::max(ready, loads_[at(t, c)]);
-    return ready;
-  }
-
   /// One chunk's ops (rows.cpp's chain): the compute ops between two stores
-  /// run row group by row group, each store moves all groups at once.
-  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::int64_t parts,
-             std::size_t ordinal) {
-    const auto slot = at(t, c);
-    const std::int64_t cols = chunk_cols(c), bytes = dtype_bytes(s_.type);
+  /// run row group by row group, each store moves all groups at once. An
+  /// instruction on group g waits besides its engine for the lowering's
+  /// first_reads (the chunk's loads, for a chain's first instruction after
+  /// the load stage) and the group's last instruction.
+  void chain(std::int64_t t, std::int64_t c, const row_step& step, int stage, std::size_t ordinal) {
+    const auto slot = slots_of(t) + static_cast<std::size_t>(c);
+    ref* chains = chains_of(t) + c * groups_;
+    const ref tile = tile_last(t);  // the chain does not change it
+    const bool last_chunk = c == chunks_ - 1;
+    const double loaded = stage != stage_load ? loads_[slot] : 0.0;
+    const auto reads = [&](const ref& last) {
+      const double ready = std::max(tile.done, last.done);
+      return last.id == 0 ? std::max(ready, loaded) : ready;
+    };
+    double readers = readers_[slot];
     bool wrote_staging = false;
     std::size_t stage_slot = 0;
     for (std::size_t begin = 0; begin < step.ops.size();) {
       std::size_t end = begin;
       while (end < step.ops.size() && !step.ops[end].store) ++end;
-      for (std::int64_t g = 0; g < groups_ && end > begin; ++g)
+      for (std::int64_t g = 0; g < groups_ && end > begin; ++g) {
+        ref& last = chains[g];
         for (std::size_t i = begin; i < end; ++i) {
           const auto& o = step.ops[i];
-          double ready = reads(t, c, g, stage);
+          double ready = reads(last);
           if (o.to_staging && !wrote_staging) {
             stage_slot =
                 2 * static_cast<std::size_t>(o.output) +
@@ -277,35 +327,39 @@ class replay {
             ready = std::max(ready, broadcast_done_);
             broadcast_used_ = true;
           }
-          ref& last = chunk_last(t, c, g);
-          const bool dependent = follows(o.engine, last) || follows(o.engine, tile_last(t));
-          last = compute(o, ordinal + i, c == chunks_ - 1, ready, dependent);
-          readers_[slot] = std::max(readers_[slot], last.done);
+          const bool dependent = follows(o.engine, last) || follows(o.engine, tile);
+          last = compute(o, ordinal + i, last_chunk, ready, dependent);
+          readers = std::max(readers, last.done);
         }
+      }
       if (end == step.ops.size()) break;
       const auto& o = step.ops[end];  // a store: a side branch, the chains go on
       double ready = 0;
-      for (std::int64_t g = 0; g < groups_; ++g) ready = std::max(ready, reads(t, c, g, stage));
-      const double done = transfer(queue(s_.inputs + o.output), parts, groups_ * cols * bytes,
-                                   cols == s_.cols ? 0 : cols * bytes, ready, true);
+      for (std::int64_t g = 0; g < groups_; ++g) ready = std::max(ready, reads(chains[g]));
+      const double done = transfer(queue(s_.inputs + o.output), chunk_alone(t, c), ready);
       if (wrote_staging)
         stage_store_[stage_slot] = done;
       else
-        readers_[slot] = std::max(readers_[slot], done);
+        readers = std::max(readers, done);
       begin = end + 1;
     }
+    readers_[slot] = readers;
   }
 
   const pipeline_spec& s_;
   const machine& m_;
-  const queue_times& stretch_;
+  const queue_times* stretch_ = nullptr;
   std::int64_t tiles_, last_rows_;
   std::int64_t P_ = 128, rpt_ = 128, cps_ = 0, chunks_ = 0, groups_ = 1;
+  std::size_t reduce_ops_ = 0;
+  std::vector<int> order_;                ///< the stages in issue order
+  std::array<double, 4> alone_{};         ///< chunk_alone()'s cases
+  std::vector<std::size_t> used_queues_;  ///< the queues the streams use
+  std::array<int, 16> stream_base_{}, stream_next_{};
   std::array<double, engine_count> free_at_{};
   std::array<std::uint32_t, engine_count> last_on_{};
   queue_times issue_free_{}, queue_free_{};
   std::array<std::pair<double, double>, dma_queue_count> moving_{};
-  std::array<std::int64_t, 16> stream_count_{};
   std::array<std::int64_t, 8> stage_serial_{};
   std::vector<double> readers_, loads_, stage_store_;
   std::vector<ref> chunk_last_;
@@ -354,9 +408,9 @@ steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
   stretch.fill(1.0);
   double latency = 0;
   steady_estimate e;
+  replay r(spec, m, replayed, last_rows);
   for (int pass = 1;; ++pass) {
-    replay r(spec, m, replayed, last_rows, stretch);
-    const double replayed_ns = r.run();
+    const double replayed_ns = r.run(stretch);
     const auto k = static_cast<std::int64_t>(r.marks.size());
     const std::int64_t span = std::min(period_span, k - 1);
     const double period = span > 0 ? (r.marks[static_cast<std::size_t>(k - 1)] -
