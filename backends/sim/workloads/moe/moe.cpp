@@ -24,7 +24,6 @@
 // out_tile columns at a time) and y is stored. docs/simulator.md has the table.
 #include "moe.hpp"
 #include "../../nki/nki.hpp"
-#include "../../steady_common.hpp"
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
 
@@ -476,11 +475,10 @@ class moe final : public typed_workload<plan> {
     return moe_detail::make_kernel(pl);
   }
 
-  /// The routed tiles do not repeat as the other workloads' loops do: the
-  /// lowered program replayed in order, without the event queue.
+  /// The closed-form model over the plan's group tiles (moe_steady.cpp).
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
-    return steady::replay_lowered(m, [&](program& out) { lowerer(pl, m, out).run(); });
+    return moe_detail::estimate_steady(pl, m);
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,

@@ -7,6 +7,7 @@
 #include "../../functional.hpp"
 #include "../../machine.hpp"
 #include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -82,6 +83,10 @@ struct plan {
 
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
+
+/// The steady-state estimate of a plan without error, in closed form over
+/// its group tiles (moe_steady.cpp).
+[[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);
 
 /// The executor of the plan on data (moe_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl);

@@ -25,13 +25,13 @@ namespace {
 using steady::each;
 using steady::split;
 
-/// The lowering's DMA streams, one queue each (x, W_gate/W_up, W_down, y).
+/// The lowering's DMA streams (x, W_gate/W_up, W_down, y), dma_queues queues each.
 enum stream : std::size_t { s_x, s_gu, s_wd, s_y };
 
 /// The work of a stretch of the schedule (ns at full speed, counts, bytes).
 struct work {
   std::array<double, 4> busy{};                 ///< TensorE, VectorE, ScalarE, GpSimdE
-  std::array<double, 4> issue{}, queue_data{};  ///< per stream
+  std::array<double, 4> issue{}, queue_data{};  ///< per queue of each stream
   double data = 0;                              ///< every transfer's data phase
   double stall = 0;                             ///< TensorE waiting on PSUM banks
   double read = 0, write = 0, instructions = 0;
@@ -53,7 +53,12 @@ struct work {
 class model {
  public:
   model(const plan& pl, const machine& m)
-      : pl_(pl), p_(pl.p), m_(m), b_(dtype_bytes(pl.p.type)), parts_(m.partitions) {}
+      : pl_(pl),
+        p_(pl.p),
+        m_(m),
+        b_(dtype_bytes(pl.p.type)),
+        parts_(m.partitions),
+        queues_(std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
 
   steady_estimate run() {
     work all;
@@ -120,8 +125,9 @@ class model {
   void transfer(work& w, stream s, double count, std::int64_t rows, std::int64_t bytes,
                 std::int64_t chunk = 0) const {
     const double data = count * transfer_ns(rows, bytes, chunk);
-    w.issue[s] += count * m_.dma_issue_ns;
-    w.queue_data[s] += data;
+    // the stream's queues take its transfers in turn
+    w.issue[s] += count * m_.dma_issue_ns / queues_;
+    w.queue_data[s] += data / queues_;
     w.data += data;
     (s == s_y ? w.write : w.read) += count * static_cast<double>(rows * bytes);
     w.instructions += count;
@@ -359,6 +365,7 @@ class model {
   const params& p_;
   const machine& m_;
   std::int64_t b_, parts_;
+  double queues_;  ///< per stream (emit::queues over the four streams)
   double drain_ = 0;
 };
 

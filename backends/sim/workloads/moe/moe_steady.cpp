@@ -1,0 +1,336 @@
+// moe_steady.cpp: moe's steady-state model in closed form (docs/simulator.md,
+// "Speed"), from the plan's group tiles without lowering them. The counts
+// (instructions, HBM bytes) are the lowering's (moe.cpp), summed per distinct
+// tile height; every per-instruction cost is cost_rules.hpp's. The group
+// tiles run as one stretch that takes its busiest resource: TensorE (each
+// slab's transpose paced by its copy out of PSUM, the matmuls) plus its
+// stalls, the evict engine, the DMA engines, or one stream's queue (x and
+// routing, expert weights, scatters: issues and data, pipelined on trn2). The
+// stalls: with bufs = 1 a weight block loads after the last matmul of the
+// block before, streaming only with its first PSUM group's matmuls (and the
+// tile's transposes); with x_bufs = 1 a tile's routing and rows load after
+// the last matmul of the tile before. The combine waits for every scatter;
+// its steps run one after the other on their queue (load, sums, store).
+#include "moe.hpp"
+
+#include "../../cost_rules.hpp"
+#include "../../steady_closed.hpp"
+#include "../../steady_common.hpp"
+#include "../emit.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+namespace tessel::sim::moe_detail {
+namespace {
+
+using steady::each;
+using steady::split;
+
+/// The lowering's DMA streams (x, weights, scatters, combine), dma_queues queues each.
+enum stream : std::size_t { s_x, s_w, s_scatter, s_combine };
+
+/// The work of a stretch of the schedule (ns at full speed, counts, bytes).
+struct work {
+  std::array<double, 4> busy{};                 ///< TensorE, VectorE, ScalarE, GpSimdE
+  std::array<double, 4> issue{}, queue_data{};  ///< per queue of each stream
+  double data = 0;                              ///< every transfer's data phase
+  double read = 0, write = 0, instructions = 0;
+
+  void add(const work& o, double times) {
+    for (std::size_t i = 0; i < 4; ++i) {
+      busy[i] += times * o.busy[i];
+      issue[i] += times * o.issue[i];
+      queue_data[i] += times * o.queue_data[i];
+    }
+    data += times * o.data;
+    read += times * o.read;
+    write += times * o.write;
+    instructions += times * o.instructions;
+  }
+};
+
+class model {
+ public:
+  model(const plan& pl, const machine& m)
+      : pl_(pl),
+        p_(pl.p),
+        m_(m),
+        b_(dtype_bytes(pl.p.type)),
+        parts_(m.partitions),
+        queues_(std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+
+  steady_estimate run() {
+    // the group tiles of the cores this plan times, by height
+    std::map<std::int64_t, double> heights;
+    std::vector<std::pair<std::int64_t, std::int64_t>> combines;
+    for (int c = 0; c < pl_.cores; ++c) {
+      if (pl_.core >= 0 && c != pl_.core) continue;
+      for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
+        heights[static_cast<std::int64_t>(g.rows.size())] += 1;
+      const auto& comb = pl_.combine[static_cast<std::size_t>(c)];
+      combines.insert(combines.end(), comb.begin(), comb.end());
+    }
+    work groups;
+    double stall = 0, fill = 0;
+    for (const auto& [rows, count] : heights) {
+      work tile;
+      const double transposes = load_x(tile, rows);
+      const double first_group = multiply(tile, rows);
+      groups.add(tile, count);
+      stall += count * tile_stall(rows, transposes, first_group);
+      if (fill == 0) fill = x_chain_ns(rows);
+    }
+    work tail;
+    double combine_ns = 0;
+    for (const auto& [t0, t1] : combines) combine_ns += combine(tail, t1 - t0);
+    const double warm = steady::warmup_loss(groups.busy[0], m_);
+    double dma = groups.data;
+    for (std::size_t s = 0; s < 4; ++s)
+      dma = std::max(dma, m_.dma_queue_pipelined ? std::max(groups.issue[s], groups.queue_data[s])
+                                                 : groups.issue[s] + groups.queue_data[s]);
+    const double compute = fill + groups.busy[0] + warm + stall;
+    const double span = std::max({compute, groups.busy[1], groups.busy[2], groups.busy[3], dma});
+    steady_estimate e;
+    e.latency_ns = span + drain_ns() + combine_ns;
+    groups.add(tail, 1);
+    e.busy_ns = groups.busy;
+    e.busy_ns[0] += warm;
+    e.dma_data_ns = groups.data;
+    e.hbm_read_bytes = groups.read;
+    e.hbm_write_bytes = groups.write;
+    e.instructions = groups.instructions;
+    totals(e);
+    if (dma >= compute && dma >= std::max({groups.busy[1], groups.busy[2], groups.busy[3]})) {
+      const auto q = static_cast<std::size_t>(
+          std::max_element(groups.issue.begin(), groups.issue.end()) - groups.issue.begin());
+      static constexpr std::array<const char*, 4> tags{"gather x", "load expert weights",
+                                                       "scatter partials", "load partials"};
+      e.bound = groups.issue[q] > groups.data ? "dma issue" : "dma data";
+      e.tag = tags[q];
+    } else {
+      steady::name_bound(e,
+                         {"matmul", "scale by router weight", "scale by router weight", "combine"},
+                         "load expert weights");
+    }
+    return e;
+  }
+
+ private:
+  /// The roofline totals, as the lowering states them (moe.cpp, setup).
+  void totals(steady_estimate& e) const {
+    const double all = static_cast<double>(p_.tokens * p_.top_k);
+    double rows = 0;
+    for (int c = 0; c < pl_.cores; ++c)
+      if (pl_.core < 0 || c == pl_.core)
+        for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
+          rows += static_cast<double>(g.rows.size());
+    e.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
+    std::int64_t used = 0;
+    for (const auto n : pl_.group_size) used += n > 0;
+    e.totals.min_hbm_bytes =
+        rows / all *
+        static_cast<double>(
+            (p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b_);
+    e.totals.compute_type = p_.type;
+  }
+
+  [[nodiscard]] double transfer_ns(std::int64_t rows, std::int64_t bytes, std::int64_t chunk,
+                                   bool hbm) const {
+    instruction in;
+    in.kind = op::dma;
+    in.partitions = static_cast<std::uint32_t>(rows);
+    in.free = static_cast<std::uint32_t>(bytes);
+    in.aux = static_cast<std::uint32_t>(chunk);
+    const double moved = static_cast<double>(rows * bytes);
+    return std::max(dma_data_ns(in, m_),
+                    hbm && m_.hbm_bytes_per_ns > 0 ? moved / m_.hbm_bytes_per_ns : 0);
+  }
+
+  /// `count` transfers of `rows` x `bytes` on stream s; `read`/`write`: the HBM side.
+  void transfer(work& w, stream s, double count, std::int64_t rows, std::int64_t bytes, bool read,
+                bool write, std::int64_t chunk = 0) const {
+    const double data = count * transfer_ns(rows, bytes, chunk, read || write);
+    // the stream's queues take its transfers in turn
+    w.issue[s] += count * m_.dma_issue_ns / queues_;
+    w.queue_data[s] += data / queues_;
+    w.data += data;
+    const double moved = count * static_cast<double>(rows * bytes);
+    if (read) w.read += moved;
+    if (write) w.write += moved;
+    w.instructions += count;
+  }
+
+  [[nodiscard]] double elementwise_ns(engine_id e, op kind, std::int64_t rows,
+                                      std::int64_t n) const {
+    return compute_ns(steady::elementwise(e, kind, rows, n, 0), m_);
+  }
+  double compute(work& w, engine_id e, op kind, double count, std::int64_t rows,
+                 std::int64_t n) const {
+    const double ns = elementwise_ns(e, kind, rows, n);
+    w.busy[static_cast<std::size_t>(e - tensor_engine)] += count * ns;
+    w.instructions += count;
+    return ns;
+  }
+  /// TensorE: a matmul (or, `transpose`, a transpose of `rows` x k).
+  double tensor(work& w, double count, std::int64_t k, std::int64_t rows, std::int64_t n,
+                bool transpose = false) const {
+    instruction in;
+    in.engine = tensor_engine;
+    in.kind = transpose ? op::transpose : op::matmul;
+    in.type = p_.type;
+    in.partitions = static_cast<std::uint32_t>(transpose ? rows : k);
+    in.aux = static_cast<std::uint32_t>(rows);
+    in.free = static_cast<std::uint32_t>(transpose ? k : n);
+    const double ns = cost_rule::tensor_cycles(in, m_) / m_.tensor_ghz;
+    w.busy[0] += count * ns;
+    w.instructions += count;
+    return ns;
+  }
+
+  [[nodiscard]] op copy_op() const { return p_.evict == scalar_engine ? op::activation : op::copy; }
+
+  /// A tile of `n` rows' routing and x^T; returns the TensorE time of its
+  /// transposes, each paced by its copy out of PSUM (two banks in rotation).
+  double load_x(work& w, std::int64_t n) const {
+    double transposes = 0;
+    each(split(n, parts_), [&](double subs, std::int64_t rows) {
+      transfer(w, s_x, subs, rows, 8, true, false);
+      transfer(w, s_x, subs, rows, 4, true, false);
+      if (!p_.x_rows) {
+        each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+          transfer(w, s_x, subs * static_cast<double>(rows) * slabs, k, b_, true, false);
+        });
+        return;
+      }
+      transfer(w, s_x, subs, rows, p_.d_in * b_, true, false, p_.d_in * b_);
+      each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+        const double t = tensor(w, subs * slabs, k, rows, 0, true);
+        const double c = compute(w, p_.evict, copy_op(), subs * slabs, k, rows);
+        transposes += subs * slabs * std::max(t, c);
+      });
+    });
+    return transposes;
+  }
+
+  /// A tile of `n` rows through every out block: the weight loads, matmuls,
+  /// scales and scatters; returns the matmuls of a block's first PSUM group.
+  double multiply(work& w, std::int64_t n) const {
+    double first = 0;
+    each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
+      each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+        transfer(w, s_w, blocks * slabs, k, cols * b_, true, false);
+      });
+      each(split(n, parts_), [&](double subs, std::int64_t rows) {
+        each(split(cols, p_.mm_n), [&](double banks, std::int64_t width) {
+          each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+            tensor(w, blocks * subs * banks * slabs, k, rows, width);
+          });
+          compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar,
+                  blocks * subs * banks, rows, width);
+        });
+        if (p_.sbuf_partials)
+          transfer(w, s_scatter, blocks * subs * static_cast<double>(rows), 1, cols * 4, false,
+                   false);
+        else
+          transfer(w, s_scatter, blocks * subs, rows, cols * 4, false, true);
+      });
+    });
+    work scratch;
+    each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+      first += slabs * tensor(scratch, 1, k, std::min(parts_, n),
+                              std::min({p_.mm_n, p_.out_tile, p_.d_out}));
+    });
+    return first;
+  }
+
+  /// From the issue of one weight block's loads to the last one's arrival.
+  [[nodiscard]] double block_load_ns() const {
+    work w;
+    each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+      transfer(w, s_w, slabs, k, std::min(p_.out_tile, p_.d_out) * b_, true, false);
+    });
+    return (m_.dma_queue_pipelined ? std::max(w.issue[s_w], w.data) : w.issue[s_w] + w.data) +
+           m_.dma_fixed_latency_ns;
+  }
+
+  /// A tile's routing and rows, from their issue to x^T in SBUF.
+  [[nodiscard]] double x_chain_ns(std::int64_t n) const {
+    work w;
+    const std::int64_t rows = std::min(parts_, n);
+    transfer(w, s_x, 1, rows, 8, true, false);
+    double chain = w.issue[s_x] + w.data + m_.dma_fixed_latency_ns;
+    work x;
+    if (p_.x_rows)
+      transfer(x, s_x, 1, rows, p_.d_in * b_, true, false, p_.d_in * b_);
+    else
+      each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+        transfer(x, s_x, slabs * static_cast<double>(rows), k, b_, true, false);
+      });
+    chain += (m_.dma_queue_pipelined ? std::max(x.issue[s_x], x.data) : x.issue[s_x] + x.data) +
+             m_.dma_fixed_latency_ns;
+    return chain;
+  }
+
+  /// What TensorE waits for in a tile of `n` rows beyond its work.
+  [[nodiscard]] double tile_stall(std::int64_t n, double transposes, double first_group) const {
+    double stall = 0;
+    const double blocks = static_cast<double>(pl_.out_blocks);
+    if (p_.bufs == 1) {
+      const double load = block_load_ns();
+      stall += std::max(0.0, load - first_group - transposes) +
+               (blocks - 1) * std::max(0.0, load - first_group);
+    }
+    if (p_.x_bufs == 1) stall += x_chain_ns(n);
+    return stall;
+  }
+
+  /// After the last matmul: its scale and scatter.
+  [[nodiscard]] double drain_ns() const {
+    work w;
+    const std::int64_t cols = std::min(p_.out_tile, p_.d_out);
+    compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar, 1, parts_,
+            std::min(p_.mm_n, cols));
+    if (p_.sbuf_partials)
+      transfer(w, s_scatter, 1, 1, cols * 4, false, false);
+    else
+      transfer(w, s_scatter, 1, parts_, cols * 4, false, true);
+    return w.busy[1] + w.busy[2] + w.busy[3] + m_.dma_issue_ns + w.data + m_.dma_fixed_latency_ns;
+  }
+
+  /// The combine of `rows` tokens into `w`; returns its time: per out
+  /// block, the partials' load, the top_k sums and the store, one after the
+  /// other on the combine queue.
+  double combine(work& w, std::int64_t rows) const {
+    double ns = 0;
+    const double lat = m_.dma_fixed_latency_ns + (m_.dma_queue_pipelined ? 0 : m_.dma_issue_ns);
+    each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
+      double step = 0;
+      if (!p_.sbuf_partials) {
+        transfer(w, s_combine, blocks, rows, p_.top_k * cols * 4, true, false, cols * 4);
+        step += transfer_ns(rows, p_.top_k * cols * 4, cols * 4, true) + lat;
+      }
+      step += compute(w, p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, blocks,
+                      rows, cols);
+      for (std::int64_t j = 2; j < p_.top_k; ++j)
+        step += compute(w, p_.combine_engine, op::tensor_tensor, blocks, rows, cols);
+      transfer(w, s_combine, blocks, rows, cols * b_, false, true);
+      step += transfer_ns(rows, cols * b_, 0, true) + lat;
+      ns += blocks * std::max(step, 2 * m_.dma_issue_ns);
+    });
+    return ns;
+  }
+
+  const plan& pl_;
+  const params& p_;
+  const machine& m_;
+  std::int64_t b_, parts_;
+  double queues_;  ///< per stream (emit::queues over the four streams)
+};
+
+}  // namespace
+
+steady_estimate estimate_steady(const plan& pl, const machine& m) { return model(pl, m).run(); }
+
+}  // namespace tessel::sim::moe_detail
