@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -103,6 +104,20 @@ void build_tiles(plan& pl) {
     pl.combine[i < first ? 0 : 1].emplace_back(i * 128, std::min(p.tokens, (i + 1) * 128));
 }
 
+/// route_tokens(p), kept for the next plan on this thread: the routing
+/// depends only on constants of a space (tokens, experts, top_k, the seed
+/// and the skew), so the configs of a search share it.
+const std::vector<std::int32_t>& routing(const params& p) {
+  thread_local std::array<std::int64_t, 5> key{-1};
+  thread_local std::vector<std::int32_t> routes;
+  const std::array<std::int64_t, 5> now{p.tokens, p.experts, p.top_k, p.route_seed, p.route_skew};
+  if (now != key) {
+    routes = route_tokens(p);
+    key = now;
+  }
+  return routes;
+}
+
 }  // namespace
 
 std::vector<std::int32_t> route_tokens(const params& p) {
@@ -139,7 +154,7 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   const double rows = static_cast<double>(p.tokens) * static_cast<double>(p.top_k);
   if (rows > 1 << 20)
     return fmt::format("moe: {} routed rows is more than the simulator lowers", rows);
-  pl.expert_of = route_tokens(p);
+  pl.expert_of = routing(p);
   pl.group_size.assign(static_cast<std::size_t>(p.experts), 0);
   for (const auto e : pl.expert_of) ++pl.group_size[static_cast<std::size_t>(e)];
   pl.k_slabs = ceil_div(p.d_in, parts);
