@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <numeric>
 
 namespace tessel::sim::moe_detail {
@@ -70,16 +72,18 @@ void add_tiles(std::int32_t e, const std::vector<route>& rows, std::int64_t tile
   }
 }
 
-void build_tiles(plan& pl) {
+/// The group tiles of every core, and their heights.
+grouped_tiles group_rows(const plan& pl) {
   const auto& p = pl.p;
   const core_map map = assign_cores(pl);
-  pl.tiles.assign(static_cast<std::size_t>(pl.cores), {});
-  pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
+  grouped_tiles out;
+  auto& tiles = out.of_core;
+  tiles.resize(static_cast<std::size_t>(pl.cores));
   if (p.group == grouping::token) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        add_tiles(e, {{t, j}}, 1, pl.tiles[static_cast<std::size_t>(map.core(t, e))]);
+        add_tiles(e, {{t, j}}, 1, tiles[static_cast<std::size_t>(map.core(t, e))]);
       }
   } else {
     // per core, each expert's rows in token order
@@ -95,8 +99,38 @@ void build_tiles(plan& pl) {
     for (std::size_t c = 0; c < rows.size(); ++c)
       for (std::size_t e = 0; e < rows[c].size(); ++e)
         if (!rows[c][e].empty())
-          add_tiles(static_cast<std::int32_t>(e), rows[c][e], p.token_tile, pl.tiles[c]);
+          add_tiles(static_cast<std::int32_t>(e), rows[c][e], p.token_tile, tiles[c]);
   }
+  for (const auto& core : tiles) {
+    std::map<std::int64_t, double> count;
+    for (const auto& g : core) count[static_cast<std::int64_t>(g.rows.size())] += 1;
+    out.heights.emplace_back(count.begin(), count.end());
+  }
+  return out;
+}
+
+/// The plan's group tiles, kept per thread for the next plans of the same
+/// routing and grouping (a search's configs share a few).
+void build_tiles(plan& pl) {
+  const auto& p = pl.p;
+  using key_type = std::array<std::int64_t, 9>;
+  thread_local std::map<key_type, std::shared_ptr<const grouped_tiles>> cache;
+  const key_type key{p.tokens,
+                     p.experts,
+                     p.top_k,
+                     p.route_seed,
+                     p.route_skew,
+                     p.group == grouping::token ? 0 : p.token_tile,
+                     static_cast<std::int64_t>(p.group),
+                     static_cast<std::int64_t>(p.split),
+                     pl.cores};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 16) cache.clear();
+    it = cache.emplace(key, std::make_shared<const grouped_tiles>(group_rows(pl))).first;
+  }
+  pl.tiles = core_tiles(it->second);
+  pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
   // the combine: 128-token tiles, the first half of them on core 0
   const std::int64_t tiles = ceil_div(p.tokens, 128);
   const std::int64_t first = pl.cores > 1 ? ceil_div(tiles, 2) : tiles;

@@ -63,12 +63,13 @@ class model {
 
   steady_estimate run() {
     // the group tiles of the cores this plan times, by height
-    std::map<std::int64_t, double> heights;
+    thread_local std::map<std::int64_t, double> heights;
+    heights.clear();
     std::vector<std::pair<std::int64_t, std::int64_t>> combines;
     for (int c = 0; c < pl_.cores; ++c) {
       if (pl_.core >= 0 && c != pl_.core) continue;
-      for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
-        heights[static_cast<std::int64_t>(g.rows.size())] += 1;
+      for (const auto& [rows, count] : pl_.tiles.heights(static_cast<std::size_t>(c)))
+        heights[rows] += count;
       const auto& comb = pl_.combine[static_cast<std::size_t>(c)];
       combines.insert(combines.end(), comb.begin(), comb.end());
     }
@@ -124,8 +125,8 @@ class model {
     double rows = 0;
     for (int c = 0; c < pl_.cores; ++c)
       if (pl_.core < 0 || c == pl_.core)
-        for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
-          rows += static_cast<double>(g.rows.size());
+        for (const auto& [height, count] : pl_.tiles.heights(static_cast<std::size_t>(c)))
+          rows += count * static_cast<double>(height);
     e.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
     std::int64_t used = 0;
     for (const auto n : pl_.group_size) used += n > 0;
