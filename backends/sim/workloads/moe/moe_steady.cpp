@@ -4,13 +4,15 @@
 // tile height; every per-instruction cost is cost_rules.hpp's. The group
 // tiles run as one stretch that takes its busiest resource: TensorE (each
 // slab's transpose paced by its copy out of PSUM, the matmuls) plus its
-// stalls, the evict engine, the DMA engines, or one stream's queue (x and
+// stalls, the evict engine, the DMA engines, or one stream's queues (x and
 // routing, expert weights, scatters: issues and data, pipelined on trn2). The
 // stalls: with bufs = 1 a weight block loads after the last matmul of the
 // block before, streaming only with its first PSUM group's matmuls (and the
 // tile's transposes); with x_bufs = 1 a tile's routing and rows load after
-// the last matmul of the tile before. The combine waits for every scatter;
-// its steps run one after the other on their queue (load, sums, store).
+// the last matmul of the tile before; and the x_bufs tiles in flight share
+// the chain from a tile's routing load to its last scatter (which frees its
+// routing slot). The combine waits for every scatter; its steps run one
+// after the other on their queue (load, sums, store).
 #include "moe.hpp"
 
 #include "../../cost_rules.hpp"
@@ -74,14 +76,21 @@ class model {
       combines.insert(combines.end(), comb.begin(), comb.end());
     }
     work groups;
-    double stall = 0, fill = 0;
+    double stall = 0, fill = 0, cycle = 0;
+    const auto evict = static_cast<std::size_t>(p_.evict - tensor_engine);
     for (const auto& [rows, count] : heights) {
       work tile;
       const double transposes = load_x(tile, rows);
       const double first_group = multiply(tile, rows);
       groups.add(tile, count);
-      stall += count * tile_stall(rows, transposes, first_group);
-      if (fill == 0) fill = x_chain_ns(rows);
+      const double x_chain = x_chain_ns(rows);
+      stall += count * tile_stall(transposes, first_group, x_chain);
+      if (fill == 0) fill = x_chain;
+      // a tile's routing slot is free again when its last scatter is done: the
+      // x_bufs tiles in flight share the chain from the routing load to it
+      const double chain = x_chain + tile.busy[0] + tile.busy[evict] + tile.issue[s_scatter] +
+                           tile.queue_data[s_scatter] + m_.dma_fixed_latency_ns;
+      cycle += count * chain / p_.x_bufs;
     }
     work tail;
     double combine_ns = 0;
@@ -92,7 +101,8 @@ class model {
       dma = std::max(dma, m_.dma_queue_pipelined ? std::max(groups.issue[s], groups.queue_data[s])
                                                  : groups.issue[s] + groups.queue_data[s]);
     const double compute = fill + groups.busy[0] + warm + stall;
-    const double span = std::max({compute, groups.busy[1], groups.busy[2], groups.busy[3], dma});
+    const double span =
+        std::max({compute, fill + cycle, groups.busy[1], groups.busy[2], groups.busy[3], dma});
     steady_estimate e;
     e.latency_ns = span + drain_ns() + combine_ns;
     groups.add(tail, 1);
@@ -274,8 +284,8 @@ class model {
     return chain;
   }
 
-  /// What TensorE waits for in a tile of `n` rows beyond its work.
-  [[nodiscard]] double tile_stall(std::int64_t n, double transposes, double first_group) const {
+  /// What TensorE waits for in a tile beyond its work.
+  [[nodiscard]] double tile_stall(double transposes, double first_group, double x_chain) const {
     double stall = 0;
     const double blocks = static_cast<double>(pl_.out_blocks);
     if (p_.bufs == 1) {
@@ -283,7 +293,7 @@ class model {
       stall += std::max(0.0, load - first_group - transposes) +
                (blocks - 1) * std::max(0.0, load - first_group);
     }
-    if (p_.x_bufs == 1) stall += x_chain_ns(n);
+    if (p_.x_bufs == 1) stall += x_chain;
     return stall;
   }
 
