@@ -33,25 +33,7 @@ using steady::split;
 /// The lowering's DMA streams (x, weights, scatters, combine), dma_queues queues each.
 enum stream : std::size_t { s_x, s_w, s_scatter, s_combine };
 
-/// The work of a stretch of the schedule (ns at full speed, counts, bytes).
-struct work {
-  std::array<double, 4> busy{};                 ///< TensorE, VectorE, ScalarE, GpSimdE
-  std::array<double, 4> issue{}, queue_data{};  ///< per queue of each stream
-  double data = 0;                              ///< every transfer's data phase
-  double read = 0, write = 0, instructions = 0;
-
-  void add(const work& o, double times) {
-    for (std::size_t i = 0; i < 4; ++i) {
-      busy[i] += times * o.busy[i];
-      issue[i] += times * o.issue[i];
-      queue_data[i] += times * o.queue_data[i];
-    }
-    data += times * o.data;
-    read += times * o.read;
-    write += times * o.write;
-    instructions += times * o.instructions;
-  }
-};
+using work = steady::stretch;
 
 class model {
  public:
@@ -61,7 +43,7 @@ class model {
         m_(m),
         b_(dtype_bytes(pl.p.type)),
         parts_(m.partitions),
-        queues_(std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
 
   steady_estimate run() {
     // the group tiles of the cores this plan times, by height
@@ -96,10 +78,7 @@ class model {
     double combine_ns = 0;
     for (const auto& [t0, t1] : combines) combine_ns += combine(tail, t1 - t0);
     const double warm = steady::warmup_loss(groups.busy[0], m_);
-    double dma = groups.data;
-    for (std::size_t s = 0; s < 4; ++s)
-      dma = std::max(dma, m_.dma_queue_pipelined ? std::max(groups.issue[s], groups.queue_data[s])
-                                                 : groups.issue[s] + groups.queue_data[s]);
+    const double dma = groups.dma_ns(m_);
     const double compute = fill + groups.busy[0] + warm + stall;
     const double span =
         std::max({compute, fill + cycle, groups.busy[1], groups.busy[2], groups.busy[3], dma});
@@ -147,59 +126,6 @@ class model {
     e.totals.compute_type = p_.type;
   }
 
-  [[nodiscard]] double transfer_ns(std::int64_t rows, std::int64_t bytes, std::int64_t chunk,
-                                   bool hbm) const {
-    instruction in;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes);
-    in.aux = static_cast<std::uint32_t>(chunk);
-    const double moved = static_cast<double>(rows * bytes);
-    return std::max(dma_data_ns(in, m_),
-                    hbm && m_.hbm_bytes_per_ns > 0 ? moved / m_.hbm_bytes_per_ns : 0);
-  }
-
-  /// `count` transfers of `rows` x `bytes` on stream s; `read`/`write`: the HBM side.
-  void transfer(work& w, stream s, double count, std::int64_t rows, std::int64_t bytes, bool read,
-                bool write, std::int64_t chunk = 0) const {
-    const double data = count * transfer_ns(rows, bytes, chunk, read || write);
-    // the stream's queues take its transfers in turn
-    w.issue[s] += count * m_.dma_issue_ns / queues_;
-    w.queue_data[s] += data / queues_;
-    w.data += data;
-    const double moved = count * static_cast<double>(rows * bytes);
-    if (read) w.read += moved;
-    if (write) w.write += moved;
-    w.instructions += count;
-  }
-
-  [[nodiscard]] double elementwise_ns(engine_id e, op kind, std::int64_t rows,
-                                      std::int64_t n) const {
-    return compute_ns(steady::elementwise(e, kind, rows, n, 0), m_);
-  }
-  double compute(work& w, engine_id e, op kind, double count, std::int64_t rows,
-                 std::int64_t n) const {
-    const double ns = elementwise_ns(e, kind, rows, n);
-    w.busy[static_cast<std::size_t>(e - tensor_engine)] += count * ns;
-    w.instructions += count;
-    return ns;
-  }
-  /// TensorE: a matmul (or, `transpose`, a transpose of `rows` x k).
-  double tensor(work& w, double count, std::int64_t k, std::int64_t rows, std::int64_t n,
-                bool transpose = false) const {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = transpose ? op::transpose : op::matmul;
-    in.type = p_.type;
-    in.partitions = static_cast<std::uint32_t>(transpose ? rows : k);
-    in.aux = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(transpose ? k : n);
-    const double ns = cost_rule::tensor_cycles(in, m_) / m_.tensor_ghz;
-    w.busy[0] += count * ns;
-    w.instructions += count;
-    return ns;
-  }
-
   [[nodiscard]] op copy_op() const { return p_.evict == scalar_engine ? op::activation : op::copy; }
 
   /// A tile of `n` rows' routing and x^T; returns the TensorE time of its
@@ -207,18 +133,18 @@ class model {
   double load_x(work& w, std::int64_t n) const {
     double transposes = 0;
     each(split(n, parts_), [&](double subs, std::int64_t rows) {
-      transfer(w, s_x, subs, rows, 8, true, false);
-      transfer(w, s_x, subs, rows, 4, true, false);
+      c_.transfer(w, s_x, subs, rows, 8, true, false);
+      c_.transfer(w, s_x, subs, rows, 4, true, false);
       if (!p_.x_rows) {
         each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-          transfer(w, s_x, subs * static_cast<double>(rows) * slabs, k, b_, true, false);
+          c_.transfer(w, s_x, subs * static_cast<double>(rows) * slabs, k, b_, true, false);
         });
         return;
       }
-      transfer(w, s_x, subs, rows, p_.d_in * b_, true, false, p_.d_in * b_);
+      c_.transfer(w, s_x, subs, rows, p_.d_in * b_, true, false, p_.d_in * b_);
       each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-        const double t = tensor(w, subs * slabs, k, rows, 0, true);
-        const double c = compute(w, p_.evict, copy_op(), subs * slabs, k, rows);
+        const double t = c_.tensor(w, subs * slabs, k, rows, 0, true);
+        const double c = c_.compute(w, p_.evict, copy_op(), subs * slabs, k, rows);
         transposes += subs * slabs * std::max(t, c);
       });
     });
@@ -231,27 +157,27 @@ class model {
     double first = 0;
     each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
       each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-        transfer(w, s_w, blocks * slabs, k, cols * b_, true, false);
+        c_.transfer(w, s_w, blocks * slabs, k, cols * b_, true, false);
       });
       each(split(n, parts_), [&](double subs, std::int64_t rows) {
         each(split(cols, p_.mm_n), [&](double banks, std::int64_t width) {
           each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-            tensor(w, blocks * subs * banks * slabs, k, rows, width);
+            c_.tensor(w, blocks * subs * banks * slabs, k, rows, width);
           });
-          compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar,
-                  blocks * subs * banks, rows, width);
+          c_.compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar,
+                     blocks * subs * banks, rows, width);
         });
         if (p_.sbuf_partials)
-          transfer(w, s_scatter, blocks * subs * static_cast<double>(rows), 1, cols * 4, false,
-                   false);
+          c_.transfer(w, s_scatter, blocks * subs * static_cast<double>(rows), 1, cols * 4, false,
+                      false);
         else
-          transfer(w, s_scatter, blocks * subs, rows, cols * 4, false, true);
+          c_.transfer(w, s_scatter, blocks * subs, rows, cols * 4, false, true);
       });
     });
     work scratch;
     each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-      first += slabs * tensor(scratch, 1, k, std::min(parts_, n),
-                              std::min({p_.mm_n, p_.out_tile, p_.d_out}));
+      first += slabs * c_.tensor(scratch, 1, k, std::min(parts_, n),
+                                 std::min({p_.mm_n, p_.out_tile, p_.d_out}));
     });
     return first;
   }
@@ -260,28 +186,25 @@ class model {
   [[nodiscard]] double block_load_ns() const {
     work w;
     each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-      transfer(w, s_w, slabs, k, std::min(p_.out_tile, p_.d_out) * b_, true, false);
+      c_.transfer(w, s_w, slabs, k, std::min(p_.out_tile, p_.d_out) * b_, true, false);
     });
-    return (m_.dma_queue_pipelined ? std::max(w.issue[s_w], w.data) : w.issue[s_w] + w.data) +
-           m_.dma_fixed_latency_ns;
+    return w.arrival_ns(m_);
   }
 
   /// A tile's routing and rows, from their issue to x^T in SBUF.
   [[nodiscard]] double x_chain_ns(std::int64_t n) const {
     work w;
     const std::int64_t rows = std::min(parts_, n);
-    transfer(w, s_x, 1, rows, 8, true, false);
+    c_.transfer(w, s_x, 1, rows, 8, true, false);
     double chain = w.issue[s_x] + w.data + m_.dma_fixed_latency_ns;
     work x;
     if (p_.x_rows)
-      transfer(x, s_x, 1, rows, p_.d_in * b_, true, false, p_.d_in * b_);
+      c_.transfer(x, s_x, 1, rows, p_.d_in * b_, true, false, p_.d_in * b_);
     else
       each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-        transfer(x, s_x, slabs * static_cast<double>(rows), k, b_, true, false);
+        c_.transfer(x, s_x, slabs * static_cast<double>(rows), k, b_, true, false);
       });
-    chain += (m_.dma_queue_pipelined ? std::max(x.issue[s_x], x.data) : x.issue[s_x] + x.data) +
-             m_.dma_fixed_latency_ns;
-    return chain;
+    return chain + x.arrival_ns(m_);
   }
 
   /// What TensorE waits for in a tile beyond its work.
@@ -301,12 +224,12 @@ class model {
   [[nodiscard]] double drain_ns() const {
     work w;
     const std::int64_t cols = std::min(p_.out_tile, p_.d_out);
-    compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar, 1, parts_,
-            std::min(p_.mm_n, cols));
+    c_.compute(w, p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar, 1,
+               parts_, std::min(p_.mm_n, cols));
     if (p_.sbuf_partials)
-      transfer(w, s_scatter, 1, 1, cols * 4, false, false);
+      c_.transfer(w, s_scatter, 1, 1, cols * 4, false, false);
     else
-      transfer(w, s_scatter, 1, parts_, cols * 4, false, true);
+      c_.transfer(w, s_scatter, 1, parts_, cols * 4, false, true);
     return w.busy[1] + w.busy[2] + w.busy[3] + m_.dma_issue_ns + w.data + m_.dma_fixed_latency_ns;
   }
 
@@ -319,15 +242,15 @@ class model {
     each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
       double step = 0;
       if (!p_.sbuf_partials) {
-        transfer(w, s_combine, blocks, rows, p_.top_k * cols * 4, true, false, cols * 4);
-        step += transfer_ns(rows, p_.top_k * cols * 4, cols * 4, true) + lat;
+        c_.transfer(w, s_combine, blocks, rows, p_.top_k * cols * 4, true, false, cols * 4);
+        step += c_.transfer_ns(rows, p_.top_k * cols * 4, cols * 4, true) + lat;
       }
-      step += compute(w, p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, blocks,
-                      rows, cols);
+      step += c_.compute(w, p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, blocks,
+                         rows, cols);
       for (std::int64_t j = 2; j < p_.top_k; ++j)
-        step += compute(w, p_.combine_engine, op::tensor_tensor, blocks, rows, cols);
-      transfer(w, s_combine, blocks, rows, cols * b_, false, true);
-      step += transfer_ns(rows, cols * b_, 0, true) + lat;
+        step += c_.compute(w, p_.combine_engine, op::tensor_tensor, blocks, rows, cols);
+      c_.transfer(w, s_combine, blocks, rows, cols * b_, false, true);
+      step += c_.transfer_ns(rows, cols * b_, 0, true) + lat;
       ns += blocks * std::max(step, 2 * m_.dma_issue_ns);
     });
     return ns;
@@ -337,7 +260,7 @@ class model {
   const params& p_;
   const machine& m_;
   std::int64_t b_, parts_;
-  double queues_;  ///< per stream (emit::queues over the four streams)
+  steady::counter c_;  ///< dma_queues queues per stream (emit::queues over four)
 };
 
 }  // namespace

@@ -28,27 +28,7 @@ using steady::split;
 /// The lowering's DMA streams (x, W_gate/W_up, W_down, y), dma_queues queues each.
 enum stream : std::size_t { s_x, s_gu, s_wd, s_y };
 
-/// The work of a stretch of the schedule (ns at full speed, counts, bytes).
-struct work {
-  std::array<double, 4> busy{};                 ///< TensorE, VectorE, ScalarE, GpSimdE
-  std::array<double, 4> issue{}, queue_data{};  ///< per queue of each stream
-  double data = 0;                              ///< every transfer's data phase
-  double stall = 0;                             ///< TensorE waiting on PSUM banks
-  double read = 0, write = 0, instructions = 0;
-
-  void add(const work& o, double times) {
-    for (std::size_t i = 0; i < 4; ++i) {
-      busy[i] += times * o.busy[i];
-      issue[i] += times * o.issue[i];
-      queue_data[i] += times * o.queue_data[i];
-    }
-    data += times * o.data;
-    stall += times * o.stall;
-    read += times * o.read;
-    write += times * o.write;
-    instructions += times * o.instructions;
-  }
-};
+using work = steady::stretch;
 
 class model {
  public:
@@ -58,7 +38,7 @@ class model {
         m_(m),
         b_(dtype_bytes(pl.p.type)),
         parts_(m.partitions),
-        queues_(std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
 
   steady_estimate run() {
     work all;
@@ -103,60 +83,13 @@ class model {
  private:
   /// A stretch's time: its busiest resource, TensorE after `fill`.
   [[nodiscard]] double span(const work& w, double fill) const {
-    double dma = w.data;
-    for (std::size_t s = 0; s < 4; ++s)
-      dma = std::max(dma, m_.dma_queue_pipelined ? std::max(w.issue[s], w.queue_data[s])
-                                                 : w.issue[s] + w.queue_data[s]);
-    return std::max({fill + w.busy[0] + w.stall, w.busy[1], w.busy[2], w.busy[3], dma});
+    return std::max({fill + w.busy[0] + w.stall, w.busy[1], w.busy[2], w.busy[3], w.dma_ns(m_)});
   }
 
-  [[nodiscard]] double transfer_ns(std::int64_t rows, std::int64_t bytes,
-                                   std::int64_t chunk = 0) const {
-    instruction in;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes);
-    in.aux = static_cast<std::uint32_t>(chunk);
-    const double moved = static_cast<double>(rows * bytes);
-    return std::max(dma_data_ns(in, m_), m_.hbm_bytes_per_ns > 0 ? moved / m_.hbm_bytes_per_ns : 0);
-  }
-
-  /// `count` transfers of `rows` x `bytes` on stream s (`chunk`: bytes per descriptor).
+  /// `count` transfers of `rows` x `bytes` on stream s: from HBM but y's, to it.
   void transfer(work& w, stream s, double count, std::int64_t rows, std::int64_t bytes,
                 std::int64_t chunk = 0) const {
-    const double data = count * transfer_ns(rows, bytes, chunk);
-    // the stream's queues take its transfers in turn
-    w.issue[s] += count * m_.dma_issue_ns / queues_;
-    w.queue_data[s] += data / queues_;
-    w.data += data;
-    (s == s_y ? w.write : w.read) += count * static_cast<double>(rows * bytes);
-    w.instructions += count;
-  }
-
-  [[nodiscard]] double elementwise_ns(engine_id e, op kind, std::int64_t rows,
-                                      std::int64_t n) const {
-    return compute_ns(steady::elementwise(e, kind, rows, n, 0), m_);
-  }
-  void compute(work& w, engine_id e, op kind, double count, std::int64_t rows,
-               std::int64_t n) const {
-    w.busy[static_cast<std::size_t>(e - tensor_engine)] += count * elementwise_ns(e, kind, rows, n);
-    w.instructions += count;
-  }
-
-  /// One matmul: contraction k, stationary free `rows`, moving free n.
-  [[nodiscard]] double matmul_ns(std::int64_t k, std::int64_t rows, std::int64_t n) const {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::matmul;
-    in.type = p_.type;
-    in.partitions = static_cast<std::uint32_t>(k);
-    in.aux = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(n);
-    return cost_rule::tensor_cycles(in, m_) / m_.tensor_ghz;
-  }
-  void matmul(work& w, double count, std::int64_t k, std::int64_t rows, std::int64_t n) const {
-    w.busy[0] += count * matmul_ns(k, rows, n);
-    w.instructions += count;
+    c_.transfer(w, s, count, rows, bytes, s != s_y, s == s_y, chunk);
   }
 
   [[nodiscard]] op evict_op() const {
@@ -180,13 +113,6 @@ class model {
     return w;
   }
 
-  /// From the issue of loads `w` to the last one's arrival.
-  [[nodiscard]] double load_ns(const work& w) const {
-    const double issue = *std::max_element(w.issue.begin(), w.issue.end());
-    return (m_.dma_queue_pipelined ? std::max(issue, w.data) : issue + w.data) +
-           m_.dma_fixed_latency_ns;
-  }
-
   /// Every ff block's W_gate/W_up loads, projections, SiLU and multiply.
   void gate_up(work& w, std::int64_t rows_t) const {
     each(split(p_.d_ff, p_.ff_tile), [&](double blocks, std::int64_t cols) {
@@ -204,16 +130,16 @@ class model {
             first_d = false;
           });
         }
-        w.stall += blocks * std::max(0.0, load_ns(gu_block(cols)) - hidden);
+        w.stall += blocks * std::max(0.0, gu_block(cols).arrival_ns(m_) - hidden);
       }
       each(split(cols, parts_), [&](double subs, std::int64_t f_rows) {
         each(split(rows_t, p_.mm_n), [&](double tiles, std::int64_t width) {
           const double g = blocks * subs * tiles;
           each(split(p_.d_model, p_.mm_k),
-               [&](double nk, std::int64_t k) { matmul(w, 2 * g * nk, k, f_rows, width); });
-          compute(w, p_.silu_engine, op::activation, g, f_rows, width);
-          if (p_.mul_engine == gpsimd_engine) compute(w, p_.evict, evict_op(), g, f_rows, width);
-          compute(w, p_.mul_engine, op::tensor_tensor, g, f_rows, width);
+               [&](double nk, std::int64_t k) { c_.tensor(w, 2 * g * nk, k, f_rows, width); });
+          c_.compute(w, p_.silu_engine, op::activation, g, f_rows, width);
+          if (p_.mul_engine == gpsimd_engine) c_.compute(w, p_.evict, evict_op(), g, f_rows, width);
+          c_.compute(w, p_.mul_engine, op::tensor_tensor, g, f_rows, width);
         });
       });
     });
@@ -224,7 +150,7 @@ class model {
   [[nodiscard]] double projections_ns(std::int64_t f_rows, std::int64_t rows_t) const {
     double ns = 0;
     each(split(p_.d_model, p_.mm_k), [&](double nk, std::int64_t k) {
-      ns += 2 * nk * matmul_ns(k, f_rows, std::min(p_.mm_n, rows_t));
+      ns += 2 * nk * c_.tensor_ns(k, f_rows, std::min(p_.mm_n, rows_t));
     });
     return ns;
   }
@@ -235,7 +161,7 @@ class model {
     each(split(f_cols, parts_), [&](double subs, std::int64_t f_rows) {
       each(split(rows_t, parts_), [&](double ts, std::int64_t rows) {
         each(split(cols, p_.mm_n), [&](double nn, std::int64_t width) {
-          ns += subs * ts * nn * matmul_ns(f_rows, rows, width);
+          ns += subs * ts * nn * c_.tensor_ns(f_rows, rows, width);
         });
       });
     });
@@ -248,7 +174,7 @@ class model {
     work load;
     each(split(f_cols, parts_),
          [&](double subs, std::int64_t f_rows) { transfer(load, s_wd, subs, f_rows, cols * b_); });
-    return load_ns(load) - pass_ns(std::min(parts_, f_cols), rows_t, cols);
+    return load.arrival_ns(m_) - pass_ns(std::min(parts_, f_cols), rows_t, cols);
   }
 
   /// The W_down loads and the down matmuls of `passes` passes over one ff
@@ -273,7 +199,7 @@ class model {
       transfer(w, s_wd, passes * subs, f_rows, cols * b_);
       each(split(rows_t, parts_), [&](double ts, std::int64_t rows) {
         each(split(cols, p_.mm_n), [&](double nn, std::int64_t width) {
-          matmul(w, passes * subs * ts * nn, f_rows, rows, width);
+          c_.tensor(w, passes * subs * ts * nn, f_rows, rows, width);
         });
       });
     });
@@ -286,7 +212,7 @@ class model {
              bool store) const {
     each(split(rows_t, parts_), [&](double ts, std::int64_t rows) {
       each(split(cols, p_.mm_n), [&](double nn, std::int64_t width) {
-        compute(w, e, kind, count * ts * nn, rows, width);
+        c_.compute(w, e, kind, count * ts * nn, rows, width);
       });
       if (store) transfer(w, s_y, count * ts, rows, cols * b_);
     });
@@ -298,7 +224,7 @@ class model {
     const double groups =
         static_cast<double>(emit::ceil_div(rows_t, parts_) * emit::ceil_div(cols, p_.mm_n));
     const double mm =
-        matmul_ns(std::min(parts_, p_.d_ff), std::min(parts_, rows_t), std::min(p_.mm_n, cols));
+        c_.tensor_ns(std::min(parts_, p_.d_ff), std::min(parts_, rows_t), std::min(p_.mm_n, cols));
     return each_ns + groups * std::max(0.0, each_ns - mm);
   }
 
@@ -310,9 +236,10 @@ class model {
         down_block(w, blocks * fb, f_cols, rows_t, cols);
       });
       drain(w, blocks, p_.evict, evict_op(), rows_t, cols, true);
-      w.stall += blocks * bank_wait(rows_t, cols,
-                                    elementwise_ns(p_.evict, evict_op(), std::min(parts_, rows_t),
-                                                   std::min(p_.mm_n, cols)));
+      w.stall +=
+          blocks * bank_wait(rows_t, cols,
+                             c_.elementwise_ns(p_.evict, evict_op(), std::min(parts_, rows_t),
+                                               std::min(p_.mm_n, cols)));
     });
   }
 
@@ -334,8 +261,8 @@ class model {
       if (pl_.down_sets == 1)
         w.stall += blocks * f_blocks *
                    bank_wait(rows_t, cols,
-                             elementwise_ns(add_engine, op::tensor_tensor, std::min(parts_, rows_t),
-                                            std::min(p_.mm_n, cols)));
+                             c_.elementwise_ns(add_engine, op::tensor_tensor,
+                                               std::min(parts_, rows_t), std::min(p_.mm_n, cols)));
     });
   }
 
@@ -344,7 +271,7 @@ class model {
   [[nodiscard]] double fill_ns(std::int64_t rows_t) const {
     work w = gu_block(std::min(p_.ff_tile, p_.d_ff));
     load_x(w, rows_t);
-    return load_ns(w);
+    return w.arrival_ns(m_);
   }
 
   /// After the last matmul: the last d block's drains and its last store.
@@ -365,7 +292,7 @@ class model {
   const params& p_;
   const machine& m_;
   std::int64_t b_, parts_;
-  double queues_;  ///< per stream (emit::queues over the four streams)
+  steady::counter c_;  ///< dma_queues queues per stream (emit::queues over four)
   double drain_ = 0;
 };
 
