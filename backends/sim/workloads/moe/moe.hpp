@@ -114,6 +114,9 @@ struct plan {
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 
+/// The roofline totals of the rows a plan runs (its core's share with core >= 0).
+[[nodiscard]] workload_totals totals_of(const plan& pl);
+
 /// The steady-state estimate of a plan without error, in closed form over
 /// its group tiles (moe_steady.cpp).
 [[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);

@@ -239,4 +239,24 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
+workload_totals totals_of(const plan& pl) {
+  const auto& p = pl.p;
+  double rows = 0;
+  for (int c = 0; c < pl.cores; ++c)
+    if (pl.core < 0 || c == pl.core)
+      for (const auto& [height, count] : pl.tiles.heights(static_cast<std::size_t>(c)))
+        rows += count * static_cast<double>(height);
+  workload_totals t;
+  t.flops = 2.0 * rows * static_cast<double>(p.d_in * p.d_out);
+  // x, the weights of every expert some token uses, y (a core: its share)
+  std::int64_t used = 0;
+  for (const auto n : pl.group_size) used += n > 0;
+  t.min_hbm_bytes =
+      rows / static_cast<double>(p.tokens * p.top_k) *
+      static_cast<double>((p.tokens * p.d_in + used * p.d_in * p.d_out + p.tokens * p.d_out) *
+                          dtype_bytes(p.type));
+  t.compute_type = p.type;
+  return t;
+}
+
 }  // namespace tessel::sim::moe_detail

@@ -91,7 +91,7 @@ class model {
     e.hbm_read_bytes = groups.read;
     e.hbm_write_bytes = groups.write;
     e.instructions = groups.instructions;
-    totals(e);
+    e.totals = totals_of(pl_);
     if (dma >= compute && dma >= std::max({groups.busy[1], groups.busy[2], groups.busy[3]})) {
       const auto q = static_cast<std::size_t>(
           std::max_element(groups.issue.begin(), groups.issue.end()) - groups.issue.begin());
@@ -108,24 +108,6 @@ class model {
   }
 
  private:
-  /// The roofline totals, as the lowering states them (moe.cpp, setup).
-  void totals(steady_estimate& e) const {
-    const double all = static_cast<double>(p_.tokens * p_.top_k);
-    double rows = 0;
-    for (int c = 0; c < pl_.cores; ++c)
-      if (pl_.core < 0 || c == pl_.core)
-        for (const auto& [height, count] : pl_.tiles.heights(static_cast<std::size_t>(c)))
-          rows += count * static_cast<double>(height);
-    e.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
-    std::int64_t used = 0;
-    for (const auto n : pl_.group_size) used += n > 0;
-    e.totals.min_hbm_bytes =
-        rows / all *
-        static_cast<double>(
-            (p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b_);
-    e.totals.compute_type = p_.type;
-  }
-
   [[nodiscard]] op copy_op() const { return p_.evict == scalar_engine ? op::activation : op::copy; }
 
   /// A tile of `n` rows' routing and x^T; returns the TensorE time of its

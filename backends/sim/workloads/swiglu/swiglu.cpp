@@ -249,12 +249,7 @@ class lowerer {
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     scratch_reader_.assign(2, program::none);
     stage_store_.assign(2, program::none);
-    const auto t = static_cast<double>(p_.tokens);
-    const auto d = static_cast<double>(p_.d_model);
-    const auto f = static_cast<double>(p_.d_ff);
-    out_.totals.flops = 6.0 * t * d * f;
-    out_.totals.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(b);
-    out_.totals.compute_type = p_.type;
+    out_.totals = swiglu_detail::totals_of(p_);
   }
 
   void load_x(std::int64_t rows_t) {

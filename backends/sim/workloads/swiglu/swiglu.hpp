@@ -51,6 +51,10 @@ struct plan {
   std::int64_t down_sets = 1;                   ///< y block PSUM sets in rotation (fuse_down)
 };
 
+/// The roofline totals: three projections of 2 tokens d_model d_ff FLOPs;
+/// x, the weights and y once (swiglu_steady.cpp).
+[[nodiscard]] workload_totals totals_of(const params& p);
+
 /// The steady-state estimate of a plan without error, in closed form
 /// (swiglu_steady.cpp).
 [[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);

@@ -70,12 +70,7 @@ class model {
     e.hbm_read_bytes = all.read;
     e.hbm_write_bytes = all.write;
     e.instructions = all.instructions;
-    const auto t = static_cast<double>(p_.tokens);
-    const auto d = static_cast<double>(p_.d_model);
-    const auto f = static_cast<double>(p_.d_ff);
-    e.totals.flops = 6.0 * t * d * f;
-    e.totals.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(b_);
-    e.totals.compute_type = p_.type;
+    e.totals = totals_of(p_);
     steady::name_bound(e, {"gate", "multiply", "silu", "multiply"}, "load W_gate/W_up");
     return e;
   }
@@ -297,6 +292,17 @@ class model {
 };
 
 }  // namespace
+
+workload_totals totals_of(const params& p) {
+  const auto t = static_cast<double>(p.tokens);
+  const auto d = static_cast<double>(p.d_model);
+  const auto f = static_cast<double>(p.d_ff);
+  workload_totals out;
+  out.flops = 6.0 * t * d * f;
+  out.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(dtype_bytes(p.type));
+  out.compute_type = p.type;
+  return out;
+}
 
 steady_estimate estimate_steady(const plan& pl, const machine& m) { return model(pl, m).run(); }
 
