@@ -47,26 +47,29 @@ class model {
 
   steady_estimate run() {
     // the group tiles of the cores this plan times, by height
-    thread_local std::map<std::int64_t, double> heights;
-    heights.clear();
-    std::vector<std::pair<std::int64_t, std::int64_t>> combines;
-    for (int c = 0; c < pl_.cores; ++c) {
-      if (pl_.core >= 0 && c != pl_.core) continue;
-      for (const auto& [rows, count] : pl_.tiles.heights(static_cast<std::size_t>(c)))
-        heights[rows] += count;
-      const auto& comb = pl_.combine[static_cast<std::size_t>(c)];
-      combines.insert(combines.end(), comb.begin(), comb.end());
+    // (one core's list as it is; the cores' merged for a plan of all of them)
+    const bool one = pl_.core >= 0 || pl_.cores == 1;
+    thread_local std::vector<std::pair<std::int64_t, double>> merged;
+    if (!one) {
+      std::map<std::int64_t, double> all;
+      for (std::size_t c = 0; c < pl_.tiles.size(); ++c)
+        for (const auto& [rows, count] : pl_.tiles.heights(c)) all[rows] += count;
+      merged.assign(all.begin(), all.end());
     }
+    const auto& heights =
+        one ? pl_.tiles.heights(static_cast<std::size_t>(std::max(0, pl_.core))) : merged;
     work groups;
-    double stall = 0, fill = 0, cycle = 0;
+    double stall = 0, fill = 0, cycle = 0, tiles = 0;
     const auto evict = static_cast<std::size_t>(p_.evict - tensor_engine);
+    const double block_load = block_load_ns();
     for (const auto& [rows, count] : heights) {
       work tile;
       const double transposes = load_x(tile, rows);
       const double first_group = multiply(tile, rows);
       groups.add(tile, count);
+      tiles += count;
       const double x_chain = x_chain_ns(rows);
-      stall += count * tile_stall(transposes, first_group, x_chain);
+      stall += count * tile_stall(transposes, first_group, x_chain, block_load);
       if (fill == 0) fill = x_chain;
       // a tile's routing slot is free again when its last scatter is done: the
       // x_bufs tiles in flight share the chain from the routing load to it
@@ -74,9 +77,18 @@ class model {
                            tile.queue_data[s_scatter] + m_.dma_fixed_latency_ns;
       cycle += count * chain / p_.x_bufs;
     }
+    // every tile loads each out block's weights, whatever its height
+    each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
+      each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
+        c_.transfer(groups, s_w, tiles * blocks * slabs, k, cols * b_, true, false);
+      });
+    });
     work tail;
     double combine_ns = 0;
-    for (const auto& [t0, t1] : combines) combine_ns += combine(tail, t1 - t0);
+    for (int c = 0; c < pl_.cores; ++c)
+      if (pl_.core < 0 || c == pl_.core)
+        for (const auto& [t0, t1] : pl_.combine[static_cast<std::size_t>(c)])
+          combine_ns += combine(tail, t1 - t0);
     const double warm = steady::warmup_loss(groups.busy[0], m_);
     const double dma = groups.dma_ns(m_);
     const double compute = fill + groups.busy[0] + warm + stall;
@@ -133,14 +145,12 @@ class model {
     return transposes;
   }
 
-  /// A tile of `n` rows through every out block: the weight loads, matmuls,
-  /// scales and scatters; returns the matmuls of a block's first PSUM group.
+  /// A tile of `n` rows through every out block (its weight loads aside):
+  /// the matmuls, scales and scatters; returns the matmuls of a block's
+  /// first PSUM group.
   double multiply(work& w, std::int64_t n) const {
     double first = 0;
     each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
-      each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
-        c_.transfer(w, s_w, blocks * slabs, k, cols * b_, true, false);
-      });
       each(split(n, parts_), [&](double subs, std::int64_t rows) {
         each(split(cols, p_.mm_n), [&](double banks, std::int64_t width) {
           each(split(p_.d_in, parts_), [&](double slabs, std::int64_t k) {
@@ -189,12 +199,13 @@ class model {
     return chain + x.arrival_ns(m_);
   }
 
-  /// What TensorE waits for in a tile beyond its work.
-  [[nodiscard]] double tile_stall(double transposes, double first_group, double x_chain) const {
+  /// What TensorE waits for in a tile beyond its work (`load`: one weight
+  /// block's, block_load_ns).
+  [[nodiscard]] double tile_stall(double transposes, double first_group, double x_chain,
+                                  double load) const {
     double stall = 0;
     const double blocks = static_cast<double>(pl_.out_blocks);
     if (p_.bufs == 1) {
-      const double load = block_load_ns();
       stall += std::max(0.0, load - first_group - transposes) +
                (blocks - 1) * std::max(0.0, load - first_group);
     }
