@@ -104,6 +104,14 @@ class model {
     e.hbm_write_bytes = groups.write;
     e.instructions = groups.instructions;
     e.totals = totals_of(pl_);
+    name_bound(e, groups, dma, compute);
+    return e;
+  }
+
+ private:
+  /// What bounds the estimate: a queue's issues or the DMA data when the
+  /// DMA bound is the largest, else the busiest engine.
+  static void name_bound(steady_estimate& e, const work& groups, double dma, double compute) {
     if (dma >= compute && dma >= std::max({groups.busy[1], groups.busy[2], groups.busy[3]})) {
       const auto q = static_cast<std::size_t>(
           std::max_element(groups.issue.begin(), groups.issue.end()) - groups.issue.begin());
@@ -111,15 +119,12 @@ class model {
                                                        "scatter partials", "load partials"};
       e.bound = groups.issue[q] > groups.data ? "dma issue" : "dma data";
       e.tag = tags[q];
-    } else {
-      steady::name_bound(e,
-                         {"matmul", "scale by router weight", "scale by router weight", "combine"},
-                         "load expert weights");
+      return;
     }
-    return e;
+    steady::name_bound(e, {"matmul", "scale by router weight", "scale by router weight", "combine"},
+                       "load expert weights");
   }
 
- private:
   [[nodiscard]] op copy_op() const { return p_.evict == scalar_engine ? op::activation : op::copy; }
 
   /// A tile of `n` rows' routing and x^T; returns the TensorE time of its
