@@ -23,8 +23,8 @@ namespace {
 
 constexpr std::int64_t tokens = 1024, d_model = 1024, d_ff = 2816;
 
-outcome run(const std::map<std::string, std::int64_t>& ints,
-            const std::map<std::string, std::string>& syms = {}) {
+fixed_values swiglu_values(const std::map<std::string, std::int64_t>& ints,
+                           const std::map<std::string, std::string>& syms = {}) {
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
                 {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
@@ -32,7 +32,12 @@ outcome run(const std::map<std::string, std::int64_t>& ints,
   for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "swiglu"}};
   for (const auto& [k, x] : syms) v.symbols[k] = x;
-  return lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), std::move(v));
+  return v;
+}
+
+outcome run(const std::map<std::string, std::int64_t>& ints,
+            const std::map<std::string, std::string>& syms = {}) {
+  return lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), swiglu_values(ints, syms));
 }
 
 }  // namespace
@@ -103,15 +108,8 @@ TEST_CASE("swiglu: the closed-form steady model counts the lowering's work on pa
   const machine m = resolve_machine(builtin("trn2"));
   for (const auto& shape : shapes)
     for (const auto& syms : engines) {
-      fixed_values v;
-      v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
-                    {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
-                    {"x_bufs", 1},       {"dma_queues", 2},    {"fuse_gate_up", 1}};
-      for (const auto& [k, x] : shape) v.integers[k] = x;
-      v.symbols = {{"workload", "swiglu"}};
-      for (const auto& [k, x] : syms) v.symbols[k] = x;
-      auto [s, c] = fixed_space("swiglu", builtin("trn2"), v);
-      const auto o = lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), v);
+      auto [s, c] = fixed_space("swiglu", builtin("trn2"), swiglu_values(shape, syms));
+      const auto o = run(shape, syms);
       REQUIRE(o.error.empty());
       const auto plan = swiglu_workload().plan_config(s, c, m);
       const auto e = swiglu_workload().steady_plan(*plan, m);
