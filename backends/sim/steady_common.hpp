@@ -18,8 +18,6 @@
 // a loop body: once the last c repetitions (c up to 8) advanced every field
 // as the c before them did, the recurrence is in its periodic regime and
 // the remaining cycles are added in one step, each field by its own advance.
-// `replay_program` replays a lowered program the same way, for a workload
-// whose units do not repeat.
 #pragma once
 
 #include "cost_rules.hpp"
@@ -202,42 +200,6 @@ class replay {
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
   warmup_throttle throttle_;
 };
-
-/// A lowered program replayed in program order (every dependency is an
-/// earlier instruction, so one pass is the in-order schedule): for a
-/// workload whose units do not repeat, the estimate without the event
-/// queue. The counts and bytes are the program's.
-[[nodiscard]] inline steady_estimate replay_program(const program& prog, const machine& m) {
-  replay r(m);
-  thread_local std::vector<token> done, deps;
-  const auto& ins = prog.instructions();
-  const auto& all_deps = prog.deps();
-  const auto& buffers = prog.buffers();
-  done.resize(ins.size());
-  for (std::size_t i = 0; i < ins.size(); ++i) {
-    const instruction& in = ins[i];
-    deps.clear();
-    for (auto d = in.dep_begin; d < in.dep_end; ++d) deps.push_back(done[all_deps[d]]);
-    done[i] = is_dma(in.engine) ? r.dma(in, buffers[in.src].where == memory::hbm,
-                                        buffers[in.dst].where == memory::hbm, deps)
-                                : r.compute(in, deps);
-  }
-  steady_estimate e = r.estimate();
-  e.totals = prog.totals;
-  // the program's tags are its own strings: the bound names the kind of work
-  name_bound(e, {"matmuls", "elementwise", "activations", "elementwise"}, "transfers");
-  return e;
-}
-
-/// replay_program over what LOWER (a callable taking a program&) lowers into a
-/// per-thread program: the model of a workload whose units do not repeat.
-template <class Lower>
-[[nodiscard]] steady_estimate replay_lowered(const machine& m, Lower lower) {
-  thread_local program prog;
-  prog.clear();
-  lower(prog);
-  return replay_program(prog, m);
-}
 
 /// Slots in rotation, kept oldest first so that the state reads the same
 /// from one repetition to the next whatever the lowering's slot numbers:

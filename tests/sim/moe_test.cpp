@@ -10,10 +10,14 @@
 #include <tessel/sim.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace tessel;
 using namespace tessel::sim;
@@ -121,6 +125,36 @@ TEST_CASE("moe: x given transposed moves a column per transfer, with no transpos
   CHECK(transposes(rows.p) > 0);
   CHECK(transposes(cols.p) == 0);
   CHECK(cols.t.latency_ns > rows.t.latency_ns);
+}
+
+TEST_CASE("moe: the closed-form steady model counts the lowering's work on every schedule") {
+  // tails of d_in, d_out and the instruction tiles, one and many experts per
+  // token, each layout, grouping and partials choice: the counts and bytes
+  // are the lowering's exactly, the latency within 40% of the event model's
+  // (the contract test ranks them)
+  const std::vector<
+      std::pair<std::map<std::string, std::int64_t>, std::map<std::string, std::string>>>
+      cases{{{}, {}},
+            {{{"d_in", 500}, {"d_out", 400}, {"out_tile", 256}, {"mm_n", 256}}, {}},
+            {{{"top_k", 1}, {"token_tile", 256}, {"bufs", 1}, {"x_bufs", 1}},
+             {{"evict", "scalar"}, {"combine_engine", "gpsimd"}}},
+            {{{"d_out", 300}, {"out_tile", 128}}, {{"grouping", "token"}, {"partials", "sbuf"}}},
+            {{{"x_bufs", 1}}, {{"x_layout", "transposed"}}}};
+  const machine m = resolve_machine(builtin("trn2"));
+  for (const auto& [ints, syms] : cases) {
+    const fixed_values v = moe_values(ints, syms);
+    auto [s, c] = fixed_space("moe", builtin("trn2"), v);
+    INFO(fmt::format("{} {}", fmt::join(ints, ", "), fmt::join(syms, ", ")));
+    const auto o = run(ints, syms);
+    REQUIRE(o.error.empty());
+    const auto& w = *find_workload("moe");
+    const auto e = w.steady_plan(*w.plan_config(s, c, m), m);
+    REQUIRE(e.has_value());
+    CHECK(e->instructions == static_cast<double>(o.t.instructions));
+    CHECK(e->hbm_read_bytes == o.t.hbm_read_bytes);
+    CHECK(e->hbm_write_bytes == o.t.hbm_write_bytes);
+    CHECK(e->latency_ns == doctest::Approx(o.t.latency_ns).epsilon(0.4));
+  }
 }
 
 TEST_CASE("moe: compile errors name the resource") {

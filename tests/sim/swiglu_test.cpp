@@ -11,6 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 using namespace tessel;
 using namespace tessel::sim;
@@ -20,8 +23,8 @@ namespace {
 
 constexpr std::int64_t tokens = 1024, d_model = 1024, d_ff = 2816;
 
-outcome run(const std::map<std::string, std::int64_t>& ints,
-            const std::map<std::string, std::string>& syms = {}) {
+fixed_values swiglu_values(const std::map<std::string, std::int64_t>& ints,
+                           const std::map<std::string, std::string>& syms = {}) {
   fixed_values v;
   v.integers = {{"tokens", tokens},  {"d_model", d_model}, {"d_ff", d_ff},
                 {"token_tile", 512}, {"ff_tile", 256},     {"d_tile", 512},
@@ -29,7 +32,12 @@ outcome run(const std::map<std::string, std::int64_t>& ints,
   for (const auto& [k, x] : ints) v.integers[k] = x;
   v.symbols = {{"workload", "swiglu"}};
   for (const auto& [k, x] : syms) v.symbols[k] = x;
-  return lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), std::move(v));
+  return v;
+}
+
+outcome run(const std::map<std::string, std::int64_t>& ints,
+            const std::map<std::string, std::string>& syms = {}) {
+  return lower_and_time(swiglu_workload(), "swiglu", builtin("trn2"), swiglu_values(ints, syms));
 }
 
 }  // namespace
@@ -79,6 +87,39 @@ TEST_CASE("swiglu: ff tiles that are not multiples of 128 and odd instruction ti
                               [](const buffer& b) { return b.name == "h tile"; });
   REQUIRE(h != o.p.buffers().end());
   CHECK(h->bytes_per_partition == 29 * 256 * 2);
+}
+
+TEST_CASE("swiglu: the closed-form steady model counts the lowering's work on partial tiles") {
+  // tails in every dimension, odd instruction tiles, each engine choice and
+  // both down schedules: the counts and bytes are the lowering's exactly, the
+  // latency within 40% of the event model's (the contract test ranks them)
+  const std::vector<std::map<std::string, std::int64_t>> shapes{
+      {{"tokens", 1000},
+       {"d_ff", 2800},
+       {"d_model", 1000},
+       {"token_tile", 256},
+       {"ff_tile", 384},
+       {"d_tile", 768}},
+      {{"ff_tile", 100}, {"token_tile", 256}, {"mm_k", 100}, {"mm_n", 256}, {"bufs", 1}},
+      {{"tokens", 700}, {"fuse_down", 1}, {"fuse_gate_up", 0}, {"d_tile", 384}, {"psum_sets", 1}},
+  };
+  const std::vector<std::map<std::string, std::string>> engines{
+      {}, {{"mul_engine", "gpsimd"}}, {{"evict", "scalar"}}};
+  const machine m = resolve_machine(builtin("trn2"));
+  for (const auto& shape : shapes)
+    for (const auto& syms : engines) {
+      auto [s, c] = fixed_space("swiglu", builtin("trn2"), swiglu_values(shape, syms));
+      const auto o = run(shape, syms);
+      REQUIRE(o.error.empty());
+      const auto plan = swiglu_workload().plan_config(s, c, m);
+      const auto e = swiglu_workload().steady_plan(*plan, m);
+      REQUIRE(e.has_value());
+      INFO(s.to_json(c));
+      CHECK(e->instructions == static_cast<double>(o.t.instructions));
+      CHECK(e->hbm_read_bytes == o.t.hbm_read_bytes);
+      CHECK(e->hbm_write_bytes == o.t.hbm_write_bytes);
+      CHECK(e->latency_ns == doctest::Approx(o.t.latency_ns).epsilon(0.4));
+    }
 }
 
 TEST_CASE("swiglu: better configs are faster; a good one is near the compute roofline") {

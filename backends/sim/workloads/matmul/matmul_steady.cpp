@@ -8,6 +8,7 @@
 #include "matmul_steady.hpp"
 
 #include "../../cost_rules.hpp"
+#include "../../steady_closed.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,33 +16,10 @@
 namespace tessel::sim::mm {
 namespace {
 
-/// A dimension cut into tiles: `full` tiles of `tile` and one tail (or none).
-struct cut {
-  std::array<std::int64_t, 2> count{}, size{};
-  int n = 0;
-};
-
-cut split(std::int64_t extent, std::int64_t tile) {
-  cut c;
-  if (extent / tile > 0) {
-    c.count[0] = extent / tile;
-    c.size[0] = tile;
-    c.n = 1;
-  }
-  if (extent % tile > 0) {
-    c.count[static_cast<std::size_t>(c.n)] = 1;
-    c.size[static_cast<std::size_t>(c.n)] = extent % tile;
-    ++c.n;
-  }
-  return c;
-}
-
-template <class F>
-void each(const cut& c, F&& f) {
-  for (int i = 0; i < c.n; ++i)
-    f(static_cast<double>(c.count[static_cast<std::size_t>(i)]),
-      c.size[static_cast<std::size_t>(i)]);
-}
+using steady::cut;
+using steady::each;
+using steady::split;
+using steady::warmup_loss;
 
 double matmul_ns(const params& p, const machine& m, std::int64_t k, std::int64_t rows,
                  std::int64_t cols) {
@@ -214,16 +192,6 @@ class totals_builder {
   steady_work w_;
   double groups_ = 0;
 };
-
-/// TensorE time lost to the warm-up throttle by `work_ns` of work that starts cold.
-double warmup_loss(double work_ns, const machine& m) {
-  const double w = m.warmup_ns, s0 = m.warmup_start;
-  if (w <= 0 || s0 >= 1 || work_ns <= 0) return 0;
-  const double slope = (1 - s0) / w;
-  const double in_ramp = s0 * w + slope * w * w / 2;
-  if (work_ns >= in_ramp) return w - in_ramp;
-  return (-s0 + std::sqrt(s0 * s0 + 2 * slope * work_ns)) / slope - work_ns;
-}
 
 /// The warm-up loss of a TensorE burst of `busy_ns` after each idle gap of
 /// `gap_ns`, in the steady state of the throttle: its utilization (an

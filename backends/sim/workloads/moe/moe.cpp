@@ -24,7 +24,6 @@
 // out_tile columns at a time) and y is stored. docs/simulator.md has the table.
 #include "moe.hpp"
 #include "../../nki/nki.hpp"
-#include "../../steady_common.hpp"
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
 
@@ -165,22 +164,7 @@ class lowerer {
     stage_.init(2);
     comb_.init(2);
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
-    // the rows this lowering runs (one core's share with pl.core >= 0)
-    const double all = static_cast<double>(p_.tokens * p_.top_k);
-    double rows = 0;
-    for (int c = 0; c < pl_.cores; ++c)
-      if (pl_.core < 0 || c == pl_.core)
-        for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)])
-          rows += static_cast<double>(g.rows.size());
-    out_.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
-    // x, the weights of every expert some token uses, y (a core: its share)
-    std::int64_t used = 0;
-    for (const auto n : pl_.group_size) used += n > 0;
-    out_.totals.min_hbm_bytes =
-        rows / all *
-        static_cast<double>(
-            (p_.tokens * p_.d_in + used * p_.d_in * p_.d_out + p_.tokens * p_.d_out) * b);
-    out_.totals.compute_type = p_.type;
+    out_.totals = moe_detail::totals_of(pl_);
   }
 
   /// The x^T tile of a group tile, a 128-row sub-tile at a time: its routing
@@ -476,11 +460,10 @@ class moe final : public typed_workload<plan> {
     return moe_detail::make_kernel(pl);
   }
 
-  /// The routed tiles do not repeat as the other workloads' loops do: the
-  /// lowered program replayed in order, without the event queue.
+  /// The closed-form model over the plan's group tiles (moe_steady.cpp).
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
-    return steady::replay_lowered(m, [&](program& out) { lowerer(pl, m, out).run(); });
+    return moe_detail::estimate_steady(pl, m);
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,

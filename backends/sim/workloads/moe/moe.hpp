@@ -7,10 +7,12 @@
 #include "../../functional.hpp"
 #include "../../machine.hpp"
 #include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::sim {
@@ -59,13 +61,42 @@ struct group_tile {
   bool tail = false;  ///< the last, partial tile of its group
 };
 
+/// The group tiles of each physical core, built once per routing and
+/// grouping (moe_plan.cpp) and shared by the plans that use them.
+struct grouped_tiles {
+  std::vector<std::vector<group_tile>> of_core;
+  /// Per core: (rows, how many of its tiles have that many), by rows.
+  std::vector<std::vector<std::pair<std::int64_t, double>>> heights;
+};
+
+/// A plan's view of its grouped_tiles: indexed and iterated by core as the
+/// lists themselves, copied at the cost of a shared pointer.
+class core_tiles {
+ public:
+  core_tiles() : all_(std::make_shared<const grouped_tiles>()) {}
+  explicit core_tiles(std::shared_ptr<const grouped_tiles> all) : all_(std::move(all)) {}
+  [[nodiscard]] const std::vector<group_tile>& operator[](std::size_t core) const {
+    return all_->of_core[core];
+  }
+  [[nodiscard]] auto begin() const { return all_->of_core.begin(); }
+  [[nodiscard]] auto end() const { return all_->of_core.end(); }
+  [[nodiscard]] std::size_t size() const { return all_->of_core.size(); }
+  [[nodiscard]] const std::vector<std::pair<std::int64_t, double>>& heights(
+      std::size_t core) const {
+    return all_->heights[core];
+  }
+
+ private:
+  std::shared_ptr<const grouped_tiles> all_;
+};
+
 /// The routing and the tiles a config runs, per physical core.
 struct plan {
   params p;
   std::vector<std::int32_t> expert_of;   ///< [token * top_k + slot]
   std::vector<std::int64_t> group_size;  ///< rows routed to each expert
   /// The group tiles of each core (one list per physical core), in order.
-  std::vector<std::vector<group_tile>> tiles;
+  core_tiles tiles;
   /// The 128-token combine tiles of each core: [first token, end).
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> combine;
   std::int64_t k_slabs = 1, t_subs = 1, out_blocks = 1, out_banks = 1, psum_sets = 1;
@@ -82,6 +113,13 @@ struct plan {
 
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
+
+/// The roofline totals of the rows a plan runs (its core's share with core >= 0).
+[[nodiscard]] workload_totals totals_of(const plan& pl);
+
+/// The steady-state estimate of a plan without error, in closed form over
+/// its group tiles (moe_steady.cpp).
+[[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);
 
 /// The executor of the plan on data (moe_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl);

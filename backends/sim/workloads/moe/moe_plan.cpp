@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <numeric>
 
 namespace tessel::sim::moe_detail {
@@ -69,16 +72,18 @@ void add_tiles(std::int32_t e, const std::vector<route>& rows, std::int64_t tile
   }
 }
 
-void build_tiles(plan& pl) {
+/// The group tiles of every core, and their heights.
+grouped_tiles group_rows(const plan& pl) {
   const auto& p = pl.p;
   const core_map map = assign_cores(pl);
-  pl.tiles.assign(static_cast<std::size_t>(pl.cores), {});
-  pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
+  grouped_tiles out;
+  auto& tiles = out.of_core;
+  tiles.resize(static_cast<std::size_t>(pl.cores));
   if (p.group == grouping::token) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        add_tiles(e, {{t, j}}, 1, pl.tiles[static_cast<std::size_t>(map.core(t, e))]);
+        add_tiles(e, {{t, j}}, 1, tiles[static_cast<std::size_t>(map.core(t, e))]);
       }
   } else {
     // per core, each expert's rows in token order
@@ -94,13 +99,57 @@ void build_tiles(plan& pl) {
     for (std::size_t c = 0; c < rows.size(); ++c)
       for (std::size_t e = 0; e < rows[c].size(); ++e)
         if (!rows[c][e].empty())
-          add_tiles(static_cast<std::int32_t>(e), rows[c][e], p.token_tile, pl.tiles[c]);
+          add_tiles(static_cast<std::int32_t>(e), rows[c][e], p.token_tile, tiles[c]);
   }
+  for (const auto& core : tiles) {
+    std::map<std::int64_t, double> count;
+    for (const auto& g : core) count[static_cast<std::int64_t>(g.rows.size())] += 1;
+    out.heights.emplace_back(count.begin(), count.end());
+  }
+  return out;
+}
+
+/// The plan's group tiles, kept per thread for the next plans of the same
+/// routing and grouping (a search's configs share a few).
+void build_tiles(plan& pl) {
+  const auto& p = pl.p;
+  using key_type = std::array<std::int64_t, 9>;
+  thread_local std::map<key_type, std::shared_ptr<const grouped_tiles>> cache;
+  const key_type key{p.tokens,
+                     p.experts,
+                     p.top_k,
+                     p.route_seed,
+                     p.route_skew,
+                     p.group == grouping::token ? 0 : p.token_tile,
+                     static_cast<std::int64_t>(p.group),
+                     static_cast<std::int64_t>(p.split),
+                     pl.cores};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 16) cache.clear();
+    it = cache.emplace(key, std::make_shared<const grouped_tiles>(group_rows(pl))).first;
+  }
+  pl.tiles = core_tiles(it->second);
+  pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
   // the combine: 128-token tiles, the first half of them on core 0
   const std::int64_t tiles = ceil_div(p.tokens, 128);
   const std::int64_t first = pl.cores > 1 ? ceil_div(tiles, 2) : tiles;
   for (std::int64_t i = 0; i < tiles; ++i)
     pl.combine[i < first ? 0 : 1].emplace_back(i * 128, std::min(p.tokens, (i + 1) * 128));
+}
+
+/// route_tokens(p), kept for the next plan on this thread: the routing
+/// depends only on constants of a space (tokens, experts, top_k, the seed
+/// and the skew), so the configs of a search share it.
+const std::vector<std::int32_t>& routing(const params& p) {
+  thread_local std::array<std::int64_t, 5> key{-1};
+  thread_local std::vector<std::int32_t> routes;
+  const std::array<std::int64_t, 5> now{p.tokens, p.experts, p.top_k, p.route_seed, p.route_skew};
+  if (now != key) {
+    routes = route_tokens(p);
+    key = now;
+  }
+  return routes;
 }
 
 }  // namespace
@@ -139,7 +188,7 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   const double rows = static_cast<double>(p.tokens) * static_cast<double>(p.top_k);
   if (rows > 1 << 20)
     return fmt::format("moe: {} routed rows is more than the simulator lowers", rows);
-  pl.expert_of = route_tokens(p);
+  pl.expert_of = routing(p);
   pl.group_size.assign(static_cast<std::size_t>(p.experts), 0);
   for (const auto e : pl.expert_of) ++pl.group_size[static_cast<std::size_t>(e)];
   pl.k_slabs = ceil_div(p.d_in, parts);
@@ -188,6 +237,26 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
     return fmt::format("moe: {:.3g} matmul instructions is more than the simulator lowers",
                        matmuls);
   return "";
+}
+
+workload_totals totals_of(const plan& pl) {
+  const auto& p = pl.p;
+  double rows = 0;
+  for (int c = 0; c < pl.cores; ++c)
+    if (pl.core < 0 || c == pl.core)
+      for (const auto& [height, count] : pl.tiles.heights(static_cast<std::size_t>(c)))
+        rows += count * static_cast<double>(height);
+  workload_totals t;
+  t.flops = 2.0 * rows * static_cast<double>(p.d_in * p.d_out);
+  // x, the weights of every expert some token uses, y (a core: its share)
+  std::int64_t used = 0;
+  for (const auto n : pl.group_size) used += n > 0;
+  t.min_hbm_bytes =
+      rows / static_cast<double>(p.tokens * p.top_k) *
+      static_cast<double>((p.tokens * p.d_in + used * p.d_in * p.d_out + p.tokens * p.d_out) *
+                          dtype_bytes(p.type));
+  t.compute_type = p.type;
+  return t;
 }
 
 }  // namespace tessel::sim::moe_detail

@@ -16,7 +16,6 @@
 // The weights are read once per token tile. docs/simulator.md has the table.
 #include "swiglu.hpp"
 #include "../../nki/nki.hpp"
-#include "../../steady_common.hpp"
 #include "../../timing.hpp"
 #include "../../typed_workload.hpp"
 #include "../emit.hpp"
@@ -37,6 +36,7 @@ namespace {
 
 using emit::ceil_div;
 using swiglu_detail::params;
+using swiglu_detail::plan;
 
 /// What NKI can run: SiLU is a ScalarE activation (the others have no function unit, and
 /// GpSimdE cannot read PSUM), the evict engine reads PSUM (vector or scalar), and a GpSimdE
@@ -85,21 +85,6 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   p.queues = static_cast<int>(std::clamp<std::int64_t>(v.integer("dma_queues"), 1, 4));
   return read_engines(v, p);
 }
-
-/// The sizes the lowering derives from the parameters.
-struct plan {
-  params p;
-  std::int64_t k_slabs = 1;         ///< contraction tiles of d_model (mm_k rows)
-  std::int64_t f_subs = 1;          ///< d_ff sub-tiles of <= 128 rows (h^T rows)
-  std::int64_t subs_per_block = 1;  ///< sub-tiles per ff block
-  std::int64_t t_subs = 1;          ///< 128-token row tiles of a token tile (down stationaries)
-  std::int64_t n_tiles = 1;         ///< moving tiles (mm_n tokens) of a token tile
-  std::int64_t down_banks = 1;      ///< PSUM banks one row tile's y block spans
-  std::int64_t down_groups = 1, token_tiles = 1, f_blocks = 1, d_blocks = 1;
-  std::int64_t x_bytes = 0, gu_bytes = 0, h_bytes = 0, wd_bytes = 0, scratch_bytes = 0,
-               stage_bytes = 0, acc_bytes = 0;  ///< per partition
-  std::int64_t down_sets = 1;                   ///< y block PSUM sets in rotation (fuse_down)
-};
 
 std::string check_psum(const plan& pl, const machine& m) {
   const auto& p = pl.p;
@@ -264,12 +249,7 @@ class lowerer {
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
     scratch_reader_.assign(2, program::none);
     stage_store_.assign(2, program::none);
-    const auto t = static_cast<double>(p_.tokens);
-    const auto d = static_cast<double>(p_.d_model);
-    const auto f = static_cast<double>(p_.d_ff);
-    out_.totals.flops = 6.0 * t * d * f;
-    out_.totals.min_hbm_bytes = (2.0 * t * d + 3.0 * d * f) * static_cast<double>(b);
-    out_.totals.compute_type = p_.type;
+    out_.totals = swiglu_detail::totals_of(p_);
   }
 
   void load_x(std::int64_t rows_t) {
@@ -597,12 +577,10 @@ class swiglu final : public typed_workload<plan> {
     return functional_of(pl);
   }
 
-  /// The lowered program replayed in order on the in-order engines, without
-  /// the event queue (steady::replay_program, as moe's): the weight streams'
-  /// four DMA queues make a closed form over the token tiles inexact.
+  /// The closed-form model (swiglu_steady.cpp).
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
-    return steady::replay_lowered(m, [&](program& out) { lowerer(pl, m, out).run(); });
+    return swiglu_detail::estimate_steady(pl, m);
   }
 
   [[nodiscard]] std::string write_nki(const plan& pl, const nki::context& ctx,

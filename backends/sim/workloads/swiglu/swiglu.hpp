@@ -7,6 +7,7 @@
 #include "../../functional.hpp"
 #include "../../machine.hpp"
 #include "../../program.hpp"
+#include "../../workload.hpp"
 
 #include <tessel/config.hpp>
 #include <tessel/gate.hpp>
@@ -34,6 +35,29 @@ struct params {
   bool fuse_down = false;  ///< down projection per ff block into an fp32 y accumulator
   engine_id silu_engine = scalar_engine, mul_engine = vector_engine, evict = vector_engine;
 };
+
+/// The sizes the lowering derives from the parameters.
+struct plan {
+  params p;
+  std::int64_t k_slabs = 1;         ///< contraction tiles of d_model (mm_k rows)
+  std::int64_t f_subs = 1;          ///< d_ff sub-tiles of <= 128 rows (h^T rows)
+  std::int64_t subs_per_block = 1;  ///< sub-tiles per ff block
+  std::int64_t t_subs = 1;          ///< 128-token row tiles of a token tile (down stationaries)
+  std::int64_t n_tiles = 1;         ///< moving tiles (mm_n tokens) of a token tile
+  std::int64_t down_banks = 1;      ///< PSUM banks one row tile's y block spans
+  std::int64_t down_groups = 1, token_tiles = 1, f_blocks = 1, d_blocks = 1;
+  std::int64_t x_bytes = 0, gu_bytes = 0, h_bytes = 0, wd_bytes = 0, scratch_bytes = 0,
+               stage_bytes = 0, acc_bytes = 0;  ///< per partition
+  std::int64_t down_sets = 1;                   ///< y block PSUM sets in rotation (fuse_down)
+};
+
+/// The roofline totals: three projections of 2 tokens d_model d_ff FLOPs;
+/// x, the weights and y once (swiglu_steady.cpp).
+[[nodiscard]] workload_totals totals_of(const params& p);
+
+/// The steady-state estimate of a plan without error, in closed form
+/// (swiglu_steady.cpp).
+[[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);
 
 /// The executor of the schedule `p` on data (swiglu_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const params& p);
