@@ -3,7 +3,7 @@
 // run back to back, plus the all-gather of O; the gate checks the gathered
 // O against the unsharded attention and catches a dropped head; explain
 // names the collective when it is the bottleneck.
-#include "helpers.hpp"
+#include "sharded_helpers.hpp"
 
 #include "sim/collectives.hpp"
 
@@ -22,29 +22,15 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-space example(const std::string& target, std::map<std::string, std::string, std::less<>> sets) {
-  parse_options options;
-  options.target = target;
-  options.overrides = std::move(sets);
-  return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/sharded_attention.tsl", options);
+space example(const std::string& target, overrides sets) {
+  return sharded_example("sharded_attention.tsl", target, std::move(sets));
 }
 
-const std::map<std::string, std::string, std::less<>> small{{"seq", "512"}, {"heads", "16"}};
+const overrides small{{"seq", "512"}, {"heads", "16"}};
 
 /// The attention kernel of examples/sharded_attention.tsl's fixed tiles.
 const std::string tiles =
     R"("q_tile": 128, "kv_tile": 512, "kv_bufs": 2, "rescale": "eager", "skip_masked": true)";
-
-config with(const space& s, const std::string& json) { return s.from_partial_json(json); }
-
-measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
-  sim_options o;
-  o.gate = false;
-  o.model = model;
-  sim_backend b(o);
-  b.prepare(s);
-  return b.evaluate(s, c);
-}
 
 }  // namespace
 
@@ -127,35 +113,18 @@ TEST_CASE("sharded_attention: the gate checks the gathered O against the unshard
   for (const char* tp : {"1", "4"}) {
     INFO("tp = ", tp);
     const config c = with(s, std::string(R"({"tp": )") + tp + ", " + tiles + "}");
-    const auto kernel = workload_for_space(s, "")->functional(s, c, m);
-    REQUIRE(kernel);
+    // each rank's loop over its heads stops before its last head: caught
+    const auto kernel = check_gate_catches(s, c, m, fault::drop_tail);
     CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{8 * 256, 128});
     CHECK(kernel->inputs().at(0).shape == std::vector<std::int64_t>{8 * 128, 256});
-    gate g(gate_options{.secret = 3});
-    const verdict v = g.check(*kernel, *kernel, 1);
-    INFO(v.message);
-    CHECK(v.ok());
-    // each rank's loop over its heads stops before its last head: caught
-    kernel->inject(fault::drop_tail);
-    gate again(gate_options{.secret = 3});
-    CHECK_FALSE(again.check(*kernel, *kernel, 1).ok());
   }
 }
 
 TEST_CASE("sharded_attention: explain names the all-gather when it is the bottleneck") {
   const space s = example("trn2_server", small);
-  sim_options o;
-  o.gate = false;
-  sim_backend b(o);
-  b.prepare(s);
   // 16 ranks over two chips gather 2 MiB; each computes one 512-long head
-  const auto e = b.analyse(s, with(s, R"({"tp": 16, "collective": "ring", )" + tiles + "}"));
-  INFO(e.text());
-  CHECK(e.bottleneck.starts_with("collective-bound: all-gather of O (ring, 16 ranks, 2.00 MiB)"));
-  REQUIRE_FALSE(e.suggestions.empty());
-  CHECK(e.suggestions.front().starts_with("set overlap = true"));
-  const auto compute = b.analyse(s, with(s, R"({"tp": 1})"));
-  CHECK_FALSE(compute.bottleneck.starts_with("collective"));
+  check_explain_names(s, with(s, R"({"tp": 16, "collective": "ring", )" + tiles + "}"),
+                      "all-gather of O (ring, 16 ranks, 2.00 MiB)", with(s, R"({"tp": 1})"));
 }
 
 TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp = 1") {
@@ -163,21 +132,13 @@ TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp
   std::string text;
   CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
   CHECK(text.find("nc_matmul") != std::string::npos);
-  const auto why = [](const space& on, const std::string& json) {
-    try {
-      (void)emit_nki(on, on.from_partial_json(json), nki_options{});
-    } catch (const error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const space chip = example("trn2_chip", small);
-  CHECK(why(chip, R"({"tp": 8})")
+  CHECK(nki_refusal(chip, R"({"tp": 8})")
             .find("NKI emission of collectives is not implemented (tp = 8 splits the heads and "
                   "needs an all-gather of O)") != std::string::npos);
   // one rank's 16 heads: attention's kernel in a loop over the stacked heads
   const space many = example("trn2", small);
-  CHECK(why(many, R"({"tp": 1})").empty());
+  CHECK(nki_refusal(many, R"({"tp": 1})").empty());
   const std::string heads = emit_nki(many, with(many, R"({"tp": 1})"), nki_options{});
   CHECK(heads.find("HEADS = 16") != std::string::npos);
   CHECK(heads.find("for h in nl.sequential_range(HEADS):") != std::string::npos);
