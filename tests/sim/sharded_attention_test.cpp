@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 
 using namespace tessel;
@@ -118,6 +119,50 @@ TEST_CASE("sharded_attention: the gate checks the gathered O against the unshard
     CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{8 * 256, 128});
     CHECK(kernel->inputs().at(0).shape == std::vector<std::int64_t>{8 * 128, 256});
   }
+}
+
+namespace {
+
+/// The executor of `k` with every element of head `head` (of `seq` rows of
+/// `d`) off by one: a kernel that gets one middle head wrong.
+class wrong_head final : public sampled_kernel {
+ public:
+  wrong_head(const functional_kernel& k, std::int64_t head, std::int64_t seq, std::int64_t d)
+      : k_(k), head_(head), seq_(seq), d_(d) {}
+  [[nodiscard]] probe_values run(std::span<const input_tensor> in,
+                                 const probe_points& where) const override {
+    probe_values out = k_.run(in, where);
+    for (std::size_t i = 0; i < where.at(0).size(); ++i)
+      if (where[0][i] / d_ / seq_ == head_) out[0][i] += 1.0;
+    return out;
+  }
+
+ private:
+  const functional_kernel& k_;
+  std::int64_t head_, seq_, d_;
+};
+
+}  // namespace
+
+TEST_CASE("sharded_attention: the gate probes every head, so one wrong middle head is caught") {
+  // 16 heads of 1024 rows: the budget alone probes two rows of O (the first head's first and
+  // the last head's last); every other head gets a row of its own
+  const space s = example("trn2_chip", {{"seq", "1024"}, {"heads", "16"}});
+  const config c = with(s, R"({"tp": 4, )" + tiles + "}");
+  const auto kernel = workload_for_space(s, "")->functional(s, c, machine_for("trn2_chip"));
+  REQUIRE(kernel);
+  rng r(5);
+  std::set<std::int64_t> heads;
+  const probe_points probes = kernel->probes(r);
+  for (const auto flat : probes.at(0)) heads.insert(flat / 128 / 1024);
+  CHECK(heads.size() == 16);
+  for (const std::int64_t head : {1, 6, 9}) {
+    INFO("head ", head);
+    gate g(gate_options{.secret = 3});
+    CHECK_FALSE(g.check(*kernel, wrong_head(*kernel, head, 1024, 128), 1).ok());
+  }
+  gate right(gate_options{.secret = 3});
+  CHECK(right.check(*kernel, *kernel, 1).ok());
 }
 
 TEST_CASE("sharded_attention: explain names the all-gather when it is the bottleneck") {
