@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,14 +59,19 @@ struct rank_split {
   return "";
 }
 
-/// Times `r`'s collective of r.bytes (whole_ns) and of a chunk's share
-/// (chunk_ns): "" or why the topology cannot run it.
-[[nodiscard]] inline std::string time_split(const machine& m, rank_split& r) {
+/// Times `r`'s collectives, one of each of `bytes` (per rank; all of
+/// r.kind): all of them (whole_ns) and each of their chunk's share
+/// (chunk_ns). "" or why the topology cannot run them.
+[[nodiscard]] inline std::string time_split(const machine& m, rank_split& r,
+                                            std::initializer_list<double> bytes) {
+  r.whole_ns = r.chunk_ns = 0;
   try {
-    r.whole_ns = time_collective(r.kind, r.algorithm, r.bytes, r.ranks, m.topo).ns;
-    r.chunk_ns = time_collective(r.kind, r.algorithm, r.bytes / static_cast<double>(r.chunks),
-                                 r.ranks, m.topo)
-                     .ns;
+    for (const double b : bytes) {
+      r.whole_ns += time_collective(r.kind, r.algorithm, b, r.ranks, m.topo).ns;
+      r.chunk_ns +=
+          time_collective(r.kind, r.algorithm, b / static_cast<double>(r.chunks), r.ranks, m.topo)
+              .ns;
+    }
   } catch (const error& e) {
     return e.what();
   }

@@ -165,8 +165,17 @@ class lowerer {
     stage_.init(2);
     comb_.init(2);
     bank_reader_.assign(static_cast<std::size_t>(m_.psum_banks), program::none);
-    // the rows this lowering runs (one core's share with pl.core >= 0)
-    const double all = static_cast<double>(p_.tokens * p_.top_k);
+    // the rows of the share's experts (all tokens x top_k, or an
+    // expert-parallel rank's) and those this lowering runs (one core's
+    // share with pl.core >= 0)
+    const std::int64_t first = pl_.share.first_expert,
+                       end = pl_.share.end_expert < 0 ? p_.experts : pl_.share.end_expert;
+    double all = 0;
+    std::int64_t used = 0;
+    for (std::int64_t e = first; e < end; ++e) {
+      all += static_cast<double>(pl_.group_size[static_cast<std::size_t>(e)]);
+      used += pl_.group_size[static_cast<std::size_t>(e)] > 0;
+    }
     double rows = 0;
     for (int c = 0; c < pl_.cores; ++c)
       if (pl_.core < 0 || c == pl_.core)
@@ -174,8 +183,6 @@ class lowerer {
           rows += static_cast<double>(g.rows.size());
     out_.totals.flops = 2.0 * rows * static_cast<double>(p_.d_in * p_.d_out);
     // x, the weights of every expert some token uses, y (a core: its share)
-    std::int64_t used = 0;
-    for (const auto n : pl_.group_size) used += n > 0;
     out_.totals.min_hbm_bytes =
         rows / all *
         static_cast<double>(

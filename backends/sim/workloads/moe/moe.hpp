@@ -59,6 +59,14 @@ struct group_tile {
   bool tail = false;  ///< the last, partial tile of its group
 };
 
+/// The part of the layer one expert-parallel rank runs (sharded_moe): the
+/// group tiles of experts [first_expert, end_expert) and the combine of
+/// tokens [first_token, end_token). The default (end < 0): all of it.
+struct rank_share {
+  std::int32_t first_expert = 0, end_expert = -1;
+  std::int64_t first_token = 0, end_token = -1;
+};
+
 /// The routing and the tiles a config runs, per physical core.
 struct plan {
   params p;
@@ -72,7 +80,8 @@ struct plan {
   std::int64_t x_bytes = 0, raw_bytes = 0, w_bytes = 0, stage_bytes = 0, combine_bytes = 0,
                part_bytes = 0;  ///< per partition
   int cores = 1;
-  int core = -1;  ///< the core a lowering times (-1: all, for the gate and NKI)
+  int core = -1;     ///< the core a lowering times (-1: all, for the gate and NKI)
+  rank_share share;  ///< the experts and tokens the tiles and the combine cover
 };
 
 /// The top_k distinct experts of every token: a weighted draw without
@@ -83,8 +92,14 @@ struct plan {
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 
-/// The executor of the plan on data (moe_functional.cpp).
-[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl);
+/// Rebuilds `pl`'s tiles and combine (the same routing) for `share` only.
+void restrict_plan(plan& pl, const rank_share& share);
+
+/// The executor of the plan on data (moe_functional.cpp). `lost`, when not
+/// empty, is what fault::drop_tail loses (one flag per (token, slot) row);
+/// empty: the rows of each group's partial last tile.
+[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl,
+                                                             std::vector<std::uint8_t> lost = {});
 
 /// The NKI kernel of the plan (moe_nki.cpp): "" or why not.
 [[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);

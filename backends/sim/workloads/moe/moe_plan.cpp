@@ -72,13 +72,18 @@ void add_tiles(std::int32_t e, const std::vector<route>& rows, std::int64_t tile
 void build_tiles(plan& pl) {
   const auto& p = pl.p;
   const core_map map = assign_cores(pl);
+  const auto& share = pl.share;
+  const std::int32_t e0 = share.first_expert, e1 = share.end_expert < 0
+                                                       ? static_cast<std::int32_t>(p.experts)
+                                                       : share.end_expert;
+  const auto mine = [&](std::int32_t e) { return e >= e0 && e < e1; };
   pl.tiles.assign(static_cast<std::size_t>(pl.cores), {});
   pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
   if (p.group == grouping::token) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        add_tiles(e, {{t, j}}, 1, pl.tiles[static_cast<std::size_t>(map.core(t, e))]);
+        if (mine(e)) add_tiles(e, {{t, j}}, 1, pl.tiles[static_cast<std::size_t>(map.core(t, e))]);
       }
   } else {
     // per core, each expert's rows in token order
@@ -88,22 +93,29 @@ void build_tiles(plan& pl) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        rows[static_cast<std::size_t>(map.core(t, e))][static_cast<std::size_t>(e)].push_back(
-            {t, j});
+        if (mine(e))
+          rows[static_cast<std::size_t>(map.core(t, e))][static_cast<std::size_t>(e)].push_back(
+              {t, j});
       }
     for (std::size_t c = 0; c < rows.size(); ++c)
       for (std::size_t e = 0; e < rows[c].size(); ++e)
         if (!rows[c][e].empty())
           add_tiles(static_cast<std::int32_t>(e), rows[c][e], p.token_tile, pl.tiles[c]);
   }
-  // the combine: 128-token tiles, the first half of them on core 0
-  const std::int64_t tiles = ceil_div(p.tokens, 128);
+  // the combine: 128-token tiles of the share's tokens, the first half of them on core 0
+  const std::int64_t t0 = share.first_token, t1 = share.end_token < 0 ? p.tokens : share.end_token;
+  const std::int64_t tiles = ceil_div(t1 - t0, 128);
   const std::int64_t first = pl.cores > 1 ? ceil_div(tiles, 2) : tiles;
   for (std::int64_t i = 0; i < tiles; ++i)
-    pl.combine[i < first ? 0 : 1].emplace_back(i * 128, std::min(p.tokens, (i + 1) * 128));
+    pl.combine[i < first ? 0 : 1].emplace_back(t0 + i * 128, std::min(t1, t0 + (i + 1) * 128));
 }
 
 }  // namespace
+
+void restrict_plan(plan& pl, const rank_share& share) {
+  pl.share = share;
+  build_tiles(pl);
+}
 
 std::vector<std::int32_t> route_tokens(const params& p) {
   std::vector<double> weight(static_cast<std::size_t>(p.experts));

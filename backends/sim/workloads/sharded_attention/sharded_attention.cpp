@@ -155,7 +155,7 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
     p.head = &dynamic_cast<const plan_of<attn::params>&>(*p.core).value;
     r.bytes = static_cast<double>(p.heads * p.head->seq * p.head->d * dtype_bytes(p.head->type));
     r.chunks = p.per_rank;
-    return time_split(m, r);
+    return time_split(m, r, {r.bytes});
   }
 };
 

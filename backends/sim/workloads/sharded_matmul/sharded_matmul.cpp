@@ -239,7 +239,7 @@ class sharded_matmul final : public sharded_workload<sharded_plan> {
     p.rank = &dynamic_cast<const plan_of<mm::plan>&>(*p.core).value;
     r.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(p.rank->p.out));
     r.chunks = std::max<std::int64_t>(1, p.rank->nb[mm::dim_m] * p.rank->nb[mm::dim_n]);
-    return time_split(m, r);
+    return time_split(m, r, {r.bytes});
   }
 };
 
