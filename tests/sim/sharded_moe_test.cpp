@@ -109,21 +109,21 @@ TEST_CASE("sharded_moe: a split the topology, the experts or the tokens cannot t
   const measurement m = evaluate(s, with(s, R"({"ep": 16})"));
   CHECK(m.status == status::compile_error);
   CHECK(m.message == "ep = 16 exceeds the 8 ranks of target 'trn2_chip'");
-  parse_options options;
-  options.target = "trn2_chip";
-  const std::string shapes = "const d_in = 256  const d_out = 256  const top_k = 2  ";
-  const space odd = parse_space("space sharded_moe { const tokens = 64  const experts = 12  " +
-                                    shapes + "param ep : {1, 8} }",
-                                options);
-  const measurement o = evaluate(odd, with(odd, R"({"ep": 8})"));
-  CHECK(o.status == status::compile_error);
-  CHECK(o.message == "experts = 12 is not a multiple of ep = 8");
-  const space few = parse_space("space sharded_moe { const tokens = 60  const experts = 16  " +
-                                    shapes + "param ep : {1, 8} }",
-                                options);
-  const measurement f = evaluate(few, with(few, R"({"ep": 8})"));
-  CHECK(f.status == status::compile_error);
-  CHECK(f.message == "tokens = 60 is not a multiple of ep = 8");
+  // ep = 8 of `tokens` tokens routed to `experts` experts: the compile error's message
+  const auto eight = [](int tokens, int experts) {
+    parse_options options;
+    options.target = "trn2_chip";
+    const space odd = parse_space(
+        "space sharded_moe { const tokens = " + std::to_string(tokens) +
+            "  const experts = " + std::to_string(experts) +
+            "  const d_in = 256  const d_out = 256  const top_k = 2  param ep : {1, 8} }",
+        options);
+    const measurement o = evaluate(odd, with(odd, R"({"ep": 8})"));
+    CHECK(o.status == status::compile_error);
+    return o.message;
+  };
+  CHECK(eight(64, 12) == "experts = 12 is not a multiple of ep = 8");
+  CHECK(eight(60, 16) == "tokens = 60 is not a multiple of ep = 8");
 }
 
 TEST_CASE("sharded_moe: the gate checks the combined y against the unsharded moe") {

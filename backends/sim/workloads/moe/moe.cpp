@@ -168,14 +168,13 @@ class lowerer {
     // the rows of the share's experts (all tokens x top_k, or an
     // expert-parallel rank's) and those this lowering runs (one core's
     // share with pl.core >= 0)
-    const std::int64_t first = pl_.share.first_expert,
-                       end = pl_.share.end_expert < 0 ? p_.experts : pl_.share.end_expert;
     double all = 0;
     std::int64_t used = 0;
-    for (std::int64_t e = first; e < end; ++e) {
-      all += static_cast<double>(pl_.group_size[static_cast<std::size_t>(e)]);
-      used += pl_.group_size[static_cast<std::size_t>(e)] > 0;
-    }
+    for (std::int64_t e = 0; e < p_.experts; ++e)
+      if (pl_.share.holds(e, p_.experts)) {
+        all += static_cast<double>(pl_.group_size[static_cast<std::size_t>(e)]);
+        used += pl_.group_size[static_cast<std::size_t>(e)] > 0;
+      }
     double rows = 0;
     for (int c = 0; c < pl_.cores; ++c)
       if (pl_.core < 0 || c == pl_.core)

@@ -65,6 +65,10 @@ struct group_tile {
 struct rank_share {
   std::int32_t first_expert = 0, end_expert = -1;
   std::int64_t first_token = 0, end_token = -1;
+  /// Whether expert `e` of `experts` is in the share.
+  [[nodiscard]] bool holds(std::int64_t e, std::int64_t experts) const noexcept {
+    return e >= first_expert && e < (end_expert < 0 ? experts : end_expert);
+  }
 };
 
 /// The routing and the tiles a config runs, per physical core.

@@ -73,10 +73,7 @@ void build_tiles(plan& pl) {
   const auto& p = pl.p;
   const core_map map = assign_cores(pl);
   const auto& share = pl.share;
-  const std::int32_t e0 = share.first_expert, e1 = share.end_expert < 0
-                                                       ? static_cast<std::int32_t>(p.experts)
-                                                       : share.end_expert;
-  const auto mine = [&](std::int32_t e) { return e >= e0 && e < e1; };
+  const auto mine = [&](std::int32_t e) { return share.holds(e, p.experts); };
   pl.tiles.assign(static_cast<std::size_t>(pl.cores), {});
   pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
   if (p.group == grouping::token) {
