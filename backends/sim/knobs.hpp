@@ -122,6 +122,8 @@ class knob_reader {
       : knobs_(knobs), s_(s), c_(c) {}
 
   [[nodiscard]] const space& source() const noexcept { return s_; }
+  /// The config read (a sharded workload plans its inner workload with it).
+  [[nodiscard]] const config& values() const noexcept { return c_; }
   /// Whether the space gives `name` a value in this config (a declared knob).
   [[nodiscard]] bool has(std::string_view name) const;
   [[nodiscard]] std::int64_t integer(std::string_view name) const;

@@ -64,6 +64,9 @@ const std::map<std::string, sets, std::less<>>& reduced_shapes() {
       {"sharded_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
       // on trn2 tp = 1: attention's kernel in a loop over two stacked heads
       {"sharded_attention.tsl", {{"seq", "256"}, {"heads", "2"}}},
+      // on trn2 ep = 1: moe's kernel of the whole layer
+      {"sharded_moe.tsl",
+       {{"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}}},
       // K 512: two k blocks of 256 (double_row) or one of 512
       {"sim_fp8_matmul.tsl", {{"M", "256"}, {"N", "1024"}, {"K", "512"}}},
   };

@@ -42,6 +42,7 @@ std::vector<llm_case> llm_cases() {
       {"sim_newton_schulz", {{"rows", "512"}, {"cols", "1536"}}},
       {"sharded_matmul", {{"M", "2048"}, {"N", "1536"}, {"K", "512"}}},
       {"sharded_attention", {{"seq", "1024"}, {"head_dim", "64"}, {"heads", "8"}}},
+      {"sharded_moe", {{"tokens", "256"}, {"d_in", "512"}, {"experts", "16"}, {"top_k", "2"}}},
   };
 }
 

@@ -3,7 +3,7 @@
 // run back to back, plus the all-gather of O; the gate checks the gathered
 // O against the unsharded attention and catches a dropped head; explain
 // names the collective when it is the bottleneck.
-#include "helpers.hpp"
+#include "sharded_helpers.hpp"
 
 #include "sim/collectives.hpp"
 
@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 
 using namespace tessel;
@@ -22,29 +23,15 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-space example(const std::string& target, std::map<std::string, std::string, std::less<>> sets) {
-  parse_options options;
-  options.target = target;
-  options.overrides = std::move(sets);
-  return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/sharded_attention.tsl", options);
+space example(const std::string& target, overrides sets) {
+  return sharded_example("sharded_attention.tsl", target, std::move(sets));
 }
 
-const std::map<std::string, std::string, std::less<>> small{{"seq", "512"}, {"heads", "16"}};
+const overrides small{{"seq", "512"}, {"heads", "16"}};
 
 /// The attention kernel of examples/sharded_attention.tsl's fixed tiles.
 const std::string tiles =
     R"("q_tile": 128, "kv_tile": 512, "kv_bufs": 2, "rescale": "eager", "skip_masked": true)";
-
-config with(const space& s, const std::string& json) { return s.from_partial_json(json); }
-
-measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
-  sim_options o;
-  o.gate = false;
-  o.model = model;
-  sim_backend b(o);
-  b.prepare(s);
-  return b.evaluate(s, c);
-}
 
 }  // namespace
 
@@ -127,35 +114,62 @@ TEST_CASE("sharded_attention: the gate checks the gathered O against the unshard
   for (const char* tp : {"1", "4"}) {
     INFO("tp = ", tp);
     const config c = with(s, std::string(R"({"tp": )") + tp + ", " + tiles + "}");
-    const auto kernel = workload_for_space(s, "")->functional(s, c, m);
-    REQUIRE(kernel);
+    // each rank's loop over its heads stops before its last head: caught
+    const auto kernel = check_gate_catches(s, c, m, fault::drop_tail);
     CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{8 * 256, 128});
     CHECK(kernel->inputs().at(0).shape == std::vector<std::int64_t>{8 * 128, 256});
-    gate g(gate_options{.secret = 3});
-    const verdict v = g.check(*kernel, *kernel, 1);
-    INFO(v.message);
-    CHECK(v.ok());
-    // each rank's loop over its heads stops before its last head: caught
-    kernel->inject(fault::drop_tail);
-    gate again(gate_options{.secret = 3});
-    CHECK_FALSE(again.check(*kernel, *kernel, 1).ok());
   }
+}
+
+namespace {
+
+/// The executor of `k` with every element of head `head` (of `seq` rows of
+/// `d`) off by one: a kernel that gets one middle head wrong.
+class wrong_head final : public sampled_kernel {
+ public:
+  wrong_head(const functional_kernel& k, std::int64_t head, std::int64_t seq, std::int64_t d)
+      : k_(k), head_(head), seq_(seq), d_(d) {}
+  [[nodiscard]] probe_values run(std::span<const input_tensor> in,
+                                 const probe_points& where) const override {
+    probe_values out = k_.run(in, where);
+    for (std::size_t i = 0; i < where.at(0).size(); ++i)
+      if (where[0][i] / d_ / seq_ == head_) out[0][i] += 1.0;
+    return out;
+  }
+
+ private:
+  const functional_kernel& k_;
+  std::int64_t head_, seq_, d_;
+};
+
+}  // namespace
+
+TEST_CASE("sharded_attention: the gate probes every head, so one wrong middle head is caught") {
+  // 16 heads of 1024 rows: the budget alone probes two rows of O (the first head's first and
+  // the last head's last); every other head gets a row of its own
+  const space s = example("trn2_chip", {{"seq", "1024"}, {"heads", "16"}});
+  const config c = with(s, R"({"tp": 4, )" + tiles + "}");
+  const auto kernel = workload_for_space(s, "")->functional(s, c, machine_for("trn2_chip"));
+  REQUIRE(kernel);
+  rng r(5);
+  std::set<std::int64_t> heads;
+  const probe_points probes = kernel->probes(r);
+  for (const auto flat : probes.at(0)) heads.insert(flat / 128 / 1024);
+  CHECK(heads.size() == 16);
+  for (const std::int64_t head : {1, 6, 9}) {
+    INFO("head ", head);
+    gate g(gate_options{.secret = 3});
+    CHECK_FALSE(g.check(*kernel, wrong_head(*kernel, head, 1024, 128), 1).ok());
+  }
+  gate right(gate_options{.secret = 3});
+  CHECK(right.check(*kernel, *kernel, 1).ok());
 }
 
 TEST_CASE("sharded_attention: explain names the all-gather when it is the bottleneck") {
   const space s = example("trn2_server", small);
-  sim_options o;
-  o.gate = false;
-  sim_backend b(o);
-  b.prepare(s);
   // 16 ranks over two chips gather 2 MiB; each computes one 512-long head
-  const auto e = b.analyse(s, with(s, R"({"tp": 16, "collective": "ring", )" + tiles + "}"));
-  INFO(e.text());
-  CHECK(e.bottleneck.starts_with("collective-bound: all-gather of O (ring, 16 ranks, 2.00 MiB)"));
-  REQUIRE_FALSE(e.suggestions.empty());
-  CHECK(e.suggestions.front().starts_with("set overlap = true"));
-  const auto compute = b.analyse(s, with(s, R"({"tp": 1})"));
-  CHECK_FALSE(compute.bottleneck.starts_with("collective"));
+  check_explain_names(s, with(s, R"({"tp": 16, "collective": "ring", )" + tiles + "}"),
+                      "all-gather of O (ring, 16 ranks, 2.00 MiB)", with(s, R"({"tp": 1})"));
 }
 
 TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp = 1") {
@@ -163,21 +177,13 @@ TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp
   std::string text;
   CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
   CHECK(text.find("nc_matmul") != std::string::npos);
-  const auto why = [](const space& on, const std::string& json) {
-    try {
-      (void)emit_nki(on, on.from_partial_json(json), nki_options{});
-    } catch (const error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const space chip = example("trn2_chip", small);
-  CHECK(why(chip, R"({"tp": 8})")
+  CHECK(nki_refusal(chip, R"({"tp": 8})")
             .find("NKI emission of collectives is not implemented (tp = 8 splits the heads and "
                   "needs an all-gather of O)") != std::string::npos);
   // one rank's 16 heads: attention's kernel in a loop over the stacked heads
   const space many = example("trn2", small);
-  CHECK(why(many, R"({"tp": 1})").empty());
+  CHECK(nki_refusal(many, R"({"tp": 1})").empty());
   const std::string heads = emit_nki(many, with(many, R"({"tp": 1})"), nki_options{});
   CHECK(heads.find("HEADS = 16") != std::string::npos);
   CHECK(heads.find("for h in nl.sequential_range(HEADS):") != std::string::npos);

@@ -2,7 +2,7 @@
 // (docs/topology.md). The latency is one rank's matmul plus its collective;
 // the gate checks the gathered C against the unsharded product; explain
 // names the collective when it is the bottleneck.
-#include "helpers.hpp"
+#include "sharded_helpers.hpp"
 
 #include "sim/collectives.hpp"
 
@@ -21,26 +21,11 @@ using namespace tessel::sim::testing;
 
 namespace {
 
-space example(const std::string& target, std::map<std::string, std::string, std::less<>> sets) {
-  parse_options options;
-  options.target = target;
-  options.overrides = std::move(sets);
-  return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/sharded_matmul.tsl", options);
+space example(const std::string& target, overrides sets) {
+  return sharded_example("sharded_matmul.tsl", target, std::move(sets));
 }
 
-const std::map<std::string, std::string, std::less<>> small{
-    {"M", "1024"}, {"N", "1024"}, {"K", "1024"}};
-
-config with(const space& s, const std::string& json) { return s.from_partial_json(json); }
-
-measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
-  sim_options o;
-  o.gate = false;
-  o.model = model;
-  sim_backend b(o);
-  b.prepare(s);
-  return b.evaluate(s, c);
-}
+const overrides small{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}};
 
 }  // namespace
 
@@ -118,35 +103,18 @@ TEST_CASE("sharded_matmul: the gate checks the gathered C against the unsharded 
   for (const char* shard : {"m", "n", "k"}) {
     INFO("shard = ", shard);
     const config c = with(s, std::string(R"({"tp": 4, "tile_k": 256, "shard": ")") + shard + "\"}");
-    const auto kernel = workload_for_space(s, "")->functional(s, c, m);
-    REQUIRE(kernel);
-    CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{512, 1024});
-    gate g(gate_options{.secret = 3});
-    const verdict v = g.check(*kernel, *kernel, 1);
-    INFO(v.message);
-    CHECK(v.ok());
     // a rank that loses its last accumulation is caught
-    kernel->inject(fault::skip_accumulation);
-    gate again(gate_options{.secret = 3});
-    CHECK_FALSE(again.check(*kernel, *kernel, 1).ok());
+    const auto kernel = check_gate_catches(s, c, m, fault::skip_accumulation);
+    CHECK(kernel->outputs().at(0).shape == std::vector<std::int64_t>{512, 1024});
   }
 }
 
 TEST_CASE("sharded_matmul: explain names the collective when it is the bottleneck") {
   const space s = example("trn2_server", small);
-  sim_options o;
-  o.gate = false;
-  sim_backend b(o);
-  b.prepare(s);
-  // 16 ranks over two chips all-reduce 2 MiB; each computes a 1024 x 1024 x 64 slice
-  const auto e = b.analyse(s, with(s, R"({"tp": 16, "shard": "k", "collective": "ring"})"));
-  INFO(e.text());
-  CHECK(e.bottleneck.starts_with("collective-bound: all-reduce of C (ring, 16 ranks"));
-  REQUIRE_FALSE(e.suggestions.empty());
-  CHECK(e.suggestions.front().starts_with("set overlap = true"));
-  // a compute-bound config names the matmul's bottleneck, then the collective
-  const auto compute = b.analyse(s, with(s, R"({"tp": 1})"));
-  CHECK_FALSE(compute.bottleneck.starts_with("collective"));
+  // 16 ranks over two chips all-reduce 2 MiB; each computes a 1024 x 1024 x 64 slice; a
+  // compute-bound config names the matmul's bottleneck, then the collective
+  check_explain_names(s, with(s, R"({"tp": 16, "shard": "k", "collective": "ring"})"),
+                      "all-reduce of C (ring, 16 ranks", with(s, R"({"tp": 1})"));
 }
 
 TEST_CASE("sharded_matmul: NKI emission refuses a sharded config and emits tp = 1") {
@@ -155,12 +123,7 @@ TEST_CASE("sharded_matmul: NKI emission refuses a sharded config and emits tp = 
   CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
   CHECK(text.find("nc_matmul") != std::string::npos);
   const space chip = example("trn2_chip", small);
-  std::string why;
-  try {
-    (void)emit_nki(chip, with(chip, R"({"tp": 8})"), nki_options{});
-  } catch (const error& e) {
-    why = e.what();
-  }
-  CHECK(why.find("NKI emission of collectives is not implemented (tp = 8 needs an all-gather "
-                 "of C)") != std::string::npos);
+  CHECK(nki_refusal(chip, R"({"tp": 8})")
+            .find("NKI emission of collectives is not implemented (tp = 8 needs an all-gather "
+                  "of C)") != std::string::npos);
 }

@@ -53,12 +53,21 @@ class attention_kernel final : public functional_kernel {
   /// then the other edges of those tiles and rows of random interior tiles as
   /// the budget allows; 8 of the d columns (the first, the last, random) in
   /// each. A row reads all of K it attends to (and V's probed columns), so
-  /// long sequences get two rows.
+  /// long sequences get two rows. Stacked heads: a random row of every head
+  /// no such row falls in, so one wrong head anywhere is probed.
   [[nodiscard]] probe_points probes(rng& r) const override {
     const std::int64_t want = std::clamp<std::int64_t>(16 * probe_budget / (p_.seq * p_.d), 2, 64);
     const std::int64_t sub = std::min(p_.q_tile, partitions_);
     const std::int64_t rows = heads_.heads * p_.seq;  // the last row: the last head's
-    return {grid(pick_indices(rows, sub, want, r), pick_indices(p_.d, p_.d, 8, r), p_.d)};
+    auto picked = pick_indices(rows, sub, want, r);
+    std::vector<std::uint8_t> probed(static_cast<std::size_t>(heads_.heads), 0);
+    for (const auto i : picked) probed[static_cast<std::size_t>(i / p_.seq)] = 1;
+    for (std::int64_t h = 0; h < heads_.heads; ++h)
+      if (!probed[static_cast<std::size_t>(h)])
+        picked.push_back(h * p_.seq +
+                         static_cast<std::int64_t>(r() % static_cast<std::uint64_t>(p_.seq)));
+    std::sort(picked.begin(), picked.end());
+    return {grid(picked, pick_indices(p_.d, p_.d, 8, r), p_.d)};
   }
 
   [[nodiscard]] probe_values reference(std::span<const input_tensor> in,

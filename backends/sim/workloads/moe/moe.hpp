@@ -90,6 +90,18 @@ class core_tiles {
   std::shared_ptr<const grouped_tiles> all_;
 };
 
+/// The part of the layer one expert-parallel rank runs (sharded_moe): the
+/// group tiles of experts [first_expert, end_expert) and the combine of
+/// tokens [first_token, end_token). The default (end < 0): all of it.
+struct rank_share {
+  std::int32_t first_expert = 0, end_expert = -1;
+  std::int64_t first_token = 0, end_token = -1;
+  /// Whether expert `e` of `experts` is in the share.
+  [[nodiscard]] bool holds(std::int64_t e, std::int64_t experts) const noexcept {
+    return e >= first_expert && e < (end_expert < 0 ? experts : end_expert);
+  }
+};
+
 /// The routing and the tiles a config runs, per physical core.
 struct plan {
   params p;
@@ -103,7 +115,8 @@ struct plan {
   std::int64_t x_bytes = 0, raw_bytes = 0, w_bytes = 0, stage_bytes = 0, combine_bytes = 0,
                part_bytes = 0;  ///< per partition
   int cores = 1;
-  int core = -1;  ///< the core a lowering times (-1: all, for the gate and NKI)
+  int core = -1;     ///< the core a lowering times (-1: all, for the gate and NKI)
+  rank_share share;  ///< the experts and tokens the tiles and the combine cover
 };
 
 /// The top_k distinct experts of every token: a weighted draw without
@@ -114,6 +127,9 @@ struct plan {
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 
+/// Rebuilds `pl`'s tiles and combine (the same routing) for `share` only.
+void restrict_plan(plan& pl, const rank_share& share);
+
 /// The roofline totals of the rows a plan runs (its core's share with core >= 0).
 [[nodiscard]] workload_totals totals_of(const plan& pl);
 
@@ -121,8 +137,11 @@ struct plan {
 /// its group tiles (moe_steady.cpp).
 [[nodiscard]] steady_estimate estimate_steady(const plan& pl, const machine& m);
 
-/// The executor of the plan on data (moe_functional.cpp).
-[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl);
+/// The executor of the plan on data (moe_functional.cpp). `lost`, when not
+/// empty, is what fault::drop_tail loses (one flag per (token, slot) row);
+/// empty: the rows of each group's partial last tile.
+[[nodiscard]] std::unique_ptr<functional_kernel> make_kernel(const plan& pl,
+                                                             std::vector<std::uint8_t> lost = {});
 
 /// The NKI kernel of the plan (moe_nki.cpp): "" or why not.
 [[nodiscard]] std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out);

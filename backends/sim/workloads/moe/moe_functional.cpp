@@ -21,21 +21,13 @@ namespace {
 /// evict) and kept as an fp32 partial; the combine adds the partials in
 /// slot order in fp32 and rounds y to dtype. The reference is the same sum in fp64 without
 /// roundings. drop_tail: the partial last tile of every group is not computed (a group smaller than
-/// token_tile is lost whole); skip_accumulation: the last 128-row slab of d_in is not accumulated.
+/// token_tile is lost whole), or the rows make_kernel was given; skip_accumulation: the last
+/// 128-row slab of d_in is not accumulated.
 class moe_kernel final : public functional_kernel {
  public:
-  explicit moe_kernel(const plan& pl)
-      : p_(pl.p), expert_of_(pl.expert_of), type_(element_of(pl.p.type)) {
-    tail_.assign(expert_of_.size(), 0);
-    std::vector<const group_tile*> last_of_core;
-    for (const auto& core : pl.tiles) {
-      for (const auto& g : core)
-        for (const auto& r : g.rows)
-          tail_[static_cast<std::size_t>(r.token * p_.top_k + r.slot)] = g.tail ? 1 : 0;
-      if (p_.group == grouping::token && !core.empty())
-        for (const auto& r : core.back().rows)  // token grouping: the last tile is the tail
-          tail_[static_cast<std::size_t>(r.token * p_.top_k + r.slot)] = 1;
-    }
+  moe_kernel(const plan& pl, std::vector<std::uint8_t> lost)
+      : p_(pl.p), expert_of_(pl.expert_of), tail_(std::move(lost)), type_(element_of(pl.p.type)) {
+    if (tail_.empty()) mark_tails(pl);
     // tokens of tail tiles, smallest groups first, for the probes
     std::vector<std::pair<std::int64_t, std::int64_t>> by_size;  // (group size, token)
     for (std::size_t i = 0; i < expert_of_.size(); ++i)
@@ -84,6 +76,20 @@ class moe_kernel final : public functional_kernel {
   }
 
  private:
+  /// The rows drop_tail loses by default: those of each group's partial
+  /// last tile (token grouping: each core's last tile).
+  void mark_tails(const plan& pl) {
+    tail_.assign(expert_of_.size(), 0);
+    for (const auto& core : pl.tiles) {
+      for (const auto& g : core)
+        for (const auto& r : g.rows)
+          tail_[static_cast<std::size_t>(r.token * p_.top_k + r.slot)] = g.tail ? 1 : 0;
+      if (p_.group == grouping::token && !core.empty())
+        for (const auto& r : core.back().rows)  // token grouping: the last tile is the tail
+          tail_[static_cast<std::size_t>(r.token * p_.top_k + r.slot)] = 1;
+    }
+  }
+
   /// Vectors read so far, by (input, index): x rows and W columns, drawn once per suite.
   using vectors = std::map<std::pair<int, std::int64_t>, std::vector<float>>;
 
@@ -160,8 +166,8 @@ class moe_kernel final : public functional_kernel {
 
 }  // namespace
 
-std::unique_ptr<functional_kernel> make_kernel(const plan& pl) {
-  return std::make_unique<moe_kernel>(pl);
+std::unique_ptr<functional_kernel> make_kernel(const plan& pl, std::vector<std::uint8_t> lost) {
+  return std::make_unique<moe_kernel>(pl, std::move(lost));
 }
 
 }  // namespace tessel::sim::moe_detail

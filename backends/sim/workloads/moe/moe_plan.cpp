@@ -76,6 +76,8 @@ void add_tiles(std::int32_t e, const std::vector<route>& rows, std::int64_t tile
 grouped_tiles group_rows(const plan& pl) {
   const auto& p = pl.p;
   const core_map map = assign_cores(pl);
+  const auto& share = pl.share;
+  const auto mine = [&](std::int32_t e) { return share.holds(e, p.experts); };
   grouped_tiles out;
   auto& tiles = out.of_core;
   tiles.resize(static_cast<std::size_t>(pl.cores));
@@ -83,7 +85,7 @@ grouped_tiles group_rows(const plan& pl) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        add_tiles(e, {{t, j}}, 1, tiles[static_cast<std::size_t>(map.core(t, e))]);
+        if (mine(e)) add_tiles(e, {{t, j}}, 1, tiles[static_cast<std::size_t>(map.core(t, e))]);
       }
   } else {
     // per core, each expert's rows in token order
@@ -93,8 +95,9 @@ grouped_tiles group_rows(const plan& pl) {
     for (std::int32_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.top_k; ++j) {
         const auto e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
-        rows[static_cast<std::size_t>(map.core(t, e))][static_cast<std::size_t>(e)].push_back(
-            {t, j});
+        if (mine(e))
+          rows[static_cast<std::size_t>(map.core(t, e))][static_cast<std::size_t>(e)].push_back(
+              {t, j});
       }
     for (std::size_t c = 0; c < rows.size(); ++c)
       for (std::size_t e = 0; e < rows[c].size(); ++e)
@@ -113,7 +116,7 @@ grouped_tiles group_rows(const plan& pl) {
 /// routing and grouping (a search's configs share a few).
 void build_tiles(plan& pl) {
   const auto& p = pl.p;
-  using key_type = std::array<std::int64_t, 9>;
+  using key_type = std::array<std::int64_t, 11>;
   thread_local std::map<key_type, std::shared_ptr<const grouped_tiles>> cache;
   const key_type key{p.tokens,
                      p.experts,
@@ -123,7 +126,9 @@ void build_tiles(plan& pl) {
                      p.group == grouping::token ? 0 : p.token_tile,
                      static_cast<std::int64_t>(p.group),
                      static_cast<std::int64_t>(p.split),
-                     pl.cores};
+                     pl.cores,
+                     pl.share.first_expert,
+                     pl.share.end_expert};
   auto it = cache.find(key);
   if (it == cache.end()) {
     if (cache.size() >= 16) cache.clear();
@@ -131,11 +136,13 @@ void build_tiles(plan& pl) {
   }
   pl.tiles = core_tiles(it->second);
   pl.combine.assign(static_cast<std::size_t>(pl.cores), {});
-  // the combine: 128-token tiles, the first half of them on core 0
-  const std::int64_t tiles = ceil_div(p.tokens, 128);
+  // the combine: 128-token tiles of the share's tokens, the first half of them on core 0
+  const auto& share = pl.share;
+  const std::int64_t t0 = share.first_token, t1 = share.end_token < 0 ? p.tokens : share.end_token;
+  const std::int64_t tiles = ceil_div(t1 - t0, 128);
   const std::int64_t first = pl.cores > 1 ? ceil_div(tiles, 2) : tiles;
   for (std::int64_t i = 0; i < tiles; ++i)
-    pl.combine[i < first ? 0 : 1].emplace_back(i * 128, std::min(p.tokens, (i + 1) * 128));
+    pl.combine[i < first ? 0 : 1].emplace_back(t0 + i * 128, std::min(t1, t0 + (i + 1) * 128));
 }
 
 /// route_tokens(p), kept for the next plan on this thread: the routing
@@ -153,6 +160,11 @@ const std::vector<std::int32_t>& routing(const params& p) {
 }
 
 }  // namespace
+
+void restrict_plan(plan& pl, const rank_share& share) {
+  pl.share = share;
+  build_tiles(pl);
+}
 
 std::vector<std::int32_t> route_tokens(const params& p) {
   std::vector<double> weight(static_cast<std::size_t>(p.experts));
@@ -241,6 +253,16 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
 
 workload_totals totals_of(const plan& pl) {
   const auto& p = pl.p;
+  // the rows of the share's experts (all tokens x top_k, or an
+  // expert-parallel rank's) and those this plan runs (one core's share with
+  // core >= 0)
+  double all = 0;
+  std::int64_t used = 0;
+  for (std::int64_t e = 0; e < p.experts; ++e)
+    if (pl.share.holds(e, p.experts)) {
+      all += static_cast<double>(pl.group_size[static_cast<std::size_t>(e)]);
+      used += pl.group_size[static_cast<std::size_t>(e)] > 0;
+    }
   double rows = 0;
   for (int c = 0; c < pl.cores; ++c)
     if (pl.core < 0 || c == pl.core)
@@ -249,10 +271,8 @@ workload_totals totals_of(const plan& pl) {
   workload_totals t;
   t.flops = 2.0 * rows * static_cast<double>(p.d_in * p.d_out);
   // x, the weights of every expert some token uses, y (a core: its share)
-  std::int64_t used = 0;
-  for (const auto n : pl.group_size) used += n > 0;
   t.min_hbm_bytes =
-      rows / static_cast<double>(p.tokens * p.top_k) *
+      (all > 0 ? rows / all : 0.0) *
       static_cast<double>((p.tokens * p.d_in + used * p.d_in * p.d_out + p.tokens * p.d_out) *
                           dtype_bytes(p.type));
   t.compute_type = p.type;

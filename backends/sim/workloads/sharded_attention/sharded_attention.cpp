@@ -6,10 +6,9 @@
 // so every rank holds the whole O. The all-gather is timed by
 // collectives.hpp over the target's topology, after the compute or, with
 // overlap, head by head while the next head computes.
-#include "../../collectives.hpp"
 #include "../../functional.hpp"
 #include "../attention/attention_plan.hpp"
-#include "../overlap.hpp"
+#include "../sharded.hpp"
 
 #include <tessel/error.hpp>
 
@@ -27,18 +26,8 @@ namespace {
 struct sharded_plan {
   std::unique_ptr<workload_plan> core;  ///< the attention plan of one head
   const attn::params* head = nullptr;   ///< inside `core`
-  int tp = 1;
   std::int64_t heads = 1, per_rank = 1;
-  bool gather = true;
-  collective_algorithm algorithm = collective_algorithm::ring;
-  bool overlap = false;
-  double bytes = 0;              ///< the all-gather's output per rank: every head's O
-  collective_time whole, chunk;  ///< chunk: one head's share (overlap)
-};
-
-class plan_box final : public workload_plan {
- public:
-  sharded_plan value;
+  rank_split split;  ///< tp; the all-gather of every head's O, one per head (overlap)
 };
 
 /// Appends `times - 1` copies of `p`'s instructions, each copy's first
@@ -75,63 +64,68 @@ std::vector<knob> knobs_of_sharded() {
   out.push_back(knob::symbol("output", {"gathered", "sharded"}, "gathered",
                              "gathered: all-gather O so every rank holds every head's output; "
                              "sharded: each rank keeps its own heads' O (no collective)"));
-  out.push_back(knob::symbol("collective", {"ring", "tree", "hierarchical"}, "ring",
-                             "the all-gather's algorithm (docs/topology.md)"));
-  out.push_back(knob::flag("overlap", false,
-                           "gather each head's O while the rank's next head computes (one "
-                           "all-gather per head) instead of once after the compute"));
+  for (auto& k : split_knobs("the all-gather's",
+                             "gather each head's O while the rank's next head computes (one "
+                             "all-gather per head) instead of once after the compute"))
+    out.push_back(std::move(k));
   return out;
 }
 
-class sharded_attention final : public workload {
+/// A logical core of two runs half of the rank's heads on each core.
+class sharded_attention final : public sharded_workload<sharded_plan> {
  public:
-  sharded_attention() : knobs_("sharded_attention", knobs_of_sharded()) {}
+  sharded_attention()
+      : sharded_workload({"sharded_attention",
+                          "multi-head attention split by heads over tp ranks, O left sharded or "
+                          "all-gathered",
+                          knobs_of_sharded(), "heads"},
+                         attention_workload()) {}
 
-  [[nodiscard]] std::string_view name() const override { return "sharded_attention"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "multi-head attention split by heads over tp ranks, O left sharded or all-gathered";
-  }
-  [[nodiscard]] const knob_table& knobs() const override { return knobs_; }
-  /// A logical core of two runs half of the rank's heads on each core.
-  [[nodiscard]] std::string core_split_dimension() const override { return "heads"; }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto box = std::make_unique<plan_box>();
-    box->error = read(s, c, m, box->value);
-    return box;
+  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
+                                              const machine& m) const override {
+    sharded_plan p;
+    const double one = inner().estimated_instructions(s, c, m);
+    return read_plan(reader(s, c), m, p).empty() ? one * static_cast<double>(p.per_rank) : one;
   }
 
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const override {
-    const auto& sp = typed(p);
-    auto e = attention_workload().lower_plan(*sp.core, m, out);
-    if (e.empty()) repeat_program(out, sp.per_rank);
+  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
+                                                 const config& c) const override {
+    if (b.phase != "collective") return inner().suggest(b, s, c);
+    std::vector<std::string> out{
+        "set output = sharded if the next layer reads only its own heads: no all-gather at all"};
+    for (auto& hint : split_suggestions(
+             reader(s, c), "set overlap = true to send each head's O while the next head computes",
+             "lower tp: fewer ranks each compute more heads, but gather over fewer ranks"))
+      out.push_back(std::move(hint));
+    return out;
+  }
+
+ private:
+  [[nodiscard]] std::string lower_program(const sharded_plan& p, const machine& m,
+                                          program& out) const override {
+    auto e = inner().lower_plan(*p.core, m, out);
+    if (e.empty()) repeat_program(out, p.per_rank);
     return e;
   }
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& p, const machine& m) const override {
-    const auto& sp = typed(p);
-    return attn::make_functional(*sp.head, m.partitions, {sp.heads, sp.per_rank});
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const sharded_plan& p,
+                                                            const machine& m) const override {
+    return attn::make_functional(*p.head, m.partitions, {p.heads, p.per_rank});
   }
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const override {
-    const auto& sp = typed(p);
-    if (sp.tp > 1)
-      return fmt::format(
-          "sharded_attention: NKI emission of collectives is not implemented (tp = {} splits "
-          "the heads{}); the simulator times it, but only tp = 1 emits a kernel (docs/nki.md)",
-          sp.tp, sp.gather ? " and needs an all-gather of O" : "");
-    return attn::emit_nki(*sp.head, ctx, out, sp.heads);
+  [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
+                                      std::string& out) const override {
+    if (p.split.ranks > 1)
+      return refuse_nki(name(), "tp", p.split.ranks,
+                        p.split.what.empty() ? "splits the heads"
+                                             : "splits the heads and needs an all-gather of O");
+    return attn::emit_nki(*p.head, ctx, out, p.heads);
   }
   /// Attention's estimate of one head, times the rank's heads (they run
   /// back to back).
-  [[nodiscard]] std::optional<steady_estimate> steady_plan(const workload_plan& p,
-                                                           const machine& m) const override {
-    const auto& sp = typed(p);
-    auto e = attention_workload().steady_plan(*sp.core, m);
+  [[nodiscard]] std::optional<steady_estimate> steady(const sharded_plan& p,
+                                                      const machine& m) const override {
+    auto e = inner().steady_plan(*p.core, m);
     if (!e) return e;
-    const auto k = static_cast<double>(sp.per_rank);
+    const auto k = static_cast<double>(p.per_rank);
     e->latency_ns *= k;
     for (auto& b : e->busy_ns) b *= k;
     e->dma_data_ns *= k;
@@ -142,80 +136,27 @@ class sharded_attention final : public workload {
     e->totals.min_hbm_bytes *= k;
     return e;
   }
-  [[nodiscard]] double estimated_instructions(const space& s, const config& c,
-                                              const machine& m) const override {
-    sharded_plan p;
-    const double one = attention_workload().estimated_instructions(s, c, m);
-    return read(s, c, m, p).empty() ? one * static_cast<double>(p.per_rank) : one;
-  }
-
-  [[nodiscard]] std::optional<communication> communicate(const workload_plan& p,
-                                                         double compute_ns) const override {
-    const auto& sp = typed(p);
-    if (sp.tp == 1 || !sp.gather) return std::nullopt;
-    // overlapped: head i's O is gathered while head i + 1 computes
-    return communication_of(
-        fmt::format("all-gather of O ({}, {} ranks, {:.2f} MiB{})", to_string(sp.algorithm), sp.tp,
-                    sp.bytes / (1 << 20),
-                    sp.overlap ? fmt::format(", {} heads overlapped", sp.per_rank) : ""),
-        sp.whole.ns, sp.chunk.ns, sp.per_rank, sp.overlap, compute_ns);
-  }
-
-  [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
-                                                 const config& c) const override {
-    if (b.phase != "collective") return attention_workload().suggest(b, s, c);
-    const knob_reader v(knobs_, s, c);
-    std::vector<std::string> out;
-    out.emplace_back(
-        "set output = sharded if the next layer reads only its own heads: no all-gather at all");
-    if (!v.flag("overlap"))
-      out.emplace_back("set overlap = true to send each head's O while the next head computes");
-    if (v.symbol("collective") != "hierarchical")
-      out.emplace_back(
-          "try collective = hierarchical: within each chip first, so fewer transfers cross "
-          "NeuronLink");
-    out.emplace_back("lower tp: fewer ranks each compute more heads, but gather over fewer ranks");
-    return out;
-  }
-
- private:
-  [[nodiscard]] const sharded_plan& typed(const workload_plan& p) const {
-    if (const auto* mine = dynamic_cast<const plan_box*>(&p)) return mine->value;
-    throw error("sim workload 'sharded_attention' was given a plan of another type");
-  }
 
   /// Reads (s, c) into `p`: the split, one head's attention plan and the
   /// all-gather's times. "" or why it does not compile.
-  std::string read(const space& s, const config& c, const machine& m, sharded_plan& p) const {
-    const knob_reader v(knobs_, s, c);
-    p.tp = static_cast<int>(v.integer("tp"));
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      sharded_plan& p) const override {
+    rank_split& r = p.split;
     p.heads = v.integer("heads");
-    p.gather = v.symbol("output") == "gathered";
-    p.algorithm = *parse_collective_algorithm(v.symbol("collective"));
-    p.overlap = v.flag("overlap");
+    if (v.symbol("output") == "gathered") r.what = "all-gather of O";
+    r.chunk_noun = "heads";
     if (p.heads < 1) return fmt::format("heads = {} must be at least 1", p.heads);
-    if (p.tp < 1) return fmt::format("tp = {} must be at least 1", p.tp);
-    if (p.tp > m.topo.ranks())
-      return fmt::format("tp = {} exceeds the {} ranks of target '{}'", p.tp, m.topo.ranks(),
-                         m.target_name);
-    if (p.heads % p.tp != 0)
-      return fmt::format("heads = {} is not a multiple of tp = {}", p.heads, p.tp);
-    p.per_rank = p.heads / p.tp;
-    p.core = attention_workload().plan_config(s, c, m);
+    if (auto e = read_split(v, m, "tp", r); !e.empty()) return e;
+    if (p.heads % r.ranks != 0)
+      return fmt::format("heads = {} is not a multiple of tp = {}", p.heads, r.ranks);
+    p.per_rank = p.heads / r.ranks;
+    p.core = inner().plan_config(v.source(), v.values(), m);
     if (!p.core->error.empty()) return p.core->error;
     p.head = &dynamic_cast<const plan_of<attn::params>&>(*p.core).value;
-    p.bytes = static_cast<double>(p.heads * p.head->seq * p.head->d * dtype_bytes(p.head->type));
-    try {
-      p.whole = time_collective(collective::all_gather, p.algorithm, p.bytes, p.tp, m.topo);
-      p.chunk = time_collective(collective::all_gather, p.algorithm,
-                                p.bytes / static_cast<double>(p.per_rank), p.tp, m.topo);
-    } catch (const error& e) {
-      return e.what();
-    }
-    return "";
+    r.bytes = static_cast<double>(p.heads * p.head->seq * p.head->d * dtype_bytes(p.head->type));
+    r.chunks = p.per_rank;
+    return time_split(m, r, {r.bytes});
   }
-
-  knob_table knobs_;
 };
 
 }  // namespace

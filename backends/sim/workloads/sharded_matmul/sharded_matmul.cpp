@@ -6,10 +6,9 @@
 // analytic model and executor, unchanged); the collective is timed by
 // collectives.hpp over the target's topology, after the compute or, with
 // overlap, block by block while the next block computes.
-#include "../../collectives.hpp"
 #include "../../functional.hpp"
 #include "../matmul/matmul_plan.hpp"
-#include "../overlap.hpp"
+#include "../sharded.hpp"
 
 #include <tessel/error.hpp>
 
@@ -33,20 +32,9 @@ struct sharded_plan {
   std::shared_ptr<const space> shard_space;  ///< the space of one rank's part (kept alive)
   std::unique_ptr<workload_plan> core;       ///< the matmul plan of one rank's part
   const mm::plan* rank = nullptr;            ///< inside `core`
-  int tp = 1;
-  int split = mm::dim_m;
-  std::array<std::int64_t, 3> shape{};  ///< the whole problem's M, N, K
-  collective kind = collective::all_gather;
-  collective_algorithm algorithm = collective_algorithm::ring;
-  bool overlap = false;
-  double bytes = 0;         ///< what the collective moves per rank (the whole C)
-  std::int64_t chunks = 1;  ///< overlap: one collective per C block of a rank
-  collective_time whole, chunk;
-};
-
-class plan_box final : public workload_plan {
- public:
-  sharded_plan value;
+  int dim = mm::dim_m;                       ///< the dimension split over the ranks
+  std::array<std::int64_t, 3> shape{};       ///< the whole problem's M, N, K
+  rank_split split;  ///< tp; the all-gather or all-reduce of the whole C, one per C block
 };
 
 /// The gathered C against the unsharded product: each rank's elements as
@@ -57,7 +45,7 @@ class sharded_kernel final : public functional_kernel {
  public:
   /// Copies what it reads: the kernel may outlive the plan (workload::functional).
   explicit sharded_kernel(const sharded_plan& p)
-      : tp_(p.tp), split_(p.split), shape_(p.shape), rank_(*p.rank), in_(rank_.p) {}
+      : tp_(p.split.ranks), split_(p.dim), shape_(p.shape), rank_(*p.rank), in_(rank_.p) {}
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override {
     const auto t = element_of(in_.in);
@@ -174,140 +162,85 @@ std::vector<knob> knobs_of_sharded() {
       "shard", {"m", "n", "k"}, "m",
       "the dimension split across ranks: m (rows of C) and n (columns) then all-gather C; k (the "
       "contraction) all-reduces the partial C"));
-  out.push_back(knob::symbol("collective", {"ring", "tree", "hierarchical"}, "ring",
-                             "the collective's algorithm (docs/topology.md)"));
-  out.push_back(knob::flag("overlap", false,
-                           "communicate each finished C block while the next computes (one "
-                           "collective per block) instead of once after the compute"));
+  for (auto& k : split_knobs("the collective's",
+                             "communicate each finished C block while the next computes (one "
+                             "collective per block) instead of once after the compute"))
+    out.push_back(std::move(k));
   return out;
 }
 
-class sharded_matmul final : public workload {
+class sharded_matmul final : public sharded_workload<sharded_plan> {
  public:
-  sharded_matmul() : knobs_("sharded_matmul", knobs_of_sharded()) {}
+  sharded_matmul()
+      : sharded_workload({"sharded_matmul",
+                          "C = A @ B split over tp ranks (m, n or k) with its all-gather or "
+                          "all-reduce",
+                          knobs_of_sharded(), "M"},
+                         matmul_workload()) {}
 
-  [[nodiscard]] std::string_view name() const override { return "sharded_matmul"; }
-  [[nodiscard]] std::string_view summary() const override {
-    return "C = A @ B split over tp ranks (m, n or k) with its all-gather or all-reduce";
-  }
-  [[nodiscard]] const knob_table& knobs() const override { return knobs_; }
-  [[nodiscard]] std::string core_split_dimension() const override { return "M"; }
-
-  [[nodiscard]] std::unique_ptr<workload_plan> plan_config(const space& s, const config& c,
-                                                           const machine& m) const override {
-    auto box = std::make_unique<plan_box>();
-    box->error = read(s, c, m, box->value);
-    return box;
-  }
-
-  [[nodiscard]] std::string lower_plan(const workload_plan& p, const machine& m,
-                                       program& out) const override {
-    const auto& sp = typed(p);
-    return matmul_workload().lower_plan(*sp.core, m, out);
-  }
-  [[nodiscard]] std::unique_ptr<functional_kernel> functional_plan(
-      const workload_plan& p, const machine& m) const override {
-    (void)m;
-    return std::make_unique<sharded_kernel>(typed(p));
-  }
-  [[nodiscard]] std::string emit_nki_plan(const workload_plan& p, const nki::context& ctx,
-                                          std::string& out) const override {
-    const auto& sp = typed(p);
-    if (sp.tp == 1) return matmul_workload().emit_nki_plan(*sp.core, ctx, out);
-    return fmt::format(
-        "sharded_matmul: NKI emission of collectives is not implemented (tp = {} needs an {} of "
-        "C); the simulator times it, but only tp = 1 emits a kernel (docs/nki.md)",
-        sp.tp, to_string(sp.kind));
-  }
-  [[nodiscard]] std::optional<steady_estimate> steady_plan(const workload_plan& p,
-                                                           const machine& m) const override {
-    return matmul_workload().steady_plan(*typed(p).core, m);
-  }
   [[nodiscard]] double estimated_instructions(const space& s, const config& c,
                                               const machine& m) const override {
     sharded_plan p;
-    if (!read(s, c, m, p).empty()) return matmul_workload().estimated_instructions(s, c, m);
-    return matmul_workload().estimated_instructions(p.shard_space ? *p.shard_space : s, c, m);
-  }
-
-  [[nodiscard]] std::optional<communication> communicate(const workload_plan& p,
-                                                         double compute_ns) const override {
-    const auto& sp = typed(p);
-    if (sp.tp == 1) return std::nullopt;
-    // overlapped: compute block i + 1 while block i is communicated
-    return communication_of(
-        fmt::format("{} of C ({}, {} ranks, {:.2f} MiB{})", to_string(sp.kind),
-                    to_string(sp.algorithm), sp.tp, sp.bytes / (1 << 20),
-                    sp.overlap ? fmt::format(", {} blocks overlapped", sp.chunks) : ""),
-        sp.whole.ns, sp.chunk.ns, sp.chunks, sp.overlap, compute_ns);
+    if (!read_plan(reader(s, c), m, p).empty()) return inner().estimated_instructions(s, c, m);
+    return inner().estimated_instructions(p.shard_space ? *p.shard_space : s, c, m);
   }
 
   [[nodiscard]] std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                  const config& c) const override {
-    if (b.phase != "collective") return matmul_workload().suggest(b, s, c);
-    const knob_reader v(knobs_, s, c);
-    std::vector<std::string> out;
-    if (!v.flag("overlap"))
-      out.emplace_back("set overlap = true to send each C block while the next one computes");
-    if (v.symbol("collective") != "hierarchical")
-      out.emplace_back(
-          "try collective = hierarchical: within each chip first, so fewer transfers cross "
-          "NeuronLink");
-    out.emplace_back("lower tp: fewer ranks each compute more, but the collective moves less");
+    if (b.phase != "collective") return inner().suggest(b, s, c);
+    const knob_reader v = reader(s, c);
+    auto out =
+        split_suggestions(v, "set overlap = true to send each C block while the next one computes",
+                          "lower tp: fewer ranks each compute more, but the collective moves less");
     if (v.symbol("shard") == "k")
       out.emplace_back("try shard = m or n: an all-gather moves about half an all-reduce's bytes");
     return out;
   }
 
  private:
-  [[nodiscard]] const sharded_plan& typed(const workload_plan& p) const {
-    if (const auto* mine = dynamic_cast<const plan_box*>(&p)) return mine->value;
-    throw error("sim workload 'sharded_matmul' was given a plan of another type");
+  [[nodiscard]] std::unique_ptr<functional_kernel> executor(const sharded_plan& p,
+                                                            const machine& m) const override {
+    (void)m;
+    return std::make_unique<sharded_kernel>(p);
+  }
+  [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
+                                      std::string& out) const override {
+    if (p.split.ranks == 1) return inner().emit_nki_plan(*p.core, ctx, out);
+    return refuse_nki(name(), "tp", p.split.ranks,
+                      fmt::format("needs an {} of C", to_string(p.split.kind)));
   }
 
   /// Reads (s, c) into `p`: the split, one rank's matmul plan and the
   /// collective's times. "" or why it does not compile.
-  std::string read(const space& s, const config& c, const machine& m, sharded_plan& p) const {
-    const knob_reader v(knobs_, s, c);
-    p.tp = static_cast<int>(v.integer("tp"));
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      sharded_plan& p) const override {
+    const space& s = v.source();
+    rank_split& r = p.split;
     const std::string shard = v.symbol("shard");
-    p.split = shard == "m" ? mm::dim_m : shard == "n" ? mm::dim_n : mm::dim_k;
-    p.kind = p.split == mm::dim_k ? collective::all_reduce : collective::all_gather;
-    p.algorithm = *parse_collective_algorithm(v.symbol("collective"));
-    p.overlap = v.flag("overlap");
+    p.dim = shard == "m" ? mm::dim_m : shard == "n" ? mm::dim_n : mm::dim_k;
+    r.kind = p.dim == mm::dim_k ? collective::all_reduce : collective::all_gather;
+    r.what = fmt::format("{} of C", to_string(r.kind));
     for (int d = 0; d < 3; ++d)
       p.shape[static_cast<std::size_t>(d)] = v.integer(shape_names[static_cast<std::size_t>(d)]);
-    if (p.tp < 1) return fmt::format("tp = {} must be at least 1", p.tp);
-    if (p.tp > m.topo.ranks())
-      return fmt::format("tp = {} exceeds the {} ranks of target '{}'", p.tp, m.topo.ranks(),
-                         m.target_name);
-    const char* dim = shape_names[static_cast<std::size_t>(p.split)];
-    const std::int64_t whole = p.shape[static_cast<std::size_t>(p.split)];
-    if (whole % p.tp != 0)
-      return fmt::format("{} = {} is not a multiple of tp = {}", dim, whole, p.tp);
-    if (p.tp > 1) {
+    if (auto e = read_split(v, m, "tp", r); !e.empty()) return e;
+    const char* dim = shape_names[static_cast<std::size_t>(p.dim)];
+    const std::int64_t whole = p.shape[static_cast<std::size_t>(p.dim)];
+    if (whole % r.ranks != 0)
+      return fmt::format("{} = {} is not a multiple of tp = {}", dim, whole, r.ranks);
+    if (r.ranks > 1) {
       const bool constant = std::any_of(s.def().constants.begin(), s.def().constants.end(),
                                         [&](const auto& k) { return k.name == dim; });
       if (!constant)
         return fmt::format("shard = {} needs {} as a constant of the space", shard, dim);
-      p.shard_space = space_with_constant(s, dim, whole / p.tp);
+      p.shard_space = space_with_constant(s, dim, whole / r.ranks);
     }
-    p.core = matmul_workload().plan_config(p.shard_space ? *p.shard_space : s, c, m);
+    p.core = inner().plan_config(p.shard_space ? *p.shard_space : s, v.values(), m);
     if (!p.core->error.empty()) return p.core->error;
     p.rank = &dynamic_cast<const plan_of<mm::plan>&>(*p.core).value;
-    p.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(p.rank->p.out));
-    p.chunks = std::max<std::int64_t>(1, p.rank->nb[mm::dim_m] * p.rank->nb[mm::dim_n]);
-    try {
-      p.whole = time_collective(p.kind, p.algorithm, p.bytes, p.tp, m.topo);
-      p.chunk = time_collective(p.kind, p.algorithm, p.bytes / static_cast<double>(p.chunks), p.tp,
-                                m.topo);
-    } catch (const error& e) {
-      return e.what();
-    }
-    return "";
+    r.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(p.rank->p.out));
+    r.chunks = std::max<std::int64_t>(1, p.rank->nb[mm::dim_m] * p.rank->nb[mm::dim_n]);
+    return time_split(m, r, {r.bytes});
   }
-
-  knob_table knobs_;
 };
 
 }  // namespace
