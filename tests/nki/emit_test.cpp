@@ -93,11 +93,16 @@ int from_env(const char* name, int fallback) {
   return v && *v ? std::max(0, std::atoi(v)) : fallback;
 }
 
-tessel::space load(const std::string& file, const sets& overrides) {
+/// The space of `path` on trn2, its constants overridden as `--set` does.
+tessel::space load_path(const fs::path& path, const sets& overrides) {
   tessel::parse_options o;
   o.overrides = overrides;
   o.target = "trn2";
-  return tessel::load_space(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, o);
+  return tessel::load_space(path, o);
+}
+
+tessel::space load(const std::string& file, const sets& overrides) {
+  return load_path(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, overrides);
 }
 
 std::string read(const fs::path& p) {
@@ -128,6 +133,13 @@ std::vector<std::string> sim_examples() {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+/// The simulator's workload of `s` (its backend's name is "sim:NAME@target").
+std::string workload_of(const tessel::space& s) {
+  tessel::sim_backend b;
+  b.prepare(s);
+  return b.name().substr(4, b.name().find('@') - 4);
 }
 
 /// The simulator's verdict on (s, c): does it time it (compile)?
@@ -209,14 +221,19 @@ class emissions {
                          {"sbuf_bytes", sbuf_bytes}});
     if (*fault) manifest_.back()["fault"] = fault;
     if (count_only) manifest_.back()["count_only"] = true;
+    if (!count_only && !suites_.empty()) manifest_.back()["suites"] = suites_;
     return true;
   }
+
+  /// The gate's input suites the kernels added next run on (empty: all of them).
+  void only_suites(std::vector<std::string> suites) { suites_ = std::move(suites); }
 
   void finish() const { write(dir_ / "manifest.json", manifest_.dump(1)); }
 
  private:
   fs::path dir_;
   nlohmann::json manifest_ = nlohmann::json::array();
+  std::vector<std::string> suites_;
 };
 
 std::string stem(const std::string& file) { return fs::path(file).stem().string(); }
@@ -258,16 +275,71 @@ void sample_into(emissions& out, const tessel::space& s, const std::string& work
   CHECK(((kept == numeric && counted == structural) || seen.size() == valid));
 }
 
-/// Matmul's constants no example space varies, set on sim_matmul.tsl at its
-/// reduced shape as `--set` does: A given as [M, K] (transposed on TensorE),
-/// fp32, and fp8 e5m2 (sim_fp8_matmul.tsl has e4m3 and scale = row).
-const std::vector<sets>& matmul_variants() {
-  static const std::vector<sets> table{
-      {{"a_layout", "mk"}},
-      {{"a_layout", "mk"}, {"dtype", "fp32"}},
-      {{"a_layout", "mk"}, {"dtype", "fp8_e5m2"}},
+/// An example at its reduced shape with what no example space varies: constants
+/// it declares, set as `--set` does (`set`), and constants it does not declare,
+/// written into a copy of it as a user's own space would hold them (`declare`).
+/// `suites`: the gate's input suites its kernels run on, when the type cannot
+/// hold what the others make of the computation (the gate finds the simulated
+/// kernel wrong on those too); `counted_only`: none, the structure alone.
+struct variant {
+  std::string file;
+  sets set;
+  sets declare;
+  std::vector<std::string> suites = {};
+  bool counted_only = false;
+};
+
+/// fp16's range: the products of swiglu and moe overflow 65504 on the gate's
+/// large and outlier suites and fall below its normal range on tiny ones.
+const std::vector<std::string> fp16_in_range{"normal", "uniform", "constant"};
+
+/// The variants the coverage test emits: matmul's A given as [M, K] (transposed
+/// on TensorE) in bf16, fp32 and fp8 e5m2 (sim_fp8_matmul.tsl has e4m3 and
+/// scale = row); fp16 in every example that declares `dtype`, and fp8 in the
+/// row pipelines' (which take it); swiglu's and cross_entropy's contraction
+/// tile below the partitions (mm_k = 96: d_model in slabs of 96 rows and a tail).
+const std::vector<variant>& variants() {
+  static const std::vector<variant> table{
+      {"sim_matmul.tsl", {{"a_layout", "mk"}}, {}},
+      {"sim_matmul.tsl", {{"a_layout", "mk"}, {"dtype", "fp32"}}, {}},
+      {"sim_matmul.tsl", {{"a_layout", "mk"}, {"dtype", "fp8_e5m2"}}, {}},
+      {"sim_matmul.tsl", {{"dtype", "fp16"}}, {}},
+      {"sim_rmsnorm.tsl", {{"dtype", "fp16"}}, {}},
+      {"sim_rmsnorm.tsl", {{"dtype", "fp8"}}, {}},
+      {"sim_softmax.tsl", {{"dtype", "fp16"}}, {}},
+      // fp8 e4m3 resolves nothing below 2^-9: softmax's outputs over 1024 columns
+      // are about 1/1024, so it is checked on the suites that make peaked rows
+      {"sim_softmax.tsl", {{"dtype", "fp8"}}, {}, {"large", "outliers"}},
+      {"sim_layernorm.tsl", {{"dtype", "fp16"}}, {}},
+      {"sim_layernorm.tsl", {{"dtype", "fp8"}}, {}},
+      {"sim_attention.tsl", {{"dtype", "fp16"}}, {}},
+      {"swiglu.tsl", {{"dtype", "fp16"}}, {}, fp16_in_range},
+      {"swiglu.tsl", {}, {{"mm_k", "96"}}},
+      {"cross_entropy.tsl", {{"dtype", "fp16"}}, {}},
+      {"cross_entropy.tsl", {}, {{"mm_k", "96"}}},
+      {"moe.tsl", {{"dtype", "fp16"}}, {}, fp16_in_range},
+      // five steps amplify rounding past fp16's tolerance, which the gate applies to
+      // two steps (newton_schulz.hpp): counted only
+      {"sim_newton_schulz.tsl", {{"dtype", "fp16"}}, {}, {}, true},
   };
   return table;
+}
+
+/// Variant v's space: the example with its constants declared after the
+/// `space NAME {` line (a copy in the build folder), at its reduced shape.
+tessel::space load_variant(std::size_t v) {
+  const auto& var = variants()[v];
+  sets overrides = reduced_shapes().at(var.file);
+  for (const auto& [name, value] : var.set) overrides[name] = value;
+  if (var.declare.empty()) return load(var.file, overrides);
+  std::string text = read(fs::path(TESSEL_SOURCE_DIR) / "examples" / var.file);
+  std::string consts;
+  for (const auto& [name, value] : var.declare)
+    consts += fmt::format("  const {} = {}\n", name, value);
+  text.insert(text.find('\n', text.find("\nspace ") + 1) + 1, consts);
+  const fs::path copy = fs::path(TESSEL_BINARY_DIR) / fmt::format("variant{}_{}", v, var.file);
+  write(copy, text);
+  return load_path(copy, overrides);
 }
 
 }  // namespace
@@ -278,10 +350,7 @@ TEST_CASE("every example space the simulator takes has a reduced shape and every
   for (const auto& f : files) {
     INFO(f, ": add its reduced shape to reduced_shapes() in tests/nki/emit_test.cpp");
     CHECK(reduced_shapes().count(f) == 1);
-    const auto s = load(f, {});
-    tessel::sim_backend b;
-    b.prepare(s);
-    covered.insert(b.name().substr(4, b.name().find('@') - 4));  // "sim:NAME@target"
+    covered.insert(workload_of(load(f, {})));
   }
   for (const auto& w : tessel::sim_workloads()) {
     INFO("workload ", w, " has no example space in examples/: the coverage test needs one");
@@ -299,9 +368,7 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     const auto shape = reduced_shapes().find(file);
     REQUIRE(shape != reduced_shapes().end());
     const auto s = load(file, shape->second);
-    tessel::sim_backend probe;
-    probe.prepare(s);
-    const std::string workload = probe.name().substr(4, probe.name().find('@') - 4);
+    const std::string workload = workload_of(s);
     const std::string base = stem(file);
     // the full shape's default config: its structure, counted without computing
     const auto full = load(file, {});
@@ -312,14 +379,18 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     if (!best.empty()) out.add_file(base + "_best.py", workload, best);
     sample_into(out, s, workload, base, numeric, structural, true);
   }
-  // the layouts and dtypes no example varies: a third of the configs each, no faults (the
-  // default config is not one: a_layout = mk leaves 6 PSUM banks, and psum_bufs is 8)
-  for (std::size_t v = 0; v < matmul_variants().size(); ++v) {
-    sets overrides = reduced_shapes().at("sim_matmul.tsl");
-    for (const auto& [name, value] : matmul_variants()[v]) overrides[name] = value;
-    const auto s = load("sim_matmul.tsl", overrides);
-    const std::string base = fmt::format("sim_matmul_variant{}", v);
-    sample_into(out, s, "matmul", base, std::max(1, numeric / 3), structural / 3, false);
+  // what no example varies: a third of the configs each, no faults (the default
+  // config is not always one: a_layout = mk leaves 6 PSUM banks, and psum_bufs is 8)
+  for (std::size_t v = 0; v < variants().size(); ++v) {
+    CAPTURE(v);
+    const auto s = load_variant(v);
+    const std::string workload = workload_of(s);
+    const auto& var = variants()[v];
+    const std::string base = fmt::format("{}_variant{}", stem(var.file), v);
+    out.only_suites(var.suites);
+    sample_into(out, s, workload, base, var.counted_only ? 0 : std::max(1, numeric / 3),
+                structural / 3 + (var.counted_only ? 1 : 0), false);
+    out.only_suites({});
   }
   out.finish();
 }

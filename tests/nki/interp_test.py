@@ -204,6 +204,34 @@ def fp8_rounding():
         nki_interp.STATE.counts.dma == {"hbm->sbuf": [1, 128 * 64]}, nki_interp.STATE.counts.dma
 
 
+# (value, as nl.float16 stores it): ties to even, subnormals, saturation at 65504
+FP16_CASES = [(1.0 + 2.0**-11, 1.0), (1.0 + 3 * 2.0**-11, 1.0 + 2.0**-9), (0.1, 0.0999755859375),
+              (65519.0, 65504.0), (65520.0, 65504.0), (1e6, 65504.0), (-1e6, -65504.0),
+              (2.0**-24, 2.0**-24), (2.0**-25, 0.0), (3 * 2.0**-25, 2.0**-23), (0.0, 0.0)]
+
+
+def fp16_rounding():
+    """nl.float16 rounds to nearest even and saturates, exactly; two bytes an element, and
+    nc_matmul takes it (the product of the rounded inputs, in fp32)."""
+    values = np.array([c[0] for c in FP16_CASES])
+    got = nki_interp.round_to("float16", values)
+    want = np.array([c[1] for c in FP16_CASES], dtype=np.float32)
+    assert np.array_equal(got, want), f"float16: {got} != {want}"
+    nki_interp.STATE.reset()
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((128, 64)), rng.standard_normal((128, 256))
+    a_sb = nl.ndarray((128, 64), dtype=nl.float16, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, 256), dtype=nl.float16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=hbm(a, "float16"))
+    nisa.dma_copy(dst=b_sb, src=hbm(b, "float16"))
+    c_ps = nl.ndarray((64, 256), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=c_ps, stationary=a_sb, moving=b_sb, accumulate=False)
+    want = nki_interp.round_to("float16", a).T @ nki_interp.round_to("float16", b)
+    assert np.allclose(c_ps.data, want, rtol=1e-5, atol=1e-4), "float16 product"
+    assert nki_interp.STATE.counts.dma == {"hbm->sbuf": [2, 2 * 128 * (64 + 256)]}, \
+        nki_interp.STATE.counts.dma
+
+
 def main():
     failures = []
     for case in BROKEN:
@@ -222,6 +250,8 @@ def main():
     print("ok   it is counted as it ran: matmul shapes, DMA bytes, PSUM banks, engines")
     fp8_rounding()
     print("ok   fp8 (e4m3, e5m2) rounds to nearest even and saturates, one byte an element")
+    fp16_rounding()
+    print("ok   fp16 rounds to nearest even and saturates, two bytes an element")
     return 1 if failures else 0
 
 

@@ -47,6 +47,9 @@ _DTYPES = {"bfloat16": 2, "float32": 4, "float16": 2, "int32": 4, "float8_e4m3":
 # the largest finite value, at which a conversion saturates (as tessel's gate rounds,
 # src/gate/element_type.cpp; e4m3 is the OCP "fn" variant, max 448).
 _FP8 = {"float8_e4m3": (4, -6, 448.0), "float8_e5m2": (3, -14, 57344.0)}
+# nl.float16 (1 sign, 5 exponent, 10 mantissa bits) on the same kind of grid, saturating
+# at 65504 as the gate does (numpy's cast to float16 would overflow to inf instead).
+_GRIDS = {**_FP8, "float16": (11, -14, 65504.0)}
 
 
 def _check_dtype(dtype):
@@ -65,10 +68,8 @@ def round_to(dtype, values):
     v = np.asarray(values, dtype=np.float32)
     if dtype == "float32":
         return v
-    if dtype == "float16":
-        return v.astype(np.float16).astype(np.float32)
-    if dtype in _FP8:
-        return _round_fp8(_FP8[dtype], v)
+    if dtype in _GRIDS:
+        return _round_grid(_GRIDS[dtype], v)
     if dtype == "bfloat16":
         u = np.ascontiguousarray(v).view(np.uint32).astype(np.uint64)
         finite = np.isfinite(v)
@@ -78,8 +79,8 @@ def round_to(dtype, values):
     raise NkiError(f"dtype {dtype!r} is outside the subset")
 
 
-def _round_fp8(fmt, v):
-    """Nearest-even rounding to an fp8 grid: the quantum of each value's binade (subnormals
+def _round_grid(fmt, v):
+    """Nearest-even rounding to an fp8 or fp16 grid: the quantum of each value's binade (subnormals
     share the smallest normal binade's), then saturation; NaN and +-inf pass through."""
     precision, min_exponent, largest = fmt
     x = v.astype(np.float64)

@@ -74,7 +74,7 @@ TEST_CASE("knobs: a knob of the wrong kind, or with a value the workload does no
             "| gpsimd)");
   CHECK(prepare_error(matmul_space("const dtype = int8")) ==
         std::string(header) +
-            "const dtype = int8, which the workload does not know (bf16 | fp8 | "
+            "const dtype = int8, which the workload does not know (bf16 | fp16 | fp8 | "
             "fp8_e4m3 | fp8_e5m2 | fp32)");
   CHECK(prepare_error(matmul_space("param order : perm(m, k, x)")) ==
         std::string(header) +

@@ -113,6 +113,31 @@ TEST_CASE("matmul: resource overflows are compile errors with the compiler's kin
     CHECK(lower_and_time(with(base, {{"mm_k", 256}}, {{"dtype", "fp8"}}), "trn1")
               .error.rfind("partition dim 256 > 128", 0) == 0);
   }
+  SUBCASE("a contraction tile lies within one 128-row slab (docs/nki.md)") {
+    CHECK(lower_and_time(with(base, {{"mm_k", 64}})).error.empty());
+    CHECK(lower_and_time(with(base, {{"mm_k", 96}})).error ==
+          "mm_k = 96 must divide the 128 partitions: a contraction tile lies within one 128-row "
+          "slab of a block");
+  }
+  SUBCASE("fp8 double_row pairs two full slabs: no tile of 129 to 255 rows (docs/nki.md)") {
+    // k blocks of 384 rows: 256 + 128, each an instruction NKI has
+    CHECK(lower_and_time(
+              with(base, {{"mm_k", 256}, {"tile_k", 384}, {"K", 3840}}, {{"dtype", "fp8"}}))
+              .error.empty());
+    CHECK(lower_and_time(with(base, {{"mm_k", 256}, {"tile_k", 448}}, {{"dtype", "fp8"}})).error ==
+          "mm_k = 256 (fp8 double_row): a k block of 448 rows ends in a contraction tile of 192 "
+          "rows, which is neither two full 128-row slabs (double_row) nor one (an ordinary "
+          "matmul): NKI cannot issue it; use tile_k and K multiples of 256 (or ending in at most "
+          "128 rows)");
+    // K's last block too: 4000 = 15 x 256 + 160
+    CHECK(lower_and_time(
+              with(base, {{"mm_k", 256}, {"tile_k", 256}, {"K", 4000}}, {{"dtype", "fp8"}}))
+              .error.find("a k block of 160 rows ends in a contraction tile of 160 rows") !=
+          std::string::npos);
+    CHECK(lower_and_time(with(base, {{"mm_k", 192}}, {{"dtype", "fp8"}})).error ==
+          "mm_k = 192: a contraction tile deeper than the 128 partitions is an fp8 double_row "
+          "matmul, which pairs two full slabs; mm_k must be 256 or divide 128");
+  }
   SUBCASE("moving free size") {
     const auto o = lower_and_time(with(base, {{"mm_n", 1024}}));
     CHECK(o.error.rfind("moving free size 1024 > 512:", 0) == 0);

@@ -53,9 +53,10 @@ namespace tessel::sim::emit {
   throw error(fmt::format("sim: '{}' = {} is not an engine", name, value));
 }
 
-/// The `dtype` knob of a bf16 | fp32 workload, and `bytes`, its stand-in.
+/// The `dtype` knob of a bf16 | fp16 | fp32 workload, and `bytes`, its
+/// stand-in (2 bytes read as bf16).
 [[nodiscard]] inline knob dtype_knob(std::string meaning) {
-  return knob::symbol("dtype", {"bf16", "fp32"}, derived{"bf16 (or from const bytes)"},
+  return knob::symbol("dtype", {"bf16", "fp16", "fp32"}, derived{"bf16 (or from const bytes)"},
                       std::move(meaning));
 }
 [[nodiscard]] inline knob bytes_knob() {
@@ -63,7 +64,16 @@ namespace tessel::sim::emit {
                        "2 | 4");
 }
 
-/// The input type from `dtype` (bf16 | fp32), else from `const bytes` (2 | 4).
+/// "bf16" | "fp16" | "fp32" | "fp8" -> the type (bf16 for anything else: the
+/// knob reader has checked the value is one of the knob's choices).
+[[nodiscard]] inline dtype dtype_named(std::string_view name) {
+  if (name == "fp32") return dtype::fp32;
+  if (name == "fp16") return dtype::fp16;
+  if (name == "fp8") return dtype::fp8;
+  return dtype::bf16;
+}
+
+/// The input type from `dtype` (bf16 | fp16 | fp32), else from `const bytes` (2 | 4).
 [[nodiscard]] inline std::string read_dtype(const knob_reader& v, std::string_view workload,
                                             dtype& out) {
   std::string type = v.symbol("dtype", "");
@@ -73,7 +83,7 @@ namespace tessel::sim::emit {
     if (type.empty())
       return fmt::format("{}: const bytes = {} is not 2 (bf16) or 4 (fp32)", workload, bytes);
   }
-  out = type == "fp32" ? dtype::fp32 : dtype::bf16;
+  out = dtype_named(type);
   return "";
 }
 

@@ -24,7 +24,8 @@ VOCAB_CHUNK = 512                 # vocab_chunk: logits per W chunk
 MM_N = 512                        # logits per matmul (divides a PSUM bank)
 Z_COLS = 512                      # PSUM columns per row tile: whole banks, so no matmul output crosses one
 Z_SETS = 8                        # units whose logits fit PSUM at once (bank sets in rotation)
-K_SLABS = 2                       # 128-row slabs of d_model (the contraction)
+MM_K = 128                        # contraction of a matmul: rows of a d_model slab (mm_k)
+K_SLABS = 2                       # MM_K-row slabs of d_model (the contraction)
 T_SUBS = 1                        # 128-token row tiles of a token tile
 STATE_SUBS = 1                    # row tiles whose running state is kept: the token tile's
 TOKEN_TILES = 2
@@ -74,10 +75,10 @@ def cross_entropy_kernel(x, W, labels):
             nisa.dma_copy(dst=label_i[0:tr, g:g + 1], src=label_rows[t0 + ts * P:t0 + ts * P + tr, 0:1])
 
     def load_slabs(dst, src, col0, cols):
-        """Rows of d_model, one DMA per 128-row slab."""
+        """Rows of d_model, one DMA per MM_K-row slab."""
         for s in nl.affine_range(K_SLABS):
-            r = min(P, D_MODEL - s * P)
-            nisa.dma_copy(dst=dst[0:r, s, 0:cols], src=src[s * P:s * P + r, col0:col0 + cols])
+            r = min(MM_K, D_MODEL - s * MM_K)
+            nisa.dma_copy(dst=dst[0:r, s, 0:cols], src=src[s * MM_K:s * MM_K + r, col0:col0 + cols])
 
     def unit(t0, tn, xs, c, ws, zs):
         """The logits of chunk c for a token tile (bank set zs), folded into each token's running state."""
@@ -91,7 +92,7 @@ def cross_entropy_kernel(x, W, labels):
             for n in nl.affine_range((cw + MM_N - 1) // MM_N):
                 nw = min(MM_N, cw - n * MM_N)
                 for s in nl.affine_range(slabs):  # logits accumulate over d_model in PSUM
-                    r = min(P, D_MODEL - s * P)
+                    r = min(MM_K, D_MODEL - s * MM_K)
                     nisa.nc_matmul(dst=z_psum[0:tr, zt, n * MM_N:n * MM_N + nw],
                                    stationary=x_sb[0:r, xs, s, ts * P:ts * P + tr],
                                    moving=w_sb[0:r, ws, s, n * MM_N:n * MM_N + nw], accumulate=s > 0)

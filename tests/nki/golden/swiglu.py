@@ -24,7 +24,8 @@ TOKEN_TILE = 128                 # token_tile: x^T and h^T stay in SBUF per toke
 FF_TILE = 128                    # ff_tile: d_ff columns per W_gate/W_up block
 D_TILE = 512                     # d_tile: output columns per down-projection pass
 MM_N = 512                       # moving free size of a matmul (divides a bank)
-K_SLABS = 4                      # 128-row slabs of d_model (the gate/up contraction)
+MM_K = 128                       # contraction of a gate/up matmul: rows of a d_model slab (mm_k)
+K_SLABS = 4                      # MM_K-row slabs of d_model (the gate/up contraction)
 T_SUBS = 1                       # 128-token row tiles of a token tile
 SUBS_PER_BLOCK = 1               # 128-row sub-tiles of h^T per ff block
 TOKEN_TILES = 2
@@ -84,17 +85,17 @@ def swiglu_kernel(x, W_gate_up, W_down):
         xs = x_loads % X_BUFS
         x_loads += 1
         for s in nl.affine_range(K_SLABS):
-            r = min(P, D_MODEL - s * P)
-            nisa.dma_copy(dst=x_sb[0:r, xs, s, 0:tn], src=x[s * P:s * P + r, t0:t0 + tn])
+            r = min(MM_K, D_MODEL - s * MM_K)
+            nisa.dma_copy(dst=x_sb[0:r, xs, s, 0:tn], src=x[s * MM_K:s * MM_K + r, t0:t0 + tn])
         for fb in nl.sequential_range(F_BLOCKS):  # ff blocks
             f0 = fb * FF_TILE
             fw = min(FF_TILE, D_FF - f0)
             ws = gu_loads % BUFS
             gu_loads += 1
             for s in nl.affine_range(K_SLABS):
-                r = min(P, D_MODEL - s * P)
+                r = min(MM_K, D_MODEL - s * MM_K)
                 # fuse_gate_up: one transfer moves both rows
-                nisa.dma_copy(dst=gu_sb[0:r, ws, s, :, 0:fw], src=W_gate_up[s * P:s * P + r, :, f0:f0 + fw])
+                nisa.dma_copy(dst=gu_sb[0:r, ws, s, :, 0:fw], src=W_gate_up[s * MM_K:s * MM_K + r, :, f0:f0 + fw])
             hsub0 = fb * SUBS_PER_BLOCK
             for fs in nl.affine_range((fw + P - 1) // P):  # 128 rows of h^T (ff on partitions)
                 fr = min(P, fw - fs * P)
@@ -104,7 +105,7 @@ def swiglu_kernel(x, W_gate_up, W_down):
                     gu_sets += 1
                     for j in nl.affine_range(2):  # g^T, then u^T, each accumulating over d_model
                         for s in nl.affine_range(K_SLABS):
-                            r = min(P, D_MODEL - s * P)
+                            r = min(MM_K, D_MODEL - s * MM_K)
                             nisa.nc_matmul(dst=gu_psum[0:fr, 2 * g + j, 0:cw],
                                            stationary=gu_sb[0:r, ws, s, j, fs * P:fs * P + fr],
                                            moving=x_sb[0:r, xs, s, tc * MM_N:tc * MM_N + cw], accumulate=s > 0)

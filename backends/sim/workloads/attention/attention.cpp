@@ -35,7 +35,7 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   if (p.seq <= 0 || p.d <= 0) return "attention: seq and head_dim must be positive";
   std::string type = v.symbol("dtype", "");
   if (type.empty()) type = v.integer("bytes") == 4 ? "fp32" : "bf16";
-  p.type = type == "fp32" ? dtype::fp32 : dtype::bf16;
+  p.type = emit::dtype_named(type);
   p.causal = v.flag("causal");
   p.skip_masked = v.flag("skip_masked");
   p.q_tile = std::min(v.integer("q_tile"), p.seq);

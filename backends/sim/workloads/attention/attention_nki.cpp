@@ -20,8 +20,6 @@ namespace tessel::sim::attn {
 
 std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
                      std::int64_t heads) {
-  if (p.type != dtype::bf16 && p.type != dtype::fp32)
-    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
   const std::int64_t P = ctx.m.partitions;
   const bool drop = ctx.injected == nki::fault::drop_tail;
   const bool skip = ctx.injected == nki::fault::skip_accumulation;

@@ -38,7 +38,8 @@ void constants(const nki_params& p, const nki::context& ctx, nki::kernel_file& f
       "PSUM columns per row tile: whole banks, so no matmul output crosses one");
   add("Z_SETS", std::max<std::int64_t>(1, ctx.m.psum_banks / (subs * chunk_banks)),
       "units whose logits fit PSUM at once (bank sets in rotation)");
-  add("K_SLABS", ceil_div(p.d_model, P), "128-row slabs of d_model (the contraction)");
+  add("MM_K", p.mm_k, "contraction of a matmul: rows of a d_model slab (mm_k)");
+  add("K_SLABS", ceil_div(p.d_model, p.mm_k), "MM_K-row slabs of d_model (the contraction)");
   add("T_SUBS", subs, "128-token row tiles of a token tile");
   add("STATE_SUBS", p.vocab_outer ? ceil_div(p.tokens, P) : subs,
       p.vocab_outer ? "row tiles whose running state is kept: every token's"
@@ -69,7 +70,7 @@ void unit_function(nki::writer& w, bool skip) {
   w.open("for n in nl.affine_range((cw + MM_N - 1) // MM_N):");
   w.line("nw = min(MM_N, cw - n * MM_N)");
   w.open("for s in nl.affine_range(slabs):  # logits accumulate over d_model in PSUM");
-  w.line("r = min(P, D_MODEL - s * P)");
+  w.line("r = min(MM_K, D_MODEL - s * MM_K)");
   w.line("nisa.nc_matmul(dst=z_psum[0:tr, zt, n * MM_N:n * MM_N + nw],");
   w.line("               stationary=x_sb[0:r, xs, s, ts * P:ts * P + tr],");
   w.line("               moving=w_sb[0:r, ws, s, n * MM_N:n * MM_N + nw], accumulate=s > 0)");
@@ -129,10 +130,6 @@ void unit_function(nki::writer& w, bool skip) {
 }  // namespace
 
 std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& out) {
-  if (p.type != dtype::bf16 && p.type != dtype::fp32)
-    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
-  const std::int64_t P = ctx.m.partitions;
-  if (p.mm_k != P) return fmt::format("mm_k = {} is not emitted yet (mm_k = {} is)", p.mm_k, P);
   const bool drop = ctx.injected == nki::fault::drop_tail;
   nki::kernel_file f;
   f.workload = "cross_entropy";
@@ -179,10 +176,12 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
   w.close(2);
   w.line();
   w.open("def load_slabs(dst, src, col0, cols):");
-  w.line("\"\"\"Rows of d_model, one DMA per 128-row slab.\"\"\"");
+  w.line("\"\"\"Rows of d_model, one DMA per MM_K-row slab.\"\"\"");
   w.open("for s in nl.affine_range(K_SLABS):");
-  w.line("r = min(P, D_MODEL - s * P)");
-  w.line("nisa.dma_copy(dst=dst[0:r, s, 0:cols], src=src[s * P:s * P + r, col0:col0 + cols])");
+  w.line("r = min(MM_K, D_MODEL - s * MM_K)");
+  w.line(
+      "nisa.dma_copy(dst=dst[0:r, s, 0:cols], src=src[s * MM_K:s * MM_K + r, col0:col0 + "
+      "cols])");
   w.close(2);
   w.line();
   unit_function(w, ctx.injected == nki::fault::skip_accumulation);

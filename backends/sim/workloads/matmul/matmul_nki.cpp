@@ -47,7 +47,6 @@ class matmul_writer {
   }
 
   std::string write(std::string& out) {
-    if (auto e = check_contraction(); !e.empty()) return e;
     nki::kernel_file f;
     f.workload = "matmul";
     f.summary = p_.a_mk ? "C = A B with A given as [M, K] (each 128 x 128 tile transposed on "
@@ -97,34 +96,6 @@ class matmul_writer {
   }
 
   [[nodiscard]] bool double_row() const { return p_.mm_k > ctx_.m.partitions; }
-
-  /// mm_k divides the partitions, or (fp8's double_row, mm_k = 2 x partitions) every
-  /// contraction tile is whole or fits one slab: a double_row matmul pairs two full
-  /// slabs, and one of P < rows < 2P has no such pairing.
-  [[nodiscard]] std::string check_contraction() const {
-    const std::int64_t parts = ctx_.m.partitions;
-    if (!double_row()) {
-      if (parts % p_.mm_k != 0)
-        return fmt::format("mm_k = {} must divide the {} partitions", p_.mm_k, parts);
-      return "";
-    }
-    if (p_.mm_k != 2 * parts)
-      return fmt::format(
-          "mm_k = {} must divide the {} partitions or be twice them (fp8 "
-          "double_row)",
-          p_.mm_k, parts);
-    const std::int64_t tail = p_.size_k - (pl_.nb[dim_k] - 1) * p_.tile[dim_k];
-    for (const std::int64_t rows : {p_.tile[dim_k], tail}) {
-      const std::int64_t last = rows % p_.mm_k;
-      if (last > parts)
-        return fmt::format(
-            "mm_k = {} (fp8 double_row): a k block of {} rows ends in a contraction tile of {} "
-            "rows, which pairs no two full {}-row slabs; use tile_k and K multiples of {} (or "
-            "ending in at most {} rows)",
-            p_.mm_k, rows, last, parts, p_.mm_k, parts);
-    }
-    return "";
-  }
 
   [[nodiscard]] int pos(int d) const { return p_.pos[static_cast<std::size_t>(d)]; }
   [[nodiscard]] static const char* var(int d) { return dim_names[static_cast<std::size_t>(d)]; }

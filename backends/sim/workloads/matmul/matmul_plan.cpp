@@ -21,12 +21,15 @@ std::string read_dtypes(const knob_reader& v, params& p) {
   }
   if (type == "bf16")
     p.in = dtype::bf16;
+  else if (type == "fp16")
+    p.in = dtype::fp16;
   else if (type == "fp8" || type == "fp8_e4m3" || type == "fp8_e5m2")
     p.in = dtype::fp8;
   else if (type == "fp32")
     p.in = dtype::fp32;
   else
-    return fmt::format("matmul: dtype '{}' is not bf16, fp8, fp8_e4m3, fp8_e5m2 or fp32", type);
+    return fmt::format("matmul: dtype '{}' is not bf16, fp16, fp8, fp8_e4m3, fp8_e5m2 or fp32",
+                       type);
   p.in_format = type == "fp8_e5m2" ? element_type::fp8_e5m2 : element_of(p.in);
   p.out = p.in == dtype::fp32 ? dtype::fp32 : dtype::bf16;
   const std::string acc = v.symbol("acc_dtype", "");
@@ -99,7 +102,7 @@ std::vector<knob> knobs_of_matmul() {
       knob::required_integer("M", "rows of A and C"),
       knob::required_integer("N", "columns of B and C"),
       knob::required_integer("K", "the contraction"),
-      knob::symbol("dtype", {"bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp32"},
+      knob::symbol("dtype", {"bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp32"},
                    derived{"bf16 (or from const bytes)"},
                    "input type (fp8 is fp8_e4m3); C is bf16 (fp32 for fp32)"),
       knob::integer("bytes", 2,
@@ -208,6 +211,40 @@ std::string check_tiles(const params& p, const machine& m) {
                        m.max_moving_free);
   if (p.mm_m <= 0 || p.mm_n <= 0 || p.mm_k <= 0)
     return "matmul: mm_m, mm_n and mm_k must be positive";
+  return check_contraction(p, m);
+}
+
+std::string check_contraction(const params& p, const machine& m) {
+  const std::int64_t parts = m.partitions;
+  // blocks are loaded a 128-row slab at a time, and a matmul reads one
+  // partition range: a contraction tile must not straddle two slabs
+  if (p.mm_k <= parts && parts % p.mm_k != 0)
+    return fmt::format(
+        "mm_k = {} must divide the {} partitions: a contraction tile lies within one {}-row slab "
+        "of a block",
+        p.mm_k, parts, parts);
+  if (p.mm_k <= parts) return "";
+  // NKI's double_row nc_matmul takes [rows, 2, free] tiles: two slabs of equal
+  // partitions side by side (docs/nki.md, "FP8 matmul"); a contraction tile of
+  // parts < rows < 2 x parts is no such pair, and is refused rather than timed
+  // as one instruction that no kernel can issue.
+  if (p.mm_k != 2 * parts)
+    return fmt::format(
+        "mm_k = {}: a contraction tile deeper than the {} partitions is an fp8 double_row "
+        "matmul, which pairs two full slabs; mm_k must be {} or divide {}",
+        p.mm_k, parts, 2 * parts, parts);
+  const std::int64_t tile_k = p.tile[dim_k];
+  const std::int64_t tail = p.size_k - (ceil_div(p.size_k, tile_k) - 1) * tile_k;
+  for (const std::int64_t rows : {tile_k, tail}) {
+    const std::int64_t last = rows % p.mm_k;
+    if (last > parts)
+      return fmt::format(
+          "mm_k = {} (fp8 double_row): a k block of {} rows ends in a contraction tile of {} "
+          "rows, which is neither two full {}-row slabs (double_row) nor one (an ordinary "
+          "matmul): NKI cannot issue it; use tile_k and K multiples of {} (or ending in at most "
+          "{} rows)",
+          p.mm_k, rows, last, parts, p.mm_k, parts);
+  }
   return "";
 }
 

@@ -109,6 +109,10 @@ struct sbuf_use {
 [[nodiscard]] std::string read_params(const knob_reader& v, const machine& m, params& p);
 /// The instruction-tile limits of the target, as a compiler checks them.
 [[nodiscard]] std::string check_tiles(const params& p, const machine& m);
+/// The contraction tiles NKI can issue: mm_k divides the partitions, or (fp8's
+/// double_row) is two slabs and every tile of a k block is two full slabs or
+/// fits one.
+[[nodiscard]] std::string check_contraction(const params& p, const machine& m);
 /// Blocks, residency, accumulation and the resource checks; "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 /// SBUF bytes per partition of each buffer of the plan.

@@ -212,8 +212,6 @@ void combine_loop(const plan& pl, nki::writer& w) {
 
 std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) {
   const auto& p = pl.p;
-  if (p.type != dtype::bf16 && p.type != dtype::fp32)
-    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
   nki::kernel_file f;
   f.workload = "moe";
   f.summary =

@@ -190,8 +190,6 @@ std::string reference(dtype t) {
 
 std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) {
   const auto& p = pl.p;
-  if (p.type != dtype::bf16 && p.type != dtype::fp32)
-    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
   nki::kernel_file f;
   f.workload = "newton_schulz";
   f.summary = "X = G / ||G||_F, then ITERATIONS steps of X <- a X + (b A + c A^2) X, A = X X^T";

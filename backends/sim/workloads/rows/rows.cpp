@@ -4,6 +4,7 @@
 #include "../../nki/nki.hpp"
 
 #include "../../functional.hpp"
+#include "../emit.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -355,7 +356,7 @@ std::string read_common(const knob_reader& v, pipeline_spec& spec) {
     type = b == 4 ? "fp32" : b == 2 ? "bf16" : b == 1 ? "fp8" : "";
     if (type.empty()) return fmt::format("{}: const bytes = {} is not 1, 2 or 4", spec.name, b);
   }
-  spec.type = type == "fp32" ? dtype::fp32 : type == "fp8" ? dtype::fp8 : dtype::bf16;
+  spec.type = emit::dtype_named(type);
   spec.rows_per_tile = v.integer("rows_per_tile");
   spec.cols_per_step = v.integer("cols_per_step", 0);
   spec.bufs = static_cast<int>(v.integer("bufs"));
@@ -369,7 +370,7 @@ std::vector<knob> knobs_with(const std::string& rows_name, const std::string& co
   std::vector<knob> out{
       knob::required_integer(rows_name, "rows (each normalized on its own)"),
       knob::required_integer(cols_name, "columns of a row"),
-      knob::symbol("dtype", {"bf16", "fp8", "fp32"}, derived{"bf16 (or from const bytes)"},
+      knob::symbol("dtype", {"bf16", "fp16", "fp8", "fp32"}, derived{"bf16 (or from const bytes)"},
                    "element type in HBM and SBUF"),
       knob::integer("bytes", 2, "the type by size when dtype is absent: 1 fp8, 2 bf16, 4 fp32",
                     "1 | 2 | 4"),

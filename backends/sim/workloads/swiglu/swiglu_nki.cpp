@@ -46,7 +46,9 @@ void constants(const params& p, const nki::context& ctx, nki::kernel_file& f) {
   add("FF_TILE", p.ff_tile, "ff_tile: d_ff columns per W_gate/W_up block");
   add("D_TILE", p.d_tile, "d_tile: output columns per down-projection pass");
   add("MM_N", p.mm_n, "moving free size of a matmul (divides a bank)");
-  add("K_SLABS", ceil_div(p.d_model, P), "128-row slabs of d_model (the gate/up contraction)");
+  add("MM_K", p.mm_k, "contraction of a gate/up matmul: rows of a d_model slab (mm_k)");
+  add("K_SLABS", ceil_div(p.d_model, p.mm_k),
+      "MM_K-row slabs of d_model (the gate/up contraction)");
   add("T_SUBS", t_subs, "128-token row tiles of a token tile");
   add("SUBS_PER_BLOCK", ceil_div(p.ff_tile, P), "128-row sub-tiles of h^T per ff block");
   add("TOKEN_TILES", ceil_div(p.tokens, p.token_tile), "");
@@ -67,10 +69,6 @@ void constants(const params& p, const nki::context& ctx, nki::kernel_file& f) {
 }  // namespace
 
 std::string emit_nki(const params& p, const nki::context& ctx, std::string& out) {
-  if (p.type != dtype::bf16 && p.type != dtype::fp32)
-    return fmt::format("dtype {} is not emitted yet (bf16 and fp32 are)", to_string(p.type));
-  const std::int64_t P = ctx.m.partitions;
-  if (p.mm_k != P) return fmt::format("mm_k = {} is not emitted yet (mm_k = {} is)", p.mm_k, P);
   const bool drop = ctx.injected == nki::fault::drop_tail;
   const bool skip = ctx.injected == nki::fault::skip_accumulation;
   const bool gp_mul = p.mul_engine == gpsimd_engine;
@@ -131,8 +129,8 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("xs = x_loads % X_BUFS");
   w.line("x_loads += 1");
   w.open("for s in nl.affine_range(K_SLABS):");
-  w.line("r = min(P, D_MODEL - s * P)");
-  w.line("nisa.dma_copy(dst=x_sb[0:r, xs, s, 0:tn], src=x[s * P:s * P + r, t0:t0 + tn])");
+  w.line("r = min(MM_K, D_MODEL - s * MM_K)");
+  w.line("nisa.dma_copy(dst=x_sb[0:r, xs, s, 0:tn], src=x[s * MM_K:s * MM_K + r, t0:t0 + tn])");
   w.close();
   w.open("for fb in nl.sequential_range(F_BLOCKS):  # ff blocks");
   w.line("f0 = fb * FF_TILE");
@@ -140,17 +138,17 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("ws = gu_loads % BUFS");
   w.line("gu_loads += 1");
   w.open("for s in nl.affine_range(K_SLABS):");
-  w.line("r = min(P, D_MODEL - s * P)");
+  w.line("r = min(MM_K, D_MODEL - s * MM_K)");
   if (p.fuse_gate_up) {
     w.line("# fuse_gate_up: one transfer moves both rows");
     w.line(
-        "nisa.dma_copy(dst=gu_sb[0:r, ws, s, :, 0:fw], src=W_gate_up[s * P:s * P + r, :, f0:f0 + "
-        "fw])");
+        "nisa.dma_copy(dst=gu_sb[0:r, ws, s, :, 0:fw], src=W_gate_up[s * MM_K:s * MM_K + r, :, "
+        "f0:f0 + fw])");
   } else {
     w.open("for j in nl.affine_range(2):  # W_gate, then W_up");
     w.line(
-        "nisa.dma_copy(dst=gu_sb[0:r, ws, s, j, 0:fw], src=W_gate_up[s * P:s * P + r, j, f0:f0 + "
-        "fw])");
+        "nisa.dma_copy(dst=gu_sb[0:r, ws, s, j, 0:fw], src=W_gate_up[s * MM_K:s * MM_K + r, j, "
+        "f0:f0 + fw])");
     w.close();
   }
   w.close();
@@ -163,7 +161,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
   w.line("gu_sets += 1");
   w.open("for j in nl.affine_range(2):  # g^T, then u^T, each accumulating over d_model");
   w.open("for s in nl.affine_range(K_SLABS):");
-  w.line("r = min(P, D_MODEL - s * P)");
+  w.line("r = min(MM_K, D_MODEL - s * MM_K)");
   w.line("nisa.nc_matmul(dst=gu_psum[0:fr, 2 * g + j, 0:cw],");
   w.line("               stationary=gu_sb[0:r, ws, s, j, fs * P:fs * P + fr],");
   w.line("               moving=x_sb[0:r, xs, s, tc * MM_N:tc * MM_N + cw], accumulate=s > 0)");
