@@ -58,21 +58,28 @@ std::shared_ptr<const space> space_with_constant(const space& s, const std::stri
   return shares().get(s, name, value);
 }
 
-std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
-                                                                 const machine& m) const {
-  std::vector<std::unique_ptr<workload_plan>> out;
+std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m) const {
   const std::string dim = core_split_dimension();
   const constant* k = nullptr;
   for (const auto& x : s.def().constants)
     if (x.name == dim && x.type == value_type::integer) k = &x;
+  if (!k) return {};
   const std::int64_t parts = m.partitions;
-  const std::int64_t first = k ? std::min(k->value, (k->value / 2 + parts - 1) / parts * parts) : 0;
-  if (!k || m.cores < 2 || first <= 0 || first >= k->value) {
+  const std::int64_t first = std::min(k->value, (k->value / 2 + parts - 1) / parts * parts);
+  if (m.cores < 2 || first <= 0 || first >= k->value) return {k->value};  // one core runs it all
+  return {first, k->value - first};
+}
+
+std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
+                                                                 const machine& m) const {
+  std::vector<std::unique_ptr<workload_plan>> out;
+  const auto sizes = core_shares(s, m);
+  if (sizes.size() < 2) {
     out.push_back(plan_config(s, c, m));  // one core runs it all
     return out;
   }
-  for (const std::int64_t share : {first, k->value - first}) {
-    const auto sub = shares().get(s, dim, share);
+  for (const std::int64_t share : sizes) {
+    const auto sub = shares().get(s, core_split_dimension(), share);
     out.push_back(plan_config(*sub, c, m));
   }
   return out;

@@ -10,7 +10,10 @@
 // for structure alone (counted without computing), and the default config
 // also at the example's full shape. A config the simulator accepts but the
 // emitter refuses fails here. How many: TESSEL_NKI_NUMERIC and
-// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). Also pins
+// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). The
+// workloads whose kernels are SPMD on a two-core logical NeuronCore are also
+// emitted for trn2_lnc2 (lnc2_shapes), with a third as many configs run and
+// a fifth as many counted. Also pins
 // the text of each workload's default config in tests/nki/golden/
 // (TESSEL_UPDATE_GOLDEN=1 rewrites them).
 #include <tessel/dsl.hpp>
@@ -90,10 +93,11 @@ int from_env(const char* name, int fallback) {
   return v && *v ? std::max(0, std::atoi(v)) : fallback;
 }
 
-tessel::space load(const std::string& file, const sets& overrides) {
+tessel::space load(const std::string& file, const sets& overrides,
+                   const std::string& target = "trn2") {
   tessel::parse_options o;
   o.overrides = overrides;
-  o.target = "trn2";
+  o.target = target;
   return tessel::load_space(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, o);
 }
 
@@ -267,6 +271,46 @@ const std::vector<sets>& matmul_variants() {
   return table;
 }
 
+/// The example spaces whose kernels are SPMD on a two-core logical NeuronCore
+/// (trn2_lnc2; docs/nki.md, "Two physical cores"), each at its reduced shape
+/// and at one the split cuts unevenly (the first core's share rounded up to
+/// 128 rows). A workload added here must emit `LNC = 2` kernels.
+const std::vector<std::pair<std::string, sets>>& lnc2_shapes() {
+  static const std::vector<std::pair<std::string, sets>> table{
+      {"sim_matmul.tsl", reduced_shapes().at("sim_matmul.tsl")},
+      {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},
+      {"matmul.tsl", reduced_shapes().at("matmul.tsl")},
+  };
+  return table;
+}
+
+/// Emits the converted examples for trn2_lnc2 (lnc2_shapes): the default config,
+/// the full shape's counted, `numeric` sampled configs to run (the first two also
+/// broken) and `structural` to count; each file must be an SPMD kernel.
+void spmd_into(emissions& out, int numeric, int structural) {
+  std::set<std::string> full_done;
+  for (std::size_t i = 0; i < lnc2_shapes().size(); ++i) {
+    const auto& [file, shape] = lnc2_shapes()[i];
+    CAPTURE(file);
+    const auto s = load(file, shape, "trn2_lnc2");
+    tessel::sim_backend probe;
+    probe.prepare(s);
+    const std::string workload = probe.name().substr(4, probe.name().find('@') - 4);
+    const std::string base = fmt::format("lnc2_{}{}", stem(file), i);
+    if (full_done.insert(file).second)
+      CHECK(out.add(base + "_full.py", workload, load(file, {}, "trn2_lnc2"),
+                    *load(file, {}, "trn2_lnc2").default_config(), true));
+    CHECK(out.add(base + "_default.py", workload, s, *s.default_config(), false));
+    sample_into(out, s, workload, base, numeric, structural, true);
+  }
+  for (const auto& entry : fs::directory_iterator(out.dir())) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("lnc2_", 0) != 0) continue;
+    INFO(name, " is not an SPMD kernel: launched over LNC = 2 programs");
+    CHECK(read(entry.path()).find("\nLNC = 2 ") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every example space the simulator takes has a reduced shape and every workload one") {
@@ -318,6 +362,8 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     const std::string base = fmt::format("sim_matmul_variant{}", v);
     sample_into(out, s, "matmul", base, std::max(1, numeric / 3), structural / 3, false);
   }
+  // a two-core logical NeuronCore: SPMD kernels, a third as many configs
+  spmd_into(out, std::max(1, numeric / 3), structural / 5);
   out.finish();
 }
 
