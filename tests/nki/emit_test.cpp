@@ -272,14 +272,17 @@ const std::vector<sets>& matmul_variants() {
 }
 
 /// The example spaces whose kernels are SPMD on a two-core logical NeuronCore
-/// (trn2_lnc2; docs/nki.md, "Two physical cores"), each at its reduced shape
-/// and at one the split cuts unevenly (the first core's share rounded up to
-/// 128 rows). A workload added here must emit `LNC = 2` kernels.
+/// (trn2_lnc2; docs/nki.md, "Two physical cores"): at the reduced shape (an
+/// even split) or at one the split cuts unevenly (the first core's share
+/// rounded up to 128 rows). A workload added here must emit `LNC = 2` kernels.
 const std::vector<std::pair<std::string, sets>>& lnc2_shapes() {
   static const std::vector<std::pair<std::string, sets>> table{
-      {"sim_matmul.tsl", reduced_shapes().at("sim_matmul.tsl")},
-      {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},
+      {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},  // 256 + 128 rows
       {"matmul.tsl", reduced_shapes().at("matmul.tsl")},
+      {"sim_rmsnorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},  // 384 + 256 rows
+      {"rmsnorm.tsl", reduced_shapes().at("rmsnorm.tsl")},
+      {"sim_softmax.tsl", {{"rows", "640"}, {"cols", "1024"}}},
+      {"sim_layernorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},
   };
   return table;
 }

@@ -244,6 +244,12 @@ def spmd():
     module, _ = spmd_module(([0, 128], []))  # program 0 does it all: counted so
     assert np.array_equal(nki_interp.run(module, {"x": x})["y"], x)
     assert nki_interp.structure()[1]["dma"] == {}, nki_interp.structure()
+    try:  # a column cut of a tensor is not one run of it: no reshape
+        hbm(x)[:, 0:32].reshape((128, 2, 32))
+        raise AssertionError("a reshape of a non-contiguous view ran")
+    except nki_interp.NkiError:
+        pass
+    hbm(x)[128:256, :].reshape((64, 2, 64))  # a row cut is
     module, _ = spmd_module(([0], []))  # nobody writes rows 128:256: they stay NaN
     assert np.isnan(nki_interp.run(module, {"x": x})["y"][128:]).all()
 

@@ -104,14 +104,29 @@ def _round_fp8(fmt, v):
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
 
 
+def _contiguous(keys, shape):
+    """Whether basic slicing `keys` of a contiguous array keeps it one run: the axes
+    before the first one of extent > 1 have extent 1, and every axis after it is whole."""
+    cut = False
+    for i, n in enumerate(shape):
+        k = keys[i] if i < len(keys) else slice(None)
+        lo, hi = (k, k + 1) if not isinstance(k, slice) else (k.start or 0,
+                                                              n if k.stop is None else k.stop)
+        if cut and hi - lo != n:
+            return False
+        cut = cut or hi - lo > 1
+    return True
+
+
 class Tensor:
     """A tensor in HBM, SBUF or PSUM, or a basic-slice view of one. `root` is
     the whole allocation and `base` its first byte per partition (PSUM: a bank
     boundary), so a view knows which PSUM banks it covers."""
 
-    def __init__(self, data, dtype, buffer, name="", root=None, base=0):
+    def __init__(self, data, dtype, buffer, name="", root=None, base=0, contiguous=True):
         self.data, self.dtype, self.buffer, self.name = data, dtype, buffer, name
         self.root, self.base = (data if root is None else root), base
+        self.contiguous = contiguous  # one run of the root's elements (count() data has none)
 
     @property
     def shape(self):
@@ -137,12 +152,13 @@ class Tensor:
         view = self.data[key]
         if not isinstance(view, np.ndarray) or view.ndim == 0:
             raise NkiError(f"{self.name}: indexing down to a scalar is outside the subset")
-        return Tensor(view, self.dtype, self.buffer, self.name, self.root, self.base)
+        return Tensor(view, self.dtype, self.buffer, self.name, self.root, self.base,
+                      self.contiguous and _contiguous(keys, self.data.shape))
 
     def reshape(self, shape):
         if self.buffer != HBM:
             raise NkiError("reshape of an on-chip tile is outside the subset")
-        if self.data is not self.root and not self.data.flags.c_contiguous:
+        if not self.contiguous:
             raise NkiError(f"{self.name}: reshape of a non-contiguous view")
         if int(np.prod(shape, dtype=np.int64)) != self.data.size:
             raise NkiError(f"{self.name}: reshape of {self.shape} into {tuple(shape)}")

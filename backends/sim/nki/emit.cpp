@@ -170,7 +170,7 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
                                    whole.workload)});
   constants.push_back(
       {"SPLIT", fmt::format("({})", fmt::join(bounds, ", ")),
-       fmt::format("program p computes {0} SPLIT[p]:SPLIT[p + 1] of {0} (the simulator's split)",
+       fmt::format("program p's share of {}: SPLIT[p]:SPLIT[p + 1] (the simulator's split)",
                    split.dimension)});
   out += "\n# --- the plan (the whole problem; each program's own share below) ----------\n";
   out += constant_lines(constants);
@@ -190,9 +190,10 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
     const std::size_t def_end = text.find('\n') + 1;
     out += "\n\n" + text.substr(0, def_end);
     out += fmt::format(
-        "    # program {0} (physical core {0}): {1} {2}:{3} of {1}, planned as the simulator "
-        "planned\n    # that core's share; its plan where it differs from the whole problem's:\n",
-        p, split.dimension, bounds[p], bounds[p + 1]);
+        "    # program {0} (physical core {0}): its share of {1}, {2}:{3} of {4}, planned as the\n"
+        "    # simulator planned that core's; its plan where it differs from the whole "
+        "problem's:\n",
+        p, split.dimension, bounds[p], bounds[p + 1], bounds.back());
     out += constant_lines(own, "    ");
     out += text.substr(def_end);
   }
