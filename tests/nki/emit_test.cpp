@@ -275,14 +275,22 @@ const std::vector<sets>& matmul_variants() {
 /// (trn2_lnc2; docs/nki.md, "Two physical cores"): at the reduced shape (an
 /// even split) or at one the split cuts unevenly (the first core's share
 /// rounded up to 128 rows). A workload added here must emit `LNC = 2` kernels.
-const std::vector<std::pair<std::string, sets>>& lnc2_shapes() {
-  static const std::vector<std::pair<std::string, sets>> table{
+struct lnc2_shape {
+  std::string file;
+  sets shape;
+  bool count_full = true;  ///< also count the full shape's default (seconds for swiglu and CE)
+};
+const std::vector<lnc2_shape>& lnc2_shapes() {
+  static const std::vector<lnc2_shape> table{
       {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},  // 256 + 128 rows
       {"matmul.tsl", reduced_shapes().at("matmul.tsl")},
       {"sim_rmsnorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},  // 384 + 256 rows
       {"rmsnorm.tsl", reduced_shapes().at("rmsnorm.tsl")},
       {"sim_softmax.tsl", {{"rows", "640"}, {"cols", "1024"}}},
       {"sim_layernorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},
+      {"swiglu.tsl", reduced_shapes().at("swiglu.tsl"), false},
+      // 384 tokens: 256 + 128
+      {"cross_entropy.tsl", {{"tokens", "384"}, {"d_model", "256"}, {"vocab", "1000"}}, false},
   };
   return table;
 }
@@ -291,18 +299,18 @@ const std::vector<std::pair<std::string, sets>>& lnc2_shapes() {
 /// the full shape's counted, `numeric` sampled configs to run (the first two also
 /// broken) and `structural` to count; each file must be an SPMD kernel.
 void spmd_into(emissions& out, int numeric, int structural) {
-  std::set<std::string> full_done;
   for (std::size_t i = 0; i < lnc2_shapes().size(); ++i) {
-    const auto& [file, shape] = lnc2_shapes()[i];
+    const std::string& file = lnc2_shapes()[i].file;  // no structured binding: CAPTURE (clang 14)
     CAPTURE(file);
-    const auto s = load(file, shape, "trn2_lnc2");
+    const auto s = load(file, lnc2_shapes()[i].shape, "trn2_lnc2");
     tessel::sim_backend probe;
     probe.prepare(s);
     const std::string workload = probe.name().substr(4, probe.name().find('@') - 4);
     const std::string base = fmt::format("lnc2_{}{}", stem(file), i);
-    if (full_done.insert(file).second)
-      CHECK(out.add(base + "_full.py", workload, load(file, {}, "trn2_lnc2"),
-                    *load(file, {}, "trn2_lnc2").default_config(), true));
+    if (lnc2_shapes()[i].count_full) {
+      const auto full = load(file, {}, "trn2_lnc2");
+      CHECK(out.add(base + "_full.py", workload, full, *full.default_config(), true));
+    }
     CHECK(out.add(base + "_default.py", workload, s, *s.default_config(), false));
     sample_into(out, s, workload, base, numeric, structural, true);
   }
