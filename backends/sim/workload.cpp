@@ -46,7 +46,14 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
     nki::context gather = ctx;
     gather.capture = &whole;
     if (auto e = emit_nki_plan(*p, gather, out); !e.empty()) return e;
-    if (!whole.inputs.empty()) return emit_spmd(s, c, ctx, whole, out);
+    // an SPMD kernel when the emitter declares its tensors and the split cuts one of them
+    // (or there is no split: one program runs it all); else one instance, with a note
+    const auto cut = [&](const std::vector<nki::hbm_tensor>& ts) {
+      return std::any_of(ts.begin(), ts.end(), [](const auto& t) { return t.split_axis >= 0; });
+    };
+    if (!whole.inputs.empty() &&
+        (core_split_dimension().empty() || cut(whole.inputs) || cut(whole.outputs)))
+      return emit_spmd(s, c, ctx, whole, out);
   }
   program timed;
   if (auto e = lower_plan(*p, ctx.m, timed); !e.empty()) return e;
@@ -60,7 +67,7 @@ std::string workload::emit_spmd(const space& s, const config& c, const nki::cont
   // each core's share as the simulator plans and times it (sim_backend: plan_cores)
   const auto shares = plan_cores(s, c, ctx.m);
   nki::spmd_split split{core_split_dimension(), core_shares(s, ctx.m)};
-  if (split.shares.size() != shares.size())
+  if (split.shares.size() != shares.size() && !(split.shares.empty() && shares.size() == 1))
     return fmt::format(
         "workload '{}' splits its work over the cores otherwise than by {}; its "
         "SPMD emission is not written",

@@ -291,6 +291,9 @@ const std::vector<lnc2_shape>& lnc2_shapes() {
       {"swiglu.tsl", reduced_shapes().at("swiglu.tsl"), false},
       // 384 tokens: 256 + 128
       {"cross_entropy.tsl", {{"tokens", "384"}, {"d_model", "256"}, {"vocab", "1000"}}, false},
+      // no split: program 0 runs it all, program 1 idles, as the simulator times them
+      {"sim_attention.tsl", reduced_shapes().at("sim_attention.tsl"), false},
+      {"sim_newton_schulz.tsl", reduced_shapes().at("sim_newton_schulz.tsl"), false},
   };
   return table;
 }

@@ -168,10 +168,12 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
                        fmt::format("physical cores: launch as {}_kernel[LNC](...), one program "
                                    "each (nl.program_id(0))",
                                    whole.workload)});
-  constants.push_back(
-      {"SPLIT", fmt::format("({})", fmt::join(bounds, ", ")),
-       fmt::format("program p's share of {}: SPLIT[p]:SPLIT[p + 1] (the simulator's split)",
-                   split.dimension)});
+  const bool cut = !split.dimension.empty();  // else program 0 runs it all, as timed
+  if (cut)
+    constants.push_back(
+        {"SPLIT", fmt::format("({})", fmt::join(bounds, ", ")),
+         fmt::format("program p's share of {}: SPLIT[p]:SPLIT[p + 1] (the simulator's split)",
+                     split.dimension)});
   out += "\n# --- the plan (the whole problem; each program's own share below) ----------\n";
   out += constant_lines(constants);
   out += "\n" + whole.signature + "\n";
@@ -189,11 +191,17 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
     const std::string& text = programs[p].kernel;
     const std::size_t def_end = text.find('\n') + 1;
     out += "\n\n" + text.substr(0, def_end);
-    out += fmt::format(
-        "    # program {0} (physical core {0}): its share of {1}, {2}:{3} of {4}, planned as the\n"
-        "    # simulator planned that core's; its plan where it differs from the whole "
-        "problem's:\n",
-        p, split.dimension, bounds[p], bounds[p + 1], bounds.back());
+    if (cut)
+      out += fmt::format(
+          "    # program {0} (physical core {0}): its share of {1}, {2}:{3} of {4}, planned as "
+          "the\n    # simulator planned that core's; its plan where it differs from the whole "
+          "problem's:\n",
+          p, split.dimension, bounds[p], bounds[p + 1], bounds.back());
+    else
+      out += fmt::format(
+          "    # program {0} (physical core {0}): the whole problem; the simulator does not "
+          "split\n    # {1}, so the other core idles\n",
+          p, whole.workload);
     out += constant_lines(own, "    ");
     out += text.substr(def_end);
   }
@@ -201,11 +209,16 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
   w.line("@nki.jit");
   w.open("def {}_kernel({}):", whole.workload, names(whole.inputs));
   for (const auto& o : whole.outputs) w.line("{} = {}", o.name, o.allocation);
-  w.line("# SPMD: one program per physical core, each its share of {} through views of the",
-         split.dimension);
-  w.line("# shared HBM tensors (docs/nki.md, \"Two physical cores\")");
+  if (cut) {
+    w.line("# SPMD: one program per physical core, each its share of {} through views of the",
+           split.dimension);
+    w.line("# shared HBM tensors (docs/nki.md, \"Two physical cores\")");
+  } else {
+    w.line("# SPMD: one program per physical core; program 0 runs it all (docs/nki.md,");
+    w.line("# \"Two physical cores\")");
+  }
   w.line("p = nl.program_id(0)");
-  w.line("lo, hi = SPLIT[p], SPLIT[p + 1]");
+  if (cut) w.line("lo, hi = SPLIT[p], SPLIT[p + 1]");
   std::vector<std::string> args;
   for (const auto* list : {&whole.inputs, &whole.outputs})
     for (const auto& t : *list) args.push_back(view(t));
