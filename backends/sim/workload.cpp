@@ -69,9 +69,9 @@ std::string workload::emit_spmd(const space& s, const config& c, const nki::cont
   nki::spmd_split split{core_split_dimension(), core_shares(s, ctx.m)};
   if (split.shares.size() != shares.size() && !(split.shares.empty() && shares.size() == 1))
     return fmt::format(
-        "workload '{}' splits its work over the cores otherwise than by {}; its "
-        "SPMD emission is not written",
-        name(), split.dimension);
+        "workload '{}' splits its work over the cores otherwise than by cutting its split "
+        "dimension; its SPMD emission is not written",
+        name());
   std::vector<nki::structure> structures;
   std::vector<nki::kernel_file> programs(shares.size());
   for (std::size_t i = 0; i < shares.size(); ++i) {

@@ -284,6 +284,8 @@ const std::vector<lnc2_shape>& lnc2_shapes() {
   static const std::vector<lnc2_shape> table{
       {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},  // 256 + 128 rows
       {"matmul.tsl", reduced_shapes().at("matmul.tsl")},
+      // tp = 1 (trn2_lnc2 is one rank): the matmul kernel, split as the simulator splits M
+      {"sharded_matmul.tsl", reduced_shapes().at("sharded_matmul.tsl"), false},
       {"sim_rmsnorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},  // 384 + 256 rows
       {"rmsnorm.tsl", reduced_shapes().at("rmsnorm.tsl")},
       {"sim_softmax.tsl", {{"rows", "640"}, {"cols", "1024"}}},
