@@ -58,25 +58,35 @@ std::shared_ptr<const space> space_with_constant(const space& s, const std::stri
   return shares().get(s, name, value);
 }
 
-std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
-                                                                 const machine& m) const {
-  std::vector<std::unique_ptr<workload_plan>> out;
+std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m) const {
   const std::string dim = core_split_dimension();
   const constant* k = nullptr;
   for (const auto& x : s.def().constants)
     if (x.name == dim && x.type == value_type::integer) k = &x;
+  if (!k) return {};
   const std::int64_t parts = m.partitions;
-  const std::int64_t first = k ? std::min(k->value, (k->value / 2 + parts - 1) / parts * parts) : 0;
-  if (!k || m.cores < 2 || first <= 0 || first >= k->value) {
+  const std::int64_t first = std::min(k->value, (k->value / 2 + parts - 1) / parts * parts);
+  if (m.cores < 2 || first <= 0 || first >= k->value) return {k->value};  // one core runs it all
+  return {first, k->value - first};
+}
+
+std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
+                                                                 const machine& m) const {
+  std::vector<std::unique_ptr<workload_plan>> out;
+  const auto sizes = core_shares(s, m);
+  if (sizes.size() < 2) {
     out.push_back(plan_config(s, c, m));  // one core runs it all
     return out;
   }
-  const std::int64_t rest = k->value - first;
-  const auto first_space = shares().get(s, dim, first);
-  out.push_back(plan_config(*first_space, c, m));
-  // an even split: the same space and config, the same plan
-  out.push_back(plan_config(rest == first ? *first_space : *shares().get(s, dim, rest), c, m));
-  out.back()->same_as_previous = rest == first;
+  const std::string dim = core_split_dimension();
+  std::shared_ptr<const space> previous;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    // an even split: the same space and config, the same plan
+    const bool same = i > 0 && sizes[i] == sizes[i - 1];
+    if (!same) previous = shares().get(s, dim, sizes[i]);
+    out.push_back(plan_config(*previous, c, m));
+    out.back()->same_as_previous = same;
+  }
   return out;
 }
 

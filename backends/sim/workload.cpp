@@ -41,11 +41,52 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
                                std::string& out) const {
   const auto p = plan_config(s, c, ctx.m);
   if (!p->error.empty()) return p->error;
+  if (ctx.m.cores > 1) {
+    nki::kernel_file whole;
+    nki::context gather = ctx;
+    gather.capture = &whole;
+    if (auto e = emit_nki_plan(*p, gather, out); !e.empty()) return e;
+    // an SPMD kernel when the emitter declares its tensors and the split cuts one of them
+    // (or there is no split: one program runs it all); else one instance, with a note
+    const auto cut = [&](const std::vector<nki::hbm_tensor>& ts) {
+      return std::any_of(ts.begin(), ts.end(), [](const auto& t) { return t.split_axis >= 0; });
+    };
+    if (!whole.inputs.empty() &&
+        (core_split_dimension().empty() || cut(whole.inputs) || cut(whole.outputs)))
+      return emit_spmd(s, c, ctx, whole, out);
+  }
   program timed;
   if (auto e = lower_plan(*p, ctx.m, timed); !e.empty()) return e;
   nki::context with_structure = ctx;
   with_structure.structure = nki::to_python(nki::structure_of(timed));
   return emit_nki_plan(*p, with_structure, out);
+}
+
+std::string workload::emit_spmd(const space& s, const config& c, const nki::context& ctx,
+                                const nki::kernel_file& whole, std::string& out) const {
+  // each core's share as the simulator plans and times it (sim_backend: plan_cores)
+  const auto shares = plan_cores(s, c, ctx.m);
+  nki::spmd_split split{core_split_dimension(), core_shares(s, ctx.m)};
+  if (split.shares.size() != shares.size() && !(split.shares.empty() && shares.size() == 1))
+    return fmt::format(
+        "workload '{}' splits its work over the cores otherwise than by cutting its split "
+        "dimension; its SPMD emission is not written",
+        name());
+  std::vector<nki::structure> structures;
+  std::vector<nki::kernel_file> programs(shares.size());
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (!shares[i]->error.empty()) return shares[i]->error;
+    program timed;
+    if (auto e = lower_plan(*shares[i], ctx.m, timed); !e.empty()) return e;
+    structures.push_back(nki::structure_of(timed));
+    nki::context share = ctx;
+    share.program = static_cast<int>(i);
+    share.capture = &programs[i];
+    if (auto e = emit_nki_plan(*shares[i], share, out); !e.empty()) return e;
+  }
+  structures.resize(static_cast<std::size_t>(ctx.m.cores));  // a core with no share idles
+  out = nki::assemble_spmd(whole, programs, split, structures, ctx);
+  return "";
 }
 
 std::optional<communication> workload::communicate(const workload_plan& p,

@@ -26,7 +26,8 @@ namespace tessel::sim {
 
 namespace nki {
 struct context;
-}
+struct kernel_file;
+}  // namespace nki
 
 /// What the explanation knows about a bottleneck, for a workload's hints.
 struct bottleneck {
@@ -110,6 +111,10 @@ class workload {
   /// splits otherwise overrides this.
   [[nodiscard]] virtual std::vector<std::unique_ptr<workload_plan>> plan_cores(
       const space& s, const config& c, const machine& m) const;
+  /// The sizes the default plan_cores() gives each core of the split
+  /// dimension, in order: one size when the work does not split (one core
+  /// runs it all), none when the space has no such constant.
+  [[nodiscard]] std::vector<std::int64_t> core_shares(const space& s, const machine& m) const;
   /// The integer constant plan_cores() cuts between the cores ("M", "rows"),
   /// or "" when the work does not split (one core runs it, the other idles).
   [[nodiscard]] virtual std::string core_split_dimension() const = 0;
@@ -147,12 +152,22 @@ class workload {
   [[nodiscard]] std::unique_ptr<functional_kernel> functional(const space& s, const config& c,
                                                               const machine& m) const;
   /// plan_config, a check that the plan lowers, then emit_nki_plan: "" or why not.
+  /// With more than one physical core (machine::cores) and an emitter that
+  /// declares its HBM tensors (nki::kernel_file::inputs), an SPMD kernel:
+  /// each share of the default split (plan_cores) lowered, counted and
+  /// emitted as its program (nki::assemble_spmd).
   [[nodiscard]] std::string emit_nki(const space& s, const config& c, const nki::context& ctx,
                                      std::string& out) const;
   /// Ranked suggestions (best first) for a bottleneck, in plain words that
   /// name this workload's parameters.
   [[nodiscard]] virtual std::vector<std::string> suggest(const bottleneck& b, const space& s,
                                                          const config& c) const;
+
+ private:
+  /// emit_nki for more than one physical core: `whole` is the whole problem's
+  /// file; each share of plan_cores() is lowered, counted and emitted as a program.
+  [[nodiscard]] std::string emit_spmd(const space& s, const config& c, const nki::context& ctx,
+                                      const nki::kernel_file& whole, std::string& out) const;
 };
 
 /// `s` with its integer constant `name` set to `value` and no constraints

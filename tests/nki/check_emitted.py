@@ -112,7 +112,13 @@ def worst_error(got, want, tol):
 
 
 def structure_difference(got, want):
-    """'' when the kernel's counts equal the simulator's STRUCTURE, else what differs."""
+    """'' when the kernel's counts equal the simulator's STRUCTURE, else what differs. An
+    SPMD kernel's (a list, one per program id) are compared program by program."""
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list) or len(got) != len(want):
+            return f"programs (kernel {got}, simulator {want})"
+        return "; ".join(f"program {p}: {d}" for p, d in
+                         enumerate(structure_difference(g, w) for g, w in zip(got, want)) if d)
     diffs = []
     for key in ("matmul", "transpose", "dma", "psum_banks", "engines"):
         g, w = got.get(key), want.get(key)
@@ -152,7 +158,7 @@ def check(entry, directory):
             continue
         if not results and entry["expect"] == "pass":
             results.append(("structure", 0.0, structure_difference(
-                nki_interp.STATE.counts.as_dict(), module.STRUCTURE)))
+                nki_interp.structure(), module.STRUCTURE)))
         want = module.reference(**inputs)
         results.append((kind, worst_error(got, want, module.TOLERANCE), ""))
         if entry["expect"] == "fail" and not results[-1][1] <= 1:

@@ -10,7 +10,10 @@
 // for structure alone (counted without computing), and the default config
 // also at the example's full shape. A config the simulator accepts but the
 // emitter refuses fails here. How many: TESSEL_NKI_NUMERIC and
-// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). Also pins
+// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). The
+// workloads whose kernels are SPMD on a two-core logical NeuronCore are also
+// emitted for trn2_lnc2 (lnc2_shapes), with a third as many configs run and
+// a fifth as many counted. Also pins
 // the text of each workload's default config in tests/nki/golden/
 // (TESSEL_UPDATE_GOLDEN=1 rewrites them).
 #include <tessel/dsl.hpp>
@@ -93,16 +96,18 @@ int from_env(const char* name, int fallback) {
   return v && *v ? std::max(0, std::atoi(v)) : fallback;
 }
 
-/// The space of `path` on trn2, its constants overridden as `--set` does.
-tessel::space load_path(const fs::path& path, const sets& overrides) {
+/// The space of `path` on `target`, its constants overridden as `--set` does.
+tessel::space load_path(const fs::path& path, const sets& overrides,
+                        const std::string& target = "trn2") {
   tessel::parse_options o;
   o.overrides = overrides;
-  o.target = "trn2";
+  o.target = target;
   return tessel::load_space(path, o);
 }
 
-tessel::space load(const std::string& file, const sets& overrides) {
-  return load_path(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, overrides);
+tessel::space load(const std::string& file, const sets& overrides,
+                   const std::string& target = "trn2") {
+  return load_path(fs::path(TESSEL_SOURCE_DIR) / "examples" / file, overrides, target);
 }
 
 std::string read(const fs::path& p) {
@@ -342,6 +347,60 @@ tessel::space load_variant(std::size_t v) {
   return load_path(copy, overrides);
 }
 
+/// The example spaces whose kernels are SPMD on a two-core logical NeuronCore
+/// (trn2_lnc2; docs/nki.md, "Two physical cores"): at the reduced shape (an
+/// even split) or at one the split cuts unevenly (the first core's share
+/// rounded up to 128 rows). A workload added here must emit `LNC = 2` kernels.
+struct lnc2_shape {
+  std::string file;
+  sets shape;
+  bool count_full = true;  ///< also count the full shape's default (seconds for swiglu and CE)
+};
+const std::vector<lnc2_shape>& lnc2_shapes() {
+  static const std::vector<lnc2_shape> table{
+      {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},  // 256 + 128 rows
+      {"matmul.tsl", reduced_shapes().at("matmul.tsl")},
+      // tp = 1 (trn2_lnc2 is one rank): the matmul kernel, split as the simulator splits M
+      {"sharded_matmul.tsl", reduced_shapes().at("sharded_matmul.tsl"), false},
+      {"sim_rmsnorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},  // 384 + 256 rows
+      {"rmsnorm.tsl", reduced_shapes().at("rmsnorm.tsl")},
+      {"sim_softmax.tsl", {{"rows", "640"}, {"cols", "1024"}}},
+      {"sim_layernorm.tsl", {{"rows", "640"}, {"hidden", "1024"}}},
+      {"swiglu.tsl", reduced_shapes().at("swiglu.tsl"), false},
+      // 384 tokens: 256 + 128
+      {"cross_entropy.tsl", {{"tokens", "384"}, {"d_model", "256"}, {"vocab", "1000"}}, false},
+      // no split: program 0 runs it all, program 1 idles, as the simulator times them
+      {"sim_attention.tsl", reduced_shapes().at("sim_attention.tsl"), false},
+      {"sim_newton_schulz.tsl", reduced_shapes().at("sim_newton_schulz.tsl"), false},
+  };
+  return table;
+}
+
+/// Emits the converted examples for trn2_lnc2 (lnc2_shapes): the default config,
+/// the full shape's counted, `numeric` sampled configs to run (the first two also
+/// broken) and `structural` to count; each file must be an SPMD kernel.
+void spmd_into(emissions& out, int numeric, int structural) {
+  for (std::size_t i = 0; i < lnc2_shapes().size(); ++i) {
+    const std::string& file = lnc2_shapes()[i].file;  // no structured binding: CAPTURE (clang 14)
+    CAPTURE(file);
+    const auto s = load(file, lnc2_shapes()[i].shape, "trn2_lnc2");
+    const std::string workload = workload_of(s);
+    const std::string base = fmt::format("lnc2_{}{}", stem(file), i);
+    if (lnc2_shapes()[i].count_full) {
+      const auto full = load(file, {}, "trn2_lnc2");
+      CHECK(out.add(base + "_full.py", workload, full, *full.default_config(), true));
+    }
+    CHECK(out.add(base + "_default.py", workload, s, *s.default_config(), false));
+    sample_into(out, s, workload, base, numeric, structural, true);
+  }
+  for (const auto& entry : fs::directory_iterator(out.dir())) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("lnc2_", 0) != 0) continue;
+    INFO(name, " is not an SPMD kernel: launched over LNC = 2 programs");
+    CHECK(read(entry.path()).find("\nLNC = 2 ") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every example space the simulator takes has a reduced shape and every workload one") {
@@ -392,6 +451,8 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
                 structural / 3 + (var.counted_only ? 1 : 0), false);
     out.only_suites({});
   }
+  // a two-core logical NeuronCore: SPMD kernels, a third as many configs
+  spmd_into(out, std::max(1, numeric / 3), structural / 5);
   out.finish();
 }
 

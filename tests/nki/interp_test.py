@@ -231,6 +231,55 @@ def fp16_rounding():
     assert nki_interp.STATE.counts.dma == {"hbm->sbuf": [2, 2 * 128 * (64 + 256)]}, \
         nki_interp.STATE.counts.dma
 
+def spmd_module(rows_of_program):
+    """A kernel file launched over LNC = 2 programs: program p copies rows
+    rows_of_program[p] of x to y through SBUF (shared HBM, one SBUF each)."""
+    import types
+    module = types.ModuleType("spmd_kernel")
+    module.LNC = 2
+    module.INPUTS = {"x": ((256, 64), "float32")}
+    module.OUTPUTS = {"y": ((256, 64), "float32")}
+    seen = []
+
+    def copy_kernel(x):
+        y = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        p = nl.program_id(0)
+        seen.append((p, nl.num_programs()))
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)  # each core's own SBUF
+        for lo in rows_of_program[p]:
+            nisa.dma_copy(dst=t, src=x[lo:lo + 128, :])
+            nisa.dma_copy(dst=y[lo:lo + 128, :], src=t)
+        return y
+
+    copy_kernel.nki_kernel = True
+    module.copy_kernel = copy_kernel
+    return module, seen
+
+
+def spmd():
+    """kernel[2]: both program ids run over the same HBM tensors, counted apart."""
+    x = np.arange(256 * 64, dtype=np.float64).reshape(256, 64)
+    module, seen = spmd_module(([0], [128]))
+    got = nki_interp.run(module, {"x": x})["y"]
+    assert np.array_equal(got, x), "the programs' writes combined are the output"
+    assert seen == [(0, 2), (1, 2)], seen
+    one = {"matmul": {}, "transpose": {}, "dma": {"hbm->sbuf": (1, 128 * 64 * 4),
+                                                  "sbuf->hbm": (1, 128 * 64 * 4)},
+           "psum_banks": 0, "engines": {"tensor": 0, "vector": 0, "scalar": 0, "gpsimd": 0}}
+    assert nki_interp.structure() == [one, one], nki_interp.structure()
+    assert nki_interp.count(module) == [one, one]
+    module, _ = spmd_module(([0, 128], []))  # program 0 does it all: counted so
+    assert np.array_equal(nki_interp.run(module, {"x": x})["y"], x)
+    assert nki_interp.structure()[1]["dma"] == {}, nki_interp.structure()
+    try:  # a column cut of a tensor is not one run of it: no reshape
+        hbm(x)[:, 0:32].reshape((128, 2, 32))
+        raise AssertionError("a reshape of a non-contiguous view ran")
+    except nki_interp.NkiError:
+        pass
+    hbm(x)[128:256, :].reshape((64, 2, 64))  # a row cut is
+    module, _ = spmd_module(([0], []))  # nobody writes rows 128:256: they stay NaN
+    assert np.isnan(nki_interp.run(module, {"x": x})["y"][128:]).all()
+
 
 def main():
     failures = []
@@ -252,6 +301,9 @@ def main():
     print("ok   fp8 (e4m3, e5m2) rounds to nearest even and saturates, one byte an element")
     fp16_rounding()
     print("ok   fp16 rounds to nearest even and saturates, two bytes an element")
+
+    spmd()
+    print("ok   an SPMD kernel (LNC = 2) runs each program id on shared HBM, counted apart")
     return 1 if failures else 0
 
 

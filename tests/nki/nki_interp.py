@@ -8,8 +8,16 @@ made here); anything outside the subset raises NkiError instead of guessing.
 
     kernel = load_kernel("matmul.py")      # installs the nki modules, imports the file
     outputs = run(kernel, {"A": a, "B": b})
-    counts = STATE.counts.as_dict()          # what the kernel did (structure())
+    counts = structure()                     # what the kernel did
     shape_only = count(kernel)               # the same counts without computing (any size)
+
+A kernel file whose module sets LNC > 1 is an SPMD kernel (docs/nki.md, "Two
+physical cores"): it is launched as kernel[LNC](...), so run() and count()
+run it once per program id (nl.program_id(0)) over the same HBM tensors, each
+program with its own SBUF, PSUM and counts; an nl.shared_hbm tensor a program
+allocates is the one every program allocates at the same point (NKI: "visible
+to all kernel instances in the SPMD grid"), so the outputs are the programs'
+writes combined, and structure() is a list, one entry per program id.
 
 The counts are the structure the simulator's lowering of the same plan
 states in the kernel file (STRUCTURE; docs/nki.md, "Structure"): matmul and
@@ -97,14 +105,29 @@ def _round_grid(fmt, v):
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
 
 
+def _contiguous(keys, shape):
+    """Whether basic slicing `keys` of a contiguous array keeps it one run: the axes
+    before the first one of extent > 1 have extent 1, and every axis after it is whole."""
+    cut = False
+    for i, n in enumerate(shape):
+        k = keys[i] if i < len(keys) else slice(None)
+        lo, hi = (k, k + 1) if not isinstance(k, slice) else (k.start or 0,
+                                                              n if k.stop is None else k.stop)
+        if cut and hi - lo != n:
+            return False
+        cut = cut or hi - lo > 1
+    return True
+
+
 class Tensor:
     """A tensor in HBM, SBUF or PSUM, or a basic-slice view of one. `root` is
     the whole allocation and `base` its first byte per partition (PSUM: a bank
     boundary), so a view knows which PSUM banks it covers."""
 
-    def __init__(self, data, dtype, buffer, name="", root=None, base=0):
+    def __init__(self, data, dtype, buffer, name="", root=None, base=0, contiguous=True):
         self.data, self.dtype, self.buffer, self.name = data, dtype, buffer, name
         self.root, self.base = (data if root is None else root), base
+        self.contiguous = contiguous  # one run of the root's elements (count() data has none)
 
     @property
     def shape(self):
@@ -130,12 +153,13 @@ class Tensor:
         view = self.data[key]
         if not isinstance(view, np.ndarray) or view.ndim == 0:
             raise NkiError(f"{self.name}: indexing down to a scalar is outside the subset")
-        return Tensor(view, self.dtype, self.buffer, self.name, self.root, self.base)
+        return Tensor(view, self.dtype, self.buffer, self.name, self.root, self.base,
+                      self.contiguous and _contiguous(keys, self.data.shape))
 
     def reshape(self, shape):
         if self.buffer != HBM:
             raise NkiError("reshape of an on-chip tile is outside the subset")
-        if self.data is not self.root and not self.data.flags.c_contiguous:
+        if not self.contiguous:
             raise NkiError(f"{self.name}: reshape of a non-contiguous view")
         if int(np.prod(shape, dtype=np.int64)) != self.data.size:
             raise NkiError(f"{self.name}: reshape of {self.shape} into {tuple(shape)}")
@@ -248,13 +272,23 @@ class _State:
     def __init__(self):
         self.reset()
 
-    def reset(self, sbuf_bytes=196608, compute=True):
+    def reset(self, sbuf_bytes=196608, compute=True, grid=1):
         self.sbuf_capacity = sbuf_bytes
-        self.sbuf_used = 0
-        self.psum_used = 0
         self.instructions = 0
         self.compute = compute  # False: validate and count, never compute (count())
+        self.grid = grid  # programs in the SPMD launch grid (the kernel file's LNC)
+        self.shared_hbm = []  # the nl.shared_hbm tensors, in the order programs allocate them
+        self.program_counts = []
+        self.start_program(0)
+
+    def start_program(self, program):
+        """Program `program` of the grid starts: on its own physical core (SBUF, PSUM, counts)."""
+        self.program = program
+        self.sbuf_used = 0
+        self.psum_used = 0
+        self.hbm_allocated = 0
         self.counts = Counts()
+        self.program_counts.append(self.counts)
 
 
 STATE = _State()
@@ -350,6 +384,13 @@ def _ndarray(shape, dtype, buffer=None, name=""):
     if buffer not in (SBUF, PSUM, HBM):
         raise NkiError(f"ndarray: buffer must be nl.sbuf, nl.psum or nl.shared_hbm, got {buffer!r}")
     np_type = np.int32 if dtype == "int32" else np.float32
+    if buffer == HBM and STATE.hbm_allocated < len(STATE.shared_hbm):  # another program's
+        t = STATE.shared_hbm[STATE.hbm_allocated]
+        STATE.hbm_allocated += 1
+        if t.shape != shape or t.dtype != dtype:
+            raise NkiError(f"ndarray: program {STATE.program} allocates shared HBM {shape} "
+                           f"{dtype} where program 0 allocated {t.shape} {t.dtype}")
+        return t
     if STATE.compute:
         data = np.full(shape, 0 if dtype == "int32" else np.nan, dtype=np_type)  # unwritten = NaN
     elif buffer == HBM:
@@ -375,7 +416,23 @@ def _ndarray(shape, dtype, buffer=None, name=""):
             if STATE.sbuf_used > STATE.sbuf_capacity:
                 raise NkiError(
                     f"SBUF overflow: {STATE.sbuf_used} B per partition > {STATE.sbuf_capacity}")
-    return Tensor(data, dtype, buffer, name, base=base)
+    t = Tensor(data, dtype, buffer, name, base=base)
+    if buffer == HBM:
+        STATE.shared_hbm.append(t)
+        STATE.hbm_allocated += 1
+    return t
+
+
+def _program_id(axis=0):
+    if axis != 0:
+        raise NkiError(f"program_id({axis}): the subset launches a one-axis grid")
+    return STATE.program
+
+
+def _num_programs(axis=0):
+    if axis != 0:
+        raise NkiError(f"num_programs({axis}): the subset launches a one-axis grid")
+    return STATE.grid
 
 
 def _range(*args):
@@ -392,6 +449,7 @@ def _make_language():
     nl.ndarray = _ndarray
     nl.affine_range = nl.sequential_range = nl.static_range = _range
     nl.arange = lambda n: _Index(np.arange(n))
+    nl.program_id, nl.num_programs = _program_id, _num_programs
     nl.tile_size = types.SimpleNamespace(pmax=PMAX, psum_fmax=PSUM_FMAX,
                                          gemm_stationary_fmax=STATIONARY_FMAX,
                                          gemm_moving_fmax=MOVING_FMAX)
@@ -752,11 +810,38 @@ def _outputs(module, result):
     return results
 
 
+def _grid(module):
+    grid = getattr(module, "LNC", 1)
+    if not isinstance(grid, int) or not 1 <= grid <= 2:
+        raise NkiError(f"LNC = {grid!r}: a launch grid of 1 or 2 programs (trn2's LNC degrees)")
+    return grid
+
+
+def _launch(module, kernel, args):
+    """Runs the kernel once per program id of its grid; returns its outputs (shared HBM)."""
+    results = None
+    for program in range(STATE.grid):
+        if program:
+            STATE.start_program(program)
+        got = _outputs(module, kernel(*args))
+        if results is not None and any(a is not b for a, b in zip(got, results)):
+            raise NkiError(f"program {program} returned other tensors than program 0")
+        results = got
+    return results
+
+
+def structure():
+    """What the last run() or count() did: Counts.as_dict(), or for an SPMD kernel a list
+    of them, one per program id (the form of the kernel file's STRUCTURE)."""
+    dicts = [c.as_dict() for c in STATE.program_counts]
+    return dicts if STATE.grid > 1 else dicts[0]
+
+
 def run(module, inputs, sbuf_bytes=196608):
     """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}.
-    STATE.counts then holds what it did."""
+    structure() then says what it did."""
     kernel = _kernel(module)
-    STATE.reset(sbuf_bytes)
+    STATE.reset(sbuf_bytes, grid=_grid(module))
     args = []
     for name, spec in module.INPUTS.items():
         shape, dtype = spec[0], spec[1]
@@ -765,18 +850,18 @@ def run(module, inputs, sbuf_bytes=196608):
             raise NkiError(f"input {name}: shape {a.shape} is not {shape}")
         data = a.astype(np.int32) if dtype == "int32" else round_to(dtype, a)
         args.append(Tensor(np.array(data), dtype, HBM, name))
-    results = _outputs(module, kernel(*args))
+    results = _launch(module, kernel, args)
     return {name: t.data.astype(np.float64) for name, t in zip(module.OUTPUTS, results)}
 
 
 def count(module, sbuf_bytes=196608):
-    """Traces the kernel without computing and returns its counts (Counts.as_dict()): every
+    """Traces the kernel without computing and returns its counts (structure()): every
     check of run() but none of the arithmetic, on inputs that take no memory, so kernels of
     any size are counted in a fraction of the time run() takes. A kernel whose control
     flow read data would be refused (Python loops here see only integers)."""
     kernel = _kernel(module)
-    STATE.reset(sbuf_bytes, compute=False)
+    STATE.reset(sbuf_bytes, compute=False, grid=_grid(module))
     args = [Tensor(_shape_only(spec[0]), spec[1], HBM, name)
             for name, spec in module.INPUTS.items()]
-    _outputs(module, kernel(*args))
-    return STATE.counts.as_dict()
+    _launch(module, kernel, args)
+    return structure()

@@ -52,12 +52,20 @@ class writer {
   int indent_ = 0;
 };
 
+struct kernel_file;
+
 /// What an emitter is given besides its plan.
 struct context {
   const machine& m;
   fault injected = fault::none;
   std::vector<std::string> header;  ///< comment lines: space, config, target, version
   std::string structure;            ///< the STRUCTURE block of the timed program (to_python), or ""
+  /// >= 0: the plan is program `program`'s share of an SPMD kernel (docs/nki.md,
+  /// "Two physical cores"), and open_kernel() writes its function, not the kernel
+  int program = -1;
+  /// When set, assemble() stores the file here and returns "" (workload::emit_nki
+  /// gathers the whole problem's file and each program's for assemble_spmd)
+  kernel_file* capture = nullptr;
 };
 
 /// What a program does, counted the way tests/nki/nki_interp.py counts an
@@ -81,11 +89,23 @@ struct structure {
 /// The STRUCTURE block of an emitted file: a comment and a Python dict.
 [[nodiscard]] std::string to_python(const structure& s);
 
+/// The structures of an SPMD kernel's programs, one per program id.
+[[nodiscard]] std::string to_python(const std::vector<structure>& programs);
+
 /// One constant of the kernel: NAME = value  # meaning
 struct constant {
   std::string name;
   std::string value;
   std::string meaning;
+};
+
+/// An HBM tensor of the kernel's signature (kernel_file::inputs, outputs).
+struct hbm_tensor {
+  std::string name;  ///< "A"
+  int rank = 2;      ///< its axes
+  int split_axis =
+      -1;  ///< the axis the core split cuts (cores.cpp); -1: read whole by every program
+  std::string allocation;  ///< an output's nl.ndarray(...) in shared HBM
 };
 
 /// The parts of an emitted file; assemble() puts them together.
@@ -97,14 +117,44 @@ struct kernel_file {
   std::string signature;            ///< INPUTS / OUTPUTS / TOLERANCE lines
   std::string kernel;               ///< the @nki.jit function
   std::string reference;            ///< the numpy reference function
+  /// The kernel's HBM arguments and results, in order. An emitter that fills
+  /// them and opens its kernel with open_kernel() is emitted for a two-core
+  /// logical NeuronCore as an SPMD kernel (assemble_spmd); one that leaves them
+  /// empty is emitted as one instance running the whole problem.
+  std::vector<hbm_tensor> inputs, outputs;
 
   /// Notes that a config's `dma_queues` (> 1) has no NKI counterpart: the
   /// compiler assigns the queues.
   void note_dma_queues(int queues);
 };
 
-/// The whole file: header comment, imports, constants, kernel, reference.
+/// The whole file: header comment, imports, constants, kernel, reference
+/// (or, with c.capture, "" after storing `f` there).
 [[nodiscard]] std::string assemble(const kernel_file& f, const context& c);
+
+/// Writes the opening of f's kernel: `@nki.jit def W_kernel(inputs):` and
+/// the outputs' allocations, or, for program p of an SPMD kernel
+/// (c.program), `def W_program_p(inputs, outputs):`, which writes its share
+/// of the outputs through views the kernel hands it.
+void open_kernel(writer& w, const kernel_file& f, const context& c);
+
+/// How the core split cuts the problem: the split dimension (a constant of
+/// the whole file) and the share of each program, in order.
+struct spmd_split {
+  std::string dimension;             ///< "M", "rows"
+  std::vector<std::int64_t> shares;  ///< sizes, summing to the dimension
+};
+
+/// An SPMD kernel for a logical NeuronCore of c.m.cores physical cores
+/// (docs/nki.md, "Two physical cores"): the whole problem's constants,
+/// signature and reference from `whole`; one function per program from
+/// `programs` (each written from its share's plan, its constants that differ
+/// from the whole's held as locals); a kernel launched as W_kernel[LNC](...)
+/// that gives program p its share by nl.program_id(0); STRUCTURE per program.
+[[nodiscard]] std::string assemble_spmd(const kernel_file& whole,
+                                        const std::vector<kernel_file>& programs,
+                                        const spmd_split& split,
+                                        const std::vector<structure>& structures, const context& c);
 
 /// "nl.bfloat16" / "nl.float32" / "nl.float8_e4m3" / "nl.float16".
 [[nodiscard]] std::string nl_dtype(dtype t);

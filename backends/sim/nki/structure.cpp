@@ -37,7 +37,10 @@ structure structure_of(const program& p) {
   return s;
 }
 
-std::string to_python(const structure& s) {
+namespace {
+
+/// The counts as a Python dict, its lines after `indent`.
+std::string dict(const structure& s, const std::string& indent) {
   std::vector<std::string> mm, tr, dma;
   for (const auto& [k, n] : s.matmuls)
     mm.push_back(fmt::format("({}, {}, {}): {}", k[0], k[1], k[2], n));
@@ -49,22 +52,40 @@ std::string to_python(const structure& s) {
     return it == s.engines.end() ? std::uint64_t{0} : it->second;
   };
   return fmt::format(
-      "# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "
-      "\"Structure\").\n"
-      "# The NKI interpreter counts the kernel the same way; the tests require equal counts.\n"
-      "STRUCTURE = {{\n"
-      "    # instructions by (contraction, stationary free, moving free)\n"
-      "    \"matmul\": {{{}}},\n"
-      "    # TensorE transposes by the input's (partitions, free)\n"
-      "    \"transpose\": {{{}}},\n"
-      "    # (transfers, bytes) per direction\n"
-      "    \"dma\": {{{}}},\n"
-      "    \"psum_banks\": {},  # PSUM banks written\n"
-      "    \"engines\": {{\"tensor\": {}, \"vector\": {}, \"scalar\": {}, \"gpsimd\": {}}},  # "
-      "instructions\n"
-      "}}\n",
-      fmt::join(mm, ", "), fmt::join(tr, ", "), fmt::join(dma, ", "), s.psum_banks,
+      "{{\n"
+      "{0}    # instructions by (contraction, stationary free, moving free)\n"
+      "{0}    \"matmul\": {{{1}}},\n"
+      "{0}    # TensorE transposes by the input's (partitions, free)\n"
+      "{0}    \"transpose\": {{{2}}},\n"
+      "{0}    # (transfers, bytes) per direction\n"
+      "{0}    \"dma\": {{{3}}},\n"
+      "{0}    \"psum_banks\": {4},  # PSUM banks written\n"
+      "{0}    \"engines\": {{\"tensor\": {5}, \"vector\": {6}, \"scalar\": {7}, \"gpsimd\": "
+      "{8}}},  # instructions\n"
+      "{0}}}",
+      indent, fmt::join(mm, ", "), fmt::join(tr, ", "), fmt::join(dma, ", "), s.psum_banks,
       engine("tensor"), engine("vector"), engine("scalar"), engine("gpsimd"));
+}
+
+constexpr const char* structure_comment =
+    "# What the simulator timed: its lowering of this plan, counted (docs/nki.md, "
+    "\"Structure\").\n"
+    "# The NKI interpreter counts the kernel the same way; the tests require equal counts.\n";
+
+}  // namespace
+
+std::string to_python(const structure& s) {
+  return fmt::format("{}STRUCTURE = {}\n", structure_comment, dict(s, ""));
+}
+
+std::string to_python(const std::vector<structure>& programs) {
+  std::vector<std::string> dicts;
+  for (const auto& s : programs) dicts.push_back("    " + dict(s, "    "));
+  return fmt::format(
+      "{}# An SPMD kernel: one entry per program id, each the lowering of that physical\n"
+      "# core's share.\n"
+      "STRUCTURE = [\n{},\n]\n",
+      structure_comment, fmt::join(dicts, ",\n"));
 }
 
 }  // namespace tessel::sim::nki

@@ -72,9 +72,12 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
 
   nki::writer w;
   const bool lazy = p.rescale_every > 1;
-  w.line("@nki.jit");
-  w.open("def attention_kernel(Q, K, V):");
-  w.line(fmt::format("O = nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", hs));
+  // no core split (one core runs it, as the simulator times it): the tensors go whole;
+  // sharded_attention's split of the heads is not emitted (its kernel runs as one instance)
+  f.inputs = {{"Q", 2, -1, ""}, {"K", 2, -1, ""}, {"V", 2, -1, ""}};
+  f.outputs = {
+      {"O", 2, -1, fmt::format("nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", hs)}};
+  nki::open_kernel(w, f, ctx);
   w.line("q_sb = nl.ndarray((D, Q_TILE), dtype=DT, buffer=nl.sbuf)  # Q^T tile: [d, q]");
   w.line(
       "k_sb = nl.ndarray((D, KV_BUFS, KV_TILE), dtype=DT, buffer=nl.sbuf)  # K^T tiles: [d, key]");

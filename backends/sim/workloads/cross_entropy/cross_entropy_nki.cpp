@@ -144,10 +144,11 @@ std::string emit_nki(const nki_params& p, const nki::context& ctx, std::string& 
       "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
       dt, nki::py_float(nki::tolerance(dtype::fp32)));
 
+  // the core split cuts the tokens: x's columns, the labels and the losses; W goes whole to both
+  f.inputs = {{"x", 2, 1, ""}, {"W", 2, -1, ""}, {"labels", 1, 0, ""}};
+  f.outputs = {{"loss", 1, 0, "nl.ndarray((TOKENS,), dtype=nl.float32, buffer=nl.shared_hbm)"}};
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def cross_entropy_kernel(x, W, labels):");
-  w.line("loss = nl.ndarray((TOKENS,), dtype=nl.float32, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   w.line("loss_rows, label_rows = loss.reshape((TOKENS, 1)), labels.reshape((TOKENS, 1))");
   w.line("x_sb = nl.ndarray((P, X_SLOTS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # x^T");
   w.line("w_sb = nl.ndarray((P, W_SLOTS, K_SLABS, VOCAB_CHUNK), dtype=DT, buffer=nl.sbuf)");

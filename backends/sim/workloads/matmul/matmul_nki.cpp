@@ -54,13 +54,17 @@ class matmul_writer {
                         : "C = A^T B with A given as [K, M] (lhsT) and B as [K, N]";
     if (p_.scaled) f.summary += ", row m of C times scale[m]";
     constants(f);
+    // the core split cuts M: A's columns (rows with a_layout = mk), C's and scale's rows
+    f.inputs = {{"A", 2, p_.a_mk ? 0 : 1, ""}, {"B", 2, -1, ""}};
+    if (p_.scaled) f.inputs.push_back({"scale", 2, 0, ""});
+    f.outputs = {{"C", 2, 0, "nl.ndarray((M, N), dtype=OUT, buffer=nl.shared_hbm)"}};
     f.signature = fmt::format(
         "INPUTS = {{\"A\": ({4}, \"{0}\"), \"B\": ((K, N), \"{0}\"){3}}}\n"
         "OUTPUTS = {{\"C\": ((M, N), \"{1}\")}}\n"
         "TOLERANCE = {2}  # the gate's, in units of |reference| + rms(reference)",
         in_name(), nki::dtype_name(p_.out), nki::py_float(tolerance()),
         p_.scaled ? ", \"scale\": ((M, 1), \"float32\")" : "", p_.a_mk ? "(M, K)" : "(K, M)");
-    kernel();
+    kernel(f);
     f.kernel = w_.text();
     const std::string product =
         fmt::format("A.astype(np.float64){} @ B.astype(np.float64)", p_.a_mk ? "" : ".T");
@@ -168,10 +172,8 @@ class matmul_writer {
     return p_.coalesce ? p_.tile[dim_n] : std::min(p_.mm_n, p_.tile[dim_n]);
   }
 
-  void kernel() {
-    w_.line("@nki.jit");
-    w_.open("def matmul_kernel(A, B{}):", p_.scaled ? ", scale" : "");
-    w_.line("C = nl.ndarray((M, N), dtype=OUT, buffer=nl.shared_hbm)");
+  void kernel(const nki::kernel_file& f) {
+    nki::open_kernel(w_, f, ctx_);
     w_.line("# SBUF: A and B blocks, [partition = k row, slot, slab, free]");
     w_.line("a_sb = nl.ndarray((P, A_BUFS * A_RESIDENT, SLABS, TILE_M), dtype=IN, buffer=nl.sbuf)");
     w_.line("b_sb = nl.ndarray((P, B_BUFS * B_RESIDENT, SLABS, TILE_N), dtype=IN, buffer=nl.sbuf)");

@@ -201,10 +201,11 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
       "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
       dt, nki::py_float(tolerance(p.type, p.cols)));
   const bool drop = ctx.injected == nki::fault::drop_tail;
+  // no core split (one core runs it, as the simulator times it): the tensors go whole
+  f.inputs = {{"G", 2, -1, ""}};
+  f.outputs = {{"X", 2, -1, "nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)"}};
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def newton_schulz_kernel(G):");
-  w.line("X = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   w.line("x_sb = nl.ndarray((P, 2, ROW_TILES, COLS), dtype=DT, buffer=nl.sbuf)  # two slots");
   w.line("xt_sb = nl.ndarray((P, COL_TILES, ROWS), dtype=DT, buffer=nl.sbuf)");
   w.line("a_sb = nl.ndarray((P, ROW_TILES, ROWS), dtype=DT, buffer=nl.sbuf)  # A' = b X X^T");

@@ -145,6 +145,9 @@ std::string tolerance_line(dtype t) {
                      nki::py_float(nki::tolerance(t)));
 }
 
+/// A row-wise kernel's output in shared HBM (the split cuts its rows).
+constexpr const char* row_output = "nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)";
+
 }  // namespace
 
 std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice,
@@ -167,11 +170,14 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
       choice.residual ? fmt::format(", \"h\": ((ROWS, COLS), \"{}\")", dt) : "",
       tolerance_line(spec.type));
 
+  // the core split cuts the rows of x, residual, y and h
+  f.inputs = {{"x", 2, 0, ""}};
+  if (choice.residual) f.inputs.push_back({"residual", 2, 0, ""});
+  f.inputs.push_back({"w", 1, -1, ""});
+  f.outputs = {{"y", 2, 0, row_output}};
+  if (choice.residual) f.outputs.push_back({"h", 2, 0, row_output});
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def rmsnorm_kernel(x, {}w):", choice.residual ? "residual, " : "");
-  w.line("y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
-  if (choice.residual) w.line("h = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   pipeline_writer::views(w, choice.residual ? std::vector<std::string>{"x", "residual", "y", "h"}
                                             : std::vector<std::string>{"x", "y"});
   w.line("# SBUF: BUFS slots of whole-row tiles, [partition, slot, row group, column]");
@@ -288,10 +294,10 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
       "OUTPUTS = {{\"y\": ((ROWS, COLS), \"{0}\")}}\n{1}",
       dt, tolerance_line(spec.type));
 
+  f.inputs = {{"x", 2, 0, ""}};  // the core split cuts the rows of x and y
+  f.outputs = {{"y", 2, 0, row_output}};
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def softmax_kernel(x):");
-  w.line("y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   pipeline_writer::views(w, {"x", "y"});
   w.line("# SBUF: BUFS slots of whole-row tiles, [partition, slot, row group, column]");
   w.line("x_sb = nl.ndarray((P, BUFS, G, COLS), dtype=DT, buffer=nl.sbuf)");
@@ -379,10 +385,11 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
       "OUTPUTS = {{\"y\": ((ROWS, COLS), \"{0}\")}}\n{1}",
       dt, tolerance_line(spec.type));
 
+  // the core split cuts the rows of x and y
+  f.inputs = {{"x", 2, 0, ""}, {"gamma", 1, -1, ""}, {"beta", 1, -1, ""}};
+  f.outputs = {{"y", 2, 0, row_output}};
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def layernorm_kernel(x, gamma, beta):");
-  w.line("y = nl.ndarray((ROWS, COLS), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   pipeline_writer::views(w, {"x", "y"});
   w.line("# SBUF: BUFS slots of whole-row tiles, [partition, slot, row group, column]");
   w.line("x_sb = nl.ndarray((P, BUFS, G, COLS), dtype=DT, buffer=nl.sbuf)");

@@ -88,10 +88,11 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
       "TOLERANCE = {1}  # the gate's, in units of |reference| + rms(reference)",
       dt, nki::py_float(nki::tolerance(p.type)));
 
+  // the core split cuts the tokens: x's columns and y's rows; the weights go whole to both
+  f.inputs = {{"x", 2, 1, ""}, {"W_gate_up", 3, -1, ""}, {"W_down", 2, -1, ""}};
+  f.outputs = {{"y", 2, 0, "nl.ndarray((TOKENS, D_MODEL), dtype=DT, buffer=nl.shared_hbm)"}};
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def swiglu_kernel(x, W_gate_up, W_down):");
-  w.line("y = nl.ndarray((TOKENS, D_MODEL), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
   w.line("x_sb = nl.ndarray((P, X_BUFS, K_SLABS, TOKEN_TILE), dtype=DT, buffer=nl.sbuf)  # x^T");
   w.line("gu_sb = nl.ndarray((P, BUFS, K_SLABS, 2, FF_TILE), dtype=DT, buffer=nl.sbuf)");
   w.line("wd_sb = nl.ndarray((P, BUFS, SUBS_PER_BLOCK, D_TILE), dtype=DT, buffer=nl.sbuf)");
