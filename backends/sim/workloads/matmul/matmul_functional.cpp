@@ -61,6 +61,36 @@ class matmul_kernel final : public functional_kernel {
                     });
   }
 
+  /// reference(), and with accumulation = sbuf over several k blocks the
+  /// spread of the partial sums a correct schedule stores in acc_dtype
+  /// (gate_spec::reference_with_spread): where the blocks cancel (heavy-tailed
+  /// inputs), rounding a large partial moves the result by far more than
+  /// u x (|reference| + scale).
+  [[nodiscard]] probe_values reference_with_spread(std::span<const input_tensor> in,
+                                                   const probe_points& where,
+                                                   probe_values& spread) const override {
+    spread.clear();
+    if (pl_.acc != accumulation::sbuf || pl_.nb[dim_k] < 2) return reference(in, where);
+    spread.assign(1, std::vector<double>(where.at(0).size(), 0.0));
+    std::vector<std::size_t> at;  // the probes dot() is called for, in order
+    for (std::size_t q = 0; q < where.at(0).size(); ++q)
+      if (computed(where.at(0)[q] / p_.size_n, where.at(0)[q] % p_.size_n)) at.push_back(q);
+    std::size_t call = 0;
+    const std::int64_t tile_k = p_.tile[dim_k];
+    return evaluate(
+        in, where, [&](const std::vector<float>& a, const std::vector<float>& b, double scale) {
+          double sum = 0, squares = 0;
+          for (std::int64_t k0 = 0; k0 < p_.size_k; k0 += tile_k) {
+            const auto n = static_cast<std::size_t>(std::min(tile_k, p_.size_k - k0));
+            const auto from = static_cast<std::size_t>(k0);
+            sum += scale * exact_dot(std::span(a).subspan(from, n), std::span(b).subspan(from, n));
+            if (k0 + tile_k < p_.size_k) squares += sum * sum;  // stored rounded
+          }
+          spread[0][at.at(call++)] = std::sqrt(squares);
+          return sum;
+        });
+  }
+
  protected:
   [[nodiscard]] probe_values execute(std::span<const input_tensor> in,
                                      const probe_points& where) const override {
