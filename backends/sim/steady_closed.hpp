@@ -177,4 +177,26 @@ class counter {
   double queues_;
 };
 
+/// What a closed-form model of a plan starts from (swiglu's and moe's): the
+/// plan, its params, the machine, the element size, the partitions, and a
+/// counter with the plan's dma_queues per stream (emit::queues over four).
+template <class Plan>
+class closed_model {
+ public:
+  closed_model(const Plan& pl, const machine& m)
+      : pl_(pl),
+        p_(pl.p),
+        m_(m),
+        b_(dtype_bytes(pl.p.type)),
+        parts_(m.partitions),
+        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+
+ protected:
+  const Plan& pl_;
+  const decltype(Plan::p)& p_;
+  const machine& m_;
+  std::int64_t b_, parts_;
+  counter c_;
+};
+
 }  // namespace tessel::sim::steady

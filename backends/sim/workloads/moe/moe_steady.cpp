@@ -35,15 +35,9 @@ enum stream : std::size_t { s_x, s_w, s_scatter, s_combine };
 
 using work = steady::stretch;
 
-class model {
+class model : steady::closed_model<plan> {
  public:
-  model(const plan& pl, const machine& m)
-      : pl_(pl),
-        p_(pl.p),
-        m_(m),
-        b_(dtype_bytes(pl.p.type)),
-        parts_(m.partitions),
-        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+  using closed_model::closed_model;
 
   steady_estimate run() {
     // the group tiles of the cores this plan times, by height
@@ -253,12 +247,6 @@ class model {
     });
     return ns;
   }
-
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  std::int64_t b_, parts_;
-  steady::counter c_;  ///< dma_queues queues per stream (emit::queues over four)
 };
 
 }  // namespace

@@ -30,15 +30,9 @@ enum stream : std::size_t { s_x, s_gu, s_wd, s_y };
 
 using work = steady::stretch;
 
-class model {
+class model : steady::closed_model<plan> {
  public:
-  model(const plan& pl, const machine& m)
-      : pl_(pl),
-        p_(pl.p),
-        m_(m),
-        b_(dtype_bytes(pl.p.type)),
-        parts_(m.partitions),
-        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+  using closed_model::closed_model;
 
   steady_estimate run() {
     work all;
@@ -283,11 +277,6 @@ class model {
     return w.busy[1] + w.busy[2] + w.busy[3] + store + m_.dma_fixed_latency_ns;
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  std::int64_t b_, parts_;
-  steady::counter c_;  ///< dma_queues queues per stream (emit::queues over four)
   double drain_ = 0;
 };
 
