@@ -13,8 +13,6 @@
 namespace tessel {
 namespace {
 
-std::string ms(double seconds) { return milliseconds(seconds * 1e3); }
-
 /// The categories any kernel spends time in, in declaration order.
 std::vector<time_category> used_categories(const step_breakdown& step) {
   std::vector<time_category> out;
@@ -54,7 +52,7 @@ nlohmann::json model_step_report::to_json() const {
 std::string model_step_report::text() const {
   return fmt::format("model {} ({}) on {}, backend {}: {} kernels, step {} at the {}\n\n{}",
                      model.name, model.file, spec.target, spec.backend, model.kernels.size(),
-                     ms(step.step_s),
+                     seconds_as_ms(step.step_s),
                      from.empty() ? "default configs" : "best configs of " + from.string(),
                      step_text(model, step, timed));
 }
@@ -71,25 +69,26 @@ std::string step_text(const model_definition& m, const step_breakdown& step,
       out += fmt::format("{:<18} {:>6} {:>10}\n", k.name, k.calls, "no time");
       continue;
     }
-    out += fmt::format("{:<18} {:>6} {:>10} {:>10} {:>7}", k.name, k.calls, ms(k.per_call_s),
-                       ms(k.step_s), percent(k.share));
+    out += fmt::format("{:<18} {:>6} {:>10} {:>10} {:>7}", k.name, k.calls,
+                       seconds_as_ms(k.per_call_s), seconds_as_ms(k.step_s), percent(k.share));
     for (auto c : cats)
       out += fmt::format(" {:>8}", percent(k.by_category[static_cast<std::size_t>(c)] / k.step_s));
     out += fmt::format(" {:>9.3g} {:>8.3g} {:>10}\n", k.flops * 1e-9, k.hbm_bytes * 1e-9,
-                       k.roofline_s > 0 ? ms(k.roofline_s) : "-");
+                       k.roofline_s > 0 ? seconds_as_ms(k.roofline_s) : "-");
   }
-  out += fmt::format("{:<18} {:>6} {:>10} {:>10} {:>7}", "step", "", "", ms(step.step_s), "100%");
+  out += fmt::format("{:<18} {:>6} {:>10} {:>10} {:>7}", "step", "", "", seconds_as_ms(step.step_s),
+                     "100%");
   for (auto c : cats)
     out +=
         fmt::format(" {:>8}", percent(step.by_category[static_cast<std::size_t>(c)] / step.step_s));
   out += fmt::format(" {:>9.3g} {:>8.3g} {:>10}\n", step.flops * 1e-9, step.hbm_bytes * 1e-9,
-                     step.roofline_s > 0 ? ms(step.roofline_s) : "-");
+                     step.roofline_s > 0 ? seconds_as_ms(step.roofline_s) : "-");
 
   out += "\nby category:";
   for (auto c : all_time_categories()) {
     const double s = step.by_category[static_cast<std::size_t>(c)];
     if (c == time_category::other && s <= 0) continue;
-    out += fmt::format(" {} {} ({}){}", to_string(c), ms(s),
+    out += fmt::format(" {} {} ({}){}", to_string(c), seconds_as_ms(s),
                        percent(step.step_s > 0 ? s / step.step_s : 0),
                        c == time_category::other ? "" : ",");
   }
@@ -98,8 +97,8 @@ std::string step_text(const model_definition& m, const step_breakdown& step,
   if (const auto groups = groups_of(m, step); !groups.empty()) {
     out += "by group:";
     for (std::size_t i = 0; i < groups.size(); ++i)
-      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", groups[i].first, ms(groups[i].second),
-                         percent(groups[i].second / step.step_s));
+      out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", groups[i].first,
+                         seconds_as_ms(groups[i].second), percent(groups[i].second / step.step_s));
     out += "\n";
     if (groups.size() >= 2 && groups[1].second > 0)
       out += fmt::format("{} takes {:.2f}x the time of {}\n", groups[0].first,
@@ -107,7 +106,7 @@ std::string step_text(const model_definition& m, const step_breakdown& step,
   }
   if (step.roofline_s > 0)
     out += fmt::format("roofline: every kernel at its roofline would take {} ({:.2f}x faster)\n",
-                       ms(step.roofline_s), step.step_s / step.roofline_s);
+                       seconds_as_ms(step.roofline_s), step.step_s / step.roofline_s);
   if (!step.untimed.empty())
     out += fmt::format("not timed (left out of the step): {}\n", fmt::join(step.untimed, ", "));
   for (std::size_t i = 0; i < step.kernels.size(); ++i)
@@ -128,15 +127,16 @@ std::string compare_text(const std::vector<target_step>& steps) {
   }
   const auto& f = steps[fastest];
   std::string out = fmt::format("shortest step: {}, {} on {} physical core{}", f.target,
-                                ms(f.step_s), f.cores, f.cores == 1 ? "" : "s");
+                                seconds_as_ms(f.step_s), f.cores, f.cores == 1 ? "" : "s");
   for (std::size_t i = 0; i < steps.size(); ++i)
     if (i != fastest)
-      out +=
-          fmt::format("; {} takes {} ({:.2f}x, {:+.1f}%)", steps[i].target, ms(steps[i].step_s),
-                      steps[i].step_s / f.step_s, 100.0 * (steps[i].step_s - f.step_s) / f.step_s);
+      out += fmt::format("; {} takes {} ({:.2f}x, {:+.1f}%)", steps[i].target,
+                         seconds_as_ms(steps[i].step_s), steps[i].step_s / f.step_s,
+                         100.0 * (steps[i].step_s - f.step_s) / f.step_s);
   out += "\nper physical core (step time x cores, what a chip's throughput follows):";
   for (std::size_t i = 0; i < steps.size(); ++i)
-    out += fmt::format("{} {} {}", i == 0 ? "" : ",", steps[i].target, ms(core_s(steps[i])));
+    out += fmt::format("{} {} {}", i == 0 ? "" : ",", steps[i].target,
+                       seconds_as_ms(core_s(steps[i])));
   return out + fmt::format(": {} gives the most steps per chip\n", steps[cheapest].target);
 }
 
@@ -149,10 +149,10 @@ std::string model_tuning::text() const {
   std::string out = fmt::format("model {} on {}: {} evaluations ({} allocation), {}\n", m.name,
                                 m.target, sum.evaluations, policy, sum.stopped);
   if (sum.before_s && sum.after_s)
-    out += fmt::format("step {} -> {} ({:+.1f}%, {:.2f}x faster){}\n\n", ms(*sum.before_s),
-                       ms(*sum.after_s), 100.0 * (*sum.after_s - *sum.before_s) / *sum.before_s,
-                       *sum.before_s / *sum.after_s,
-                       dir.empty() ? "" : fmt::format("; study files in {}", dir));
+    out += fmt::format(
+        "step {} -> {} ({:+.1f}%, {:.2f}x faster){}\n\n", seconds_as_ms(*sum.before_s),
+        seconds_as_ms(*sum.after_s), 100.0 * (*sum.after_s - *sum.before_s) / *sum.before_s,
+        *sum.before_s / *sum.after_s, dir.empty() ? "" : fmt::format("; study files in {}", dir));
   out += fmt::format("{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "kernel",
                      "calls", "evals", "before/call", "best/call", "step before", "step after",
                      "roofline", "gap/step");
@@ -163,12 +163,13 @@ std::string model_tuning::text() const {
     const auto& r = gaps[i];
     const double calls = static_cast<double>(k.calls);
     auto cell = [&](const trial* tr, double times) {
-      return tr ? ms(times * tr->result.objective) : std::string("-");
+      return tr ? seconds_as_ms(times * tr->result.objective) : std::string("-");
     };
-    out += fmt::format(
-        "{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", k.name, k.calls,
-        k.evaluations, cell(k.first, 1), cell(k.best, 1), cell(k.first, calls), cell(k.best, calls),
-        r.roofline_s > 0 ? ms(r.roofline_s) : "-", r.roofline_s > 0 ? ms(r.gap_s) : "-");
+    out +=
+        fmt::format("{:<18} {:>6} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", k.name,
+                    k.calls, k.evaluations, cell(k.first, 1), cell(k.best, 1), cell(k.first, calls),
+                    cell(k.best, calls), r.roofline_s > 0 ? seconds_as_ms(r.roofline_s) : "-",
+                    r.roofline_s > 0 ? seconds_as_ms(r.gap_s) : "-");
     gap += r.gap_s;
   }
   if (gap > 0) {
@@ -176,10 +177,10 @@ std::string model_tuning::text() const {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](auto a, auto b) { return gaps[a].gap_s > gaps[b].gap_s; });
-    out += fmt::format("\nthe gap to the roofline left in the step, {}:", ms(gap));
+    out += fmt::format("\nthe gap to the roofline left in the step, {}:", seconds_as_ms(gap));
     for (std::size_t i = 0; i < order.size() && i < 5 && gaps[order[i]].gap_s > 0; ++i)
       out += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", sum.kernels[order[i]].name,
-                         ms(gaps[order[i]].gap_s), percent(gaps[order[i]].gap_s / gap));
+                         seconds_as_ms(gaps[order[i]].gap_s), percent(gaps[order[i]].gap_s / gap));
     out += "\n";
   }
   out += "\nbest configs:\n";

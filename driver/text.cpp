@@ -34,4 +34,6 @@ std::string milliseconds(double ms) {
   return fmt::format("{:.3g} ms", ms);
 }
 
+std::string seconds_as_ms(double seconds) { return milliseconds(seconds * 1e3); }
+
 }  // namespace tessel

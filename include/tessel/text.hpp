@@ -17,4 +17,7 @@ namespace tessel {
 /// Milliseconds with three significant digits: "0.0412 ms", "12.3 ms", "1,234 ms".
 [[nodiscard]] std::string milliseconds(double ms);
 
+/// Seconds written as milliseconds(): 0.0123 -> "12.3 ms".
+[[nodiscard]] std::string seconds_as_ms(double seconds);
+
 }  // namespace tessel

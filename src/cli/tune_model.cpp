@@ -29,8 +29,6 @@ struct tune_model_options {
   bool quiet = false;
 };
 
-std::string ms(double seconds) { return milliseconds(seconds * 1e3); }
-
 /// A log line each time the step time improves (a live line on a terminal).
 class step_printer final : public model_observer {
  public:
@@ -40,10 +38,11 @@ class step_printer final : public model_observer {
     ++done_;
     const bool better = step_s && (!best_ || *step_s < *best_);
     if (better) best_ = step_s;
-    const auto line = fmt::format(
-        "[{:>6}{}] step {} | {} {}", done_, budget_ ? fmt::format("/{}", budget_) : "",
-        best_ ? ms(*best_) : "-", model_.member(kernel).name,
-        t.result.ok() ? ms(t.result.objective) : std::string(to_string(t.result.status)));
+    const auto line =
+        fmt::format("[{:>6}{}] step {} | {} {}", done_, budget_ ? fmt::format("/{}", budget_) : "",
+                    best_ ? seconds_as_ms(*best_) : "-", model_.member(kernel).name,
+                    t.result.ok() ? seconds_as_ms(t.result.objective)
+                                  : std::string(to_string(t.result.status)));
     if (tty_)
       fmt::print(stderr, "\r\033[K{}", line);
     else if (better)
