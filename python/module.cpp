@@ -199,6 +199,8 @@ struct py_study {
     }
     return dump(ops->call("summary", json::object()));
   }
+  /// Until the study's own stop condition (a joined study: its budget).
+  std::string run_budget() { return run(opened.until()); }
 };
 
 /// `s`: the space (None: the driver reads the spec's file); `spec`: a
@@ -229,6 +231,31 @@ std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::s
   auto out = std::make_unique<py_study>();
   out->read_space = !o.space;
   out->opened = open_study(std::move(parsed), std::move(o));
+  out->ops =
+      std::make_unique<agent_ops>(*out->opened.study, out->opened.backend, out->opened.evaluates);
+  return out;
+}
+
+/// One more worker of the shared study at `url` (docs/distributed.md):
+/// join_study's request, with this process's backend, settings and jobs.
+std::unique_ptr<py_study> join_shared(const std::string& url, const std::string& backend,
+                                      const std::map<std::string, std::string>& settings,
+                                      std::size_t jobs, std::optional<std::uint64_t> seed,
+                                      double wait_s, const std::string& name) {
+  join_request r;
+  r.url = url;
+  r.backend = backend;
+  r.backend_settings = settings_map(settings.begin(), settings.end());
+  r.jobs = jobs;
+  r.seed = seed;
+  r.wait_s = wait_s;
+  r.worker.name = name;
+  auto joined = [&] {
+    py::gil_scoped_release release;  // it may wait for the study to be created
+    return join_study(r);
+  }();
+  auto out = std::make_unique<py_study>();
+  out->opened = std::move(joined.opened);
   out->ops =
       std::make_unique<agent_ops>(*out->opened.study, out->opened.backend, out->opened.evaluates);
   return out;
@@ -364,9 +391,12 @@ PYBIND11_MODULE(_tessel, m) {
   py::class_<py_study>(m, "Study")
       .def(py::init(&make_study), py::arg("space"), py::arg("spec"), py::arg("backend"),
            py::arg("resume"))
+      .def_static("join", &join_shared, py::arg("url"), py::arg("backend"), py::arg("settings"),
+                  py::arg("jobs"), py::arg("seed"), py::arg("wait"), py::arg("name"))
       .def("read_space", [](const py_study& s) { return s.read_space; })
       .def("space", [](const py_study& s) { return s.opened.study->space(); })
       .def("call", &py_study::call)
       .def("run", &py_study::run)
+      .def("run_budget", &py_study::run_budget)
       .def("report", [](const py_study& s) { return s.ops->report_text(); });
 }

@@ -175,6 +175,8 @@ class Study:
     trials at any jobs (docs/scheduler.md).
     """
 
+    _joined = False  # made by Study.join: run() goes on until the shared study's budget
+
     def __init__(self, space, backend=None, strategy="auto", seed=0, db=None, resume=False,
                  scheduler="utility", token_price=0.0, verify=False, jobs=1, window=4,
                  baseline=True):
@@ -190,6 +192,25 @@ class Study:
                                  None if isinstance(backend, str) else backend, resume)
         if self._st.read_space():  # read for the backend's target (cpu)
             self.space = Space(self._st.space(), dict(space._origin))
+
+    @classmethod
+    def join(cls, url, backend=None, settings=None, jobs=0, seed=None, wait=0.0, name=""):
+        """One more worker of a shared study (docs/distributed.md), as `tessel worker URL` is:
+        the study at `url` (postgresql://...?study=NAME, made by `tessel tune --db URL` or a
+        Study with db=URL) rebuilt from what it recorded. backend: a spec replacing the
+        study's for this worker (e.g. "trainium" on a host with NeuronCores); settings: a
+        dict added to the study's backend settings; jobs: trials evaluated at once (0 = the
+        backend's concurrency); seed: this worker's (default: from the study's seed and the
+        worker's name); wait: seconds to wait for the study to be created; name: what other
+        workers and `tessel show` call it (default host:pid). run() then works the study
+        until its budget is spent."""
+        self = cls.__new__(cls)
+        self._st = _tessel.Study.join(str(url), backend or "",
+                                      {str(k): str(v) for k, v in (settings or {}).items()},
+                                      jobs, seed, float(wait), name)
+        self.space = Space(self._st.space())
+        self._joined = True
+        return self
 
     def _call(self, op, **args):
         return _json.loads(self._st.call(op, _dumps({k: v for k, v in args.items() if v is not None})))
@@ -215,7 +236,10 @@ class Study:
 
     def run(self, until=None, evaluations=None):
         """Runs on the backend until a stop condition (tessel.stop.*, composable with | and &)
-        or for `evaluations` more evaluations; returns the summary dict."""
+        or for `evaluations` more evaluations (a joined study: until its budget is spent);
+        returns the summary dict."""
+        if until is None and evaluations is None and self._joined:
+            return _json.loads(self._st.run_budget())["summary"]
         if until is None:
             done = self._call("summary")["summary"]["evaluations"]
             until = stop.evaluations(done + (evaluations or 1))
