@@ -34,25 +34,11 @@ void dma_sharing::reset(std::size_t n, const machine& m) {
   t_ = active_ns_ = work_ns_ = 0;
 }
 
-void dma_sharing::start(std::uint32_t id, double work_ns, double now) {
-  advance(now, false);
-  remaining_[id] = work_ns;
-  const double hbm_bytes = hbm_rate_[id];  // set by describe()
-  hbm_rate_[id] = hbm_bytes > 0 && work_ns > 0 ? hbm_bytes / work_ns : 0;
-  active_.push_back(id);
-  if (mask_[id] != full_mask_) ++not_full_;
-  reshare(now);
-}
-
-const std::vector<std::uint32_t>& dma_sharing::finish_due(double now) {
-  advance(now, true);
-  reshare(now);
-  return finished_;
-}
-
 /// Moves the active data phases on to `now`. With `collect`, those done by
-/// now (within 1e-6 ns) leave active_ for finished_, in order.
-void dma_sharing::advance(double now, bool collect) {
+/// now (within 1e-6 ns) leave active_ for finished_, in order. A template
+/// so that each caller's loop is compiled for its own case.
+template <bool collect>
+void dma_sharing::advance(double now) {
   const double dt = now - t_;
   const bool moved = dt > 0 && !active_.empty();
   if (!moved && !collect) {
@@ -61,21 +47,22 @@ void dma_sharing::advance(double now, bool collect) {
   }
   std::uint32_t used = 0;
   std::size_t kept = 0;
-  if (collect) finished_.clear();
+  if constexpr (collect) finished_.clear();
   for (const auto id : active_) {
     if (moved) {
       remaining_[id] = std::max(0.0, remaining_[id] - dt * rate_[id]);
       used |= mask_[id];
     }
-    if (!collect) continue;
-    if (remaining_[id] <= 1e-6) {
-      finished_.push_back(id);
-      if (mask_[id] != full_mask_) --not_full_;
-    } else {
-      active_[kept++] = id;
+    if constexpr (collect) {
+      if (remaining_[id] <= 1e-6) {
+        finished_.push_back(id);
+        if (mask_[id] != full_mask_) --not_full_;
+      } else {
+        active_[kept++] = id;
+      }
     }
   }
-  if (collect) active_.resize(kept);
+  if constexpr (collect) active_.resize(kept);
   if (moved) {
     active_ns_ += dt;
     work_ns_ += dt * bits_set(used);
@@ -125,6 +112,22 @@ void dma_sharing::reshare(double now) {
     }
   }
   next_ = now + first;
+}
+
+void dma_sharing::start(std::uint32_t id, double work_ns, double now) {
+  advance<false>(now);
+  remaining_[id] = work_ns;
+  const double hbm_bytes = hbm_rate_[id];  // set by describe()
+  hbm_rate_[id] = hbm_bytes > 0 && work_ns > 0 ? hbm_bytes / work_ns : 0;
+  active_.push_back(id);
+  if (mask_[id] != full_mask_) ++not_full_;
+  reshare(now);
+}
+
+const std::vector<std::uint32_t>& dma_sharing::finish_due(double now) {
+  advance<true>(now);
+  reshare(now);
+  return finished_;
 }
 
 }  // namespace tessel::sim

@@ -42,7 +42,8 @@ class dma_sharing {
   [[nodiscard]] double work_ns() const noexcept { return work_ns_; }
 
  private:
-  void advance(double now, bool collect);
+  template <bool collect>
+  void advance(double now);
   void reshare(double now);
 
   std::uint32_t full_mask_ = 0;  ///< the mask of a transfer that uses every DMA engine
