@@ -145,6 +145,8 @@ int main(int argc, char** argv) {
   if (std::string extra; std::getline(before, extra)) {
     ++differ;
     ++beyond;
+    largest = std::numeric_limits<double>::infinity();
+    largest_at = "the line count";
     fmt::print("{} has more lines than this run (other options?)\n", compare);
   }
   fmt::print("{} of {} configs differ from {}", differ, lines, compare);
