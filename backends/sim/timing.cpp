@@ -1,19 +1,17 @@
 // timing.cpp: the event-driven timing model (timing.hpp). One pass over a
 // time-ordered event queue. Compute engines and DMA queues run their streams
-// in order; DMA data phases share the 16 DMA engines (each active transfer
-// progresses at 1/n of its busiest engine, n = transfers using it: the round
-// robin between queues of the NKI DMA overview). The cost of each
-// instruction comes from cost_rules.hpp; every rule is stated in
-// docs/simulator.md with its source.
+// in order; DMA data phases share the 16 DMA engines (dma_sharing.hpp). The
+// cost of each instruction comes from cost_rules.hpp; the set-up pass is
+// timing_setup.cpp, the critical path timing_path.cpp. Every rule is stated
+// in docs/simulator.md with its source.
 #include "timing.hpp"
+#include "cost_rules.hpp"
+#include "timing_parts.hpp"
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <limits>
 #include <stdexcept>
-#include <tuple>
-#include <type_traits>
 #include <utility>
 
 namespace tessel::sim {
@@ -25,7 +23,9 @@ using cost_rule::tensor_cycles;
 
 namespace {
 
-enum class cause_kind : std::uint8_t { none, engine, dependency, port };
+using timing_detail::cause_kind;
+using timing_detail::last_value;
+
 enum class event_kind : std::uint8_t { compute_end, dma_issue_end, wake };
 
 struct event {
@@ -50,34 +50,15 @@ struct port {
 
 /// Per-thread storage reused across runs (no reallocation per config).
 struct workspace {
-  std::vector<std::uint32_t> cause, mask, active, finished;
+  std::vector<std::uint32_t> cause;
   std::vector<std::uint32_t> waiters;  ///< per instruction: engines waiting for its end (bits)
   std::vector<memory> buffer_memory;   ///< per buffer: where it lives
-  std::vector<double> start, end, data_start, done, ready, remaining, rate, hbm_rate;
+  std::vector<double> start, end, data_start, done, ready;
   std::vector<cause_kind> cause_kinds;
-  std::array<std::vector<std::uint32_t>, engine_count> streams;
+  timing_detail::engine_streams streams;
   std::vector<event> heap;
   std::vector<double> shares;
-};
-
-/// The last value of a cost rule and the instruction fields it reads:
-/// streams repeat one shape for long runs, and the rules are pure, so the
-/// value is the rule's to the bit.
-template <auto rule, auto... fields>
-struct last_value {
-  decltype(rule(instruction{}, machine{})) value{};
-  std::tuple<std::remove_cvref_t<decltype(instruction{}.*fields)>...> key{};
-  bool known = false;
-
-  auto get(const instruction& in, const machine& m) {
-    const auto k = std::tuple{in.*fields...};
-    if (!known || k != key) {
-      value = rule(in, m);
-      key = k;
-      known = true;
-    }
-    return value;
-  }
+  dma_sharing sharing;
 };
 
 /// The hybrid event model. Engines with no shared resource (TensorE always;
@@ -109,8 +90,9 @@ class simulator {
       const double heap_next =
           heap_.empty() ? never
                         : heap_.front().t;  // NOLINT(bugprone-narrowing-conversions): both double
-      if (share_next_ < never && share_next_ <= heap_next) {
-        now_ = share_next_;
+      if (const double share_next = sharing_.next();
+          share_next < never && share_next <= heap_next) {
+        now_ = share_next;
         on_share_event();
       } else if (!heap_.empty()) {
         std::pop_heap(heap_.begin(), heap_.end(), later{});
@@ -135,54 +117,13 @@ class simulator {
     end_.resize(n_);
     data_start_.resize(n_);
     ready_.resize(n_);
-    remaining_.resize(n_);
-    rate_.resize(n_);
-    hbm_rate_.resize(n_);
-    mask_.resize(n_);
     done_.assign(n_, -1);  // -1: the end is not known yet
     cause_.assign(n_, program::none);
     cause_kind_.assign(n_, cause_kind::none);
     waiters_.assign(n_, 0);
     heap_.clear();
-    active_.clear();
-    for (auto& st : streams_) st.clear();
-    not_full_ = 0;
-    // buffer ids are checked once here, not per instruction
-    auto& where = w_.buffer_memory;
-    where.clear();
-    for (const auto& b : p_.buffers()) where.push_back(b.where);
-    for (std::size_t i = 0; i < n_; ++i) {
-      const auto& in = ins_[i];
-      streams_[in.engine].push_back(static_cast<std::uint32_t>(i));
-      const bool dma_engine = is_dma(in.engine);
-      const bool reads_buffers = dma_engine || in.kind == op::dma;
-      const memory src = reads_buffers ? where.at(in.src) : memory::sbuf;
-      const memory dst = reads_buffers ? where.at(in.dst) : memory::sbuf;
-      tally(in, src, dst);
-      if (dma_engine) {
-        mask_[i] = dma_mask_.get(in, m_);
-        // until its data phase starts (on_issue_end), hbm_rate_ holds the
-        // bytes it moves to or from HBM
-        const bool hbm = src == memory::hbm || dst == memory::hbm;
-        hbm_rate_[i] = hbm ? static_cast<double>(in.count) * in.partitions * in.free : 0;
-      }
-    }
-  }
-
-  /// Adds `in` to the byte and instruction tallies (in program order, as
-  /// the sums have always been taken).
-  void tally(const instruction& in, memory src, memory dst) {
-    totals_.instructions += in.count;
-    if (in.kind == op::dma) {
-      const double bytes = static_cast<double>(in.count) * in.partitions * in.free;
-      if (src == memory::hbm) totals_.hbm_read_bytes += bytes;
-      if (dst == memory::hbm) totals_.hbm_write_bytes += bytes;
-      if (src == memory::sbuf || dst == memory::sbuf) totals_.sbuf_dma_bytes += bytes;
-    } else if (in.kind == op::matmul || in.kind == op::transpose) {
-      const double rows = in.kind == op::matmul ? in.aux : in.free;
-      const double cols = in.kind == op::matmul ? in.free : in.partitions;
-      totals_.psum_write_bytes += static_cast<double>(in.count) * rows * cols * 4;
-    }
+    sharing_.reset(n_, m_);
+    totals_ = timing_detail::prepare(p_, m_, streams_, sharing_, w_.buffer_memory);
   }
 
   /// Whether every dependency of `id` has a known end (possibly in the
@@ -264,22 +205,13 @@ class simulator {
   }
 
   void on_issue_end(std::uint32_t id) {
-    advance_sharing();
     data_start_[id] = now_;
-    const auto& in = ins_[id];
-    remaining_[id] = dma_data_.get(in, m_);
-    const double hbm_bytes = hbm_rate_[id];  // set by prepare()
-    hbm_rate_[id] = hbm_bytes > 0 && remaining_[id] > 0 ? hbm_bytes / remaining_[id] : 0;
-    active_.push_back(id);
-    if (mask_[id] != full_mask()) ++not_full_;
-    reshare();
+    sharing_.start(id, dma_data_.get(ins_[id], m_), now_);
   }
 
   /// The earliest predicted end of a data phase: finish every transfer done by now.
   void on_share_event() {
-    advance_sharing(true);
-    reshare();
-    for (const auto id : finished_) on_data_end(id);
+    for (const auto id : sharing_.finish_due(now_)) on_data_end(id);
   }
 
   void on_data_end(std::uint32_t id) {
@@ -462,97 +394,6 @@ class simulator {
     return duration;
   }
 
-  // --- DMA engines shared by the active data phases --------------------------------------
-
-  /// The mask of a transfer that uses every DMA engine.
-  [[nodiscard]] std::uint32_t full_mask() const noexcept { return full_mask_; }
-
-  /// The bits set in `x` (std::popcount is a library call without -mpopcnt).
-  [[nodiscard]] static int bits_set(std::uint32_t x) noexcept {
-    x = x - ((x >> 1) & 0x5555'5555u);
-    x = (x & 0x3333'3333u) + ((x >> 2) & 0x3333'3333u);
-    x = (x + (x >> 4)) & 0x0F0F'0F0Fu;
-    return static_cast<int>((x * 0x0101'0101u) >> 24);
-  }
-
-  /// Moves the active data phases on to now_. With `collect`, those done by
-  /// now (within 1e-6 ns) leave active_ for finished_, in order.
-  void advance_sharing(bool collect = false) {
-    const double dt = now_ - share_t_;
-    const bool moved = dt > 0 && !active_.empty();
-    if (!moved && !collect) {
-      share_t_ = now_;
-      return;
-    }
-    std::uint32_t used = 0;
-    std::size_t kept = 0;
-    if (collect) finished_.clear();
-    const std::uint32_t full = full_mask();
-    for (const auto id : active_) {
-      if (moved) {
-        remaining_[id] = std::max(0.0, remaining_[id] - dt * rate_[id]);
-        used |= mask_[id];
-      }
-      if (!collect) continue;
-      if (remaining_[id] <= 1e-6) {
-        finished_.push_back(id);
-        if (mask_[id] != full) --not_full_;
-      } else {
-        active_[kept++] = id;
-      }
-    }
-    if (collect) active_.resize(kept);
-    if (moved) {
-      dma_active_ns_ += dt;
-      dma_work_ns_ += dt * bits_set(used);
-    }
-    share_t_ = now_;
-  }
-
-  /// Each active transfer progresses at 1/n of its busiest engine, n = the
-  /// transfers using that engine. One event stands for the earliest end.
-  void reshare() {
-    share_next_ = std::numeric_limits<double>::infinity();
-    if (active_.empty()) return;
-    const bool all_full = not_full_ == 0;
-    double first = std::numeric_limits<double>::infinity();
-    double total = 0;  // HBM bytes per ns at these rates (summed in active_ order)
-    if (all_full) {    // the common case: every transfer spans all 16 engines
-      const double rate = 1.0 / static_cast<double>(active_.size());
-      for (const auto id : active_) {
-        rate_[id] = rate;
-        first = std::min(first, remaining_[id]);
-        total += rate * hbm_rate_[id];
-      }
-      first /= rate;
-    } else {
-      std::array<int, 32> load{};
-      for (const auto id : active_)
-        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1) ++load[std::countr_zero(bits)];
-      for (const auto id : active_) {
-        int worst = 1;
-        for (std::uint32_t bits = mask_[id]; bits; bits &= bits - 1)
-          worst = std::max(worst, load[std::countr_zero(bits)]);
-        rate_[id] = 1.0 / worst;
-        first = std::min(first, remaining_[id] * worst);
-        total += rate_[id] * hbm_rate_[id];
-      }
-    }
-    // HBM bandwidth is shared too: the core's share of the chip's HBM caps
-    // the bytes per ns of every transfer that reads or writes HBM
-    if (m_.hbm_bytes_per_ns > 0) {
-      if (total > m_.hbm_bytes_per_ns) {
-        const double scale = m_.hbm_bytes_per_ns / total;
-        first = std::numeric_limits<double>::infinity();
-        for (const auto id : active_) {
-          if (hbm_rate_[id] > 0) rate_[id] *= scale;
-          first = std::min(first, remaining_[id] / rate_[id]);
-        }
-      }
-    }
-    share_next_ = now_ + first;
-  }
-
   // --- results ---------------------------------------------------------------------------
 
   void check_finished() const {
@@ -571,8 +412,8 @@ class simulator {
     const std::uint32_t last = last_;
     r.latency_ns = last == program::none ? 0 : done_[last];
     r.busy_ns = busy_ns_;
-    r.dma_active_ns = dma_active_ns_;
-    r.dma_work_ns = dma_work_ns_;
+    r.dma_active_ns = sharing_.active_ns();
+    r.dma_work_ns = sharing_.work_ns();
     r.tensor_ideal_ns = tensor_ideal_ns_;
     r.tensor_warmup_ns = tensor_warmup_loss_ns_;
     r.instructions = totals_.instructions;
@@ -580,7 +421,8 @@ class simulator {
     r.hbm_write_bytes = totals_.hbm_write_bytes;
     r.sbuf_dma_bytes = totals_.sbuf_dma_bytes;
     r.psum_write_bytes = totals_.psum_write_bytes;
-    critical_path(r, last);
+    timing_detail::critical_path(p_, {cause_, cause_kind_, start_, end_, data_start_, done_}, last,
+                                 r, w_.shares);
     if (o_.record) {
       r.start_ns = start_;
       r.end_ns = end_;
@@ -588,53 +430,6 @@ class simulator {
       r.data_start_ns = data_start_;
     }
     return r;
-  }
-
-  /// Walks back from the last instruction along the causes of each start.
-  void critical_path(timing_result& r, std::uint32_t last) const {
-    // phases: 0..3 compute engines (tensor, vector, scalar, gpsimd), 4 dma issue, 5 dma data, 6 dma
-    // latency
-    static constexpr std::array<const char*, 7> phase_names{
-        "tensor", "vector", "scalar", "gpsimd", "dma issue", "dma data", "dma latency"};
-    const std::size_t tags = p_.tags().size();
-    auto& shares = w_.shares;
-    shares.assign(phase_names.size() * std::max<std::size_t>(tags, 1), 0.0);
-    auto add = [&](std::size_t phase, std::uint16_t tag, double ns) {
-      if (ns > 0) shares[phase * tags + tag] += ns;
-    };
-    std::uint32_t cur = last;
-    double until = last == program::none ? 0 : done_[last];
-    while (cur != program::none) {
-      const auto& in = ins_[cur];
-      const auto next = cause_[cur];
-      double next_until = 0;  // where the cause's share ends
-      if (next != program::none) {
-        switch (cause_kind_[cur]) {
-          case cause_kind::engine:
-          case cause_kind::port: next_until = end_[next]; break;
-          default: next_until = done_[next]; break;
-        }
-      }
-      if (is_dma(in.engine)) {
-        // [next_until, until] splits into the issue (or the wait it
-        // overlapped), the data phase and the completion latency
-        const double lo = std::min(next_until, until);
-        const double data_start = std::max(data_start_[cur], lo), data_end = end_[cur];
-        add(4, in.tag, std::min(until, data_start) - lo);
-        add(5, in.tag, std::min(until, data_end) - data_start);
-        add(6, in.tag, until - std::max(data_end, lo));
-      } else {
-        add(static_cast<std::size_t>(in.engine - tensor_engine), in.tag, until - start_[cur]);
-      }
-      if (next != program::none) until = next_until;
-      cur = next;
-    }
-    for (std::size_t ph = 0; ph < phase_names.size(); ++ph)
-      for (std::size_t t = 0; t < tags; ++t)
-        if (shares[ph * tags + t] > 0)
-          r.critical_path.push_back({phase_names[ph], p_.tags()[t], shares[ph * tags + t]});
-    std::stable_sort(r.critical_path.begin(), r.critical_path.end(),
-                     [](const path_share& a, const path_share& b) { return a.ns > b.ns; });
   }
 
   const program& p_;
@@ -650,15 +445,9 @@ class simulator {
   std::vector<double>& ready_ = w_.ready;
   std::vector<std::uint32_t>& cause_ = w_.cause;
   std::vector<cause_kind>& cause_kind_ = w_.cause_kinds;
-  std::vector<double>& remaining_ = w_.remaining;
-  std::vector<double>& rate_ = w_.rate;
-  std::vector<double>& hbm_rate_ = w_.hbm_rate;  ///< bytes per ns at full rate (0: no HBM)
-  std::vector<std::uint32_t>& mask_ = w_.mask;
-  std::array<std::vector<std::uint32_t>, engine_count>& streams_ = w_.streams;
+  timing_detail::engine_streams& streams_ = w_.streams;
   std::array<std::size_t, engine_count> head_{};
   std::array<bool, engine_count> busy_{}, eager_{}, queued_{}, waking_{};
-  const std::uint32_t full_mask_ =
-      m_.dma_engines >= 32 ? ~0u : (1u << m_.dma_engines) - 1;  ///< see full_mask()
   std::array<engine_id, engine_count> work_{};
   int work_size_ = 0;
   std::vector<std::uint32_t>& waiters_ = w_.waiters;
@@ -675,31 +464,21 @@ class simulator {
   port psum_port_, sbuf_port_;
 
   std::vector<event>& heap_ = w_.heap;
+  dma_sharing& sharing_ = w_.sharing;
   std::uint64_t seq_ = 0;
   double now_ = 0;
-
-  std::vector<std::uint32_t>& active_ = w_.active;
-  std::size_t not_full_ = 0;  ///< active transfers that do not span every DMA engine
-  std::vector<std::uint32_t>& finished_ = w_.finished;
-  double share_next_ = std::numeric_limits<double>::infinity();
-  double share_t_ = 0, dma_active_ns_ = 0, dma_work_ns_ = 0;
 
   double tensor_last_end_ = -1, tensor_prev_cycles_ = 0;
   last_value<tensor_cycles, &instruction::kind, &instruction::type, &instruction::partitions,
              &instruction::free, &instruction::aux>
       tensor_cycles_;
-  last_value<dma_engine_mask, &instruction::partition_offset, &instruction::partitions> dma_mask_;
   last_value<dma_data_ns, &instruction::partition_offset, &instruction::partitions,
              &instruction::free, &instruction::aux, &instruction::count>
       dma_data_;
   warmup_throttle throttle_;
   double tensor_ideal_ns_ = 0, tensor_warmup_loss_ns_ = 0;
 
-  /// The byte and instruction tallies of the program (prepare()).
-  struct {
-    std::uint64_t instructions = 0;
-    double hbm_read_bytes = 0, hbm_write_bytes = 0, sbuf_dma_bytes = 0, psum_write_bytes = 0;
-  } totals_;
+  timing_detail::program_tallies totals_;  ///< of the program (prepare())
 };
 
 }  // namespace
