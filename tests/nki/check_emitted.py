@@ -120,7 +120,7 @@ def structure_difference(got, want):
         return "; ".join(f"program {p}: {d}" for p, d in
                          enumerate(structure_difference(g, w) for g, w in zip(got, want)) if d)
     diffs = []
-    for key in ("matmul", "transpose", "dma", "psum_banks", "engines"):
+    for key in ("matmul", "transpose", "dma", "psum_banks", "engines", "collectives"):
         g, w = got.get(key), want.get(key)
         if g == w:
             continue

@@ -401,6 +401,56 @@ void spmd_into(emissions& out, int numeric, int structural) {
   }
 }
 
+/// The sharded examples on a target of several ranks (trn2_chip: 8 NeuronCores
+/// of one chip; docs/nki.md, "Ranks and collectives"), at a reduced shape, with
+/// configs that split them over 2 and 4 ranks: each must emit a kernel of one
+/// rank's plan joined by the collectives of its split (`RANKS = tp`).
+struct ranks_case {
+  std::string file;
+  sets shape;
+  std::vector<std::string> configs;  ///< partial JSON: the split (the rest its defaults)
+};
+const std::vector<ranks_case>& ranks_cases() {
+  static const std::vector<ranks_case> table{
+      {"sharded_matmul.tsl",
+       reduced_shapes().at("sharded_matmul.tsl"),
+       {R"({"tp": 2, "shard": "m"})", R"({"tp": 4, "shard": "n", "overlap": true})",
+        R"({"tp": 2, "shard": "k", "overlap": true})", R"({"tp": 4, "shard": "k"})"}},
+      {"sharded_attention.tsl",
+       {{"seq", "256"}, {"heads", "4"}},
+       {R"({"tp": 2})", R"({"tp": 4, "overlap": true})"}},
+      {"sharded_attention.tsl",
+       {{"seq", "256"}, {"heads", "4"}, {"output", "sharded"}},
+       {R"({"tp": 4})"}},
+  };
+  return table;
+}
+
+/// Emits ranks_cases() for trn2_chip: its configs (each also broken both ways),
+/// `numeric` sampled configs to run and `structural` to count.
+void ranks_into(emissions& out, int numeric, int structural) {
+  for (std::size_t i = 0; i < ranks_cases().size(); ++i) {
+    const auto& rc = ranks_cases()[i];
+    CAPTURE(rc.file);
+    const auto s = load(rc.file, rc.shape, "trn2_chip");
+    const std::string workload = workload_of(s);
+    const std::string base = fmt::format("ranks_{}{}", stem(rc.file), i);
+    for (std::size_t k = 0; k < rc.configs.size(); ++k) {
+      CAPTURE(rc.configs[k]);
+      const auto c = s.from_partial_json(rc.configs[k]);
+      REQUIRE(s.is_valid(c));
+      const std::string name = fmt::format("{}_split{}.py", base, k);
+      REQUIRE(out.add(name, workload, s, c, false));
+      INFO(name, " is not a kernel of ranks joined by collectives");
+      CHECK(read(out.dir() / name).find("\nRANKS = ") != std::string::npos);
+      for (const char* fault : {"drop_tail", "skip_accumulation"})  // in every rank's kernel
+        CHECK(
+            out.add(fmt::format("{}_split{}_{}.py", base, k, fault), workload, s, c, false, fault));
+    }
+    sample_into(out, s, workload, base, numeric, structural, false);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every example space the simulator takes has a reduced shape and every workload one") {
@@ -453,6 +503,8 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
   }
   // a two-core logical NeuronCore: SPMD kernels, a third as many configs
   spmd_into(out, std::max(1, numeric / 3), structural / 5);
+  // ranks joined by collectives (tp > 1): as many again
+  ranks_into(out, std::max(1, numeric / 3), structural / 5);
   out.finish();
 }
 

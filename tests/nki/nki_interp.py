@@ -256,16 +256,20 @@ class Counts:
         self.dma = {}  # "hbm->sbuf": [transfers, bytes]
         self.psum_banks = set()
         self.engines = collections.Counter()
+        self.collectives = {}  # "all_gather": [calls, bytes of the destinations] (nki_ranks.py)
 
     def as_dict(self):
-        """The form of an emitted file's STRUCTURE."""
-        return {
+        """The form of an emitted file's STRUCTURE (collectives only when a rank calls any)."""
+        out = {
             "matmul": dict(self.matmul),
             "transpose": dict(self.transpose),
             "dma": {k: tuple(v) for k, v in self.dma.items()},
             "psum_banks": len(self.psum_banks),
             "engines": {e: self.engines[e] for e in self.ENGINES},
         }
+        if self.collectives:
+            out["collectives"] = {k: tuple(v) for k, v in self.collectives.items()}
+        return out
 
 
 class _State:
@@ -445,7 +449,7 @@ def _make_language():
     nl = types.ModuleType("nki.language")
     for name in _DTYPES:
         setattr(nl, name, name)
-    nl.sbuf, nl.psum, nl.shared_hbm, nl.hbm = SBUF, PSUM, HBM, HBM
+    nl.sbuf, nl.psum, nl.shared_hbm, nl.hbm, nl.private_hbm = SBUF, PSUM, HBM, HBM, HBM
     nl.ndarray = _ndarray
     nl.affine_range = nl.sequential_range = nl.static_range = _range
     nl.arange = lambda n: _Index(np.arange(n))
@@ -773,10 +777,14 @@ def _jit(fn):
 
 
 def install():
-    """Puts the interpreter's `nki`, `nki.language` and `nki.isa` in sys.modules."""
+    """Puts the interpreter's `nki`, `nki.language`, `nki.isa` and `nki.collectives`
+    (nki_ranks.py) in sys.modules."""
+    import nki_ranks  # noqa: E402 (it imports this module)
     nki = types.ModuleType("nki")
     nki.language, nki.isa, nki.jit = _make_language(), _make_isa(), _jit
-    sys.modules.update({"nki": nki, "nki.language": nki.language, "nki.isa": nki.isa})
+    nki.collectives = nki_ranks.make_collectives()
+    sys.modules.update({"nki": nki, "nki.language": nki.language, "nki.isa": nki.isa,
+                        "nki.collectives": nki.collectives})
 
 
 _counter = itertools.count()
@@ -841,6 +849,9 @@ def run(module, inputs, sbuf_bytes=196608):
     """Runs the module's @nki.jit kernel on {name: numpy array}; returns {name: float64 array}.
     structure() then says what it did."""
     kernel = _kernel(module)
+    if getattr(module, "RANKS", 1) > 1:  # ranks joined by collectives
+        import nki_ranks  # noqa: E402
+        return nki_ranks.run(module, kernel, inputs, sbuf_bytes)
     STATE.reset(sbuf_bytes, grid=_grid(module))
     args = []
     for name, spec in module.INPUTS.items():
@@ -860,6 +871,10 @@ def count(module, sbuf_bytes=196608):
     any size are counted in a fraction of the time run() takes. A kernel whose control
     flow read data would be refused (Python loops here see only integers)."""
     kernel = _kernel(module)
+    if getattr(module, "RANKS", 1) > 1:
+        import nki_ranks  # noqa: E402
+        nki_ranks.run(module, kernel, None, sbuf_bytes)
+        return structure()
     STATE.reset(sbuf_bytes, compute=False, grid=_grid(module))
     args = [Tensor(_shape_only(spec[0]), spec[1], HBM, name)
             for name, spec in module.INPUTS.items()]

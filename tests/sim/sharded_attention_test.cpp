@@ -172,15 +172,16 @@ TEST_CASE("sharded_attention: explain names the all-gather when it is the bottle
                       "all-gather of O (ring, 16 ranks, 2.00 MiB)", with(s, R"({"tp": 1})"));
 }
 
-TEST_CASE("sharded_attention: NKI emission refuses a sharded config and emits tp = 1") {
+TEST_CASE("sharded_attention: NKI emission of tp = 1 and of ranks joined by an all-gather") {
   const space s = example("trn2", {{"seq", "512"}, {"heads", "1"}});
   std::string text;
   CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
   CHECK(text.find("nc_matmul") != std::string::npos);
   const space chip = example("trn2_chip", small);
-  CHECK(nki_refusal(chip, R"({"tp": 8})")
-            .find("NKI emission of collectives is not implemented (tp = 8 splits the heads and "
-                  "needs an all-gather of O)") != std::string::npos);
+  const std::string ranks = emit_nki(chip, with(chip, R"({"tp": 8})"), nki_options{});
+  CHECK(ranks.find("\nRANKS = 8 ") != std::string::npos);
+  CHECK(ranks.find("ncc.all_gather(srcs=[O_rank], dsts=[O], replica_group=group, "
+                   "collective_dim=0)") != std::string::npos);
   // one rank's 16 heads: attention's kernel in a loop over the stacked heads
   const space many = example("trn2", small);
   CHECK(nki_refusal(many, R"({"tp": 1})").empty());

@@ -117,13 +117,22 @@ TEST_CASE("sharded_matmul: explain names the collective when it is the bottlenec
                       "all-reduce of C (ring, 16 ranks", with(s, R"({"tp": 1})"));
 }
 
-TEST_CASE("sharded_matmul: NKI emission refuses a sharded config and emits tp = 1") {
+TEST_CASE("sharded_matmul: NKI emission of tp = 1 and of ranks joined by collectives") {
   const space s = example("trn2", small);
   std::string text;
   CHECK_NOTHROW(text = emit_nki(s, with(s, R"({"tp": 1})"), nki_options{}));
   CHECK(text.find("nc_matmul") != std::string::npos);
+  CHECK(text.find("RANKS") == std::string::npos);
+  // tp = 8 (docs/nki.md, "Ranks and collectives"): one rank's kernel, then its collective
   const space chip = example("trn2_chip", small);
-  CHECK(nki_refusal(chip, R"({"tp": 8})")
-            .find("NKI emission of collectives is not implemented (tp = 8 needs an all-gather "
-                  "of C)") != std::string::npos);
+  const std::string gather = emit_nki(chip, with(chip, R"({"tp": 8})"), nki_options{});
+  CHECK(gather.find("\nRANKS = 8 ") != std::string::npos);
+  CHECK(gather.find("def matmul_rank(A, B, C):") != std::string::npos);
+  CHECK(gather.find("ncc.all_gather(srcs=[C_rank], dsts=[C.reshape((RANKS, ") != std::string::npos);
+  CHECK(gather.find("\"collectives\": {\"all_gather\": (1, ") != std::string::npos);
+  // shard = k with overlap: an all-reduce per C block of the rank
+  const std::string reduce =
+      emit_nki(chip, with(chip, R"({"tp": 4, "shard": "k", "overlap": true})"), nki_options{});
+  CHECK(reduce.find("ncc.all_reduce(srcs=[C_rank[r0:r1, c0:c1]], dsts=[C[r0:r1, c0:c1]]") !=
+        std::string::npos);
 }

@@ -81,6 +81,9 @@ struct structure {
   std::map<std::string, transfers> dma;          ///< by direction: "hbm->sbuf", "sbuf->hbm", ...
   int psum_banks = 0;                            ///< PSUM banks written (one buffer per bank)
   std::map<std::string, std::uint64_t> engines;  ///< instructions: "tensor", "vector", ...
+  /// a rank's collectives by NKI call ("all_gather"): calls and the bytes their
+  /// destinations hold (ranks.hpp; empty for a one-rank kernel)
+  std::map<std::string, transfers> collectives;
 };
 
 /// The structure of a lowered program. PSUM is counted by the buffers

@@ -39,6 +39,18 @@ structure structure_of(const program& p) {
 
 namespace {
 
+/// A rank's collectives (ranks.hpp) as the dict's line, "" when it has none.
+std::string collectives(const structure& s, const std::string& indent) {
+  if (s.collectives.empty()) return "";
+  std::vector<std::string> calls;
+  for (const auto& [k, d] : s.collectives)
+    calls.push_back(fmt::format("\"{}\": ({}, {})", k, d.transfers, d.bytes));
+  return fmt::format(
+      "{0}    # each rank's collectives: (calls, bytes of their destinations)\n"
+      "{0}    \"collectives\": {{{1}}},\n",
+      indent, fmt::join(calls, ", "));
+}
+
 /// The counts as a Python dict, its lines after `indent`.
 std::string dict(const structure& s, const std::string& indent) {
   std::vector<std::string> mm, tr, dma;
@@ -62,9 +74,11 @@ std::string dict(const structure& s, const std::string& indent) {
       "{0}    \"psum_banks\": {4},  # PSUM banks written\n"
       "{0}    \"engines\": {{\"tensor\": {5}, \"vector\": {6}, \"scalar\": {7}, \"gpsimd\": "
       "{8}}},  # instructions\n"
+      "{9}"
       "{0}}}",
       indent, fmt::join(mm, ", "), fmt::join(tr, ", "), fmt::join(dma, ", "), s.psum_banks,
-      engine("tensor"), engine("vector"), engine("scalar"), engine("gpsimd"));
+      engine("tensor"), engine("vector"), engine("scalar"), engine("gpsimd"),
+      collectives(s, indent));
 }
 
 constexpr const char* structure_comment =

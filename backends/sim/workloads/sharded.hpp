@@ -9,10 +9,13 @@
 #pragma once
 
 #include "../collectives.hpp"
+#include "../nki/nki.hpp"
 #include "../typed_workload.hpp"
 #include "overlap.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include <cstdint>
 #include <initializer_list>
@@ -91,6 +94,20 @@ struct rank_split {
         "NeuronLink");
   out.push_back(std::move(lower_hint));
   return out;
+}
+
+/// `r`'s collectives as an emitted rank calls them (nki/ranks.hpp): one call
+/// of each of `bytes` (what its destination holds, per rank), or with overlap
+/// one per chunk, counted into `s` under the NKI call's name ("all_gather").
+inline void count_collectives(const rank_split& r, std::initializer_list<double> bytes,
+                              nki::structure& s) {
+  std::string name(to_string(r.kind));
+  std::replace(name.begin(), name.end(), '-', '_');
+  auto& c = s.collectives[name];
+  for (const double b : bytes) {
+    c.transfers += static_cast<std::uint64_t>(r.overlap ? r.chunks : 1);
+    c.bytes += static_cast<std::uint64_t>(b);
+  }
 }
 
 /// Why a sharded plan emits no NKI kernel (docs/nki.md).

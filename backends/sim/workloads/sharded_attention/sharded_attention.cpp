@@ -7,6 +7,7 @@
 // collectives.hpp over the target's topology, after the compute or, with
 // overlap, head by head while the next head computes.
 #include "../../functional.hpp"
+#include "../../nki/ranks.hpp"
 #include "../attention/attention_plan.hpp"
 #include "../sharded.hpp"
 
@@ -113,11 +114,64 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
   }
   [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
                                       std::string& out) const override {
-    if (p.split.ranks > 1)
-      return refuse_nki(name(), "tp", p.split.ranks,
-                        p.split.what.empty() ? "splits the heads"
-                                             : "splits the heads and needs an all-gather of O");
+    if (p.split.ranks > 1) return write_ranks(p, ctx, out);
     return attn::emit_nki(*p.head, ctx, out, p.heads);
+  }
+
+  /// tp > 1 (docs/nki.md, "Ranks and collectives"): attention's kernel of
+  /// the rank's heads (stacked, one after another), then with output =
+  /// gathered the all-gather of O, one per head with overlap.
+  [[nodiscard]] std::string write_ranks(const sharded_plan& p, const nki::context& ctx,
+                                        std::string& out) const {
+    nki::kernel_file whole, rank;
+    if (auto e = attn::emit_nki(*p.head, nki::capturing(ctx, whole, -1), out, p.heads); !e.empty())
+      return e;
+    if (auto e = attn::emit_nki(*p.head, nki::capturing(ctx, rank, 0), out, p.per_rank); !e.empty())
+      return e;
+    program timed;
+    if (auto e = lower_program(p, ctx.m, timed); !e.empty()) return e;
+    nki::structure s = nki::structure_of(timed);
+    const bool gathered = !p.split.what.empty();
+    if (gathered) count_collectives(p.split, {p.split.bytes}, s);
+    const std::int64_t ph = p.per_rank, d = p.head->d, seq = p.head->seq;
+    nki::rank_emission e;
+    e.workload = "sharded_attention";
+    e.ranks = p.split.ranks;
+    const auto rows = [](const char* name, std::int64_t n) {
+      return fmt::format("\"{0}\": {0}[rank * {1}:(rank + 1) * {1}, :]", name, n);
+    };
+    e.shards = {rows("Q", ph * d), rows("K", ph * d), rows("V", ph * seq)};
+    if (!gathered) {
+      e.setup = {fmt::format("O = nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", ph * seq)};
+      e.rank_call = "attention_rank(Q, K, V, O)";
+      e.communicate = {"return O  # output = sharded: each rank keeps its heads' O"};
+      e.sharded_outputs = {"O"};
+      out = nki::assemble_ranks(whole, rank, e, s, ctx);
+      return "";
+    }
+    e.setup = {
+        "O = nl.ndarray((HEADS * SEQ, D), dtype=DT, buffer=nl.shared_hbm)",
+        fmt::format("O_rank = nl.ndarray(({}, D), dtype=DT, buffer=nl.private_hbm)", ph * seq),
+        "group = ncc.ReplicaGroup([list(range(RANKS))])"};
+    e.rank_call = "attention_rank(Q, K, V, O_rank)";
+    if (!p.split.overlap) {
+      e.communicate = {
+          "ncc.all_gather(srcs=[O_rank], dsts=[O], replica_group=group, collective_dim=0)"};
+    } else {
+      e.communicate = {"# overlap: one all-gather per head of the rank, in head order",
+                       fmt::format("for h in nl.sequential_range({}):", ph),
+                       fmt::format("    ncc.all_gather(srcs=[O_rank[h * SEQ:(h + 1) * SEQ, :]], "
+                                   "dsts=[O.reshape((RANKS, {}, D))[:, h * SEQ:(h + 1) * SEQ, :]], "
+                                   "replica_group=group, collective_dim=0)",
+                                   ph * seq)};
+      e.notes.push_back(
+          "overlap: each head's all-gather is issued after the rank's heads, in head order; it "
+          "depends only on its head's stores, so NKI's scheduler may start it while later heads "
+          "compute, as the simulator times it (not checked on hardware)");
+    }
+    e.communicate.push_back("return O");
+    out = nki::assemble_ranks(whole, rank, e, s, ctx);
+    return "";
   }
   /// Attention's estimate of one head, times the rank's heads (they run
   /// back to back).

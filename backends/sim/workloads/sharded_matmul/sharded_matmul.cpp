@@ -7,6 +7,7 @@
 // collectives.hpp over the target's topology, after the compute or, with
 // overlap, block by block while the next block computes.
 #include "../../functional.hpp"
+#include "../../nki/ranks.hpp"
 #include "../matmul/matmul_plan.hpp"
 #include "../sharded.hpp"
 
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -154,6 +156,105 @@ class sharded_kernel final : public functional_kernel {
   input_memo<operands> memo_;
 };
 
+/// The rank's M, N, K: the whole's, the split dimension cut tp ways.
+std::array<std::int64_t, 3> rank_shape(const sharded_plan& p) {
+  std::array<std::int64_t, 3> part = p.shape;
+  part[static_cast<std::size_t>(p.dim)] /= p.split.ranks;
+  return part;
+}
+
+/// rank_inputs()'s entries (nki/ranks.hpp): each input's rows or columns of
+/// the split dimension that are the rank's, or the input whole.
+std::vector<std::string> rank_shards(const sharded_plan& p) {
+  const auto n = rank_shape(p)[static_cast<std::size_t>(p.dim)];
+  const std::string cut = fmt::format("rank * {0}:(rank + 1) * {0}", n);
+  const auto slice = [&](const char* name, int rows, int cols) {
+    if (rows != p.dim && cols != p.dim) return fmt::format("\"{0}\": {0}", name);
+    return fmt::format("\"{0}\": {0}[{1}, {2}]", name, rows == p.dim ? cut : ":",
+                       cols == p.dim ? cut : ":");
+  };
+  const mm::params& in = p.rank->p;
+  std::vector<std::string> out{
+      in.a_mk ? slice("A", mm::dim_m, mm::dim_k) : slice("A", mm::dim_k, mm::dim_m),
+      slice("B", mm::dim_k, mm::dim_n)};
+  if (in.scaled) out.push_back(slice("scale", mm::dim_m, -1));
+  return out;
+}
+
+/// The kernel's collectives after the rank's matmul, and `return C`: one
+/// all-gather (into C viewed [tp, rank rows, rank columns]) or all-reduce,
+/// or with overlap one per C block of the rank, on the block's views.
+void add_collectives(const sharded_plan& p, nki::rank_emission& e) {
+  const bool gather = p.split.kind == collective::all_gather;
+  const auto call = [&](const std::string& src, const std::string& dst) {
+    return fmt::format("ncc.{}(srcs=[{}], dsts=[{}], replica_group=group, {})",
+                       gather ? "all_gather" : "all_reduce", src, dst,
+                       gather ? "collective_dim=0" : "op=nl.add");
+  };
+  const auto part = rank_shape(p);
+  const std::int64_t mr = part[mm::dim_m], nr = part[mm::dim_n];
+  const std::string stacked = fmt::format("C.reshape((RANKS, {}, {}))", mr, nr);
+  if (!p.split.overlap) {
+    e.communicate = {gather ? call("C_rank", stacked) : call("C_rank", "C"), "return C"};
+    return;
+  }
+  const std::int64_t tm = p.rank->p.tile[mm::dim_m], tn = p.rank->p.tile[mm::dim_n];
+  e.communicate = {
+      fmt::format("# overlap: one {} per C block of the rank ({} x {}), in block order",
+                  to_string(p.split.kind), tm, tn),
+      fmt::format("for bm in nl.sequential_range({}):", p.rank->nb[mm::dim_m]),
+      fmt::format("    for bn in nl.sequential_range({}):", p.rank->nb[mm::dim_n]),
+      fmt::format("        r0, c0 = bm * {}, bn * {}", tm, tn),
+      fmt::format("        r1, c1 = min(r0 + {}, {}), min(c0 + {}, {})", tm, mr, tn, nr),
+      "        " + (gather ? call("C_rank[r0:r1, c0:c1]", stacked + "[:, r0:r1, c0:c1]")
+                           : call("C_rank[r0:r1, c0:c1]", "C[r0:r1, c0:c1]")),
+      "return C"};
+  e.notes.push_back(
+      "overlap: each C block's collective is issued after the rank's compute, in block order; "
+      "it depends only on its block's stores, so NKI's scheduler may start it while later "
+      "blocks compute, as the simulator times it (not checked on hardware)");
+}
+
+/// e.signature: the rank's INPUTS and OUTPUTS at the whole problem's shapes
+/// (C's column blocks stacked for shard = n, with its reference), the
+/// split's tolerance; the split constant of `rank` says it is a share. ""
+/// or why matmul's file is not in the form read here.
+std::string whole_signature(const sharded_plan& p, nki::kernel_file& rank, nki::rank_emission& e) {
+  auto& signature = e.signature = rank.signature;
+  if (p.dim == mm::dim_n) {
+    const std::string from = "\"C\": ((M, N),";
+    const auto at = signature.find(from);
+    if (at == std::string::npos) return "sharded_matmul: matmul's OUTPUTS changed form";
+    signature.replace(at, from.size(), "\"C\": ((RANKS * M, N // RANKS),");
+    e.reference =
+        "\n\nwhole_reference = reference\n\n\n"
+        "def reference(**inputs):\n"
+        "    \"\"\"C's column blocks stacked, as the all-gather (along axis 0) leaves them: "
+        "rank r's\n"
+        "    N / RANKS columns in rows r * M to (r + 1) * M.\"\"\"\n"
+        "    C = whole_reference(**inputs)[\"C\"]\n"
+        "    return {\"C\": np.concatenate(np.split(C, RANKS, axis=1))}\n";
+    e.notes.push_back(
+        "shard = n: C is returned as its column blocks stacked ([RANKS * M, N / RANKS]); NKI's "
+        "all-gather concatenates HBM tensors along axis 0 only");
+  }
+  for (int d = 0; d < 3; ++d) {
+    const auto name = shape_names[static_cast<std::size_t>(d)];
+    const auto whole = p.shape[static_cast<std::size_t>(d)];
+    signature = std::regex_replace(signature, std::regex(fmt::format("\\b{}\\b", name)),
+                                   fmt::to_string(whole));
+    for (auto& k : rank.constants)
+      if (k.name == name && d == p.dim)
+        k.meaning += fmt::format(": one rank's share of {} = {}", name, whole);
+  }
+  // the gate's tolerance of the split (sharded_kernel): the rank's, widened by k's tp sums
+  const auto tol = signature.find("TOLERANCE = ");
+  if (tol == std::string::npos) return "sharded_matmul: matmul's TOLERANCE changed form";
+  signature.replace(tol, signature.find(' ', tol + 12) - tol,
+                    "TOLERANCE = " + nki::py_float(sharded_kernel(p).tolerances().at(0)));
+  return "";
+}
+
 std::vector<knob> knobs_of_sharded() {
   std::vector<knob> out = mm::knobs_of_matmul();
   out.push_back(knob::integer("tp", 1, "ranks the matmul is split over (tensor parallel degree)",
@@ -206,8 +307,43 @@ class sharded_matmul final : public sharded_workload<sharded_plan> {
   [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
                                       std::string& out) const override {
     if (p.split.ranks == 1) return inner().emit_nki_plan(*p.core, ctx, out);
-    return refuse_nki(name(), "tp", p.split.ranks,
-                      fmt::format("needs an {} of C", to_string(p.split.kind)));
+    return write_ranks(p, ctx, out);
+  }
+
+  /// tp > 1 (docs/nki.md, "Ranks and collectives"): matmul's kernel of one
+  /// rank's shard, then the all-gather or all-reduce of C, one per C block
+  /// of the rank with overlap. The rank's plan is the file's; the whole
+  /// problem's shapes are literals (its own plan may not compile: a block
+  /// that fits a rank's share may overflow the whole's PSUM).
+  [[nodiscard]] std::string write_ranks(const sharded_plan& p, const nki::context& ctx,
+                                        std::string& out) const {
+    nki::kernel_file rank;
+    if (auto e = inner().emit_nki_plan(*p.core, nki::capturing(ctx, rank, 0), out); !e.empty())
+      return e;
+    program timed;
+    if (auto e = lower_program(p, ctx.m, timed); !e.empty()) return e;
+    nki::structure s = nki::structure_of(timed);
+    count_collectives(p.split, {p.split.bytes}, s);
+    nki::rank_emission e;
+    e.workload = "sharded_matmul";
+    e.ranks = p.split.ranks;
+    e.shards = rank_shards(p);
+    const std::array<std::int64_t, 3> part = rank_shape(p);
+    e.setup = {p.dim == mm::dim_n
+                   ? fmt::format("C = nl.ndarray((RANKS * {}, {} // RANKS), dtype=OUT, "
+                                 "buffer=nl.shared_hbm)",
+                                 p.shape[0], p.shape[1])
+                   : fmt::format("C = nl.ndarray(({}, {}), dtype=OUT, buffer=nl.shared_hbm)",
+                                 p.shape[0], p.shape[1]),
+               fmt::format("C_rank = nl.ndarray(({}, {}), dtype=OUT, buffer=nl.private_hbm)",
+                           part[mm::dim_m], part[mm::dim_n]),
+               "group = ncc.ReplicaGroup([list(range(RANKS))])"};
+    e.rank_call =
+        p.rank->p.scaled ? "matmul_rank(A, B, scale, C_rank)" : "matmul_rank(A, B, C_rank)";
+    add_collectives(p, e);
+    if (auto err = whole_signature(p, rank, e); !err.empty()) return err;
+    out = nki::assemble_ranks(rank, rank, e, s, ctx);
+    return "";
   }
 
   /// Reads (s, c) into `p`: the split, one rank's matmul plan and the
