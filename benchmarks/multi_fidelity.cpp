@@ -89,7 +89,7 @@ struct pair_problem {
   std::shared_ptr<backend> low, high;
   double median = 0, optimum = 0;
   std::size_t high_cap = 0;   ///< a run stops after this many high evaluations (censored)
-  std::size_t total_cap = 0;  ///< ... or this many evaluations in all (multi-fidelity arm)
+  std::size_t total_cap = 0;  ///< ... or this many evaluations in all (either arm)
   double spearman = 0;        ///< low vs high over every valid config
   double kendall = 0;
 };
@@ -307,8 +307,10 @@ run_result run_once(const pair_problem& p, const std::string& strategy, std::uin
   b->prepare(p.s);
   run_result r;
   std::size_t high_only = 0;
-  const std::size_t total_cap = mf ? p.total_cap : p.high_cap;
-  while (r.evaluations < total_cap) {
+  // Both arms may propose up to total_cap configs: those outside the table
+  // or the sample count in neither arm, so on a sparse sample the high-only
+  // arm must not run out of proposals before it runs out of high evaluations.
+  while (r.evaluations < p.total_cap) {
     const auto batch = st.ask(1);
     if (batch.empty()) break;
     const auto m = b->evaluate(p.s, batch.front().config);
@@ -406,12 +408,13 @@ int main(int argc, char** argv) {
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
   app.add_option("--total-factor", total_factor,
-                 "the multi-fidelity arm stops after this many x the high cap evaluations in all")
+                 "either arm stops after this many x the high cap evaluations in all")
       ->capture_default_str();
   app.add_flag("--no-sim", no_sim, "skip the simulator pair");
   app.add_flag("--no-replay", no_replay, "skip the replay pairs");
   app.add_option("--sim-sample", sim_sample,
-                 "simulator configs timed at both targets (uniform, distinct; 0 = all 18,696)")
+                 "simulator configs timed at both fidelities (uniform, distinct; 0 = all: the "
+                 "matmul frame's 18,696, or every config of a --file space)")
       ->capture_default_str();
   app.add_option("--file", files,
                  "a simulator space (.tsl): its analytic -> event pair at --target on "
