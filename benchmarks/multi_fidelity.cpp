@@ -430,9 +430,15 @@ int main(int argc, char** argv) {
   if (!no_replay)
     for (const auto& name : bench::replay_names(data, only))
       pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
-  if (!files.empty())
-    for (const auto& f : files) pairs.push_back(model_pair(f, file_target, sim_sample, jobs));
-  else if (!no_sim)
+  for (const auto& f : files) {
+    try {
+      pairs.push_back(model_pair(f, file_target, sim_sample, jobs));
+    } catch (const error& e) {  // a space the simulator cannot time, or not at this target
+      fmt::print(stderr, "bench_multi_fidelity: {}: {}\n", f, e.what());
+      return 1;
+    }
+  }
+  if (files.empty() && !no_sim)
     for (auto& p : sim_pairs(jobs, sim_sample)) pairs.push_back(std::move(p));
   for (auto& p : pairs)
     p.total_cap = static_cast<std::size_t>(total_factor * static_cast<double>(p.high_cap));
