@@ -24,6 +24,9 @@
 //   for the event-driven one (issue 16: the scheduler screens with the fast
 //   model); and the same on every config of examples/sim_rmsnorm.tsl,
 //   sim_softmax.tsl and sim_layernorm.tsl (issue 28: the row workloads' model).
+//   With --file (repeatable), instead, the same analytic -> event pair on
+//   each given space at --target, on a uniform sample of --sim-sample of
+//   its configs (issue 28: multi-fidelity screening on every workload).
 //
 // Measured per run: the high-fidelity evaluations until the best
 // high-fidelity objective is within 5% of (median - optimum) of the optimum;
@@ -40,7 +43,7 @@
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
 //                        [--z 2] [--top 0.1] [--top-patience 20] [--audit 0] [--sim-sample 5000]
-//                        [--no-sim] [--no-replay] [--json]
+//                        [--no-sim] [--no-replay] [--file F.tsl]... [--target trn2] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -53,6 +56,7 @@
 #include <tessel/sim.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/study.hpp>
+#include <tessel/target.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -85,7 +89,7 @@ struct pair_problem {
   std::shared_ptr<backend> low, high;
   double median = 0, optimum = 0;
   std::size_t high_cap = 0;   ///< a run stops after this many high evaluations (censored)
-  std::size_t total_cap = 0;  ///< ... or this many evaluations in all (multi-fidelity arm)
+  std::size_t total_cap = 0;  ///< ... or this many evaluations in all (either arm)
   double spearman = 0;        ///< low vs high over every valid config
   double kendall = 0;
 };
@@ -189,7 +193,7 @@ pair_problem sim_pair(const space& s, const std::string& name, const std::string
   std::sort(times.begin(), times.end());
   pair_problem p{name, s, nullptr, nullptr};
   p.low = table_backend(low_name, std::move(low));
-  p.high = table_backend("sim@trn2 (table)", high);
+  p.high = table_backend("sim event (table)", high);
   p.median = times[times.size() / 2];
   p.optimum = times.front();
   const auto a = agreement_of(pairs);
@@ -205,14 +209,15 @@ pair_problem sim_pair(const space& s, const std::string& name, const std::string
   return p;
 }
 
-/// The space in `path`, on trn2.
-space sim_space(const std::filesystem::path& path) {
+/// The space in `path`, on `target`.
+space sim_space(const std::filesystem::path& path, const std::string& target = "trn2") {
   std::ifstream in(path);
+  if (!in) throw error(fmt::format("bench_multi_fidelity: cannot read {}", path.string()));
   std::stringstream text;
   text << in.rdbuf();
   parse_options parse;
   parse.file = path.string();
-  parse.target = "trn2";
+  parse.target = target;
   return parse_space(text.str(), parse);
 }
 
@@ -253,6 +258,19 @@ answers timed(const space& s, const std::vector<config>& all, const std::string&
   return by_key;
 }
 
+/// The analytic -> event pair of the space in `path` on `target`, over a
+/// uniform sample of `sample` of its configs (every config with 0).
+pair_problem model_pair(const std::filesystem::path& path, const std::string& target,
+                        std::size_t sample, int jobs) {
+  const space s = sim_space(path, target);
+  const auto all = frame_of(s, sample);
+  return sim_pair(s,
+                  fmt::format("{} analytic -> event{}", path.stem().string(),
+                              target == "trn2" ? "" : " @" + target),
+                  "sim analytic (table)", timed(s, all, target, "analytic", jobs),
+                  timed(s, all, target, "event", jobs));
+}
+
 /// The simulator pairs: on the matmul frame (a sample of `sample` configs),
 /// trn1 -> trn2 and, on trn2, analytic -> event; on each row workload's
 /// example space (every config), analytic -> event (issue 28).
@@ -266,13 +284,8 @@ std::vector<pair_problem> sim_pairs(int jobs, std::size_t sample) {
                          timed(s, all, "trn1", "event", jobs), high));
   out.push_back(sim_pair(s, "sim matmul analytic -> event", "sim analytic (table)",
                          timed(s, all, "trn2", "analytic", jobs), high));
-  for (const char* name : {"rmsnorm", "softmax", "layernorm"}) {
-    const space rows = sim_space(root / "examples" / fmt::format("sim_{}.tsl", name));
-    const auto every = frame_of(rows, 0);
-    out.push_back(sim_pair(rows, fmt::format("sim {} analytic -> event", name),
-                           "sim analytic (table)", timed(rows, every, "trn2", "analytic", jobs),
-                           timed(rows, every, "trn2", "event", jobs)));
-  }
+  for (const char* name : {"sim_rmsnorm", "sim_softmax", "sim_layernorm"})
+    out.push_back(model_pair(root / "examples" / fmt::format("{}.tsl", name), "trn2", 0, jobs));
   return out;
 }
 
@@ -294,8 +307,10 @@ run_result run_once(const pair_problem& p, const std::string& strategy, std::uin
   b->prepare(p.s);
   run_result r;
   std::size_t high_only = 0;
-  const std::size_t total_cap = mf ? p.total_cap : p.high_cap;
-  while (r.evaluations < total_cap) {
+  // Both arms may propose up to total_cap configs: those outside the table
+  // or the sample count in neither arm, so on a sparse sample the high-only
+  // arm must not run out of proposals before it runs out of high evaluations.
+  while (r.evaluations < p.total_cap) {
     const auto batch = st.ask(1);
     if (batch.empty()) break;
     const auto m = b->evaluate(p.s, batch.front().config);
@@ -368,6 +383,8 @@ int main(int argc, char** argv) {
   double total_factor = 20;
   bool no_sim = false, no_replay = false, json_out = false;
   std::size_t sim_sample = 5000;
+  std::vector<std::string> files;
+  std::string file_target = "trn2";
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and pair")
       ->capture_default_str()
@@ -391,13 +408,21 @@ int main(int argc, char** argv) {
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
   app.add_option("--total-factor", total_factor,
-                 "the multi-fidelity arm stops after this many x the high cap evaluations in all")
+                 "either arm stops after this many x the high cap evaluations in all")
       ->capture_default_str();
   app.add_flag("--no-sim", no_sim, "skip the simulator pair");
   app.add_flag("--no-replay", no_replay, "skip the replay pairs");
   app.add_option("--sim-sample", sim_sample,
-                 "simulator configs timed at both targets (uniform, distinct; 0 = all 18,696)")
+                 "simulator configs timed at both fidelities (uniform, distinct; 0 = all: the "
+                 "matmul frame's 18,696, or every config of a --file space)")
       ->capture_default_str();
+  app.add_option("--file", files,
+                 "a simulator space (.tsl): its analytic -> event pair at --target on "
+                 "--sim-sample of its configs, instead of the default simulator pairs (repeatable)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--target", file_target, "the target of the --file pairs")
+      ->capture_default_str()
+      ->check(CLI::IsMember(builtin_target_names()));
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -405,7 +430,15 @@ int main(int argc, char** argv) {
   if (!no_replay)
     for (const auto& name : bench::replay_names(data, only))
       pairs.push_back(replay_pair(bench::replay_path(data, name), name, d));
-  if (!no_sim)
+  for (const auto& f : files) {
+    try {
+      pairs.push_back(model_pair(f, file_target, sim_sample, jobs));
+    } catch (const error& e) {  // a space the simulator cannot time, or not at this target
+      fmt::print(stderr, "bench_multi_fidelity: {}: {}\n", f, e.what());
+      return 1;
+    }
+  }
+  if (files.empty() && !no_sim)
     for (auto& p : sim_pairs(jobs, sim_sample)) pairs.push_back(std::move(p));
   for (auto& p : pairs)
     p.total_cap = static_cast<std::size_t>(total_factor * static_cast<double>(p.high_cap));
@@ -461,15 +494,15 @@ int main(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  std::cout << fmt::format("{:<34}{:>6}{:>7}{:>6}{:>11}{:>8}{:>11}{:>8}{:>11}{:>8}   {}\n",
+  std::cout << fmt::format("{:<48}{:>6}{:>7}{:>6}{:>11}{:>8}{:>11}{:>8}{:>11}{:>8}   {}\n",
                            "pair (low -> high)", "rho", "tau", "cap", "high-only", "reached",
                            "multi", "reached", "all evals", "ratio", "95% CI");
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const auto& [h, m] = arms[i];
     std::cout << fmt::format(
-        "{:<34}{:>6.3f}{:>7.3f}{:>6}{:>11.1f}{:>5}/{:<2}{:>11.1f}{:>5}/{:<2}{:>11.0f}{:>8.2f}   "
+        "{:<48}{:>6.3f}{:>7.3f}{:>6}{:>11.1f}{:>5}/{:<2}{:>11.1f}{:>5}/{:<2}{:>11.0f}{:>8.2f}   "
         "[{:.2f}, {:.2f}]\n",
-        pairs[i].name.substr(0, 33), pairs[i].spearman, pairs[i].kendall, pairs[i].high_cap,
+        pairs[i].name.substr(0, 47), pairs[i].spearman, pairs[i].kendall, pairs[i].high_cap,
         h.mean(), h.reached, seeds, m.mean(), m.reached, seeds, m.mean_evaluations(),
         h.mean() / m.mean(), per[i].first, per[i].second);
   }

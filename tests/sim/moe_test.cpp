@@ -1,6 +1,7 @@
 // The MoE expert-matmul workload: deterministic uneven routing, the grouped
 // GEMM's FLOPs and traffic, its gate (a kernel that drops a small group or a
 // tail is caught), and the trn2_lnc2 target that splits it over two cores.
+#include "sim/workloads/moe/moe.hpp"
 #include "helpers.hpp"
 #include "sim/functional.hpp"
 
@@ -91,6 +92,35 @@ TEST_CASE("moe: the routing is deterministic, seeded, and skewed by route_skew")
   // another seed routes differently (a different count of matmul rows per tile)
   const auto other = run({{"route_seed", 7}});
   CHECK(other.t.latency_ns != a.t.latency_ns);
+}
+
+TEST_CASE("moe: the plans of one routing share it; another routing is its own") {
+  const machine m = machine_for("trn2_lnc2");
+  moe_detail::params p;
+  p.tokens = tokens;
+  p.d_in = d_in;
+  p.d_out = d_out;
+  p.experts = experts;
+  p.top_k = top_k;
+  p.route_skew = 100;
+  moe_detail::plan a, b, other;
+  REQUIRE(moe_detail::make_plan(p, m, a).empty());
+  p.token_tile = 256;  // another config of the same space
+  REQUIRE(moe_detail::make_plan(p, m, b).empty());
+  REQUIRE(a.expert_of.size() == static_cast<std::size_t>(tokens * top_k));
+  CHECK(&a.expert_of[0] == &b.expert_of[0]);  // a view of one routing, not a copy
+  CHECK(&a.group_size[0] == &b.group_size[0]);
+  std::int64_t rows = 0;
+  for (const auto n : a.group_size) rows += n;
+  CHECK(rows == tokens * top_k);
+  p.route_seed = 7;
+  REQUIRE(moe_detail::make_plan(p, m, other).empty());
+  CHECK(&other.expert_of[0] != &a.expert_of[0]);
+  CHECK(std::vector<std::int32_t>(other.expert_of.begin(), other.expert_of.end()) !=
+        std::vector<std::int32_t>(a.expert_of.begin(), a.expert_of.end()));
+  // the first plan keeps its routing when the thread's cache moves on
+  CHECK(std::vector<std::int32_t>(a.expert_of.begin(), a.expert_of.end()) ==
+        moe_detail::route_tokens(a.p));
 }
 
 TEST_CASE("moe: partials kept in SBUF skip their HBM round trip") {

@@ -69,11 +69,32 @@ struct grouped_tiles {
   std::vector<std::vector<std::pair<std::int64_t, double>>> heights;
 };
 
+/// A read-only list that the plans of one routing share (moe_plan.cpp keeps
+/// it per thread): indexed, sized and iterated as the vector itself, copied
+/// at the cost of a shared pointer.
+template <class T>
+class shared_list {
+ public:
+  shared_list() : all_(empty()) {}
+  explicit shared_list(std::shared_ptr<const std::vector<T>> all) : all_(std::move(all)) {}
+  [[nodiscard]] const T& operator[](std::size_t i) const { return (*all_)[i]; }
+  [[nodiscard]] std::size_t size() const { return all_->size(); }
+  [[nodiscard]] auto begin() const { return all_->begin(); }
+  [[nodiscard]] auto end() const { return all_->end(); }
+
+ private:
+  static const std::shared_ptr<const std::vector<T>>& empty() {
+    static const auto none = std::make_shared<const std::vector<T>>();
+    return none;
+  }
+  std::shared_ptr<const std::vector<T>> all_;
+};
+
 /// A plan's view of its grouped_tiles: indexed and iterated by core as the
 /// lists themselves, copied at the cost of a shared pointer.
 class core_tiles {
  public:
-  core_tiles() : all_(std::make_shared<const grouped_tiles>()) {}
+  core_tiles() : all_(empty()) {}
   explicit core_tiles(std::shared_ptr<const grouped_tiles> all) : all_(std::move(all)) {}
   [[nodiscard]] const std::vector<group_tile>& operator[](std::size_t core) const {
     return all_->of_core[core];
@@ -87,6 +108,10 @@ class core_tiles {
   }
 
  private:
+  static const std::shared_ptr<const grouped_tiles>& empty() {
+    static const auto none = std::make_shared<const grouped_tiles>();
+    return none;
+  }
   std::shared_ptr<const grouped_tiles> all_;
 };
 
@@ -105,8 +130,8 @@ struct rank_share {
 /// The routing and the tiles a config runs, per physical core.
 struct plan {
   params p;
-  std::vector<std::int32_t> expert_of;   ///< [token * top_k + slot]
-  std::vector<std::int64_t> group_size;  ///< rows routed to each expert
+  shared_list<std::int32_t> expert_of;   ///< [token * top_k + slot]
+  shared_list<std::int64_t> group_size;  ///< rows routed to each expert
   /// The group tiles of each core (one list per physical core), in order.
   core_tiles tiles;
   /// The 128-token combine tiles of each core: [first token, end).

@@ -157,7 +157,7 @@ class moe_kernel final : public functional_kernel {
   }
 
   params p_;
-  std::vector<std::int32_t> expert_of_;
+  shared_list<std::int32_t> expert_of_;
   std::vector<std::uint8_t> tail_;
   std::vector<std::int64_t> tail_tokens_;
   element_type type_;

@@ -145,18 +145,31 @@ void build_tiles(plan& pl) {
     pl.combine[i < first ? 0 : 1].emplace_back(t0 + i * 128, std::min(t1, t0 + (i + 1) * 128));
 }
 
-/// route_tokens(p), kept for the next plan on this thread: the routing
-/// depends only on constants of a space (tokens, experts, top_k, the seed
-/// and the skew), so the configs of a search share it.
-const std::vector<std::int32_t>& routing(const params& p) {
+/// A routing and its group sizes.
+struct routed {
+  std::vector<std::int32_t> expert_of;
+  std::vector<std::int64_t> group_size;
+};
+
+/// route_tokens(p) and its group sizes into `pl`, kept for the next plan on
+/// this thread: the routing depends only on constants of a space (tokens,
+/// experts, top_k, the seed and the skew), so the configs of a search, and
+/// the per-core plans of each, share it (a plan copies two pointers).
+void share_routing(const params& p, plan& pl) {
   thread_local std::array<std::int64_t, 5> key{-1};
-  thread_local std::vector<std::int32_t> routes;
+  thread_local std::shared_ptr<const routed> routes;
   const std::array<std::int64_t, 5> now{p.tokens, p.experts, p.top_k, p.route_seed, p.route_skew};
   if (now != key) {
-    routes = route_tokens(p);
+    auto r = std::make_shared<routed>();
+    r->expert_of = route_tokens(p);
+    r->group_size.assign(static_cast<std::size_t>(p.experts), 0);
+    for (const auto e : r->expert_of) ++r->group_size[static_cast<std::size_t>(e)];
+    routes = std::move(r);
     key = now;
   }
-  return routes;
+  // views of the one routing (shared_ptr's aliasing constructor)
+  pl.expert_of = shared_list<std::int32_t>({routes, &routes->expert_of});
+  pl.group_size = shared_list<std::int64_t>({routes, &routes->group_size});
 }
 
 }  // namespace
@@ -200,9 +213,7 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   const double rows = static_cast<double>(p.tokens) * static_cast<double>(p.top_k);
   if (rows > 1 << 20)
     return fmt::format("moe: {} routed rows is more than the simulator lowers", rows);
-  pl.expert_of = routing(p);
-  pl.group_size.assign(static_cast<std::size_t>(p.experts), 0);
-  for (const auto e : pl.expert_of) ++pl.group_size[static_cast<std::size_t>(e)];
+  share_routing(p, pl);
   pl.k_slabs = ceil_div(p.d_in, parts);
   pl.t_subs = ceil_div(p.token_tile, parts);
   pl.out_blocks = ceil_div(p.d_out, p.out_tile);
