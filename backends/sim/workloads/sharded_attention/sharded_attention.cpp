@@ -117,7 +117,7 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
       return refuse_nki(name(), "tp", p.split.ranks,
                         p.split.what.empty() ? "splits the heads"
                                              : "splits the heads and needs an all-gather of O");
-    return attn::emit_nki(*p.head, ctx, out, p.heads);
+    return attn::emit_nki(*p.head, ctx, out, p.heads, true);
   }
   /// Attention's estimate of one head, times the rank's heads (they run
   /// back to back).
