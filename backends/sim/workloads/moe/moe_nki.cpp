@@ -9,6 +9,9 @@
 // of PSUM banks, the evict engine scales each row by its router weight and
 // the rows are scattered to fp32 partials (one indirect DMA into HBM, or a
 // transfer per row into SBUF); the combine sums each token's top_k partials.
+// On two physical cores each program of the SPMD kernel runs its core's
+// group tiles and combine tiles (moe_plan.cpp), with a core barrier between
+// the two phases when the cores split the experts (needs_barrier).
 #include "../../nki/nki.hpp"
 #include "../emit.hpp"
 #include "moe.hpp"
