@@ -5,8 +5,10 @@
 // NeuronCore configuration" and NKI "Using Logical NeuronCores"); a kernel
 // gives each instance part of the data. The default cuts one integer
 // constant of the space (the workload's split dimension: rows of a matmul
-// or of a row-wise kernel, tokens of an MLP) into two shares, the first
-// rounded up to a multiple of the partitions, and plans each share alone.
+// or of a row-wise kernel, tokens of an MLP, heads) into two shares, the
+// first rounded up to a multiple of the partitions (rows and tokens fill
+// 128-partition tiles; heads, whole problems of their own, are split by
+// ones), and plans each share alone.
 #include "workload.hpp"
 
 #include <fmt/format.h>
@@ -46,6 +48,11 @@ class share_spaces {
   std::map<std::string, std::shared_ptr<const space>> cache_;
 };
 
+/// What the first share of `dimension` is rounded up to a multiple of.
+std::int64_t granule(const std::string& dimension, const machine& m) {
+  return dimension == "heads" ? 1 : m.partitions;
+}
+
 share_spaces& shares() {
   static share_spaces instance;
   return instance;
@@ -64,8 +71,8 @@ std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m
   for (const auto& x : s.def().constants)
     if (x.name == dim && x.type == value_type::integer) k = &x;
   if (!k) return {};
-  const std::int64_t parts = m.partitions;
-  const std::int64_t first = std::min(k->value, (k->value / 2 + parts - 1) / parts * parts);
+  const std::int64_t unit = granule(dim, m);
+  const std::int64_t first = std::min(k->value, (k->value / 2 + unit - 1) / unit * unit);
   if (m.cores < 2 || first <= 0 || first >= k->value) return {k->value};  // one core runs it all
   return {first, k->value - first};
 }

@@ -67,11 +67,10 @@ std::string workload::emit_spmd(const space& s, const config& c, const nki::cont
   // each core's share as the simulator plans and times it (sim_backend: plan_cores)
   const auto shares = plan_cores(s, c, ctx.m);
   nki::spmd_split split{core_split_dimension(), core_shares(s, ctx.m)};
-  if (split.shares.size() != shares.size() && !(split.shares.empty() && shares.size() == 1))
-    return fmt::format(
-        "workload '{}' splits its work over the cores otherwise than by cutting its split "
-        "dimension; its SPMD emission is not written",
-        name());
+  // a workload that splits otherwise than by cutting its split dimension (its own
+  // plan_cores) writes programs that take their shares themselves (kernel_file::share)
+  const bool by_dimension =
+      split.shares.size() == shares.size() || (split.shares.empty() && shares.size() == 1);
   std::vector<nki::structure> structures;
   std::vector<nki::kernel_file> programs(shares.size());
   for (std::size_t i = 0; i < shares.size(); ++i) {
@@ -83,6 +82,11 @@ std::string workload::emit_spmd(const space& s, const config& c, const nki::cont
     share.program = static_cast<int>(i);
     share.capture = &programs[i];
     if (auto e = emit_nki_plan(*shares[i], share, out); !e.empty()) return e;
+    if (!by_dimension && programs[i].share.empty())
+      return fmt::format(
+          "workload '{}' splits its work over the cores otherwise than by cutting its split "
+          "dimension; its SPMD emission is not written",
+          name());
   }
   structures.resize(static_cast<std::size_t>(ctx.m.cores));  // a core with no share idles
   out = nki::assemble_spmd(whole, programs, split, structures, ctx);

@@ -354,8 +354,16 @@ tessel::space load_variant(std::size_t v) {
 struct lnc2_shape {
   std::string file;
   sets shape;
-  bool count_full = true;  ///< also count the full shape's default (seconds for swiglu and CE)
+  bool count_full = true;     ///< also count the full shape's default (seconds for swiglu and CE)
+  std::string config = "{}";  ///< the emitted default: these values, the others' defaults
 };
+/// moe's reduced shape with 192 tokens (an uneven token split).
+sets moe_lnc2() {
+  sets out = reduced_shapes().at("moe.tsl");
+  out["tokens"] = "192";
+  return out;
+}
+
 const std::vector<lnc2_shape>& lnc2_shapes() {
   static const std::vector<lnc2_shape> table{
       {"sim_matmul.tsl", {{"M", "384"}, {"N", "1024"}, {"K", "512"}}},  // 256 + 128 rows
@@ -372,6 +380,14 @@ const std::vector<lnc2_shape>& lnc2_shapes() {
       // no split: program 0 runs it all, program 1 idles, as the simulator times them
       {"sim_attention.tsl", reduced_shapes().at("sim_attention.tsl"), false},
       {"sim_newton_schulz.tsl", reduced_shapes().at("sim_newton_schulz.tsl"), false},
+      // moe splits its own group tiles: whole experts per core (a core barrier before the
+      // combine) or 192 tokens as 128 + 64 (each core its own tokens)
+      {"moe.tsl", moe_lnc2(), false},
+      {"moe.tsl", moe_lnc2(), false, R"({"core_split": "token"})"},
+      // ep = 1: moe's kernel of the whole layer, split as moe splits it
+      {"sharded_moe.tsl", moe_lnc2(), false, R"({"core_split": "token"})"},
+      // 3 heads: 1 + 2, whole heads per core
+      {"sharded_attention.tsl", {{"seq", "256"}, {"heads", "3"}}, false},
   };
   return table;
 }
@@ -390,7 +406,9 @@ void spmd_into(emissions& out, int numeric, int structural) {
       const auto full = load(file, {}, "trn2_lnc2");
       CHECK(out.add(base + "_full.py", workload, full, *full.default_config(), true));
     }
-    CHECK(out.add(base + "_default.py", workload, s, *s.default_config(), false));
+    const auto chosen = s.from_partial_json(lnc2_shapes()[i].config);
+    REQUIRE(s.is_valid(chosen));
+    CHECK(out.add(base + "_default.py", workload, s, chosen, false));
     sample_into(out, s, workload, base, numeric, structural, true);
   }
   for (const auto& entry : fs::directory_iterator(out.dir())) {

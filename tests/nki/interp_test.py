@@ -281,6 +281,61 @@ def spmd():
     assert np.isnan(nki_interp.run(module, {"x": x})["y"][128:]).all()
 
 
+def swap_module(barrier_of_program):
+    """LNC = 2: program p writes rows p*128:(p+1)*128 of x into a shared HBM scratch z,
+    reaches nisa.core_barrier when barrier_of_program[p], then copies the other
+    program's rows of z to y (so y is x with its halves swapped)."""
+    import types
+    module = types.ModuleType("swap_kernel")
+    module.LNC = 2
+    module.INPUTS = {"x": ((256, 64), "float32")}
+    module.OUTPUTS = {"y": ((256, 64), "float32")}
+
+    def swap_kernel(x):
+        y = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        z = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        p = nl.program_id(0)
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[p * 128:p * 128 + 128, :])
+        nisa.dma_copy(dst=z[p * 128:p * 128 + 128, :], src=t)
+        if barrier_of_program[p]:
+            nisa.core_barrier(data=z, cores=(0, 1), engine=nisa.engine.gpsimd)
+        o = 128 - p * 128
+        nisa.dma_copy(dst=t, src=z[o:o + 128, :])
+        nisa.dma_copy(dst=y[o:o + 128, :], src=t)
+        return y
+
+    swap_kernel.nki_kernel = True
+    module.swap_kernel = swap_kernel
+    return module
+
+
+def core_barrier():
+    """nisa.core_barrier: a program's reads after it see both programs' writes before it;
+    without it program 0 reads program 1's rows unwritten; a barrier one program never
+    reaches, or in a kernel of one program, is an NkiError."""
+    x = np.arange(256 * 64, dtype=np.float64).reshape(256, 64)
+    got = nki_interp.run(swap_module((True, True)), {"x": x})["y"]
+    assert np.array_equal(got, x), "each half of z copied back where it came from"
+    assert [c["engines"]["gpsimd"] for c in nki_interp.structure()] == [1, 1]
+    assert [c["engines"]["gpsimd"] for c in nki_interp.count(swap_module((True, True)))] == [1, 1]
+    got = nki_interp.run(swap_module((False, False)), {"x": x})["y"]
+    assert np.isnan(got[128:]).all() and np.array_equal(got[:128], x[:128]), \
+        "program 0 reads program 1's rows of z before they are written"
+    for broken in ((True, False), (False, True)):
+        try:
+            nki_interp.run(swap_module(broken), {"x": x})
+            raise AssertionError(f"a barrier only {broken} reaches ran")
+        except nki_interp.NkiError as e:
+            assert "core_barrier" in str(e), e
+    nki_interp.STATE.reset()
+    try:
+        nisa.core_barrier(data=hbm(x), cores=(0, 1), engine=nisa.engine.gpsimd)
+        raise AssertionError("a core barrier outside an SPMD launch ran")
+    except nki_interp.NkiError:
+        pass
+
+
 def main():
     failures = []
     for case in BROKEN:
@@ -304,6 +359,8 @@ def main():
 
     spmd()
     print("ok   an SPMD kernel (LNC = 2) runs each program id on shared HBM, counted apart")
+    core_barrier()
+    print("ok   nisa.core_barrier orders both programs' writes before either's reads")
     return 1 if failures else 0
 
 

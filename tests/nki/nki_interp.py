@@ -29,6 +29,7 @@ import collections
 import importlib.util
 import itertools
 import sys
+import threading
 import types
 
 import numpy as np
@@ -283,7 +284,10 @@ class _State:
         self.grid = grid  # programs in the SPMD launch grid (the kernel file's LNC)
         self.shared_hbm = []  # the nl.shared_hbm tensors, in the order programs allocate them
         self.program_counts = []
+        self.cores = {}  # program -> its core's state while another program runs
         self.start_program(0)
+
+    _CORE = ("sbuf_used", "psum_used", "hbm_allocated", "counts")
 
     def start_program(self, program):
         """Program `program` of the grid starts: on its own physical core (SBUF, PSUM, counts)."""
@@ -293,6 +297,14 @@ class _State:
         self.hbm_allocated = 0
         self.counts = Counts()
         self.program_counts.append(self.counts)
+        self.cores[program] = tuple(getattr(self, f) for f in self._CORE)
+
+    def switch_to(self, program):
+        """Program `program` runs on from where it stopped (a core barrier): its core's state."""
+        self.cores[self.program] = tuple(getattr(self, f) for f in self._CORE)
+        self.program = program
+        for f, v in zip(self._CORE, self.cores[program]):
+            setattr(self, f, v)
 
 
 STATE = _State()
@@ -760,10 +772,113 @@ def iota(expr, dtype):
     return out
 
 
+# --- the SPMD grid: programs run one at a time, switching at core barriers ----------
+
+class _Grid:
+    """Runs the programs of an SPMD launch one at a time, each in a thread of its own that
+    holds the turn until it ends or reaches nisa.core_barrier; the barrier releases when
+    every program has reached it (the lowest-numbered runnable program goes on first), so
+    a program's reads after a barrier see every program's writes before it. Without a
+    barrier program 0 runs to the end before program 1 starts: a read of shared HBM that
+    another program writes later sees it unwritten (NaN)."""
+
+    def __init__(self, grid):
+        self.cond = threading.Condition()
+        self.turn = 0
+        self.arrived = [0] * grid  # barriers each program has reached
+        self.waiting = [False] * grid
+        self.finished = [False] * grid
+        self.error = None
+
+    def _runnable(self, q):
+        if self.finished[q]:
+            return False
+        return not self.waiting[q] or all(
+            a >= self.arrived[q] for r, a in enumerate(self.arrived) if r != q)
+
+    def _next(self):
+        """Hands the turn on (the caller holds cond)."""
+        for q in range(len(self.finished)):
+            if self._runnable(q):
+                self.turn = q
+                break
+        else:
+            if not all(self.finished) and self.error is None:
+                stuck = [q for q, w in enumerate(self.waiting) if w and not self.finished[q]]
+                self.error = NkiError(
+                    f"core_barrier: program {stuck[0]} waits at barrier {self.arrived[stuck[0]]}"
+                    " that another program ended without reaching")
+            self.turn = None
+        self.cond.notify_all()
+
+    def _wait_turn(self, program):
+        self.cond.wait_for(lambda: self.turn == program or self.error is not None)
+        if self.error is not None:
+            raise _Aborted()
+        self.waiting[program] = False
+        STATE.switch_to(program)
+
+    def barrier(self, program):
+        with self.cond:
+            self.arrived[program] += 1
+            self.waiting[program] = True
+            self._next()
+            self._wait_turn(program)
+
+    def run(self, program, body):
+        with self.cond:
+            try:
+                self._wait_turn(program)
+            except _Aborted:
+                return None
+        try:
+            return body()
+        except _Aborted:
+            return None
+        except BaseException as e:  # the first error ends the launch
+            with self.cond:
+                if self.error is None:
+                    self.error = e
+                self.cond.notify_all()
+            return None
+        finally:
+            with self.cond:
+                self.finished[program] = True
+                if self.error is None:
+                    self._next()
+                else:
+                    self.cond.notify_all()
+
+
+class _Aborted(Exception):
+    """Another program of the grid failed: this one stops where it waits."""
+
+
+_GRID = [None]  # the grid of the launch in progress (None: one program)
+
+
+def core_barrier(data, cores, engine=None):
+    """nisa.core_barrier (NKI 2.33; nki.lnc.core_barrier later): every program of the grid
+    waits here until all have arrived; `data` is the shared HBM tensor they synchronise on."""
+    what = "core_barrier"
+    if _GRID[0] is None:
+        raise NkiError(f"{what}: only in an SPMD kernel of LNC = 2 programs")
+    if tuple(cores) != (0, 1):
+        raise NkiError(f"{what}: cores must be (0, 1) (the two cores sharing an HBM stack)")
+    _tile(data, what, buffers=(HBM,))
+    if not any(data.root is t.root for t in STATE.shared_hbm):
+        raise NkiError(f"{what}: data must be an nl.shared_hbm tensor the programs allocate")
+    if engine is None:
+        engine = _ENGINE.gpsimd  # the documented default
+    _issue(_engine_of(engine, ("gpsimd", "vector", "scalar", "tensor"), what), what)
+    _GRID[0].barrier(STATE.program)
+
+
 def _make_isa():
     isa = types.ModuleType("nki.isa")
     for fn in (dma_copy, nc_matmul, nc_transpose, memset, tensor_copy, tensor_tensor,
-               tensor_scalar, scalar_tensor_tensor, tensor_reduce, activation, reciprocal, iota):
+               tensor_scalar, scalar_tensor_tensor, tensor_reduce, activation, reciprocal, iota,
+               core_barrier):
         setattr(isa, fn.__name__, fn)
     isa.engine = _ENGINE
     isa.reduce_cmd = _REDUCE_CMD
@@ -827,14 +942,33 @@ def _grid(module):
 
 def _launch(module, kernel, args):
     """Runs the kernel once per program id of its grid; returns its outputs (shared HBM)."""
+    if STATE.grid == 1:
+        return _outputs(module, kernel(*args))
+    for program in range(1, STATE.grid):
+        STATE.start_program(program)
+    STATE.switch_to(0)
+    grid = _Grid(STATE.grid)
+    got = [None] * STATE.grid
+    def program(p):
+        got[p] = grid.run(p, lambda: kernel(*args))
+
+    threads = [threading.Thread(target=program, args=(p,)) for p in range(STATE.grid)]
+    _GRID[0] = grid
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        _GRID[0] = None
+    if grid.error is not None:
+        raise grid.error
     results = None
-    for program in range(STATE.grid):
-        if program:
-            STATE.start_program(program)
-        got = _outputs(module, kernel(*args))
-        if results is not None and any(a is not b for a, b in zip(got, results)):
+    for program, result in enumerate(got):
+        outputs = _outputs(module, result)
+        if results is not None and any(a is not b for a, b in zip(outputs, results)):
             raise NkiError(f"program {program} returned other tensors than program 0")
-        results = got
+        results = outputs
     return results
 
 

@@ -141,3 +141,44 @@ TEST_CASE(
   CHECK(a.metrics.at("analytic") == 1.0);
   CHECK(a.metrics.at("core_balance") == 1.0);
 }
+
+TEST_CASE("lnc: moe's expert split waits at one core barrier per core; the token split at none") {
+  const machine m = machine_for("trn2_lnc2");
+  const auto two = example("moe.tsl", "trn2_lnc2", {{"tokens", "256"}});
+  auto c = *two.default_config();
+  const auto* w = workload_for_space(two, "");
+  const auto barriers = [&](const config& x) {
+    std::vector<int> out;
+    for (const auto& share : w->plan_cores(two, x, m)) {
+      program p;
+      REQUIRE(w->lower_plan(*share, m, p).empty());
+      int n = 0;
+      for (const auto& in : p.instructions())
+        n += p.tags().at(in.tag) == "core barrier" && in.engine == gpsimd_engine;
+      out.push_back(n);
+    }
+    return out;
+  };
+  CHECK(barriers(c) == std::vector<int>{1, 1});
+  c[*two.parameter_index("core_split")] = 1;  // token: each core combines its own tokens
+  CHECK(barriers(c) == std::vector<int>{0, 0});
+  // whole experts per core with the partials in SBUF: a core cannot read the other's
+  c[*two.parameter_index("core_split")] = 0;
+  c[*two.parameter_index("partials")] = 1;
+  CHECK_FALSE(two.is_valid(c));  // the example excludes it
+  const auto plans = w->plan_cores(two, c, m);
+  REQUIRE(!plans.empty());
+  CHECK(plans[0]->error.find("partials = sbuf with core_split = expert") != std::string::npos);
+}
+
+TEST_CASE("lnc: sharded_attention splits whole heads over the two cores") {
+  const machine m = machine_for("trn2_lnc2");
+  const auto one = example("sharded_attention.tsl", "trn2", {{"seq", "256"}, {"heads", "3"}});
+  const auto two = example("sharded_attention.tsl", "trn2_lnc2", {{"seq", "256"}, {"heads", "3"}});
+  const auto c = *two.default_config();
+  const auto* w = workload_for_space(two, "");
+  CHECK(w->core_shares(two, m) == std::vector<std::int64_t>{1, 2});
+  const auto a = evaluate(two, c);
+  CHECK(a.metrics.at("core_balance") == doctest::Approx(0.5).epsilon(0.05));  // 1 head of 2
+  CHECK(a.objective < 0.75 * latency(one, c));  // the slower core runs 2 of the 3 heads
+}

@@ -120,7 +120,8 @@ std::string names(const std::vector<hbm_tensor>& tensors) {
 std::string view(const hbm_tensor& t) {
   if (t.split_axis < 0) return t.name;
   std::vector<std::string> axes(static_cast<std::size_t>(t.rank), ":");
-  axes.at(static_cast<std::size_t>(t.split_axis)) = "lo:hi";
+  axes.at(static_cast<std::size_t>(t.split_axis)) =
+      t.unit.empty() ? "lo:hi" : fmt::format("lo * {0}:hi * {0}", t.unit);
   return fmt::format("{}[{}]", t.name, fmt::join(axes, ", "));
 }
 
@@ -191,7 +192,12 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
     const std::string& text = programs[p].kernel;
     const std::size_t def_end = text.find('\n') + 1;
     out += "\n\n" + text.substr(0, def_end);
-    if (cut)
+    if (!programs[p].share.empty())
+      out += fmt::format(
+          "    # program {0} (physical core {0}): {1};\n"
+          "    # its plan where it differs from the whole problem's:\n",
+          p, programs[p].share);
+    else if (cut)
       out += fmt::format(
           "    # program {0} (physical core {0}): its share of {1}, {2}:{3} of {4}, planned as "
           "the\n    # simulator planned that core's; its plan where it differs from the whole "
@@ -209,7 +215,11 @@ std::string assemble_spmd(const kernel_file& whole, const std::vector<kernel_fil
   w.line("@nki.jit");
   w.open("def {}_kernel({}):", whole.workload, names(whole.inputs));
   for (const auto& o : whole.outputs) w.line("{} = {}", o.name, o.allocation);
-  if (cut) {
+  const bool own = !programs.empty() && !programs.front().share.empty();
+  if (own) {
+    w.line("# SPMD: one program per physical core, each running the share its plan gives it");
+    w.line("# (above) over the shared HBM tensors (docs/nki.md, \"Two physical cores\")");
+  } else if (cut) {
     w.line("# SPMD: one program per physical core, each its share of {} through views of the",
            split.dimension);
     w.line("# shared HBM tensors (docs/nki.md, \"Two physical cores\")");

@@ -104,11 +104,20 @@ struct constant {
 
 /// An HBM tensor of the kernel's signature (kernel_file::inputs, outputs).
 struct hbm_tensor {
+  hbm_tensor(std::string n, int r, int axis, std::string alloc, std::string u = {})
+      : name(std::move(n)),
+        rank(r),
+        split_axis(axis),
+        allocation(std::move(alloc)),
+        unit(std::move(u)) {}
   std::string name;  ///< "A"
   int rank = 2;      ///< its axes
   int split_axis =
       -1;  ///< the axis the core split cuts (cores.cpp); -1: read whole by every program
   std::string allocation;  ///< an output's nl.ndarray(...) in shared HBM
+  /// Elements of the split axis per unit of the split dimension ("D": a
+  /// head's rows of stacked heads), "" for one.
+  std::string unit;
 };
 
 /// The parts of an emitted file; assemble() puts them together.
@@ -125,6 +134,10 @@ struct kernel_file {
   /// logical NeuronCore as an SPMD kernel (assemble_spmd); one that leaves them
   /// empty is emitted as one instance running the whole problem.
   std::vector<hbm_tensor> inputs, outputs;
+  /// A program of an SPMD kernel that takes its share itself rather than
+  /// through views cut on the split dimension (moe: its cores' group tiles
+  /// and tokens): what it runs, for its comment; "" for the others.
+  std::string share;
 
   /// Notes that a config's `dma_queues` (> 1) has no NKI counterpart: the
   /// compiler assigns the queues.

@@ -18,8 +18,8 @@
 
 namespace tessel::sim::attn {
 
-std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
-                     std::int64_t heads) {
+std::string emit_nki(const params& p, const nki::context& ctx, std::string& out, std::int64_t heads,
+                     bool split_heads) {
   const std::int64_t P = ctx.m.partitions;
   const bool drop = ctx.injected == nki::fault::drop_tail;
   const bool skip = ctx.injected == nki::fault::skip_accumulation;
@@ -72,11 +72,13 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
 
   nki::writer w;
   const bool lazy = p.rescale_every > 1;
-  // no core split (one core runs it, as the simulator times it): the tensors go whole;
-  // sharded_attention's split of the heads is not emitted (its kernel runs as one instance)
-  f.inputs = {{"Q", 2, -1, ""}, {"K", 2, -1, ""}, {"V", 2, -1, ""}};
-  f.outputs = {
-      {"O", 2, -1, fmt::format("nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", hs)}};
+  // attention: no core split (one core runs it, as the simulator times it), the tensors
+  // go whole; sharded_attention: the split cuts the stacked heads, D rows of Q and K and
+  // SEQ rows of V and O each
+  const int axis = split_heads ? 0 : -1;
+  f.inputs = {{"Q", 2, axis, "", "D"}, {"K", 2, axis, "", "D"}, {"V", 2, axis, "", "SEQ"}};
+  f.outputs = {{"O", 2, axis,
+                fmt::format("nl.ndarray(({}, D), dtype=DT, buffer=nl.shared_hbm)", hs), "SEQ"}};
   nki::open_kernel(w, f, ctx);
   w.line("q_sb = nl.ndarray((D, Q_TILE), dtype=DT, buffer=nl.sbuf)  # Q^T tile: [d, q]");
   w.line(

@@ -70,9 +70,10 @@ struct layout {
 
 /// The NKI kernel of `p` (attention_nki.cpp): "" or why not. heads > 1
 /// (sharded_attention): the heads stacked as the functional executor
-/// stacks them, computed one after another.
+/// stacks them, computed one after another. split_heads: the core split cuts
+/// the stacked heads (sharded_attention on two physical cores).
 [[nodiscard]] std::string emit_nki(const params& p, const nki::context& ctx, std::string& out,
-                                   std::int64_t heads = 1);
+                                   std::int64_t heads = 1, bool split_heads = false);
 
 /// The steady-state estimate (attention_steady.cpp); nullopt when the plan
 /// does not lower (check_memory).

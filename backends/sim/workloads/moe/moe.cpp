@@ -115,6 +115,7 @@ class lowerer {
       if (pl_.core >= 0 && c != pl_.core) continue;
       for (const auto& g : pl_.tiles[static_cast<std::size_t>(c)]) group(g);
     }
+    if (pl_.core >= 0 && moe_detail::needs_barrier(pl_)) barrier();
     for (int c = 0; c < pl_.cores; ++c) {
       if (pl_.core >= 0 && c != pl_.core) continue;
       for (const auto& [t0, t1] : pl_.combine[static_cast<std::size_t>(c)]) combine(t1 - t0);
@@ -287,6 +288,24 @@ class lowerer {
     stage_.read_by(last);
     scatters_.push_back(last);
     route_.read_by(last);
+  }
+
+  /// The core barrier between the scatters and the combine (needs_barrier):
+  /// one GpSimdE instruction (nisa.core_barrier's engine) after this core's
+  /// last scatter, before its first partial load, costed as GpSimdE's
+  /// smallest instruction (a copy of nothing: its fixed cost). Each core is
+  /// timed alone, so the wait for the other core's scatters is not modelled
+  /// (docs/nki.md, "Two physical cores").
+  void barrier() {
+    instruction in;
+    in.engine = gpsimd_engine;
+    in.kind = op::copy;
+    in.type = dtype::fp32;
+    in.partitions = 1;
+    in.src = hbm_part_;
+    in.dst = hbm_part_;
+    in.tag = out_.add_tag("core barrier");
+    scatters_ = {out_.add(in, scatters_)};
   }
 
   /// y for `rows` tokens: per out block, load their top_k partials, sum them

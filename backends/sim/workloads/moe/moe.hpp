@@ -152,6 +152,13 @@ struct plan {
 /// Routes, groups and checks the resources: "" or a compile error.
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 
+/// Whether each core's combine waits at a core barrier (nisa.core_barrier)
+/// for the other core's partials: whole experts per core on two cores, so a
+/// token's top_k partials come from both (docs/nki.md, "Two physical cores").
+[[nodiscard]] inline bool needs_barrier(const plan& pl) {
+  return pl.cores > 1 && pl.p.split == core_split::experts;
+}
+
 /// Rebuilds `pl`'s tiles and combine (the same routing) for `share` only.
 void restrict_plan(plan& pl, const rank_share& share);
 

@@ -9,6 +9,9 @@
 // of PSUM banks, the evict engine scales each row by its router weight and
 // the rows are scattered to fp32 partials (one indirect DMA into HBM, or a
 // transfer per row into SBUF); the combine sums each token's top_k partials.
+// On two physical cores each program of the SPMD kernel runs its core's
+// group tiles and combine tiles (moe_plan.cpp), with a core barrier between
+// the two phases when the cores split the experts (needs_barrier).
 #include "../../nki/nki.hpp"
 #include "../emit.hpp"
 #include "moe.hpp"
@@ -23,23 +26,38 @@ namespace {
 
 using emit::ceil_div;
 
-/// The group tiles of every core, in order, as a Python list, and ROUTING:
-/// each routed row's (token, token * TOP_K + slot), in the same order — the
-/// kernel's index input (a router's output).
-std::string group_table(const plan& pl) {
-  std::string out = "GROUP_TILES = [  # (expert, ((token, slot), ...)) per group tile\n";
+/// GROUP_TILES of the cores `core` runs (-1: all), in order, as a Python list.
+void group_tiles(const plan& pl, int core, nki::writer& w) {
+  w.line("GROUP_TILES = [  # (expert, ((token, slot), ...)) per group tile");
+  for (std::size_t c = 0; c < pl.tiles.size(); ++c)
+    if (core < 0 || static_cast<int>(c) == core)
+      for (const auto& g : pl.tiles[c]) {
+        std::string rows;
+        for (const auto& r : g.rows) rows += fmt::format("({}, {}), ", r.token, r.slot);
+        w.line("    ({}, ({})),", g.expert, rows);
+      }
+  w.line("]");
+}
+
+/// ROUTING: each routed row's (token, token * TOP_K + slot), in the order of
+/// every core's group tiles — the kernel's index input (a router's output).
+std::string routing_table(const plan& pl) {
   std::string routing = "ROUTING = [  # (token, token * TOP_K + slot) of each row, in tile order\n";
   for (const auto& core : pl.tiles)
     for (const auto& g : core) {
-      std::string rows, index;
-      for (const auto& r : g.rows) {
-        rows += fmt::format("({}, {}), ", r.token, r.slot);
+      std::string index;
+      for (const auto& r : g.rows)
         index += fmt::format("({}, {}), ", r.token, r.token * pl.p.top_k + r.slot);
-      }
-      out += fmt::format("    ({}, ({})),\n", g.expert, rows);
       routing += fmt::format("    {}\n", index);
     }
-  return out + "]\n" + routing + "]\n\n";
+  return routing + "]\n";
+}
+
+/// The group tiles of every core and ROUTING, before a kernel of one instance.
+std::string group_table(const plan& pl) {
+  nki::writer w;
+  group_tiles(pl, -1, w);
+  return w.text() + routing_table(pl) + "\n";
 }
 
 void constants(const plan& pl, const nki::context& ctx, nki::kernel_file& f) {
@@ -70,6 +88,17 @@ void constants(const plan& pl, const nki::context& ctx, nki::kernel_file& f) {
   add("EVICT", nki::engine(p.evict), "drains PSUM times the router weights (evict)");
   add("COMBINE", nki::engine(p.combine_engine), "sums the top_k partials (combine_engine)");
   add("DT", nki::nl_dtype(p.type), "dtype of x, the weights and y");
+  if (ctx.program < 0) return;
+  // program `core` of an SPMD kernel: where its rows start in ROUTING, and its combine's tokens
+  std::int64_t before = 0;
+  for (int c = 0; c < pl.core; ++c)
+    for (const auto& g : pl.tiles[static_cast<std::size_t>(c)])
+      before += static_cast<std::int64_t>(g.rows.size());
+  const auto& mine = pl.combine.at(static_cast<std::size_t>(pl.core));
+  const std::int64_t from = mine.empty() ? 0 : mine.front().first;
+  add("ROUTED_FROM", before, "its group tiles' first row in ROUTING");
+  add("TOKENS_FROM", from, "its combine's tokens: TOKENS_FROM:TOKENS_TO");
+  add("TOKENS_TO", mine.empty() ? from : mine.back().second, "");
 }
 
 /// A copy out of PSUM on the evict engine (ScalarE copies with an activation).
@@ -115,6 +144,7 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   const bool skip = ctx.injected == nki::fault::skip_accumulation;
   w.line("# trace-time state: slot and bank rotations, the rows routed so far");
   w.line("x_loads = w_loads = stages = raws = transposes = out_sets = routed = 0");
+  if (ctx.program >= 0) w.line("routed = ROUTED_FROM  # the rows of the programs before");
   w.open("for e, rows in GROUP_TILES{}:  # group tiles", drop ? "[:-1]" : "");
   if (drop) w.line("# FAULT drop_tail: the last group tile is dropped");
   w.line("xs = x_loads % X_BUFS");
@@ -175,7 +205,7 @@ void group_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   w.close();
 }
 
-void combine_loop(const plan& pl, nki::writer& w) {
+void combine_loop(const plan& pl, const nki::context& ctx, nki::writer& w) {
   // slot j of the token tile's partials: loaded from HBM, or where they are in SBUF
   const auto slot = [&](std::string_view j) {
     return pl.p.sbuf_partials ? fmt::format("part[0:tr, t0 // P, {}, o0:o0 + ow]", j)
@@ -183,7 +213,10 @@ void combine_loop(const plan& pl, nki::writer& w) {
   };
   w.line("# the combine: y = the sum of each token's top_k partials (fp32, the last add in DT)");
   if (!pl.p.sbuf_partials) w.line("part_rows = part.reshape((TOKENS, TOP_K, D_OUT))");
-  w.open("for t0 in nl.sequential_range(0, TOKENS, P):");
+  if (ctx.program >= 0)
+    w.open("for t0 in nl.sequential_range(TOKENS_FROM, TOKENS_TO, P):  # this program's tokens");
+  else
+    w.open("for t0 in nl.sequential_range(0, TOKENS, P):");
   w.line("tr = min(P, TOKENS - t0)");
   w.open("for ob in nl.sequential_range(OUT_BLOCKS):");
   w.line("o0 = ob * OUT_TILE");
@@ -228,10 +261,15 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
       "OUTPUTS = {{\"y\": ((TOKENS, D_OUT), \"{1}\")}}\n"
       "TOLERANCE = {2}  # the gate's, in units of |reference| + rms(reference)",
       p.x_rows ? "TOKENS, D_IN" : "D_IN, TOKENS", dt, nki::py_float(nki::tolerance(p.type)));
+  for (const char* name : {"x", "W", "router_weights", "routing"})
+    f.inputs.push_back({name, name == std::string_view("W") ? 3 : 2, -1, ""});
+  f.outputs.push_back({"y", 2, -1, "nl.ndarray((TOKENS, D_OUT), dtype=DT, buffer=nl.shared_hbm)"});
+  if (ctx.program >= 0)
+    f.share = fmt::format("the group tiles of its {} and the combine of its tokens",
+                          p.split == core_split::tokens ? "tokens" : "experts");
   nki::writer w;
-  w.line("@nki.jit");
-  w.open("def moe_kernel(x, W, router_weights, routing):");
-  w.line("y = nl.ndarray((TOKENS, D_OUT), dtype=DT, buffer=nl.shared_hbm)");
+  nki::open_kernel(w, f, ctx);
+  if (ctx.program >= 0) group_tiles(pl, pl.core, w);
   if (p.sbuf_partials)
     w.line(
         "part = nl.ndarray((P, TOKEN_TILES, TOP_K, D_OUT), dtype=nl.float32, buffer=nl.sbuf)  "
@@ -257,13 +295,18 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
       "ps_psum = nl.ndarray((P, PSUM_SETS * T_SUBS * OUT_BANKS, BANK), dtype=nl.float32, "
       "buffer=nl.psum)");
   group_loop(pl, ctx, w);
-  combine_loop(pl, w);
-  w.line("return y");
+  if (ctx.program >= 0 && needs_barrier(pl)) {
+    w.line("# the combine reads partials the other program's experts write: both wait here");
+    w.line("# until both have written theirs (docs/nki.md, \"Two physical cores\")");
+    w.line("nisa.core_barrier(data=part, cores=(0, 1), engine=nisa.engine.gpsimd)");
+  }
+  combine_loop(pl, ctx, w);
+  if (ctx.program < 0) w.line("return y");
   w.close();
-  f.kernel = group_table(pl) + w.text();
+  f.kernel = ctx.m.cores > 1 ? w.text() : group_table(pl) + w.text();
   f.reference = fmt::format(
       "EXPERT_OF = {}  # [token][slot]\n\n"
-      "def reference(x, W, router_weights, routing):\n"
+      "{}def reference(x, W, router_weights, routing):\n"
       "    \"\"\"y in float64, from the same inputs (the routing is EXPERT_OF's).\"\"\"\n"
       "    x = x.astype(np.float64){}\n"
       "    y = np.zeros((TOKENS, D_OUT))\n"
@@ -282,7 +325,7 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
         }
         return s + "]";
       }(),
-      p.x_rows ? "" : ".T");
+      ctx.m.cores > 1 ? routing_table(pl) + "\n" : "", p.x_rows ? "" : ".T");
   out = nki::assemble(f, ctx);
   return "";
 }

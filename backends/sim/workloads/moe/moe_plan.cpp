@@ -209,6 +209,10 @@ std::vector<std::int32_t> route_tokens(const params& p) {
 std::string make_plan(const params& p, const machine& m, plan& pl) {
   pl.p = p;
   pl.cores = std::max(1, m.cores);
+  if (pl.cores > 1 && p.split == core_split::experts && p.sbuf_partials)
+    return "moe: partials = sbuf with core_split = expert on two physical cores: each core's "
+           "combine needs the partials of the other core's experts, and a core cannot read the "
+           "other's SBUF; use partials = hbm (a core barrier orders the two) or core_split = token";
   const std::int64_t b = dtype_bytes(p.type), parts = m.partitions;
   const double rows = static_cast<double>(p.tokens) * static_cast<double>(p.top_k);
   if (rows > 1 << 20)

@@ -83,6 +83,8 @@ class model : steady::closed_model<plan> {
       if (pl_.core < 0 || c == pl_.core)
         for (const auto& [t0, t1] : pl_.combine[static_cast<std::size_t>(c)])
           combine_ns += combine(tail, t1 - t0);
+    if (pl_.core >= 0 && needs_barrier(pl_))  // the lowering's core barrier (moe.cpp)
+      combine_ns += c_.compute(tail, gpsimd_engine, op::copy, 1, 1, 0);
     const double warm = steady::warmup_loss(groups.busy[0], m_);
     const double dma = groups.dma_ns(m_);
     const double compute = fill + groups.busy[0] + warm + stall;

@@ -115,7 +115,7 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
   [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
                                       std::string& out) const override {
     if (p.split.ranks > 1) return write_ranks(p, ctx, out);
-    return attn::emit_nki(*p.head, ctx, out, p.heads);
+    return attn::emit_nki(*p.head, ctx, out, p.heads, true);
   }
 
   /// tp > 1 (docs/nki.md, "Ranks and collectives"): attention's kernel of
