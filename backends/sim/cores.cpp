@@ -96,12 +96,11 @@ std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s,
     return out;
   }
   const std::string dim = core_split_dimension();
-  std::shared_ptr<const space> previous;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    // an even split: the same space and config, the same plan
+    // an even split: the same space and config, the same plan (copied, not read again)
     const bool same = i > 0 && sizes[i] == sizes[i - 1];
-    if (!same) previous = shares().get(s, dim, sizes[i]);
-    out.push_back(plan_config(*previous, c, m));
+    auto copy = same ? out.back()->clone() : nullptr;
+    out.push_back(copy ? std::move(copy) : plan_config(*shares().get(s, dim, sizes[i]), c, m));
     out.back()->same_as_previous = same;
   }
   return out;
