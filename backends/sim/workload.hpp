@@ -71,7 +71,7 @@ class workload_plan {
   std::string error;  ///< "" or why the config does not compile
   /// Set by plan_cores() on a share planned from the same space and config
   /// as the share before it (an even split): the same plan, so its steady
-  /// estimate is that share's.
+  /// estimate and its event-model timing are that share's.
   bool same_as_previous = false;
   /// A copy (the plan of the same space and config, not read again), or
   /// nullptr when the plan cannot be copied (it owns other plans).
