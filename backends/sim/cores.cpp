@@ -11,10 +11,7 @@
 // ones), and plans each share alone.
 #include "workload.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,26 +23,46 @@ namespace {
 
 /// The spaces with one constant changed, kept while in use: planning a share
 /// reads the space like any other (constants, lets), without its constraints.
+/// A share is found by its content (the whole space's name, source and
+/// constants, and the constant changed), compared against the share space
+/// itself: no key is built, and the cheap fields are compared first.
 class share_spaces {
  public:
   std::shared_ptr<const space> get(const space& s, const std::string& name, std::int64_t value) {
-    std::string key = fmt::format("{}\n{}\n{}={}\n", s.name(), s.def().source, name, value);
-    for (const auto& k : s.def().constants) key += fmt::format("{}:{};", k.name, k.value);
     const std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    for (const auto& e : cache_)
+      if (e.value == value && e.name == name && made_from(*e.made, s, name)) return e.made;
     if (cache_.size() > 64) cache_.clear();
     space::definition def = s.def();
     def.constraints.clear();  // the share need not meet the whole problem's requires
     for (auto& k : def.constants)
       if (k.name == name) k.value = value;
     auto made = std::make_shared<const space>(std::move(def));
-    cache_.emplace(std::move(key), made);
+    cache_.push_back({name, value, made});
     return made;
   }
 
  private:
+  struct entry {
+    std::string name;  ///< the constant changed, and its value in `made`
+    std::int64_t value = 0;
+    std::shared_ptr<const space> made;
+  };
+
+  /// Whether `share` is `whole` with constant `name` changed: the same name,
+  /// source and constants but that one.
+  static bool made_from(const space& share, const space& whole, const std::string& name) {
+    const auto &a = share.def(), &b = whole.def();
+    if (a.constants.size() != b.constants.size()) return false;
+    for (std::size_t i = 0; i < a.constants.size(); ++i) {
+      const constant &x = a.constants[i], &y = b.constants[i];
+      if (x.name != y.name || (x.value != y.value && x.name != name)) return false;
+    }
+    return a.name == b.name && a.source == b.source;
+  }
+
   std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const space>> cache_;
+  std::vector<entry> cache_;
 };
 
 /// What the first share of `dimension` is rounded up to a multiple of.
@@ -86,12 +103,11 @@ std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s,
     return out;
   }
   const std::string dim = core_split_dimension();
-  std::shared_ptr<const space> previous;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    // an even split: the same space and config, the same plan
+    // an even split: the same space and config, the same plan (copied, not read again)
     const bool same = i > 0 && sizes[i] == sizes[i - 1];
-    if (!same) previous = shares().get(s, dim, sizes[i]);
-    out.push_back(plan_config(*previous, c, m));
+    auto copy = same ? out.back()->clone() : nullptr;
+    out.push_back(copy ? std::move(copy) : plan_config(*shares().get(s, dim, sizes[i]), c, m));
     out.back()->same_as_previous = same;
   }
   return out;

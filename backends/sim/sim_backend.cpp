@@ -63,23 +63,6 @@ measurement analytic_measurement(const steady_estimate& e, const machine& m) {
   out.samples = {latency_s};
   const roofline_parts r = roofline_of(e.totals, m);
   const double lat = std::max(e.latency_ns, 1e-12), roof = std::max(r.compute_ns, r.memory_ns);
-  out.metrics = {
-      {"latency_s", latency_s},
-      {"tensor_busy", e.busy_ns[0] / lat},
-      {"vector_busy", e.busy_ns[1] / lat},
-      {"scalar_busy", e.busy_ns[2] / lat},
-      {"gpsimd_busy", e.busy_ns[3] / lat},
-      {"dma_busy", e.dma_data_ns / lat},
-      {"hbm_read_bytes", e.hbm_read_bytes},
-      {"hbm_write_bytes", e.hbm_write_bytes},
-      {"flops", e.totals.flops},
-      {"instructions", e.instructions},
-      {"roofline_s", roof * 1e-9},
-      {"roofline_compute_s", r.compute_ns * 1e-9},
-      {"roofline_memory_s", r.memory_ns * 1e-9},
-      {"roofline_fraction", roof / lat},
-      {"analytic", 1.0},
-  };
   // The estimate has no critical path: the resource that bounds it is on the
   // path for its busy time, the rest is waiting (docs/simulator.md, "Speed").
   const std::string_view bound = e.bound;
@@ -90,15 +73,40 @@ measurement analytic_measurement(const steady_estimate& e, const machine& m) {
                              : bound == "gpsimd"                                  ? e.busy_ns[3]
                              : bound.starts_with("dma") && bound != "dma latency" ? e.dma_data_ns
                                                                                   : 0.0);
-  const char* category = bound == "tensor"          ? "time_matmul_s"
-                         : bound.starts_with("dma") ? "time_hbm_s"
-                         : bound.empty()            ? "time_stall_s"
-                                                    : "time_elementwise_s";
-  for (const auto* name :
-       {"time_matmul_s", "time_elementwise_s", "time_hbm_s", "time_collective_s", "time_stall_s"})
-    out.metrics[name] = 0.0;
-  out.metrics[category] = bound_ns * 1e-9;
-  out.metrics["time_stall_s"] += (e.latency_ns - bound_ns) * 1e-9;
+  const std::string_view category = bound == "tensor"          ? "time_matmul_s"
+                                    : bound.starts_with("dma") ? "time_hbm_s"
+                                    : bound.empty()            ? "time_stall_s"
+                                                               : "time_elementwise_s";
+  const auto split = [&](std::string_view name) {
+    return name == category ? bound_ns * 1e-9 : 0.0;
+  };
+  double stall_s = split("time_stall_s");
+  stall_s += (e.latency_ns - bound_ns) * 1e-9;
+  // in key order, each placed at the end: no search, no temporaries
+  const std::pair<const char*, double> metrics[] = {
+      {"analytic", 1.0},
+      {"dma_busy", e.dma_data_ns / lat},
+      {"flops", e.totals.flops},
+      {"gpsimd_busy", e.busy_ns[3] / lat},
+      {"hbm_read_bytes", e.hbm_read_bytes},
+      {"hbm_write_bytes", e.hbm_write_bytes},
+      {"instructions", e.instructions},
+      {"latency_s", latency_s},
+      {"roofline_compute_s", r.compute_ns * 1e-9},
+      {"roofline_fraction", roof / lat},
+      {"roofline_memory_s", r.memory_ns * 1e-9},
+      {"roofline_s", roof * 1e-9},
+      {"scalar_busy", e.busy_ns[2] / lat},
+      {"tensor_busy", e.busy_ns[0] / lat},
+      {"time_collective_s", split("time_collective_s")},
+      {"time_elementwise_s", split("time_elementwise_s")},
+      {"time_hbm_s", split("time_hbm_s")},
+      {"time_matmul_s", split("time_matmul_s")},
+      {"time_stall_s", stall_s},
+      {"vector_busy", e.busy_ns[1] / lat},
+  };
+  for (const auto& [name, value] : metrics)
+    out.metrics.emplace_hint(out.metrics.end(), name, value);
   out.message = fmt::format("analytic estimate: {}-bound ({}); {:.0f}% of the roofline bound",
                             e.bound, e.tag, 100.0 * roof / lat);
   return out;
@@ -219,6 +227,10 @@ struct sim_backend::impl {
     program other;
     bool first = true;
     for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
+      if (share->same_as_previous && !first) {  // an even split: the same program and timing
+        r.core_ns.push_back(r.core_ns.back());
+        continue;
+      }
       program& target_prog = first ? prog : other;
       r.error = share->error.empty() ? r.w->lower_plan(*share, *r.m, target_prog) : share->error;
       if (!r.error.empty()) return;

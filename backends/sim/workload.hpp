@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,8 +71,11 @@ class workload_plan {
   std::string error;  ///< "" or why the config does not compile
   /// Set by plan_cores() on a share planned from the same space and config
   /// as the share before it (an even split): the same plan, so its steady
-  /// estimate is that share's.
+  /// estimate and its event-model timing are that share's.
   bool same_as_previous = false;
+  /// A copy (the plan of the same space and config, not read again), or
+  /// nullptr when the plan cannot be copied (it owns other plans).
+  [[nodiscard]] virtual std::unique_ptr<workload_plan> clone() const = 0;
 };
 
 /// A plan of the workload's own type P (typed_workload<P> reads it back,
@@ -81,6 +85,12 @@ class plan_of final : public workload_plan {
  public:
   template <class... A>
   explicit plan_of(A&&... a) : value(std::forward<A>(a)...) {}
+  [[nodiscard]] std::unique_ptr<workload_plan> clone() const override {
+    if constexpr (std::is_copy_constructible_v<P>)
+      return std::make_unique<plan_of>(*this);
+    else
+      return nullptr;
+  }
   P value;
 };
 

@@ -83,7 +83,7 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
       moments.ops.push_back(op_on(vector_engine, kind, "moments"));
     moments.ops.push_back(op_on(scalar_engine, op::activation, "rstd"));
     moments.ops.push_back(op_on(vector_engine, op::tensor_tensor, "moments"));
-    spec.reduce = {sums, moments};
+    spec.reduce = rows::steps_of(std::move(sums), std::move(moments));
 
     rows::row_step apply;
     // normalized and times gamma stay in fp32 (y rounds once, at the add of beta: in
@@ -103,7 +103,7 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
     auto store = op_on(vector_engine, op::dma, "store y");
     store.store = true;
     apply.ops.push_back(store);
-    spec.scale = {apply};
+    spec.scale = rows::steps_of(std::move(apply));
     return "";
   }
 };

@@ -102,7 +102,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
     rstd.per_chunk = false;
     rstd.ops.push_back(op_on(vector_engine, op::reduce, "rstd"));
     rstd.ops.push_back(op_on(scalar_engine, op::activation, "rstd"));
-    spec.reduce = {sums, rstd};
+    spec.reduce = rows::steps_of(std::move(sums), std::move(rstd));
 
     rows::row_step apply;
     if (choice.fuse_weight) {  // (h * rstd) * w in one VectorE pass (scalar_tensor_tensor)
@@ -124,7 +124,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
     rows::row_op store = op_on(vector_engine, op::dma, "store y");
     store.store = true;
     apply.ops.push_back(store);
-    spec.scale = {apply};
+    spec.scale = rows::steps_of(std::move(apply));
     return "";
   }
 };

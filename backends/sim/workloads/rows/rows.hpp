@@ -60,6 +60,15 @@ struct row_step {
   std::vector<row_op> ops;  ///< chained in order (a store is a side branch)
 };
 
+/// `steps` moved into a list in order (a braced list would copy each step's ops).
+template <class... S>
+[[nodiscard]] std::vector<row_step> steps_of(S&&... steps) {
+  std::vector<row_step> out;
+  out.reserve(sizeof...(steps));
+  (out.push_back(std::forward<S>(steps)), ...);
+  return out;
+}
+
 /// The workload's description of one tile's work.
 struct pipeline_spec {
   std::string name;  ///< "rmsnorm"

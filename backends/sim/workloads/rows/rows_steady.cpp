@@ -146,7 +146,7 @@ class replay {
     last_on_ = {};
     issue_free_ = {};
     queue_free_ = {};
-    moving_ = {};
+    moving_from_ = moving_to_ = {};
     stream_next_ = {};
     stage_serial_ = {};
     std::fill(readers_.begin(), readers_.end(), 0.0);
@@ -213,12 +213,17 @@ class replay {
     } else {
       data_at = std::max(queue_free_[q], ready) + issue;
     }
-    // a transfer that starts while another queue's is moving shares the engines with it
-    double together = 1;
+    // a transfer that starts while another queue's is moving shares the
+    // engines with it (q's own last transfer ended by data_at: never counted)
+    int together = 1;
     for (const std::size_t o : used_queues_)
-      if (o != q && moving_[o].first <= data_at && data_at < moving_[o].second) ++together;
-    queue_free_[q] = data_at + alone * std::max((*stretch_)[q], together);
-    if (counted) moving_[q] = {data_at, queue_free_[q]};
+      together +=
+          static_cast<int>(moving_from_[o] <= data_at) & static_cast<int>(data_at < moving_to_[o]);
+    queue_free_[q] = data_at + alone * std::max((*stretch_)[q], static_cast<double>(together));
+    if (counted) {
+      moving_from_[q] = data_at;
+      moving_to_[q] = queue_free_[q];
+    }
     const double done = queue_free_[q] + std::max(0.0, m_.dma_fixed_latency_ns - issue);
     latest_ = std::max(latest_, done);
     return done;
@@ -359,7 +364,8 @@ class replay {
   std::array<double, engine_count> free_at_{};
   std::array<std::uint32_t, engine_count> last_on_{};
   queue_times issue_free_{}, queue_free_{};
-  std::array<std::pair<double, double>, dma_queue_count> moving_{};
+  /// Each queue's last counted data phase: [from, to).
+  queue_times moving_from_{}, moving_to_{};
   std::array<std::int64_t, 8> stage_serial_{};
   std::vector<double> readers_, loads_, stage_store_;
   std::vector<ref> chunk_last_;

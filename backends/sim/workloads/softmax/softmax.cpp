@@ -76,7 +76,8 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
     inverse.per_chunk = false;
     inverse.ops.push_back(op_on(vector_engine, op::reduce, "1/sum"));
     inverse.ops.push_back(op_on(vector_engine, op::reciprocal, "1/sum"));
-    spec.reduce = {maxima, combine, exps, inverse};
+    spec.reduce =
+        rows::steps_of(std::move(maxima), std::move(combine), std::move(exps), std::move(inverse));
 
     rows::row_step apply;
     rows::row_op normalize = choice.scale == scalar_engine
@@ -88,7 +89,7 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
     rows::row_op store = op_on(vector_engine, op::dma, "store y");
     store.store = true;
     apply.ops.push_back(store);
-    spec.scale = {apply};
+    spec.scale = rows::steps_of(std::move(apply));
     return "";
   }
 };
