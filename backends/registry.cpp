@@ -29,7 +29,7 @@ void read_racing(settings_reader& read, race_options& o) {
 /// The gate settings every gated backend shares: tolerance_scale, gate_secret.
 void read_gate(settings_reader& read, gate_options& o) {
   o.tolerance_scale = read.number("tolerance_scale").value_or(o.tolerance_scale);
-  if (auto secret = read.number("gate_secret")) o.secret = static_cast<std::uint64_t>(*secret);
+  o.secret = read.count("gate_secret").value_or(o.secret);  // whole: every 64-bit key
 }
 
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {

@@ -17,6 +17,8 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument,
   options.target = read.text("target").value_or(options.target);
   options.concurrency = read.count("concurrency", 1).value_or(options.concurrency);
   options.gate = read.flag("gate").value_or(options.gate);
+  // 0 (the default): a fresh key per backend, which no kernel can learn (docs/gate.md)
+  options.gate_options.secret = read.count("gate_secret").value_or(options.gate_options.secret);
   if (const auto model = read.choice("model", {"event", "analytic"}))
     options.model = *model == "analytic" ? sim_model::analytic : sim_model::event;
   options.fault = read.text("fault").value_or(options.fault);

@@ -110,6 +110,15 @@ struct tensor_spec {
   /// Outputs: how many terms each element sums (a matmul's K; 0: not a
   /// reduction). Widens the default tolerance of very long reductions.
   std::int64_t reduction = 0;
+  /// Inputs: the magnitude honest values have, which the gate draws every
+  /// floating-point distribution at (times its own scale; `tiny` keeps to
+  /// the bottom of the type's normal range). A weight that feeds a K-term
+  /// sum is about 1/sqrt(K) in an initialised or trained network, so that
+  /// sums of its products stay near the magnitude of the activations; drawn
+  /// at 1 instead, a chain of them (SwiGLU's x W_gate, h W_down) grows by
+  /// sqrt(K) per sum and overflows fp16 (65504) and fp8 (448) where real data
+  /// never would (docs/gate.md, "Input magnitudes").
+  double scale = 1;
   [[nodiscard]] std::int64_t elements() const noexcept;
 };
 
@@ -237,7 +246,10 @@ class gate_spec {
   /// with relative error u moves the element by up to u x |t_i|, which a
   /// few large terms (heavy-tailed inputs) can make far more than u x
   /// (|reference| + scale) where the sum cancels; the gate widens the
-  /// element's bound by tol x spread. The default: reference() and no spread
+  /// element's bound by tol x spread. An infinite spread says that an
+  /// intermediate the schedule stores lies beyond the type's range on these
+  /// inputs (fp16 saturates at 65504), so no bound holds: the element is not
+  /// judged, but for NaN/Inf. The default: reference() and no spread
   /// (the output is rounded once, from fp32 or wider sums).
   [[nodiscard]] virtual probe_values reference_with_spread(std::span<const input_tensor> in,
                                                            const probe_points& where,

@@ -241,6 +241,11 @@ input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_
     default: break;
   }
   if (disguised) disguise();
+  if (spec.scale != 1 && d != distribution::tiny) {  // honest magnitude (tensor_spec::scale)
+    scale_ *= spec.scale;
+    offset_ =
+        d == distribution::constant ? round_to(t, offset_ * spec.scale) : offset_ * spec.scale;
+  }
 }
 
 void input_tensor::disguise() noexcept {

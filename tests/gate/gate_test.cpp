@@ -662,3 +662,30 @@ TEST_CASE("gate_options::validate names the bad field") {
   o.machine.flops_per_s = -1;
   CHECK(options_message(o).starts_with("gate_options::machine:"));
 }
+
+TEST_CASE("results below the output type's normal range may be flushed to zero") {
+  // y = 1e-9 x in fp16: every reference is below fp16's smallest normal (6.1e-5)
+  struct underflowing : tessel::gate_spec {
+    std::vector<tensor_spec> inputs() const override {
+      return {{"x", {32, 32}, element_type::fp32}};
+    }
+    std::vector<tensor_spec> outputs() const override {
+      return {{"y", {32, 32}, element_type::fp16}};
+    }
+    probe_values reference(std::span<const tessel::input_tensor> in,
+                           const probe_points& where) const override {
+      probe_values y(1);
+      for (const std::int64_t flat : where[0]) y[0].push_back(1e-9 * in[0].at(flat));
+      return y;
+    }
+  };
+  struct flushes : tessel::gated_kernel {  // an engine that flushes subnormal results
+    tessel::output_values run(std::span<const tessel::hidden_input>) const override {
+      return {std::vector<double>(32 * 32, 0.0)};
+    }
+  };
+  tessel::gate g(tessel::gate_options{.secret = 9});
+  const tessel::verdict v = g.check(underflowing{}, flushes{}, 1);
+  INFO(v.message);
+  CHECK(v.ok());  // neither an error nor "does not change when the inputs change"
+}

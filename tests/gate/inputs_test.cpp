@@ -287,3 +287,17 @@ TEST_CASE("int32 inputs are labels in [0, label_range)") {
   const tensor_spec bad{"labels", {10}, element_type::int32, 0};
   CHECK_THROWS_AS(input_tensor(bad, distribution::normal, 1), tessel::options_error);
 }
+
+TEST_CASE("an input's scale multiplies every draw but tiny's, disguised or not") {
+  const tensor_spec plain{"W", {64, 64}, element_type::fp32};
+  tensor_spec scaled = plain;
+  scaled.scale = 0.125;  // a power of two: the scaled fp32 draws are exact
+  for (const distribution d : tessel::all_distributions()) {
+    CAPTURE(tessel::to_string(d));
+    for (const bool disguised : {false, true}) {
+      const input_tensor a(plain, d, 42, disguised), b(scaled, d, 42, disguised);
+      const double factor = d == distribution::tiny ? 1.0 : 0.125;
+      for (std::int64_t i = 0; i < 64 * 64; i += 97) CHECK(b.at(i) == a.at(i) * factor);
+    }
+  }
+}

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace tessel::sim::swiglu_detail {
 namespace {
 
 using emit::ceil_div;
+constexpr double inf = std::numeric_limits<double>::infinity();
 
 /// The schedule on data: for each probed token, g and u accumulated in fp32
 /// over d_model (mm_k slab after slab, one PSUM group each), SiLU in fp32
@@ -34,10 +36,13 @@ class swiglu_kernel final : public functional_kernel {
   explicit swiglu_kernel(const params& p) : p_(p), type_(element_of(p.type)) {}
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override {
+    // weights at the magnitude of a trained layer's, 1/sqrt(fan-in) (tensor_spec::scale)
+    const double in_scale = 1 / std::sqrt(static_cast<double>(p_.d_model));
+    const double down_scale = 1 / std::sqrt(static_cast<double>(p_.d_ff));
     return {{"x", {p_.d_model, p_.tokens}, type_, 0},
-            {"W_gate", {p_.d_model, p_.d_ff}, type_, 0},
-            {"W_up", {p_.d_model, p_.d_ff}, type_, 0},
-            {"W_down", {p_.d_ff, p_.d_model}, type_, 0}};
+            {"W_gate", {p_.d_model, p_.d_ff}, type_, 0, 0, in_scale},
+            {"W_up", {p_.d_model, p_.d_ff}, type_, 0, 0, in_scale},
+            {"W_down", {p_.d_ff, p_.d_model}, type_, 0, 0, down_scale}};
   }
   [[nodiscard]] std::vector<tensor_spec> outputs() const override {
     return {{"y", {p_.tokens, p_.d_model}, type_, 0}};
@@ -150,7 +155,8 @@ class swiglu_kernel final : public functional_kernel {
             squares += t * t;
           }
           y[i][c] = sum;
-          terms[i][c] = std::sqrt(squares);
+          // an h beyond dtype's range saturates in the h tile: no bound holds
+          terms[i][c] = saturates(h[i], f) ? inf : std::sqrt(squares);
           continue;
         }
         // the PSUM group over d_ff; with fuse_down one group per ff block,
@@ -192,6 +198,15 @@ class swiglu_kernel final : public functional_kernel {
     }
     const float silu = g / (1.0F + std::exp(-g));
     return round_to(type_, static_cast<double>(silu * u));
+  }
+
+  /// Whether one of the first `f` exact h values lies beyond dtype's range,
+  /// where the schedule's h tile saturates (fp16 at 65504): the spread of
+  /// such an element is infinite, so the gate does not judge it
+  /// (gate_spec::reference_with_spread; docs/gate.md, "Input magnitudes").
+  [[nodiscard]] bool saturates(const std::vector<double>& h, std::int64_t f) const {
+    const double top = max_finite(type_);
+    return std::any_of(h.begin(), h.begin() + f, [top](double v) { return std::abs(v) > top; });
   }
 
   [[nodiscard]] static double exact_h(const std::vector<float>& x, const std::vector<float>& wg,
