@@ -69,11 +69,13 @@ class model {
         const double fc = first_contraction_ns(rows_t, cols);
         const double alone = reload && p_.bufs == 1 ? wait_ns(load, fc) : 0;
         u.stall += psum_stall(rows_t, cols) + alone;
-        // the throttle: the first contraction's matmuls wait on their slabs
-        // (paced by the loads where those are slower), then the unit's last
-        // burst runs back to back; where TensorE idles enough between such
-        // bursts the ramp restarts in each
-        const double burst = u.busy[0] - fc + fc / static_cast<double>(pl_.slabs);
+        // the throttle: where TensorE idles in a unit, the first
+        // contraction's matmuls wait on their slabs (paced by the loads),
+        // then the rest of the unit runs back to back as one burst; where
+        // TensorE idles enough between such bursts the ramp restarts in each
+        const double idle = unit_span_of(u) - u.busy[0];
+        const double paced = std::min(idle, fc - fc / static_cast<double>(pl_.slabs));
+        const double burst = u.busy[0] - std::max(paced, 0.0);
         const double loss = steady::burst_warmup_loss(burst, unit_span_of(u) - burst, m_);
         u.busy[0] += loss;
         if (first_outer && first) cold_ = loss > 0 ? 0 : steady::warmup_loss(u.busy[0], m_);
