@@ -1,10 +1,9 @@
-// steady_closed.hpp: pieces of the closed-form steady models (matmul_steady.cpp,
-// swiglu_steady.cpp, moe_steady.cpp): a dimension cut into tiles (full tiles
+// steady_closed.hpp: pieces of the closed-form steady models (matmul, swiglu,
+// moe, cross_entropy, newton_schulz): a dimension cut into tiles (full tiles
 // of one size and at most one tail, so a sum over the tiles is two terms),
 // the TensorE time the warm-up throttle (cost_rules.hpp) costs a run of work
-// or a train of bursts,
-// and the work of a stretch of a schedule summed with the event model's
-// per-instruction costs.
+// or each of a train of bursts, and the work of a stretch of a schedule
+// summed with the event model's per-instruction costs.
 #pragma once
 
 #include "cost_rules.hpp"
@@ -94,6 +93,17 @@ struct stretch {
     read += times * o.read;
     write += times * o.write;
     instructions += times * o.instructions;
+  }
+
+  /// Its totals as an estimate (the latency, totals and bound are the caller's).
+  [[nodiscard]] steady_estimate estimate() const {
+    steady_estimate e;
+    e.busy_ns = busy;
+    e.dma_data_ns = data;
+    e.hbm_read_bytes = read;
+    e.hbm_write_bytes = write;
+    e.instructions = instructions;
+    return e;
   }
 
   /// The DMA bound: every transfer's data on the shared engines, or the

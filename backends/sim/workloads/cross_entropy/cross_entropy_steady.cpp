@@ -100,14 +100,9 @@ class model {
     });
     if (!reload) all.add(inner_load(inner.size[0]), 1);
     edges(all, tiles);
-    steady_estimate e;
+    all.busy[0] += cold_;
+    steady_estimate e = all.estimate();
     e.latency_ns = fill_ + latency + cold_ + drain_ns();
-    e.busy_ns = all.busy;
-    e.busy_ns[0] += cold_;
-    e.dma_data_ns = all.data;
-    e.hbm_read_bytes = all.read;
-    e.hbm_write_bytes = all.write;
-    e.instructions = all.instructions;
     e.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
                      static_cast<double>(p_.vocab);
     e.totals.min_hbm_bytes =

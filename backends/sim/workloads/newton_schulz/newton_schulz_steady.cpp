@@ -49,12 +49,12 @@ class model {
     }
     // the stores of X, the last row band's after the update's last evict
     each(split(p_.rows, P_), [&](double n, std::int64_t rows) {
-      c_.transfer(w_, 1, n, rows, p_.cols * dtype_bytes(p_.type), false, true);
+      c_.transfer(issued, 1, n, rows, p_.cols * dtype_bytes(p_.type), false, true);
     });
     return latency + cold_ + last_store_ns() + m_.dma_fixed_latency_ns;
   }
 
-  steady::stretch w_;  ///< the totals: busy, DMA data, instructions
+  steady::stretch issued;  ///< what it issues: busy times, DMA data, HBM bytes, instructions
 
  private:
   /// One TensorE instruction's cycles (contraction k, stationary m, moving n).
@@ -82,9 +82,9 @@ class model {
     if (!warm_) cold_ = loss > 0 ? 0 : steady::warmup_loss(g * tensor, m_);
     warm_ = true;
     period = std::max({tensor, evict, (tensor + evict) / p_.psum_bufs});
-    w_.busy[0] += g * tensor;
-    w_.busy[static_cast<std::size_t>(e - tensor_engine)] += g * evict;
-    w_.instructions += g * (k + 1);
+    issued.busy[0] += g * tensor;
+    issued.busy[static_cast<std::size_t>(e - tensor_engine)] += g * evict;
+    issued.instructions += g * (k + 1);
     // the phase's first groups start from the end of the one before (their
     // last contraction tile), the others follow on
     const double d = first_in_phase_ ? tensor / k + (g - 1) * period + evict : g * period;
@@ -156,20 +156,20 @@ class model {
     each(split(p_.rows, P_), [&](double n, std::int64_t rows) {
       c_.transfer(loads, 0, n, rows, p_.cols * dtype_bytes(p_.type), true, false);
     });
-    w_.add(loads, 1);
+    issued.add(loads, 1);
     const std::int64_t last = p_.rows - (pl_.row_tiles - 1) * P_;
     const double bands = static_cast<double>(pl_.row_tiles);
-    const double sum = c_.compute(w_, scalar_engine, op::activation, 1, last, p_.cols);
-    c_.compute(w_, scalar_engine, op::activation, bands - 1, P_, p_.cols);
-    c_.compute(w_, vector_engine, op::tensor_scalar, 1, P_, P_);
+    const double sum = c_.compute(issued, scalar_engine, op::activation, 1, last, p_.cols);
+    c_.compute(issued, scalar_engine, op::activation, bands - 1, P_, p_.cols);
+    c_.compute(issued, vector_engine, op::tensor_scalar, 1, P_, P_);
     const double total = bands * cycles(dtype::fp32, op::matmul, P_, P_, 1) / m_.tensor_ghz;
-    w_.busy[0] += total;
-    w_.instructions += bands;
-    const double rsqrt = c_.compute(w_, scalar_engine, op::activation, 1, P_, 1);
+    issued.busy[0] += total;
+    issued.instructions += bands;
+    const double rsqrt = c_.compute(issued, scalar_engine, op::activation, 1, P_, 1);
     const op kind = p_.evict == scalar_engine ? op::activation : op::tensor_scalar;
     double scales = 0;
     each(split(p_.rows, P_), [&](double n, std::int64_t rows) {
-      scales += n * c_.compute(w_, p_.evict, kind, n, rows, p_.cols);
+      scales += n * c_.compute(issued, p_.evict, kind, n, rows, p_.cols);
     });
     return loads.arrival_ns(m_) + sum + total + rsqrt + scales;
   }
@@ -192,14 +192,11 @@ class model {
 
 steady_estimate estimate_steady(const plan& pl, const machine& m) {
   model r(pl, m);
-  steady_estimate e;
-  e.latency_ns = r.run();
-  e.busy_ns = r.w_.busy;
-  e.dma_data_ns = r.w_.data;
-  e.instructions = r.w_.instructions;
+  const double latency = r.run();
+  steady_estimate e = r.issued.estimate();
+  e.latency_ns = latency;
   const auto rows = static_cast<double>(pl.p.rows), cols = static_cast<double>(pl.p.cols);
   const double bytes = rows * cols * static_cast<double>(dtype_bytes(pl.p.type));
-  e.hbm_read_bytes = e.hbm_write_bytes = bytes;
   e.totals.flops =
       static_cast<double>(pl.p.iterations) * (4 * rows * rows * cols + 2 * rows * rows * rows);
   e.totals.min_hbm_bytes = 2 * bytes;
