@@ -14,8 +14,8 @@
 // unit of each outer iteration waits for both blocks), and where a PSUM set
 // comes round before the epilogue of its last use has read it. The fill
 // (the first blocks' arrival), the drain (the last row tile's epilogue,
-// loss and store) and TensorE's warm-up throttle over the units' bursts
-// (steady::warmup_loss) are added once.
+// loss and store) are added once; TensorE's warm-up throttle is charged per
+// unit where TensorE idles (steady::burst_warmup_loss), once where not.
 #include "../../cost_rules.hpp"
 #include "../../steady_closed.hpp"
 #include "../../steady_common.hpp"
@@ -63,7 +63,7 @@ class model {
         const std::int64_t rows_t = p_.vocab_outer ? i_size : o_size;
         const std::int64_t cols = p_.vocab_outer ? o_size : i_size;
         work u = matmuls(rows_t, cols);
-        epilogues(u, 1, rows_t, cols);
+        epilogues(u, rows_t, cols);
         const work load = inner_load(i_size);
         if (reload) u.add(load, 1);
         const double fc = first_contraction_ns(rows_t, cols);
@@ -179,10 +179,9 @@ class model {
   }
 
   /// The online log-sum-exp step of each row tile of a unit (a chunk after
-  /// the first), `count` units alike.
-  void epilogues(work& w, double count, std::int64_t rows_t, std::int64_t cols) const {
-    each(split(rows_t, parts_), [&](double subs, std::int64_t rows) {
-      const double n = count * subs;
+  /// the first).
+  void epilogues(work& w, std::int64_t rows_t, std::int64_t cols) const {
+    each(split(rows_t, parts_), [&](double n, std::int64_t rows) {
       c_.compute(w, vector_engine, op::reduce, n, rows, cols);
       c_.compute(w, vector_engine, op::tensor_tensor, n, rows, 1);
       c_.compute(w, scalar_engine, op::activation, n, rows, cols);
@@ -230,7 +229,7 @@ class model {
     const std::int64_t rows = rows_t - (emit::ceil_div(rows_t, parts_) - 1) * parts_;
     const std::int64_t cols = p_.vocab - (pl_.chunks - 1) * p_.vocab_chunk;
     work w;
-    epilogues(w, 1, rows, cols);
+    epilogues(w, rows, cols);
     c_.compute(w, scalar_engine, op::activation, 1, rows, 1);
     c_.compute(w, vector_engine, op::tensor_tensor, 1, rows, 1);
     return w.busy[1] + c_.elementwise_ns(scalar_engine, op::activation, rows, 1) +
