@@ -1,9 +1,9 @@
-// steady_closed.hpp: pieces of the closed-form steady models (matmul_steady.cpp,
-// swiglu_steady.cpp, moe_steady.cpp): a dimension cut into tiles (full tiles
+// steady_closed.hpp: pieces of the closed-form steady models (matmul, swiglu,
+// moe, cross_entropy, newton_schulz): a dimension cut into tiles (full tiles
 // of one size and at most one tail, so a sum over the tiles is two terms),
-// the TensorE time the warm-up throttle (cost_rules.hpp) costs a run of work,
-// and the work of a stretch of a schedule summed with the event model's
-// per-instruction costs.
+// the TensorE time the warm-up throttle (cost_rules.hpp) costs a run of work
+// or each of a train of bursts, and the work of a stretch of a schedule
+// summed with the event model's per-instruction costs.
 #pragma once
 
 #include "cost_rules.hpp"
@@ -59,6 +59,19 @@ void each(const cut& c, F&& f) {
   return (-s0 + std::sqrt(s0 * s0 + 2 * slope * work_ns)) / slope - work_ns;
 }
 
+/// The warm-up loss of each TensorE burst of `busy_ns` after an idle gap of
+/// `gap_ns`, bursts repeating: in the throttle's steady state its
+/// utilization (an exponential average over warmup_ns) at the start of a
+/// burst is u = (e^-g - e^-(b+g)) / (1 - e^-(b+g)) in units of warmup_ns, and
+/// the ramp restarts (warmup_loss(busy_ns) again) when u is below one half,
+/// else it stays at full speed (0).
+[[nodiscard]] inline double burst_warmup_loss(double busy_ns, double gap_ns, const machine& m) {
+  if (m.warmup_ns <= 0 || busy_ns <= 0) return 0;
+  const double b = busy_ns / m.warmup_ns, g = std::max(gap_ns, 0.0) / m.warmup_ns;
+  const double u = (std::exp(-g) - std::exp(-(b + g))) / (1 - std::exp(-(b + g)));
+  return u < 0.5 ? warmup_loss(busy_ns, m) : 0;
+}
+
 /// The work of a stretch of a schedule, summed in closed form (ns at full
 /// speed, counts, bytes) over up to four DMA streams.
 struct stretch {
@@ -80,6 +93,17 @@ struct stretch {
     read += times * o.read;
     write += times * o.write;
     instructions += times * o.instructions;
+  }
+
+  /// Its totals as an estimate (the latency, totals and bound are the caller's).
+  [[nodiscard]] steady_estimate estimate() const {
+    steady_estimate e;
+    e.busy_ns = busy;
+    e.dma_data_ns = data;
+    e.hbm_read_bytes = read;
+    e.hbm_write_bytes = write;
+    e.instructions = instructions;
+    return e;
   }
 
   /// The DMA bound: every transfer's data on the shared engines, or the

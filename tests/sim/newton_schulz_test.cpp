@@ -102,11 +102,13 @@ TEST_CASE("newton_schulz: the roofline counts the steps' FLOPs; recomputing X^T 
   CHECK(t.metrics.at("hbm_read_bytes") == doctest::Approx(r * c * 2));
 }
 
-TEST_CASE("newton_schulz: the steady model replays the event model exactly") {
-  // newton_schulz_steady.cpp replays the lowering's groups with the event
-  // model's recurrence: equal latency and counts, with partial tiles and
-  // column groups, both dtypes and transposes, trn2's throttle and
-  // pipelined queues and trn1's serial ones
+TEST_CASE("newton_schulz: the closed-form steady model counts exactly and times the chains") {
+  // newton_schulz_steady.cpp: equal counts, with partial tiles and column
+  // groups, both dtypes and transposes, trn2's throttle and pipelined queues
+  // and trn1's serial ones; the latency within 13% on this small shape (two
+  // row tiles: the chains are a few groups long, and the boundaries between
+  // them, which the model overlaps by one contraction tile, weigh most; it
+  // is 12% low at worst, with fp32 and one PSUM bank)
   for (const std::string target : {"trn2", "trn1"})
     for (const std::string dtype : {"bf16", "fp32"})
       for (const std::string transpose : {"tensor", "recompute"})
@@ -127,6 +129,7 @@ TEST_CASE("newton_schulz: the steady model replays the event model exactly") {
           REQUIRE(a.ok());
           CHECK(a.metrics.at("analytic") == 1.0);
           CHECK(a.metrics.at("instructions") == e.metrics.at("instructions"));
-          CHECK(std::abs(a.objective / e.objective - 1) < 1e-9);
+          CHECK(a.metrics.at("hbm_read_bytes") == e.metrics.at("hbm_read_bytes"));
+          CHECK(a.objective == doctest::Approx(e.objective).epsilon(0.13));
         }
 }

@@ -1,7 +1,8 @@
 // The steady-state models that replay their workload's schedule
-// (steady_common.hpp; attention_steady.cpp, cross_entropy_steady.cpp): they
-// count what the lowering issues exactly and time the plan as the event
-// model does, through the jumps over what repeats.
+// (steady_common.hpp; attention_steady.cpp) count what the lowering issues
+// exactly and time the plan as the event model does, through the jumps over
+// what repeats; cross_entropy's closed form (cross_entropy_steady.cpp)
+// counts exactly and times it within a few percent.
 #include "helpers.hpp"
 #include "sim/workloads/attention/attention_plan.hpp"
 
@@ -114,16 +115,19 @@ TEST_CASE("attention steady model: a plan that overflows PSUM or SBUF has no est
 }
 
 TEST_CASE("cross_entropy steady model: both loop orders, slots, queues and partial chunks") {
-  // x, W and the labels and losses stream on their own queues: the replay
-  // shares the DMA engines between the data phases under way when one
-  // starts, the event model re-shares them at every start and end
+  // the closed form: each unit bound by its busiest resource; with one slot
+  // the next block's loads wait for the unit's last matmul and the first
+  // contraction for them, which it counts from the last slab's issue (the
+  // event model overlaps the slabs' completion latencies: up to 8% low)
   for (const auto& order : {std::vector<std::string>{"t", "v"}, std::vector<std::string>{"v", "t"}})
     for (const std::int64_t bufs : {1, 2, 3}) {
       INFO("order ", order[0], order[1], ", bufs ", bufs);
-      check(compare_ce({{"bufs", bufs}}, order), 0.03);
+      check(compare_ce({{"bufs", bufs}}, order), bufs == 1 ? 0.08 : 0.03);
     }
   check(compare_ce({{"token_tile", 256}, {"vocab_chunk", 1024}}, {"t", "v"},
                    {{"pick_engine", "gpsimd"}}),
         0.03);
   check(compare_ce({{"dma_queues", 2}, {"token_tile", 512}}, {"v", "t"}), 0.03);
+  // more contraction slabs than the replay held (64), a partial one
+  check(compare_ce({{"d_model", 65 * 128 + 64}, {"vocab", 2048 + 300}}, {"t", "v"}), 0.03);
 }

@@ -1,331 +1,253 @@
-// cross_entropy_steady.cpp: the steady-state model of the cross_entropy
-// plan (cross_entropy_plan.hpp, docs/simulator.md "Speed"). It replays the
-// lowering's schedule (cross_entropy.cpp: the same units, instructions,
-// aggregated matmuls and dependencies, in the same order) through
-// steady::replay without building a program, and skips the repeating part
-// of both loops with steady::periodic_jump: the units of the inner loop
-// between its first and its last, and the outer iterations between the
-// first and the last. The lowering's rotations (operand slots, PSUM sets)
-// are kept oldest first (steady::ring), so the state repeats.
+// cross_entropy_steady.cpp: the steady-state model of the cross_entropy plan
+// (cross_entropy_plan.hpp, docs/simulator.md "Speed") in closed form,
+// without lowering or replaying it. The counts (instructions, HBM bytes) are
+// the lowering's (cross_entropy.cpp), summed over the distinct token tile
+// heights and vocabulary chunk widths (steady::split); every
+// per-instruction cost is cost_rules.hpp's, the event model's. What is
+// approximated is how the work overlaps: a unit (one token tile against one
+// chunk) takes its busiest resource (TensorE with its stalls, the other
+// engines, the DMA engines and each stream's queues); an outer iteration
+// (a token tile, or a chunk with order (v, t)) at least its DMA work with
+// the outer block's load. TensorE stalls where the streamed operand has one
+// slot (its next block loads after the unit's last matmul, and the first
+// contraction waits for it), where the outer operand has one slot (the first
+// unit of each outer iteration waits for both blocks), and where a PSUM set
+// comes round before the epilogue of its last use has read it. The fill
+// (the first blocks' arrival), the drain (the last row tile's epilogue,
+// loss and store) are added once; TensorE's warm-up throttle is charged per
+// unit where TensorE idles (steady::burst_warmup_loss), once where not.
+#include "../../cost_rules.hpp"
+#include "../../steady_closed.hpp"
 #include "../../steady_common.hpp"
 #include "../emit.hpp"
 #include "cross_entropy_plan.hpp"
 
 #include <algorithm>
-#include <array>
-#include <numeric>
-#include <vector>
 
 namespace tessel::sim::ce {
 namespace {
 
-using emit::ceil_div;
-using steady::token;
+using steady::cut;
+using steady::each;
+using steady::split;
+using work = steady::stretch;
 
-constexpr std::int64_t max_slabs = 64;  ///< contraction tiles the replay's slots hold
+/// The lowering's DMA streams: x tiles, W chunks, labels and losses.
+enum stream : std::size_t { s_x, s_w, s_rows };
 
-/// One slot of an operand: its slab loads, whether TensorE already waited
-/// on each, and its last reader.
-struct slot {
-  std::array<token, max_slabs> load{};
-  std::array<bool, max_slabs> consumed{};
-  token reader;
-};
-
-/// The two readers of each PSUM bank of a set (the exp and the label product).
-using bank_readers = std::array<std::array<token, 2>, 8>;
-
-class cross_entropy_replay {
+class model {
  public:
-  cross_entropy_replay(const plan& pl, const machine& m)
+  model(const plan& pl, const machine& m)
       : pl_(pl),
         p_(pl.p),
         m_(m),
-        r_(m),
-        per_queue_(std::clamp(p_.queues, 1, dma_queue_count / 3)),
-        x_(static_cast<std::size_t>(pl.x_slots)),
-        w_(static_cast<std::size_t>(pl.w_slots)),
-        sets_(static_cast<std::size_t>(pl.sets)),
-        rows_(static_cast<std::size_t>(p_.vocab_outer ? pl.token_tiles * pl.subs : pl.subs)) {
-    for (auto& s : x_.slots()) s.consumed.fill(true);
-    for (auto& s : w_.slots()) s.consumed.fill(true);
-    r_.times(inner_);
-    inner_.push_back(&iota_.done);
-    for (auto* ring : {&x_, &w_})
-      for (auto& s : ring->slots()) {
-        inner_.push_back(&s.reader.done);
-        for (std::int64_t k = 0; k < pl.slabs; ++k)
-          inner_.push_back(&s.load[static_cast<std::size_t>(k)].done);
-      }
-    for (auto& set : sets_.slots())
-      for (std::int64_t b = 0; b < pl.groups; ++b)
-        for (token& t : set[static_cast<std::size_t>(b)]) inner_.push_back(&t.done);
-    r_.totals(inner_);
-    r_.throttle(inner_);
-    // (t, v): one token tile's rows, reset at each; (v, t): every token's,
-    // each updated once an outer iteration (so only the outer jump moves them)
-    if (!p_.vocab_outer) add_rows(inner_);
-    outer_ = inner_;
-    if (p_.vocab_outer) add_rows(outer_);
-  }
+        b_(dtype_bytes(pl.p.type)),
+        parts_(m.partitions),
+        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 3)) {}
 
   steady_estimate run() {
-    iota_ = r_.compute(
-        steady::elementwise(gpsimd_engine, op::copy, m_.partitions, p_.vocab_chunk, 0), {});
-    if (p_.vocab_outer)
-      for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) load_labels(ti);
-    const std::int64_t outer = p_.vocab_outer ? pl_.chunks : pl_.token_tiles;
-    const std::int64_t inner = p_.vocab_outer ? pl_.token_tiles : pl_.chunks;
-    steady::periodic_jump outer_jump(outer_), inner_jump(inner_);
-    // a repetition of either loop: whole turns of each stream's queues
-    const std::int64_t per_inner =
-        turns(p_.vocab_outer ? pl_.slabs : 0, p_.vocab_outer ? 0 : pl_.slabs, 0);
-    const std::int64_t per_outer = p_.vocab_outer
-                                       ? turns(pl_.token_tiles * pl_.slabs, pl_.slabs, 0)
-                                       : turns(pl_.slabs, pl_.chunks * pl_.slabs, 2 * pl_.subs);
-    std::int64_t o = 0;
-    outer_step(o, inner, inner_jump, per_inner);
-    while (o < outer) {
-      const std::int64_t cycle = o + per_outer <= outer - 1 ? per_outer * outer_jump.step() : 0;
-      if (cycle > 0 && (outer - 1 - o) / cycle > 0) {
-        const std::int64_t more = (outer - 1 - o) / cycle;
-        outer_jump.jump(static_cast<double>(more));
-        o += more * cycle;
-        placed(o - 1, inner - 1);
-      }
-      for (std::int64_t k = 0; k < per_outer && o < outer; ++k)
-        outer_step(o, inner, inner_jump, per_inner);
-    }
-    return estimate();
-  }
-
- private:
-  struct row_state {
-    token state, label;
-  };
-
-  void add_rows(std::vector<double*>& fields) {
-    for (auto& row : rows_) {
-      fields.push_back(&row.state.done);
-      fields.push_back(&row.label.done);
-    }
-  }
-
-  /// The smallest repetition after which each stream's queue turns are
-  /// whole, given the transfers one issues on each stream.
-  [[nodiscard]] std::int64_t turns(std::int64_t x, std::int64_t w, std::int64_t rows) const {
-    std::int64_t per = 1;
-    for (const std::int64_t n : {x, w, rows})
-      per = std::lcm<std::int64_t>(per, per_queue_ / std::gcd<std::int64_t>(per_queue_, n));
-    return per;
-  }
-
-  /// One outer iteration `o` (then o + 1), its inner loop jumping over the
-  /// repeating units between the first and the last.
-  void outer_step(std::int64_t& o, std::int64_t inner, steady::periodic_jump& jump,
-                  std::int64_t per) {
-    std::int64_t i = 0;
-    run_unit(o, i++);
-    jump.reset();
-    while (i < inner) {
-      const std::int64_t cycle = i + per <= inner - 1 ? per * jump.step() : 0;
-      if (cycle > 0 && (inner - 1 - i) / cycle > 0) {
-        const std::int64_t more = (inner - 1 - i) / cycle;
-        jump.jump(static_cast<double>(more));
-        if (p_.vocab_outer)  // the skipped token tiles' running state: the last one's
-          for (std::int64_t ti = i; ti < i + more * cycle; ++ti)
-            for (std::int64_t s = 0; s < pl_.subs; ++s)
-              rows_[static_cast<std::size_t>(ti * pl_.subs + s)].state =
-                  rows_[static_cast<std::size_t>((i - 1) * pl_.subs + s)].state;
-        i += more * cycle;
-        placed(o, i - 1);
-      }
-      for (std::int64_t k = 0; k < per && i < inner; ++k) run_unit(o, i++);
-    }
-    ++o;
-  }
-
-  /// After a jump: the blocks the slots hold are those of unit (o, i).
-  void placed(std::int64_t o, std::int64_t i) {
-    x_block_ = p_.vocab_outer ? i : o;
-    w_block_ = p_.vocab_outer ? o : i;
-  }
-
-  void run_unit(std::int64_t o, std::int64_t i) {
-    if (p_.vocab_outer)
-      unit(i, o);
-    else
-      unit(o, i);
-  }
-
-  // --- the instructions, as cross_entropy.cpp's lowerer issues them ---------------------
-
-  token compute(engine_id e, op kind, std::int64_t rows, std::int64_t n, std::uint8_t flags,
-                std::initializer_list<token> deps) {
-    return r_.compute(steady::elementwise(e, kind, rows, n, flags), deps);
-  }
-  token dma(int stream, std::int64_t rows, std::int64_t row_bytes, bool load,
-            std::initializer_list<token> deps) {
-    instruction in;
-    const auto n = queue_count_[static_cast<std::size_t>(stream)]++ % per_queue_;
-    in.engine = static_cast<engine_id>((stream * per_queue_ + n) % dma_queue_count);
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(row_bytes);
-    return r_.dma(in, load, !load, deps);
-  }
-
-  void load_labels(std::int64_t ti) {
-    const std::int64_t parts = m_.partitions;
-    const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
-    for (std::int64_t s = 0; s < ceil_div(rows_t, parts); ++s)
-      row(ti, s).label = dma(2, std::min(parts, rows_t - s * parts), 4, true, {});
-  }
-
-  row_state& row(std::int64_t ti, std::int64_t s) {
-    return rows_[static_cast<std::size_t>(p_.vocab_outer ? ti * pl_.subs + s : s)];
-  }
-
-  /// Loads block `block` of an operand into its oldest slot unless its newest holds it.
-  void place(steady::ring<slot>& x, std::int64_t& held, int stream, std::int64_t block,
-             std::int64_t cols) {
-    if (held == block) return;
-    held = block;
-    slot& s = x.next();
-    const token war = s.reader;
-    for (std::int64_t k = 0; k < pl_.slabs; ++k) {
-      const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
-      s.load[static_cast<std::size_t>(k)] =
-          dma(stream, rows, cols * dtype_bytes(p_.type), true, {war});
-      s.consumed[static_cast<std::size_t>(k)] = false;
-    }
-  }
-
-  static token need(slot& s, std::int64_t k) {
-    const auto i = static_cast<std::size_t>(k);
-    if (s.consumed[i]) return {};
-    s.consumed[i] = true;
-    return s.load[i];
-  }
-
-  void unit(std::int64_t ti, std::int64_t vi) {
-    const std::int64_t parts = m_.partitions;
-    const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
-    const std::int64_t cols = std::min(p_.vocab_chunk, p_.vocab - vi * p_.vocab_chunk);
-    const bool new_x = x_block_ != ti;
-    place(x_, x_block_, 0, ti, rows_t);
-    if (new_x && !p_.vocab_outer) {
-      for (auto& r : rows_) r = {};  // a new token tile's rows
-      load_labels(ti);
-    }
-    place(w_, w_block_, 1, vi, cols);
-    bank_readers& set = sets_.next();
-    const std::int64_t subs = ceil_div(rows_t, parts), n_tiles = ceil_div(cols, p_.mm_n);
-    token last;
-    for (std::int64_t s = 0; s < subs; ++s) {
-      const std::int64_t rows = std::min(parts, rows_t - s * parts);
-      const std::int64_t bank0 = s * pl_.banks_per_sub;
-      for (std::int64_t n = 0; n < n_tiles; ++n) {
-        const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
-        const auto& readers =
-            set[static_cast<std::size_t>(bank0 + n * p_.mm_n * 4 / m_.psum_bank_bytes)];
-        last = contraction(rows, width, readers);
-      }
-      epilogue(ti, vi, s, rows, cols, last, set, bank0);
-    }
-    x_.newest().reader = last;
-    w_.newest().reader = last;
-  }
-
-  /// The matmuls of one row tile's accumulation group over every slab: a
-  /// matmul that waits on nothing joins the one before it (the builder's
-  /// aggregation), so each run issues as one instruction.
-  token contraction(std::int64_t rows, std::int64_t width, const std::array<token, 2>& readers) {
-    token last;
-    std::int64_t k = 0;
-    while (k < pl_.slabs) {
-      const std::int64_t kk = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
-      const token x = need(x_.newest(), k), w = need(w_.newest(), k);
-      std::uint32_t count = 1;
-      while (k + count < pl_.slabs && std::min(p_.mm_k, p_.d_model - (k + count) * p_.mm_k) == kk &&
-             x_.newest().consumed[static_cast<std::size_t>(k + count)] &&
-             w_.newest().consumed[static_cast<std::size_t>(k + count)])
-        ++count;
-      instruction in;
-      in.kind = op::matmul;
-      in.type = p_.type;
-      in.flags = flag_new_stationary;
-      in.count = count;
-      in.partitions = static_cast<std::uint32_t>(kk);
-      in.aux = static_cast<std::uint32_t>(rows);
-      in.free = static_cast<std::uint32_t>(width);
-      last = k == 0 ? r_.compute(in, {readers[0], readers[1], x, w}) : r_.compute(in, {x, w});
-      k += count;
-    }
-    return last;
-  }
-
-  /// The online log-sum-exp step of a row tile over a chunk; after the last
-  /// chunk the loss and its store.
-  void epilogue(std::int64_t ti, std::int64_t vi, std::int64_t s, std::int64_t rows,
-                std::int64_t cols, token last_mm, bank_readers& set, std::int64_t bank0) {
-    row_state& r = row(ti, s);
-    const bool first = vi == 0;
-    token mnew = compute(vector_engine, op::reduce, rows, cols, flag_reads_psum, {last_mm});
-    if (!first) mnew = compute(vector_engine, op::tensor_tensor, rows, 1, 0, {mnew, r.state});
-    const token ex = compute(scalar_engine, op::activation, rows, cols, flag_reads_psum, {mnew});
-    const token mask = compute(p_.pick_engine, op::tensor_scalar, rows, cols, 0, {r.label, iota_});
-    const token product =
-        compute(vector_engine, op::tensor_tensor, rows, cols, flag_reads_psum, {mask, last_mm});
-    token update = compute(vector_engine, op::reduce, rows, cols, 0, {product});
-    for (std::int64_t k = 0; k < pl_.banks_per_sub; ++k)
-      set[static_cast<std::size_t>(bank0 + k)] = {ex, product};
-    if (!first) {
-      const token alpha = compute(scalar_engine, op::activation, rows, 1, 0, {mnew});
-      compute(vector_engine, op::tensor_tensor, rows, 1, 0, {ex, alpha});
-      update = compute(vector_engine, op::tensor_tensor, rows, 1, 0, {update});
-    }
-    r.state = update;
-    if (vi + 1 < pl_.chunks) return;
-    const token ln = compute(scalar_engine, op::activation, rows, 1, 0, {update, ex});
-    const token loss = compute(vector_engine, op::tensor_tensor, rows, 1, 0, {ln});
-    r.state = dma(2, rows, 4, false, {loss});
-  }
-
-  [[nodiscard]] steady_estimate estimate() const {
-    steady_estimate e = r_.estimate();
+    const cut tiles = split(p_.tokens, p_.token_tile), chunks = split(p_.vocab, p_.vocab_chunk);
+    const cut& outer = p_.vocab_outer ? chunks : tiles;
+    const cut& inner = p_.vocab_outer ? tiles : chunks;
+    // a single inner block stays in its slot: loaded once, not per unit
+    const bool reload = (p_.vocab_outer ? pl_.token_tiles : pl_.chunks) > 1;
+    work all;
+    c_.compute(all, gpsimd_engine, op::copy, 1, parts_, p_.vocab_chunk);  // iota
+    double latency = 0;
+    bool first_outer = true;
+    each(outer, [&](double n_outer, std::int64_t o_size) {
+      work iteration = outer_load(o_size);
+      double span = 0, wait = 0;  // wait: the first unit's, for its outer block
+      bool first = true;
+      each(inner, [&](double n_inner, std::int64_t i_size) {
+        const std::int64_t rows_t = p_.vocab_outer ? i_size : o_size;
+        const std::int64_t cols = p_.vocab_outer ? o_size : i_size;
+        work u = matmuls(rows_t, cols);
+        epilogues(u, rows_t, cols);
+        const work load = inner_load(i_size);
+        if (reload) u.add(load, 1);
+        const double fc = first_contraction_ns(rows_t, cols);
+        const double alone = reload && p_.bufs == 1 ? wait_ns(load, fc) : 0;
+        u.stall += psum_stall(rows_t, cols) + alone;
+        // the throttle: where TensorE idles in a unit, the first
+        // contraction's matmuls wait on their slabs (paced by the loads),
+        // then the rest of the unit runs back to back as one burst; where
+        // TensorE idles enough between such bursts the ramp restarts in each
+        const double idle = unit_span_of(u) - u.busy[0];
+        const double paced = std::min(idle, fc - fc / static_cast<double>(pl_.slabs));
+        const double burst = u.busy[0] - std::max(paced, 0.0);
+        const double loss = steady::burst_warmup_loss(burst, unit_span_of(u) - burst, m_);
+        u.busy[0] += loss;
+        if (first_outer && first) cold_ = loss > 0 ? 0 : steady::warmup_loss(u.busy[0], m_);
+        const double each_span = unit_span_of(u);
+        span += n_inner * each_span;
+        if (first) {
+          // the first unit's first contraction streams with both blocks: at
+          // the start (the fill), and with one outer slot at every outer block
+          work both = outer_load(o_size);
+          both.add(load, 1);
+          const double with_outer = wait_ns(both, fc);
+          if (first_outer) fill_ = with_outer;
+          if (outer_slots() == 1) wait = with_outer - alone;
+        }
+        iteration.add(u, n_inner);
+        first = false;
+      });
+      latency +=
+          n_outer * std::max(span, iteration.dma_ns(m_)) + (n_outer - (first_outer ? 1 : 0)) * wait;
+      all.add(iteration, n_outer);
+      first_outer = false;
+    });
+    if (!reload) all.add(inner_load(inner.size[0]), 1);
+    edges(all, tiles);
+    all.busy[0] += cold_;
+    steady_estimate e = all.estimate();
+    e.latency_ns = fill_ + latency + cold_ + drain_ns();
     e.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
                      static_cast<double>(p_.vocab);
     e.totals.min_hbm_bytes =
-        static_cast<double>((p_.tokens + p_.vocab) * p_.d_model * dtype_bytes(p_.type)) +
-        8.0 * static_cast<double>(p_.tokens);
+        static_cast<double>((p_.tokens + p_.vocab) * p_.d_model * b_) + 8.0 * p_.tokens;
     e.totals.compute_type = p_.type;
     steady::name_bound(e, {"logits", "row max", "exp", "label logit"},
                        p_.vocab_outer ? "load x" : "load W");
     return e;
   }
 
+ private:
+  [[nodiscard]] int outer_slots() const { return p_.vocab_outer ? pl_.w_slots : pl_.x_slots; }
+
+  /// A unit's time: its busiest resource, TensorE with its stalls.
+  [[nodiscard]] double unit_span_of(const work& u) const {
+    return std::max({u.busy[0] + u.stall, u.busy[1], u.busy[2], u.busy[3], u.dma_ns(m_)});
+  }
+
+  /// The slab loads of one block: an x tile of `rows_t` tokens (stream 0)
+  /// or a W chunk of `cols` columns (stream 1).
+  [[nodiscard]] work block_load(stream s, std::int64_t size) const {
+    work w;
+    each(split(p_.d_model, p_.mm_k), [&](double nk, std::int64_t rows) {
+      c_.transfer(w, s, nk, rows, size * b_, true, false);
+    });
+    return w;
+  }
+  [[nodiscard]] work inner_load(std::int64_t size) const {
+    return block_load(p_.vocab_outer ? s_x : s_w, size);
+  }
+  /// The outer block's load, with (t, v) the token tile's labels.
+  [[nodiscard]] work outer_load(std::int64_t size) const {
+    work w = block_load(p_.vocab_outer ? s_w : s_x, size);
+    if (!p_.vocab_outer) labels(w, size);
+    return w;
+  }
+  /// The labels of `count` token tiles of `rows_t`, one transfer a row tile.
+  void labels(work& w, std::int64_t rows_t, double count = 1) const {
+    each(split(rows_t, parts_), [&](double n, std::int64_t rows) {
+      c_.transfer(w, s_rows, count * n, rows, 4, true, false);
+    });
+  }
+
+  /// One unit's matmuls: each row tile's logits, mm_n columns at a time,
+  /// accumulated over the slabs.
+  [[nodiscard]] work matmuls(std::int64_t rows_t, std::int64_t cols) const {
+    work w;
+    each(split(rows_t, parts_), [&](double subs, std::int64_t rows) {
+      each(split(cols, p_.mm_n), [&](double n, std::int64_t width) {
+        each(split(p_.d_model, p_.mm_k),
+             [&](double nk, std::int64_t k) { c_.tensor(w, subs * n * nk, k, rows, width); });
+      });
+    });
+    return w;
+  }
+
+  /// What TensorE waits for `load`, issued at once, beyond the first
+  /// contraction (`fc`), which streams with it: the last slab's arrival (its
+  /// completion latency counted from the end of its issue, as the event
+  /// model does), then that slab's matmul.
+  [[nodiscard]] double wait_ns(const work& load, double fc) const {
+    const double arrival = load.arrival_ns(m_) - std::min(m_.dma_issue_ns, m_.dma_fixed_latency_ns);
+    return std::max(0.0, arrival + fc / static_cast<double>(pl_.slabs) - fc);
+  }
+
+  /// TensorE time of a unit's first contraction (its first row tile's
+  /// first mm_n columns), which streams with the unit's loads.
+  [[nodiscard]] double first_contraction_ns(std::int64_t rows_t, std::int64_t cols) const {
+    double ns = 0;
+    each(split(p_.d_model, p_.mm_k), [&](double nk, std::int64_t k) {
+      ns += nk * c_.tensor_ns(k, std::min(parts_, rows_t), std::min(p_.mm_n, cols));
+    });
+    return ns;
+  }
+
+  /// The online log-sum-exp step of each row tile of a unit (a chunk after
+  /// the first).
+  void epilogues(work& w, std::int64_t rows_t, std::int64_t cols) const {
+    each(split(rows_t, parts_), [&](double n, std::int64_t rows) {
+      c_.compute(w, vector_engine, op::reduce, n, rows, cols);
+      c_.compute(w, vector_engine, op::tensor_tensor, n, rows, 1);
+      c_.compute(w, scalar_engine, op::activation, n, rows, cols);
+      c_.compute(w, p_.pick_engine, op::tensor_scalar, n, rows, cols);
+      c_.compute(w, vector_engine, op::tensor_tensor, n, rows, cols);
+      c_.compute(w, vector_engine, op::reduce, n, rows, cols);
+      c_.compute(w, scalar_engine, op::activation, n, rows, 1);
+      c_.compute(w, vector_engine, op::tensor_tensor, 2 * n, rows, 1);
+    });
+  }
+
+  /// What the first chunk's units leave out of the online step (no running
+  /// state to merge) and the last chunk's add (the loss and its store).
+  void edges(work& w, const cut& tiles) const {
+    each(tiles, [&](double n_tiles, std::int64_t rows_t) {
+      each(split(rows_t, parts_), [&](double subs, std::int64_t rows) {
+        const double n = n_tiles * subs;
+        c_.compute(w, vector_engine, op::tensor_tensor, -3 * n, rows, 1);
+        c_.compute(w, scalar_engine, op::activation, -n, rows, 1);
+        c_.compute(w, scalar_engine, op::activation, n, rows, 1);
+        c_.compute(w, vector_engine, op::tensor_tensor, n, rows, 1);
+        c_.transfer(w, s_rows, n, rows, 4, false, true);
+      });
+      if (p_.vocab_outer) labels(w, rows_t, n_tiles);
+    });
+  }
+
+  /// TensorE waiting for the readers of its PSUM set's last use: the set
+  /// comes round after `sets` units, and the epilogue of a row tile (its
+  /// row max then exp; its label product) must have read it.
+  [[nodiscard]] double psum_stall(std::int64_t rows_t, std::int64_t cols) const {
+    const std::int64_t rows = std::min(parts_, rows_t);
+    const double chain = c_.elementwise_ns(vector_engine, op::reduce, rows, cols) +
+                         std::max(c_.elementwise_ns(scalar_engine, op::activation, rows, cols),
+                                  c_.elementwise_ns(vector_engine, op::tensor_tensor, rows, cols));
+    const double subs = static_cast<double>(emit::ceil_div(rows_t, parts_));
+    const double per_sub = matmuls(rows, cols).busy[0];
+    const double between = (static_cast<double>(pl_.sets - 1) * subs + subs - 1) * per_sub;
+    return std::max(0.0, chain - between);
+  }
+
+  /// After the last matmul: the last row tile's epilogue, its loss and store.
+  [[nodiscard]] double drain_ns() const {
+    const std::int64_t rows_t = p_.tokens - (pl_.token_tiles - 1) * p_.token_tile;
+    const std::int64_t rows = rows_t - (emit::ceil_div(rows_t, parts_) - 1) * parts_;
+    const std::int64_t cols = p_.vocab - (pl_.chunks - 1) * p_.vocab_chunk;
+    work w;
+    epilogues(w, rows, cols);
+    c_.compute(w, scalar_engine, op::activation, 1, rows, 1);
+    c_.compute(w, vector_engine, op::tensor_tensor, 1, rows, 1);
+    return w.busy[1] + c_.elementwise_ns(scalar_engine, op::activation, rows, 1) +
+           c_.transfer_ns(rows, 4, 0, true) + m_.dma_fixed_latency_ns;
+  }
+
   const plan& pl_;
   const params& p_;
   const machine& m_;
-  steady::replay r_;
-  int per_queue_ = 1;  ///< queues per stream (emit::queues)
-  std::array<std::int64_t, 3> queue_count_{};
-  steady::ring<slot> x_, w_;
-  std::int64_t x_block_ = -1, w_block_ = -1;  ///< the block each newest slot holds
-  steady::ring<bank_readers> sets_;
-  std::vector<row_state> rows_;
-  token iota_;
-  /// The fields each jump extrapolates: the inner loop's, and the outer's
-  /// (with every token's running state where those live across outer iterations).
-  std::vector<double*> inner_, outer_;
+  std::int64_t b_, parts_;
+  steady::counter c_;
+  double fill_ = 0, cold_ = 0;  ///< the first blocks' wait; the first burst's ramp
 };
 
 }  // namespace
 
 std::optional<steady_estimate> estimate_steady(const plan& pl, const machine& m) {
-  if (pl.slabs > max_slabs || pl.groups > 8) return std::nullopt;
-  return cross_entropy_replay(pl, m).run();
+  return model(pl, m).run();
 }
 
 }  // namespace tessel::sim::ce

@@ -193,18 +193,6 @@ class totals_builder {
   double groups_ = 0;
 };
 
-/// The warm-up loss of a TensorE burst of `busy_ns` after each idle gap of
-/// `gap_ns`, in the steady state of the throttle: its utilization (an
-/// exponential average over warmup_ns) at the start of a burst is
-/// u = (e^-g - e^-(b+g)) / (1 - e^-(b+g)) in units of warmup_ns, and the ramp
-/// restarts when u is below one half.
-double throttle_loss(double busy_ns, double gap_ns, const machine& m) {
-  if (m.warmup_ns <= 0 || busy_ns <= 0) return 0;
-  const double b = busy_ns / m.warmup_ns, g = gap_ns / m.warmup_ns;
-  const double u = (std::exp(-g) - std::exp(-(b + g))) / (1 - std::exp(-(b + g)));
-  return u < 0.5 ? warmup_loss(busy_ns, m) : 0;
-}
-
 }  // namespace
 
 steady_work steady_totals(const plan& pl, const machine& m) { return totals_builder(pl, m).run(); }
@@ -367,7 +355,8 @@ steady_estimate estimate_steady(const plan& pl, const machine& m) {
                                        piece - lead * pace_iter}) -
                              o.distance * per_iter;
       if (each_ns <= 0) return 0.0;
-      return std::max(0.0, o.loads - o.slots) * (each_ns + throttle_loss(run, each_ns, m));
+      return std::max(0.0, o.loads - o.slots) *
+             (each_ns + steady::burst_warmup_loss(run, each_ns, m));
     };
     queue_ns = {queue_time(sa) + scales, queue_time(sb), queue_time(sc)};
     dma_total = std::max({data, queue_ns[0], queue_ns[1], queue_ns[2]}) + tail;
