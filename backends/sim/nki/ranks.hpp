@@ -45,10 +45,10 @@ struct rank_emission {
 
 /// The file: `whole`'s header, constants, signature and reference (the
 /// whole problem's kernel_file, captured, or `rank` itself when the rank's
-/// constants are the file's and e.signature states the whole's shapes); RANKS; STRUCTURE (one rank's
-/// lowering and its collectives, `s`); rank_inputs(); `rank`'s kernel (one
-/// rank's plan, captured as program 0 and renamed <workload>_rank, its
-/// constants that differ from the whole's held as locals); the kernel.
+/// constants are the file's and e.signature states the whole's shapes); RANKS; STRUCTURE (one
+/// rank's lowering and its collectives, `s`); rank_inputs(); `rank`'s kernel (one rank's plan,
+/// captured as program 0 and renamed <workload>_rank, its constants that differ from the whole's
+/// held as locals); the kernel.
 [[nodiscard]] std::string assemble_ranks(const kernel_file& whole, const kernel_file& rank,
                                          const rank_emission& e, const structure& s,
                                          const context& c);
