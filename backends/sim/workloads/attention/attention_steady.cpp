@@ -354,22 +354,27 @@ class model {
   }
 
   /// The cycle of kind k in its steady state: repeated until TensorE's
-  /// throttle settles, the period between the last two starts. The lazy
-  /// reference's steps and a normalization are added to the cycle of the
-  /// kind without them (they lengthen VectorE's chain where they are).
+  /// throttle settles, the period between the last two starts. The mask,
+  /// the lazy reference's steps and a normalization are added to the cycle
+  /// of the kind without them (they lengthen VectorE's chain where they are).
   const cycle& of(const kind& k) {
     for (const auto& [key, c] : cycles_)
       if (key == k) return c;
     kind plain = k;
     plain.steps = 0;
     plain.norm = false;
+    plain.diagonal = false;
     cycle c = simulated(plain);
     const std::int64_t rows = k.rows;
     double reference = 0, norm = 0;
-    if (k.steps == 1) reference = ew(vector_engine, op::copy, rows, 1, true);
+    if (k.diagonal) {  // the mask (GpSimdE, ahead of VectorE) added to S on VectorE
+      reference += ew(vector_engine, op::tensor_tensor, rows, k.cols);
+      c.busy[3] += ew(gpsimd_engine, op::tensor_scalar, rows, k.cols);
+    }
+    if (k.steps == 1) reference += ew(vector_engine, op::copy, rows, 1, true);
     if (k.steps == 4)
-      reference = 3 * ew(vector_engine, op::tensor_tensor, rows, 1, true) +
-                  ew(vector_engine, op::tensor_scalar, rows, 1, true);
+      reference += 3 * ew(vector_engine, op::tensor_tensor, rows, 1, true) +
+                   ew(vector_engine, op::tensor_scalar, rows, 1, true);
     if (k.norm)
       norm = ew(vector_engine, op::reciprocal, rows, 1, true) +
              ew(vector_engine, op::tensor_scalar, rows, p_.d, true);
