@@ -128,7 +128,7 @@ class model {
       const kind head{std::min(P, q_rows), std::min(p_.kv_tile, p_.seq), true, false, 0, qt > 0};
       const cycle& h = of(head);
       if (qt == 0) {
-        fill_ = load_stall(q_rows, true, 0, 0, 1e300, h);
+        fill_ = load_stall(q_rows, true, 0, 0, h.period + h.to_product, h);
       } else {
         const bool reload = prev_last_kt != 0;
         const double w0 = prev_period - prev_qk;
@@ -136,7 +136,8 @@ class model {
         // for its readers, and the last P V reads the new tile's V
         const bool same_slot = reload && (p_.kv_bufs == 1 || prev_last_kt % p_.kv_bufs == 0);
         const double k_ready = same_slot ? w0 : 0;
-        stalls += load_stall(q_rows, reload, w0, k_ready, same_slot ? w0 + h.to_product : 1e300, h);
+        stalls += load_stall(q_rows, reload, w0, k_ready,
+                             w0 + (same_slot ? 0 : h.period) + h.to_product, h);
       }
       // then each later kv tile's
       if (n > 1) {
