@@ -119,7 +119,7 @@ namespace cost_rule {
 /// ramps linearly to full speed over warmup_ns of busy time; it re-engages
 /// when its utilization (an exponential average with time constant
 /// warmup_ns) falls below 50%. The event model (timing.cpp) and the steady
-/// models that replay TensorE (steady_common.hpp, newton_schulz) keep one
+/// models that time TensorE (attention_steady.cpp, newton_schulz) keep one
 /// each, so their latencies agree to the bit.
 struct warmup_throttle {
   double ramp = 0;  ///< busy time into the ramp (ns)

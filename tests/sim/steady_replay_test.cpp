@@ -1,8 +1,6 @@
-// The steady-state models that replay their workload's schedule
-// (steady_common.hpp; attention_steady.cpp) count what the lowering issues
-// exactly and time the plan as the event model does, through the jumps over
-// what repeats; cross_entropy's closed form (cross_entropy_steady.cpp)
-// counts exactly and times it within a few percent.
+// The closed-form steady-state models of attention (attention_steady.cpp)
+// and cross_entropy (cross_entropy_steady.cpp) count what the lowering
+// issues exactly and time the plan within a few percent of the event model.
 #include "helpers.hpp"
 #include "sim/workloads/attention/attention_plan.hpp"
 
@@ -75,29 +73,36 @@ void check(const compared& c, double tolerance) {
 
 }  // namespace
 
-TEST_CASE("attention steady model: causal with skipping, q tiles extrapolated along the diagonal") {
-  // 528 units; the q tiles past the first few lie on a line in their key
+/// attention's closed form: a sum of unit periods and load stalls, where
+/// the event model (and the replay it replaced, within 0.5-3%) runs the
+/// schedule; within 8% on these.
+constexpr double attention_tolerance = 0.08;
+
+TEST_CASE("attention steady model: causal with skipping, kv slots and loop orders") {
+  // 528 units; with one or two K/V slots each tile's loads wait for the
+  // readers of the tile before, with three they are a unit ahead
   for (const std::int64_t bufs : {1, 2, 3}) {
     INFO("kv_bufs ", bufs);
-    check(compare({{"causal", 1}, {"kv_bufs", bufs}}), 0.005);
+    check(compare({{"causal", 1}, {"kv_bufs", bufs}}), attention_tolerance);
   }
-  check(compare({{"causal", 1}, {"q_tile", 256}, {"kv_tile", 256}}, {}, {"k", "v", "q"}), 0.005);
+  check(compare({{"causal", 1}, {"q_tile", 256}, {"kv_tile", 256}}, {}, {"k", "v", "q"}),
+        attention_tolerance);
 }
 
-TEST_CASE("attention steady model: without skipping, the masked kv iterations repeat too") {
-  check(compare({{"causal", 1}, {"skip_masked", 0}, {"q_tile", 512}}), 0.005);
-  check(compare({{"causal", 1}, {"skip_masked", 0}}, {{"rescale", "lazy"}}), 0.005);
+TEST_CASE("attention steady model: without skipping, the masked kv iterations") {
+  check(compare({{"causal", 1}, {"skip_masked", 0}, {"q_tile", 512}}), attention_tolerance);
+  check(compare({{"causal", 1}, {"skip_masked", 0}}, {{"rescale", "lazy"}}), attention_tolerance);
 }
 
 TEST_CASE("attention steady model: non-causal, lazy corrections, queues, kv tiles over q tiles") {
-  check(compare({{"q_tile", 256}, {"kv_tile", 512}}), 0.005);
-  check(compare({{"causal", 1}, {"rescale_every", 4}}, {{"rescale", "lazy"}}), 0.01);
-  // several queues: the replay shares the DMA engines between the data
-  // phases under way when one starts (the event model: at every start and end)
-  check(compare({{"causal", 1}, {"dma_queues", 3}, {"kv_bufs", 3}}), 0.03);
-  check(compare({{"causal", 1}, {"q_tile", 128}, {"kv_tile", 512}}, {}, {"v", "k", "q"}), 0.01);
+  check(compare({{"q_tile", 256}, {"kv_tile", 512}}), attention_tolerance);
+  check(compare({{"causal", 1}, {"rescale_every", 4}}, {{"rescale", "lazy"}}), attention_tolerance);
+  check(compare({{"causal", 1}, {"dma_queues", 3}, {"kv_bufs", 3}}), attention_tolerance);
+  check(compare({{"causal", 1}, {"q_tile", 128}, {"kv_tile", 512}}, {}, {"v", "k", "q"}),
+        attention_tolerance);
   // partial tiles: neither tile divides seq
-  check(compare({{"seq", 3000}, {"q_tile", 256}, {"kv_tile", 384}, {"causal", 1}}), 0.02);
+  check(compare({{"seq", 3000}, {"q_tile", 256}, {"kv_tile", 384}, {"causal", 1}}),
+        attention_tolerance);
 }
 
 TEST_CASE("attention steady model: a plan that overflows PSUM or SBUF has no estimate") {

@@ -1,415 +1,535 @@
 // attention_steady.cpp: the steady-state model of the attention plan
-// (attention_plan.hpp, docs/simulator.md "Speed"). It replays the lowering's
-// schedule (attention.cpp: the same units, instructions and dependencies, in
-// the same order) through steady::replay, a max-plus recurrence over the
-// in-order engines, without building a program. Inside each q tile, once
-// the kv iterations between the first and the diagonal (and, without
-// skip_masked, those past it) repeat, steady::periodic_jump adds the rest in
-// one step; across q tiles, once three groups of them lie on a line in their
-// number of kv iterations before the diagonal, the groups up to the last q
-// tile are extrapolated. The rotations the lowering keys by unit, transpose,
-// store or kv tile number (score sets, transpose banks, P V readers, output
-// staging, K/V slots) are kept oldest first (steady::ring), so that the
-// state repeats from one kv iteration to the next. The instruction count
-// and HBM bytes are counted in closed form (count()).
+// (attention_plan.hpp, docs/simulator.md "attention's model") in closed
+// form, without lowering or replaying the whole schedule. The counts
+// (instructions, HBM bytes) are the lowering's (attention.cpp), summed per
+// kv iteration (count()). The time is a sum of unit periods: the lowering
+// pipelines the units (one q sub-tile against one kv tile) one deep, and
+// its in-order engines chain them, so one unit's cycle runs its S = Q K^T
+// (TensorE), the mask, row max, reference and bias (VectorE), the
+// correction and exp (ScalarE), the running sum (VectorE), then the
+// transposes, their copies and the P V matmuls of the unit before, block by
+// block (TensorE and VectorE in turn). A unit's period is that chain timed
+// with the event model's costs (cost_rules.hpp, exposed stationary loads,
+// TensorE's warm-up throttle in its steady state: the same unit repeated
+// until the throttle settles), once per distinct kind of unit (first or
+// later kv tile, diagonal or not, lazy reference steps, partial tiles) and
+// counted per q tile in closed form. To that come the loads' stalls (each
+// K/V tile's loads wait for the last reader of its slot, each Q tile's for
+// the last S of the q tile before; with one slot the last P V of a tile
+// also reads the next tile's V), the fill (the first loads) and the drain
+// (the last normalization and store), bounded below by the DMA data and
+// each engine's work.
+#include "../../cost_rules.hpp"
+#include "../../steady_closed.hpp"
 #include "../../steady_common.hpp"
 #include "attention_plan.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cmath>
-#include <numeric>
+#include <cstdint>
 #include <vector>
 
 namespace tessel::sim::attn {
 namespace {
 
-using steady::token;
-using window = steady::ring<token>;
-
-struct unit {
-  std::int64_t qt = 0, kt = 0;
-  int sub = 0;
-  bool diagonal = false, first_kv = false, last_kv = false;
-  int kv_index = 0;
-};
-
-/// A unit whose scores are issued and whose product is not yet.
-struct pending {
-  unit u;
-  token exp;
+/// What sets a unit's cycle apart from another's.
+struct kind {
   std::int64_t rows = 0, cols = 0;
+  bool first = false;     ///< the q tile's first kv tile (no correction)
+  bool diagonal = false;  ///< causal: masked
+  int steps = 0;          ///< lazy reference: 0 (eager), 1 (a correction) or 4
+  bool norm = false;      ///< the product in its cycle is a last kv tile's (normalized, stored)
+  bool operator==(const kind&) const = default;
 };
 
-/// One K/V slot: its loads and its last reader (TensorE, in order).
-struct kv_slot {
-  token k, reader;
-  std::array<token, 32> v;  ///< one per 128-key block (inline: the slots rotate by value)
+/// A unit's cycle: its period, the work of each engine, and when its
+/// product (the unit before's transposes) starts after its S.
+struct cycle {
+  double period = 0, to_product = 0, qk = 0;  ///< qk: its S's time
+  std::array<double, 4> busy{};
 };
 
-class attention_replay {
+class model {
  public:
-  attention_replay(const params& p, const machine& m)
-      : p_(p),
-        m_(m),
-        l_(layout_of(p, m)),
-        r_(m),
-        scores_(static_cast<std::size_t>(l_.s_sets)),
-        banks_(2),
-        pv_(2),
-        stores_(2),
-        kv_(static_cast<std::size_t>(p.kv_bufs)),
-        state_(static_cast<std::size_t>(l_.sub_tiles)),
-        acc_(static_cast<std::size_t>(l_.sub_tiles)) {
-    // a repetition: whole turns of the queues (the lazy corrections'
-    // pattern, every rescale_every kv tiles, is a cycle periodic_jump finds)
-    per_ = p.queues / std::gcd<std::int64_t>(p.queues, 1 + l_.kv_blocks);
-    // q tiles: the K/V slots and queues restart at each; with kv tiles
-    // longer than q tiles, the key moves every kv_tile / q_tile of them
-    group_ = std::lcm<std::int64_t>(p.kv_bufs, p.queues);
-    if (p.kv_tile > p.q_tile) group_ = std::lcm(group_, ceil_div(p.kv_tile, p.q_tile));
-    r_.times(times_);
-    for (token* t : {&q_load_, &q_reader_, &o_part_, &last_copy_, &diag_, &pending_.exp})
-      times_.push_back(&t->done);
-    for (window* w : {&scores_, &banks_, &pv_, &stores_})
-      for (token& t : w->slots()) times_.push_back(&t.done);
-    for (auto& s : kv_) {
-      times_.push_back(&s.k.done);
-      times_.push_back(&s.reader.done);
-      for (int v = 0; v < l_.kv_blocks; ++v)
-        times_.push_back(&s.v[static_cast<std::size_t>(v)].done);
-    }
-    for (auto* side : {&state_, &acc_})
-      for (auto& t : *side) times_.push_back(&t.done);
-    r_.totals(totals_);
-    latency_ = static_cast<std::size_t>(std::find(times_.begin(), times_.end(), &r_.latency) -
-                                        times_.begin());
-    fields_ = times_;
-    fields_.insert(fields_.end(), totals_.begin(), totals_.end());
-    r_.throttle(fields_);
-  }
+  model(const params& p, const machine& m)
+      : p_(p), m_(m), l_(layout_of(p, m)), c_(m, p.type, p.queues), b_(dtype_bytes(p.type)) {}
 
   steady_estimate run() {
-    if (p_.causal)
-      diag_ = r_.compute(steady::elementwise(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile, 0),
-                         {});
-    steady::periodic_jump jump(fields_);
-    const std::int64_t q_tiles = ceil_div(p_.seq, p_.q_tile);
-    std::vector<double> before(fields_.size());
-    std::vector<group> groups;
+    const std::int64_t P = l_.partitions, q_tiles = ceil_div(p_.seq, p_.q_tile);
+    const std::int64_t kv_tiles = ceil_div(p_.seq, p_.kv_tile);
+    double latency = 0, stalls = 0;
+    std::array<double, 4> busy{};
+    const auto add = [&](const kind& k, double n) {
+      if (n <= 0) return;
+      const cycle& c = of(k);
+      latency += n * c.period;
+      for (std::size_t e = 0; e < 4; ++e) busy[e] += n * c.busy[e];
+    };
+    std::int64_t prev_last_kt = -1;
+    double prev_period = 0, prev_qk = 0;
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
-      if (qt % group_ == 0)
-        for (std::size_t f = 0; f < fields_.size(); ++f) before[f] = *fields_[f];
-      q_tile(qt, jump);
-      if ((qt + 1) % group_ != 0) continue;
-      group& g = groups.emplace_back();
-      g.key = group_key(qt + 1 - group_);
-      g.advance.resize(fields_.size());
-      for (std::size_t f = 0; f < fields_.size(); ++f) g.advance[f] = *fields_[f] - before[f];
-      qt = skip_groups(qt, q_tiles, groups);
+      const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
+      const std::int64_t q_rows = std::min(p_.q_tile, p_.seq - row0);
+      const std::int64_t subs = ceil_div(q_rows, P);
+      const std::int64_t tail_rows = q_rows - (subs - 1) * P;
+      // kv iteration i: its units by kind
+      const auto iteration = [&](std::int64_t i, double times, int steps) {
+        const std::int64_t cols = std::min(p_.kv_tile, p_.seq - i * p_.kv_tile);
+        const std::int64_t ds = diagonal_subs(i, row0, subs);
+        for (std::int64_t s = 0; s < subs; ++s) {
+          kind k;
+          k.rows = s + 1 == subs ? tail_rows : P;
+          k.cols = cols;
+          k.first = i == 0;
+          k.diagonal = s < ds;
+          k.steps = steps;
+          k.norm = (i + 1 == n && s > 0) || (i == 0 && s == 0 && qt > 0);
+          add(k, times);
+        }
+      };
+      const auto steps_of = [&](std::int64_t i) {
+        if (p_.rescale_every <= 1) return 0;
+        return i == 0 || i % p_.rescale_every == 0 ? 1 : 4;
+      };
+      // a run of kv iterations [a, b) alike but for the lazy steps
+      const auto run_of = [&](std::int64_t a, std::int64_t b) {
+        if (b <= a) return;
+        if (p_.rescale_every <= 1) {
+          iteration(a, static_cast<double>(b - a), 0);
+          return;
+        }
+        const std::int64_t e = p_.rescale_every;
+        const std::int64_t corrections = (b - 1) / e - (a - 1) / e;
+        iteration(a, static_cast<double>(corrections), 1);
+        iteration(a, static_cast<double>(b - a - corrections), 4);
+      };
+      iteration(0, 1, steps_of(0));
+      // the kv iterations past the first and before the last: unmasked
+      // ones, those that mask some sub-tiles (one at a time), those that
+      // mask all (without skip_masked), all with whole kv tiles
+      const std::int64_t last = n - 1;
+      std::int64_t i = 1;
+      if (last > 1) {
+        const std::int64_t first_diag = p_.causal ? first_kv_past(row0) : last;
+        const std::int64_t all_diag = p_.causal ? first_kv_past(row0 + (subs - 1) * P) : last;
+        const std::int64_t whole = std::min(last, kv_tiles - (p_.seq % p_.kv_tile ? 1 : 0));
+        const std::int64_t plain_end = std::clamp<std::int64_t>(first_diag, 1, whole);
+        run_of(1, plain_end);
+        i = plain_end;
+        const std::int64_t masked = std::clamp<std::int64_t>(all_diag, i, whole);
+        for (; i < masked; ++i) iteration(i, 1, steps_of(i));
+        run_of(i, whole);
+        i = std::max(i, whole);
+        for (; i < last; ++i) iteration(i, 1, steps_of(i));
+      }
+      if (last >= 1) iteration(last, 1, steps_of(last));
+
+      // the loads' stalls: the q tile's first (Q, and K/V unless kept)
+      const kind head{std::min(P, q_rows), std::min(p_.kv_tile, p_.seq), true, false, 0, qt > 0};
+      const cycle& h = of(head);
+      if (qt == 0) {
+        fill_ = load_stall(q_rows, true, 0, 0, h.period + h.to_product, h);
+      } else {
+        const bool reload = prev_last_kt != 0;
+        const double w0 = prev_period - prev_qk;
+        // with the K/V tile in the slot the last tile used, the loads wait
+        // for its readers, and the last P V reads the new tile's V
+        const bool same_slot = reload && (p_.kv_bufs == 1 || prev_last_kt % p_.kv_bufs == 0);
+        const double k_ready = same_slot ? w0 : 0;
+        stalls += load_stall(q_rows, reload, w0, k_ready,
+                             w0 + (same_slot ? 0 : h.period) + h.to_product, h);
+      }
+      // then each later kv tile's
+      if (n > 1) {
+        const double mid = kv_stall(false, subs);
+        const std::int64_t partial = p_.seq % p_.kv_tile && n == kv_tiles ? 1 : 0;
+        stalls += static_cast<double>(n - 1 - partial) * mid;
+        if (partial) stalls += kv_stall(true, subs);
+      }
+      prev_last_kt = n - 1;
+      kind tail{tail_rows,       std::min(p_.kv_tile, p_.seq - (n - 1) * p_.kv_tile),
+                n == 1,          diagonal_subs(n - 1, row0, subs) == subs,
+                steps_of(n - 1), subs > 1};
+      const cycle& t = of(tail);
+      prev_period = t.period;
+      prev_qk = t.qk;
     }
-    if (have_pending_) product(pending_);
-    return estimate();
+    // the drain: the last product, its normalization and store
+    const std::int64_t last_rows = p_.seq - (q_tiles - 1) * p_.q_tile;
+    const std::int64_t rows = last_rows - (ceil_div(last_rows, P) - 1) * P;
+    const double drain = c_.elementwise_ns(vector_engine, op::reciprocal, rows, 1) +
+                         c_.elementwise_ns(vector_engine, op::tensor_scalar, rows, p_.d) +
+                         m_.dma_issue_ns + c_.transfer_ns(rows, p_.d * b_, 0, true) +
+                         std::max(0.0, m_.dma_fixed_latency_ns - m_.dma_issue_ns);
+    if (p_.causal) busy[3] += c_.elementwise_ns(gpsimd_engine, op::copy, l_.partitions, p_.kv_tile);
+    const counts n = count();
+    double path = fill_ + latency + stalls + drain + steady::warmup_loss(busy[0], m_);
+    path = std::max({path, n.dma_data, n.queue, busy[1], busy[2], busy[3]});
+    steady_estimate e;
+    e.latency_ns = path;
+    e.busy_ns = busy;
+    e.dma_data_ns = n.dma_data;
+    e.hbm_read_bytes = n.hbm_read;
+    e.hbm_write_bytes = n.hbm_write;
+    e.instructions = n.instructions;
+    const auto seq = static_cast<double>(p_.seq);
+    const double pairs = p_.causal ? 0.5 * seq * (seq + 1) : seq * seq;
+    e.totals.flops = 4.0 * pairs * static_cast<double>(p_.d);
+    e.totals.min_hbm_bytes = 4.0 * static_cast<double>(p_.seq * p_.d * b_);
+    e.totals.compute_type = p_.type;
+    steady::name_bound(e, {"QK^T", "accumulate O", "exp", "mask"}, "load K");
+    return e;
   }
 
  private:
-  /// Kv iterations of q tile `qt`, and how many come before the first
-  /// diagonal one (the key its duration is affine in).
+  /// Kv iterations of q tile `qt`.
   [[nodiscard]] std::int64_t visited(std::int64_t qt) const {
     const std::int64_t kv_tiles = ceil_div(p_.seq, p_.kv_tile);
     if (!(p_.causal && p_.skip_masked)) return kv_tiles;
     return std::min(kv_tiles, ceil_div(std::min(p_.seq, (qt + 1) * p_.q_tile), p_.kv_tile));
   }
-  [[nodiscard]] std::int64_t key(std::int64_t qt) const {
-    if (!p_.causal) return visited(qt);
-    return std::min(visited(qt), ceil_div(qt * p_.q_tile + 1, p_.kv_tile) - 1);
+  /// The first kv tile whose last key is past `row` (causal).
+  [[nodiscard]] std::int64_t first_kv_past(std::int64_t row) const {
+    return ceil_div(row + 2, p_.kv_tile) - 1;
+  }
+  /// How many sub-tiles of a q tile from `row0` kv iteration i masks.
+  [[nodiscard]] std::int64_t diagonal_subs(std::int64_t i, std::int64_t row0,
+                                           std::int64_t subs) const {
+    if (!p_.causal) return 0;
+    const std::int64_t last_key = std::min(p_.seq, (i + 1) * p_.kv_tile) - 1;
+    if (last_key <= row0) return 0;
+    return std::min(subs, ceil_div(last_key - row0, l_.partitions));
   }
 
-  /// The kv iterations of q tile `qt`. Two runs of them repeat: those after
-  /// the first and before the diagonal, and (without skip_masked) those that
-  /// mask every sub-tile, up to the last.
-  void q_tile(std::int64_t qt, steady::periodic_jump& jump) {
-    const std::int64_t n = visited(qt);
-    const std::int64_t rows = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
-    const std::int64_t last_row =
-        qt * p_.q_tile + (ceil_div(rows, l_.partitions) - 1) * l_.partitions;
-    // the first kv iteration whose last key is past every sub-tile's first row
-    const std::int64_t masked =
-        p_.causal ? std::max<std::int64_t>(1, ceil_div(last_row + 2, p_.kv_tile) - 1) : n;
-    kv_iteration(qt, 0, n);
-    std::int64_t i = 1;
-    repeat(qt, i, std::min(n - 1, key(qt)), n, jump);
-    for (; i < std::min(n, masked); ++i) kv_iteration(qt, i, n);
-    repeat(qt, i, n - 1, n, jump);
-    for (; i < n; ++i) kv_iteration(qt, i, n);
-  }
+  // --- one unit's cycle ---------------------------------------------------------------
 
-  /// Kv iterations i.. of identical units up to `end` (not included): once
-  /// two repetitions advance the state alike, the rest in one jump.
-  void repeat(std::int64_t qt, std::int64_t& i, std::int64_t end, std::int64_t n,
-              steady::periodic_jump& jump) {
-    jump.reset();
-    while (i + per_ <= end) {
-      const std::int64_t cycle = per_ * jump.step();
-      if (cycle > 0 && (end - i) / cycle > 0) {
-        const std::int64_t more = (end - i) / cycle;
-        jump.jump(static_cast<double>(more));
-        i += more * cycle;
-        dma_serial_ += more * cycle * (1 + l_.kv_blocks);
-        loaded_kt_ = i - 1;
-        kv_front_ = i % p_.kv_bufs;
-        pending_.u.kt = i - 1;
-        pending_.u.kv_index = static_cast<int>(i - 1);
-        return;
-      }
-      for (std::int64_t k = 0; k < per_; ++k) kv_iteration(qt, i + k, n);
-      i += per_;
-    }
-  }
-
-  /// A run of group_ q tiles: its key (the sum of theirs) and what it
-  /// advanced each field by.
-  struct group {
-    std::int64_t key = 0;
-    std::vector<double> advance;
+  /// The engines' state across repeated cycles of one kind.
+  struct engines {
+    double tensor = 0, vector = 0, scalar = 0, gpsimd = 0, exp_prev = 0;
+    std::array<double, 8> exps{};  ///< the last exps' ends, newest first
+    double last_end = -1, prev_cycles = 0;
+    std::array<double, 4> busy{};
+    warmup_throttle throttle;
   };
-  [[nodiscard]] std::int64_t group_key(std::int64_t first) const {
-    std::int64_t k = 0;
-    for (std::int64_t qt = first; qt < first + group_; ++qt) k += key(qt);
-    return k;
-  }
 
-  /// After a group ending at q tile `done`, the whole groups before the
-  /// last q tile by extrapolation, when the groups seen (past the first,
-  /// which starts cold) fix it: each takes the last group's time, corrected
-  /// along the key by the slope between the last two groups of different
-  /// keys, provided that line holds at a third; every time of the state
-  /// moves by their sum and each total advances likewise. Returns the last
-  /// q tile simulated or skipped.
-  std::int64_t skip_groups(std::int64_t done, std::int64_t q_tiles,
-                           const std::vector<group>& groups) {
-    const std::int64_t skipped = (q_tiles - 1 - (done + 1)) / group_;
-    if (skipped <= 0 || groups.size() < 3) return done;
-    const group& j = groups.back();
-    const group* i = nullptr;
-    const group* h = nullptr;
-    for (std::size_t g = groups.size() - 1; g-- > 1 && !h;) {
-      if (!i && groups[g].key != j.key)
-        i = &groups[g];
-      else if (i && groups[g].key != i->key)
-        h = &groups[g];
+  /// What one cycle of a kind costs, worked out once (ns, TensorE in
+  /// cycles at full speed: `*_load`: its stationary load).
+  struct costs {
+    int chunks = 1, blocks = 1;
+    std::array<double, 2> qk{}, tr{}, pv{}, copy{};  ///< full and last (partial) chunk or block
+    double qk_load = 0, tr_load = 0, pv_load = 0;
+    double mask = 0, mask_add = 0, reduce = 0, max = 0, reference = 0, bias = 0;
+    double alpha = 0, exp = 0, scale = 0, sum = 0, acc = 0, norm = 0;
+  };
+  [[nodiscard]] costs costs_of(const kind& k) const {
+    const std::int64_t rows = k.rows, cols = k.cols, P = l_.partitions, f = m_.max_moving_free;
+    costs c;
+    c.chunks = static_cast<int>(ceil_div(cols, f));
+    c.blocks = static_cast<int>(ceil_div(cols, P));
+    const auto cycles = [&](const instruction& in) { return cost_rule::tensor_cycles(in, m_); };
+    for (int last = 0; last < 2; ++last) {
+      const auto i = static_cast<std::size_t>(last);
+      const std::int64_t n = last ? cols - (c.chunks - 1) * f : std::min(f, cols);
+      const std::int64_t kb = last ? cols - (c.blocks - 1) * P : std::min(P, cols);
+      c.qk[i] = cycles(matmul(p_.d, rows, n));
+      instruction tr;
+      tr.engine = tensor_engine;
+      tr.kind = op::transpose;
+      tr.type = p_.type;
+      tr.partitions = static_cast<std::uint32_t>(rows);
+      tr.free = static_cast<std::uint32_t>(kb);
+      c.tr[i] = cycles(tr);
+      c.pv[i] = cycles(matmul(kb, rows, p_.d));
+      c.copy[i] = ew(vector_engine, op::copy, kb, rows);
+      if (!last) c.tr_load = cost_rule::stationary_load_cycles(static_cast<double>(kb), m_);
     }
-    double keys = 0;
-    for (std::int64_t g = 0; g < skipped; ++g)
-      keys += static_cast<double>(group_key(done + 1 + g * group_) - j.key);
-    const auto slope = [&](std::size_t f) {
-      return keys != 0 ? (j.advance[f] - i->advance[f]) / static_cast<double>(j.key - i->key) : 0.0;
-    };
-    // the check: the line through the last two at a third, or (no key
-    // change ahead) the group before the last taking the same time
-    if (keys != 0 && !h) return done;
-    const group& c = keys != 0 ? *h : groups[groups.size() - 2];
-    const double t_c = c.advance[latency_];
-    const double predicted =
-        j.advance[latency_] + slope(latency_) * static_cast<double>(c.key - j.key);
-    if (std::abs(predicted - t_c) > 0.002 * std::abs(t_c)) return done;
-    const auto n = static_cast<double>(skipped);
-    const double shift = n * j.advance[latency_] + keys * slope(latency_);
-    for (std::size_t f = 0; f < times_.size(); ++f) *fields_[f] += shift;
-    for (std::size_t f = times_.size(); f < times_.size() + totals_.size(); ++f)
-      *fields_[f] += n * j.advance[f] + keys * slope(f);
-    // the state the next q tile starts from: the last skipped one's kv tiles and unit
-    const std::int64_t last = done + skipped * group_, n_last = visited(last);
-    loaded_kt_ = n_last - 1;
-    kv_front_ = n_last % p_.kv_bufs;
-    pending_.u.qt = last;
-    pending_.u.kt = n_last - 1;
-    pending_.u.kv_index = static_cast<int>(n_last - 1);
-    pending_.u.first_kv = n_last == 1;
-    return last;
-  }
-
-  [[nodiscard]] std::int64_t bytes() const { return dtype_bytes(p_.type); }
-
-  [[nodiscard]] bool diagonal(std::int64_t qt, std::int64_t kt, int sub) const {
-    const std::int64_t last_key = std::min(p_.seq, (kt + 1) * p_.kv_tile) - 1;
-    return p_.causal && last_key > qt * p_.q_tile + sub * l_.partitions;
-  }
-
-  void kv_iteration(std::int64_t qt, std::int64_t i, std::int64_t n) {
-    for (int sub = 0; sub < l_.sub_tiles && qt * p_.q_tile + sub * l_.partitions < p_.seq; ++sub) {
-      unit u;
-      u.qt = qt;
-      u.kt = i;
-      u.sub = sub;
-      u.diagonal = diagonal(qt, i, sub);
-      u.first_kv = i == 0;
-      u.last_kv = i + 1 == n;
-      u.kv_index = static_cast<int>(i);
-      if (sub == 0 && u.first_kv) load_q(qt);
-      if (sub == 0) load_kv(i);
-      pending next = scores(u);
-      if (have_pending_) product(pending_);
-      pending_ = next;
-      have_pending_ = true;
+    c.qk_load = cost_rule::stationary_load_cycles(static_cast<double>(rows), m_);
+    c.pv_load = c.qk_load;
+    if (k.diagonal) {
+      c.mask = ew(gpsimd_engine, op::tensor_scalar, rows, cols);
+      c.mask_add = ew(vector_engine, op::tensor_tensor, rows, cols);
     }
+    c.reduce = ew(vector_engine, op::reduce, rows, cols);
+    const double step = ew(vector_engine, op::tensor_tensor, rows, 1, true);
+    if (!k.first) c.max = step;
+    if (k.steps == 1) c.reference = ew(vector_engine, op::copy, rows, 1, true);
+    if (k.steps == 4) c.reference = 3 * step + ew(vector_engine, op::tensor_scalar, rows, 1, true);
+    c.bias = ew(vector_engine, op::tensor_scalar, rows, 1, true);
+    c.exp = ew(scalar_engine, op::activation, rows, cols);
+    if (!k.first) {
+      c.alpha = ew(scalar_engine, op::activation, rows, 1);
+      c.scale = ew(vector_engine, op::tensor_scalar, rows, p_.d);
+      c.sum = ew(vector_engine, op::tensor_tensor, rows, 1);
+    }
+    c.acc = ew(vector_engine, op::tensor_tensor, rows, p_.d);
+    if (k.norm)
+      c.norm = ew(vector_engine, op::reciprocal, rows, 1, true) +
+               ew(vector_engine, op::tensor_scalar, rows, p_.d, true);
+    return c;
   }
 
-  // --- the instructions, as attention.cpp's lowerer issues them ------------------------
-
-  token vector(op kind, std::int64_t rows, std::int64_t n, std::uint8_t flags,
-               std::initializer_list<token> deps) {
-    return r_.compute(steady::elementwise(vector_engine, kind, rows, n, flags), deps);
+  /// TensorE runs `cycles` (a multiply, with `load` its stationary load or
+  /// none when negative) from `ready` as timing.cpp does: the exposed load,
+  /// the throttle. Returns its end.
+  double tensor(engines& s, double cycles, double load, double ready) const {
+    const double now = std::max(s.tensor, ready);
+    const bool gap = s.last_end < 0 || now > s.last_end + 1e-9;
+    double all = cycles;
+    if (load >= 0) all += gap ? load : std::max(0.0, load - s.prev_cycles);
+    s.prev_cycles = cycles;
+    const double ns = s.throttle.duration(all / m_.tensor_ghz, now, s.last_end, m_);
+    s.busy[0] += ns;
+    s.last_end = now + ns;
+    s.tensor = s.last_end;
+    return s.tensor;
   }
-  token row_step(op kind, std::int64_t rows, std::initializer_list<token> deps) {
-    return vector(kind, rows, 1, 0, deps);
-  }
-  token matmul(std::int64_t k, std::int64_t rows, std::int64_t n, bool fresh,
-               std::initializer_list<token> deps) {
+  [[nodiscard]] instruction matmul(std::int64_t k, std::int64_t rows, std::int64_t n) const {
     instruction in;
+    in.engine = tensor_engine;
     in.kind = op::matmul;
     in.type = p_.type;
-    in.flags = fresh ? static_cast<std::uint8_t>(flag_new_stationary) : std::uint8_t{0};
     in.partitions = static_cast<std::uint32_t>(k);
     in.aux = static_cast<std::uint32_t>(rows);
     in.free = static_cast<std::uint32_t>(n);
-    return r_.compute(in, deps);
+    return in;
   }
-  token dma(std::int64_t rows, std::int64_t row_bytes, bool load,
-            std::initializer_list<token> deps) {
-    instruction in;
-    in.engine = static_cast<engine_id>(dma_serial_++ % p_.queues);
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(row_bytes);
-    return r_.dma(in, load, !load, deps);
+  /// An elementwise instruction's time (`dependent`: on the engine's previous one).
+  [[nodiscard]] double ew(engine_id e, op kind, std::int64_t rows, std::int64_t n,
+                          bool dependent = false) const {
+    return compute_ns(steady::elementwise(e, kind, rows, n, 0), m_, dependent);
   }
 
-  void load_q(std::int64_t qt) {
-    const std::int64_t cols = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
-    q_load_ = dma(p_.d, cols * bytes(), true, {q_reader_});
-    q_reader_ = {};
+  /// One cycle of a kind: its S, its scores' chain, and the product of the
+  /// unit before (taken to be of the same shape). Returns when S starts.
+  double step(engines& s, const costs& c, cycle& out) const {
+    const auto sets = static_cast<std::size_t>(std::clamp(l_.s_sets, 1, 8));
+    // S waits for its score set's last exp
+    const double start = std::max(s.tensor, s.exps[sets - 1]);
+    double t = start;
+    for (int i = 0; i < c.chunks; ++i)
+      t = tensor(s, c.qk[i + 1 == c.chunks ? 1 : 0], i == 0 ? c.qk_load : -1, start);
+    double v = std::max(t, s.vector);
+    double vector_busy = 0;
+    const auto vec = [&](double ns) {
+      v += ns;
+      vector_busy += ns;
+    };
+    if (c.mask > 0) {  // the mask (GpSimdE, ahead) added to S
+      s.gpsimd += c.mask;
+      s.busy[3] += c.mask;
+      vec(c.mask_add);
+    }
+    vec(c.reduce + c.max + c.reference + c.bias);
+    double exp_start = v;
+    if (c.alpha > 0) {
+      s.scalar = std::max(v, s.scalar) + c.alpha;
+      s.busy[2] += c.alpha;
+      exp_start = s.scalar;
+      v = std::max(v, s.scalar);
+      vec(c.scale);  // O_acc *= alpha
+    }
+    s.scalar = std::max(exp_start, s.scalar) + c.exp;
+    s.busy[2] += c.exp;
+    if (c.alpha > 0) {
+      v = std::max(v, s.scalar);
+      vec(c.sum);  // the running sum
+    }
+    out.qk = t - start;
+    out.to_product = v - start;
+    // the product of the unit before: P^T block by block, copied, P V
+    double pv = t;
+    for (int b = 0; b < c.blocks; ++b) {
+      const std::size_t last = b + 1 == c.blocks ? 1 : 0;
+      v = std::max(v, tensor(s, c.tr[last], c.tr_load, s.exp_prev));
+      vec(c.copy[last]);
+      pv = tensor(s, c.pv[last], c.pv_load, v);
+    }
+    v = std::max(v, pv);
+    vec(c.acc + c.norm);  // O_acc += O_part, and a last kv tile's normalization
+    s.vector = v;
+    s.busy[1] += vector_busy;
+    s.exp_prev = s.scalar;
+    std::rotate(s.exps.rbegin(), s.exps.rbegin() + 1, s.exps.rend());
+    s.exps[0] = s.scalar;
+    return start;
   }
 
-  void load_kv(std::int64_t kt) {
-    if (loaded_kt_ == kt) return;
-    loaded_kt_ = kt;
-    // the lowering's slot kt % kv_bufs: the oldest, but at a q tile's first load
-    const std::int64_t b = p_.kv_bufs, turn = ((kt - kv_front_) % b + b) % b;
-    std::rotate(kv_.begin(), kv_.begin() + turn, kv_.end());
-    std::rotate(kv_.begin(), kv_.begin() + 1, kv_.end());
-    kv_front_ = (kt + 1) % b;
-    auto& slot = kv_.back();
-    const std::int64_t cols = std::min(p_.kv_tile, p_.seq - kt * p_.kv_tile);
-    const token war = slot.reader;
-    slot.reader = {};
+  /// The cycle of kind k in its steady state: repeated until TensorE's
+  /// throttle settles, the period between the last two starts. The mask,
+  /// the lazy reference's steps and a normalization are added to the cycle
+  /// of the kind without them (they lengthen VectorE's chain where they are).
+  const cycle& of(const kind& k) {
+    for (const auto& [key, c] : cycles_)
+      if (key == k) return c;
+    kind plain = k;
+    plain.steps = 0;
+    plain.norm = false;
+    plain.diagonal = false;
+    cycle c = simulated(plain);
+    const std::int64_t rows = k.rows;
+    double reference = 0, norm = 0;
+    if (k.diagonal) {  // the mask (GpSimdE, ahead of VectorE) added to S on VectorE
+      reference += ew(vector_engine, op::tensor_tensor, rows, k.cols);
+      c.busy[3] += ew(gpsimd_engine, op::tensor_scalar, rows, k.cols);
+    }
+    if (k.steps == 1) reference += ew(vector_engine, op::copy, rows, 1, true);
+    if (k.steps == 4)
+      reference += 3 * ew(vector_engine, op::tensor_tensor, rows, 1, true) +
+                   ew(vector_engine, op::tensor_scalar, rows, 1, true);
+    if (k.norm)
+      norm = ew(vector_engine, op::reciprocal, rows, 1, true) +
+             ew(vector_engine, op::tensor_scalar, rows, p_.d, true);
+    // the next S overlaps the accumulation (and normalization) of O
+    const double acc = ew(vector_engine, op::tensor_tensor, rows, p_.d);
+    c.period += reference + std::max(c.qk, acc + norm) - std::max(c.qk, acc);
+    c.to_product += reference;
+    c.busy[1] += reference + norm;
+    cycles_.emplace_back(k, c);
+    return cycles_.back().second;
+  }
+  [[nodiscard]] cycle simulated(const kind& k) {
+    for (const auto& [key, c] : simulated_)
+      if (key == k) return c;
+    const costs work = costs_of(k);
+    engines s;
+    double start = 0;
+    cycle c, next;
+    for (int pass = 0; pass < 3; ++pass) start = step(s, work, c);
+    const std::array<double, 4> before = s.busy;
+    c.period = step(s, work, next) - start;
+    for (std::size_t e = 0; e < 4; ++e) c.busy[e] = s.busy[e] - before[e];
+    simulated_.emplace_back(k, c);
+    return c;
+  }
+
+  // --- the loads ----------------------------------------------------------------------
+
+  /// One transfer's data phase.
+  [[nodiscard]] double data_ns(std::int64_t rows, std::int64_t bytes) const {
+    return c_.transfer_ns(rows, bytes, 0, true);
+  }
+
+  /// A queue's transfers in order: when the last of them has arrived, each
+  /// issued from `ready` (ns), as the replayed queue does.
+  struct queue {
+    const machine& m;
+    double issue_free = -1e300, free = -1e300;
+    double transfer(double ready, double data) {
+      const double issue = m.dma_issue_ns;
+      const double issue_at =
+          m.dma_queue_pipelined ? std::max(issue_free, ready - issue) : std::max(free, ready);
+      const double start = std::max({issue_at + issue, ready, free});
+      issue_free = issue_at + issue;
+      free = start + data;
+      return free + std::max(0.0, m.dma_fixed_latency_ns - m.dma_issue_ns);
+    }
+  };
+
+  /// The K/V loads of a tile of `cols` keys in dma_order, issued from
+  /// `ready` on `q`: how far the last of them arrives past its need, K
+  /// needed at `k_need` and V's block b at `v_need` + b `per_block` (its
+  /// P V, one block after another).
+  double kv_loads(queue& q, std::int64_t cols, double ready, double k_need, double v_need,
+                  double per_block) const {
+    const std::int64_t P = l_.partitions;
+    double late = -1e300;
     for (const auto& which : p_.dma_order) {
-      if (which == "k") slot.k = dma(p_.d, cols * bytes(), true, {war});
-      if (which == "v")
-        for (std::int64_t v = 0; v < ceil_div(cols, l_.partitions); ++v)
-          slot.v[static_cast<std::size_t>(v)] =
-              dma(std::min(l_.partitions, cols - v * l_.partitions), p_.d * bytes(), true, {war});
-    }
-  }
-
-  /// The slot that holds kv tile `kt` (the lowering's slot kt % kv_bufs).
-  kv_slot& kv_at(std::int64_t kt) {
-    const std::int64_t b = p_.kv_bufs;
-    return kv_[static_cast<std::size_t>(((kt - kv_front_) % b + b) % b)];
-  }
-
-  /// S = Q K^T, the mask, the running max, the correction and P = exp.
-  pending scores(const unit& u) {
-    const std::int64_t cols = std::min(p_.kv_tile, p_.seq - u.kt * p_.kv_tile);
-    const std::int64_t rows =
-        std::min<std::int64_t>(l_.partitions, p_.seq - u.qt * p_.q_tile - u.sub * l_.partitions);
-    token last;
-    for (std::int64_t c = 0; c < cols; c += m_.max_moving_free) {
-      const std::int64_t n = std::min<std::int64_t>(m_.max_moving_free, cols - c);
-      last = c == 0 ? matmul(p_.d, rows, n, true, {scores_.oldest(), q_load_, kv_.back().k})
-                    : matmul(p_.d, rows, n, false, {});
-    }
-    q_reader_ = last;
-    kv_.back().reader = last;
-    token prev = last;
-    std::uint8_t from = flag_reads_psum;
-    if (u.diagonal) {
-      const token mask =
-          r_.compute(steady::elementwise(gpsimd_engine, op::tensor_scalar, rows, cols, 0), {diag_});
-      prev = vector(op::tensor_tensor, rows, cols, flag_reads_psum, {prev, mask});
-      from = 0;
-    }
-    const auto sub = static_cast<std::size_t>(u.sub);
-    token mx = vector(op::reduce, rows, cols, from, {prev});
-    if (!u.first_kv) mx = row_step(op::tensor_tensor, rows, {mx, state_[sub]});
-    token ref = mx;
-    if (p_.rescale_every > 1) {
-      if (u.first_kv || u.kv_index % p_.rescale_every == 0) {
-        ref = row_step(op::copy, rows, {mx});
-      } else {
-        ref = row_step(op::tensor_tensor, rows, {mx});
-        ref = row_step(op::tensor_scalar, rows, {ref});
-        ref = row_step(op::tensor_tensor, rows, {ref});
-        ref = row_step(op::tensor_tensor, rows, {ref});
+      if (which == "k") late = std::max(late, q.transfer(ready, data_ns(p_.d, cols * b_)) - k_need);
+      if (which == "v") {
+        const double full = data_ns(std::min(P, cols), p_.d * b_);
+        for (std::int64_t x = 0; x < cols; x += P) {
+          const double data = x + P <= cols ? full : data_ns(cols - x, p_.d * b_);
+          late = std::max(
+              late, q.transfer(ready, data) - v_need - static_cast<double>(x / P) * per_block);
+        }
       }
     }
-    const token bias = row_step(op::tensor_scalar, rows, {ref});
-    token alpha;
-    if (!u.first_kv) {
-      alpha = r_.compute(steady::elementwise(scalar_engine, op::activation, rows, 1, 0), {bias});
-      acc_[sub] = vector(op::tensor_scalar, rows, p_.d, 0, {alpha, acc_[sub]});
-    }
-    const token exp =
-        r_.compute(steady::elementwise(scalar_engine, op::activation, rows, cols, from),
-                   {bias, prev, last_copy_});
-    state_[sub] = u.first_kv ? exp : row_step(op::tensor_tensor, rows, {exp, alpha});
-    scores_.next() = exp;
-    return {u, exp, rows, cols};
+    return late;
   }
 
-  /// P^T block by block, O_part = P V, O_acc (+)= O_part; the last kv tile's
-  /// normalization and store.
-  void product(const pending& w) {
-    auto& slot = kv_at(w.u.kt);
-    token last, copy;
-    for (std::int64_t b = 0; b < ceil_div(w.cols, l_.partitions); ++b) {
-      const std::int64_t kb = std::min(l_.partitions, w.cols - b * l_.partitions);
-      instruction t;
-      t.kind = op::transpose;
-      t.type = p_.type;
-      t.partitions = static_cast<std::uint32_t>(w.rows);
-      t.free = static_cast<std::uint32_t>(kb);
-      const token tid = r_.compute(t, {w.exp, banks_.oldest()});
-      copy = vector(op::copy, kb, w.rows, flag_reads_psum, {tid, pv_.oldest()});
-      banks_.next() = copy;
-      last = matmul(kb, w.rows, p_.d, true,
-                    {copy, slot.v[static_cast<std::size_t>(b)], b == 0 ? o_part_ : token{}});
+  /// The stall of a q tile's first loads (`q_rows`: the Q tile, and with
+  /// `kv` K/V tile 0) in a frame where the last S of the q tile before ends
+  /// at 0: Q issued from 0 and needed with K at `need`, K/V issued from
+  /// `k_ready`, V needed from `v_need` (`c`: the first unit's cycle). The
+  /// first q tile: everything from 0 (its fill, need 0).
+  double load_stall(std::int64_t q_rows, bool kv, double need, double k_ready, double v_need,
+                    const cycle& c) const {
+    queue q{m_};
+    double stall = q.transfer(0, data_ns(p_.d, q_rows * b_)) - need;
+    if (kv) {
+      const std::int64_t cols = std::min(p_.kv_tile, p_.seq);
+      const double per_block =
+          (c.period - c.to_product) / static_cast<double>(ceil_div(cols, l_.partitions));
+      stall = std::max(stall, kv_loads(q, cols, k_ready, need, v_need, per_block));
     }
-    last_copy_ = copy;
-    pv_.next() = last;
-    slot.reader = last;
-    const auto sub = static_cast<std::size_t>(w.u.sub);
-    const token acc = vector(w.u.first_kv ? op::copy : op::tensor_tensor, w.rows, p_.d,
-                             flag_reads_psum, {last, acc_[sub]});
-    o_part_ = acc;
-    acc_[sub] = acc;
-    if (!w.u.last_kv) return;
-    const token inv = vector(op::reciprocal, w.rows, 1, 0, {acc, state_[sub]});
-    const token norm = vector(op::tensor_scalar, w.rows, p_.d, 0, {inv, stores_.oldest()});
-    stores_.next() = (dma(w.rows, p_.d * bytes(), false, {norm}));
-    acc_[sub] = norm;
+    return std::max(stall, 0.0);
   }
 
-  /// What the lowering issues and moves, counted in closed form per kv
-  /// iteration (the replay skips most of them).
+  /// The stall of a later kv iteration's loads (`partial`: the last, short
+  /// tile), in a frame where its first S would start at 0: issued when the
+  /// last reader of their slot is done (the P V of the tile kv_bufs back,
+  /// in the cycle of the unit after it), K needed at 0, V by its P V; at
+  /// least what the queues take for them beyond the kv iteration's units.
+  double kv_stall(bool partial, std::int64_t subs) {
+    auto& memo = kv_stall_[partial ? 1 : 0];
+    if (memo >= 0) return memo;
+    const std::int64_t P = l_.partitions;
+    const std::int64_t cols = partial ? p_.seq % p_.kv_tile : p_.kv_tile;
+    const kind k{P, p_.kv_tile, false, false, 0, false};
+    const cycle& c = of(k);
+    const double ready =
+        -static_cast<double>(std::max<std::int64_t>(0, (p_.kv_bufs - 1) * subs - 1)) * c.period;
+    const double v_need = p_.kv_bufs == 1 ? c.to_product : c.period + c.to_product;
+    const double per_block = (c.period - c.to_product) / static_cast<double>(ceil_div(cols, P));
+    queue q{m_};
+    double stall = kv_loads(q, cols, ready, 0, v_need, per_block);
+    // the queues' throughput: each transfer holds one for its issue (and its data)
+    double held = 0;
+    const auto hold = [&](double data, double n) {
+      held +=
+          n * (m_.dma_queue_pipelined ? std::max(m_.dma_issue_ns, data) : m_.dma_issue_ns + data);
+    };
+    hold(data_ns(p_.d, cols * b_), 1);
+    hold(data_ns(P, p_.d * b_), static_cast<double>(cols / P));
+    if (cols % P) hold(data_ns(cols % P, p_.d * b_), 1);
+    stall = std::max(stall, held / p_.queues - static_cast<double>(subs) * c.period);
+    memo = std::max(0.0, stall);
+    return memo;
+  }
+
+  // --- the counts ---------------------------------------------------------------------
+
+  /// What the lowering issues and moves, counted in closed form per kv iteration.
   struct counts {
     double instructions = 0, hbm_read = 0, hbm_write = 0;
+    double dma_data = 0;  ///< every transfer's data phase
+    double queue = 0;     ///< a queue's issues and data (the queues take the transfers in turn)
   };
   [[nodiscard]] counts count() const {
     counts c;
-    const std::int64_t P = l_.partitions, b = bytes(), d = p_.d;
+    const std::int64_t P = l_.partitions, b = b_, d = p_.d;
     const auto q_tiles = ceil_div(p_.seq, p_.q_tile);
+    const std::int64_t kv_tiles = ceil_div(p_.seq, p_.kv_tile);
     c.instructions = p_.causal ? 1 : 0;
+    const double queues = p_.queues;
+    // one transfer's data: the whole tiles' worked out once
+    const std::int64_t kv_full = std::min(p_.kv_tile, p_.seq), q_full = std::min(p_.q_tile, p_.seq);
+    const double k_full = data_ns(d, kv_full * b), v_full = data_ns(std::min(P, kv_full), d * b),
+                 q_data = data_ns(d, q_full * b);
+    const auto data_of = [&](std::int64_t rows, std::int64_t bytes) {
+      if (rows == d && bytes == kv_full * b) return k_full;
+      if (rows == std::min(P, kv_full) && bytes == d * b) return v_full;
+      if (rows == d && bytes == q_full * b) return q_data;
+      return data_ns(rows, bytes);
+    };
+    const auto transfer = [&](std::int64_t rows, std::int64_t bytes, double times) {
+      const double data = data_of(rows, bytes);
+      c.dma_data += times * data;
+      c.queue +=
+          times *
+          (m_.dma_queue_pipelined ? std::max(m_.dma_issue_ns, data) : m_.dma_issue_ns + data) /
+          queues;
+    };
     std::int64_t loaded = -1;
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
       const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
@@ -417,72 +537,77 @@ class attention_replay {
       const std::int64_t subs = ceil_div(q_rows, P);
       c.instructions += 1;
       c.hbm_read += static_cast<double>(d * q_rows * b);
-      for (std::int64_t i = 0; i < n; ++i) {
+      transfer(d, q_rows * b, 1);
+      // `times` kv iterations like i (`load`: its K/V tile is loaded)
+      const auto iteration = [&](std::int64_t i, double times, bool load) {
         const std::int64_t cols = std::min(p_.kv_tile, p_.seq - i * p_.kv_tile);
         const std::int64_t blocks = ceil_div(cols, P);
-        if (loaded != i) {
-          loaded = i;
-          c.instructions += static_cast<double>(1 + blocks);
-          c.hbm_read += static_cast<double>(2 * d * cols * b);
+        if (load) {
+          c.instructions += times * static_cast<double>(1 + blocks);
+          c.hbm_read += times * static_cast<double>(2 * d * cols * b);
+          transfer(d, cols * b, times);
+          transfer(P, d * b, times * static_cast<double>(cols / P));
+          if (cols % P) transfer(cols % P, d * b, times);
         }
         const bool first = i == 0, last = i + 1 == n;
         std::int64_t per_unit = ceil_div(cols, m_.max_moving_free) + 3 + 3 * blocks + 1;
-        if (p_.rescale_every > 1) per_unit += first || i % p_.rescale_every == 0 ? 1 : 4;
         if (!first) per_unit += 4;
         if (last) per_unit += 3;
-        std::int64_t diagonal_subs = 0;
-        const std::int64_t last_key = std::min(p_.seq, (i + 1) * p_.kv_tile) - 1;
-        if (p_.causal && last_key > row0)
-          diagonal_subs = std::min(subs, ceil_div(last_key - row0, P));
-        c.instructions += static_cast<double>(subs * per_unit + 2 * diagonal_subs);
-        if (last) c.hbm_write += static_cast<double>(q_rows * d * b);
+        c.instructions +=
+            times * static_cast<double>(subs * per_unit + 2 * diagonal_subs(i, row0, subs));
+        if (last) {
+          c.hbm_write += static_cast<double>(q_rows * d * b);
+          transfer(q_rows - (subs - 1) * P, d * b, 1);
+          transfer(P, d * b, static_cast<double>(subs - 1));
+        }
+      };
+      // the lazy reference's steps: 1 at a correction, else 4, per unit
+      const auto lazy = [&](std::int64_t a, std::int64_t end) {
+        if (p_.rescale_every <= 1 || end <= a) return;
+        const std::int64_t e = p_.rescale_every;
+        const std::int64_t corrections =
+            (end - 1) / e - (a - 1) / e + (a == 0 ? 1 : 0);  // i = 0 corrects too
+        c.instructions += static_cast<double>(subs) *
+                          static_cast<double>(corrections + 4 * (end - a - corrections));
+      };
+      lazy(0, n);
+      iteration(0, 1, loaded != 0);
+      // the whole, unmasked tiles past the first (alike), then one at a time
+      const std::int64_t whole = std::min(n - 1, kv_tiles - (p_.seq % p_.kv_tile ? 1 : 0));
+      std::int64_t i = 1;
+      const std::int64_t plain = p_.causal ? std::min(whole, first_kv_past(row0)) : whole;
+      if (plain > i) {
+        iteration(i, static_cast<double>(plain - i), true);
+        i = plain;
       }
+      // then those that mask some sub-tiles, one at a time, and those that mask all
+      const std::int64_t all = std::clamp(first_kv_past(row0 + (subs - 1) * P), i, whole);
+      for (; i < all; ++i) iteration(i, 1, true);
+      if (whole > i) {
+        iteration(i, static_cast<double>(whole - i), true);
+        i = whole;
+      }
+      for (; i < n; ++i) iteration(i, 1, true);
+      loaded = n - 1;
     }
     return c;
-  }
-
-  [[nodiscard]] steady_estimate estimate() const {
-    steady_estimate e = r_.estimate();
-    const counts c = count();
-    e.hbm_read_bytes = c.hbm_read;
-    e.hbm_write_bytes = c.hbm_write;
-    e.instructions = c.instructions;
-    const auto seq = static_cast<double>(p_.seq);
-    const double pairs = p_.causal ? 0.5 * seq * (seq + 1) : seq * seq;
-    e.totals.flops = 4.0 * pairs * static_cast<double>(p_.d);
-    e.totals.min_hbm_bytes = 4.0 * static_cast<double>(p_.seq * p_.d * bytes());
-    e.totals.compute_type = p_.type;
-    steady::name_bound(e, {"QK^T", "accumulate O", "exp", "mask"}, "load K");
-    return e;
   }
 
   const params& p_;
   const machine& m_;
   const layout l_;
-  steady::replay r_;
-  /// The state's times (the replay's and the tokens'), the totals, and all
-  /// of them with the throttle (fields_: times, then totals, then throttle).
-  std::vector<double*> times_, totals_, fields_;
-  std::size_t latency_ = 0;  ///< the index of the replay's latency in times_
-  std::int64_t per_ = 1;     ///< kv iterations a repetition
-  std::int64_t group_ = 1;   ///< q tiles a repetition
-  token q_load_, q_reader_, o_part_, last_copy_, diag_;
-  window scores_, banks_, pv_, stores_;  ///< score sets, transpose banks, P V, staging
-  std::vector<kv_slot> kv_;              ///< oldest first (the lowering's slots, rotated)
-  /// The K/V slots, oldest first; the lowering's slot number of the oldest.
-  std::int64_t kv_front_ = 0;
-  std::vector<token> state_, acc_;
-  pending pending_;
-  bool have_pending_ = false;
-  std::int64_t loaded_kt_ = -1, dma_serial_ = 0;
+  steady::counter c_;
+  std::int64_t b_;
+  std::vector<std::pair<kind, cycle>> cycles_, simulated_;
+  std::array<double, 2> kv_stall_{-1, -1};
+  double fill_ = 0;
 };
 
 }  // namespace
 
 std::optional<steady_estimate> estimate_steady(const params& p, const machine& m) {
-  if (!check_memory(p, m).empty()) return std::nullopt;     // the event model reports it
-  if (layout_of(p, m).kv_blocks > 32) return std::nullopt;  // wider than the replay's slots
-  return attention_replay(p, m).run();
+  if (!check_memory(p, m).empty()) return std::nullopt;  // the event model reports it
+  return model(p, m).run();
 }
 
 }  // namespace tessel::sim::attn
