@@ -9,18 +9,18 @@
 // done) exactly as the event model's uncontended engines do, each DMA queue
 // issues and moves data in order. The one approximation is the sharing of
 // the 16 DMA engines by the data phases in flight (timing.cpp's round
-// robin): each transfer is stretched by the other queues' occupancy, a fixed
-// point over at most three replays, and at least by the transfers of other
-// queues already moving when it starts (a burst: x and the residual loaded
-// together move at half rate each). Only the first tiles are replayed (at most
-// `replayed_tiles`); the period of the last steady iterations extends over
-// the rest, which is exact once the recurrence is periodic.
+// robin): each transfer is stretched by the other queues' occupancy, worked
+// out in closed form from one tile's work before the replay, and at least by
+// the transfers of other queues already moving when it starts (a burst: x
+// and the residual loaded together move at half rate each). Only the
+// pipeline's fill and three steady iterations are replayed, once; the period
+// of the last two (at least one tile's data through the shared DMA engines)
+// extends over the rest, which is exact once the recurrence is periodic.
 #include "../../cost_rules.hpp"
 #include "rows.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <vector>
 
 namespace tessel::sim::rows {
@@ -28,15 +28,18 @@ namespace {
 
 enum stage_id : int { stage_load = 0, stage_reduce = 1, stage_scale = 2 };
 
-/// Tiles replayed before the period is extended (the pipeline is at most
-/// three deep: iterations 2 to 5 have every stage, the last three steps
-/// between them are the period).
-constexpr std::int64_t replayed_tiles = 6;
-/// Replays at most, and the change of the stretch that ends them sooner.
-constexpr int fixed_point_replays = 3;
-constexpr double fixed_point_tolerance = 0.02;
-/// Iterations the period is measured over.
-constexpr std::int64_t period_span = 3;
+/// Tiles replayed after the pipeline's fill (the first iterations without
+/// every stage: at most two, the pipeline being at most three deep); the
+/// period is measured over the last `period_span` of them and extended over
+/// the tiles not replayed.
+constexpr std::int64_t steady_iterations = 3;
+constexpr std::int64_t period_span = 2;
+/// Rounds of the closed-form stretch (replay::closed_stretch) from 1.
+constexpr int stretch_iterations = 4;
+/// A run of fewer than `short_run` times the replayed tiles is short: its
+/// stretch is refined from the replay, in `refined_passes` replays at most.
+constexpr std::int64_t short_run = 2;
+constexpr int refined_passes = 2;
 /// Tiles whose chains are live at once, as in the lowering.
 constexpr std::int64_t window = 4;
 
@@ -128,6 +131,54 @@ class replay {
       if (i < tiles_) marks.push_back(latest_);
     }
     return latest_;
+  }
+
+  /// The stretch in closed form, from one tile's work alone (what does not
+  /// depend on the replay): the period taken as the busiest resource's work
+  /// per tile (an engine, a queue, or the DMA engines' total), each queue's
+  /// occupancy of it, and each queue's data phases stretched by 1 + the
+  /// other queues' occupancy, iterated a few times from 1.
+  void closed_stretch(queue_times& stretch) const {
+    queue_times w{};
+    const auto add = [&](int stream, double per_tile) {
+      for (int n = 0; n < s_.queues; ++n)
+        w[static_cast<std::size_t>((stream * s_.queues + n) % dma_queue_count)] +=
+            per_tile / s_.queues;
+    };
+    const double chunk = (static_cast<double>(chunks_ - 1) * alone_[0] + alone_[1]);
+    for (int k = 0; k < s_.inputs; ++k) add(k, chunk);
+    for (const auto* list : {&s_.reduce, &s_.scale})
+      for (const auto& step : *list)
+        if (step.per_chunk)
+          for (const auto& o : step.ops)
+            if (o.store) add(s_.inputs + o.output, chunk);
+    std::array<double, 4> busy_tile{};
+    std::size_t ordinal = 0;
+    for (const auto* list : {&s_.reduce, &s_.scale})
+      for (const auto& step : *list)
+        for (const auto& o : step.ops) {
+          if (!o.store) {
+            const double n = step.per_chunk ? static_cast<double>(chunks_ * groups_) : 1.0;
+            busy_tile[static_cast<std::size_t>(o.engine - tensor_engine)] += n * cost_[ordinal][0];
+          }
+          ++ordinal;
+        }
+    double period = *std::max_element(busy_tile.begin(), busy_tile.end()), all = 0;
+    for (const double x : w) {
+      period = std::max(period, x);
+      all += x;
+    }
+    period = std::max(period, all);
+    stretch.fill(1.0);
+    for (int it = 0; it < stretch_iterations; ++it) {
+      queue_times occ{};
+      double sum = 0;
+      for (std::size_t q = 0; q < w.size(); ++q) {
+        occ[q] = std::min(1.0, w[q] * stretch[q] / std::max(period, 1e-9));
+        sum += occ[q];
+      }
+      for (std::size_t q = 0; q < w.size(); ++q) stretch[q] = 1 + (sum - occ[q]);
+    }
   }
 
   std::vector<double> marks;     ///< the latest done time after each iteration with a load
@@ -408,43 +459,46 @@ std::int64_t stores_per_chunk(const pipeline_spec& s) {
 steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m) {
   const tiling t = tiling_of(spec);
   const std::int64_t groups = ceil_div(t.rows_per_tile, m.partitions);
-  const std::int64_t replayed = std::min(t.tiles, replayed_tiles);
+  // the fill (the scale stage's lag behind the loads), then the steady iterations
+  const std::int64_t fill = std::min(2, spec.bufs - 1);
+  const std::int64_t replayed = std::min(t.tiles, fill + steady_iterations);
   const std::int64_t last_rows = spec.rows - (t.tiles - 1) * t.rows_per_tile;
-  queue_times stretch;
-  stretch.fill(1.0);
-  double latency = 0;
-  steady_estimate e;
   replay r(spec, m, replayed, last_rows);
+  queue_times stretch;
+  r.closed_stretch(stretch);
+  double latency = 0;
   for (int pass = 1;; ++pass) {
     const double replayed_ns = r.run(stretch);
     const auto k = static_cast<std::int64_t>(r.marks.size());
     const std::int64_t span = std::min(period_span, k - 1);
-    const double period = span > 0 ? (r.marks[static_cast<std::size_t>(k - 1)] -
-                                      r.marks[static_cast<std::size_t>(k - 1 - span)]) /
-                                         static_cast<double>(span)
-                                   : 0;
+    double period = span > 0 ? (r.marks[static_cast<std::size_t>(k - 1)] -
+                                r.marks[static_cast<std::size_t>(k - 1 - span)]) /
+                                   static_cast<double>(span)
+                             : 0;
+    // the tiles not replayed move at least their data through the shared DMA engines
+    double data = 0;
+    for (const double w : r.queue_work) data += w;
+    period = std::max(period, data / static_cast<double>(replayed));
     latency = replayed_ns + static_cast<double>(t.tiles - replayed) * period;
-    const double scale = static_cast<double>(t.tiles) / static_cast<double>(replayed);
-    // each queue's share of the time with its data phases stretched; a
-    // transfer moves at 1 / (1 + the other queues' occupancy)
-    const double per_tile = latency / static_cast<double>(t.tiles);
+    // A short run (the fill and the drain a large part of it) keeps the
+    // queues less busy than the steady regime the closed form assumes: the
+    // stretch is worked out again from this replay's occupancy (each
+    // queue's data phases over the latency) and replayed once more.
+    if (pass == refined_passes || t.tiles >= short_run * replayed) break;
     queue_times occupancy{};
     double all = 0;
     for (std::size_t q = 0; q < occupancy.size(); ++q) {
-      occupancy[q] = std::min(1.0, r.queue_work[q] * scale / static_cast<double>(t.tiles) *
-                                       stretch[q] / std::max(per_tile, 1e-9));
+      occupancy[q] =
+          std::min(1.0, r.queue_work[q] * static_cast<double>(t.tiles) /
+                            static_cast<double>(replayed) * stretch[q] / std::max(latency, 1e-9));
       all += occupancy[q];
     }
-    for (std::size_t i = 0; i < 4; ++i) e.busy_ns[i] = r.busy[i] * scale;
-    e.dma_data_ns = r.dma_work * scale;
-    double change = 0;
-    for (std::size_t q = 0; q < stretch.size(); ++q) {
-      const double next = 1 + (all - occupancy[q]);
-      change = std::max(change, std::abs(next - stretch[q]));
-      stretch[q] = next;
-    }
-    if (pass == fixed_point_replays || change < fixed_point_tolerance) break;
+    for (std::size_t q = 0; q < stretch.size(); ++q) stretch[q] = 1 + (all - occupancy[q]);
   }
+  const double scale = static_cast<double>(t.tiles) / static_cast<double>(replayed);
+  steady_estimate e;
+  for (std::size_t i = 0; i < 4; ++i) e.busy_ns[i] = r.busy[i] * scale;
+  e.dma_data_ns = r.dma_work * scale;
   e.latency_ns = latency;
   const double bytes = static_cast<double>(dtype_bytes(spec.type));
   const double elements = static_cast<double>(spec.rows) * static_cast<double>(spec.cols);
