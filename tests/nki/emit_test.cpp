@@ -84,7 +84,7 @@ const std::map<std::string, std::string, std::less<>>& golden_examples() {
       {"softmax", "sim_softmax.tsl"},         {"layernorm", "sim_layernorm.tsl"},
       {"attention", "sim_attention.tsl"},     {"swiglu", "swiglu.tsl"},
       {"cross_entropy", "cross_entropy.tsl"}, {"moe", "moe.tsl"},
-      {"matmul_fp8", "sim_fp8_matmul.tsl"},
+      {"matmul_fp8", "sim_fp8_matmul.tsl"},   {"newton_schulz", "sim_newton_schulz.tsl"},
   };
   return table;
 }
@@ -285,13 +285,12 @@ void sample_into(emissions& out, const tessel::space& s, const std::string& work
 /// written into a copy of it as a user's own space would hold them (`declare`).
 /// `suites`: the gate's input suites its kernels run on, when the type cannot
 /// hold what the others make of the computation (the gate finds the simulated
-/// kernel wrong on those too); `counted_only`: none, the structure alone.
+/// kernel wrong on those too).
 struct variant {
   std::string file;
   sets set;
   sets declare;
   std::vector<std::string> suites = {};
-  bool counted_only = false;
 };
 
 /// fp16's range: the products of swiglu and moe overflow 65504 on the gate's
@@ -301,8 +300,8 @@ const std::vector<std::string> fp16_in_range{"normal", "uniform", "constant"};
 /// The variants the coverage test emits: matmul's A given as [M, K] (transposed
 /// on TensorE) in bf16, fp32 and fp8 e5m2 (sim_fp8_matmul.tsl has e4m3 and
 /// scale = row); fp16 in every example that declares `dtype`, and fp8 in the
-/// row pipelines' (which take it); swiglu's and cross_entropy's contraction
-/// tile below the partitions (mm_k = 96: d_model in slabs of 96 rows and a tail).
+/// row pipelines' (which take it); newton_schulz in fp32 too; swiglu's and cross_entropy's
+/// contraction tile below the partitions (mm_k = 96: d_model in slabs of 96 rows and a tail).
 const std::vector<variant>& variants() {
   static const std::vector<variant> table{
       {"sim_matmul.tsl", {{"a_layout", "mk"}}, {}},
@@ -323,9 +322,10 @@ const std::vector<variant>& variants() {
       {"cross_entropy.tsl", {{"dtype", "fp16"}}, {}},
       {"cross_entropy.tsl", {}, {{"mm_k", "96"}}},
       {"moe.tsl", {{"dtype", "fp16"}}, {}, fp16_in_range},
-      // five steps amplify rounding past fp16's tolerance, which the gate applies to
-      // two steps (newton_schulz.hpp): counted only
-      {"sim_newton_schulz.tsl", {{"dtype", "fp16"}}, {}, {}, true},
+      // run over all five steps against a reference that rounds as the schedule does
+      // (fp32 accumulation, DT where it stores), within the gate's tolerance of the type
+      {"sim_newton_schulz.tsl", {{"dtype", "fp16"}}, {}},
+      {"sim_newton_schulz.tsl", {{"dtype", "fp32"}}, {}},
   };
   return table;
 }
@@ -515,8 +515,7 @@ TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of ev
     const auto& var = variants()[v];
     const std::string base = fmt::format("{}_variant{}", stem(var.file), v);
     out.only_suites(var.suites);
-    sample_into(out, s, workload, base, var.counted_only ? 0 : std::max(1, numeric / 3),
-                structural / 3 + (var.counted_only ? 1 : 0), false);
+    sample_into(out, s, workload, base, std::max(1, numeric / 3), structural / 3, false);
     out.only_suites({});
   }
   // a two-core logical NeuronCore: SPMD kernels, a third as many configs

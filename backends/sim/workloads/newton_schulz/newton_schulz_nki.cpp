@@ -2,7 +2,7 @@
 // an NKI kernel (docs/nki.md). Every operand stays in SBUF: X in two slots
 // ([partition = row % P, slot, row tile, column]), X^T, A' and B; PSUM banks
 // rotate as the simulator's lowering rotates them. The numpy reference is
-// the iteration in fp64, rounded where the algorithm stores (as the gate's).
+// the iteration as the schedule rounds it (reference(), below).
 #include "../../nki/nki.hpp"
 #include "../emit.hpp"
 #include "newton_schulz.hpp"
@@ -164,26 +164,62 @@ void recompute(nki::writer& w) {
   w.close(3);
 }
 
-std::string reference(dtype t) {
-  const std::string store =
-      t == dtype::fp32
-          ? "    return np.asarray(v, dtype=np.float32).astype(np.float64)\n"
-          : "    u = np.asarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)\n"
-            "    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000\n"
-            "    return u.astype(np.uint32).view(np.float32).astype(np.float64)\n";
+/// The numpy reference: the iteration as the schedule rounds it (the
+/// functional executor's `scheduled`, newton_schulz_functional.cpp), so that
+/// the gate's tight tolerance holds over all ITERATIONS steps: each matmul in
+/// fp32, accumulated in PSUM over P-row slabs of its contraction; X0, A', B,
+/// X+ (and a recomputed X^T) rounded to DT where the kernel stores them. An
+/// iteration in fp64 drifts from every kernel by rounding flips the quintic
+/// amplifies (up to COEF_A a step), past fp16's and fp32's tolerances.
+std::string reference(dtype t, bool recompute_t) {
+  std::string store;
+  if (t == dtype::fp32) {
+    store = "    return np.asarray(v, dtype=np.float32)\n";
+  } else if (t == dtype::fp16) {  // fp16's grid, saturating at 65504 (as the gate rounds)
+    store =
+        "    v = np.asarray(v, dtype=np.float32)\n"
+        "    v = np.where(np.isfinite(v), np.clip(v, -65504.0, 65504.0), v)\n"
+        "    return v.astype(np.float16).astype(np.float32)\n";
+  } else {
+    store =
+        "    v = np.asarray(v, dtype=np.float32)\n"
+        "    u = v.view(np.uint32).astype(np.uint64)\n"
+        "    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000\n"
+        "    return np.where(np.isfinite(v), u.astype(np.uint32).view(np.float32), v)\n";
+  }
+  const std::string next_t =
+      recompute_t ? "            xt = store(xt * np.float32(COEF_A) + mm(x, b))  # recomputed\n"
+                  : "            xt = x_next.T.copy()  # transposed\n";
   return "def store(v):\n"
-         "    \"\"\"v rounded to DT (nearest even), where the algorithm stores.\"\"\"\n" +
+         "    \"\"\"v rounded to DT (nearest even) as the kernel stores it, held in "
+         "float32.\"\"\"\n" +
          store +
          "\n\n"
+         "def mm(stationary, moving):\n"
+         "    \"\"\"stationary^T @ moving as TensorE computes it: fp32, accumulated in PSUM\n"
+         "    over P-row slabs of the contraction.\"\"\"\n"
+         "    out = np.zeros((stationary.shape[1], moving.shape[1]), dtype=np.float32)\n"
+         "    for k in range(0, stationary.shape[0], P):\n"
+         "        out += stationary[k:k + P].T @ moving[k:k + P]\n"
+         "    return out\n"
+         "\n\n"
          "def reference(G):\n"
-         "    \"\"\"X in float64, rounded to DT where the algorithm stores (X0, A', B, X+).\"\"\"\n"
-         "    x = G.astype(np.float64)\n"
-         "    x = store(x / np.sqrt((x * x).sum() + EPS))\n"
-         "    for _ in range(ITERATIONS):\n"
-         "        a1 = store(COEF_B * (x @ x.T))\n"
-         "        b = store(COEF_S * (a1 @ a1) + a1)\n"
-         "        x = store(COEF_A * x + b @ x)\n"
-         "    return {\"X\": x}\n";
+         "    \"\"\"X as the schedule rounds it: fp32 arithmetic, each matmul accumulated in "
+         "fp32,\n"
+         "    rounded to DT where the kernel stores (X0, A', B, X+, X^T).\"\"\"\n"
+         "    x = np.asarray(G, dtype=np.float32)\n"
+         "    sums = np.sum(x * x, axis=1, keepdims=True, dtype=np.float32)\n"
+         "    total = mm(sums, np.ones((x.shape[0], 1), dtype=np.float32))[0, 0]\n"
+         "    x = store(x * (np.float32(1) / np.sqrt(total + np.float32(EPS))))\n"
+         "    xt = x.T.copy()\n"
+         "    for t in range(ITERATIONS):\n"
+         "        a1 = store(mm(xt, xt) * np.float32(COEF_B))\n"
+         "        b = store(mm(a1, a1) * np.float32(COEF_S) + a1)\n"
+         "        x_next = store(x * np.float32(COEF_A) + mm(b, x))\n"
+         "        if t + 1 < ITERATIONS:\n" +
+         next_t +
+         "        x = x_next\n"
+         "    return {\"X\": x.astype(np.float64)}\n";
 }
 
 }  // namespace
@@ -248,7 +284,7 @@ std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) 
   w.line("return X");
   w.close();
   f.kernel = w.text();
-  f.reference = reference(p.type);
+  f.reference = reference(p.type, p.recompute_t);
   out = nki::assemble(f, ctx);
   return "";
 }
