@@ -46,6 +46,9 @@ struct kind {
 /// product (the unit before's transposes) starts after its S.
 struct cycle {
   double period = 0, to_product = 0, qk = 0;  ///< qk: its S's time
+  /// How long VectorE is still busy with the unit before after S: what a
+  /// stalled S overlaps.
+  double slack = 0;
   std::array<double, 4> busy{};
 };
 
@@ -136,8 +139,9 @@ class model {
         // for its readers, and the last P V reads the new tile's V
         const bool same_slot = reload && (p_.kv_bufs == 1 || prev_last_kt % p_.kv_bufs == 0);
         const double k_ready = same_slot ? w0 : 0;
-        stalls += load_stall(q_rows, reload, w0, k_ready,
-                             w0 + (same_slot ? 0 : h.period) + h.to_product, h);
+        stalls += std::max(0.0, load_stall(q_rows, reload, w0, k_ready,
+                                           w0 + (same_slot ? 0 : h.period) + h.to_product, h) -
+                                    h.slack);
       }
       // then each later kv tile's
       if (n > 1) {
@@ -145,6 +149,8 @@ class model {
         const std::int64_t partial = p_.seq % p_.kv_tile && n == kv_tiles ? 1 : 0;
         stalls += static_cast<double>(n - 1 - partial) * mid;
         if (partial) stalls += kv_stall(true, subs);
+        // the second kv tile's loads queue behind the store of the q tile before
+        if (qt > 0) stalls += std::max(0.0, store_stall(head, subs) - mid);
       }
       prev_last_kt = n - 1;
       kind tail{tail_rows,       std::min(p_.kv_tile, p_.seq - (n - 1) * p_.kv_tile),
@@ -308,6 +314,7 @@ class model {
     double t = start;
     for (int i = 0; i < c.chunks; ++i)
       t = tensor(s, c.qk[i + 1 == c.chunks ? 1 : 0], i == 0 ? c.qk_load : -1, start);
+    out.slack = std::max(0.0, s.vector - t);
     double v = std::max(t, s.vector);
     double vector_busy = 0;
     const auto vec = [&](double ns) {
@@ -382,6 +389,7 @@ class model {
     // the next S overlaps the accumulation (and normalization) of O
     const double acc = ew(vector_engine, op::tensor_tensor, rows, p_.d);
     c.period += reference + std::max(c.qk, acc + norm) - std::max(c.qk, acc);
+    c.slack = std::max(0.0, acc + norm - c.qk);
     c.to_product += reference;
     c.busy[1] += reference + norm;
     cycles_.emplace_back(k, c);
@@ -465,6 +473,29 @@ class model {
     return std::max(stall, 0.0);
   }
 
+  /// The stall of the second kv tile's loads of a q tile after the first
+  /// (`head`: its first unit's kind): the last store of the q tile before
+  /// holds the queue until its normalization is done (after the first
+  /// unit's product), and they follow it; frame as kv_stall's.
+  double store_stall(const kind& head, std::int64_t subs) {
+    if (store_stall_ >= 0) return store_stall_;
+    const std::int64_t P = l_.partitions, cols = std::min(p_.kv_tile, p_.seq);
+    const cycle& h = of(head);
+    const double norm = ew(vector_engine, op::reciprocal, head.rows, 1, true) +
+                        ew(vector_engine, op::tensor_scalar, head.rows, p_.d, true);
+    const double acc = ew(vector_engine, op::tensor_tensor, head.rows, p_.d);
+    const kind k{P, p_.kv_tile, false, false, 0, false};
+    const cycle& c = of(k);
+    const double ready = acc + norm - static_cast<double>(subs - 1) * c.period;
+    queue q{m_};
+    q.issue_free = ready;
+    q.free = ready + data_ns(head.rows, p_.d * b_);
+    const double v_need = p_.kv_bufs == 1 ? c.to_product : c.period + c.to_product;
+    const double per_block = (c.period - c.to_product) / static_cast<double>(ceil_div(cols, P));
+    store_stall_ = std::max(0.0, kv_loads(q, cols, ready, 0, v_need, per_block) - h.slack);
+    return store_stall_;
+  }
+
   /// The stall of a later kv iteration's loads (`partial`: the last, short
   /// tile), in a frame where its first S would start at 0: issued when the
   /// last reader of their slot is done (the P V of the tile kv_bufs back,
@@ -493,7 +524,7 @@ class model {
     hold(data_ns(P, p_.d * b_), static_cast<double>(cols / P));
     if (cols % P) hold(data_ns(cols % P, p_.d * b_), 1);
     stall = std::max(stall, held / p_.queues - static_cast<double>(subs) * c.period);
-    memo = std::max(0.0, stall);
+    memo = std::max(0.0, stall - c.slack);
     return memo;
   }
 
@@ -600,7 +631,7 @@ class model {
   std::int64_t b_;
   std::vector<std::pair<kind, cycle>> cycles_, simulated_;
   std::array<double, 2> kv_stall_{-1, -1};
-  double fill_ = 0;
+  double fill_ = 0, store_stall_ = -1;
 };
 
 }  // namespace
