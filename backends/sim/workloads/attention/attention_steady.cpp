@@ -70,6 +70,7 @@ class model {
     };
     std::int64_t prev_last_kt = -1;
     double prev_period = 0, prev_qk = 0;
+    std::int64_t prev_subs = 1;
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
       const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
       const std::int64_t q_rows = std::min(p_.q_tile, p_.seq - row0);
@@ -139,9 +140,16 @@ class model {
         // for its readers, and the last P V reads the new tile's V
         const bool same_slot = reload && (p_.kv_bufs == 1 || prev_last_kt % p_.kv_bufs == 0);
         const double k_ready = same_slot ? w0 : 0;
-        stalls += std::max(0.0, load_stall(q_rows, reload, w0, k_ready,
-                                           w0 + (same_slot ? 0 : h.period) + h.to_product, h) -
-                                    h.slack);
+        // with sub-tiles, the store of the last kv tile's second to last one
+        // is issued before Q, ready after the q tile's last product
+        const double store = prev_subs > 1 ? w0 + ew(vector_engine, op::tensor_tensor, P, p_.d) +
+                                                 ew(vector_engine, op::reciprocal, P, 1, true) +
+                                                 ew(vector_engine, op::tensor_scalar, P, p_.d, true)
+                                           : -1e300;
+        stalls +=
+            std::max(0.0, load_stall(q_rows, reload, w0, k_ready,
+                                     w0 + (same_slot ? 0 : h.period) + h.to_product, h, store) -
+                              h.slack);
       }
       // then each later kv tile's
       if (n > 1) {
@@ -153,6 +161,7 @@ class model {
         if (qt > 0) stalls += std::max(0.0, store_stall(head, subs) - mid);
       }
       prev_last_kt = n - 1;
+      prev_subs = subs;
       kind tail{tail_rows,       std::min(p_.kv_tile, p_.seq - (n - 1) * p_.kv_tile),
                 n == 1,          diagonal_subs(n - 1, row0, subs) == subs,
                 steps_of(n - 1), subs > 1};
@@ -461,8 +470,12 @@ class model {
   /// `k_ready`, V needed from `v_need` (`c`: the first unit's cycle). The
   /// first q tile: everything from 0 (its fill, need 0).
   double load_stall(std::int64_t q_rows, bool kv, double need, double k_ready, double v_need,
-                    const cycle& c) const {
+                    const cycle& c, double store = -1e300) const {
     queue q{m_};
+    if (store > -1e299) {  // a store ahead of them holds the queue until it is ready
+      q.issue_free = store;
+      q.free = store + data_ns(l_.partitions, p_.d * b_);
+    }
     double stall = q.transfer(0, data_ns(p_.d, q_rows * b_)) - need;
     if (kv) {
       const std::int64_t cols = std::min(p_.kv_tile, p_.seq);
