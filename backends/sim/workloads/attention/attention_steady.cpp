@@ -71,6 +71,10 @@ class model {
     std::int64_t prev_last_kt = -1;
     double prev_period = 0, prev_qk = 0;
     std::int64_t prev_subs = 1;
+    // a sub-tile's last accumulation and normalization, before its store
+    const double finish = ew(vector_engine, op::tensor_tensor, P, p_.d) +
+                          ew(vector_engine, op::reciprocal, P, 1, true) +
+                          ew(vector_engine, op::tensor_scalar, P, p_.d, true);
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
       const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
       const std::int64_t q_rows = std::min(p_.q_tile, p_.seq - row0);
@@ -142,10 +146,7 @@ class model {
         const double k_ready = same_slot ? w0 : 0;
         // with sub-tiles, the store of the last kv tile's second to last one
         // is issued before Q, ready after the q tile's last product
-        const double store = prev_subs > 1 ? w0 + ew(vector_engine, op::tensor_tensor, P, p_.d) +
-                                                 ew(vector_engine, op::reciprocal, P, 1, true) +
-                                                 ew(vector_engine, op::tensor_scalar, P, p_.d, true)
-                                           : -1e300;
+        const double store = prev_subs > 1 ? w0 + finish : -1e300;
         stalls +=
             std::max(0.0, load_stall(q_rows, reload, w0, k_ready,
                                      w0 + (same_slot ? 0 : h.period) + h.to_product, h, store) -
@@ -422,8 +423,13 @@ class model {
   // --- the loads ----------------------------------------------------------------------
 
   /// One transfer's data phase.
+  /// One transfer's data phase (the few shapes a plan moves, kept).
   [[nodiscard]] double data_ns(std::int64_t rows, std::int64_t bytes) const {
-    return c_.transfer_ns(rows, bytes, 0, true);
+    for (const auto& d : data_)
+      if (d.rows == rows && d.bytes == bytes) return d.ns;
+    const double ns = c_.transfer_ns(rows, bytes, 0, true);
+    if (data_.size() < 8) data_.push_back({rows, bytes, ns});
+    return ns;
   }
 
   /// A queue's transfers in order: when the last of them has arrived, each
@@ -645,6 +651,11 @@ class model {
   std::vector<std::pair<kind, cycle>> cycles_, simulated_;
   std::array<double, 2> kv_stall_{-1, -1};
   double fill_ = 0, store_stall_ = -1;
+  struct data_shape {
+    std::int64_t rows, bytes;
+    double ns;
+  };
+  mutable std::vector<data_shape> data_;  ///< data_ns's
 };
 
 }  // namespace
