@@ -16,9 +16,11 @@
 // counted per q tile in closed form. To that come the loads' stalls (each
 // K/V tile's loads wait for the last reader of its slot, each Q tile's for
 // the last S of the q tile before; with one slot the last P V of a tile
-// also reads the next tile's V), the fill (the first loads) and the drain
-// (the last normalization and store), bounded below by the DMA data and
-// each engine's work.
+// also reads the next tile's V; a store issued before them holds the queue
+// until its normalization; a stalled S overlaps what VectorE has left of
+// the unit before), the fill (the first loads) and the drain (the last
+// normalization and store), bounded below by the DMA data, the queues'
+// time and each engine's work.
 #include "../../cost_rules.hpp"
 #include "../../steady_closed.hpp"
 #include "../../steady_common.hpp"
