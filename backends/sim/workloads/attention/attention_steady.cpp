@@ -16,9 +16,11 @@
 // counted per q tile in closed form. To that come the loads' stalls (each
 // K/V tile's loads wait for the last reader of its slot, each Q tile's for
 // the last S of the q tile before; with one slot the last P V of a tile
-// also reads the next tile's V), the fill (the first loads) and the drain
-// (the last normalization and store), bounded below by the DMA data and
-// each engine's work.
+// also reads the next tile's V; a store issued before them holds the queue
+// until its normalization; a stalled S overlaps what VectorE has left of
+// the unit before), the fill (the first loads) and the drain (the last
+// normalization and store), bounded below by the DMA data, the queues'
+// time and each engine's work.
 #include "../../cost_rules.hpp"
 #include "../../steady_closed.hpp"
 #include "../../steady_common.hpp"
@@ -46,6 +48,9 @@ struct kind {
 /// product (the unit before's transposes) starts after its S.
 struct cycle {
   double period = 0, to_product = 0, qk = 0;  ///< qk: its S's time
+  /// How long VectorE is still busy with the unit before after S: what a
+  /// stalled S overlaps.
+  double slack = 0;
   std::array<double, 4> busy{};
 };
 
@@ -67,6 +72,11 @@ class model {
     };
     std::int64_t prev_last_kt = -1;
     double prev_period = 0, prev_qk = 0;
+    std::int64_t prev_subs = 1;
+    // a sub-tile's last accumulation and normalization, before its store
+    const double finish = ew(vector_engine, op::tensor_tensor, P, p_.d) +
+                          ew(vector_engine, op::reciprocal, P, 1, true) +
+                          ew(vector_engine, op::tensor_scalar, P, p_.d, true);
     for (std::int64_t qt = 0; qt < q_tiles; ++qt) {
       const std::int64_t n = visited(qt), row0 = qt * p_.q_tile;
       const std::int64_t q_rows = std::min(p_.q_tile, p_.seq - row0);
@@ -136,8 +146,13 @@ class model {
         // for its readers, and the last P V reads the new tile's V
         const bool same_slot = reload && (p_.kv_bufs == 1 || prev_last_kt % p_.kv_bufs == 0);
         const double k_ready = same_slot ? w0 : 0;
-        stalls += load_stall(q_rows, reload, w0, k_ready,
-                             w0 + (same_slot ? 0 : h.period) + h.to_product, h);
+        // with sub-tiles, the store of the last kv tile's second to last one
+        // is issued before Q, ready after the q tile's last product
+        const double store = prev_subs > 1 ? w0 + finish : -1e300;
+        stalls +=
+            std::max(0.0, load_stall(q_rows, reload, w0, k_ready,
+                                     w0 + (same_slot ? 0 : h.period) + h.to_product, h, store) -
+                              h.slack);
       }
       // then each later kv tile's
       if (n > 1) {
@@ -145,8 +160,11 @@ class model {
         const std::int64_t partial = p_.seq % p_.kv_tile && n == kv_tiles ? 1 : 0;
         stalls += static_cast<double>(n - 1 - partial) * mid;
         if (partial) stalls += kv_stall(true, subs);
+        // the second kv tile's loads queue behind the store of the q tile before
+        if (qt > 0) stalls += std::max(0.0, store_stall(head, subs) - mid);
       }
       prev_last_kt = n - 1;
+      prev_subs = subs;
       kind tail{tail_rows,       std::min(p_.kv_tile, p_.seq - (n - 1) * p_.kv_tile),
                 n == 1,          diagonal_subs(n - 1, row0, subs) == subs,
                 steps_of(n - 1), subs > 1};
@@ -308,6 +326,7 @@ class model {
     double t = start;
     for (int i = 0; i < c.chunks; ++i)
       t = tensor(s, c.qk[i + 1 == c.chunks ? 1 : 0], i == 0 ? c.qk_load : -1, start);
+    out.slack = std::max(0.0, s.vector - t);
     double v = std::max(t, s.vector);
     double vector_busy = 0;
     const auto vec = [&](double ns) {
@@ -382,6 +401,7 @@ class model {
     // the next S overlaps the accumulation (and normalization) of O
     const double acc = ew(vector_engine, op::tensor_tensor, rows, p_.d);
     c.period += reference + std::max(c.qk, acc + norm) - std::max(c.qk, acc);
+    c.slack = std::max(0.0, acc + norm - c.qk);
     c.to_product += reference;
     c.busy[1] += reference + norm;
     cycles_.emplace_back(k, c);
@@ -405,8 +425,13 @@ class model {
   // --- the loads ----------------------------------------------------------------------
 
   /// One transfer's data phase.
+  /// One transfer's data phase (the few shapes a plan moves, kept).
   [[nodiscard]] double data_ns(std::int64_t rows, std::int64_t bytes) const {
-    return c_.transfer_ns(rows, bytes, 0, true);
+    for (const auto& d : data_)
+      if (d.rows == rows && d.bytes == bytes) return d.ns;
+    const double ns = c_.transfer_ns(rows, bytes, 0, true);
+    if (data_.size() < 8) data_.push_back({rows, bytes, ns});
+    return ns;
   }
 
   /// A queue's transfers in order: when the last of them has arrived, each
@@ -453,8 +478,12 @@ class model {
   /// `k_ready`, V needed from `v_need` (`c`: the first unit's cycle). The
   /// first q tile: everything from 0 (its fill, need 0).
   double load_stall(std::int64_t q_rows, bool kv, double need, double k_ready, double v_need,
-                    const cycle& c) const {
+                    const cycle& c, double store = -1e300) const {
     queue q{m_};
+    if (store > -1e299) {  // a store ahead of them holds the queue until it is ready
+      q.issue_free = store;
+      q.free = store + data_ns(l_.partitions, p_.d * b_);
+    }
     double stall = q.transfer(0, data_ns(p_.d, q_rows * b_)) - need;
     if (kv) {
       const std::int64_t cols = std::min(p_.kv_tile, p_.seq);
@@ -463,6 +492,29 @@ class model {
       stall = std::max(stall, kv_loads(q, cols, k_ready, need, v_need, per_block));
     }
     return std::max(stall, 0.0);
+  }
+
+  /// The stall of the second kv tile's loads of a q tile after the first
+  /// (`head`: its first unit's kind): the last store of the q tile before
+  /// holds the queue until its normalization is done (after the first
+  /// unit's product), and they follow it; frame as kv_stall's.
+  double store_stall(const kind& head, std::int64_t subs) {
+    if (store_stall_ >= 0) return store_stall_;
+    const std::int64_t P = l_.partitions, cols = std::min(p_.kv_tile, p_.seq);
+    const cycle& h = of(head);
+    const double norm = ew(vector_engine, op::reciprocal, head.rows, 1, true) +
+                        ew(vector_engine, op::tensor_scalar, head.rows, p_.d, true);
+    const double acc = ew(vector_engine, op::tensor_tensor, head.rows, p_.d);
+    const kind k{P, p_.kv_tile, false, false, 0, false};
+    const cycle& c = of(k);
+    const double ready = acc + norm - static_cast<double>(subs - 1) * c.period;
+    queue q{m_};
+    q.issue_free = ready;
+    q.free = ready + data_ns(head.rows, p_.d * b_);
+    const double v_need = p_.kv_bufs == 1 ? c.to_product : c.period + c.to_product;
+    const double per_block = (c.period - c.to_product) / static_cast<double>(ceil_div(cols, P));
+    store_stall_ = std::max(0.0, kv_loads(q, cols, ready, 0, v_need, per_block) - h.slack);
+    return store_stall_;
   }
 
   /// The stall of a later kv iteration's loads (`partial`: the last, short
@@ -493,7 +545,7 @@ class model {
     hold(data_ns(P, p_.d * b_), static_cast<double>(cols / P));
     if (cols % P) hold(data_ns(cols % P, p_.d * b_), 1);
     stall = std::max(stall, held / p_.queues - static_cast<double>(subs) * c.period);
-    memo = std::max(0.0, stall);
+    memo = std::max(0.0, stall - c.slack);
     return memo;
   }
 
@@ -600,7 +652,12 @@ class model {
   std::int64_t b_;
   std::vector<std::pair<kind, cycle>> cycles_, simulated_;
   std::array<double, 2> kv_stall_{-1, -1};
-  double fill_ = 0;
+  double fill_ = 0, store_stall_ = -1;
+  struct data_shape {
+    std::int64_t rows, bytes;
+    double ns;
+  };
+  mutable std::vector<data_shape> data_;  ///< data_ns's
 };
 
 }  // namespace
