@@ -145,6 +145,7 @@ struct sim_backend::impl {
   // the last resolved (target -> machine), shared by evaluations
   std::shared_ptr<const machine> machine_cache;
   target cached_target;
+  std::optional<space> cached_space;  ///< the space of the last machine_for (kept alive)
   std::string prepared_workload;
 
   std::optional<target> option_target;    ///< options.target resolved once
@@ -157,13 +158,22 @@ struct sim_backend::impl {
   }
 
   std::shared_ptr<const machine> machine_for(const space& s) {
-    const target& t = target_for(s);
     const std::lock_guard lock(mutex);
-    // compared, not copied: a target's ~50 constants cost a microsecond
-    if (machine_cache && cached_target.name == t.name && cached_target.constants == t.constants)
+    // The space of the last call (or the options' target, fixed): its
+    // definition compared by address, a few ns where the target's ~50
+    // constants cost microseconds. The address names the space because
+    // cached_space keeps that space alive: no other can be allocated there
+    // while it is cached (a copy shares the definition, so a copy of the
+    // same space is found too).
+    if (machine_cache && (option_target || (cached_space && &cached_space->def() == &s.def())))
       return machine_cache;
-    machine_cache = std::make_shared<const machine>(resolve_machine(t, options.overrides));
-    cached_target = t;
+    const target& t = target_for(s);
+    // another space: its target compared, not copied
+    if (!machine_cache || cached_target.name != t.name || cached_target.constants != t.constants) {
+      machine_cache = std::make_shared<const machine>(resolve_machine(t, options.overrides));
+      cached_target = t;
+    }
+    cached_space = s;
     return machine_cache;
   }
 

@@ -54,12 +54,12 @@ both time_both(const space& s) {
 }  // namespace
 
 TEST_CASE("rows steady model: the level of compute-bound pipelines, replayed whole or extended") {
-  // VectorE-bound with bufs = 3 (the stages of three tiles overlap): 6 tiles
-  // are replayed whole, 64 extend the period of the last steady iterations.
+  // VectorE-bound with bufs = 3 (the stages of three tiles overlap): of 6
+  // tiles (a short run: its stretch refined from the replay) 5 are replayed
+  // and 1 extends the period, of 64 tiles 59 extend it.
   // (softmax is left out: its chain through the two output staging slots
   // waits on stores whose data phases share the DMA engines with the loads,
-  // where the stretch is an average; its estimate is 7% low at 64 tiles,
-  // benchmarks/README.md, "Issue 28".)
+  // where the stretch is an average; benchmarks/README.md, "Issue 28".)
   for (const std::string workload : {"rmsnorm", "layernorm"})
     for (const std::int64_t rows : {768, 8192}) {
       const both r =

@@ -75,6 +75,10 @@ class replay {
     stage_store_.assign(2 * static_cast<std::size_t>(s.outputs), 0.0);
     // the ops' durations: they depend on the element count only, not the partitions
     const std::int64_t tail = s.cols - (chunks_ - 1) * cps_;
+    std::size_t ops = 0;
+    for (const auto* list : {&s.reduce, &s.scale})
+      for (const auto& step : *list) ops += step.ops.size();
+    cost_.reserve(ops);
     for (const auto* list : {&s.reduce, &s.scale})
       for (const auto& step : *list)
         for (const auto& o : step.ops) {
@@ -84,8 +88,10 @@ class replay {
           for (int dependent = 0; dependent < 2; ++dependent) {
             ns[static_cast<std::size_t>(dependent)] =
                 compute_ns(op_instruction(s, o, P_, full), m, dependent != 0);
+            // the last chunk's cost is the same when the chunks divide the columns
             ns[static_cast<std::size_t>(2 + dependent)] =
-                compute_ns(op_instruction(s, o, P_, last), m, dependent != 0);
+                last == full ? ns[static_cast<std::size_t>(dependent)]
+                             : compute_ns(op_instruction(s, o, P_, last), m, dependent != 0);
           }
           cost_.push_back(ns);
         }
@@ -100,6 +106,7 @@ class replay {
         alone_[static_cast<std::size_t>(2 * lt + lc)] =
             data_alone(parts, groups_ * cols * bytes, cols == s.cols ? 0 : cols * bytes, true);
       }
+    order_.reserve(s.stage_order.size());
     for (const auto& name : s.stage_order)
       order_.push_back(name == "load" ? stage_load : name == "reduce" ? stage_reduce : stage_scale);
     if (s.bufs < 3) std::sort(order_.begin(), order_.end());
@@ -110,8 +117,10 @@ class replay {
       for (int n = 0; n < s.queues; ++n)
         used[static_cast<std::size_t>((stream * s.queues + n) % dma_queue_count)] = true;
     }
+    used_queues_.reserve(used.size());
     for (std::size_t q = 0; q < used.size(); ++q)
       if (used[q]) used_queues_.push_back(q);
+    marks.reserve(static_cast<std::size_t>(tiles_));
   }
 
   /// The latency of the replayed tiles with each queue's data phases
