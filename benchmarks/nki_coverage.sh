@@ -9,9 +9,10 @@
 #    gate's seven input distributions, and STRUCTURE (default 200) more
 #    counted (ctest runs 6 and 50; a space with fewer valid configs gives all
 #    of them); every kernel's counts must equal the simulator's STRUCTURE.
-# 2. For every example the simulator takes, at its full shape: `tessel tune
-#    --budget BUDGET` (default 40), `tessel emit --best`, and the kernel's
-#    counts against its STRUCTURE (counted, not computed).
+# 2. benchmarks/emit_best.sh: for every example the simulator takes, at its
+#    full shape, on trn2, trn2_lnc2 and trn2_chip: `tessel tune --budget
+#    BUDGET` (default 40), `tessel emit --best`, and the kernel's counts
+#    against its STRUCTURE (counted, not computed); a failure fails the run.
 # Prints the interpreter's summary and the seconds each part took.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,7 +22,6 @@ structure=${3:-200}
 budget=${4:-40}
 python=/usr/bin/python3
 [[ -x $python ]] || python=python3
-tessel="$build/src/cli/tessel"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -37,19 +37,7 @@ time "$python" tests/nki/check_emitted.py "$build/tests/nki/emitted" >"$work/che
 }
 cat "$work/check.log"
 
-tune_emit() {
-  for example in examples/*.tsl; do
-    name=$(basename "$example" .tsl)
-    if ! "$tessel" tune "$example" --backend sim --target trn2 --budget "$budget" --seed 1 \
-        --quiet --no-gate --db "$work/$name.db" >/dev/null 2>"$work/$name.err"; then
-      echo "skip $example: $(head -1 "$work/$name.err")" >&2
-      continue
-    fi
-    "$tessel" emit "$example" --best "$work/$name.db" --target trn2 -o "$work/$name.py" 2>/dev/null
-  done
-}
-echo "full shapes: the tuned best ($budget evaluations) of every example, emitted and counted"
-echo -n "tune + emit: "
-time tune_emit
-echo -n "count: "
-time "$python" tests/nki/check_emitted.py --count "$work"/*.py
+echo "full shapes: the tuned best ($budget evaluations) of every example on each target, emitted"
+echo "and counted (benchmarks/emit_best.sh)"
+echo -n "tune + emit + count: "
+time benchmarks/emit_best.sh "$build" "$budget"

@@ -82,6 +82,16 @@ std::shared_ptr<const space> space_with_constant(const space& s, const std::stri
   return shares().get(s, name, value);
 }
 
+std::vector<double> wait_at_barrier(const std::vector<double>& barrier_ns) {
+  std::vector<double> waits(barrier_ns.size(), 0.0);
+  if (barrier_ns.size() < 2 ||
+      std::any_of(barrier_ns.begin(), barrier_ns.end(), [](double t) { return t < 0; }))
+    return waits;
+  const double release = *std::max_element(barrier_ns.begin(), barrier_ns.end());
+  for (std::size_t i = 0; i < waits.size(); ++i) waits[i] = release - barrier_ns[i];
+  return waits;
+}
+
 std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m) const {
   const std::string dim = core_split_dimension();
   const constant* k = nullptr;

@@ -94,6 +94,7 @@ void program::clear() {
   deps_.clear();
   buffers_.clear();
   tags_.clear();
+  barriers_.clear();
   totals = {};
 }
 

@@ -144,6 +144,12 @@ class program {
   [[nodiscard]] const std::vector<instruction_id>& deps() const noexcept { return deps_; }
   [[nodiscard]] const std::vector<buffer>& buffers() const noexcept { return buffers_; }
   [[nodiscard]] const std::vector<std::string>& tags() const noexcept { return tags_; }
+  /// Marks instruction `id` as a core barrier (nisa.core_barrier): on a
+  /// logical core of several physical cores, no core passes it until every
+  /// core has reached its own (sim_backend times the wait: wait_at_barrier).
+  void barrier(instruction_id id) { barriers_.push_back(id); }
+  /// The core barriers, in the order marked.
+  [[nodiscard]] const std::vector<instruction_id>& barriers() const noexcept { return barriers_; }
   [[nodiscard]] std::size_t size() const noexcept { return instructions_.size(); }
   /// Instructions counted with their aggregation (`count`).
   [[nodiscard]] std::uint64_t issued_count() const noexcept;
@@ -173,6 +179,7 @@ class program {
   std::vector<instruction_id> deps_;
   std::vector<buffer> buffers_;
   std::vector<std::string> tags_;
+  std::vector<instruction_id> barriers_;
 };
 
 }  // namespace tessel::sim

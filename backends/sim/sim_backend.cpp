@@ -213,44 +213,76 @@ struct sim_backend::impl {
 
   /// The analytic estimate of a planned run without error: on a logical
   /// core (machine::cores > 1) the slowest physical core's share, each
-  /// share's latency in `core_ns`. nullopt when the workload has no
-  /// analytic model (or a share does not compile): the event model then.
+  /// share's latency in `core_ns`, with its wait at a core barrier for the
+  /// others (wait_at_barrier). nullopt when the workload has no analytic
+  /// model (or a share does not compile): the event model then.
   static std::optional<steady_estimate> steady(const run& r, const space& s, const config& c,
                                                std::vector<double>& core_ns) {
     if (r.m->cores <= 1) return r.w->steady_plan(*r.plan, *r.m);
-    std::optional<steady_estimate> slowest;
+    std::vector<steady_estimate> shares;
+    std::vector<std::size_t> of_core;  // the estimate of each core (an even split: the same)
     for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
-      if (share->same_as_previous && slowest) {  // an even split: the same estimate
-        core_ns.push_back(core_ns.back());
+      if (share->same_as_previous && !shares.empty()) {  // an even split: the same estimate
+        of_core.push_back(of_core.back());
         continue;
       }
       // a share that does not compile: the event model reports it
       auto e = share->error.empty() ? r.w->steady_plan(*share, *r.m) : std::nullopt;
       if (!e) return std::nullopt;
-      core_ns.push_back(e->latency_ns);
-      if (!slowest || e->latency_ns > slowest->latency_ns) slowest = std::move(e);
+      shares.push_back(std::move(*e));
+      of_core.push_back(shares.size() - 1);
     }
-    return slowest;
+    std::vector<double> barrier_ns;
+    for (const auto i : of_core) barrier_ns.push_back(shares[i].barrier_ns);
+    const auto waits = wait_at_barrier(barrier_ns);
+    std::size_t slowest = 0;
+    for (std::size_t k = 0; k < of_core.size(); ++k) {
+      core_ns.push_back(shares[of_core[k]].latency_ns + waits[k]);
+      if (core_ns[k] > core_ns[slowest]) slowest = k;
+    }
+    steady_estimate out = shares[of_core[slowest]];
+    out.latency_ns = core_ns[slowest];
+    return out;
   }
 
+  /// Each core's share lowered and timed alone; a core that reaches a core
+  /// barrier (program::barrier) before the others waits there, so its
+  /// latency grows by the wait (wait_at_barrier), which the slowest core's
+  /// critical path shows as "core barrier". `prog` and the timing are the
+  /// slowest core's.
   static void time_cores(run& r, const space& s, const config& c, program& prog, bool record) {
-    program other;
-    bool first = true;
-    for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
-      if (share->same_as_previous && !first) {  // an even split: the same program and timing
-        r.core_ns.push_back(r.core_ns.back());
+    std::vector<program> others;  // the shares after the first (which `prog` holds)
+    std::vector<timing_result> timed;
+    std::vector<std::size_t> of_core;  // the timing of each core (an even split: the same)
+    const auto shares = r.w->plan_cores(s, c, *r.m);
+    others.reserve(shares.size());
+    for (const auto& share : shares) {
+      if (share->same_as_previous && !timed.empty()) {  // an even split: the same timing
+        of_core.push_back(of_core.back());
         continue;
       }
-      program& target_prog = first ? prog : other;
+      program& target_prog = timed.empty() ? prog : others.emplace_back();
       r.error = share->error.empty() ? r.w->lower_plan(*share, *r.m, target_prog) : share->error;
       if (!r.error.empty()) return;
-      auto t = time_program(target_prog, *r.m, timing_options{.record = record});
-      r.core_ns.push_back(t.latency_ns);
-      if (first || t.latency_ns > r.timing.latency_ns) {
-        if (!first) std::swap(prog, other);
-        r.timing = std::move(t);
-      }
-      first = false;
+      timed.push_back(time_program(target_prog, *r.m, timing_options{.record = record}));
+      of_core.push_back(timed.size() - 1);
+    }
+    std::vector<double> barrier_ns;
+    for (const auto i : of_core) barrier_ns.push_back(timed[i].barrier_ns);
+    const auto waits = wait_at_barrier(barrier_ns);
+    std::size_t slowest = 0;
+    for (std::size_t k = 0; k < of_core.size(); ++k) {
+      r.core_ns.push_back(timed[of_core[k]].latency_ns + waits[k]);
+      if (r.core_ns[k] > r.core_ns[slowest]) slowest = k;
+    }
+    const std::size_t i = of_core[slowest];
+    if (i > 0) std::swap(prog, others[i - 1]);
+    r.timing = std::move(timed[i]);
+    if (const double wait = waits[slowest]; wait > 0) {
+      r.timing.latency_ns += wait;
+      r.timing.critical_path.push_back({"core barrier", "wait for the other core", wait});
+      std::stable_sort(r.timing.critical_path.begin(), r.timing.critical_path.end(),
+                       [](const path_share& a, const path_share& b) { return a.ns > b.ns; });
     }
   }
 };

@@ -421,6 +421,7 @@ class simulator {
     r.hbm_write_bytes = totals_.hbm_write_bytes;
     r.sbuf_dma_bytes = totals_.sbuf_dma_bytes;
     r.psum_write_bytes = totals_.psum_write_bytes;
+    for (const auto id : p_.barriers()) r.barrier_ns = std::max(r.barrier_ns, start_[id]);
     timing_detail::critical_path(p_, {cause_, cause_kind_, start_, end_, data_start_, done_}, last,
                                  r, w_.shares);
     if (o_.record) {

@@ -39,6 +39,10 @@ struct timing_result {
   std::uint64_t instructions = 0;  ///< issued, counting aggregation
   double tensor_ideal_ns = 0;   ///< TensorE time at full speed without small-tile or warm-up losses
   double tensor_warmup_ns = 0;  ///< TensorE time lost to the warm-up throttle
+  /// When the program reaches its (last) core barrier (program::barriers): the
+  /// barrier's start on this core alone; -1 without one. sim_backend adds the
+  /// wait for the other cores to latency_ns (wait_at_barrier).
+  double barrier_ns = -1;
   std::vector<path_share> critical_path;  ///< sorted by time, largest first; sums to latency_ns
 
   /// With timing_options::record: per instruction, in ns.

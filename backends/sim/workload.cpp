@@ -47,13 +47,18 @@ std::string workload::emit_nki(const space& s, const config& c, const nki::conte
     gather.capture = &whole;
     if (auto e = emit_nki_plan(*p, gather, out); !e.empty()) return e;
     // an SPMD kernel when the emitter declares its tensors and the split cuts one of them
-    // (or there is no split: one program runs it all); else one instance, with a note
+    // (or there is no split: one program runs it all, or the workload splits its own work);
+    // else refused: one instance would not be the program the simulator times per core
     const auto cut = [&](const std::vector<nki::hbm_tensor>& ts) {
       return std::any_of(ts.begin(), ts.end(), [](const auto& t) { return t.split_axis >= 0; });
     };
     if (!whole.inputs.empty() &&
         (core_split_dimension().empty() || cut(whole.inputs) || cut(whole.outputs)))
       return emit_spmd(s, c, ctx, whole, out);
+    return fmt::format(
+        "workload '{}' on {} physical cores: its kernel is not written as an SPMD kernel of "
+        "the split the simulator times (docs/nki.md, \"Two physical cores\")",
+        name(), ctx.m.cores);
   }
   program timed;
   if (auto e = lower_plan(*p, ctx.m, timed); !e.empty()) return e;

@@ -54,6 +54,8 @@ struct steady_estimate {
   workload_totals totals;   ///< FLOPs, minimal HBM bytes, compute type (the roofline)
   const char* bound = "";   ///< "tensor", "vector", ..., "dma data", "dma issue", "dma latency"
   const char* tag = "";     ///< the instructions that bound it ("load B", "matmul")
+  /// When the core reaches its core barrier (timing_result::barrier_ns); -1: none.
+  double barrier_ns = -1;
 };
 
 /// The collectives a plan adds to its per-rank compute (workload::communicate,
@@ -186,6 +188,13 @@ class workload {
 [[nodiscard]] std::shared_ptr<const space> space_with_constant(const space& s,
                                                                const std::string& name,
                                                                std::int64_t value);
+
+/// Each physical core's wait at the core barrier (program::barrier), from when
+/// each reaches it on its own (`barrier_ns`, timing_result::barrier_ns): no
+/// core passes it before the last arrives, so each waits for that one and
+/// everything after its barrier ends that much later (cores.cpp). All zero
+/// unless every core has a barrier.
+[[nodiscard]] std::vector<double> wait_at_barrier(const std::vector<double>& barrier_ns);
 
 /// The workload named `name` ("matmul"), or nullptr.
 [[nodiscard]] const workload* find_workload(std::string_view name);

@@ -9,7 +9,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <string>
+#include <vector>
 
 using namespace tessel;
 using namespace tessel::sim;
@@ -37,6 +40,12 @@ measurement evaluate(const space& s, const config& c) {
 }
 
 double latency(const space& s, const config& c) { return evaluate(s, c).objective; }
+
+/// moe at a shape whose expert split reaches the core barrier unevenly: three experts,
+/// top-1, over 192 tokens, whole experts per core (the combine is split in even halves).
+std::map<std::string, std::string, std::less<>> moe_uneven() {
+  return {{"tokens", "192"}, {"experts", "3"}, {"top_k", "1"}};
+}
 
 }  // namespace
 
@@ -181,4 +190,61 @@ TEST_CASE("lnc: sharded_attention splits whole heads over the two cores") {
   const auto a = evaluate(two, c);
   CHECK(a.metrics.at("core_balance") == doctest::Approx(0.5).epsilon(0.05));  // 1 head of 2
   CHECK(a.objective < 0.75 * latency(one, c));  // the slower core runs 2 of the 3 heads
+}
+
+TEST_CASE("lnc: a core that reaches the core barrier first waits there for the other") {
+  CHECK(wait_at_barrier({5.0, 3.0}) == std::vector<double>{0.0, 2.0});
+  CHECK(wait_at_barrier({5.0, -1.0}) == std::vector<double>{0.0, 0.0});  // one without a barrier
+  CHECK(wait_at_barrier({5.0}) == std::vector<double>{0.0});
+  // moe's expert split with uneven experts: moe_uneven() makes the cores reach the barrier at
+  // different times; the faster one waits, so its combine ends later than it would alone
+  const machine m = machine_for("trn2_lnc2");
+  const auto two = example("moe.tsl", "trn2_lnc2", moe_uneven());
+  const auto c = *two.default_config();
+  REQUIRE(two.to_json(c).find("\"core_split\":\"expert\"") != std::string::npos);
+  const auto* w = workload_for_space(two, "");
+  std::vector<double> alone, reach, steady_alone, steady_reach;
+  for (const auto& share : w->plan_cores(two, c, m)) {
+    program p;
+    REQUIRE(w->lower_plan(*share, m, p).empty());
+    REQUIRE(p.barriers().size() == 1);
+    const auto t = time_program(p, m);
+    alone.push_back(t.latency_ns);
+    reach.push_back(t.barrier_ns);
+    const auto e = w->steady_plan(*share, m);
+    REQUIRE(e.has_value());
+    steady_alone.push_back(e->latency_ns);
+    steady_reach.push_back(e->barrier_ns);
+  }
+  REQUIRE(alone.size() == 2);
+  INFO("alone ", alone[0], " ", alone[1], " ns; barrier reached at ", reach[0], " ", reach[1]);
+  CHECK(std::abs(reach[0] - reach[1]) > 0.05 * std::max(reach[0], reach[1]));  // unbalanced
+  const std::size_t slow = reach[0] > reach[1] ? 0 : 1, fast = 1 - slow;
+  const double bound = reach[slow] + (alone[fast] - reach[fast]);
+  const auto run = evaluate(two, c);
+  const double timed = run.objective * 1e9;
+  CHECK(timed >= bound * (1 - 1e-9));
+  CHECK(timed >= std::max(alone[0], alone[1]) * (1 - 1e-9));
+  // the faster core's time includes its wait: it ends with the other (the combines are
+  // even halves), not when it would alone
+  const double waited = alone[fast] + reach[slow] - reach[fast];
+  CHECK(run.metrics.at("core_balance") ==
+        doctest::Approx(std::min(waited, timed) / std::max(waited, timed)));
+  CHECK(run.metrics.at("core_balance") > alone[fast] / alone[slow] + 0.1);
+  // the analytic model adds the same wait to its estimates
+  sim_options o;
+  o.gate = false;
+  o.model = sim_model::analytic;
+  sim_backend b(o);
+  b.prepare(two);
+  const auto a = b.evaluate(two, c);
+  REQUIRE(a.ok());
+  const std::size_t s_slow = steady_reach[0] > steady_reach[1] ? 0 : 1, s_fast = 1 - s_slow;
+  CHECK(steady_reach[s_fast] >= 0);
+  CHECK(a.objective * 1e9 >=
+        (steady_reach[s_slow] + steady_alone[s_fast] - steady_reach[s_fast]) * (1 - 1e-9));
+  CHECK(a.objective * 1e9 >= std::max(steady_alone[0], steady_alone[1]) * (1 - 1e-9));
+  const double s_waited = steady_alone[s_fast] + steady_reach[s_slow] - steady_reach[s_fast];
+  CHECK(a.metrics.at("core_balance") == doctest::Approx(std::min(s_waited, a.objective * 1e9) /
+                                                        std::max(s_waited, a.objective * 1e9)));
 }

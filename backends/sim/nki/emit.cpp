@@ -142,13 +142,7 @@ std::string assemble(const kernel_file& f, const context& c) {
     *c.capture = f;
     return "";
   }
-  std::vector<std::string> notes = f.notes;
-  if (c.m.cores > 1)  // a workload whose emitter is not SPMD yet (docs/nki.md)
-    notes.push_back(fmt::format(
-        "lnc = {}: the simulator splits the work over {} physical cores and times each share; "
-        "this kernel runs it all as one instance (no split over nl.program_id yet)",
-        c.m.cores, c.m.cores));
-  std::string out = head(f, c, notes);
+  std::string out = head(f, c, f.notes);
   out += "\n# --- the plan ---------------------------------------------------------------\n";
   out += constant_lines(f.constants);
   out += "\n" + f.signature + "\n";

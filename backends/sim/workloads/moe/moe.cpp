@@ -293,9 +293,9 @@ class lowerer {
   /// The core barrier between the scatters and the combine (needs_barrier):
   /// one GpSimdE instruction (nisa.core_barrier's engine) after this core's
   /// last scatter, before its first partial load, costed as GpSimdE's
-  /// smallest instruction (a copy of nothing: its fixed cost). Each core is
-  /// timed alone, so the wait for the other core's scatters is not modelled
-  /// (docs/nki.md, "Two physical cores").
+  /// smallest instruction (a copy of nothing: its fixed cost), marked as the
+  /// program's core barrier: sim_backend adds this core's wait there for the
+  /// other core's scatters (wait_at_barrier; docs/nki.md, "Two physical cores").
   void barrier() {
     instruction in;
     in.engine = gpsimd_engine;
@@ -306,6 +306,7 @@ class lowerer {
     in.dst = hbm_part_;
     in.tag = out_.add_tag("core barrier");
     scatters_ = {out_.add(in, scatters_)};
+    out_.barrier(scatters_.front());
   }
 
   /// y for `rows` tokens: per out block, load their top_k partials, sum them

@@ -92,6 +92,7 @@ class model : steady::closed_model<plan> {
         std::max({compute, fill + cycle, groups.busy[1], groups.busy[2], groups.busy[3], dma});
     steady_estimate e;
     e.latency_ns = span + drain_ns() + combine_ns;
+    if (pl_.core >= 0 && needs_barrier(pl_)) e.barrier_ns = span + drain_ns();  // then the wait
     groups.add(tail, 1);
     e.busy_ns = groups.busy;
     e.busy_ns[0] += warm;
