@@ -915,6 +915,8 @@ def load_kernel(path):
 
 
 def _kernel(module):
+    if getattr(module, "RANK_KERNELS", None):  # one per rank (nki_ranks.py): rank 0's
+        return module.RANK_KERNELS[0]
     kernels = [f for f in vars(module).values() if getattr(f, "nki_kernel", False)]
     if len(kernels) != 1:
         raise NkiError(f"expected one @nki.jit kernel, found {len(kernels)}")

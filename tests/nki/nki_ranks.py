@@ -16,10 +16,19 @@ one tensor per list:
   every rank's s concatenated along axis 0 in rank order; d's shape is
   (RANKS * s0, ...) or (RANKS, *s.shape) (the same bytes, axis 0 split);
 - all_reduce(srcs=[s], dsts=[d], replica_group, op=nl.add): d = the ranks'
-  s added in fp32 in rank order, rounded to d's dtype.
-Both take HBM tensors here (the docs also allow SBUF). Each call is counted
+  s added in fp32 in rank order, rounded to d's dtype;
+- all_to_all(srcs=[s], dsts=[d], replica_group, collective_dim=0): s and d
+  of one shape, axis 0 cut into RANKS equal blocks; block q of rank r's d is
+  block r of rank q's s.
+All take HBM tensors here (the docs also allow SBUF). Each call is counted
 in the rank's counts ("collectives": calls and the bytes of the destination),
 the terms of the file's STRUCTURE.
+
+A file whose ranks run different kernels (sharded_moe, ep > 1: each rank its
+share of the experts) lists them as RANK_KERNELS (rank r runs
+RANK_KERNELS[r]); rank_inputs() may then return inputs beyond INPUTS (int32
+index tables), passed after INPUTS' in its order, and STRUCTURE is rank
+STRUCTURE_RANK's counts (the rank the simulator times).
 """
 
 import threading
@@ -155,6 +164,14 @@ def _check_reduce(src, dst, n, op=None):
         raise NkiError(f"all_reduce: dst {dst.shape} is not src's shape {src.shape}")
 
 
+def _check_all_to_all(src, dst, n, collective_dim=None):
+    if collective_dim != 0:
+        raise NkiError("all_to_all: collective_dim=0 (the only one NKI takes for HBM tensors)")
+    if dst.shape != src.shape or src.shape[0] % n:
+        raise NkiError(f"all_to_all: src {src.shape} and dst {dst.shape} must be one shape, "
+                       f"axis 0 a multiple of {n} ranks")
+
+
 def _perform(arrived, states):
     """Runs a collective every rank reached (in rank order)."""
     names = {name for _, name, _ in arrived}
@@ -165,6 +182,12 @@ def _perform(arrived, states):
     if len({s.shape for s in srcs}) != 1:
         raise NkiError(f"{name}: the ranks' srcs differ in shape: {[s.shape for s in srcs]}")
     if not states[0].compute:
+        return
+    if name == "all_to_all":  # rank r receives block r of every rank, in rank order
+        blocks = [np.split(s.read(), len(srcs)) for s in srcs]
+        for rank, _, (_, dst, _) in arrived:
+            nki_interp.STATE = states[rank]
+            dst.write(np.concatenate([b[rank] for b in blocks]).reshape(dst.shape))
         return
     if name == "all_gather":
         values = np.stack([s.read() for s in srcs])
@@ -183,6 +206,7 @@ def make_collectives():
     ncc.ReplicaGroup = ReplicaGroup
     ncc.all_gather = _collective("all_gather", _check_gather)
     ncc.all_reduce = _collective("all_reduce", _check_reduce)
+    ncc.all_to_all = _collective("all_to_all", _check_all_to_all)
     return ncc
 
 
@@ -201,10 +225,11 @@ def _rank_outputs(module, rank, result, n):
 
 
 def run(module, kernel, inputs, sbuf_bytes):
-    """Runs RANKS ranks of `kernel`, each on rank_inputs(rank, **inputs) (inputs None: count
-    only, on inputs that take no memory). Returns {name: float64 array}: the sharded outputs
-    concatenated, the others rank 0's (every rank must hold the same). nki_interp.structure()
-    then gives rank 0's counts, which every rank's must equal."""
+    """Runs RANKS ranks of `kernel` (or of RANK_KERNELS, one each), each on
+    rank_inputs(rank, **inputs) (inputs None: count only, on inputs that take no memory).
+    Returns {name: float64 array}: the sharded outputs concatenated, the others rank 0's
+    (every rank must hold the same). nki_interp.structure() then gives rank 0's counts, which
+    every rank's must equal (RANK_KERNELS: rank STRUCTURE_RANK's, the others unchecked)."""
     global LOCKSTEP
     n = module.RANKS
     whole = {}
@@ -225,14 +250,22 @@ def run(module, kernel, inputs, sbuf_bytes):
         states.append(state)
     lockstep = LOCKSTEP = _Lockstep(states)
 
+    kernels = getattr(module, "RANK_KERNELS", None)
+    if kernels is not None and len(kernels) != n:
+        raise NkiError(f"RANK_KERNELS lists {len(kernels)} kernels for {n} ranks")
+
     def body(rank):
         shards = module.rank_inputs(rank, **whole)
         args = []
-        for name, spec in module.INPUTS.items():
-            a = shards[name]
+        for name in list(module.INPUTS) + [k for k in shards if k not in module.INPUTS]:
+            a = np.asarray(shards[name])
+            dtype = module.INPUTS[name][1] if name in module.INPUTS else "int32"
+            if name not in module.INPUTS and a.dtype != np.int32:
+                raise NkiError(f"rank_inputs: {name}, beyond INPUTS, must be an int32 table")
             data = nki_interp._shape_only(a.shape) if inputs is None else np.array(a)
-            args.append(Tensor(data, spec[1], HBM, name))
-        return _rank_outputs(module, rank, kernel(*args), n)
+            args.append(Tensor(data, dtype, HBM, name))
+        own = kernel if kernels is None else kernels[rank]
+        return _rank_outputs(module, rank, own(*args), n)
 
     threads = [threading.Thread(target=lockstep.main, args=(r, lambda r=r: body(r)))
                for r in range(n)]
@@ -243,12 +276,12 @@ def run(module, kernel, inputs, sbuf_bytes):
             t.join()
     finally:
         LOCKSTEP = None
-        nki_interp.STATE = states[0]
+        nki_interp.STATE = states[getattr(module, "STRUCTURE_RANK", 0) if kernels else 0]
     if lockstep.failed is not None:
         raise lockstep.failed
     counts = [s.counts.as_dict() for s in states]
     for rank, c in enumerate(counts[1:], 1):
-        if c != counts[0]:
+        if c != counts[0] and kernels is None:
             raise NkiError(f"rank {rank} does other work than rank 0 ({c} vs {counts[0]})")
     if inputs is None:
         return None
