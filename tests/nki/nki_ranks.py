@@ -4,9 +4,10 @@ A kernel file whose module sets RANKS > 1 is one rank's kernel of a plan split
 over RANKS NeuronCores (the sharded workloads; docs/nki.md, "Ranks and
 collectives"). run() runs RANKS copies of it, each on its own HBM (its shard
 of the inputs, from the file's rank_inputs(rank, ...)), its own SBUF and PSUM
-and its own counts, in lockstep: one rank runs at a time, in rank order, until
-it reaches its next collective or returns; when every rank has reached the
-collective it runs, on numpy, and rank 0 goes on. The ranks must call the
+and its own counts, in lockstep (nki_interp.Turns, the scheduler of SPMD
+programs too): one rank runs at a time, in rank order, until it reaches its
+next collective or returns; when every rank has reached the collective it
+runs, on numpy, and rank 0 goes on. The ranks must call the
 same collectives in the same order (else NkiError).
 
 Semantics of the nki.collectives subset (NKI API: nki.collectives.all_gather,
@@ -47,73 +48,8 @@ class ReplicaGroup:
         self.groups = [list(g) for g in groups]
 
 
-class _Abort(Exception):
-    """Another rank failed: this one stops."""
-
-
-class _Lockstep:
-    """The ranks' threads, one running at a time (`turn`), in rank order."""
-
-    def __init__(self, states):
-        self.states, self.n = states, len(states)
-        self.cond = threading.Condition()
-        self.turn = 0
-        self.arrived = []  # (rank, name, call) at the pending collective
-        self.done = [False] * self.n
-        self.results = [None] * self.n
-        self.failed = None
-
-    def _wait(self, rank):
-        self.cond.wait_for(lambda: self.turn == rank or self.failed is not None)
-        if self.failed is not None:
-            raise _Abort()
-        nki_interp.STATE = self.states[rank]
-
-    def _fail(self, error):
-        if self.failed is None:
-            self.failed = error
-        self.cond.notify_all()
-
-    def _pass(self, rank):
-        self.turn = rank + 1
-        self.cond.notify_all()
-
-    def main(self, rank, body):
-        try:
-            with self.cond:
-                self._wait(rank)
-            result = body()
-            with self.cond:
-                if self.arrived:
-                    raise NkiError(f"rank {rank} returned while rank(s) "
-                                   f"{[r for r, _, _ in self.arrived]} wait in "
-                                   f"{self.arrived[0][1]}")
-                self.results[rank], self.done[rank] = result, True
-                self._pass(rank)
-        except _Abort:
-            pass
-        except BaseException as e:  # noqa: B036 (handed to the caller of run)
-            with self.cond:
-                self._fail(e)
-
-    def collective(self, rank, name, call):
-        """Rank `rank` reaches collective `name`; returns when it has run."""
-        with self.cond:
-            if any(self.done):
-                raise NkiError(f"rank {rank} calls {name} after rank {self.done.index(True)} "
-                               "returned: the ranks' collectives differ")
-            self.arrived.append((rank, name, call))
-            if len(self.arrived) < self.n:
-                self._pass(rank)
-            else:
-                arrived, self.arrived = self.arrived, []
-                _perform(arrived, self.states)
-                self.turn = 0
-                self.cond.notify_all()
-            self._wait(rank)
-
-
-LOCKSTEP = None  # the run in progress
+LOCKSTEP = None  # the run in progress: its nki_interp.Turns, one thread per rank
+STATES, CALLS = [], []  # its ranks' interpreter states, and each rank's pending collective
 
 
 def _hbm(tensors, what):
@@ -143,7 +79,9 @@ def _collective(name, check):
         tally[0] += 1
         tally[1] += dst.data.size * nki_interp._DTYPES[dst.dtype]
         nki_interp.STATE.instructions += 1
-        LOCKSTEP.collective(nki_interp.STATE.rank, name, (src, dst, kwargs))
+        rank = nki_interp.STATE.rank
+        CALLS[rank] = (src, dst, kwargs)
+        LOCKSTEP.sync(rank, name, lambda arrived: _perform(arrived, STATES))
 
     call.__name__ = name
     return call
@@ -173,7 +111,8 @@ def _check_all_to_all(src, dst, n, collective_dim=None):
 
 
 def _perform(arrived, states):
-    """Runs a collective every rank reached (in rank order)."""
+    """Runs a collective every rank reached ((rank, name) in arrival order)."""
+    arrived = [(rank, name, CALLS[rank]) for rank, name in sorted(arrived)]
     names = {name for _, name, _ in arrived}
     if len(names) != 1:
         raise NkiError(f"the ranks reach different collectives: {sorted(names)}")
@@ -230,7 +169,7 @@ def run(module, kernel, inputs, sbuf_bytes):
     Returns {name: float64 array}: the sharded outputs concatenated, the others rank 0's
     (every rank must hold the same). nki_interp.structure() then gives rank 0's counts, which
     every rank's must equal (RANK_KERNELS: rank STRUCTURE_RANK's, the others unchecked)."""
-    global LOCKSTEP
+    global LOCKSTEP, STATES, CALLS
     n = module.RANKS
     whole = {}
     for name, spec in module.INPUTS.items():
@@ -248,7 +187,12 @@ def run(module, kernel, inputs, sbuf_bytes):
         state.reset(sbuf_bytes, compute=inputs is not None)
         state.rank = rank
         states.append(state)
-    lockstep = LOCKSTEP = _Lockstep(states)
+    STATES, CALLS = states, [None] * n
+
+    def switch(rank):
+        nki_interp.STATE = states[rank]
+
+    lockstep = LOCKSTEP = nki_interp.Turns(n, switch, "rank")
 
     kernels = getattr(module, "RANK_KERNELS", None)
     if kernels is not None and len(kernels) != n:
@@ -267,7 +211,7 @@ def run(module, kernel, inputs, sbuf_bytes):
         own = kernel if kernels is None else kernels[rank]
         return _rank_outputs(module, rank, own(*args), n)
 
-    threads = [threading.Thread(target=lockstep.main, args=(r, lambda r=r: body(r)))
+    threads = [threading.Thread(target=lockstep.run, args=(r, lambda r=r: body(r)))
                for r in range(n)]
     try:
         for t in threads:
@@ -277,8 +221,8 @@ def run(module, kernel, inputs, sbuf_bytes):
     finally:
         LOCKSTEP = None
         nki_interp.STATE = states[getattr(module, "STRUCTURE_RANK", 0) if kernels else 0]
-    if lockstep.failed is not None:
-        raise lockstep.failed
+    if lockstep.error is not None:
+        raise lockstep.error
     counts = [s.counts.as_dict() for s in states]
     for rank, c in enumerate(counts[1:], 1):
         if c != counts[0] and kernels is None:
