@@ -154,7 +154,8 @@ struct nki_options {
   /// interpreter check catches wrong kernels. "" (none), "drop_tail" (the
   /// last iteration of the outermost tile loop is dropped) or
   /// "skip_accumulation" (the last contraction step of each output is not
-  /// accumulated).
+  /// accumulated) or "drop_collective" (the last collective that joins the
+  /// ranks is not called: sharded_moe with ep > 1).
   std::string fault;
 };
 

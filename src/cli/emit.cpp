@@ -87,7 +87,8 @@ command add_emit_command(CLI::App& tool) {
   app->add_option("--output,-o", options->output, "Write the kernel here instead of stdout")
       ->type_name("PATH");
   app->add_option("--fault", options->fault,
-                  "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation)")
+                  "Tests only: emit a deliberately broken kernel (drop_tail, skip_accumulation, "
+                  "drop_collective)")
       ->group("");
   return {app, [options] { return report_errors([&] { return run_emit(*options); }, false); }};
 }

@@ -440,6 +440,12 @@ const std::vector<ranks_case>& ranks_cases() {
       {"sharded_attention.tsl",
        {{"seq", "256"}, {"heads", "4"}, {"output", "sharded"}},
        {R"({"tp": 4})"}},
+      // ep > 1: a kernel per rank (its experts), all-to-alls of padded blocks
+      {"sharded_moe.tsl",
+       reduced_shapes().at("sharded_moe.tsl"),
+       {R"({"ep": 2})", R"({"ep": 4, "overlap": true})",
+        R"({"ep": 8, "x_layout": "transposed", "grouping": "token"})",
+        R"({"ep": 2, "overlap": true, "x_layout": "transposed", "token_tile": 256})"}},
   };
   return table;
 }
@@ -464,6 +470,9 @@ void ranks_into(emissions& out, int numeric, int structural) {
       for (const char* fault : {"drop_tail", "skip_accumulation"})  // in every rank's kernel
         CHECK(
             out.add(fmt::format("{}_split{}_{}.py", base, k, fault), workload, s, c, false, fault));
+      if (workload == "sharded_moe")  // the last combine all-to-all not called
+        CHECK(out.add(fmt::format("{}_split{}_drop_collective.py", base, k), workload, s, c, false,
+                      "drop_collective"));
     }
     sample_into(out, s, workload, base, numeric, structural, false);
   }

@@ -774,80 +774,83 @@ def iota(expr, dtype):
 
 # --- the SPMD grid: programs run one at a time, switching at core barriers ----------
 
-class _Grid:
-    """Runs the programs of an SPMD launch one at a time, each in a thread of its own that
-    holds the turn until it ends or reaches nisa.core_barrier; the barrier releases when
-    every program has reached it (the lowest-numbered runnable program goes on first), so
-    a program's reads after a barrier see every program's writes before it. Without a
-    barrier program 0 runs to the end before program 1 starts: a read of shared HBM that
-    another program writes later sees it unwritten (NaN)."""
+class Turns:
+    """Threads that run one at a time: thread i holds the turn until it returns or reaches
+    a sync point (sync()), and the turn goes to the lowest-numbered thread neither waiting
+    nor finished. A sync point releases when every thread has reached it: `perform` runs
+    once, then thread 0 goes on. The one scheduler of an SPMD launch's programs (sync at
+    nisa.core_barrier: a program's reads after it see every program's writes before it;
+    without a barrier program 0 runs to the end before program 1 starts, so a read of
+    shared HBM that another program writes later sees it unwritten, NaN) and of a
+    multi-rank kernel's ranks (sync at each nki.collectives call, nki_ranks.py).
+    `switch(i)` makes thread i's interpreter state current; `noun` names a thread in errors
+    ("program", "rank"). A thread that returns while others wait at a sync point, or that
+    reaches one after another returned, is an error (NkiError), as is the first exception
+    of any thread; the others stop where they wait (`error` holds it)."""
 
-    def __init__(self, grid):
+    def __init__(self, n, switch, noun):
+        self.n, self.switch, self.noun = n, switch, noun
         self.cond = threading.Condition()
         self.turn = 0
-        self.arrived = [0] * grid  # barriers each program has reached
-        self.waiting = [False] * grid
-        self.finished = [False] * grid
+        self.arrived = []  # (thread, what) at the pending sync point
+        self.finished = [False] * n
+        self.results = [None] * n
         self.error = None
 
-    def _runnable(self, q):
-        if self.finished[q]:
-            return False
-        return not self.waiting[q] or all(
-            a >= self.arrived[q] for r, a in enumerate(self.arrived) if r != q)
-
-    def _next(self):
-        """Hands the turn on (the caller holds cond)."""
-        for q in range(len(self.finished)):
-            if self._runnable(q):
-                self.turn = q
-                break
-        else:
-            if not all(self.finished) and self.error is None:
-                stuck = [q for q, w in enumerate(self.waiting) if w and not self.finished[q]]
-                self.error = NkiError(
-                    f"core_barrier: program {stuck[0]} waits at barrier {self.arrived[stuck[0]]}"
-                    " that another program ended without reaching")
-            self.turn = None
-        self.cond.notify_all()
-
-    def _wait_turn(self, program):
-        self.cond.wait_for(lambda: self.turn == program or self.error is not None)
+    def _wait(self, i):
+        self.cond.wait_for(lambda: self.turn == i or self.error is not None)
         if self.error is not None:
             raise _Aborted()
-        self.waiting[program] = False
-        STATE.switch_to(program)
+        self.switch(i)
 
-    def barrier(self, program):
-        with self.cond:
-            self.arrived[program] += 1
-            self.waiting[program] = True
-            self._next()
-            self._wait_turn(program)
+    def _fail(self, error):
+        if self.error is None:
+            self.error = error
+        self.cond.notify_all()
 
-    def run(self, program, body):
-        with self.cond:
-            try:
-                self._wait_turn(program)
-            except _Aborted:
-                return None
+    def _pass(self):
+        """Hands the turn on (the caller holds cond)."""
+        waiting = {q for q, _ in self.arrived}
+        self.turn = next((q for q in range(self.n)
+                          if not self.finished[q] and q not in waiting), None)
+        self.cond.notify_all()
+
+    def run(self, i, body):
+        """Thread i's body: waits for its turn, runs body() and keeps what it returns."""
         try:
-            return body()
+            with self.cond:
+                self._wait(i)
+            result = body()
+            with self.cond:
+                if self.arrived:
+                    raise NkiError(f"{self.noun} {i} returned while {self.noun}(s) "
+                                   f"{[q for q, _ in self.arrived]} wait in "
+                                   f"{self.arrived[0][1]}")
+                self.results[i], self.finished[i] = result, True
+                self._pass()
         except _Aborted:
-            return None
-        except BaseException as e:  # the first error ends the launch
+            pass
+        except BaseException as e:  # noqa: B036 (handed to the caller, as `error`)
             with self.cond:
-                if self.error is None:
-                    self.error = e
+                self._fail(e)
+
+    def sync(self, i, what, perform=None):
+        """Thread i reaches sync point `what`; returns when every thread has reached it
+        and perform(arrived) (if given) has run."""
+        with self.cond:
+            if any(self.finished):
+                raise NkiError(f"{self.noun} {i} reaches {what} after {self.noun} "
+                               f"{self.finished.index(True)} returned: they differ")
+            self.arrived.append((i, what))
+            if len(self.arrived) < self.n:
+                self._pass()
+            else:
+                arrived, self.arrived = self.arrived, []
+                if perform is not None:
+                    perform(arrived)
+                self.turn = 0
                 self.cond.notify_all()
-            return None
-        finally:
-            with self.cond:
-                self.finished[program] = True
-                if self.error is None:
-                    self._next()
-                else:
-                    self.cond.notify_all()
+            self._wait(i)
 
 
 class _Aborted(Exception):
@@ -871,7 +874,7 @@ def core_barrier(data, cores, engine=None):
     if engine is None:
         engine = _ENGINE.gpsimd  # the documented default
     _issue(_engine_of(engine, ("gpsimd", "vector", "scalar", "tensor"), what), what)
-    _GRID[0].barrier(STATE.program)
+    _GRID[0].sync(STATE.program, what)
 
 
 def _make_isa():
@@ -915,6 +918,8 @@ def load_kernel(path):
 
 
 def _kernel(module):
+    if getattr(module, "RANK_KERNELS", None):  # one per rank (nki_ranks.py): rank 0's
+        return module.RANK_KERNELS[0]
     kernels = [f for f in vars(module).values() if getattr(f, "nki_kernel", False)]
     if len(kernels) != 1:
         raise NkiError(f"expected one @nki.jit kernel, found {len(kernels)}")
@@ -947,12 +952,9 @@ def _launch(module, kernel, args):
     for program in range(1, STATE.grid):
         STATE.start_program(program)
     STATE.switch_to(0)
-    grid = _Grid(STATE.grid)
-    got = [None] * STATE.grid
-    def program(p):
-        got[p] = grid.run(p, lambda: kernel(*args))
-
-    threads = [threading.Thread(target=program, args=(p,)) for p in range(STATE.grid)]
+    grid = Turns(STATE.grid, STATE.switch_to, "program")
+    threads = [threading.Thread(target=grid.run, args=(p, lambda: kernel(*args)))
+               for p in range(STATE.grid)]
     _GRID[0] = grid
     try:
         for t in threads:
@@ -964,7 +966,7 @@ def _launch(module, kernel, args):
     if grid.error is not None:
         raise grid.error
     results = None
-    for program, result in enumerate(got):
+    for program, result in enumerate(grid.results):
         outputs = _outputs(module, result)
         if results is not None and any(a is not b for a, b in zip(outputs, results)):
             raise NkiError(f"program {program} returned other tensors than program 0")

@@ -4,9 +4,10 @@ A kernel file whose module sets RANKS > 1 is one rank's kernel of a plan split
 over RANKS NeuronCores (the sharded workloads; docs/nki.md, "Ranks and
 collectives"). run() runs RANKS copies of it, each on its own HBM (its shard
 of the inputs, from the file's rank_inputs(rank, ...)), its own SBUF and PSUM
-and its own counts, in lockstep: one rank runs at a time, in rank order, until
-it reaches its next collective or returns; when every rank has reached the
-collective it runs, on numpy, and rank 0 goes on. The ranks must call the
+and its own counts, in lockstep (nki_interp.Turns, the scheduler of SPMD
+programs too): one rank runs at a time, in rank order, until it reaches its
+next collective or returns; when every rank has reached the collective it
+runs, on numpy, and rank 0 goes on. The ranks must call the
 same collectives in the same order (else NkiError).
 
 Semantics of the nki.collectives subset (NKI API: nki.collectives.all_gather,
@@ -16,10 +17,19 @@ one tensor per list:
   every rank's s concatenated along axis 0 in rank order; d's shape is
   (RANKS * s0, ...) or (RANKS, *s.shape) (the same bytes, axis 0 split);
 - all_reduce(srcs=[s], dsts=[d], replica_group, op=nl.add): d = the ranks'
-  s added in fp32 in rank order, rounded to d's dtype.
-Both take HBM tensors here (the docs also allow SBUF). Each call is counted
+  s added in fp32 in rank order, rounded to d's dtype;
+- all_to_all(srcs=[s], dsts=[d], replica_group, collective_dim=0): s and d
+  of one shape, axis 0 cut into RANKS equal blocks; block q of rank r's d is
+  block r of rank q's s.
+All take HBM tensors here (the docs also allow SBUF). Each call is counted
 in the rank's counts ("collectives": calls and the bytes of the destination),
 the terms of the file's STRUCTURE.
+
+A file whose ranks run different kernels (sharded_moe, ep > 1: each rank its
+share of the experts) lists them as RANK_KERNELS (rank r runs
+RANK_KERNELS[r]); rank_inputs() may then return inputs beyond INPUTS (int32
+index tables), passed after INPUTS' in its order, and STRUCTURE is rank
+STRUCTURE_RANK's counts (the rank the simulator times).
 """
 
 import threading
@@ -38,73 +48,8 @@ class ReplicaGroup:
         self.groups = [list(g) for g in groups]
 
 
-class _Abort(Exception):
-    """Another rank failed: this one stops."""
-
-
-class _Lockstep:
-    """The ranks' threads, one running at a time (`turn`), in rank order."""
-
-    def __init__(self, states):
-        self.states, self.n = states, len(states)
-        self.cond = threading.Condition()
-        self.turn = 0
-        self.arrived = []  # (rank, name, call) at the pending collective
-        self.done = [False] * self.n
-        self.results = [None] * self.n
-        self.failed = None
-
-    def _wait(self, rank):
-        self.cond.wait_for(lambda: self.turn == rank or self.failed is not None)
-        if self.failed is not None:
-            raise _Abort()
-        nki_interp.STATE = self.states[rank]
-
-    def _fail(self, error):
-        if self.failed is None:
-            self.failed = error
-        self.cond.notify_all()
-
-    def _pass(self, rank):
-        self.turn = rank + 1
-        self.cond.notify_all()
-
-    def main(self, rank, body):
-        try:
-            with self.cond:
-                self._wait(rank)
-            result = body()
-            with self.cond:
-                if self.arrived:
-                    raise NkiError(f"rank {rank} returned while rank(s) "
-                                   f"{[r for r, _, _ in self.arrived]} wait in "
-                                   f"{self.arrived[0][1]}")
-                self.results[rank], self.done[rank] = result, True
-                self._pass(rank)
-        except _Abort:
-            pass
-        except BaseException as e:  # noqa: B036 (handed to the caller of run)
-            with self.cond:
-                self._fail(e)
-
-    def collective(self, rank, name, call):
-        """Rank `rank` reaches collective `name`; returns when it has run."""
-        with self.cond:
-            if any(self.done):
-                raise NkiError(f"rank {rank} calls {name} after rank {self.done.index(True)} "
-                               "returned: the ranks' collectives differ")
-            self.arrived.append((rank, name, call))
-            if len(self.arrived) < self.n:
-                self._pass(rank)
-            else:
-                arrived, self.arrived = self.arrived, []
-                _perform(arrived, self.states)
-                self.turn = 0
-                self.cond.notify_all()
-            self._wait(rank)
-
-
-LOCKSTEP = None  # the run in progress
+LOCKSTEP = None  # the run in progress: its nki_interp.Turns, one thread per rank
+STATES, CALLS = [], []  # its ranks' interpreter states, and each rank's pending collective
 
 
 def _hbm(tensors, what):
@@ -134,7 +79,9 @@ def _collective(name, check):
         tally[0] += 1
         tally[1] += dst.data.size * nki_interp._DTYPES[dst.dtype]
         nki_interp.STATE.instructions += 1
-        LOCKSTEP.collective(nki_interp.STATE.rank, name, (src, dst, kwargs))
+        rank = nki_interp.STATE.rank
+        CALLS[rank] = (src, dst, kwargs)
+        LOCKSTEP.sync(rank, name, lambda arrived: _perform(arrived, STATES))
 
     call.__name__ = name
     return call
@@ -155,8 +102,17 @@ def _check_reduce(src, dst, n, op=None):
         raise NkiError(f"all_reduce: dst {dst.shape} is not src's shape {src.shape}")
 
 
+def _check_all_to_all(src, dst, n, collective_dim=None):
+    if collective_dim != 0:
+        raise NkiError("all_to_all: collective_dim=0 (the only one NKI takes for HBM tensors)")
+    if dst.shape != src.shape or src.shape[0] % n:
+        raise NkiError(f"all_to_all: src {src.shape} and dst {dst.shape} must be one shape, "
+                       f"axis 0 a multiple of {n} ranks")
+
+
 def _perform(arrived, states):
-    """Runs a collective every rank reached (in rank order)."""
+    """Runs a collective every rank reached ((rank, name) in arrival order)."""
+    arrived = [(rank, name, CALLS[rank]) for rank, name in sorted(arrived)]
     names = {name for _, name, _ in arrived}
     if len(names) != 1:
         raise NkiError(f"the ranks reach different collectives: {sorted(names)}")
@@ -165,6 +121,12 @@ def _perform(arrived, states):
     if len({s.shape for s in srcs}) != 1:
         raise NkiError(f"{name}: the ranks' srcs differ in shape: {[s.shape for s in srcs]}")
     if not states[0].compute:
+        return
+    if name == "all_to_all":  # rank r receives block r of every rank, in rank order
+        blocks = [np.split(s.read(), len(srcs)) for s in srcs]
+        for rank, _, (_, dst, _) in arrived:
+            nki_interp.STATE = states[rank]
+            dst.write(np.concatenate([b[rank] for b in blocks]).reshape(dst.shape))
         return
     if name == "all_gather":
         values = np.stack([s.read() for s in srcs])
@@ -183,6 +145,7 @@ def make_collectives():
     ncc.ReplicaGroup = ReplicaGroup
     ncc.all_gather = _collective("all_gather", _check_gather)
     ncc.all_reduce = _collective("all_reduce", _check_reduce)
+    ncc.all_to_all = _collective("all_to_all", _check_all_to_all)
     return ncc
 
 
@@ -201,11 +164,12 @@ def _rank_outputs(module, rank, result, n):
 
 
 def run(module, kernel, inputs, sbuf_bytes):
-    """Runs RANKS ranks of `kernel`, each on rank_inputs(rank, **inputs) (inputs None: count
-    only, on inputs that take no memory). Returns {name: float64 array}: the sharded outputs
-    concatenated, the others rank 0's (every rank must hold the same). nki_interp.structure()
-    then gives rank 0's counts, which every rank's must equal."""
-    global LOCKSTEP
+    """Runs RANKS ranks of `kernel` (or of RANK_KERNELS, one each), each on
+    rank_inputs(rank, **inputs) (inputs None: count only, on inputs that take no memory).
+    Returns {name: float64 array}: the sharded outputs concatenated, the others rank 0's
+    (every rank must hold the same). nki_interp.structure() then gives rank 0's counts, which
+    every rank's must equal (RANK_KERNELS: rank STRUCTURE_RANK's, the others unchecked)."""
+    global LOCKSTEP, STATES, CALLS
     n = module.RANKS
     whole = {}
     for name, spec in module.INPUTS.items():
@@ -223,18 +187,31 @@ def run(module, kernel, inputs, sbuf_bytes):
         state.reset(sbuf_bytes, compute=inputs is not None)
         state.rank = rank
         states.append(state)
-    lockstep = LOCKSTEP = _Lockstep(states)
+    STATES, CALLS = states, [None] * n
+
+    def switch(rank):
+        nki_interp.STATE = states[rank]
+
+    lockstep = LOCKSTEP = nki_interp.Turns(n, switch, "rank")
+
+    kernels = getattr(module, "RANK_KERNELS", None)
+    if kernels is not None and len(kernels) != n:
+        raise NkiError(f"RANK_KERNELS lists {len(kernels)} kernels for {n} ranks")
 
     def body(rank):
         shards = module.rank_inputs(rank, **whole)
         args = []
-        for name, spec in module.INPUTS.items():
-            a = shards[name]
+        for name in list(module.INPUTS) + [k for k in shards if k not in module.INPUTS]:
+            a = np.asarray(shards[name])
+            dtype = module.INPUTS[name][1] if name in module.INPUTS else "int32"
+            if name not in module.INPUTS and a.dtype != np.int32:
+                raise NkiError(f"rank_inputs: {name}, beyond INPUTS, must be an int32 table")
             data = nki_interp._shape_only(a.shape) if inputs is None else np.array(a)
-            args.append(Tensor(data, spec[1], HBM, name))
-        return _rank_outputs(module, rank, kernel(*args), n)
+            args.append(Tensor(data, dtype, HBM, name))
+        own = kernel if kernels is None else kernels[rank]
+        return _rank_outputs(module, rank, own(*args), n)
 
-    threads = [threading.Thread(target=lockstep.main, args=(r, lambda r=r: body(r)))
+    threads = [threading.Thread(target=lockstep.run, args=(r, lambda r=r: body(r)))
                for r in range(n)]
     try:
         for t in threads:
@@ -243,12 +220,12 @@ def run(module, kernel, inputs, sbuf_bytes):
             t.join()
     finally:
         LOCKSTEP = None
-        nki_interp.STATE = states[0]
-    if lockstep.failed is not None:
-        raise lockstep.failed
+        nki_interp.STATE = states[getattr(module, "STRUCTURE_RANK", 0) if kernels else 0]
+    if lockstep.error is not None:
+        raise lockstep.error
     counts = [s.counts.as_dict() for s in states]
     for rank, c in enumerate(counts[1:], 1):
-        if c != counts[0]:
+        if c != counts[0] and kernels is None:
             raise NkiError(f"rank {rank} does other work than rank 0 ({c} vs {counts[0]})")
     if inputs is None:
         return None

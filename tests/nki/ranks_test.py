@@ -122,6 +122,44 @@ def sharded_output():
     assert "collectives" not in nki_interp.structure()
 
 
+def all_to_all():
+    """all_to_all: block q of rank r's destination is block r of rank q's source; the ranks
+    may run different kernels (RANK_KERNELS), STRUCTURE_RANK's counts are structure()'s."""
+    block = ROWS // RANKS
+
+    def exchange(x, extra_copies):
+        y = nl.ndarray((ROWS, COLS), dtype=nl.float32, buffer=nl.shared_hbm)
+        mine = to_private(x)
+        for _ in range(extra_copies):  # work that differs by rank
+            to_private(x)
+        ncc.all_to_all(srcs=[mine], dsts=[y], replica_group=group(), collective_dim=0)
+        return y
+
+    kernels = [lambda x, r=r: exchange(x, r) for r in range(RANKS)]
+    for k in kernels:
+        k.nki_kernel = True
+    module = module_of(kernels[0], {"y": ((RANKS * ROWS, COLS), "float32")}, ("y",))
+    module.RANK_KERNELS, module.STRUCTURE_RANK = kernels, 2
+    x = np.arange(RANKS * ROWS * COLS, dtype=np.float64).reshape(RANKS * ROWS, COLS)
+    got = nki_interp.run(module, {"x": x})["y"]
+    for r in range(RANKS):
+        for q in range(RANKS):
+            src = x[q * ROWS + r * block:q * ROWS + (r + 1) * block]
+            assert np.array_equal(got[r * ROWS + q * block:r * ROWS + (q + 1) * block], src)
+    counts = nki_interp.structure()
+    assert counts["collectives"] == {"all_to_all": (1, ROWS * COLS * 4)}, counts
+    assert counts["dma"]["hbm->sbuf"][0] == 1 + 2, "rank 2's counts: its own two extra copies"
+    assert nki_interp.count(module)["collectives"] == {"all_to_all": (1, ROWS * COLS * 4)}
+
+    def uneven(x):  # a block per rank must divide axis 0
+        y = nl.ndarray((RANKS * ROWS, COLS), dtype=nl.float32, buffer=nl.shared_hbm)
+        ncc.all_to_all(srcs=[to_private(x)[0:ROWS - 1, :]], dsts=[y[0:ROWS - 1, :]],
+                       replica_group=group(), collective_dim=0)
+        return y
+
+    expect_error(uneven, "multiple of")
+
+
 def expect_error(kernel, words):
     module = module_of(kernel, {"y": ((RANKS * ROWS, COLS), "float32")})
     x = np.zeros((RANKS * ROWS, COLS))
@@ -185,6 +223,8 @@ def main():
     print("ok   all_reduce: added in fp32 in rank order, rounded to the destination")
     sharded_output()
     print("ok   a sharded output is the ranks' parts concatenated")
+    all_to_all()
+    print("ok   all_to_all: blocks exchanged by rank, different kernels per rank, counted")
     ranks_that_do_not_meet()
     print("ok   ranks whose collectives differ, or that return while others wait, are errors")
     return 0

@@ -3,7 +3,7 @@
 // plus the all-to-all dispatch and combine; the gate checks the combined y
 // against the unsharded moe reference and catches a dropped expert; explain
 // names the all-to-all when it is the bottleneck; NKI emits moe's kernel for
-// ep = 1 only.
+// ep = 1 and a kernel per rank joined by all-to-alls for ep > 1.
 #include "sharded_helpers.hpp"
 
 #include "sim/collectives.hpp"
@@ -42,6 +42,27 @@ std::vector<std::int64_t> group_sizes() {
   return out;
 }
 
+/// The rows of an all-to-all block of `small` over 4 ranks: the most rows one
+/// rank's 64 tokens route to another rank's 4 experts (with `by_expert`, to
+/// one of them), so that every block is padded to it.
+std::int64_t block_rows(bool by_expert) {
+  moe_detail::params p;
+  p.tokens = 256;
+  p.experts = 16;
+  p.top_k = 4;
+  p.route_skew = 100;
+  const auto expert_of = moe_detail::route_tokens(p);
+  std::vector<std::int64_t> n(4 * 16, 0);
+  std::int64_t most = 0;
+  for (std::size_t i = 0; i < expert_of.size(); ++i) {
+    const auto from = static_cast<std::int64_t>(i / 4 / 64);
+    const std::int64_t e = expert_of[i];
+    const auto to = by_expert ? e : e / 4 * 4;
+    most = std::max(most, ++n[static_cast<std::size_t>(from * 16 + to)]);
+  }
+  return most;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -67,13 +88,15 @@ TEST_CASE(
   }
   CHECK(rows > 256 * 4 / 4);  // the skew loads the first experts' rank beyond its share
   CHECK(m.metrics.at("flops") == doctest::Approx(2.0 * static_cast<double>(rows) * 512 * 384));
-  // x rows (bf16) there, scaled fp32 rows back: the straggler's rows each way
+  // x rows (bf16) there, scaled fp32 rows back: 4 blocks of CAP rows each way,
+  // every (source, destination) block padded to the largest
   const topology topo = machine_for("trn2_chip").topo;
   const auto a2a = [&](double bytes) {
     return time_collective(collective::all_to_all, collective_algorithm::ring, bytes, 4, topo).ns;
   };
-  const double expected =
-      a2a(static_cast<double>(rows) * 512 * 2) + a2a(static_cast<double>(rows) * 384 * 4);
+  const auto cap = static_cast<double>(block_rows(false));
+  CHECK(cap * 4 >= static_cast<double>(rows));  // the straggler receives at most 4 blocks
+  const double expected = a2a(4 * cap * 512 * 2) + a2a(4 * cap * 384 * 4);
   CHECK(m.metrics.at("collective_s") == doctest::Approx(expected * 1e-9));
   CHECK(m.objective == doctest::Approx(m.metrics.at("compute_s") + expected * 1e-9));
   CHECK(m.message.find("all-to-all dispatch and combine (ring, 4 ranks") != std::string::npos);
@@ -151,7 +174,16 @@ TEST_CASE("sharded_moe: explain names the all-to-all when it is the bottleneck")
                       "all-to-all dispatch and combine (ring, 16 ranks", with(s, R"({"ep": 1})"));
 }
 
-TEST_CASE("sharded_moe: NKI emission emits moe's kernel for ep = 1 and refuses ep > 1") {
+TEST_CASE("sharded_moe: with ep > 1 the partials cannot wait in SBUF") {
+  const space s = example("trn2_chip", small);
+  tessel::config c = with(s, R"({"ep": 4, "partials": "sbuf", )" + tiles + "}");
+  const measurement m = evaluate(s, c);
+  CHECK(m.status == status::compile_error);
+  CHECK(m.message.find("partials = sbuf with ep = 4") != std::string::npos);
+  CHECK_FALSE(s.is_valid(c));  // examples/sharded_moe.tsl requires it
+}
+
+TEST_CASE("sharded_moe: NKI emission emits moe's kernel for ep = 1, a kernel per rank for ep > 1") {
   const overrides shape{
       {"tokens", "48"}, {"d_in", "256"}, {"d_out", "768"}, {"experts", "8"}, {"top_k", "2"}};
   const space s = example("trn2", shape);
@@ -167,7 +199,14 @@ TEST_CASE("sharded_moe: NKI emission emits moe's kernel for ep = 1 and refuses e
   };
   CHECK(body(s) == body(moe));
   const space chip = example("trn2_chip", shape);
-  CHECK(nki_refusal(chip, R"({"ep": 8})")
-            .find("NKI emission of collectives is not implemented (ep = 8 needs an all-to-all "
-                  "dispatch and combine of the routed rows)") != std::string::npos);
+  for (const char* split : {R"({"ep": 8})", R"({"ep": 4, "overlap": true})"}) {
+    CAPTURE(split);
+    const std::string text = emit_nki(chip, with(chip, split), nki_options{});
+    const bool overlap = std::string(split).find("overlap") != std::string::npos;
+    CHECK(text.find(overlap ? "\nRANKS = 4 " : "\nRANKS = 8 ") != std::string::npos);
+    CHECK(text.find(overlap ? "\nCHUNKS = 2 " : "\nCHUNKS = 1 ") != std::string::npos);
+    CHECK(text.find("\nRANK_KERNELS = [sharded_moe_kernel_0, ") != std::string::npos);
+    CHECK(text.find("ncc.all_to_all(") != std::string::npos);
+    CHECK(text.find("\"all_to_all\": (") != std::string::npos);  // STRUCTURE counts them
+  }
 }

@@ -247,9 +247,13 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
     injected = nki::fault::drop_tail;
   else if (o.fault == "skip_accumulation")
     injected = nki::fault::skip_accumulation;
+  else if (o.fault == "drop_collective")
+    injected = nki::fault::drop_collective;
   else if (!o.fault.empty())
-    throw options_error(fmt::format(
-        "nki_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, or empty)", o.fault));
+    throw options_error(
+        fmt::format("nki_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, "
+                    "drop_collective, or empty)",
+                    o.fault));
   target t = s.def().target;
   if (!o.target.empty()) {
     const auto named = builtin_target(o.target);

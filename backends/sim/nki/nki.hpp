@@ -24,6 +24,7 @@ enum class fault : std::uint8_t {
   none,
   drop_tail,          ///< the outermost tile loop stops one iteration early
   skip_accumulation,  ///< the last contraction step of each output is not accumulated
+  drop_collective,    ///< the last collective that joins the ranks is not called (ep > 1)
 };
 
 /// Python source with four-space indentation.

@@ -320,7 +320,19 @@ class lowerer {
       deps.push_back(war);
       instruction_id last = program::none;
       buffer_id src = sb_part_;  // partials in SBUF: summed where they are
-      if (!p_.sbuf_partials) {
+      if (!p_.sbuf_partials && pl_.share.exchanged) {
+        // the token tile's top_k row indices, then one gather per slot through them
+        const auto index =
+            b_.dma(q_.next(3), hbm_route_, sb_comb_, rows, p_.top_k * 4, tags_[t_part], deps);
+        for (std::int64_t j = 0; j < p_.top_k; ++j) {
+          last = b_.dma(q_.next(3), hbm_part_, sb_comb_, rows, cols * 4, tags_[t_part], {index});
+          out_.at(last).aux = static_cast<std::uint32_t>(cols * 4);
+          deps.push_back(last);
+        }
+        deps = {deps.begin() + static_cast<std::ptrdiff_t>(deps.size()) - p_.top_k, deps.end()};
+        src = sb_comb_;
+        scatters_ = {index};
+      } else if (!p_.sbuf_partials) {
         instruction in;
         in.engine = q_.next(3);
         in.kind = op::dma;

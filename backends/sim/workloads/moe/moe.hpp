@@ -121,6 +121,12 @@ class core_tiles {
 struct rank_share {
   std::int32_t first_expert = 0, end_expert = -1;
   std::int64_t first_token = 0, end_token = -1;
+  /// The partials come back by an all-to-all (sharded_moe, ep > 1) in the
+  /// order the rows were dispatched, not token order: per token tile and out
+  /// block the combine loads an index tile (each token's top_k rows) and
+  /// gathers each slot through it (top_k indirect transfers) instead of one
+  /// load of the token tile's partials.
+  bool exchanged = false;
   /// Whether expert `e` of `experts` is in the share.
   [[nodiscard]] bool holds(std::int64_t e, std::int64_t experts) const noexcept {
     return e >= first_expert && e < (end_expert < 0 ? experts : end_expert);
@@ -158,6 +164,29 @@ struct plan {
 [[nodiscard]] inline bool needs_barrier(const plan& pl) {
   return pl.cores > 1 && pl.p.split == core_split::experts;
 }
+
+/// How sharded_moe's ep ranks exchange the routed rows (docs/nki.md, "Expert
+/// parallel"): rank s holds tokens [s T/ep, (s + 1) T/ep) and experts
+/// [s E/ep, (s + 1) E/ep); each all-to-all moves equal blocks of `cap` rows
+/// per (source, destination) pair, the routed counts padded; `chunks`
+/// exchanges (one per expert of a rank with overlap, else one).
+struct ep_exchange {
+  int ranks = 1, chunks = 1;
+  std::int64_t cap = 1, rank_experts = 1, rank_tokens = 0;
+  /// send[s][k][d]: the (token, slot) rows rank s sends rank d in chunk k, in order
+  std::vector<std::vector<std::vector<std::vector<route>>>> send;
+};
+
+/// The exchange of `pl`'s routing over `ranks` ranks (experts and tokens
+/// divisible by it), one chunk per expert of a rank when `by_expert`.
+[[nodiscard]] ep_exchange exchange_of(const plan& pl, int ranks, bool by_expert);
+
+/// sharded_moe's kernel for ep > 1 (moe_nki.cpp): `ranks` are each rank's
+/// plan (the routing restricted to its share, exchanged), `structure` the
+/// STRUCTURE block (rank `straggler`'s, the one timed). "" or why not.
+[[nodiscard]] std::string emit_ep_nki(const std::vector<plan>& ranks, const ep_exchange& ex,
+                                      int straggler, const std::string& structure,
+                                      const nki::context& ctx, std::string& out);
 
 /// Rebuilds `pl`'s tiles and combine (the same routing) for `share` only.
 void restrict_plan(plan& pl, const rank_share& share);

@@ -179,6 +179,28 @@ void restrict_plan(plan& pl, const rank_share& share) {
   build_tiles(pl);
 }
 
+ep_exchange exchange_of(const plan& pl, int ranks, bool by_expert) {
+  const auto& p = pl.p;
+  ep_exchange ex;
+  ex.ranks = ranks;
+  ex.rank_experts = p.experts / ranks;
+  ex.rank_tokens = p.tokens / ranks;
+  ex.chunks = by_expert ? static_cast<int>(ex.rank_experts) : 1;
+  const auto n = static_cast<std::size_t>(ranks);
+  ex.send.assign(n, std::vector<std::vector<std::vector<route>>>(
+                        static_cast<std::size_t>(ex.chunks), std::vector<std::vector<route>>(n)));
+  ex.cap = 1;
+  for (std::int64_t t = 0; t < p.tokens; ++t)
+    for (std::int64_t j = 0; j < p.top_k; ++j) {
+      const std::int64_t e = pl.expert_of[static_cast<std::size_t>(t * p.top_k + j)];
+      auto& to = ex.send[static_cast<std::size_t>(t / ex.rank_tokens)][static_cast<std::size_t>(
+          by_expert ? e % ex.rank_experts : 0)][static_cast<std::size_t>(e / ex.rank_experts)];
+      to.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(j)});
+      ex.cap = std::max(ex.cap, static_cast<std::int64_t>(to.size()));
+    }
+  return ex;
+}
+
 std::vector<std::int32_t> route_tokens(const params& p) {
   std::vector<double> weight(static_cast<std::size_t>(p.experts));
   for (std::size_t e = 0; e < weight.size(); ++e)

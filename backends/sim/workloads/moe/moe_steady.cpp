@@ -236,7 +236,14 @@ class model : steady::closed_model<plan> {
     const double lat = m_.dma_fixed_latency_ns + (m_.dma_queue_pipelined ? 0 : m_.dma_issue_ns);
     each(split(p_.d_out, p_.out_tile), [&](double blocks, std::int64_t cols) {
       double step = 0;
-      if (!p_.sbuf_partials) {
+      if (!p_.sbuf_partials && pl_.share.exchanged) {  // the index tile, a gather per slot
+        c_.transfer(w, s_combine, blocks, rows, p_.top_k * 4, true, false);
+        step += c_.transfer_ns(rows, p_.top_k * 4, 0, true) + lat;
+        c_.transfer(w, s_combine, blocks * static_cast<double>(p_.top_k), rows, cols * 4, true,
+                    false, cols * 4);
+        step +=
+            static_cast<double>(p_.top_k) * c_.transfer_ns(rows, cols * 4, cols * 4, true) + lat;
+      } else if (!p_.sbuf_partials) {
         c_.transfer(w, s_combine, blocks, rows, p_.top_k * cols * 4, true, false, cols * 4);
         step += c_.transfer_ns(rows, p_.top_k * cols * 4, cols * 4, true) + lat;
       }

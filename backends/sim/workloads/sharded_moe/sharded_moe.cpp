@@ -5,12 +5,16 @@
 // of its expert, each rank runs the moe workload's group tiles of its
 // experts (moe's plan and lowering, unchanged, restricted to the rank), an
 // all-to-all combine returns the scaled fp32 rows to their tokens' ranks,
-// and each rank sums its tokens' top_k rows (moe's combine). The ranks
+// and each rank sums its tokens' top_k rows (moe's combine, each slot
+// gathered through an index tile from where the combine left it). The ranks
 // differ by the routing: the one timed is the straggler, the rank with the
-// most group tiles (each reads its expert's weights), then the most rows;
-// the all-to-alls are timed as even exchanges of the busiest rank's rows.
-// With overlap the rows are dispatched and combined expert by expert while
-// the rank's next expert computes.
+// most group tiles (each reads its expert's weights), then the most rows.
+// The all-to-alls move equal blocks (what NKI's all_to_all takes): CAP rows
+// per (source, destination) pair, the most any pair routes, padded; with
+// overlap one dispatch and one combine per expert of a rank (CAP the most
+// of any pair and expert), dispatched and combined expert by expert while
+// the rank's next expert computes. The emitted kernel (ep > 1) is one per
+// rank, joined by those all-to-alls (moe_nki.cpp emit_ep_nki).
 #include "../moe/moe.hpp"
 #include "../sharded.hpp"
 
@@ -34,7 +38,8 @@ struct sharded_plan {
   moe_detail::plan* rank = nullptr;     ///< inside `core`
   std::int64_t per_rank = 1;            ///< experts per rank
   int straggler = 0;
-  double dispatch_bytes = 0, combine_bytes = 0;  ///< per rank: the busiest rank's rows
+  double dispatch_bytes = 0, combine_bytes = 0;  ///< per rank: CHUNKS x RANKS x CAP rows
+  std::int64_t cap = 1;                          ///< rows of an all-to-all block
   rank_split split;  ///< ep; the dispatch and the combine, one of each per expert (overlap)
 };
 
@@ -132,8 +137,31 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
   [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
                                       std::string& out) const override {
     if (p.split.ranks == 1) return inner().emit_nki_plan(*p.core, ctx, out);
-    return refuse_nki(name(), "ep", p.split.ranks,
-                      "needs an all-to-all dispatch and combine of the routed rows");
+    // ep > 1 (docs/nki.md, "Expert parallel"): a kernel per rank, each of its
+    // share of the plan; STRUCTURE the straggler's lowering and the all-to-alls
+    program timed;
+    if (auto e = lower_program(p, ctx.m, timed); !e.empty()) return e;
+    nki::structure s = nki::structure_of(timed);
+    count_collectives(p.split, {p.dispatch_bytes, p.combine_bytes}, s);
+    std::vector<moe_detail::plan> ranks;
+    for (int q = 0; q < p.split.ranks; ++q) {
+      ranks.push_back(*p.rank);
+      ranks.back().core = -1;
+      moe_detail::restrict_plan(ranks.back(), share_of(*p.rank, p.split.ranks, q));
+    }
+    const auto ex = moe_detail::exchange_of(*p.rank, p.split.ranks, p.split.overlap);
+    return moe_detail::emit_ep_nki(ranks, ex, p.straggler, nki::to_python(s), ctx, out);
+  }
+
+  /// Rank q's share of `pl`'s layer among `ep`: its experts and tokens, its
+  /// partials exchanged.
+  static moe_detail::rank_share share_of(const moe_detail::plan& pl, int ep, int q) {
+    const std::int64_t experts = pl.p.experts / ep, tokens = pl.p.tokens / ep;
+    moe_detail::rank_share out{static_cast<std::int32_t>(q * experts),
+                               static_cast<std::int32_t>((q + 1) * experts), q * tokens,
+                               (q + 1) * tokens};
+    out.exchanged = true;
+    return out;
   }
 
   /// Reads (s, c) into `p`: the split, moe's plan of the straggler rank and
@@ -157,16 +185,20 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
     const auto load = loads(*p.rank, r.ranks);
     const auto busiest = std::max_element(load.begin(), load.end());
     p.straggler = static_cast<int>(busiest - load.begin());
-    const std::int64_t per_tokens = tokens / r.ranks;
-    if (r.ranks > 1)
-      moe_detail::restrict_plan(*p.rank,
-                                {static_cast<std::int32_t>(p.straggler * p.per_rank),
-                                 static_cast<std::int32_t>((p.straggler + 1) * p.per_rank),
-                                 p.straggler * per_tokens, (p.straggler + 1) * per_tokens});
-    // a rank sends its tokens' rows and receives its experts' rows; the
-    // busiest of either sets both all-to-alls (x rows there, fp32 rows back)
+    if (r.ranks > 1 && p.rank->p.sbuf_partials)
+      return fmt::format(
+          "partials = sbuf with ep = {}: a rank's combine needs the rows other ranks computed, "
+          "which the combine all-to-all returns into HBM (a rank cannot read another's SBUF); "
+          "use partials = hbm",
+          r.ranks);
+    if (r.ranks > 1) moe_detail::restrict_plan(*p.rank, share_of(*p.rank, r.ranks, p.straggler));
+    // every all-to-all moves RANKS blocks of CAP rows per rank, one exchange
+    // or one per expert of a rank (overlap): x rows there, fp32 rows back
     const auto& mp = p.rank->p;
-    const auto rows = static_cast<double>(std::max(busiest->rows, per_tokens * mp.top_k));
+    const int chunks = r.overlap ? static_cast<int>(p.per_rank) : 1;
+    p.cap =
+        r.ranks > 1 ? moe_detail::exchange_of(*p.rank, r.ranks, r.overlap).cap : tokens * mp.top_k;
+    const auto rows = static_cast<double>(chunks * r.ranks * p.cap);
     p.dispatch_bytes = rows * static_cast<double>(mp.d_in * dtype_bytes(mp.type));
     p.combine_bytes = rows * static_cast<double>(mp.d_out * 4);
     r.bytes = p.dispatch_bytes + p.combine_bytes;
