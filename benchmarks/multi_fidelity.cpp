@@ -42,7 +42,8 @@
 //
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 2] [--top 0.1] [--top-patience 20] [--audit 0] [--sim-sample 5000]
+//                        [--z 2] [--top 0.1] [--top-patience 20] [--top-min 1] [--audit 0]
+//                        [--sim-sample 5000]
 //                        [--no-sim] [--no-replay] [--file F.tsl]... [--target trn2] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
@@ -405,6 +406,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--top-patience", mfo.top_patience, "multi_fidelity_options::top_patience")
       ->capture_default_str();
+  app.add_option("--top-min", mfo.top_min,
+                 "multi_fidelity_options::top_min (0 = no minimum, the rule before it)")
+      ->capture_default_str();
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
   app.add_option("--total-factor", total_factor,
@@ -509,8 +513,9 @@ int main(int argc, char** argv) {
   std::cout << fmt::format(
       "\ngeometric mean of (high-only / multi-fidelity mean high evaluations to the target): "
       "{:.2f}x (bootstrap 95% interval [{:.2f}, {:.2f}])\n"
-      "{} seeds per arm, strategy '{}'; warped copies: gamma {}, beta {}, sigma {}; z {}; a run "
-      "that never reaches the target counts at the cap.\n",
-      geo, geo_ci.first, geo_ci.second, seeds, strategy, d.gamma, d.beta, d.sigma, mfo.z);
+      "{} seeds per arm, strategy '{}'; warped copies: gamma {}, beta {}, sigma {}; z {}; top_min "
+      "{}; a run that never reaches the target counts at the cap.\n",
+      geo, geo_ci.first, geo_ci.second, seeds, strategy, d.gamma, d.beta, d.sigma, mfo.z,
+      mfo.top_min);
   return 0;
 }

@@ -57,7 +57,8 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   low_sorted_.insert(at, low_objective);
   const double fraction = options_.top_fraction *
                           (1.0 + static_cast<double>(screened_in_a_row_ / options_.top_patience));
-  const bool top = rank <= fraction * static_cast<double>(low_sorted_.size());
+  const bool top = rank <= std::max(static_cast<double>(options_.top_min),
+                                    fraction * static_cast<double>(low_sorted_.size()));
   d.spread = corr.spread;
   const bool usable = !corr.log_scale || low_objective > 0;
   d.predicted = usable ? corr.predict(low_objective) : low_objective;

@@ -299,3 +299,70 @@ TEST_CASE("fidelity: max_high caps the promotions, even with evaluations in flig
   CHECK(mf->stats().low_evaluations == 200);
   REQUIRE(sum.best);
 }
+
+TEST_CASE("fidelity: top_min lets the best screen so far through before the tenth screen") {
+  // Before: the top filter passed rank <= 0.1 n only, so no config was
+  // promising before the tenth screen, and a best config screened then was
+  // never asked again (bench_multi_fidelity: 6 of 20 newton_schulz runs
+  // missed the target with both models ranking alike).
+  const auto s = grid();
+  auto p = make_pair([](double t) { return 2 * t; });  // ranks exactly like the high fidelity
+  const auto at = [&](int x, int y) {
+    return s.from_json("{\"x\": " + std::to_string(x) + ", \"y\": " + std::to_string(y) + "}");
+  };
+  const auto run = [&](std::size_t top_min) {
+    multi_fidelity_options o;
+    o.top_min = top_min;
+    multi_fidelity_backend mf(p.low, p.high, o);
+    for (auto [x, y] : {std::pair{0, 0}, {39, 39}, {5, 30}}) (void)mf.evaluate(s, at(x, y));
+    const auto best = mf.evaluate(s, at(23, 11));   // the optimum, as the fourth screen
+    const auto worse = mf.evaluate(s, at(22, 11));  // rank 2 of 5: screened either way
+    CHECK(worse.low_fidelity());
+    return std::pair{best, mf.stats()};
+  };
+  const auto [now, now_stats] = run(1);
+  CHECK_FALSE(now.low_fidelity());
+  CHECK(now.metrics.at("fidelity_reason") == static_cast<double>(promotion_reason::promising));
+  CHECK(now_stats.best_high == doctest::Approx(1.0));
+  CHECK(now_stats.high_evaluations == 4);
+  const auto [old, old_stats] = run(0);  // no minimum: the rule before top_min
+  CHECK(old.low_fidelity());
+  CHECK(old_stats.high_evaluations == 3);
+
+  // A small space searched whole: with top_min every run measures its
+  // optimum at the high fidelity; without it some runs screen it out.
+  const auto small = parse_space("space small { param x : 0 .. 11  param y : 0 .. 7 }");
+  const auto bowl = [](const space& sp, const config& c) {
+    const auto x = static_cast<double>(sp.value_of(c, 0).integer);
+    const auto y = static_cast<double>(sp.value_of(c, 1).integer);
+    return 1.0 + (x - 7) * (x - 7) / 10.0 + (y - 2) * (y - 2) / 8.0;
+  };
+  auto low = std::make_shared<callback_backend>(
+      [bowl](const space& sp, const config& c) {
+        return measurement::success(3 * bowl(sp, c), cost{0, 0, 0.01});
+      },
+      named("low"));
+  auto high = std::make_shared<callback_backend>(
+      [bowl](const space& sp, const config& c) {
+        return measurement::success(bowl(sp, c), cost{1, 0, 1});
+      },
+      named("high"));
+  int missed_now = 0, missed_old = 0;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed)
+    for (std::size_t top_min : {1, 0}) {
+      multi_fidelity_options o;
+      o.top_min = top_min;
+      auto mf = std::make_shared<multi_fidelity_backend>(low, high, o);
+      study::options so;
+      so.seed = seed;
+      so.evaluate_baseline = false;
+      study st(small, mf, make_strategy("random"), so);
+      const auto sum = st.run(stop::evaluations(small.count()));
+      REQUIRE(sum.best);
+      double best_asked = 1e9;  // the best config the study asked for, at either fidelity
+      for (const auto& t : st.trials()) best_asked = std::min(best_asked, bowl(small, t.config));
+      if (sum.best->result.objective > best_asked) ++(top_min ? missed_now : missed_old);
+    }
+  CHECK(missed_now == 0);
+  CHECK(missed_old > 0);
+}

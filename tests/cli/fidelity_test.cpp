@@ -87,6 +87,12 @@ TEST_CASE("tune --fidelity: misuse is refused with a message") {
                               " --fidelity replay:" + table + " --fidelity-set zz=1 --no-db -n 3");
   CHECK(setting.code == 1);
   CHECK(contains(setting.err, "unknown setting 'zz'"));
+  const auto top_min =
+      tessel("tune '" + table + "' --fidelity replay:" + table + " --fidelity replay:" + table +
+             " --fidelity-set top_min=1.5 --no-db -n 3");
+  CHECK(top_min.code == 1);
+  CHECK(contains(top_min.err,
+                 "--fidelity-set: setting top_min must be a whole number >= 0, got '1.5'"));
   const auto budget = tessel("tune '" + table + "' --high-budget 3 --no-db -n 3");
   CHECK(budget.code == 1);
   CHECK(

@@ -202,17 +202,18 @@ class model : steady::closed_model<plan> {
   }
 
   /// What TensorE waits for in a tile beyond its work (`load`: one weight
-  /// block's, block_load_ns).
+  /// block's, block_load_ns): the larger of the two waits, not their sum,
+  /// as the event model overlaps them (the weights and the next tile's rows
+  /// load on different queues at once).
   [[nodiscard]] double tile_stall(double transposes, double first_group, double x_chain,
                                   double load) const {
-    double stall = 0;
+    double weights = 0;
     const double blocks = static_cast<double>(pl_.out_blocks);
     if (p_.bufs == 1) {
-      stall += std::max(0.0, load - first_group - transposes) +
-               (blocks - 1) * std::max(0.0, load - first_group);
+      weights = std::max(0.0, load - first_group - transposes) +
+                (blocks - 1) * std::max(0.0, load - first_group);
     }
-    if (p_.x_bufs == 1) stall += x_chain;
-    return stall;
+    return std::max(weights, p_.x_bufs == 1 ? x_chain : 0.0);
   }
 
   /// After the last matmul: its scale and scatter.
