@@ -42,7 +42,7 @@
 //
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 2] [--top 0.1] [--top-patience 20] [--top-min 1] [--audit 0]
+//                        [--z 2] [--top 0.1] [--top-patience 20] [--top-min 0] [--audit 0]
 //                        [--sim-sample 5000]
 //                        [--no-sim] [--no-replay] [--file F.tsl]... [--target trn2] [--json]
 #include "common.hpp"
@@ -406,8 +406,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--top-patience", mfo.top_patience, "multi_fidelity_options::top_patience")
       ->capture_default_str();
-  app.add_option("--top-min", mfo.top_min,
-                 "multi_fidelity_options::top_min (0 = no minimum, the rule before it)")
+  app.add_option("--top-min", mfo.top_min, "multi_fidelity_options::top_min (0 = no minimum)")
       ->capture_default_str();
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
