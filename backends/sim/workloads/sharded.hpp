@@ -110,15 +110,6 @@ inline void count_collectives(const rank_split& r, std::initializer_list<double>
   }
 }
 
-/// Why a sharded plan emits no NKI kernel (docs/nki.md).
-[[nodiscard]] inline std::string refuse_nki(std::string_view workload, const char* degree,
-                                            int ranks, std::string_view split) {
-  return fmt::format(
-      "{}: NKI emission of collectives is not implemented ({} = {} {}); the simulator times it, "
-      "but only {} = 1 emits a kernel (docs/nki.md)",
-      workload, degree, ranks, split, degree);
-}
-
 /// A workload whose plan `Plan` holds `split` (a rank_split) and `core` (the
 /// inner workload's plan of one rank's part): that part is lowered, timed
 /// and estimated as the inner workload does, and the split's collectives are
