@@ -92,6 +92,19 @@ std::vector<double> wait_at_barrier(const std::vector<double>& barrier_ns) {
   return waits;
 }
 
+std::size_t slowest_after_barrier(const std::vector<double>& latency_ns,
+                                  const std::vector<double>& barrier_ns,
+                                  std::vector<double>& core_ns) {
+  const auto waits = wait_at_barrier(barrier_ns);
+  const std::size_t first = core_ns.size();
+  std::size_t slowest = 0;
+  for (std::size_t k = 0; k < latency_ns.size(); ++k) {
+    core_ns.push_back(latency_ns[k] + waits[k]);
+    if (core_ns[first + k] > core_ns[first + slowest]) slowest = k;
+  }
+  return slowest;
+}
+
 std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m) const {
   const std::string dim = core_split_dimension();
   const constant* k = nullptr;

@@ -232,14 +232,12 @@ struct sim_backend::impl {
       shares.push_back(std::move(*e));
       of_core.push_back(shares.size() - 1);
     }
-    std::vector<double> barrier_ns;
-    for (const auto i : of_core) barrier_ns.push_back(shares[i].barrier_ns);
-    const auto waits = wait_at_barrier(barrier_ns);
-    std::size_t slowest = 0;
-    for (std::size_t k = 0; k < of_core.size(); ++k) {
-      core_ns.push_back(shares[of_core[k]].latency_ns + waits[k]);
-      if (core_ns[k] > core_ns[slowest]) slowest = k;
+    std::vector<double> latency_ns, barrier_ns;
+    for (const auto i : of_core) {
+      latency_ns.push_back(shares[i].latency_ns);
+      barrier_ns.push_back(shares[i].barrier_ns);
     }
+    const std::size_t slowest = slowest_after_barrier(latency_ns, barrier_ns, core_ns);
     steady_estimate out = shares[of_core[slowest]];
     out.latency_ns = core_ns[slowest];
     return out;
@@ -267,19 +265,17 @@ struct sim_backend::impl {
       timed.push_back(time_program(target_prog, *r.m, timing_options{.record = record}));
       of_core.push_back(timed.size() - 1);
     }
-    std::vector<double> barrier_ns;
-    for (const auto i : of_core) barrier_ns.push_back(timed[i].barrier_ns);
-    const auto waits = wait_at_barrier(barrier_ns);
-    std::size_t slowest = 0;
-    for (std::size_t k = 0; k < of_core.size(); ++k) {
-      r.core_ns.push_back(timed[of_core[k]].latency_ns + waits[k]);
-      if (r.core_ns[k] > r.core_ns[slowest]) slowest = k;
+    std::vector<double> latency_ns, barrier_ns;
+    for (const auto i : of_core) {
+      latency_ns.push_back(timed[i].latency_ns);
+      barrier_ns.push_back(timed[i].barrier_ns);
     }
+    const std::size_t slowest = slowest_after_barrier(latency_ns, barrier_ns, r.core_ns);
     const std::size_t i = of_core[slowest];
     if (i > 0) std::swap(prog, others[i - 1]);
     r.timing = std::move(timed[i]);
-    if (const double wait = waits[slowest]; wait > 0) {
-      r.timing.latency_ns += wait;
+    if (const double wait = r.core_ns[slowest] - r.timing.latency_ns; wait > 0) {
+      r.timing.latency_ns = r.core_ns[slowest];
       r.timing.critical_path.push_back({"core barrier", "wait for the other core", wait});
       std::stable_sort(r.timing.critical_path.begin(), r.timing.critical_path.end(),
                        [](const path_share& a, const path_share& b) { return a.ns > b.ns; });

@@ -196,6 +196,13 @@ class workload {
 /// unless every core has a barrier.
 [[nodiscard]] std::vector<double> wait_at_barrier(const std::vector<double>& barrier_ns);
 
+/// Each core's latency (`latency_ns`, alone) plus its wait at the core barrier
+/// (wait_at_barrier of `barrier_ns`) appended to `core_ns`; returns the index
+/// of the slowest core (the first of equals).
+std::size_t slowest_after_barrier(const std::vector<double>& latency_ns,
+                                  const std::vector<double>& barrier_ns,
+                                  std::vector<double>& core_ns);
+
 /// The workload named `name` ("matmul"), or nullptr.
 [[nodiscard]] const workload* find_workload(std::string_view name);
 /// The workload of space `s`: `name` when not empty, else the space's symbol
