@@ -42,7 +42,8 @@
 //
 //   bench_multi_fidelity [--data DIR] [--seeds 10] [--jobs 1] [--strategy auto]
 //                        [--spaces a,b] [--gamma 0.7] [--beta 0.3] [--sigma 0.3]
-//                        [--z 2] [--top 0.1] [--top-patience 20] [--top-min 0] [--audit 0]
+//                        [--z 2] [--top 0.1] [--top-patience 20] [--top-min 0] [--min-spread 0]
+//                        [--audit 0]
 //                        [--sim-sample 5000]
 //                        [--no-sim] [--no-replay] [--file F.tsl]... [--target trn2] [--json]
 #include "common.hpp"
@@ -408,6 +409,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--top-min", mfo.top_min, "multi_fidelity_options::top_min (0 = no minimum)")
       ->capture_default_str();
+  app.add_option("--min-spread", mfo.min_spread,
+                 "multi_fidelity_options::min_spread (log scale; 0 = no floor)")
+      ->capture_default_str();
   app.add_option("--audit", mfo.audit_every, "multi_fidelity_options::audit_every")
       ->capture_default_str();
   app.add_option("--total-factor", total_factor,
@@ -513,8 +517,8 @@ int main(int argc, char** argv) {
       "\ngeometric mean of (high-only / multi-fidelity mean high evaluations to the target): "
       "{:.2f}x (bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "{} seeds per arm, strategy '{}'; warped copies: gamma {}, beta {}, sigma {}; z {}; top_min "
-      "{}; a run that never reaches the target counts at the cap.\n",
+      "{}; min_spread {}; a run that never reaches the target counts at the cap.\n",
       geo, geo_ci.first, geo_ci.second, seeds, strategy, d.gamma, d.beta, d.sigma, mfo.z,
-      mfo.top_min);
+      mfo.top_min, mfo.min_spread);
   return 0;
 }

@@ -30,6 +30,7 @@ multi_fidelity_options fidelity_options_of(const settings_map& given) {
   o.top_patience = read.count("top_patience").value_or(o.top_patience);
   o.top_fraction = read.number("top_fraction").value_or(o.top_fraction);
   o.top_min = read.count("top_min").value_or(o.top_min);
+  o.min_spread = read.number("min_spread").value_or(o.min_spread);
   o.audit_every = read.count("audit_every").value_or(o.audit_every);
   o.max_high = read.count("max_high").value_or(o.max_high);
   o.promote_failures = read.flag("promote_failures").value_or(o.promote_failures);

@@ -220,6 +220,9 @@ void multi_fidelity_options::validate() const {
   if (!(min_agreement > 0 && min_agreement <= 1))
     throw options_error(fmt::format("multi_fidelity_options::min_agreement = {}: must be in (0, 1]",
                                     min_agreement));
+  if (!(min_spread >= 0) || !std::isfinite(min_spread))
+    throw options_error(fmt::format(
+        "multi_fidelity_options::min_spread = {}: must be finite and >= 0", min_spread));
 }
 
 }  // namespace tessel

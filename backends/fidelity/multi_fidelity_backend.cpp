@@ -73,7 +73,12 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   }
   const double incumbent = corr.scaled(*stats_.best_high);
   const double predicted = corr.predict_scaled(low_objective);
-  d.spread = corr.prediction_spread(low_objective);
+  // The residual spread, floored at min_spread: a few promoted pairs that
+  // agree fit a spread far below the low model's real level error.
+  const double residual = std::max(*corr.spread, options_.min_spread);
+  auto floored = corr;
+  floored.spread = residual;
+  d.spread = floored.prediction_spread(low_objective);
   const double spread = *d.spread;
   const double widened =
       options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);
@@ -82,7 +87,7 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   // incumbent's, given the noise of both (the residual spread over the slope,
   // times sqrt 2)? It keeps a bias of the log-linear fit at the extremes
   // from screening out the best configs.
-  const double low_noise = *corr.spread / corr.slope * std::sqrt(2.0);
+  const double low_noise = residual / corr.slope * std::sqrt(2.0);
   const bool beats_low =
       corr.scaled(low_objective) - options_.z * low_noise < corr.scaled(best_high_low_);
   if (top && (predicted - options_.z * spread < incumbent || beats_low)) {

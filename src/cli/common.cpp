@@ -103,7 +103,8 @@ void add_study_options(CLI::App& command, spec_options& o) {
   command
       .add_option("--fidelity-set", o.fidelity_settings,
                   "A multi-fidelity setting: warmup, z, min_agreement, top_fraction, "
-                  "top_patience, top_min, audit_every, max_high, promote_failures; repeatable")
+                  "top_patience, top_min, min_spread, audit_every, max_high, promote_failures; "
+                  "repeatable")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   command

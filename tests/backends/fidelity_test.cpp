@@ -366,3 +366,52 @@ TEST_CASE("fidelity: top_min lets the best screen so far through before the tent
   CHECK(missed_now == 0);
   CHECK(missed_old > 0);
 }
+
+TEST_CASE("fidelity: min_spread keeps a config the low fidelity misjudges by 3% promising") {
+  // Before: the spread was fitted from the promoted pairs alone; a few that
+  // agree exactly fit a spread of 0, and a config whose low objective is off
+  // by a level error of a few percent (attention's closed form: 2-4%) was
+  // screened out for good although it beats the incumbent.
+  const auto s = grid();
+  const auto at = [&](int x, int y) {
+    return s.from_json("{\"x\": " + std::to_string(x) + ", \"y\": " + std::to_string(y) + "}");
+  };
+  const auto optimum = at(23, 11);
+  auto low = std::make_shared<callback_backend>(
+      [optimum](const space& sp, const config& c) {
+        const double level = c == optimum ? 1.03 : 1.0;  // the low model's level error
+        return measurement::success(2 * truth(sp, c) * level, cost{0, 0, 0.01});
+      },
+      named("low"));
+  auto high = std::make_shared<callback_backend>(
+      [](const space& sp, const config& c) {
+        return measurement::success(truth(sp, c), cost{1, 0, 1});
+      },
+      named("high"));
+  const auto run = [&](double min_spread) {
+    multi_fidelity_options o;
+    o.top_fraction = 1;  // no top filter: only the "may beat" tests decide
+    o.min_spread = min_spread;
+    multi_fidelity_backend mf(low, high, o);
+    for (auto [x, y] : {std::pair{0, 0}, {39, 39}, {5, 30}}) (void)mf.evaluate(s, at(x, y));
+    const auto near = mf.evaluate(s, at(24, 11));  // 1.01: the incumbent
+    CHECK_FALSE(near.low_fidelity());
+    const auto far = mf.evaluate(s, at(30, 30));  // 6.0: screened either way
+    CHECK(far.low_fidelity());
+    const auto best = mf.evaluate(s, optimum);  // 1.0 here, rated 1.03 x 2 there
+    return std::pair{best, mf.stats()};
+  };
+  const auto [old, old_stats] = run(0);  // no floor: the rule before min_spread
+  CHECK(old.low_fidelity());
+  CHECK(old_stats.best_high == doctest::Approx(1.01));
+  const auto [now, now_stats] = run(0.02);
+  CHECK_FALSE(now.low_fidelity());
+  CHECK(now.metrics.at("fidelity_reason") == static_cast<double>(promotion_reason::promising));
+  CHECK(now.metrics.at("fidelity_spread") >= 0.02);
+  CHECK(now_stats.best_high == doctest::Approx(1.0));
+  CHECK(now_stats.high_evaluations == 5);
+
+  multi_fidelity_options bad;
+  bad.min_spread = -0.01;
+  CHECK_THROWS_AS(multi_fidelity_backend(low, high, bad), options_error);
+}

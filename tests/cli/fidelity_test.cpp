@@ -93,6 +93,12 @@ TEST_CASE("tune --fidelity: misuse is refused with a message") {
   CHECK(top_min.code == 1);
   CHECK(contains(top_min.err,
                  "--fidelity-set: setting top_min must be a whole number >= 0, got '1.5'"));
+  const auto min_spread =
+      tessel("tune '" + table + "' --fidelity replay:" + table + " --fidelity replay:" + table +
+             " --fidelity-set min_spread=-0.01 --no-db -n 3");
+  CHECK(min_spread.code == 1);
+  CHECK(contains(min_spread.err,
+                 "multi_fidelity_options::min_spread = -0.01: must be finite and >= 0"));
   const auto budget = tessel("tune '" + table + "' --high-budget 3 --no-db -n 3");
   CHECK(budget.code == 1);
   CHECK(
