@@ -326,17 +326,25 @@ std::string reference(const plan& pl, const std::string& before) {
       s, before, p.x_rows ? "" : ".T");
 }
 
+// The file's frame both kernels share: workload, what it computes, the DMA queues, the constants.
+nki::kernel_file kernel_file_for(const plan& pl, const nki::context& ctx, std::string workload,
+                                 std::string_view routing) {
+  nki::kernel_file f;
+  f.workload = std::move(workload);
+  f.summary = fmt::format(
+      "y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), {}",
+      routing);
+  f.note_dma_queues(pl.p.queues);
+  constants(pl, ctx, f);
+  return f;
+}
+
 }  // namespace
 
 std::string emit_nki(const plan& pl, const nki::context& ctx, std::string& out) {
   const auto& p = pl.p;
-  nki::kernel_file f;
-  f.workload = "moe";
-  f.summary =
-      "y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the "
-      "routing fixed when the kernel is traced";
-  f.note_dma_queues(p.queues);
-  constants(pl, ctx, f);
+  nki::kernel_file f =
+      kernel_file_for(pl, ctx, "moe", "the routing fixed when the kernel is traced");
   f.signature = signature(p);
   for (const char* name : {"x", "W", "router_weights", "routing"})
     f.inputs.push_back({name, name == std::string_view("W") ? 3 : 2, -1, ""});
@@ -378,13 +386,8 @@ std::string emit_ep_nki(const std::vector<plan>& ranks, const ep_exchange& ex, i
   const auto& p = pl.p;
   if (ctx.m.cores > 1 || p.sbuf_partials)
     return "sharded_moe: ep > 1 emits for one physical core per rank and partials = hbm";
-  nki::kernel_file f;
-  f.workload = "sharded_moe";
-  f.summary =
-      "y[t] = sum over t's top_k experts e of router_weights[t, slot] * (x[t] @ W[e]), the "
-      "experts split over RANKS ranks joined by all-to-alls";
-  f.note_dma_queues(p.queues);
-  constants(pl, ctx, f);
+  nki::kernel_file f = kernel_file_for(pl, ctx, "sharded_moe",
+                                       "the experts split over RANKS ranks joined by all-to-alls");
   auto add = [&](std::string n, auto v, std::string meaning) {
     f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
   };
