@@ -28,10 +28,10 @@ trap 'rm -rf "$work"' EXIT
 TIMEFORMAT='%R s wall, %U s CPU'
 echo "coverage: $numeric run + $structure counted per example space"
 echo -n "emit: "
-time TESSEL_NKI_NUMERIC=$numeric TESSEL_NKI_STRUCTURE=$structure \
+time TESSEL_NKI_NUMERIC=$numeric TESSEL_NKI_STRUCTURE=$structure TESSEL_NKI_EMITTED="$work/emitted" \
   "$build/tests/nki/test_nki" -tc="emit_nki writes*" >"$work/emit.log"
 echo -n "interpreter: "
-time "$python" tests/nki/check_emitted.py "$build/tests/nki/emitted" >"$work/check.log" || {
+time "$python" tests/nki/check_emitted.py "$work/emitted" >"$work/check.log" || {
   cat "$work/check.log"
   exit 1
 }

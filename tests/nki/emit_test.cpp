@@ -10,7 +10,10 @@
 // for structure alone (counted without computing), and the default config
 // also at the example's full shape. A config the simulator accepts but the
 // emitter refuses fails here. How many: TESSEL_NKI_NUMERIC and
-// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them). The
+// TESSEL_NKI_STRUCTURE (benchmarks/nki_coverage.sh raises them); where:
+// TESSEL_NKI_EMITTED (default: the build's tests/nki/emitted, which ctest
+// nki.interpret reads; nki_coverage.sh writes elsewhere, so a benchmark and
+// ctest on one build do not overwrite each other's kernels). The
 // workloads whose kernels are SPMD on a two-core logical NeuronCore are also
 // emitted for trn2_lnc2 (lnc2_shapes), with a third as many configs run and
 // a fifth as many counted. Also pins
@@ -497,7 +500,8 @@ TEST_CASE("every example space the simulator takes has a reduced shape and every
 TEST_CASE("emit_nki writes the tuned best, the default and sampled configs of every example") {
   const int numeric = from_env("TESSEL_NKI_NUMERIC", 6);
   const int structural = from_env("TESSEL_NKI_STRUCTURE", 50);
-  emissions out(fs::path(TESSEL_BINARY_DIR) / "emitted");
+  const char* dir = std::getenv("TESSEL_NKI_EMITTED");
+  emissions out(dir && *dir ? fs::path(dir) : fs::path(TESSEL_BINARY_DIR) / "emitted");
   fs::create_directories(out.dir() / "cli");
   for (const auto& file : sim_examples()) {
     CAPTURE(file);
