@@ -118,8 +118,9 @@ class simulator {
     data_start_.resize(n_);
     ready_.resize(n_);
     done_.assign(n_, -1);  // -1: the end is not known yet
-    cause_.assign(n_, program::none);
-    cause_kind_.assign(n_, cause_kind::none);
+    // written before they are read: cause_ by dependencies_known(), cause_kind_ by begin()
+    cause_.resize(n_);
+    cause_kind_.resize(n_);
     waiters_.assign(n_, 0);
     heap_.clear();
     sharing_.reset(n_, m_);
@@ -278,7 +279,7 @@ class simulator {
                                      ? std::max(issue_free_at_[e], ready_[id] - issue)
                                      : std::max({free_at_[e], ready_[id], now_});
       const double data_at = std::max({issue_start + issue, ready_[id], free_at_[e], now_});
-      begin(id, e, issue_start, nullptr, nullptr);
+      begin(id, e, issue_start);
       issue_free_at_[e] = issue_start + issue;
       busy_[e] = true;
       ++head_[e];
@@ -316,7 +317,7 @@ class simulator {
       const auto id = stream[head_[e]];
       if (!dependencies_known(id, e)) return;
       const double at = std::max(free_at_[e], ready_[id]);
-      begin(id, e, at, nullptr, nullptr);
+      begin(id, e, at);
       const auto& in = ins_[id];
       const double duration =
           e == tensor_engine ? tensor_duration(in, at) : elementwise_duration(in);
@@ -324,8 +325,10 @@ class simulator {
     }
   }
 
-  /// Records the start of `id` on `e` at `at` and what made it wait.
-  void begin(std::uint32_t id, engine_id e, double at, const port* pp, const port* sp) {
+  /// Records the start of `id` on `e` at `at` and what made it wait (an
+  /// engine or a dependency: the DMA queues and the eager engines, which
+  /// hold no port; small enough to inline into their loops).
+  void begin(std::uint32_t id, engine_id e, double at) {
     start_[id] = at;
     data_start_[id] = at;
     // ready_/cause_ hold the latest dependency; the engine wins if it freed later
@@ -333,15 +336,21 @@ class simulator {
     if (prev != program::none && (cause_[id] == program::none || free_at_[e] > ready_[id])) {
       cause_[id] = prev;
       cause_kind_[id] = cause_kind::engine;
-    } else if (cause_[id] != program::none) {
-      cause_kind_[id] = cause_kind::dependency;
+    } else {
+      cause_kind_[id] = cause_[id] != program::none ? cause_kind::dependency : cause_kind::none;
     }
+    last_on_engine_[e] = id;
+  }
+
+  /// begin() where the instruction may hold ports: a port's holder wins if
+  /// it frees the port after the engine and the dependencies.
+  void begin(std::uint32_t id, engine_id e, double at, const port* pp, const port* sp) {
+    begin(id, e, at);
     for (const port* pt : {pp, sp})
       if (pt && pt->holder != program::none && pt->free_at > std::max(free_at_[e], ready_[id])) {
         cause_[id] = pt->holder;
         cause_kind_[id] = cause_kind::port;
       }
-    last_on_engine_[e] = id;
   }
 
   void finish_compute(std::uint32_t id, engine_id e, double end) {
