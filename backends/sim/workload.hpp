@@ -120,9 +120,12 @@ class workload {
   /// lowered and timed as its own program; the logical core takes as long as
   /// the slowest. The default (cores.cpp) re-plans with the workload's
   /// split dimension (core_split_dimension) cut in two; a workload that
-  /// splits otherwise overrides this.
+  /// splits otherwise overrides this. `whole`, when the caller has it, is
+  /// plan_config(s, c, m): a share that is the whole problem (one core runs
+  /// it all) or a share derived from it is copied from it, not planned again.
   [[nodiscard]] virtual std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const;
+      const space& s, const config& c, const machine& m,
+      const workload_plan* whole = nullptr) const;
   /// The sizes the default plan_cores() gives each core of the split
   /// dimension, in order: one size when the work does not split (one core
   /// runs it all), none when the space has no such constant.

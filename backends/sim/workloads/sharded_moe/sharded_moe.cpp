@@ -85,7 +85,8 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
 
   /// One plan per physical core of the straggler rank, as moe splits it.
   [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const override {
+      const space& s, const config& c, const machine& m,
+      const workload_plan* /*whole*/ = nullptr) const override {
     std::vector<std::unique_ptr<workload_plan>> out;
     for (int core = 0; core < std::max(1, m.cores); ++core) {
       auto p = plan_config(s, c, m);
