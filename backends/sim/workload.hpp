@@ -76,7 +76,8 @@ class workload_plan {
   /// estimate and its event-model timing are that share's.
   bool same_as_previous = false;
   /// A copy (the plan of the same space and config, not read again), or
-  /// nullptr when the plan cannot be copied (it owns other plans).
+  /// nullptr when the plan cannot be copied (every workload's plan can: the
+  /// sharded ones copy the plan they own).
   [[nodiscard]] virtual std::unique_ptr<workload_plan> clone() const = 0;
 };
 
