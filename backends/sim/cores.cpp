@@ -118,11 +118,13 @@ std::vector<std::int64_t> workload::core_shares(const space& s, const machine& m
 }
 
 std::vector<std::unique_ptr<workload_plan>> workload::plan_cores(const space& s, const config& c,
-                                                                 const machine& m) const {
+                                                                 const machine& m,
+                                                                 const workload_plan* whole) const {
   std::vector<std::unique_ptr<workload_plan>> out;
   const auto sizes = core_shares(s, m);
-  if (sizes.size() < 2) {
-    out.push_back(plan_config(s, c, m));  // one core runs it all
+  if (sizes.size() < 2) {  // one core runs it all: the whole problem's plan (copied when given)
+    auto copy = whole ? whole->clone() : nullptr;
+    out.push_back(copy ? std::move(copy) : plan_config(s, c, m));
     return out;
   }
   const std::string dim = core_split_dimension();

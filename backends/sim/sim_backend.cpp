@@ -12,11 +12,14 @@
 #include "timing.hpp"
 #include "workload.hpp"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -54,6 +57,17 @@ double core_balance(const std::vector<double>& core_ns) {
          *std::max_element(core_ns.begin(), core_ns.end());
 }
 
+/// The metrics of an analytic measurement, in key order.
+constexpr const char* analytic_metric_names[] = {
+    "analytic",           "dma_busy",          "flops",
+    "gpsimd_busy",        "hbm_read_bytes",    "hbm_write_bytes",
+    "instructions",       "latency_s",         "roofline_compute_s",
+    "roofline_fraction",  "roofline_memory_s", "roofline_s",
+    "scalar_busy",        "tensor_busy",       "time_collective_s",
+    "time_elementwise_s", "time_hbm_s",        "time_matmul_s",
+    "time_stall_s",       "vector_busy",
+};
+
 measurement analytic_measurement(const steady_estimate& e, const machine& m) {
   const double latency_s = e.latency_ns * 1e-9;
   cost paid;
@@ -82,33 +96,46 @@ measurement analytic_measurement(const steady_estimate& e, const machine& m) {
   };
   double stall_s = split("time_stall_s");
   stall_s += (e.latency_ns - bound_ns) * 1e-9;
-  // in key order, each placed at the end: no search, no temporaries
-  const std::pair<const char*, double> metrics[] = {
-      {"analytic", 1.0},
-      {"dma_busy", e.dma_data_ns / lat},
-      {"flops", e.totals.flops},
-      {"gpsimd_busy", e.busy_ns[3] / lat},
-      {"hbm_read_bytes", e.hbm_read_bytes},
-      {"hbm_write_bytes", e.hbm_write_bytes},
-      {"instructions", e.instructions},
-      {"latency_s", latency_s},
-      {"roofline_compute_s", r.compute_ns * 1e-9},
-      {"roofline_fraction", roof / lat},
-      {"roofline_memory_s", r.memory_ns * 1e-9},
-      {"roofline_s", roof * 1e-9},
-      {"scalar_busy", e.busy_ns[2] / lat},
-      {"tensor_busy", e.busy_ns[0] / lat},
-      {"time_collective_s", split("time_collective_s")},
-      {"time_elementwise_s", split("time_elementwise_s")},
-      {"time_hbm_s", split("time_hbm_s")},
-      {"time_matmul_s", split("time_matmul_s")},
-      {"time_stall_s", stall_s},
-      {"vector_busy", e.busy_ns[1] / lat},
+  // the values in the order of analytic_metric_names (the keys' order)
+  const double values[] = {
+      1.0,                          // analytic
+      e.dma_data_ns / lat,          // dma_busy
+      e.totals.flops,               // flops
+      e.busy_ns[3] / lat,           // gpsimd_busy
+      e.hbm_read_bytes,             // hbm_read_bytes
+      e.hbm_write_bytes,            // hbm_write_bytes
+      e.instructions,               // instructions
+      latency_s,                    // latency_s
+      r.compute_ns * 1e-9,          // roofline_compute_s
+      roof / lat,                   // roofline_fraction
+      r.memory_ns * 1e-9,           // roofline_memory_s
+      roof * 1e-9,                  // roofline_s
+      e.busy_ns[2] / lat,           // scalar_busy
+      e.busy_ns[0] / lat,           // tensor_busy
+      split("time_collective_s"),   // time_collective_s
+      split("time_elementwise_s"),  // time_elementwise_s
+      split("time_hbm_s"),          // time_hbm_s
+      split("time_matmul_s"),       // time_matmul_s
+      stall_s,                      // time_stall_s
+      e.busy_ns[1] / lat,           // vector_busy
   };
-  for (const auto& [name, value] : metrics)
-    out.metrics.emplace_hint(out.metrics.end(), name, value);
-  out.message = fmt::format("analytic estimate: {}-bound ({}); {:.0f}% of the roofline bound",
-                            e.bound, e.tag, 100.0 * roof / lat);
+  // a copy of the keys' tree (no search, no rebalancing, no key built from
+  // text), then each value in key order
+  static const std::map<std::string, double> keys = [] {
+    std::map<std::string, double> k;
+    for (const char* name : analytic_metric_names) k.emplace(name, 0.0);
+    auto at = k.begin();
+    for (const char* name : analytic_metric_names)
+      if ((at++)->first != name) throw error("sim: analytic_metric_names is not in key order");
+    return k;
+  }();
+  static_assert(std::size(analytic_metric_names) == std::size(values));
+  out.metrics = keys;
+  auto at = out.metrics.begin();
+  for (const double value : values) (at++)->second = value;
+  out.message =
+      fmt::format(FMT_COMPILE("analytic estimate: {}-bound ({}); {:.0f}% of the roofline bound"),
+                  e.bound, e.tag, 100.0 * roof / lat);
   return out;
 }
 
@@ -221,7 +248,7 @@ struct sim_backend::impl {
     if (r.m->cores <= 1) return r.w->steady_plan(*r.plan, *r.m);
     std::vector<steady_estimate> shares;
     std::vector<std::size_t> of_core;  // the estimate of each core (an even split: the same)
-    for (const auto& share : r.w->plan_cores(s, c, *r.m)) {
+    for (const auto& share : r.w->plan_cores(s, c, *r.m, r.plan.get())) {
       if (share->same_as_previous && !shares.empty()) {  // an even split: the same estimate
         of_core.push_back(of_core.back());
         continue;
@@ -252,7 +279,7 @@ struct sim_backend::impl {
     std::vector<program> others;  // the shares after the first (which `prog` holds)
     std::vector<timing_result> timed;
     std::vector<std::size_t> of_core;  // the timing of each core (an even split: the same)
-    const auto shares = r.w->plan_cores(s, c, *r.m);
+    const auto shares = r.w->plan_cores(s, c, *r.m, r.plan.get());
     others.reserve(shares.size());
     for (const auto& share : shares) {
       if (share->same_as_previous && !timed.empty()) {  // an even split: the same timing

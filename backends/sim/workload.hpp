@@ -76,7 +76,8 @@ class workload_plan {
   /// estimate and its event-model timing are that share's.
   bool same_as_previous = false;
   /// A copy (the plan of the same space and config, not read again), or
-  /// nullptr when the plan cannot be copied (it owns other plans).
+  /// nullptr when the plan cannot be copied (every workload's plan can: the
+  /// sharded ones copy the plan they own).
   [[nodiscard]] virtual std::unique_ptr<workload_plan> clone() const = 0;
 };
 
@@ -120,9 +121,12 @@ class workload {
   /// lowered and timed as its own program; the logical core takes as long as
   /// the slowest. The default (cores.cpp) re-plans with the workload's
   /// split dimension (core_split_dimension) cut in two; a workload that
-  /// splits otherwise overrides this.
+  /// splits otherwise overrides this. `whole`, when the caller has it, is
+  /// plan_config(s, c, m): a share that is the whole problem (one core runs
+  /// it all) or a share derived from it is copied from it, not planned again.
   [[nodiscard]] virtual std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const;
+      const space& s, const config& c, const machine& m,
+      const workload_plan* whole = nullptr) const;
   /// The sizes the default plan_cores() gives each core of the split
   /// dimension, in order: one size when the work does not split (one core
   /// runs it all), none when the space has no such constant.

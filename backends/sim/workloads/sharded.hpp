@@ -8,6 +8,8 @@
 // how it reads its split and plans one rank.
 #pragma once
 
+#include <tessel/error.hpp>
+
 #include "../collectives.hpp"
 #include "../nki/nki.hpp"
 #include "../typed_workload.hpp"
@@ -39,6 +41,17 @@ struct rank_split {
   const char* chunk_noun = "blocks";
   double whole_ns = 0, chunk_ns = 0;  ///< the collectives of all the bytes, of one chunk's
 };
+
+/// A copy of the plan a sharded plan owns (its `core`), for the sharded
+/// plan's copy (workload_plan::clone): nullptr for none; a plan that cannot
+/// be copied is a tessel::error (every inner workload's plan can).
+[[nodiscard]] inline std::unique_ptr<workload_plan> copy_of(
+    const std::unique_ptr<workload_plan>& core) {
+  if (!core) return nullptr;
+  auto copy = core->clone();
+  if (!copy) throw error("sim: a sharded plan's inner plan cannot be copied");
+  return copy;
+}
 
 /// The knobs of the split every sharded workload reads: `collective` (the
 /// algorithm, documented as `what`'s) and `overlap` (`overlap_doc`).

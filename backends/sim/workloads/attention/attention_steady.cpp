@@ -57,7 +57,12 @@ struct cycle {
 class model {
  public:
   model(const params& p, const machine& m)
-      : p_(p), m_(m), l_(layout_of(p, m)), c_(m, p.type, p.queues), b_(dtype_bytes(p.type)) {}
+      : p_(p), m_(m), l_(layout_of(p, m)), c_(m, p.type, p.queues), b_(dtype_bytes(p.type)) {
+    // room for the kinds a plan has (a handful to a dozen): no regrowth per estimate
+    cycles_.reserve(16);
+    simulated_.reserve(8);
+    data_.reserve(8);
+  }
 
   steady_estimate run() {
     const std::int64_t P = l_.partitions, q_tiles = ceil_div(p_.seq, p_.q_tile);

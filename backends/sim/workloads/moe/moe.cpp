@@ -441,9 +441,11 @@ class moe final : public typed_workload<plan> {
   /// One plan per physical core: the same routing and tiles, each core
   /// lowering its own share (moe_plan.cpp splits them by core_split).
   [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const override {
+      const space& s, const config& c, const machine& m,
+      const workload_plan* whole = nullptr) const override {
     std::vector<std::unique_ptr<workload_plan>> out;
-    auto whole = plan_config(s, c, m);
+    std::unique_ptr<workload_plan> planned;  // the whole problem's, when not given
+    if (!whole) whole = (planned = plan_config(s, c, m)).get();
     for (int core = 0; core < std::max(1, m.cores); ++core) {
       auto p = std::make_unique<plan_of<plan>>(typed(*whole));
       p->error = whole->error;

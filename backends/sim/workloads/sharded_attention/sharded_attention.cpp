@@ -29,6 +29,15 @@ struct sharded_plan {
   const attn::params* head = nullptr;   ///< inside `core`
   std::int64_t heads = 1, per_rank = 1;
   rank_split split;  ///< tp; the all-gather of every head's O, one per head (overlap)
+
+  sharded_plan() = default;
+  /// A deep copy (workload_plan::clone: a logical core's second share):
+  /// `core` copied, `head` inside the copy.
+  sharded_plan(const sharded_plan& o)
+      : core(copy_of(o.core)), heads(o.heads), per_rank(o.per_rank), split(o.split) {
+    if (o.head) head = &dynamic_cast<const plan_of<attn::params>&>(*core).value;
+  }
+  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 /// Appends `times - 1` copies of `p`'s instructions, each copy's first

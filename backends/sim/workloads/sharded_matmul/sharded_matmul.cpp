@@ -37,6 +37,19 @@ struct sharded_plan {
   int dim = mm::dim_m;                       ///< the dimension split over the ranks
   std::array<std::int64_t, 3> shape{};       ///< the whole problem's M, N, K
   rank_split split;  ///< tp; the all-gather or all-reduce of the whole C, one per C block
+
+  sharded_plan() = default;
+  /// A deep copy (workload_plan::clone: a logical core's second share):
+  /// `core` copied, `rank` inside the copy.
+  sharded_plan(const sharded_plan& o)
+      : shard_space(o.shard_space),
+        core(copy_of(o.core)),
+        dim(o.dim),
+        shape(o.shape),
+        split(o.split) {
+    if (o.rank) rank = &dynamic_cast<const plan_of<mm::plan>&>(*core).value;
+  }
+  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 /// The gathered C against the unsharded product: each rank's elements as

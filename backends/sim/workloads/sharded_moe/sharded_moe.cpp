@@ -41,6 +41,21 @@ struct sharded_plan {
   double dispatch_bytes = 0, combine_bytes = 0;  ///< per rank: CHUNKS x RANKS x CAP rows
   std::int64_t cap = 1;                          ///< rows of an all-to-all block
   rank_split split;  ///< ep; the dispatch and the combine, one of each per expert (overlap)
+
+  sharded_plan() = default;
+  /// A deep copy (workload_plan::clone: each physical core's plan): `core`
+  /// copied, `rank` inside the copy.
+  sharded_plan(const sharded_plan& o)
+      : core(copy_of(o.core)),
+        per_rank(o.per_rank),
+        straggler(o.straggler),
+        dispatch_bytes(o.dispatch_bytes),
+        combine_bytes(o.combine_bytes),
+        cap(o.cap),
+        split(o.split) {
+    if (o.rank) rank = &dynamic_cast<moe_plan&>(*core).value;
+  }
+  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 std::vector<knob> knobs_of_sharded() {
@@ -85,10 +100,11 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
 
   /// One plan per physical core of the straggler rank, as moe splits it.
   [[nodiscard]] std::vector<std::unique_ptr<workload_plan>> plan_cores(
-      const space& s, const config& c, const machine& m) const override {
+      const space& s, const config& c, const machine& m,
+      const workload_plan* whole = nullptr) const override {
     std::vector<std::unique_ptr<workload_plan>> out;
     for (int core = 0; core < std::max(1, m.cores); ++core) {
-      auto p = plan_config(s, c, m);
+      auto p = whole ? whole->clone() : plan_config(s, c, m);  // the whole plan copied when given
       if (auto* rank = dynamic_cast<plan_of<sharded_plan>&>(*p).value.rank) rank->core = core;
       out.push_back(std::move(p));
     }
