@@ -17,9 +17,9 @@
 // percentile-bootstrap 95% intervals over the seeds. --exact-cost gives the
 // replay arms the recorded cost of every config (an oracle cost model).
 //
-//   bench_cost_aware [--data DIR] [--seeds 25] [--jobs 1] [--alpha A] [--strategy auto]
-//                    [--spaces a,b] [--pool-factor N] [--exact-cost] [--no-sim] [--no-replay]
-//                    [--json]
+//   bench_cost_aware [--data DIR] [--seeds 25] [--first-seed 1] [--jobs 1] [--alpha A]
+//                    [--explore-every K] [--strategy auto] [--spaces a,b] [--pool-factor N]
+//                    [--exact-cost] [--no-cpu] [--no-sim] [--no-replay] [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -33,6 +33,7 @@
 #include <tessel/study.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -67,11 +68,13 @@ struct problem {
   double median = 0;
   double optimum = std::numeric_limits<double>::infinity();  ///< lowered by the runs (sim)
   bool oracle_cost = false;  ///< the backend's estimate is exact: no cost model is learned
+  bool charge_cpu = true;    ///< tessel's own CPU time counts toward the clock
 };
 
 /// One run; `alpha_start` 0 is the EI-only arm.
 trajectory run_once(const problem& p, const std::string& strategy, std::size_t pool_factor,
-                    double alpha_start, std::uint64_t seed, double stop_at) {
+                    double alpha_start, std::size_t explore_every, std::uint64_t seed,
+                    double stop_at) {
   study::options o;
   o.seed = seed;
   o.evaluate_baseline = false;
@@ -79,6 +82,7 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   if (!p.oracle_cost) o.costs = make_cost_model(p.s);
   o.cost_alpha_start = alpha_start;
   o.cost_alpha_end = 0.0;
+  o.cost_explore_every = explore_every;
   o.cost_budget_hint_s = p.cap_s;
   if (pool_factor) o.pool_factor = pool_factor;
   study st(p.s, p.b, make_strategy(strategy), o);
@@ -89,14 +93,14 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   while (clock < p.cap_s && best > stop_at) {
     const double t0 = bench::thread_cpu_s();
     const auto batch = st.ask(1);
-    clock += bench::thread_cpu_s() - t0;
+    if (p.charge_cpu) clock += bench::thread_cpu_s() - t0;
     if (batch.empty()) break;
     const auto m = p.b->evaluate(p.s, batch.front().config);
     clock += m.cost.total();
     ++evaluations;
     const double t1 = bench::thread_cpu_s();
     st.tell(batch.front().trial_id, m);
-    clock += bench::thread_cpu_s() - t1;
+    if (p.charge_cpu) clock += bench::thread_cpu_s() - t1;
     if (m.ok() && m.objective < best) {
       best = m.objective;
       out.push_back({clock, best, evaluations});
@@ -220,15 +224,21 @@ int main(int argc, char** argv) {
       "improvement alone"};
   std::string data = TESSEL_DATA_DIR;
   int seeds = 25;
+  int first_seed = 1;
   int jobs = 1;
   double alpha = study::options{}.cost_alpha_start;
   std::string strategy = "auto";
   std::string only;
-  bool no_sim = false, no_replay = false, json_out = false, exact_cost = false;
+  bool no_sim = false, no_replay = false, json_out = false, exact_cost = false, no_cpu = false;
   std::size_t sim_sample = 2000;
   std::size_t pool_factor = 0;
+  std::size_t explore_every = study::options{}.cost_explore_every;
   app.add_option("--data", data, "the data/ folder holding bench/")->capture_default_str();
   app.add_option("--seeds", seeds, "runs per arm and space")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--first-seed", first_seed,
+                 "the first run seed (seeds first .. first + seeds - 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--jobs", jobs, "seeds run at once, one thread each")
@@ -237,6 +247,10 @@ int main(int argc, char** argv) {
   app.add_option("--alpha", alpha, "the cost-aware arm's cost_alpha_start (cooled to 0)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--explore-every", explore_every,
+                 "the cost-aware arm's cost_explore_every: every k-th evaluation at alpha 0 (0: "
+                 "never)")
+      ->capture_default_str();
   app.add_option("--strategy", strategy, "the strategy proposing the pool (both arms)")
       ->capture_default_str();
   app.add_option("--spaces", only, "comma-separated replay names (default: all of the manifest)");
@@ -248,6 +262,9 @@ int main(int argc, char** argv) {
   app.add_flag("--exact-cost", exact_cost,
                "replay: the backend's estimate is each config's recorded cost (an oracle cost "
                "model, bounding what cost-awareness can gain)");
+  app.add_flag("--no-cpu", no_cpu,
+               "charge evaluation costs only, not tessel's own CPU time (which the machine's load "
+               "moves; on the simulator it is a large share of the time to the target)");
   app.add_flag("--no-sim", no_sim, "skip the simulator space");
   app.add_flag("--no-replay", no_replay, "skip the replay spaces");
   app.add_flag("--json", json_out, "print JSON instead of a table");
@@ -255,10 +272,19 @@ int main(int argc, char** argv) {
 
   std::vector<problem> problems;
   if (!no_replay) {
-    for (const auto& name : bench::replay_names(data, only))
+    const auto names = bench::replay_names(data, only);
+    const auto known = bench::replay_names(data, "");
+    for (const auto& name : names)
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::cerr << fmt::format("bench_cost_aware: unknown space '{}'; known: {}\n", name,
+                                 fmt::join(known, ", "));
+        return 1;
+      }
+    for (const auto& name : names)
       problems.push_back(replay_problem(bench::replay_path(data, name), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
+  for (auto& p : problems) p.charge_cpu = !no_cpu;
 
   nlohmann::json report = nlohmann::json::array();
   if (!json_out)
@@ -280,9 +306,9 @@ int main(int argc, char** argv) {
     ei_runs.resize(static_cast<std::size_t>(seeds));
     bench::for_each_seed(seeds, jobs, [&](int seed) {
       const auto i = static_cast<std::size_t>(seed);
-      const auto run_seed = static_cast<std::uint64_t>(seed) + 1;
-      aware_runs[i] = run_once(p, strategy, pool_factor, alpha, run_seed, stop_at);
-      ei_runs[i] = run_once(p, strategy, pool_factor, 0.0, run_seed, stop_at);
+      const auto run_seed = static_cast<std::uint64_t>(seed + first_seed);
+      aware_runs[i] = run_once(p, strategy, pool_factor, alpha, explore_every, run_seed, stop_at);
+      ei_runs[i] = run_once(p, strategy, pool_factor, 0.0, 0, run_seed, stop_at);
     });
     for (const auto* runs : {&aware_runs, &ei_runs})
       for (const auto& r : *runs)
@@ -321,7 +347,9 @@ int main(int argc, char** argv) {
   if (json_out) {
     std::cout << nlohmann::json{{"seeds", seeds},
                                 {"strategy", strategy},
+                                {"first_seed", first_seed},
                                 {"alpha_start", alpha},
+                                {"explore_every", explore_every},
                                 {"spaces", report},
                                 {"geomean_mean_ratio", geo},
                                 {"geomean_ci95", {ci.geomean.first, ci.geomean.second}}}
@@ -344,7 +372,8 @@ int main(int argc, char** argv) {
       "(bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "time = evaluation cost charged + tessel's own CPU time; a run that never reaches the "
       "target counts at the cap;\n{} seeds per arm, strategy '{}' proposing, GP surrogate and cost "
-      "model scoring in both arms; cost-aware alpha cooled from {} to 0.\n",
-      geo, ci.geomean.first, ci.geomean.second, seeds, strategy, alpha);
+      "model scoring in both arms; cost-aware alpha cooled from {} to 0{}.\n",
+      geo, ci.geomean.first, ci.geomean.second, seeds, strategy, alpha,
+      explore_every ? fmt::format(", every {}th evaluation at alpha 0", explore_every) : "");
   return 0;
 }

@@ -189,6 +189,12 @@ struct study_options {
   /// good configs are thought to be the expensive ones.
   double cost_alpha_start = 2.0;
   double cost_alpha_end = 0.0;
+  /// A floor on exploring expensive regions: every k-th evaluation is
+  /// proposed and ranked at alpha 0 (expected gain alone), so a run cannot
+  /// stay in the cheap region for good however the cooling stands. 0: never
+  /// (k = 4, 8, 16 from alpha 2 and k = 8 from alpha 3 and 4 did not beat it
+  /// chosen by leave-one-out over seven spaces; benchmarks/README.md).
+  std::size_t cost_explore_every = 0;
   /// The budget alpha cools over, for ask/tell use: evaluations, or seconds
   /// of summed evaluation cost (progress::cost_s; CArBO cools by cost spent);
   /// with both, whichever is more used up. 0 and 0: the fraction of run()'s

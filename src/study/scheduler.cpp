@@ -102,6 +102,9 @@ prediction study::state::fifo_scheduler::predict(const state& s, const config& c
 
 double study::state::utility_scheduler::cost_alpha(const state& s) const {
   const auto& o = s.options_;
+  // The exploration floor: the k-th, 2k-th, ... evaluation at alpha 0.
+  if (o.cost_explore_every > 0 && (s.progress_.evaluations + 1) % o.cost_explore_every == 0)
+    return 0.0;
   // The hints (for ask/tell, where no stop condition is known) win over
   // run()'s condition; with both hints, whichever is more used up.
   std::optional<double> spent;

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -195,6 +196,47 @@ TEST_CASE("alpha cools from start to end over the evaluation budget") {
   CHECK(picks[1] == 2);
   CHECK(std::find(picks.begin(), picks.end(), 20) != picks.end());
   CHECK(picks.back() > 10);
+}
+
+TEST_CASE("cost_explore_every: every k-th evaluation is ranked and proposed at alpha 0") {
+  const auto s = line_space();
+  /// in_order, recording the alpha its context reports at each proposal.
+  class recording final : public strategy {
+   public:
+    explicit recording(std::vector<double>& alphas) : alphas_(alphas) {}
+    std::string name() const override { return "recording"; }
+    void start(const space&, std::uint64_t) override {}
+    std::vector<config> propose(std::size_t n, const search_context& ctx) override {
+      alphas_.push_back(ctx.cost_alpha());
+      return inner_.propose(n, ctx);
+    }
+    void observe(const trial&) override {}
+
+   private:
+    std::vector<double>& alphas_;
+    in_order inner_;
+  };
+  auto picks_with = [&](std::size_t every, std::vector<double>& alphas) {
+    auto o = weighing_cost(s, 20);
+    o.cost_alpha_start = o.cost_alpha_end = 1.0;
+    o.cost_explore_every = every;
+    study st(s, std::make_shared<flat>(), std::make_unique<recording>(alphas), o);
+    std::vector<std::int64_t> picks;
+    for (int i = 0; i < 6; ++i) {
+      const auto b = st.ask(1);
+      picks.push_back(st.space().integer(b[0].config, "x"));
+      st.tell(b[0].trial_id, measurement::success(1.0));
+    }
+    return picks;
+  };
+  // Gain x over cost x^2: the cheapest first; at alpha 0 the largest gain.
+  std::vector<double> never, every3;
+  CHECK(picks_with(0, never) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(picks_with(3, every3) == std::vector<std::int64_t>{1, 2, 20, 3, 4, 19});
+  REQUIRE(!never.empty());
+  CHECK(std::all_of(never.begin(), never.end(), [](double a) { return a == 1.0; }));
+  CHECK(std::find(every3.begin(), every3.end(), 0.0) != every3.end());
+  CHECK(std::find(every3.begin(), every3.end(), 1.0) != every3.end());
 }
 
 TEST_CASE("alpha cools over the cost spent, or over run()'s stop condition") {
