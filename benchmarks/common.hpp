@@ -5,15 +5,19 @@
 // replay spaces of data/bench, and the bootstrap both ratio tables use.
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <tessel/random.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,14 +61,31 @@ inline std::vector<std::string> split(const std::string& text, char separator = 
   return out;
 }
 
-/// The replay spaces to run: `only` (comma-separated) when given, else every
-/// name in data/bench/manifest.json.
+/// The replay spaces to run: `only` (comma-separated) when given, each a
+/// data/bench/NAME.json.gz (an unknown name lists the known ones and exits
+/// 1), else every name in data/bench/manifest.json.
 inline std::vector<std::string> replay_names(const std::filesystem::path& data,
                                              const std::string& only) {
-  if (!only.empty()) return split(only);
-  const auto manifest = nlohmann::json::parse(std::ifstream(data / "bench" / "manifest.json"));
-  std::vector<std::string> names;
-  for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
+  namespace fs = std::filesystem;
+  const fs::path bench = data / "bench";
+  if (only.empty()) {
+    const auto manifest = nlohmann::json::parse(std::ifstream(bench / "manifest.json"));
+    std::vector<std::string> names;
+    for (const auto& entry : manifest) names.push_back(entry.at("name").get<std::string>());
+    return names;
+  }
+  auto names = split(only);
+  for (const auto& name : names)
+    if (!fs::exists(bench / (name + ".json.gz"))) {
+      // a typo in --spaces: say which names there are, not a missing file's error
+      std::vector<std::string> known;
+      for (const auto& f : fs::directory_iterator(bench))
+        if (const auto n = f.path().filename().string(); n.ends_with(".json.gz"))
+          known.push_back(n.substr(0, n.size() - 8));
+      std::sort(known.begin(), known.end());
+      std::cerr << fmt::format("unknown space '{}'; known: {}\n", name, fmt::join(known, ", "));
+      std::exit(1);
+    }
   return names;
 }
 

@@ -33,7 +33,6 @@
 #include <tessel/study.hpp>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -264,7 +263,7 @@ int main(int argc, char** argv) {
                "model, bounding what cost-awareness can gain)");
   app.add_flag("--no-cpu", no_cpu,
                "charge evaluation costs only, not tessel's own CPU time (which the machine's load "
-               "moves; on the simulator it is a large share of the time to the target)");
+               "moves)");
   app.add_flag("--no-sim", no_sim, "skip the simulator space");
   app.add_flag("--no-replay", no_replay, "skip the replay spaces");
   app.add_flag("--json", json_out, "print JSON instead of a table");
@@ -272,15 +271,7 @@ int main(int argc, char** argv) {
 
   std::vector<problem> problems;
   if (!no_replay) {
-    const auto names = bench::replay_names(data, only);
-    const auto known = bench::replay_names(data, "");
-    for (const auto& name : names)
-      if (std::find(known.begin(), known.end(), name) == known.end()) {
-        std::cerr << fmt::format("bench_cost_aware: unknown space '{}'; known: {}\n", name,
-                                 fmt::join(known, ", "));
-        return 1;
-      }
-    for (const auto& name : names)
+    for (const auto& name : bench::replay_names(data, only))
       problems.push_back(replay_problem(bench::replay_path(data, name), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
