@@ -357,12 +357,7 @@ class lowerer {
     for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b) {
       const std::int64_t kb = std::min(P_, cols - b * P_);
       const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-      instruction t;
-      t.engine = tensor_engine;
-      t.kind = op::transpose;
-      t.type = p_.type;
-      t.partitions = static_cast<std::uint32_t>(rows);
-      t.free = static_cast<std::uint32_t>(kb);
+      instruction t = transpose_of(p_.type, rows, kb);
       t.src = sb_p_;
       t.dst = psum_[bank];
       t.tag = tags_[t_transpose];

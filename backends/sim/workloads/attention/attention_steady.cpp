@@ -255,7 +255,7 @@ class model {
       const std::int64_t n = last ? cols - (c.chunks - 1) * f : std::min(f, cols);
       const std::int64_t kb = last ? cols - (c.blocks - 1) * P : std::min(P, cols);
       c.qk[i] = cycles(matmul(p_.d, rows, n));
-      c.tr[i] = cycles(transpose(rows, kb));
+      c.tr[i] = cycles(transpose_of(p_.type, rows, kb));
       c.pv[i] = cycles(matmul(kb, rows, p_.d));
       c.copy[i] = ew(vector_engine, op::copy, kb, rows);
       if (!last) c.tr_load = cost_rule::stationary_load_cycles(static_cast<double>(kb), m_);
@@ -299,16 +299,6 @@ class model {
     s.last_end = now + ns;
     s.tensor = s.last_end;
     return s.tensor;
-  }
-  /// P^T of `rows` query rows x `kb` keys, as the lowering's product() builds it.
-  [[nodiscard]] instruction transpose(std::int64_t rows, std::int64_t kb) const {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::transpose;
-    in.type = p_.type;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(kb);
-    return in;
   }
   [[nodiscard]] instruction matmul(std::int64_t k, std::int64_t rows, std::int64_t n) const {
     instruction in;
