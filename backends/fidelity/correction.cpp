@@ -87,11 +87,13 @@ double fidelity_correction::predict(double low) const {
   return log_scale ? std::exp(v) : v;
 }
 
-std::optional<double> fidelity_correction::prediction_spread(double low) const {
+std::optional<double> fidelity_correction::prediction_spread(double low,
+                                                             double min_residual) const {
   if (!spread) return std::nullopt;
   const double d = scaled(low) - mean_low;
   const double leverage = spread_low > 0 ? d * d / spread_low : 0.0;
-  return *spread * std::sqrt(1.0 + 1.0 / static_cast<double>(pairs) + leverage);
+  return std::max(*spread, min_residual) *
+         std::sqrt(1.0 + 1.0 / static_cast<double>(pairs) + leverage);
 }
 
 std::string fidelity_correction::text() const {

@@ -76,9 +76,7 @@ multi_fidelity_backend::decision multi_fidelity_backend::decide(double low_objec
   // The residual spread, floored at min_spread: a few promoted pairs that
   // agree fit a spread far below the low model's real level error.
   const double residual = std::max(*corr.spread, options_.min_spread);
-  auto floored = corr;
-  floored.spread = residual;
-  d.spread = floored.prediction_spread(low_objective);
+  d.spread = corr.prediction_spread(low_objective, options_.min_spread);
   const double spread = *d.spread;
   const double widened =
       options_.z * options_.min_agreement / std::min(tau, options_.min_agreement);

@@ -70,8 +70,9 @@ struct fidelity_correction {
 
   /// The spread of a prediction at `low`: the residual spread widened for the
   /// fit's own uncertainty, more so away from the pairs' mean (the ordinary
-  /// least-squares prediction interval: s sqrt(1 + 1/n + (x - mean)^2 / Sxx)).
-  [[nodiscard]] std::optional<double> prediction_spread(double low) const;
+  /// least-squares prediction interval: s sqrt(1 + 1/n + (x - mean)^2 / Sxx)),
+  /// with s at least `min_residual` (multi_fidelity_options::min_spread).
+  [[nodiscard]] std::optional<double> prediction_spread(double low, double min_residual = 0) const;
 
   /// The predicted high-fidelity objective of a low-fidelity objective.
   [[nodiscard]] double predict(double low) const;
