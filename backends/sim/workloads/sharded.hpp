@@ -10,6 +10,7 @@
 
 #include <tessel/error.hpp>
 
+#include "../cloning_ptr.hpp"
 #include "../collectives.hpp"
 #include "../nki/nki.hpp"
 #include "../typed_workload.hpp"
@@ -25,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tessel::sim {
@@ -41,17 +43,6 @@ struct rank_split {
   const char* chunk_noun = "blocks";
   double whole_ns = 0, chunk_ns = 0;  ///< the collectives of all the bytes, of one chunk's
 };
-
-/// A copy of the plan a sharded plan owns (its `core`), for the sharded
-/// plan's copy (workload_plan::clone): nullptr for none; a plan that cannot
-/// be copied is a tessel::error (every inner workload's plan can).
-[[nodiscard]] inline std::unique_ptr<workload_plan> copy_of(
-    const std::unique_ptr<workload_plan>& core) {
-  if (!core) return nullptr;
-  auto copy = core->clone();
-  if (!copy) throw error("sim: a sharded plan's inner plan cannot be copied");
-  return copy;
-}
 
 /// The knobs of the split every sharded workload reads: `collective` (the
 /// algorithm, documented as `what`'s) and `overlap` (`overlap_doc`).
@@ -124,11 +115,16 @@ inline void count_collectives(const rank_split& r, std::initializer_list<double>
 }
 
 /// A workload whose plan `Plan` holds `split` (a rank_split) and `core` (the
-/// inner workload's plan of one rank's part): that part is lowered, timed
-/// and estimated as the inner workload does, and the split's collectives are
-/// added by communicate().
+/// inner workload's plan of one rank's part, a cloning_ptr<workload_plan>:
+/// the Plan copies with the compiler's copy constructor, for
+/// workload_plan::clone): that part is lowered, timed and estimated as the
+/// inner workload does, and the split's collectives are added by
+/// communicate().
 template <class Plan>
 class sharded_workload : public typed_workload<Plan> {
+  static_assert(std::is_copy_constructible_v<Plan>,
+                "a sharded plan copies (workload_plan::clone): hold `core` in a cloning_ptr");
+
  public:
   sharded_workload(workload_info info, const workload& inner)
       : typed_workload<Plan>(std::move(info)), inner_(inner) {}

@@ -25,19 +25,14 @@ namespace tessel::sim {
 namespace {
 
 struct sharded_plan {
-  std::unique_ptr<workload_plan> core;  ///< the attention plan of one head
-  const attn::params* head = nullptr;   ///< inside `core`
+  cloning_ptr<workload_plan> core;  ///< the attention plan of one head
   std::int64_t heads = 1, per_rank = 1;
   rank_split split;  ///< tp; the all-gather of every head's O, one per head (overlap)
 
-  sharded_plan() = default;
-  /// A deep copy (workload_plan::clone: a logical core's second share):
-  /// `core` copied, `head` inside the copy.
-  sharded_plan(const sharded_plan& o)
-      : core(copy_of(o.core)), heads(o.heads), per_rank(o.per_rank), split(o.split) {
-    if (o.head) head = &dynamic_cast<const plan_of<attn::params>&>(*core).value;
+  /// One head's parameters, inside `core` (read without error).
+  [[nodiscard]] const attn::params& head() const {
+    return dynamic_cast<const plan_of<attn::params>&>(*core).value;
   }
-  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 /// Appends `times - 1` copies of `p`'s instructions, each copy's first
@@ -119,12 +114,12 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
   }
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const sharded_plan& p,
                                                             const machine& m) const override {
-    return attn::make_functional(*p.head, m.partitions, {p.heads, p.per_rank});
+    return attn::make_functional(p.head(), m.partitions, {p.heads, p.per_rank});
   }
   [[nodiscard]] std::string write_nki(const sharded_plan& p, const nki::context& ctx,
                                       std::string& out) const override {
     if (p.split.ranks > 1) return write_ranks(p, ctx, out);
-    return attn::emit_nki(*p.head, ctx, out, p.heads, true);
+    return attn::emit_nki(p.head(), ctx, out, p.heads, true);
   }
 
   /// tp > 1 (docs/nki.md, "Ranks and collectives"): attention's kernel of
@@ -133,16 +128,17 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
   [[nodiscard]] std::string write_ranks(const sharded_plan& p, const nki::context& ctx,
                                         std::string& out) const {
     nki::kernel_file whole, rank;
-    if (auto e = attn::emit_nki(*p.head, nki::capturing(ctx, whole, -1), out, p.heads); !e.empty())
+    if (auto e = attn::emit_nki(p.head(), nki::capturing(ctx, whole, -1), out, p.heads); !e.empty())
       return e;
-    if (auto e = attn::emit_nki(*p.head, nki::capturing(ctx, rank, 0), out, p.per_rank); !e.empty())
+    if (auto e = attn::emit_nki(p.head(), nki::capturing(ctx, rank, 0), out, p.per_rank);
+        !e.empty())
       return e;
     program timed;
     if (auto e = lower_program(p, ctx.m, timed); !e.empty()) return e;
     nki::structure s = nki::structure_of(timed);
     const bool gathered = !p.split.what.empty();
     if (gathered) count_collectives(p.split, {p.split.bytes}, s);
-    const std::int64_t ph = p.per_rank, d = p.head->d, seq = p.head->seq;
+    const std::int64_t ph = p.per_rank, d = p.head().d, seq = p.head().seq;
     nki::rank_emission e;
     e.workload = "sharded_attention";
     e.ranks = p.split.ranks;
@@ -215,8 +211,8 @@ class sharded_attention final : public sharded_workload<sharded_plan> {
     p.per_rank = p.heads / r.ranks;
     p.core = inner().plan_config(v.source(), v.values(), m);
     if (!p.core->error.empty()) return p.core->error;
-    p.head = &dynamic_cast<const plan_of<attn::params>&>(*p.core).value;
-    r.bytes = static_cast<double>(p.heads * p.head->seq * p.head->d * dtype_bytes(p.head->type));
+    const attn::params& head = p.head();
+    r.bytes = static_cast<double>(p.heads * head.seq * head.d * dtype_bytes(head.type));
     r.chunks = p.per_rank;
     return time_split(m, r, {r.bytes});
   }

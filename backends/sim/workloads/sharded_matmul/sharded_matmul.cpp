@@ -32,24 +32,15 @@ constexpr std::array<const char*, 3> shape_names{"M", "N", "K"};
 
 struct sharded_plan {
   std::shared_ptr<const space> shard_space;  ///< the space of one rank's part (kept alive)
-  std::unique_ptr<workload_plan> core;       ///< the matmul plan of one rank's part
-  const mm::plan* rank = nullptr;            ///< inside `core`
+  cloning_ptr<workload_plan> core;           ///< the matmul plan of one rank's part
   int dim = mm::dim_m;                       ///< the dimension split over the ranks
   std::array<std::int64_t, 3> shape{};       ///< the whole problem's M, N, K
   rank_split split;  ///< tp; the all-gather or all-reduce of the whole C, one per C block
 
-  sharded_plan() = default;
-  /// A deep copy (workload_plan::clone: a logical core's second share):
-  /// `core` copied, `rank` inside the copy.
-  sharded_plan(const sharded_plan& o)
-      : shard_space(o.shard_space),
-        core(copy_of(o.core)),
-        dim(o.dim),
-        shape(o.shape),
-        split(o.split) {
-    if (o.rank) rank = &dynamic_cast<const plan_of<mm::plan>&>(*core).value;
+  /// One rank's matmul plan, inside `core` (read without error).
+  [[nodiscard]] const mm::plan& rank() const {
+    return dynamic_cast<const plan_of<mm::plan>&>(*core).value;
   }
-  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 /// The gathered C against the unsharded product: each rank's elements as
@@ -60,7 +51,7 @@ class sharded_kernel final : public functional_kernel {
  public:
   /// Copies what it reads: the kernel may outlive the plan (workload::functional).
   explicit sharded_kernel(const sharded_plan& p)
-      : tp_(p.split.ranks), split_(p.dim), shape_(p.shape), rank_(*p.rank), in_(rank_.p) {}
+      : tp_(p.split.ranks), split_(p.dim), shape_(p.shape), rank_(p.rank()), in_(rank_.p) {}
 
   [[nodiscard]] std::vector<tensor_spec> inputs() const override {
     const auto t = element_of(in_.in);
@@ -186,7 +177,7 @@ std::vector<std::string> rank_shards(const sharded_plan& p) {
     return fmt::format("\"{0}\": {0}[{1}, {2}]", name, rows == p.dim ? cut : ":",
                        cols == p.dim ? cut : ":");
   };
-  const mm::params& in = p.rank->p;
+  const mm::params& in = p.rank().p;
   std::vector<std::string> out{
       in.a_mk ? slice("A", mm::dim_m, mm::dim_k) : slice("A", mm::dim_k, mm::dim_m),
       slice("B", mm::dim_k, mm::dim_n)};
@@ -211,12 +202,13 @@ void add_collectives(const sharded_plan& p, nki::rank_emission& e) {
     e.communicate = {gather ? call("C_rank", stacked) : call("C_rank", "C"), "return C"};
     return;
   }
-  const std::int64_t tm = p.rank->p.tile[mm::dim_m], tn = p.rank->p.tile[mm::dim_n];
+  const mm::plan& rank = p.rank();
+  const std::int64_t tm = rank.p.tile[mm::dim_m], tn = rank.p.tile[mm::dim_n];
   e.communicate = {
       fmt::format("# overlap: one {} per C block of the rank ({} x {}), in block order",
                   to_string(p.split.kind), tm, tn),
-      fmt::format("for bm in nl.sequential_range({}):", p.rank->nb[mm::dim_m]),
-      fmt::format("    for bn in nl.sequential_range({}):", p.rank->nb[mm::dim_n]),
+      fmt::format("for bm in nl.sequential_range({}):", rank.nb[mm::dim_m]),
+      fmt::format("    for bn in nl.sequential_range({}):", rank.nb[mm::dim_n]),
       fmt::format("        r0, c0 = bm * {}, bn * {}", tm, tn),
       fmt::format("        r1, c1 = min(r0 + {}, {}), min(c0 + {}, {})", tm, mr, tn, nr),
       "        " + (gather ? call("C_rank[r0:r1, c0:c1]", stacked + "[:, r0:r1, c0:c1]")
@@ -352,7 +344,7 @@ class sharded_matmul final : public sharded_workload<sharded_plan> {
                            part[mm::dim_m], part[mm::dim_n]),
                "group = ncc.ReplicaGroup([list(range(RANKS))])"};
     e.rank_call =
-        p.rank->p.scaled ? "matmul_rank(A, B, scale, C_rank)" : "matmul_rank(A, B, C_rank)";
+        p.rank().p.scaled ? "matmul_rank(A, B, scale, C_rank)" : "matmul_rank(A, B, C_rank)";
     add_collectives(p, e);
     if (auto err = whole_signature(p, rank, e); !err.empty()) return err;
     out = nki::assemble_ranks(rank, rank, e, s, ctx);
@@ -385,9 +377,9 @@ class sharded_matmul final : public sharded_workload<sharded_plan> {
     }
     p.core = inner().plan_config(p.shard_space ? *p.shard_space : s, v.values(), m);
     if (!p.core->error.empty()) return p.core->error;
-    p.rank = &dynamic_cast<const plan_of<mm::plan>&>(*p.core).value;
-    r.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(p.rank->p.out));
-    r.chunks = std::max<std::int64_t>(1, p.rank->nb[mm::dim_m] * p.rank->nb[mm::dim_n]);
+    const mm::plan& rank = p.rank();
+    r.bytes = static_cast<double>(p.shape[0] * p.shape[1] * dtype_bytes(rank.p.out));
+    r.chunks = std::max<std::int64_t>(1, rank.nb[mm::dim_m] * rank.nb[mm::dim_n]);
     return time_split(m, r, {r.bytes});
   }
 };

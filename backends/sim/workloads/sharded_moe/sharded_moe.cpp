@@ -34,28 +34,20 @@ namespace {
 using moe_plan = plan_of<moe_detail::plan>;
 
 struct sharded_plan {
-  std::unique_ptr<workload_plan> core;  ///< moe's plan, restricted to the straggler rank
-  moe_detail::plan* rank = nullptr;     ///< inside `core`
-  std::int64_t per_rank = 1;            ///< experts per rank
+  cloning_ptr<workload_plan> core;  ///< moe's plan, restricted to the straggler rank
+  std::int64_t per_rank = 1;        ///< experts per rank
   int straggler = 0;
   double dispatch_bytes = 0, combine_bytes = 0;  ///< per rank: CHUNKS x RANKS x CAP rows
   std::int64_t cap = 1;                          ///< rows of an all-to-all block
   rank_split split;  ///< ep; the dispatch and the combine, one of each per expert (overlap)
 
-  sharded_plan() = default;
-  /// A deep copy (workload_plan::clone: each physical core's plan): `core`
-  /// copied, `rank` inside the copy.
-  sharded_plan(const sharded_plan& o)
-      : core(copy_of(o.core)),
-        per_rank(o.per_rank),
-        straggler(o.straggler),
-        dispatch_bytes(o.dispatch_bytes),
-        combine_bytes(o.combine_bytes),
-        cap(o.cap),
-        split(o.split) {
-    if (o.rank) rank = &dynamic_cast<moe_plan&>(*core).value;
+  /// Whether `core` holds moe's plan (read without error).
+  [[nodiscard]] bool has_rank() const { return core && core->error.empty(); }
+  /// moe's plan of the straggler rank, inside `core` (has_rank()).
+  [[nodiscard]] moe_detail::plan& rank() { return dynamic_cast<moe_plan&>(*core).value; }
+  [[nodiscard]] const moe_detail::plan& rank() const {
+    return dynamic_cast<const moe_plan&>(*core).value;
   }
-  sharded_plan& operator=(const sharded_plan&) = delete;
 };
 
 std::vector<knob> knobs_of_sharded() {
@@ -105,7 +97,8 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
     std::vector<std::unique_ptr<workload_plan>> out;
     for (int core = 0; core < std::max(1, m.cores); ++core) {
       auto p = whole ? whole->clone() : plan_config(s, c, m);  // the whole plan copied when given
-      if (auto* rank = dynamic_cast<plan_of<sharded_plan>&>(*p).value.rank) rank->core = core;
+      if (auto& v = dynamic_cast<plan_of<sharded_plan>&>(*p).value; v.has_rank())
+        v.rank().core = core;
       out.push_back(std::move(p));
     }
     return out;
@@ -136,7 +129,7 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const sharded_plan& p,
                                                             const machine& m) const override {
     (void)m;
-    moe_detail::plan whole = *p.rank;
+    moe_detail::plan whole = p.rank();
     moe_detail::restrict_plan(whole, {});
     whole.core = -1;
     std::vector<std::int32_t> last(static_cast<std::size_t>(p.split.ranks), -1);
@@ -159,13 +152,14 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
     if (auto e = lower_program(p, ctx.m, timed); !e.empty()) return e;
     nki::structure s = nki::structure_of(timed);
     count_collectives(p.split, {p.dispatch_bytes, p.combine_bytes}, s);
+    const moe_detail::plan& rank_plan = p.rank();
     std::vector<moe_detail::plan> ranks;
     for (int q = 0; q < p.split.ranks; ++q) {
-      ranks.push_back(*p.rank);
+      ranks.push_back(rank_plan);
       ranks.back().core = -1;
-      moe_detail::restrict_plan(ranks.back(), share_of(*p.rank, p.split.ranks, q));
+      moe_detail::restrict_plan(ranks.back(), share_of(rank_plan, p.split.ranks, q));
     }
-    const auto ex = moe_detail::exchange_of(*p.rank, p.split.ranks, p.split.overlap);
+    const auto ex = moe_detail::exchange_of(rank_plan, p.split.ranks, p.split.overlap);
     return moe_detail::emit_ep_nki(ranks, ex, p.straggler, nki::to_python(s), ctx, out);
   }
 
@@ -196,24 +190,23 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
       return fmt::format("tokens = {} is not a multiple of ep = {}", tokens, r.ranks);
     p.core = inner().plan_config(v.source(), v.values(), m);
     if (!p.core->error.empty()) return p.core->error;
-    p.rank = &dynamic_cast<moe_plan&>(*p.core).value;
+    moe_detail::plan& rank = p.rank();
     p.per_rank = experts / r.ranks;
-    const auto load = loads(*p.rank, r.ranks);
+    const auto load = loads(rank, r.ranks);
     const auto busiest = std::max_element(load.begin(), load.end());
     p.straggler = static_cast<int>(busiest - load.begin());
-    if (r.ranks > 1 && p.rank->p.sbuf_partials)
+    if (r.ranks > 1 && rank.p.sbuf_partials)
       return fmt::format(
           "partials = sbuf with ep = {}: a rank's combine needs the rows other ranks computed, "
           "which the combine all-to-all returns into HBM (a rank cannot read another's SBUF); "
           "use partials = hbm",
           r.ranks);
-    if (r.ranks > 1) moe_detail::restrict_plan(*p.rank, share_of(*p.rank, r.ranks, p.straggler));
+    if (r.ranks > 1) moe_detail::restrict_plan(rank, share_of(rank, r.ranks, p.straggler));
     // every all-to-all moves RANKS blocks of CAP rows per rank, one exchange
     // or one per expert of a rank (overlap): x rows there, fp32 rows back
-    const auto& mp = p.rank->p;
+    const auto& mp = rank.p;
     const int chunks = r.overlap ? static_cast<int>(p.per_rank) : 1;
-    p.cap =
-        r.ranks > 1 ? moe_detail::exchange_of(*p.rank, r.ranks, r.overlap).cap : tokens * mp.top_k;
+    p.cap = r.ranks > 1 ? moe_detail::exchange_of(rank, r.ranks, r.overlap).cap : tokens * mp.top_k;
     const auto rows = static_cast<double>(chunks * r.ranks * p.cap);
     p.dispatch_bytes = rows * static_cast<double>(mp.d_in * dtype_bytes(mp.type));
     p.combine_bytes = rows * static_cast<double>(mp.d_out * 4);
