@@ -131,18 +131,10 @@ void tensor_tiles(const std::filesystem::path& dir, const overrides_t& overrides
     double flops = 0;
     std::string how;
     for (const auto& g : c.at("matmuls")) {
-      instruction in;
-      in.engine = tensor_engine;
-      in.kind = op::matmul;
-      in.type = dtype::bf16;
-      in.flags = flag_new_stationary;
+      instruction in =
+          make_matmul(dtype::bf16, g.at("K").get<std::uint32_t>(), g.at("M").get<std::uint32_t>(),
+                      g.at("N").get<std::uint32_t>(), flag_new_stationary, {sb, ps, tag});
       in.count = g.at("count").get<std::uint32_t>();
-      in.partitions = g.at("K").get<std::uint32_t>();
-      in.aux = g.at("M").get<std::uint32_t>();
-      in.free = g.at("N").get<std::uint32_t>();
-      in.src = sb;
-      in.dst = ps;
-      in.tag = tag;
       prog.add(in);
       flops += 2.0 * in.count * in.partitions * in.aux * in.free;
       how += fmt::format("{}{} x K{} M{} N{}", how.empty() ? "" : ", ", in.count, in.partitions,

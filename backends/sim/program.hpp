@@ -110,6 +110,79 @@ struct instruction {
 };
 using instruction_id = std::uint32_t;
 
+// --- instruction builders ------------------------------------------------------
+// One per kind of instruction, for every lowering and steady model: the
+// fields the kind reads (the comments of `instruction`), the rest default.
+
+/// What a lowering's instruction reads and writes and its label (a steady
+/// model's instructions, only timed, have none).
+struct instruction_io {
+  buffer_id src = 0, dst = 0;
+  std::uint16_t tag = 0;
+};
+
+/// nc_matmul on TensorE: contraction `k` (partitions), stationary free `m`,
+/// moving free `n`, inputs of `type`.
+[[nodiscard]] constexpr instruction make_matmul(dtype type, std::int64_t k, std::int64_t m,
+                                                std::int64_t n, std::uint8_t flags = 0,
+                                                instruction_io io = {}) {
+  instruction in;
+  in.engine = tensor_engine;
+  in.kind = op::matmul;
+  in.type = type;
+  in.flags = flags;
+  in.partitions = static_cast<std::uint32_t>(k);
+  in.aux = static_cast<std::uint32_t>(m);
+  in.free = static_cast<std::uint32_t>(n);
+  in.src = io.src;
+  in.dst = io.dst;
+  in.tag = io.tag;
+  return in;
+}
+
+/// A TensorE transpose of `rows` partitions x `cols` elements of `type`.
+[[nodiscard]] constexpr instruction make_transpose(dtype type, std::int64_t rows, std::int64_t cols,
+                                                   instruction_io io = {}) {
+  instruction in = make_matmul(type, rows, 0, cols, 0, io);
+  in.kind = op::transpose;
+  return in;
+}
+
+/// An elementwise instruction of `kind` on engine `e`: `rows` partitions x
+/// `n` elements (at least 1) of `type`.
+[[nodiscard]] constexpr instruction make_elementwise(engine_id e, op kind, dtype type,
+                                                     std::int64_t rows, std::int64_t n,
+                                                     std::uint8_t flags = 0,
+                                                     instruction_io io = {}) {
+  instruction in;
+  in.engine = e;
+  in.kind = kind;
+  in.type = type;
+  in.flags = flags;
+  in.partitions = static_cast<std::uint32_t>(rows);
+  in.free = static_cast<std::uint32_t>(n > 1 ? n : 1);
+  in.src = io.src;
+  in.dst = io.dst;
+  in.tag = io.tag;
+  return in;
+}
+
+/// A DMA transfer on `queue`: `rows` partitions x `bytes` per row, in
+/// descriptors of `chunk` bytes (0: a row is one).
+[[nodiscard]] constexpr instruction make_dma(engine_id queue, std::int64_t rows, std::int64_t bytes,
+                                             std::int64_t chunk = 0, instruction_io io = {}) {
+  instruction in;
+  in.engine = queue;
+  in.kind = op::dma;
+  in.partitions = static_cast<std::uint32_t>(rows);
+  in.free = static_cast<std::uint32_t>(bytes);
+  in.aux = static_cast<std::uint32_t>(chunk);
+  in.src = io.src;
+  in.dst = io.dst;
+  in.tag = io.tag;
+  return in;
+}
+
 /// Engine-independent tallies a workload states for the roofline.
 struct workload_totals {
   double flops = 0;                  ///< useful floating-point operations

@@ -136,13 +136,8 @@ class counter {
   /// core's HBM share when it touches HBM (`chunk`: bytes per descriptor).
   [[nodiscard]] double transfer_ns(std::int64_t rows, std::int64_t bytes, std::int64_t chunk,
                                    bool hbm) const {
-    instruction in;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes);
-    in.aux = static_cast<std::uint32_t>(chunk);
     const double moved = static_cast<double>(rows * bytes);
-    return std::max(dma_data_ns(in, m_),
+    return std::max(dma_data_ns(make_dma(0, rows, bytes, chunk), m_),
                     hbm && m_.hbm_bytes_per_ns > 0 ? moved / m_.hbm_bytes_per_ns : 0);
   }
   /// `count` transfers of `rows` x `bytes` on `stream`; `read`/`write`: HBM is their source/target.
@@ -161,7 +156,7 @@ class counter {
   /// One elementwise instruction of `rows` x `n` fp32 on engine e.
   [[nodiscard]] double elementwise_ns(engine_id e, op kind, std::int64_t rows,
                                       std::int64_t n) const {
-    return compute_ns(elementwise(e, kind, rows, n, 0), m_);
+    return compute_ns(make_elementwise(e, kind, dtype::fp32, rows, n), m_);
   }
   /// `count` of them; returns one's time.
   double compute(stretch& w, engine_id e, op kind, double count, std::int64_t rows,

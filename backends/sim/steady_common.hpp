@@ -20,20 +20,6 @@
 
 namespace tessel::sim::steady {
 
-/// An elementwise instruction as the lowerings build one: `rows`
-/// partitions x `n` elements (at least 1) of fp32.
-[[nodiscard]] inline instruction elementwise(engine_id e, op kind, std::int64_t rows,
-                                             std::int64_t n, std::uint8_t flags) {
-  instruction in;
-  in.engine = e;
-  in.kind = kind;
-  in.type = dtype::fp32;
-  in.flags = flags;
-  in.partitions = static_cast<std::uint32_t>(rows);
-  in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-  return in;
-}
-
 /// Names what bounds an estimate: the DMA data when it outweighs the
 /// busiest compute engine (tag `transfers`), else that engine (tag: its
 /// entry of `work`, TensorE, VectorE, ScalarE, GpSimdE).

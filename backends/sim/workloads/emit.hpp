@@ -148,32 +148,14 @@ class builder {
   instruction_id dma(engine_id queue, buffer_id src, buffer_id dst, std::int64_t rows,
                      std::int64_t bytes_per_row, std::uint16_t tag,
                      const std::vector<instruction_id>& deps) {
-    instruction in;
-    in.engine = queue;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes_per_row);
-    in.src = src;
-    in.dst = dst;
-    in.tag = tag;
-    return out_.add(in, deps);
+    return out_.add(make_dma(queue, rows, bytes_per_row, 0, {src, dst, tag}), deps);
   }
 
   /// An elementwise instruction: `rows` partitions x `n` elements each.
   instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
                          std::uint8_t flags, buffer_id src, buffer_id dst, std::uint16_t tag,
                          const std::vector<instruction_id>& deps, dtype t = dtype::fp32) {
-    instruction in;
-    in.engine = e;
-    in.kind = kind;
-    in.type = t;
-    in.flags = flags;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-    in.src = src;
-    in.dst = dst;
-    in.tag = tag;
-    return out_.add(in, deps);
+    return out_.add(make_elementwise(e, kind, t, rows, n, flags, {src, dst, tag}), deps);
   }
 
   /// A function of one input (exp, SiLU, ln): ScalarE's function unit as one
@@ -191,18 +173,10 @@ class builder {
   instruction_id matmul(dtype t, std::int64_t k, std::int64_t m, std::int64_t n,
                         bool new_stationary, bool accumulate, buffer_id src, buffer_id dst,
                         std::uint16_t tag, const std::vector<instruction_id>& deps) {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::matmul;
-    in.type = t;
-    in.partitions = static_cast<std::uint32_t>(k);
-    in.aux = static_cast<std::uint32_t>(m);
-    in.free = static_cast<std::uint32_t>(n);
-    in.src = src;
-    in.dst = dst;
-    in.tag = tag;
-    if (new_stationary) in.flags |= flag_new_stationary;
-    if (accumulate) in.flags |= flag_accumulate;
+    std::uint8_t flags = 0;
+    if (new_stationary) flags |= flag_new_stationary;
+    if (accumulate) flags |= flag_accumulate;
+    const instruction in = make_matmul(t, k, m, n, flags, {src, dst, tag});
     if (accumulate && deps.empty() && last_matmul_ != program::none &&
         last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);

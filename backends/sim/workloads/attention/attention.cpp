@@ -217,32 +217,16 @@ class lowerer {
 
   instruction_id dma(buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes_per_row,
                      std::size_t tag, const std::vector<instruction_id>& deps) {
-    instruction in;
-    in.engine = queue();
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes_per_row);
-    in.src = src;
-    in.dst = dst;
-    in.tag = tags_[tag];
-    return out_.add(in, deps);
+    return out_.add(make_dma(queue(), rows, bytes_per_row, 0, {src, dst, tags_[tag]}), deps);
   }
 
   /// An elementwise instruction; `psum_src` the bank it reads, else SBUF.
   instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
                          std::uint8_t flags, std::size_t tag,
                          const std::vector<instruction_id>& deps, buffer_id psum_src = 0) {
-    instruction in;
-    in.engine = e;
-    in.kind = kind;
-    in.type = dtype::fp32;
-    in.flags = flags;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(std::max<std::int64_t>(n, 1));
-    in.src = (flags & flag_reads_psum) ? psum_src : sb_p_;
-    in.dst = sb_p_;
-    in.tag = tags_[tag];
-    return out_.add(in, deps);
+    const buffer_id src = (flags & flag_reads_psum) ? psum_src : sb_p_;
+    return out_.add(
+        make_elementwise(e, kind, dtype::fp32, rows, n, flags, {src, sb_p_, tags_[tag]}), deps);
   }
   /// A one-value-per-row VectorE step of the running state.
   instruction_id row_step(op kind, std::size_t tag, const std::vector<instruction_id>& deps,
@@ -252,18 +236,8 @@ class lowerer {
 
   instruction_id matmul(std::int64_t k, std::int64_t m, std::int64_t n, bool fresh, buffer_id bank,
                         std::size_t tag, const std::vector<instruction_id>& deps) {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::matmul;
-    in.type = p_.type;
-    in.flags = fresh ? static_cast<std::uint8_t>(flag_new_stationary) : std::uint8_t{0};
-    in.partitions = static_cast<std::uint32_t>(k);
-    in.aux = static_cast<std::uint32_t>(m);
-    in.free = static_cast<std::uint32_t>(n);
-    in.src = sb_kv_;
-    in.dst = bank;
-    in.tag = tags_[tag];
-    return out_.add(in, deps);
+    const auto flags = fresh ? static_cast<std::uint8_t>(flag_new_stationary) : std::uint8_t{0};
+    return out_.add(make_matmul(p_.type, k, m, n, flags, {sb_kv_, bank, tags_[tag]}), deps);
   }
 
   void load_q(std::int64_t qt) {
@@ -357,11 +331,9 @@ class lowerer {
     for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b) {
       const std::int64_t kb = std::min(P_, cols - b * P_);
       const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-      instruction t = transpose_of(p_.type, rows, kb);
-      t.src = sb_p_;
-      t.dst = psum_[bank];
-      t.tag = tags_[t_transpose];
-      const auto tid = out_.add(t, {exp_of_[index % 2], transpose_bank_reader_[bank]});
+      const auto tid =
+          out_.add(make_transpose(p_.type, rows, kb, {sb_p_, psum_[bank], tags_[t_transpose]}),
+                   {exp_of_[index % 2], transpose_bank_reader_[bank]});
       copy = compute(vector_engine, op::copy, kb, rows, flag_reads_psum, t_transpose,
                      {tid, pv_reader_[index % 2]}, psum_[bank]);
       transpose_bank_reader_[bank] = copy;

@@ -86,18 +86,6 @@ struct head_split {
   std::int64_t heads = 1, per_rank = 1;
 };
 
-/// P^T of `rows` query rows x `kb` keys on TensorE: the instruction the
-/// lowering's product() issues (with its buffers) and the steady model times.
-[[nodiscard]] inline instruction transpose_of(dtype type, std::int64_t rows, std::int64_t kb) {
-  instruction in;
-  in.engine = tensor_engine;
-  in.kind = op::transpose;
-  in.type = type;
-  in.partitions = static_cast<std::uint32_t>(rows);
-  in.free = static_cast<std::uint32_t>(kb);
-  return in;
-}
-
 /// The functional executor (attention_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const params& p,
                                                                  std::int64_t partitions,

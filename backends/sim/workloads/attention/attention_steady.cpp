@@ -254,9 +254,9 @@ class model {
       const auto i = static_cast<std::size_t>(last);
       const std::int64_t n = last ? cols - (c.chunks - 1) * f : std::min(f, cols);
       const std::int64_t kb = last ? cols - (c.blocks - 1) * P : std::min(P, cols);
-      c.qk[i] = cycles(matmul(p_.d, rows, n));
-      c.tr[i] = cycles(transpose_of(p_.type, rows, kb));
-      c.pv[i] = cycles(matmul(kb, rows, p_.d));
+      c.qk[i] = cycles(make_matmul(p_.type, p_.d, rows, n));
+      c.tr[i] = cycles(make_transpose(p_.type, rows, kb));
+      c.pv[i] = cycles(make_matmul(p_.type, kb, rows, p_.d));
       c.copy[i] = ew(vector_engine, op::copy, kb, rows);
       if (!last) c.tr_load = cost_rule::stationary_load_cycles(static_cast<double>(kb), m_);
     }
@@ -300,20 +300,10 @@ class model {
     s.tensor = s.last_end;
     return s.tensor;
   }
-  [[nodiscard]] instruction matmul(std::int64_t k, std::int64_t rows, std::int64_t n) const {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = op::matmul;
-    in.type = p_.type;
-    in.partitions = static_cast<std::uint32_t>(k);
-    in.aux = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(n);
-    return in;
-  }
   /// An elementwise instruction's time (`dependent`: on the engine's previous one).
   [[nodiscard]] double ew(engine_id e, op kind, std::int64_t rows, std::int64_t n,
                           bool dependent = false) const {
-    return compute_ns(steady::elementwise(e, kind, rows, n, 0), m_, dependent);
+    return compute_ns(make_elementwise(e, kind, dtype::fp32, rows, n), m_, dependent);
   }
 
   /// One cycle of a kind: its S, its scores' chain, and the product of the

@@ -190,15 +190,7 @@ class lowerer {
 
   instruction dma(engine_id q, buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes,
                   std::uint16_t tag) const {
-    instruction in;
-    in.engine = q;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(rows);
-    in.free = static_cast<std::uint32_t>(bytes);
-    in.src = src;
-    in.dst = dst;
-    in.tag = tag;
-    return in;
+    return make_dma(q, rows, bytes, 0, {src, dst, tag});
   }
 
   void fill(operand& x, int piece, instruction_id id) {

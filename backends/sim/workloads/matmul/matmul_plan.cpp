@@ -384,30 +384,13 @@ std::string plan_for(const space& s, const config& c, const machine& m, plan& pl
   return make_plan(p, m, pl);
 }
 
-namespace {
-
-/// A TensorE instruction of `kind` over partitions x free elements.
-instruction tensor_op(op kind, dtype type, std::int64_t partitions, std::int64_t free) {
-  instruction in;
-  in.engine = tensor_engine;
-  in.kind = kind;
-  in.type = type;
-  in.partitions = static_cast<std::uint32_t>(partitions);
-  in.free = static_cast<std::uint32_t>(free);
-  return in;
-}
-
-}  // namespace
-
 instruction matmul_instruction(const params& p, std::int64_t k, std::int64_t rows,
                                std::int64_t cols) {
-  instruction in = tensor_op(op::matmul, p.in, k, cols);
-  in.aux = static_cast<std::uint32_t>(rows);
-  return in;
+  return make_matmul(p.in, k, rows, cols);
 }
 
 instruction transpose_instruction(const params& p, std::int64_t rows, std::int64_t cols) {
-  return tensor_op(op::transpose, p.in, rows, cols);
+  return make_transpose(p.in, rows, cols);
 }
 
 instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols,

@@ -27,11 +27,7 @@ double matmul_ns(const params& p, const machine& m, std::int64_t k, std::int64_t
 }
 
 double dma_ns(const machine& m, std::int64_t rows, std::int64_t bytes) {
-  instruction in;
-  in.kind = op::dma;
-  in.partitions = static_cast<std::uint32_t>(rows);
-  in.free = static_cast<std::uint32_t>(bytes);
-  return dma_data_ns(in, m);
+  return dma_data_ns(make_dma(0, rows, bytes), m);
 }
 
 class totals_builder {

@@ -201,15 +201,8 @@ class lowerer {
       instruction_id last = program::none;
       for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
         const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-        instruction t;
-        t.engine = tensor_engine;
-        t.kind = op::transpose;
-        t.type = p_.type;
-        t.partitions = static_cast<std::uint32_t>(rows);
-        t.free = static_cast<std::uint32_t>(std::min(parts, p_.d_in - s * parts));
-        t.src = sb_raw_;
-        t.dst = psum_[bank];
-        t.tag = tags_[t_t];
+        const instruction t = make_transpose(p_.type, rows, std::min(parts, p_.d_in - s * parts),
+                                             {sb_raw_, psum_[bank], tags_[t_t]});
         const auto tid = out_.add(t, {gathered, bank_reader_[bank]});
         last = b_.compute(p_.evict, copy_op(), t.free, rows, flag_reads_psum, psum_[bank], sb_x_,
                           tags_[t_xc], {tid, r0 == 0 ? war : program::none});
@@ -333,16 +326,9 @@ class lowerer {
         src = sb_comb_;
         scatters_ = {index};
       } else if (!p_.sbuf_partials) {
-        instruction in;
-        in.engine = q_.next(3);
-        in.kind = op::dma;
-        in.partitions = static_cast<std::uint32_t>(rows);
-        in.free = static_cast<std::uint32_t>(p_.top_k * cols * 4);
-        in.aux = static_cast<std::uint32_t>(cols * 4);
-        in.src = hbm_part_;
-        in.dst = sb_comb_;
-        in.tag = tags_[t_part];
-        last = out_.add(in, deps);
+        last = out_.add(make_dma(q_.next(3), rows, p_.top_k * cols * 4, cols * 4,
+                                 {hbm_part_, sb_comb_, tags_[t_part]}),
+                        deps);
         deps = {last};
         src = sb_comb_;
         scatters_ = {last};  // later loads: ordered after this one, which waited for all

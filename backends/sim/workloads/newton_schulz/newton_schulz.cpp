@@ -244,16 +244,9 @@ class lowerer {
         for (std::int64_t i = i0; i < std::min(pl_.row_tiles, i0 + per_bank); ++i) {
           if (i > i0) deps_.clear();
           deps_.push_back(x_piece_[at(i * pl_.col_groups + g)]);
-          instruction in;
-          in.engine = tensor_engine;
-          in.kind = op::transpose;
-          in.type = p_.type;
-          in.partitions = static_cast<std::uint32_t>(rows_of(i, p_.rows));
-          in.free = static_cast<std::uint32_t>(cols);
-          in.src = sb_x_;
-          in.dst = psum_;
-          in.tag = tags_[t_transpose];
-          last = out_.add(in, deps_);
+          last = out_.add(make_transpose(p_.type, rows_of(i, p_.rows), cols,
+                                         {sb_x_, psum_, tags_[t_transpose]}),
+                          deps_);
           width += rows_of(i, p_.rows);
         }
         const auto e = evict(cols, width, false, sb_xt_, tags_[t_evict_t], {last});

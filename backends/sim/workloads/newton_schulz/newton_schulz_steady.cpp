@@ -57,16 +57,8 @@ class model {
   steady::stretch issued;  ///< what it issues: busy times, DMA data, HBM bytes, instructions
 
  private:
-  /// One TensorE instruction's cycles (contraction k, stationary m, moving n).
-  [[nodiscard]] double cycles(dtype t, op kind, std::int64_t k, std::int64_t m,
-                              std::int64_t n) const {
-    instruction in;
-    in.engine = tensor_engine;
-    in.kind = kind;
-    in.type = t;
-    in.partitions = static_cast<std::uint32_t>(k);
-    in.aux = static_cast<std::uint32_t>(m);
-    in.free = static_cast<std::uint32_t>(n);
+  /// One TensorE instruction's cycles.
+  [[nodiscard]] double cycles(const instruction& in) const {
     return cost_rule::tensor_cycles(in, m_);
   }
 
@@ -114,12 +106,12 @@ class model {
         const double load = cost_rule::stationary_load_cycles(static_cast<double>(rows), m_);
         double tensor = 0, k = 0, first = 0;
         each(split(k_extent, P_), [&](double nk, std::int64_t kk) {
-          const double each_mm = cycles(p_.type, op::matmul, kk, rows, width);
+          const double each_mm = cycles(make_matmul(p_.type, kk, rows, width));
           tensor += nk * (each_mm + std::max(0.0, load - each_mm));
           first = std::min(load, each_mm);
           k += nk;
         });
-        const double evict = compute_ns(steady::elementwise(e, kind, rows, width, 0), m_);
+        const double evict = compute_ns(make_elementwise(e, kind, dtype::fp32, rows, width), m_);
         out += chain(nb * ng, tensor / m_.tensor_ghz, k, first / m_.tensor_ghz, evict, e);
       });
     });
@@ -136,13 +128,14 @@ class model {
         const double load = cost_rule::stationary_load_cycles(static_cast<double>(cols), m_);
         double tensor = 0, k = 0, first = 0;
         each(split(width, P_), [&](double nt, std::int64_t rows) {
-          const double each_t = cycles(p_.type, op::transpose, rows, 0, cols);
+          const double each_t = cycles(make_transpose(p_.type, rows, cols));
           tensor += nt * (each_t + std::max(0.0, load - each_t));
           first = std::min(load, each_t);
           k += nt;
         });
         const op kind = p_.evict == scalar_engine ? op::activation : op::copy;
-        const double evict = compute_ns(steady::elementwise(p_.evict, kind, cols, width, 0), m_);
+        const double evict =
+            compute_ns(make_elementwise(p_.evict, kind, dtype::fp32, cols, width), m_);
         out += chain(nc * nb, tensor / m_.tensor_ghz, k, first / m_.tensor_ghz, evict, p_.evict);
       });
     });
@@ -162,7 +155,7 @@ class model {
     const double sum = c_.compute(issued, scalar_engine, op::activation, 1, last, p_.cols);
     c_.compute(issued, scalar_engine, op::activation, bands - 1, P_, p_.cols);
     c_.compute(issued, vector_engine, op::tensor_scalar, 1, P_, P_);
-    const double total = bands * cycles(dtype::fp32, op::matmul, P_, P_, 1) / m_.tensor_ghz;
+    const double total = bands * cycles(make_matmul(dtype::fp32, P_, P_, 1)) / m_.tensor_ghz;
     issued.busy[0] += total;
     issued.instructions += bands;
     const double rsqrt = c_.compute(issued, scalar_engine, op::activation, 1, P_, 1);

@@ -116,16 +116,7 @@ class lowerer {
 
   instruction dma(std::uint32_t partitions, std::int64_t bytes_per_row, std::int64_t chunk,
                   buffer_id src, buffer_id dst, std::uint16_t tag, engine_id queue) const {
-    instruction in;
-    in.engine = queue;
-    in.kind = op::dma;
-    in.partitions = partitions;
-    in.free = static_cast<std::uint32_t>(bytes_per_row);
-    in.aux = static_cast<std::uint32_t>(chunk);
-    in.src = src;
-    in.dst = dst;
-    in.tag = tag;
-    return in;
+    return make_dma(queue, partitions, bytes_per_row, chunk, {src, dst, tag});
   }
 
   void setup() {

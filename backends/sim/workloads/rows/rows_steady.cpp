@@ -248,12 +248,7 @@ class replay {
   /// A transfer's data phase with the DMA engines to itself.
   [[nodiscard]] double data_alone(std::int64_t parts, std::int64_t row_bytes, std::int64_t chunk,
                                   bool hbm) const {
-    instruction in;
-    in.kind = op::dma;
-    in.partitions = static_cast<std::uint32_t>(parts);
-    in.free = static_cast<std::uint32_t>(row_bytes);
-    in.aux = static_cast<std::uint32_t>(chunk);
-    double alone = dma_data_ns(in, m_);
+    double alone = dma_data_ns(make_dma(0, parts, row_bytes, chunk), m_);
     if (hbm && m_.hbm_bytes_per_ns > 0)
       alone = std::max(alone, static_cast<double>(parts * row_bytes) / m_.hbm_bytes_per_ns);
     return alone;
