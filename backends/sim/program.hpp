@@ -121,22 +121,28 @@ struct instruction_io {
   std::uint16_t tag = 0;
 };
 
+/// The fields every builder sets: the engine, the kind and `io`.
+[[nodiscard]] constexpr instruction instruction_on(engine_id e, op kind, instruction_io io) {
+  instruction in;
+  in.engine = e;
+  in.kind = kind;
+  in.src = io.src;
+  in.dst = io.dst;
+  in.tag = io.tag;
+  return in;
+}
+
 /// nc_matmul on TensorE: contraction `k` (partitions), stationary free `m`,
 /// moving free `n`, inputs of `type`.
 [[nodiscard]] constexpr instruction make_matmul(dtype type, std::int64_t k, std::int64_t m,
                                                 std::int64_t n, std::uint8_t flags = 0,
                                                 instruction_io io = {}) {
-  instruction in;
-  in.engine = tensor_engine;
-  in.kind = op::matmul;
+  instruction in = instruction_on(tensor_engine, op::matmul, io);
   in.type = type;
   in.flags = flags;
   in.partitions = static_cast<std::uint32_t>(k);
   in.aux = static_cast<std::uint32_t>(m);
   in.free = static_cast<std::uint32_t>(n);
-  in.src = io.src;
-  in.dst = io.dst;
-  in.tag = io.tag;
   return in;
 }
 
@@ -154,16 +160,11 @@ struct instruction_io {
                                                      std::int64_t rows, std::int64_t n,
                                                      std::uint8_t flags = 0,
                                                      instruction_io io = {}) {
-  instruction in;
-  in.engine = e;
-  in.kind = kind;
+  instruction in = instruction_on(e, kind, io);
   in.type = type;
   in.flags = flags;
   in.partitions = static_cast<std::uint32_t>(rows);
   in.free = static_cast<std::uint32_t>(n > 1 ? n : 1);
-  in.src = io.src;
-  in.dst = io.dst;
-  in.tag = io.tag;
   return in;
 }
 
@@ -171,15 +172,10 @@ struct instruction_io {
 /// descriptors of `chunk` bytes (0: a row is one).
 [[nodiscard]] constexpr instruction make_dma(engine_id queue, std::int64_t rows, std::int64_t bytes,
                                              std::int64_t chunk = 0, instruction_io io = {}) {
-  instruction in;
-  in.engine = queue;
-  in.kind = op::dma;
+  instruction in = instruction_on(queue, op::dma, io);
   in.partitions = static_cast<std::uint32_t>(rows);
   in.free = static_cast<std::uint32_t>(bytes);
   in.aux = static_cast<std::uint32_t>(chunk);
-  in.src = io.src;
-  in.dst = io.dst;
-  in.tag = io.tag;
   return in;
 }
 
