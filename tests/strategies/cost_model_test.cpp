@@ -89,7 +89,7 @@ TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear"
   MESSAGE("held-out rms error of ln(cost): gp " << gp_error << ", log_linear " << linear_error);
   CHECK(gp_error < 0.2);
   CHECK(gp_error < 0.5 * linear_error);
-  // Choosing by one-step error (the default) keeps both and answers with
+  // Choosing by one-step error keeps both and answers with
   // the GP here, whichever kind was asked for.
   CHECK(held_out_error(cost_model_kind::log_linear, true) == doctest::Approx(gp_error));
   CHECK(held_out_error(cost_model_kind::gp, true) == doctest::Approx(gp_error));
@@ -180,9 +180,9 @@ TEST_CASE("the run link answers only while the study's predictions of the object
     t.prediction = prediction{predicted_objective, 0.01 * predicted_objective, 1.0, 0.0};
     return t;
   };
-  auto told_right = make_cost_model(s);
-  auto told_wrong = make_cost_model(s);
-  auto unchosen = make_cost_model(s, {.choose_by_error = false});
+  auto told_right = make_cost_model(s, {.choose_by_error = true});
+  auto told_wrong = make_cost_model(s, {.choose_by_error = true});
+  auto unchosen = make_cost_model(s);
   rng random(7), noise(8);
   for (int i = 0; i < 60; ++i) {
     const auto c = s.sample(random);
@@ -196,7 +196,7 @@ TEST_CASE("the run link answers only while the study's predictions of the object
   CHECK_FALSE(told_wrong->wants_objective());  // the total's regression erred less
   CHECK(unchosen->wants_objective());          // without the choice the link holds regardless
   // A trial the study did not predict from its model does not score the link.
-  auto unscored = make_cost_model(s);
+  auto unscored = make_cost_model(s, {.choose_by_error = true});
   for (int i = 0; i < 60; ++i) {
     auto t = measured(s.sample(random), 1.0);
     t.prediction->from = prediction::basis::prior;
