@@ -14,8 +14,9 @@
 // plus what failed runs cost x P(failure)); otherwise one regression of the
 // total seconds.
 //
-// Choosing by one-step error: every regression is kept twice, a GP and a
-// ridge regression, fed the same points; before each point is added both
+// Choosing by one-step error (choose_by_error): the total's and the
+// failures' regressions are kept twice, a GP and a ridge regression, fed
+// the same points; before each point is added both
 // predict it, and the one with the smaller mean absolute error in
 // ln(seconds) so far answers (the GP's hyper-parameters, fitted on few
 // points in many dimensions, can rank costs worse than a line early). The
@@ -268,9 +269,12 @@ class linked_cost final : public cost_model {
  public:
   linked_cost(const space& s, const cost_model_options& o)
       : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
-    total_ = make_regression();
-    failed_ = make_regression();
-    if (options_.run_link_max_sd > 0) fixed_ = make_regression();  // else never read
+    total_ = make_regression(options_.choose_by_error);
+    failed_ = make_regression(options_.choose_by_error);
+    // The configured kind only: the link it feeds is itself scored against
+    // the total's regression, and choosing here made the simulator demo
+    // fail more often early (benchmarks/README.md, session 9).
+    if (options_.run_link_max_sd > 0) fixed_ = make_regression(false);  // else never read
   }
 
   void observe(const trial& t) override {
@@ -318,16 +322,14 @@ class linked_cost final : public cost_model {
   }
 
  private:
-  [[nodiscard]] std::unique_ptr<log_regression> make_regression() const {
-    auto gp = std::make_unique<gp_regression>(layout_, options_);
-    auto ridge = std::make_unique<ridge_regression>(layout_.features, options_);
-    if (options_.kind == cost_model_kind::log_linear)
-      return options_.choose_by_error
-                 ? std::make_unique<chosen_regression>(std::move(ridge), std::move(gp))
-                 : std::unique_ptr<log_regression>(std::move(ridge));
-    return options_.choose_by_error
-               ? std::make_unique<chosen_regression>(std::move(gp), std::move(ridge))
-               : std::unique_ptr<log_regression>(std::move(gp));
+  /// The configured kind, or (`choose`) both kinds, chosen by error.
+  [[nodiscard]] std::unique_ptr<log_regression> make_regression(bool choose) const {
+    std::unique_ptr<log_regression> configured = std::make_unique<gp_regression>(layout_, options_);
+    std::unique_ptr<log_regression> other =
+        std::make_unique<ridge_regression>(layout_.features, options_);
+    if (options_.kind == cost_model_kind::log_linear) std::swap(configured, other);
+    if (!choose) return configured;
+    return std::make_unique<chosen_regression>(std::move(configured), std::move(other));
   }
 
   /// The ratio is steady and the compile + gate regression can predict (or
