@@ -19,7 +19,8 @@
 //
 //   bench_cost_aware [--data DIR] [--seeds 25] [--first-seed 1] [--jobs 1] [--alpha A]
 //                    [--explore-every K] [--strategy auto] [--spaces a,b] [--pool-factor N]
-//                    [--exact-cost] [--no-cpu] [--no-sim] [--no-replay] [--json]
+//                    [--exact-cost] [--cost-choice] [--no-cpu] [--no-sim] [--no-replay]
+//                    [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
 
@@ -68,6 +69,7 @@ struct problem {
   double optimum = std::numeric_limits<double>::infinity();  ///< lowered by the runs (sim)
   bool oracle_cost = false;  ///< the backend's estimate is exact: no cost model is learned
   bool charge_cpu = true;    ///< tessel's own CPU time counts toward the clock
+  bool choose_cost = false;  ///< cost_model_options::choose_by_error
 };
 
 /// One run; `alpha_start` 0 is the EI-only arm.
@@ -78,7 +80,7 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   o.seed = seed;
   o.evaluate_baseline = false;
   o.surrogate = make_gp_surrogate(p.s);
-  if (!p.oracle_cost) o.costs = make_cost_model(p.s);
+  if (!p.oracle_cost) o.costs = make_cost_model(p.s, {.choose_by_error = p.choose_cost});
   o.cost_alpha_start = alpha_start;
   o.cost_alpha_end = 0.0;
   o.cost_explore_every = explore_every;
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
   std::string strategy = "auto";
   std::string only;
   bool no_sim = false, no_replay = false, json_out = false, exact_cost = false, no_cpu = false;
+  bool cost_choice = cost_model_options{}.choose_by_error;
   std::size_t sim_sample = 2000;
   std::size_t pool_factor = 0;
   std::size_t explore_every = study::options{}.cost_explore_every;
@@ -264,6 +267,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cpu", no_cpu,
                "charge evaluation costs only, not tessel's own CPU time (which the machine's load "
                "moves)");
+  app.add_flag("--cost-choice,!--no-cost-choice", cost_choice,
+               "the cost model with cost_model_options::choose_by_error: GP or ridge, and the "
+               "run link or not, by one-step error");
   app.add_flag("--no-sim", no_sim, "skip the simulator space");
   app.add_flag("--no-replay", no_replay, "skip the replay spaces");
   app.add_flag("--json", json_out, "print JSON instead of a table");
@@ -275,7 +281,10 @@ int main(int argc, char** argv) {
       problems.push_back(replay_problem(bench::replay_path(data, name), name, exact_cost));
   }
   if (!no_sim) problems.push_back(sim_problem(sim_sample, 7));
-  for (auto& p : problems) p.charge_cpu = !no_cpu;
+  for (auto& p : problems) {
+    p.charge_cpu = !no_cpu;
+    p.choose_cost = cost_choice;
+  }
 
   nlohmann::json report = nlohmann::json::array();
   if (!json_out)

@@ -227,6 +227,19 @@ struct cost_model_options {
   /// either way: predict_failure(), what a failure costs, which prices a
   /// success at (p ok + (1 - p) failed) / p (tessel::price_per_success). Default true.
   bool ok_only = true;
+  /// Keep the total's and the failures' regressions as both kinds, a GP
+  /// and a ridge regression, and answer with the one whose one-step-ahead
+  /// absolute error in ln(seconds) (each trial predicted before it is
+  /// learnt) is smaller so far, `kind` until both have predicted 5 trials;
+  /// and use the run link only while its error, from the objective the
+  /// study predicted for each trial (trial::prediction), is no larger than
+  /// the total's regression's. Default false: on the six tables of
+  /// data/bench it ranks held-out costs a little better after 30
+  /// observations (mean Spearman 0.59 against 0.55), but bench_cost_aware
+  /// moves within noise (1.25x against 1.23x, 1.18x against 1.16x on other
+  /// seeds, the simulator 1.23x against 1.45x) and leave-one-space-out
+  /// keeps it off (benchmarks/README.md, session 9).
+  bool choose_by_error = false;
   /// gp: observations it holds at most; beyond, the most recent half and a
   /// uniform draw of the older ones, redrawn each time an eighth more have
   /// arrived, so predict() stays O(max_points^2). At least 16. Default 128.

@@ -14,6 +14,16 @@
 // plus what failed runs cost x P(failure)); otherwise one regression of the
 // total seconds.
 //
+// Choosing by one-step error (choose_by_error): the total's and the
+// failures' regressions are kept twice, a GP and a ridge regression, fed
+// the same points; before each point is added both
+// predict it, and the one with the smaller mean absolute error in
+// ln(seconds) so far answers (the GP's hyper-parameters, fitted on few
+// points in many dimensions, can rank costs worse than a line early). The
+// run link is scored the same way, from the objective the study predicted
+// for the trial when it dispatched it (trial::prediction), against the
+// total's regression, and answers only while it is no worse.
+//
 // Failures: a third regression, of the total seconds of failed trials
 // alone (a compile error stops early, a timeout runs long), answers
 // predict_failure() once it can; until then a failure costs what a success
@@ -26,6 +36,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -189,6 +200,55 @@ class ridge_regression final : public log_regression {
   double residual_ = 0;  ///< s^2, residual variance of ln(seconds)
 };
 
+/// Trials two predictions must both have been scored on before one is
+/// preferred to the other by its error.
+constexpr std::size_t min_scored = 5;
+
+/// Absolute errors of two rival predictions on the same trials (not
+/// squared: a few outlying costs, a 15 s framework stall among 2 s runs,
+/// would decide).
+struct rivalry {
+  std::size_t n = 0;
+  double first = 0, second = 0;
+  void add(double first_error, double second_error) {
+    ++n;
+    first += std::abs(first_error);
+    second += std::abs(second_error);
+  }
+  /// The second has been scored often enough and erred less.
+  [[nodiscard]] bool second_wins() const { return n >= min_scored && second < first; }
+};
+
+/// A GP and a ridge regression of the same targets; the one with the
+/// smaller one-step-ahead absolute error so far answers (the configured
+/// kind until both have been scored min_scored times).
+class chosen_regression final : public log_regression {
+ public:
+  chosen_regression(std::unique_ptr<log_regression> primary, std::unique_ptr<log_regression> rival)
+      : primary_(std::move(primary)), rival_(std::move(rival)) {}
+
+  void add(const Eigen::VectorXd& features, double y) override {
+    if (rival_ && primary_->ready() && rival_->ready())
+      errors_.add(primary_->at(features).first - y, rival_->at(features).first - y);
+    primary_->add(features, y);
+    if (rival_) rival_->add(features, y);
+  }
+
+  [[nodiscard]] bool ready() const override { return chosen().ready(); }
+
+  [[nodiscard]] std::pair<double, double> at(const Eigen::VectorXd& features) const override {
+    return chosen().at(features);
+  }
+
+ private:
+  [[nodiscard]] const log_regression& chosen() const {
+    return rival_ && rival_->ready() && errors_.second_wins() ? *rival_ : *primary_;
+  }
+
+  std::unique_ptr<log_regression> primary_, rival_;  ///< rival_: null when not choosing
+  rivalry errors_;
+};
+
 /// Running mean and variance (Welford).
 struct running {
   std::size_t n = 0;
@@ -209,9 +269,12 @@ class linked_cost final : public cost_model {
  public:
   linked_cost(const space& s, const cost_model_options& o)
       : space_(s), options_(o), layout_(bayes::kernel_layout::of(s)) {
-    total_ = make_regression();
-    failed_ = make_regression();
-    if (options_.run_link_max_sd > 0) fixed_ = make_regression();  // else never read
+    total_ = make_regression(options_.choose_by_error);
+    failed_ = make_regression(options_.choose_by_error);
+    // The configured kind only: the link it feeds is itself scored against
+    // the total's regression, and choosing here made the simulator demo
+    // fail more often early (benchmarks/README.md, session 9).
+    if (options_.run_link_max_sd > 0) fixed_ = make_regression(false);  // else never read
   }
 
   void observe(const trial& t) override {
@@ -221,6 +284,7 @@ class linked_cost final : public cost_model {
     const Eigen::VectorXd x = layout_.features_of(space_.encode(t.config));
     if (!t.result.ok()) failed_->add(x, *total);
     if (options_.ok_only && !t.result.ok()) return;
+    score_link(t, x, *total);
     total_->add(x, *total);
     const auto& paid = t.result.cost;
     if (const auto fixed = log_of(paid.compile_s + paid.gate_s); fixed && fixed_) {
@@ -254,16 +318,41 @@ class linked_cost final : public cost_model {
   /// The run link holds: the run seconds follow the objective steadily, and
   /// the compile + gate regression can predict (or there is nothing to).
   [[nodiscard]] bool wants_objective() const override {
+    return link_holds() && !link_errors_.second_wins();
+  }
+
+ private:
+  /// The configured kind, or (`choose`) both kinds, chosen by error.
+  [[nodiscard]] std::unique_ptr<log_regression> make_regression(bool choose) const {
+    std::unique_ptr<log_regression> configured = std::make_unique<gp_regression>(layout_, options_);
+    std::unique_ptr<log_regression> other =
+        std::make_unique<ridge_regression>(layout_.features, options_);
+    if (options_.kind == cost_model_kind::log_linear) std::swap(configured, other);
+    if (!choose) return configured;
+    return std::make_unique<chosen_regression>(std::move(configured), std::move(other));
+  }
+
+  /// The ratio is steady and the compile + gate regression can predict (or
+  /// there is nothing to).
+  [[nodiscard]] bool link_holds() const {
     return options_.run_link_max_sd > 0 && ratio_.n >= link_min_observations &&
            std::sqrt(ratio_.variance()) <= options_.run_link_max_sd &&
            (fixed_->ready() || !fixed_seen_);
   }
 
- private:
-  [[nodiscard]] std::unique_ptr<log_regression> make_regression() const {
-    if (options_.kind == cost_model_kind::log_linear)
-      return std::make_unique<ridge_regression>(layout_.features, options_);
-    return std::make_unique<gp_regression>(layout_, options_);
+  /// Before `t` (ln total seconds `y`) is learnt: the errors of the link,
+  /// from the objective the study predicted for it, and of the total's
+  /// regression.
+  void score_link(const trial& t, const Eigen::VectorXd& x, double y) {
+    if (!options_.choose_by_error || !link_holds() || !total_->ready() || !t.prediction ||
+        t.prediction->from != prediction::basis::model || !(t.prediction->mean > 0) ||
+        !std::isfinite(t.prediction->mean))
+      return;
+    const candidate_score told{t.prediction->mean, t.prediction->sigma, t.prediction->p_feasible,
+                               t.prediction->expected_gain};
+    const double linked = linked_log_total(x, told).first;
+    if (!std::isfinite(linked)) return;
+    link_errors_.add(linked - y, total_->at(x).first - y);
   }
 
   /// compile + gate from its regression, plus the run: ratio x predicted
@@ -271,6 +360,15 @@ class linked_cost final : public cost_model {
   /// not. The variance of ln(total) by the delta method.
   [[nodiscard]] double linked_prediction(const Eigen::VectorXd& x, const candidate_score& objective,
                                          double backend_estimate) const {
+    const auto [mean, var] = linked_log_total(x, objective);
+    if (!std::isfinite(mean)) return unobserved(backend_estimate, options_);
+    return combine(mean, var, backend_estimate, options_);
+  }
+
+  /// ln(compile + gate + run seconds) by the link and its variance; -inf
+  /// when the total is not > 0.
+  [[nodiscard]] std::pair<double, double> linked_log_total(const Eigen::VectorXd& x,
+                                                           const candidate_score& objective) const {
     double fixed = 0, fixed_var = 0;
     if (fixed_->ready()) {
       const auto [mean, var] = fixed_->at(x);
@@ -285,9 +383,9 @@ class linked_cost final : public cost_model {
     const double run_var =
         ratio_.variance() / static_cast<double>(ratio_.n) + std::log1p(spread * spread);
     const double total = fixed + run;
-    if (!(total > 0)) return unobserved(backend_estimate, options_);
+    if (!(total > 0)) return {-std::numeric_limits<double>::infinity(), 0.0};
     const double var = (fixed * fixed * fixed_var + run * run * run_var) / (total * total);
-    return combine(std::log(total), var, backend_estimate, options_);
+    return {std::log(total), var};
   }
 
   space space_;
@@ -299,6 +397,7 @@ class linked_cost final : public cost_model {
   bool fixed_seen_ = false;                 ///< a trial with compile + gate seconds > 0
   running ratio_;                           ///< ln(run seconds / objective) of ok trials
   running failed_run_;                      ///< run seconds of failed trials
+  rivalry link_errors_;                     ///< the link, then the total's regression
 };
 
 }  // namespace

@@ -76,19 +76,23 @@ TEST_CASE("both cost models learn; the GP follows a cost that is not log-linear"
     const double z = static_cast<double>(s.integer(c, "z"));
     return 0.05 * std::exp(0.06 * (x - 8) * (x - 8)) * z;
   };
-  auto held_out_error = [&](cost_model_kind kind) {
-    auto cost = make_cost_model(s, {.kind = kind});
+  auto held_out_error = [&](cost_model_kind kind, bool choose) {
+    auto cost = make_cost_model(s, {.kind = kind, .choose_by_error = choose});
     rng random(11);
     teach(*cost, s, truth, 120, random);
     double squared = 0;
     for (double e : log_errors(*cost, s, truth, 200, random)) squared += e * e;
     return std::sqrt(squared / 200);
   };
-  const double gp_error = held_out_error(cost_model_kind::gp);
-  const double linear_error = held_out_error(cost_model_kind::log_linear);
+  const double gp_error = held_out_error(cost_model_kind::gp, false);
+  const double linear_error = held_out_error(cost_model_kind::log_linear, false);
   MESSAGE("held-out rms error of ln(cost): gp " << gp_error << ", log_linear " << linear_error);
   CHECK(gp_error < 0.2);
   CHECK(gp_error < 0.5 * linear_error);
+  // Choosing by one-step error keeps both and answers with
+  // the GP here, whichever kind was asked for.
+  CHECK(held_out_error(cost_model_kind::log_linear, true) == doctest::Approx(gp_error));
+  CHECK(held_out_error(cost_model_kind::gp, true) == doctest::Approx(gp_error));
   // The GP keeps at most max_points observations and still predicts well.
   auto capped = make_cost_model(s, {.max_points = 32});
   rng random(12);
@@ -163,6 +167,42 @@ TEST_CASE("the run link predicts the run seconds from the objective the study pa
   CHECK_FALSE(steady->wants_objective());
   const auto d = s.sample(random);
   CHECK(steady->predict(d, told(d)) == doctest::Approx(compile_s(d) + 5.0).epsilon(0.1));
+}
+
+TEST_CASE("the run link answers only while the study's predictions of the objective are no worse") {
+  const auto s = bowl_space();
+  // Compiling costs 0.2 s * 2^(x / 8), running 50 x the objective, as above.
+  const auto measured = [&](const config& c, double predicted_objective) {
+    trial t = finished_trial(s, c, *bowl(s, c));
+    t.result.cost.compile_s = 0.2 * std::exp2(static_cast<double>(s.integer(c, "x")) / 8);
+    t.result.cost.run_s = 50 * t.result.objective;
+    // What the study predicted for the trial when it dispatched it.
+    t.prediction = prediction{predicted_objective, 0.01 * predicted_objective, 1.0, 0.0};
+    return t;
+  };
+  auto told_right = make_cost_model(s, {.choose_by_error = true});
+  auto told_wrong = make_cost_model(s, {.choose_by_error = true});
+  auto unchosen = make_cost_model(s);
+  rng random(7), noise(8);
+  for (int i = 0; i < 60; ++i) {
+    const auto c = s.sample(random);
+    // A surrogate that knows nothing: a prediction unrelated to the config.
+    const double wrong = std::exp(5 * noise.uniform01());
+    told_right->observe(measured(c, *bowl(s, c)));
+    told_wrong->observe(measured(c, wrong));
+    unchosen->observe(measured(c, wrong));
+  }
+  CHECK(told_right->wants_objective());
+  CHECK_FALSE(told_wrong->wants_objective());  // the total's regression erred less
+  CHECK(unchosen->wants_objective());          // without the choice the link holds regardless
+  // A trial the study did not predict from its model does not score the link.
+  auto unscored = make_cost_model(s, {.choose_by_error = true});
+  for (int i = 0; i < 60; ++i) {
+    auto t = measured(s.sample(random), 1.0);
+    t.prediction->from = prediction::basis::prior;
+    unscored->observe(t);
+  }
+  CHECK(unscored->wants_objective());
 }
 
 TEST_CASE("failures have their own cost model, and a success is priced with both") {
