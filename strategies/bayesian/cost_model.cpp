@@ -324,12 +324,13 @@ class linked_cost final : public cost_model {
  private:
   /// The configured kind, or (`choose`) both kinds, chosen by error.
   [[nodiscard]] std::unique_ptr<log_regression> make_regression(bool choose) const {
-    std::unique_ptr<log_regression> configured = std::make_unique<gp_regression>(layout_, options_);
-    std::unique_ptr<log_regression> other =
-        std::make_unique<ridge_regression>(layout_.features, options_);
-    if (options_.kind == cost_model_kind::log_linear) std::swap(configured, other);
-    if (!choose) return configured;
-    return std::make_unique<chosen_regression>(std::move(configured), std::move(other));
+    const bool linear = options_.kind == cost_model_kind::log_linear;
+    auto of_kind = [&](bool ridge) -> std::unique_ptr<log_regression> {
+      if (ridge) return std::make_unique<ridge_regression>(layout_.features, options_);
+      return std::make_unique<gp_regression>(layout_, options_);
+    };
+    if (!choose) return of_kind(linear);  // the rival is built only when it is scored
+    return std::make_unique<chosen_regression>(of_kind(linear), of_kind(!linear));
   }
 
   /// The ratio is steady and the compile + gate regression can predict (or
