@@ -97,6 +97,16 @@ class plan_of final : public workload_plan {
   P value;
 };
 
+/// The P a plan_of<P> holds; std::bad_cast when `p` holds another type.
+template <class P>
+[[nodiscard]] const P& value_of(const workload_plan& p) {
+  return dynamic_cast<const plan_of<P>&>(p).value;
+}
+template <class P>
+[[nodiscard]] P& value_of(workload_plan& p) {
+  return dynamic_cast<plan_of<P>&>(p).value;
+}
+
 class workload {
  public:
   virtual ~workload() = default;

@@ -30,9 +30,7 @@ struct sharded_plan {
   rank_split split;  ///< tp; the all-gather of every head's O, one per head (overlap)
 
   /// One head's parameters, inside `core` (read without error).
-  [[nodiscard]] const attn::params& head() const {
-    return dynamic_cast<const plan_of<attn::params>&>(*core).value;
-  }
+  [[nodiscard]] const attn::params& head() const { return value_of<attn::params>(*core); }
 };
 
 /// Appends `times - 1` copies of `p`'s instructions, each copy's first

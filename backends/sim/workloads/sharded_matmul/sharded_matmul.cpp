@@ -38,9 +38,7 @@ struct sharded_plan {
   rank_split split;  ///< tp; the all-gather or all-reduce of the whole C, one per C block
 
   /// One rank's matmul plan, inside `core` (read without error).
-  [[nodiscard]] const mm::plan& rank() const {
-    return dynamic_cast<const plan_of<mm::plan>&>(*core).value;
-  }
+  [[nodiscard]] const mm::plan& rank() const { return value_of<mm::plan>(*core); }
 };
 
 /// The gathered C against the unsharded product: each rank's elements as

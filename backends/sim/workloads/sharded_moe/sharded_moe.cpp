@@ -31,8 +31,6 @@
 namespace tessel::sim {
 namespace {
 
-using moe_plan = plan_of<moe_detail::plan>;
-
 struct sharded_plan {
   cloning_ptr<workload_plan> core;  ///< moe's plan, restricted to the straggler rank
   std::int64_t per_rank = 1;        ///< experts per rank
@@ -44,10 +42,8 @@ struct sharded_plan {
   /// Whether `core` holds moe's plan (read without error).
   [[nodiscard]] bool has_rank() const { return core && core->error.empty(); }
   /// moe's plan of the straggler rank, inside `core` (has_rank()).
-  [[nodiscard]] moe_detail::plan& rank() { return dynamic_cast<moe_plan&>(*core).value; }
-  [[nodiscard]] const moe_detail::plan& rank() const {
-    return dynamic_cast<const moe_plan&>(*core).value;
-  }
+  [[nodiscard]] moe_detail::plan& rank() { return value_of<moe_detail::plan>(*core); }
+  [[nodiscard]] const moe_detail::plan& rank() const { return value_of<moe_detail::plan>(*core); }
 };
 
 std::vector<knob> knobs_of_sharded() {
@@ -97,8 +93,7 @@ class sharded_moe final : public sharded_workload<sharded_plan> {
     std::vector<std::unique_ptr<workload_plan>> out;
     for (int core = 0; core < std::max(1, m.cores); ++core) {
       auto p = whole ? whole->clone() : plan_config(s, c, m);  // the whole plan copied when given
-      if (auto& v = dynamic_cast<plan_of<sharded_plan>&>(*p).value; v.has_rank())
-        v.rank().core = core;
+      if (auto& v = value_of<sharded_plan>(*p); v.has_rank()) v.rank().core = core;
       out.push_back(std::move(p));
     }
     return out;
