@@ -90,7 +90,7 @@ enum class distribution : unsigned char {
   shifted,        ///< N(m, 1) with |m| in [1, 3]: far from zero-mean
   positive,       ///< exp(N(0, 1) / 2): all positive, skewed
   sparse,         ///< max(0, N(0, 1)): post-ReLU activations, about half exact zeros
-  padded,         ///< N(0, 1) with its trailing rows and columns exactly zero (padding)
+  padded,         ///< N(0, 1), its trailing rows and each row's own runs at both ends exactly zero
   mask,           ///< exactly 0 or 1, each with probability 1/2 (scaled)
   bf16_valued,    ///< N(0, 1) rounded to bf16 first: data that was bf16 upstream
   heavy_tailed,   ///< N(0, 1), one element in 64 scaled by 2^U(4, 16) (less for narrow types)
@@ -179,9 +179,10 @@ class input_tensor {
   distribution kind_;
   std::uint64_t seed_;
   double scale_ = 1, offset_ = 0;
-  std::int64_t zero_rows_ = 0, zero_cols_ = 0;  ///< padded: the trailing zero block
-  std::int64_t prefix_ = 0;                     ///< shared_prefix: elements taken from base_
-  std::vector<input_tensor> base_;              ///< shared_prefix: what the prefix equals (one)
+  std::int64_t zero_rows_ = 0;      ///< padded: the trailing zero rows
+  std::uint64_t padding_ = 0;       ///< padded: each row's zero runs derive from it
+  std::int64_t prefix_ = 0;         ///< shared_prefix: elements taken from base_
+  std::vector<input_tensor> base_;  ///< shared_prefix: what the prefix equals (one)
 };
 
 namespace detail {

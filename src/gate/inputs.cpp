@@ -211,14 +211,16 @@ input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_
     return;
   }
   if (d == distribution::padded) {
-    // The trailing 1/8 to 1/2 of the rows and of the columns (the last
-    // dimension) are zero; a vector is one row.
+    // The trailing 1/16 to 1/8 of the rows (at least one) are zero; every
+    // other row is padded on both sides by lengths of its own (zero_at). A
+    // vector is one row.
     const std::int64_t cols = spec.shape.empty() ? 1 : std::max<std::int64_t>(spec.shape.back(), 1);
     const std::int64_t rows = std::max<std::int64_t>(spec.elements() / cols, 1);
-    const std::uint64_t h = detail::hash(seed, padding_stream);
-    const auto share = [](std::uint64_t bits) { return 0.125 + 0.375 * uniform01(bits); };
-    zero_rows_ = rows > 1 ? static_cast<std::int64_t>(share(h) * static_cast<double>(rows)) : 0;
-    zero_cols_ = static_cast<std::int64_t>(share(detail::mix64(h)) * static_cast<double>(cols));
+    padding_ = detail::hash(seed, padding_stream);
+    const double share = 0.0625 + 0.0625 * uniform01(padding_);
+    zero_rows_ = rows > 1 ? std::max<std::int64_t>(
+                                1, static_cast<std::int64_t>(share * static_cast<double>(rows)))
+                          : 0;
   }
   if (t == element_type::int32) {
     if (d == distribution::constant)
@@ -279,7 +281,17 @@ bool input_tensor::zero_at(std::int64_t flat) const noexcept {
       spec_->shape.empty() ? 1 : std::max<std::int64_t>(spec_->shape.back(), 1);
   const std::int64_t rows = std::max<std::int64_t>(spec_->elements() / cols, 1);
   const std::int64_t row = (flat / cols) % rows, col = flat % cols;
-  return row >= rows - zero_rows_ || col >= cols - zero_cols_;
+  if (row >= rows - zero_rows_) return true;
+  // Ragged, on both sides: each row's own left padding (1/16 to 1/4 of the
+  // columns) and right padding (1/8 to 1/2, always longer than the zero rows'
+  // share, so that one input's zero rows cannot cover what another's right
+  // padding leaves out): neither a zero prefix nor the first row's padding
+  // says where a row's data is.
+  const std::uint64_t h = detail::hash(padding_, static_cast<std::uint64_t>(row));
+  const auto run = [cols](std::uint64_t bits, double low) {
+    return static_cast<std::int64_t>((low + 3 * low * uniform01(bits)) * static_cast<double>(cols));
+  };
+  return col < run(h, 0.0625) || col >= cols - run(detail::mix64(h), 0.125);
 }
 
 double input_tensor::at(std::int64_t flat) const noexcept {

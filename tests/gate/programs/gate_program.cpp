@@ -14,6 +14,9 @@
 //   negative   honest outputs, a time of -1 s
 //   zero_time  honest outputs, a time of 0 s
 //   too_fast   honest outputs, a time of 1e-12 s (below any machine's floor)
+//   fastest_time  honest outputs, the fastest time of its runs so far under
+//              one parent reported instead of its own (round five: a command
+//              times itself, which no output rule can see)
 #include "gated/npy.hpp"
 
 #include <tessel/gate.hpp>
@@ -96,6 +99,15 @@ int runs_so_far() {
   return runs;
 }
 
+/// The fastest of `seconds` and the times of earlier runs under the same parent.
+double fastest_so_far(double seconds) {
+  const std::string path = "/tmp/tessel-gate-program-fastest-" + std::to_string(::getppid());
+  double fastest = seconds, earlier = 0;
+  if (std::ifstream f(path); f >> earlier) fastest = std::min(earlier, seconds);
+  std::ofstream(path) << fastest;
+  return fastest;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +136,7 @@ int main(int argc, char** argv) {
   if (mode == "negative") reported = -1;
   if (mode == "zero_time") reported = 0;
   if (mode == "too_fast") reported = 1e-12;
+  if (mode == "fastest_time") reported = fastest_so_far(seconds);
   std::printf("{\"objective\": %.9g}\n", reported);
   return 0;
 }
