@@ -285,14 +285,10 @@ class lowerer {
   /// program's core barrier: sim_backend adds this core's wait there for the
   /// other core's scatters (wait_at_barrier; docs/nki.md, "Two physical cores").
   void barrier() {
-    instruction in;
-    in.engine = gpsimd_engine;
-    in.kind = op::copy;
+    instruction in = instruction_on(gpsimd_engine, op::copy,
+                                    {hbm_part_, hbm_part_, out_.add_tag("core barrier")});
     in.type = dtype::fp32;
     in.partitions = 1;
-    in.src = hbm_part_;
-    in.dst = hbm_part_;
-    in.tag = out_.add_tag("core barrier");
     scatters_ = {out_.add(in, scatters_)};
     out_.barrier(scatters_.front());
   }
