@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -138,46 +139,70 @@ struct sbuf_part {
       total, context, cap, total - cap);
 }
 
-/// Instruction builders over one program. Matmuls that repeat the previous
-/// instruction's shape into the same open accumulation group (PSUM bank),
-/// with no dependency of their own, are aggregated into it (program.hpp's rule).
+/// Instruction builders over one program, with its table of labels: a
+/// builder's `tag` is an index into the texts given to tags(). An elementwise
+/// instruction reads PSUM (flag_reads_psum) exactly when its `src` is a PSUM
+/// buffer. Matmuls that repeat the previous instruction's shape into the same
+/// open accumulation group (PSUM bank), with no dependency of their own, are
+/// aggregated into it (program.hpp's rule). Dependencies are a braced list
+/// ({a, b}: no allocation) or a vector.
 class builder {
+  using list = std::initializer_list<instruction_id>;
+
  public:
   explicit builder(program& out) : out_(out) {}
 
+  /// Adds the labels `texts` to the program, in order: tag i is texts[i].
+  void tags(std::initializer_list<std::string_view> texts) {
+    for (const auto text : texts) tags_.push_back(out_.add_tag(text));
+  }
+
+  /// A DMA transfer in descriptors of `chunk` bytes (0: a row is one).
+  template <class deps_t = list>
   instruction_id dma(engine_id queue, buffer_id src, buffer_id dst, std::int64_t rows,
-                     std::int64_t bytes_per_row, std::uint16_t tag,
-                     const std::vector<instruction_id>& deps) {
-    return out_.add(make_dma(queue, rows, bytes_per_row, 0, {src, dst, tag}), deps);
+                     std::int64_t bytes_per_row, std::size_t tag, const deps_t& deps,
+                     std::int64_t chunk = 0) {
+    return out_.add(make_dma(queue, rows, bytes_per_row, chunk, io(src, dst, tag)), deps);
   }
 
   /// An elementwise instruction: `rows` partitions x `n` elements each.
-  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
-                         std::uint8_t flags, buffer_id src, buffer_id dst, std::uint16_t tag,
-                         const std::vector<instruction_id>& deps, dtype t = dtype::fp32) {
-    return out_.add(make_elementwise(e, kind, t, rows, n, flags, {src, dst, tag}), deps);
+  template <class deps_t = list>
+  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n, buffer_id src,
+                         buffer_id dst, std::size_t tag, const deps_t& deps,
+                         dtype t = dtype::fp32) {
+    const bool psum = out_.buffers()[src].where == memory::psum;
+    const std::uint8_t flags = psum ? std::uint8_t{flag_reads_psum} : std::uint8_t{0};
+    return out_.add(make_elementwise(e, kind, t, rows, n, flags, io(src, dst, tag)), deps);
   }
 
   /// A function of one input (exp, SiLU, ln): ScalarE's function unit as one
   /// activation pass; VectorE and GpSimdE have no function unit and are
   /// modelled as 4 cycles per element (a reciprocal-class pass over half the
   /// elements, the assumption attention's exp_engine = vector makes).
-  instruction_id function(engine_id e, std::int64_t rows, std::int64_t n, std::uint8_t flags,
-                          buffer_id src, buffer_id dst, std::uint16_t tag,
-                          const std::vector<instruction_id>& deps) {
-    if (e == scalar_engine) return compute(e, op::activation, rows, n, flags, src, dst, tag, deps);
-    return compute(e, op::reciprocal, rows, ceil_div(n, 2), flags, src, dst, tag, deps);
+  template <class deps_t = list>
+  instruction_id function(engine_id e, std::int64_t rows, std::int64_t n, buffer_id src,
+                          buffer_id dst, std::size_t tag, const deps_t& deps) {
+    if (e == scalar_engine) return compute(e, op::activation, rows, n, src, dst, tag, deps);
+    return compute(e, op::reciprocal, rows, ceil_div(n, 2), src, dst, tag, deps);
+  }
+
+  /// A TensorE transpose of `rows` partitions x `cols` elements, into PSUM.
+  template <class deps_t = list>
+  instruction_id transpose(dtype t, std::int64_t rows, std::int64_t cols, buffer_id src,
+                           buffer_id dst, std::size_t tag, const deps_t& deps) {
+    return out_.add(make_transpose(t, rows, cols, io(src, dst, tag)), deps);
   }
 
   /// nc_matmul: contraction k, stationary free m, moving free n, into PSUM.
+  template <class deps_t = list>
   instruction_id matmul(dtype t, std::int64_t k, std::int64_t m, std::int64_t n,
                         bool new_stationary, bool accumulate, buffer_id src, buffer_id dst,
-                        std::uint16_t tag, const std::vector<instruction_id>& deps) {
+                        std::size_t tag, const deps_t& deps) {
     std::uint8_t flags = 0;
     if (new_stationary) flags |= flag_new_stationary;
     if (accumulate) flags |= flag_accumulate;
-    const instruction in = make_matmul(t, k, m, n, flags, {src, dst, tag});
-    if (accumulate && deps.empty() && last_matmul_ != program::none &&
+    const instruction in = make_matmul(t, k, m, n, flags, io(src, dst, tag));
+    if (accumulate && deps.size() == 0 && last_matmul_ != program::none &&
         last_matmul_ + 1 == out_.size()) {
       auto& prev = out_.at(last_matmul_);
       if (prev.partitions == in.partitions && prev.free == in.free && prev.aux == in.aux &&
@@ -191,10 +216,13 @@ class builder {
     return last_matmul_;
   }
 
-  [[nodiscard]] program& out() noexcept { return out_; }
-
  private:
+  [[nodiscard]] instruction_io io(buffer_id src, buffer_id dst, std::size_t tag) const {
+    return {src, dst, tags_[tag]};
+  }
+
   program& out_;
+  std::vector<std::uint16_t> tags_;
   instruction_id last_matmul_ = program::none;
 };
 

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -118,7 +119,8 @@ struct unit {
 /// scheduler would overlap them.
 class lowerer {
  public:
-  lowerer(const params& p, const machine& m, program& out) : p_(p), m_(m), out_(out) {}
+  lowerer(const params& p, const machine& m, program& out)
+      : p_(p), m_(m), out_(out), b_(out), q_(1, p.queues) {}
 
   std::string run() {
     const layout l = layout_of(p_, m_);
@@ -155,9 +157,8 @@ class lowerer {
         {"O accumulators", memory::sbuf, sub_tiles_ * p_.d * 4 + 2 * p_.d * bytes(), 1, 0});
     // banks 0 and 1: the transposes of P; 2: O_part; then the score sets
     psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
-    for (const char* t : {"load Q", "load K", "load V", "QK^T", "row max", "mask", "rescale", "exp",
-                          "transpose P", "PV", "accumulate O", "normalize O", "store O"})
-      tags_.push_back(out_.add_tag(t));
+    b_.tags({"load Q", "load K", "load V", "QK^T", "row max", "mask", "rescale", "exp",
+             "transpose P", "PV", "accumulate O", "normalize O", "store O"});
     kv_readers_.assign(static_cast<std::size_t>(p_.kv_bufs), {});
     kv_loads_.assign(static_cast<std::size_t>(p_.kv_bufs),
                      std::vector<instruction_id>(static_cast<std::size_t>(1 + kv_blocks_)));
@@ -165,7 +166,7 @@ class lowerer {
     acc_last_.assign(static_cast<std::size_t>(sub_tiles_), program::none);
     state_.assign(static_cast<std::size_t>(sub_tiles_), program::none);
     if (p_.causal)  // key - row for every (row, key) of a score tile: nisa.iota, once
-      diag_ = compute(gpsimd_engine, op::copy, P_, p_.kv_tile, 0, t_mask, {});
+      diag_ = b_.compute(gpsimd_engine, op::copy, P_, p_.kv_tile, sb_p_, sb_p_, t_mask, {});
     const double pairs = p_.causal
                              ? 0.5 * static_cast<double>(p_.seq) * static_cast<double>(p_.seq + 1)
                              : static_cast<double>(p_.seq) * static_cast<double>(p_.seq);
@@ -213,36 +214,15 @@ class lowerer {
     return units;
   }
 
-  engine_id queue() { return static_cast<engine_id>(dma_serial_++ % p_.queues); }
-
-  instruction_id dma(buffer_id src, buffer_id dst, std::int64_t rows, std::int64_t bytes_per_row,
-                     std::size_t tag, const std::vector<instruction_id>& deps) {
-    return out_.add(make_dma(queue(), rows, bytes_per_row, 0, {src, dst, tags_[tag]}), deps);
-  }
-
-  /// An elementwise instruction; `psum_src` the bank it reads, else SBUF.
-  instruction_id compute(engine_id e, op kind, std::int64_t rows, std::int64_t n,
-                         std::uint8_t flags, std::size_t tag,
-                         const std::vector<instruction_id>& deps, buffer_id psum_src = 0) {
-    const buffer_id src = (flags & flag_reads_psum) ? psum_src : sb_p_;
-    return out_.add(
-        make_elementwise(e, kind, dtype::fp32, rows, n, flags, {src, sb_p_, tags_[tag]}), deps);
-  }
   /// A one-value-per-row VectorE step of the running state.
-  instruction_id row_step(op kind, std::size_t tag, const std::vector<instruction_id>& deps,
+  instruction_id row_step(op kind, std::size_t tag, std::initializer_list<instruction_id> deps,
                           std::int64_t rows) {
-    return compute(vector_engine, kind, rows, 1, 0, tag, deps);
-  }
-
-  instruction_id matmul(std::int64_t k, std::int64_t m, std::int64_t n, bool fresh, buffer_id bank,
-                        std::size_t tag, const std::vector<instruction_id>& deps) {
-    const auto flags = fresh ? static_cast<std::uint8_t>(flag_new_stationary) : std::uint8_t{0};
-    return out_.add(make_matmul(p_.type, k, m, n, flags, {sb_kv_, bank, tags_[tag]}), deps);
+    return b_.compute(vector_engine, kind, rows, 1, sb_p_, sb_p_, tag, deps);
   }
 
   void load_q(std::int64_t qt) {
     const std::int64_t cols = std::min(p_.q_tile, p_.seq - qt * p_.q_tile);
-    q_load_ = dma(hbm_, sb_q_, p_.d, cols * bytes(), t_q, q_readers_);
+    q_load_ = b_.dma(q_.next(0), hbm_, sb_q_, p_.d, cols * bytes(), t_q, q_readers_);
     q_readers_.clear();
   }
 
@@ -255,11 +235,12 @@ class lowerer {
     const auto war = kv_readers_[slot];
     kv_readers_[slot].clear();
     for (const auto& which : p_.dma_order) {
-      if (which == "k") kv_loads_[slot][0] = dma(hbm_, sb_kv_, p_.d, cols * bytes(), t_k, war);
+      if (which == "k")
+        kv_loads_[slot][0] = b_.dma(q_.next(0), hbm_, sb_kv_, p_.d, cols * bytes(), t_k, war);
       if (which == "v")
         for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b)
-          kv_loads_[slot][static_cast<std::size_t>(1 + b)] =
-              dma(hbm_, sb_kv_, std::min(P_, cols - b * P_), p_.d * bytes(), t_v, war);
+          kv_loads_[slot][static_cast<std::size_t>(1 + b)] = b_.dma(
+              q_.next(0), hbm_, sb_kv_, std::min(P_, cols - b * P_), p_.d * bytes(), t_v, war);
     }
     kv_slot_ = slot;
   }
@@ -276,22 +257,23 @@ class lowerer {
     for (std::int64_t c = 0; c < cols; c += m_.max_moving_free) {
       std::vector<instruction_id> deps;
       if (c == 0) deps = {s_reader_[set], q_load_, kv_loads_[slot][0]};
-      last = matmul(p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c), c == 0,
-                    psum_[bank0 + static_cast<std::size_t>(c / m_.max_moving_free)], t_qk, deps);
+      last = b_.matmul(p_.type, p_.d, rows, std::min<std::int64_t>(m_.max_moving_free, cols - c),
+                       c == 0, false, sb_kv_,
+                       psum_[bank0 + static_cast<std::size_t>(c / m_.max_moving_free)], t_qk, deps);
     }
     q_readers_.push_back(last);
     kv_readers_[slot].push_back(last);
-    const buffer_id s = psum_[bank0];
+    buffer_id s = psum_[bank0];
     instruction_id prev = last;
-    std::uint8_t from = flag_reads_psum;
     if (u.diagonal) {  // mask = (key - row > offset) * -3e38 (GpSimdE, SBUF), added to S
-      const auto mask = compute(gpsimd_engine, op::tensor_scalar, rows, cols, 0, t_mask, {diag_});
-      prev = compute(vector_engine, op::tensor_tensor, rows, cols, flag_reads_psum, t_mask,
-                     {prev, mask}, s);
-      from = 0;  // the masked scores are in SBUF
+      const auto mask =
+          b_.compute(gpsimd_engine, op::tensor_scalar, rows, cols, sb_p_, sb_p_, t_mask, {diag_});
+      prev =
+          b_.compute(vector_engine, op::tensor_tensor, rows, cols, s, sb_p_, t_mask, {prev, mask});
+      s = sb_p_;  // the masked scores are in SBUF
     }
     const auto sub = static_cast<std::size_t>(u.sub);
-    instruction_id m = compute(vector_engine, op::reduce, rows, cols, from, t_max, {prev}, s);
+    instruction_id m = b_.compute(vector_engine, op::reduce, rows, cols, s, sb_p_, t_max, {prev});
     if (!u.first_kv) m = row_step(op::tensor_tensor, t_max, {m, state_[sub]}, rows);
     // lazy: the reference max the exps use moves at a correction (or past the guard)
     instruction_id ref = m;
@@ -308,12 +290,12 @@ class lowerer {
     const auto bias = row_step(op::tensor_scalar, t_exp, {ref}, rows);  // -scale * ref
     instruction_id alpha = program::none;
     if (!u.first_kv) {  // alpha = exp(scale * (ref_old - ref_new)); O_acc *= alpha
-      alpha = compute(scalar_engine, op::activation, rows, 1, 0, t_rescale, {bias});
-      acc_last_[sub] = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_rescale,
-                               {alpha, acc_last_[sub]});
+      alpha = b_.compute(scalar_engine, op::activation, rows, 1, sb_p_, sb_p_, t_rescale, {bias});
+      acc_last_[sub] = b_.compute(vector_engine, op::tensor_scalar, rows, p_.d, sb_p_, sb_p_,
+                                  t_rescale, {alpha, acc_last_[sub]});
     }
-    const instruction_id exp = compute(scalar_engine, op::activation, rows, cols, from, t_exp,
-                                       {bias, prev, p_transposed_reader_[index % 2]}, s);
+    const instruction_id exp = b_.compute(scalar_engine, op::activation, rows, cols, s, sb_p_,
+                                          t_exp, {bias, prev, p_transposed_reader_[index % 2]});
     state_[sub] = u.first_kv ? exp : row_step(op::tensor_tensor, t_exp, {exp, alpha}, rows);
     s_reader_[set] = exp;
     exp_of_[index % 2] = exp;
@@ -331,29 +313,28 @@ class lowerer {
     for (std::int64_t b = 0; b < ceil_div(cols, P_); ++b) {
       const std::int64_t kb = std::min(P_, cols - b * P_);
       const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-      const auto tid =
-          out_.add(make_transpose(p_.type, rows, kb, {sb_p_, psum_[bank], tags_[t_transpose]}),
-                   {exp_of_[index % 2], transpose_bank_reader_[bank]});
-      copy = compute(vector_engine, op::copy, kb, rows, flag_reads_psum, t_transpose,
-                     {tid, pv_reader_[index % 2]}, psum_[bank]);
+      const auto tid = b_.transpose(p_.type, rows, kb, sb_p_, psum_[bank], t_transpose,
+                                    {exp_of_[index % 2], transpose_bank_reader_[bank]});
+      copy = b_.compute(vector_engine, op::copy, kb, rows, psum_[bank], sb_p_, t_transpose,
+                        {tid, pv_reader_[index % 2]});
       transpose_bank_reader_[bank] = copy;
       std::vector<instruction_id> deps{copy, kv_loads_[slot][static_cast<std::size_t>(1 + b)]};
       if (b == 0) deps.push_back(o_part_reader_);
-      last = matmul(kb, rows, p_.d, true, psum_[2], t_pv, deps);
+      last = b_.matmul(p_.type, kb, rows, p_.d, true, false, sb_kv_, psum_[2], t_pv, deps);
     }
     p_transposed_reader_[index % 2] = copy == program::none ? exp_of_[index % 2] : copy;
     pv_reader_[index % 2] = last;
     kv_readers_[slot].push_back(last);
     const auto sub = static_cast<std::size_t>(u.sub);
-    const auto acc = compute(vector_engine, u.first_kv ? op::copy : op::tensor_tensor, rows, p_.d,
-                             flag_reads_psum, t_acc, {last, acc_last_[sub]}, psum_[2]);
+    const auto acc = b_.compute(vector_engine, u.first_kv ? op::copy : op::tensor_tensor, rows,
+                                p_.d, psum_[2], sb_p_, t_acc, {last, acc_last_[sub]});
     o_part_reader_ = acc;
     acc_last_[sub] = acc;
     if (!u.last_kv) return;
-    const auto inv = compute(vector_engine, op::reciprocal, rows, 1, 0, t_norm, {acc, state_[sub]});
-    const auto norm = compute(vector_engine, op::tensor_scalar, rows, p_.d, 0, t_norm,
-                              {inv, store_[store_serial_ % 2]});
-    const auto store = dma(sb_o_, hbm_o_, rows, p_.d * bytes(), t_store, {norm});
+    const auto inv = row_step(op::reciprocal, t_norm, {acc, state_[sub]}, rows);
+    const auto norm = b_.compute(vector_engine, op::tensor_scalar, rows, p_.d, sb_p_, sb_p_, t_norm,
+                                 {inv, store_[store_serial_ % 2]});
+    const auto store = b_.dma(q_.next(0), sb_o_, hbm_o_, rows, p_.d * bytes(), t_store, {norm});
     store_[store_serial_++ % 2] = store;
     acc_last_[sub] = norm;
   }
@@ -361,11 +342,12 @@ class lowerer {
   const params& p_;
   const machine& m_;
   program& out_;
+  emit::builder b_;
+  emit::queues q_;
   std::int64_t P_ = 128;
   int sub_tiles_ = 1, kv_blocks_ = 1, s_banks_ = 1, s_sets_ = 1;
   buffer_id hbm_ = 0, hbm_o_ = 0, sb_q_ = 0, sb_kv_ = 0, sb_p_ = 0, sb_o_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  std::vector<std::uint16_t> tags_;
   std::vector<std::vector<instruction_id>> kv_readers_, kv_loads_;
   std::vector<instruction_id> s_reader_, q_readers_, state_;
   instruction_id q_load_ = program::none, o_part_reader_ = program::none, diag_ = program::none;
@@ -377,7 +359,7 @@ class lowerer {
   std::array<std::int64_t, 2> cols_of_{}, rows_of_{};
   std::vector<instruction_id> acc_last_;
   std::size_t kv_slot_ = 0;
-  std::int64_t loaded_kt_ = -1, transposes_ = 0, store_serial_ = 0, dma_serial_ = 0;
+  std::int64_t loaded_kt_ = -1, transposes_ = 0, store_serial_ = 0;
 };
 
 class attention final : public typed_workload<params> {

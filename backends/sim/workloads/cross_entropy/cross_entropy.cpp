@@ -197,17 +197,16 @@ class lowerer {
     sb_scratch_ = out_.add_buffer({"exp scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
     sb_state_ = out_.add_buffer({"running state", memory::sbuf, pl_.state_bytes, 1, 0});
     psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
-    for (const char* t : {"load x", "load W", "load labels", "logits", "row max", "online max",
-                          "exp", "label logit", "loss", "store loss"})
-      tags_.push_back(out_.add_tag(t));
+    b_.tags({"load x", "load W", "load labels", "logits", "row max", "online max", "exp",
+             "label logit", "loss", "store loss"});
     x_.init(pl_.x_slots, pl_.slabs);
     w_.init(pl_.w_slots, pl_.slabs);
     bank_readers_.assign(static_cast<std::size_t>(m_.psum_banks), {program::none, program::none});
     state_.assign(static_cast<std::size_t>(pl_.token_tiles * pl_.subs), program::none);
     labels_.assign(static_cast<std::size_t>(pl_.token_tiles * pl_.subs), program::none);
     // the vocabulary chunk's column indices (nisa.iota on GpSimdE), once
-    iota_ = b_.compute(gpsimd_engine, op::copy, parts, p_.vocab_chunk, 0, sb_scratch_, sb_scratch_,
-                       tags_[t_pick], {});
+    iota_ = b_.compute(gpsimd_engine, op::copy, parts, p_.vocab_chunk, sb_scratch_, sb_scratch_,
+                       t_pick, {});
     if (p_.vocab_outer)  // every token's label, once, a row tile at a time
       for (std::int64_t ti = 0; ti < pl_.token_tiles; ++ti) load_labels(ti);
     out_.totals.flops = 2.0 * static_cast<double>(p_.tokens) * static_cast<double>(p_.d_model) *
@@ -222,9 +221,8 @@ class lowerer {
     const std::int64_t parts = m_.partitions;
     const std::int64_t rows_t = std::min(p_.token_tile, p_.tokens - ti * p_.token_tile);
     for (std::int64_t s = 0; s < ceil_div(rows_t, parts); ++s)
-      labels_[static_cast<std::size_t>(ti * pl_.subs + s)] =
-          b_.dma(q_.next(2), hbm_labels_, sb_state_, std::min(parts, rows_t - s * parts), 4,
-                 tags_[t_labels], {});
+      labels_[static_cast<std::size_t>(ti * pl_.subs + s)] = b_.dma(
+          q_.next(2), hbm_labels_, sb_state_, std::min(parts, rows_t - s * parts), 4, t_labels, {});
   }
 
   /// Loads block `block` of `x` (stream 0: x tiles, 1: W chunks) when it is
@@ -239,7 +237,7 @@ class lowerer {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
       const auto id =
           b_.dma(q_.next(stream), stream == 0 ? hbm_x_ : hbm_w_, stream == 0 ? sb_x_ : sb_w_, rows,
-                 cols * b, tags_[stream == 0 ? t_x : t_w], {war});
+                 cols * b, stream == 0 ? t_x : t_w, {war});
       x.load[x.at(k)] = id;
       x.consumed[x.at(k)] = 0;
     }
@@ -271,7 +269,7 @@ class lowerer {
           x_.need(k, deps_);
           w_.need(k, deps_);
           last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), rows, width, true,
-                           k > 0, sb_w_, psum_[bank], tags_[t_mm], deps_);
+                           k > 0, sb_w_, psum_[bank], t_mm, deps_);
         }
       }
       epilogue(ti, vi, s, rows, cols, last, bank0);
@@ -291,37 +289,35 @@ class lowerer {
     const bool first = vi == 0;
     const buffer_id z = psum_[static_cast<std::size_t>(bank0)];
     // -max of the chunk, then the new running -max (the first chunk's is its own)
-    instruction_id mnew = b_.compute(vector_engine, op::reduce, rows, cols, flag_reads_psum, z,
-                                     sb_state_, tags_[t_max], {last_mm});
+    instruction_id mnew =
+        b_.compute(vector_engine, op::reduce, rows, cols, z, sb_state_, t_max, {last_mm});
     if (!first)
-      mnew = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
-                        tags_[t_online], {mnew, prev});
-    const auto ex = b_.function(scalar_engine, rows, cols, flag_reads_psum, z, sb_scratch_,
-                                tags_[t_exp], {mnew});
+      mnew = b_.compute(vector_engine, op::tensor_tensor, rows, 1, sb_state_, sb_state_, t_online,
+                        {mnew, prev});
+    const auto ex = b_.function(scalar_engine, rows, cols, z, sb_scratch_, t_exp, {mnew});
     // the label's logit: a one-hot mask (column + c0 == label), times the logits, summed
-    const auto mask = b_.compute(p_.pick_engine, op::tensor_scalar, rows, cols, 0, sb_scratch_,
-                                 sb_scratch_, tags_[t_pick], {labels_[row_tile], iota_});
-    const auto product = b_.compute(vector_engine, op::tensor_tensor, rows, cols, flag_reads_psum,
-                                    z, sb_scratch_, tags_[t_pick], {mask, last_mm});
-    instruction_id update = b_.compute(vector_engine, op::reduce, rows, cols, 0, sb_scratch_,
-                                       sb_state_, tags_[t_pick], {product});
+    const auto mask = b_.compute(p_.pick_engine, op::tensor_scalar, rows, cols, sb_scratch_,
+                                 sb_scratch_, t_pick, {labels_[row_tile], iota_});
+    const auto product = b_.compute(vector_engine, op::tensor_tensor, rows, cols, z, sb_scratch_,
+                                    t_pick, {mask, last_mm});
+    instruction_id update = b_.compute(vector_engine, op::reduce, rows, cols, sb_scratch_,
+                                       sb_state_, t_pick, {product});
     for (std::int64_t k = 0; k < pl_.banks_per_sub; ++k)
       bank_readers_[static_cast<std::size_t>(bank0 + k)] = {ex, product};
     if (!first) {  // l = l * exp(m_old - m_new) + the chunk's sum; picked += the chunk's
       const auto alpha =
-          b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_online], {mnew});
-      b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
-                 tags_[t_online], {ex, alpha});
-      update = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
-                          tags_[t_online], {update});
+          b_.function(scalar_engine, rows, 1, sb_state_, sb_state_, t_online, {mnew});
+      b_.compute(vector_engine, op::tensor_tensor, rows, 1, sb_state_, sb_state_, t_online,
+                 {ex, alpha});
+      update = b_.compute(vector_engine, op::tensor_tensor, rows, 1, sb_state_, sb_state_, t_online,
+                          {update});
     }
     state_[row_tile] = update;
     if (vi + 1 < pl_.chunks) return;
-    const auto ln =
-        b_.function(scalar_engine, rows, 1, 0, sb_state_, sb_state_, tags_[t_loss], {update, ex});
-    const auto loss = b_.compute(vector_engine, op::tensor_tensor, rows, 1, 0, sb_state_, sb_state_,
-                                 tags_[t_loss], {ln});
-    state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, tags_[t_store], {loss});
+    const auto ln = b_.function(scalar_engine, rows, 1, sb_state_, sb_state_, t_loss, {update, ex});
+    const auto loss =
+        b_.compute(vector_engine, op::tensor_tensor, rows, 1, sb_state_, sb_state_, t_loss, {ln});
+    state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, t_store, {loss});
   }
 
   const plan& pl_;
@@ -333,7 +329,6 @@ class lowerer {
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_labels_ = 0, hbm_loss_ = 0, sb_x_ = 0, sb_w_ = 0,
             sb_scratch_ = 0, sb_state_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  std::vector<std::uint16_t> tags_;
   operand x_, w_;
   std::vector<std::array<instruction_id, 2>> bank_readers_;
   std::vector<instruction_id> state_, labels_, deps_;

@@ -395,28 +395,18 @@ instruction transpose_instruction(const params& p, std::int64_t rows, std::int64
 
 instruction evict_instruction(const params& p, op kind, std::int64_t rows, std::int64_t cols,
                               bool scaled) {
-  instruction in;
   // ScalarE has no two-tensor add (its activation takes a per-partition
   // bias only): with evict = scalar, the partial-sum adds run on VectorE.
-  in.engine = p.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p.evict;
-  in.kind = (in.engine == scalar_engine && kind == op::copy) ? op::activation : kind;
-  if (scaled && in.kind == op::copy) in.kind = op::tensor_scalar;
-  in.type = dtype::fp32;
-  in.flags = flag_reads_psum;
-  in.partitions = static_cast<std::uint32_t>(rows);
-  in.free = static_cast<std::uint32_t>(cols);
-  return in;
+  const engine_id e =
+      p.evict == scalar_engine && kind == op::tensor_tensor ? vector_engine : p.evict;
+  if (e == scalar_engine && kind == op::copy) kind = op::activation;
+  if (scaled && kind == op::copy) kind = op::tensor_scalar;
+  return make_elementwise(e, kind, dtype::fp32, rows, cols, flag_reads_psum);
 }
 
 instruction psum_zero_instruction(std::int64_t rows, std::int64_t cols) {
-  instruction z;
-  z.engine = vector_engine;
-  z.kind = op::tensor_scalar;
-  z.type = dtype::fp32;
-  z.flags = flag_writes_psum;
-  z.partitions = static_cast<std::uint32_t>(rows);
-  z.free = static_cast<std::uint32_t>(cols);
-  return z;
+  return make_elementwise(vector_engine, op::tensor_scalar, dtype::fp32, rows, cols,
+                          flag_writes_psum);
 }
 
 }  // namespace tessel::sim::mm

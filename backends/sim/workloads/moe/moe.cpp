@@ -154,10 +154,8 @@ class lowerer {
     sb_comb_ = out_.add_buffer({"combine tiles", memory::sbuf, pl_.combine_bytes / 2, 2, 0});
     sb_part_ = out_.add_buffer({"partials", memory::sbuf, pl_.part_bytes, 1, 0});
     psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
-    for (const char* t :
-         {"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
-          "scale by router weight", "scatter partials", "load partials", "combine", "store y"})
-      tags_.push_back(out_.add_tag(t));
+    b_.tags({"gather x", "transpose x", "copy x^T", "load expert weights", "matmul",
+             "scale by router weight", "scatter partials", "load partials", "combine", "store y"});
     x_.init(p_.x_bufs);
     route_.init(p_.x_bufs);
     raw_.init(2);
@@ -183,29 +181,27 @@ class lowerer {
     std::vector<instruction_id> ready(static_cast<std::size_t>(pl_.k_slabs), program::none);
     for (std::int64_t r0 = 0; r0 < n; r0 += parts) {
       const std::int64_t rows = std::min(parts, n - r0);
-      const auto index =
-          b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 8, tags_[t_x], {route_war});
-      weights_ = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 4, tags_[t_x], {index});
+      const auto index = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 8, t_x, {route_war});
+      weights_ = b_.dma(q_.next(0), hbm_route_, sb_stage_, rows, 4, t_x, {index});
       if (!p_.x_rows) {  // x^T [d_in, tokens]: a token is a column, one transfer per slab
         for (std::int64_t i = 0; i < rows; ++i)
           for (std::int64_t s = 0; s < pl_.k_slabs; ++s)
-            ready[static_cast<std::size_t>(s)] =
-                b_.dma(q_.next(0), hbm_x_, sb_x_, std::min(parts, p_.d_in - s * parts), b,
-                       tags_[t_x], {war});
+            ready[static_cast<std::size_t>(s)] = b_.dma(
+                q_.next(0), hbm_x_, sb_x_, std::min(parts, p_.d_in - s * parts), b, t_x, {war});
         continue;
       }
       const auto raw_war = raw_.next();
       const auto gathered =
-          b_.dma(q_.next(0), hbm_x_, sb_raw_, rows, p_.d_in * b, tags_[t_x], {raw_war, index});
-      out_.at(gathered).aux = static_cast<std::uint32_t>(p_.d_in * b);  // a descriptor per row
+          b_.dma(q_.next(0), hbm_x_, sb_raw_, rows, p_.d_in * b, t_x, {raw_war, index},
+                 p_.d_in * b);  // a descriptor per row
       instruction_id last = program::none;
       for (std::int64_t s = 0; s < pl_.k_slabs; ++s) {
         const auto bank = static_cast<std::size_t>(transposes_++ % 2);
-        const instruction t = make_transpose(p_.type, rows, std::min(parts, p_.d_in - s * parts),
-                                             {sb_raw_, psum_[bank], tags_[t_t]});
-        const auto tid = out_.add(t, {gathered, bank_reader_[bank]});
-        last = b_.compute(p_.evict, copy_op(), t.free, rows, flag_reads_psum, psum_[bank], sb_x_,
-                          tags_[t_xc], {tid, r0 == 0 ? war : program::none});
+        const std::int64_t cols = std::min(parts, p_.d_in - s * parts);
+        const auto tid = b_.transpose(p_.type, rows, cols, sb_raw_, psum_[bank], t_t,
+                                      {gathered, bank_reader_[bank]});
+        last = b_.compute(p_.evict, copy_op(), cols, rows, psum_[bank], sb_x_, t_xc,
+                          {tid, r0 == 0 ? war : program::none});
         bank_reader_[bank] = last;
         ready[static_cast<std::size_t>(s)] = last;
       }
@@ -227,8 +223,8 @@ class lowerer {
       std::vector<instruction_id> w_ready(static_cast<std::size_t>(pl_.k_slabs));
       for (std::int64_t s = 0; s < pl_.k_slabs; ++s)
         w_ready[static_cast<std::size_t>(s)] =
-            b_.dma(q_.next(1), hbm_w_, sb_w_, std::min(parts, p_.d_in - s * parts), cols * b,
-                   tags_[t_w], {w_war});
+            b_.dma(q_.next(1), hbm_w_, sb_w_, std::min(parts, p_.d_in - s * parts), cols * b, t_w,
+                   {w_war});
       const std::int64_t set = sets_++ % pl_.psum_sets;
       for (std::int64_t r0 = 0, ts = 0; r0 < n; r0 += parts, ++ts) {
         const std::int64_t rows = std::min(parts, n - r0);
@@ -243,8 +239,8 @@ class lowerer {
             if (ob == 0 && ts == 0 && ci == 0) deps.push_back(x_ready[static_cast<std::size_t>(s)]);
             if (ts == 0 && ci == 0) deps.push_back(w_ready[static_cast<std::size_t>(s)]);
             last_mm = b_.matmul(p_.type, std::min(parts, p_.d_in - s * parts), rows,
-                                std::min(p_.mm_n, cols - c0), true, s > 0, sb_x_, psum_[bank],
-                                tags_[t_mm], deps);
+                                std::min(p_.mm_n, cols - c0), true, s > 0, sb_x_, psum_[bank], t_mm,
+                                deps);
           }
         }
         scale_and_scatter(rows, cols, last_mm, banks);
@@ -263,13 +259,12 @@ class lowerer {
     for (std::size_t i = 0; i < banks.size(); ++i) {
       const std::int64_t width = std::min(p_.mm_n, cols - static_cast<std::int64_t>(i) * p_.mm_n);
       e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar, rows,
-                     width, flag_reads_psum, psum_[banks[i]], sb_stage_, tags_[t_scale],
+                     width, psum_[banks[i]], sb_stage_, t_scale,
                      {mm, i == 0 ? war : program::none, weights_});
       bank_reader_[banks[i]] = e;
     }
     if (!p_.sbuf_partials) {  // one indirect scatter through the rows' (token, slot) indices
-      stage_.read_by(
-          b_.dma(q_.next(2), sb_stage_, hbm_part_, rows, cols * 4, tags_[t_scatter], {e}));
+      stage_.read_by(b_.dma(q_.next(2), sb_stage_, hbm_part_, rows, cols * 4, t_scatter, {e}));
       scatters_.push_back(stage_.reader[static_cast<std::size_t>(stage_.slot)]);
       route_.read_by(scatters_.back());
       return;
@@ -277,7 +272,7 @@ class lowerer {
     // in SBUF a row goes to its token's partition: one transfer per row
     instruction_id last = program::none;
     for (std::int64_t i = 0; i < rows; ++i)
-      last = b_.dma(q_.next(2), sb_stage_, sb_part_, 1, cols * 4, tags_[t_scatter], {e});
+      last = b_.dma(q_.next(2), sb_stage_, sb_part_, 1, cols * 4, t_scatter, {e});
     stage_.read_by(last);
     scatters_.push_back(last);
     route_.read_by(last);
@@ -290,14 +285,10 @@ class lowerer {
   /// program's core barrier: sim_backend adds this core's wait there for the
   /// other core's scatters (wait_at_barrier; docs/nki.md, "Two physical cores").
   void barrier() {
-    instruction in;
-    in.engine = gpsimd_engine;
-    in.kind = op::copy;
+    instruction in = instruction_on(gpsimd_engine, op::copy,
+                                    {hbm_part_, hbm_part_, out_.add_tag("core barrier")});
     in.type = dtype::fp32;
     in.partitions = 1;
-    in.src = hbm_part_;
-    in.dst = hbm_part_;
-    in.tag = out_.add_tag("core barrier");
     scatters_ = {out_.add(in, scatters_)};
     out_.barrier(scatters_.front());
   }
@@ -316,30 +307,28 @@ class lowerer {
       if (!p_.sbuf_partials && pl_.share.exchanged) {
         // the token tile's top_k row indices, then one gather per slot through them
         const auto index =
-            b_.dma(q_.next(3), hbm_route_, sb_comb_, rows, p_.top_k * 4, tags_[t_part], deps);
+            b_.dma(q_.next(3), hbm_route_, sb_comb_, rows, p_.top_k * 4, t_part, deps);
         for (std::int64_t j = 0; j < p_.top_k; ++j) {
-          last = b_.dma(q_.next(3), hbm_part_, sb_comb_, rows, cols * 4, tags_[t_part], {index});
-          out_.at(last).aux = static_cast<std::uint32_t>(cols * 4);
+          last = b_.dma(q_.next(3), hbm_part_, sb_comb_, rows, cols * 4, t_part, {index}, cols * 4);
           deps.push_back(last);
         }
         deps = {deps.begin() + static_cast<std::ptrdiff_t>(deps.size()) - p_.top_k, deps.end()};
         src = sb_comb_;
         scatters_ = {index};
       } else if (!p_.sbuf_partials) {
-        last = out_.add(make_dma(q_.next(3), rows, p_.top_k * cols * 4, cols * 4,
-                                 {hbm_part_, sb_comb_, tags_[t_part]}),
-                        deps);
+        last = b_.dma(q_.next(3), hbm_part_, sb_comb_, rows, p_.top_k * cols * 4, t_part, deps,
+                      cols * 4);
         deps = {last};
         src = sb_comb_;
         scatters_ = {last};  // later loads: ordered after this one, which waited for all
       }
       // the first step copies (or, with top_k > 1, adds the first two slots)
       last = b_.compute(p_.combine_engine, p_.top_k == 1 ? op::copy : op::tensor_tensor, rows, cols,
-                        0, src, sb_comb_, tags_[t_sum], deps);
+                        src, sb_comb_, t_sum, deps);
       for (std::int64_t j = 2; j < p_.top_k; ++j)
-        last = b_.compute(p_.combine_engine, op::tensor_tensor, rows, cols, 0, src, sb_comb_,
-                          tags_[t_sum], {last});
-      comb_.read_by(b_.dma(q_.next(3), sb_comb_, hbm_y_, rows, cols * b, tags_[t_y], {last}));
+        last = b_.compute(p_.combine_engine, op::tensor_tensor, rows, cols, src, sb_comb_, t_sum,
+                          {last});
+      comb_.read_by(b_.dma(q_.next(3), sb_comb_, hbm_y_, rows, cols * b, t_y, {last}));
     }
   }
 
@@ -352,7 +341,6 @@ class lowerer {
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_route_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0,
             sb_raw_ = 0, sb_w_ = 0, sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  std::vector<std::uint16_t> tags_;
   slots x_, route_, raw_, w_, stage_, comb_;
   std::vector<instruction_id> bank_reader_, scatters_;
   std::uint64_t transposes_ = 0, sets_ = 0;

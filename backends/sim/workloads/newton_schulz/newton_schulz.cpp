@@ -152,10 +152,9 @@ class lowerer {
     sb_b_ = out_.add_buffer({"B", memory::sbuf, pl_.a_bytes, 1, 0});
     sb_sums_ = out_.add_buffer({"row sums", memory::sbuf, pl_.row_tiles * 4, 1, 0});
     psum_ = out_.add_buffer({"PSUM", memory::psum, m_.psum_bank_bytes, p_.psum_bufs, 0});
-    for (const char* t :
-         {"load G", "sum of squares", "norm", "scale", "transpose", "evict X^T", "X X^T",
-          "evict A'", "A'A'", "combine B", "B X", "combine X", "X^T B", "combine X^T", "store X"})
-      tags_.push_back(out_.add_tag(t));
+    b_.tags({"load G", "sum of squares", "norm", "scale", "transpose", "evict X^T", "X X^T",
+             "evict A'", "A'A'", "combine B", "B X", "combine X", "X^T B", "combine X^T",
+             "store X"});
     bank_reader_.assign(at(p_.psum_bufs), program::none);
     x_piece_.assign(at(pl_.row_tiles * pl_.col_groups), program::none);
     xt_ready_.assign(at(pl_.col_tiles), program::none);
@@ -186,11 +185,11 @@ class lowerer {
   /// A drain of PSUM on the evict engine (ScalarE: an activation; VectorE:
   /// a copy, or a tensor_scalar when it scales).
   instruction_id evict(std::int64_t rows, std::int64_t n, bool scales, buffer_id dst,
-                       std::uint16_t tag, const std::vector<instruction_id>& deps) {
+                       std::size_t tag, const std::vector<instruction_id>& deps) {
     const op kind = p_.evict == scalar_engine ? op::activation
                     : scales                  ? op::tensor_scalar
                                               : op::copy;
-    return b_.compute(p_.evict, kind, rows, n, flag_reads_psum, psum_, dst, tag, deps);
+    return b_.compute(p_.evict, kind, rows, n, psum_, dst, tag, deps);
   }
 
   /// G's row tiles, their sums of squares, the total over the partitions (a
@@ -199,14 +198,14 @@ class lowerer {
     std::vector<instruction_id> loads, sums;
     for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
       const std::int64_t rows = rows_of(i, p_.rows);
-      loads.push_back(b_.dma(q_.next(0), hbm_g_, sb_x_, rows, p_.cols * dtype_bytes(p_.type),
-                             tags_[t_load], {}));
-      sums.push_back(b_.compute(scalar_engine, op::activation, rows, p_.cols, 0, sb_x_, sb_sums_,
-                                tags_[t_sumsq], {loads.back()}));
+      loads.push_back(
+          b_.dma(q_.next(0), hbm_g_, sb_x_, rows, p_.cols * dtype_bytes(p_.type), t_load, {}));
+      sums.push_back(b_.compute(scalar_engine, op::activation, rows, p_.cols, sb_x_, sb_sums_,
+                                t_sumsq, {loads.back()}));
     }
     // the ones tile the partition sum multiplies by: one VectorE memset
-    const auto ones = b_.compute(vector_engine, op::tensor_scalar, m_.partitions, m_.partitions, 0,
-                                 sb_sums_, sb_sums_, tags_[t_norm], {});
+    const auto ones = b_.compute(vector_engine, op::tensor_scalar, m_.partitions, m_.partitions,
+                                 sb_sums_, sb_sums_, t_norm, {});
     deps_.clear();
     const auto bank = open_bank(deps_);
     instruction_id total = program::none;
@@ -215,15 +214,15 @@ class lowerer {
       if (i == 0) deps_.push_back(ones);
       deps_.push_back(sums[at(i)]);
       total = b_.matmul(dtype::fp32, rows_of(i, p_.rows), m_.partitions, 1, true, i > 0, sb_sums_,
-                        psum_, tags_[t_norm], deps_);
+                        psum_, t_norm, deps_);
     }
-    const auto rsqrt = b_.compute(scalar_engine, op::activation, m_.partitions, 1, flag_reads_psum,
-                                  psum_, sb_sums_, tags_[t_norm], {total});
+    const auto rsqrt = b_.compute(scalar_engine, op::activation, m_.partitions, 1, psum_, sb_sums_,
+                                  t_norm, {total});
     bank_reader_[bank] = rsqrt;
     for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
-      const auto id = b_.compute(
-          p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar,
-          rows_of(i, p_.rows), p_.cols, 0, sb_x_, sb_x_, tags_[t_scale], {rsqrt, loads[at(i)]});
+      const auto id =
+          b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::tensor_scalar,
+                     rows_of(i, p_.rows), p_.cols, sb_x_, sb_x_, t_scale, {rsqrt, loads[at(i)]});
       for (std::int64_t g = 0; g < pl_.col_groups; ++g) x_piece_[at(i * pl_.col_groups + g)] = id;
     }
   }
@@ -244,12 +243,10 @@ class lowerer {
         for (std::int64_t i = i0; i < std::min(pl_.row_tiles, i0 + per_bank); ++i) {
           if (i > i0) deps_.clear();
           deps_.push_back(x_piece_[at(i * pl_.col_groups + g)]);
-          last = out_.add(make_transpose(p_.type, rows_of(i, p_.rows), cols,
-                                         {sb_x_, psum_, tags_[t_transpose]}),
-                          deps_);
+          last = b_.transpose(p_.type, rows_of(i, p_.rows), cols, sb_x_, psum_, t_transpose, deps_);
           width += rows_of(i, p_.rows);
         }
-        const auto e = evict(cols, width, false, sb_xt_, tags_[t_evict_t], {last});
+        const auto e = evict(cols, width, false, sb_xt_, t_evict_t, {last});
         bank_reader_[bank] = e;
         xt_ready_[at(j)] = e;
       }
@@ -258,18 +255,18 @@ class lowerer {
 
   /// A' = b X X^T, row tile by row tile.
   void gram() {
-    row_products(xt_ready_, pl_.col_tiles, p_.cols, sb_xt_, tags_[t_gram], a_ready_,
+    row_products(xt_ready_, pl_.col_tiles, p_.cols, sb_xt_, t_gram, a_ready_,
                  [this](std::int64_t rows, std::int64_t width, instruction_id last) {
-                   return evict(rows, width, true, sb_a_, tags_[t_evict_a], {last});
+                   return evict(rows, width, true, sb_a_, t_evict_a, {last});
                  });
   }
 
   /// B = (c / b^2) A'A' + A', the combine on VectorE from PSUM.
   void square() {
-    row_products(a_ready_, pl_.row_tiles, p_.rows, sb_a_, tags_[t_square], b_ready_,
+    row_products(a_ready_, pl_.row_tiles, p_.rows, sb_a_, t_square, b_ready_,
                  [this](std::int64_t rows, std::int64_t width, instruction_id last) {
-                   return b_.compute(vector_engine, op::tensor_tensor, rows, width, flag_reads_psum,
-                                     psum_, sb_b_, tags_[t_combine_b], {last});
+                   return b_.compute(vector_engine, op::tensor_tensor, rows, width, psum_, sb_b_,
+                                     t_combine_b, {last});
                  });
   }
 
@@ -279,7 +276,7 @@ class lowerer {
   /// group; `out_ready` gets the row tile's last drain.
   template <class finish_fn>
   void row_products(std::vector<instruction_id>& in_ready, std::int64_t k_tiles,
-                    std::int64_t k_extent, buffer_id in, std::uint16_t tag,
+                    std::int64_t k_extent, buffer_id in, std::size_t tag,
                     std::vector<instruction_id>& out_ready, const finish_fn& finish) {
     std::vector<std::uint8_t> seen(at(k_tiles), 0);
     for (std::int64_t i = 0; i < pl_.row_tiles; ++i) {
@@ -315,10 +312,10 @@ class lowerer {
           if (k > 0) deps_.clear();
           need(b_ready_, seen, k, deps_);
           last = b_.matmul(p_.type, rows_of(k, p_.rows), rows, width_of(g, p_.cols), true, k > 0,
-                           sb_b_, psum_, tags_[t_product], deps_);
+                           sb_b_, psum_, t_product, deps_);
         }
         const auto e = b_.compute(vector_engine, op::tensor_tensor, rows, width_of(g, p_.cols),
-                                  flag_reads_psum, psum_, sb_x_, tags_[t_combine_x], {last});
+                                  psum_, sb_x_, t_combine_x, {last});
         bank_reader_[bank] = e;
         x_piece_[at(i * pl_.col_groups + g)] = e;
       }
@@ -338,10 +335,10 @@ class lowerer {
         for (std::int64_t k = 0; k < pl_.row_tiles; ++k) {
           if (k > 0) deps_.clear();
           last = b_.matmul(p_.type, rows_of(k, p_.rows), cols, width_of(g, p_.rows), true, k > 0,
-                           sb_x_, psum_, tags_[t_product_t], deps_);
+                           sb_x_, psum_, t_product_t, deps_);
         }
-        e = b_.compute(vector_engine, op::tensor_tensor, cols, width_of(g, p_.rows),
-                       flag_reads_psum, psum_, sb_xt_, tags_[t_combine_t], {last});
+        e = b_.compute(vector_engine, op::tensor_tensor, cols, width_of(g, p_.rows), psum_, sb_xt_,
+                       t_combine_t, {last});
         bank_reader_[bank] = e;
       }
       xt_ready_[at(j)] = e;
@@ -353,7 +350,7 @@ class lowerer {
       deps_.assign(x_piece_.begin() + i * pl_.col_groups,
                    x_piece_.begin() + (i + 1) * pl_.col_groups);
       b_.dma(q_.next(1), sb_x_, hbm_x_, rows_of(i, p_.rows), p_.cols * dtype_bytes(p_.type),
-             tags_[t_store], deps_);
+             t_store, deps_);
     }
   }
 
@@ -365,7 +362,6 @@ class lowerer {
   emit::queues q_;
   buffer_id hbm_g_ = 0, hbm_x_ = 0, sb_x_ = 0, sb_xt_ = 0, sb_a_ = 0, sb_b_ = 0, sb_sums_ = 0,
             psum_ = 0;
-  std::vector<std::uint16_t> tags_;
   std::vector<instruction_id> bank_reader_, x_piece_, xt_ready_, a_ready_, b_ready_, deps_;
   std::uint64_t banks_ = 0;
 };

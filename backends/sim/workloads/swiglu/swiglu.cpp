@@ -233,9 +233,8 @@ class lowerer {
     sb_scratch_ = out_.add_buffer({"SiLU scratch", memory::sbuf, pl_.scratch_bytes / 2, 2, 0});
     sb_stage_ = out_.add_buffer({"output staging", memory::sbuf, pl_.stage_bytes / 2, 2, 0});
     psum_ = emit::psum_banks(out_, m_, m_.psum_banks);
-    for (const char* t : {"load x", "load W_gate/W_up", "load W_down", "gate", "up", "silu",
-                          "multiply", "down", "evict", "store y", "accumulate y"})
-      tags_.push_back(out_.add_tag(t));
+    b_.tags({"load x", "load W_gate/W_up", "load W_down", "gate", "up", "silu", "multiply", "down",
+             "evict", "store y", "accumulate y"});
     x_.init(p_.x_bufs, pl_.k_slabs);
     gu_.init(p_.bufs, pl_.k_slabs * 2);
     wd_.init(p_.bufs, ceil_div(p_.ff_tile, m_.partitions));
@@ -256,8 +255,8 @@ class lowerer {
     const auto war = x_.next();
     for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
-      x_.fill(k, b_.dma(q_.next(0), hbm_x_, sb_x_, rows, rows_t * dtype_bytes(p_.type), tags_[t_x],
-                        {war}));
+      x_.fill(k,
+              b_.dma(q_.next(0), hbm_x_, sb_x_, rows, rows_t * dtype_bytes(p_.type), t_x, {war}));
     }
   }
 
@@ -269,14 +268,14 @@ class lowerer {
     for (std::int64_t k = 0; k < pl_.k_slabs; ++k) {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
       if (p_.fuse_gate_up) {  // [rows, 2, cols] of W_gate_up: two contiguous runs per row
-        const auto id = b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, 2 * cols * b, tags_[t_gu], {war});
-        out_.at(id).aux = static_cast<std::uint32_t>(cols * b);
+        const auto id =
+            b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, 2 * cols * b, t_gu, {war}, cols * b);
         gu_.fill(2 * k, id);
         gu_.fill(2 * k + 1, id);
         continue;
       }
-      gu_.fill(2 * k, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, tags_[t_gu], {war}));
-      gu_.fill(2 * k + 1, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, tags_[t_gu], {war}));
+      gu_.fill(2 * k, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, t_gu, {war}));
+      gu_.fill(2 * k + 1, b_.dma(q_.next(1), hbm_w_, sb_gu_, rows, cols * b, t_gu, {war}));
     }
   }
 
@@ -289,7 +288,7 @@ class lowerer {
       x_.need(k, deps_);
       gu_.need(2 * k + which, deps_);
       last = b_.matmul(p_.type, std::min(p_.mm_k, p_.d_model - k * p_.mm_k), f_rows, cols, true,
-                       k > 0, sb_gu_, psum_[bank], tags_[which == 0 ? t_gate : t_up], deps_);
+                       k > 0, sb_gu_, psum_[bank], which == 0 ? t_gate : t_up, deps_);
     }
     return last;
   }
@@ -308,19 +307,17 @@ class lowerer {
         const auto gate = projection(0, f_rows, width, 2 * set);
         last = projection(1, f_rows, width, 2 * set + 1);
         const auto slot = static_cast<std::size_t>(silus_++ % 2);
-        const auto silu =
-            b_.function(p_.silu_engine, f_rows, width, flag_reads_psum, psum_[2 * set], sb_scratch_,
-                        tags_[t_silu], {gate, scratch_reader_[slot]});
+        const auto silu = b_.function(p_.silu_engine, f_rows, width, psum_[2 * set], sb_scratch_,
+                                      t_silu, {gate, scratch_reader_[slot]});
         instruction_id u = last, u_read = last;
         if (p_.mul_engine == gpsimd_engine)  // GpSimdE reads u from SBUF: the evict engine copies
           u = u_read = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy,
-                                  f_rows, width, flag_reads_psum, psum_[2 * set + 1], sb_scratch_,
-                                  tags_[t_mul], {last, scratch_reader_[slot]});
-        const auto mul = b_.compute(
-            p_.mul_engine, op::tensor_tensor, f_rows, width,
-            p_.mul_engine == gpsimd_engine ? std::uint8_t{0} : std::uint8_t{flag_reads_psum},
-            p_.mul_engine == gpsimd_engine ? sb_scratch_ : psum_[2 * set + 1], sb_h_, tags_[t_mul],
-            {silu, u, h_war(fb, fs, f_sub)});
+                                  f_rows, width, psum_[2 * set + 1], sb_scratch_, t_mul,
+                                  {last, scratch_reader_[slot]});
+        const auto mul =
+            b_.compute(p_.mul_engine, op::tensor_tensor, f_rows, width,
+                       p_.mul_engine == gpsimd_engine ? sb_scratch_ : psum_[2 * set + 1], sb_h_,
+                       t_mul, {silu, u, h_war(fb, fs, f_sub)});
         if (p_.mul_engine != gpsimd_engine) u_read = mul;
         bank_reader_[2 * set] = silu;
         bank_reader_[2 * set + 1] = u_read;
@@ -339,7 +336,7 @@ class lowerer {
     for (std::int64_t s = 0; s < ceil_div(f_rows, m_.partitions); ++s)
       wd_.fill(s, b_.dma(q_.next(2), hbm_w_, sb_wd_,
                          std::min<std::int64_t>(m_.partitions, f_rows - s * m_.partitions),
-                         cols * dtype_bytes(p_.type), tags_[t_wd], {war}));
+                         cols * dtype_bytes(p_.type), t_wd, {war}));
   }
 
   /// What the multiply writing h sub-tile `f_sub` (sub-tile fs of block fb)
@@ -386,7 +383,7 @@ class lowerer {
               h_consumed_[piece] = 1;
             }
             last = b_.matmul(p_.type, f_rows, rows, std::min(p_.mm_n, cols - n * p_.mm_n), n == 0,
-                             !opens, sb_h_, psum_[bank_of(ts, n)], tags_[t_down], deps_);
+                             !opens, sb_h_, psum_[bank_of(ts, n)], t_down, deps_);
           }
         }
         h_reader_[static_cast<std::size_t>(f_sub)] = last;
@@ -418,8 +415,8 @@ class lowerer {
         const engine_id e = !first && p_.evict == scalar_engine ? vector_engine : p_.evict;
         const op kind =
             first ? (e == scalar_engine ? op::activation : op::copy) : op::tensor_tensor;
-        const auto id = b_.compute(e, kind, rows, width, flag_reads_psum, psum_[bank_of(ts, n)],
-                                   sb_acc_, tags_[t_acc], {last, y_last_[key(ts, n)]});
+        const auto id = b_.compute(e, kind, rows, width, psum_[bank_of(ts, n)], sb_acc_, t_acc,
+                                   {last, y_last_[key(ts, n)]});
         bank_reader_[bank_of(ts, n)] = id;
         y_last_[key(ts, n)] = id;
       }
@@ -432,12 +429,12 @@ class lowerer {
       for (std::int64_t n = 0; n < n_tiles; ++n) {
         const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
         e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy, rows, width,
-                       0, sb_acc_, sb_stage_, tags_[t_evict],
+                       sb_acc_, sb_stage_, t_evict,
                        {y_last_[key(ts, n)], n == 0 ? stage_store_[slot] : e});
         y_last_[key(ts, n)] = e;
       }
-      stage_store_[slot] = b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type),
-                                  tags_[t_store], {e});
+      stage_store_[slot] =
+          b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type), t_store, {e});
     }
   }
 
@@ -451,12 +448,12 @@ class lowerer {
       for (std::int64_t n = 0; n < ceil_div(cols, p_.mm_n); ++n) {
         const std::int64_t width = std::min(p_.mm_n, cols - n * p_.mm_n);
         e = b_.compute(p_.evict, p_.evict == scalar_engine ? op::activation : op::copy, rows, width,
-                       flag_reads_psum, psum_[bank_of(ts, n)], sb_stage_, tags_[t_evict],
+                       psum_[bank_of(ts, n)], sb_stage_, t_evict,
                        {last, n == 0 ? stage_store_[slot] : e});
         bank_reader_[bank_of(ts, n)] = e;
       }
-      stage_store_[slot] = b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type),
-                                  tags_[t_store], {e});
+      stage_store_[slot] =
+          b_.dma(q_.next(3), sb_stage_, hbm_y_, rows, cols * dtype_bytes(p_.type), t_store, {e});
     }
   }
 
@@ -469,7 +466,6 @@ class lowerer {
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
             sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  std::vector<std::uint16_t> tags_;
   operand x_, gu_, wd_;
   std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
       deps_;
