@@ -3,10 +3,14 @@
 #include "command.hpp"
 #include "common.hpp"
 
+#include <tessel/did_you_mean.hpp>
+
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #ifndef TESSEL_VERSION
@@ -29,6 +33,16 @@ int run(int argc, char** argv) {
 #include "commands.def"
 #undef TESSEL_CLI_COMMAND
 
+  // CLI11 answers a misspelt command with "A subcommand is required".
+  std::vector<std::string> names;
+  for (const auto* c : tool.get_subcommands({})) names.push_back(c->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::ranges::find(names, argv[1]) == names.end()) {
+    const auto hint = tessel::did_you_mean(argv[1], names);
+    std::fprintf(stderr,
+                 "tessel: unknown command '%s'%s%s\nRun with --help for more information.\n",
+                 argv[1], hint.empty() ? "" : "; ", hint.c_str());
+    return exit_code::usage;
+  }
   try {
     tool.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace cli_testing;
@@ -111,4 +112,79 @@ TEST_CASE("check: a --set value with a non-UTF-8 byte is bad input, exit 1") {
   const auto out = json::parse(r.out, nullptr, false);
   REQUIRE(!out.is_discarded());
   CHECK(out["ok"] == false);
+}
+
+TEST_CASE(
+    "numeric options: a negative, overflowing or non-finite value is a usage error naming it") {
+  // Before: CLI11 wrapped "-1" around to 2^64 - 1 (--budget -1 ran without end,
+  // --seed -1 recorded seed 18446744073709551615), saturated 2^64 to 2^64 - 1,
+  // read "010" as octal 8 evaluations, and --time -5 was refused as "study_spec.budget.wall_s".
+  const std::string tune = "tune ../../examples/rmsnorm.tsl --backend sim --no-db -q ";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {tune + "--budget -1",
+       "--budget: expected an integer from 0 to 18446744073709551615, got '-1'"},
+      {tune + "--budget 18446744073709551616", "--budget: expected an integer"},
+      {tune + "--seed -1", "--seed: expected an integer"},
+      {tune + "--budget 010",
+       "--budget: expected an integer from 0 to 18446744073709551615, got '010'"},
+      {tune + "--jobs -1", "--jobs: expected an integer"},
+      {tune + "--patience -3", "--patience: expected an integer"},
+      {tune + "--time -5", "--time: must be a finite number >= 0, got '-5'"},
+      {tune + "--time nan", "--time: must be a finite number >= 0, got 'nan'"},
+      {tune + "--cost-budget inf", "--cost-budget: must be a finite number >= 0"},
+      {tune + "--target-objective nan", "--target-objective: must be a finite number, got 'nan'"},
+      {tune + "--min-gain inf", "--min-gain: must be a finite number >= 0, got 'inf'"},
+      {"serve fixtures/small.tsl --no-db --budget -1 < /dev/null", "--budget: expected an integer"},
+      {"serve fixtures/small.tsl --no-db --token-price nan < /dev/null",
+       "--token-price: must be a finite number >= 0"},
+      {"check fixtures/small.tsl --sample -1", "--sample: expected an integer"},
+      {"show no.db --top -1", "--top: expected an integer"},
+  };
+  for (const auto& [args, message] : bad) {
+    const auto r = tessel(args);
+    CHECK_MESSAGE(r.code == 2, args);
+    CHECK_MESSAGE(contains(r.err, message), args, ": ", r.err);
+  }
+}
+
+TEST_CASE("an unknown command is named, with a hint") {
+  // Before: "A subcommand is required".
+  auto r = tessel("tunee fixtures/small.tsl");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "unknown command 'tunee'; did you mean 'tune'?"));
+  r = tessel("frobnicate");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "unknown command 'frobnicate'"));
+}
+
+TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE and as --config @") {
+  // Before: read whole, without bound (1.6 GB after two seconds). Run under
+  // a limit on memory and time so that a regression fails instead of hanging.
+  const auto limited = [](const std::string& args) {
+    return tessel_limited(args, /*memory_kib=*/1 << 20, /*seconds=*/60);
+  };
+  auto r = limited("check /dev/zero");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "'/dev/zero' holds more than 16777216 bytes"));
+  r = limited("tune /dev/zero --backend sim --no-db");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "'/dev/zero' holds more than 16777216 bytes"));
+  r = limited("explain ../../examples/rmsnorm.tsl --config @/dev/zero");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--config: '/dev/zero' holds more than 16777216 bytes"));
+}
+
+TEST_CASE("a space of more than 2^64 configs names its file") {
+  // Before: ": error: space 's' has more than 2^64 valid configs" (no file).
+  const std::string path =
+      std::string(TESSEL_CLI_WORK_DIR) + "/huge_space_" + std::to_string(::getpid()) + ".tsl";
+  {
+    std::ofstream out(path);
+    out << "space s {\n";
+    for (int i = 0; i < 70; ++i) out << "  param p" << i << " : {1, 2}\n";
+    out << "}\n";
+  }
+  const auto r = tessel("check '" + path + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, path + ": error: space 's' has more than 2^64 valid configs"));
 }
