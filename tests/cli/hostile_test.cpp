@@ -188,3 +188,19 @@ TEST_CASE("a space of more than 2^64 configs names its file") {
   CHECK(r.code == 1);
   CHECK(contains(r.err, path + ": error: space 's' has more than 2^64 valid configs"));
 }
+
+TEST_CASE("--backend sim:KEY=VALUE,... takes settings, as calibrate's printed advice writes it") {
+  // Before: the whole argument was the workload's name: "unknown workload
+  // 'target=trn2,model=analytic'", for the line `tessel calibrate` prints.
+  const std::string tune = "tune ../../examples/rmsnorm.tsl --no-db -q --budget 2 ";
+  auto r = tessel(tune + "--backend sim:target=trn2,model=analytic,set.dma_issue_ns=978.5");
+  CHECK(r.code == 0);
+  r = tessel(tune + "--backend sim:rmsnorm,model=analytic");
+  CHECK(r.code == 0);
+  r = tessel(tune + "--backend sim:target=trn2 --backend-set target=trn1");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "backend sim: setting target given twice"));
+  r = tessel(tune + "--backend sim:target=trn2,frob=1");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "unknown setting 'frob'"));
+}
