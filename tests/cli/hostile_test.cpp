@@ -204,3 +204,21 @@ TEST_CASE("--backend sim:KEY=VALUE,... takes settings, as calibrate's printed ad
   CHECK(r.code == 1);
   CHECK(contains(r.err, "unknown setting 'frob'"));
 }
+
+TEST_CASE("a control character in a .tsl is shown escaped, never written to the terminal") {
+  // Before: "found '\0'" and the source line were written with the NUL itself.
+  const std::string path =
+      std::string(TESSEL_CLI_WORK_DIR) + "/nul_" + std::to_string(::getpid()) + ".tsl";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "space s {\n  param a : {1, 2}" << '\0' << "\x1b[2J\n}\n";
+  }
+  const auto r = tessel("check '" + path + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err,
+                 ":2:19: error: expected a statement (param, const, let, require, when) or "
+                 "'}', found '\\x00'"));
+  CHECK(contains(r.err, "  param a : {1, 2}??[2J\n"));
+  CHECK(r.err.find('\0') == std::string::npos);
+  CHECK(r.err.find('\x1b') == std::string::npos);
+}
