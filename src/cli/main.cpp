@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -55,15 +56,28 @@ int run(int argc, char** argv) {
   return exit_code::usage;  // unreachable: require_subcommand(1)
 }
 
+/// `code`, unless what was written to stdout could not all be written (a
+/// full disk, a closed stdout): that is no success, as stdout is buffered
+/// and the failure would otherwise pass unseen at exit with code 0.
+int with_output_written(int code) {
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr,
+               "tessel: error: cannot write the output to stdout (a full disk, a closed "
+               "stdout?)\n");
+  return code == tessel::cli::exit_code::success ? tessel::cli::exit_code::bad_input : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  int code = tessel::cli::exit_code::internal;
   try {
-    return run(argc, argv);
+    code = run(argc, argv);
   } catch (const std::exception& e) {  // subcommands report their own; this is a bug
     std::fprintf(stderr, "tessel: internal error: %s\n", e.what());
   } catch (...) {
     std::fprintf(stderr, "tessel: internal error: unknown exception\n");
   }
-  return tessel::cli::exit_code::internal;
+  return with_output_written(code);
 }

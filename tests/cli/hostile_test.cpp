@@ -222,3 +222,23 @@ TEST_CASE("a control character in a .tsl is shown escaped, never written to the 
   CHECK(r.err.find('\0') == std::string::npos);
   CHECK(r.err.find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("output that cannot be written (a full disk) is an error, not exit 0") {
+  // Before: stdout is buffered, the write failed at exit unseen, and
+  // `tessel export DB > out.csv` on a full disk exited 0 with nothing written.
+  const std::string err =
+      std::string(TESSEL_CLI_WORK_DIR) + "/full_" + std::to_string(::getpid()) + ".err";
+  const auto to_full = [&](const std::string& args) {
+    const int status = std::system(("cd '" + std::string(TESSEL_CLI_TESTS_DIR) + "' && '" +
+                                    TESSEL_CLI_PATH + "' " + args + " >/dev/full 2>'" + err + "'")
+                                       .c_str());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(err));
+  };
+  for (const std::string args : {"check fixtures/small.tsl", "check fixtures/small.tsl --json"}) {
+    const auto [code, text] = to_full(args);
+    CHECK_MESSAGE(code == 1, args);
+    CHECK_MESSAGE(contains(text, "tessel: error: cannot write the output to stdout"), args, ": ",
+                  text);
+  }
+  CHECK(to_full("check fixtures/empty.tsl").first == 1);  // exit 1 already: kept
+}
