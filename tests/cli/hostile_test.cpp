@@ -172,6 +172,12 @@ TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE a
   r = limited("explain ../../examples/rmsnorm.tsl --config @/dev/zero");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "--config: '/dev/zero' holds more than 16777216 bytes"));
+  const std::string model =
+      std::string(TESSEL_CLI_WORK_DIR) + "/zero_model_" + std::to_string(::getpid()) + ".tsl";
+  std::ofstream(model) << "model m {\n  kernel k {\n    space \"/dev/zero\"\n    calls 1\n  }\n}\n";
+  r = limited("model '" + model + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "/dev/zero: error: the text is 16777217 bytes; at most 16777216 are read"));
 }
 
 TEST_CASE("a space of more than 2^64 configs names its file") {
