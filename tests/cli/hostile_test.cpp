@@ -140,10 +140,10 @@ TEST_CASE(
       {"check fixtures/small.tsl --sample -1", "--sample: expected an integer"},
       {"show no.db --top -1", "--top: expected an integer"},
   };
-  for (const auto& [args, message] : bad) {
-    const auto r = tessel(args);
-    CHECK_MESSAGE(r.code == 2, args);
-    CHECK_MESSAGE(contains(r.err, message), args, ": ", r.err);
+  for (const auto& one : bad) {  // no structured binding: clang 14 cannot capture one
+    const auto r = tessel(one.first);
+    CHECK_MESSAGE(r.code == 2, one.first);
+    CHECK_MESSAGE(contains(r.err, one.second), one.first, ": ", r.err);
   }
 }
 
@@ -241,7 +241,9 @@ TEST_CASE("output that cannot be written (a full disk) is an error, not exit 0")
     return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(err));
   };
   for (const std::string args : {"check fixtures/small.tsl", "check fixtures/small.tsl --json"}) {
-    const auto [code, text] = to_full(args);
+    const auto got = to_full(args);
+    const int code = got.first;
+    const std::string text = got.second;
     CHECK_MESSAGE(code == 1, args);
     CHECK_MESSAGE(contains(text, "tessel: error: cannot write the output to stdout"), args, ": ",
                   text);
