@@ -92,6 +92,9 @@ study_spec spec_options::resolved() const {
   for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
   out.backend_settings = parse_assignments(backend_settings, "--backend-set");
   out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
+  if (!out.fidelity_settings.empty() && out.fidelity.empty())  // was ignored without a word
+    throw error(fmt::format("--fidelity-set {}=...: multi-fidelity settings need --fidelity",
+                            out.fidelity_settings.begin()->first));
   if (no_db)
     out.db.clear();
   else if (out.db.empty())

@@ -253,3 +253,11 @@ TEST_CASE("output that cannot be written (a full disk) is an error, not exit 0")
   }
   CHECK(to_full("check fixtures/empty.tsl").first == 1);  // exit 1 already: kept
 }
+
+TEST_CASE("--fidelity-set without --fidelity is bad input, not ignored") {
+  // Before: the settings were dropped without a word and the run went on (exit 0).
+  const auto r = tessel(
+      "tune ../../examples/rmsnorm.tsl --backend sim --no-db -q --budget 2 --fidelity-set z=1");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--fidelity-set z=...: multi-fidelity settings need --fidelity"));
+}
