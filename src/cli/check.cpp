@@ -128,7 +128,8 @@ command add_check_command(CLI::App& tool) {
   check
       ->add_option("--backend-set", options->backend_settings,
                    "A backend setting, e.g. --backend-set model=analytic; repeatable")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->needs("--backend");  // else it was ignored without a word
   check
       ->add_option("--suggest-constraints", options->suggest_from,
                    "Print the constraints a study file's failures teach, as require lines "

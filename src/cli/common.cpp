@@ -92,9 +92,16 @@ study_spec spec_options::resolved() const {
   for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
   out.backend_settings = parse_assignments(backend_settings, "--backend-set");
   out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
-  if (!out.fidelity_settings.empty() && out.fidelity.empty())  // was ignored without a word
+  // Settings with nothing to apply them to were ignored without a word.
+  if (!out.fidelity_settings.empty() && out.fidelity.empty())
     throw error(fmt::format("--fidelity-set {}=...: multi-fidelity settings need --fidelity",
                             out.fidelity_settings.begin()->first));
+  if (!out.backend_settings.empty() && out.backend.empty() && !is_replay_file(out.file))
+    throw error(fmt::format("--backend-set {}=...: {}", out.backend_settings.begin()->first,
+                            out.fidelity.empty()
+                                ? "there is no --backend to apply it to"
+                                : "with --fidelity, give each level its settings in its spec "
+                                  "(--fidelity sim:KEY=VALUE,...)"));
   if (no_db)
     out.db.clear();
   else if (out.db.empty())

@@ -254,10 +254,21 @@ TEST_CASE("output that cannot be written (a full disk) is an error, not exit 0")
   CHECK(to_full("check fixtures/empty.tsl").first == 1);  // exit 1 already: kept
 }
 
-TEST_CASE("--fidelity-set without --fidelity is bad input, not ignored") {
+TEST_CASE("--fidelity-set without --fidelity, --backend-set without --backend: bad input") {
   // Before: the settings were dropped without a word and the run went on (exit 0).
-  const auto r = tessel(
+  auto r = tessel(
       "tune ../../examples/rmsnorm.tsl --backend sim --no-db -q --budget 2 --fidelity-set z=1");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "--fidelity-set z=...: multi-fidelity settings need --fidelity"));
+  r = tessel("serve fixtures/small.tsl --no-db --backend-set timeout=5 < /dev/null");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--backend-set timeout=...: there is no --backend to apply it to"));
+  r = tessel(
+      "tune ../../examples/rmsnorm.tsl --fidelity sim --fidelity sim --no-db -q --budget 2 "
+      "--backend-set model=analytic");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--backend-set model=...: with --fidelity, give each level its settings"));
+  r = tessel("check fixtures/small.tsl --backend-set model=analytic");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "--backend-set requires --backend"));
 }
