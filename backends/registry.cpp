@@ -197,10 +197,24 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   return std::make_shared<cpu_backend>(std::move(o));
 }
 
+/// "sim", "sim:matmul", "sim:target=trn2,set.dma_issue_ns=978" (what
+/// `tessel calibrate` prints), "sim:matmul,model=analytic": a first piece
+/// without '=' names the workload, the rest are settings, as for cpu (the
+/// whole argument was taken as the workload's name).
+std::shared_ptr<backend> make_sim(std::string_view argument, const backend_settings& given) {
+  const auto first = argument.substr(0, argument.find(','));
+  std::string_view workload;
+  if (first.find('=') == std::string_view::npos) {
+    workload = first;
+    argument = argument.substr(std::min(argument.size(), first.size() + 1));
+  }
+  return sim::make_sim_backend(workload, merged_settings("sim", argument, given));
+}
+
 struct registry {
   std::mutex mutex;
   std::map<std::string, backend_factory, std::less<>> factories{
-      {"replay", make_replay},     {"command", make_command}, {"sim", sim::make_sim_backend},
+      {"replay", make_replay},     {"command", make_command}, {"sim", make_sim},
       {"trainium", make_trainium}, {"cpu", make_cpu},
   };
 };

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <istream>
 #include <ostream>
+#include <string_view>
 
 namespace tessel {
 
@@ -71,7 +73,11 @@ std::string parse_request(std::string_view line, json& out) {
       return !too_deep;
     });
   } catch (const json::exception& e) {  // a syntax error, bad UTF-8, a number overflow
-    return fmt::format("not a JSON object: {}", e.what());
+    // what() starts with the parser's own tag, "[json.exception.parse_error.101] ".
+    std::string_view what = e.what();
+    if (what.starts_with("[json.exception."))
+      what.remove_prefix(std::min(what.size(), what.find("] ") + 2));
+    return fmt::format("not a JSON object: {}", what);
   }
   if (too_deep) return fmt::format("a request nests at most {} levels deep", max_request_depth);
   return {};

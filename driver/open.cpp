@@ -40,12 +40,14 @@ std::string read_text(const std::string& path) {
   if (!ec && size > max_source_bytes)  // say so before reading it
     throw error(fmt::format("'{}' is {} bytes; at most {} are read (docs/limits.md)", path, size,
                             max_source_bytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(fmt::format("cannot read '{}'", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw error(fmt::format("cannot read '{}'", path));
-  return std::move(text).str();
+  auto text = read_file_at_most(path, max_source_bytes);
+  if (!text) throw error(fmt::format("cannot read '{}'", path));
+  if (text->size() > max_source_bytes)  // a device or a pipe, whose size is known only now
+    throw error(
+        fmt::format("'{}' holds more than {} bytes; at most that many are read "
+                    "(docs/limits.md)",
+                    path, max_source_bytes));
+  return std::move(*text);
 }
 
 /// The backend the spec names (none: an external one that the caller tells).

@@ -63,14 +63,32 @@ space parse_space(std::string_view text, const parse_options& options, std::stri
 namespace {
 
 std::string read_text(const std::filesystem::path& path, const std::string& shown) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(shown, "cannot read the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto text = read_file_at_most(path, max_source_bytes);
+  if (!text) fail(shown, "cannot read the file");
+  if (text->size() > max_source_bytes)
+    fail(shown, "the file holds more than " + std::to_string(max_source_bytes) +
+                    " bytes; at most that many are read (docs/limits.md)");
+  return std::move(*text);
 }
 
 }  // namespace
+
+std::optional<std::string> read_file_at_most(const std::filesystem::path& path, std::size_t limit) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::nullopt;  // ifstream opens one
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text;
+  char block[1 << 16];
+  while (text.size() <= limit) {
+    in.read(block, static_cast<std::streamsize>(
+                       std::min<std::size_t>(sizeof block, limit + 1 - text.size())));
+    text.append(block, static_cast<std::size_t>(in.gcount()));
+    if (in.bad()) return std::nullopt;
+    if (!in) break;  // the end of the file
+  }
+  return text;
+}
 
 space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {
   if (options.file == parse_options{}.file) options.file = path.string();

@@ -353,6 +353,10 @@ std::string token_at(iterator at, iterator end) {
     bool is_pair = false;
     for (auto op : two_char) is_pair = is_pair || rest.starts_with(op);
     stop = at + (is_pair ? 2 : 1);
+    if (const auto byte = static_cast<unsigned char>(*at); byte < 0x20 || byte == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      return std::string("\\x") + hex[byte >> 4] + hex[byte & 15];  // a NUL is not written as is
+    }
   }
   return std::string(at, stop);
 }

@@ -10,6 +10,7 @@
 #include "targets.hpp"
 
 #include <tessel/did_you_mean.hpp>
+#include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 
 #include <filesystem>
@@ -265,17 +266,16 @@ const space_text* model_checker::read(const kernel_fields& f, const std::string&
   const fs::path resolved = given.is_absolute() || base.empty() ? given : base / given;
   const auto key = resolved.lexically_normal().string();
   if (const auto it = texts_.find(key); it != texts_.end()) return &it->second;
-  std::ifstream in(resolved, std::ios::binary);
-  if (!in) {
+  // At most one byte past the limit: the parser then refuses the text by name.
+  auto text = read_file_at_most(resolved, max_source_bytes);
+  if (!text) {
     out_.error(at(*f.space),
                "kernel '" + kernel + "': cannot read the space file '" + f.path + "' (looked for " +
                    resolved.string() + ")",
                "a space file's path is relative to the model's file");
     return nullptr;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return &texts_.emplace(key, space_text{key, text.str()}).first->second;
+  return &texts_.emplace(key, space_text{key, std::move(*text)}).first->second;
 }
 
 std::optional<space::definition> model_checker::definition(const space_text& t,

@@ -77,7 +77,11 @@ void reporter::error(std::size_t offset, std::string message, std::string hint) 
   d.message = std::move(message);
   d.hint = std::move(hint);
   const auto line = source_->line_text(d.line);
-  if (line.size() <= max_shown_line) d.source_line = std::string(line);
+  if (line.size() <= max_shown_line) {
+    d.source_line = std::string(line);
+    for (auto& c : d.source_line)  // a NUL or an escape is not written to a terminal; columns hold
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f') c = '?';
+  }
   list_.push_back(std::move(d));
 }
 

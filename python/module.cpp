@@ -33,6 +33,18 @@ using json = nlohmann::json;
 /// JSON text for Python; invalid UTF-8 in user text is replaced, never thrown.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+/// `text` (JSON that Python wrote) parsed; what is not JSON, such as a NaN or
+/// an infinity Python's json module writes for a float, is a tessel::error
+/// (tessel.Error), not a parser's internal exception.
+json parse_json(const std::string& text, std::string_view what) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw error(fmt::format("{}: not a JSON value (NaN and infinity are not numbers here): {}",
+                            what, e.what()));
+  }
+}
+
 /// A measurement from what a Python backend returned: a number (the
 /// objective, seconds) or a dict with the fields of a measurement
 /// (tessel/codec.hpp). Its wall time is the run cost unless it says otherwise.
@@ -188,7 +200,7 @@ struct py_study {
   bool read_space = false;  ///< the driver read the space again, for the backend's target
 
   std::string call(const std::string& op, const std::string& args) {
-    const auto parsed = json::parse(args);
+    const auto parsed = parse_json(args, op);
     py::gil_scoped_release release;
     return dump(ops->call(op, parsed));
   }
@@ -222,7 +234,7 @@ std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::s
         "backend: give None (you measure and tell), a spec such as \"sim\" or "
         "\"replay:PATH\", or a Python callable config -> seconds");
   }
-  auto parsed = study_spec::from_json(json::parse(spec));
+  auto parsed = study_spec::from_json(parse_json(spec, "Study"));
   // A space loaded without a target was read for trn2: a study whose backend
   // implies another (cpu) reads its file again for that one, as the CLI does.
   if (s && parsed.target.empty() && !parsed.file.empty() &&
@@ -268,7 +280,21 @@ PYBIND11_MODULE(_tessel, m) {
   using namespace tessel;
   using namespace tessel::python;
   m.doc() = "tessel's native part; use the tessel package";
-  py::register_exception<tessel::error>(m, "Error", PyExc_ValueError);
+  static const auto& error_type =
+      py::register_exception<tessel::error>(m, "Error", PyExc_ValueError);
+  // Its message may quote user text that is not UTF-8 (a .tsl line, a --set
+  // value): replaced by U+FFFD, where pybind11's own translation raised a
+  // UnicodeDecodeError instead of tessel.Error. Tried before the one above.
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const tessel::error& e) {
+      const std::string_view what = e.what();
+      const auto text = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace"));
+      PyErr_SetObject(error_type.ptr(), text.ptr());
+    }
+  });
 
   py::class_<space>(m, "Space")
       .def_property_readonly("name", [](const space& s) { return s.name(); })
@@ -328,7 +354,7 @@ PYBIND11_MODULE(_tessel, m) {
       "check",
       [](const std::string& spec, std::size_t samples, std::uint64_t seed,
          const std::string& backend, const std::map<std::string, std::string>& backend_set) {
-        const auto parsed = study_spec::from_json(json::parse(spec));
+        const auto parsed = study_spec::from_json(parse_json(spec, "Study"));
         const auto loaded = read_space(parsed);
         std::optional<backend_review> review;
         if (!backend.empty())
@@ -350,19 +376,19 @@ PYBIND11_MODULE(_tessel, m) {
   m.def(
       "model_step",
       [](const std::string& spec) {
-        return dump(default_step_json(model_spec::from_json(json::parse(spec))));
+        return dump(default_step_json(model_spec::from_json(parse_json(spec, "Model"))));
       },
       py::arg("spec"));
   m.def(
       "model_step_text",
       [](const std::string& spec) {
-        return model_step(model_spec::from_json(json::parse(spec))).text();
+        return model_step(model_spec::from_json(parse_json(spec, "Model"))).text();
       },
       py::arg("spec"));
   m.def(
       "tune_model",
       [](const std::string& spec) {
-        auto tuning = open_model_tuning(model_spec::from_json(json::parse(spec)));
+        auto tuning = open_model_tuning(model_spec::from_json(parse_json(spec, "Model")));
         tuning.run();
         return dump(tuning.to_json());
       },

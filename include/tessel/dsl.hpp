@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,14 @@ inline constexpr std::size_t max_diagnostics = 100;  ///< errors kept; the rest 
 /// parse_definitions copies the text into each definition (`source`); past
 /// this many bytes in all it asks for one space by name instead.
 inline constexpr std::size_t max_copied_source_bytes = std::size_t{256} << 20;
+
+/// The bytes of the file at `path`, read in blocks and never more than
+/// `limit` + 1 of them, so a device or a pipe that never ends (/dev/zero)
+/// costs at most that: a result longer than `limit` means the file holds more,
+/// and the caller refuses it. std::nullopt when it cannot be opened or read
+/// (a folder, no permission).
+[[nodiscard]] std::optional<std::string> read_file_at_most(const std::filesystem::path& path,
+                                                           std::size_t limit);
 
 /// The checked definitions of every space in `text`, in file order, each
 /// holding the whole text as `source`. Throws space_error holding every

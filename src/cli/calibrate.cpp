@@ -121,8 +121,11 @@ command add_calibrate_command(CLI::App& tool) {
   app->add_option("--budget,-n", o->fit_options.max_evaluations,
                   "Evaluations of the fit's objective at most")
       ->type_name("N")
+      ->check(whole_number())
       ->capture_default_str();
-  app->add_option("--max-evaluations", o->fit_options.max_evaluations)->group("");  // before #27
+  app->add_option("--max-evaluations", o->fit_options.max_evaluations)
+      ->group("")
+      ->check(whole_number());  // before #27
   app->add_flag("--json", o->json, "Print JSON on stdout");
   app->callback([recorded, live] {
     if (recorded->count() == 0 && live->count() == 0)

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -41,15 +40,6 @@ struct check_options {
 
 /// The most samples --sample accepts.
 constexpr std::size_t max_samples = 1'000'000;
-
-/// A 64-bit unsigned integer in decimal: CLI11 alone would wrap "-3" around
-/// to 2^64 - 3 and saturate values past 2^64 - 1.
-std::string check_unsigned(const std::string& text) {
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc{} && end == text.data() + text.size()) return {};
-  return "expected an integer from 0 to 18446744073709551615, got '" + text + "'";
-}
 
 /// `check --suggest-constraints DB`: the rules the study's failures teach,
 /// as `require` lines to paste into the .tsl (tessel/constraints.hpp).
@@ -120,13 +110,14 @@ command add_check_command(CLI::App& tool) {
                    "Print N configs drawn uniformly from the valid ones (at most 1,000,000)")
       ->type_name("N")
       ->capture_default_str()
+      ->check(whole_number())
       ->check(CLI::Range(std::size_t{0}, max_samples).description(""));
   check
       ->add_option("--seed", options->seed,
                    "Seed of the sampling engine (any 64-bit unsigned integer)")
       ->type_name("S")
       ->capture_default_str()
-      ->check(CLI::Validator(check_unsigned, "", "unsigned"));
+      ->check(whole_number());
   check->add_flag("--json", options->json,
                   "Print one JSON object instead of text (one per line for several FILEs)");
   check
@@ -137,7 +128,8 @@ command add_check_command(CLI::App& tool) {
   check
       ->add_option("--backend-set", options->backend_settings,
                    "A backend setting, e.g. --backend-set model=analytic; repeatable")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->needs("--backend");  // else it was ignored without a word
   check
       ->add_option("--suggest-constraints", options->suggest_from,
                    "Print the constraints a study file's failures teach, as require lines "

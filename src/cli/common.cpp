@@ -10,7 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 namespace tessel::cli {
 namespace {
@@ -24,6 +30,27 @@ std::string check_assignment(const std::string& text) {
   return {};
 }
 
+/// The number `text` is in full (strtod's syntax), if it is one.
+std::optional<double> number_of(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  return value;
+}
+
+/// A validator of numbers: "" when `accept` holds for the finite number
+/// `text` is, else "must be WHAT, got 'TEXT'" (CLI11 puts the option first).
+CLI::Validator number_validator(const std::string& what, bool (*accept)(double)) {
+  return CLI::Validator(
+      [what, accept](const std::string& text) -> std::string {
+        const auto value = number_of(text);
+        if (value && std::isfinite(*value) && accept(*value)) return {};
+        return "must be " + what + ", got '" + text + "'";
+      },
+      "", what);
+}
+
 /// `--help`'s "one of ..." list, from a registry.
 std::string listed(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
@@ -31,11 +58,50 @@ std::string listed(const std::vector<std::string>& names) {
 
 }  // namespace
 
+const CLI::Validator& whole_number() {
+  static const CLI::Validator v(
+      [](const std::string& text) -> std::string {
+        std::uint64_t value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc{} && end == text.data() + text.size() &&
+            (text.size() == 1 || text.front() != '0'))  // CLI11 reads "010" as octal 8
+          return {};
+        return "expected an integer from 0 to 18446744073709551615, got '" + text + "'";
+      },
+      "", "whole number");
+  return v;
+}
+
+const CLI::Validator& non_negative() {
+  static const auto v = number_validator("a finite number >= 0", [](double x) { return x >= 0; });
+  return v;
+}
+
+const CLI::Validator& positive() {
+  static const auto v = number_validator("a finite number > 0", [](double x) { return x > 0; });
+  return v;
+}
+
+const CLI::Validator& finite() {
+  static const auto v = number_validator("a finite number", [](double) { return true; });
+  return v;
+}
+
 study_spec spec_options::resolved() const {
   auto out = spec;
   for (const auto& [name, value] : parse_assignments(sets, "--set")) out.sets[name] = value;
   out.backend_settings = parse_assignments(backend_settings, "--backend-set");
   out.fidelity_settings = parse_assignments(fidelity_settings, "--fidelity-set");
+  // Settings with nothing to apply them to were ignored without a word.
+  if (!out.fidelity_settings.empty() && out.fidelity.empty())
+    throw error(fmt::format("--fidelity-set {}=...: multi-fidelity settings need --fidelity",
+                            out.fidelity_settings.begin()->first));
+  if (!out.backend_settings.empty() && out.backend.empty() && !is_replay_file(out.file))
+    throw error(fmt::format("--backend-set {}=...: {}", out.backend_settings.begin()->first,
+                            out.fidelity.empty()
+                                ? "there is no --backend to apply it to"
+                                : "with --fidelity, give each level its settings in its spec "
+                                  "(--fidelity sim:KEY=VALUE,...)"));
   if (no_db)
     out.db.clear();
   else if (out.db.empty())
@@ -115,12 +181,14 @@ void add_study_options(CLI::App& command, spec_options& o) {
       ->capture_default_str();
   command.add_option("--seed", s.seed, "Seed of every random choice (recorded in the study file)")
       ->type_name("S")
+      ->check(whole_number())
       ->capture_default_str();
   command
       .add_option("--jobs,-j", s.jobs,
                   "Threads evaluating at once (0 = the backend's concurrency); the trials are "
                   "the same at any --jobs")
       ->type_name("N")
+      ->check(whole_number())
       ->capture_default_str();
   command
       .add_option("--window", s.window,
@@ -128,6 +196,7 @@ void add_study_options(CLI::App& command, spec_options& o) {
                   "N-1, so at most N evaluations run in parallel (0 = as many as --jobs: more "
                   "parallel, but the trials then depend on --jobs)")
       ->type_name("N")
+      ->check(whole_number())
       ->capture_default_str();
   command
       .add_option("--db", s.db,
@@ -160,14 +229,14 @@ void add_study_options(CLI::App& command, spec_options& o) {
                   "How strongly the utility scheduler prefers cheap candidates at the start: "
                   "expected gain / cost^A, A cooling to 0 over the budget (0 = ignore cost)")
       ->type_name("A")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   command
       .add_option("--min-gain", s.min_gain,
                   "Stop when the best expected gain left is below this fraction of the best "
                   "objective (utility scheduler; 0 = never)")
       ->type_name("F")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   command.add_flag_callback(
       "--no-gate", [&s] { s.gate = false; },
@@ -184,22 +253,20 @@ void add_session_options(CLI::App& command, spec_options& o) {
                   "Evaluations the session expects: the cost weight cools from 1 to 0 over "
                   "them (utility scheduler; the session does not stop there)")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number());
   command
       .add_option("--cost-budget", s.cost_budget_hint_s,
                   "Seconds of evaluation cost the session expects, as --budget")
       ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   // The names before issue 27, kept working but not listed.
-  command.add_option("--budget-hint", s.budget_hint)->group("")->check(CLI::NonNegativeNumber);
-  command.add_option("--cost-budget-hint", s.cost_budget_hint_s)
-      ->group("")
-      ->check(CLI::NonNegativeNumber);
+  command.add_option("--budget-hint", s.budget_hint)->group("")->check(whole_number());
+  command.add_option("--cost-budget-hint", s.cost_budget_hint_s)->group("")->check(non_negative());
   command
       .add_option("--token-price", s.token_price_s,
                   "Seconds of evaluation cost 1,000 agent tokens are worth: the scheduler weighs "
                   "a candidate's device time plus its tokens (0 = record tokens only)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->type_name("S");
   command.add_flag("--verify", s.verify,
                    "Re-measure agent-reported results (tell) on the backend before they can be "

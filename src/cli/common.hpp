@@ -12,7 +12,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace tessel::cli {
 
@@ -39,6 +40,20 @@ struct spec_options {
   [[nodiscard]] study_spec resolved() const;
   [[nodiscard]] open_mode mode() const;
 };
+
+/// Validators for numeric options, so a bad value is a usage error (exit 2)
+/// that names the option: CLI11 alone wraps "-1" around to 2^64 - 1 for an
+/// unsigned option, saturates values past 2^64 - 1, reads "010" as octal 8,
+/// and lets nan and inf through a range check.
+/// A whole number in decimal without a leading 0, 0 to 2^64 - 1 (any count,
+/// seed or id).
+[[nodiscard]] const CLI::Validator& whole_number();
+/// A finite number >= 0 (seconds, weights, fractions).
+[[nodiscard]] const CLI::Validator& non_negative();
+/// A finite number > 0.
+[[nodiscard]] const CLI::Validator& positive();
+/// A finite number.
+[[nodiscard]] const CLI::Validator& finite();
 
 /// `FILE [--space NAME] [--target T] [--set K=V]...`, into `o` (which must
 /// outlive parsing). A --set without '=' is a usage error.

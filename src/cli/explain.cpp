@@ -121,6 +121,7 @@ command add_explain_command(CLI::App& tool) {
       ->type_name("JSON");
   app->add_option("--budget", options->budget,
                   "With --interactions: simulator evaluations to spend at most")
+      ->check(whole_number())
       ->capture_default_str();
   return {app, [options] {
             return report_errors([&] { return run_explain(*options); }, options->json);

@@ -3,10 +3,15 @@
 #include "command.hpp"
 #include "common.hpp"
 
+#include <tessel/did_you_mean.hpp>
+
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <iostream>
+#include <string>
 #include <vector>
 
 #ifndef TESSEL_VERSION
@@ -29,6 +34,16 @@ int run(int argc, char** argv) {
 #include "commands.def"
 #undef TESSEL_CLI_COMMAND
 
+  // CLI11 answers a misspelt command with "A subcommand is required".
+  std::vector<std::string> names;
+  for (const auto* c : tool.get_subcommands({})) names.push_back(c->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::ranges::find(names, argv[1]) == names.end()) {
+    const auto hint = tessel::did_you_mean(argv[1], names);
+    std::fprintf(stderr,
+                 "tessel: unknown command '%s'%s%s\nRun with --help for more information.\n",
+                 argv[1], hint.empty() ? "" : "; ", hint.c_str());
+    return exit_code::usage;
+  }
   try {
     tool.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -41,15 +56,28 @@ int run(int argc, char** argv) {
   return exit_code::usage;  // unreachable: require_subcommand(1)
 }
 
+/// `code`, unless what was written to stdout could not all be written (a
+/// full disk, a closed stdout): that is no success, as stdout is buffered
+/// and the failure would otherwise pass unseen at exit with code 0.
+int with_output_written(int code) {
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr,
+               "tessel: error: cannot write the output to stdout (a full disk, a closed "
+               "stdout?)\n");
+  return code == tessel::cli::exit_code::success ? tessel::cli::exit_code::bad_input : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  int code = tessel::cli::exit_code::internal;
   try {
-    return run(argc, argv);
+    code = run(argc, argv);
   } catch (const std::exception& e) {  // subcommands report their own; this is a bug
     std::fprintf(stderr, "tessel: internal error: %s\n", e.what());
   } catch (...) {
     std::fprintf(stderr, "tessel: internal error: unknown exception\n");
   }
-  return tessel::cli::exit_code::internal;
+  return with_output_written(code);
 }

@@ -66,6 +66,7 @@ command add_report_command(CLI::App& tool) {
                   "importance, interactions, parallel, status, engines or fidelity")
       ->type_name("NAME");
   app->add_option("--top", options->top, "Trials in the parallel-coordinates view and the table")
+      ->check(whole_number())
       ->capture_default_str();
   return {app, [options] { return report_errors([&] { return run_report(*options); }, false); }};
 }

@@ -56,6 +56,7 @@ command add_show_command(CLI::App& tool) {
   auto* app = tool.add_subcommand("show", "Print a study file's summary and best trials");
   app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
   app->add_option("--top", options->top, "How many of the best trials to list")
+      ->check(whole_number())
       ->capture_default_str();
   app->add_flag("--json", options->json, "Print JSON on stdout");
   return {app,

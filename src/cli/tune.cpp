@@ -134,21 +134,27 @@ command add_tune_command(CLI::App& tool) {
   add_study_options(*app, options->study);
   auto& budget = options->study.spec.budget;
   app->add_option("--budget,-n", budget.evaluations, "Stop after this many evaluations")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(whole_number());
   app->add_option("--time", budget.wall_s, "Stop after this many wall-clock seconds")
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->check(non_negative());
   app->add_option("--cost-budget", budget.cost_s,
                   "Stop when the evaluations' summed cost reaches this many seconds")
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->check(non_negative());
   app->add_option("--target-objective", budget.target,
                   "Stop when the best objective is at most this")
-      ->type_name("X");
+      ->type_name("X")
+      ->check(finite());
   app->add_option("--patience", budget.patience,
                   "Stop after this many evaluations without improvement")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(whole_number());
   app->add_option("--high-budget", budget.high_evaluations,
                   "With --fidelity: stop after this many high-fidelity evaluations")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(whole_number());
   app->add_flag("--json", options->json, "Print the summary as JSON on stdout");
   app->add_flag("--quiet,-q", options->quiet, "No progress on stderr");
   return {app,

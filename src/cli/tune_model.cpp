@@ -116,12 +116,13 @@ command add_tune_model_command(CLI::App& tool) {
   add_model_options(*app, options->model);
   auto& s = options->tuning;
   app->add_option("--budget", s.budget, "Evaluations over all kernels (resumed ones count)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(whole_number());
   app->add_option("--cost-budget", s.cost_budget_s,
                   "Seconds of summed evaluation cost over all kernels (alone: the allocator "
                   "weighs each candidate's predicted cost)")
       ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   app->add_option("--allocate", options->allocate,
                   "utility: the largest calls x expected gain / cost; even: the same number of "
                   "evaluations per kernel; share: in proportion to each kernel's share of the "
@@ -130,7 +131,9 @@ command add_tune_model_command(CLI::App& tool) {
       ->capture_default_str();
   app->add_option("--strategy", s.strategy, "Each kernel study's search strategy")
       ->capture_default_str();
-  app->add_option("--seed", s.seed, "Seed (kernel i uses seed + i)")->capture_default_str();
+  app->add_option("--seed", s.seed, "Seed (kernel i uses seed + i)")
+      ->check(whole_number())
+      ->capture_default_str();
   app->add_option("--db-dir", s.db_dir,
                   "The folder of the kernels' study files (default <model>.tessel; with several "
                   "--target, one folder per target inside)")

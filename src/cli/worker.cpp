@@ -86,24 +86,26 @@ command add_worker_command(CLI::App& tool) {
       ->allow_extra_args(false);
   app->add_option("--jobs,-j", o->jobs,
                   "Trials this worker evaluates at once (0 = the backend's concurrency)")
+      ->check(whole_number())
       ->capture_default_str();
   app->add_option("--seed", o->seed,
                   "Seed of this worker's proposals (default: from the study's seed and the "
-                  "worker's name)");
+                  "worker's name)")
+      ->check(whole_number());
   app->add_option("--wait", o->wait_s,
                   "Seconds to wait for the study to be created (by `tessel tune --db URL`), "
                   "when it is not there yet")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   app->add_option("--name", o->worker.name, "What other workers and `tessel show` call it")
       ->type_name("NAME");
   app->add_option("--heartbeat", o->worker.heartbeat_s, "Seconds between heartbeats")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   app->add_option("--lease", o->worker.lease_s,
                   "Seconds without a heartbeat after which this worker's running trials go "
                   "back to the queue (more than --heartbeat)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   app->add_flag("--json", o->json, "Print the summary as JSON on stdout");
   app->add_flag("--quiet,-q", o->quiet, "No start line on stderr");

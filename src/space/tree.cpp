@@ -354,6 +354,7 @@ void build_trees(space::impl& s) {
     s.groups[gi].stride = s.count;
     if (__builtin_mul_overflow(s.count, s.groups[gi].count, &s.count)) {
       diagnostic d;
+      d.file = s.def.file;  // rendered as "FILE: error: ...", as the other limits are
       d.message = "space '" + s.def.name + "' has more than 2^64 valid configs";
       throw space_error({d});
     }

@@ -40,6 +40,36 @@ inline result tessel(const std::string& args) {
   return r;
 }
 
+/// tessel(args) under `ulimit -v memory_kib` and `timeout seconds`, so input
+/// that would take unbounded memory or time fails the test instead of hanging it.
+/// Under AddressSanitizer (the fuzz preset builds the tool with it too) only
+/// the time is limited: its shadow memory is terabytes of address space.
+inline result tessel_limited(const std::string& args, long memory_kib, int seconds) {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr bool asan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr bool asan = true;
+#else
+  constexpr bool asan = false;
+#endif
+#else
+  constexpr bool asan = false;
+#endif
+  const std::string memory = asan ? "" : "ulimit -v " + std::to_string(memory_kib) + "; ";
+  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
+  const std::string command = "cd '" + std::string(TESSEL_CLI_TESTS_DIR) + "' && (" + memory +
+                              "timeout " + std::to_string(seconds) + " '" + TESSEL_CLI_PATH + "' " +
+                              args + ") >'" + base + ".out' 2>'" + base + ".err'";
+  const int status = std::system(command.c_str());
+  result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(base + ".out");
+  r.err = read_text(base + ".err");
+  INFO("tessel ", args, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
+  return r;
+}
+
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }

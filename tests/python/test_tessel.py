@@ -138,6 +138,22 @@ def test_ask_tell_predictions_defaults_tokens():
         study.evaluate({"tile": 8})
 
 
+def test_hostile_input_is_tessel_error(tmp_path):
+    # Before: a message quoting a non-UTF-8 line raised UnicodeDecodeError, and a
+    # NaN objective a RuntimeError holding the JSON parser's exception text.
+    bad = tmp_path / "bad.tsl"
+    bad.write_bytes(b"space s {\n  param a : {1, 2}\n  caf\xe9\n}\n")
+    with pytest.raises(tessel.Error, match="bad.tsl:3:6") as raised:
+        tessel.load_space(bad)
+    assert "\ufffd" in str(raised.value)
+    study = tessel.Study(tessel.load_space(SMALL), seed=1)
+    trial_id = study.ask(1)[0]["trial_id"]
+    for nan in (float("nan"), float("inf")):
+        with pytest.raises(tessel.Error, match="tell: not a JSON value"):
+            study.tell(trial_id, objective=nan)
+    assert study.tell(trial_id, objective=1.0)["objective"] == 1.0  # nothing lost
+
+
 def test_study_file_and_resume(tmp_path):
     space = tessel.load_space(SMALL)
     db = tmp_path / "small.tessel.db"
