@@ -25,12 +25,14 @@ inline std::string read_text(const std::string& path) {
   return text.str();
 }
 
-/// Runs `tessel ARGS` (ARGS as a shell would split them) from tests/cli/.
-inline result tessel(const std::string& args) {
+/// Runs the shell command `before 'tessel' ARGS after` from tests/cli/, its
+/// stdout and stderr captured.
+inline result run_tessel(const std::string& before, const std::string& args,
+                         const std::string& after) {
   const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
-  const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && '" +
-                              TESSEL_CLI_PATH + "' " + args + " >'" + base + ".out' 2>'" + base +
-                              ".err'";
+  const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " + before + "'" +
+                              TESSEL_CLI_PATH + "' " + args + after + " >'" + base + ".out' 2>'" +
+                              base + ".err'";
   const int status = std::system(command.c_str());
   result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -39,6 +41,9 @@ inline result tessel(const std::string& args) {
   INFO("tessel ", args, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
   return r;
 }
+
+/// Runs `tessel ARGS` (ARGS as a shell would split them) from tests/cli/.
+inline result tessel(const std::string& args) { return run_tessel("", args, ""); }
 
 /// tessel(args) under `ulimit -v memory_kib` and `timeout seconds`, so input
 /// that would take unbounded memory or time fails the test instead of hanging it.
@@ -57,17 +62,7 @@ inline result tessel_limited(const std::string& args, long memory_kib, int secon
   constexpr bool asan = false;
 #endif
   const std::string memory = asan ? "" : "ulimit -v " + std::to_string(memory_kib) + "; ";
-  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
-  const std::string command = "cd '" + std::string(TESSEL_CLI_TESTS_DIR) + "' && (" + memory +
-                              "timeout " + std::to_string(seconds) + " '" + TESSEL_CLI_PATH + "' " +
-                              args + ") >'" + base + ".out' 2>'" + base + ".err'";
-  const int status = std::system(command.c_str());
-  result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(base + ".out");
-  r.err = read_text(base + ".err");
-  INFO("tessel ", args, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
-  return r;
+  return run_tessel("(" + memory + "timeout " + std::to_string(seconds) + " ", args, ")");
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

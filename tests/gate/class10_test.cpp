@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -342,46 +343,46 @@ tessel::measurement run_command(const std::string& mode) {
   return b->evaluate(s, s.from_json(R"({"tile": 2})"));
 }
 
-}  // namespace
+struct softmax_case {
+  const char* name;
+  softmax_cut cut;
+  status expected;
+};
 
-TEST_CASE("class 10: softmax cheats on the cpu backend's fp32 spec") {
-  const cpu_spec spec("softmax", {{"R", 64}, {"D", 256}});
-  const struct {
-    const char* name;
-    softmax_cut cut;
-    status expected;
-  } cases[] = {
-      {"honest", softmax_cut::none, status::ok},
-      {"no max subtracted", softmax_cut::no_max, status::suspicious},
-      {"degree-2 exp", softmax_cut::poly_exp, status::incorrect},
-      {"terms below e^-12 dropped", softmax_cut::cutoff, status::incorrect},
-      {"one max for every row", softmax_cut::global_max, status::suspicious},
-  };
-  for (const auto& c : cases)
+/// Every case's softmax of r x d with outputs of type `out` against `spec`,
+/// under each key of `secrets`.
+void check_softmax_cases(const tessel::gate_spec& spec, std::int64_t r, std::int64_t d,
+                         element_type out, std::initializer_list<softmax_case> cases) {
+  for (const softmax_case& c : cases)
     for (const std::uint64_t secret : secrets) {
-      const verdict v = check(spec, softmax_kernel(64, 256, element_type::fp32, c.cut), secret);
+      const verdict v = check(spec, softmax_kernel(r, d, out, c.cut), secret);
       INFO(std::string(c.name), " (key ", secret, "): ", v.message, " max_error ", v.max_error);
       CHECK(v.status == c.expected);
     }
 }
 
+}  // namespace
+
+TEST_CASE("class 10: softmax cheats on the cpu backend's fp32 spec") {
+  const cpu_spec spec("softmax", {{"R", 64}, {"D", 256}});
+  check_softmax_cases(spec, 64, 256, element_type::fp32,
+                      {
+                          {"honest", softmax_cut::none, status::ok},
+                          {"no max subtracted", softmax_cut::no_max, status::suspicious},
+                          {"degree-2 exp", softmax_cut::poly_exp, status::incorrect},
+                          {"terms below e^-12 dropped", softmax_cut::cutoff, status::incorrect},
+                          {"one max for every row", softmax_cut::global_max, status::suspicious},
+                      });
+}
+
 TEST_CASE("class 10: softmax cheats on the simulator's bf16 spec") {
   const auto spec = sim_spec("sim_softmax", {{"rows", "256"}, {"cols", "512"}});
-  const struct {
-    const char* name;
-    softmax_cut cut;
-    status expected;
-  } cases[] = {
-      {"honest", softmax_cut::none, status::ok},
-      {"no max subtracted", softmax_cut::no_max, status::suspicious},
-      {"degree-2 exp", softmax_cut::poly_exp, status::ok},
-  };
-  for (const auto& c : cases)
-    for (const std::uint64_t secret : secrets) {
-      const verdict v = check(*spec, softmax_kernel(256, 512, element_type::bf16, c.cut), secret);
-      INFO(std::string(c.name), " (key ", secret, "): ", v.message, " max_error ", v.max_error);
-      CHECK(v.status == c.expected);
-    }
+  check_softmax_cases(*spec, 256, 512, element_type::bf16,
+                      {
+                          {"honest", softmax_cut::none, status::ok},
+                          {"no max subtracted", softmax_cut::no_max, status::suspicious},
+                          {"degree-2 exp", softmax_cut::poly_exp, status::ok},
+                      });
 }
 
 TEST_CASE("class 10: dropping negligible softmax terms is caught only now and then") {
