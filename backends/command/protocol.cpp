@@ -151,10 +151,43 @@ measurement from_report(report r, const process_result& result, const command_op
 
 }  // namespace
 
-std::string tail_of(std::string_view text, std::size_t lines, std::size_t bytes) {
-  const auto last = text.find_last_not_of(" \t\r\n");
+std::string printable(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = byte(i);
+    if (c == 0x1b) {  // an escape sequence: dropped whole
+      std::size_t j = i + 1;
+      if (j < text.size() && text[j] == '[') {  // CSI: parameters 0x20-0x3F, a final 0x40-0x7E
+        for (++j; j < text.size() && byte(j) >= 0x20 && byte(j) <= 0x3f;) ++j;
+        if (j < text.size() && byte(j) >= 0x40 && byte(j) <= 0x7e) ++j;
+      } else if (j < text.size() &&
+                 std::string_view("]PX^_").find(text[j]) != std::string_view::npos) {
+        // OSC and the other strings (a window title, a hyperlink): to BEL or ESC '\'
+        for (++j; j < text.size() && text[j] != '\a' && text[j] != 0x1b;) ++j;
+        if (j < text.size() && text[j] == '\a')
+          ++j;
+        else if (j + 1 < text.size() && text[j + 1] == '\\')
+          j += 2;  // ESC '\' ends it; another ESC starts the next sequence
+      } else {     // ESC, intermediates 0x20-0x2F, one final byte ("ESC c", "ESC ( B")
+        while (j < text.size() && byte(j) >= 0x20 && byte(j) <= 0x2f) ++j;
+        if (j < text.size()) ++j;
+      }
+      i = j - 1;
+      continue;
+    }
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;  // CRLF: a line end
+    out += (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : text[i];
+  }
+  return out;
+}
+
+std::string tail_of(std::string_view raw, std::size_t lines, std::size_t bytes) {
+  const auto last = raw.find_last_not_of(" \t\r\n");
   if (last == std::string_view::npos || lines == 0 || bytes == 0) return {};
-  text = text.substr(0, last + 1);
+  const auto clean = printable(raw.substr(0, last + 1));
+  std::string_view text = clean;
   std::size_t start = 0, count = 0;
   for (std::size_t i = text.size(); i-- > 0;) {
     if (text[i] == '\n' && ++count == lines) {

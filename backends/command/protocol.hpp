@@ -16,8 +16,15 @@ namespace tessel::detail {
 /// The measurement a finished program stands for. Never throws.
 [[nodiscard]] measurement interpret(const process_result& result, const command_options& options);
 
+/// `text` safe to show on a terminal: ANSI escape sequences (colours, cursor
+/// moves, window titles) removed, "\r\n" read as "\n", and every other control
+/// character but newline and tab replaced by '?'.
+[[nodiscard]] std::string printable(std::string_view text);
+
 /// The last `lines` lines of `text`, at most `bytes` bytes of them ("" when
-/// `text` is blank); a cut is marked with "...".
+/// `text` is blank), printable (a program's stderr carries colours and
+/// control characters that would reach the terminal from `tessel show`); a
+/// cut is marked with "...".
 [[nodiscard]] std::string tail_of(std::string_view text, std::size_t lines, std::size_t bytes);
 
 }  // namespace tessel::detail

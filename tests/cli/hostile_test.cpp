@@ -272,3 +272,21 @@ TEST_CASE("--fidelity-set without --fidelity, --backend-set without --backend: b
   CHECK(r.code == 2);
   CHECK(contains(r.err, "--backend-set requires --backend"));
 }
+
+TEST_CASE("a failing command candidate's stderr is stored without escapes or control characters") {
+  // Before: its colours, a window title (ESC ] ... BEL), BEL and CR were stored
+  // as written, and `tessel export` and `report` handed them on to a terminal.
+  const std::string db =
+      std::string(TESSEL_CLI_WORK_DIR) + "/ansi_" + std::to_string(::getpid()) + ".db";
+  auto r =
+      tessel("tune fixtures/small.tsl --backend command:fixtures/ansi.sh --budget 1 -q --db '" +
+             db + "' --overwrite");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  r = tessel("export '" + db + "' --format json");
+  REQUIRE(r.code == 0);
+  const auto trials = json_lines(r.out);
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0]["status"] == "runtime_error");
+  CHECK(trials[0]["message"] ==
+        "exited with code 1\nstderr:\nerror: tile too large?\nline two\tend?");
+}
