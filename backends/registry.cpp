@@ -63,7 +63,9 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   read_gate(read, options.gate);
   read_racing(read, options.racing);
   read.finish();
-  return std::make_shared<command_backend>(argument, options);
+  return read.validated(
+      {{"command_options::timeout_s", "timeout"}, {"command_options::kill_grace_s", "kill_grace"}},
+      [&] { return std::make_shared<command_backend>(argument, options); });
 }
 
 /// "kernel=k.py:f,reference=r.py:g,host=a,b" -> settings: pairs split at
@@ -150,7 +152,10 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
         "backend trainium: give kernel=FILE.py:FUNC, reference=FILE.py:FUNC, "
         "inputs=NAME:DIMS[:TYPE],... "
         "and outputs=NAME:DIMS[:TYPE],... (docs/trainium.md)");
-  return std::make_shared<trainium_backend>(std::move(o));
+  return read.validated({{"trainium_options::kernel", "kernel"},
+                         {"trainium_options::reference", "reference"},
+                         {"gate_options::tolerance_scale", "tolerance_scale"}},
+                        [&] { return std::make_shared<trainium_backend>(std::move(o)); });
 }
 
 /// "cpu", "cpu:gemm", "cpu:kernel=k.cpp:f,reference=r.cpp:g,inputs=...,..." (docs/cpu.md).
@@ -194,7 +199,11 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
     o.overrides[name] = v;
   }
   read.finish();
-  return std::make_shared<cpu_backend>(std::move(o));
+  return read.validated({{"cpu_options::cpus", "cpus"},
+                         {"cpu_options::kernel", "kernel"},
+                         {"cpu_options::reference", "reference"},
+                         {"gate_options::tolerance_scale", "tolerance_scale"}},
+                        [&] { return std::make_shared<cpu_backend>(std::move(o)); });
 }
 
 /// "sim", "sim:matmul", "sim:target=trn2,set.dma_issue_ns=978" (what

@@ -124,6 +124,28 @@ void settings_reader::finish() const {
                               fmt::join(known_, ", ")));
 }
 
+std::optional<std::string> with_typed_name(std::string_view message, std::string_view field,
+                                           std::string_view name, std::string_view joiner) {
+  if (!message.starts_with(field)) return std::nullopt;
+  const auto rest = message.substr(field.size());
+  if (rest.starts_with(" = ")) {  // the value, up to the rule
+    const auto colon = rest.find(": ");
+    if (colon == std::string_view::npos) return std::nullopt;
+    return fmt::format("{}{}{}{}", name, joiner, rest.substr(3, colon - 3), rest.substr(colon));
+  }
+  if (!rest.starts_with(':') && !rest.starts_with(' ')) return std::nullopt;  // another field
+  return fmt::format("{}{}", name, rest);
+}
+
+void settings_reader::rethrow_named(const options_error& e,
+                                    std::initializer_list<typed_name> fields) const {
+  for (const auto& f : fields)
+    if (auto named =
+            with_typed_name(e.what(), f.field, fmt::format("{}: setting {}", owner_, f.name), "="))
+      throw options_error(std::move(*named));
+  throw e;
+}
+
 void settings_reader::reject(std::string_view key, std::string_view expected,
                              std::string_view text) const {
   throw error(fmt::format("{}: setting {} must be {}, got '{}'", owner_, key, expected, text));

@@ -28,7 +28,10 @@ std::shared_ptr<backend> make_sim_backend(std::string_view argument,
     options.overrides[name] = *v;
   }
   read.finish();
-  return std::make_shared<sim_backend>(std::move(options));
+  return read.validated({{"sim_options.workload", "workload"},
+                         {"sim_options.target", "target"},
+                         {"sim_options.fault", "fault"}},
+                        [&] { return std::make_shared<sim_backend>(std::move(options)); });
 }
 
 }  // namespace tessel::sim

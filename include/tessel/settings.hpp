@@ -5,12 +5,16 @@
 // every problem an error that names the owner, the key and what it expects.
 #pragma once
 
+#include <tessel/error.hpp>
+
 #include <cstddef>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -35,6 +39,22 @@ using settings_map = std::map<std::string, std::string, std::less<>>;
 [[nodiscard]] settings_map parse_assignments(const std::vector<std::string>& assignments,
                                              std::string_view what);
 
+/// A field of an options struct as options_error names it
+/// ("study::options::jobs", "sim_options.target") and what a person typed
+/// to set it ("--jobs", a setting's key "target").
+struct typed_name {
+  std::string_view field, name;
+};
+
+/// `message` (an options_error's: "FIELD = VALUE: RULE", "FIELD: RULE" or
+/// "FIELD RULE") naming `name` instead of `field`, " = VALUE" written as
+/// `joiner` VALUE: "--jobs 100000: must be at most 4096". nullopt when the
+/// message names another field.
+[[nodiscard]] std::optional<std::string> with_typed_name(std::string_view message,
+                                                         std::string_view field,
+                                                         std::string_view name,
+                                                         std::string_view joiner);
+
 /// Reads settings by key, each in the type its owner expects, and rejects
 /// the keys nobody read (finish()). `owner` starts every message:
 /// "backend sim: setting gate must be true or false ..., got 'maybe'".
@@ -58,11 +78,29 @@ class settings_reader {
   /// Throws tessel::error for a setting no one read, naming the known ones.
   void finish() const;
 
+  /// `make()`, which builds what the settings configure; an options_error
+  /// it throws naming one of `fields` (an options field and the key that
+  /// sets it) is thrown again naming the setting, as a person gave it:
+  /// "backend sim: setting target: unknown target 'x' (...)" rather than
+  /// "sim_options.target: ...". A C++ caller of the options keeps the field.
+  template <class Make>
+  auto validated(std::initializer_list<typed_name> fields, Make&& make) const {
+    try {
+      return std::forward<Make>(make)();
+    } catch (const options_error& e) {
+      rethrow_named(e, fields);
+    }
+  }
+
   /// Throws tessel::error "OWNER: setting KEY must be EXPECTED, got 'TEXT'".
   [[noreturn]] void reject(std::string_view key, std::string_view expected,
                            std::string_view text) const;
 
  private:
+  /// Throws `e` naming the setting of the first of `fields` it names, else `e` itself.
+  [[noreturn]] void rethrow_named(const options_error& e,
+                                  std::initializer_list<typed_name> fields) const;
+
   std::string owner_;
   const settings_map& given_;
   std::set<std::string, std::less<>> known_, used_;

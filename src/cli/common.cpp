@@ -2,6 +2,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 #include <tessel/strategies.hpp>
 #include <tessel/target.hpp>
 
@@ -313,17 +314,39 @@ void add_model_options(CLI::App& command, model_options& o) {
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
 }
 
+namespace {
+
+/// The library's fields the command line sets: an options_error naming one
+/// names the option instead ("--jobs 100000: must be at most 4096 ...", not
+/// "study::options::jobs = 100000: ..."). Backend settings are named by the
+/// backends' factories (settings_reader::validated).
+constexpr typed_name option_names[] = {
+    {"study::options::jobs", "--jobs"},
+    {"study::options::window", "--window"},
+};
+
+int report(const std::exception& e, bool as_json, bool one_line) {
+  fmt::print(stderr, "{}", failure_text(e));
+  if (as_json) {
+    const json out = {{"ok", false}, {"error", failure_json(e)}};
+    // User text (messages, source lines) may hold invalid UTF-8: replaced, never thrown.
+    fmt::print("{}\n", out.dump(one_line ? -1 : 2, ' ', false, json::error_handler_t::replace));
+  }
+  return dynamic_cast<const tessel::error*>(&e) ? exit_code::bad_input : exit_code::internal;
+}
+
+}  // namespace
+
 int report_errors(const std::function<int()>& body, bool as_json, bool one_line) {
   try {
     return body();
+  } catch (const options_error& e) {
+    for (const auto& [field, option] : option_names)
+      if (auto named = with_typed_name(e.what(), field, option, " "))
+        return report(options_error(std::move(*named)), as_json, one_line);
+    return report(e, as_json, one_line);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}", failure_text(e));
-    if (as_json) {
-      const json out = {{"ok", false}, {"error", failure_json(e)}};
-      // User text (messages, source lines) may hold invalid UTF-8: replaced, never thrown.
-      fmt::print("{}\n", out.dump(one_line ? -1 : 2, ' ', false, json::error_handler_t::replace));
-    }
-    return dynamic_cast<const tessel::error*>(&e) ? exit_code::bad_input : exit_code::internal;
+    return report(e, as_json, one_line);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
+#include <tessel/sim.hpp>
 
 #include <doctest/doctest.h>
 
@@ -61,4 +63,36 @@ TEST_CASE("registry: other modules add schemes") {
   CHECK_THROWS_AS(
       register_backend("a:b", [](std::string_view, const backend_settings&) { return nullptr; }),
       error);
+}
+
+TEST_CASE("registry: a value the backend's options refuse names the setting; C++ keeps the field") {
+  CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "-1"}}),
+                       "backend command: setting timeout must be >= 0 (0: no limit), got -1",
+                       options_error);
+  CHECK_THROWS_WITH_AS(make_backend("sim:target=trn9"),
+                       doctest::Contains("backend sim: setting target: unknown target 'trn9'"),
+                       options_error);
+  sim_options o;
+  o.target = "trn9";
+  CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("sim_options.target: unknown target 'trn9'"),
+                       options_error);
+  command_options c;
+  c.timeout_s = -1;
+  CHECK_THROWS_WITH_AS(
+      c.validate(), "command_options::timeout_s must be >= 0 (0: no limit), got -1", options_error);
+}
+
+TEST_CASE("with_typed_name: the field an options_error names, as the person typed it") {
+  CHECK(with_typed_name("study::options::jobs = 100000: must be at most 4096",
+                        "study::options::jobs", "--jobs",
+                        " ") == "--jobs 100000: must be at most 4096");
+  CHECK(with_typed_name("sim_options.target: unknown target 'x'", "sim_options.target",
+                        "backend sim: setting target",
+                        "=") == "backend sim: setting target: unknown target 'x'");
+  CHECK(with_typed_name("command_options::timeout_s must be >= 0", "command_options::timeout_s",
+                        "backend command: setting timeout",
+                        "=") == "backend command: setting timeout must be >= 0");
+  CHECK(with_typed_name("a = 1: b", "a", "k", "=") == "k=1: b");
+  CHECK(!with_typed_name("study::options::jobs_x: no", "study::options::jobs", "--jobs", " "));
+  CHECK(!with_typed_name("study::options::window = 5: no", "study::options::jobs", "--jobs", " "));
 }

@@ -290,3 +290,42 @@ TEST_CASE("a failing command candidate's stderr is stored without escapes or con
   CHECK(trials[0]["message"] ==
         "exited with code 1\nstderr:\nerror: tile too large?\nline two\tend?");
 }
+
+TEST_CASE("a value the library refuses is named as the option or setting the user typed") {
+  // Before: "study::options::jobs = 100000: must be at most 4096 ...", and
+  // "sim_options.target: unknown target 'nope'", the library's field names.
+  const std::string tune = "tune ../../examples/rmsnorm.tsl --no-db -q --budget 2 ";
+  const std::string cpu =
+      "tune ../../examples/cpu_gemm.tsl --no-db -q --budget 2 --backend cpu:gemm ";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {tune + "--backend sim --jobs 100000",
+       "tessel: error: --jobs 100000: must be at most 4096 (0 = the backend's concurrency)"},
+      {tune + "--backend sim --window 5000", "tessel: error: --window 5000: must be at most 4096"},
+      {"serve fixtures/small.tsl --no-db --jobs 5000 < /dev/null", "--jobs 5000: must be at most"},
+      {tune + "--backend sim:target=nope",
+       "tessel: error: backend sim: setting target: unknown target 'nope' (built-in: trn1,"},
+      {tune + "--backend sim --backend-set target=nope", "backend sim: setting target: unknown"},
+      {tune + "--backend sim:nope", "backend sim: setting workload: unknown workload 'nope'"},
+      {tune + "--backend sim:fault=nope", "backend sim: setting fault: unknown fault 'nope'"},
+      {"model ../../examples/models/dense_60m.tsl --backend-set target=nope",
+       "backend sim: setting target: unknown target 'nope'"},
+      {tune + "--backend command:true --backend-set timeout=-1",
+       "backend command: setting timeout must be >= 0 (0: no limit), got -1"},
+      {tune + "--backend command:true --backend-set kill_grace=-1",
+       "backend command: setting kill_grace must be >= 0, got -1"},
+      {cpu + "--backend-set cpus=x",
+       "backend cpu: setting cpus: 'x' is not auto, all, off or a CPU list"},
+      {cpu + "--backend-set tolerance_scale=0",
+       "backend cpu: setting tolerance_scale: must be > 0 and finite (got 0)"},
+  };
+  for (const auto& one : bad) {  // no structured binding: clang 14 cannot capture one
+    const auto r = tessel(one.first);
+    CHECK_MESSAGE(r.code == 1, one.first);
+    CHECK_MESSAGE(contains(r.err, one.second), one.first, ": ", r.err);
+    CHECK_MESSAGE(!contains(r.err, "options"), one.first, ": ", r.err);
+  }
+  // --json: the same message in the error object.
+  const auto r = tessel(tune + "--backend sim --jobs 100000 --json");
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "--jobs 100000: must be at most 4096"));
+}
