@@ -35,7 +35,16 @@ multi_fidelity_options fidelity_options_of(const settings_map& given) {
   o.max_high = read.count("max_high").value_or(o.max_high);
   o.promote_failures = read.flag("promote_failures").value_or(o.promote_failures);
   read.finish();
-  return o;
+  return read.validated({{"multi_fidelity_options::warmup", "warmup"},
+                         {"multi_fidelity_options::z", "z"},
+                         {"multi_fidelity_options::top_patience", "top_patience"},
+                         {"multi_fidelity_options::top_fraction", "top_fraction"},
+                         {"multi_fidelity_options::min_agreement", "min_agreement"},
+                         {"multi_fidelity_options::min_spread", "min_spread"}},
+                        [&] {
+                          o.validate();
+                          return o;
+                        });
 }
 
 }  // namespace

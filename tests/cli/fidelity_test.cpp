@@ -98,7 +98,7 @@ TEST_CASE("tune --fidelity: misuse is refused with a message") {
              " --fidelity-set min_spread=-0.01 --no-db -n 3");
   CHECK(min_spread.code == 1);
   CHECK(contains(min_spread.err,
-                 "multi_fidelity_options::min_spread = -0.01: must be finite and >= 0"));
+                 "--fidelity-set: setting min_spread=-0.01: must be finite and >= 0"));
   const auto budget = tessel("tune '" + table + "' --high-budget 3 --no-db -n 3");
   CHECK(budget.code == 1);
   CHECK(

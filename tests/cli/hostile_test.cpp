@@ -309,6 +309,8 @@ TEST_CASE("a value the library refuses is named as the option or setting the use
       {tune + "--backend sim:fault=nope", "backend sim: setting fault: unknown fault 'nope'"},
       {"model ../../examples/models/dense_60m.tsl --backend-set target=nope",
        "backend sim: setting target: unknown target 'nope'"},
+      {tune + "--fidelity sim --fidelity sim:model=analytic --fidelity-set z=-1",
+       "--fidelity-set: setting z=-1: must be finite and >= 0"},
       {tune + "--backend command:true --backend-set timeout=-1",
        "backend command: setting timeout must be >= 0 (0: no limit), got -1"},
       {tune + "--backend command:true --backend-set kill_grace=-1",
