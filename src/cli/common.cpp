@@ -314,6 +314,11 @@ void add_model_options(CLI::App& command, model_options& o) {
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
 }
 
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> words;
+  return words;
+}
+
 namespace {
 
 /// The library's fields the command line sets: an options_error naming one

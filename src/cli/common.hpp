@@ -83,6 +83,10 @@ struct model_options {
 };
 void add_model_options(CLI::App& command, model_options& options);
 
+/// The command line as typed, argv[0] first (main sets it): what an
+/// interrupted `tessel tune` prints to resume the run.
+[[nodiscard]] std::vector<std::string>& command_line();
+
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the
 /// matching exit_code. With `json`, also prints one JSON object

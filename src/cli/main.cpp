@@ -22,6 +22,7 @@ namespace {
 
 int run(int argc, char** argv) {
   using namespace tessel::cli;
+  command_line().assign(argv, argv + argc);
   CLI::App tool{"tessel: auto-tuning for compute kernels", "tessel"};
   tool.set_version_flag("--version", "tessel " TESSEL_VERSION, "Print the version and exit");
   tool.require_subcommand(1);

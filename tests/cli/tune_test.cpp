@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -285,6 +286,50 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   CHECK(final.size() == 40);
   CHECK(configs.size() == 40);
   for (const auto& [id, seen] : finished) CHECK(final[id] == seen);
+}
+
+TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored and how to resume") {
+  // Before: the process ended without a word.
+  const auto db = temp_db("interrupted");
+  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted";
+  const std::string args = "tune fixtures/small.tsl " + bowl +
+                           " --budget 40 --seed 5 --quiet --overwrite --db '" + db + "'";
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const pid_t pid = spawn_tessel(args, "0.1", base);  // 40 trials: 4 s at least
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status));  // still ended by the signal
+    CHECK(WTERMSIG(status) == sig);
+    const auto err = read_text(base + ".err");
+    INFO("stderr: ", err);
+    const std::string start = "tessel: interrupted; ";
+    REQUIRE(err.starts_with(start));
+    const auto stored = std::stoull(err.substr(start.size()));
+    std::size_t finished = 0;
+    for (const auto& t : exported(db)) finished += t.value("state", "") == "finished";
+    CHECK(stored <= finished);  // a trial may finish while the line is written
+    CHECK(contains(err, " stored in " + db + "; resume with: "));
+    CHECK(contains(err,
+                   "tessel tune fixtures/small.tsl --backend command:fixtures/bowl.sh "
+                   "--budget 40 --seed 5 --quiet --db " +
+                       db + " --resume\n"));
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+  // The printed command resumes the run.
+  const auto resumed = tessel("tune fixtures/small.tsl " + bowl +
+                              " --budget 40 --seed 5 --quiet --db '" + db + "' --resume");
+  REQUIRE(resumed.code == 0);
+  CHECK(sequence(db).size() == 40);
+  // With --no-db nothing is stored, and it says so.
+  const pid_t pid =
+      spawn_tessel("tune fixtures/small.tsl " + bowl + " --budget 40 --quiet --no-db", "0.1", base);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(read_text(base + ".err") == "tessel: interrupted; nothing is stored (--no-db)\n");
 }
 
 TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
