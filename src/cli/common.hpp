@@ -6,6 +6,7 @@
 #include <tessel/driver.hpp>
 #include <tessel/model_driver.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -86,6 +87,16 @@ void add_model_options(CLI::App& command, model_options& options);
 /// The command line as typed, argv[0] first (main sets it): what an
 /// interrupted `tessel tune` prints to resume the run.
 [[nodiscard]] std::vector<std::string>& command_line();
+
+/// Until stop_announcing_interrupts(): when SIGINT or SIGTERM ends the run,
+/// one line on stderr, "tessel: interrupted; N finished trials are stored in
+/// WHERE; resume with: COMMAND" (command_line() with --overwrite dropped and
+/// --resume added; "nothing is stored (--no-db)" when `where` is ""), then
+/// the signal's default action ends the process as before. `finished` is the
+/// count now; count_finished() keeps it (from an observer).
+void announce_interrupts(const std::string& where, std::uint64_t finished);
+void count_finished(std::uint64_t finished);
+void stop_announcing_interrupts();
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every
 /// rendered diagnostic, the constraint that emptied a space) and returns the

@@ -12,18 +12,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
 #include <unistd.h>
-#include <atomic>
-#include <cerrno>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
-#include <string>
-#include <vector>
 
 namespace tessel::cli {
 namespace {
@@ -93,115 +87,11 @@ class progress_printer final : public observer {
   std::map<status, std::size_t> by_status_;
 };
 
-/// What a run that SIGINT or SIGTERM ends says on stderr: that it was
-/// interrupted, how many finished trials the study file holds, and the
-/// command that resumes it. The handler only write(2)s text made before it
-/// was installed and a count kept in an atomic (async-signal-safe); the
-/// signal's default action then ends the process, as it did before
-/// (docs/cli.md, "Bad input, case by case").
-namespace interrupted {
-
-std::atomic<std::uint64_t> finished{0};
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
-// Set once, before the handler is installed; never changed after.
-std::string before, one, many;  // before COUNT, then one or many
-bool counted = false;
-
-void write_all(const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const auto n = ::write(STDERR_FILENO, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-}
-
-extern "C" void on_signal(int sig) {
-  const int saved = errno;
-  write_all(before);
-  if (counted) {
-    const auto count = finished.load();
-    char digits[20];
-    std::size_t n = 0;
-    auto v = count;
-    do {
-      digits[sizeof digits - ++n] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v > 0);
-    for (std::size_t left = n; left > 0;) {  // 20 bytes at most: one write, unless interrupted
-      const auto w = ::write(STDERR_FILENO, digits + sizeof digits - left, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      left -= static_cast<std::size_t>(w);
-    }
-    write_all(count == 1 ? one : many);
-  }
-  errno = saved;
-  ::raise(sig);  // SA_RESETHAND: delivered with the default action once this returns
-}
-
-/// `word` as a shell reads it back: as is when plain, else in single quotes.
-std::string quoted(const std::string& word) {
-  if (!word.empty() &&
-      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                             "_@%+=:,./-") == std::string::npos)
-    return word;
-  std::string out = "'";
-  for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-/// The command line that resumes this run: as typed, without --overwrite
-/// (it excludes --resume), with --resume.
-std::string resume_command() {
-  std::string out;
-  bool resumes = false;
-  for (const auto& word : command_line()) {
-    if (word == "--overwrite") continue;
-    resumes = resumes || word == "--resume";
-    out += (out.empty() ? "" : " ") + quoted(word);
-  }
-  return resumes ? out : out + " --resume";
-}
-
-/// Installs the handler for SIGINT and SIGTERM; `db` is the study file ("": --no-db).
-void install(const std::string& db, std::uint64_t finished_now) {
-  const std::string start =
-      isatty(fileno(stderr)) != 0 ? "\ntessel: interrupted; " : "tessel: interrupted; ";
-  if (db.empty()) {
-    before = start + "nothing is stored (--no-db)\n";
-  } else {
-    before = start;
-    const auto rest = fmt::format(" stored in {}; resume with: {}\n", db, resume_command());
-    one = " finished trial is" + rest;
-    many = " finished trials are" + rest;
-    counted = true;
-  }
-  finished.store(finished_now);
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
-/// The default actions again: the run is over.
-void uninstall() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-}
-
-/// Keeps `finished` up to date.
-class counter final : public observer {
+/// Keeps the count an interrupted run prints (announce_interrupts).
+class finished_counter final : public observer {
  public:
-  void on_trial(const trial&, const progress& p) override { finished.store(p.evaluations); }
+  void on_trial(const trial&, const progress& p) override { count_finished(p.evaluations); }
 };
-
-}  // namespace interrupted
 
 int run_tune(const tune_options& o) {
   const auto spec = o.study.resolved();
@@ -226,10 +116,10 @@ int run_tune(const tune_options& o) {
   std::uint64_t finished_now = 0;
   for (const auto& t : opened.study->trials())
     if (t.state == trial_state::finished) ++finished_now;
-  opened.study->add_observer(std::make_shared<interrupted::counter>());
-  interrupted::install(opened.db ? opened.db->location() : std::string(), finished_now);
+  opened.study->add_observer(std::make_shared<finished_counter>());
+  announce_interrupts(opened.db ? opened.db->location() : std::string(), finished_now);
   const auto sum = opened.study->run(opened.until());
-  interrupted::uninstall();
+  stop_announcing_interrupts();
   // A noisy backend (trainium) times the best config again, fully, so one
   // lucky measurement does not decide what is reported.
   std::optional<measurement> again;

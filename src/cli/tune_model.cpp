@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -60,6 +61,18 @@ class step_printer final : public model_observer {
   std::optional<double> best_;
 };
 
+/// Keeps the count an interrupted run prints (announce_interrupts).
+class finished_counter final : public model_observer {
+ public:
+  explicit finished_counter(std::uint64_t finished) : finished_(finished) {}
+  void on_evaluation(std::size_t, const trial&, std::optional<double>) override {
+    count_finished(++finished_);
+  }
+
+ private:
+  std::uint64_t finished_;
+};
+
 int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
@@ -87,7 +100,14 @@ int run_tune_model(const tune_model_options& o) {
                  t.db_dir.empty() ? "" : fmt::format(", study files in {}", t.db_dir));
       t.study.add_observer(std::make_shared<step_printer>(t.study, spec.budget));
     }
+    std::uint64_t finished = 0;
+    for (std::size_t k = 0; k < t.study.size(); ++k)
+      for (const auto& trial : t.study.member(k).study->trials())
+        finished += trial.state == trial_state::finished;
+    t.study.add_observer(std::make_shared<finished_counter>(finished));
+    announce_interrupts(t.db_dir.empty() ? "" : "the study files in " + t.db_dir, finished);
     const auto& sum = t.run();
+    stop_announcing_interrupts();
     if (sum.after_s) steps.push_back({target, *sum.after_s, physical_cores(t.model)});
     if (o.model.json)
       all.push_back(t.to_json());

@@ -332,6 +332,38 @@ TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored a
   CHECK(read_text(base + ".err") == "tessel: interrupted; nothing is stored (--no-db)\n");
 }
 
+TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel's study file") {
+  const auto dir = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "interrupted_model";
+  std::filesystem::remove_all(dir);
+  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_model";
+  const pid_t pid = spawn_tessel(
+      "tune-model ../../examples/models/dense_60m.tsl --budget 100000 "
+      "--quiet --db-dir '" +
+          dir.string() + "'",
+      "0", base);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  const auto err = read_text(base + ".err");
+  INFO("stderr: ", err);
+  const std::string start = "tessel: interrupted; ";
+  REQUIRE(err.starts_with(start));
+  const auto stored = std::stoull(err.substr(start.size()));
+  std::size_t finished = 0;
+  for (const auto& file : std::filesystem::directory_iterator(dir))
+    if (file.path().extension() == ".db")
+      for (const auto& t : exported(file.path().string()))
+        finished += t.value("state", "") == "finished";
+  CHECK(stored <= finished);
+  CHECK(contains(err, " stored in the study files in " + dir.string() +
+                          "; resume with: " + TESSEL_CLI_PATH +
+                          " tune-model ../../examples/models/dense_60m.tsl --budget 100000 "
+                          "--quiet --db-dir " +
+                          dir.string() + " --resume\n"));
+}
+
 TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
   // Six trials told at 2 s each (12 s); then one ask. Without a hint alpha
   // stays at its start, 2 by default (utility = gain / cost^2) or as
