@@ -172,8 +172,14 @@ std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
     for (const auto& arm : o.automatic.arms)
       arms.push_back(arm == "bo" ? make_bo_strategy(o.bo) : make_strategy(arm));
     return make_auto_strategy(o.automatic, std::move(arms));
-  } catch (const options_error& e) {  // a value out of range: say which spec set it
-    throw options_error("strategy '" + std::string(spec) + "': " + e.what());
+  } catch (const options_error& e) {  // a value out of range: say which spec and key set it
+    const auto said = "strategy '" + std::string(spec) + "': ";
+    for (const auto& [owner, keys] :
+         {std::pair{"bo_options.", &bo_keys()}, std::pair{"auto_options.", &auto_keys()}})
+      for (const auto& [key, set] : *keys)
+        if (auto named = with_typed_name(e.what(), owner + key, said + key, "="))
+          throw options_error(std::move(*named));
+    throw options_error(said + e.what());
   }
 }
 

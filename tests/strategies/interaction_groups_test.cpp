@@ -76,6 +76,6 @@ TEST_CASE("auto[interaction_groups=true] adds the groups arm: contract, credit, 
   REQUIRE(plain != nullptr);
   CHECK(plain->arm_names() == std::vector<std::string>{"bo", "ga", "local"});
   CHECK(message_of([] { (void)make_strategy("auto[interaction_threshold=-1]"); }) ==
-        "strategy 'auto[interaction_threshold=-1]': auto_options.interaction_threshold: must be "
+        "strategy 'auto[interaction_threshold=-1]': interaction_threshold: must be "
         "finite and >= 0 (got -1)");
 }

@@ -161,7 +161,7 @@ TEST_CASE("bo and auto take options as a spec: bo[KEY=VALUE;...]") {
   CHECK(message_of([] { (void)make_strategy("bo[lead=5]"); }).find("unknown key 'lead'") !=
         std::string::npos);  // auto's key, not bo's
   CHECK(message_of([] { (void)make_strategy("bo[initial_draws=0]"); }) ==
-        "strategy 'bo[initial_draws=0]': bo_options.initial_draws: must be at least 1 (got 0)");
+        "strategy 'bo[initial_draws=0]': initial_draws: must be at least 1 (got 0)");
   CHECK(message_of([] { (void)make_strategy("ga[x=1]"); }) ==
         "error: strategy 'ga[x=1]': only bo and auto take options in [...]");
   CHECK(message_of([] { (void)make_strategy("bo[ucb_kappa]"); }) ==
