@@ -438,6 +438,8 @@ namespace {
 constexpr typed_name option_names[] = {
     {"study::options::jobs", "--jobs"},
     {"study::options::window", "--window"},
+    {"nki_options.target", "--target"},  // emit: a target FILE declares is no built-in
+    {"nki_options.fault", "--fault"},
 };
 
 int report(const std::exception& e, bool as_json, bool one_line) {

@@ -337,6 +337,19 @@ TEST_CASE("a value the library refuses is named as the option or setting the use
     CHECK_MESSAGE(contains(r.err, one.second), one.first, ": ", r.err);
     CHECK_MESSAGE(!contains(r.err, "options"), one.first, ": ", r.err);
   }
+  // emit --target: a target the file declares is no built-in the emitter knows.
+  const std::string custom =
+      std::string(TESSEL_CLI_WORK_DIR) + "/custom_target_" + std::to_string(::getpid()) + ".tsl";
+  {
+    std::ofstream out(custom);
+    out << "target my_chip : trn2 { }\n"
+        << read_text(std::string(TESSEL_CLI_TESTS_DIR) + "/../../examples/sim_matmul.tsl");
+  }
+  auto emitted = tessel("emit '" + custom + "' --target my_chip --config '{}'");
+  CHECK(emitted.code == 1);
+  CHECK(contains(emitted.err, "tessel: error: --target: unknown target 'my_chip' (built-in:"));
+  emitted = tessel("emit '" + custom + "' --config '{}' --fault nope");
+  CHECK(contains(emitted.err, "tessel: error: --fault: unknown fault 'nope'"));
   // --json: the same message in the error object.
   const auto r = tessel(tune + "--backend sim --jobs 100000 --json");
   CHECK(r.code == 1);
