@@ -288,15 +288,24 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   for (const auto& [id, seen] : finished) CHECK(final[id] == seen);
 }
 
+/// Waits up to 30 s for `path` to exist (a study file the run creates just
+/// before it starts), then `then_ms` more: a loaded machine starts slowly.
+void wait_for(const std::filesystem::path& path, int then_ms) {
+  for (int i = 0; i < 300 && !std::filesystem::exists(path); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(then_ms));
+}
+
 TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored and how to resume") {
   // Before: the process ended without a word.
-  const auto db = temp_db("interrupted");
   const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted";
-  const std::string args = "tune fixtures/small.tsl " + bowl +
-                           " --budget 40 --seed 5 --quiet --overwrite --db '" + db + "'";
+  std::string db;
   for (const int sig : {SIGINT, SIGTERM}) {
+    db = temp_db("interrupted_" + std::to_string(sig));
+    const std::string args = "tune fixtures/small.tsl " + bowl +
+                             " --budget 40 --seed 5 --quiet --overwrite --db '" + db + "'";
     const pid_t pid = spawn_tessel(args, "0.1", base);  // 40 trials: 4 s at least
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    wait_for(db, 500);
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -325,7 +334,7 @@ TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored a
   // With --no-db nothing is stored, and it says so.
   const pid_t pid =
       spawn_tessel("tune fixtures/small.tsl " + bowl + " --budget 40 --quiet --no-db", "0.1", base);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // of 4 s at least
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -341,7 +350,7 @@ TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel'
       "--quiet --db-dir '" +
           dir.string() + "'",
       "0", base);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  wait_for(dir, 2000);  // every kernel's study is opened before the run starts
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
