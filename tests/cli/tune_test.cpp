@@ -288,12 +288,25 @@ TEST_CASE("kill -9 at random moments loses no finished trial, and --resume compl
   for (const auto& [id, seen] : finished) CHECK(final[id] == seen);
 }
 
-/// Waits up to 30 s for `path` to exist (a study file the run creates just
-/// before it starts), then `then_ms` more: a loaded machine starts slowly.
-void wait_for(const std::filesystem::path& path, int then_ms) {
-  for (int i = 0; i < 300 && !std::filesystem::exists(path); ++i)
+/// Waits up to 60 s for the file `path` to hold `text` (a line the run prints
+/// once its handler is installed, or just before), then `then_ms` more: a
+/// loaded machine starts slowly, and a fixed sleep would race it.
+void wait_for_text(const std::string& path, const std::string& text, int then_ms) {
+  for (int i = 0; i < 600 && !contains(read_text(path), text); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(contains(read_text(path), text));
   std::this_thread::sleep_for(std::chrono::milliseconds(then_ms));
+}
+
+/// The line an interrupted run printed, from "tessel: interrupted; " to its
+/// newline, among the progress lines around it.
+std::string interrupt_line(const std::string& err) {
+  INFO("stderr: ", err);
+  const auto at = err.find("tessel: interrupted; ");
+  REQUIRE(at != std::string::npos);
+  const auto end = err.find('\n', at);
+  REQUIRE(end != std::string::npos);
+  return err.substr(at, end + 1 - at);
 }
 
 TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored and how to resume") {
@@ -302,29 +315,28 @@ TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored a
   std::string db;
   for (const int sig : {SIGINT, SIGTERM}) {
     db = temp_db("interrupted_" + std::to_string(sig));
-    const std::string args = "tune fixtures/small.tsl " + bowl +
-                             " --budget 40 --seed 5 --quiet --overwrite --db '" + db + "'";
+    const std::string args =
+        "tune fixtures/small.tsl " + bowl + " --budget 40 --seed 5 --overwrite --db '" + db + "'";
+    std::filesystem::remove(base + ".err");             // the last run's header would end the wait
     const pid_t pid = spawn_tessel(args, "0.1", base);  // 40 trials: 4 s at least
-    wait_for(db, 500);
+    wait_for_text(base + ".err", "new best", 0);        // the first trial: the run has begun
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFSIGNALED(status));  // still ended by the signal
     CHECK(WTERMSIG(status) == sig);
-    const auto err = read_text(base + ".err");
-    INFO("stderr: ", err);
+    const auto line = interrupt_line(read_text(base + ".err"));
+    INFO("line: ", line);
     const std::string start = "tessel: interrupted; ";
-    REQUIRE(err.starts_with(start));
-    const auto stored = std::stoull(err.substr(start.size()));
+    const auto stored = std::stoull(line.substr(start.size()));
     std::size_t finished = 0;
     for (const auto& t : exported(db)) finished += t.value("state", "") == "finished";
     CHECK(stored <= finished);  // a trial may finish while the line is written
-    CHECK(contains(err, " stored in " + db + "; resume with: "));
-    CHECK(contains(err,
-                   "tessel tune fixtures/small.tsl --backend command:fixtures/bowl.sh "
-                   "--budget 40 --seed 5 --quiet --db " +
+    CHECK(contains(line, " stored in " + db + "; resume with: "));
+    CHECK(
+        line.ends_with("tessel tune fixtures/small.tsl --backend command:fixtures/bowl.sh "
+                       "--budget 40 --seed 5 --db " +
                        db + " --resume\n"));
-    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
   }
   // The printed command resumes the run.
   const auto resumed = tessel("tune fixtures/small.tsl " + bowl +
@@ -332,33 +344,34 @@ TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored a
   REQUIRE(resumed.code == 0);
   CHECK(sequence(db).size() == 40);
   // With --no-db nothing is stored, and it says so.
+  std::filesystem::remove(base + ".err");
   const pid_t pid =
-      spawn_tessel("tune fixtures/small.tsl " + bowl + " --budget 40 --quiet --no-db", "0.1", base);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // of 4 s at least
+      spawn_tessel("tune fixtures/small.tsl " + bowl + " --budget 40 --no-db", "0.1", base);
+  wait_for_text(base + ".err", "new best", 0);  // the first trial: the run has begun
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  CHECK(read_text(base + ".err") == "tessel: interrupted; nothing is stored (--no-db)\n");
+  CHECK(interrupt_line(read_text(base + ".err")) ==
+        "tessel: interrupted; nothing is stored (--no-db)\n");
 }
 
 TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel's study file") {
   const auto dir = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "interrupted_model";
   std::filesystem::remove_all(dir);
   const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_model";
-  const pid_t pid = spawn_tessel(
-      "tune-model ../../examples/models/dense_60m.tsl --budget 100000 "
-      "--quiet --db-dir '" +
-          dir.string() + "'",
-      "0", base);
-  wait_for(dir, 2000);  // every kernel's study is opened before the run starts
+  const pid_t pid =
+      spawn_tessel("tune-model ../../examples/models/dense_60m.tsl --budget 100000 --db-dir '" +
+                       dir.string() + "'",
+                   "0", base);
+  // The header follows opening every kernel's study, just before the run.
+  wait_for_text(base + ".err", "tessel: model", 300);
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
   CHECK(WIFSIGNALED(status));
-  const auto err = read_text(base + ".err");
-  INFO("stderr: ", err);
+  const auto err = interrupt_line(read_text(base + ".err"));
+  INFO("line: ", err);
   const std::string start = "tessel: interrupted; ";
-  REQUIRE(err.starts_with(start));
   const auto stored = std::stoull(err.substr(start.size()));
   std::size_t finished = 0;
   for (const auto& file : std::filesystem::directory_iterator(dir))
@@ -369,7 +382,7 @@ TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel'
   CHECK(contains(err, " stored in the study files in " + dir.string() +
                           "; resume with: " + TESSEL_CLI_PATH +
                           " tune-model ../../examples/models/dense_60m.tsl --budget 100000 "
-                          "--quiet --db-dir " +
+                          "--db-dir " +
                           dir.string() + " --resume\n"));
 }
 
