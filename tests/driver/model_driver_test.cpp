@@ -128,5 +128,5 @@ TEST_CASE("the model and tune_model ops: the driver's model over JSON, progress,
   CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"budjet", 6}}),
                        doctest::Contains("unknown argument \"budjet\""), op_error);
   CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"no_db", true}}),
-                       doctest::Contains("tune_model: tune-model needs a budget"), op_error);
+                       doctest::Contains("tune_model: tune-model: needs a budget"), op_error);
 }
