@@ -16,9 +16,20 @@
 namespace tessel {
 namespace {
 
+/// The racing fields the settings set, relative to the options that hold
+/// them (validate(race_options, owner)): one list for every timing backend.
+/// min_repeats is missing: read.count rejects 0, its only bad value.
+constexpr typed_name racing_names[] = {
+    {"racing.max_repeats", "max_repeats"},
+    {"racing.margin", "race_margin"},
+    {"racing.target_relative_ci", "target_ci"},
+    {"racing.max_seconds", "race_seconds"},
+};
+
 /// The racing settings every timing backend shares (docs/backends.md,
 /// "Racing"): min_repeats, max_repeats, race_margin, target_ci, race_seconds.
 void read_racing(settings_reader& read, race_options& o) {
+  read.also_names(racing_names);
   o.min_repeats = read.count("min_repeats", 1).value_or(o.min_repeats);
   o.max_repeats = read.count("max_repeats", 1).value_or(o.max_repeats);
   o.margin = read.number("race_margin").value_or(o.margin);
@@ -63,13 +74,9 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   read_gate(read, options.gate);
   read_racing(read, options.racing);
   read.finish();
-  return read.validated({{"command_options::timeout_s", "timeout"},
-                         {"command_options::kill_grace_s", "kill_grace"},
-                         {"command_options::racing: max_repeats", "max_repeats"},
-                         {"command_options::racing: margin", "race_margin"},
-                         {"command_options::racing: target_relative_ci", "target_ci"},
-                         {"command_options::racing: max_seconds", "race_seconds"}},
-                        [&] { return std::make_shared<command_backend>(argument, options); });
+  return read.validated(
+      {{"command_options::timeout_s", "timeout"}, {"command_options::kill_grace_s", "kill_grace"}},
+      [&] { return std::make_shared<command_backend>(argument, options); });
 }
 
 /// "kernel=k.py:f,reference=r.py:g,host=a,b" -> settings: pairs split at
@@ -158,11 +165,7 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
         "and outputs=NAME:DIMS[:TYPE],... (docs/trainium.md)");
   return read.validated({{"trainium_options::kernel", "kernel"},
                          {"trainium_options::reference", "reference"},
-                         {"gate_options::tolerance_scale", "tolerance_scale"},
-                         {"trainium_options::racing: max_repeats", "max_repeats"},
-                         {"trainium_options::racing: margin", "race_margin"},
-                         {"trainium_options::racing: target_relative_ci", "target_ci"},
-                         {"trainium_options::racing: max_seconds", "race_seconds"}},
+                         {"gate_options::tolerance_scale", "tolerance_scale"}},
                         [&] { return std::make_shared<trainium_backend>(std::move(o)); });
 }
 
@@ -210,11 +213,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   return read.validated({{"cpu_options::cpus", "cpus"},
                          {"cpu_options::kernel", "kernel"},
                          {"cpu_options::reference", "reference"},
-                         {"gate_options::tolerance_scale", "tolerance_scale"},
-                         {"cpu_options::racing: max_repeats", "max_repeats"},
-                         {"cpu_options::racing: margin", "race_margin"},
-                         {"cpu_options::racing: target_relative_ci", "target_ci"},
-                         {"cpu_options::racing: max_seconds", "race_seconds"}},
+                         {"gate_options::tolerance_scale", "tolerance_scale"}},
                         [&] { return std::make_shared<cpu_backend>(std::move(o)); });
 }
 

@@ -36,17 +36,16 @@ const std::set<std::string, std::less<>>& spec_fields() {
 }  // namespace
 
 void model_spec::validate() const {
-  if (file.empty()) throw options_error("model_spec.file: give the .tsl file of the model");
+  if (file.empty()) throw options_error("model_spec.file", "give the .tsl file of the model");
   if (scheduler != "utility" && scheduler != "fifo")
-    throw options_error(
-        fmt::format("model_spec.scheduler: must be utility or fifo, not '{}'", scheduler));
+    throw options_error("model_spec.scheduler",
+                        fmt::format("must be utility or fifo, not '{}'", scheduler));
   if (!(cost_budget_s >= 0) || !std::isfinite(cost_budget_s))
-    throw options_error(
-        fmt::format("model_spec.cost_budget_s: must be finite and >= 0, not {}", cost_budget_s));
+    throw options_error("model_spec.cost_budget_s",
+                        fmt::format("must be finite and >= 0, not {}", cost_budget_s));
   if (no_db && mode != open_mode::create)
-    throw options_error(
-        "model_spec.no_db: keeps nothing on disk, so there is nothing to resume "
-        "or overwrite");
+    throw options_error("model_spec.no_db",
+                        "keeps nothing on disk, so there is nothing to resume or overwrite");
 }
 
 model_spec model_spec::from_json(const json& j) {
@@ -287,8 +286,8 @@ std::vector<kernel_gap> roofline_gaps(const model_summary& sum) {
 
 model_tuning open_model_tuning(const model_spec& spec, bool folder_per_target) {
   if (!spec.budget && spec.cost_budget_s <= 0)
-    throw options_error(
-        "tune-model needs a budget: --budget N (evaluations) or --cost-budget SECONDS");
+    throw options_error("tune-model",
+                        "needs a budget: --budget N (evaluations) or --cost-budget SECONDS");
   auto m = read_model(spec);
   const auto dir = model_db_dir(m, spec.db_dir, folder_per_target);
   auto study = open_model_study(m, spec, dir);

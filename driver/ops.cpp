@@ -37,6 +37,15 @@ std::string one_line(const json& v) {
   throw op_error(op_error_kind::bad_arguments, fmt::format("{}: {}", op, message));
 }
 
+/// model_spec's fields by the arguments that set them (model_spec::from_json):
+/// the model ops name what the client sent, not the library's field.
+constexpr std::pair<std::string_view, std::string_view> model_arguments[] = {
+    {"model_spec.file", "file"},
+    {"model_spec.scheduler", "scheduler"},
+    {"model_spec.cost_budget_s", "cost_budget"},
+    {"model_spec.no_db", "no_db"},
+};
+
 /// Reads and checks one op's arguments, naming the op and field in each error.
 class arguments {
  public:
@@ -468,6 +477,11 @@ json agent_ops::call(std::string_view name, const json& raw, const progress_sink
     return dispatch(name, given, progress);
   } catch (const op_error&) {
     throw;
+  } catch (const options_error& e) {
+    for (const auto& [field, argument] : model_arguments)
+      if (e.field() == field)
+        bad(name, e.renamed(fmt::format("argument \"{}\"", argument), " = ").what());
+    bad(name, e.what());
   } catch (const std::exception& e) {
     // The study refuses what the caller got wrong (an unknown or finished
     // trial, an invalid config) with tessel::error: the caller must act.

@@ -15,7 +15,7 @@ namespace {
 using json = nlohmann::json;
 
 [[noreturn]] void invalid(std::string_view field, const std::string& rule) {
-  throw options_error(fmt::format("study_spec.{}: {}", field, rule));
+  throw options_error(fmt::format("study_spec.{}", field), rule);
 }
 
 void finite_non_negative(std::string_view field, double v) {
@@ -54,23 +54,24 @@ void study_spec::validate() const {
   if (replay_space != "product" && replay_space != "table")
     invalid("replay_space", fmt::format("must be product or table, not '{}'", replay_space));
   if (replay_space == "table" && !is_replay_file(file))
-    throw options_error(fmt::format(
-        "--replay-space table applies to a replay FILE (.json or .json.gz), not '{}'", file));
+    throw options_error(
+        "study_spec.replay_space", "table",
+        fmt::format("applies to a replay FILE (.json or .json.gz), not '{}'", file));
   if (scheduler != "utility" && scheduler != "fifo")
     invalid("scheduler", fmt::format("must be utility or fifo, not '{}'", scheduler));
   if (!fidelity.empty() && fidelity.size() != 2)
-    throw options_error(fmt::format(
-        "--fidelity: give exactly two, the low fidelity first (e.g. --fidelity sim:target=trn2 "
-        "--fidelity trainium:...); got {}",
-        fidelity.size()));
+    invalid("fidelity", fmt::format("give exactly two, the low fidelity first (e.g. --fidelity "
+                                    "sim:target=trn2 --fidelity trainium:...); got {}",
+                                    fidelity.size()));
   if (!fidelity.empty() && !backend.empty())
     invalid("fidelity", "replaces backend: give one or the other");
   if (budget.high_evaluations > 0 && fidelity.empty())
-    throw options_error("--high-budget counts high-fidelity evaluations: it needs --fidelity");
+    throw options_error("study_spec.budget.high_evaluations",
+                        fmt::format("{}", budget.high_evaluations),
+                        "counts high-fidelity evaluations; it needs --fidelity");
   if (verify && backend.empty() && fidelity.empty() && !is_replay_file(file))
-    throw options_error(
-        "--verify re-measures agent-reported results on the backend: give one with --backend "
-        "SPEC");
+    invalid("verify",
+            "re-measures agent-reported results on the backend; give one with --backend SPEC");
   finite_non_negative("cost_alpha", cost_alpha);
   finite_non_negative("min_gain", min_gain);
   finite_non_negative("cost_budget_hint_s", cost_budget_hint_s);

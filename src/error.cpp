@@ -53,4 +53,41 @@ std::string diagnostic::render() const {
 space_error::space_error(std::vector<diagnostic> diagnostics)
     : error(render_all(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
+namespace {
+
+/// "FIELD = VALUE: RULE" with `separator` for " = ", or "FIELD: RULE".
+std::string options_text(std::string_view field, const std::optional<std::string>& value,
+                         std::string_view rule, std::string_view separator) {
+  std::string out(field);
+  if (value) out.append(separator).append(*value);
+  return out.append(": ").append(rule);
+}
+
+}  // namespace
+
+options_error::options_error(std::string field, std::optional<std::string> value, std::string rule,
+                             std::string_view separator)
+    : error(options_text(field, value, rule, separator)),
+      field_(std::move(field)),
+      value_(std::move(value)),
+      rule_(std::move(rule)) {}
+
+options_error::options_error(std::string field, std::string rule)
+    : options_error(std::move(field), std::nullopt, std::move(rule), " = ") {}
+
+options_error::options_error(std::string field, std::string value, std::string rule)
+    : options_error(std::move(field), std::optional(std::move(value)), std::move(rule), " = ") {}
+
+options_error options_error::renamed(std::string name, std::string_view separator) const {
+  return {std::move(name), value_, rule_, separator};
+}
+
+bool options_error::names(std::string_view field) const noexcept {
+  const std::string_view mine = field_;
+  if (mine == field) return true;
+  if (field.empty() || !mine.ends_with(field)) return false;
+  const auto owner = mine.substr(0, mine.size() - field.size());
+  return owner.ends_with("::") || owner.ends_with('.');
+}
+
 }  // namespace tessel

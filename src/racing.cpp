@@ -9,8 +9,9 @@
 
 namespace tessel {
 
-void validate(const race_options& o) {
-  if (const char* p = o.problem()) throw options_error(fmt::format("race_options: {}", p));
+void validate(const race_options& o, std::string_view owner) {
+  if (const auto p = o.problem())
+    throw options_error(fmt::format("{}.{}", owner, p->field), p->rule);
 }
 
 racer::racer(race_options o) : options_(o) { validate(options_); }

@@ -124,25 +124,16 @@ void settings_reader::finish() const {
                               fmt::join(known_, ", ")));
 }
 
-std::optional<std::string> with_typed_name(std::string_view message, std::string_view field,
-                                           std::string_view name, std::string_view joiner) {
-  if (!message.starts_with(field)) return std::nullopt;
-  const auto rest = message.substr(field.size());
-  if (rest.starts_with(" = ")) {  // the value, up to the rule
-    const auto colon = rest.find(": ");
-    if (colon == std::string_view::npos) return std::nullopt;
-    return fmt::format("{}{}{}{}", name, joiner, rest.substr(3, colon - 3), rest.substr(colon));
-  }
-  if (!rest.starts_with(':') && !rest.starts_with(' ')) return std::nullopt;  // another field
-  return fmt::format("{}{}", name, rest);
-}
+void settings_reader::also_names(std::span<const typed_name> fields) { also_.push_back(fields); }
 
 void settings_reader::rethrow_named(const options_error& e,
                                     std::initializer_list<typed_name> fields) const {
-  for (const auto& f : fields)
-    if (auto named =
-            with_typed_name(e.what(), f.field, fmt::format("{}: setting {}", owner_, f.name), "="))
-      throw options_error(std::move(*named));
+  const auto rename = [&](const typed_name& f) {
+    if (e.names(f.field)) throw e.renamed(fmt::format("{}: setting {}", owner_, f.name), "=");
+  };
+  for (const auto& f : fields) rename(f);
+  for (const auto list : also_)
+    for (const auto& f : list) rename(f);
   throw e;
 }
 

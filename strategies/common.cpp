@@ -16,7 +16,7 @@ double score_of(const trial& t) noexcept {
 }
 
 void options_failure(std::string_view where, std::string_view field, const std::string& rule) {
-  throw options_error(std::string(where) + "." + std::string(field) + ": " + rule);
+  throw options_error(std::string(where) + "." + std::string(field), rule);
 }
 
 std::string got(double value) {

@@ -177,9 +177,8 @@ std::unique_ptr<strategy> make_strategy_from_spec(std::string_view spec) {
     for (const auto& [owner, keys] :
          {std::pair{"bo_options.", &bo_keys()}, std::pair{"auto_options.", &auto_keys()}})
       for (const auto& [key, set] : *keys)
-        if (auto named = with_typed_name(e.what(), owner + key, said + key, "="))
-          throw options_error(std::move(*named));
-    throw options_error(said + e.what());
+        if (e.field() == owner + key) throw e.renamed(said + key, "=");
+    throw e.renamed(said + e.field(), " = ");
   }
 }
 

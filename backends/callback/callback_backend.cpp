@@ -30,7 +30,7 @@ measurement timed(F&& f) {
 /// `f` itself; throws options_error when it is empty (before it is wrapped).
 template <class F>
 F checked(F f) {
-  if (!f) throw options_error("callback_backend: the function is empty");
+  if (!f) throw options_error("callback_backend", "the function is empty");
   return f;
 }
 
@@ -85,7 +85,7 @@ struct callback_backend::gated {
 callback_backend::callback_backend(measure_function f, options opts)
     : function_(checked(std::move(f))), options_(std::move(opts)) {
   if (options_.concurrency == 0)
-    throw options_error("callback_options::concurrency must be at least 1");
+    throw options_error("callback_options::concurrency", "must be at least 1");
   if (options_.racing) racer_ = std::make_shared<racer>(*options_.racing);
 }
 
@@ -111,16 +111,17 @@ callback_backend::callback_backend(std::function<double(const space&, const conf
 
 callback_backend::callback_backend(kernel_function f, callback_gate gate, options opts)
     : options_(std::move(opts)), gated_(std::make_shared<gated>()) {
-  if (!f) throw options_error("callback_backend: the kernel function is empty");
-  if (!gate.reference) throw options_error("callback_gate::reference: a gated callback needs one");
+  if (!f) throw options_error("callback_backend", "the kernel function is empty");
+  if (!gate.reference)
+    throw options_error("callback_gate::reference", "a gated callback needs one");
   if (gate.inputs.empty() || gate.outputs.empty())
-    throw options_error("callback_gate: declare the inputs and the outputs (\"A:MxK,B:KxN\")");
+    throw options_error("callback_gate", "declare the inputs and the outputs (\"A:MxK,B:KxN\")");
   if (options_.concurrency == 0)
-    throw options_error("callback_options::concurrency must be at least 1");
+    throw options_error("callback_options::concurrency", "must be at least 1");
   if (options_.racing)
-    throw options_error(
-        "callback_options::racing: a gated callback is timed by its gate calls (and "
-        "callback_gate::timed_calls); racing is for ungated callbacks");
+    throw options_error("callback_options::racing",
+                        "a gated callback is timed by its gate calls (and "
+                        "callback_gate::timed_calls); racing is for ungated callbacks");
   gate.gate.validate();
   gated_->kernel = std::move(f);
   gated_->settings = std::move(gate);

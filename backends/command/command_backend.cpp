@@ -7,6 +7,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/racing.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -161,16 +162,15 @@ std::string quoted_if_needed(const std::string& word) {
 
 void command_options::validate() const {
   if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
-    throw options_error(
-        fmt::format("command_options::timeout_s must be >= 0 (0: no limit), got {}", timeout_s));
+    throw options_error("command_options::timeout_s", fmt::format("{}", timeout_s),
+                        "must be >= 0 (0: no limit)");
   if (!(kill_grace_s >= 0) || !std::isfinite(kill_grace_s))
-    throw options_error(
-        fmt::format("command_options::kill_grace_s must be >= 0, got {}", kill_grace_s));
-  if (concurrency == 0) throw options_error("command_options::concurrency must be at least 1");
+    throw options_error("command_options::kill_grace_s", fmt::format("{}", kill_grace_s),
+                        "must be >= 0");
+  if (concurrency == 0) throw options_error("command_options::concurrency", "must be at least 1");
   if (max_output_bytes == 0)
-    throw options_error("command_options::max_output_bytes must be at least 1");
-  if (const char* p = racing.problem())
-    throw options_error(fmt::format("command_options::racing: {}", p));
+    throw options_error("command_options::max_output_bytes", "must be at least 1");
+  tessel::validate(racing, "command_options::racing");
 }
 
 command_backend::command_backend(std::string_view command, options opts)

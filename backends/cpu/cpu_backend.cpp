@@ -64,12 +64,12 @@ std::vector<int> parse_cpu_list(const std::string& text) {
       if (first < 0 || last < first) throw std::invalid_argument("range");
       for (int c = first; c <= last; ++c) out.push_back(c);
     } catch (const std::exception&) {
-      throw options_error(fmt::format(
-          "cpu_options::cpus: '{}' is not auto, all, off or a CPU list such as 3, 2,3 or 0-3",
-          text));
+      throw options_error(
+          "cpu_options::cpus",
+          fmt::format("'{}' is not auto, all, off or a CPU list such as 3, 2,3 or 0-3", text));
     }
   }
-  if (out.empty()) throw options_error("cpu_options::cpus: the CPU list is empty");
+  if (out.empty()) throw options_error("cpu_options::cpus", "the CPU list is empty");
   return out;
 }
 
@@ -157,26 +157,25 @@ std::int64_t bytes_of(const std::vector<tensor_spec>& tensors) {
 
 void cpu_options::validate() const {
   if (!kernel.empty() && kernel.find(':') == std::string::npos)
-    throw options_error("cpu_options::kernel must be FILE.cpp:FUNCTION");
+    throw options_error("cpu_options::kernel", "must be FILE.cpp:FUNCTION");
   if (!reference.empty() && reference.find(':') == std::string::npos)
-    throw options_error("cpu_options::reference must be FILE.cpp:FUNCTION");
+    throw options_error("cpu_options::reference", "must be FILE.cpp:FUNCTION");
   if (!kernel.empty() && !builtin.empty())
-    throw options_error("cpu_options: give a built-in kernel or a kernel file, not both");
+    throw options_error("cpu_options", "give a built-in kernel or a kernel file, not both");
   if (!kernel.empty() && (inputs.empty() || outputs.empty()))
-    throw options_error(
-        "cpu_options: a kernel file needs inputs and outputs (NAME:DIMS[:TYPE],...)");
+    throw options_error("cpu_options",
+                        "a kernel file needs inputs and outputs (NAME:DIMS[:TYPE],...)");
   if (!kernel.empty() && gate && reference.empty())
     throw options_error(
-        "cpu_options: a kernel file needs a reference=FILE.cpp:FUNCTION for the gate (or "
-        "gate=false)");
-  if (warmup == 0) throw options_error("cpu_options::warmup must be >= 1");
+        "cpu_options",
+        "a kernel file needs a reference=FILE.cpp:FUNCTION for the gate (or gate=false)");
+  if (warmup == 0) throw options_error("cpu_options::warmup", "must be >= 1");
   if (!(min_sample_s > 0) || !(run_timeout_s > 0) || !(compile_timeout_s > 0) ||
       !(kill_grace_s >= 0))
     throw options_error(
-        "cpu_options: min_sample_s, run_timeout_s and compile_timeout_s must be > 0, kill_grace_s "
-        ">= 0");
-  if (const char* p = racing.problem())
-    throw options_error(fmt::format("cpu_options::racing: {}", p));
+        "cpu_options",
+        "min_sample_s, run_timeout_s and compile_timeout_s must be > 0, kill_grace_s >= 0");
+  tessel::validate(racing, "cpu_options::racing");
   if (cpus != "auto" && cpus != "all" && cpus != "off") (void)parse_cpu_list(cpus);
   gate_settings.validate();
 }

@@ -250,7 +250,8 @@ request parse(int argc, char** argv) {
       fail("unknown option " + flag);
     }
   }
-  if (const char* p = r.racing.problem()) fail(std::string("racing options: ") + p);
+  if (const auto p = r.racing.problem())
+    fail(std::string("racing options: ") + p->field + " " + p->rule);
   return r;
 }
 

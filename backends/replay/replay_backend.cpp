@@ -86,7 +86,7 @@ replay_backend::replay_backend(std::shared_ptr<const replay_table> table, option
     : table_(std::move(table)), options_(opts) {
   if (!table_) throw error("replay_backend: no table");
   if (options_.concurrency == 0)
-    throw options_error("replay_options::concurrency must be at least 1");
+    throw options_error("replay_options::concurrency", "must be at least 1");
   std::vector<double> costs;
   for (const auto& e : table_->entries()) costs.push_back(e.cost_s(options_.count_framework_time));
   median_cost_s_ = median_of(std::move(costs));

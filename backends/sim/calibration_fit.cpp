@@ -119,17 +119,17 @@ std::string number_text(double v) { return fmt::format("{:.6g}", v); }
 }  // namespace
 
 void calibration_options::validate() const {
-  if (recorded.empty()) throw options_error("calibration_options::recorded: give a folder");
+  if (recorded.empty()) throw options_error("calibration_options::recorded", "give a folder");
   if (!builtin_target(base))
-    throw options_error(
-        fmt::format("calibration_options::base: '{}' is not a built-in target", base));
-  if (name.empty()) throw options_error("calibration_options::name: must not be empty");
+    throw options_error("calibration_options::base",
+                        fmt::format("'{}' is not a built-in target", base));
+  if (name.empty()) throw options_error("calibration_options::name", "must not be empty");
   if (max_evaluations < 1)
-    throw options_error(fmt::format("calibration_options::max_evaluations: must be >= 1 (got {})",
-                                    max_evaluations));
+    throw options_error("calibration_options::max_evaluations",
+                        fmt::format("must be >= 1 (got {})", max_evaluations));
   if (!(range > 1) || !std::isfinite(range))
-    throw options_error(
-        fmt::format("calibration_options::range: must be > 1 and finite (got {})", range));
+    throw options_error("calibration_options::range",
+                        fmt::format("must be > 1 and finite (got {})", range));
 }
 
 std::vector<std::string> default_calibration_constants() {

@@ -30,18 +30,20 @@ using namespace tessel::sim;
 
 void sim_options::validate() const {
   if (!workload.empty() && !find_workload(workload))
-    throw options_error(fmt::format("sim_options.workload: unknown workload '{}' (known: {})",
-                                    workload, fmt::join(workload_names(), ", ")));
+    throw options_error("sim_options.workload",
+                        fmt::format("unknown workload '{}' (known: {})", workload,
+                                    fmt::join(workload_names(), ", ")));
   if (!target.empty() && !builtin_target(target))
-    throw options_error(fmt::format("sim_options.target: unknown target '{}' (built-in: {})",
-                                    target, fmt::join(builtin_target_names(), ", ")));
+    throw options_error("sim_options.target",
+                        fmt::format("unknown target '{}' (built-in: {})", target,
+                                    fmt::join(builtin_target_names(), ", ")));
   if (!parse_fault(fault))
-    throw options_error(fmt::format(
-        "sim_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, truncate_output, "
-        "constant_output, ignore_input, or empty)",
-        fault));
+    throw options_error("sim_options.fault",
+                        fmt::format("unknown fault '{}' (drop_tail, skip_accumulation, "
+                                    "truncate_output, constant_output, ignore_input, or empty)",
+                                    fault));
   if (model != sim_model::event && model != sim_model::analytic)
-    throw options_error("sim_options.model: not a timing model (event, analytic)");
+    throw options_error("sim_options.model", "not a timing model (event, analytic)");
   if (gate) gate_options.validate();
 }
 

@@ -103,18 +103,19 @@ std::size_t output_bytes_limit(const std::vector<tensor_spec>& outputs) {
 
 void trainium_options::validate() const {
   if (kernel.find(':') == std::string::npos)
-    throw options_error("trainium_options::kernel must be FILE.py:FUNCTION");
+    throw options_error("trainium_options::kernel", "must be FILE.py:FUNCTION");
   if (reference.find(':') == std::string::npos)
-    throw options_error("trainium_options::reference must be FILE.py:FUNCTION");
-  if (inputs.empty()) throw options_error("trainium_options::inputs must name the kernel's inputs");
+    throw options_error("trainium_options::reference", "must be FILE.py:FUNCTION");
+  if (inputs.empty())
+    throw options_error("trainium_options::inputs", "must name the kernel's inputs");
   if (outputs.empty())
-    throw options_error("trainium_options::outputs must name the kernel's outputs");
-  if (cores_per_host == 0) throw options_error("trainium_options::cores_per_host must be >= 1");
-  if (const char* p = racing.problem())
-    throw options_error(fmt::format("trainium_options::racing: {}", p));
-  if (iters_per_sample == 0) throw options_error("trainium_options::iters_per_sample must be >= 1");
+    throw options_error("trainium_options::outputs", "must name the kernel's outputs");
+  if (cores_per_host == 0) throw options_error("trainium_options::cores_per_host", "must be >= 1");
+  tessel::validate(racing, "trainium_options::racing");
+  if (iters_per_sample == 0)
+    throw options_error("trainium_options::iters_per_sample", "must be >= 1");
   if (!(run_timeout_s > 0) || !(compile_timeout_s > 0))
-    throw options_error("trainium_options: run_timeout_s and compile_timeout_s must be > 0");
+    throw options_error("trainium_options", "run_timeout_s and compile_timeout_s must be > 0");
   gate_settings.validate();
 }
 

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessel {
@@ -57,10 +59,39 @@ class empty_space_error : public error {
   std::uint64_t rejected_ = 0;
 };
 
-/// Thrown by Options::validate() and friends: names the field and the rule.
+/// Thrown by Options::validate() and friends: the field that breaks a rule
+/// ("study::options::jobs"), the value it holds as printed (when the message
+/// shows it) and the rule, composed into one format: "FIELD = VALUE: RULE",
+/// or "FIELD: RULE" without a value. A caller that knows what a person typed
+/// to set the field renames it (renamed()) instead of rewording the text.
 class options_error : public error {
  public:
-  using error::error;
+  /// "FIELD: RULE".
+  options_error(std::string field, std::string rule);
+  /// "FIELD = VALUE: RULE".
+  options_error(std::string field, std::string value, std::string rule);
+
+  [[nodiscard]] const std::string& field() const noexcept { return field_; }
+  [[nodiscard]] const std::optional<std::string>& value() const noexcept { return value_; }
+  [[nodiscard]] const std::string& rule() const noexcept { return rule_; }
+
+  /// The same error naming `name` instead of the field, the value written
+  /// after `separator`: renamed("--jobs", " ") is "--jobs 100000: must be at
+  /// most 4096"; renamed("backend sim: setting target", "=") is "backend
+  /// sim: setting target=x: ...".
+  [[nodiscard]] options_error renamed(std::string name, std::string_view separator) const;
+  /// Whether the field is `field`, or ends with it after "::" or ".": a
+  /// field relative to its owner ("racing.margin" names
+  /// "cpu_options::racing.margin").
+  [[nodiscard]] bool names(std::string_view field) const noexcept;
+
+ private:
+  options_error(std::string field, std::optional<std::string> value, std::string rule,
+                std::string_view separator);
+
+  std::string field_;
+  std::optional<std::string> value_;
+  std::string rule_;
 };
 
 }  // namespace tessel

@@ -55,15 +55,21 @@ struct race_options {
   /// taken); 0: no limit.
   double max_seconds = 0;
 
-  /// The first field that breaks its rule ("max_repeats must be >= min_repeats"), or nullptr.
-  [[nodiscard]] const char* problem() const {
-    if (min_repeats == 0) return "min_repeats must be >= 1";
-    if (max_repeats < min_repeats) return "max_repeats must be >= min_repeats";
-    if (!(margin >= 0) || !std::isfinite(margin)) return "margin must be >= 0";
+  /// A field and the rule it breaks: {"max_repeats", "must be >= min_repeats"}.
+  struct broken_rule {
+    const char* field;
+    const char* rule;
+  };
+  /// The first field that breaks its rule, or nullopt.
+  [[nodiscard]] std::optional<broken_rule> problem() const {
+    if (min_repeats == 0) return broken_rule{"min_repeats", "must be >= 1"};
+    if (max_repeats < min_repeats) return broken_rule{"max_repeats", "must be >= min_repeats"};
+    if (!(margin >= 0) || !std::isfinite(margin)) return broken_rule{"margin", "must be >= 0"};
     if (!(target_relative_ci >= 0) || !std::isfinite(target_relative_ci))
-      return "target_relative_ci must be >= 0";
-    if (!(max_seconds >= 0) || !std::isfinite(max_seconds)) return "max_seconds must be >= 0";
-    return nullptr;
+      return broken_rule{"target_relative_ci", "must be >= 0"};
+    if (!(max_seconds >= 0) || !std::isfinite(max_seconds))
+      return broken_rule{"max_seconds", "must be >= 0"};
+    return std::nullopt;
   }
 };
 

@@ -13,11 +13,13 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 namespace tessel {
 
-/// Throws options_error naming the field when `o` breaks a rule.
-void validate(const race_options& o);
+/// Throws options_error naming the field when `o` breaks a rule, relative to
+/// `owner`, the options that hold `o`: "cpu_options::racing.margin".
+void validate(const race_options& o, std::string_view owner = "race_options");
 
 /// Races candidates against the best median seen so far. Thread-safe.
 class racer {

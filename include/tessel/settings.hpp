@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,20 +41,12 @@ using settings_map = std::map<std::string, std::string, std::less<>>;
                                              std::string_view what);
 
 /// A field of an options struct as options_error names it
-/// ("study::options::jobs", "sim_options.target") and what a person typed
-/// to set it ("--jobs", a setting's key "target").
+/// ("study::options::jobs", "sim_options.target", or relative to its owner:
+/// "racing.margin", see options_error::names) and what a person typed to set
+/// it ("--jobs", a setting's key "target").
 struct typed_name {
   std::string_view field, name;
 };
-
-/// `message` (an options_error's: "FIELD = VALUE: RULE", "FIELD: RULE" or
-/// "FIELD RULE") naming `name` instead of `field`, " = VALUE" written as
-/// `joiner` VALUE: "--jobs 100000: must be at most 4096". nullopt when the
-/// message names another field.
-[[nodiscard]] std::optional<std::string> with_typed_name(std::string_view message,
-                                                         std::string_view field,
-                                                         std::string_view name,
-                                                         std::string_view joiner);
 
 /// Reads settings by key, each in the type its owner expects, and rejects
 /// the keys nobody read (finish()). `owner` starts every message:
@@ -78,11 +71,17 @@ class settings_reader {
   /// Throws tessel::error for a setting no one read, naming the known ones.
   void finish() const;
 
+  /// Fields validated() names by their settings, as well as its own list:
+  /// those a shared reader sets (the racing settings of every timing
+  /// backend). `fields` must outlive the reader.
+  void also_names(std::span<const typed_name> fields);
+
   /// `make()`, which builds what the settings configure; an options_error
   /// it throws naming one of `fields` (an options field and the key that
-  /// sets it) is thrown again naming the setting, as a person gave it:
-  /// "backend sim: setting target: unknown target 'x' (...)" rather than
-  /// "sim_options.target: ...". A C++ caller of the options keeps the field.
+  /// sets it) or of also_names() is thrown again naming the setting, as a
+  /// person gave it: "backend sim: setting target: unknown target 'x' (...)"
+  /// rather than "sim_options.target: ...". A C++ caller of the options
+  /// keeps the field.
   template <class Make>
   auto validated(std::initializer_list<typed_name> fields, Make&& make) const {
     try {
@@ -103,6 +102,7 @@ class settings_reader {
 
   std::string owner_;
   const settings_map& given_;
+  std::vector<std::span<const typed_name>> also_;
   std::set<std::string, std::less<>> known_, used_;
 };
 

@@ -438,6 +438,10 @@ namespace {
 constexpr typed_name option_names[] = {
     {"study::options::jobs", "--jobs"},
     {"study::options::window", "--window"},
+    {"study_spec.replay_space", "--replay-space"},
+    {"study_spec.fidelity", "--fidelity"},
+    {"study_spec.budget.high_evaluations", "--high-budget"},
+    {"study_spec.verify", "--verify"},
     {"nki_options.target", "--target"},  // emit: a target FILE declares is no built-in
     {"nki_options.fault", "--fault"},
 };
@@ -459,8 +463,7 @@ int report_errors(const std::function<int()>& body, bool as_json, bool one_line)
     return body();
   } catch (const options_error& e) {
     for (const auto& [field, option] : option_names)
-      if (auto named = with_typed_name(e.what(), field, option, " "))
-        return report(options_error(std::move(*named)), as_json, one_line);
+      if (e.field() == field) return report(e.renamed(std::string(option), " "), as_json, one_line);
     return report(e, as_json, one_line);
   } catch (const std::exception& e) {
     return report(e, as_json, one_line);

@@ -109,29 +109,29 @@ struct gate::impl {
 
 void gate_options::validate() const {
   if (suite.empty())
-    throw options_error("gate_options::suite: must hold at least one distribution");
+    throw options_error("gate_options::suite", "must hold at least one distribution");
   if (!(tolerance_scale > 0) || !std::isfinite(tolerance_scale))
-    throw options_error(fmt::format(
-        "gate_options::tolerance_scale: must be > 0 and finite (got {})", tolerance_scale));
+    throw options_error("gate_options::tolerance_scale",
+                        fmt::format("must be > 0 and finite (got {})", tolerance_scale));
   if (extra_calls < 2)
-    throw options_error(
-        fmt::format("gate_options::extra_calls: must be at least 2 (got {})", extra_calls));
+    throw options_error("gate_options::extra_calls",
+                        fmt::format("must be at least 2 (got {})", extra_calls));
   if (!(recheck_rate >= 0 && recheck_rate <= 1))
-    throw options_error(
-        fmt::format("gate_options::recheck_rate: must be in [0, 1] (got {})", recheck_rate));
+    throw options_error("gate_options::recheck_rate",
+                        fmt::format("must be in [0, 1] (got {})", recheck_rate));
   if (spot_check_every == 0)
-    throw options_error("gate_options::spot_check_every: must be at least 1");
+    throw options_error("gate_options::spot_check_every", "must be at least 1");
   if (!(roofline_slack >= 0 && roofline_slack < 1))
-    throw options_error(
-        fmt::format("gate_options::roofline_slack: must be in [0, 1) (got {})", roofline_slack));
+    throw options_error("gate_options::roofline_slack",
+                        fmt::format("must be in [0, 1) (got {})", roofline_slack));
   if (!(max_bytes_per_s >= 0) || std::isinf(max_bytes_per_s))
-    throw options_error(fmt::format(
-        "gate_options::max_bytes_per_s: must be >= 0 and finite (got {})", max_bytes_per_s));
+    throw options_error("gate_options::max_bytes_per_s",
+                        fmt::format("must be >= 0 and finite (got {})", max_bytes_per_s));
   for (const double rate : {machine.flops_per_s, machine.memory_bytes_per_s,
                             machine.cache_bytes_per_s, machine.cache_bytes})
     if (!(rate >= 0) || std::isinf(rate))
-      throw options_error(
-          fmt::format("gate_options::machine: rates must be >= 0 and finite (got {})", rate));
+      throw options_error("gate_options::machine",
+                          fmt::format("rates must be >= 0 and finite (got {})", rate));
 }
 
 gate::gate(gate_options o) {

@@ -195,9 +195,8 @@ input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_
   const element_type t = spec.type;
   if (t == element_type::int32 && spec.label_range <= 0)
     throw options_error(
-        fmt::format("tensor_spec '{}': an int32 input needs label_range > 0 (labels are drawn from "
-                    "[0, label_range))",
-                    spec.name));
+        fmt::format("tensor_spec '{}'", spec.name),
+        "an int32 input needs label_range > 0 (labels are drawn from [0, label_range))");
   if (d == distribution::shared_prefix) {
     // Equal to the base on the first 3/4 to 63/64 of the elements (at least one differs).
     const std::int64_t n = std::max<std::int64_t>(spec.elements(), 1);

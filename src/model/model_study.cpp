@@ -83,12 +83,12 @@ std::optional<allocation> parse_allocation(std::string_view name) noexcept {
 
 void model_study_options::validate() const {
   if (policy != allocation::utility && policy != allocation::even && policy != allocation::share)
-    throw options_error("model_study::options::policy: not an allocation (utility, even, share)");
+    throw options_error("model_study::options::policy", "not an allocation (utility, even, share)");
   if (first_result_tries == 0)
-    throw options_error("model_study::options::first_result_tries: must be at least 1");
+    throw options_error("model_study::options::first_result_tries", "must be at least 1");
   if (!(floor_fraction >= 0 && floor_fraction <= 1))
-    throw options_error(fmt::format(
-        "model_study::options::floor_fraction: must be from 0 to 1, not {}", floor_fraction));
+    throw options_error("model_study::options::floor_fraction",
+                        fmt::format("must be from 0 to 1, not {}", floor_fraction));
 }
 
 struct model_study::state {

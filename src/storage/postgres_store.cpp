@@ -306,9 +306,9 @@ void postgres_store::check_integrity() const {
 
 std::uint64_t postgres_store::join(const worker_info& w) {
   if (!(w.heartbeat_s > 0) || !(w.lease_s > w.heartbeat_s))
-    throw options_error(
-        fmt::format("worker_info: heartbeat_s ({}) must be > 0 and lease_s ({}) greater than it",
-                    w.heartbeat_s, w.lease_s));
+    throw options_error("worker_info",
+                        fmt::format("heartbeat_s ({}) must be > 0 and lease_s ({}) greater than it",
+                                    w.heartbeat_s, w.lease_s));
   std::lock_guard lock(mutex_);
   if (worker_) return *worker_;
   pg::params p;

@@ -35,26 +35,26 @@ std::string space_hash(const space& s) {
 
 void study_options::validate() const {
   if (annotations.empty() || annotations.front() != '{' || annotations.back() != '}')
-    throw options_error("study::options::annotations: must be a JSON object, e.g. {}");
-  if (pool_factor == 0) throw options_error("study::options::pool_factor: must be at least 1");
+    throw options_error("study::options::annotations", "must be a JSON object, e.g. {}");
+  if (pool_factor == 0) throw options_error("study::options::pool_factor", "must be at least 1");
   if (!(cost_alpha_start >= 0) || !(cost_alpha_end >= 0))
-    throw options_error("study::options::cost_alpha_start/end: must be >= 0");
+    throw options_error("study::options::cost_alpha_start/end", "must be >= 0");
   if (!(cost_budget_hint_s >= 0) || !std::isfinite(cost_budget_hint_s))
-    throw options_error("study::options::cost_budget_hint_s: must be finite and >= 0");
+    throw options_error("study::options::cost_budget_hint_s", "must be finite and >= 0");
   if (!(min_gain_fraction >= 0))
-    throw options_error("study::options::min_gain_fraction: must be >= 0");
+    throw options_error("study::options::min_gain_fraction", "must be >= 0");
   if (!(token_price_s >= 0) || !std::isfinite(token_price_s))
-    throw options_error("study::options::token_price_s: must be finite and >= 0");
+    throw options_error("study::options::token_price_s", "must be finite and >= 0");
   if (window > 4096)
-    throw options_error(fmt::format(
-        "study::options::window = {}: must be at most 4096 (0 = as many as jobs)", window));
+    throw options_error("study::options::window", fmt::format("{}", window),
+                        "must be at most 4096 (0 = as many as jobs)");
   if (!(worker.heartbeat_s > 0) || !(worker.lease_s > worker.heartbeat_s))
-    throw options_error(fmt::format(
-        "study::options::worker: heartbeat_s = {} must be > 0 and lease_s = {} greater than it",
-        worker.heartbeat_s, worker.lease_s));
+    throw options_error("study::options::worker",
+                        fmt::format("heartbeat_s = {} must be > 0 and lease_s = {} greater than it",
+                                    worker.heartbeat_s, worker.lease_s));
   if (jobs > 4096)
-    throw options_error(fmt::format(
-        "study::options::jobs = {}: must be at most 4096 (0 = the backend's concurrency)", jobs));
+    throw options_error("study::options::jobs", fmt::format("{}", jobs),
+                        "must be at most 4096 (0 = the backend's concurrency)");
 }
 
 study::state::state(tessel::space s, std::shared_ptr<backend> b, std::unique_ptr<strategy> st,

@@ -368,7 +368,7 @@ TEST_CASE("command: repeats are registry settings; bad ones are named") {
       make_backend("command:sh -c 'echo 1'", {{"min_repeats", "2"}, {"max_repeats", "4"}});
   CHECK(b->name() == "command:sh -c 'echo 1'");
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"min_repeats", "5"}, {"max_repeats", "2"}}),
-                       "backend command: setting max_repeats must be >= min_repeats",
+                       "backend command: setting max_repeats: must be >= min_repeats",
                        options_error);
   // A gated command's samples are its gate runs, each judged and timed.
   const auto s = testing::small_space();

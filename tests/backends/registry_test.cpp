@@ -67,7 +67,7 @@ TEST_CASE("registry: other modules add schemes") {
 
 TEST_CASE("registry: a value the backend's options refuse names the setting; C++ keeps the field") {
   CHECK_THROWS_WITH_AS(make_backend("command:true", {{"timeout", "-1"}}),
-                       "backend command: setting timeout must be >= 0 (0: no limit), got -1",
+                       "backend command: setting timeout=-1: must be >= 0 (0: no limit)",
                        options_error);
   CHECK_THROWS_WITH_AS(make_backend("sim:target=trn9"),
                        doctest::Contains("backend sim: setting target: unknown target 'trn9'"),
@@ -78,21 +78,57 @@ TEST_CASE("registry: a value the backend's options refuse names the setting; C++
                        options_error);
   command_options c;
   c.timeout_s = -1;
-  CHECK_THROWS_WITH_AS(
-      c.validate(), "command_options::timeout_s must be >= 0 (0: no limit), got -1", options_error);
+  CHECK_THROWS_WITH_AS(c.validate(), "command_options::timeout_s = -1: must be >= 0 (0: no limit)",
+                       options_error);
 }
 
-TEST_CASE("with_typed_name: the field an options_error names, as the person typed it") {
-  CHECK(with_typed_name("study::options::jobs = 100000: must be at most 4096",
-                        "study::options::jobs", "--jobs",
-                        " ") == "--jobs 100000: must be at most 4096");
-  CHECK(with_typed_name("sim_options.target: unknown target 'x'", "sim_options.target",
-                        "backend sim: setting target",
-                        "=") == "backend sim: setting target: unknown target 'x'");
-  CHECK(with_typed_name("command_options::timeout_s must be >= 0", "command_options::timeout_s",
-                        "backend command: setting timeout",
-                        "=") == "backend command: setting timeout must be >= 0");
-  CHECK(with_typed_name("a = 1: b", "a", "k", "=") == "k=1: b");
-  CHECK(!with_typed_name("study::options::jobs_x: no", "study::options::jobs", "--jobs", " "));
-  CHECK(!with_typed_name("study::options::window = 5: no", "study::options::jobs", "--jobs", " "));
+TEST_CASE("registry: the racing settings every timing backend shares name the setting") {
+  // One list (the racing fields relative to their owner) serves command, cpu and trainium.
+  CHECK_THROWS_WITH_AS(make_backend("command:true", {{"race_margin", "-1"}}),
+                       "backend command: setting race_margin: must be >= 0", options_error);
+  CHECK_THROWS_WITH_AS(make_backend("command:true", {{"min_repeats", "5"}, {"max_repeats", "3"}}),
+                       "backend command: setting max_repeats: must be >= min_repeats",
+                       options_error);
+  CHECK_THROWS_WITH_AS(make_backend("cpu", {{"target_ci", "inf"}}),
+                       "backend cpu: setting target_ci: must be >= 0", options_error);
+  CHECK_THROWS_WITH_AS(make_backend("cpu", {{"race_seconds", "-1"}}),
+                       "backend cpu: setting race_seconds: must be >= 0", options_error);
+  command_options c;
+  c.racing.margin = -1;
+  CHECK_THROWS_WITH_AS(c.validate(), "command_options::racing.margin: must be >= 0", options_error);
+}
+
+TEST_CASE("options_error: field, value and rule in one format, renamed without parsing") {
+  const options_error jobs("study::options::jobs", "100000", "must be at most 4096");
+  CHECK(std::string(jobs.what()) == "study::options::jobs = 100000: must be at most 4096");
+  CHECK(jobs.field() == "study::options::jobs");
+  CHECK(jobs.value() == "100000");
+  CHECK(jobs.rule() == "must be at most 4096");
+  const auto typed = jobs.renamed("--jobs", " ");
+  CHECK(std::string(typed.what()) == "--jobs 100000: must be at most 4096");
+  CHECK(typed.field() == "--jobs");
+  CHECK(typed.value() == "100000");
+  CHECK(typed.rule() == "must be at most 4096");
+
+  const options_error target("sim_options.target", "unknown target 'x'");
+  CHECK(std::string(target.what()) == "sim_options.target: unknown target 'x'");
+  CHECK(!target.value());
+  CHECK(std::string(target.renamed("backend sim: setting target", "=").what()) ==
+        "backend sim: setting target: unknown target 'x'");
+  CHECK(std::string(options_error("a", "1", "b").renamed("k", "=").what()) == "k=1: b");
+  // A rule's words are not parsed: a colon or " = " in them stays where it is.
+  CHECK(std::string(options_error("f", "x = 1: y").renamed("g", " ").what()) == "g: x = 1: y");
+}
+
+TEST_CASE("options_error::names: the field itself, or a field relative to its owner") {
+  const options_error margin("cpu_options::racing.margin", "must be >= 0");
+  CHECK(margin.names("cpu_options::racing.margin"));
+  CHECK(margin.names("racing.margin"));
+  CHECK(margin.names("margin"));
+  CHECK(!margin.names("ing.margin"));  // a whole component, not any ending
+  CHECK(!margin.names("racing"));
+  CHECK(!margin.names(""));
+  CHECK(options_error("study::options::jobs", "no").names("jobs"));
+  CHECK(!options_error("study::options::jobs_x", "no").names("study::options::jobs"));
+  CHECK(!options_error("study::options::window", "5", "no").names("study::options::jobs"));
 }

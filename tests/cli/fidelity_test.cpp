@@ -101,6 +101,6 @@ TEST_CASE("tune --fidelity: misuse is refused with a message") {
                  "--fidelity-set: setting min_spread=-0.01: must be finite and >= 0"));
   const auto budget = tessel("tune '" + table + "' --high-budget 3 --no-db -n 3");
   CHECK(budget.code == 1);
-  CHECK(
-      contains(budget.err, "--high-budget counts high-fidelity evaluations: it needs --fidelity"));
+  CHECK(contains(budget.err,
+                 "--high-budget 3: counts high-fidelity evaluations; it needs --fidelity"));
 }

@@ -130,7 +130,7 @@ TEST_CASE("tune --replay-space table: only the table's configs are proposed") {
   CHECK(invalid["table"] == 0);
   const auto tsl = tessel("tune fixtures/small.tsl " + bowl + " --replay-space table --no-db");
   CHECK(tsl.code == 1);
-  CHECK(contains(tsl.err, "--replay-space table applies to a replay FILE"));
+  CHECK(contains(tsl.err, "--replay-space table: applies to a replay FILE"));
   CHECK(tessel("tune '" + replay_file + "' --replay-space tabel --no-db").code != 0);
 }
 

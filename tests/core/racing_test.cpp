@@ -126,10 +126,10 @@ TEST_CASE("racing: the time limit stops sampling after at least one sample") {
 }
 
 TEST_CASE("racing: bad options are named") {
-  CHECK_THROWS_WITH_AS(racer(small(0, 3)), "race_options: min_repeats must be >= 1", options_error);
-  CHECK_THROWS_WITH_AS(racer(small(5, 3)), "race_options: max_repeats must be >= min_repeats",
+  CHECK_THROWS_WITH_AS(racer(small(0, 3)), "race_options.min_repeats: must be >= 1", options_error);
+  CHECK_THROWS_WITH_AS(racer(small(5, 3)), "race_options.max_repeats: must be >= min_repeats",
                        options_error);
   race_options o;
   o.margin = -1;
-  CHECK_THROWS_WITH_AS(validate(o), "race_options: margin must be >= 0", options_error);
+  CHECK_THROWS_WITH_AS(validate(o), "race_options.margin: must be >= 0", options_error);
 }

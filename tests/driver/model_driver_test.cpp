@@ -128,5 +128,13 @@ TEST_CASE("the model and tune_model ops: the driver's model over JSON, progress,
   CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"budjet", 6}}),
                        doctest::Contains("unknown argument \"budjet\""), op_error);
   CHECK_THROWS_WITH_AS(ops.call("tune_model", {{"file", file}, {"no_db", true}}),
-                       doctest::Contains("tune_model: tune-model needs a budget"), op_error);
+                       doctest::Contains("tune_model: tune-model: needs a budget"), op_error);
+  // A rule a model_spec field breaks names the argument the client sent, not the field.
+  CHECK_THROWS_WITH_AS(
+      ops.call("tune_model", {{"file", file}, {"budget", 6}, {"no_db", true}, {"cost_budget", -1}}),
+      "tune_model: argument \"cost_budget\": must be finite and >= 0, not -1", op_error);
+  CHECK_THROWS_WITH_AS(
+      ops.call("tune_model",
+               {{"file", file}, {"budget", 6}, {"no_db", true}, {"scheduler", "lifo"}}),
+      "tune_model: argument \"scheduler\": must be utility or fifo, not 'lifo'", op_error);
 }

@@ -104,17 +104,25 @@ TEST_CASE("study_spec::validate names the field and the rule") {
   bad = s;
   bad.backend.clear();
   bad.fidelity = {"sim"};
-  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--fidelity: give exactly two"),
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("study_spec.fidelity: give exactly two"),
                        options_error);
   bad = s;
   bad.backend.clear();
   bad.verify = true;
-  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--verify re-measures"), options_error);
+  CHECK_THROWS_WITH_AS(
+      bad.validate(),
+      "study_spec.verify: re-measures agent-reported results on the backend; give one with "
+      "--backend SPEC",
+      options_error);
   bad = s;
   bad.token_price_s = -1;
   CHECK_THROWS_WITH_AS(bad.validate(), "study_spec.token_price_s: must be finite and >= 0, not -1",
                        options_error);
   bad = s;
   bad.budget.high_evaluations = 3;
-  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--high-budget"), options_error);
+  CHECK_THROWS_WITH_AS(
+      bad.validate(),
+      "study_spec.budget.high_evaluations = 3: counts high-fidelity evaluations; it "
+      "needs --fidelity",
+      options_error);
 }

@@ -250,16 +250,17 @@ std::string emit_nki(const space& s, const config& c, const nki_options& o) {
   else if (o.fault == "drop_collective")
     injected = nki::fault::drop_collective;
   else if (!o.fault.empty())
-    throw options_error(
-        fmt::format("nki_options.fault: unknown fault '{}' (drop_tail, skip_accumulation, "
-                    "drop_collective, or empty)",
-                    o.fault));
+    throw options_error("nki_options.fault",
+                        fmt::format("unknown fault '{}' (drop_tail, skip_accumulation, "
+                                    "drop_collective, or empty)",
+                                    o.fault));
   target t = s.def().target;
   if (!o.target.empty()) {
     const auto named = builtin_target(o.target);
     if (!named)
-      throw options_error(fmt::format("nki_options.target: unknown target '{}' (built-in: {})",
-                                      o.target, fmt::join(builtin_target_names(), ", ")));
+      throw options_error("nki_options.target",
+                          fmt::format("unknown target '{}' (built-in: {})", o.target,
+                                      fmt::join(builtin_target_names(), ", ")));
     t = *named;
   }
   const machine m = resolve_machine(t);
