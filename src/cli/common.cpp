@@ -440,6 +440,8 @@ constexpr typed_name option_names[] = {
     {"study::options::window", "--window"},
     {"nki_options.target", "--target"},  // emit: a target FILE declares is no built-in
     {"nki_options.fault", "--fault"},
+    {"join_request::worker.heartbeat_s", "--heartbeat"},  // worker
+    {"join_request::worker.lease_s", "--lease"},
 };
 
 int report(const std::exception& e, bool as_json, bool one_line) {

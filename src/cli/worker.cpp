@@ -32,11 +32,6 @@ struct worker_options {
 };
 
 int run_worker(const worker_options& o) {
-  // Before connecting, and naming the options: the library checks it later,
-  // as study::options::worker's heartbeat_s and lease_s.
-  if (!(o.worker.lease_s > o.worker.heartbeat_s))
-    throw error(fmt::format("--lease {}: must be more than --heartbeat ({})", o.worker.lease_s,
-                            o.worker.heartbeat_s));
   auto joined =
       join_study({o.url, o.backend, parse_assignments(o.backend_settings, "--backend-set"), o.jobs,
                   o.seed, o.wait_s, o.worker});

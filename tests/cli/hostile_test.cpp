@@ -312,7 +312,7 @@ TEST_CASE("a value the library refuses is named as the option or setting the use
       {tune + "--fidelity sim --fidelity sim:model=analytic --fidelity-set z=-1",
        "--fidelity-set: setting z=-1: must be finite and >= 0"},
       {"worker postgresql://nobody@127.0.0.1:1/none --heartbeat 5 --lease 2",
-       "tessel: error: --lease 2: must be more than --heartbeat (5)"},
+       "tessel: error: --lease 2: must be more than the heartbeat (5)"},
       {tune + "--backend command:true --backend-set timeout=-1",
        "backend command: setting timeout must be >= 0 (0: no limit), got -1"},
       {tune + "--backend command:true --backend-set kill_grace=-1",
