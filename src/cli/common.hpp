@@ -92,10 +92,10 @@ void add_model_options(CLI::App& command, model_options& options);
 /// one line on stderr, "tessel: interrupted; N finished trials are stored in
 /// WHERE; resume with: COMMAND" (command_line() with --overwrite dropped and
 /// --resume added; "nothing is stored (--no-db)" when `where` is ""), then
-/// the signal's default action ends the process as before. `finished` is the
-/// count now; count_finished() keeps it (from an observer).
-void announce_interrupts(const std::string& where, std::uint64_t finished);
-void count_finished(std::uint64_t finished);
+/// the signal's default action ends the process as before. N counts the
+/// finished trials of `studies` (one, or a model's kernels), now and as they
+/// finish (an observer added to each).
+void announce_interrupts(const std::string& where, const std::vector<study*>& studies);
 void stop_announcing_interrupts();
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every
