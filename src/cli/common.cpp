@@ -446,6 +446,21 @@ void announce_interrupts(const std::string& where, const std::vector<study*>& st
   install();
 }
 
+void announce_worker_interrupts(const std::string& worker, const std::string& where, double lease_s,
+                                study& shared) {
+  using namespace interrupted;
+  before = line_start() + "worker " + worker + " stops; ";
+  const auto rest = fmt::format(
+      " stored in {}; the trials it was running go back to the queue when its lease ({} s) "
+      "runs out\n",
+      where, lease_s);
+  one = " finished trial (of every worker) is" + rest;
+  many = " finished trials (of every worker) are" + rest;
+  counted = true;
+  count_from({&shared});
+  install();
+}
+
 void stop_announcing_interrupts() {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

@@ -96,6 +96,14 @@ void add_model_options(CLI::App& command, model_options& options);
 /// finished trials of `studies` (one, or a model's kernels), now and as they
 /// finish (an observer added to each).
 void announce_interrupts(const std::string& where, const std::vector<study*>& studies);
+/// As announce_interrupts, for `tessel worker` WORKER of the shared study
+/// at `where`: "tessel: interrupted; worker WORKER stops; N finished trials
+/// (of every worker) are stored in WHERE; the trials it was running go back
+/// to the queue when its lease (L s) runs out". N counts the study's
+/// finished trials as this worker knows them: its observers see every
+/// worker's, and tell none apart.
+void announce_worker_interrupts(const std::string& worker, const std::string& where, double lease_s,
+                                study& shared);
 void stop_announcing_interrupts();
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every

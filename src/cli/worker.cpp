@@ -38,6 +38,8 @@ int run_worker(const worker_options& o) {
   auto& opened = joined.opened;
   const auto& name = joined.name;
   const auto until = opened.until();
+  // Before the start line, which tells a watcher (the tests) the run is on.
+  announce_worker_interrupts(name, opened.db->location(), o.worker.lease_s, *opened.study);
   if (!o.quiet)
     fmt::print(stderr,
                "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
@@ -46,6 +48,7 @@ int run_worker(const worker_options& o) {
                opened.backend->name(), o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"),
                o.jobs == 1 ? "" : "s", until(progress{}) ? "now" : "the study's budget");
   const auto sum = opened.study->run(until);
+  stop_announcing_interrupts();
   const auto counts = opened.db->shared()->counts();
   if (o.json) {
     const nlohmann::json out = {{"ok", true},
