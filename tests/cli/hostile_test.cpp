@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -181,6 +183,26 @@ TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE a
   r = limited("model '" + model + "'");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "/dev/zero: error: the text is 16777217 bytes; at most 16777216 are read"));
+}
+
+TEST_CASE("a regular file past 16 MiB is refused by its size, before it is read, everywhere") {
+  // Before: only FILE was; --config @PATH and a model file were read first
+  // (16 MiB + 1), then refused as "holds more than".
+  const std::string big =
+      std::string(TESSEL_CLI_WORK_DIR) + "/big_" + std::to_string(::getpid()) + ".tsl";
+  std::ofstream{big};
+  std::filesystem::resize_file(big, (std::uintmax_t{16} << 20) + 1);  // sparse: nothing written
+  const std::string refused = "'" + big + "' is 16777217 bytes; at most 16777216 are read";
+  auto r = tessel("check '" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tessel: error: " + refused));
+  r = tessel("explain ../../examples/rmsnorm.tsl --config '@" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tessel: error: --config: " + refused));
+  r = tessel("model '" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, big + ": error: " + refused));
+  std::filesystem::remove(big);
 }
 
 TEST_CASE("a space of more than 2^64 configs names its file") {
