@@ -28,9 +28,22 @@ std::string default_worker_name() {
                      ::getpid());
 }
 
+/// The worker's options, refused before connecting (the store and
+/// study::options::validate refuse them too, but only once connected).
+void check_worker(const worker_info& w) {
+  if (!(w.heartbeat_s > 0))
+    throw options_error(
+        fmt::format("join_request::worker.heartbeat_s = {}: must be more than 0", w.heartbeat_s));
+  if (!(w.lease_s > w.heartbeat_s))
+    throw options_error(
+        fmt::format("join_request::worker.lease_s = {}: must be more than the heartbeat ({})",
+                    w.lease_s, w.heartbeat_s));
+}
+
 }  // namespace
 
 joined_study join_study(const join_request& r) {
+  check_worker(r.worker);
   if (!is_postgres_location(r.url))
     throw error(fmt::format(
         "tessel worker joins a shared study: give a postgresql:// URL, not '{}' (a SQLite study "

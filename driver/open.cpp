@@ -34,22 +34,6 @@ class external_backend final : public backend {
   }
 };
 
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > max_source_bytes)  // say so before reading it
-    throw error(fmt::format("'{}' is {} bytes; at most {} are read (docs/limits.md)", path, size,
-                            max_source_bytes));
-  auto text = read_file_at_most(path, max_source_bytes);
-  if (!text) throw error(fmt::format("cannot read '{}'", path));
-  if (text->size() > max_source_bytes)  // a device or a pipe, whose size is known only now
-    throw error(
-        fmt::format("'{}' holds more than {} bytes; at most that many are read "
-                    "(docs/limits.md)",
-                    path, max_source_bytes));
-  return std::move(*text);
-}
-
 /// The backend the spec names (none: an external one that the caller tells).
 std::shared_ptr<backend> backend_of(const study_spec& spec) {
   if (spec.backend.empty()) return std::make_shared<external_backend>();
@@ -118,7 +102,7 @@ loaded_space read_space(const study_spec& spec) {
                          spec.space);
     return {std::move(s), {}, ms_since(started), 0};
   }
-  const std::string text = read_text(spec.file);
+  const std::string text = read_text_file(spec.file);
   const auto parsing = clock::now();
   std::vector<std::string> names;
   auto chosen = parse_definition(text, space_parse_options(spec.file, spec), spec.space, &names);

@@ -50,12 +50,11 @@ namespace {
 
 std::string read_config_text(const std::string& spec) {
   if (spec.empty() || spec.front() != '@') return spec;
-  auto text = read_file_at_most(spec.substr(1), max_source_bytes);
-  if (!text) throw error(fmt::format("--config: cannot read '{}'", spec.substr(1)));
-  if (text->size() > max_source_bytes)
-    throw error(fmt::format("--config: '{}' holds more than {} bytes; at most that many are read",
-                            spec.substr(1), max_source_bytes));
-  return std::move(*text);
+  try {
+    return read_text_file(spec.substr(1));
+  } catch (const error& e) {
+    throw error(fmt::format("--config: {}", e.what()));
+  }
 }
 
 }  // namespace

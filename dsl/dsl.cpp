@@ -4,6 +4,7 @@
 
 #include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
+#include <tessel/error.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -62,13 +63,13 @@ space parse_space(std::string_view text, const parse_options& options, std::stri
 
 namespace {
 
+/// The file's text; a file too large or unreadable is a diagnostic of `shown`.
 std::string read_text(const std::filesystem::path& path, const std::string& shown) {
-  auto text = read_file_at_most(path, max_source_bytes);
-  if (!text) fail(shown, "cannot read the file");
-  if (text->size() > max_source_bytes)
-    fail(shown, "the file holds more than " + std::to_string(max_source_bytes) +
-                    " bytes; at most that many are read (docs/limits.md)");
-  return std::move(*text);
+  try {
+    return read_text_file(path);
+  } catch (const error& e) {
+    fail(shown, e.what());
+  }
 }
 
 }  // namespace
@@ -88,6 +89,21 @@ std::optional<std::string> read_file_at_most(const std::filesystem::path& path, 
     if (!in) break;  // the end of the file
   }
   return text;
+}
+
+std::string read_text_file(const std::filesystem::path& path, std::size_t limit) {
+  const auto shown = "'" + path.string() + "'";
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > limit)  // a regular file: said before reading it
+    throw error(shown + " is " + std::to_string(size) + " bytes; at most " + std::to_string(limit) +
+                " are read (docs/limits.md)");
+  auto text = read_file_at_most(path, limit);
+  if (!text) throw error("cannot read " + shown);
+  if (text->size() > limit)  // a device or a pipe, whose size is known only now
+    throw error(shown + " holds more than " + std::to_string(limit) +
+                " bytes; at most that many are read (docs/limits.md)");
+  return std::move(*text);
 }
 
 space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {

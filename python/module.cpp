@@ -280,11 +280,11 @@ PYBIND11_MODULE(_tessel, m) {
   using namespace tessel;
   using namespace tessel::python;
   m.doc() = "tessel's native part; use the tessel package";
-  static const auto& error_type =
-      py::register_exception<tessel::error>(m, "Error", PyExc_ValueError);
-  // Its message may quote user text that is not UTF-8 (a .tsl line, a --set
-  // value): replaced by U+FFFD, where pybind11's own translation raised a
-  // UnicodeDecodeError instead of tessel.Error. Tried before the one above.
+  // tessel.Error, raised by the translator below (not register_exception's,
+  // whose own translator this one would hide): its message may quote user
+  // text that is not UTF-8 (a .tsl line, a --set value), replaced by U+FFFD,
+  // where pybind11's own translation raised a UnicodeDecodeError instead.
+  static const py::exception<tessel::error> error_type(m, "Error", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);

@@ -259,8 +259,10 @@ struct joined_study {
 /// Rebuilds the shared study at r.url from what its store recorded (space,
 /// backend, strategy, scheduler, budgets), with this worker's backend, jobs
 /// and seed, ready to run until its stop condition holds. Throws
-/// tessel::error for a location that is not PostgreSQL, a study not created
-/// within r.wait_s, or a study without a backend when r.backend is empty.
+/// options_error for r.worker's heartbeat_s not > 0 or lease_s not more than
+/// it (before connecting), tessel::error for a location that is not
+/// PostgreSQL, a study not created within r.wait_s, or a study without a
+/// backend when r.backend is empty.
 [[nodiscard]] joined_study join_study(const join_request& r);
 
 // --- multi-fidelity specs --------------------------------------------------------------

@@ -44,6 +44,14 @@ inline constexpr std::size_t max_copied_source_bytes = std::size_t{256} << 20;
 /// (a folder, no permission).
 [[nodiscard]] std::optional<std::string> read_file_at_most(const std::filesystem::path& path,
                                                            std::size_t limit);
+/// The text of the file at `path`, refused past `limit` bytes (a regular
+/// file by its size, before it is read; a device or a pipe after limit + 1
+/// bytes, read_file_at_most). Throws tessel::error naming the path and the
+/// limit, "'PATH' holds more than LIMIT bytes; at most that many are read
+/// (docs/limits.md)", or "cannot read 'PATH'"; a caller adds its context
+/// (the option or the diagnostic that names the file).
+[[nodiscard]] std::string read_text_file(const std::filesystem::path& path,
+                                         std::size_t limit = max_source_bytes);
 
 /// The checked definitions of every space in `text`, in file order, each
 /// holding the whole text as `source`. Throws space_error holding every

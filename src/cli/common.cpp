@@ -397,23 +397,29 @@ std::string resume_command() {
   return resumes ? out : out + " --resume";
 }
 
-}  // namespace
-}  // namespace interrupted
+/// Counts one more finished trial (a study's observers see each once).
+class finished_counter final : public observer {
+ public:
+  void on_trial(const trial&, const progress&) override { finished.fetch_add(1); }
+};
 
-void announce_interrupts(const std::string& where, std::uint64_t finished_now) {
-  using namespace interrupted;
-  const std::string start =
-      isatty(fileno(stderr)) != 0 ? "\ntessel: interrupted; " : "tessel: interrupted; ";
-  if (where.empty()) {
-    before = start + "nothing is stored (--no-db)\n";
-  } else {
-    before = start;
-    const auto rest = fmt::format(" stored in {}; resume with: {}\n", where, resume_command());
-    one = " finished trial is" + rest;
-    many = " finished trials are" + rest;
-    counted = true;
+/// The count starts at the finished trials of `studies`; an observer added
+/// to each keeps it.
+void count_from(const std::vector<study*>& studies) {
+  std::uint64_t now = 0;
+  for (auto* s : studies) {
+    for (const auto& t : s->trials()) now += t.state == trial_state::finished;
+    s->add_observer(std::make_shared<finished_counter>());
   }
-  finished.store(finished_now);
+  finished.store(now);
+}
+
+/// "tessel: interrupted; " on a line of its own.
+std::string line_start() {
+  return isatty(fileno(stderr)) != 0 ? "\ntessel: interrupted; " : "tessel: interrupted; ";
+}
+
+void install() {
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -422,7 +428,38 @@ void announce_interrupts(const std::string& where, std::uint64_t finished_now) {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-void count_finished(std::uint64_t finished_now) { interrupted::finished.store(finished_now); }
+}  // namespace
+}  // namespace interrupted
+
+void announce_interrupts(const std::string& where, const std::vector<study*>& studies) {
+  using namespace interrupted;
+  if (where.empty()) {
+    before = line_start() + "nothing is stored (--no-db)\n";
+  } else {
+    before = line_start();
+    const auto rest = fmt::format(" stored in {}; resume with: {}\n", where, resume_command());
+    one = " finished trial is" + rest;
+    many = " finished trials are" + rest;
+    counted = true;
+  }
+  count_from(studies);
+  install();
+}
+
+void announce_worker_interrupts(const std::string& worker, const std::string& where, double lease_s,
+                                study& shared) {
+  using namespace interrupted;
+  before = line_start() + "worker " + worker + " stops; ";
+  const auto rest = fmt::format(
+      " stored in {}; the trials it was running go back to the queue when its lease ({} s) "
+      "runs out\n",
+      where, lease_s);
+  one = " finished trial (of every worker) is" + rest;
+  many = " finished trials (of every worker) are" + rest;
+  counted = true;
+  count_from({&shared});
+  install();
+}
 
 void stop_announcing_interrupts() {
   std::signal(SIGINT, SIG_DFL);
@@ -444,6 +481,8 @@ constexpr typed_name option_names[] = {
     {"study_spec.verify", "--verify"},
     {"nki_options.target", "--target"},  // emit: a target FILE declares is no built-in
     {"nki_options.fault", "--fault"},
+    {"join_request::worker.heartbeat_s", "--heartbeat"},  // worker
+    {"join_request::worker.lease_s", "--lease"},
 };
 
 int report(const std::exception& e, bool as_json, bool one_line) {

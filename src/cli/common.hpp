@@ -92,10 +92,18 @@ void add_model_options(CLI::App& command, model_options& options);
 /// one line on stderr, "tessel: interrupted; N finished trials are stored in
 /// WHERE; resume with: COMMAND" (command_line() with --overwrite dropped and
 /// --resume added; "nothing is stored (--no-db)" when `where` is ""), then
-/// the signal's default action ends the process as before. `finished` is the
-/// count now; count_finished() keeps it (from an observer).
-void announce_interrupts(const std::string& where, std::uint64_t finished);
-void count_finished(std::uint64_t finished);
+/// the signal's default action ends the process as before. N counts the
+/// finished trials of `studies` (one, or a model's kernels), now and as they
+/// finish (an observer added to each).
+void announce_interrupts(const std::string& where, const std::vector<study*>& studies);
+/// As announce_interrupts, for `tessel worker` WORKER of the shared study
+/// at `where`: "tessel: interrupted; worker WORKER stops; N finished trials
+/// (of every worker) are stored in WHERE; the trials it was running go back
+/// to the queue when its lease (L s) runs out". N counts the study's
+/// finished trials as this worker knows them: its observers see every
+/// worker's, and tell none apart.
+void announce_worker_interrupts(const std::string& worker, const std::string& where, double lease_s,
+                                study& shared);
 void stop_announcing_interrupts();
 
 /// Runs `body`; on an exception prints what a person needs on stderr (every

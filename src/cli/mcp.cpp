@@ -19,10 +19,14 @@ namespace {
 int run_mcp(const spec_options& o) {
   auto opened = open_study(o.resolved(), o.mode());
   agent_ops ops(*opened.study, opened.backend, opened.evaluates);
+  // On stderr, as tune's; before the start line, which tells a watcher the
+  // session is on.
+  announce_interrupts(opened.db ? opened.db->location() : std::string(), {opened.study.get()});
   const auto& s = opened.study->space();
   fmt::print(stderr, "tessel mcp: space '{}' ({} valid configs), backend {}; MCP over stdio\n",
              s.name(), s.count(), opened.backend->name());
   serve_mcp(ops, std::cin, std::cout, std::cerr, TESSEL_VERSION);
+  stop_announcing_interrupts();
   return exit_code::success;
 }
 

@@ -18,11 +18,15 @@ namespace {
 int run_serve(const spec_options& o) {
   auto opened = open_study(o.resolved(), o.mode());
   agent_ops ops(*opened.study, opened.backend, opened.evaluates);
+  // On stderr, as tune's; before the start line, which tells a watcher the
+  // session is on.
+  announce_interrupts(opened.db ? opened.db->location() : std::string(), {opened.study.get()});
   const auto& s = opened.study->space();
   fmt::print(stderr,
              "tessel serve: space '{}' ({} valid configs), backend {}; one JSON request per line\n",
              s.name(), s.count(), opened.backend->name());
   json_lines_session(ops).serve(std::cin, std::cout);
+  stop_announcing_interrupts();
   return exit_code::success;
 }
 

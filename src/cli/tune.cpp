@@ -87,12 +87,6 @@ class progress_printer final : public observer {
   std::map<status, std::size_t> by_status_;
 };
 
-/// Keeps the count an interrupted run prints (announce_interrupts).
-class finished_counter final : public observer {
- public:
-  void on_trial(const trial&, const progress& p) override { count_finished(p.evaluations); }
-};
-
 int run_tune(const tune_options& o) {
   const auto spec = o.study.resolved();
   if (spec.backend.empty() && spec.fidelity.empty() && !is_replay_file(spec.file))
@@ -113,11 +107,7 @@ int run_tune(const tune_options& o) {
                "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
                s.name(), with_separators(s.count()), opened.backend->name(), spec.strategy,
                opened.db->location());
-  std::uint64_t finished_now = 0;
-  for (const auto& t : opened.study->trials())
-    if (t.state == trial_state::finished) ++finished_now;
-  opened.study->add_observer(std::make_shared<finished_counter>());
-  announce_interrupts(opened.db ? opened.db->location() : std::string(), finished_now);
+  announce_interrupts(opened.db ? opened.db->location() : std::string(), {opened.study.get()});
   const auto sum = opened.study->run(opened.until());
   stop_announcing_interrupts();
   // A noisy backend (trainium) times the best config again, fully, so one

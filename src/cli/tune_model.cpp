@@ -61,18 +61,6 @@ class step_printer final : public model_observer {
   std::optional<double> best_;
 };
 
-/// Keeps the count an interrupted run prints (announce_interrupts).
-class finished_counter final : public model_observer {
- public:
-  explicit finished_counter(std::uint64_t finished) : finished_(finished) {}
-  void on_evaluation(std::size_t, const trial&, std::optional<double>) override {
-    count_finished(++finished_);
-  }
-
- private:
-  std::uint64_t finished_;
-};
-
 int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
@@ -94,18 +82,16 @@ int run_tune_model(const tune_model_options& o) {
     spec.cost_budget_s = o.tuning.cost_budget_s;
     spec.policy = *policy;
     auto t = open_model_tuning(spec, several);
+    // Before the header, which tells a watcher (the tests) the run is on.
+    std::vector<study*> kernels;
+    for (std::size_t k = 0; k < t.study.size(); ++k) kernels.push_back(&t.study.kernel_study(k));
+    announce_interrupts(t.db_dir.empty() ? "" : "the study files in " + t.db_dir, kernels);
     if (!o.quiet) {
       fmt::print(stderr, "tessel: model '{}' on {}: {} kernels, {} allocation{}\n", t.model.name,
                  target, t.model.kernels.size(), o.allocate,
                  t.db_dir.empty() ? "" : fmt::format(", study files in {}", t.db_dir));
       t.study.add_observer(std::make_shared<step_printer>(t.study, spec.budget));
     }
-    std::uint64_t finished = 0;
-    for (std::size_t k = 0; k < t.study.size(); ++k)
-      for (const auto& trial : t.study.member(k).study->trials())
-        finished += trial.state == trial_state::finished;
-    t.study.add_observer(std::make_shared<finished_counter>(finished));
-    announce_interrupts(t.db_dir.empty() ? "" : "the study files in " + t.db_dir, finished);
     const auto& sum = t.run();
     stop_announcing_interrupts();
     if (sum.after_s) steps.push_back({target, *sum.after_s, physical_cores(t.model)});

@@ -32,17 +32,14 @@ struct worker_options {
 };
 
 int run_worker(const worker_options& o) {
-  // Before connecting, and naming the options: the library checks it later,
-  // as study::options::worker's heartbeat_s and lease_s.
-  if (!(o.worker.lease_s > o.worker.heartbeat_s))
-    throw error(fmt::format("--lease {}: must be more than --heartbeat ({})", o.worker.lease_s,
-                            o.worker.heartbeat_s));
   auto joined =
       join_study({o.url, o.backend, parse_assignments(o.backend_settings, "--backend-set"), o.jobs,
                   o.seed, o.wait_s, o.worker});
   auto& opened = joined.opened;
   const auto& name = joined.name;
   const auto until = opened.until();
+  // Before the start line, which tells a watcher (the tests) the run is on.
+  announce_worker_interrupts(name, opened.db->location(), o.worker.lease_s, *opened.study);
   if (!o.quiet)
     fmt::print(stderr,
                "tessel worker {}: study '{}' (space '{}', {} trials so far), backend {}, {} "
@@ -51,6 +48,7 @@ int run_worker(const worker_options& o) {
                opened.backend->name(), o.jobs ? fmt::format("{}", o.jobs) : std::string("auto"),
                o.jobs == 1 ? "" : "s", until(progress{}) ? "now" : "the study's budget");
   const auto sum = opened.study->run(until);
+  stop_announcing_interrupts();
   const auto counts = opened.db->shared()->counts();
   if (o.json) {
     const nlohmann::json out = {{"ok", true},

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -183,6 +185,26 @@ TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE a
   CHECK(contains(r.err, "/dev/zero: error: the text is 16777217 bytes; at most 16777216 are read"));
 }
 
+TEST_CASE("a regular file past 16 MiB is refused by its size, before it is read, everywhere") {
+  // Before: only FILE was; --config @PATH and a model file were read first
+  // (16 MiB + 1), then refused as "holds more than".
+  const std::string big =
+      std::string(TESSEL_CLI_WORK_DIR) + "/big_" + std::to_string(::getpid()) + ".tsl";
+  std::ofstream{big};
+  std::filesystem::resize_file(big, (std::uintmax_t{16} << 20) + 1);  // sparse: nothing written
+  const std::string refused = "'" + big + "' is 16777217 bytes; at most 16777216 are read";
+  auto r = tessel("check '" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tessel: error: " + refused));
+  r = tessel("explain ../../examples/rmsnorm.tsl --config '@" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tessel: error: --config: " + refused));
+  r = tessel("model '" + big + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, big + ": error: " + refused));
+  std::filesystem::remove(big);
+}
+
 TEST_CASE("a space of more than 2^64 configs names its file") {
   // Before: ": error: space 's' has more than 2^64 valid configs" (no file).
   const std::string path =
@@ -312,7 +334,7 @@ TEST_CASE("a value the library refuses is named as the option or setting the use
       {tune + "--fidelity sim --fidelity sim:model=analytic --fidelity-set z=-1",
        "--fidelity-set: setting z=-1: must be finite and >= 0"},
       {"worker postgresql://nobody@127.0.0.1:1/none --heartbeat 5 --lease 2",
-       "tessel: error: --lease 2: must be more than --heartbeat (5)"},
+       "tessel: error: --lease 2: must be more than the heartbeat (5)"},
       {tune + "--backend command:true --backend-set timeout=-1",
        "backend command: setting timeout=-1: must be >= 0 (0: no limit)"},
       {tune + "--backend command:true --backend-set kill_grace=-1",

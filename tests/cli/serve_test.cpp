@@ -7,7 +7,15 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 using namespace cli_testing;
@@ -133,4 +141,54 @@ TEST_CASE("serve: explain keeps suggestions to the space's knobs, the rest apart
   bool found = false;
   for (const auto& o : e["outside_space"]) found |= o["parameter"] == "a_reuse";
   CHECK(found);
+}
+
+TEST_CASE("serve: SIGTERM mid-session says so on stderr, with the trials told and how to resume") {
+  // Before: the session ended without a word. stdout stays JSON lines only.
+  const std::string base =
+      std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_serve_" + std::to_string(::getpid());
+  const std::string db = base + ".tessel.db";
+  std::filesystem::remove(db);
+  int requests[2];
+  REQUIRE(::pipe(requests) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the session reads the pipe, which stays open
+    ::dup2(requests[0], STDIN_FILENO);
+    ::close(requests[0]);
+    ::close(requests[1]);
+    const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" +
+                                TESSEL_CLI_PATH + "' serve fixtures/small.tsl --seed 1 --db '" +
+                                db + "' >'" + base + ".out' 2>'" + base + ".err'";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ::close(requests[0]);
+  // An ask and six tells (as fixtures/serve_cost.jsonl), then nothing: no quit.
+  std::string told = R"({"op": "ask", "n": 6, "id": 1})"
+                     "\n";
+  for (int id = 1; id <= 6; ++id)
+    told += R"({"op": "tell", "trial_id": )" + std::to_string(id) + R"(, "objective": )" +
+            std::to_string(id) + "}\n";
+  REQUIRE(::write(requests[1], told.data(), told.size()) == static_cast<ssize_t>(told.size()));
+  // Seven replies (the ask, six tells): the trials are finished.
+  const auto replies = [&] {
+    const auto out = read_text(base + ".out");
+    return std::count(out.begin(), out.end(), '\n');
+  };
+  for (int i = 0; i < 600 && replies() < 7; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(replies() == 7);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(requests[1]);
+  CHECK(WIFSIGNALED(status));  // still ended by the signal
+  CHECK(WTERMSIG(status) == SIGTERM);
+  const auto err = read_text(base + ".err");
+  INFO("stderr: ", err);
+  CHECK(contains(err, "tessel: interrupted; 6 finished trials are stored in " + db +
+                          "; resume with: " + TESSEL_CLI_PATH +
+                          " serve fixtures/small.tsl --seed 1 --db " + db + " --resume\n"));
+  for (const auto& reply : lines_of(read_text(base + ".out"))) CHECK(reply["ok"] == true);
 }

@@ -7,6 +7,11 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -103,6 +108,63 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   CHECK(again.code == 1);
   CHECK(contains(again.err, "it holds 60 trials already"));
   std::filesystem::remove(file);
+}
+
+TEST_CASE("worker: SIGINT or SIGTERM mid-run says so; its trials go back to the study") {
+  // Before: the worker ended without a word (as tune did).
+  PG_CLUSTER_OR_SKIP();
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const auto url = pg_cluster::instance().study_url("interrupted");
+    const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_worker_" +
+                             std::to_string(sig) + "_" + std::to_string(::getpid());
+    std::filesystem::remove(base + ".err");
+    const pid_t pid = fork();  // the worker, whose pid the signal goes to
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::setenv("BOWL_SLEEP", "0.1", 1);
+      const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && exec '" +
+                                  TESSEL_CLI_PATH + "' worker '" + url +
+                                  "' --wait 60 --jobs 2 --name w --heartbeat 0.5 --lease 2 "
+                                  ">/dev/null 2>'" +
+                                  base + ".err'";
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    background tune(
+        "interrupted_tune",
+        "tune fixtures/small.tsl " + bowl + " --budget 30 --seed 3 -q --jobs 1 --db '" + url + "'",
+        "BOWL_SLEEP=0.1");
+    // The start line follows the handler; then a few trials, 0.1 s each.
+    for (int i = 0; i < 600 && !contains(read_text(base + ".err"), "tessel worker w:"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(contains(read_text(base + ".err"), "tessel worker w:"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    // Its running trials are re-queued: tune finishes the budget alone.
+    // Waited for first, so a failed REQUIRE below leaves no thread behind.
+    const auto t = tune.wait();
+    INFO("tune: ", t.out, t.err);
+    CHECK(t.code == 0);
+    CHECK(contains(t.out, "30 evaluations done"));
+    CHECK(WIFSIGNALED(status));  // still ended by the signal
+    CHECK(WTERMSIG(status) == sig);
+    const auto err = read_text(base + ".err");
+    INFO("worker stderr: ", err);
+    const std::string start = "tessel: interrupted; worker w stops; ";
+    const auto at = err.find(start);
+    REQUIRE(at != std::string::npos);
+    const auto line = err.substr(at, err.find('\n', at) + 1 - at);
+    const auto said = std::stoull(line.substr(start.size()));
+    const auto schema = url.substr(url.find("?study=") + 7);
+    const auto finished = std::stoull(pg_cluster::instance().psql(
+        "SELECT count(*) FROM " + schema + ".trials WHERE state = 'finished'"));
+    CHECK(said <= finished);  // as the worker knew them
+    CHECK(line.ends_with(" finished trials (of every worker) are stored in " + url +
+                         "; the trials it was running go back to the queue when its lease "
+                         "(2 s) runs out\n"));
+  }
 }
 
 TEST_CASE("worker: a study file, an empty study and a bad URL are refused with the reason") {
