@@ -502,10 +502,11 @@ class gate_session {
   /// cache. Judging it (spot_check) computes its reference then.
   [[nodiscard]] std::size_t timed_set(std::size_t i) const;
   /// Whether timed call `i` of a loop of `count` must be judged: the first,
-  /// the last, every one whose set extends a set the candidate has seen (a
-  /// shared_prefix set: what a cache keyed by part of the inputs answers
-  /// stale), and about one in spot_check_every of the others (drawn from
-  /// the secret, so a candidate cannot tell which).
+  /// the last, every one whose set shares content by construction with a
+  /// set the candidate has seen (shared_prefix and padded sets: what a
+  /// cache keyed by part of the inputs answers stale), and about one in
+  /// spot_check_every of the others (drawn from the secret, so a candidate
+  /// cannot tell which).
   [[nodiscard]] bool spot_check(std::size_t i, std::size_t count) const;
 
   /// Judges the whole outputs of one call on set `s`, a check's set or a

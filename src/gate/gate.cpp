@@ -289,10 +289,10 @@ std::size_t gate_session::timed_set(std::size_t i) const { return state_->timed_
 
 bool gate_session::spot_check(std::size_t i, std::size_t count) const {
   if (i == 0 || i + 1 >= count) return true;
-  // The one kind of timed set that shares content with a set the candidate
-  // has seen: a cache keyed by part of the content answers it stale, so it
-  // is always judged (round six).
-  if (state_->timed_extends_seen(i)) return true;
+  // The kinds of timed set that share content with a set the candidate has
+  // seen: a cache keyed by part of the content answers them stale, so they
+  // are always judged (round six).
+  if (state_->timed_shares_seen(i)) return true;
   return state_->derive("spot", i) % state_->spot_check_every() == 0;
 }
 

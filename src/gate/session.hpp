@@ -50,10 +50,14 @@ struct gate_session::state {
   std::size_t timed_set(std::size_t i);
   /// The distribution of timed call `i`'s set (drawn from the secret).
   [[nodiscard]] distribution timed_kind(std::size_t i) const;
-  /// Whether timed call `i`'s set extends a set the candidate has been given
-  /// (a shared_prefix set shares its prefix with the check's base set).
-  [[nodiscard]] bool timed_extends_seen(std::size_t i) const {
-    return base_ && timed_kind(i) == distribution::shared_prefix;
+  /// Whether timed call `i`'s set shares content, by construction, with a
+  /// set the candidate has been given: a shared_prefix set shares its
+  /// prefix with the check's base set (and its tail with the check's
+  /// shared_prefix set); a padded set's last rows, and the ends of its
+  /// rows, are zero like the check's padded set's.
+  [[nodiscard]] bool timed_shares_seen(std::size_t i) const {
+    const distribution d = timed_kind(i);
+    return d == distribution::shared_prefix || d == distribution::padded;
   }
   [[nodiscard]] const std::vector<input_tensor>& drawn(std::size_t s) const { return drawn_.at(s); }
   [[nodiscard]] const std::vector<hidden_input>& hidden(std::size_t s) const {

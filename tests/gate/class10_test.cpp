@@ -605,14 +605,16 @@ TEST_CASE("class 10: a gated command that memoises its right outputs on disk gai
 namespace {
 
 /// Round six, part two: a kernel that behaves differently once it has seen
-/// an input. It keys a cache of its outputs on the first 8 elements of each
-/// input (a cheap hash) and, from its call number `from` on, answers any
-/// call whose key it has seen from that cache, stale when the rest of the
-/// inputs differ. `from` 0: from the first call; past the check's calls (at
-/// most 21): only in the timing loop.
+/// an input. It keys a cache of its outputs on 8 elements of each input (a
+/// cheap hash: the first 8, or the last 8) and, from its call number `from`
+/// on, answers any call whose key it has seen from that cache, stale when
+/// the rest of the inputs differ. `from` 0: from the first call; past the
+/// check's calls (at most 21): only in the timing loop.
 struct prefix_memo {
-  explicit prefix_memo(int from_call) : from(from_call) {}
+  explicit prefix_memo(int from_call, bool last_elements = false)
+      : from(from_call), last(last_elements) {}
   int from;
+  bool last;
   tessel::test::matmul_shape shape{96, 80, 72, 40, 48, 32};
   tessel::test::tiled_matmul honest{shape};
   std::mutex mutex;
@@ -634,7 +636,8 @@ struct prefix_memo {
         [this](const tessel::space&, const tessel::config&, std::span<const hidden_input> in) {
           std::vector<double> key;
           for (const auto& t : in)
-            for (std::int64_t i = 0; i < 8; ++i) key.push_back(t.at(i));
+            for (std::int64_t i = 0; i < 8; ++i)
+              key.push_back(t.at(last ? t.spec().elements() - 1 - i : i));
           const std::lock_guard lock(mutex);
           const bool answers = calls++ >= from;
           if (const auto hit = cache.find(key); hit != cache.end() && answers) {
@@ -664,22 +667,28 @@ TEST_CASE("class 10: a cache keyed on a few elements answers a fresh set stale a
   }
 }
 
-TEST_CASE("class 10: a cache keyed on a few elements, used only once timed, gains nothing") {
+TEST_CASE("class 10: a cache keyed on a few elements, used only once timed, is caught") {
   // Waiting out the check (21 calls at most), it can answer only the timed
-  // calls whose sets share its key with one it has seen: the timed
-  // shared_prefix sets (the check's base set's prefix); the other timed
-  // calls get new sets and miss. Those are the timed sets spot_check always
-  // judges, so every stale answer is judged: a run is caught exactly when it
-  // answered stale (keys 3, 4, 5, 6 and 8 draw such a timed set; before that
-  // rule keys 3, 4, 5 and 8 passed with one or two wrong timed calls), and
-  // one that was not answered nothing from its cache.
-  int caught = 0;
-  for (std::uint64_t secret = 1; secret <= 8; ++secret) {
-    prefix_memo k(22);
-    const tessel::measurement m = k.evaluate(secret);
-    INFO("key ", secret, ": ", m.message, "; stale answers ", k.stale);
-    CHECK(m.ok() == (k.stale == 0));
-    caught += m.ok() ? 0 : 1;
+  // calls whose sets share its key with one it has seen; the other timed
+  // calls get new sets and miss. Keyed on the first elements: the timed
+  // shared_prefix sets (the check's base set's prefix); on the last: timed
+  // padded sets (their last rows are zero, like the check's padded set's)
+  // and shared_prefix ones (their tail is the check's shared_prefix set's).
+  // spot_check always judges those kinds, so every stale answer is judged:
+  // a run is caught exactly when it answered stale, and one that was not
+  // answered nothing from its cache. (Judged like other timed calls, one in
+  // eight, the first-elements cache passed under keys 3, 4, 5 and 8 with one
+  // or two wrong timed calls.)
+  for (const bool last : {false, true}) {
+    int caught = 0;
+    for (std::uint64_t secret = 1; secret <= 8; ++secret) {
+      prefix_memo k(22, last);
+      const tessel::measurement m = k.evaluate(secret);
+      INFO(std::string(last ? "last" : "first"), " elements, key ", secret, ": ", m.message,
+           "; stale answers ", k.stale);
+      CHECK(m.ok() == (k.stale == 0));
+      caught += m.ok() ? 0 : 1;
+    }
+    CHECK(caught >= 1);  // these keys do draw such timed sets
   }
-  CHECK(caught >= 1);  // the keys above do draw timed shared_prefix sets
 }
