@@ -455,7 +455,8 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
     files.emplace(*session);
     if (auto failed = gate_calls(*session, *files, library, paid)) return fail(*failed);
   }
-  // Timed on one of the gate's own input sets, drawn from the secret: the
+  // Timed on a set of its own, drawn from the secret like the gate's (one it
+  // was never given, so a cache of earlier outputs cannot answer it): the
   // kernel cannot tell the timed calls from a gate call by their inputs, and
   // what they computed is judged like a gate call.
   const std::size_t timed_set = session ? session->timed_set(0) : 0;

@@ -103,7 +103,7 @@ probe_values file_spec::reference(std::span<const input_tensor> in,
 double file_spec::min_bytes() const { return min_bytes_ > 0 ? min_bytes_ : gate_spec::min_bytes(); }
 
 const std::vector<std::string>& session_files::of(std::size_t set) {
-  auto& files = files_.at(set);
+  auto& files = files_[set];
   if (files.empty()) files = materialize(std::span(session_.inputs(set)));
   return files;
 }

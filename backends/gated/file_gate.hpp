@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,15 +76,16 @@ class file_spec final : public gate_spec {
   double flops_, min_bytes_;
 };
 
-/// The .npy bytes of every input set of a session, made at first use.
+/// The .npy bytes of every input set of a session (the check's and the
+/// timed ones), made at first use.
 class session_files {
  public:
-  explicit session_files(const gate_session& s) : session_(s), files_(s.sets()) {}
+  explicit session_files(const gate_session& s) : session_(s) {}
   [[nodiscard]] const std::vector<std::string>& of(std::size_t set);
 
  private:
   const gate_session& session_;
-  std::vector<std::vector<std::string>> files_;
+  std::map<std::size_t, std::vector<std::string>> files_;  ///< stable references
 };
 
 /// Decodes `outputs` (.npy bytes) against `specs`: count, shape and size

@@ -338,9 +338,10 @@ measurement trainium_backend::impl::evaluate(const space& s, const config& c, bo
         return *failed;
       }
     }
-    // Timed on one of the gate's own input sets, drawn from the secret: the
-    // kernel cannot tell the timed call from a gate call by its inputs, and
-    // what the timed calls computed is judged like any gate call.
+    // Timed on a set drawn from the secret like the gate's (one its gate
+    // calls never ran): the kernel cannot tell the timed call from a gate
+    // call by its inputs, and what the timed calls computed is judged like
+    // any gate call.
     const std::size_t timed_set = session ? session->timed_set(0) : 0;
     auto request = x.base_request("time", constants, key);
     request["warmup"] = x.o.warmup;

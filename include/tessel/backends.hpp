@@ -71,8 +71,9 @@ struct callback_gate {
   /// number, or a `let`/`const` of the space), for the time floor.
   std::string flops, min_bytes;
   /// After the gate's calls, this many more timed calls, each on an input
-  /// set drawn from the secret; gate_session::spot_check picks the ones
-  /// judged (the first, the last, about one in gate.spot_check_every).
+  /// set of its own drawn from the secret (gate_session::timed_set);
+  /// gate_session::spot_check picks the ones judged (the first, the last,
+  /// about one in gate.spot_check_every).
   std::size_t timed_calls = 0;
   /// Suites, tolerance scale, secret; `machine` unknown: the space's
   /// target's peaks (the host's measured ones for `cpu`).
@@ -102,9 +103,10 @@ class callback_backend : public backend {
                             options opts = {});
   /// A gated kernel: each evaluation makes a gate session's calls (and
   /// gate.timed_calls more), timing each; the objective is the median call
-  /// time in seconds, samples every call's, metrics gate_calls and
-  /// gate_max_error. A failing verdict is the trial's status; a time below
-  /// the floor is suspicious. Throws options_error without a reference.
+  /// time in seconds, samples the times of the calls on inputs the kernel
+  /// had not been given (every set's first call, every timed call), metrics
+  /// gate_calls (every call) and gate_max_error. A failing verdict is the trial's status; a time
+  /// below the floor is suspicious. Throws options_error without a reference.
   callback_backend(kernel_function f, callback_gate gate, options opts = {});
   ~callback_backend() override;
 

@@ -484,31 +484,39 @@ class gate_session {
   gate_session& operator=(gate_session&&) noexcept;
   ~gate_session();
 
-  /// The number of input sets.
+  /// The number of the check's input sets (one per suite entry: sets 0 to
+  /// sets() - 1); timed sets are numbered after them.
   [[nodiscard]] std::size_t sets() const noexcept;
-  /// The inputs of set `s` as the candidate sees them (one per spec input).
+  /// The inputs of set `s` (a check's, or one timed_set() gave) as the
+  /// candidate sees them (one per spec input).
   [[nodiscard]] const std::vector<hidden_input>& inputs(std::size_t s) const;
   /// The calls a check makes, in order: the input set of each. Every set
   /// once, then gate_options::extra_calls' repeats, in an order drawn from
   /// the secret (number and order vary per session).
   [[nodiscard]] const std::vector<std::size_t>& calls() const noexcept;
-  /// For a timing loop: the input set of timed call `i` (drawn from the
-  /// secret, so consecutive calls seldom share a set).
+  /// For a timing loop: the input set of timed call `i`, a set of its own
+  /// (numbered from sets() on, the same for the same `i`): drawn for that
+  /// call from the secret, of a suite distribution the secret picks, never
+  /// one the candidate has been given before, so a kernel that memoises its
+  /// outputs by the inputs' content cannot answer a timed call from its
+  /// cache. Judging it (spot_check) computes its reference then.
   [[nodiscard]] std::size_t timed_set(std::size_t i) const;
   /// Whether timed call `i` of a loop of `count` must be judged: the first,
-  /// the last, and about one in spot_check_every of the others (drawn from
-  /// the secret, so a candidate cannot tell which).
+  /// the last, every one whose set shares content by construction with a
+  /// set the candidate has seen (shared_prefix and padded sets: what a
+  /// cache keyed by part of the inputs answers stale), and about one in
+  /// spot_check_every of the others (drawn from the secret, so a candidate
+  /// cannot tell which).
   [[nodiscard]] bool spot_check(std::size_t i, std::size_t count) const;
 
-  /// Judges the whole outputs of one call on set `s` (the set's reference
-  /// is computed at its first judgement). Returns a failing verdict at once
-  /// for outputs of the wrong shape (runtime_error), NaN/Inf where the
-  /// reference is finite, or a call that disagrees with an earlier call on
-  /// the same set beyond the tolerance (suspicious); an element beyond its
-  /// bound is kept for finish().
+  /// Judges the whole outputs of one call on set `s`, a check's set or a
+  /// timed one (the set's reference is computed at its first judgement). Returns a failing verdict
+  /// at once for outputs of the wrong shape (runtime_error), NaN/Inf where the reference is finite,
+  /// or a call that disagrees with an earlier call on the same set beyond the tolerance
+  /// (suspicious); an element beyond its bound is kept for finish().
   std::optional<verdict> judge(std::size_t s, const output_values& outputs);
-  /// Computes the reference of every set now (gate::check does, before the
-  /// candidate's first call); throws what the spec throws.
+  /// Computes the reference of every check's set now (gate::check does,
+  /// before the candidate's first call); throws what the spec throws.
   void prepare_references();
   /// The verdict over every call judged: the first failure judge() returned,
   /// else insensitivity across sets, else the worst element beyond its bound

@@ -150,30 +150,64 @@ void gate_session::state::read_spec() {
   }
 }
 
+template <class Seed>
+void gate_session::state::draw_set(std::size_t s, distribution d, Seed&& seed_of,
+                                   bool extends_base) {
+  stage = fmt::format("drawing the inputs of the {} suite", suite_name(s));
+  std::vector<input_tensor>& drawn = drawn_.at(s);
+  drawn.clear();
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    const input_tensor* shared = extends_base && base_ ? &drawn_[*base_][i] : nullptr;
+    drawn.emplace_back(*inputs_[i], d, seed_of(i), disguise_, shared);
+  }
+  std::vector<hidden_input>& hidden = hidden_.at(s);
+  hidden.clear();
+  for (std::size_t i = 0; i < inputs_.size(); ++i)
+    hidden.push_back(
+        detail::hidden_access::make(std::make_shared<const tensor_spec>(*inputs_[i]), drawn[i]));
+}
+
 void gate_session::state::draw_sets() {
   const std::size_t n = options_.suite.size();
   drawn_.resize(n);
   hidden_.resize(n);
   records_.resize(n);
-  std::optional<std::size_t> base;
-  for (std::size_t s = 0; s < n && !base; ++s)
-    if (can_be_base(options_.suite[s])) base = s;
+  kinds_.assign(options_.suite.begin(), options_.suite.end());
+  for (std::size_t s = 0; s < n && !base_; ++s)
+    if (can_be_base(options_.suite[s])) base_ = s;
   // Sets a shared_prefix set extends are drawn first.
   for (const bool prefix : {false, true})
     for (std::size_t s = 0; s < n; ++s) {
       const distribution d = options_.suite[s];
       if ((d == distribution::shared_prefix) != prefix) continue;
-      stage = fmt::format("drawing the inputs of the {} suite", suite_name(s));
-      for (std::size_t i = 0; i < inputs_.size(); ++i) {
-        const std::uint64_t seed = key_.derive("input", {config_key_, epoch_, s, i});
-        const input_tensor* shared = prefix && base ? &drawn_[*base][i] : nullptr;
-        drawn_[s].emplace_back(*inputs_[i], d, seed, disguise_, shared);
-      }
+      draw_set(
+          s, d,
+          [&](std::size_t i) {
+            return key_.derive("input", {config_key_, epoch_, s, i});
+          },
+          prefix);
     }
-  for (std::size_t s = 0; s < n; ++s)
-    for (std::size_t i = 0; i < inputs_.size(); ++i)
-      hidden_[s].push_back(detail::hidden_access::make(
-          std::make_shared<const tensor_spec>(*inputs_[i]), drawn_[s][i]));
+}
+
+std::size_t gate_session::state::timed_set(std::size_t i) {
+  if (const auto known = timed_.find(i); known != timed_.end()) return known->second;
+  // A set of its own: the candidate has never been given these inputs, so a
+  // kernel that memoises its outputs by their content has nothing to answer
+  // from (docs/gate.md, "Round six"). Its kind is drawn as before.
+  const distribution d = timed_kind(i);
+  const std::size_t s = drawn_.size();
+  drawn_.emplace_back();
+  hidden_.emplace_back();
+  records_.emplace_back();
+  kinds_.push_back(d);
+  timed_.emplace(i, s);
+  draw_set(
+      s, d,
+      [&](std::size_t input) {
+        return key_.derive("timed input", {config_key_, epoch_, i, input});
+      },
+      d == distribution::shared_prefix);
+  return s;
 }
 
 void gate_session::state::draw_calls() {
@@ -194,8 +228,13 @@ void gate_session::state::draw_calls() {
   }
 }
 
+distribution gate_session::state::timed_kind(std::size_t i) const {
+  return options_.suite[derive("timed", i) % sets()];
+}
+
 std::string gate_session::state::suite_name(std::size_t s) const {
-  return fmt::format("'{}'", to_string(options_.suite[s]));
+  if (s < sets()) return fmt::format("'{}'", to_string(options_.suite[s]));
+  return fmt::format("'{}' (timed)", to_string(kinds_.at(s)));
 }
 
 bool gate_session::state::references_fit() const noexcept {
@@ -394,8 +433,8 @@ std::optional<verdict> gate_session::state::insensitive() const {
   if (!options_.check_sensitivity) return std::nullopt;
   for (std::size_t o = 0; o < outputs_.size(); ++o) {
     const element_type t = outputs_[o].type;
-    for (std::size_t a = 0; a < sets(); ++a)
-      for (std::size_t b = a + 1; b < sets(); ++b) {
+    for (std::size_t a = 0; a < records_.size(); ++a)
+      for (std::size_t b = a + 1; b < records_.size(); ++b) {
         const set_record &x = records_[a], &y = records_[b];
         if (x.calls == 0 || y.calls == 0 || x.first_bits[o] != y.first_bits[o]) continue;
         for (std::size_t p = 0; p < x.reference[o].size(); ++p) {

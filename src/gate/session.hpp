@@ -10,6 +10,8 @@
 #include <tessel/gate.hpp>
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +39,26 @@ struct gate_session::state {
   /// What the check was doing when something threw.
   std::string stage;
 
-  [[nodiscard]] std::size_t sets() const noexcept { return drawn_.size(); }
+  /// The check's sets (one per suite entry); timed sets follow them.
+  [[nodiscard]] std::size_t sets() const noexcept { return options_.suite.size(); }
+  /// Every set drawn so far: the check's, then the timed calls'.
+  [[nodiscard]] std::size_t all_sets() const noexcept { return drawn_.size(); }
+  /// The set of timed call `i`: drawn on first use for that call alone, of a
+  /// suite distribution picked by the secret, from seeds no other set uses
+  /// (a shared_prefix one extends the check's base set, which the candidate
+  /// has seen). The same index for the same `i`.
+  std::size_t timed_set(std::size_t i);
+  /// The distribution of timed call `i`'s set (drawn from the secret).
+  [[nodiscard]] distribution timed_kind(std::size_t i) const;
+  /// Whether timed call `i`'s set shares content, by construction, with a
+  /// set the candidate has been given: a shared_prefix set shares its
+  /// prefix with the check's base set (and its tail with the check's
+  /// shared_prefix set); a padded set's last rows, and the ends of its
+  /// rows, are zero like the check's padded set's.
+  [[nodiscard]] bool timed_shares_seen(std::size_t i) const {
+    const distribution d = timed_kind(i);
+    return d == distribution::shared_prefix || d == distribution::padded;
+  }
   [[nodiscard]] const std::vector<input_tensor>& drawn(std::size_t s) const { return drawn_.at(s); }
   [[nodiscard]] const std::vector<hidden_input>& hidden(std::size_t s) const {
     return hidden_.at(s);
@@ -93,6 +114,10 @@ struct gate_session::state {
 
   void read_spec();
   void draw_sets();
+  /// Draws the inputs of set `s` (kind `d`, input i from seed_of(i)); a
+  /// shared_prefix set extends the base set when `extends_base`.
+  template <class Seed>
+  void draw_set(std::size_t s, distribution d, Seed&& seed_of, bool extends_base);
   void draw_calls();
   std::optional<verdict> judge(std::size_t s, const probe_values& at);
   std::optional<verdict> strays(std::size_t s, const probe_points& stray);
@@ -117,10 +142,14 @@ struct gate_session::state {
   std::vector<double> declared_tolerances_, tolerances_;
   probe_points where_;
   std::vector<std::vector<std::size_t>> determinism_;  ///< per output: positions in where_
-  std::vector<std::vector<input_tensor>> drawn_;
-  std::vector<std::vector<hidden_input>> hidden_;
+  // Deques: a timed set appended later leaves earlier sets' references valid.
+  std::deque<std::vector<input_tensor>> drawn_;
+  std::deque<std::vector<hidden_input>> hidden_;
+  std::deque<set_record> records_;
+  std::vector<distribution> kinds_;           ///< per set drawn
+  std::optional<std::size_t> base_;           ///< the set shared_prefix sets extend
+  std::map<std::size_t, std::size_t> timed_;  ///< timed call -> its set
   std::vector<std::size_t> calls_;
-  std::vector<set_record> records_;
   std::optional<verdict> failure_;
   int judged_ = 0;
 };

@@ -6,7 +6,8 @@
 // found in the first row and skipped in all, the tail left from the previous
 // call, a transpose when the shape is square, argmax ties broken the other
 // way, stochastic rounding, a gated command that reports a previous run's
-// time, and a gated callback that memoises its outputs. The row cheats run
+// time, and a gated callback that memoises its outputs (round six: it, and
+// a gated command that memoises on disk, gain nothing now). The row cheats run
 // against the cpu backend's built-in softmax and rmsnorm specs (fp32) and
 // the simulator's softmax (bf16), the specs a user meets. Each asserts
 // today's verdict beside honest controls (docs/gate.md, "Round five").
@@ -26,9 +27,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -37,6 +41,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -522,14 +527,20 @@ TEST_CASE("class 10: a gated command reporting its fastest run's time is not cau
   CHECK(m.status == status::ok);  // a documented limit: a command times itself
 }
 
-TEST_CASE("class 10: a gated callback that memoises its right outputs is not caught") {
-  // A documented limit: every output is right, so no output rule sees it; its
-  // timed calls revisit the check's sets (timed_set) and hit its cache.
+TEST_CASE("class 10: a gated callback that memoises its right outputs gains nothing") {
+  // Round six: its outputs are right, so no output rule sees it; but no call
+  // whose time counts gives it inputs it has seen. The check's repeats (the
+  // determinism rule) hit its cache and are judged but not timed; every
+  // timed call gets a set of its own (timed_set). A miss computes and sleeps
+  // `miss` more, a hit returns at once: every counted sample at least `miss`
+  // says no counted call was answered from the cache (before round six, the
+  // 16 timed calls were all hits, timed in microseconds).
+  constexpr auto miss = std::chrono::milliseconds(10);
   const tessel::test::matmul_shape shape{96, 80, 72, 40, 48, 32};
   const tessel::test::tiled_matmul honest(shape);
   std::mutex mutex;
   std::map<std::vector<std::vector<double>>, output_values> cache;
-  int hits = 0;
+  int hits = 0, calls = 0;
   tessel::callback_gate g;
   g.inputs = "A:MxK:bf16,B:KxN:bf16";
   g.outputs = "C:MxN";
@@ -544,17 +555,140 @@ TEST_CASE("class 10: a gated callback that memoises its right outputs is not cau
       [&](const tessel::space&, const tessel::config&, std::span<const hidden_input> in) {
         std::vector<std::vector<double>> key;
         for (const auto& t : in) key.push_back(t.values());
-        const std::lock_guard lock(mutex);
-        if (const auto hit = cache.find(key); hit != cache.end()) {
-          ++hits;
-          return hit->second;
+        {
+          const std::lock_guard lock(mutex);
+          ++calls;
+          if (const auto hit = cache.find(key); hit != cache.end()) {
+            ++hits;
+            return hit->second;
+          }
         }
-        return cache[key] = honest.run(in);
+        output_values out = honest.run(in);
+        std::this_thread::sleep_for(miss);
+        const std::lock_guard lock(mutex);
+        return cache[key] = out;
       },
       g);
   b.prepare(s);
   const tessel::measurement m = b.evaluate(s, s.from_json(R"({"tile": 2})"));
   INFO(m.message);
-  CHECK(m.ok());
-  CHECK(hits >= 16);  // every timed call, at least, answered from the cache
+  REQUIRE(m.ok());   // not caught: every output is right
+  CHECK(hits >= 2);  // it memoised: the check's repeats were hits
+  CHECK(hits == calls - static_cast<int>(m.samples.size()));  // and only those
+  CHECK(m.samples.size() == 15 + 16);  // every set's first call and every timed call
+  CHECK(m.metrics.at("gate_calls") == calls);
+  const double floor_s = std::chrono::duration<double>(miss).count();
+  for (const double t : m.samples) CHECK(t >= floor_s);  // no counted call was a hit
+  CHECK(m.objective >= floor_s);                         // as slow as the kernel it is
+}
+
+TEST_CASE("class 10: a gated command that memoises its right outputs on disk gains nothing") {
+  // gate_program's memoise mode keeps its outputs in a folder keyed by the
+  // inputs' content and sleeps 40 ms on a miss; the gate's repeats are its
+  // hits (judged, not counted), and every counted run's inputs are new.
+  const std::string cache = "/tmp/tessel-gate-program-memo-" + std::to_string(::getpid());
+  std::filesystem::remove_all(cache);
+  const tessel::measurement m = run_command("memoise");
+  std::ifstream hits_file(cache + "/hits");
+  int hits = 0;
+  for (std::string line; std::getline(hits_file, line);) ++hits;
+  std::filesystem::remove_all(cache);
+  INFO(m.message);
+  REQUIRE(m.status == status::ok);  // not caught: every output is right
+  CHECK(hits >= 2);                 // its cache answered the repeats
+  CHECK(m.metrics.at("gate_runs") == static_cast<double>(m.samples.size() + hits));
+  CHECK(m.samples.size() == 15);  // one counted run per set, on inputs it had never seen
+  for (const double t : m.samples) CHECK(t >= 0.040);  // none answered from the cache
+  CHECK(m.objective >= 0.040);
+}
+
+namespace {
+
+/// Round six, part two: a kernel that behaves differently once it has seen
+/// an input. It keys a cache of its outputs on 8 elements of each input (a
+/// cheap hash: the first 8, or the last 8) and, from its call number `from`
+/// on, answers any call whose key it has seen from that cache, stale when
+/// the rest of the inputs differ. `from` 0: from the first call; past the
+/// check's calls (at most 21): only in the timing loop.
+struct prefix_memo {
+  explicit prefix_memo(int from_call, bool last_elements = false)
+      : from(from_call), last(last_elements) {}
+  int from;
+  bool last;
+  tessel::test::matmul_shape shape{96, 80, 72, 40, 48, 32};
+  tessel::test::tiled_matmul honest{shape};
+  std::mutex mutex;
+  std::map<std::vector<double>, output_values> cache;
+  int calls = 0, stale = 0;
+
+  tessel::measurement evaluate(std::uint64_t secret) {
+    tessel::callback_gate g;
+    g.inputs = "A:MxK:bf16,B:KxN:bf16";
+    g.outputs = "C:MxN";
+    g.reference = [this](const std::vector<std::vector<double>>& in) {
+      return tessel::test::reference_product(in, shape);
+    };
+    g.gate.secret = secret;
+    g.timed_calls = 16;
+    const auto s = tessel::parse_space(
+        "space t { const M = 96  const N = 80  const K = 72  param tile : {1, 2} }");
+    tessel::callback_backend b(
+        [this](const tessel::space&, const tessel::config&, std::span<const hidden_input> in) {
+          std::vector<double> key;
+          for (const auto& t : in)
+            for (std::int64_t i = 0; i < 8; ++i)
+              key.push_back(t.at(last ? t.spec().elements() - 1 - i : i));
+          const std::lock_guard lock(mutex);
+          const bool answers = calls++ >= from;
+          if (const auto hit = cache.find(key); hit != cache.end() && answers) {
+            if (hit->second != honest.run(in)) ++stale;  // counted for the test only
+            return hit->second;
+          }
+          return cache[key] = honest.run(in);
+        },
+        g);
+    b.prepare(s);
+    return b.evaluate(s, s.from_json(R"({"tile": 2})"));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("class 10: a cache keyed on a few elements answers a fresh set stale and is caught") {
+  // In the check: the shared_prefix set shares its first 3/4 or more with the
+  // normal set, so one of the two gets the other's outputs (bit-identical
+  // while the references differ, or wrong), and every check call is judged.
+  for (std::uint64_t secret = 1; secret <= 4; ++secret) {
+    prefix_memo k(0);
+    const tessel::measurement m = k.evaluate(secret);
+    INFO("key ", secret, ": ", m.message);
+    CHECK(!m.ok());
+    CHECK(k.stale >= 1);
+  }
+}
+
+TEST_CASE("class 10: a cache keyed on a few elements, used only once timed, is caught") {
+  // Waiting out the check (21 calls at most), it can answer only the timed
+  // calls whose sets share its key with one it has seen; the other timed
+  // calls get new sets and miss. Keyed on the first elements: the timed
+  // shared_prefix sets (the check's base set's prefix); on the last: timed
+  // padded sets (their last rows are zero, like the check's padded set's)
+  // and shared_prefix ones (their tail is the check's shared_prefix set's).
+  // spot_check always judges those kinds, so every stale answer is judged:
+  // a run is caught exactly when it answered stale, and one that was not
+  // answered nothing from its cache. (Judged like other timed calls, one in
+  // eight, the first-elements cache passed under keys 3, 4, 5 and 8 with one
+  // or two wrong timed calls.)
+  for (const bool last : {false, true}) {
+    int caught = 0;
+    for (std::uint64_t secret = 1; secret <= 8; ++secret) {
+      prefix_memo k(22, last);
+      const tessel::measurement m = k.evaluate(secret);
+      INFO(std::string(last ? "last" : "first"), " elements, key ", secret, ": ", m.message,
+           "; stale answers ", k.stale);
+      CHECK(m.ok() == (k.stale == 0));
+      caught += m.ok() ? 0 : 1;
+    }
+    CHECK(caught >= 1);  // these keys do draw such timed sets
+  }
 }

@@ -57,10 +57,11 @@ TEST_CASE("class 1: honest gated commands pass, every run timed (atomics, bf16 o
     INFO(m.message);
     CHECK(m.status == status::ok);
     CHECK(m.objective > 0);
-    // one sample per run: every suite once, then 2 to 6 repeats
-    CHECK(m.samples.size() >= 17);
-    CHECK(m.samples.size() <= 21);
-    CHECK(m.metrics.at("gate_runs") == static_cast<double>(m.samples.size()));
+    // every suite once, then 2 to 6 repeats, every run judged; one sample per
+    // run on inputs the program had not been given (a repeat could be memoised)
+    CHECK(m.metrics.at("gate_runs") >= 17);
+    CHECK(m.metrics.at("gate_runs") <= 21);
+    CHECK(m.samples.size() == 15);
     CHECK(m.cost.run_s > 0);
   }
 }

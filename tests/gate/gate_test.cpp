@@ -456,15 +456,24 @@ TEST_CASE("sessions judge arrays computed elsewhere by the same rules") {
     CHECK(none.message == "no call of the candidate was judged");
   }
   {
-    // a timing loop: its sets are spread and its spot checks unpredictable but sure of the ends
+    // a timing loop: every timed call has a set of its own, never a check's
+    // (round six: nothing a memoising kernel saw), and its spot checks are
+    // unpredictable but sure of the ends
     auto session = g.session(spec, 8);
     std::set<std::size_t> sets;
+    std::set<std::vector<double>> seen;
+    for (std::size_t s = 0; s < session.sets(); ++s) seen.insert(session.inputs(s)[0].values());
     int checked = 0;
     for (std::size_t i = 0; i < 200; ++i) {
-      sets.insert(session.timed_set(i));
+      const std::size_t set = session.timed_set(i);
+      CHECK(set >= session.sets());
+      CHECK(session.timed_set(i) == set);                          // the same call, the same set
+      CHECK(seen.insert(session.inputs(set)[0].values()).second);  // inputs never given before
+      sets.insert(set);
       checked += session.spot_check(i, 200) ? 1 : 0;
     }
-    CHECK(sets.size() == suites);
+    CHECK(sets.size() == 200);
+    CHECK(session.sets() == suites);
     CHECK(session.spot_check(0, 200));
     CHECK(session.spot_check(199, 200));
     CHECK(checked > 200 / 8 / 2);

@@ -17,6 +17,12 @@
 //   fastest_time  honest outputs, the fastest time of its runs so far under
 //              one parent reported instead of its own (round five: a command
 //              times itself, which no output rule can see)
+//   memoise    honest outputs kept in a cache folder under one parent, keyed
+//              by the inputs' whole content: a run on inputs it has seen
+//              copies its earlier outputs at once; one on new inputs computes
+//              them and sleeps memo_miss_ms more (a slow kernel), so a
+//              reported time below that was answered from the cache (round
+//              six); each hit adds a line to the folder's "hits" file
 #include "gated/npy.hpp"
 
 #include <tessel/gate.hpp>
@@ -25,10 +31,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -108,6 +116,20 @@ double fastest_so_far(double seconds) {
   return fastest;
 }
 
+/// memoise: what a run on new inputs adds to its time (a slow kernel).
+constexpr int memo_miss_ms = 40;
+
+/// FNV-1a of the bytes of every file in `paths`: the inputs' whole content.
+std::uint64_t content_hash(const std::vector<std::string>& paths) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const auto& path : paths) {
+    std::ifstream f(path, std::ios::binary);
+    for (char ch; f.get(ch);) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
+    h = (h ^ 0xffU) * 0x100000001b3ULL;  // a file boundary
+  }
+  return h;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +146,24 @@ int main(int argc, char** argv) {
   if (mode == "dir_sniff") honest = in.find("gate") != std::string::npos;
   if (mode == "counter") honest = runs_so_far() <= 10;
   const auto start = std::chrono::steady_clock::now();
+  if (mode == "memoise") {
+    namespace fs = std::filesystem;
+    const fs::path cache = "/tmp/tessel-gate-program-memo-" + std::to_string(::getppid());
+    fs::create_directories(cache);
+    const fs::path entry =
+        cache / (std::to_string(content_hash({in + "/A.npy", in + "/B.npy"})) + ".npy");
+    if (fs::exists(entry)) {
+      fs::copy_file(entry, out + "/C.npy", fs::copy_options::overwrite_existing);
+      std::ofstream(cache / "hits", std::ios::app) << "hit\n";
+    } else {
+      save(out + "/C.npy", shape, product(a, b, false));
+      fs::copy_file(out + "/C.npy", entry, fs::copy_options::overwrite_existing);
+      std::this_thread::sleep_for(std::chrono::milliseconds(memo_miss_ms));
+    }
+    std::printf("{\"objective\": %.9g}\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return 0;
+  }
   std::vector<double> c(static_cast<std::size_t>(shape[0] * shape[1]), 0.0);
   if (honest) c = product(a, b, mode == "reference");
   const double seconds =
