@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 
 namespace tessel::cli {
 namespace {
@@ -337,7 +338,7 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 std::string before, one, many;  // before COUNT, then one or many
 bool counted = false;
 
-void write_all(const std::string& text) {
+void write_all(std::string_view text) {
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {
@@ -361,12 +362,7 @@ extern "C" void on_signal(int sig) {
       digits[sizeof digits - ++n] = static_cast<char>('0' + v % 10);
       v /= 10;
     } while (v > 0);
-    for (std::size_t left = n; left > 0;) {  // 20 bytes at most: one write, unless interrupted
-      const auto w = ::write(STDERR_FILENO, digits + sizeof digits - left, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      left -= static_cast<std::size_t>(w);
-    }
+    write_all(std::string_view(digits + sizeof digits - n, n));
     write_all(count == 1 ? one : many);
   }
   errno = saved;
