@@ -212,9 +212,10 @@ struct cpu_backend::impl {
   /// gives the verdict on them: nullopt when it passed, else the failure.
   std::optional<measurement> gate_calls(gate_session& session, detail::session_files& files,
                                         const fs::path& library, cost& paid);
-  /// Times `library` on `inputs` (racing unless `full`), one timing at a time.
+  /// Times `library` on `inputs` (racing unless `full`), one timing at a
+  /// time, the inputs changed between calls by the loop rule from `loop_seed`.
   detail::loader_run time(const fs::path& library, const std::vector<std::string>& inputs,
-                          bool full) const;
+                          bool full, std::uint64_t loop_seed) const;
 };
 
 cpu_backend::cpu_backend(options o) : impl_(std::make_unique<impl>()) {
@@ -425,9 +426,10 @@ std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
 }
 
 detail::loader_run cpu_backend::impl::time(const fs::path& library,
-                                           const std::vector<std::string>& inputs,
-                                           bool full) const {
+                                           const std::vector<std::string>& inputs, bool full,
+                                           std::uint64_t loop_seed) const {
   detail::loader_timing t;
+  t.loop_seed = loop_seed;
   t.warmup = o.warmup;
   t.min_sample_s = o.min_sample_s;
   t.racing = full ? timer->full_options() : o.racing;
@@ -458,15 +460,32 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
   // Timed on a set of its own, drawn from the secret like the gate's (one it
   // was never given, so a cache of earlier outputs cannot answer it): the
   // kernel cannot tell the timed calls from a gate call by their inputs, and
-  // what they computed is judged like a gate call.
-  const std::size_t timed_set = session ? session->timed_set(0) : 0;
-  const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full);
+  // what they computed is judged like a gate call. The loader changes the
+  // inputs between its calls (docs/gate.md, "Round seven"), which a
+  // `constant` set does not allow: such a draw gives way to the next timed
+  // set (three at most; then it is timed as drawn, its calls all alike).
+  std::size_t timed_set = 0;
+  if (session) {
+    for (std::size_t i = 0; i < 4; ++i) {
+      const std::size_t drawn = session->timed_set(i);
+      if (i == 0) timed_set = drawn;
+      if (session->perturbable(drawn)) {
+        timed_set = drawn;
+        break;
+      }
+    }
+  }
+  const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full,
+                          session ? session->loop_seed(timed_set) : 0x7e55e1);
   paid.run_s += timed.run.seconds;
   if (timed.run.status != status::ok)
     return fail(measurement::failure(timed.run.status, timed.run.message, paid));
+  // The outputs are the last call's: on the timed set's inputs after the
+  // loop rule's calls - 1 steps, which the session replays.
   if (session)
     if (auto failed =
-            detail::finish_with_timed_run(*session, timed_set, timed.run, setup.outputs, paid))
+            detail::finish_with_timed_run(*session, session->perturbed_set(timed_set, timed.calls),
+                                          timed.run, setup.outputs, paid))
       return fail(*failed);
   if (timed.samples.empty() || std::any_of(timed.samples.begin(), timed.samples.end(),
                                            [](double v) { return !std::isfinite(v) || v <= 0; }))

@@ -8,13 +8,20 @@
 //   loader LIBRARY.so run  [--in TYPE DIMS FILE.npy]... [--out TYPE DIMS FILE.npy]... [--const
 //   NAME=V]... loader LIBRARY.so time ... --warmup N --min-sample S --min-repeats N --max-repeats N
 //                              --margin X --target-ci X --max-seconds X [--incumbent S]
+//                              [--loop-seed N]
 //
 // run: one call, its outputs written. time: `warmup` calls, then samples of
 // `iters` calls each (iters chosen so a sample takes at least min-sample
 // seconds), raced by race_decision; the outputs of the last timed call are
-// written. The answer is one JSON line on the original stdout; the kernel's
-// own stdout goes to stderr, so it cannot forge the answer.
+// written. Before every call after the first, the inputs change by the rule
+// of tessel/loop_rule.hpp (two elements of each input exchanged, drawn from
+// the loop seed), so no call is given inputs an earlier one was, and the
+// answer counts the calls made: tessel replays the rule to judge the last
+// call's outputs (docs/gate.md, "Round seven"). The answer is one JSON line
+// on the original stdout; the kernel's own stdout goes to stderr, so it
+// cannot forge the answer.
 #include <tessel/cpu_kernel.hpp>
+#include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
 
 #include <algorithm>
@@ -202,6 +209,7 @@ struct request {
   std::vector<std::string> constant_names;
   std::vector<std::int64_t> constant_values;
   std::size_t warmup = 2;
+  std::uint64_t loop_seed = 0;
   double min_sample_s = 1e-3, incumbent = 0;
   tessel::race_options racing;
 };
@@ -244,6 +252,8 @@ request parse(int argc, char** argv) {
       r.racing.target_relative_ci = std::atof(next().c_str());
     } else if (flag == "--max-seconds") {
       r.racing.max_seconds = std::atof(next().c_str());
+    } else if (flag == "--loop-seed") {
+      r.loop_seed = std::strtoull(next().c_str(), nullptr, 10);
     } else if (flag == "--incumbent") {
       r.incumbent = std::atof(next().c_str());
     } else {
@@ -253,6 +263,41 @@ request parse(int argc, char** argv) {
   if (const auto p = r.racing.problem())
     fail(std::string("racing options: ") + p->field + " " + p->rule);
   return r;
+}
+
+/// Whether elements x and y of `b` hold different values (the loop rule's
+/// `differ`: values, not bits, as tessel compares them when it replays).
+bool differ(const buffer& b, std::uint64_t x, std::uint64_t y) {
+  if (b.type == dtype::fp32) {
+    const auto* p = static_cast<const float*>(b.data);
+    return p[x] != p[y];
+  }
+  if (b.type == dtype::bf16) {
+    const auto* p = static_cast<const tessel::cpu::bf16*>(b.data);
+    return tessel::cpu::to_float(p[x]) != tessel::cpu::to_float(p[y]);
+  }
+  const auto* p = static_cast<const std::int32_t*>(b.data);
+  return p[x] != p[y];
+}
+
+/// One exchange of the loop rule: elements a and b of one input (a = b: none).
+struct exchange {
+  std::size_t a = 0, b = 0;
+};
+
+template <class T>
+inline void swap_elements(void* data, const exchange& e) {
+  T* p = static_cast<T*>(data);
+  const T t = p[e.a];
+  p[e.a] = p[e.b];
+  p[e.b] = t;
+}
+
+inline void apply(buffer& b, const exchange& e) {
+  if (b.type == dtype::bf16)
+    swap_elements<std::uint16_t>(b.data, e);
+  else
+    swap_elements<std::uint32_t>(b.data, e);
 }
 
 }  // namespace
@@ -310,20 +355,56 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // The loop rule: before every call after the first, each input changes
+  // (two elements exchanged), so a kernel that memoises its outputs by the
+  // inputs' content meets new inputs on every call.
+  tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
+  const auto next_exchange = [&](std::size_t i) {
+    exchange e;
+    std::uint64_t a = 0, b = 0;
+    const buffer& in = r.inputs[i];
+    if (walk.step(
+            i, static_cast<std::uint64_t>(in.elements()),
+            [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); }, a, b))
+      e = {static_cast<std::size_t>(a), static_cast<std::size_t>(b)};
+    return e;
+  };
+  std::uint64_t calls = 0;
   double one = 0;  // the last warm-up call's time: calibrates iterations per sample
   for (std::size_t w = 0; w < r.warmup || w == 0; ++w) {
+    if (calls > 0)
+      for (std::size_t i = 0; i < r.inputs.size(); ++i) apply(r.inputs[i], next_exchange(i));
     const auto start = clock::now();
     call();
     one = seconds(start, clock::now());
+    ++calls;
   }
   const double wanted = std::ceil(r.min_sample_s / std::max(one, 1e-9));
   const auto iters = static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
+  const std::size_t n_in = r.inputs.size();
+  std::vector<exchange> plan(iters * n_in);
   const auto result = tessel::race(
       [&]() -> std::optional<double> {
         poison_all();
+        // The sample's exchanges, drawn before its clock starts: made on the
+        // buffers in order (each depends on the values before it), then
+        // undone in reverse, so the timed loop only swaps two elements per
+        // input before each call.
+        for (std::size_t k = 0; k < iters; ++k)
+          for (std::size_t i = 0; i < n_in; ++i) {
+            plan[k * n_in + i] = next_exchange(i);
+            apply(r.inputs[i], plan[k * n_in + i]);
+          }
+        for (std::size_t k = iters; k-- > 0;)
+          for (std::size_t i = n_in; i-- > 0;) apply(r.inputs[i], plan[k * n_in + i]);
         const auto start = clock::now();
-        for (std::size_t i = 0; i < iters; ++i) call();
-        return seconds(start, clock::now()) / static_cast<double>(iters);
+        for (std::size_t k = 0; k < iters; ++k) {
+          for (std::size_t i = 0; i < n_in; ++i) apply(r.inputs[i], plan[k * n_in + i]);
+          call();
+        }
+        const double took = seconds(start, clock::now());
+        calls += iters;
+        return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
   for (const auto& b : r.outputs) write_npy(b);
@@ -334,7 +415,9 @@ int main(int argc, char** argv) {
     samples += text;
   }
   std::fprintf(answer_channel,
-               "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu}\n",
-               samples.c_str(), tessel::to_string(result.stopped), iters);
+               "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu, "
+               "\"calls\": %llu}\n",
+               samples.c_str(), tessel::to_string(result.stopped), iters,
+               static_cast<unsigned long long>(calls));
   return 0;
 }

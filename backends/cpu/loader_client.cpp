@@ -58,12 +58,13 @@ std::vector<std::string> arguments(const loader_setup& setup, const fs::path& li
   for (const auto& c : setup.constants) args.insert(args.end(), {"--const", c});
   if (t) {
     const auto number = [](double v) { return fmt::format("{:.17g}", v); };
-    args.insert(args.end(),
-                {"--warmup", std::to_string(t->warmup), "--min-sample", number(t->min_sample_s),
-                 "--min-repeats", std::to_string(t->racing.min_repeats), "--max-repeats",
-                 std::to_string(t->racing.max_repeats), "--margin", number(t->racing.margin),
-                 "--target-ci", number(t->racing.target_relative_ci), "--max-seconds",
-                 number(t->racing.max_seconds), "--incumbent", number(t->incumbent_s)});
+    args.insert(
+        args.end(),
+        {"--warmup", std::to_string(t->warmup), "--min-sample", number(t->min_sample_s),
+         "--min-repeats", std::to_string(t->racing.min_repeats), "--max-repeats",
+         std::to_string(t->racing.max_repeats), "--margin", number(t->racing.margin), "--target-ci",
+         number(t->racing.target_relative_ci), "--max-seconds", number(t->racing.max_seconds),
+         "--incumbent", number(t->incumbent_s), "--loop-seed", std::to_string(t->loop_seed)});
   }
   return args;
 }
@@ -126,6 +127,8 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
       out.stopped =
           parse_race_stop(answer->at("stopped").get<std::string>()).value_or(race_stop::failed);
       out.iters = answer->at("iters").get<std::size_t>();
+      out.calls = answer->at("calls").get<std::uint64_t>();
+      if (out.calls == 0) throw error("it made no call");
     }
   } catch (const std::exception& e) {
     r.status = status::runtime_error;

@@ -33,15 +33,21 @@ struct loader_timing {
   double min_sample_s = 1e-3;
   race_options racing;
   double incumbent_s = 0;  ///< 0: none
+  /// The seed of the rule that changes the inputs between calls
+  /// (tessel/loop_rule.hpp; gate_session::loop_seed).
+  std::uint64_t loop_seed = 0;
 };
 
 /// One loader run: its status and outputs (file_run), and for a timing the
-/// samples, why racing stopped and the calls per sample.
+/// samples, why racing stopped, the calls per sample and the calls in all
+/// (warm-up included: the outputs are the last call's, on the inputs after
+/// calls - 1 steps of the loop rule).
 struct loader_run {
   file_run run;
   std::vector<double> samples;
   race_stop stopped = race_stop::go_on;
   std::size_t iters = 0;
+  std::uint64_t calls = 0;
 };
 
 /// Runs `library` on `inputs` (.npy bytes, one per setup.inputs) on `cpus`

@@ -132,13 +132,15 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   if (ec)
     throw error(fmt::format("backend cpu: cannot create the cache folder {}: {}",
                             o_.cache_dir.string(), ec.message()));
-  for (const auto* header : {"tessel/cpu_kernel.hpp", "tessel/race_rule.hpp"})
+  for (const auto* header :
+       {"tessel/cpu_kernel.hpp", "tessel/race_rule.hpp", "tessel/loop_rule.hpp"})
     (void)write_file(fmt::format("include/{}", header), cpu_embedded_text(header));
 
   // The loader: built once per cache, compiler and loader source.
   const auto source_text = std::string(cpu_embedded_text("loader.cpp"));
   const auto key = content_key(identity_ + "\n" + source_text +
                                std::string(cpu_embedded_text("tessel/race_rule.hpp")) +
+                               std::string(cpu_embedded_text("tessel/loop_rule.hpp")) +
                                std::string(cpu_embedded_text("tessel/cpu_kernel.hpp")));
   loader_ = o_.cache_dir / ("loader-" + key);
   if (fs::exists(loader_)) return;

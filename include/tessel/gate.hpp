@@ -168,6 +168,12 @@ class input_tensor {
   }
   /// Every element, row-major.
   [[nodiscard]] std::vector<double> values() const;
+  /// A copy that holds `values` (row-major, elements() of them, each exact
+  /// in the type) instead of its draws, with a seed of its own derived from
+  /// `tag` (so a cache keyed on seeds tells it apart): the inputs a timing
+  /// loop that changes its inputs between calls gave its last call
+  /// (gate_session::perturbed_set). Its kind() stays the draw's.
+  [[nodiscard]] input_tensor with_values(std::vector<double> values, std::uint64_t tag) const;
 
  private:
   friend class hidden_input;
@@ -183,6 +189,7 @@ class input_tensor {
   std::uint64_t padding_ = 0;       ///< padded: each row's zero runs derive from it
   std::int64_t prefix_ = 0;         ///< shared_prefix: elements taken from base_
   std::vector<input_tensor> base_;  ///< shared_prefix: what the prefix equals (one)
+  std::shared_ptr<const std::vector<double>> values_;  ///< with_values: every element
 };
 
 namespace detail {
@@ -508,6 +515,20 @@ class gate_session {
   /// spot_check_every of the others (drawn from the secret, so a candidate
   /// cannot tell which).
   [[nodiscard]] bool spot_check(std::size_t i, std::size_t count) const;
+  /// For a timing loop that changes its inputs between calls by the rule of
+  /// tessel/loop_rule.hpp (the cpu loader's, docs/gate.md "Round seven"):
+  /// the rule's seed for a loop on set `s`, drawn from the secret.
+  [[nodiscard]] std::uint64_t loop_seed(std::size_t s) const;
+  /// Whether the rule changes set `s`'s inputs: some input holds two
+  /// different values (a `constant` set does not).
+  [[nodiscard]] bool perturbable(std::size_t s) const;
+  /// The set of the inputs of the last call of such a loop on set `s` that
+  /// made `calls` calls: set s's inputs after calls - 1 steps of the rule
+  /// seeded with loop_seed(s) (set s itself when calls <= 1 or the rule
+  /// changes nothing). A derived set is numbered after the sets drawn so
+  /// far, the same for the same (s, calls); judging it computes its
+  /// reference then, and every rule applies to it as to a timed set.
+  [[nodiscard]] std::size_t perturbed_set(std::size_t s, std::uint64_t calls);
 
   /// Judges the whole outputs of one call on set `s`, a check's set or a
   /// timed one (the set's reference is computed at its first judgement). Returns a failing verdict

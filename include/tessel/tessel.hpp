@@ -22,6 +22,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/hash.hpp>
 #include <tessel/interactions.hpp>
+#include <tessel/loop_rule.hpp>
 #include <tessel/measurement.hpp>
 #include <tessel/model.hpp>
 #include <tessel/model_driver.hpp>

@@ -296,6 +296,20 @@ bool gate_session::spot_check(std::size_t i, std::size_t count) const {
   return state_->derive("spot", i) % state_->spot_check_every() == 0;
 }
 
+std::uint64_t gate_session::loop_seed(std::size_t s) const { return state_->loop_seed(s); }
+
+bool gate_session::perturbable(std::size_t s) const {
+  if (s >= state_->all_sets())
+    throw error(fmt::format("gate_session::perturbable: set {} of {}", s, state_->all_sets()));
+  return state_->perturbable(s);
+}
+
+std::size_t gate_session::perturbed_set(std::size_t s, std::uint64_t calls) {
+  if (s >= state_->all_sets())
+    throw error(fmt::format("gate_session::perturbed_set: set {} of {}", s, state_->all_sets()));
+  return state_->perturbed_set(s, calls);
+}
+
 std::optional<verdict> gate_session::judge(std::size_t s, const output_values& outputs) {
   if (s >= state_->all_sets())
     throw error(fmt::format("gate_session::judge: set {} of {}", s, state_->all_sets()));

@@ -294,6 +294,7 @@ bool input_tensor::zero_at(std::int64_t flat) const noexcept {
 }
 
 double input_tensor::at(std::int64_t flat) const noexcept {
+  if (values_) return (*values_)[static_cast<std::size_t>(flat)];
   const element_type t = spec_->type;
   if (kind_ == distribution::shared_prefix)
     return flat < prefix_ ? base_[0].at(flat) : base_[0].at(flat + spec_->elements());
@@ -354,7 +355,19 @@ input_tensor input_tensor::rebound(const tensor_spec& s) const {
 hidden_input::hidden_input(std::shared_ptr<const tensor_spec> spec, const input_tensor& t)
     : spec_(std::move(spec)), tensor_(t.rebound(*spec_)) {}
 
+input_tensor input_tensor::with_values(std::vector<double> values, std::uint64_t tag) const {
+  if (static_cast<std::int64_t>(values.size()) != spec_->elements())
+    throw error(fmt::format("input {}: {} values for {} elements", spec_->name, values.size(),
+                            spec_->elements()));
+  input_tensor copy = *this;
+  copy.values_ = std::make_shared<const std::vector<double>>(std::move(values));
+  copy.seed_ = detail::hash(detail::hash(seed_, 0x10095e75), tag);
+  copy.base_.clear();
+  return copy;
+}
+
 std::vector<double> input_tensor::values() const {
+  if (values_) return *values_;
   std::vector<double> out(static_cast<std::size_t>(std::max<std::int64_t>(spec().elements(), 0)));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<std::int64_t>(i));
   return out;

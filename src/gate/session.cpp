@@ -5,6 +5,7 @@
 #include "gate/session.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/loop_rule.hpp>
 
 #include "gate/hash.hpp"
 
@@ -210,6 +211,49 @@ std::size_t gate_session::state::timed_set(std::size_t i) {
   return s;
 }
 
+bool gate_session::state::perturbable(std::size_t s) const {
+  for (const input_tensor& t : drawn_.at(s)) {
+    const std::vector<double> v = t.values();
+    if (std::any_of(v.begin(), v.end(), [&v](double x) { return x != v.front(); })) return true;
+  }
+  return false;
+}
+
+std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t calls) {
+  if (calls <= 1) return s;
+  const auto key = std::make_pair(s, calls);
+  if (const auto known = perturbed_.find(key); known != perturbed_.end()) return known->second;
+  // Replay the loop's exchanges on set s's values (docs/gate.md, "Round
+  // seven"): the loader made them on its buffers before each call after the first.
+  std::vector<std::vector<double>> values;
+  for (const input_tensor& t : drawn_.at(s)) values.push_back(t.values());
+  loop_rule::walk walk(loop_seed(s), values.size());
+  bool changed = false;
+  for (std::uint64_t call = 1; call < calls; ++call)
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      std::vector<double>& v = values[i];
+      std::uint64_t a = 0, b = 0;
+      if (walk.step(
+              i, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b)) {
+        std::swap(v[a], v[b]);
+        changed = true;
+      }
+    }
+  if (!changed) return perturbed_.emplace(key, s).first->second;
+  const std::size_t d = drawn_.size();
+  drawn_.emplace_back();
+  hidden_.emplace_back();
+  records_.emplace_back();
+  kinds_.push_back(kinds_.at(s));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    drawn_[d].push_back(drawn_[s][i].with_values(std::move(values[i]), calls));
+    hidden_[d].push_back(detail::hidden_access::make(
+        std::make_shared<const tensor_spec>(*inputs_[i]), drawn_[d][i]));
+  }
+  loop_calls_.emplace(d, calls);
+  return perturbed_.emplace(key, d).first->second;
+}
+
 void gate_session::state::draw_calls() {
   // Every set once in a drawn order, then 2..extra_calls repeats: the first
   // right after its set's call (identical calls back to back), the others
@@ -234,6 +278,8 @@ distribution gate_session::state::timed_kind(std::size_t i) const {
 
 std::string gate_session::state::suite_name(std::size_t s) const {
   if (s < sets()) return fmt::format("'{}'", to_string(options_.suite[s]));
+  if (const auto loop = loop_calls_.find(s); loop != loop_calls_.end())
+    return fmt::format("'{}' (timed, the last of {} calls)", to_string(kinds_.at(s)), loop->second);
   return fmt::format("'{}' (timed)", to_string(kinds_.at(s)));
 }
 

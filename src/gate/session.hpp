@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -59,6 +60,15 @@ struct gate_session::state {
     const distribution d = timed_kind(i);
     return d == distribution::shared_prefix || d == distribution::padded;
   }
+  /// The rule's seed for a timing loop on set `s` (tessel/loop_rule.hpp).
+  [[nodiscard]] std::uint64_t loop_seed(std::size_t s) const { return derive("loop", s); }
+  /// Whether some input of set `s` holds two different values.
+  [[nodiscard]] bool perturbable(std::size_t s) const;
+  /// The inputs of the last of `calls` calls of a loop on set `s` that
+  /// changes them by the rule (gate_session::perturbed_set): a set derived
+  /// from s on first use (s itself when nothing changed), the same for the
+  /// same (s, calls).
+  std::size_t perturbed_set(std::size_t s, std::uint64_t calls);
   [[nodiscard]] const std::vector<input_tensor>& drawn(std::size_t s) const { return drawn_.at(s); }
   [[nodiscard]] const std::vector<hidden_input>& hidden(std::size_t s) const {
     return hidden_.at(s);
@@ -149,6 +159,9 @@ struct gate_session::state {
   std::vector<distribution> kinds_;           ///< per set drawn
   std::optional<std::size_t> base_;           ///< the set shared_prefix sets extend
   std::map<std::size_t, std::size_t> timed_;  ///< timed call -> its set
+  /// (set, calls) -> the set of a loop's last call (perturbed_set)
+  std::map<std::pair<std::size_t, std::uint64_t>, std::size_t> perturbed_;
+  std::map<std::size_t, std::uint64_t> loop_calls_;  ///< derived set -> its loop's calls
   std::vector<std::size_t> calls_;
   std::optional<verdict> failure_;
   int judged_ = 0;
