@@ -212,10 +212,9 @@ std::size_t gate_session::state::timed_set(std::size_t i) {
 }
 
 bool gate_session::state::perturbable(std::size_t s) const {
-  for (const input_tensor& t : drawn_.at(s)) {
-    const std::vector<double> v = t.values();
-    if (std::any_of(v.begin(), v.end(), [&v](double x) { return x != v.front(); })) return true;
-  }
+  for (const input_tensor& t : drawn_.at(s))  // lazily: most sets differ at once
+    for (std::int64_t flat = 1; flat < t.spec().elements(); ++flat)
+      if (t.at(flat) != t.at(0)) return true;
   return false;
 }
 
