@@ -23,6 +23,10 @@
 //              them and sleeps memo_miss_ms more (a slow kernel), so a
 //              reported time below that was answered from the cache (round
 //              six); each hit adds a line to the folder's "hits" file
+//   hang       never exits (round seven: the default time limit ends it)
+//   snoop      honest, after writing to $TESSEL_REDTEAM_LOG what it can see:
+//              the folder around its input folder and the TMPDIR (round
+//              seven)
 #include "gated/npy.hpp"
 
 #include <tessel/gate.hpp>
@@ -138,6 +142,17 @@ int main(int argc, char** argv) {
   if (in.empty() || out.empty()) {
     std::fprintf(stderr, "no TESSEL_INPUT_DIR / TESSEL_OUTPUT_DIR\n");
     return 2;
+  }
+  if (mode == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (mode == "snoop") {
+    namespace fs = std::filesystem;
+    std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(in).parent_path(), ec))
+      log << "see run folder " << e.path().filename().string() << '\n';
+    for (const auto& e : fs::directory_iterator(env("TMPDIR"), ec))
+      log << "see tmpdir " << e.path().filename().string() << '\n';
   }
   const npy_array a = load(in + "/A.npy"), b = load(in + "/B.npy");
   const std::vector<std::int64_t> shape{a.shape[0], b.shape[1]};
