@@ -5,8 +5,10 @@
 // corners would: returning before the work is done, mutating its inputs,
 // detecting the timing loop, planting the next call's answer in its input,
 // leaving a daemon behind, surviving SIGTERM, looking around its folders,
-// forging the loader's answer. Each case asserts today's verdict, caught or
-// not (docs/gate.md, "Round seven").
+// forging the loader's answer, replacing the reference (the cpu backend's
+// library in the compile cache: caught now; a gated command's reference
+// program: not yet), never exiting. Each case asserts today's verdict,
+// caught or not (docs/gate.md, "Round seven").
 #include <tessel/backends.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
@@ -173,7 +175,7 @@ TEST_CASE("class 12: (3) computing once per process and copying after is NOT cau
   // kernel on one input set, so the copy is right, and its time counts.
   const auto r = run_cpu("rt_count_calls");
   INFO(r.m.message);
-  CHECK(r.m.status == status::ok);  // not caught (docs/gate.md, round seven)
+  CHECK(r.m.status == status::ok);     // not caught (docs/gate.md, round seven)
   CHECK(count(r.log, "copied") >= 3);  // every timed call but the first warm-up
 }
 
@@ -333,4 +335,36 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
   CHECK(seen.size() == 2 * runs);
   CHECK(std::set<std::string>(seen.begin(), seen.end()) == std::set<std::string>{"in", "out"});
   CHECK(starting(log, "see tmpdir ").size() == runs);
+}
+
+TEST_CASE("class 12: (7) a gated command that replaces the reference program is NOT caught") {
+  // The reference command is a user's file like the candidate: here a copy of
+  // gate_program in a private folder. The candidate writes zeros, after
+  // replacing that file with a script that writes zeros too; the reference
+  // runs after the candidate's first run, and agrees.
+  const folder dir;
+  const auto reference = dir.path / "reference_program";
+  fs::copy_file(TESSEL_GATE_PROGRAM, reference);
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_REFERENCE", reference.string()}};
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = reference.string() + " reference";
+  o.gate.secret = 12;
+  const auto s = matmul_space();
+  // The control: zeros against the real reference are caught.
+  tessel::command_backend zeros(fmt::format("{} zeros", TESSEL_GATE_PROGRAM), o);
+  zeros.prepare(s);
+  const auto control = zeros.evaluate(s, *s.default_config());
+  INFO(control.message);
+  CHECK((control.status == status::incorrect || control.status == status::suspicious));
+  tessel::command_backend b(fmt::format("{} hijack", TESSEL_GATE_PROGRAM), o);
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);  // not caught (docs/gate.md, round seven)
+  std::ifstream planted(reference);
+  std::string first;
+  std::getline(planted, first);
+  CHECK(first == "#!/bin/sh");
 }

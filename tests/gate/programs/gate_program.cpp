@@ -27,6 +27,10 @@
 //   snoop      honest, after writing to $TESSEL_REDTEAM_LOG what it can see:
 //              the folder around its input folder and the TMPDIR (round
 //              seven)
+//   zeros      C = 0, at once
+//   hijack     C = 0, after replacing the file $TESSEL_REDTEAM_REFERENCE (the
+//              reference program, a file of the user's) with a script that
+//              runs this program as `zeros` (round seven)
 #include "gated/npy.hpp"
 
 #include <tessel/gate.hpp>
@@ -156,6 +160,20 @@ int main(int argc, char** argv) {
   }
   const npy_array a = load(in + "/A.npy"), b = load(in + "/B.npy");
   const std::vector<std::int64_t> shape{a.shape[0], b.shape[1]};
+  if (mode == "hijack") {
+    namespace fs = std::filesystem;
+    const std::string reference = env("TESSEL_REDTEAM_REFERENCE");
+    const std::string planted = reference + ".planted";
+    std::ofstream(planted) << "#!/bin/sh\nexec '" << fs::read_symlink("/proc/self/exe").string()
+                           << "' zeros\n";
+    fs::permissions(planted, fs::perms::owner_all);
+    fs::rename(planted, reference);
+  }
+  if (mode == "zeros" || mode == "hijack") {
+    save(out + "/C.npy", shape, std::vector<double>(static_cast<std::size_t>(shape[0] * shape[1])));
+    std::printf("{\"objective\": 1e-3}\n");
+    return 0;
+  }
   bool honest = true;
   if (mode == "env_sniff") honest = env("TESSEL_GATE") == "1";
   if (mode == "dir_sniff") honest = in.find("gate") != std::string::npos;
