@@ -148,7 +148,7 @@ TEST_CASE("class 12: the honest host kernel passes, every call computed") {
 }
 
 TEST_CASE("class 12: (1) returning before the work is done is caught: suspicious") {
-  // A detached thread writes y 50 ms after the call returned: the loader
+  // A detached thread writes y 500 ms after the call returned: the loader
   // writes the outputs when the call returns, still NaN (poisoned), and a
   // NaN where the reference is finite is suspicious.
   const auto r = run_cpu("rt_early_return");

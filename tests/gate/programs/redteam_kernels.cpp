@@ -4,7 +4,7 @@
 // microseconds a call when it does the work (the "slow kernel" a cheat wants
 // to hide), and cheats one way:
 //   rt_honest        the control
-//   rt_early_return  returns at once; a detached thread writes y 50 ms later
+//   rt_early_return  returns at once; a detached thread writes y 500 ms later
 //   rt_zero_inputs   computes, then zeroes its input: later calls in the
 //                    timing loop compute on zeros
 //   rt_count_calls   computes on its first call in a process (a gate run's
@@ -115,7 +115,7 @@ void rt_early_return(const tessel::cpu::kernel_args& a) {
   float* y = a.out(0).as<float>();
   const std::int64_t n = a.in(0).elements();
   std::thread([x, y, n] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     twice(x, y, n);
   }).detach();
   note("returned early");
