@@ -153,7 +153,10 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   const auto answer = answer_of(result.output);
   if (result.timed_out) {
     r.status = status::timeout;
-    r.message = fmt::format("ran past {} s and was killed", setup.timeout_s);
+    r.message = fmt::format(
+        "ran past {} s and was killed (the run limit; change it with --backend-set timeout=S or "
+        "cpu_options::run_timeout_s)",
+        setup.timeout_s);
   } else if (!result.started) {
     r.status = status::runtime_error;
     r.message = "the loader did not start: " + result.start_error;
