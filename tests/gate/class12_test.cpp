@@ -338,6 +338,35 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
   CHECK(starting(log, "see tmpdir ").size() == runs);
 }
 
+TEST_CASE("class 12: (5) a daemon a gated command leaves behind outlives it: NOT caught") {
+  // As for the cpu loader: the process-group kill when the program exits
+  // does not reach a process that called setsid.
+  const folder logs;
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  auto b = gated_command("daemon", o);
+  const auto s = matmul_space();
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+  std::vector<std::string> pids;
+  for (int wait = 0; wait < 100; ++wait) {  // each daemon writes its pid once it is detached
+    pids = starting(lines_of(logs.path / "log"), "pid ");
+    if (pids.size() >= runs) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(pids.size() == runs);
+  std::size_t survivors = 0;
+  for (const auto& text : pids) {
+    const auto pid = static_cast<pid_t>(std::stol(text));
+    if (alive(pid)) ++survivors;
+    ::kill(pid, SIGKILL);  // the daemons this case started, by their ids
+  }
+  CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
+}
+
 TEST_CASE("class 12: (7) a gated command that replaces the reference program is NOT caught") {
   // The reference command is a user's file like the candidate: here a copy of
   // gate_program in a private folder. The candidate writes zeros, after

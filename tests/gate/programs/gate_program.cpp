@@ -27,6 +27,8 @@
 //   snoop      honest, after writing to $TESSEL_REDTEAM_LOG what it can see:
 //              the folder around its input folder and the TMPDIR (round
 //              seven)
+//   daemon     honest, after leaving a daemon (setsid, double fork) that
+//              sleeps 300 s; its pid goes to $TESSEL_REDTEAM_LOG (round seven)
 //   zeros      C = 0, at once
 //   hijack     C = 0, after replacing the file $TESSEL_REDTEAM_REFERENCE (the
 //              reference program, a file of the user's) with a script that
@@ -47,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -146,6 +149,19 @@ int main(int argc, char** argv) {
   if (in.empty() || out.empty()) {
     std::fprintf(stderr, "no TESSEL_INPUT_DIR / TESSEL_OUTPUT_DIR\n");
     return 2;
+  }
+  if (mode == "daemon") {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setsid();
+      if (::fork() == 0) {
+        for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
+        std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << ::getpid() << '\n';
+        ::sleep(300);
+      }
+      ::_exit(0);
+    }
+    if (child > 0) ::waitpid(child, nullptr, 0);  // out of the group before this one exits
   }
   if (mode == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
