@@ -60,7 +60,7 @@ std::shared_ptr<backend> make_command(std::string_view argument, const backend_s
   if (argument.empty()) throw error("backend command: give the command, as command:CMD");
   settings_reader read("backend command", settings);
   command_options options;
-  options.timeout_s = read.number("timeout").value_or(options.timeout_s);
+  options.timeout_s = read.number("timeout");  // unset: command_options::default_timeout_s
   options.kill_grace_s = read.number("kill_grace").value_or(options.kill_grace_s);
   options.working_directory = read.text("workdir").value_or("");
   options.concurrency = read.count("concurrency", 1).value_or(options.concurrency);

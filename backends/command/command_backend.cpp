@@ -162,8 +162,11 @@ std::string quoted_if_needed(const std::string& word) {
 }  // namespace
 
 void command_options::validate() const {
-  if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
-    throw options_error("command_options::timeout_s", fmt::format("{}", timeout_s),
+  if (timeout_s && (!(*timeout_s >= 0) || !std::isfinite(*timeout_s)))
+    throw options_error("command_options::timeout_s", fmt::format("{}", *timeout_s),
+                        "must be >= 0 (0: no limit)");
+  if (!(default_timeout_s >= 0) || !std::isfinite(default_timeout_s))
+    throw options_error("command_options::default_timeout_s", fmt::format("{}", default_timeout_s),
                         "must be >= 0 (0: no limit)");
   if (!(kill_grace_s >= 0) || !std::isfinite(kill_grace_s))
     throw options_error("command_options::kill_grace_s", fmt::format("{}", kill_grace_s),
@@ -246,7 +249,7 @@ detail::process_request request_for(const std::vector<std::string>& arguments, c
       set_variable(request.environment, name, value);
   }
   request.working_directory = options.working_directory.string();
-  request.timeout_s = options.timeout_s;
+  request.timeout_s = options.limit_s();
   request.kill_grace_s = options.kill_grace_s;
   request.max_output_bytes = options.max_output_bytes;
   return request;
@@ -282,7 +285,7 @@ struct file_result {
 /// from another.
 file_result run_on_files(detail::process_request request, const std::vector<tensor_spec>& inputs,
                          const std::vector<tensor_spec>& outputs,
-                         const std::vector<std::string>& files) {
+                         const std::vector<std::string>& files, const std::string& timed_out) {
   namespace fs = std::filesystem;
   file_result out;
   detail::file_run& r = out.run;
@@ -300,7 +303,7 @@ file_result run_on_files(detail::process_request request, const std::vector<tens
     r.seconds = result.wall_s;
     if (result.timed_out) {
       r.status = status::timeout;
-      r.message = fmt::format("ran past {} s and was killed", request.timeout_s);
+      r.message = timed_out;
     } else if (!result.started) {
       r.status = status::runtime_error;
       r.message = "did not start: " + result.start_error;
@@ -347,9 +350,10 @@ void command_backend::prepare_gate(const space& s) {
   g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", s);
   g->checker = std::make_unique<tessel::gate>(detail::on_target(options_.gate, s));
   auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
-  g->reference = [reference, ins = g->inputs,
-                  outs = g->outputs](const std::vector<std::string>& files) {
-    return run_on_files(reference, ins, outs, files).run;
+  g->reference = [reference, ins = g->inputs, outs = g->outputs,
+                  timed_out =
+                      detail::timeout_message(options_)](const std::vector<std::string>& files) {
+    return run_on_files(reference, ins, outs, files, timed_out).run;
   };
   gated_ = std::move(g);
 }
@@ -371,11 +375,13 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
   // cache it keeps on disk by the inputs' content. Repeats are judged alike.
   std::vector<measurement> reports;
   std::vector<bool> given(session.sets(), false);
+  const auto timed_out = detail::timeout_message(options_);
   const auto& calls = session.calls();
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const std::size_t set = calls[i];
     const auto what = fmt::format("run {} of {}", i + 1, calls.size());
-    const file_result r = run_on_files(request, gated_->inputs, gated_->outputs, files.of(set));
+    const file_result r =
+        run_on_files(request, gated_->inputs, gated_->outputs, files.of(set), timed_out);
     paid.run_s += r.run.seconds;
     if (auto failed = detail::judge_run(session, set, r.run, gated_->outputs, what, paid))
       return *failed;

@@ -199,17 +199,27 @@ std::string tail_of(std::string_view raw, std::size_t lines, std::size_t bytes) 
   return (start > 0 ? "..." : "") + std::string(text.substr(start));
 }
 
+std::string timeout_message(const command_options& options) {
+  const auto how = "--backend-set timeout=S or command_options::timeout_s; 0: no limit";
+  if (options.timeout_s)
+    return fmt::format(
+        "timed out after {} s (the limit set by timeout; change it with {}); its process group "
+        "was killed",
+        *options.timeout_s, how);
+  return fmt::format(
+      "timed out after {} s (the default limit: no timeout was set; set one with {}); its "
+      "process group was killed",
+      options.default_timeout_s, how);
+}
+
 measurement interpret(const process_result& result, const command_options& options) {
   if (!result.started)
     return measurement::failure(tessel::status::runtime_error,
                                 "could not start the program: " + result.start_error);
   if (result.timed_out) {
-    auto m = measurement::failure(
-        tessel::status::timeout,
-        with_stderr(
-            fmt::format("timed out after {} s; its process group was killed", options.timeout_s),
-            result, options),
-        cost_of(nullptr, result.wall_s));
+    auto m = measurement::failure(tessel::status::timeout,
+                                  with_stderr(timeout_message(options), result, options),
+                                  cost_of(nullptr, result.wall_s));
     return m;
   }
   auto parsed = parse_report(result.output);

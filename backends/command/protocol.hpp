@@ -16,6 +16,10 @@ namespace tessel::detail {
 /// The measurement a finished program stands for. Never throws.
 [[nodiscard]] measurement interpret(const process_result& result, const command_options& options);
 
+/// Why a run that ran past options.limit_s() was killed: the limit, whether
+/// it was set (timeout) or the default, and how to change it.
+[[nodiscard]] std::string timeout_message(const command_options& options);
+
 /// `text` safe to show on a terminal: ANSI escape sequences (colours, cursor
 /// moves, window titles) removed, "\r\n" read as "\n", and every other control
 /// character but newline and tab replaced by '?'.

@@ -346,6 +346,8 @@ void cpu_backend::prepare(const space& s) {
                         tensor.name, to_string(tensor.type)));
   x.bytes = bytes_of(x.setup.inputs) + bytes_of(x.setup.outputs);
   x.setup.loader = x.tools->loader();
+  auto guard = std::make_shared<detail::file_guard>();
+  guard->add(x.setup.loader);
   x.setup.constants.clear();
   for (const auto& [name, value] : constants.integers)
     x.setup.constants.push_back(fmt::format("{}={}", name, value));
@@ -372,12 +374,14 @@ void cpu_backend::prepare(const space& s) {
     if (built.status != status::ok)
       throw error(fmt::format("backend cpu: the reference {} does not build:\n{}", x.o.reference,
                               built.message));
+    guard->add(built.library);
     x.user_reference = [&x, library = built.library](const std::vector<std::string>& files) {
       auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
       if (r.status != status::ok) r.message = "the reference " + r.message;
       return r;
     };
   }
+  x.setup.guard = std::move(guard);
 }
 
 std::shared_ptr<const gate_spec> cpu_backend::impl::spec_for(const space& s,

@@ -4,6 +4,8 @@
 #include "command/process.hpp"
 #include "command/protocol.hpp"
 
+#include <tessel/error.hpp>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 extern "C" char** environ;  // NOLINT: POSIX
 
@@ -69,7 +73,42 @@ std::vector<std::string> arguments(const loader_setup& setup, const fs::path& li
   return args;
 }
 
+std::string read_whole(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 }  // namespace
+
+void file_guard::add(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw error(fmt::format("backend cpu: cannot read {}", file.string()));
+  const std::lock_guard lock(mutex_);
+  files_.emplace_back(file, read_whole(file));
+}
+
+std::vector<fs::path> file_guard::restore_changed() const {
+  const std::lock_guard lock(mutex_);
+  std::vector<fs::path> changed;
+  for (const auto& [path, bytes] : files_) {
+    std::error_code ec;
+    const bool same = fs::file_size(path, ec) == bytes.size() && !ec && read_whole(path) == bytes;
+    if (same) continue;
+    changed.push_back(path);
+    const auto fresh = fs::path(path.string() + fmt::format(".restore-{}", ::getpid()));
+    std::ofstream(fresh, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    fs::permissions(fresh,
+                    fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                        fs::perms::others_read | fs::perms::others_exec,
+                    ec);
+    fs::rename(fresh, path, ec);  // a new file: a process that has the old one mapped keeps it
+  }
+  return changed;
+}
 
 loader_run run_loader(const loader_setup& setup, const fs::path& library,
                       const std::vector<std::string>& inputs, const std::vector<int>& cpus,
@@ -91,11 +130,23 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   request.kill_grace_s = setup.kill_grace_s;
   request.cpus = cpus;
   request.max_output_bytes = 1u << 20;
+  if (setup.guard) (void)setup.guard->restore_changed();  // changed since: by no run of ours
   const auto result = run_process(request);
 
   loader_run out;
   auto& r = out.run;
   r.seconds = result.wall_s;
+  if (setup.guard) {
+    std::vector<std::string> names;
+    for (const auto& path : setup.guard->restore_changed()) names.push_back(path.string());
+    if (!names.empty()) {
+      r.status = status::suspicious;
+      r.message = fmt::format(
+          "its process changed tessel's own files in the compile cache ({}); they are restored",
+          fmt::join(names, ", "));
+      return out;
+    }
+  }
   const auto stderr_tail = [&] {
     const auto tail = tail_of(result.errors, 10, 1500);
     return tail.empty() ? std::string() : "\nstderr:\n" + tail;
@@ -103,7 +154,10 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   const auto answer = answer_of(result.output);
   if (result.timed_out) {
     r.status = status::timeout;
-    r.message = fmt::format("ran past {} s and was killed", setup.timeout_s);
+    r.message = fmt::format(
+        "ran past {} s and was killed (the run limit; change it with --backend-set timeout=S or "
+        "cpu_options::run_timeout_s)",
+        setup.timeout_s);
   } else if (!result.started) {
     r.status = status::runtime_error;
     r.message = "the loader did not start: " + result.start_error;

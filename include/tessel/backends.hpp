@@ -133,11 +133,18 @@ class callback_backend : public backend {
 
 /// Options of command_backend. Times are wall seconds.
 struct command_options {
-  double timeout_s = 0;                     ///< per candidate; 0: no limit. On expiry the program's
-                                            ///< process group gets SIGTERM, then SIGKILL after
-                                            ///< kill_grace_s, and the status is timeout
-  double kill_grace_s = 1.0;                ///< between SIGTERM and SIGKILL
-  std::filesystem::path working_directory;  ///< empty: the caller's
+  /// The wall-time limit of one run of the program (an ungated candidate, each
+  /// repeat, each gate run, each reference run); unset: default_timeout_s;
+  /// 0: no limit. On expiry the program's process group gets SIGTERM, then
+  /// SIGKILL after kill_grace_s, and the status is timeout (its message says
+  /// the limit, whether it was set or the default, and how to change it).
+  std::optional<double> timeout_s;
+  /// The limit when timeout_s is unset: 600 s, so a candidate that hangs
+  /// costs ten minutes, never the run (docs/backends.md, "Options", says why
+  /// this number). 0: no limit.
+  double default_timeout_s = 600;
+  double kill_grace_s = 1.0;                       ///< between SIGTERM and SIGKILL
+  std::filesystem::path working_directory;         ///< empty: the caller's
   std::map<std::string, std::string> environment;  ///< added to (overriding) the inherited one
   std::size_t concurrency = 1;                     ///< programs that may run at once
   double estimated_cost_s = 1.0;                   ///< backend::estimated_cost of every config
@@ -174,6 +181,8 @@ struct command_options {
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
+  /// The limit in force: timeout_s, or default_timeout_s when it is unset.
+  [[nodiscard]] double limit_s() const noexcept { return timeout_s.value_or(default_timeout_s); }
 };
 
 /// Runs an external program per candidate (docs/backends.md has the protocol).

@@ -5,6 +5,8 @@
 #include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/strategies.hpp>
+#include <tessel/study.hpp>
 
 #include <doctest/doctest.h>
 
@@ -227,7 +229,9 @@ TEST_CASE("command: a timeout kills the whole process group") {
     const auto m = helper("hang '" + pid_file.string() + "'", options).evaluate(s, some_config(s));
     CHECK(seconds_since(start) < 2.5);
     CHECK(m.status == status::timeout);
-    CHECK(m.message == "timed out after 1 s; its process group was killed");
+    CHECK(m.message ==
+          "timed out after 1 s (the limit set by timeout; change it with --backend-set "
+          "timeout=S or command_options::timeout_s; 0: no limit); its process group was killed");
     CHECK(m.cost.run_s >= 1.0);
     const auto grandchild = testing::read_pid(pid_file);
     REQUIRE(grandchild > 0);
@@ -248,6 +252,66 @@ TEST_CASE("command: a timeout kills the whole process group") {
     CHECK(testing::process_gone(grandchild));
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("command: a candidate that never exits is a timeout under the default limit") {
+  // Before: timeout_s 0 (no limit) by default, so one hanging candidate held
+  // the whole tuning run. Now an unset timeout_s means default_timeout_s
+  // (600 s); the test shortens that default instead of sleeping ten minutes.
+  const command_options defaults;
+  CHECK_FALSE(defaults.timeout_s.has_value());
+  CHECK(defaults.default_timeout_s == 600);
+  CHECK(defaults.limit_s() == 600);
+
+  const auto s = parse_space("space t { param tile : {32, 64, 128} }");
+  command_options options;
+  options.default_timeout_s = 0.5;
+  // tile 64 hangs (exec: the sleep is the program, SIGTERM ends it); the
+  // others report their tile as the objective.
+  const std::vector<std::string> hang_on_64{
+      "sh", "-c", "if [ \"$TESSEL_TILE\" = 64 ]; then exec sleep 1000; fi; echo $TESSEL_TILE"};
+  const auto run = [&] {
+    study::options o;
+    o.seed = 7;
+    o.evaluate_baseline = false;
+    study st(s, std::make_shared<command_backend>(hang_on_64, options), make_strategy("random"), o);
+    const auto start = std::chrono::steady_clock::now();
+    const auto summary = st.run(stop::evaluations(10));
+    CHECK(seconds_since(start) < 30);  // a bound for a hang, not a timing
+    CHECK(summary.evaluations == 3);   // the space is exhausted: the run went on past the hang
+    REQUIRE(summary.best);
+    CHECK(summary.best->result.objective == 32);
+    std::vector<std::pair<std::int64_t, status>> seen;
+    for (const auto& t : st.trials()) {
+      const auto tile = s.value_of(t.config, 0).integer;
+      seen.emplace_back(tile, t.result.status);
+      if (tile == 64) {
+        CHECK(t.result.status == status::timeout);
+        CHECK(t.result.message.rfind(
+                  "timed out after 0.5 s (the default limit: no timeout was set; set one with "
+                  "--backend-set timeout=S or command_options::timeout_s; 0: no limit)",
+                  0) == 0);
+        CHECK(t.result.cost.run_s >= 0.5);
+      } else {
+        REQUIRE_MESSAGE(t.result.ok(), t.result.message);
+        CHECK(t.result.objective == static_cast<double>(tile));  // kept, whatever came after
+      }
+    }
+    CHECK(seen.size() == 3);
+    return seen;
+  };
+  // A fixed limit: the same seed gives the same trials and the same outcomes.
+  CHECK(run() == run());
+
+  // Set explicitly, the limit is the one set, and the message says so.
+  options.timeout_s = 0.3;
+  std::optional<config> tile_64;
+  for (const auto& c : s.configs())
+    if (s.integer(c, "tile") == 64) tile_64 = c;
+  REQUIRE(tile_64);
+  const auto m = command_backend(hang_on_64, options).evaluate(s, *tile_64);
+  CHECK(m.status == status::timeout);
+  CHECK(m.message.rfind("timed out after 0.3 s (the limit set by timeout;", 0) == 0);
 }
 
 TEST_CASE("command: what a program leaves running in its group is killed when it exits") {
@@ -304,6 +368,11 @@ TEST_CASE("command: misuse fails in the constructor or prepare") {
   command_options negative;
   negative.timeout_s = -1;
   CHECK_THROWS_AS(command_backend("true", negative), options_error);
+  command_options negative_default;
+  negative_default.default_timeout_s = -1;
+  CHECK_THROWS_WITH_AS(command_backend("true", negative_default),
+                       "command_options::default_timeout_s = -1: must be >= 0 (0: no limit)",
+                       options_error);
 
   CHECK_THROWS_WITH(
       helper("args {tile_q}").prepare(s),

@@ -23,6 +23,16 @@
 //              them and sleeps memo_miss_ms more (a slow kernel), so a
 //              reported time below that was answered from the cache (round
 //              six); each hit adds a line to the folder's "hits" file
+//   hang       never exits (round seven: the default time limit ends it)
+//   snoop      honest, after writing to $TESSEL_REDTEAM_LOG what it can see:
+//              the folder around its input folder and the TMPDIR (round
+//              seven)
+//   daemon     honest, after leaving a daemon (setsid, double fork) that
+//              sleeps 300 s; its pid goes to $TESSEL_REDTEAM_LOG (round seven)
+//   zeros      C = 0, at once
+//   hijack     C = 0, after replacing the file $TESSEL_REDTEAM_REFERENCE (the
+//              reference program, a file of the user's) with a script that
+//              runs this program as `zeros` (round seven)
 #include "gated/npy.hpp"
 
 #include <tessel/gate.hpp>
@@ -39,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -139,8 +150,46 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no TESSEL_INPUT_DIR / TESSEL_OUTPUT_DIR\n");
     return 2;
   }
+  if (mode == "daemon") {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setsid();
+      if (::fork() == 0) {
+        for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
+        std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << ::getpid() << '\n';
+        ::sleep(300);
+      }
+      ::_exit(0);
+    }
+    if (child > 0) ::waitpid(child, nullptr, 0);  // out of the group before this one exits
+  }
+  if (mode == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (mode == "snoop") {
+    namespace fs = std::filesystem;
+    std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(in).parent_path(), ec))
+      log << "see run folder " << e.path().filename().string() << '\n';
+    for (const auto& e : fs::directory_iterator(env("TMPDIR"), ec))
+      log << "see tmpdir " << e.path().filename().string() << '\n';
+  }
   const npy_array a = load(in + "/A.npy"), b = load(in + "/B.npy");
   const std::vector<std::int64_t> shape{a.shape[0], b.shape[1]};
+  if (mode == "hijack") {
+    namespace fs = std::filesystem;
+    const std::string reference = env("TESSEL_REDTEAM_REFERENCE");
+    const std::string planted = reference + ".planted";
+    std::ofstream(planted) << "#!/bin/sh\nexec '" << fs::read_symlink("/proc/self/exe").string()
+                           << "' zeros\n";
+    fs::permissions(planted, fs::perms::owner_all);
+    fs::rename(planted, reference);
+  }
+  if (mode == "zeros" || mode == "hijack") {
+    save(out + "/C.npy", shape, std::vector<double>(static_cast<std::size_t>(shape[0] * shape[1])));
+    std::printf("{\"objective\": 1e-3}\n");
+    return 0;
+  }
   bool honest = true;
   if (mode == "env_sniff") honest = env("TESSEL_GATE") == "1";
   if (mode == "dir_sniff") honest = in.find("gate") != std::string::npos;

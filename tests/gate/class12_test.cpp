@@ -1,0 +1,400 @@
+// class12_test.cpp: round seven, a red team of host kernels. Each cheat is a
+// real kernel for the cpu backend (programs/redteam_kernels.cpp, compiled
+// and run by the backend as a user's kernel is) or a mode of the gated
+// command (programs/gate_program.cpp), written the way an agent cutting
+// corners would: returning before the work is done, mutating its inputs,
+// detecting the timing loop, planting the next call's answer in its input,
+// leaving a daemon behind, surviving SIGTERM, looking around its folders,
+// forging the loader's answer, replacing the reference (the cpu backend's
+// library in the compile cache: caught now; a gated command's reference
+// program: not yet), never exiting. Each case asserts today's verdict,
+// caught or not (docs/gate.md, "Round seven").
+#include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
+#include <tessel/dsl.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessel::status;
+
+const std::string kernel_file =
+    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
+
+/// A private folder, removed at the end of the case.
+struct folder {
+  fs::path path;
+  folder() {
+    std::random_device device;
+    path = fs::temp_directory_path() /
+           fmt::format("tessel-class12-{}-{}", ::getpid(), static_cast<unsigned>(device()));
+    fs::create_directories(path);
+  }
+  ~folder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  folder(const folder&) = delete;
+  folder& operator=(const folder&) = delete;
+};
+
+/// TMPDIR set to `dir` for the case (the backends' scratch folders go there).
+struct tmpdir_as {
+  std::string before;
+  bool had = false;
+  explicit tmpdir_as(const fs::path& dir) {
+    if (const char* v = std::getenv("TMPDIR")) {  // NOLINT(concurrency-mt-unsafe)
+      had = true;
+      before = v;
+    }
+    ::setenv("TMPDIR", dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): one thread
+  }
+  ~tmpdir_as() {
+    if (had)
+      ::setenv("TMPDIR", before.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    else
+      ::unsetenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe)
+  }
+  tmpdir_as(const tmpdir_as&) = delete;
+  tmpdir_as& operator=(const tmpdir_as&) = delete;
+};
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::size_t count(const std::vector<std::string>& lines, const std::string& what) {
+  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), what));
+}
+
+std::vector<std::string> starting(const std::vector<std::string>& lines,
+                                  const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& l : lines)
+    if (l.rfind(prefix, 0) == 0) out.push_back(l.substr(prefix.size()));
+  return out;
+}
+
+/// y = 2 x over 4096 floats; the honest kernel spins 200 us a call.
+tessel::space twice_space() {
+  return tessel::parse_space("space twice { const N = 4096  param us : {200} }");
+}
+
+struct cpu_run {
+  tessel::measurement m;
+  std::vector<std::string> log;
+};
+
+/// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
+/// user's kernel with its reference, gated; its log lines come back.
+cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
+                const std::string& cache = TESSEL_CPU_TEST_CACHE) {
+  const folder logs;
+  const auto log = logs.path / "log";
+  tessel::cpu_options o;
+  o.kernel = kernel_file + ":" + function;
+  o.reference = kernel_file + ":twice_reference";
+  o.inputs = "x:N";
+  o.outputs = "y:N";
+  o.flags = "-O1";
+  o.cache_dir = cache;
+  o.cpus = "off";  // a shared test machine: pinning would only add contention
+  o.racing = {3, 8, 0.0, 0.02, 2.0};
+  o.min_sample_s = 2e-4;
+  o.run_timeout_s = run_timeout_s;
+  o.kill_grace_s = 0.2;
+  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
+  o.gate_settings.secret = 12;
+  const auto s = twice_space();
+  tessel::cpu_backend b(o);
+  b.prepare(s);
+  cpu_run r;
+  r.m = b.evaluate(s, *s.default_config());
+  r.log = lines_of(log);
+  return r;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+TEST_CASE("class 12: the honest host kernel passes, every call computed") {
+  const auto r = run_cpu("rt_honest");
+  INFO(r.m.message);
+  REQUIRE(r.m.status == status::ok);
+  CHECK(r.m.objective >= 200e-6);
+  CHECK(count(r.log, "computed") == r.log.size());
+}
+
+TEST_CASE("class 12: (1) returning before the work is done is caught: suspicious") {
+  // A detached thread writes y 500 ms after the call returned: the loader
+  // writes the outputs when the call returns, still NaN (poisoned), and a
+  // NaN where the reference is finite is suspicious.
+  const auto r = run_cpu("rt_early_return");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("is nan") != std::string::npos);
+  CHECK(r.m.samples.empty());  // never timed
+}
+
+TEST_CASE("class 12: (2) zeroing its inputs after computing is caught: suspicious") {
+  // Every gate run is a process of its own with fresh inputs, so they pass;
+  // in the timing loop every call after the first computes on zeros, and the
+  // last timed call's outputs are judged.
+  const auto r = run_cpu("rt_zero_inputs");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
+}
+
+TEST_CASE("class 12: (3) computing once per process and copying after is NOT caught") {
+  // A gate run's only call, and the timing's first warm-up, compute; every
+  // later call in the timing loop copies the first answer (and spins a
+  // tenth of the time, to stay above the floor). The timing loop calls the
+  // kernel on one input set, so the copy is right, and its time counts.
+  const auto r = run_cpu("rt_count_calls");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::ok);     // not caught (docs/gate.md, round seven)
+  CHECK(count(r.log, "copied") >= 3);  // every timed call but the first warm-up
+}
+
+TEST_CASE("class 12: (4) planting the next call's answer in its input buffer is NOT caught") {
+  // Inputs are writable (tensor::as<T>() is a T*) and the loader never looks
+  // at them again: the kernel overwrites x with its answer, and later calls
+  // copy x to y.
+  const auto r = run_cpu("rt_plant_input");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::ok);  // not caught (docs/gate.md, round seven)
+  CHECK(count(r.log, "copied") >= 3);
+}
+
+TEST_CASE("class 12: (5) a SIGTERM handler does not save a hanging kernel: timeout") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_cpu("rt_term_hang", 1);
+  INFO(r.m.message);
+  CHECK(r.m.status == status::timeout);  // SIGKILL kill_grace after SIGTERM
+  CHECK(r.m.message.find("ran past 1 s and was killed (the run limit; change it with "
+                         "--backend-set timeout=S") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));  // a bound
+}
+
+TEST_CASE("class 12: (5) a daemon the kernel leaves behind outlives the loader: NOT caught") {
+  // setsid and a double fork leave tessel's process group: the group kill
+  // when the loader exits does not reach it. It could spin on the timing
+  // CPU and slow every later candidate; this one sleeps.
+  const auto r = run_cpu("rt_daemon");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::ok);
+  const auto pids = starting(r.log, "pid ");
+  REQUIRE(!pids.empty());
+  std::size_t survivors = 0;
+  for (const auto& text : pids) {
+    const auto pid = static_cast<pid_t>(std::stol(text));
+    if (alive(pid)) ++survivors;
+    ::kill(pid, SIGKILL);  // the daemons this case started, by their ids
+  }
+  CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
+}
+
+TEST_CASE("class 12: (6) what a host kernel can see around it") {
+  const folder tmp;
+  const tmpdir_as in_tmp(tmp.path);
+  const auto r = run_cpu("rt_snoop");
+  INFO(r.m.message);
+  REQUIRE(r.m.status == status::ok);
+  // Its folder holds its own inputs only (no other set's, no reference's).
+  const auto inputs = starting(r.log, "see input folder ");
+  REQUIRE(!inputs.empty());
+  for (const auto& name : inputs) CHECK(name == "x.npy");
+  // The TMPDIR holds its own scratch folder only (and the test's log folder):
+  // the reference's runs and the other gate runs are gone when it runs.
+  const auto runs = count(r.log, "computed");
+  std::size_t scratch = 0;
+  for (const auto& name : starting(r.log, "see tmpdir ")) {
+    if (name.rfind("tessel-cpu-", 0) == 0)
+      ++scratch;
+    else
+      CHECK(name.rfind("tessel-class12-", 0) == 0);
+  }
+  CHECK(scratch == runs);
+  // Not hidden: its parent's command line (a gate_secret given on tessel's
+  // command line is readable there), and the compile cache, which it can
+  // write (docs/gate.md, round seven).
+  CHECK(count(r.log, "see parent test_gate_class12") == runs);
+  CHECK(count(r.log, "see writable cache") == runs);
+}
+
+TEST_CASE("class 12: (7) a kernel that forges the loader's answer line is NOT caught") {
+  // The kernel runs in the loader's process: it finds the answer channel (the
+  // one pipe past stderr), and an atexit handler writes a line of 20 us
+  // samples after the loader's own. The backend takes the last line.
+  const auto r = run_cpu("rt_forge");
+  INFO(r.m.message);
+  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round seven)
+  CHECK(!starting(r.log, "forged on fd ").empty());  // every pipe it holds, the channel among them
+  CHECK(r.m.objective == doctest::Approx(2e-5));     // the forged time, not its 200 us
+  CHECK(r.m.samples == std::vector<double>(5, 2e-5));
+}
+
+TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is caught") {
+  // The compile cache is the user's folder, writable by the kernel's
+  // process; the reference is built there like any config and run from
+  // there for every input set. Before: the wrong kernel (2 x + 1) copied its
+  // library over the reference's in its first gate run, the reference then
+  // computed 2 x + 1 too, and the trial was ok. Now the loader and the
+  // reference's library are checked around every run and put back.
+  const folder cache;  // a fresh cache: this case tampers with it
+  const auto r = run_cpu("rt_hijack", 20, cache.path.string());
+  INFO(r.m.message);
+  CHECK(!starting(r.log, "planted ").empty());
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("changed tessel's own files in the compile cache") != std::string::npos);
+  CHECK(count(r.log, "computed") == 1);  // caught in its first run
+  // The reference is itself again: the honest kernel passes on this cache.
+  const auto honest = run_cpu("rt_honest", 20, cache.path.string());
+  INFO(honest.m.message);
+  CHECK(honest.m.status == status::ok);
+}
+
+// --- the gated command ---------------------------------------------------------------
+
+namespace {
+
+tessel::command_backend gated_command(const std::string& mode, tessel::command_options o) {
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
+  o.gate.secret = 12;
+  return tessel::command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
+}
+
+tessel::space matmul_space() {
+  return tessel::parse_space(
+      "space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
+}
+
+}  // namespace
+
+TEST_CASE("class 12: a gated command that never exits is a timeout under the default limit") {
+  // Before: no limit by default, and the tuning run hung here. The default
+  // (600 s) is shortened for the test; the message says where the limit
+  // came from and how to change it.
+  tessel::command_options o;
+  o.default_timeout_s = 0.5;
+  auto b = gated_command("hang", o);
+  const auto s = matmul_space();
+  b.prepare(s);
+  const auto start = std::chrono::steady_clock::now();
+  const auto m = b.evaluate(s, *s.default_config());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // a bound
+  INFO(m.message);
+  CHECK(m.status == status::timeout);
+  CHECK(m.message.find("run 1 of ") == 0);
+  CHECK(m.message.find("timed out after 0.5 s (the default limit: no timeout was set; set one "
+                       "with --backend-set timeout=S") != std::string::npos);
+  CHECK(m.samples.empty());
+}
+
+TEST_CASE("class 12: (6) what a gated command can see around it") {
+  const folder tmp, logs;
+  const tmpdir_as in_tmp(tmp.path);
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  auto b = gated_command("snoop", o);
+  const auto s = matmul_space();
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  REQUIRE(m.status == status::ok);
+  const auto log = lines_of(logs.path / "log");
+  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+  // Each run's folder holds its own in/ and out/ only; the TMPDIR holds that
+  // folder only (the reference's folders are gone, its outputs kept in
+  // tessel's memory).
+  const auto seen = starting(log, "see run folder ");
+  CHECK(seen.size() == 2 * runs);
+  CHECK(std::set<std::string>(seen.begin(), seen.end()) == std::set<std::string>{"in", "out"});
+  CHECK(starting(log, "see tmpdir ").size() == runs);
+}
+
+TEST_CASE("class 12: (5) a daemon a gated command leaves behind outlives it: NOT caught") {
+  // As for the cpu loader: the process-group kill when the program exits
+  // does not reach a process that called setsid.
+  const folder logs;
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  auto b = gated_command("daemon", o);
+  const auto s = matmul_space();
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+  std::vector<std::string> pids;
+  for (int wait = 0; wait < 100; ++wait) {  // each daemon writes its pid once it is detached
+    pids = starting(lines_of(logs.path / "log"), "pid ");
+    if (pids.size() >= runs) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(pids.size() == runs);
+  std::size_t survivors = 0;
+  for (const auto& text : pids) {
+    const auto pid = static_cast<pid_t>(std::stol(text));
+    if (alive(pid)) ++survivors;
+    ::kill(pid, SIGKILL);  // the daemons this case started, by their ids
+  }
+  CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
+}
+
+TEST_CASE("class 12: (7) a gated command that replaces the reference program is NOT caught") {
+  // The reference command is a user's file like the candidate: here a copy of
+  // gate_program in a private folder. The candidate writes zeros, after
+  // replacing that file with a script that writes zeros too; the reference
+  // runs after the candidate's first run, and agrees.
+  const folder dir;
+  const auto reference = dir.path / "reference_program";
+  fs::copy_file(TESSEL_GATE_PROGRAM, reference);
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_REFERENCE", reference.string()}};
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = reference.string() + " reference";
+  o.gate.secret = 12;
+  const auto s = matmul_space();
+  // The control: zeros against the real reference are caught.
+  tessel::command_backend zeros(fmt::format("{} zeros", TESSEL_GATE_PROGRAM), o);
+  zeros.prepare(s);
+  const auto control = zeros.evaluate(s, *s.default_config());
+  INFO(control.message);
+  CHECK((control.status == status::incorrect || control.status == status::suspicious));
+  tessel::command_backend b(fmt::format("{} hijack", TESSEL_GATE_PROGRAM), o);
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);  // not caught (docs/gate.md, round seven)
+  std::ifstream planted(reference);
+  std::string first;
+  std::getline(planted, first);
+  CHECK(first == "#!/bin/sh");
+}
