@@ -152,13 +152,6 @@ std::string path_variable(const command_options& options) {
   return path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-std::string quoted_if_needed(const std::string& word) {
-  if (!word.empty() && word.find_first_of(" \t\n'\"\\") == std::string::npos) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 void command_options::validate() const {
@@ -186,7 +179,7 @@ command_backend::command_backend(std::vector<std::string> arguments, options opt
 
 std::string command_backend::name() const {
   std::vector<std::string> words;
-  for (const auto& a : arguments_) words.push_back(quoted_if_needed(a));
+  for (const auto& a : arguments_) words.push_back(shell_quote(a));
   return fmt::format("command:{}", fmt::join(words, " "));
 }
 
