@@ -361,12 +361,13 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
   const auto request = request_for(arguments_, s, &c, options_);
   // The objective counts only runs on inputs the program had never been
   // given: a repeat (for the determinism rule) could be answered from a
-  // cache it keeps on disk by the inputs' content. Repeats are judged alike.
+  // cache it keeps on disk by the inputs' content. Repeats are judged alike,
+  // so a set judged on has been given.
   std::vector<measurement> reports;
-  std::vector<bool> given(session.sets(), false);
   const auto& calls = session.calls();
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const std::size_t set = calls[i];
+    const bool first = !session.judged_on(set);
     const auto what = fmt::format("run {} of {}", i + 1, calls.size());
     const file_result r = run_on_files(request, gated_->inputs, gated_->outputs, files.of(set));
     paid.run_s += r.run.seconds;
@@ -379,8 +380,7 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
       return report;
     }
     paid.compile_s += report.cost.compile_s;
-    if (!given[set]) reports.push_back(std::move(report));
-    given[set] = true;
+    if (first) reports.push_back(std::move(report));
   }
   const verdict v = session.finish();
   if (!v.ok()) return detail::failed_verdict(v, paid);

@@ -508,6 +508,11 @@ class gate_session {
   /// spot_check_every of the others (drawn from the secret, so a candidate
   /// cannot tell which).
   [[nodiscard]] bool spot_check(std::size_t i, std::size_t count) const;
+  /// Whether a call on set `s` has been judged. A backend that judges
+  /// every call it makes on a check's set counts only the set's first call
+  /// as time: a later one (a repeat for the determinism rule) could be
+  /// answered from a cache of outputs keyed by the inputs' content.
+  [[nodiscard]] bool judged_on(std::size_t s) const;
 
   /// Judges the whole outputs of one call on set `s`, a check's set or a
   /// timed one (the set's reference is computed at its first judgement). Returns a failing verdict

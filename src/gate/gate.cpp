@@ -296,6 +296,8 @@ bool gate_session::spot_check(std::size_t i, std::size_t count) const {
   return state_->derive("spot", i) % state_->spot_check_every() == 0;
 }
 
+bool gate_session::judged_on(std::size_t s) const { return state_->calls_on(s) > 0; }
+
 std::optional<verdict> gate_session::judge(std::size_t s, const output_values& outputs) {
   if (s >= state_->all_sets())
     throw error(fmt::format("gate_session::judge: set {} of {}", s, state_->all_sets()));
