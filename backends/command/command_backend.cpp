@@ -156,11 +156,9 @@ std::string path_variable(const command_options& options) {
 
 void command_options::validate() const {
   if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
-    throw options_error("command_options::timeout_s", fmt::format("{}", timeout_s),
-                        "must be >= 0 (0: no limit)");
+    throw options_error("command_options::timeout_s", timeout_s, "must be >= 0 (0: no limit)");
   if (!(kill_grace_s >= 0) || !std::isfinite(kill_grace_s))
-    throw options_error("command_options::kill_grace_s", fmt::format("{}", kill_grace_s),
-                        "must be >= 0");
+    throw options_error("command_options::kill_grace_s", kill_grace_s, "must be >= 0");
   if (concurrency == 0) throw options_error("command_options::concurrency", "must be at least 1");
   if (max_output_bytes == 0)
     throw options_error("command_options::max_output_bytes", "must be at least 1");
