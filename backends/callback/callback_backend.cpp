@@ -86,7 +86,10 @@ callback_backend::callback_backend(measure_function f, options opts)
     : function_(checked(std::move(f))), options_(std::move(opts)) {
   if (options_.concurrency == 0)
     throw options_error("callback_options::concurrency", "must be at least 1");
-  if (options_.racing) racer_ = std::make_shared<racer>(*options_.racing);
+  if (options_.racing) {
+    tessel::validate(*options_.racing, "callback_options::racing");
+    racer_ = std::make_shared<racer>(*options_.racing);
+  }
 }
 
 callback_backend::callback_backend(std::function<measurement(const config&)> f, options opts)
