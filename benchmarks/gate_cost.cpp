@@ -1,10 +1,13 @@
 // benchmarks/gate_cost.cpp: what checking timed runs costs (issue 25).
 //
 // In-process (a gated callback's timing loop): one gate session of an honest
-// tiled fp32 matmul, its references computed first (the check already paid
-// for them), then the same timing loop of --calls calls three ways, side by
-// side and interleaved: no call judged, spot-checked (the first, the last and
-// about one in 8), every call judged. Charged: this thread's CPU seconds.
+// tiled fp32 matmul, the references of the check's sets computed first (the
+// check already paid for them), then the same timing loop of --calls calls
+// three ways, side by side and interleaved: no call judged, spot-checked (the
+// first, the last and about one in 8), every call judged. Each timed call has
+// a set of its own (round six), whose reference the first repetition that
+// judges it computes and the later ones reuse. Charged: this thread's CPU
+// seconds.
 // Out of process (a gated command): evaluations of an honest program, whose
 // every run is judged and timed; the program's wall seconds (run_s) beside
 // the gate's (gate_s: judging, and the reference program's runs).

@@ -32,10 +32,9 @@ std::string default_worker_name() {
 /// study::options::validate refuse them too, but only once connected).
 void check_worker(const worker_info& w) {
   if (!(w.heartbeat_s > 0))
-    throw options_error("join_request::worker.heartbeat_s", fmt::format("{}", w.heartbeat_s),
-                        "must be more than 0");
+    throw options_error("join_request::worker.heartbeat_s", w.heartbeat_s, "must be more than 0");
   if (!(w.lease_s > w.heartbeat_s))
-    throw options_error("join_request::worker.lease_s", fmt::format("{}", w.lease_s),
+    throw options_error("join_request::worker.lease_s", w.lease_s,
                         fmt::format("must be more than the heartbeat ({})", w.heartbeat_s));
 }
 

@@ -46,6 +46,12 @@ constexpr std::pair<std::string_view, std::string_view> model_arguments[] = {
     {"model_spec.no_db", "no_db"},
 };
 
+/// The model rules worded for the command line (the budget rule names
+/// --budget and --cost-budget), by their field, in a JSON client's words.
+constexpr std::pair<std::string_view, std::string_view> model_rules[] = {
+    {"tune-model", R"(needs a budget: "budget" (evaluations) or "cost_budget" (seconds))"},
+};
+
 /// Reads and checks one op's arguments, naming the op and field in each error.
 class arguments {
  public:
@@ -481,6 +487,8 @@ json agent_ops::call(std::string_view name, const json& raw, const progress_sink
     for (const auto& [field, argument] : model_arguments)
       if (e.field() == field)
         bad(name, e.renamed(fmt::format("argument \"{}\"", argument), " = ").what());
+    for (const auto& [field, rule] : model_rules)
+      if (e.field() == field) bad(name, std::string(rule));
     bad(name, e.what());
   } catch (const std::exception& e) {
     // The study refuses what the caller got wrong (an unknown or finished

@@ -66,8 +66,7 @@ void study_spec::validate() const {
   if (!fidelity.empty() && !backend.empty())
     invalid("fidelity", "replaces backend: give one or the other");
   if (budget.high_evaluations > 0 && fidelity.empty())
-    throw options_error("study_spec.budget.high_evaluations",
-                        fmt::format("{}", budget.high_evaluations),
+    throw options_error("study_spec.budget.high_evaluations", budget.high_evaluations,
                         "counts high-fidelity evaluations; it needs --fidelity");
   if (verify && backend.empty() && fidelity.empty() && !is_replay_file(file))
     invalid("verify",

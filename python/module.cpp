@@ -21,7 +21,9 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace py = pybind11;
 
@@ -42,6 +44,51 @@ json parse_json(const std::string& text, std::string_view what) {
   } catch (const json::parse_error& e) {
     throw error(fmt::format("{}: not a JSON value (NaN and infinity are not numbers here): {}",
                             what, e.what()));
+  }
+}
+
+/// A keyword of a Python call and the library field it sets. An
+/// options_error naming the field names the keyword instead ("tessel.Study:
+/// token_price: ...", not "study_spec.token_price_s: ..."); a rule the
+/// library words for the command line (--backend SPEC, --budget N) is
+/// replaced by `rule`, in Python's words, when that is not empty.
+struct keyword {
+  std::string_view field, name, rule;
+};
+
+/// tessel.Study(...)'s keywords (python/tessel/__init__.py builds the spec).
+constexpr keyword study_keywords[] = {
+    {"study_spec.token_price_s", "token_price", ""},
+    {"study_spec.scheduler", "scheduler", ""},
+    {"study_spec.verify", "verify",
+     "re-measures agent-reported results on the backend; give one (backend=\"sim\", a "
+     "callable, tessel.gated(...))"},
+    {"study::options::jobs", "jobs", ""},
+    {"study::options::window", "window", ""},
+};
+
+/// tessel.Model(...)'s and Model.tune(...)'s keywords.
+constexpr keyword model_keywords[] = {
+    {"model_spec.scheduler", "scheduler", ""},
+    {"model_spec.cost_budget_s", "cost_budget", ""},
+    {"model_spec.no_db", "db_dir=False", ""},
+    {"tune-model", "", "needs a budget: budget=N (evaluations) or cost_budget=SECONDS"},
+};
+
+/// `body()`, an options_error it throws naming what `call` (a Python call:
+/// "tessel.Study") was passed when `keywords` hold the field.
+template <class Body>
+auto with_keywords(std::string_view call, std::span<const keyword> keywords, Body&& body) {
+  try {
+    return body();
+  } catch (const options_error& e) {
+    for (const auto& k : keywords) {
+      if (!e.names(k.field)) continue;
+      const auto name = k.name.empty() ? std::string(call) : fmt::format("{}: {}", call, k.name);
+      if (!k.rule.empty()) throw options_error(name, std::string(k.rule));
+      throw e.renamed(name, " = ");
+    }
+    throw;
   }
 }
 
@@ -242,7 +289,8 @@ std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::s
     o.space.reset();
   auto out = std::make_unique<py_study>();
   out->read_space = !o.space;
-  out->opened = open_study(std::move(parsed), std::move(o));
+  out->opened = with_keywords("tessel.Study", study_keywords,
+                              [&] { return open_study(std::move(parsed), std::move(o)); });
   out->ops =
       std::make_unique<agent_ops>(*out->opened.study, out->opened.backend, out->opened.evaluates);
   return out;
@@ -376,21 +424,27 @@ PYBIND11_MODULE(_tessel, m) {
   m.def(
       "model_step",
       [](const std::string& spec) {
-        return dump(default_step_json(model_spec::from_json(parse_json(spec, "Model"))));
+        return with_keywords("tessel.Model.step", model_keywords, [&] {
+          return dump(default_step_json(model_spec::from_json(parse_json(spec, "Model"))));
+        });
       },
       py::arg("spec"));
   m.def(
       "model_step_text",
       [](const std::string& spec) {
-        return model_step(model_spec::from_json(parse_json(spec, "Model"))).text();
+        return with_keywords("tessel.Model.step_text", model_keywords, [&] {
+          return model_step(model_spec::from_json(parse_json(spec, "Model"))).text();
+        });
       },
       py::arg("spec"));
   m.def(
       "tune_model",
       [](const std::string& spec) {
-        auto tuning = open_model_tuning(model_spec::from_json(parse_json(spec, "Model")));
-        tuning.run();
-        return dump(tuning.to_json());
+        return with_keywords("tessel.Model.tune", model_keywords, [&] {
+          auto tuning = open_model_tuning(model_spec::from_json(parse_json(spec, "Model")));
+          tuning.run();
+          return dump(tuning.to_json());
+        });
       },
       py::arg("spec"));
 

@@ -2,6 +2,8 @@
 #include <tessel/codec.hpp>
 #include <tessel/error.hpp>
 
+#include <fmt/format.h>
+
 #include <string_view>
 
 namespace tessel {
@@ -77,6 +79,12 @@ options_error::options_error(std::string field, std::string rule)
 
 options_error::options_error(std::string field, std::string value, std::string rule)
     : options_error(std::move(field), std::optional(std::move(value)), std::move(rule), " = ") {}
+
+std::string options_error::double_text(double value) { return fmt::format("{}", value); }
+std::string options_error::signed_text(long long value) { return fmt::format("{}", value); }
+std::string options_error::unsigned_text(unsigned long long value) {
+  return fmt::format("{}", value);
+}
 
 options_error options_error::renamed(std::string name, std::string_view separator) const {
   return {std::move(name), value_, rule_, separator};

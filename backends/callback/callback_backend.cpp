@@ -86,7 +86,10 @@ callback_backend::callback_backend(measure_function f, options opts)
     : function_(checked(std::move(f))), options_(std::move(opts)) {
   if (options_.concurrency == 0)
     throw options_error("callback_options::concurrency", "must be at least 1");
-  if (options_.racing) racer_ = std::make_shared<racer>(*options_.racing);
+  if (options_.racing) {
+    tessel::validate(*options_.racing, "callback_options::racing");
+    racer_ = std::make_shared<racer>(*options_.racing);
+  }
 }
 
 callback_backend::callback_backend(std::function<measurement(const config&)> f, options opts)
@@ -159,16 +162,15 @@ measurement callback_backend::evaluate(const space& s, const config& c) {
   // A time counts only when the kernel had never been given its inputs: a
   // check's repeats (for the determinism rule) could be answered from a
   // cache of outputs keyed by the inputs' content, and the timed calls each
-  // get a set of their own (timed_set), so no counted call can.
-  std::vector<bool> given(session.sets(), false);
+  // get a set of their own (timed_set), so no counted call can. Every call
+  // on a check's set is judged, so a set judged on has been given.
   int calls = 0;
   const auto call = [&](std::size_t set, bool judge) -> std::optional<verdict> {
     const auto start = std::chrono::steady_clock::now();
     const output_values out = g.kernel(s, c, session.inputs(set));
     const double seconds = seconds_since(start);
     ++calls;
-    if (set >= given.size() || !given[set]) m.samples.push_back(seconds);
-    if (set < given.size()) given[set] = true;
+    if (!session.judged_on(set)) m.samples.push_back(seconds);
     m.cost.run_s += seconds;
     if (!judge) return std::nullopt;
     const auto judged_at = std::chrono::steady_clock::now();

@@ -152,25 +152,16 @@ std::string path_variable(const command_options& options) {
   return path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-std::string quoted_if_needed(const std::string& word) {
-  if (!word.empty() && word.find_first_of(" \t\n'\"\\") == std::string::npos) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 void command_options::validate() const {
   if (timeout_s && (!(*timeout_s >= 0) || !std::isfinite(*timeout_s)))
-    throw options_error("command_options::timeout_s", fmt::format("{}", *timeout_s),
-                        "must be >= 0 (0: no limit)");
+    throw options_error("command_options::timeout_s", *timeout_s, "must be >= 0 (0: no limit)");
   if (!(default_timeout_s >= 0) || !std::isfinite(default_timeout_s))
-    throw options_error("command_options::default_timeout_s", fmt::format("{}", default_timeout_s),
+    throw options_error("command_options::default_timeout_s", default_timeout_s,
                         "must be >= 0 (0: no limit)");
   if (!(kill_grace_s >= 0) || !std::isfinite(kill_grace_s))
-    throw options_error("command_options::kill_grace_s", fmt::format("{}", kill_grace_s),
-                        "must be >= 0");
+    throw options_error("command_options::kill_grace_s", kill_grace_s, "must be >= 0");
   if (concurrency == 0) throw options_error("command_options::concurrency", "must be at least 1");
   if (max_output_bytes == 0)
     throw options_error("command_options::max_output_bytes", "must be at least 1");
@@ -189,7 +180,7 @@ command_backend::command_backend(std::vector<std::string> arguments, options opt
 
 std::string command_backend::name() const {
   std::vector<std::string> words;
-  for (const auto& a : arguments_) words.push_back(quoted_if_needed(a));
+  for (const auto& a : arguments_) words.push_back(shell_quote(a));
   return fmt::format("command:{}", fmt::join(words, " "));
 }
 
@@ -372,13 +363,14 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
   const auto request = request_for(arguments_, s, &c, options_);
   // The objective counts only runs on inputs the program had never been
   // given: a repeat (for the determinism rule) could be answered from a
-  // cache it keeps on disk by the inputs' content. Repeats are judged alike.
+  // cache it keeps on disk by the inputs' content. Repeats are judged alike,
+  // so a set judged on has been given.
   std::vector<measurement> reports;
-  std::vector<bool> given(session.sets(), false);
   const auto timed_out = detail::timeout_message(options_);
   const auto& calls = session.calls();
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const std::size_t set = calls[i];
+    const bool first = !session.judged_on(set);
     const auto what = fmt::format("run {} of {}", i + 1, calls.size());
     const file_result r =
         run_on_files(request, gated_->inputs, gated_->outputs, files.of(set), timed_out);
@@ -392,8 +384,7 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
       return report;
     }
     paid.compile_s += report.cost.compile_s;
-    if (!given[set]) reports.push_back(std::move(report));
-    given[set] = true;
+    if (first) reports.push_back(std::move(report));
   }
   const verdict v = session.finish();
   if (!v.ok()) return detail::failed_verdict(v, paid);

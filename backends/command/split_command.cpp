@@ -1,5 +1,6 @@
 // split_command.cpp: POSIX-shell-like word splitting of a command string
-// (quotes and backslashes only: no variables, globs, pipes or redirections).
+// (quotes and backslashes only: no variables, globs, pipes or redirections),
+// and its inverse for one word, shell_quote.
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
 
@@ -54,6 +55,21 @@ std::vector<std::string> split_command(std::string_view command) {
   }
   if (in_word) words.push_back(std::move(word));
   return words;
+}
+
+std::string shell_quote(std::string_view word) {
+  constexpr std::string_view plain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-";
+  if (!word.empty() && word.find_first_not_of(plain) == std::string_view::npos)
+    return std::string(word);
+  std::string out = "'";
+  for (const char c : word) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
 }
 
 }  // namespace tessel

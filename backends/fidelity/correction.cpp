@@ -209,21 +209,19 @@ std::optional<multi_fidelity_stats> fidelity_stats(const std::vector<measurement
 
 void multi_fidelity_options::validate() const {
   if (warmup < 3)
-    throw options_error("multi_fidelity_options::warmup", fmt::format("{}", warmup),
+    throw options_error("multi_fidelity_options::warmup", warmup,
                         "must be at least 3 (a correction needs 3 pairs)");
   if (!(z >= 0) || !std::isfinite(z))
-    throw options_error("multi_fidelity_options::z", fmt::format("{}", z),
-                        "must be finite and >= 0");
+    throw options_error("multi_fidelity_options::z", z, "must be finite and >= 0");
   if (top_patience == 0)
     throw options_error("multi_fidelity_options::top_patience", "0", "must be at least 1");
   if (!(top_fraction > 0 && top_fraction <= 1))
-    throw options_error("multi_fidelity_options::top_fraction", fmt::format("{}", top_fraction),
-                        "must be in (0, 1]");
+    throw options_error("multi_fidelity_options::top_fraction", top_fraction, "must be in (0, 1]");
   if (!(min_agreement > 0 && min_agreement <= 1))
-    throw options_error("multi_fidelity_options::min_agreement", fmt::format("{}", min_agreement),
+    throw options_error("multi_fidelity_options::min_agreement", min_agreement,
                         "must be in (0, 1]");
   if (!(min_spread >= 0) || !std::isfinite(min_spread))
-    throw options_error("multi_fidelity_options::min_spread", fmt::format("{}", min_spread),
+    throw options_error("multi_fidelity_options::min_spread", min_spread,
                         "must be finite and >= 0");
 }
 

@@ -4,6 +4,8 @@
 #include "command/process.hpp"
 #include "command/protocol.hpp"
 
+#include <tessel/backends.hpp>
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -12,12 +14,6 @@ extern "C" char** environ;  // NOLINT: POSIX
 
 namespace tessel::detail {
 namespace {
-
-std::string shell_quoted(const std::string& word) {
-  std::string out = "'";
-  for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 /// The last line of `text` that parses as a JSON object.
 std::optional<nlohmann::json> last_json_object(const std::string& text) {
@@ -69,10 +65,10 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) p.environment.emplace_back(*e);
     variables.try_emplace("PYTHONPATH", where.runner_dir);
     std::string line =
-        where.remote_dir.empty() ? "" : "cd " + shell_quoted(where.remote_dir) + " && ";
+        where.remote_dir.empty() ? "" : "cd " + shell_quote(where.remote_dir) + " && ";
     line += "env";
-    for (const auto& [name, value] : variables) line += " " + shell_quoted(name + "=" + value);
-    line += " " + shell_quoted(where.python) + " -m tessel_trainium.runner";
+    for (const auto& [name, value] : variables) line += " " + shell_quote(name + "=" + value);
+    line += " " + shell_quote(where.python) + " -m tessel_trainium.runner";
     p.arguments = {where.ssh, host, line};
   }
   p.input = request.dump();

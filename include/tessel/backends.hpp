@@ -232,6 +232,11 @@ class command_backend : public backend {
 /// on an unbalanced quote or a trailing backslash.
 [[nodiscard]] std::vector<std::string> split_command(std::string_view command);
 
+/// `word` as a POSIX shell (and split_command) reads it back as one word: as
+/// is when every byte is one of [A-Za-z0-9_./:=@%+,-] and it is not empty,
+/// else in single quotes, each ' written '\''.
+[[nodiscard]] std::string shell_quote(std::string_view word);
+
 // --- replay --------------------------------------------------------------------
 
 /// A measured search space read from a Kernel Tuner cache file or a T4 results

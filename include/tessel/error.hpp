@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tessel {
@@ -59,6 +60,13 @@ class empty_space_error : public error {
   std::uint64_t rejected_ = 0;
 };
 
+namespace detail {
+/// A number options_error writes as a field's value.
+template <class T>
+concept option_number = std::is_same_v<T, double> ||
+    (std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>);
+}  // namespace detail
+
 /// Thrown by Options::validate() and friends: the field that breaks a rule
 /// ("study::options::jobs"), the value it holds as printed (when the message
 /// shows it) and the rule, composed into one format: "FIELD = VALUE: RULE",
@@ -70,6 +78,12 @@ class options_error : public error {
   options_error(std::string field, std::string rule);
   /// "FIELD = VALUE: RULE".
   options_error(std::string field, std::string value, std::string rule);
+  /// "FIELD = VALUE: RULE" with a number for the value, written as fmt's
+  /// "{}" writes it: an integer in full, a double as the shortest text that
+  /// reads back (0.5, 1e+300, nan).
+  template <detail::option_number Number>
+  options_error(std::string field, Number value, std::string rule)
+      : options_error(std::move(field), number_text(value), std::move(rule)) {}
 
   [[nodiscard]] const std::string& field() const noexcept { return field_; }
   [[nodiscard]] const std::optional<std::string>& value() const noexcept { return value_; }
@@ -88,6 +102,18 @@ class options_error : public error {
  private:
   options_error(std::string field, std::optional<std::string> value, std::string rule,
                 std::string_view separator);
+  template <class Number>
+  static std::string number_text(Number value) {
+    if constexpr (std::is_same_v<Number, double>)
+      return double_text(value);
+    else if constexpr (std::is_signed_v<Number>)
+      return signed_text(value);
+    else
+      return unsigned_text(value);
+  }
+  static std::string double_text(double value);
+  static std::string signed_text(long long value);
+  static std::string unsigned_text(unsigned long long value);
 
   std::string field_;
   std::optional<std::string> value_;

@@ -530,6 +530,12 @@ class gate_session {
   /// reference then, and every rule applies to it as to a timed set.
   [[nodiscard]] std::size_t perturbed_set(std::size_t s, std::uint64_t calls);
 
+  /// Whether a call on set `s` has been judged. A backend that judges
+  /// every call it makes on a check's set counts only the set's first call
+  /// as time: a later one (a repeat for the determinism rule) could be
+  /// answered from a cache of outputs keyed by the inputs' content.
+  [[nodiscard]] bool judged_on(std::size_t s) const;
+
   /// Judges the whole outputs of one call on set `s`, a check's set or a
   /// timed one (the set's reference is computed at its first judgement). Returns a failing verdict
   /// at once for outputs of the wrong shape (runtime_error), NaN/Inf where the reference is finite,

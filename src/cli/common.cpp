@@ -369,17 +369,6 @@ extern "C" void on_signal(int sig) {
   ::raise(sig);  // SA_RESETHAND: delivered with the default action once this returns
 }
 
-/// `word` as a shell reads it back: as is when plain, else in single quotes.
-std::string quoted(const std::string& word) {
-  if (!word.empty() &&
-      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                             "_@%+=:,./-") == std::string::npos)
-    return word;
-  std::string out = "'";
-  for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 /// The command line that resumes this run: as typed, without --overwrite
 /// (it excludes --resume), with --resume.
 std::string resume_command() {
@@ -388,7 +377,7 @@ std::string resume_command() {
   for (const auto& word : command_line()) {
     if (word == "--overwrite") continue;
     resumes = resumes || word == "--resume";
-    out += (out.empty() ? "" : " ") + quoted(word);
+    out += (out.empty() ? "" : " ") + shell_quote(word);
   }
   return resumes ? out : out + " --resume";
 }

@@ -310,6 +310,8 @@ std::size_t gate_session::perturbed_set(std::size_t s, std::uint64_t calls) {
   return state_->perturbed_set(s, calls);
 }
 
+bool gate_session::judged_on(std::size_t s) const { return state_->calls_on(s) > 0; }
+
 std::optional<verdict> gate_session::judge(std::size_t s, const output_values& outputs) {
   if (s >= state_->all_sets())
     throw error(fmt::format("gate_session::judge: set {} of {}", s, state_->all_sets()));

@@ -74,6 +74,10 @@ struct gate_session::state {
     return hidden_.at(s);
   }
   [[nodiscard]] const std::vector<std::size_t>& calls() const noexcept { return calls_; }
+  /// The calls judged on set `s` so far (0 for a set not drawn yet).
+  [[nodiscard]] int calls_on(std::size_t s) const noexcept {
+    return s < records_.size() ? records_[s].calls : 0;
+  }
   [[nodiscard]] const probe_points& where() const noexcept { return where_; }
   [[nodiscard]] std::uint64_t derive(std::string_view purpose, std::uint64_t index) const {
     return key_.derive(purpose, {config_key_, epoch_, index});

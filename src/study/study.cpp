@@ -46,14 +46,14 @@ void study_options::validate() const {
   if (!(token_price_s >= 0) || !std::isfinite(token_price_s))
     throw options_error("study::options::token_price_s", "must be finite and >= 0");
   if (window > 4096)
-    throw options_error("study::options::window", fmt::format("{}", window),
+    throw options_error("study::options::window", window,
                         "must be at most 4096 (0 = as many as jobs)");
   if (!(worker.heartbeat_s > 0) || !(worker.lease_s > worker.heartbeat_s))
     throw options_error("study::options::worker",
                         fmt::format("heartbeat_s = {} must be > 0 and lease_s = {} greater than it",
                                     worker.heartbeat_s, worker.lease_s));
   if (jobs > 4096)
-    throw options_error("study::options::jobs", fmt::format("{}", jobs),
+    throw options_error("study::options::jobs", jobs,
                         "must be at most 4096 (0 = the backend's concurrency)");
 }
 

@@ -92,6 +92,11 @@ TEST_CASE("callback: with racing, each call is one sample; the objective is thei
   CHECK(m.metrics.at("repeats") == 12);
   const auto again = *b.remeasure(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3));
   CHECK(again.samples.size() == 12);
+  // A racing rule broken is named where the caller set it.
+  callback_options broken;
+  broken.racing = race_options{4, 12, -1.0, 0.001, 0.0};
+  CHECK_THROWS_WITH_AS(callback_backend([](const config&) { return 1.0; }, broken),
+                       "callback_options::racing.margin: must be >= 0", options_error);
   // No racing: one call, and nothing to re-measure.
   callback_backend once([](const config&) { return 2.0; });
   CHECK(once.evaluate(s, testing::small_config(s, 64, "k,m,n", true, "beta", 3)).samples.empty());

@@ -7,8 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 using namespace tessel;
 
@@ -118,6 +120,28 @@ TEST_CASE("options_error: field, value and rule in one format, renamed without p
   CHECK(std::string(options_error("a", "1", "b").renamed("k", "=").what()) == "k=1: b");
   // A rule's words are not parsed: a colon or " = " in them stays where it is.
   CHECK(std::string(options_error("f", "x = 1: y").renamed("g", " ").what()) == "g: x = 1: y");
+}
+
+TEST_CASE("options_error: a number's value written as fmt's {} writes it") {
+  const auto value = [](const options_error& e) { return e.value().value_or("(none)"); };
+  CHECK(value(options_error("f", std::size_t{4097}, "r")) == "4097");
+  CHECK(value(options_error("f", -3, "r")) == "-3");
+  CHECK(value(options_error("f", std::uint64_t{18446744073709551615U}, "r")) ==
+        "18446744073709551615");
+  CHECK(value(options_error("f", 0.1, "r")) == "0.1");
+  CHECK(value(options_error("f", 2.0, "r")) == "2");
+  CHECK(value(options_error("f", 1e300, "r")) == "1e+300");
+  CHECK(value(options_error("f", -std::numeric_limits<double>::infinity(), "r")) == "-inf");
+  CHECK(value(options_error("f", std::numeric_limits<double>::quiet_NaN(), "r")) == "nan");
+  // the message is the text form's, byte for byte
+  CHECK(
+      std::string(options_error("study::options::jobs", 100000U, "must be at most 4096").what()) ==
+      options_error("study::options::jobs", "100000", "must be at most 4096").what());
+  command_options c;
+  c.timeout_s = -0.25;
+  CHECK_THROWS_WITH_AS(c.validate(),
+                       "command_options::timeout_s = -0.25: must be >= 0 (0: no limit)",
+                       options_error);
 }
 
 TEST_CASE("options_error::names: the field itself, or a field relative to its owner") {

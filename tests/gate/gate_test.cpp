@@ -422,8 +422,15 @@ TEST_CASE("sessions judge arrays computed elsewhere by the same rules") {
   {
     auto session = g.session(spec, 5);
     CHECK(session.sets() == suites);
-    for (const std::size_t s : session.calls())
+    std::size_t first_calls = 0;  // what a backend counts as time (judged_on)
+    for (const std::size_t s : session.calls()) {
+      first_calls += session.judged_on(s) ? 0 : 1;
       CHECK(!session.judge(s, {session.inputs(s)[0].values()}));
+      CHECK(session.judged_on(s));
+    }
+    CHECK(session.calls().size() > suites);  // repeats, each judged on a set judged before
+    CHECK(first_calls == suites);
+    CHECK(!session.judged_on(session.sets()));  // a set not drawn yet
     const tessel::verdict ok = session.finish();
     CHECK(ok.ok());
     CHECK(ok.suites == 15);

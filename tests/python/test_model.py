@@ -49,10 +49,26 @@ def test_tune_is_tune_model_and_resumes(tmp_path):
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(tessel.Error, match="needs a budget"):
-        tessel.Model(TWO).tune(db_dir=False)
     with pytest.raises(tessel.Error, match="\"allocate\" must be utility, even or share"):
         tessel.Model(TWO).tune(budget=2, allocate="greedy", db_dir=False)
+
+
+def test_errors_name_the_keywords_passed_not_the_spec_fields():
+    def message(call):
+        with pytest.raises(tessel.Error) as raised:
+            call()
+        return str(raised.value)
+
+    model = tessel.Model(TWO)
+    assert message(lambda: model.tune(db_dir=False)) == (
+        "tessel.Model.tune: needs a budget: budget=N (evaluations) or cost_budget=SECONDS")
+    assert message(lambda: model.tune(budget=2, cost_budget=-1, db_dir=False)) == (
+        "tessel.Model.tune: cost_budget: must be finite and >= 0, not -1")
+    assert message(lambda: model.tune(budget=2, scheduler="lifo", db_dir=False)) == (
+        "tessel.Model.tune: scheduler: must be utility or fifo, not 'lifo'")
+    assert message(lambda: model.tune(budget=2, db_dir=False, resume=True)) == (
+        "tessel.Model.tune: db_dir=False: keeps nothing on disk, so there is nothing to resume "
+        "or overwrite")
 
 
 def test_step_text_is_what_tessel_model_prints():

@@ -154,6 +154,29 @@ def test_hostile_input_is_tessel_error(tmp_path):
     assert study.tell(trial_id, objective=1.0)["objective"] == 1.0  # nothing lost
 
 
+def test_study_errors_name_the_keywords_passed_not_the_spec_fields():
+    space = tessel.load_space(SMALL)
+
+    def message(**keywords):
+        with pytest.raises(tessel.Error) as raised:
+            tessel.Study(space, backend=bowl, **keywords)
+        return str(raised.value)
+
+    assert message(token_price=-1) == (
+        "tessel.Study: token_price: must be finite and >= 0, not -1")
+    assert message(scheduler="lifo") == (
+        "tessel.Study: scheduler: must be utility or fifo, not 'lifo'")
+    assert message(jobs=100000) == (
+        "tessel.Study: jobs = 100000: must be at most 4096 (0 = the backend's concurrency)")
+    assert message(window=5000) == (
+        "tessel.Study: window = 5000: must be at most 4096 (0 = as many as jobs)")
+    with pytest.raises(tessel.Error) as raised:
+        tessel.Study(space, verify=True)
+    assert str(raised.value) == (
+        "tessel.Study: verify: re-measures agent-reported results on the backend; give one "
+        "(backend=\"sim\", a callable, tessel.gated(...))")
+
+
 def test_study_file_and_resume(tmp_path):
     space = tessel.load_space(SMALL)
     db = tmp_path / "small.tessel.db"
