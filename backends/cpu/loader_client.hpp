@@ -22,7 +22,7 @@ namespace tessel::detail {
 /// Files a kernel's process must not change: the loader and a user
 /// reference's library, as they were when the backend was prepared. The
 /// kernel runs as the user, and they lie in the user's compile cache, so it
-/// can write them (docs/gate.md, "Round seven": a kernel that copied itself
+/// can write them (docs/gate.md, "Round eight": a kernel that copied itself
 /// over the reference's library made the reference agree with it). Every
 /// loader run checks them before it starts (restoring what changed) and
 /// after it ends: a change made during a run is that run's (suspicious).
