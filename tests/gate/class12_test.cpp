@@ -168,14 +168,17 @@ TEST_CASE("class 12: (2) zeroing its inputs after computing is caught: suspiciou
   CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
 }
 
-TEST_CASE("class 12: (3) computing once per process and copying after is NOT caught") {
+TEST_CASE("class 12: (3) computing once per process and copying after is caught: suspicious") {
   // A gate run's only call, and the timing's first warm-up, compute; every
   // later call in the timing loop copies the first answer (and spins a
-  // tenth of the time, to stay above the floor). The timing loop calls the
-  // kernel on one input set, so the copy is right, and its time counts.
+  // tenth of the time, to stay above the floor). Before round seven's loop
+  // rule the timing loop called the kernel on one input set, so the copy
+  // was right (ok); now the inputs change before every call, and the last
+  // call's copy is judged on the inputs that call had.
   const auto r = run_cpu("rt_count_calls");
   INFO(r.m.message);
-  CHECK(r.m.status == status::ok);     // not caught (docs/gate.md, round seven)
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
   CHECK(count(r.log, "copied") >= 3);  // every timed call but the first warm-up
 }
 
@@ -248,13 +251,16 @@ TEST_CASE("class 12: (6) what a host kernel can see around it") {
 TEST_CASE("class 12: (7) a kernel that forges the loader's answer line is NOT caught") {
   // The kernel runs in the loader's process: it finds the answer channel (the
   // one pipe past stderr), and an atexit handler writes a line of 20 us
-  // samples after the loader's own. The backend takes the last line.
+  // samples after the loader's own, with the calls it counted (the loader's
+  // line carries them since round seven). The backend takes the last line,
+  // and the last call's outputs, honest, are right for that count.
   const auto r = run_cpu("rt_forge");
   INFO(r.m.message);
-  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round seven)
+  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round eight)
   CHECK(!starting(r.log, "forged on fd ").empty());  // every pipe it holds, the channel among them
   CHECK(r.m.objective == doctest::Approx(2e-5));     // the forged time, not its 200 us
   CHECK(r.m.samples == std::vector<double>(5, 2e-5));
+  CHECK(r.m.metrics.at("iters_per_sample") == 1);  // forged too
 }
 
 TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is caught") {

@@ -13,8 +13,9 @@
 //   rt_plant_input   computes, then overwrites its input with the answer;
 //                    a later call in the process copies the input to y
 //   rt_forge         honest, but in a timing process writes its own answer
-//                    line (samples of 20 us) to the loader's answer channel
-//                    from an atexit handler, after the loader's own
+//                    line (samples of 20 us, and the calls it counted, as
+//                    the loader's line carries them) to the loader's answer
+//                    channel from an atexit handler, after the loader's own
 //   rt_daemon        honest; its first call leaves a daemon (setsid, double
 //                    fork) that outlives the loader; its pid goes to the log
 //   rt_term_hang     ignores SIGTERM, then never returns
@@ -90,6 +91,10 @@ bool in_timing_process() {
   return words.size() > 2 && words[2] == "time";
 }
 
+/// rt_forge's calls in this process (the loader's answer says how many it
+/// made: a realistic forger counts them too).
+std::uint64_t forge_calls = 0;
+
 /// rt_forge's atexit handler: after the loader's answer (flushed first), a
 /// forged one, which is the last JSON line the backend reads.
 void forge_answer() {
@@ -99,10 +104,11 @@ void forge_answer() {
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
     if ((::fcntl(fd, F_GETFL) & O_ACCMODE) != O_WRONLY) continue;
-    const char line[] =
+    const std::string line =
         "{\"status\": \"ok\", \"samples_s\": [2e-05, 2e-05, 2e-05, 2e-05, 2e-05], "
-        "\"stopped\": \"max_repeats\", \"iters\": 1}\n";
-    if (::write(fd, line, sizeof line - 1) > 0) note("forged on fd " + std::to_string(fd));
+        "\"stopped\": \"max_repeats\", \"iters\": 1, \"calls\": " +
+        std::to_string(forge_calls) + "}\n";
+    if (::write(fd, line.data(), line.size()) > 0) note("forged on fd " + std::to_string(fd));
   }
 }
 
@@ -159,6 +165,7 @@ void rt_forge(const tessel::cpu::kernel_args& a) {
   static bool registered = false;
   if (!registered && in_timing_process()) std::atexit(forge_answer);
   registered = true;
+  ++forge_calls;
   work(a);
 }
 
