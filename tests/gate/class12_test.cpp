@@ -109,7 +109,7 @@ struct cpu_run {
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
-                const std::string& cache = TESSEL_CPU_TEST_CACHE) {
+                const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4) {
   const folder logs;
   const auto log = logs.path / "log";
   tessel::cpu_options o;
@@ -121,7 +121,7 @@ cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
   o.cache_dir = cache;
   o.cpus = "off";  // a shared test machine: pinning would only add contention
   o.racing = {3, 8, 0.0, 0.02, 2.0};
-  o.min_sample_s = 2e-4;
+  o.min_sample_s = min_sample_s;
   o.run_timeout_s = run_timeout_s;
   o.kill_grace_s = 0.2;
   o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
@@ -159,13 +159,16 @@ TEST_CASE("class 12: (1) returning before the work is done is caught: suspicious
 }
 
 TEST_CASE("class 12: (2) zeroing its inputs after computing is caught: suspicious") {
-  // Every gate run is a process of its own with fresh inputs, so they pass;
-  // in the timing loop every call after the first computes on zeros, and the
-  // last timed call's outputs are judged.
+  // Before round eight's input check, every gate run passed (a process of
+  // its own with fresh inputs) and the timing loop's later calls computed on
+  // zeros, caught on the last timed call's outputs. Now the loader compares
+  // the inputs with its own copy after the call: caught in the first gate run.
   const auto r = run_cpu("rt_zero_inputs");
   INFO(r.m.message);
   CHECK(r.m.status == status::suspicious);
-  CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
+  CHECK(r.m.message.find("in the gate (run 1 of ") == 0);
+  CHECK(r.m.message.find("suspicious: the kernel wrote its input x") != std::string::npos);
+  CHECK(count(r.log, "computed") == 1);
 }
 
 TEST_CASE("class 12: (3) computing once per process and copying after is caught: suspicious") {
@@ -182,14 +185,41 @@ TEST_CASE("class 12: (3) computing once per process and copying after is caught:
   CHECK(count(r.log, "copied") >= 3);  // every timed call but the first warm-up
 }
 
-TEST_CASE("class 12: (4) planting the next call's answer in its input buffer is NOT caught") {
-  // Inputs are writable (tensor::as<T>() is a T*) and the loader never looks
-  // at them again: the kernel overwrites x with its answer, and later calls
-  // copy x to y.
+TEST_CASE("class 12: (4) planting the next call's answer in its input buffer is caught") {
+  // Inputs are writable (tensor::as<T>() is a T*): the kernel overwrites x
+  // with its answer, and later calls copy x to y. Before: ok (y = 2 x is
+  // elementwise, so the loop's exchanges permuted the planted answer along
+  // with the inputs). Now the loader keeps a copy of the inputs made before
+  // the first call and compares after the call: caught in its first run.
   const auto r = run_cpu("rt_plant_input");
   INFO(r.m.message);
-  CHECK(r.m.status == status::ok);  // not caught (docs/gate.md, round seven)
-  CHECK(count(r.log, "copied") >= 3);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("suspicious: the kernel wrote its input x (inputs are read-only)") !=
+        std::string::npos);
+  CHECK(count(r.log, "computed") == 1);
+  CHECK(count(r.log, "copied") == 0);  // never timed
+}
+
+TEST_CASE("class 12: (4) writing an input only in the timing loop is caught after the timing") {
+  // One element changed from the third call of a process on: the gate runs
+  // (one call each) pass, and the timing's copy, changed by the same
+  // exchanges as the inputs outside the clock, differs at the end.
+  const auto r = run_cpu("rt_write_late");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message == "suspicious: the kernel wrote its input x (inputs are read-only)");
+  CHECK(r.m.samples.empty());
+  CHECK(count(r.log, "computed") >= 5);  // the timing made its calls (the message: not a gate run)
+}
+
+TEST_CASE("class 12: an honest kernel reading its inputs passes the input check over many calls") {
+  // 2 ms samples of a 200 us kernel: about ten calls a sample, each after an
+  // exchange made on the inputs and, outside the clock, on the loader's copy.
+  const auto r = run_cpu("rt_honest", 20, TESSEL_CPU_TEST_CACHE, 2e-3);
+  INFO(r.m.message);
+  REQUIRE(r.m.status == status::ok);
+  CHECK(r.m.metrics.at("iters_per_sample") >= 5);
+  CHECK(count(r.log, "computed") > 30);
 }
 
 TEST_CASE("class 12: (5) a SIGTERM handler does not save a hanging kernel: timeout") {

@@ -12,6 +12,9 @@
 //                    answer on every later call (the timing loop)
 //   rt_plant_input   computes, then overwrites its input with the answer;
 //                    a later call in the process copies the input to y
+//   rt_write_late    honest, but from its third call in a process (only a
+//                    timing makes three) writes one element of its input
+//                    back changed, after computing
 //   rt_forge         honest, but in a timing process writes its own answer
 //                    line (samples of 20 us, and the calls it counted, as
 //                    the loader's line carries them) to the loader's answer
@@ -159,6 +162,15 @@ void rt_plant_input(const tessel::cpu::kernel_args& a) {
   work(a);
   std::memcpy(x, y, bytes);
   planted = true;
+}
+
+void rt_write_late(const tessel::cpu::kernel_args& a) {
+  static int calls = 0;
+  work(a);
+  if (++calls >= 3) {
+    auto* x = a.in(0).as<std::uint32_t>();
+    x[calls % a.in(0).elements()] ^= 1u;  // the lowest bit of one element
+  }
 }
 
 void rt_forge(const tessel::cpu::kernel_args& a) {
