@@ -6,9 +6,9 @@
 // detecting the timing loop, planting the next call's answer in its input,
 // leaving a daemon behind, surviving SIGTERM, looking around its folders,
 // forging the loader's answer, replacing the reference (the cpu backend's
-// library in the compile cache: caught now; a gated command's reference
-// program: not yet), never exiting. Each case asserts today's verdict,
-// caught or not (docs/gate.md, "Round seven").
+// library in the compile cache, a gated command's reference program: both
+// caught now), never exiting. Each case asserts today's verdict, caught or
+// not (docs/gate.md, "Round eight").
 #include <tessel/backends.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
@@ -403,14 +403,18 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind outlives it: NOT
   CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
 }
 
-TEST_CASE("class 12: (7) a gated command that replaces the reference program is NOT caught") {
+TEST_CASE("class 12: (7) a gated command that replaces the reference program is caught") {
   // The reference command is a user's file like the candidate: here a copy of
   // gate_program in a private folder. The candidate writes zeros, after
-  // replacing that file with a script that writes zeros too; the reference
-  // runs after the candidate's first run, and agrees.
+  // replacing that file with a script that writes zeros too. Before: the
+  // reference ran after the candidate's first run, agreed, and the trial was
+  // ok. Now the backend keeps the bytes of the reference's files when it is
+  // prepared and checks them around every run: the run that changed them is
+  // suspicious, and they are put back.
   const folder dir;
   const auto reference = dir.path / "reference_program";
   fs::copy_file(TESSEL_GATE_PROGRAM, reference);
+  const auto original = lines_of(reference);
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_REFERENCE", reference.string()}};
   o.gate_inputs = "A:MxK,B:KxN";
@@ -428,9 +432,17 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());
   INFO(m.message);
-  CHECK(m.status == status::ok);  // not caught (docs/gate.md, round seven)
-  std::ifstream planted(reference);
-  std::string first;
-  std::getline(planted, first);
-  CHECK(first == "#!/bin/sh");
+  CHECK(m.status == status::suspicious);
+  CHECK(m.message.find("run 1 of ") == 0);  // its first run, before the reference ran
+  CHECK(m.message.find(fmt::format(": suspicious: its process changed the reference's files ({}); "
+                                   "they are restored",
+                                   reference.string())) != std::string::npos);
+  CHECK(lines_of(reference) == original);  // put back: the program again, not the script
+  CHECK(::access(reference.c_str(), X_OK) == 0);
+  // The reference is itself again: an honest candidate passes against it.
+  tessel::command_backend honest(fmt::format("{} honest", TESSEL_GATE_PROGRAM), o);
+  honest.prepare(s);
+  const auto after = honest.evaluate(s, *s.default_config());
+  INFO(after.message);
+  CHECK(after.status == status::ok);
 }
