@@ -20,7 +20,8 @@
 //                    the loader's line carries them) to the loader's answer
 //                    channel from an atexit handler, after the loader's own
 //   rt_daemon        honest; its first call leaves a daemon (setsid, double
-//                    fork) that outlives the loader; its pid goes to the log
+//                    fork) meant to outlive the loader; its pid goes to the
+//                    log before the call goes on
 //   rt_term_hang     ignores SIGTERM, then never returns
 //   rt_snoop         honest; logs what it can see: its input folder, the
 //                    TMPDIR, its parent's command line, the compile cache
@@ -188,12 +189,13 @@ void rt_daemon(const tessel::cpu::kernel_args& a) {
     const pid_t child = ::fork();
     if (child == 0) {
       ::setsid();
-      if (::fork() == 0) {
+      const pid_t daemon = ::fork();
+      if (daemon == 0) {
         for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
-        note("pid " + std::to_string(::getpid()));
         ::sleep(300);
         ::_exit(0);
       }
+      if (daemon > 0) note("pid " + std::to_string(daemon));  // before the kernel goes on
       ::_exit(0);
     }
     if (child > 0) ::waitpid(child, nullptr, 0);
