@@ -344,7 +344,7 @@ namespace {
 /// The files of `reference` (split gate_reference) that a candidate could
 /// replace to make the reference agree with it: the program (found as exec
 /// finds it) and every argument that names an existing regular file, both
-/// relative to the working directory.
+/// relative to the working directory, that this user could change.
 std::vector<std::filesystem::path> reference_files(const std::vector<std::string>& reference,
                                                    const command_options& options) {
   namespace fs = std::filesystem;
@@ -363,6 +363,12 @@ std::vector<std::filesystem::path> reference_files(const std::vector<std::string
     }
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) continue;
+    // A file neither this user can write nor in a folder it can write
+    // (an interpreter under /usr/bin for a user) no candidate of its can
+    // change either: not read around every run.
+    if (::access(file.c_str(), W_OK) != 0 &&
+        ::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0)
+      continue;
     if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
   }
   return files;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +22,23 @@ std::string read_whole(const fs::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// Whether `path` holds exactly `bytes`: read in chunks and compared, with
+/// no copy of the whole file (it is checked twice around every run).
+bool holds(const fs::path& path, const std::string& bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::array<char, 65536> chunk{};
+  std::size_t at = 0;
+  for (;;) {
+    in.read(chunk.data(), chunk.size());
+    const auto n = static_cast<std::size_t>(in.gcount());
+    if (n == 0) break;
+    if (n > bytes.size() - at || std::memcmp(chunk.data(), bytes.data() + at, n) != 0) return false;
+    at += n;
+  }
+  return at == bytes.size();
 }
 
 }  // namespace
@@ -44,7 +63,7 @@ std::vector<fs::path> file_guard::restore_changed() const {
   std::vector<fs::path> changed;
   for (const auto& [path, bytes, perms] : files_) {
     std::error_code ec;
-    const bool same = fs::file_size(path, ec) == bytes.size() && !ec && read_whole(path) == bytes;
+    const bool same = fs::file_size(path, ec) == bytes.size() && !ec && holds(path, bytes);
     if (same) continue;
     changed.push_back(path);
     const auto fresh = fs::path(path.string() + fmt::format(".restore-{}", ::getpid()));
