@@ -448,9 +448,10 @@ bool marked(pid_t pid, const std::string& marker) {
 
 /// Kills and reaps what run `id` (root `root`, already reaped) left among
 /// this process's children: the processes whose environment holds its
-/// marker, and the zombies of its process group (killed when the root
-/// exited; a zombie's environment cannot be read). Each round's kills hand
-/// their own children to this process; rounds go on until one finds none.
+/// marker, and the members of its process group (killed when the root
+/// exited, maybe zombies already, whose environment cannot be read). Each
+/// round's kills hand their own children to this process; rounds go on
+/// until one finds none.
 /// Processes of other runs, and every other child, are left alone.
 void reap_leftovers(const std::string& id, pid_t root) {
   const std::string marker = std::string(run_marker) + id;
@@ -460,9 +461,10 @@ void reap_leftovers(const std::string& id, pid_t root) {
     for (const pid_t child : own_children()) {
       proc_stat st;
       if (!read_stat(child, st) || st.parent != self || is_live_root(child)) continue;
-      // The environment first: a member of the group may turn zombie meanwhile.
-      const bool ours =
-          marked(child, marker) || (read_stat(child, st) && st.state == 'Z' && st.group == root);
+      // The group's members, killed when the root exited (a zombie's
+      // environment cannot be read; the group id stays the run's while
+      // one is left), and the marked ones.
+      const bool ours = st.group == root || marked(child, marker);
       if (ours) found.push_back(child);
     }
     if (found.empty()) return;

@@ -425,6 +425,53 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when i
   CHECK(survivors == 0);
 }
 
+TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
+  // Two plain commands, each leaving a setsid daemon that writes its pid:
+  // `slow` keeps running while `quick` starts and ends. When quick's root
+  // exits, its daemon is killed; slow's, marked by slow's run, is not,
+  // until slow's own root exits.
+  const folder dir;
+  const auto script = [&](const std::string& name, double linger_s) {
+    const auto file = (dir.path / name).string();
+    return std::vector<std::string>{
+        "/bin/sh", "-c",
+        fmt::format("setsid sh -c 'echo $$ > {0}.tmp && mv {0}.tmp {0}; exec sleep 300' & "
+                    "while [ ! -s {0} ]; do sleep 0.01; done; sleep {1}; "
+                    "echo '{{\"objective\": 0.001}}'",
+                    file, linger_s)};
+  };
+  const auto pid_in = [&](const std::string& name) {
+    std::ifstream in(dir.path / name);
+    long pid = 0;
+    in >> pid;
+    return static_cast<pid_t>(pid);
+  };
+  const auto s = matmul_space();
+  tessel::command_backend slow(script("slow", 3), {});
+  tessel::command_backend quick(script("quick", 0), {});
+  slow.prepare(s);
+  quick.prepare(s);
+  tessel::measurement slow_m;
+  std::thread other([&] { slow_m = slow.evaluate(s, *s.default_config()); });
+  for (int wait = 0; wait < 200 && !fs::exists(dir.path / "slow"); ++wait)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto quick_m = quick.evaluate(s, *s.default_config());
+  const pid_t slow_daemon = pid_in("slow"), quick_daemon = pid_in("quick");
+  const bool slow_alive = alive(slow_daemon), quick_alive = alive(quick_daemon);
+  other.join();
+  INFO(quick_m.message);
+  INFO(slow_m.message);
+  CHECK(quick_m.status == status::ok);
+  CHECK(slow_m.status == status::ok);
+  REQUIRE(slow_daemon > 0);
+  REQUIRE(quick_daemon > 0);
+  CHECK(!quick_alive);  // its run had ended
+  CHECK(slow_alive);    // its run was still going on
+  CHECK(!alive(slow_daemon));
+  for (const pid_t pid : {slow_daemon, quick_daemon})
+    if (alive(pid)) ::kill(pid, SIGKILL);  // (daemons this case started, by their ids)
+}
+
 TEST_CASE("class 12: (7) a gated command that replaces the reference program is caught") {
   // The reference command is a user's file like the candidate: here a copy of
   // gate_program in a private folder. The candidate writes zeros, after
