@@ -4,6 +4,7 @@
 #include "command/process.hpp"
 #include "command/protocol.hpp"
 #include "gated/file_gate.hpp"
+#include "gated/file_guard.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
@@ -322,7 +323,49 @@ struct command_backend::gated {
   std::vector<tensor_spec> inputs, outputs;
   std::unique_ptr<tessel::gate> checker;
   detail::file_program reference;
+  /// The reference's program and the files its arguments name, as they were
+  /// when the backend was prepared: the candidate runs as the user and could
+  /// replace them (docs/gate.md, "Round eight"). Checked around every
+  /// candidate run.
+  detail::file_guard reference_files;
 };
+
+namespace {
+
+/// The files of `reference` (split gate_reference) that a candidate could
+/// replace to make the reference agree with it: the program (found as exec
+/// finds it) and every argument that names an existing regular file, both
+/// relative to the working directory, that this user could change.
+std::vector<std::filesystem::path> reference_files(const std::vector<std::string>& reference,
+                                                   const command_options& options) {
+  namespace fs = std::filesystem;
+  const auto where = [&options](const fs::path& p) {
+    return p.is_absolute() || options.working_directory.empty() ? p : options.working_directory / p;
+  };
+  std::vector<fs::path> files;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    fs::path file;
+    if (i == 0 && reference[0].find('/') == std::string::npos) {
+      const auto found = detail::find_program(reference[0], path_variable(options));
+      if (!found) continue;
+      file = where(*found);
+    } else {
+      file = where(reference[i]);
+    }
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) continue;
+    // A file neither this user can write nor in a folder it can write
+    // (an interpreter under /usr/bin for a user) no candidate of its can
+    // change either: not read around every run.
+    if (::access(file.c_str(), W_OK) != 0 &&
+        ::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0)
+      continue;
+    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+  }
+  return files;
+}
+
+}  // namespace
 
 void command_backend::prepare_gate(const space& s) {
   if (options_.gate_outputs.empty()) return;
@@ -340,7 +383,9 @@ void command_backend::prepare_gate(const space& s) {
   g->inputs = detail::parse_tensor_specs(options_.gate_inputs, "command: gate_inputs", s);
   g->outputs = detail::parse_tensor_specs(options_.gate_outputs, "command: gate_outputs", s);
   g->checker = std::make_unique<tessel::gate>(detail::on_target(options_.gate, s));
-  auto reference = request_for(split_command(options_.gate_reference), s, nullptr, options_);
+  const auto reference_words = split_command(options_.gate_reference);
+  for (const auto& file : reference_files(reference_words, options_)) g->reference_files.add(file);
+  auto reference = request_for(reference_words, s, nullptr, options_);
   g->reference = [reference, ins = g->inputs, outs = g->outputs,
                   timed_out =
                       detail::timeout_message(options_)](const std::vector<std::string>& files) {
@@ -372,9 +417,20 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
     const std::size_t set = calls[i];
     const bool first = !session.judged_on(set);
     const auto what = fmt::format("run {} of {}", i + 1, calls.size());
+    (void)gated_->reference_files.restore_changed();  // changed since: by no run of ours
     const file_result r =
         run_on_files(request, gated_->inputs, gated_->outputs, files.of(set), timed_out);
     paid.run_s += r.run.seconds;
+    std::vector<std::string> changed;
+    for (const auto& path : gated_->reference_files.restore_changed())
+      changed.push_back(path.string());
+    if (!changed.empty())
+      return measurement::failure(
+          status::suspicious,
+          fmt::format("{}: suspicious: its process changed the reference's files ({}); they are "
+                      "restored",
+                      what, fmt::join(changed, ", ")),
+          paid);
     if (auto failed = detail::judge_run(session, set, r.run, gated_->outputs, what, paid))
       return *failed;
     measurement report = detail::interpret(r.process, options_);

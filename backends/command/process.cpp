@@ -1,6 +1,9 @@
 // process.cpp: fork/exec with pipes, a poll loop and process-group kills
 // (POSIX). Between fork and exec the child calls only async-signal-safe
 // functions: everything it needs (path, argv, envp) is built beforehand.
+// On Linux tessel is a child subreaper, and every run's processes carry a
+// marker (TESSEL_RUN) by which what a run leaves behind is killed when its
+// root exits, even after it left the process group (setsid, double fork).
 #include "command/process.hpp"
 
 #include <algorithm>
@@ -8,9 +11,14 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
 #include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +27,10 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 namespace tessel::detail {
 namespace {
@@ -305,6 +317,166 @@ struct session {
 
 std::string error_text(int e) { return std::strerror(e); }
 
+#ifdef __linux__
+/// The environment variable that marks every process of one run.
+constexpr const char* run_marker = "TESSEL_RUN=";
+
+/// Makes this process a child subreaper, once: a process a run leaves
+/// behind (its parent exited) is reparented to tessel, not to init, so
+/// tessel can find it among its own children. Returns whether it is one.
+bool become_subreaper() {
+  static const bool is = ::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) == 0;
+  return is;
+}
+
+/// The roots of the runs in progress in this process: never another run's
+/// leftovers, even when a recycled pid or group id would say so.
+std::mutex roots_mutex;
+std::vector<pid_t> live_roots;
+
+void add_root(pid_t pid) {
+  const std::lock_guard lock(roots_mutex);
+  live_roots.push_back(pid);
+}
+
+void remove_root(pid_t pid) {
+  const std::lock_guard lock(roots_mutex);
+  std::erase(live_roots, pid);
+}
+
+bool is_live_root(pid_t pid) {
+  const std::lock_guard lock(roots_mutex);
+  return std::find(live_roots.begin(), live_roots.end(), pid) != live_roots.end();
+}
+
+/// A fresh marker value: 128 random bits in hex (no order in it, so a
+/// program cannot count its runs by it).
+std::string new_run_id() {
+  static std::mutex mutex;
+  static std::mt19937_64 draw{[] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }()};
+  const std::lock_guard lock(mutex);
+  char text[40];
+  const auto a = draw(), b = draw();
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return text;
+}
+
+/// A /proc file's text ("" when it cannot be read).
+std::string read_file(const std::string& path) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  std::array<char, 4096> chunk{};
+  for (;;) {
+    const auto n = ::read(fd, chunk.data(), chunk.size());
+    if (n > 0)
+      text.append(chunk.data(), static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  ::close(fd);
+  return text;
+}
+
+/// One process from /proc/PID/stat: its parent, group and state.
+struct proc_stat {
+  pid_t parent = 0, group = 0;
+  char state = '?';
+};
+
+bool read_stat(pid_t pid, proc_stat& out) {
+  const auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = text.rfind(')');  // the name may hold spaces and parentheses
+  if (close == std::string::npos) return false;
+  int parent = 0, group = 0;
+  char state = '?';
+  if (std::sscanf(text.c_str() + close + 1, " %c %d %d", &state, &parent, &group) != 3)
+    return false;
+  out = {static_cast<pid_t>(parent), static_cast<pid_t>(group), state};
+  return true;
+}
+
+/// This process's children: /proc/self/task/*/children (each thread's), or
+/// a scan of /proc where the kernel has no such files.
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> out;
+  bool listed = false;
+  if (DIR* tasks = ::opendir("/proc/self/task")) {
+    listed = true;
+    while (const dirent* t = ::readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + t->d_name + "/children");
+      if (!in) {
+        listed = false;
+        break;
+      }
+      for (long pid = 0; in >> pid;) out.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(tasks);
+  }
+  if (listed) return out;
+  out.clear();
+  const pid_t self = ::getpid();
+  if (DIR* all = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(all)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      proc_stat st;
+      if (end != e->d_name && *end == '\0' && read_stat(static_cast<pid_t>(pid), st) &&
+          st.parent == self)
+        out.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(all);
+  }
+  return out;
+}
+
+/// Whether the environment of `pid` holds `marker` ("TESSEL_RUN=ID").
+bool marked(pid_t pid, const std::string& marker) {
+  const auto environment = read_file("/proc/" + std::to_string(pid) + "/environ");
+  for (std::size_t at = 0; at < environment.size();) {
+    const auto end = std::min(environment.find('\0', at), environment.size());
+    if (environment.compare(at, end - at, marker) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+/// Kills and reaps what run `id` (root `root`, already reaped) left among
+/// this process's children: the processes whose environment holds its
+/// marker, and the members of its process group (killed when the root
+/// exited, maybe zombies already, whose environment cannot be read). Each
+/// round's kills hand their own children to this process; rounds go on
+/// until one finds none.
+/// Processes of other runs, and every other child, are left alone.
+void reap_leftovers(const std::string& id, pid_t root) {
+  const std::string marker = std::string(run_marker) + id;
+  const pid_t self = ::getpid();
+  for (int round = 0; round < 1000; ++round) {
+    std::vector<pid_t> found;
+    for (const pid_t child : own_children()) {
+      proc_stat st;
+      if (!read_stat(child, st) || st.parent != self || is_live_root(child)) continue;
+      // The group's members, killed when the root exited (a zombie's
+      // environment cannot be read; the group id stays the run's while
+      // one is left), and the marked ones.
+      const bool ours = st.group == root || marked(child, marker);
+      if (ours) found.push_back(child);
+    }
+    if (found.empty()) return;
+    for (const pid_t child : found) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 std::optional<std::string> find_program(const std::string& program,
@@ -364,6 +536,14 @@ process_result run_process(const process_request& request) {
   }
   auto arguments = request.arguments;
   auto environment = request.environment;
+#ifdef __linux__
+  const bool reaper = become_subreaper();
+  const std::string run_id = reaper ? new_run_id() : std::string();
+  if (reaper) {
+    std::erase_if(environment, [](const std::string& e) { return e.rfind(run_marker, 0) == 0; });
+    environment.push_back(run_marker + run_id);
+  }
+#endif
   auto argv = c_array(arguments);
   auto envp = c_array(environment);
   const char* directory =
@@ -394,6 +574,9 @@ process_result run_process(const process_request& request) {
     exec_child(in_read.get(), out_write.get(), err_write.get(), report_write.get(), directory,
                path->c_str(), argv.data(), envp.data(), cpus);
   ::setpgid(pid, pid);  // also in the parent, so a kill never races the child's own setpgid
+#ifdef __linux__
+  if (reaper) add_root(pid);
+#endif
   in_read.reset();
   out_write.reset();
   err_write.reset();
@@ -407,6 +590,9 @@ process_result run_process(const process_request& request) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+#ifdef __linux__
+    if (reaper) remove_root(pid);
+#endif
     result.start_error = "could not run " + request.arguments[0] + ": " + error_text(exec_errno);
     if (directory != nullptr)
       result.start_error += " (in working directory " + request.working_directory + ")";
@@ -426,6 +612,12 @@ process_result run_process(const process_request& request) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.wall_s = std::chrono::duration<double>(clock::now() - start).count();
+#ifdef __linux__
+  if (reaper) {
+    remove_root(pid);
+    reap_leftovers(run_id, pid);  // after wall_s: not the program's time
+  }
+#endif
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   trim_tail(result.output, request.max_output_bytes, result.output_truncated);

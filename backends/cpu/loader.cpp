@@ -17,9 +17,12 @@
 // of tessel/loop_rule.hpp (two elements of each input exchanged, drawn from
 // the loop seed), so no call is given inputs an earlier one was, and the
 // answer counts the calls made: tessel replays the rule to judge the last
-// call's outputs (docs/gate.md, "Round seven"). The answer is one JSON line
-// on the original stdout; the kernel's own stdout goes to stderr, so it
-// cannot forge the answer.
+// call's outputs (docs/gate.md, "Round seven"). Inputs are read-only: the
+// loader keeps a private copy of them, changed by the same exchanges outside
+// the timed region, and compares them with it after the call (run) or the
+// timing (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
+// "Round eight"). The answer is one JSON line on the original stdout; the
+// kernel's own stdout goes to stderr, so it cannot forge the answer.
 #include <tessel/cpu_kernel.hpp>
 #include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
@@ -61,8 +64,10 @@ std::string json_string(const std::string& text) {
   return out + "\"";
 }
 
-[[noreturn]] void fail(const std::string& message) {
-  std::fprintf(answer_channel, "{\"status\": \"runtime_error\", \"message\": %s}\n",
+/// Answers a failure (status "runtime_error", or "suspicious" for a kernel
+/// that broke a rule of the call no honest mistake breaks) and exits.
+[[noreturn]] void fail(const std::string& message, const char* status = "runtime_error") {
+  std::fprintf(answer_channel, "{\"status\": \"%s\", \"message\": %s}\n", status,
                json_string(message).c_str());
   std::fflush(answer_channel);
   std::_Exit(0);
@@ -300,6 +305,33 @@ inline void apply(buffer& b, const exchange& e) {
     swap_elements<std::uint32_t>(b.data, e);
 }
 
+/// The loader's own copy of the inputs, made before the first call: what
+/// the inputs must hold after the calls (the same exchanges applied to it).
+struct input_copy {
+  std::vector<buffer> buffers;
+  std::vector<std::vector<unsigned char>> bytes;
+  explicit input_copy(const std::vector<buffer>& inputs) : buffers(inputs), bytes(inputs.size()) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto* p = static_cast<const unsigned char*>(inputs[i].data);
+      bytes[i].assign(p, p + inputs[i].bytes());
+      buffers[i].data = bytes[i].data();
+    }
+  }
+  input_copy(const input_copy&) = delete;
+  input_copy& operator=(const input_copy&) = delete;
+  /// Answers "suspicious" when an input differs from its copy: the kernel
+  /// wrote it (planting an answer there for a later call, or zeroing it).
+  void check(const std::vector<buffer>& inputs) const {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (std::memcmp(inputs[i].data, bytes[i].data(), bytes[i].size()) != 0) {
+        std::string name = inputs[i].path.substr(inputs[i].path.find_last_of('/') + 1);
+        if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+          name.resize(name.size() - 4);
+        fail("the kernel wrote its input " + name + " (inputs are read-only)", "suspicious");
+      }
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,11 +377,13 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double>(b - a).count();
   };
 
+  input_copy copy(r.inputs);  // before the first call, outside any clock
   if (r.mode == "run") {
     poison_all();
     const auto start = clock::now();
     call();
     const double took = seconds(start, clock::now());
+    copy.check(r.inputs);
     for (const auto& b : r.outputs) write_npy(b);
     std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g}\n", took);
     return 0;
@@ -357,12 +391,14 @@ int main(int argc, char** argv) {
 
   // The loop rule: before every call after the first, each input changes
   // (two elements exchanged), so a kernel that memoises its outputs by the
-  // inputs' content meets new inputs on every call.
+  // inputs' content meets new inputs on every call. The exchanges are drawn
+  // on the copy, which the kernel cannot reach by its arguments: the walk is
+  // the one tessel replays whatever the kernel does to its inputs.
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   const auto next_exchange = [&](std::size_t i) {
     exchange e;
     std::uint64_t a = 0, b = 0;
-    const buffer& in = r.inputs[i];
+    const buffer& in = copy.buffers[i];
     if (walk.step(
             i, static_cast<std::uint64_t>(in.elements()),
             [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); }, a, b))
@@ -373,7 +409,11 @@ int main(int argc, char** argv) {
   double one = 0;  // the last warm-up call's time: calibrates iterations per sample
   for (std::size_t w = 0; w < r.warmup || w == 0; ++w) {
     if (calls > 0)
-      for (std::size_t i = 0; i < r.inputs.size(); ++i) apply(r.inputs[i], next_exchange(i));
+      for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+        const exchange e = next_exchange(i);
+        apply(copy.buffers[i], e);
+        apply(r.inputs[i], e);
+      }
     const auto start = clock::now();
     call();
     one = seconds(start, clock::now());
@@ -387,16 +427,14 @@ int main(int argc, char** argv) {
       [&]() -> std::optional<double> {
         poison_all();
         // The sample's exchanges, drawn before its clock starts: made on the
-        // buffers in order (each depends on the values before it), then
-        // undone in reverse, so the timed loop only swaps two elements per
-        // input before each call.
+        // copy in order (each depends on the values before it), so the copy
+        // holds what the inputs must hold after the sample, and the timed
+        // loop only swaps two elements per input before each call.
         for (std::size_t k = 0; k < iters; ++k)
           for (std::size_t i = 0; i < n_in; ++i) {
             plan[k * n_in + i] = next_exchange(i);
-            apply(r.inputs[i], plan[k * n_in + i]);
+            apply(copy.buffers[i], plan[k * n_in + i]);
           }
-        for (std::size_t k = iters; k-- > 0;)
-          for (std::size_t i = n_in; i-- > 0;) apply(r.inputs[i], plan[k * n_in + i]);
         const auto start = clock::now();
         for (std::size_t k = 0; k < iters; ++k) {
           for (std::size_t i = 0; i < n_in; ++i) apply(r.inputs[i], plan[k * n_in + i]);
@@ -407,6 +445,7 @@ int main(int argc, char** argv) {
         return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
+  copy.check(r.inputs);
   for (const auto& b : r.outputs) write_npy(b);
   std::string samples;
   for (const double s : result.samples) {

@@ -73,42 +73,7 @@ std::vector<std::string> arguments(const loader_setup& setup, const fs::path& li
   return args;
 }
 
-std::string read_whole(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
-
-void file_guard::add(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw error(fmt::format("backend cpu: cannot read {}", file.string()));
-  const std::lock_guard lock(mutex_);
-  files_.emplace_back(file, read_whole(file));
-}
-
-std::vector<fs::path> file_guard::restore_changed() const {
-  const std::lock_guard lock(mutex_);
-  std::vector<fs::path> changed;
-  for (const auto& [path, bytes] : files_) {
-    std::error_code ec;
-    const bool same = fs::file_size(path, ec) == bytes.size() && !ec && read_whole(path) == bytes;
-    if (same) continue;
-    changed.push_back(path);
-    const auto fresh = fs::path(path.string() + fmt::format(".restore-{}", ::getpid()));
-    std::ofstream(fresh, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    fs::permissions(fresh,
-                    fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                        fs::perms::others_read | fs::perms::others_exec,
-                    ec);
-    fs::rename(fresh, path, ec);  // a new file: a process that has the old one mapped keeps it
-  }
-  return changed;
-}
 
 loader_run run_loader(const loader_setup& setup, const fs::path& library,
                       const std::vector<std::string>& inputs, const std::vector<int>& cpus,
@@ -167,6 +132,10 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   } else if (!answer || result.exit_code != 0) {
     r.status = status::runtime_error;
     r.message = fmt::format("exited with code {} and no answer{}", result.exit_code, stderr_tail());
+  } else if (answer->value("status", "") == "suspicious") {
+    // A rule of the call no honest mistake breaks (it wrote its inputs).
+    r.status = status::suspicious;
+    r.message = "suspicious: " + answer->value("message", "the loader saw the kernel cheat");
   } else if (answer->value("status", "") != "ok") {
     r.status = status::runtime_error;
     r.message = answer->value("message", "the loader failed") + stderr_tail();

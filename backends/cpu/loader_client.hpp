@@ -6,44 +6,25 @@
 #pragma once
 
 #include "gated/file_gate.hpp"
+#include "gated/file_guard.hpp"
 
 #include <tessel/race_rule.hpp>
 
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace tessel::detail {
 
-/// Files a kernel's process must not change: the loader and a user
-/// reference's library, as they were when the backend was prepared. The
-/// kernel runs as the user, and they lie in the user's compile cache, so it
-/// can write them (docs/gate.md, "Round eight": a kernel that copied itself
-/// over the reference's library made the reference agree with it). Every
-/// loader run checks them before it starts (restoring what changed) and
-/// after it ends: a change made during a run is that run's (suspicious).
-class file_guard {
- public:
-  /// Keeps `file`'s bytes as they are now. Throws tessel::error when it
-  /// cannot be read.
-  void add(const std::filesystem::path& file);
-  /// The files whose bytes are not the kept ones; each is put back (a new
-  /// file renamed over it). Thread-safe.
-  [[nodiscard]] std::vector<std::filesystem::path> restore_changed() const;
-
- private:
-  std::vector<std::pair<std::filesystem::path, std::string>> files_;
-  mutable std::mutex mutex_;
-};
-
 /// What every loader run of one kernel shares.
 struct loader_setup {
   std::filesystem::path loader;
-  std::shared_ptr<const file_guard> guard;  ///< checked around every run; null: none
+  /// The loader and a user reference's library, checked around every run
+  /// (gated/file_guard.hpp); null: none.
+  std::shared_ptr<const file_guard> guard;
   std::vector<tensor_spec> inputs, outputs;
   std::vector<std::string> constants;  ///< "NAME=VALUE", the kernel's run-time constants
   std::map<std::string, std::string> environment;

@@ -6,9 +6,9 @@
 // detecting the timing loop, planting the next call's answer in its input,
 // leaving a daemon behind, surviving SIGTERM, looking around its folders,
 // forging the loader's answer, replacing the reference (the cpu backend's
-// library in the compile cache: caught now; a gated command's reference
-// program: not yet), never exiting. Each case asserts today's verdict,
-// caught or not (docs/gate.md, "Round seven").
+// library in the compile cache, a gated command's reference program: both
+// caught now), never exiting. Each case asserts today's verdict, caught or
+// not (docs/gate.md, "Round eight").
 #include <tessel/backends.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -109,7 +110,7 @@ struct cpu_run {
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
-                const std::string& cache = TESSEL_CPU_TEST_CACHE) {
+                const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4) {
   const folder logs;
   const auto log = logs.path / "log";
   tessel::cpu_options o;
@@ -121,7 +122,7 @@ cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
   o.cache_dir = cache;
   o.cpus = "off";  // a shared test machine: pinning would only add contention
   o.racing = {3, 8, 0.0, 0.02, 2.0};
-  o.min_sample_s = 2e-4;
+  o.min_sample_s = min_sample_s;
   o.run_timeout_s = run_timeout_s;
   o.kill_grace_s = 0.2;
   o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
@@ -159,34 +160,67 @@ TEST_CASE("class 12: (1) returning before the work is done is caught: suspicious
 }
 
 TEST_CASE("class 12: (2) zeroing its inputs after computing is caught: suspicious") {
-  // Every gate run is a process of its own with fresh inputs, so they pass;
-  // in the timing loop every call after the first computes on zeros, and the
-  // last timed call's outputs are judged.
+  // Before round eight's input check, every gate run passed (a process of
+  // its own with fresh inputs) and the timing loop's later calls computed on
+  // zeros, caught on the last timed call's outputs. Now the loader compares
+  // the inputs with its own copy after the call: caught in the first gate run.
   const auto r = run_cpu("rt_zero_inputs");
   INFO(r.m.message);
   CHECK(r.m.status == status::suspicious);
-  CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
+  CHECK(r.m.message.find("in the gate (run 1 of ") == 0);
+  CHECK(r.m.message.find("suspicious: the kernel wrote its input x") != std::string::npos);
+  CHECK(count(r.log, "computed") == 1);
 }
 
-TEST_CASE("class 12: (3) computing once per process and copying after is NOT caught") {
+TEST_CASE("class 12: (3) computing once per process and copying after is caught: suspicious") {
   // A gate run's only call, and the timing's first warm-up, compute; every
   // later call in the timing loop copies the first answer (and spins a
-  // tenth of the time, to stay above the floor). The timing loop calls the
-  // kernel on one input set, so the copy is right, and its time counts.
+  // tenth of the time, to stay above the floor). Before round seven's loop
+  // rule the timing loop called the kernel on one input set, so the copy
+  // was right (ok); now the inputs change before every call, and the last
+  // call's copy is judged on the inputs that call had.
   const auto r = run_cpu("rt_count_calls");
   INFO(r.m.message);
-  CHECK(r.m.status == status::ok);     // not caught (docs/gate.md, round seven)
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("computes differently when it is timed") != std::string::npos);
   CHECK(count(r.log, "copied") >= 3);  // every timed call but the first warm-up
 }
 
-TEST_CASE("class 12: (4) planting the next call's answer in its input buffer is NOT caught") {
-  // Inputs are writable (tensor::as<T>() is a T*) and the loader never looks
-  // at them again: the kernel overwrites x with its answer, and later calls
-  // copy x to y.
+TEST_CASE("class 12: (4) planting the next call's answer in its input buffer is caught") {
+  // Inputs are writable (tensor::as<T>() is a T*): the kernel overwrites x
+  // with its answer, and later calls copy x to y. Before: ok (y = 2 x is
+  // elementwise, so the loop's exchanges permuted the planted answer along
+  // with the inputs). Now the loader keeps a copy of the inputs made before
+  // the first call and compares after the call: caught in its first run.
   const auto r = run_cpu("rt_plant_input");
   INFO(r.m.message);
-  CHECK(r.m.status == status::ok);  // not caught (docs/gate.md, round seven)
-  CHECK(count(r.log, "copied") >= 3);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message.find("suspicious: the kernel wrote its input x (inputs are read-only)") !=
+        std::string::npos);
+  CHECK(count(r.log, "computed") == 1);
+  CHECK(count(r.log, "copied") == 0);  // never timed
+}
+
+TEST_CASE("class 12: (4) writing an input only in the timing loop is caught after the timing") {
+  // One element changed from the third call of a process on: the gate runs
+  // (one call each) pass, and the timing's copy, changed by the same
+  // exchanges as the inputs outside the clock, differs at the end.
+  const auto r = run_cpu("rt_write_late");
+  INFO(r.m.message);
+  CHECK(r.m.status == status::suspicious);
+  CHECK(r.m.message == "suspicious: the kernel wrote its input x (inputs are read-only)");
+  CHECK(r.m.samples.empty());
+  CHECK(count(r.log, "computed") >= 5);  // the timing made its calls (the message: not a gate run)
+}
+
+TEST_CASE("class 12: an honest kernel reading its inputs passes the input check over many calls") {
+  // 2 ms samples of a 200 us kernel: about ten calls a sample, each after an
+  // exchange made on the inputs and, outside the clock, on the loader's copy.
+  const auto r = run_cpu("rt_honest", 20, TESSEL_CPU_TEST_CACHE, 2e-3);
+  INFO(r.m.message);
+  REQUIRE(r.m.status == status::ok);
+  CHECK(r.m.metrics.at("iters_per_sample") >= 5);
+  CHECK(count(r.log, "computed") > 30);
 }
 
 TEST_CASE("class 12: (5) a SIGTERM handler does not save a hanging kernel: timeout") {
@@ -199,22 +233,46 @@ TEST_CASE("class 12: (5) a SIGTERM handler does not save a hanging kernel: timeo
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));  // a bound
 }
 
-TEST_CASE("class 12: (5) a daemon the kernel leaves behind outlives the loader: NOT caught") {
+TEST_CASE("class 12: (5) a daemon the kernel leaves behind is killed when the loader exits") {
   // setsid and a double fork leave tessel's process group: the group kill
-  // when the loader exits does not reach it. It could spin on the timing
-  // CPU and slow every later candidate; this one sleeps.
+  // when the loader exits does not reach it. Before: it outlived the loader
+  // (it could spin on the timing CPU and slow every later candidate). Now
+  // tessel is a child subreaper, so the orphan becomes its child, and kills
+  // it by the run's marker (TESSEL_RUN in its environment) once the
+  // loader has exited. A process of the test's own, detached the same way
+  // but started outside any run, is left alone.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t bystander = ::fork();
+  REQUIRE(bystander >= 0);
+  if (bystander == 0) {
+    ::setsid();
+    ::close(ready[0]);
+    ::close(ready[1]);
+    ::sleep(300);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  (void)::read(ready[0], &byte, 1);  // EOF once it is in its own session
+  ::close(ready[0]);
   const auto r = run_cpu("rt_daemon");
   INFO(r.m.message);
   CHECK(r.m.status == status::ok);
   const auto pids = starting(r.log, "pid ");
-  REQUIRE(!pids.empty());
+  REQUIRE(!pids.empty());  // one per loader process: the gate's runs and the timing
   std::size_t survivors = 0;
   for (const auto& text : pids) {
     const auto pid = static_cast<pid_t>(std::stol(text));
-    if (alive(pid)) ++survivors;
-    ::kill(pid, SIGKILL);  // the daemons this case started, by their ids
+    if (alive(pid)) {
+      ++survivors;
+      ::kill(pid, SIGKILL);  // (a daemon this case started, by its id)
+    }
   }
-  CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
+  CHECK(survivors == 0);
+  CHECK(alive(bystander));  // not a run's: not killed
+  ::kill(bystander, SIGKILL);
+  CHECK(::waitpid(bystander, nullptr, 0) == bystander);
 }
 
 TEST_CASE("class 12: (6) what a host kernel can see around it") {
@@ -248,13 +306,16 @@ TEST_CASE("class 12: (6) what a host kernel can see around it") {
 TEST_CASE("class 12: (7) a kernel that forges the loader's answer line is NOT caught") {
   // The kernel runs in the loader's process: it finds the answer channel (the
   // one pipe past stderr), and an atexit handler writes a line of 20 us
-  // samples after the loader's own. The backend takes the last line.
+  // samples after the loader's own, with the calls it counted (the loader's
+  // line carries them since round seven). The backend takes the last line,
+  // and the last call's outputs, honest, are right for that count.
   const auto r = run_cpu("rt_forge");
   INFO(r.m.message);
-  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round seven)
+  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round eight)
   CHECK(!starting(r.log, "forged on fd ").empty());  // every pipe it holds, the channel among them
   CHECK(r.m.objective == doctest::Approx(2e-5));     // the forged time, not its 200 us
   CHECK(r.m.samples == std::vector<double>(5, 2e-5));
+  CHECK(r.m.metrics.at("iters_per_sample") == 1);  // forged too
 }
 
 TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is caught") {
@@ -338,9 +399,9 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
   CHECK(starting(log, "see tmpdir ").size() == runs);
 }
 
-TEST_CASE("class 12: (5) a daemon a gated command leaves behind outlives it: NOT caught") {
+TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when it exits") {
   // As for the cpu loader: the process-group kill when the program exits
-  // does not reach a process that called setsid.
+  // does not reach a process that called setsid; the run's marker does.
   const folder logs;
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
@@ -351,30 +412,78 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind outlives it: NOT
   INFO(m.message);
   CHECK(m.status == status::ok);
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
-  std::vector<std::string> pids;
-  for (int wait = 0; wait < 100; ++wait) {  // each daemon writes its pid once it is detached
-    pids = starting(lines_of(logs.path / "log"), "pid ");
-    if (pids.size() >= runs) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(pids.size() == runs);
+  const auto pids = starting(lines_of(logs.path / "log"), "pid ");
+  CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
   std::size_t survivors = 0;
   for (const auto& text : pids) {
     const auto pid = static_cast<pid_t>(std::stol(text));
-    if (alive(pid)) ++survivors;
-    ::kill(pid, SIGKILL);  // the daemons this case started, by their ids
+    if (alive(pid)) {
+      ++survivors;
+      ::kill(pid, SIGKILL);  // (a daemon this case started, by its id)
+    }
   }
-  CHECK(survivors == pids.size());  // not caught (docs/gate.md, round seven)
+  CHECK(survivors == 0);
 }
 
-TEST_CASE("class 12: (7) a gated command that replaces the reference program is NOT caught") {
+TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
+  // Two plain commands, each leaving a setsid daemon that writes its pid:
+  // `slow` keeps running while `quick` starts and ends. When quick's root
+  // exits, its daemon is killed; slow's, marked by slow's run, is not,
+  // until slow's own root exits.
+  const folder dir;
+  const auto script = [&](const std::string& name, double linger_s) {
+    const auto file = (dir.path / name).string();
+    return std::vector<std::string>{
+        "/bin/sh", "-c",
+        fmt::format("setsid sh -c 'echo $$ > {0}.tmp && mv {0}.tmp {0}; exec sleep 300' & "
+                    "while [ ! -s {0} ]; do sleep 0.01; done; sleep {1}; "
+                    "echo '{{\"objective\": 0.001}}'",
+                    file, linger_s)};
+  };
+  const auto pid_in = [&](const std::string& name) {
+    std::ifstream in(dir.path / name);
+    long pid = 0;
+    in >> pid;
+    return static_cast<pid_t>(pid);
+  };
+  const auto s = matmul_space();
+  tessel::command_backend slow(script("slow", 3), {});
+  tessel::command_backend quick(script("quick", 0), {});
+  slow.prepare(s);
+  quick.prepare(s);
+  tessel::measurement slow_m;
+  std::thread other([&] { slow_m = slow.evaluate(s, *s.default_config()); });
+  for (int wait = 0; wait < 200 && !fs::exists(dir.path / "slow"); ++wait)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto quick_m = quick.evaluate(s, *s.default_config());
+  const pid_t slow_daemon = pid_in("slow"), quick_daemon = pid_in("quick");
+  const bool slow_alive = alive(slow_daemon), quick_alive = alive(quick_daemon);
+  other.join();
+  INFO(quick_m.message);
+  INFO(slow_m.message);
+  CHECK(quick_m.status == status::ok);
+  CHECK(slow_m.status == status::ok);
+  REQUIRE(slow_daemon > 0);
+  REQUIRE(quick_daemon > 0);
+  CHECK(!quick_alive);  // its run had ended
+  CHECK(slow_alive);    // its run was still going on
+  CHECK(!alive(slow_daemon));
+  for (const pid_t pid : {slow_daemon, quick_daemon})
+    if (alive(pid)) ::kill(pid, SIGKILL);  // (daemons this case started, by their ids)
+}
+
+TEST_CASE("class 12: (7) a gated command that replaces the reference program is caught") {
   // The reference command is a user's file like the candidate: here a copy of
   // gate_program in a private folder. The candidate writes zeros, after
-  // replacing that file with a script that writes zeros too; the reference
-  // runs after the candidate's first run, and agrees.
+  // replacing that file with a script that writes zeros too. Before: the
+  // reference ran after the candidate's first run, agreed, and the trial was
+  // ok. Now the backend keeps the bytes of the reference's files when it is
+  // prepared and checks them around every run: the run that changed them is
+  // suspicious, and they are put back.
   const folder dir;
   const auto reference = dir.path / "reference_program";
   fs::copy_file(TESSEL_GATE_PROGRAM, reference);
+  const auto original = lines_of(reference);
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_REFERENCE", reference.string()}};
   o.gate_inputs = "A:MxK,B:KxN";
@@ -392,9 +501,17 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());
   INFO(m.message);
-  CHECK(m.status == status::ok);  // not caught (docs/gate.md, round seven)
-  std::ifstream planted(reference);
-  std::string first;
-  std::getline(planted, first);
-  CHECK(first == "#!/bin/sh");
+  CHECK(m.status == status::suspicious);
+  CHECK(m.message.find("run 1 of ") == 0);  // its first run, before the reference ran
+  CHECK(m.message.find(fmt::format(": suspicious: its process changed the reference's files ({}); "
+                                   "they are restored",
+                                   reference.string())) != std::string::npos);
+  CHECK(lines_of(reference) == original);  // put back: the program again, not the script
+  CHECK(::access(reference.c_str(), X_OK) == 0);
+  // The reference is itself again: an honest candidate passes against it.
+  tessel::command_backend honest(fmt::format("{} honest", TESSEL_GATE_PROGRAM), o);
+  honest.prepare(s);
+  const auto after = honest.evaluate(s, *s.default_config());
+  INFO(after.message);
+  CHECK(after.status == status::ok);
 }

@@ -154,11 +154,14 @@ int main(int argc, char** argv) {
     const pid_t child = ::fork();
     if (child == 0) {
       ::setsid();
-      if (::fork() == 0) {
+      const pid_t daemon = ::fork();
+      if (daemon == 0) {
         for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
-        std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << ::getpid() << '\n';
         ::sleep(300);
+        ::_exit(0);
       }
+      if (daemon > 0)  // logged before this program goes on
+        std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << daemon << '\n';
       ::_exit(0);
     }
     if (child > 0) ::waitpid(child, nullptr, 0);  // out of the group before this one exits

@@ -12,11 +12,16 @@
 //                    answer on every later call (the timing loop)
 //   rt_plant_input   computes, then overwrites its input with the answer;
 //                    a later call in the process copies the input to y
+//   rt_write_late    honest, but from its third call in a process (only a
+//                    timing makes three) writes one element of its input
+//                    back changed, after computing
 //   rt_forge         honest, but in a timing process writes its own answer
-//                    line (samples of 20 us) to the loader's answer channel
-//                    from an atexit handler, after the loader's own
+//                    line (samples of 20 us, and the calls it counted, as
+//                    the loader's line carries them) to the loader's answer
+//                    channel from an atexit handler, after the loader's own
 //   rt_daemon        honest; its first call leaves a daemon (setsid, double
-//                    fork) that outlives the loader; its pid goes to the log
+//                    fork) meant to outlive the loader; its pid goes to the
+//                    log before the call goes on
 //   rt_term_hang     ignores SIGTERM, then never returns
 //   rt_snoop         honest; logs what it can see: its input folder, the
 //                    TMPDIR, its parent's command line, the compile cache
@@ -90,6 +95,10 @@ bool in_timing_process() {
   return words.size() > 2 && words[2] == "time";
 }
 
+/// rt_forge's calls in this process (the loader's answer says how many it
+/// made: a realistic forger counts them too).
+std::uint64_t forge_calls = 0;
+
 /// rt_forge's atexit handler: after the loader's answer (flushed first), a
 /// forged one, which is the last JSON line the backend reads.
 void forge_answer() {
@@ -99,10 +108,11 @@ void forge_answer() {
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
     if ((::fcntl(fd, F_GETFL) & O_ACCMODE) != O_WRONLY) continue;
-    const char line[] =
+    const std::string line =
         "{\"status\": \"ok\", \"samples_s\": [2e-05, 2e-05, 2e-05, 2e-05, 2e-05], "
-        "\"stopped\": \"max_repeats\", \"iters\": 1}\n";
-    if (::write(fd, line, sizeof line - 1) > 0) note("forged on fd " + std::to_string(fd));
+        "\"stopped\": \"max_repeats\", \"iters\": 1, \"calls\": " +
+        std::to_string(forge_calls) + "}\n";
+    if (::write(fd, line.data(), line.size()) > 0) note("forged on fd " + std::to_string(fd));
   }
 }
 
@@ -155,10 +165,20 @@ void rt_plant_input(const tessel::cpu::kernel_args& a) {
   planted = true;
 }
 
+void rt_write_late(const tessel::cpu::kernel_args& a) {
+  static int calls = 0;
+  work(a);
+  if (++calls >= 3) {
+    auto* x = a.in(0).as<std::uint32_t>();
+    x[calls % a.in(0).elements()] ^= 1u;  // the lowest bit of one element
+  }
+}
+
 void rt_forge(const tessel::cpu::kernel_args& a) {
   static bool registered = false;
   if (!registered && in_timing_process()) std::atexit(forge_answer);
   registered = true;
+  ++forge_calls;
   work(a);
 }
 
@@ -169,12 +189,13 @@ void rt_daemon(const tessel::cpu::kernel_args& a) {
     const pid_t child = ::fork();
     if (child == 0) {
       ::setsid();
-      if (::fork() == 0) {
+      const pid_t daemon = ::fork();
+      if (daemon == 0) {
         for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
-        note("pid " + std::to_string(::getpid()));
         ::sleep(300);
         ::_exit(0);
       }
+      if (daemon > 0) note("pid " + std::to_string(daemon));  // before the kernel goes on
       ::_exit(0);
     }
     if (child > 0) ::waitpid(child, nullptr, 0);
