@@ -332,6 +332,17 @@ struct command_backend::gated {
 
 namespace {
 
+/// Whether `file` resolves under the system's own folders (/usr, /bin,
+/// /sbin, /lib*, /etc).
+bool system_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto real = std::filesystem::canonical(file, ec).string();
+  if (ec) return false;
+  for (const std::string_view root : {"/usr/", "/bin/", "/sbin/", "/lib", "/etc/"})
+    if (real.starts_with(root)) return true;
+  return false;
+}
+
 /// The files of `reference` (split gate_reference) that a candidate could
 /// replace to make the reference agree with it: the program (found as exec
 /// finds it) and every argument that names an existing regular file, both
@@ -356,10 +367,14 @@ std::vector<std::filesystem::path> reference_files(const std::vector<std::string
     if (!fs::is_regular_file(file, ec)) continue;
     // A file neither this user can write nor in a folder it can write
     // (an interpreter under /usr/bin for a user) no candidate of its can
-    // change either: not read around every run.
+    // change either: not read around every run. Nor is a system file (an
+    // interpreter, when tessel runs as root): a candidate that can replace
+    // those owns the machine, and guarding megabytes around every run
+    // would cost more than the run.
     if (::access(file.c_str(), W_OK) != 0 &&
         ::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0)
       continue;
+    if (system_file(file)) continue;
     if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
   }
   return files;
