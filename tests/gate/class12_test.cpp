@@ -138,6 +138,20 @@ cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
 
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
+/// How many of the processes logged as `pids` are still alive; each one is
+/// killed (a daemon the case started, by its id), so none outlives the test.
+std::size_t kill_survivors(const std::vector<std::string>& pids) {
+  std::size_t survivors = 0;
+  for (const auto& text : pids) {
+    const auto pid = static_cast<pid_t>(std::stol(text));
+    if (alive(pid)) {
+      ++survivors;
+      ::kill(pid, SIGKILL);
+    }
+  }
+  return survivors;
+}
+
 }  // namespace
 
 TEST_CASE("class 12: the honest host kernel passes, every call computed") {
@@ -261,15 +275,7 @@ TEST_CASE("class 12: (5) a daemon the kernel leaves behind is killed when the lo
   CHECK(r.m.status == status::ok);
   const auto pids = starting(r.log, "pid ");
   REQUIRE(!pids.empty());  // one per loader process: the gate's runs and the timing
-  std::size_t survivors = 0;
-  for (const auto& text : pids) {
-    const auto pid = static_cast<pid_t>(std::stol(text));
-    if (alive(pid)) {
-      ++survivors;
-      ::kill(pid, SIGKILL);  // (a daemon this case started, by its id)
-    }
-  }
-  CHECK(survivors == 0);
+  CHECK(kill_survivors(pids) == 0);
   CHECK(alive(bystander));  // not a run's: not killed
   ::kill(bystander, SIGKILL);
   CHECK(::waitpid(bystander, nullptr, 0) == bystander);
@@ -414,15 +420,7 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when i
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
   const auto pids = starting(lines_of(logs.path / "log"), "pid ");
   CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
-  std::size_t survivors = 0;
-  for (const auto& text : pids) {
-    const auto pid = static_cast<pid_t>(std::stol(text));
-    if (alive(pid)) {
-      ++survivors;
-      ::kill(pid, SIGKILL);  // (a daemon this case started, by its id)
-    }
-  }
-  CHECK(survivors == 0);
+  CHECK(kill_survivors(pids) == 0);
 }
 
 TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
