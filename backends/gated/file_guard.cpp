@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -15,6 +17,9 @@
 namespace tessel::detail {
 namespace fs = std::filesystem;
 namespace {
+
+/// Numbers the copies of changed files kept aside, per process.
+std::atomic<std::uint64_t> asides{0};
 
 std::string read_whole(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -66,6 +71,14 @@ std::vector<fs::path> file_guard::restore_changed() const {
     const bool same = fs::file_size(path, ec) == bytes.size() && !ec && holds(path, bytes);
     if (same) continue;
     changed.push_back(path);
+    // The changed file is kept beside, not lost (a person may have edited
+    // it): a second name for its bytes before the kept ones replace it.
+    if (fs::exists(path, ec)) {
+      const auto aside = fs::path(
+          path.string() + fmt::format(".changed-{}-{}", ::getpid(), asides.fetch_add(1) + 1));
+      fs::create_hard_link(path, aside, ec);
+      if (ec) fs::copy_file(path, aside, ec);
+    }
     const auto fresh = fs::path(path.string() + fmt::format(".restore-{}", ::getpid()));
     std::ofstream(fresh, std::ios::binary | std::ios::trunc)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -25,7 +25,9 @@ class file_guard {
   void add(const std::filesystem::path& file);
   /// The files whose bytes are not the kept ones; each is put back (a new
   /// file with the kept bytes and the file's permissions at add(), renamed
-  /// over it). Thread-safe.
+  /// over it), and what was there is kept beside it as
+  /// `NAME.changed-PID-N`, so an edit of the user's is never lost.
+  /// Thread-safe.
   [[nodiscard]] std::vector<std::filesystem::path> restore_changed() const;
   [[nodiscard]] bool empty() const;
 

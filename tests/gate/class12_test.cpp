@@ -506,6 +506,14 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
                                    reference.string())) != std::string::npos);
   CHECK(lines_of(reference) == original);  // put back: the program again, not the script
   CHECK(::access(reference.c_str(), X_OK) == 0);
+  // What the candidate wrote is kept beside it, not lost (had a person edited
+  // the reference, the edit would be there).
+  std::vector<fs::path> asides;
+  for (const auto& entry : fs::directory_iterator(dir.path))
+    if (entry.path().filename().string().starts_with("reference_program.changed-"))
+      asides.push_back(entry.path());
+  REQUIRE(asides.size() == 1);
+  CHECK(lines_of(asides[0]) != original);
   // The reference is itself again: an honest candidate passes against it.
   tessel::command_backend honest(fmt::format("{} honest", TESSEL_GATE_PROGRAM), o);
   honest.prepare(s);
