@@ -223,7 +223,10 @@ build_result toolchain::build(const std::string& source, const std::vector<std::
   out.seconds = r.wall_s;
   if (r.timed_out) {
     out.status = status::timeout;
-    out.message = fmt::format("the compiler ran past {} s and was killed", o_.timeout_s);
+    out.message = fmt::format(
+        "the compiler ran past {} s and was killed (the compile limit; change it with "
+        "--backend-set compile_timeout=S or cpu_options::compile_timeout_s)",
+        o_.timeout_s);
   } else if (!r.started || r.exit_code != 0 || r.signal != 0) {
     out.status = status::compile_error;
     out.message = r.started ? head_of(r.errors + r.output, 30, 4000) : r.start_error;

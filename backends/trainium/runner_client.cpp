@@ -88,7 +88,12 @@ runner_reply call_runner(const runner_location& where, const std::string& host, 
   }
   if (r.timed_out) {
     reply.status = status::timeout;
-    reply.message = fmt::format("the runner{} ran past {} s and was killed", on, timeout_s);
+    const bool compiling = request.value("op", "") == "compile";
+    reply.message = fmt::format(
+        "the runner{} ran past {} s and was killed (the {} limit; change it with --backend-set "
+        "{}=S or trainium_options::{})",
+        on, timeout_s, compiling ? "compile" : "run", compiling ? "compile_timeout" : "timeout",
+        compiling ? "compile_timeout_s" : "run_timeout_s");
     return reply;
   }
   auto answer = r.output_truncated ? std::nullopt : last_json_object(r.output);

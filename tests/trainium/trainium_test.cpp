@@ -137,7 +137,9 @@ TEST_CASE("trainium: every failure mode ends as its status, without a time") {
   };
   const std::vector<expected> cases{
       {"crash_kernel", {status::runtime_error}, "SIGSEGV"},
-      {"hang_kernel", {status::timeout}, "killed"},
+      {"hang_kernel",
+       {status::timeout},
+       "killed (the run limit; change it with --backend-set timeout=S"},
       {"oom_kernel", {status::runtime_error}, "out of memory"},
       {"runtime_error_kernel", {status::runtime_error}, "DMA descriptor"},
       {"compile_error_kernel", {status::compile_error}, "exceeds"},
