@@ -377,7 +377,12 @@ void cpu_backend::prepare(const space& s) {
     guard->add(built.library);
     x.user_reference = [&x, library = built.library](const std::vector<std::string>& files) {
       auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
-      if (r.status != status::ok) r.message = "the reference " + r.message;
+      constexpr std::string_view flagged = "suspicious: ";  // a rule of the call broken
+      if (r.status == status::suspicious && r.message.starts_with(flagged))
+        r.message =
+            "the reference broke a rule every kernel keeps: " + r.message.substr(flagged.size());
+      else if (r.status != status::ok)
+        r.message = "the reference " + r.message;
       return r;
     };
   }

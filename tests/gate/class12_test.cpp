@@ -110,12 +110,13 @@ struct cpu_run {
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
-                const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4) {
+                const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
+                const std::string& reference = "twice_reference") {
   const folder logs;
   const auto log = logs.path / "log";
   tessel::cpu_options o;
   o.kernel = kernel_file + ":" + function;
-  o.reference = kernel_file + ":twice_reference";
+  o.reference = kernel_file + ":" + reference;
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";
@@ -520,4 +521,21 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
   const auto after = honest.evaluate(s, *s.default_config());
   INFO(after.message);
   CHECK(after.status == status::ok);
+}
+
+TEST_CASE("class 12: a reference that writes its inputs is named as the reference's fault") {
+  // The same loader rule holds for the user's reference: an in-place
+  // reference is the user's bug, and the message says whose it is, once.
+  cpu_run r;
+  std::string error;
+  try {
+    r = run_cpu("rt_honest", 20, TESSEL_CPU_TEST_CACHE, 2e-4, "rt_zero_inputs");
+  } catch (const tessel::error& e) {
+    error = e.what();
+  }
+  const auto text = error.empty() ? r.m.message : error;
+  INFO(text);
+  CHECK(text.find("the reference broke a rule every kernel keeps: the kernel wrote its input x") !=
+        std::string::npos);
+  CHECK(text.find("the reference suspicious") == std::string::npos);
 }
