@@ -7,6 +7,8 @@
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 
+#include "test_kernel.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -37,17 +39,8 @@ config spin_config(const space& s, int us) {
 }
 
 cpu_options user_kernel(const std::string& function) {
-  cpu_options o;
-  o.kernel = kernels_dir + "/kernels.cpp:" + function;
-  o.reference = kernels_dir + "/reference.cpp:twice_reference";
-  o.inputs = "x:N";
-  o.outputs = "y:N";
-  o.flags = "-O1";
-  o.cache_dir = cache_dir;
-  o.cpus = "off";  // a test machine is shared: pinning would only add contention
-  o.racing = {3, 8, 0.0, 0.02, 2.0};
-  o.min_sample_s = 2e-4;
-  o.run_timeout_s = 20;
+  auto o = testing::kernel_options(kernels_dir + "/kernels.cpp:" + function,
+                                   kernels_dir + "/reference.cpp:twice_reference");
   o.gate_settings.secret = 29;
   o.gate_settings.suite = {distribution::normal, distribution::uniform, distribution::shifted};
   return o;

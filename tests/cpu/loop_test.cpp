@@ -10,6 +10,8 @@
 #include <tessel/gate.hpp>
 #include <tessel/loop_rule.hpp>
 
+#include "test_kernel.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -49,17 +51,7 @@ memo_run evaluate_memo(const std::string& function, std::uint64_t secret) {
   const fs::path log =
       fs::temp_directory_path() / fmt::format("tessel-memo-{}-{}.log", ::getpid(), secret);
   fs::remove(log);
-  cpu_options o;
-  o.kernel = memo_file + ":" + function;
-  o.reference = reference_file + ":twice_reference";
-  o.inputs = "x:N";
-  o.outputs = "y:N";
-  o.flags = "-O1";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
-  o.cpus = "off";
-  o.racing = {3, 8, 0.0, 0.02, 2.0};
-  o.min_sample_s = 2e-4;
-  o.run_timeout_s = 20;
+  auto o = testing::kernel_options(memo_file + ":" + function, reference_file + ":twice_reference");
   o.environment["TESSEL_MEMO_LOG"] = log.string();
   o.gate_settings.secret = secret;  // the whole default suite: constant, mask, sparse ...
   cpu_backend b(o);
@@ -215,17 +207,10 @@ TEST_CASE("loop rule: a kernel memoising by its first elements answers stale and
 
 TEST_CASE("loop rule: int32 labels are exchanged within their range, an honest kernel passes") {
   const auto s = parse_space("space labels { const N = 3000  param p : {1} }");
-  cpu_options o;
-  o.kernel = memo_file + ":twice_labels";
-  o.reference = memo_file + ":twice_labels_reference";
+  auto o =
+      testing::kernel_options(memo_file + ":twice_labels", memo_file + ":twice_labels_reference");
   o.inputs = "x:N:int32:labels=5";
-  o.outputs = "y:N";
-  o.flags = "-O1";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
-  o.cpus = "off";
   o.racing = {3, 5, 0.0, 0.02, 1.0};
-  o.min_sample_s = 2e-4;
-  o.run_timeout_s = 20;
   for (std::uint64_t secret = 1; secret <= 3; ++secret) {
     o.gate_settings.secret = secret;
     cpu_backend b(o);
