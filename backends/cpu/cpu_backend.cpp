@@ -473,17 +473,10 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
   // inputs between its calls (docs/gate.md, "Round seven"), which a
   // `constant` set does not allow: such a draw gives way to the next timed
   // set (three at most; then it is timed as drawn, its calls all alike).
-  std::size_t timed_set = 0;
-  if (session) {
-    for (std::size_t i = 0; i < 4; ++i) {
-      const std::size_t drawn = session->timed_set(i);
-      if (i == 0) timed_set = drawn;
-      if (session->perturbable(drawn)) {
-        timed_set = drawn;
-        break;
-      }
-    }
-  }
+  std::size_t timed_set = session ? session->timed_set(0) : 0;
+  for (std::size_t i = 1; session && i < 4 && !session->perturbable(timed_set); ++i)
+    if (const std::size_t next = session->timed_set(i); session->perturbable(next))
+      timed_set = next;
   const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full,
                           session ? session->loop_seed(timed_set) : 0x7e55e1);
   paid.run_s += timed.run.seconds;
