@@ -153,6 +153,15 @@ std::int64_t bytes_of(const std::vector<tensor_spec>& tensors) {
   return total;
 }
 
+/// A loader run's message in a verdict on the candidate. A run that broke a
+/// rule of the call (the loader's input check, the guard of tessel's own
+/// files) reads like the gate's own verdicts, "suspicious: " and what
+/// happened (docs/gate.md, "Statuses and messages"); the run says only what
+/// happened, which the user reference's wrapper words as the reference's fault.
+std::string verdict_text(const detail::file_run& r) {
+  return r.status == status::suspicious ? "suspicious: " + r.message : r.message;
+}
+
 }  // namespace
 
 void cpu_options::validate() const {
@@ -377,10 +386,8 @@ void cpu_backend::prepare(const space& s) {
     guard->add(built.library);
     x.user_reference = [&x, library = built.library](const std::vector<std::string>& files) {
       auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
-      constexpr std::string_view flagged = "suspicious: ";  // a rule of the call broken
-      if (r.status == status::suspicious && r.message.starts_with(flagged))
-        r.message =
-            "the reference broke a rule every kernel keeps: " + r.message.substr(flagged.size());
+      if (r.status == status::suspicious)  // a rule of the call broken: the user's fault
+        r.message = "the reference broke a rule every kernel keeps: " + r.message;
       else if (r.status != status::ok)
         r.message = "the reference " + r.message;
       return r;
@@ -421,8 +428,9 @@ std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
   const slot_lease lease(*compile_slots);
   const auto& calls = session.calls();
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    const auto r = detail::run_loader(setup, library, files.of(calls[i]), other_cpus, std::nullopt);
+    auto r = detail::run_loader(setup, library, files.of(calls[i]), other_cpus, std::nullopt);
     paid.gate_s += r.run.seconds;  // off the clock, on the compile CPUs
+    r.run.message = verdict_text(r.run);
     if (auto failed =
             detail::judge_run(session, calls[i], r.run, setup.outputs,
                               fmt::format("in the gate (run {} of {})", i + 1, calls.size()), paid))
@@ -481,7 +489,7 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
                           session ? session->loop_seed(timed_set) : 0x7e55e1);
   paid.run_s += timed.run.seconds;
   if (timed.run.status != status::ok)
-    return fail(measurement::failure(timed.run.status, timed.run.message, paid));
+    return fail(measurement::failure(timed.run.status, verdict_text(timed.run), paid));
   // The outputs are the last call's: on the timed set's inputs after the
   // loop rule's calls - 1 steps, which the session replays.
   if (session)

@@ -133,9 +133,11 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
     r.status = status::runtime_error;
     r.message = fmt::format("exited with code {} and no answer{}", result.exit_code, stderr_tail());
   } else if (answer->value("status", "") == "suspicious") {
-    // A rule of the call no honest mistake breaks (it wrote its inputs).
+    // A rule of the call no honest mistake breaks (it wrote its inputs): the
+    // status says so; the message says what happened (the verdict's wording,
+    // "suspicious: ...", is the caller's: cpu_backend.cpp).
     r.status = status::suspicious;
-    r.message = "suspicious: " + answer->value("message", "the loader saw the kernel cheat");
+    r.message = answer->value("message", "the loader saw the kernel cheat");
   } else if (answer->value("status", "") != "ok") {
     r.status = status::runtime_error;
     r.message = answer->value("message", "the loader failed") + stderr_tail();

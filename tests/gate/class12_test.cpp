@@ -337,7 +337,11 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
   INFO(r.m.message);
   CHECK(!starting(r.log, "planted ").empty());
   CHECK(r.m.status == status::suspicious);
-  CHECK(r.m.message.find("changed tessel's own files in the compile cache") != std::string::npos);
+  // Said like every broken rule in a verdict (the gate's, the command
+  // backend's guard): "suspicious: " and what happened, after the run.
+  CHECK(r.m.message.find("in the gate (run 1 of ") == 0);
+  CHECK(r.m.message.find("): suspicious: its process changed tessel's own files in the compile "
+                         "cache (") != std::string::npos);
   CHECK(count(r.log, "computed") == 1);  // caught in its first run
   // The reference is itself again: the honest kernel passes on this cache.
   const auto honest = run_cpu("rt_honest", 20, cache.path.string());
@@ -538,4 +542,5 @@ TEST_CASE("class 12: a reference that writes its inputs is named as the referenc
   CHECK(text.find("the reference broke a rule every kernel keeps: the kernel wrote its input x") !=
         std::string::npos);
   CHECK(text.find("the reference suspicious") == std::string::npos);
+  CHECK(text.find("suspicious: ") == std::string::npos);  // the status once, not in the message
 }
