@@ -111,8 +111,8 @@ std::string step_text(const model_definition& m, const step_breakdown& step,
     out += fmt::format("not timed (left out of the step): {}\n", fmt::join(step.untimed, ", "));
   for (std::size_t i = 0; i < step.kernels.size(); ++i)
     if (!step.kernels[i].timed)
-      out += fmt::format("  {}: {}: {}\n", step.kernels[i].name, to_string(timed.results[i].status),
-                         timed.results[i].message);
+      out += fmt::format("  {}: {}\n", step.kernels[i].name,
+                         outcome_text(timed.results[i].status, timed.results[i].message));
   for (const auto& note : timed.notes) out += fmt::format("note: {}\n", note);
   return out;
 }

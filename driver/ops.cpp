@@ -608,7 +608,7 @@ json agent_ops::interactions_op(const json& given) {
                                           std::string& why) -> std::optional<double> {
     const auto& t = study_.evaluate(c, {"agent/interactions", 0, ""});
     if (t.result.ok()) return t.result.objective;
-    why = fmt::format("{}: {}", to_string(t.result.status), t.result.message);
+    why = outcome_text(t.result.status, t.result.message);
     return std::nullopt;
   };
   const auto model = fitted_surrogate(s, study_.trials());

@@ -27,8 +27,7 @@ nlohmann::json run_json(const summary& sum, const space& s,
 }
 
 std::string remeasured_text(const measurement& m, double searched) {
-  if (!m.ok())
-    return fmt::format("best config re-measured: {} ({})", to_string(m.status), m.message);
+  if (!m.ok()) return "best config re-measured: " + outcome_text(m.status, m.message);
   const auto at = [&m](const char* key) {
     const auto it = m.metrics.find(key);
     return it == m.metrics.end() ? m.objective : it->second;

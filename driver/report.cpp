@@ -93,7 +93,7 @@ interaction_report interactions_measured_on(backend& b, const space& s, const co
                                           std::string& why) -> std::optional<double> {
     const auto m = b.evaluate(s, c);
     if (m.ok()) return m.objective;
-    why = fmt::format("{}: {}", to_string(m.status), m.message);
+    why = outcome_text(m.status, m.message);
     return std::nullopt;
   };
   return analyse_interactions(s, base, target, measure, model.get(), budget, known);

@@ -34,6 +34,14 @@ std::optional<status> parse_status(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+std::string outcome_text(status s, std::string_view message) {
+  const auto name = to_string(s);
+  if (message.empty()) return std::string(name);
+  if (message.starts_with(name) && message.substr(name.size()).starts_with(": "))
+    return std::string(message);
+  return fmt::format("{}: {}", name, message);
+}
+
 const std::vector<status>& all_statuses() noexcept {
   static const std::vector<status> all = [] {
     std::vector<status> v;

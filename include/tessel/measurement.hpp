@@ -26,6 +26,11 @@ enum class status : unsigned char {
 [[nodiscard]] std::optional<status> parse_status(std::string_view name) noexcept;
 /// Every status, in declaration order.
 [[nodiscard]] const std::vector<status>& all_statuses() noexcept;
+/// An outcome as a person reads it: "timeout: timed out after 2 s", the
+/// status alone when there is no message. The status is said once: a
+/// message that already opens with it (the gate's verdicts read
+/// "suspicious: ...") is not prefixed again.
+[[nodiscard]] std::string outcome_text(status s, std::string_view message);
 
 /// A time in seconds as a person reads it, with a unit and four significant
 /// digits: "1.937 ms", "812.5 us", "3.2 s", "41 ns"; "nan", "inf" as such.

@@ -177,7 +177,7 @@ interaction_report analyse_interactions(const space& s, const config& base, cons
       p.measured = true;
       const auto& m = t->second;
       if (m.ok()) p.objective = m.objective;
-      p.note = m.ok() ? "" : fmt::format("{}: {}", to_string(m.status), m.message);
+      p.note = m.ok() ? "" : outcome_text(m.status, m.message);
       return;
     }
     if (measure && r.spent < budget) {

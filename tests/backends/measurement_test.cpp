@@ -29,3 +29,15 @@ TEST_CASE("measurement::success and ::failure") {
   CHECK(bad.message == "too slow");
   CHECK(bad.cost.run_s == 4);
 }
+
+TEST_CASE("outcome_text says the status once") {
+  CHECK(outcome_text(status::timeout, "timed out after 2 s") == "timeout: timed out after 2 s");
+  CHECK(outcome_text(status::runtime_error, "") == "runtime_error");
+  // The gate's verdicts open with their status: not said twice.
+  CHECK(outcome_text(status::suspicious, "suspicious: output y is constant") ==
+        "suspicious: output y is constant");
+  // Only a leading status word followed by ": " counts.
+  CHECK(outcome_text(status::suspicious, "suspiciously fast") == "suspicious: suspiciously fast");
+  CHECK(outcome_text(status::incorrect, "in the gate (run 1 of 3): suspicious: x") ==
+        "incorrect: in the gate (run 1 of 3): suspicious: x");
+}
