@@ -18,6 +18,10 @@
 
 #include <unistd.h>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 using namespace tessel;
 namespace fs = std::filesystem;
 
@@ -328,6 +332,24 @@ TEST_CASE("command: what a program leaves running in its group is killed when it
   CHECK(testing::process_gone(grandchild));
   fs::remove_all(dir);
 }
+
+#ifdef __linux__
+TEST_CASE("command: running a program does not make this process a child subreaper") {
+  // Before session 13 the first run made the whole process a child subreaper
+  // for the rest of its life: orphans of an embedding program's own children
+  // became its zombies. Now each run's supervisor is the subreaper, and this
+  // process is not, also after a run that left a process behind.
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  const auto m =
+      helper("leave_behind '" + (dir / "pid").string() + "'").evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  int subreaper = -1;
+  REQUIRE(::prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0);
+  CHECK(subreaper == 0);
+  fs::remove_all(dir);
+}
+#endif
 
 TEST_CASE("command: working directory, direct exec, and concurrent evaluations") {
   const auto s = testing::small_space();
