@@ -101,9 +101,10 @@ void trim_tail(std::string& buffer, std::size_t limit, bool& truncated) {
 
 /// Whether `pid` has exited, without reaping it: the zombie keeps its
 /// process-group id reserved, so killing the group afterwards is safe.
-bool has_exited(pid_t pid) {
+bool has_exited(pid_t pid, bool block = false) {
   siginfo_t info{};
-  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+  const int options = WEXITED | WNOWAIT | (block ? 0 : WNOHANG);
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, options) != 0)
     if (errno != EINTR) return true;  // not our child any more: nothing to wait for
   return info.si_pid == pid;
 }
@@ -128,6 +129,7 @@ void send_report(int fd, int kind, int value) {
 /// read after it.
 struct launch {
   int in, out, err, report;  ///< the child ends of the pipes
+  int life;                  ///< held by the supervisor until it exits
   const char* directory;     ///< nullptr: the caller's
   const char* path;
   char* const* argv;
@@ -224,6 +226,7 @@ struct session {
   fd_guard& in;
   fd_guard& out;
   fd_guard& err;
+  fd_guard& life;  ///< EOF: the supervisor is exiting
   sigpipe_guard& sigpipe;
   std::size_t written = 0;
   bool exited = false;
@@ -312,7 +315,7 @@ struct session {
       const bool pipes_open = out.open() || err.open();
       if (exited && (!pipes_open || clock::now() - exited_at > drain_limit)) break;
 
-      std::array<pollfd, 3> fds{};
+      std::array<pollfd, 4> fds{};
       nfds_t n = 0;
       const auto watch = [&](const fd_guard& fd, short events) {
         if (fd.open()) fds[n++] = pollfd{fd.get(), events, 0};
@@ -320,19 +323,30 @@ struct session {
       watch(in, POLLOUT);
       watch(out, POLLIN);
       watch(err, POLLIN);
+      watch(life, POLLIN);
 
       int wait_ms = schedule(clock::now(), deadline, has_deadline);
-      // While the run goes on, wake now and then to notice its end (the
-      // pipes may be held open by a grandchild); once pipes are closed, poll
-      // for the end closely.
-      const int tick = pipes_open ? 50 : 2;
-      wait_ms = wait_ms < 0 ? tick : std::min(wait_ms, tick);
+      // The life pipe wakes the loop when the supervisor exits. Once it is
+      // closed, wake now and then to notice the exit (the pipes may be held
+      // open by a process that escaped); once they are closed, closely.
+      if (!life.open()) {
+        const int tick = pipes_open ? 50 : 2;
+        wait_ms = wait_ms < 0 ? tick : std::min(wait_ms, tick);
+      }
       const int ready = ::poll(fds.data(), n, wait_ms);
       if (ready < 0 && errno != EINTR) break;
       if (ready <= 0) continue;
       for (nfds_t i = 0; i < n; ++i) {
         if (fds[i].revents == 0) continue;
-        if (fds[i].fd == in.get()) {
+        if (fds[i].fd == life.get()) {
+          // Nobody writes to it: EOF. The supervisor has closed its files,
+          // so it is exiting, and the wait for its end is short.
+          life.reset();
+          if (!exited && has_exited(pid, true)) {
+            exited = true;
+            exited_at = clock::now();
+          }
+        } else if (fds[i].fd == in.get()) {
           if ((fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0)
             in.reset();
           else
@@ -367,17 +381,6 @@ char* put_text(char* at, const char* text) {
   return at;
 }
 
-/// fork() without the atfork handlers where the C library allows it: the
-/// supervisor is the child of a multithreaded process, and those handlers
-/// need not be async-signal-safe.
-pid_t fork_here() {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-  return ::_Fork();
-#else
-  return ::fork();
-#endif
-}
-
 /// Closes the descriptors [first, last] (those that are open).
 void close_between(int first, int last) {
   if (first > last) return;
@@ -399,7 +402,7 @@ void close_between(int first, int last) {
 /// another run started at the same time (that run's EOF held until this
 /// one ends).
 void close_all_but(const launch& l) {
-  std::array<int, 7> keep{0, 1, 2, l.in, l.out, l.err, l.report};
+  std::array<int, 8> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
   std::sort(keep.begin(), keep.end());
   int from = 0;
   for (const int fd : keep) {
@@ -546,7 +549,10 @@ void kill_the_rest() {
   (void)::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
 #endif
   close_all_but(l);
-  const pid_t command = fork_here();
+  // vfork: the command borrows the supervisor's memory until it execs (it
+  // only makes system calls on its own stack), so no page table is copied a
+  // second time, and no atfork handler runs.
+  const pid_t command = ::vfork();
   if (command < 0) {
     send_report(l.report, report_fork_error, errno);
     ::_exit(127);
@@ -648,15 +654,17 @@ process_result run_process(const process_request& request) {
   if (!request.cpus.empty()) cpus = &cpu_set;
 #endif
 
-  fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write;
+  fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write,
+      life_read, life_write;
   if (!make_pipe(in_read, in_write) || !make_pipe(out_read, out_write) ||
-      !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write)) {
+      !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write) ||
+      !make_pipe(life_read, life_write)) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
-  const launch plan{in_read.get(),      out_write.get(), err_write.get(),
-                    report_write.get(), directory,       path->c_str(),
-                    argv.data(),        envp.data(),     cpus};
+  const launch plan{
+      in_read.get(), out_write.get(), err_write.get(), report_write.get(), life_write.get(),
+      directory,     path->c_str(),   argv.data(),     envp.data(),        cpus};
   sigpipe_guard sigpipe;
   const auto start = clock::now();
   const pid_t pid = ::fork();  // the supervisor
@@ -670,6 +678,7 @@ process_result run_process(const process_request& request) {
   out_write.reset();
   err_write.reset();
   report_write.reset();
+  life_write.reset();
 
   // The records until EOF: the command's pid, then errno if it did not start.
   std::array<report_record, 4> records{};
@@ -707,7 +716,7 @@ process_result run_process(const process_request& request) {
   set_nonblocking(out_read.get());
   set_nonblocking(err_read.get());
   if (request.input.empty()) in_write.reset();
-  session s{request, result, pid, command, in_write, out_read, err_read, sigpipe};
+  session s{request, result, pid, command, in_write, out_read, err_read, life_read, sigpipe};
   s.loop();
   if (!s.exited) s.signal_group(SIGKILL);  // the loop gave up (poll failed): leave nothing behind
 
