@@ -138,14 +138,13 @@ struct launch {
 };
 
 /// The command's side: wire the pipes, move to a new process group, exec.
-/// Reports errno through the report pipe.
+/// Reports errno through the report pipe. It runs vforked from the
+/// supervisor, in its memory: its signals stay blocked (as the supervisor
+/// blocks them) until just before exec, so no handler of tessel's runs here.
 [[noreturn]] void exec_child(const launch& l) {
   const int in = l.in, out = l.out, err = l.err, report = l.report;
   const char* directory = l.directory;
   const void* cpus = l.cpus;
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &dfl, nullptr);
@@ -168,6 +167,9 @@ struct launch {
     send_report(report, report_exec_error, errno);
     ::_exit(127);
   }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::execve(l.path, l.argv, l.envp);
   send_report(report, report_exec_error, errno);
   ::_exit(127);
