@@ -1,9 +1,11 @@
 // process.cpp: fork/exec with pipes, a poll loop and process-group kills
-// (POSIX). Between fork and exec the child calls only async-signal-safe
-// functions: everything it needs (path, argv, envp) is built beforehand.
-// On Linux tessel is a child subreaper, and every run's processes carry a
-// marker (TESSEL_RUN) by which what a run leaves behind is killed when its
-// root exits, even after it left the process group (setsid, double fork).
+// (POSIX). Each run has a supervisor process of its own: tessel forks it, it
+// forks and waits for the command, and when the command has exited it kills
+// the command's group and, on Linux, where it is a child subreaper, every
+// process left among its own children: all that the run left behind, even
+// after it left the group (setsid, double fork). The supervisor and the
+// command's child side call only async-signal-safe functions: everything
+// they need (path, argv, envp, the cpu set) is built before tessel forks.
 #include "command/process.hpp"
 
 #include <algorithm>
@@ -11,18 +13,16 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <mutex>
-#include <random>
+#include <ctime>
+#include <limits>
 #include <utility>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,6 +30,7 @@
 
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 
 namespace tessel::detail {
@@ -100,21 +101,50 @@ void trim_tail(std::string& buffer, std::size_t limit, bool& truncated) {
 
 /// Whether `pid` has exited, without reaping it: the zombie keeps its
 /// process-group id reserved, so killing the group afterwards is safe.
-bool has_exited(pid_t pid) {
+bool has_exited(pid_t pid, bool block = false) {
   siginfo_t info{};
-  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+  const int options = WEXITED | WNOWAIT | (block ? 0 : WNOHANG);
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, options) != 0)
     if (errno != EINTR) return true;  // not our child any more: nothing to wait for
   return info.si_pid == pid;
 }
 
-/// Child side: wire the pipes, move to a new process group, exec. Reports
-/// errno through `report` (close-on-exec: EOF there means exec succeeded).
-[[noreturn]] void exec_child(int in, int out, int err, int report, const char* directory,
-                             const char* path, char* const* argv, char* const* envp,
-                             const void* cpus) {
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+/// A record on the report pipe: the supervisor writes the command's pid once
+/// it has forked it, or errno when it could not; the command writes errno
+/// when chdir or exec fails. Each is one write of 8 bytes (atomic on a pipe),
+/// so the two writers' records never mix. The pipe is close-on-exec: its EOF
+/// means the command's exec succeeded (or it never will).
+struct report_record {
+  int kind = 0;
+  int value = 0;
+};
+constexpr int report_pid = 1, report_exec_error = 2, report_fork_error = 3;
+
+void send_report(int fd, int kind, int value) {
+  const report_record r{kind, value};
+  (void)!::write(fd, &r, sizeof r);
+}
+
+/// What the supervisor and the command need, built before fork and only
+/// read after it.
+struct launch {
+  int in, out, err, report;  ///< the child ends of the pipes
+  int life;                  ///< held by the supervisor until it exits
+  const char* directory;     ///< nullptr: the caller's
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const void* cpus;  ///< a cpu_set_t, or nullptr
+};
+
+/// The command's side: wire the pipes, move to a new process group, exec.
+/// Reports errno through the report pipe. It runs vforked from the
+/// supervisor, in its memory: its signals stay blocked (as the supervisor
+/// blocks them) until just before exec, so no handler of tessel's runs here.
+[[noreturn]] void exec_child(const launch& l) {
+  const int in = l.in, out = l.out, err = l.err, report = l.report;
+  const char* directory = l.directory;
+  const void* cpus = l.cpus;
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &dfl, nullptr);
@@ -134,13 +164,14 @@ bool has_exited(pid_t pid) {
       ::dup2(fd, target);
   }
   if (directory != nullptr && ::chdir(directory) != 0) {
-    const int e = errno;
-    (void)!::write(report, &e, sizeof e);
+    send_report(report, report_exec_error, errno);
     ::_exit(127);
   }
-  ::execve(path, argv, envp);
-  const int e = errno;
-  (void)!::write(report, &e, sizeof e);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(l.path, l.argv, l.envp);
+  send_report(report, report_exec_error, errno);
   ::_exit(127);
 }
 
@@ -192,10 +223,12 @@ class sigpipe_guard {
 struct session {
   const process_request& request;
   process_result& result;
-  pid_t pid;
+  pid_t pid;    ///< the supervisor
+  pid_t group;  ///< the command's process group (its pid); 0: unknown
   fd_guard& in;
   fd_guard& out;
   fd_guard& err;
+  fd_guard& life;  ///< EOF: the supervisor is exiting
   sigpipe_guard& sigpipe;
   std::size_t written = 0;
   bool exited = false;
@@ -238,7 +271,12 @@ struct session {
     }
   }
 
-  void signal_group(int sig) const { ::kill(-pid, sig); }
+  /// Signals the command's group while the run goes on: once the
+  /// supervisor has exited it has reaped the command, and the group id may
+  /// be another's.
+  void signal_group(int sig) const {
+    if (group > 0 && !has_exited(pid)) ::kill(-group, sig);
+  }
 
   /// Sends the kills that are due; returns the milliseconds until the next one.
   int schedule(clock::time_point now, clock::time_point deadline, bool has_deadline) {
@@ -267,19 +305,19 @@ struct session {
     const bool has_deadline = request.timeout_s > 0;
     const auto deadline = start + std::chrono::duration_cast<clock::duration>(
                                       std::chrono::duration<double>(request.timeout_s));
-    // After the leader exits, its group is killed and the pipes get at most
-    // this long to reach EOF (a process that left the group may hold them).
+    // The supervisor exits after it killed what the command left running;
+    // then the pipes get at most this long to reach EOF (a process that
+    // escaped it, outside Linux, may hold them).
     constexpr auto drain_limit = std::chrono::milliseconds(1000);
     for (;;) {
       if (!exited && has_exited(pid)) {
         exited = true;
         exited_at = clock::now();
-        signal_group(SIGKILL);  // whatever it left running in its group
       }
       const bool pipes_open = out.open() || err.open();
       if (exited && (!pipes_open || clock::now() - exited_at > drain_limit)) break;
 
-      std::array<pollfd, 3> fds{};
+      std::array<pollfd, 4> fds{};
       nfds_t n = 0;
       const auto watch = [&](const fd_guard& fd, short events) {
         if (fd.open()) fds[n++] = pollfd{fd.get(), events, 0};
@@ -287,19 +325,30 @@ struct session {
       watch(in, POLLOUT);
       watch(out, POLLIN);
       watch(err, POLLIN);
+      watch(life, POLLIN);
 
       int wait_ms = schedule(clock::now(), deadline, has_deadline);
-      // While the leader runs, wake now and then to notice its exit (its
-      // pipes may be held open by a grandchild); once pipes are closed, poll
-      // for the exit closely.
-      const int tick = pipes_open ? 50 : 2;
-      wait_ms = wait_ms < 0 ? tick : std::min(wait_ms, tick);
+      // The life pipe wakes the loop when the supervisor exits. Once it is
+      // closed, wake now and then to notice the exit (the pipes may be held
+      // open by a process that escaped); once they are closed, closely.
+      if (!life.open()) {
+        const int tick = pipes_open ? 50 : 2;
+        wait_ms = wait_ms < 0 ? tick : std::min(wait_ms, tick);
+      }
       const int ready = ::poll(fds.data(), n, wait_ms);
       if (ready < 0 && errno != EINTR) break;
       if (ready <= 0) continue;
       for (nfds_t i = 0; i < n; ++i) {
         if (fds[i].revents == 0) continue;
-        if (fds[i].fd == in.get()) {
+        if (fds[i].fd == life.get()) {
+          // Nobody writes to it: EOF. The supervisor has closed its files,
+          // so it is exiting, and the wait for its end is short.
+          life.reset();
+          if (!exited && has_exited(pid, true)) {
+            exited = true;
+            exited_at = clock::now();
+          }
+        } else if (fds[i].fd == in.get()) {
           if ((fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0)
             in.reset();
           else
@@ -317,165 +366,223 @@ struct session {
 
 std::string error_text(int e) { return std::strerror(e); }
 
+/// Writes `n` (>= 0) in decimal at `at`; returns the end.
+char* put_decimal(char* at, long n) {
+  std::array<char, 24> digits{};
+  std::size_t k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n > 0);
+  while (k > 0) *at++ = digits[--k];
+  return at;
+}
+
+char* put_text(char* at, const char* text) {
+  while (*text != '\0') *at++ = *text++;
+  return at;
+}
+
+/// Closes the descriptors [first, last] (those that are open).
+void close_between(int first, int last) {
+  if (first > last) return;
+#if defined(__linux__) && defined(SYS_close_range)
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), static_cast<unsigned>(last), 0U) ==
+      0)
+    return;
+#endif
+  rlimit limit{};
+  const long most = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1U << 16)
+                        ? static_cast<long>(limit.rlim_cur)
+                        : (1L << 16);
+  for (long fd = first; fd <= last && fd < most; ++fd) ::close(static_cast<int>(fd));
+}
+
+/// Closes every descriptor of the supervisor but stdin, stdout, stderr and
+/// the run's own pipe ends. It never execs, so close-on-exec would not close
+/// them: it would hold the embedding program's files, and the pipe ends of
+/// another run started at the same time (that run's EOF held until this
+/// one ends).
+void close_all_but(const launch& l) {
+  std::array<int, 8> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
+  std::sort(keep.begin(), keep.end());
+  int from = 0;
+  for (const int fd : keep) {
+    close_between(from, fd - 1);
+    from = std::max(from, fd + 1);
+  }
+  close_between(from, std::numeric_limits<int>::max());
+}
+
 #ifdef __linux__
-/// The environment variable that marks every process of one run.
-constexpr const char* run_marker = "TESSEL_RUN=";
-
-/// Makes this process a child subreaper, once: a process a run leaves
-/// behind (its parent exited) is reparented to tessel, not to init, so
-/// tessel can find it among its own children. Returns whether it is one.
-bool become_subreaper() {
-  static const bool is = ::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) == 0;
-  return is;
-}
-
-/// The roots of the runs in progress in this process: never another run's
-/// leftovers, even when a recycled pid or group id would say so.
-std::mutex roots_mutex;
-std::vector<pid_t> live_roots;
-
-void add_root(pid_t pid) {
-  const std::lock_guard lock(roots_mutex);
-  live_roots.push_back(pid);
-}
-
-void remove_root(pid_t pid) {
-  const std::lock_guard lock(roots_mutex);
-  std::erase(live_roots, pid);
-}
-
-bool is_live_root(pid_t pid) {
-  const std::lock_guard lock(roots_mutex);
-  return std::find(live_roots.begin(), live_roots.end(), pid) != live_roots.end();
-}
-
-/// A fresh marker value: 128 random bits in hex (no order in it, so a
-/// program cannot count its runs by it).
-std::string new_run_id() {
-  static std::mutex mutex;
-  static std::mt19937_64 draw{[] {
-    std::random_device device;
-    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
-  }()};
-  const std::lock_guard lock(mutex);
-  char text[40];
-  const auto a = draw(), b = draw();
-  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b));
-  return text;
-}
-
-/// A /proc file's text ("" when it cannot be read).
-std::string read_file(const std::string& path) {
-  std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
+/// SIGKILLs every process listed in the file at `path` (decimal pids
+/// separated by spaces: /proc/self/task/TID/children); returns how many were
+/// signalled, -1 when the file cannot be opened.
+int kill_listed(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int killed = 0;
+  long pid = -1;
+  const auto flush = [&] {
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+    pid = -1;
+  };
   std::array<char, 4096> chunk{};
   for (;;) {
     const auto n = ::read(fd, chunk.data(), chunk.size());
-    if (n > 0)
-      text.append(chunk.data(), static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR)
-      break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      const char c = chunk[static_cast<std::size_t>(i)];
+      if (c >= '0' && c <= '9')
+        pid = pid < 0 ? c - '0' : (pid < (1L << 40) ? pid * 10 + (c - '0') : pid);
+      else
+        flush();
+    }
   }
+  flush();
   ::close(fd);
-  return text;
+  return killed;
 }
 
-/// One process from /proc/PID/stat: its parent, group and state.
-struct proc_stat {
-  pid_t parent = 0, group = 0;
-  char state = '?';
-};
-
-bool read_stat(pid_t pid, proc_stat& out) {
-  const auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
-  const auto close = text.rfind(')');  // the name may hold spaces and parentheses
-  if (close == std::string::npos) return false;
-  int parent = 0, group = 0;
-  char state = '?';
-  if (std::sscanf(text.c_str() + close + 1, " %c %d %d", &state, &parent, &group) != 3)
-    return false;
-  out = {static_cast<pid_t>(parent), static_cast<pid_t>(group), state};
-  return true;
-}
-
-/// This process's children: /proc/self/task/*/children (each thread's), or
-/// a scan of /proc where the kernel has no such files.
-std::vector<pid_t> own_children() {
-  std::vector<pid_t> out;
-  bool listed = false;
-  if (DIR* tasks = ::opendir("/proc/self/task")) {
-    listed = true;
-    while (const dirent* t = ::readdir(tasks)) {
-      if (t->d_name[0] == '.') continue;
-      std::ifstream in(std::string("/proc/self/task/") + t->d_name + "/children");
-      if (!in) {
-        listed = false;
-        break;
-      }
-      for (long pid = 0; in >> pid;) out.push_back(static_cast<pid_t>(pid));
+/// Where the kernel has no children files: SIGKILLs every process whose
+/// /proc/PID/stat names `self` as its parent; -1 when /proc cannot be read.
+int kill_by_scan(pid_t self) {
+  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  int killed = 0;
+  alignas(8) std::array<char, 8192> entries{};
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dir, entries.data(), entries.size());
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name
+      unsigned short length = 0;
+      std::memcpy(&length, entries.data() + at + 16, sizeof length);
+      const char* name = entries.data() + at + 19;
+      at += length;
+      long pid = 0;
+      for (const char* c = name; pid >= 0 && *c != '\0'; ++c)
+        pid = (*c >= '0' && *c <= '9' && pid < (1L << 40)) ? pid * 10 + (*c - '0') : -1;
+      if (pid <= 0) continue;  // not a process
+      std::array<char, 64> path{};
+      *put_text(put_decimal(put_text(path.data(), "/proc/"), pid), "/stat") = '\0';
+      const int fd = ::open(path.data(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      std::array<char, 512> stat{};
+      const auto got = ::read(fd, stat.data(), stat.size() - 1);
+      ::close(fd);
+      if (got <= 0) continue;
+      // "PID (NAME) STATE PPID ...": the name may hold ')', so the last one
+      const char* end = nullptr;
+      for (ssize_t i = 0; i < got; ++i)
+        if (stat[static_cast<std::size_t>(i)] == ')') end = stat.data() + i;
+      if (end == nullptr || end + 4 >= stat.data() + got) continue;
+      long parent = 0;
+      for (const char* c = end + 4; *c >= '0' && *c <= '9'; ++c) parent = parent * 10 + (*c - '0');
+      if (parent == self && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
     }
-    ::closedir(tasks);
   }
-  if (listed) return out;
-  out.clear();
+  ::close(dir);
+  return killed;
+}
+
+/// Kills and reaps every process left among the supervisor's children: all
+/// that was orphaned inside the run was reparented to it (it is a child
+/// subreaper), marker or not, group or not. Each round's kills hand the
+/// victims' children to the supervisor; rounds go on until it has no child
+/// left. Where it cannot list its children they are left to init.
+void kill_the_rest() {
   const pid_t self = ::getpid();
-  if (DIR* all = ::opendir("/proc")) {
-    while (const dirent* e = ::readdir(all)) {
-      char* end = nullptr;
-      const long pid = std::strtol(e->d_name, &end, 10);
-      proc_stat st;
-      if (end != e->d_name && *end == '\0' && read_stat(static_cast<pid_t>(pid), st) &&
-          st.parent == self)
-        out.push_back(static_cast<pid_t>(pid));
+  std::array<char, 64> path{};
+  *put_text(put_decimal(put_text(path.data(), "/proc/self/task/"), self), "/children") = '\0';
+  for (int missed = 0; missed < 1000;) {
+    int killed = kill_listed(path.data());
+    if (killed < 0) killed = kill_by_scan(self);
+    if (killed < 0) return;
+    const pid_t reaped = ::waitpid(-1, nullptr, killed > 0 ? 0 : WNOHANG);
+    if (reaped < 0 && errno == EINTR) continue;
+    if (reaped < 0) return;  // ECHILD: none left
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    ::closedir(all);
-  }
-  return out;
-}
-
-/// Whether the environment of `pid` holds `marker` ("TESSEL_RUN=ID").
-bool marked(pid_t pid, const std::string& marker) {
-  const auto environment = read_file("/proc/" + std::to_string(pid) + "/environ");
-  for (std::size_t at = 0; at < environment.size();) {
-    const auto end = std::min(environment.find('\0', at), environment.size());
-    if (environment.compare(at, end - at, marker) == 0) return true;
-    at = end + 1;
-  }
-  return false;
-}
-
-/// Kills and reaps what run `id` (root `root`, already reaped) left among
-/// this process's children: the processes whose environment holds its
-/// marker, and the members of its process group (killed when the root
-/// exited, maybe zombies already, whose environment cannot be read). Each
-/// round's kills hand their own children to this process; rounds go on
-/// until one finds none.
-/// Processes of other runs, and every other child, are left alone.
-void reap_leftovers(const std::string& id, pid_t root) {
-  const std::string marker = std::string(run_marker) + id;
-  const pid_t self = ::getpid();
-  for (int round = 0; round < 1000; ++round) {
-    std::vector<pid_t> found;
-    for (const pid_t child : own_children()) {
-      proc_stat st;
-      if (!read_stat(child, st) || st.parent != self || is_live_root(child)) continue;
-      // The group's members, killed when the root exited (a zombie's
-      // environment cannot be read; the group id stays the run's while
-      // one is left), and the marked ones.
-      const bool ours = st.group == root || marked(child, marker);
-      if (ours) found.push_back(child);
-    }
-    if (found.empty()) return;
-    for (const pid_t child : found) {
-      ::kill(child, SIGKILL);
-      while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
-      }
+    if (reaped == 0) {  // a child the list missed (it changed while read): look again
+      ++missed;
+      const timespec pause{0, 1000000};
+      ::nanosleep(&pause, nullptr);
     }
   }
 }
 #endif
+
+/// Ends the supervisor as its command ended: the same exit code, or the
+/// same signal raised on itself (with no core file of its own).
+[[noreturn]] void end_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+#ifdef __linux__
+    (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
+#endif
+    const rlimit no_core{0, 0};
+    (void)::setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+    ::kill(::getpid(), sig);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);  // delivered here
+    ::_exit(128 + sig);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+}
+
+/// The supervisor: a child subreaper in a process group of its own, which
+/// forks the command, reaps what the run orphans as it exits, and once the
+/// command has exited kills its group and every process left among its own
+/// children, then ends as the command ended. Every signal is blocked: the
+/// timeout's signals go to the command's group, which it is not in.
+[[noreturn]] void supervise(const launch& l) {
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  ::setpgid(0, 0);
+#ifdef __linux__
+  (void)::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
+#endif
+  close_all_but(l);
+  // vfork: the command borrows the supervisor's memory until it execs (it
+  // only makes system calls on its own stack), so no page table is copied a
+  // second time, and no atfork handler runs.
+  const pid_t command = ::vfork();
+  if (command < 0) {
+    send_report(l.report, report_fork_error, errno);
+    ::_exit(127);
+  }
+  if (command == 0) exec_child(l);
+  ::setpgid(command, command);  // the group exists before the parent learns its id
+  send_report(l.report, report_pid, static_cast<int>(command));
+  for (const int fd : {l.in, l.out, l.err, l.report}) ::close(fd);
+
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (info.si_pid == command) break;
+    while (::waitpid(info.si_pid, nullptr, 0) < 0 && errno == EINTR) {  // an orphan that ended
+    }
+  }
+  ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
+  int status = 0;
+  while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
+  }
+#ifdef __linux__
+  kill_the_rest();
+#endif
+  end_as(status);
+}
 
 }  // namespace
 
@@ -536,14 +643,6 @@ process_result run_process(const process_request& request) {
   }
   auto arguments = request.arguments;
   auto environment = request.environment;
-#ifdef __linux__
-  const bool reaper = become_subreaper();
-  const std::string run_id = reaper ? new_run_id() : std::string();
-  if (reaper) {
-    std::erase_if(environment, [](const std::string& e) { return e.rfind(run_marker, 0) == 0; });
-    environment.push_back(run_marker + run_id);
-  }
-#endif
   auto argv = c_array(arguments);
   auto envp = c_array(environment);
   const char* directory =
@@ -557,42 +656,57 @@ process_result run_process(const process_request& request) {
   if (!request.cpus.empty()) cpus = &cpu_set;
 #endif
 
-  fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write;
+  fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write,
+      life_read, life_write;
   if (!make_pipe(in_read, in_write) || !make_pipe(out_read, out_write) ||
-      !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write)) {
+      !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write) ||
+      !make_pipe(life_read, life_write)) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
+  const launch plan{
+      in_read.get(), out_write.get(), err_write.get(), report_write.get(), life_write.get(),
+      directory,     path->c_str(),   argv.data(),     envp.data(),        cpus};
   sigpipe_guard sigpipe;
   const auto start = clock::now();
-  const pid_t pid = ::fork();
+  const pid_t pid = ::fork();  // the supervisor
   if (pid < 0) {
     result.start_error = "fork failed: " + error_text(errno);
     return result;
   }
-  if (pid == 0)
-    exec_child(in_read.get(), out_write.get(), err_write.get(), report_write.get(), directory,
-               path->c_str(), argv.data(), envp.data(), cpus);
-  ::setpgid(pid, pid);  // also in the parent, so a kill never races the child's own setpgid
-#ifdef __linux__
-  if (reaper) add_root(pid);
-#endif
+  if (pid == 0) supervise(plan);
+  ::setpgid(pid, pid);  // also in the parent, as the supervisor does itself
   in_read.reset();
   out_write.reset();
   err_write.reset();
   report_write.reset();
+  life_write.reset();
 
-  int exec_errno = 0;
-  ssize_t got = 0;
-  while ((got = ::read(report_read.get(), &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  // The records until EOF: the command's pid, then errno if it did not start.
+  std::array<report_record, 4> records{};
+  std::size_t got = 0;
+  for (auto* bytes = reinterpret_cast<char*>(records.data()); got < sizeof records;) {
+    const auto n = ::read(report_read.get(), bytes + got, sizeof records - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
   }
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+  pid_t command = 0;
+  int exec_errno = 0, fork_errno = 0;
+  for (std::size_t i = 0; i < got / sizeof(report_record); ++i) {
+    const auto& r = records[i];
+    if (r.kind == report_pid) command = static_cast<pid_t>(r.value);
+    if (r.kind == report_exec_error) exec_errno = r.value;
+    if (r.kind == report_fork_error) fork_errno = r.value;
+  }
+  if (exec_errno != 0 || fork_errno != 0) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-#ifdef __linux__
-    if (reaper) remove_root(pid);
-#endif
+    if (fork_errno != 0) {
+      result.start_error = "fork failed: " + error_text(fork_errno);
+      return result;
+    }
     result.start_error = "could not run " + request.arguments[0] + ": " + error_text(exec_errno);
     if (directory != nullptr)
       result.start_error += " (in working directory " + request.working_directory + ")";
@@ -604,7 +718,7 @@ process_result run_process(const process_request& request) {
   set_nonblocking(out_read.get());
   set_nonblocking(err_read.get());
   if (request.input.empty()) in_write.reset();
-  session s{request, result, pid, in_write, out_read, err_read, sigpipe};
+  session s{request, result, pid, command, in_write, out_read, err_read, life_read, sigpipe};
   s.loop();
   if (!s.exited) s.signal_group(SIGKILL);  // the loop gave up (poll failed): leave nothing behind
 
@@ -612,12 +726,6 @@ process_result run_process(const process_request& request) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.wall_s = std::chrono::duration<double>(clock::now() - start).count();
-#ifdef __linux__
-  if (reaper) {
-    remove_root(pid);
-    reap_leftovers(run_id, pid);  // after wall_s: not the program's time
-  }
-#endif
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   trim_tail(result.output, request.max_output_bytes, result.output_truncated);

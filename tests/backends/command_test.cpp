@@ -11,12 +11,17 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <unistd.h>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -328,6 +333,51 @@ TEST_CASE("command: what a program leaves running in its group is killed when it
   CHECK(testing::process_gone(grandchild));
   fs::remove_all(dir);
 }
+
+#ifdef __linux__
+TEST_CASE("command: running a program does not make this process a child subreaper") {
+  // Before session 13 the first run made the whole process a child subreaper
+  // for the rest of its life: orphans of an embedding program's own children
+  // became its zombies. Now each run's supervisor is the subreaper, and this
+  // process is not, also after a run that left a process behind.
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  const auto m =
+      helper("leave_behind '" + (dir / "pid").string() + "'").evaluate(s, some_config(s));
+  REQUIRE_MESSAGE(m.ok(), m.message);
+  int subreaper = -1;
+  REQUIRE(::prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0);
+  CHECK(subreaper == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("command: after a timeout, a daemon the program left outside its group is killed") {
+  // The time limit signals the program's group; the run's supervisor is not
+  // in it, so it outlives the kill and then kills what the run left behind:
+  // here a daemon in a session of its own, with an empty environment (before
+  // session 13 a marker in the environment was what found such a daemon).
+  const auto s = testing::small_space();
+  const auto dir = testing::temporary_directory();
+  const auto pid_file = dir / "daemon.pid";
+  command_options options;
+  options.timeout_s = 0.5;
+  options.kill_grace_s = 0.2;
+  const auto start = std::chrono::steady_clock::now();
+  const auto m =
+      command_backend(std::vector<std::string>{"/bin/sh", "-c",
+                                               "setsid env -i sleep 300 & echo $! > '" +
+                                                   pid_file.string() + "'; exec sleep 100"},
+                      options)
+          .evaluate(s, some_config(s));
+  CHECK(seconds_since(start) < 5);  // a bound for a hang, not a timing
+  CHECK(m.status == status::timeout);
+  const auto daemon = testing::read_pid(pid_file);
+  REQUIRE(daemon > 0);
+  CHECK(testing::process_gone(daemon));
+  if (!testing::process_gone(daemon, 0)) ::kill(daemon, SIGKILL);  // (a process this case started)
+  fs::remove_all(dir);
+}
+#endif
 
 TEST_CASE("command: working directory, direct exec, and concurrent evaluations") {
   const auto s = testing::small_space();

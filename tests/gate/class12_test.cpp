@@ -250,12 +250,12 @@ TEST_CASE("class 12: (5) a SIGTERM handler does not save a hanging kernel: timeo
 
 TEST_CASE("class 12: (5) a daemon the kernel leaves behind is killed when the loader exits") {
   // setsid and a double fork leave tessel's process group: the group kill
-  // when the loader exits does not reach it. Before: it outlived the loader
-  // (it could spin on the timing CPU and slow every later candidate). Now
-  // tessel is a child subreaper, so the orphan becomes its child, and kills
-  // it by the run's marker (TESSEL_RUN in its environment) once the
-  // loader has exited. A process of the test's own, detached the same way
-  // but started outside any run, is left alone.
+  // when the loader exits does not reach it. Before round eight: it outlived
+  // the loader (it could spin on the timing CPU and slow every later
+  // candidate). Now each run has a supervisor process, a child subreaper, so
+  // the orphan becomes its child, and the supervisor kills every child it has
+  // left once the loader has exited. A process of the test's own, detached
+  // the same way but started outside any run, is left alone.
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
   const pid_t bystander = ::fork();
@@ -412,7 +412,7 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
 
 TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when it exits") {
   // As for the cpu loader: the process-group kill when the program exits
-  // does not reach a process that called setsid; the run's marker does.
+  // does not reach a process that called setsid; the run's supervisor does.
   const folder logs;
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
@@ -431,8 +431,8 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when i
 TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
   // Two plain commands, each leaving a setsid daemon that writes its pid:
   // `slow` keeps running while `quick` starts and ends. When quick's root
-  // exits, its daemon is killed; slow's, marked by slow's run, is not,
-  // until slow's own root exits.
+  // exits, its daemon is killed; slow's, a child of slow's supervisor, is
+  // not, until slow's own root exits.
   const folder dir;
   const auto script = [&](const std::string& name, double linger_s) {
     const auto file = (dir.path / name).string();
@@ -473,6 +473,30 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
   CHECK(!alive(slow_daemon));
   for (const pid_t pid : {slow_daemon, quick_daemon})
     if (alive(pid)) ::kill(pid, SIGKILL);  // (daemons this case started, by their ids)
+}
+
+TEST_CASE("class 12: (5) a daemon that hides its environment is killed when its run ends") {
+  // Before session 13: tessel found a run's leftovers by a marker in their
+  // environment (TESSEL_RUN), so a daemon that overwrote its environment
+  // block, or exec'd with an empty environment, outlived its run. Now the
+  // run's supervisor kills every process orphaned inside the run, whatever
+  // its environment.
+  for (const std::string mode : {"daemon_erased", "daemon_bare"}) {
+    CAPTURE(mode);
+    const folder logs;
+    tessel::command_options o;
+    o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+    auto b = gated_command(mode, o);
+    const auto s = matmul_space();
+    b.prepare(s);
+    const auto m = b.evaluate(s, *s.default_config());
+    INFO(m.message);
+    CHECK(m.status == status::ok);
+    const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+    const auto pids = starting(lines_of(logs.path / "log"), "pid ");
+    CHECK(pids.size() == runs);
+    CHECK(kill_survivors(pids) == 0);
+  }
 }
 
 TEST_CASE("class 12: (7) a gated command that replaces the reference program is caught") {

@@ -9,15 +9,15 @@
 //   reference  fp64 (gate_reference); prints nothing
 //   env_sniff  honest only when TESSEL_GATE=1 (how the gate used to say so)
 //   dir_sniff  honest only when the input folder's name says "gate"
-//   counter    honest for its first 10 runs under one parent (the old gate's
-//              count), zeros afterwards
+//   counter    honest for its first 10 runs under one tessel process (the
+//              old gate's count), zeros afterwards
 //   negative   honest outputs, a time of -1 s
 //   zero_time  honest outputs, a time of 0 s
 //   too_fast   honest outputs, a time of 1e-12 s (below any machine's floor)
 //   fastest_time  honest outputs, the fastest time of its runs so far under
-//              one parent reported instead of its own (round five: a command
-//              times itself, which no output rule can see)
-//   memoise    honest outputs kept in a cache folder under one parent, keyed
+//              one tessel process reported instead of its own (round five: a
+//              command times itself, which no output rule can see)
+//   memoise    honest outputs kept in a folder per tessel process, keyed
 //              by the inputs' whole content: a run on inputs it has seen
 //              copies its earlier outputs at once; one on new inputs computes
 //              them and sleeps memo_miss_ms more (a slow kernel), so a
@@ -29,11 +29,15 @@
 //              seven)
 //   daemon     honest, after leaving a daemon (setsid, double fork) that
 //              sleeps 300 s; its pid goes to $TESSEL_REDTEAM_LOG (round seven)
+//   daemon_erased  the same, the daemon overwriting its environment block
+//   daemon_bare    the same, the daemon exec'ing sleep with an empty
+//              environment (leave_daemon.hpp)
 //   zeros      C = 0, at once
 //   hijack     C = 0, after replacing the file $TESSEL_REDTEAM_REFERENCE (the
 //              reference program, a file of the user's) with a script that
 //              runs this program as `zeros` (round seven)
 #include "gated/npy.hpp"
+#include "leave_daemon.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -49,7 +53,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -109,18 +112,32 @@ std::vector<double> product(const npy_array& a, const npy_array& b, bool exact) 
   return c;
 }
 
-/// Runs under the same parent so far, this one included (a file per parent).
+/// The tessel process that runs this program: the parent of its parent,
+/// the run's supervisor (backends/command/process.cpp).
+long tuner() {
+  std::ifstream stat("/proc/" + std::to_string(::getppid()) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  long parent = 0;
+  if (const auto end = text.rfind(')'); end != std::string::npos)
+    std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
+  return parent;
+}
+
+/// Runs under the same tessel process so far, this one included (a file
+/// per tessel process).
 int runs_so_far() {
-  const std::string path = "/tmp/tessel-gate-program-" + std::to_string(::getppid());
+  const std::string path = "/tmp/tessel-gate-program-" + std::to_string(tuner());
   int runs = 0;
   std::ifstream(path) >> runs;
   std::ofstream(path) << ++runs;
   return runs;
 }
 
-/// The fastest of `seconds` and the times of earlier runs under the same parent.
+/// The fastest of `seconds` and the times of earlier runs under the same
+/// tessel process.
 double fastest_so_far(double seconds) {
-  const std::string path = "/tmp/tessel-gate-program-fastest-" + std::to_string(::getppid());
+  const std::string path = "/tmp/tessel-gate-program-fastest-" + std::to_string(tuner());
   double fastest = seconds, earlier = 0;
   if (std::ifstream f(path); f >> earlier) fastest = std::min(earlier, seconds);
   std::ofstream(path) << fastest;
@@ -150,21 +167,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no TESSEL_INPUT_DIR / TESSEL_OUTPUT_DIR\n");
     return 2;
   }
-  if (mode == "daemon") {
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::setsid();
-      const pid_t daemon = ::fork();
-      if (daemon == 0) {
-        for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
-        ::sleep(300);
-        ::_exit(0);
-      }
-      if (daemon > 0)  // logged before this program goes on
-        std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << daemon << '\n';
-      ::_exit(0);
-    }
-    if (child > 0) ::waitpid(child, nullptr, 0);  // out of the group before this one exits
+  if (mode == "daemon" || mode == "daemon_erased" || mode == "daemon_bare") {
+    using tessel_redteam::disguise;
+    const auto how = mode == "daemon"          ? disguise::none
+                     : mode == "daemon_erased" ? disguise::erased
+                                               : disguise::bare;
+    if (const pid_t daemon = tessel_redteam::leave_daemon(how); daemon > 0)
+      std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << daemon << '\n';
   }
   if (mode == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -200,7 +209,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   if (mode == "memoise") {
     namespace fs = std::filesystem;
-    const fs::path cache = "/tmp/tessel-gate-program-memo-" + std::to_string(::getppid());
+    const fs::path cache = "/tmp/tessel-gate-program-memo-" + std::to_string(tuner());
     fs::create_directories(cache);
     const fs::path entry =
         cache / (std::to_string(content_hash({in + "/A.npy", in + "/B.npy"})) + ".npy");

@@ -34,6 +34,8 @@
 // "computed", "copied", "pid N", "see ...".
 #include <tessel/cpu_kernel.hpp>
 
+#include "leave_daemon.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -50,7 +52,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef TESSEL_US
@@ -186,19 +187,9 @@ void rt_daemon(const tessel::cpu::kernel_args& a) {
   static bool left = false;
   if (!left) {
     left = true;
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::setsid();
-      const pid_t daemon = ::fork();
-      if (daemon == 0) {
-        for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
-        ::sleep(300);
-        ::_exit(0);
-      }
-      if (daemon > 0) note("pid " + std::to_string(daemon));  // before the kernel goes on
-      ::_exit(0);
-    }
-    if (child > 0) ::waitpid(child, nullptr, 0);
+    if (const pid_t daemon = tessel_redteam::leave_daemon(tessel_redteam::disguise::none);
+        daemon > 0)
+      note("pid " + std::to_string(daemon));  // before the kernel goes on
   }
   work(a);
 }

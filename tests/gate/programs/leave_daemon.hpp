@@ -1,0 +1,62 @@
+// leave_daemon.hpp: the daemon the red team's programs leave behind
+// (gate_program.cpp's daemon modes, redteam_kernels.cpp's rt_daemon):
+// setsid and a double fork, so it is in none of the run's process groups and
+// its parent has exited. redteam_kernels.cpp is compiled by the cpu backend
+// at test time and finds this file beside itself (a quoted include), but the
+// backend hashes only the kernel's own file into its builds: a change here
+// reaches the test cache (build/.../cpu-cache) only with a change there.
+#pragma once
+
+#include <cstring>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace tessel_redteam {
+
+/// How the daemon hides from a search by environment (tessel marked each
+/// run's processes with TESSEL_RUN in their environment until session 13).
+enum class disguise {
+  none,    ///< keeps the environment it inherited
+  erased,  ///< overwrites its environment block with zeros (/proc/PID/environ)
+  bare,    ///< execs /bin/sleep with an empty environment
+};
+
+/// Leaves a daemon that sleeps 300 s and holds none of the caller's files;
+/// returns its pid (0 when it could not) once its first parent has exited.
+inline pid_t leave_daemon(disguise how) {
+  int channel[2];
+  if (::pipe(channel) != 0) return 0;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    const pid_t daemon = ::fork();
+    if (daemon == 0) {
+      for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
+      if (how == disguise::erased)
+        for (char** e = environ; *e != nullptr; ++e) std::memset(*e, 0, std::strlen(*e));
+      if (how == disguise::bare) {
+        char name[] = "sleep", seconds[] = "300";
+        char* argv[] = {name, seconds, nullptr};
+        char* envp[] = {nullptr};
+        ::execve("/bin/sleep", argv, envp);
+      }
+      ::sleep(300);
+      ::_exit(0);
+    }
+    (void)!::write(channel[1], &daemon, sizeof daemon);
+    ::_exit(0);
+  }
+  ::close(channel[1]);
+  pid_t daemon = 0;
+  if (child > 0) {
+    if (::read(channel[0], &daemon, sizeof daemon) != static_cast<ssize_t>(sizeof daemon))
+      daemon = 0;
+    ::waitpid(child, nullptr, 0);  // out of the group before the caller goes on
+  }
+  ::close(channel[0]);
+  return daemon > 0 ? daemon : 0;
+}
+
+}  // namespace tessel_redteam
