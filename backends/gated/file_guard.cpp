@@ -88,10 +88,8 @@ void file_guard::add(const fs::path& file) {
   auto perms = fs::status(file, ec).permissions();
   if (ec) perms = fs::perms::owner_read | fs::perms::owner_write;
   kept k{file, std::move(bytes), perms, slack_of(st), std::nullopt};
-  const stamps now{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                   static_cast<std::int64_t>(st.st_size), ns_of(st.st_mtim), ns_of(st.st_ctim)};
-  if (now.ctime_ns <= before - k.slack_ns) k.trusted = now;
   const std::lock_guard lock(mutex_);
+  k.trusted = trust(stamps_of(st), before, k.slack_ns);
   files_.push_back(std::move(k));
 }
 
@@ -130,6 +128,24 @@ void file_guard::restore_locked(const kept& file) const {
   fs::rename(fresh, path, ec);  // a new file: a process that has the old one mapped keeps it
 }
 
+file_guard::stamps file_guard::stamps_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::int64_t>(st.st_size), ns_of(st.st_mtim), ns_of(st.st_ctim)};
+}
+
+std::optional<file_guard::stamps> file_guard::trust(const stamps& now, std::int64_t before,
+                                                    std::int64_t slack_ns) const {
+  // A run in progress could hold the file mapped shared and writable: Linux
+  // stamps a mapped page's write at its first write fault only, so once it
+  // has written the page (the same bytes, say) it can change it again with
+  // no stamp moving. With no run in progress its processes and their
+  // mappings are gone, and any write moves ctime.
+  if (!open_.empty()) return std::nullopt;
+  // A second write within the slack could stamp the same ctime.
+  if (now.ctime_ns > before - slack_ns) return std::nullopt;
+  return now;
+}
+
 std::uint64_t file_guard::check_locked() const {
   const auto check = ++checks_;
   const auto before = now_ns();
@@ -138,21 +154,19 @@ std::uint64_t file_guard::check_locked() const {
     auto& f = files_[i];
     struct stat st {};
     std::optional<stamps> now;
-    if (::stat(f.path.c_str(), &st) == 0)
-      now = stamps{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                   static_cast<std::int64_t>(st.st_size), ns_of(st.st_mtim), ns_of(st.st_ctim)};
+    if (::stat(f.path.c_str(), &st) == 0) now = stamps_of(st);
     if (now && now == f.trusted) continue;
     // The bytes are read after the stat: a write after it changes the
     // stamps again, and the next check sees it.
     ++reads_;
     if (now && now->size == static_cast<std::int64_t>(f.bytes.size()) && holds(f.path, f.bytes)) {
-      f.trusted = now->ctime_ns <= before - f.slack_ns ? now : std::nullopt;
+      f.trusted = trust(*now, before, f.slack_ns);
       continue;
     }
     found.push_back({i, check});
     restore_locked(f);
-    // The restored file's stamps are taken at the next check, which compares
-    // its bytes once: its ctime is now, too recent to trust yet.
+    // The restored file's stamps are taken at a later check that compares
+    // its bytes (trust()): its ctime is now, too recent to trust yet.
     f.trusted.reset();
   }
   if (!open_.empty()) changes_.insert(changes_.end(), found.begin(), found.end());

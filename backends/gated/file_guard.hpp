@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+struct stat;
+
 namespace tessel::detail {
 
 /// The candidate runs as the user, and these files are the user's, so it
@@ -28,12 +30,15 @@ namespace tessel::detail {
 /// A process can set mtime back (utimensat, `touch -d`) but not ctime: any
 /// write, rename or utime sets ctime to the kernel's clock, now. Only when
 /// the stat differs are the bytes compared: the same bytes written again are
-/// no change (the new stamps are kept). Stamps taken less than slack() after
-/// the file's ctime are not trusted (a second write in the same tick of the
-/// clock could leave them all as they were): such a file is compared byte by
-/// byte until its ctime is old enough. This trusts the clock ctime is
-/// stamped with: a process allowed to set the system's clock (CAP_SYS_TIME),
-/// or a network file system's server, could stamp a change with a kept ctime.
+/// no change. New stamps are taken only when no run is in progress (a run's
+/// process could hold the file mapped shared and writable: a page it has
+/// written once can be written again with no stamp moving) and when they
+/// were taken slack() or more after the file's ctime (a second write in the
+/// same tick of the clock could leave them all as they were); until then
+/// the file is compared byte by byte at each check. This trusts the clock
+/// ctime is stamped with: a process allowed to set the system's clock
+/// (CAP_SYS_TIME), or a network file system's server, could stamp a change
+/// with a kept ctime.
 ///
 /// When runs overlap (the cpu backend's gate runs beside the timed one, a
 /// gated command at concurrency > 1), a change belongs to the runs in
@@ -122,6 +127,10 @@ class file_guard {
   /// keeps between which checks each change was made. Returns the check's
   /// number. Holds mutex_.
   std::uint64_t check_locked() const;
+  static stamps stamps_of(const struct stat& st);
+  /// `now`, taken by a stat after time `before` (ns) that the bytes
+  /// matched, when a check may take it for the bytes. Holds mutex_.
+  std::optional<stamps> trust(const stamps& now, std::int64_t before, std::int64_t slack_ns) const;
   void restore_locked(const kept& file) const;
   /// Forgets scope `id` and the changes no open scope can be blamed for.
   void close_locked(std::uint64_t id) const;
