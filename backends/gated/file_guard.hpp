@@ -124,12 +124,13 @@ class file_guard {
   };
 
   /// Checks every file, puts back what changed and, while a scope is open,
-  /// keeps between which checks each change was made. Returns the check's
-  /// number. Holds mutex_.
+  /// keeps each change with the number of the check that found it. Returns
+  /// that number. Called with mutex_ held.
   std::uint64_t check_locked() const;
   static stamps stamps_of(const struct stat& st);
   /// `now`, taken by a stat after time `before` (ns) that the bytes
-  /// matched, when a check may take it for the bytes. Holds mutex_.
+  /// matched, when a check may take it for the bytes. Called with mutex_
+  /// held.
   std::optional<stamps> trust(const stamps& now, std::int64_t before, std::int64_t slack_ns) const;
   void restore_locked(const kept& file) const;
   /// Forgets scope `id` and the changes no open scope can be blamed for.
