@@ -432,13 +432,12 @@ measurement command_backend::evaluate_gated(const space& s, const config& c) {
     const std::size_t set = calls[i];
     const bool first = !session.judged_on(set);
     const auto what = fmt::format("run {} of {}", i + 1, calls.size());
-    (void)gated_->reference_files.restore_changed();  // changed since: by no run of ours
+    detail::file_guard::run_scope guarded(&gated_->reference_files);
     const file_result r =
         run_on_files(request, gated_->inputs, gated_->outputs, files.of(set), timed_out);
     paid.run_s += r.run.seconds;
     std::vector<std::string> changed;
-    for (const auto& path : gated_->reference_files.restore_changed())
-      changed.push_back(path.string());
+    for (const auto& path : guarded.changed()) changed.push_back(path.string());
     if (!changed.empty())
       return measurement::failure(
           status::suspicious,

@@ -95,15 +95,15 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   request.kill_grace_s = setup.kill_grace_s;
   request.cpus = cpus;
   request.max_output_bytes = 1u << 20;
-  if (setup.guard) (void)setup.guard->restore_changed();  // changed since: by no run of ours
+  file_guard::run_scope guarded(setup.guard.get());
   const auto result = run_process(request);
 
   loader_run out;
   auto& r = out.run;
   r.seconds = result.wall_s;
-  if (setup.guard) {
+  {
     std::vector<std::string> names;
-    for (const auto& path : setup.guard->restore_changed()) names.push_back(path.string());
+    for (const auto& path : guarded.changed()) names.push_back(path.string());
     if (!names.empty()) {
       r.status = status::suspicious;
       r.message = fmt::format(
