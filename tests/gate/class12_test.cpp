@@ -13,6 +13,8 @@
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
+#include "temp_folder.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -22,7 +24,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -36,26 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using tessel::status;
+using tessel::testing::temp_folder;
 
 const std::string kernel_file =
     std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
-
-/// A private folder, removed at the end of the case.
-struct folder {
-  fs::path path;
-  folder() {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           fmt::format("tessel-class12-{}-{}", ::getpid(), static_cast<unsigned>(device()));
-    fs::create_directories(path);
-  }
-  ~folder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  folder(const folder&) = delete;
-  folder& operator=(const folder&) = delete;
-};
 
 /// TMPDIR set to `dir` for the case (the backends' scratch folders go there).
 struct tmpdir_as {
@@ -112,8 +97,8 @@ struct cpu_run {
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
                 const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
                 const std::string& reference = "twice_reference") {
-  const folder logs;
-  const auto log = logs.path / "log";
+  const temp_folder logs("tessel-class12");  // (6) knows it in the TMPDIR by its name
+  const auto log = logs.path() / "log";
   tessel::cpu_options o;
   o.kernel = kernel_file + ":" + function;
   o.reference = kernel_file + ":" + reference;
@@ -283,8 +268,8 @@ TEST_CASE("class 12: (5) a daemon the kernel leaves behind is killed when the lo
 }
 
 TEST_CASE("class 12: (6) what a host kernel can see around it") {
-  const folder tmp;
-  const tmpdir_as in_tmp(tmp.path);
+  const temp_folder tmp;
+  const tmpdir_as in_tmp(tmp.path());
   const auto r = run_cpu("rt_snoop");
   INFO(r.m.message);
   REQUIRE(r.m.status == status::ok);
@@ -332,8 +317,8 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
   // library over the reference's in its first gate run, the reference then
   // computed 2 x + 1 too, and the trial was ok. Now the loader and the
   // reference's library are checked around every run and put back.
-  const folder cache;  // a fresh cache: this case tampers with it
-  const auto r = run_cpu("rt_hijack", 20, cache.path.string());
+  const temp_folder cache;  // a fresh cache: this case tampers with it
+  const auto r = run_cpu("rt_hijack", 20, cache.path().string());
   INFO(r.m.message);
   CHECK(!starting(r.log, "planted ").empty());
   CHECK(r.m.status == status::suspicious);
@@ -344,7 +329,7 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
                          "cache (") != std::string::npos);
   CHECK(count(r.log, "computed") == 1);  // caught in its first run
   // The reference is itself again: the honest kernel passes on this cache.
-  const auto honest = run_cpu("rt_honest", 20, cache.path.string());
+  const auto honest = run_cpu("rt_honest", 20, cache.path().string());
   INFO(honest.m.message);
   CHECK(honest.m.status == status::ok);
 }
@@ -364,6 +349,24 @@ tessel::command_backend gated_command(const std::string& mode, tessel::command_o
 tessel::space matmul_space() {
   return tessel::parse_space(
       "space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
+}
+
+/// Evaluates gated_command(`mode`), whose runs each leave a daemon behind and
+/// log its pid: every run logged one, and none outlives the evaluation.
+void check_daemons_killed(const std::string& mode) {
+  const temp_folder logs;
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
+  auto b = gated_command(mode, o);
+  const auto s = matmul_space();
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+  const auto pids = starting(lines_of(logs.path() / "log"), "pid ");
+  CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
+  CHECK(kill_survivors(pids) == 0);
 }
 
 }  // namespace
@@ -389,17 +392,17 @@ TEST_CASE("class 12: a gated command that never exits is a timeout under the def
 }
 
 TEST_CASE("class 12: (6) what a gated command can see around it") {
-  const folder tmp, logs;
-  const tmpdir_as in_tmp(tmp.path);
+  const temp_folder tmp, logs;
+  const tmpdir_as in_tmp(tmp.path());
   tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
   auto b = gated_command("snoop", o);
   const auto s = matmul_space();
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());
   INFO(m.message);
   REQUIRE(m.status == status::ok);
-  const auto log = lines_of(logs.path / "log");
+  const auto log = lines_of(logs.path() / "log");
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
   // Each run's folder holds its own in/ and out/ only; the TMPDIR holds that
   // folder only (the reference's folders are gone, its outputs kept in
@@ -413,19 +416,7 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
 TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when it exits") {
   // As for the cpu loader: the process-group kill when the program exits
   // does not reach a process that called setsid; the run's supervisor does.
-  const folder logs;
-  tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
-  auto b = gated_command("daemon", o);
-  const auto s = matmul_space();
-  b.prepare(s);
-  const auto m = b.evaluate(s, *s.default_config());
-  INFO(m.message);
-  CHECK(m.status == status::ok);
-  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
-  const auto pids = starting(lines_of(logs.path / "log"), "pid ");
-  CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
-  CHECK(kill_survivors(pids) == 0);
+  check_daemons_killed("daemon");
 }
 
 TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
@@ -433,9 +424,9 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
   // `slow` keeps running while `quick` starts and ends. When quick's root
   // exits, its daemon is killed; slow's, a child of slow's supervisor, is
   // not, until slow's own root exits.
-  const folder dir;
+  const temp_folder dir;
   const auto script = [&](const std::string& name, double linger_s) {
-    const auto file = (dir.path / name).string();
+    const auto file = (dir.path() / name).string();
     return std::vector<std::string>{
         "/bin/sh", "-c",
         fmt::format("setsid sh -c 'echo $$ > {0}.tmp && mv {0}.tmp {0}; exec sleep 300' & "
@@ -444,7 +435,7 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
                     file, linger_s)};
   };
   const auto pid_in = [&](const std::string& name) {
-    std::ifstream in(dir.path / name);
+    std::ifstream in(dir.path() / name);
     long pid = 0;
     in >> pid;
     return static_cast<pid_t>(pid);
@@ -456,7 +447,7 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
   quick.prepare(s);
   tessel::measurement slow_m;
   std::thread other([&] { slow_m = slow.evaluate(s, *s.default_config()); });
-  for (int wait = 0; wait < 200 && !fs::exists(dir.path / "slow"); ++wait)
+  for (int wait = 0; wait < 200 && !fs::exists(dir.path() / "slow"); ++wait)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const auto quick_m = quick.evaluate(s, *s.default_config());
   const pid_t slow_daemon = pid_in("slow"), quick_daemon = pid_in("quick");
@@ -483,19 +474,7 @@ TEST_CASE("class 12: (5) a daemon that hides its environment is killed when its 
   // its environment.
   for (const std::string mode : {"daemon_erased", "daemon_bare"}) {
     CAPTURE(mode);
-    const folder logs;
-    tessel::command_options o;
-    o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
-    auto b = gated_command(mode, o);
-    const auto s = matmul_space();
-    b.prepare(s);
-    const auto m = b.evaluate(s, *s.default_config());
-    INFO(m.message);
-    CHECK(m.status == status::ok);
-    const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
-    const auto pids = starting(lines_of(logs.path / "log"), "pid ");
-    CHECK(pids.size() == runs);
-    CHECK(kill_survivors(pids) == 0);
+    check_daemons_killed(mode);
   }
 }
 
@@ -507,8 +486,8 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
   // ok. Now the backend keeps the bytes of the reference's files when it is
   // prepared and checks them around every run: the run that changed them is
   // suspicious, and they are put back.
-  const folder dir;
-  const auto reference = dir.path / "reference_program";
+  const temp_folder dir;
+  const auto reference = dir.path() / "reference_program";
   fs::copy_file(TESSEL_GATE_PROGRAM, reference);
   const auto original = lines_of(reference);
   tessel::command_options o;
@@ -538,7 +517,7 @@ TEST_CASE("class 12: (7) a gated command that replaces the reference program is 
   // What the candidate wrote is kept beside it, not lost (had a person edited
   // the reference, the edit would be there).
   std::vector<fs::path> asides;
-  for (const auto& entry : fs::directory_iterator(dir.path))
+  for (const auto& entry : fs::directory_iterator(dir.path()))
     if (entry.path().filename().string().starts_with("reference_program.changed-"))
       asides.push_back(entry.path());
   REQUIRE(asides.size() == 1);

@@ -3,6 +3,7 @@
 // stamps moved, a reset mtime still caught by ctime, and when runs overlap
 // only the runs in progress when a change was made blamed for it.
 #include "gated/file_guard.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
 
@@ -12,7 +13,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,23 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using tessel::detail::file_guard;
 using paths = std::vector<fs::path>;
-
-/// A private folder, removed at the end of the case.
-struct folder {
-  fs::path path;
-  folder() {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           fmt::format("tessel-guard-{}-{}", ::getpid(), static_cast<unsigned>(device()));
-    fs::create_directories(path);
-  }
-  ~folder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  folder(const folder&) = delete;
-  folder& operator=(const folder&) = delete;
-};
+using tessel::testing::temp_folder;
 
 void write(const fs::path& file, const std::string& bytes) {
   std::ofstream(file, std::ios::binary | std::ios::trunc)
@@ -83,7 +67,7 @@ struct guarded {
   fs::path file;
   file_guard guard;
   std::string bytes = std::string(8192, 'r');
-  explicit guarded(const folder& dir) : file(dir.path / "ref") {
+  explicit guarded(const temp_folder& dir) : file(dir.path() / "ref") {
     write(file, bytes);
     guard.add(file);
     past_slack(guard, file);
@@ -94,17 +78,17 @@ struct guarded {
 }  // namespace
 
 TEST_CASE("file_guard: a check whose stat matches reads no byte") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   CHECK(g.guard.slack(g.file) > 0);
-  CHECK(g.guard.slack(dir.path / "other") == 0);  // not guarded
+  CHECK(g.guard.slack(dir.path() / "other") == 0);  // not guarded
   const auto reads = g.guard.reads();
   for (int i = 0; i < 5; ++i) CHECK(quiet_run(g.guard).empty());
   CHECK(g.guard.reads() == reads);  // ten checks, all by stat
 }
 
 TEST_CASE("file_guard: a change during a run is that run's, and is put back") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   const auto before = g.guard.reads();
   file_guard::run_scope run(&g.guard);
@@ -112,13 +96,13 @@ TEST_CASE("file_guard: a change during a run is that run's, and is put back") {
   CHECK(run.changed() == paths{g.file});
   CHECK(g.guard.reads() == before + 1);
   CHECK(read(g.file) == g.bytes);
-  CHECK(asides(dir.path) == 1);  // what was there, kept beside
-  CHECK(run.changed().empty());  // asked once
+  CHECK(asides(dir.path()) == 1);  // what was there, kept beside
+  CHECK(run.changed().empty());    // asked once
   CHECK(quiet_run(g.guard).empty());
 }
 
 TEST_CASE("file_guard: a deleted file is a change, and is written again") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   file_guard::run_scope run(&g.guard);
   fs::remove(g.file);
@@ -127,7 +111,7 @@ TEST_CASE("file_guard: a deleted file is a change, and is written again") {
 }
 
 TEST_CASE("file_guard: the same bytes written again are no change, and their stamps are kept") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   struct stat old {};
   REQUIRE(::stat(g.file.c_str(), &old) == 0);
@@ -138,7 +122,7 @@ TEST_CASE("file_guard: the same bytes written again are no change, and their sta
     CHECK(run.changed().empty());
   }
   CHECK(g.guard.reads() == before + 1);  // compared once
-  CHECK(asides(dir.path) == 0);          // not put back
+  CHECK(asides(dir.path()) == 0);        // not put back
   struct stat now {};
   REQUIRE(::stat(g.file.c_str(), &now) == 0);
   CHECK(now.st_ino == old.st_ino);
@@ -152,7 +136,7 @@ TEST_CASE("file_guard: the same bytes written again are no change, and their sta
 }
 
 TEST_CASE("file_guard: an mtime set back (touch -d) is caught by ctime") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   struct stat old {};
   REQUIRE(::stat(g.file.c_str(), &old) == 0);
@@ -171,7 +155,7 @@ TEST_CASE("file_guard: an mtime set back (touch -d) is caught by ctime") {
 }
 
 TEST_CASE("file_guard: when runs overlap, only the runs in progress at the change are blamed") {
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   const auto changed = std::string(8192, 'w');
 
@@ -218,7 +202,7 @@ TEST_CASE("file_guard: when runs overlap, only the runs in progress at the chang
 }
 
 TEST_CASE("file_guard: add() refuses a file it cannot keep, with a clear error") {
-  const folder dir;
+  const temp_folder dir;
   file_guard guard;
   const auto refused = [&guard](const fs::path& file) -> std::string {
     try {
@@ -228,9 +212,9 @@ TEST_CASE("file_guard: add() refuses a file it cannot keep, with a clear error")
     }
     return "";
   };
-  CHECK(refused(dir.path / "missing") ==
-        fmt::format("cannot read {} to guard it", (dir.path / "missing").string()));
-  const auto big = dir.path / "big";
+  CHECK(refused(dir.path() / "missing") ==
+        fmt::format("cannot read {} to guard it", (dir.path() / "missing").string()));
+  const auto big = dir.path() / "big";
   write(big, "");
   fs::resize_file(big, file_guard::max_bytes + 1);  // sparse: nothing written
   const auto message = refused(big);
@@ -249,7 +233,7 @@ TEST_CASE(
   // first write fault only: a run that wrote the page once (the same bytes)
   // can write it again with no stamp moving. Stamps seen while it is in
   // progress are not taken for the bytes.
-  const folder dir;
+  const temp_folder dir;
   guarded g(dir);
   file_guard::run_scope a(&g.guard);
   const int fd = ::open(g.file.c_str(), O_RDWR);
