@@ -3,7 +3,6 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
-#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -74,14 +73,6 @@ std::string helper_program() { return TESSEL_SOURCE_DIR "/tests/backends/program
 
 std::filesystem::path bench_file(const std::string& name) {
   return std::filesystem::path(TESSEL_DATA_DIR) / "bench" / name;
-}
-
-std::filesystem::path temporary_directory() {
-  std::random_device device;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tessel_backends_" + std::to_string(::getpid()) + "_" + std::to_string(device()));
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 pid_t read_pid(const std::filesystem::path& file) {

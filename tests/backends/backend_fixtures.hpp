@@ -1,9 +1,11 @@
 // Shared by the backend tests: a small space built in C++ (no DSL needed),
 // configs of it by value, paths to the helper program and the shared replay
-// files, and a check that a process is gone.
+// files, a check that a process is gone, and (temp_folder.hpp) private folders.
 #pragma once
 
 #include <tessel/space.hpp>
+
+#include "temp_folder.hpp"
 
 #include <sys/types.h>
 #include <filesystem>
@@ -24,9 +26,6 @@ std::string helper_program();
 
 /// data/bench/NAME
 std::filesystem::path bench_file(const std::string& name);
-
-/// A fresh empty directory under the system's temporary directory.
-std::filesystem::path temporary_directory();
 
 /// The pid written (as text) to `file`, or -1.
 pid_t read_pid(const std::filesystem::path& file);

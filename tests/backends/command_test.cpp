@@ -93,12 +93,12 @@ TEST_CASE("command: {name} placeholders in the arguments") {
   m = b.evaluate(s, testing::small_config(s, 128, "n,m,k", false, "alpha"));
   CHECK(m.message == "alpha-n,m,k-0--{x}-{not a name}");
 
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   auto whole = helper("write_arg '" + (dir / "config.json").string() + "' {config}");
   whole.prepare(s);
   REQUIRE(whole.evaluate(s, some_config(s)).ok());
   CHECK(slurp(dir / "config.json") == s.to_json(some_config(s)));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: a symbol or boolean constant passes its name or 0/1, not its index") {
@@ -114,13 +114,13 @@ TEST_CASE("command: a symbol or boolean constant passes its name or 0/1, not its
 
 TEST_CASE("command: the config as JSON on stdin; a bare number is the objective") {
   const auto s = testing::small_space();
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   auto b = helper("stdin '" + (dir / "stdin.json").string() + "'");
   const auto m = b.evaluate(s, some_config(s));
   REQUIRE_MESSAGE(m.ok(), m.message);
   CHECK(m.objective == 2.25);
   CHECK(slurp(dir / "stdin.json") == s.to_json(some_config(s)) + "\n");
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: report variants") {
@@ -225,7 +225,8 @@ TEST_CASE("command: megabytes of garbage cost a scan, not a parse (docs/limits.m
 
 TEST_CASE("command: a timeout kills the whole process group") {
   const auto s = testing::small_space();
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto pid_file = dir / "grandchild.pid";
   SUBCASE("SIGTERM is enough") {
     command_options options;
@@ -256,7 +257,6 @@ TEST_CASE("command: a timeout kills the whole process group") {
     REQUIRE(grandchild > 0);
     CHECK(testing::process_gone(grandchild));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: a candidate that never exits is a timeout under the default limit") {
@@ -321,7 +321,8 @@ TEST_CASE("command: a candidate that never exits is a timeout under the default 
 
 TEST_CASE("command: what a program leaves running in its group is killed when it exits") {
   const auto s = testing::small_space();
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto start = std::chrono::steady_clock::now();
   const auto m =
       helper("leave_behind '" + (dir / "pid").string() + "'").evaluate(s, some_config(s));
@@ -331,7 +332,6 @@ TEST_CASE("command: what a program leaves running in its group is killed when it
   const auto grandchild = testing::read_pid(dir / "pid");
   REQUIRE(grandchild > 0);
   CHECK(testing::process_gone(grandchild));
-  fs::remove_all(dir);
 }
 
 #ifdef __linux__
@@ -341,14 +341,14 @@ TEST_CASE("command: running a program does not make this process a child subreap
   // became its zombies. Now each run's supervisor is the subreaper, and this
   // process is not, also after a run that left a process behind.
   const auto s = testing::small_space();
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto m =
       helper("leave_behind '" + (dir / "pid").string() + "'").evaluate(s, some_config(s));
   REQUIRE_MESSAGE(m.ok(), m.message);
   int subreaper = -1;
   REQUIRE(::prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0);
   CHECK(subreaper == 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: after a timeout, a daemon the program left outside its group is killed") {
@@ -357,7 +357,8 @@ TEST_CASE("command: after a timeout, a daemon the program left outside its group
   // here a daemon in a session of its own, with an empty environment (before
   // session 13 a marker in the environment was what found such a daemon).
   const auto s = testing::small_space();
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto pid_file = dir / "daemon.pid";
   command_options options;
   options.timeout_s = 0.5;
@@ -375,13 +376,13 @@ TEST_CASE("command: after a timeout, a daemon the program left outside its group
   REQUIRE(daemon > 0);
   CHECK(testing::process_gone(daemon));
   if (!testing::process_gone(daemon, 0)) ::kill(daemon, SIGKILL);  // (a process this case started)
-  fs::remove_all(dir);
 }
 #endif
 
 TEST_CASE("command: working directory, direct exec, and concurrent evaluations") {
   const auto s = testing::small_space();
-  const auto dir = fs::canonical(testing::temporary_directory());
+  const testing::temp_folder folder;
+  const auto dir = fs::canonical(folder.path());
   {
     std::ofstream script(dir / "prog.sh");
     script << "#!/bin/sh\necho \"{\\\"objective\\\": $TESSEL_TILE_M, \\\"message\\\": "
@@ -408,7 +409,6 @@ TEST_CASE("command: working directory, direct exec, and concurrent evaluations")
     CHECK(results[i].objective == static_cast<double>(tiles[i]));
     CHECK(results[i].message == dir.string());
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: misuse fails in the constructor or prepare") {
@@ -441,8 +441,8 @@ TEST_CASE("command: with repeats, each run is one sample and racing decides how 
   // A program whose n-th run reports BASE + n % 3 (a counter file keeps n):
   // the median is BASE + 1 whatever the order.
   const auto s = testing::small_space();
-  const auto dir = fs::temp_directory_path() / ("tessel-race-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   command_options o;
   o.racing = {3, 9, 0.0, 0.001, 0.0};
   o.working_directory = dir;
@@ -479,7 +479,6 @@ TEST_CASE("command: with repeats, each run is one sample and racing decides how 
   const auto broke = flaky.evaluate(s, some_config(s));
   CHECK(broke.status == status::runtime_error);
   CHECK(broke.message.find("exited with code 3") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("command: repeats are registry settings; bad ones are named") {

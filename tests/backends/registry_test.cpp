@@ -15,7 +15,8 @@
 using namespace tessel;
 
 TEST_CASE("registry: replay and command by scheme") {
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto path = (dir / "tiny.json").string();
   {
     std::ofstream out(path);
@@ -27,7 +28,6 @@ TEST_CASE("registry: replay and command by scheme") {
   CHECK(replay->concurrency() == 8);
   REQUIRE(dynamic_cast<replay_backend*>(replay.get()) != nullptr);
   CHECK(dynamic_cast<replay_backend&>(*replay).table().optimum() == 3.5);
-  std::filesystem::remove_all(dir);
 
   const auto command =
       make_backend("command:sh -c 'echo 1'", {{"timeout", "2.5"}, {"env.FOO", "bar"}});

@@ -193,7 +193,8 @@ TEST_CASE("replay: the generated .tsl space") {
 }
 
 TEST_CASE("replay: small files in both formats, values as strings, symbols") {
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   {
     std::ofstream kt(dir / "tiny.json");
     kt << R"({"device_name": "d", "kernel_name": "k", "tune_params_keys": ["tile", "variant"],
@@ -242,7 +243,6 @@ TEST_CASE("replay: small files in both formats, values as strings, symbols") {
   CHECK(f->entries().front().compile_ms == doctest::Approx(1000));
   CHECK_THROWS_WITH_AS((void)f->space_source(),
                        doctest::Contains("parameter 'ratio' has the value '0.5'"), error);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("replay: the generated .tsl parses to the space the definition builds") {
@@ -276,7 +276,8 @@ TEST_CASE("replay: the table space holds exactly the stored configs (restriction
 
 TEST_CASE("replay: a parameter of 200,000 values gives its space in linear time") {
   // Before: 10 s (the generated set literal parsed in quadratic time).
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto path = dir / "wide.json";
   {
     std::ofstream out(path);
@@ -290,11 +291,11 @@ TEST_CASE("replay: a parameter of 200,000 values gives its space in linear time"
   const auto parsed = parse_space(table->space_source());
   CHECK(parsed.count() == 200'000);
   CHECK(space(table->space_definition()).count() == 200'000);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("replay: a gzip bomb stops at 256 MiB, as an error") {
-  const auto dir = testing::temporary_directory();
+  const testing::temp_folder folder;
+  const auto& dir = folder.path();
   const auto path = dir / "bomb.json.gz";
   {
     gzFile file = ::gzopen(path.c_str(), "wb9");
@@ -305,5 +306,4 @@ TEST_CASE("replay: a gzip bomb stops at 256 MiB, as an error") {
     ::gzclose(file);
   }
   CHECK_THROWS_WITH_AS(replay_table::load(path), doctest::Contains("more than 256 MiB"), error);
-  std::filesystem::remove_all(dir);
 }
