@@ -3,6 +3,7 @@
 // over the kernels with a study file each, resumed, the same seed giving the
 // same report, and the `model` / `tune_model` agent ops over the same.
 #include "driver_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/model_driver.hpp>
@@ -49,9 +50,9 @@ TEST_CASE("model_spec: the JSON form, and its errors named") {
 }
 
 TEST_CASE("open_model_tuning: one budget over the kernels, a study file each, resumed") {
-  testing::scratch dir;
+  const testing::temp_folder dir;
   auto spec = two_kernels(8);
-  spec.db_dir = dir.file("two.tessel");
+  spec.db_dir = dir.file("two.tessel").string();
   model_summary sum;
   {
     auto t = open_model_tuning(spec);

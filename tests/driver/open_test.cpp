@@ -2,6 +2,7 @@
 // the study file and read back, and study files written before the spec
 // existed (the CLI's eight-key annotations) reopened as they were made.
 #include "driver/driver_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/driver.hpp>
@@ -17,8 +18,8 @@
 namespace {
 
 using namespace tessel;
-using tessel::testing::scratch;
 using tessel::testing::small_tsl;
+using tessel::testing::temp_folder;
 
 std::shared_ptr<backend> bowl() {
   return std::make_shared<callback_backend>([](const space& s, const config& c) {
@@ -57,8 +58,8 @@ std::string text_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("open_study: the spec's space, budget and study file; the spec is recorded") {
-  const scratch dir;
-  const auto db = dir.file("small.tessel.db");
+  const temp_folder dir;
+  const auto db = dir.file("small.tessel.db").string();
   std::uint64_t valid = 0;
   {
     auto opened = open_study(small_spec(db), with_bowl());
@@ -80,8 +81,8 @@ TEST_CASE("open_study: the spec's space, budget and study file; the spec is reco
 }
 
 TEST_CASE("open_study: a study file with trials needs resume; overwrite starts over") {
-  const scratch dir;
-  const auto db = dir.file("small.tessel.db");
+  const temp_folder dir;
+  const auto db = dir.file("small.tessel.db").string();
   {
     auto first = open_study(small_spec(db), with_bowl());
     (void)first.study->run(first.until());
@@ -128,8 +129,8 @@ TEST_CASE("open_study: without a target, a study on the cpu backend is checked a
 TEST_CASE("reopen_study: a study file with the CLI's old eight-key annotations") {
   // What `tessel tune small.tsl --set N=32 --db ...` recorded before the
   // study spec: its command line as eight keys, --set as NAME=VALUE strings.
-  const scratch dir;
-  const auto db = dir.file("old.tessel.db");
+  const temp_folder dir;
+  const auto db = dir.file("old.tessel.db").string();
   parse_options parse;
   parse.file = small_tsl();
   parse.overrides["N"] = "32";
@@ -152,10 +153,10 @@ TEST_CASE("reopen_study: a study file with the CLI's old eight-key annotations")
 }
 
 TEST_CASE("open_store and reopen_study name what is missing") {
-  const scratch dir;
-  CHECK_THROWS_WITH_AS((void)reopen_study(dir.file("none.db")),
+  const temp_folder dir;
+  CHECK_THROWS_WITH_AS((void)reopen_study(dir.file("none.db").string()),
                        doctest::Contains("no study file '"), error);
-  (void)open_store(dir.file("empty.db"), store_access::write);
-  CHECK_THROWS_WITH_AS((void)reopen_study(dir.file("empty.db")),
+  (void)open_store(dir.file("empty.db").string(), store_access::write);
+  CHECK_THROWS_WITH_AS((void)reopen_study(dir.file("empty.db").string()),
                        doctest::Contains("holds no study yet"), error);
 }

@@ -64,7 +64,7 @@ TEST_CASE("a writer killed at random moments loses no saved trial") {
   // How many saves to wait for before the kill, then a random extra delay.
   const std::uint64_t waits[] = {1, 2, 5, 13, 40, 90};
   for (const auto wait : waits) {
-    const scratch dir;
+    const temp_folder dir;
     const auto path = dir.file("crash.tessel.db");
     int fds[2];
     REQUIRE(pipe(fds) == 0);

@@ -141,7 +141,7 @@ TEST_CASE("export: every JSON line parses and names its trial") {
 }
 
 TEST_CASE("export: from a study file, as the CLI does") {
-  const scratch dir;
+  const temp_folder dir;
   const auto s = storage_space();
   const auto trials = small_study(s);
   sqlite_store db(dir.file("export.tessel.db"));

@@ -31,7 +31,7 @@ void raw_sql(const std::filesystem::path& path, const char* sql) {
 }  // namespace
 
 TEST_CASE("a new study file has the current schema and no study") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("new.tessel.db");
   sqlite_store db(path);
   CHECK(db.path() == path);
@@ -43,7 +43,7 @@ TEST_CASE("a new study file has the current schema and no study") {
 }
 
 TEST_CASE("a file that is not a SQLite database is refused") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("notes.txt");
   {
     std::ofstream out(path);
@@ -63,7 +63,7 @@ TEST_CASE("a file that is not a SQLite database is refused") {
 }
 
 TEST_CASE("a SQLite database of another program is refused") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("other.db");
   raw_sql(path, "CREATE TABLE songs (title TEXT); INSERT INTO songs VALUES ('so what');");
   CHECK_THROWS_WITH_AS(sqlite_store{path},
@@ -75,7 +75,7 @@ TEST_CASE("a SQLite database of another program is refused") {
 }
 
 TEST_CASE("a study file with a newer schema is refused") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("future.tessel.db");
   { sqlite_store db(path); }
   raw_sql(path, "UPDATE meta SET schema_version = 99 WHERE id = 1");
@@ -84,7 +84,7 @@ TEST_CASE("a study file with a newer schema is refused") {
 }
 
 TEST_CASE("the schema records its migrations") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("migrations.tessel.db");
   { sqlite_store db(path); }
   sqlite3* raw = nullptr;
@@ -104,7 +104,7 @@ TEST_CASE("the schema records its migrations") {
 }
 
 TEST_CASE("a study file in a missing folder is a clear error") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("no/such/folder/x.tessel.db");
   CHECK_THROWS_WITH_AS(sqlite_store{path}, doctest::Contains("does its folder exist"), error);
 }

@@ -1,9 +1,10 @@
 // Shared by the storage tests: a small space with every kind of parameter
 // (a conditional one, a permutation), trials that exercise every column, a
-// field-by-field comparison, and scratch folders.
+// field-by-field comparison, and (temp_folder.hpp) private folders.
 #pragma once
 
 #include "space_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/space.hpp>
 #include <tessel/storage.hpp>
@@ -11,19 +12,9 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
-
-#ifdef _WIN32
-#include <process.h>
-#define TESSEL_TEST_PID _getpid()
-#else
-#include <unistd.h>
-#define TESSEL_TEST_PID getpid()
-#endif
 
 namespace tessel::testing {
 
@@ -131,28 +122,5 @@ inline void check_same_trial(const trial& got, const trial& want) {
   CHECK(g.metrics == w.metrics);
   CHECK(g.message == w.message);
 }
-
-/// A fresh folder under the system's temporary directory, removed with its
-/// contents when the scratch goes out of scope.
-class scratch {
- public:
-  scratch() {
-    static std::atomic<int> counter{0};
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessel_storage_" + std::to_string(TESSEL_TEST_PID) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  ~scratch() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-  [[nodiscard]] std::filesystem::path file(const std::string& name) const { return dir_ / name; }
-
- private:
-  std::filesystem::path dir_;
-};
 
 }  // namespace tessel::testing

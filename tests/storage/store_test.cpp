@@ -33,7 +33,7 @@ struct sqlite_kind {
   [[nodiscard]] static std::string other_space_hint() {
     return "use another --db, or delete the file to start over";
   }
-  scratch dir;
+  temp_folder dir;
 };
 
 struct postgres_kind {

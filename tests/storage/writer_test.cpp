@@ -52,7 +52,7 @@ int exit_code_of(pid_t pid) {
 }  // namespace
 
 TEST_CASE("a second writer is refused, in this process or another, until the first is gone") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("writers.tessel.db");
   const auto lock_file = path.string() + "-lock";
   {
@@ -75,7 +75,7 @@ TEST_CASE("a second writer is refused, in this process or another, until the fir
 }
 
 TEST_CASE("a writer killed with -9 releases the lock") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("killed_writer.tessel.db");
   { sqlite_store create(path); }  // the file exists before the child races for it
   const pid_t holder = claim_in_child(path, 30);
@@ -99,7 +99,7 @@ TEST_CASE("a writer killed with -9 releases the lock") {
 }
 
 TEST_CASE("clear() empties a study file for a new study, and needs the writer lock") {
-  const scratch dir;
+  const temp_folder dir;
   const auto path = dir.file("clear.tessel.db");
   const auto s = storage_space();
   sqlite_store db(path);
