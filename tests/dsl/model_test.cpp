@@ -1,6 +1,7 @@
 // The `model` block (docs/models.md): consts, kernels, their spaces and
 // sets, and every error located at its line in the model.
 #include "helpers.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
@@ -48,22 +49,14 @@ std::string model_messages(std::string_view text, parse_options o = options()) {
   return "";
 }
 
-/// A file under a fresh temporary folder, removed with it.
-struct temp_folder {
-  std::filesystem::path path;
-  explicit temp_folder(const char* name)
-      : path(std::filesystem::temp_directory_path() / ("tessel_model_test_" + std::string(name))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~temp_folder() { std::filesystem::remove_all(path); }
-  std::filesystem::path write(const std::string& name, std::string_view text) const {
-    const auto file = path / name;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream(file) << text;
-    return file;
-  }
-};
+/// `text` written to `name` under `dir`, its folders made: the file's path.
+std::filesystem::path write(const tessel::testing::temp_folder& dir, const std::string& name,
+                            std::string_view text) {
+  const auto file = dir.file(name);
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+  return file;
+}
 
 }  // namespace
 
@@ -125,9 +118,9 @@ TEST_CASE("model: --set overrides the model's consts, not the spaces'") {
 }
 
 TEST_CASE("model: kernels name space files relative to the model's file") {
-  const temp_folder dir("files");
-  dir.write("spaces/kernels.tsl", spaces);
-  const auto path = dir.write("models/m.tsl", R"(
+  const tessel::testing::temp_folder dir;
+  write(dir, "spaces/kernels.tsl", spaces);
+  const auto path = write(dir, "models/m.tsl", R"(
 model m {
   kernel a { space "../spaces/kernels.tsl" : rows   set rows = 256   calls 3 }
   kernel b { space "../spaces/kernels.tsl"   set K = 128 }     # the first space: mm
@@ -140,7 +133,7 @@ model m {
   CHECK(m.kernels[0].calls == 3);
   CHECK(m.kernels[1].space_name == "mm");
   CHECK(std::filesystem::path(m.kernels[1].space_file) ==
-        (dir.path / "spaces/kernels.tsl").lexically_normal());
+        (dir.path() / "spaces/kernels.tsl").lexically_normal());
   CHECK(m.kernels[1].space.def().target.name == "trn2");
   // the file's spaces are built for the model's target
   auto o = parse_options{};

@@ -2,6 +2,7 @@
 // that kernel's study, the allocator serves the kernel that dominates the
 // step, even and share split as they say, and a killed model resumes.
 #include "core/space_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/model.hpp>
@@ -249,9 +250,8 @@ TEST_CASE("model_study refuses what cannot be a model") {
 }
 
 TEST_CASE("a killed model resumes: finished trials kept, pending candidates evaluated first") {
-  const auto dir = std::filesystem::temp_directory_path() / "tessel_model_resume_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const temp_folder folder;
+  const auto& dir = folder.path();
   auto open = [&](bool resume) {
     std::vector<model_member> members;
     for (const auto* name : {"a", "b"}) {
@@ -291,5 +291,4 @@ TEST_CASE("a killed model resumes: finished trials kept, pending candidates eval
   };
   for (const auto& k : finished_before) CHECK(finished(k));
   for (const auto& k : pending_before) CHECK(finished(k));
-  std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 // re-measured by verify(), tokens counted per source and weighed as cost, a
 // token budget, and partial configs completed with defaults.
 #include "core/space_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
@@ -160,8 +161,8 @@ TEST_CASE("from_partial_json fills what is left out with defaults") {
 }
 
 TEST_CASE("reported results survive the study file") {
-  const auto path = std::filesystem::temp_directory_path() / "tessel_agents_test.tessel.db";
-  std::filesystem::remove(path);
+  const temp_folder folder;
+  const auto path = folder.file("tessel_agents_test.tessel.db");
   {
     auto st = make({}, std::make_shared<sqlite_store>(path));
     const auto s = st.ask(1);
@@ -175,7 +176,6 @@ TEST_CASE("reported results survive the study file") {
   CHECK(st.trials()[0].result.metrics.empty());  // the marker is not a metric
   CHECK(st.current_summary().reported == 1);
   CHECK(st.current_summary().tokens == 12);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("evaluate() re-measures a config only an agent reported, and only that") {

@@ -2,6 +2,7 @@
 // per cost^alpha, reports the numbers, cools alpha, and stops early when the
 // gain left is negligible.
 #include "core/space_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/storage.hpp>
 #include <tessel/study.hpp>
@@ -295,8 +296,8 @@ TEST_CASE("run stops early when the expected gain left is negligible") {
 TEST_CASE("a resumed study runs the trials a killed run left unfinished before any ranked one") {
   // The trials left behind rank last here (small x: little gain), yet a
   // resumed study must complete them: they were chosen before the kill.
-  const auto path = std::filesystem::temp_directory_path() / "tessel_scheduler_resume.tessel.db";
-  std::filesystem::remove(path);
+  const temp_folder folder;
+  const auto path = folder.file("tessel_scheduler_resume.tessel.db");
   const auto s = line_space();
   std::vector<std::uint64_t> left;
   study::options first_run;
@@ -317,5 +318,4 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   REQUIRE(first.size() == 2);
   CHECK(first[0].trial_id == left[0]);
   CHECK(first[1].trial_id == left[1]);
-  std::filesystem::remove(path);
 }

@@ -2,6 +2,7 @@
 // depend on the core alone: ask/tell, dedupe, baseline, errors, parallel
 // merge order, exceptions, and resume from the study file.
 #include "core/space_fixtures.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
@@ -265,8 +266,8 @@ TEST_CASE("options are validated") {
 }
 
 TEST_CASE("a study resumes from its file: finished trials kept, pending ones queued again") {
-  const auto path = std::filesystem::temp_directory_path() / "tessel_study_resume_test.tessel.db";
-  std::filesystem::remove(path);
+  const temp_folder folder;
+  const auto path = folder.file("tessel_study_resume_test.tessel.db");
   {
     auto db = std::make_shared<sqlite_store>(path);
     study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
@@ -293,5 +294,4 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
   CHECK(sum.reason == termination::space_exhausted);
   CHECK(st.trials().size() == 10);
   CHECK(sum.evaluations == 10);
-  std::filesystem::remove(path);
 }
