@@ -10,18 +10,16 @@
 #include <tessel/gate.hpp>
 #include <tessel/loop_rule.hpp>
 
+#include "temp_folder.hpp"
 #include "test_kernel.hpp"
 
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 namespace {
 
@@ -48,9 +46,8 @@ struct memo_run {
 
 memo_run evaluate_memo(const std::string& function, std::uint64_t secret) {
   const auto s = parse_space("space memo { const N = 4096  param p : {1, 2} }");
-  const fs::path log =
-      fs::temp_directory_path() / fmt::format("tessel-memo-{}-{}.log", ::getpid(), secret);
-  fs::remove(log);
+  const testing::temp_folder folder;
+  const fs::path log = folder.file("memo.log");
   auto o = testing::kernel_options(memo_file + ":" + function, reference_file + ":twice_reference");
   o.environment["TESSEL_MEMO_LOG"] = log.string();
   o.gate_settings.secret = secret;  // the whole default suite: constant, mask, sparse ...
@@ -60,7 +57,6 @@ memo_run evaluate_memo(const std::string& function, std::uint64_t secret) {
   r.m = b.evaluate(s, s.from_json(R"({"p": 1})"));
   std::ifstream in(log);
   for (tally t; in >> t.calls >> t.hits >> t.stale >> t.last_stale;) r.processes.push_back(t);
-  fs::remove(log);
   return r;
 }
 

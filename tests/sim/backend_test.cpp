@@ -2,6 +2,7 @@
 // explanations, traces, the registry, thread safety.
 #include "helpers.hpp"
 #include "sim/analysis.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
@@ -153,11 +154,11 @@ TEST_CASE("sim_backend: write_trace writes Chrome/Perfetto JSON, one track per e
   v.integers["N"] = 1024;
   auto [s, c] = fixed_space("matmul", builtin("trn2"), v);
   sim_backend b;
-  const auto path = std::filesystem::temp_directory_path() / "tessel_sim_trace_test.json";
+  const tessel::testing::temp_folder folder;
+  const auto path = folder.file("tessel_sim_trace_test.json");
   b.write_trace(s, c, path);
   std::ifstream in(path);
   const auto j = nlohmann::json::parse(in);
-  std::filesystem::remove(path);
   REQUIRE(j.contains("traceEvents"));
   std::set<int> tids;
   std::set<std::string> names;

@@ -3,6 +3,7 @@
 // tile-shape and DMA descriptor-size cases within 15%; tessel calibrate's fit
 // (tessel/calibration.hpp) on a synthetic recording and the published one.
 #include "sim/calibration.hpp"
+#include "temp_folder.hpp"
 
 #include <tessel/calibration.hpp>
 #include <tessel/dsl.hpp>
@@ -81,11 +82,10 @@ TEST_CASE("calibration: rank agreement is Spearman and Kendall over each file's 
 
 namespace {
 
-/// A folder of recorded trn2 results made by the simulator itself with
+/// Writes into `dir` recorded trn2 results made by the simulator itself with
 /// `truth` as its constants: the fit must find `truth` again.
-std::filesystem::path synthetic_recording(const std::map<std::string, double, std::less<>>& truth) {
-  const auto dir = std::filesystem::temp_directory_path() / "tessel_calibrate_synthetic";
-  std::filesystem::create_directories(dir);
+void synthetic_recording(const std::map<std::string, double, std::less<>>& truth,
+                         const std::filesystem::path& dir) {
   const auto data = std::filesystem::path(TESSEL_DATA_DIR) / "calibration";
   const auto rows = run_calibration(data, truth, {.skip_missing = false, .target = "trn2"});
   std::size_t next = 0;
@@ -99,7 +99,6 @@ std::filesystem::path synthetic_recording(const std::map<std::string, double, st
     }
     std::ofstream(dir / file) << j.dump(2);
   }
-  return dir;
 }
 
 }  // namespace
@@ -110,8 +109,10 @@ TEST_CASE("calibrate: recovers known constants from a synthetic recording") {
       {"tensor_small_tile_penalty_percent", 30},
       {"dma_stream_bytes_per_us_per_engine", 30000},
       {"dma_descriptor_ns", 30}};
+  const tessel::testing::temp_folder recording;
+  synthetic_recording(truth, recording.path());
   tessel::calibration_options o;
-  o.recorded = synthetic_recording(truth);
+  o.recorded = recording.path();
   for (const auto& [name, value] : truth) o.constants.push_back(name);
   const auto r = tessel::calibrate_simulator(o);
   INFO(r.report());
@@ -162,8 +163,8 @@ TEST_CASE("calibrate: a trn1 base fits the tutorial; bad options and folders are
   CHECK(r.evaluations <= 60 + 1 + 2);
 
   tessel::calibration_options bad;
-  bad.recorded = std::filesystem::temp_directory_path() / "tessel_calibrate_empty";
-  std::filesystem::create_directories(bad.recorded);
+  const tessel::testing::temp_folder empty;
+  bad.recorded = empty.path();
   CHECK_THROWS_WITH_AS(tessel::calibrate_simulator(bad),
                        doctest::Contains("calibrate: no calibration file for trn2"), tessel::error);
   bad.base = "trn9";

@@ -4,6 +4,8 @@
 // reason.
 #include <tessel/race_rule.hpp>
 
+#include "temp_folder.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,11 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include <unistd.h>
-
 namespace {
-
-namespace fs = std::filesystem;
 
 const std::string source_dir = TESSEL_SOURCE_DIR;
 const std::string test_python = TESSEL_TEST_PYTHON;
@@ -56,8 +54,8 @@ TEST_CASE("racing: the trainium runner's rule agrees with tessel's on 600 random
                        {"margin", o.margin},
                        {"target_relative_ci", o.target_relative_ci}}}});
   }
-  const auto dir = fs::temp_directory_path() / fmt::format("tessel-racing-{}", ::getpid());
-  fs::create_directories(dir);
+  const tessel::testing::temp_folder folder;
+  const auto& dir = folder.path();
   std::ofstream(dir / "cases.json") << cases.dump();
   std::ofstream(dir / "agree.py") << R"(import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -73,7 +71,6 @@ print(json.dumps([race_decision(c["samples"], c["incumbent"], c["options"]) for 
   std::stringstream text;
   text << in.rdbuf();
   const auto got = nlohmann::json::parse(text.str()).get<std::vector<std::string>>();
-  fs::remove_all(dir);
   REQUIRE(got.size() == expected.size());
   int agree = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {

@@ -6,6 +6,8 @@
 #include <tessel/error.hpp>
 #include <tessel/trainium.hpp>
 
+#include "temp_folder.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -24,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace tessel;
+using tessel::testing::temp_folder;
 
 const std::string source_dir = TESSEL_SOURCE_DIR;
 const std::string test_python = TESSEL_TEST_PYTHON;
@@ -50,31 +53,16 @@ config config_of(const space& s, int tile_m, int tile_n, int tile_k) {
       fmt::format(R"({{"tile_m": {}, "tile_n": {}, "tile_k": {}}})", tile_m, tile_n, tile_k));
 }
 
-/// A folder removed when the test ends.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           fmt::format("tessel-trainium-test-{}-{}", ::getpid(), ++counter);
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-trainium_options options_for(const std::string& kernel, const temp_dir& cache) {
+trainium_options options_for(const std::string& kernel, const temp_folder& cache) {
   trainium_options o;
   o.kernel = kernels + ":" + kernel;
   o.reference = kernels + ":matmul_ref";
   o.inputs = "A:MxK,B:KxN";
   o.outputs = "C:MxN";
   o.python = test_python;
-  o.cache_dir = (cache.path / "neff").string();
+  o.cache_dir = (cache.path() / "neff").string();
   o.environment["PYTHONPATH"] = source_dir + "/tests/trainium/stand_in:" + source_dir + "/python";
-  o.environment["TMPDIR"] = cache.path.string();
+  o.environment["TMPDIR"] = cache.path().string();
   o.compile_jobs = 2;
   o.warmup = 1;
   o.racing.min_repeats = 3;
@@ -89,7 +77,7 @@ trainium_options options_for(const std::string& kernel, const temp_dir& cache) {
 
 TEST_CASE("trainium: an honest kernel is compiled, gated and timed; the compile is cached") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   trainium_backend b(options_for("matmul_kernel", dir));
   b.prepare(s);
@@ -118,7 +106,7 @@ TEST_CASE("trainium: an honest kernel is compiled, gated and timed; the compile 
 
 TEST_CASE("trainium: a config the compiler rejects is a compile_error with its message") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   trainium_backend b(options_for("matmul_kernel", dir));
   b.prepare(s);
@@ -155,7 +143,7 @@ TEST_CASE("trainium: every failure mode ends as its status, without a time") {
   for (const auto& e : cases) {
     const std::string kernel = e.kernel;
     CAPTURE(kernel);
-    temp_dir dir;
+    const temp_folder dir;
     auto o = options_for(e.kernel, dir);
     o.run_timeout_s = 4;
     o.compile_timeout_s = 8;
@@ -172,7 +160,7 @@ TEST_CASE("trainium: every failure mode ends as its status, without a time") {
 
 TEST_CASE("trainium: a kernel that floods stdout (with a forged answer line) is still measured") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   trainium_backend b(options_for("chatty_kernel", dir));
   b.prepare(s);
@@ -187,7 +175,7 @@ TEST_CASE("trainium: a kernel whose outputs vary within the tolerance is measure
   // in about half the runs (incorrect), and otherwise it computed outside the
   // stand-in's cost model (no latency: suspicious): the test could pass either way.
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   trainium_backend b(options_for("noisy_kernel", dir));
   b.prepare(s);
@@ -201,7 +189,7 @@ TEST_CASE("trainium: a kernel whose outputs vary within the tolerance is measure
 
 TEST_CASE("trainium: racing stops a clearly slower candidate early and measures a close one more") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   auto o = options_for("matmul_kernel", dir);
   o.racing.min_repeats = 4;
@@ -225,16 +213,16 @@ TEST_CASE("trainium: racing stops a clearly slower candidate early and measures 
 
 TEST_CASE("trainium: hosts over (fake) ssh: a lost host's trials are re-queued, nothing lost") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   auto o = options_for("matmul_kernel", dir);
   o.hosts = {"alpha", "beta"};
   o.ssh = source_dir + "/tests/trainium/fake_ssh.sh";
   o.compile_jobs = 1;
   // beta answers 2 calls (a compile and one gate run), then is lost mid-gate
-  ::setenv("TESSEL_FAKE_SSH_STATE", dir.path.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  ::setenv("TESSEL_FAKE_SSH_DIES", "beta:2", 1);           // NOLINT(concurrency-mt-unsafe)
-  ::setenv("TESSEL_FAKE_SSH_DOWN", "", 1);                 // NOLINT(concurrency-mt-unsafe)
+  ::setenv("TESSEL_FAKE_SSH_STATE", dir.path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+  ::setenv("TESSEL_FAKE_SSH_DIES", "beta:2", 1);             // NOLINT(concurrency-mt-unsafe)
+  ::setenv("TESSEL_FAKE_SSH_DOWN", "", 1);                   // NOLINT(concurrency-mt-unsafe)
   trainium_backend b(o);
   b.prepare(s);
   CHECK(b.concurrency() == 4);
@@ -259,13 +247,13 @@ TEST_CASE("trainium: hosts over (fake) ssh: a lost host's trials are re-queued, 
 
 TEST_CASE("trainium: every host lost is a runtime_error naming ssh's complaint") {
   if (!have_python()) return;
-  temp_dir dir;
+  const temp_folder dir;
   const auto s = matmul_space();
   auto o = options_for("matmul_kernel", dir);
   o.hosts = {"gamma", "delta"};
   o.ssh = source_dir + "/tests/trainium/fake_ssh.sh";
-  ::setenv("TESSEL_FAKE_SSH_STATE", dir.path.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  ::setenv("TESSEL_FAKE_SSH_DOWN", "gamma,delta", 1);      // NOLINT(concurrency-mt-unsafe)
+  ::setenv("TESSEL_FAKE_SSH_STATE", dir.path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+  ::setenv("TESSEL_FAKE_SSH_DOWN", "gamma,delta", 1);        // NOLINT(concurrency-mt-unsafe)
   trainium_backend b(o);
   b.prepare(s);
   const auto m = b.evaluate(s, config_of(s, 128, 128, 32));
