@@ -22,7 +22,7 @@
 // the timed region, and compares them with it after the call (run) or the
 // timing (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
 // "Round eight"). A timing is given some CPUs (its affinity when it starts):
-// a kernel that changed the affinity, or whose process used more CPU time
+// a kernel that widened the affinity, or whose process used more CPU time
 // over the samples than those CPUs allow, is answered "suspicious"
 // (docs/gate.md, "Round nine"). The answer is one JSON line on the original
 // stdout; the kernel's own stdout goes to stderr, so it cannot forge the
@@ -359,15 +359,18 @@ struct given_cpus {
     known = ::sched_getaffinity(0, sizeof set, &set) == 0;
   }
   [[nodiscard]] int count() const { return known ? CPU_COUNT(&set) : 0; }
-  /// Whether the calling thread's affinity is still the one given.
-  [[nodiscard]] bool unchanged() const {
-    cpu_set_t now;
+  /// Whether the calling thread's affinity is still within the one given
+  /// (a kernel may bind itself to fewer CPUs: OMP_PROC_BIND does).
+  [[nodiscard]] bool within() const {
+    cpu_set_t now, both;
     CPU_ZERO(&now);
-    return !known || ::sched_getaffinity(0, sizeof now, &now) != 0 || CPU_EQUAL(&now, &set) != 0;
+    if (!known || ::sched_getaffinity(0, sizeof now, &now) != 0) return true;
+    CPU_AND(&both, &now, &set);
+    return CPU_EQUAL(&both, &now) != 0;
   }
 #else
   [[nodiscard]] int count() const { return 0; }
-  [[nodiscard]] bool unchanged() const { return true; }
+  [[nodiscard]] bool within() const { return true; }
 #endif
 };
 
@@ -501,8 +504,8 @@ int main(int argc, char** argv) {
   const double wall_s = seconds(wall_before, clock::now());
   const double cpu_s = process_cpu_s() - cpu_before;
   copy.check(r.inputs);
-  if (!given.unchanged())
-    fail("the kernel changed its CPU affinity (it was given " + std::to_string(given.count()) +
+  if (!given.within())
+    fail("the kernel widened its CPU affinity (it was given " + std::to_string(given.count()) +
              " CPU(s))",
          "suspicious");
   if (!within_cpus(cpu_s, wall_s, given.count())) {

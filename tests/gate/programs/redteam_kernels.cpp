@@ -45,6 +45,8 @@
 //   rt_widen_helpers the same, the calling thread's affinity left as given:
 //                    only the helper threads widen theirs; logs "cpus used
 //                    R" (its CPU time over wall time so far) after each call
+//   rt_narrow        honest, after binding itself to the first CPU it was
+//                    given (as OMP_PROC_BIND does): fewer CPUs, not more
 //   rt_threads       honest, its work split over four threads that keep the
 //                    affinity they were given (the control for the CPU rule)
 //   rt_peek          honest, after trying to read its ancestors' memory
@@ -429,6 +431,20 @@ void rt_widen_helpers(const tessel::cpu::kernel_args& a) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   note("cpus used " + std::to_string((cpu_now() - cpu_start) / wall));
+}
+
+void rt_narrow(const tessel::cpu::kernel_args& a) {
+  cpu_set_t given, first;
+  CPU_ZERO(&given);
+  CPU_ZERO(&first);
+  if (::sched_getaffinity(0, sizeof given, &given) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &given)) {
+        CPU_SET(c, &first);
+        ::sched_setaffinity(0, sizeof first, &first);
+        break;
+      }
+  work(a);
 }
 
 void rt_threads(const tessel::cpu::kernel_args& a) { split_work(a, false); }
