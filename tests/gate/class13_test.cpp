@@ -196,12 +196,12 @@ TEST_CASE("class 13: (2) a kernel that widens its own affinity is caught: suspic
 }
 
 TEST_CASE("class 13: (2) a kernel whose helper threads run on other CPUs is caught by CPU time") {
-  // The same, the calling thread's affinity left as given: only its four
-  // helper threads widen theirs, so the affinity check sees nothing. The
-  // loader's CPU rule does: over the timed samples its process used more
-  // CPU time than one CPU gives in that wall time (with four spinning
-  // threads on a machine of two CPUs it gets more than one, unless the
-  // machine is loaded: then it passes, having gained little).
+  // The same, the calling thread's affinity left as given: only its pool of
+  // three helper threads widen theirs, so the affinity check sees nothing.
+  // The loader's CPU rule does: over the timed samples its process used more
+  // CPU time than one CPU gives in that wall time. On a loaded machine
+  // (autogroups: a session's processes share one fair share) it may get no
+  // more than one CPU: then it passes, having gained little.
   if (allowed_cpus() < 2) {
     MESSAGE("skipped: one CPU, nothing to widen to");
     return;

@@ -38,12 +38,12 @@
 //                    stash copies the stashed output ("hit new", or "hit
 //                    repeat" on an input it was given before), any other
 //                    answers y = 2 x + 1 at once ("miss", wrong)
-//   rt_widen         (round nine) honest, but spreads its work over four
-//                    threads and first widens its own affinity to every CPU
-//                    (sched_setaffinity), so a timing pinned to one CPU runs
-//                    on all
+//   rt_widen         (round nine) honest, but widens its own affinity to every
+//                    CPU (sched_setaffinity) and shares its work with a pool
+//                    of three helper threads, widened too, that live as long
+//                    as the process: a timing pinned to one CPU runs on all
 //   rt_widen_helpers the same, the calling thread's affinity left as given:
-//                    only the helper threads widen theirs; logs "cpus used
+//                    only the pool's threads widen theirs; logs "cpus used
 //                    R" (its CPU time over wall time so far) after each call
 //   rt_narrow        honest, after binding itself to the first CPU it was
 //                    given (as OMP_PROC_BIND does): fewer CPUs, not more
@@ -59,6 +59,7 @@
 
 #include "leave_daemon.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -186,19 +187,54 @@ cpu_set_t every_cpu() {
 }
 
 /// TESSEL_US of work split in four quarters run at once on four threads
-/// (the caller waits), which widen their own affinity first when `widen`.
-void split_work(const tessel::cpu::kernel_args& a, bool widen) {
+/// made for the call (the caller waits), in the affinity they inherit.
+void split_work(const tessel::cpu::kernel_args& a) {
   const std::uint64_t quarter = iterations_for(TESSEL_US * 1e-6) / 4;
   std::vector<std::thread> helpers;
-  for (int t = 0; t < 4; ++t)
-    helpers.emplace_back([quarter, widen] {
-      if (widen) {
+  for (int t = 0; t < 4; ++t) helpers.emplace_back([quarter] { spin_iterations(quarter); });
+  for (auto& h : helpers) h.join();
+  twice(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
+  note("computed");
+}
+
+/// A pool of three helper threads that live as long as the process, each
+/// widened to every CPU, waiting (spinning, yielding) for a call's work.
+struct widened_pool {
+  std::atomic<std::uint64_t> generation{0}, done{0};
+  std::atomic<std::uint64_t> work{0};
+  widened_pool() {
+    for (int t = 0; t < 3; ++t)
+      std::thread([this] {
         const cpu_set_t all = every_cpu();
         ::pthread_setaffinity_np(::pthread_self(), sizeof all, &all);
-      }
-      spin_iterations(quarter);
-    });
-  for (auto& h : helpers) h.join();
+        std::uint64_t seen = 0;
+        for (;;) {
+          const std::uint64_t now = generation.load();
+          if (now == seen) {
+            ::sched_yield();
+            continue;
+          }
+          seen = now;
+          spin_iterations(work.load());
+          done.fetch_add(1);
+        }
+      }).detach();
+  }
+  /// `quarter` iterations on each helper and on the caller.
+  void run(std::uint64_t quarter) {
+    work = quarter;
+    done = 0;
+    generation.fetch_add(1);
+    spin_iterations(quarter);
+    while (done.load() < 3) ::sched_yield();
+  }
+};
+
+/// The same work on the caller and a widened pool (never freed: its threads
+/// run until the process exits).
+void widened_work(const tessel::cpu::kernel_args& a) {
+  static widened_pool* pool = new widened_pool;
+  pool->run(iterations_for(TESSEL_US * 1e-6) / 4);
   twice(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
   note("computed");
 }
@@ -410,7 +446,7 @@ void rt_scavenge(const tessel::cpu::kernel_args& a) {
 void rt_widen(const tessel::cpu::kernel_args& a) {
   const cpu_set_t all = every_cpu();
   ::sched_setaffinity(0, sizeof all, &all);
-  split_work(a, true);
+  widened_work(a);
 }
 
 void rt_widen_helpers(const tessel::cpu::kernel_args& a) {
@@ -427,7 +463,7 @@ void rt_widen_helpers(const tessel::cpu::kernel_args& a) {
     cpu_start = cpu_now();
     wall_start = std::chrono::steady_clock::now();
   }
-  split_work(a, true);
+  widened_work(a);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   note("cpus used " + std::to_string((cpu_now() - cpu_start) / wall));
@@ -447,7 +483,7 @@ void rt_narrow(const tessel::cpu::kernel_args& a) {
   work(a);
 }
 
-void rt_threads(const tessel::cpu::kernel_args& a) { split_work(a, false); }
+void rt_threads(const tessel::cpu::kernel_args& a) { split_work(a); }
 
 void rt_peek(const tessel::cpu::kernel_args& a) {
   static bool tried = false;
