@@ -512,7 +512,7 @@ int main(int argc, char** argv) {
     char text[256];
     std::snprintf(text, sizeof text,
                   "the kernel used more CPUs than it was given: %.3g s of CPU time in %.3g s of "
-                  "timed samples on %d CPU(s)",
+                  "timing on %d CPU(s)",
                   cpu_s, wall_s, given.count());
     fail(text, "suspicious");
   }
