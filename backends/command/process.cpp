@@ -549,6 +549,10 @@ void kill_the_rest() {
   ::setpgid(0, 0);
 #ifdef __linux__
   (void)::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
+  // Not dumpable: a process of the run (same user) cannot read the
+  // supervisor's copy of tessel's memory through /proc/PID/mem; the command
+  // is dumpable again once it execs (docs/gate.md, "Round nine").
+  (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
 #endif
   close_all_but(l);
   // vfork: the command borrows the supervisor's memory until it execs (it

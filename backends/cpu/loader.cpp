@@ -21,8 +21,12 @@
 // loader keeps a private copy of them, changed by the same exchanges outside
 // the timed region, and compares them with it after the call (run) or the
 // timing (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
-// "Round eight"). The answer is one JSON line on the original stdout; the
-// kernel's own stdout goes to stderr, so it cannot forge the answer.
+// "Round eight"). A timing is given some CPUs (its affinity when it starts):
+// a kernel that widened the affinity, or whose process used more CPU time
+// over the samples than those CPUs allow, is answered "suspicious"
+// (docs/gate.md, "Round nine"). The answer is one JSON line on the original
+// stdout; the kernel's own stdout goes to stderr, so it cannot forge the
+// answer.
 #include <tessel/cpu_kernel.hpp>
 #include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
@@ -39,7 +43,12 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <time.h>
 #include <unistd.h>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 namespace {
 
@@ -332,6 +341,48 @@ struct input_copy {
   }
 };
 
+/// The process's CPU time so far (every thread), in seconds.
+double process_cpu_s() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+/// The CPUs a timing was given: the loader's affinity when it starts, before
+/// the kernel is loaded (the per-run supervisor sets it before exec).
+struct given_cpus {
+#ifdef __linux__
+  cpu_set_t set{};
+  bool known = false;
+  given_cpus() {
+    CPU_ZERO(&set);
+    known = ::sched_getaffinity(0, sizeof set, &set) == 0;
+  }
+  [[nodiscard]] int count() const { return known ? CPU_COUNT(&set) : 0; }
+  /// Whether the calling thread's affinity is still within the one given
+  /// (a kernel may bind itself to fewer CPUs: OMP_PROC_BIND does).
+  [[nodiscard]] bool within() const {
+    cpu_set_t now, both;
+    CPU_ZERO(&now);
+    if (!known || ::sched_getaffinity(0, sizeof now, &now) != 0) return true;
+    CPU_AND(&both, &now, &set);
+    return CPU_EQUAL(&both, &now) != 0;
+  }
+#else
+  [[nodiscard]] int count() const { return 0; }
+  [[nodiscard]] bool within() const { return true; }
+#endif
+};
+
+/// The CPU rule: over the timed samples the process cannot use more CPU
+/// time than its CPUs give in that wall time, whatever its threads do. The
+/// margin: 10%, and 10 ms of CPU per CPU given (a thread's CPU time reaches
+/// the process's clock at the scheduler's tick, up to 10 ms late, so the
+/// first read may miss some of what ran just before it).
+[[nodiscard]] bool within_cpus(double cpu_s, double wall_s, int cpus) {
+  return cpus <= 0 || cpu_s <= cpus * (wall_s * 1.1 + 0.01);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,6 +392,7 @@ int main(int argc, char** argv) {
   answer_channel = ::fdopen(channel, "w");
   if (answer_channel == nullptr) return 3;
   request r = parse(argc, argv);
+  const given_cpus given;  // before the kernel's code is loaded
 
   void* library = ::dlopen(r.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
@@ -423,6 +475,10 @@ int main(int argc, char** argv) {
   const auto iters = static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
   const std::size_t n_in = r.inputs.size();
   std::vector<exchange> plan(iters * n_in);
+  // The CPU rule's clocks, read outside the samples' clocks: around the
+  // whole race, so only its ends can be late (the rule's margin).
+  const double cpu_before = process_cpu_s();
+  const auto wall_before = clock::now();
   const auto result = tessel::race(
       [&]() -> std::optional<double> {
         poison_all();
@@ -445,7 +501,21 @@ int main(int argc, char** argv) {
         return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
+  const double wall_s = seconds(wall_before, clock::now());
+  const double cpu_s = process_cpu_s() - cpu_before;
   copy.check(r.inputs);
+  if (!given.within())
+    fail("the kernel widened its CPU affinity (it was given " + std::to_string(given.count()) +
+             " CPU(s))",
+         "suspicious");
+  if (!within_cpus(cpu_s, wall_s, given.count())) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the kernel used more CPUs than it was given: %.3g s of CPU time in %.3g s of "
+                  "timing on %d CPU(s)",
+                  cpu_s, wall_s, given.count());
+    fail(text, "suspicious");
+  }
   for (const auto& b : r.outputs) write_npy(b);
   std::string samples;
   for (const double s : result.samples) {

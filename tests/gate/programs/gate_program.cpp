@@ -32,6 +32,16 @@
 //   daemon_erased  the same, the daemon overwriting its environment block
 //   daemon_bare    the same, the daemon exec'ing sleep with an empty
 //              environment (leave_daemon.hpp)
+//   scavenge   (round nine) looks for the reference's outputs on disk: every
+//              run folder under TMPDIR and /tmp holding in/A.npy, in/B.npy
+//              and out/C.npy goes into a stash ($TESSEL_REDTEAM_STASH, kept
+//              across runs) keyed by the inputs' bytes; a run whose inputs
+//              are in the stash copies the stashed C ("hit new", or "hit
+//              repeat" on inputs an earlier run of its own was given), any
+//              other writes zeros ("miss"); logged to $TESSEL_REDTEAM_LOG
+//   peek       (round nine) honest, after trying to read the memory of its
+//              supervisor and of tessel (/proc/PID/mem at a mapped
+//              address): logs "read ROLE" or "denied ROLE"
 //   zeros      C = 0, at once
 //   hijack     C = 0, after replacing the file $TESSEL_REDTEAM_REFERENCE (the
 //              reference program, a file of the user's) with a script that
@@ -53,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace {
@@ -158,6 +169,76 @@ std::uint64_t content_hash(const std::vector<std::string>& paths) {
   return h;
 }
 
+/// The `pid`'s memory, read at the start of its first readable mapping.
+bool read_memory(long pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long begin = 0, end = 0;
+    char perms[5] = {0};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
+      continue;
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    char bytes[64];
+    const auto n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(begin));
+    ::close(fd);
+    return n > 0;
+  }
+  return false;
+}
+
+/// scavenge: stashes every reference output it finds beside its inputs,
+/// then answers from the stash when its own inputs are there.
+void scavenge(const std::string& in, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
+  const fs::path stash = env("TESSEL_REDTEAM_STASH");
+  const auto key_of = [](const fs::path& folder) {
+    return std::to_string(content_hash({(folder / "A.npy").string(), (folder / "B.npy").string()}));
+  };
+  std::error_code ec;
+  for (const std::string& root : {std::string("/tmp"), env("TMPDIR")}) {
+    if (root.empty()) continue;
+    for (auto it = fs::recursive_directory_iterator(
+             root, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it.depth() >= 2) it.disable_recursion_pending();
+      if (it->path().filename() != "C.npy" || it->path().parent_path().filename() != "out")
+        continue;
+      const fs::path run = it->path().parent_path().parent_path();
+      if (run / "in" == fs::path(in)) continue;  // its own folder
+      // Only a whole C (the reference may still be writing it), moved in at once.
+      try {
+        if (load(it->path().string()).values.empty()) continue;
+      } catch (const std::exception&) {
+        continue;
+      }
+      const fs::path part = stash / ("part-" + std::to_string(::getpid()));
+      fs::copy_file(it->path(), part, fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(part, stash / key_of(run / "in"), ec);
+      if (!ec) log << "stashed " << it->path().string() << '\n';
+    }
+  }
+  // "hit new": answered from the stash on inputs it had never been given
+  // (what would pay); "hit repeat": on inputs of an earlier run of its own.
+  const std::string key = key_of(in);
+  const fs::path hit = stash / key, seen = stash / ("seen-" + key);
+  const bool repeat = fs::exists(seen);
+  std::ofstream{seen};
+  if (fs::exists(hit)) {
+    fs::copy_file(hit, out + "/C.npy", fs::copy_options::overwrite_existing, ec);
+    log << (repeat ? "hit repeat\n" : "hit new\n");
+  } else {
+    const npy_array a = load(in + "/A.npy"), b = load(in + "/B.npy");
+    save(out + "/C.npy", {a.shape[0], b.shape[1]},
+         std::vector<double>(static_cast<std::size_t>(a.shape[0] * b.shape[1])));
+    log << "miss\n";
+  }
+  std::printf("{\"objective\": 1e-3}\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +255,16 @@ int main(int argc, char** argv) {
                                                : disguise::bare;
     if (const pid_t daemon = tessel_redteam::leave_daemon(how); daemon > 0)
       std::ofstream(env("TESSEL_REDTEAM_LOG"), std::ios::app) << "pid " << daemon << '\n';
+  }
+  if (mode == "scavenge") {
+    scavenge(in, out);
+    return 0;
+  }
+  if (mode == "peek") {
+    const long supervisor = ::getppid();
+    std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
+    log << (read_memory(supervisor) ? "read" : "denied") << " supervisor\n";
+    log << (read_memory(tuner()) ? "read" : "denied") << " tessel\n";
   }
   if (mode == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -29,6 +29,29 @@
 //                    library over the reference's in the compile cache (the
 //                    unit whose text says "// no config"), so the reference
 //                    computes what it computes
+//   rt_scavenge      (round nine) looks for the reference's outputs on disk:
+//                    every folder under TMPDIR, /tmp and the compile cache
+//                    that holds an input beside an output (x.npy and
+//                    out_y.npy, the reference's loader folder) goes into a
+//                    stash ($TESSEL_REDTEAM_STASH, kept across runs) keyed
+//                    by the input's bytes; a call whose input is in the
+//                    stash copies the stashed output ("hit new", or "hit
+//                    repeat" on an input it was given before), any other
+//                    answers y = 2 x + 1 at once ("miss", wrong)
+//   rt_widen         (round nine) honest, but widens its own affinity to every
+//                    CPU (sched_setaffinity) and shares its work with a pool
+//                    of three helper threads, widened too, that live as long
+//                    as the process: a timing pinned to one CPU runs on all
+//   rt_widen_helpers the same, the calling thread's affinity left as given:
+//                    only the pool's threads widen theirs; logs "cpus used
+//                    R" (its CPU time over wall time so far) after each call
+//   rt_narrow        honest, after binding itself to the first CPU it was
+//                    given (as OMP_PROC_BIND does): fewer CPUs, not more
+//   rt_threads       honest, its work split over four threads that keep the
+//                    affinity they were given (the control for the CPU rule)
+//   rt_peek          honest, after trying to read its ancestors' memory
+//                    (/proc/PID/mem at a mapped address): logs "read ROLE"
+//                    or "denied ROLE" for the supervisor and tessel
 //   twice_reference  the reference (fp64)
 // Every call appends a line to $TESSEL_REDTEAM_LOG when it is set:
 // "computed", "copied", "pid N", "see ...".
@@ -36,6 +59,7 @@
 
 #include "leave_daemon.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -50,6 +74,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,6 +141,131 @@ void forge_answer() {
         std::to_string(forge_calls) + "}\n";
     if (::write(fd, line.data(), line.size()) > 0) note("forged on fd " + std::to_string(fd));
   }
+}
+
+/// FNV-1a of `n` bytes.
+std::uint64_t fnv(const unsigned char* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string read_all(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// The last `n` bytes of `text` (an .npy file's data: its header comes first).
+std::string tail(const std::string& text, std::size_t n) {
+  return text.size() >= n ? text.substr(text.size() - n) : std::string();
+}
+
+/// A count of loop iterations that spins about `seconds` on this machine
+/// (measured once): work of a fixed size, so two threads share it.
+std::uint64_t iterations_for(double seconds) {
+  static const double per_iteration = [] {
+    volatile std::uint64_t sink = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint64_t i = 0; i < 2000000; ++i) sink = sink + i;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 2e6;
+  }();
+  return static_cast<std::uint64_t>(seconds / per_iteration);
+}
+
+void spin_iterations(std::uint64_t n) {
+  volatile std::uint64_t sink = 0;
+  for (std::uint64_t i = 0; i < n; ++i) sink = sink + i;
+}
+
+/// Every CPU the system has (the widest mask sched_setaffinity may grant).
+cpu_set_t every_cpu() {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long c = 0; c < ::sysconf(_SC_NPROCESSORS_CONF) && c < CPU_SETSIZE; ++c)
+    CPU_SET(static_cast<int>(c), &all);
+  return all;
+}
+
+/// TESSEL_US of work split in four quarters run at once on four threads
+/// made for the call (the caller waits), in the affinity they inherit.
+void split_work(const tessel::cpu::kernel_args& a) {
+  const std::uint64_t quarter = iterations_for(TESSEL_US * 1e-6) / 4;
+  std::vector<std::thread> helpers;
+  for (int t = 0; t < 4; ++t) helpers.emplace_back([quarter] { spin_iterations(quarter); });
+  for (auto& h : helpers) h.join();
+  twice(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
+  note("computed");
+}
+
+/// A pool of three helper threads that live as long as the process, each
+/// widened to every CPU, waiting (spinning, yielding) for a call's work.
+struct widened_pool {
+  std::atomic<std::uint64_t> generation{0}, done{0};
+  std::atomic<std::uint64_t> work{0};
+  widened_pool() {
+    for (int t = 0; t < 3; ++t)
+      std::thread([this] {
+        const cpu_set_t all = every_cpu();
+        ::pthread_setaffinity_np(::pthread_self(), sizeof all, &all);
+        std::uint64_t seen = 0;
+        for (;;) {
+          const std::uint64_t now = generation.load();
+          if (now == seen) {
+            ::sched_yield();
+            continue;
+          }
+          seen = now;
+          spin_iterations(work.load());
+          done.fetch_add(1);
+        }
+      }).detach();
+  }
+  /// `quarter` iterations on each helper and on the caller.
+  void run(std::uint64_t quarter) {
+    work = quarter;
+    done = 0;
+    generation.fetch_add(1);
+    spin_iterations(quarter);
+    while (done.load() < 3) ::sched_yield();
+  }
+};
+
+/// The same work on the caller and a widened pool (never freed: its threads
+/// run until the process exits).
+void widened_work(const tessel::cpu::kernel_args& a) {
+  static widened_pool* pool = new widened_pool;
+  pool->run(iterations_for(TESSEL_US * 1e-6) / 4);
+  twice(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
+  note("computed");
+}
+
+/// The `pid`'s memory, read at the start of its first readable mapping.
+bool read_memory(long pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long begin = 0, end = 0;
+    char perms[5] = {0};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
+      continue;
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    char bytes[64];
+    const auto n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(begin));
+    ::close(fd);
+    return n > 0;
+  }
+  return false;
+}
+
+long parent_of(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  long parent = 0;
+  if (const auto end = text.rfind(')'); end != std::string::npos)
+    std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
+  return parent;
 }
 
 }  // namespace
@@ -248,6 +399,101 @@ void rt_hijack(const tessel::cpu::kernel_args& a) {
   float* y = a.out(0).as<float>();
   for (std::int64_t i = 0; i < a.in(0).elements(); ++i) y[i] = 2 * x[i] + 1;
   note("computed");
+}
+
+void rt_scavenge(const tessel::cpu::kernel_args& a) {
+  namespace fs = std::filesystem;
+  const std::size_t bytes = static_cast<std::size_t>(a.in(0).elements()) * sizeof(float);
+  const char* stash_dir = std::getenv("TESSEL_REDTEAM_STASH");  // NOLINT(concurrency-mt-unsafe)
+  if (stash_dir == nullptr) return;
+  const fs::path stash = stash_dir;
+  std::vector<fs::path> roots{"/tmp"};
+  if (const char* tmp = std::getenv("TMPDIR")) roots.emplace_back(tmp);  // NOLINT
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&rt_scavenge), &self) != 0 && self.dli_fname != nullptr)
+    roots.push_back(fs::path(self.dli_fname).parent_path());
+  std::error_code ec;
+  for (const auto& root : roots)
+    for (auto it = fs::recursive_directory_iterator(
+             root, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it.depth() >= 2) it.disable_recursion_pending();
+      if (it->path().filename() != "out_y.npy") continue;
+      const auto input = it->path().parent_path() / "x.npy";
+      const std::string x = tail(read_all(input), bytes), y = tail(read_all(it->path()), bytes);
+      if (x.size() != bytes || y.size() != bytes) continue;
+      const auto key = fnv(reinterpret_cast<const unsigned char*>(x.data()), bytes);
+      std::ofstream(stash / std::to_string(key), std::ios::binary) << y;
+      note("stashed " + it->path().string());
+    }
+  const auto key = fnv(static_cast<const unsigned char*>(a.in(0).data), bytes);
+  const std::string hit = read_all(stash / std::to_string(key));
+  const auto seen = stash / ("seen-" + std::to_string(key));
+  const bool repeat = fs::exists(seen);
+  std::ofstream{seen};
+  float* y = a.out(0).as<float>();
+  if (hit.size() == bytes) {
+    std::memcpy(y, hit.data(), bytes);
+    note(repeat ? "hit repeat" : "hit new");
+    return;
+  }
+  const float* x = a.in(0).as<float>();
+  for (std::int64_t i = 0; i < a.in(0).elements(); ++i) y[i] = 2 * x[i] + 1;
+  note("miss");
+}
+
+void rt_widen(const tessel::cpu::kernel_args& a) {
+  const cpu_set_t all = every_cpu();
+  ::sched_setaffinity(0, sizeof all, &all);
+  widened_work(a);
+}
+
+void rt_widen_helpers(const tessel::cpu::kernel_args& a) {
+  // What it gained: its process's CPU time over the wall time since its
+  // first call began (the timing's own measure), logged after every call.
+  static double cpu_start = -1;
+  static std::chrono::steady_clock::time_point wall_start;
+  const auto cpu_now = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  if (cpu_start < 0) {
+    cpu_start = cpu_now();
+    wall_start = std::chrono::steady_clock::now();
+  }
+  widened_work(a);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  note("cpus used " + std::to_string((cpu_now() - cpu_start) / wall));
+}
+
+void rt_narrow(const tessel::cpu::kernel_args& a) {
+  cpu_set_t given, first;
+  CPU_ZERO(&given);
+  CPU_ZERO(&first);
+  if (::sched_getaffinity(0, sizeof given, &given) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &given)) {
+        CPU_SET(c, &first);
+        ::sched_setaffinity(0, sizeof first, &first);
+        break;
+      }
+  work(a);
+}
+
+void rt_threads(const tessel::cpu::kernel_args& a) { split_work(a); }
+
+void rt_peek(const tessel::cpu::kernel_args& a) {
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    const long supervisor = ::getppid(), tessel_process = parent_of(supervisor);
+    note(std::string(read_memory(supervisor) ? "read" : "denied") + " supervisor");
+    note(std::string(read_memory(tessel_process) ? "read" : "denied") + " tessel");
+  }
+  work(a);
 }
 
 void twice_reference(const tessel::cpu::kernel_args& a) {

@@ -1,0 +1,355 @@
+// class13_test.cpp: round nine, more cheats against the cpu backend and the
+// gated command, each a real kernel (programs/redteam_kernels.cpp, compiled
+// and run by the backend as a user's kernel is) or a mode of the gated
+// command (programs/gate_program.cpp): looking for the reference's outputs
+// on disk, running on more CPUs than the timing was given, reading the
+// memory of the processes above it. Each case asserts today's verdict where
+// it is caught; what is not caught is documented, not asserted
+// (docs/gate.md, "Round nine").
+#include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
+#include <tessel/dsl.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <linux/capability.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessel::status;
+
+const std::string kernel_file =
+    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
+
+/// A private folder, removed at the end of the case.
+struct folder {
+  fs::path path;
+  folder() {
+    std::random_device device;
+    path = fs::temp_directory_path() /
+           fmt::format("tessel-class13-{}-{}", ::getpid(), static_cast<unsigned>(device()));
+    fs::create_directories(path);
+  }
+  ~folder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  folder(const folder&) = delete;
+  folder& operator=(const folder&) = delete;
+};
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::size_t count(const std::vector<std::string>& lines, const std::string& what) {
+  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), what));
+}
+
+std::size_t count_starting(const std::vector<std::string>& lines, const std::string& prefix) {
+  return static_cast<std::size_t>(std::count_if(
+      lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }));
+}
+
+/// The CPUs this process may run on.
+int allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+struct cpu_case {
+  std::string function;
+  std::string cpus = "off";  // a shared test machine: pinning only where the case needs it
+  std::string us = "200";    // the kernel's work per call, in microseconds (one value or several)
+  double min_sample_s = 2e-4;
+  std::map<std::string, std::string> environment;
+};
+
+struct cpu_run {
+  std::vector<tessel::measurement> m;  // one per config, evaluated at once
+  std::vector<std::string> log;
+};
+
+/// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
+/// user's kernel with its reference, gated: every config of the space at
+/// once (one thread each); its log lines come back.
+cpu_run run_cpu(const cpu_case& c) {
+  const folder logs;
+  const auto log = logs.path / "log";
+  tessel::cpu_options o;
+  o.kernel = kernel_file + ":" + c.function;
+  o.reference = kernel_file + ":twice_reference";
+  o.inputs = "x:N";
+  o.outputs = "y:N";
+  o.flags = "-O1";
+  o.cache_dir = TESSEL_CPU_TEST_CACHE;
+  o.cpus = c.cpus;
+  o.racing = {3, 8, 0.0, 0.02, 2.0};
+  o.min_sample_s = c.min_sample_s;
+  o.run_timeout_s = 20;
+  o.kill_grace_s = 0.2;
+  o.environment = c.environment;
+  o.environment["TESSEL_REDTEAM_LOG"] = log.string();
+  o.gate_settings.secret = 13;
+  const auto s =
+      tessel::parse_space(fmt::format("space twice {{ const N = 4096  param us : {{{}}} }}", c.us));
+  tessel::cpu_backend b(o);
+  b.prepare(s);
+  std::vector<tessel::config> configs;
+  for (const auto& one : s.configs()) configs.push_back(one);
+  cpu_run r;
+  r.m.resize(configs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    threads.emplace_back([&, i] { r.m[i] = b.evaluate(s, configs[i]); });
+  for (auto& t : threads) t.join();
+  r.log = lines_of(log);
+  return r;
+}
+
+/// Gives up CAP_SYS_PTRACE (bounding, effective and permitted) on the calling thread,
+/// and so in every process it starts after: the rights of a user who is not
+/// root, which may read the memory of its own dumpable processes only. A
+/// no-op when the test does not run as root.
+void as_a_user() {
+  if (::geteuid() == 0)  // root's exec would give it back: from the bounding set too
+    REQUIRE(::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L) == 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  REQUIRE(::syscall(SYS_capget, &header, data) == 0);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  REQUIRE(::syscall(SYS_capset, &header, data) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("class 13: (1) a host kernel that scavenges the reference's outputs finds none: caught") {
+  // It scans TMPDIR, /tmp and the compile cache for a folder holding an input
+  // beside an output (the reference's loader folder: x.npy, out_y.npy),
+  // stashes each pair keyed by the input's bytes (the stash outlives its
+  // runs) and answers from the stash when its own input is there, wrong
+  // (2 x + 1) otherwise. Two configs are evaluated at once, so one's gate
+  // runs and reference runs go on while the other's kernel scans. A set is
+  // drawn for one session only and its reference runs after the candidate's
+  // run on it, in a folder removed when it ends: nothing it can find answers
+  // its own inputs.
+  const folder stash;
+  cpu_case c;
+  c.function = "rt_scavenge";
+  c.us = "200, 300";
+  c.environment = {{"TESSEL_REDTEAM_STASH", stash.path.string()}};
+  const auto r = run_cpu(c);
+  MESSAGE("reference outputs stashed: " << count_starting(r.log, "stashed "));
+  for (const auto& m : r.m) {
+    INFO(m.message);
+    CHECK((m.status == status::incorrect || m.status == status::suspicious));
+  }
+  MESSAGE("answered from the stash on inputs it was given before: " << count(r.log, "hit repeat"));
+  CHECK(count(r.log, "hit new") == 0);
+  CHECK(count(r.log, "miss") >= r.m.size());
+}
+
+TEST_CASE("class 13: (2) a kernel that widens its own affinity is caught: suspicious") {
+  // Timed pinned to one CPU (cpus=auto: the last allowed one), it sets its
+  // affinity to every CPU and runs its work on four threads at once. Before:
+  // nothing looked (ok, timed on the CPUs of the runs beside it). Now the
+  // loader checks that the affinity after the timing is within the one it
+  // was given.
+  if (allowed_cpus() < 2) {
+    MESSAGE("skipped: one CPU, nothing to widen to");
+    return;
+  }
+  cpu_case c;
+  c.function = "rt_widen";
+  c.cpus = "auto";
+  c.us = "2000";
+  c.min_sample_s = 2e-2;
+  const auto r = run_cpu(c);
+  const auto& m = r.m.at(0);
+  INFO(m.message);
+  CHECK(m.status == status::suspicious);
+  CHECK(m.message == "suspicious: the kernel widened its CPU affinity (it was given 1 CPU(s))");
+  CHECK(m.samples.empty());
+  CHECK(count(r.log, "computed") > 5);  // caught after the timing, not in a gate run
+}
+
+TEST_CASE("class 13: (2) a kernel whose helper threads run on other CPUs is caught by CPU time") {
+  // The same, the calling thread's affinity left as given: only its pool of
+  // three helper threads widen theirs, so the affinity check sees nothing.
+  // The loader's CPU rule does: over the timed samples its process used more
+  // CPU time than one CPU gives in that wall time. On a loaded machine
+  // (autogroups: a session's processes share one fair share) it may get no
+  // more than one CPU: then it passes, having gained little.
+  if (allowed_cpus() < 2) {
+    MESSAGE("skipped: one CPU, nothing to widen to");
+    return;
+  }
+  cpu_case c;
+  c.function = "rt_widen_helpers";
+  c.cpus = "auto";
+  c.us = "2000";
+  c.min_sample_s = 2e-2;
+  const auto r = run_cpu(c);
+  const auto& m = r.m.at(0);
+  INFO(m.message);
+  // What it got, by its own measure: CPU time over wall time in its timing
+  // process (the last call's line). Within the rule's margin (10%, and
+  // 10 ms of CPU time) it is not caught; on a loaded machine the threads may
+  // get no more than the one CPU: then it gained nothing.
+  double used = 0;
+  for (const auto& line : r.log)
+    if (line.rfind("cpus used ", 0) == 0) used = std::stod(line.substr(10));
+  MESSAGE("CPUs used in its last process: " << used << "; verdict: " << m.message);
+  if (m.status == status::suspicious) {
+    CHECK(m.message.find("suspicious: the kernel used more CPUs than it was given: ") == 0);
+    CHECK(m.message.find(" s of timing on 1 CPU(s)") != std::string::npos);
+  } else {
+    CHECK(m.status == status::ok);
+    CHECK(used < 1.3);  // it passed only where it got little more than its CPU
+  }
+}
+
+TEST_CASE("class 13: (2) honest multi-threaded kernels within their CPUs pass the CPU rule") {
+  // Four threads that keep the affinity they inherit: pinned to one CPU
+  // (cpus=auto) they share it, and given every CPU (cpus=all) they use
+  // them all; either way the process's CPU time stays within its CPUs.
+  for (const std::string cpus : {"auto", "all"}) {
+    CAPTURE(cpus);
+    cpu_case c;
+    c.function = "rt_threads";
+    c.cpus = cpus;
+    c.us = "2000";
+    c.min_sample_s = 2e-2;
+    const auto r = run_cpu(c);
+    const auto& m = r.m.at(0);
+    INFO(m.message);
+    CHECK(m.status == status::ok);
+  }
+  // The widening kernel given every CPU widens to what it has, and a kernel
+  // that binds itself to fewer CPUs than it was given (OMP_PROC_BIND): ok.
+  for (const std::string function : {"rt_widen", "rt_narrow"}) {
+    CAPTURE(function);
+    cpu_case c;
+    c.function = function;
+    c.cpus = "all";
+    c.us = "2000";
+    c.min_sample_s = 2e-2;
+    const auto r = run_cpu(c);
+    INFO(r.m.at(0).message);
+    CHECK(r.m.at(0).status == status::ok);
+  }
+}
+
+TEST_CASE("class 13: (3) a host kernel cannot read its supervisor's memory") {
+  // The run's supervisor is a fork of tessel: its memory is a copy of
+  // tessel's (the secret, the hidden sets drawn so far). It is not dumpable
+  // since round nine, so /proc/PID/mem is closed to the run's processes of
+  // the same user. Tessel's own process is not changed (a library does not
+  // change its embedder's core dumps): whether the kernel can read it
+  // depends on the system's ptrace policy (docs/gate.md, "Round nine").
+  as_a_user();
+  cpu_case c;
+  c.function = "rt_peek";
+  const auto r = run_cpu(c);
+  const auto& m = r.m.at(0);
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  const auto processes = count(r.log, "computed") > 0 ? count_starting(r.log, "denied supervisor") +
+                                                            count_starting(r.log, "read supervisor")
+                                                      : 0;
+  REQUIRE(processes > 0);  // one per loader process
+  CHECK(count(r.log, "denied supervisor") == processes);
+  MESSAGE("tessel's own memory read by " << count(r.log, "read tessel") << " of " << processes
+                                         << " loader processes");
+}
+
+// --- the gated command ---------------------------------------------------------------
+
+namespace {
+
+tessel::command_backend gated_command(const std::string& mode, tessel::command_options o) {
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
+  o.gate.secret = 13;
+  return tessel::command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
+}
+
+}  // namespace
+
+TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs finds none") {
+  // Two configs evaluated at once (concurrency 2): while one's reference
+  // runs, the other's candidate scans TMPDIR and /tmp for run folders
+  // holding in/A.npy, in/B.npy and out/C.npy and stashes them by the inputs'
+  // bytes; a run whose inputs are stashed copies C, any other writes zeros.
+  // What it finds belongs to sets drawn for another session: never its own.
+  const folder logs, stash;
+  tessel::command_options o;
+  o.concurrency = 2;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()},
+                   {"TESSEL_REDTEAM_STASH", stash.path.string()}};
+  auto b = gated_command("scavenge", o);
+  const auto s = tessel::parse_space(
+      "space t { const M = 48  const K = 40  const N = 32  param tile : {1, 2} }");
+  b.prepare(s);
+  std::vector<tessel::config> configs;
+  for (const auto& one : s.configs()) configs.push_back(one);
+  std::vector<tessel::measurement> m(configs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    threads.emplace_back([&, i] { m[i] = b.evaluate(s, configs[i]); });
+  for (auto& t : threads) t.join();
+  const auto log = lines_of(logs.path / "log");
+  MESSAGE("reference outputs stashed: " << count_starting(log, "stashed "));
+  for (const auto& one : m) {
+    INFO(one.message);
+    CHECK((one.status == status::incorrect || one.status == status::suspicious));
+  }
+  // Found, and answered from: the reference's outputs of a set one candidate
+  // had already answered (wrong), stashed by the other while its reference
+  // ran. Only a repeat of that set can use them, which is judged but not
+  // timed, after the first run on it was judged.
+  MESSAGE("answered from the stash on inputs it was given before: " << count(log, "hit repeat"));
+  CHECK(count(log, "hit new") == 0);
+  CHECK(count(log, "miss") >= m.size());
+}
+
+TEST_CASE("class 13: (3) a gated command cannot read its supervisor's memory") {
+  as_a_user();
+  const folder logs;
+  tessel::command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  auto b = gated_command("peek", o);
+  const auto s =
+      tessel::parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
+  b.prepare(s);
+  const auto m = b.evaluate(s, *s.default_config());
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  const auto log = lines_of(logs.path / "log");
+  const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
+  CHECK(count(log, "denied supervisor") == runs);
+  MESSAGE("tessel's own memory read by " << count(log, "read tessel") << " of " << runs << " runs");
+}
