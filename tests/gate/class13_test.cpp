@@ -13,12 +13,13 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "temp_folder.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,22 +38,7 @@ using tessel::status;
 const std::string kernel_file =
     std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
 
-/// A private folder, removed at the end of the case.
-struct folder {
-  fs::path path;
-  folder() {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           fmt::format("tessel-class13-{}-{}", ::getpid(), static_cast<unsigned>(device()));
-    fs::create_directories(path);
-  }
-  ~folder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  folder(const folder&) = delete;
-  folder& operator=(const folder&) = delete;
-};
+using tessel::testing::temp_folder;
 
 std::vector<std::string> lines_of(const fs::path& file) {
   std::ifstream in(file);
@@ -94,8 +80,8 @@ struct cpu_run {
 /// user's kernel with its reference, gated: every config of the space at
 /// once (one thread each); its log lines come back.
 cpu_run run_cpu(const cpu_case& c) {
-  const folder logs;
-  const auto log = logs.path / "log";
+  const temp_folder logs;
+  const auto log = logs.path() / "log";
   tessel::cpu_options o;
   o.kernel = kernel_file + ":" + c.function;
   o.reference = kernel_file + ":twice_reference";
@@ -155,11 +141,11 @@ TEST_CASE("class 13: (1) a host kernel that scavenges the reference's outputs fi
   // drawn for one session only and its reference runs after the candidate's
   // run on it, in a folder removed when it ends: nothing it can find answers
   // its own inputs.
-  const folder stash;
+  const temp_folder stash;
   cpu_case c;
   c.function = "rt_scavenge";
   c.us = "200, 300";
-  c.environment = {{"TESSEL_REDTEAM_STASH", stash.path.string()}};
+  c.environment = {{"TESSEL_REDTEAM_STASH", stash.path().string()}};
   const auto r = run_cpu(c);
   MESSAGE("reference outputs stashed: " << count_starting(r.log, "stashed "));
   for (const auto& m : r.m) {
@@ -305,11 +291,11 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
   // holding in/A.npy, in/B.npy and out/C.npy and stashes them by the inputs'
   // bytes; a run whose inputs are stashed copies C, any other writes zeros.
   // What it finds belongs to sets drawn for another session: never its own.
-  const folder logs, stash;
+  const temp_folder logs, stash;
   tessel::command_options o;
   o.concurrency = 2;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()},
-                   {"TESSEL_REDTEAM_STASH", stash.path.string()}};
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()},
+                   {"TESSEL_REDTEAM_STASH", stash.path().string()}};
   auto b = gated_command("scavenge", o);
   const auto s = tessel::parse_space(
       "space t { const M = 48  const K = 40  const N = 32  param tile : {1, 2} }");
@@ -321,7 +307,7 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
   for (std::size_t i = 0; i < configs.size(); ++i)
     threads.emplace_back([&, i] { m[i] = b.evaluate(s, configs[i]); });
   for (auto& t : threads) t.join();
-  const auto log = lines_of(logs.path / "log");
+  const auto log = lines_of(logs.path() / "log");
   MESSAGE("reference outputs stashed: " << count_starting(log, "stashed "));
   for (const auto& one : m) {
     INFO(one.message);
@@ -338,9 +324,9 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
 
 TEST_CASE("class 13: (3) a gated command cannot read its supervisor's memory") {
   as_a_user();
-  const folder logs;
+  const temp_folder logs;
   tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path / "log").string()}};
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
   auto b = gated_command("peek", o);
   const auto s =
       tessel::parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
@@ -348,7 +334,7 @@ TEST_CASE("class 13: (3) a gated command cannot read its supervisor's memory") {
   const auto m = b.evaluate(s, *s.default_config());
   INFO(m.message);
   CHECK(m.status == status::ok);
-  const auto log = lines_of(logs.path / "log");
+  const auto log = lines_of(logs.path() / "log");
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
   CHECK(count(log, "denied supervisor") == runs);
   MESSAGE("tessel's own memory read by " << count(log, "read tessel") << " of " << runs << " runs");
