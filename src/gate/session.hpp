@@ -143,6 +143,8 @@ struct gate_session::state {
   /// s's at every element (values, so 0 and -0 are alike); none when the
   /// spec has no inputs (nothing tells its sets apart).
   [[nodiscard]] std::optional<std::size_t> same_as(std::size_t s) const;
+  /// Keeps set s's fingerprint (prints_), once its inputs are drawn.
+  void remember_print(std::size_t s);
   /// The spec's inputs and how many distinct sets they allow at most, for a
   /// diagnostic: "x (int32, 4 elements in [0, 2)): at most 16 distinct sets".
   [[nodiscard]] std::string variety_text() const;
@@ -175,6 +177,7 @@ struct gate_session::state {
   std::deque<std::vector<hidden_input>> hidden_;
   std::deque<set_record> records_;
   std::vector<distribution> kinds_;           ///< per set drawn
+  std::vector<std::uint64_t> prints_;         ///< per set drawn: its inputs' fingerprint
   std::optional<std::size_t> base_;           ///< the set shared_prefix sets extend
   std::map<std::size_t, std::size_t> timed_;  ///< timed call -> its set
   /// (set, calls) -> the set of a loop's last call (perturbed_set)
