@@ -5,8 +5,10 @@
 // positions drawn from a seed the gate passes: a pair whose values differ
 // (up to `random_tries` random pairs, then the first element after the
 // second position, cyclically, that differs from the first position's), so
-// an input that is not one value everywhere changes at every step. An
-// exchange keeps an input's values (int32 labels stay in their range) and
+// an input that is not one value everywhere changes at every step; never
+// the pair the input's previous step exchanged (that would undo it and give
+// a call the inputs of the call before last), unless the scan finds no other.
+// An exchange keeps an input's values (int32 labels stay in their range) and
 // costs two loads and two stores.
 //
 // Self-contained on purpose (the standard library only, everything inline):
@@ -21,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tessel::loop_rule {
@@ -46,14 +49,20 @@ class stream {
 /// One step of the rule on one input of `n` elements: sets `a` and `b` to
 /// the positions to exchange and returns true, or returns false (a = b = 0)
 /// when every element holds the same value (or n < 2). `differ(a, b)`:
-/// whether the elements at a and b hold different values.
+/// whether the elements at a and b hold different values. The pair
+/// (`last_a`, `last_b`) (equal: none) is taken only when the scan finds no
+/// other: exchanging it again would undo the previous step.
 template <class Differ>
-bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::uint64_t& b) {
+bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::uint64_t& b,
+          std::uint64_t last_a = 0, std::uint64_t last_b = 0) {
   a = b = 0;
   if (n < 2) return false;
+  const auto undoes = [last_a, last_b](std::uint64_t x, std::uint64_t y) {
+    return last_a != last_b && ((x == last_a && y == last_b) || (x == last_b && y == last_a));
+  };
   for (int t = 0; t < random_tries; ++t) {
     const std::uint64_t x = s.next() % n, y = s.next() % n;
-    if (x != y && differ(x, y)) {
+    if (x != y && !undoes(x, y) && differ(x, y)) {
       a = x;
       b = y;
       return true;
@@ -62,15 +71,23 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
   // Few values (a mask, sparse labels) or nearly constant: scan from a
   // random position for one that differs from another random one.
   const std::uint64_t x = s.next() % n, start = s.next() % n;
+  bool undo = false;
   for (std::uint64_t k = 0; k < n; ++k) {
     const std::uint64_t y = (start + k) % n;
     if (y != x && differ(x, y)) {
+      if (undoes(x, y)) {
+        undo = true;
+        continue;
+      }
       a = x;
       b = y;
       return true;
     }
   }
-  return false;
+  if (!undo) return false;
+  a = last_a;
+  b = last_b;
+  return true;
 }
 
 /// The rule over a loop's inputs: one stream for all of them, in input
@@ -78,14 +95,18 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
 /// then on (an exchange cannot change it) and draws nothing more.
 class walk {
  public:
-  walk(std::uint64_t seed, std::size_t inputs) : stream_(seed), constant_(inputs, false) {}
+  walk(std::uint64_t seed, std::size_t inputs)
+      : stream_(seed), constant_(inputs, false), last_(inputs, {0, 0}) {}
   /// The exchange before the next call on input `i` of `n` elements (call
   /// it for every input in order, once per step); false: none.
   template <class Differ>
   bool step(std::size_t i, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::uint64_t& b) {
     a = b = 0;
     if (constant_[i]) return false;
-    if (pick(stream_, n, differ, a, b)) return true;
+    if (pick(stream_, n, differ, a, b, last_[i].first, last_[i].second)) {
+      last_[i] = {a, b};
+      return true;
+    }
     constant_[i] = true;
     return false;
   }
@@ -93,6 +114,7 @@ class walk {
  private:
   stream stream_;
   std::vector<bool> constant_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> last_;  ///< per input: its last exchange
 };
 
 }  // namespace tessel::loop_rule

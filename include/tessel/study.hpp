@@ -285,6 +285,10 @@ class study {
   [[nodiscard]] summary current_summary() const;
   [[nodiscard]] const tessel::space& space() const;
   [[nodiscard]] const options& opts() const;
+  /// In a shared study, the id this process joined with in its latest run()
+  /// (shared_store::join): trial::worker of the results it measured; 0
+  /// before run() joined, and for a store with one writer.
+  [[nodiscard]] std::uint64_t worker_id() const;
 
  private:
   struct state;

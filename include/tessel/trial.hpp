@@ -52,6 +52,11 @@ struct trial {
   bool reported = false;
   double proposed_at = 0;  ///< seconds since the study started
   double finished_at = 0;
+  /// In a shared study (shared_store): the id of the worker that holds the
+  /// trial (running) or whose result was kept (finished), as
+  /// shared_store::join returned it; 0 when none did (a store with one
+  /// writer, a queued trial, a result from a process that never joined).
+  std::uint64_t worker = 0;
 };
 
 }  // namespace tessel

@@ -388,6 +388,20 @@ class finished_counter final : public observer {
   void on_trial(const trial&, const progress&) override { finished.fetch_add(1); }
 };
 
+/// Counts one more finished trial whose result this worker measured and the
+/// store kept: a shared study's observers also see the results of every other
+/// worker, as this one reads them back (trial::worker says whose).
+class own_finished_counter final : public observer {
+ public:
+  explicit own_finished_counter(const study& s) : study_(&s) {}
+  void on_trial(const trial& t, const progress&) override {
+    if (t.worker != 0 && t.worker == study_->worker_id()) finished.fetch_add(1);
+  }
+
+ private:
+  const study* study_;
+};
+
 /// The count starts at the finished trials of `studies`; an observer added
 /// to each keeps it.
 void count_from(const std::vector<study*>& studies) {
@@ -439,10 +453,11 @@ void announce_worker_interrupts(const std::string& worker, const std::string& wh
       " stored in {}; the trials it was running go back to the queue when its lease ({} s) "
       "runs out\n",
       where, lease_s);
-  one = " finished trial (of every worker) is" + rest;
-  many = " finished trials (of every worker) are" + rest;
+  one = " finished trial of this worker is" + rest;
+  many = " finished trials of this worker are" + rest;
   counted = true;
-  count_from({&shared});
+  finished.store(0);  // it has measured nothing yet: it joins in run()
+  shared.add_observer(std::make_shared<own_finished_counter>(shared));
   install();
 }
 

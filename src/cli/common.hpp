@@ -98,10 +98,10 @@ void add_model_options(CLI::App& command, model_options& options);
 void announce_interrupts(const std::string& where, const std::vector<study*>& studies);
 /// As announce_interrupts, for `tessel worker` WORKER of the shared study
 /// at `where`: "tessel: interrupted; worker WORKER stops; N finished trials
-/// (of every worker) are stored in WHERE; the trials it was running go back
-/// to the queue when its lease (L s) runs out". N counts the study's
-/// finished trials as this worker knows them: its observers see every
-/// worker's, and tell none apart.
+/// of this worker are stored in WHERE; the trials it was running go back
+/// to the queue when its lease (L s) runs out". N counts the results this
+/// worker measured and the store kept (trial::worker is its id), not the
+/// other workers' results its observers also see.
 void announce_worker_interrupts(const std::string& worker, const std::string& where, double lease_s,
                                 study& shared);
 void stop_announcing_interrupts();

@@ -85,6 +85,45 @@ double element_error(double c, double r, double tol, double allowance, double su
   return diff / (tol * (std::abs(r) + allowance));
 }
 
+/// Draws of a set that repeats another before the gate gives up (docs/gate.md,
+/// "Distinct sets"), the first kind_redraws of them of the set's own kind.
+constexpr int redraws = 32, kind_redraws = 4;
+
+/// Whether two inputs of one spec hold the same value at every element;
+/// read from the end, where shared_prefix sets differ.
+bool same_values(const input_tensor& a, const input_tensor& b) {
+  for (std::int64_t flat = a.spec().elements(); flat-- > 0;)
+    if (a.at(flat) != b.at(flat)) return false;
+  return true;
+}
+
+/// A hash of one element of a loop's input, summed over the elements: an
+/// exchange updates the sum in O(1). 0 and -0 hash alike.
+std::uint64_t element_hash(std::uint64_t flat, double v) {
+  return detail::hash(std::bit_cast<std::uint64_t>(v == 0 ? 0.0 : v), flat);
+}
+
+/// A hash of a set's inputs at 16 positions each, 0 and -0 alike: the last
+/// element, 8 anywhere and 7 in the last quarter (where two shared_prefix
+/// sets differ), hashed from the input's size so that none falls on a
+/// row's padding by its stride. Sets that differ (nearly all) differ there,
+/// so only sets of equal fingerprints are compared element by element.
+std::uint64_t fingerprint(const std::vector<input_tensor>& set) {
+  std::uint64_t h = 0;
+  for (const input_tensor& t : set) {
+    const std::int64_t n = t.spec().elements();
+    for (std::int64_t k = 0; k < 16 && n > 0; ++k) {
+      const auto count = static_cast<std::uint64_t>(n), draw = detail::hash(count, k);
+      const std::uint64_t last_quarter = std::max<std::uint64_t>(count / 4, 1);
+      const auto flat = static_cast<std::int64_t>(k == 15 ? count - 1
+                                                  : k < 8 ? draw % count
+                                                          : count - 1 - draw % last_quarter);
+      h = detail::hash(h, element_hash(static_cast<std::uint64_t>(flat), t.at(flat)));
+    }
+  }
+  return h;
+}
+
 bool same_declaration(const tensor_spec& a, const tensor_spec& b) {
   return a.name == b.name && a.shape == b.shape && a.type == b.type &&
          a.label_range == b.label_range && a.reduction == b.reduction && a.scale == b.scale;
@@ -166,6 +205,66 @@ void gate_session::state::draw_set(std::size_t s, distribution d, Seed&& seed_of
   for (std::size_t i = 0; i < inputs_.size(); ++i)
     hidden.push_back(
         detail::hidden_access::make(std::make_shared<const tensor_spec>(*inputs_[i]), drawn[i]));
+  remember_print(s);
+}
+
+void gate_session::state::remember_print(std::size_t s) {
+  if (prints_.size() <= s) prints_.resize(s + 1);
+  prints_[s] = fingerprint(drawn_.at(s));
+}
+
+template <class Seed>
+void gate_session::state::draw_distinct(std::size_t s, distribution d, Seed&& seed_of,
+                                        bool extends_base) {
+  for (int attempt = 0;; ++attempt) {
+    const distribution kind = attempt < kind_redraws ? d : distribution::normal;
+    draw_set(
+        s, kind, [&](std::size_t i) { return seed_of(i, attempt); },
+        extends_base && kind == distribution::shared_prefix);
+    const auto twin = same_as(s);
+    if (!twin) return;
+    if (attempt + 1 == redraws)
+      throw error(fmt::format(
+          "every one of {} draws of the {} suite's inputs repeats those of the {} suite: the "
+          "spec's inputs, {}, have too little variety for the gate, which gives a candidate no "
+          "input set twice (docs/gate.md, \"Distinct sets\"); declare more elements or a wider "
+          "label range",
+          redraws, suite_name(s), suite_name(*twin), variety_text()));
+  }
+}
+
+std::optional<std::size_t> gate_session::state::same_as(std::size_t s) const {
+  if (inputs_.empty()) return std::nullopt;
+  const std::vector<input_tensor>& set = drawn_.at(s);
+  for (std::size_t other = 0; other < drawn_.size(); ++other) {
+    const std::vector<input_tensor>& them = drawn_[other];
+    if (other == s || them.size() != set.size() || prints_.at(other) != prints_.at(s))
+      continue;  // not drawn yet, or different where the fingerprints look
+    bool same = true;
+    for (std::size_t i = 0; i < set.size() && same; ++i) same = same_values(set[i], them[i]);
+    if (same) return other;
+  }
+  return std::nullopt;
+}
+
+std::string gate_session::state::variety_text() const {
+  std::vector<std::string> each;
+  double bits = 0;  // log2 of the distinct sets the inputs allow, at most
+  for (const auto& t : inputs_) {
+    const std::int64_t n = t->elements();
+    if (t->type == element_type::int32) {
+      each.push_back(fmt::format("{} (int32, {} element{} in [0, {}))", t->name, n,
+                                 n == 1 ? "" : "s", t->label_range));
+      bits += static_cast<double>(n) * std::log2(static_cast<double>(t->label_range));
+    } else {
+      each.push_back(
+          fmt::format("{} ({}, {} element{})", t->name, to_string(t->type), n, n == 1 ? "" : "s"));
+      bits += static_cast<double>(n) * 8 * static_cast<double>(bytes_of(t->type));
+    }
+  }
+  const std::string most =
+      bits < 53 ? fmt::format("{}", std::llround(std::exp2(bits))) : fmt::format("2^{:.0f}", bits);
+  return fmt::format("{}, at most {} distinct sets", fmt::join(each, ", "), most);
 }
 
 void gate_session::state::draw_sets() {
@@ -181,10 +280,13 @@ void gate_session::state::draw_sets() {
     for (std::size_t s = 0; s < n; ++s) {
       const distribution d = options_.suite[s];
       if ((d == distribution::shared_prefix) != prefix) continue;
-      draw_set(
+      draw_distinct(
           s, d,
-          [&](std::size_t i) {
-            return key_.derive("input", {config_key_, epoch_, s, i});
+          [&](std::size_t i, int attempt) {
+            return attempt == 0
+                       ? key_.derive("input", {config_key_, epoch_, s, i})
+                       : key_.derive("input redrawn", {config_key_, epoch_, s, i,
+                                                       static_cast<std::uint64_t>(attempt)});
           },
           prefix);
     }
@@ -202,10 +304,13 @@ std::size_t gate_session::state::timed_set(std::size_t i) {
   records_.emplace_back();
   kinds_.push_back(d);
   timed_.emplace(i, s);
-  draw_set(
+  draw_distinct(
       s, d,
-      [&](std::size_t input) {
-        return key_.derive("timed input", {config_key_, epoch_, i, input});
+      [&](std::size_t input, int attempt) {
+        return attempt == 0
+                   ? key_.derive("timed input", {config_key_, epoch_, i, input})
+                   : key_.derive("timed input redrawn", {config_key_, epoch_, i, input,
+                                                         static_cast<std::uint64_t>(attempt)});
       },
       d == distribution::shared_prefix);
   return s;
@@ -224,21 +329,51 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
   if (const auto known = perturbed_.find(key); known != perturbed_.end()) return known->second;
   // Replay the loop's exchanges on set s's values (docs/gate.md, "Round
   // seven"): the loader made them on its buffers before each call after the first.
+  // Each call's inputs are hashed (element_hash, summed), so that a loop
+  // whose calls come back to inputs an earlier call had (few elements, few
+  // values) is told apart from one whose every call is new.
   std::vector<std::vector<double>> values;
-  for (const input_tensor& t : drawn_.at(s)) values.push_back(t.values());
+  std::vector<std::uint64_t> sums;
+  for (const input_tensor& t : drawn_.at(s)) {
+    values.push_back(t.values());
+    std::uint64_t sum = 0;
+    for (std::size_t p = 0; p < values.back().size(); ++p) sum += element_hash(p, values.back()[p]);
+    sums.push_back(sum);
+  }
+  const auto state_hash = [&sums] {
+    std::uint64_t h = 0;
+    for (std::size_t i = 0; i < sums.size(); ++i) h += detail::hash(sums[i], i);
+    return h;
+  };
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> seen{{state_hash(), 1}};  // (hash, call)
   loop_rule::walk walk(loop_seed(s), values.size());
   bool changed = false;
-  for (std::uint64_t call = 1; call < calls; ++call)
+  for (std::uint64_t call = 1; call < calls; ++call) {
+    bool moved = false;
     for (std::size_t i = 0; i < values.size(); ++i) {
       std::vector<double>& v = values[i];
       std::uint64_t a = 0, b = 0;
       if (walk.step(
               i, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b)) {
+        sums[i] += element_hash(b, v[a]) + element_hash(a, v[b]) - element_hash(a, v[a]) -
+                   element_hash(b, v[b]);
         std::swap(v[a], v[b]);
-        changed = true;
+        moved = true;
       }
     }
+    changed = changed || moved;
+    if (moved) seen.emplace_back(state_hash(), call + 1);
+  }
   if (!changed) return perturbed_.emplace(key, s).first->second;
+  std::sort(seen.begin(), seen.end());
+  for (std::size_t k = 1; k < seen.size(); ++k)
+    if (seen[k].first == seen[k - 1].first)
+      throw error(fmt::format(
+          "the timing loop on the {} suite gave call {} the inputs of call {} (of {}; the loop "
+          "exchanges two elements of each input between calls): the spec's inputs, {}, have too "
+          "little variety to keep a loop's calls apart (docs/gate.md, \"Distinct sets\")",
+          suite_name(s), std::max(seen[k].second, seen[k - 1].second),
+          std::min(seen[k].second, seen[k - 1].second), calls, variety_text()));
   const std::size_t d = drawn_.size();
   drawn_.emplace_back();
   hidden_.emplace_back();
@@ -250,6 +385,13 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
         std::make_shared<const tensor_spec>(*inputs_[i]), drawn_[d][i]));
   }
   loop_calls_.emplace(d, calls);
+  remember_print(d);
+  if (const auto twin = same_as(d))
+    throw error(fmt::format(
+        "the last call of the timing loop on the {} suite was given the inputs of the {} suite: "
+        "the spec's inputs, {}, have too little variety to keep a loop's calls apart from the "
+        "other sets (docs/gate.md, \"Distinct sets\")",
+        suite_name(s), suite_name(*twin), variety_text()));
   return perturbed_.emplace(key, d).first->second;
 }
 

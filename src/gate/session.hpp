@@ -132,6 +132,22 @@ struct gate_session::state {
   /// shared_prefix set extends the base set when `extends_base`.
   template <class Seed>
   void draw_set(std::size_t s, distribution d, Seed&& seed_of, bool extends_base);
+  /// draw_set, drawn again until set s equals no other set drawn (docs/gate.md,
+  /// "Distinct sets"): `seed_of(i, attempt)` seeds input i of each attempt
+  /// (attempt 0: the usual draw); after kind_redraws attempts of kind `d`,
+  /// the widest kind (normal). Throws tessel::error when every attempt
+  /// repeats a set: the spec's inputs have too little variety.
+  template <class Seed>
+  void draw_distinct(std::size_t s, distribution d, Seed&& seed_of, bool extends_base);
+  /// A set drawn before, other than s, whose inputs hold the values of set
+  /// s's at every element (values, so 0 and -0 are alike); none when the
+  /// spec has no inputs (nothing tells its sets apart).
+  [[nodiscard]] std::optional<std::size_t> same_as(std::size_t s) const;
+  /// Keeps set s's fingerprint (prints_), once its inputs are drawn.
+  void remember_print(std::size_t s);
+  /// The spec's inputs and how many distinct sets they allow at most, for a
+  /// diagnostic: "x (int32, 4 elements in [0, 2)): at most 16 distinct sets".
+  [[nodiscard]] std::string variety_text() const;
   void draw_calls();
   std::optional<verdict> judge(std::size_t s, const probe_values& at);
   std::optional<verdict> strays(std::size_t s, const probe_points& stray);
@@ -161,6 +177,7 @@ struct gate_session::state {
   std::deque<std::vector<hidden_input>> hidden_;
   std::deque<set_record> records_;
   std::vector<distribution> kinds_;           ///< per set drawn
+  std::vector<std::uint64_t> prints_;         ///< per set drawn: its inputs' fingerprint
   std::optional<std::size_t> base_;           ///< the set shared_prefix sets extend
   std::map<std::size_t, std::size_t> timed_;  ///< timed call -> its set
   /// (set, calls) -> the set of a loop's last call (perturbed_set)

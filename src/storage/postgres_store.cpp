@@ -73,14 +73,25 @@ std::string id_array(const std::vector<std::uint64_t>& ids) {
   return out + "}";
 }
 
+/// The trial columns, then worker_id (read_shared_trial).
+std::string shared_trial_columns() { return fmt::format("{}, worker_id", trial_columns); }
+
 std::string select_trials(std::string_view where) {
-  return fmt::format("SELECT {} FROM trials {} ORDER BY id", trial_columns, where);
+  return fmt::format("SELECT {} FROM trials {} ORDER BY id", shared_trial_columns(), where);
+}
+
+/// A row of shared_trial_columns(): the trial, and trial::worker from worker_id.
+trial read_shared_trial(const pg::row& row, const space& s) {
+  auto t = read_trial(row, s);
+  if (!row.is_null(trial_column_count))
+    t.worker = static_cast<std::uint64_t>(row.integer(trial_column_count));
+  return t;
 }
 
 std::vector<trial> read_trials(const pg::result& r, const space& s) {
   std::vector<trial> out;
   out.reserve(static_cast<std::size_t>(r.rows()));
-  for (int i = 0; i < r.rows(); ++i) out.push_back(read_trial(r.at(i), s));
+  for (int i = 0; i < r.rows(); ++i) out.push_back(read_shared_trial(r.at(i), s));
   return out;
 }
 
@@ -420,11 +431,11 @@ std::optional<trial> postgres_store::claim(const space& s) {
         fmt::format("UPDATE trials SET state = 'running', worker_id = $1, claims = claims + 1 "
                     "WHERE id = (SELECT id FROM trials WHERE state = 'proposed' ORDER BY id "
                     "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {}",
-                    trial_columns),
+                    shared_trial_columns()),
         p, "claiming a trial");
   });
   if (r.rows() == 0) return std::nullopt;
-  auto t = naming_study([&] { return read_trial(r.at(0), s); });
+  auto t = naming_study([&] { return read_shared_trial(r.at(0), s); });
   held_.insert(t.id);
   return t;
 }

@@ -158,7 +158,7 @@ summary study::state::run_shared(const stop_condition& until) {
   auto me = options_.worker;
   me.jobs = jobs;
   if (me.name.empty()) me.name = default_worker_name();
-  shared_->join(me);
+  worker_id = shared_->join(me);
   auto progress_now = [&] {
     auto p = progress_;
     p.wall_s = seconds_since(started);

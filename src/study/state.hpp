@@ -115,6 +115,7 @@ struct study::state final : search_context {
   study_options options_;
   std::shared_ptr<study_store> db_;
   shared_store* shared_ = nullptr;  ///< db_->shared(): many processes work this study
+  std::uint64_t worker_id = 0;  ///< shared_->join()'s answer in the latest run (study::worker_id)
   /// Proposals a lost connection may not have stored: proposed again at the
   /// next turn as proposer, unless known by then.
   std::vector<trial> unsent;

@@ -158,6 +158,7 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
       t.finished_at = 0;
       return t;
     }
+    if (shared_) t.worker = worker_id;  // as the store recorded it (postgres_store::finish)
   }
 
   ++progress_.evaluations;
@@ -507,5 +508,6 @@ const std::vector<trial>& study::trials() const { return state_->trials; }
 summary study::current_summary() const { return state_->make_summary(); }
 const tessel::space& study::space() const { return state_->space_; }
 const study::options& study::opts() const { return state_->options_; }
+std::uint64_t study::worker_id() const { return state_->worker_id; }
 
 }  // namespace tessel

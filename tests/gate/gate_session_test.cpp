@@ -9,11 +9,13 @@
 
 #include <tessel/error.hpp>
 #include <tessel/gate.hpp>
+#include <tessel/loop_rule.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <string>
 #include <thread>
@@ -336,4 +338,111 @@ TEST_CASE("gate_options::validate names the bad field") {
   o = {};
   o.machine.flops_per_s = -1;
   CHECK(options_message(o).starts_with("gate_options::machine:"));
+}
+
+namespace {
+
+/// y = x on one int32 input of `n` labels in [0, range): little variety.
+elementwise_spec labels(std::int64_t n, std::int64_t range) {
+  elementwise_spec spec({n}, element_type::int32);
+  spec.input_type = element_type::int32;
+  spec.label = range;
+  return spec;
+}
+
+std::string prepare_error(const tessel::gate_spec& spec) {
+  try {
+    tessel::gate g(seeded());
+    (void)g.session(spec, 1);
+  } catch (const tessel::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("labels of little variety: every set a session deals is new, the same per secret") {
+  // Before: an int32 `structured` set is flat mod label_range whatever its
+  // seed, so every timed set of that kind repeated the check's (and 6
+  // labels of 2 values repeated others by chance): a kernel that memoises
+  // its outputs by the inputs' content answered those timed calls from its cache.
+  const auto spec = labels(6, 2);
+  for (std::uint64_t secret = 1; secret <= 4; ++secret) {
+    tessel::gate_options o = seeded();
+    o.secret = secret;
+    tessel::gate g(o), again(o);
+    const auto session = g.session(spec, 7), twin = again.session(spec, 7);
+    std::vector<std::size_t> sets(session.sets());
+    std::iota(sets.begin(), sets.end(), std::size_t{0});
+    for (std::size_t i = 0; i < 24; ++i) sets.push_back(session.timed_set(i));
+    std::set<std::vector<double>> seen;
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      const auto values = session.inputs(sets[i])[0].values();
+      INFO("secret ", secret, ", set ", sets[i]);
+      CHECK(seen.insert(values).second);  // no set like an earlier one
+      const std::size_t same = i < session.sets() ? sets[i] : twin.timed_set(i - session.sets());
+      CHECK(twin.inputs(same)[0].values() == values);  // reproducible from the secret
+    }
+  }
+}
+
+TEST_CASE("labels too few for distinct sets: the gate says so before the first call") {
+  // 2 labels of 2 values are 4 sets; a check alone deals one per suite.
+  const auto message = prepare_error(labels(2, 2));
+  CHECK(message.find("have too little variety for the gate, which gives a candidate no input set "
+                     "twice") != std::string::npos);
+  CHECK(message.find("x (int32, 2 elements in [0, 2)), at most 4 distinct sets") !=
+        std::string::npos);
+  CHECK(message.find("declare more elements or a wider label range") != std::string::npos);
+  tessel::gate g(seeded());
+  const auto spec = labels(2, 2);
+  elementwise candidate(spec, same);
+  const auto v = g.check(spec, candidate, 1);
+  CHECK(v.status == status::runtime_error);
+  CHECK(v.message.find("too little variety") != std::string::npos);
+  CHECK(candidate.runs == 0);
+  CHECK(prepare_error(labels(16, 2)).empty());  // 2^16 sets: enough
+}
+
+TEST_CASE("a timing loop whose calls come back to earlier inputs is named, not judged as new") {
+  // 8 labels of 2 values: an exchange loop has at most C(8, 4) = 70
+  // arrangements, so 200 calls repeat some; before, perturbed_set() judged
+  // the last call as if its inputs were new.
+  tessel::gate g(seeded());
+  const auto spec = labels(8, 2);
+  auto session = g.session(spec, 3);
+  std::size_t s = session.timed_set(0);
+  for (std::size_t i = 1; !session.perturbable(s); ++i) s = session.timed_set(i);
+  std::string message;
+  try {
+    (void)session.perturbed_set(s, 200);
+  } catch (const tessel::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("the timing loop on the '") != std::string::npos);
+  CHECK(message.find(" the inputs of call ") != std::string::npos);
+  CHECK(message.find("have too little variety to keep a loop's calls apart") != std::string::npos);
+  // 64 fp32 values allow 64! arrangements, but the rule once drew the pair
+  // it had just exchanged (about 1 step in 2,000 here), undoing it: before,
+  // call 1412 of this loop had the inputs of call 1410. Now no call of the
+  // loop repeats an earlier one, and the session finds none.
+  const elementwise_spec wide({64}, element_type::fp32);
+  auto other = g.session(wide, 3);
+  std::size_t w = other.timed_set(0);
+  for (std::size_t i = 1; !other.perturbable(w); ++i) w = other.timed_set(i);
+  std::vector<double> v = other.inputs(w)[0].values();
+  std::set<std::vector<double>> states{v};
+  tessel::loop_rule::walk walk(other.loop_seed(w), 1);
+  for (int call = 2; call <= 2000; ++call) {
+    std::uint64_t a = 0, b = 0;
+    REQUIRE(walk.step(
+        0, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b));
+    std::swap(v[a], v[b]);
+    INFO("call ", call);
+    CHECK(states.insert(v).second);
+  }
+  const std::size_t last = other.perturbed_set(w, 2000);
+  CHECK(last != w);
+  CHECK(other.inputs(last)[0].values() == v);
 }

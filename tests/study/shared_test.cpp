@@ -121,6 +121,54 @@ TEST_CASE("four processes work one study: one budget, each config once") {
   }
 }
 
+TEST_CASE("each result says whose it is: a worker's observers tell its own from the others'") {
+  // Before: on_trial fired alike for this worker's results and for the other
+  // workers' it read back, and nothing told them apart: `tessel worker`'s
+  // count of its finished trials counted every worker's.
+  PG_CLUSTER_OR_SKIP();
+  const auto url = pg_cluster::instance().study_url("whose");
+  struct counted final : observer {
+    const study* s = nullptr;
+    std::size_t own = 0, others = 0, unknown = 0;
+    void on_trial(const trial& t, const progress&) override {
+      if (t.worker == 0) ++unknown;
+      (t.worker == s->worker_id() ? own : others) += t.worker != 0;
+    }
+  };
+  std::vector<std::shared_ptr<counted>> seen(3);
+  std::vector<std::uint64_t> ids(3), before(3, 1);
+  std::vector<std::thread> workers;
+  for (std::size_t w = 0; w < seen.size(); ++w)
+    workers.emplace_back([&, w] {
+      auto st = make(url);
+      seen[w] = std::make_shared<counted>();
+      seen[w]->s = &st;
+      st.add_observer(seen[w]);
+      before[w] = st.worker_id();  // not joined yet: 0
+      (void)st.run(stop::evaluations(45));
+      ids[w] = st.worker_id();
+    });
+  for (auto& w : workers) w.join();
+  const auto db = open_store(url);
+  const auto trials = db->load(grid());
+  REQUIRE(trials.size() == 45);
+  std::size_t total = 0;
+  for (std::size_t w = 0; w < seen.size(); ++w) {
+    INFO("worker ", w, " (id ", ids[w], ")");
+    CHECK(before[w] == 0);
+    CHECK(ids[w] != 0);
+    // What the store recorded (worker_id), read back through trial::worker.
+    const auto stored = static_cast<std::size_t>(std::count_if(
+        trials.begin(), trials.end(), [&](const trial& t) { return t.worker == ids[w]; }));
+    CHECK(seen[w]->own == stored);
+    CHECK(seen[w]->unknown == 0);
+    CHECK(seen[w]->own + seen[w]->others <= 45);  // the others' as far as it read them
+    total += stored;
+  }
+  CHECK(total == 45);  // every result is one worker's
+  CHECK(std::set<std::uint64_t>(ids.begin(), ids.end()).size() == 3);
+}
+
 TEST_CASE("a killed worker's trial goes back to the queue and is finished by another") {
   PG_CLUSTER_OR_SKIP();
   const auto url = pg_cluster::instance().study_url("killed");
