@@ -506,7 +506,9 @@ class gate_session {
   /// call from the secret, of a suite distribution the secret picks, never
   /// one the candidate has been given before, so a kernel that memoises its
   /// outputs by the inputs' content cannot answer a timed call from its
-  /// cache. Judging it (spot_check) computes its reference then.
+  /// cache. Judging it (spot_check) computes its reference then. Throws
+  /// tessel::error when the spec's inputs have too little variety to give
+  /// it inputs no earlier set had (docs/gate.md, "Distinct sets").
   [[nodiscard]] std::size_t timed_set(std::size_t i) const;
   /// Whether timed call `i` of a loop of `count` must be judged: the first,
   /// the last, every one whose set shares content by construction with a
@@ -528,6 +530,9 @@ class gate_session {
   /// changes nothing). A derived set is numbered after the sets drawn so
   /// far, the same for the same (s, calls); judging it computes its
   /// reference then, and every rule applies to it as to a timed set.
+  /// Throws tessel::error when a call of the loop had the inputs of an
+  /// earlier call, or the last call's inputs are another set's (too little
+  /// variety: docs/gate.md, "Distinct sets").
   [[nodiscard]] std::size_t perturbed_set(std::size_t s, std::uint64_t calls);
 
   /// Whether a call on set `s` has been judged. A backend that judges
