@@ -13,6 +13,7 @@
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
+#include "redteam_log.hpp"
 #include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
@@ -37,6 +38,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using tessel::status;
+using tessel::test::count;
+using tessel::test::lines_of;
+using tessel::test::starting;
 using tessel::testing::temp_folder;
 
 const std::string kernel_file =
@@ -62,25 +66,6 @@ struct tmpdir_as {
   tmpdir_as(const tmpdir_as&) = delete;
   tmpdir_as& operator=(const tmpdir_as&) = delete;
 };
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::size_t count(const std::vector<std::string>& lines, const std::string& what) {
-  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), what));
-}
-
-std::vector<std::string> starting(const std::vector<std::string>& lines,
-                                  const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const auto& l : lines)
-    if (l.rfind(prefix, 0) == 0) out.push_back(l.substr(prefix.size()));
-  return out;
-}
 
 /// y = 2 x over 4096 floats; the honest kernel spins 200 us a call.
 tessel::space twice_space() {

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "redteam_log.hpp"
 #include "temp_folder.hpp"
 
 #include <algorithm>
@@ -38,23 +39,10 @@ using tessel::status;
 const std::string kernel_file =
     std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
 
+using tessel::test::count;
+using tessel::test::lines_of;
+using tessel::test::starting;
 using tessel::testing::temp_folder;
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::size_t count(const std::vector<std::string>& lines, const std::string& what) {
-  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), what));
-}
-
-std::size_t count_starting(const std::vector<std::string>& lines, const std::string& prefix) {
-  return static_cast<std::size_t>(std::count_if(
-      lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }));
-}
 
 /// The CPUs this process may run on.
 int allowed_cpus() {
@@ -147,7 +135,7 @@ TEST_CASE("class 13: (1) a host kernel that scavenges the reference's outputs fi
   c.us = "200, 300";
   c.environment = {{"TESSEL_REDTEAM_STASH", stash.path().string()}};
   const auto r = run_cpu(c);
-  MESSAGE("reference outputs stashed: " << count_starting(r.log, "stashed "));
+  MESSAGE("reference outputs stashed: " << starting(r.log, "stashed ").size());
   for (const auto& m : r.m) {
     INFO(m.message);
     CHECK((m.status == status::incorrect || m.status == status::suspicious));
@@ -262,9 +250,10 @@ TEST_CASE("class 13: (3) a host kernel cannot read its supervisor's memory") {
   const auto& m = r.m.at(0);
   INFO(m.message);
   CHECK(m.status == status::ok);
-  const auto processes = count(r.log, "computed") > 0 ? count_starting(r.log, "denied supervisor") +
-                                                            count_starting(r.log, "read supervisor")
-                                                      : 0;
+  const auto processes =
+      count(r.log, "computed") > 0
+          ? starting(r.log, "denied supervisor").size() + starting(r.log, "read supervisor").size()
+          : 0;
   REQUIRE(processes > 0);  // one per loader process
   CHECK(count(r.log, "denied supervisor") == processes);
   MESSAGE("tessel's own memory read by " << count(r.log, "read tessel") << " of " << processes
@@ -308,7 +297,7 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
     threads.emplace_back([&, i] { m[i] = b.evaluate(s, configs[i]); });
   for (auto& t : threads) t.join();
   const auto log = lines_of(logs.path() / "log");
-  MESSAGE("reference outputs stashed: " << count_starting(log, "stashed "));
+  MESSAGE("reference outputs stashed: " << starting(log, "stashed ").size());
   for (const auto& one : m) {
     INFO(one.message);
     CHECK((one.status == status::incorrect || one.status == status::suspicious));

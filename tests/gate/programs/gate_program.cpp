@@ -31,7 +31,7 @@
 //              sleeps 300 s; its pid goes to $TESSEL_REDTEAM_LOG (round seven)
 //   daemon_erased  the same, the daemon overwriting its environment block
 //   daemon_bare    the same, the daemon exec'ing sleep with an empty
-//              environment (leave_daemon.hpp)
+//              environment (redteam_tricks.hpp)
 //   scavenge   (round nine) looks for the reference's outputs on disk: every
 //              run folder under TMPDIR and /tmp holding in/A.npy, in/B.npy
 //              and out/C.npy goes into a stash ($TESSEL_REDTEAM_STASH, kept
@@ -47,7 +47,7 @@
 //              reference program, a file of the user's) with a script that
 //              runs this program as `zeros` (round seven)
 #include "gated/npy.hpp"
-#include "leave_daemon.hpp"
+#include "redteam_tricks.hpp"
 
 #include <tessel/gate.hpp>
 
@@ -125,15 +125,7 @@ std::vector<double> product(const npy_array& a, const npy_array& b, bool exact) 
 
 /// The tessel process that runs this program: the parent of its parent,
 /// the run's supervisor (backends/command/process.cpp).
-long tuner() {
-  std::ifstream stat("/proc/" + std::to_string(::getppid()) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  long parent = 0;
-  if (const auto end = text.rfind(')'); end != std::string::npos)
-    std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
-  return parent;
-}
+long tuner() { return tessel_redteam::parent_of(::getppid()); }
 
 /// Runs under the same tessel process so far, this one included (a file
 /// per tessel process).
@@ -167,25 +159,6 @@ std::uint64_t content_hash(const std::vector<std::string>& paths) {
     h = (h ^ 0xffU) * 0x100000001b3ULL;  // a file boundary
   }
   return h;
-}
-
-/// The `pid`'s memory, read at the start of its first readable mapping.
-bool read_memory(long pid) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    unsigned long begin = 0, end = 0;
-    char perms[5] = {0};
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
-      continue;
-    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
-    if (fd < 0) return false;
-    char bytes[64];
-    const auto n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(begin));
-    ::close(fd);
-    return n > 0;
-  }
-  return false;
 }
 
 /// scavenge: stashes every reference output it finds beside its inputs,
@@ -263,8 +236,8 @@ int main(int argc, char** argv) {
   if (mode == "peek") {
     const long supervisor = ::getppid();
     std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
-    log << (read_memory(supervisor) ? "read" : "denied") << " supervisor\n";
-    log << (read_memory(tuner()) ? "read" : "denied") << " tessel\n";
+    log << (tessel_redteam::read_memory(supervisor) ? "read" : "denied") << " supervisor\n";
+    log << (tessel_redteam::read_memory(tuner()) ? "read" : "denied") << " tessel\n";
   }
   if (mode == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -57,7 +57,7 @@
 // "computed", "copied", "pid N", "see ...".
 #include <tessel/cpu_kernel.hpp>
 
-#include "leave_daemon.hpp"
+#include "redteam_tricks.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -237,35 +237,6 @@ void widened_work(const tessel::cpu::kernel_args& a) {
   pool->run(iterations_for(TESSEL_US * 1e-6) / 4);
   twice(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
   note("computed");
-}
-
-/// The `pid`'s memory, read at the start of its first readable mapping.
-bool read_memory(long pid) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    unsigned long begin = 0, end = 0;
-    char perms[5] = {0};
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
-      continue;
-    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
-    if (fd < 0) return false;
-    char bytes[64];
-    const auto n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(begin));
-    ::close(fd);
-    return n > 0;
-  }
-  return false;
-}
-
-long parent_of(long pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  long parent = 0;
-  if (const auto end = text.rfind(')'); end != std::string::npos)
-    std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
-  return parent;
 }
 
 }  // namespace
@@ -489,9 +460,9 @@ void rt_peek(const tessel::cpu::kernel_args& a) {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    const long supervisor = ::getppid(), tessel_process = parent_of(supervisor);
-    note(std::string(read_memory(supervisor) ? "read" : "denied") + " supervisor");
-    note(std::string(read_memory(tessel_process) ? "read" : "denied") + " tessel");
+    const long supervisor = ::getppid(), tessel_process = tessel_redteam::parent_of(supervisor);
+    note(std::string(tessel_redteam::read_memory(supervisor) ? "read" : "denied") + " supervisor");
+    note(std::string(tessel_redteam::read_memory(tessel_process) ? "read" : "denied") + " tessel");
   }
   work(a);
 }

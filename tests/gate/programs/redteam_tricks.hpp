@@ -1,13 +1,19 @@
-// leave_daemon.hpp: the daemon the red team's programs leave behind
-// (gate_program.cpp's daemon modes, redteam_kernels.cpp's rt_daemon):
-// setsid and a double fork, so it is in none of the run's process groups and
-// its parent has exited. redteam_kernels.cpp is compiled by the cpu backend
+// redteam_tricks.hpp: what the red team's programs (gate_program.cpp's modes,
+// redteam_kernels.cpp's kernels) both do: leave a daemon behind (setsid and a
+// double fork, so it is in none of the run's process groups and its parent
+// has exited), and look at other processes through /proc (their parent,
+// their memory). redteam_kernels.cpp is compiled by the cpu backend
 // at test time and finds this file beside itself (a quoted include), but the
 // backend hashes only the kernel's own file into its builds: a change here
 // reaches the test cache (build/.../cpu-cache) only with a change there.
 #pragma once
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#include <fcntl.h>
 
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -57,6 +63,37 @@ inline pid_t leave_daemon(disguise how) {
   }
   ::close(channel[0]);
   return daemon > 0 ? daemon : 0;
+}
+
+/// The parent of process `pid` (/proc/PID/stat; 0 when it cannot be read).
+inline long parent_of(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  long parent = 0;
+  if (const auto end = text.rfind(')'); end != std::string::npos)  // the name may hold ')'
+    std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
+  return parent;
+}
+
+/// Whether `pid`'s memory can be read: a read at the start of its first
+/// readable mapping (/proc/PID/maps, /proc/PID/mem).
+inline bool read_memory(long pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long begin = 0, end = 0;
+    char perms[5] = {0};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3 || perms[0] != 'r')
+      continue;
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    char bytes[64];
+    const auto n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(begin));
+    ::close(fd);
+    return n > 0;
+  }
+  return false;
 }
 
 }  // namespace tessel_redteam
