@@ -97,6 +97,9 @@ bool same_values(const input_tensor& a, const input_tensor& b) {
   return true;
 }
 
+/// The calls of a timing loop whose inputs perturbed_set compares.
+constexpr std::uint64_t tracked_calls = std::uint64_t{1} << 16;
+
 /// A hash of one element of a loop's input, summed over the elements: an
 /// exchange updates the sum in O(1). 0 and -0 hash alike.
 std::uint64_t element_hash(std::uint64_t flat, double v) {
@@ -329,9 +332,15 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
   if (const auto known = perturbed_.find(key); known != perturbed_.end()) return known->second;
   // Replay the loop's exchanges on set s's values (docs/gate.md, "Round
   // seven"): the loader made them on its buffers before each call after the first.
-  // Each call's inputs are hashed (element_hash, summed), so that a loop
-  // whose calls come back to inputs an earlier call had (few elements, few
-  // values) is told apart from one whose every call is new.
+  // The first tracked_calls calls' inputs are hashed (element_hash, summed),
+  // so that a loop whose calls come back to inputs an earlier call had (few
+  // elements, few values) is told apart from one whose every call is new.
+  // Only the first: a loop over A arrangements first repeats after about
+  // sqrt(A) calls, so one that repeats often (what a memoiser could use)
+  // repeats among them; one whose arrangements are too many for that
+  // repeats a call in at most about calls / (2 A) of its calls later on.
+  // Tracking every call cost a loop of a 17 ns kernel (1.2 M calls) six
+  // times the replay's instructions (benchmarks/README.md, "Carried defects").
   std::vector<std::vector<double>> values;
   std::vector<std::uint64_t> sums;
   for (const input_tensor& t : drawn_.at(s)) {
@@ -355,14 +364,15 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
       std::uint64_t a = 0, b = 0;
       if (walk.step(
               i, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b)) {
-        sums[i] += element_hash(b, v[a]) + element_hash(a, v[b]) - element_hash(a, v[a]) -
-                   element_hash(b, v[b]);
+        if (call < tracked_calls)
+          sums[i] += element_hash(b, v[a]) + element_hash(a, v[b]) - element_hash(a, v[a]) -
+                     element_hash(b, v[b]);
         std::swap(v[a], v[b]);
         moved = true;
       }
     }
     changed = changed || moved;
-    if (moved) seen.emplace_back(state_hash(), call + 1);
+    if (moved && call < tracked_calls) seen.emplace_back(state_hash(), call + 1);
   }
   if (!changed) return perturbed_.emplace(key, s).first->second;
   std::sort(seen.begin(), seen.end());
