@@ -1,12 +1,13 @@
 // process.cpp: fork/exec with pipes, a poll loop and process-group kills
-// (POSIX). Each run has a supervisor process of its own: tessel forks it, it
-// forks and waits for the command, and when the command has exited it kills
-// the command's group and, on Linux, where it is a child subreaper, every
-// process left among its own children: all that the run left behind, even
-// after it left the group (setsid, double fork). The supervisor and the
-// command's child side call only async-signal-safe functions: everything
-// they need (path, argv, envp, the cpu set) is built before tessel forks.
+// (POSIX). Each run has a supervisor process of its own (supervisor.cpp):
+// tessel forks it, it forks and waits for the command, and when the command
+// has exited it kills what the run left behind. This file is tessel's side:
+// everything the supervisor and the command need (path, argv, envp, the cpu
+// set) is built here before the fork; then the pipes are fed and read until
+// the supervisor exits, with the time limit's signals sent to the command's
+// process group.
 #include "command/process.hpp"
+#include "command/supervisor.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,24 +15,16 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <ctime>
-#include <limits>
 #include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#ifdef __linux__
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#endif
 
 namespace tessel::detail {
 namespace {
@@ -107,72 +100,6 @@ bool has_exited(pid_t pid, bool block = false) {
   while (::waitid(P_PID, static_cast<id_t>(pid), &info, options) != 0)
     if (errno != EINTR) return true;  // not our child any more: nothing to wait for
   return info.si_pid == pid;
-}
-
-/// A record on the report pipe: the supervisor writes the command's pid once
-/// it has forked it, or errno when it could not; the command writes errno
-/// when chdir or exec fails. Each is one write of 8 bytes (atomic on a pipe),
-/// so the two writers' records never mix. The pipe is close-on-exec: its EOF
-/// means the command's exec succeeded (or it never will).
-struct report_record {
-  int kind = 0;
-  int value = 0;
-};
-constexpr int report_pid = 1, report_exec_error = 2, report_fork_error = 3;
-
-void send_report(int fd, int kind, int value) {
-  const report_record r{kind, value};
-  (void)!::write(fd, &r, sizeof r);
-}
-
-/// What the supervisor and the command need, built before fork and only
-/// read after it.
-struct launch {
-  int in, out, err, report;  ///< the child ends of the pipes
-  int life;                  ///< held by the supervisor until it exits
-  const char* directory;     ///< nullptr: the caller's
-  const char* path;
-  char* const* argv;
-  char* const* envp;
-  const void* cpus;  ///< a cpu_set_t, or nullptr
-};
-
-/// The command's side: wire the pipes, move to a new process group, exec.
-/// Reports errno through the report pipe. It runs vforked from the
-/// supervisor, in its memory: its signals stay blocked (as the supervisor
-/// blocks them) until just before exec, so no handler of tessel's runs here.
-[[noreturn]] void exec_child(const launch& l) {
-  const int in = l.in, out = l.out, err = l.err, report = l.report;
-  const char* directory = l.directory;
-  const void* cpus = l.cpus;
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(SIGPIPE, &dfl, nullptr);
-  ::setpgid(0, 0);
-#ifdef __linux__
-  if (cpus != nullptr)
-    (void)::sched_setaffinity(0, sizeof(cpu_set_t), static_cast<const cpu_set_t*>(cpus));
-#else
-  (void)cpus;
-#endif
-  const std::array<int, 3> from{in, out, err};
-  for (int target = 0; target < 3; ++target) {
-    const int fd = from[static_cast<std::size_t>(target)];
-    if (fd == target)
-      ::fcntl(fd, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
-    else
-      ::dup2(fd, target);
-  }
-  if (directory != nullptr && ::chdir(directory) != 0) {
-    send_report(report, report_exec_error, errno);
-    ::_exit(127);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(l.path, l.argv, l.envp);
-  send_report(report, report_exec_error, errno);
-  ::_exit(127);
 }
 
 /// NUL-terminated pointers into `strings` (which must outlive them).
@@ -365,228 +292,6 @@ struct session {
 };
 
 std::string error_text(int e) { return std::strerror(e); }
-
-/// Writes `n` (>= 0) in decimal at `at`; returns the end.
-char* put_decimal(char* at, long n) {
-  std::array<char, 24> digits{};
-  std::size_t k = 0;
-  do {
-    digits[k++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n > 0);
-  while (k > 0) *at++ = digits[--k];
-  return at;
-}
-
-char* put_text(char* at, const char* text) {
-  while (*text != '\0') *at++ = *text++;
-  return at;
-}
-
-/// Closes the descriptors [first, last] (those that are open).
-void close_between(int first, int last) {
-  if (first > last) return;
-#if defined(__linux__) && defined(SYS_close_range)
-  if (::syscall(SYS_close_range, static_cast<unsigned>(first), static_cast<unsigned>(last), 0U) ==
-      0)
-    return;
-#endif
-  rlimit limit{};
-  const long most = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1U << 16)
-                        ? static_cast<long>(limit.rlim_cur)
-                        : (1L << 16);
-  for (long fd = first; fd <= last && fd < most; ++fd) ::close(static_cast<int>(fd));
-}
-
-/// Closes every descriptor of the supervisor but stdin, stdout, stderr and
-/// the run's own pipe ends. It never execs, so close-on-exec would not close
-/// them: it would hold the embedding program's files, and the pipe ends of
-/// another run started at the same time (that run's EOF held until this
-/// one ends).
-void close_all_but(const launch& l) {
-  std::array<int, 8> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
-  std::sort(keep.begin(), keep.end());
-  int from = 0;
-  for (const int fd : keep) {
-    close_between(from, fd - 1);
-    from = std::max(from, fd + 1);
-  }
-  close_between(from, std::numeric_limits<int>::max());
-}
-
-#ifdef __linux__
-/// SIGKILLs every process listed in the file at `path` (decimal pids
-/// separated by spaces: /proc/self/task/TID/children); returns how many were
-/// signalled, -1 when the file cannot be opened.
-int kill_listed(const char* path) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  int killed = 0;
-  long pid = -1;
-  const auto flush = [&] {
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
-    pid = -1;
-  };
-  std::array<char, 4096> chunk{};
-  for (;;) {
-    const auto n = ::read(fd, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
-      const char c = chunk[static_cast<std::size_t>(i)];
-      if (c >= '0' && c <= '9')
-        pid = pid < 0 ? c - '0' : (pid < (1L << 40) ? pid * 10 + (c - '0') : pid);
-      else
-        flush();
-    }
-  }
-  flush();
-  ::close(fd);
-  return killed;
-}
-
-/// Where the kernel has no children files: SIGKILLs every process whose
-/// /proc/PID/stat names `self` as its parent; -1 when /proc cannot be read.
-int kill_by_scan(pid_t self) {
-  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return -1;
-  int killed = 0;
-  alignas(8) std::array<char, 8192> entries{};
-  for (;;) {
-    const long n = ::syscall(SYS_getdents64, dir, entries.data(), entries.size());
-    if (n <= 0) break;
-    for (long at = 0; at < n;) {
-      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name
-      unsigned short length = 0;
-      std::memcpy(&length, entries.data() + at + 16, sizeof length);
-      const char* name = entries.data() + at + 19;
-      at += length;
-      long pid = 0;
-      for (const char* c = name; pid >= 0 && *c != '\0'; ++c)
-        pid = (*c >= '0' && *c <= '9' && pid < (1L << 40)) ? pid * 10 + (*c - '0') : -1;
-      if (pid <= 0) continue;  // not a process
-      std::array<char, 64> path{};
-      *put_text(put_decimal(put_text(path.data(), "/proc/"), pid), "/stat") = '\0';
-      const int fd = ::open(path.data(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      std::array<char, 512> stat{};
-      const auto got = ::read(fd, stat.data(), stat.size() - 1);
-      ::close(fd);
-      if (got <= 0) continue;
-      // "PID (NAME) STATE PPID ...": the name may hold ')', so the last one
-      const char* end = nullptr;
-      for (ssize_t i = 0; i < got; ++i)
-        if (stat[static_cast<std::size_t>(i)] == ')') end = stat.data() + i;
-      if (end == nullptr || end + 4 >= stat.data() + got) continue;
-      long parent = 0;
-      for (const char* c = end + 4; *c >= '0' && *c <= '9'; ++c) parent = parent * 10 + (*c - '0');
-      if (parent == self && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
-    }
-  }
-  ::close(dir);
-  return killed;
-}
-
-/// Kills and reaps every process left among the supervisor's children: all
-/// that was orphaned inside the run was reparented to it (it is a child
-/// subreaper), marker or not, group or not. Each round's kills hand the
-/// victims' children to the supervisor; rounds go on until it has no child
-/// left. Where it cannot list its children they are left to init.
-void kill_the_rest() {
-  const pid_t self = ::getpid();
-  std::array<char, 64> path{};
-  *put_text(put_decimal(put_text(path.data(), "/proc/self/task/"), self), "/children") = '\0';
-  for (int missed = 0; missed < 1000;) {
-    int killed = kill_listed(path.data());
-    if (killed < 0) killed = kill_by_scan(self);
-    if (killed < 0) return;
-    const pid_t reaped = ::waitpid(-1, nullptr, killed > 0 ? 0 : WNOHANG);
-    if (reaped < 0 && errno == EINTR) continue;
-    if (reaped < 0) return;  // ECHILD: none left
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    if (reaped == 0) {  // a child the list missed (it changed while read): look again
-      ++missed;
-      const timespec pause{0, 1000000};
-      ::nanosleep(&pause, nullptr);
-    }
-  }
-}
-#endif
-
-/// Ends the supervisor as its command ended: the same exit code, or the
-/// same signal raised on itself (with no core file of its own).
-[[noreturn]] void end_as(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-#ifdef __linux__
-    (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
-#endif
-    const rlimit no_core{0, 0};
-    (void)::setrlimit(RLIMIT_CORE, &no_core);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(sig, &dfl, nullptr);
-    ::kill(::getpid(), sig);
-    sigset_t only;
-    sigemptyset(&only);
-    sigaddset(&only, sig);
-    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);  // delivered here
-    ::_exit(128 + sig);
-  }
-  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
-}
-
-/// The supervisor: a child subreaper in a process group of its own, which
-/// forks the command, reaps what the run orphans as it exits, and once the
-/// command has exited kills its group and every process left among its own
-/// children, then ends as the command ended. Every signal is blocked: the
-/// timeout's signals go to the command's group, which it is not in.
-[[noreturn]] void supervise(const launch& l) {
-  sigset_t all;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, nullptr);
-  ::setpgid(0, 0);
-#ifdef __linux__
-  (void)::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
-  // Not dumpable: a process of the run (same user) cannot read the
-  // supervisor's copy of tessel's memory through /proc/PID/mem; the command
-  // is dumpable again once it execs (docs/gate.md, "Round nine").
-  (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
-#endif
-  close_all_but(l);
-  // vfork: the command borrows the supervisor's memory until it execs (it
-  // only makes system calls on its own stack), so no page table is copied a
-  // second time, and no atfork handler runs.
-  const pid_t command = ::vfork();
-  if (command < 0) {
-    send_report(l.report, report_fork_error, errno);
-    ::_exit(127);
-  }
-  if (command == 0) exec_child(l);
-  ::setpgid(command, command);  // the group exists before the parent learns its id
-  send_report(l.report, report_pid, static_cast<int>(command));
-  for (const int fd : {l.in, l.out, l.err, l.report}) ::close(fd);
-
-  for (;;) {
-    siginfo_t info{};
-    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (info.si_pid == command) break;
-    while (::waitpid(info.si_pid, nullptr, 0) < 0 && errno == EINTR) {  // an orphan that ended
-    }
-  }
-  ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
-  int status = 0;
-  while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
-  }
-#ifdef __linux__
-  kill_the_rest();
-#endif
-  end_as(status);
-}
 
 }  // namespace
 
