@@ -38,6 +38,7 @@ import types
 import numpy as np
 
 import nki_interp
+import nki_language
 from nki_interp import HBM, NkiError, Tensor
 
 
@@ -96,7 +97,7 @@ def _check_gather(src, dst, n, collective_dim=None):
 
 
 def _check_reduce(src, dst, n, op=None):
-    if not isinstance(op, nki_interp._Op) or op.name != "add":
+    if not isinstance(op, nki_language._Op) or op.name != "add":
         raise NkiError("all_reduce: op=nl.add (the subset)")
     if dst.shape != src.shape:
         raise NkiError(f"all_reduce: dst {dst.shape} is not src's shape {src.shape}")
