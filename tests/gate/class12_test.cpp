@@ -38,9 +38,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using tessel::status;
-using tessel::test::count;
-using tessel::test::lines_of;
-using tessel::test::starting;
+using tessel::testing::count;
+using tessel::testing::lines_of;
+using tessel::testing::starting;
 using tessel::testing::temp_folder;
 
 const std::string kernel_file =

@@ -39,9 +39,9 @@ using tessel::status;
 const std::string kernel_file =
     std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
 
-using tessel::test::count;
-using tessel::test::lines_of;
-using tessel::test::starting;
+using tessel::testing::count;
+using tessel::testing::lines_of;
+using tessel::testing::starting;
 using tessel::testing::temp_folder;
 
 /// The CPUs this process may run on.

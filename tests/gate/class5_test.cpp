@@ -23,8 +23,8 @@ using tessel::output_values;
 using tessel::probe_points;
 using tessel::probe_values;
 using tessel::tensor_spec;
-using tessel::test::matmul_shape;
-using tessel::test::tiled_matmul;
+using tessel::testing::matmul_shape;
+using tessel::testing::tiled_matmul;
 
 /// y = 3 x elementwise on a 64 x 64 fp32 tensor.
 struct scale_spec : tessel::gate_spec {
@@ -139,7 +139,7 @@ TEST_CASE("class 5: ordinary elements beside outliers are held to their own boun
 
 TEST_CASE("class 5: rows without outliers are held to their own bound (matmul)") {
   tessel::gate g(outlier_suites());
-  const tessel::test::matmul_spec spec(shape);
+  const tessel::testing::matmul_spec spec(shape);
   const sloppy_rows k;
   tessel::gate twin(outlier_suites());
   const auto session = twin.session(spec, 1);
@@ -159,11 +159,11 @@ TEST_CASE("class 5: rows without outliers are held to their own bound (matmul)")
 }
 
 TEST_CASE("class 5: honest controls pass on outlier-heavy inputs, near-zero elements included") {
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     tessel::gate g(outlier_suites());
     const tessel::verdict v =
-        g.check(tessel::test::matmul_spec(c.shape), tiled_matmul(c.shape, c.f), 1);
+        g.check(tessel::testing::matmul_spec(c.shape), tiled_matmul(c.shape, c.f), 1);
     CAPTURE(v.message);
     CHECK(v.ok());
   }

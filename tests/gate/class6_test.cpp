@@ -135,12 +135,12 @@ TEST_CASE("class 6: honest controls pass, compared whole") {
   const tessel::verdict v = g.check(copy_spec{}, exact{}, 1);
   CAPTURE(v.message);
   CHECK(v.ok());
-  const tessel::test::matmul_shape shape{160, 144, 72, 64, 64, 32};
+  const tessel::testing::matmul_shape shape{160, 144, 72, 64, 64, 32};
   std::uint64_t key = 2;
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
-    const tessel::verdict w = g.check(tessel::test::matmul_spec(c.shape),
-                                      tessel::test::tiled_matmul(c.shape, c.f), key++);
+    const tessel::verdict w = g.check(tessel::testing::matmul_spec(c.shape),
+                                      tessel::testing::tiled_matmul(c.shape, c.f), key++);
     CAPTURE(w.message);
     CHECK(w.ok());
   }

@@ -26,11 +26,11 @@ using tessel::probe_points;
 using tessel::probe_values;
 using tessel::status;
 using tessel::tensor_spec;
-using tessel::test::elementwise;
-using tessel::test::elementwise_spec;
-using tessel::test::same;
-using tessel::test::seeded;
-using tessel::test::suites;
+using tessel::testing::elementwise;
+using tessel::testing::elementwise_spec;
+using tessel::testing::same;
+using tessel::testing::seeded;
+using tessel::testing::suites;
 
 namespace {
 

@@ -23,10 +23,10 @@ using tessel::probe_values;
 using tessel::round_to;
 using tessel::status;
 using tessel::tensor_spec;
-using tessel::test::elementwise;
-using tessel::test::elementwise_spec;
-using tessel::test::same;
-using tessel::test::seeded;
+using tessel::testing::elementwise;
+using tessel::testing::elementwise_spec;
+using tessel::testing::same;
+using tessel::testing::seeded;
 
 TEST_CASE("an exact kernel passes every suite with zero error") {
   tessel::gate g(seeded());

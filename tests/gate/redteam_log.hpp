@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 /// The lines of `file` (none when it cannot be read).
 inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
@@ -34,4 +34,4 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
   return out;
 }
 
-}  // namespace tessel::test
+}  // namespace tessel::testing
