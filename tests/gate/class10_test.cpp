@@ -48,12 +48,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::verdict;
+using namespace tessel;
+using namespace tessel::testing;
 
 constexpr std::uint64_t secrets[] = {3, 5, 7};
 

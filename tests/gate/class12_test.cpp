@@ -37,11 +37,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using tessel::status;
-using tessel::testing::count;
-using tessel::testing::lines_of;
-using tessel::testing::starting;
-using tessel::testing::temp_folder;
+using namespace tessel;
+using namespace tessel::testing;
 
 const std::string kernel_file =
     std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
@@ -323,14 +320,6 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
 
 namespace {
 
-tessel::command_backend gated_command(const std::string& mode, tessel::command_options o) {
-  o.gate_inputs = "A:MxK,B:KxN";
-  o.gate_outputs = "C:MxN";
-  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
-  o.gate.secret = 12;
-  return tessel::command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
-}
-
 tessel::space matmul_space() {
   return tessel::parse_space(
       "space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
@@ -342,7 +331,7 @@ void check_daemons_killed(const std::string& mode) {
   const temp_folder logs;
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command(mode, o);
+  auto b = gated_command(mode, o, 12);
   const auto s = matmul_space();
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());
@@ -362,7 +351,7 @@ TEST_CASE("class 12: a gated command that never exits is a timeout under the def
   // came from and how to change it.
   tessel::command_options o;
   o.default_timeout_s = 0.5;
-  auto b = gated_command("hang", o);
+  auto b = gated_command("hang", o, 12);
   const auto s = matmul_space();
   b.prepare(s);
   const auto start = std::chrono::steady_clock::now();
@@ -381,7 +370,7 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
   const tmpdir_as in_tmp(tmp.path());
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command("snoop", o);
+  auto b = gated_command("snoop", o, 12);
   const auto s = matmul_space();
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());

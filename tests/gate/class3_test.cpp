@@ -19,13 +19,8 @@
 
 namespace {
 
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::testing::matmul_shape;
-using tessel::testing::matmul_spec;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 

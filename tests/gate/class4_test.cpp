@@ -18,15 +18,8 @@
 
 namespace {
 
-using tessel::distribution;
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::testing::floats_of;
-using tessel::testing::matmul_shape;
-using tessel::testing::matmul_spec;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 const matmul_shape fp32_in{96, 80, 72, 40, 48, 32, element_type::fp32, element_type::fp32};

@@ -15,16 +15,8 @@
 
 namespace {
 
-using tessel::distribution;
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::tensor_spec;
-using tessel::testing::matmul_shape;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// y = 3 x elementwise on a 64 x 64 fp32 tensor.
 struct scale_spec : tessel::gate_spec {

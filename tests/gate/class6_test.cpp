@@ -14,13 +14,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::tensor_spec;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// y = x + 1 on a 1024 x 1024 fp32 tensor: 2^20 elements.
 struct copy_spec : tessel::gate_spec {

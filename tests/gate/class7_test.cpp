@@ -18,9 +18,8 @@
 
 namespace {
 
-using tessel::status;
-using tessel::testing::matmul_shape;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 

@@ -23,16 +23,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::verdict;
-using tessel::testing::floats_of;
-using tessel::testing::matmul_shape;
-using tessel::testing::matmul_spec;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// 96 x 80 x 72 with a tail tile in every dimension (K = 2 x 32 + 8).
 const matmul_shape shape{96, 80, 72, 40, 48, 32};

@@ -21,16 +21,8 @@
 #include <thread>
 #include <vector>
 
-using tessel::element_type;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::status;
-using tessel::tensor_spec;
-using tessel::testing::elementwise;
-using tessel::testing::elementwise_spec;
-using tessel::testing::same;
-using tessel::testing::seeded;
-using tessel::testing::suites;
+using namespace tessel;
+using namespace tessel::testing;
 
 namespace {
 

@@ -19,14 +19,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::testing::flaw;
-using tessel::testing::matmul_shape;
-using tessel::testing::matmul_spec;
-using tessel::testing::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 tessel::gate_options test_options() {
   tessel::gate_options o;

@@ -1,13 +1,20 @@
-// redteam_log.hpp: reading what the red team's kernels and command modes log
-// (tests/gate/programs: one line per event, "computed", "pid N", ...), for
-// the class12 and class13 tests.
+// redteam_log.hpp: what the class12 and class13 tests share: reading what
+// the red team's kernels and command modes log (tests/gate/programs: one
+// line per event, "computed", "pid N", ...), and the gated command that runs
+// a mode of programs/gate_program.cpp.
 #pragma once
+
+#include <tessel/backends.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::testing {
@@ -33,5 +40,18 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
     if (l.rfind(prefix, 0) == 0) out.push_back(l.substr(prefix.size()));
   return out;
 }
+
+#ifdef TESSEL_GATE_PROGRAM
+/// gate_program's `mode` as a gated command (C = A B, its reference the
+/// program's honest mode), its gate keyed by `secret`.
+inline command_backend gated_command(const std::string& mode, command_options o,
+                                     std::uint64_t secret) {
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
+  o.gate.secret = secret;
+  return command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
+}
+#endif
 
 }  // namespace tessel::testing
