@@ -40,9 +40,6 @@ namespace fs = std::filesystem;
 using namespace tessel;
 using namespace tessel::testing;
 
-const std::string kernel_file =
-    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
-
 /// TMPDIR set to `dir` for the case (the backends' scratch folders go there).
 struct tmpdir_as {
   std::string before;
@@ -82,8 +79,8 @@ cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
   const temp_folder logs("tessel-class12");  // (6) knows it in the TMPDIR by its name
   const auto log = logs.path() / "log";
   tessel::cpu_options o;
-  o.kernel = kernel_file + ":" + function;
-  o.reference = kernel_file + ":" + reference;
+  o.kernel = redteam_kernel(function);
+  o.reference = redteam_kernel(reference);
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";

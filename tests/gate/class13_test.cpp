@@ -38,9 +38,6 @@ namespace fs = std::filesystem;
 using namespace tessel;
 using namespace tessel::testing;
 
-const std::string kernel_file =
-    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
-
 /// The CPUs this process may run on.
 int allowed_cpus() {
   cpu_set_t set;
@@ -68,8 +65,8 @@ cpu_run run_cpu(const cpu_case& c) {
   const temp_folder logs;
   const auto log = logs.path() / "log";
   tessel::cpu_options o;
-  o.kernel = kernel_file + ":" + c.function;
-  o.reference = kernel_file + ":twice_reference";
+  o.kernel = redteam_kernel(c.function);
+  o.reference = redteam_kernel("twice_reference");
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";

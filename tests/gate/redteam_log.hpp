@@ -41,6 +41,12 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
   return out;
 }
 
+/// `function` of programs/redteam_kernels.cpp, named as the cpu backend's
+/// kernel and reference options name a user's.
+inline std::string redteam_kernel(const std::string& function) {
+  return std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp:" + function;
+}
+
 #ifdef TESSEL_GATE_PROGRAM
 /// gate_program's `mode` as a gated command (C = A B, its reference the
 /// program's honest mode), its gate keyed by `secret`.
