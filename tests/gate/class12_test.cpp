@@ -325,17 +325,13 @@ tessel::space matmul_space() {
 /// Evaluates gated_command(`mode`), whose runs each leave a daemon behind and
 /// log its pid: every run logged one, and none outlives the evaluation.
 void check_daemons_killed(const std::string& mode) {
-  const temp_folder logs;
-  tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command(mode, o, 12);
-  const auto s = matmul_space();
-  b.prepare(s);
-  const auto m = b.evaluate(s, *s.default_config());
+  const auto r = run_logged(mode, 12);
+  const auto& m = r.m;
+  const auto& log = r.log;
   INFO(m.message);
   CHECK(m.status == status::ok);
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
-  const auto pids = starting(lines_of(logs.path() / "log"), "pid ");
+  const auto pids = starting(log, "pid ");
   CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
   CHECK(kill_survivors(pids) == 0);
 }

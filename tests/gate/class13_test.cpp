@@ -288,17 +288,11 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
 
 TEST_CASE("class 13: (3) a gated command cannot read its supervisor's memory") {
   as_a_user();
-  const temp_folder logs;
-  tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command("peek", o, 13);
-  const auto s =
-      tessel::parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
-  b.prepare(s);
-  const auto m = b.evaluate(s, *s.default_config());
+  const auto r = run_logged("peek", 13);
+  const auto& m = r.m;
+  const auto& log = r.log;
   INFO(m.message);
   CHECK(m.status == status::ok);
-  const auto log = lines_of(logs.path() / "log");
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
   CHECK(count(log, "denied supervisor") == runs);
   MESSAGE("tessel's own memory read by " << count(log, "read tessel") << " of " << runs << " runs");

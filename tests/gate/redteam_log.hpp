@@ -5,6 +5,9 @@
 #pragma once
 
 #include <tessel/backends.hpp>
+#include <tessel/dsl.hpp>
+
+#include "temp_folder.hpp"
 
 #include <fmt/format.h>
 
@@ -57,6 +60,28 @@ inline command_backend gated_command(const std::string& mode, command_options o,
   o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
   o.gate.secret = secret;
   return command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
+}
+
+/// One evaluation of a gated command and what its runs logged.
+struct command_run {
+  measurement m;
+  std::vector<std::string> log;
+};
+
+/// gated_command(`mode`, default options, `secret`) evaluated once on a
+/// 48x40x32 matmul, its runs logging to a file of their own
+/// (TESSEL_REDTEAM_LOG), in a folder made in TMPDIR.
+inline command_run run_logged(const std::string& mode, std::uint64_t secret) {
+  const temp_folder logs;
+  command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
+  auto b = gated_command(mode, o, secret);
+  const auto s =
+      parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
+  b.prepare(s);
+  command_run r{b.evaluate(s, *s.default_config()), {}};
+  r.log = lines_of(logs.path() / "log");
+  return r;
 }
 #endif
 
