@@ -407,6 +407,16 @@ config subject_of(const study& st, const arguments& a, std::string_view op) {
   bad(op, "no successful trial yet: give a \"config\" or a \"trial_id\"");
 }
 
+/// "status: hint — message", the status said once: a gate verdict's message
+/// opens with its status, which is not repeated (outcome_text's rule).
+std::string why_text(status st, std::string_view message) {
+  const auto name = to_string(st);
+  const auto text = outcome_text(st, message);  // "status" or "status: message"
+  const auto rest = std::string_view(text).substr(name.size());
+  return fmt::format("{}: {}{}", name, status_hint(st),
+                     rest.empty() ? std::string() : " — " + std::string(rest.substr(2)));
+}
+
 /// why_failed: whether a config is valid, why one trial failed, or every failure.
 json why_failed_of(const study& st, const arguments& a) {
   const auto& s = st.space();
@@ -424,11 +434,8 @@ json why_failed_of(const study& st, const arguments& a) {
   if (!a.has("trial_id")) return failures_json(s, st.trials());
   const auto& t = trial_of(st, a, "why_failed");
   json out = {{"trial", codec::to_json(s, t)}};
-  out["why"] =
-      t.state != trial_state::finished
-          ? std::string("the trial has not finished")
-          : fmt::format("{}: {}{}", to_string(t.result.status), status_hint(t.result.status),
-                        t.result.message.empty() ? "" : " — " + t.result.message);
+  out["why"] = t.state != trial_state::finished ? std::string("the trial has not finished")
+                                                : why_text(t.result.status, t.result.message);
   return out;
 }
 

@@ -293,6 +293,38 @@ struct session {
 
 std::string error_text(int e) { return std::strerror(e); }
 
+/// What the report pipe said about the start (supervisor.hpp), one field a
+/// record kind.
+struct start_report {
+  pid_t command = 0;   ///< the command's pid and process group; 0: not forked
+  int exec_errno = 0;  ///< the command's chdir or exec failed
+  int fork_errno = 0;  ///< the supervisor could not fork the command
+};
+
+/// Reads the report pipe's records until its EOF (the command's exec, or
+/// the end of the supervisor and the command) and sorts them by their tag:
+/// the command's pid, then errno if it did not start.
+start_report read_reports(int fd) {
+  start_report out;
+  report_record r{};
+  auto* bytes = reinterpret_cast<char*>(&r);
+  std::size_t got = 0;
+  for (;;) {
+    const auto n = ::read(fd, bytes + got, sizeof r - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+    if (got < sizeof r) continue;  // each record is written whole: the rest follows
+    got = 0;
+    switch (r.tag) {
+      case report_record::kind::command_pid: out.command = static_cast<pid_t>(r.value); break;
+      case report_record::kind::exec_error: out.exec_errno = r.value; break;
+      case report_record::kind::fork_error: out.fork_errno = r.value; break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::string> find_program(const std::string& program,
@@ -391,23 +423,7 @@ process_result run_process(const process_request& request) {
   report_write.reset();
   life_write.reset();
 
-  // The records until EOF: the command's pid, then errno if it did not start.
-  std::array<report_record, 4> records{};
-  std::size_t got = 0;
-  for (auto* bytes = reinterpret_cast<char*>(records.data()); got < sizeof records;) {
-    const auto n = ::read(report_read.get(), bytes + got, sizeof records - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  pid_t command = 0;
-  int exec_errno = 0, fork_errno = 0;
-  for (std::size_t i = 0; i < got / sizeof(report_record); ++i) {
-    const auto& r = records[i];
-    if (r.kind == report_pid) command = static_cast<pid_t>(r.value);
-    if (r.kind == report_exec_error) exec_errno = r.value;
-    if (r.kind == report_fork_error) fork_errno = r.value;
-  }
+  const auto [command, exec_errno, fork_errno] = read_reports(report_read.get());
   if (exec_errno != 0 || fork_errno != 0) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -30,8 +30,9 @@
 namespace tessel::detail {
 namespace {
 
-void send_report(int fd, int kind, int value) {
-  const report_record r{kind, value};
+/// Writes one record with one write(2), atomic on the pipe.
+void send_report(int fd, report_record::kind tag, int value) {
+  const report_record r{tag, value};
   (void)!::write(fd, &r, sizeof r);
 }
 
@@ -62,14 +63,14 @@ void send_report(int fd, int kind, int value) {
       ::dup2(fd, target);
   }
   if (directory != nullptr && ::chdir(directory) != 0) {
-    send_report(report, report_exec_error, errno);
+    send_report(report, report_record::kind::exec_error, errno);
     ::_exit(127);
   }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::execve(l.path, l.argv, l.envp);
-  send_report(report, report_exec_error, errno);
+  send_report(report, report_record::kind::exec_error, errno);
   ::_exit(127);
 }
 
@@ -269,12 +270,12 @@ void supervise(const launch& l) {
   // second time, and no atfork handler runs.
   const pid_t command = ::vfork();
   if (command < 0) {
-    send_report(l.report, report_fork_error, errno);
+    send_report(l.report, report_record::kind::fork_error, errno);
     ::_exit(127);
   }
   if (command == 0) exec_child(l);
   ::setpgid(command, command);  // the group exists before the parent learns its id
-  send_report(l.report, report_pid, static_cast<int>(command));
+  send_report(l.report, report_record::kind::command_pid, static_cast<int>(command));
   for (const int fd : {l.in, l.out, l.err, l.report}) ::close(fd);
 
   for (;;) {

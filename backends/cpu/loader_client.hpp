@@ -23,8 +23,9 @@ namespace tessel::detail {
 struct loader_setup {
   std::filesystem::path loader;
   /// The loader and a user reference's library, checked around every run
-  /// (gated/file_guard.hpp); null: none.
-  std::shared_ptr<const file_guard> guard;
+  /// (gated/file_guard.hpp); null: none. Shared by the kernel's runs: each
+  /// run's check changes it (it is thread-safe).
+  std::shared_ptr<file_guard> guard;
   std::vector<tensor_spec> inputs, outputs;
   std::vector<std::string> constants;  ///< "NAME=VALUE", the kernel's run-time constants
   std::map<std::string, std::string> environment;

@@ -110,7 +110,7 @@ std::uint64_t file_guard::reads() const {
   return reads_;
 }
 
-void file_guard::restore_locked(const kept& file) const {
+void file_guard::restore_locked(const kept& file) {
   const auto& path = file.path;
   std::error_code ec;
   // The changed file is kept beside, not lost (a person may have edited
@@ -146,7 +146,7 @@ std::optional<file_guard::stamps> file_guard::trust(const stamps& now, std::int6
   return now;
 }
 
-std::uint64_t file_guard::check_locked() const {
+std::uint64_t file_guard::check_locked() {
   const auto check = ++checks_;
   const auto before = now_ns();
   std::vector<change> found;
@@ -173,14 +173,14 @@ std::uint64_t file_guard::check_locked() const {
   return check;
 }
 
-void file_guard::close_locked(std::uint64_t id) const {
+void file_guard::close_locked(std::uint64_t id) {
   open_.erase(id);
   auto first = UINT64_MAX;
   for (const auto& [other, start] : open_) first = std::min(first, start);
   std::erase_if(changes_, [first](const change& c) { return c.found_at <= first; });
 }
 
-file_guard::run_scope::run_scope(const file_guard* guard) : guard_(guard) {
+file_guard::run_scope::run_scope(file_guard* guard) : guard_(guard) {
   if (guard_ == nullptr) return;
   const std::lock_guard lock(guard_->mutex_);
   start_ = guard_->check_locked();

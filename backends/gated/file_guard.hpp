@@ -70,7 +70,7 @@ class file_guard {
    public:
     /// Puts back the files changed since the last check (a change of the
     /// runs in progress, not this one's). `guard` null: watches nothing.
-    explicit run_scope(const file_guard* guard);
+    explicit run_scope(file_guard* guard);
     run_scope(const run_scope&) = delete;
     run_scope& operator=(const run_scope&) = delete;
     ~run_scope();
@@ -85,7 +85,7 @@ class file_guard {
     [[nodiscard]] std::vector<std::filesystem::path> changed();
 
    private:
-    const file_guard* guard_;
+    file_guard* guard_;
     std::uint64_t id_ = 0;
     std::uint64_t start_ = 0;  ///< the check before its process started
     bool open_ = false;
@@ -126,22 +126,24 @@ class file_guard {
   /// Checks every file, puts back what changed and, while a scope is open,
   /// keeps each change with the number of the check that found it. Returns
   /// that number. Called with mutex_ held.
-  std::uint64_t check_locked() const;
+  std::uint64_t check_locked();
   static stamps stamps_of(const struct stat& st);
   /// `now`, taken by a stat after time `before` (ns) that the bytes
   /// matched, when a check may take it for the bytes. Called with mutex_
   /// held.
   std::optional<stamps> trust(const stamps& now, std::int64_t before, std::int64_t slack_ns) const;
-  void restore_locked(const kept& file) const;
+  static void restore_locked(const kept& file);
   /// Forgets scope `id` and the changes no open scope can be blamed for.
-  void close_locked(std::uint64_t id) const;
+  void close_locked(std::uint64_t id);
 
-  mutable std::vector<kept> files_;
-  mutable std::vector<change> changes_;
-  mutable std::map<std::uint64_t, std::uint64_t> open_;  ///< scope id -> its first check
-  mutable std::uint64_t checks_ = 0;
-  mutable std::uint64_t next_scope_ = 0;
-  mutable std::uint64_t reads_ = 0;
+  std::vector<kept> files_;
+  std::vector<change> changes_;
+  std::map<std::uint64_t, std::uint64_t> open_;  ///< scope id -> its first check
+  std::uint64_t checks_ = 0;
+  std::uint64_t next_scope_ = 0;
+  std::uint64_t reads_ = 0;
+  /// Guards every member above; mutable so that the const readers (empty(),
+  /// slack(), reads()) can take it.
   mutable std::mutex mutex_;
 };
 

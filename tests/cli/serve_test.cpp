@@ -95,6 +95,20 @@ TEST_CASE("serve: the agent ops on the simulator, with --verify") {
   CHECK(summary["reported"] == 1);  // the told compile_error: verify re-measures ok times only
 }
 
+TEST_CASE("serve: why_failed says a verdict's status once, with its hint") {
+  const auto r =
+      tessel("serve fixtures/small.tsl --no-db --seed 1 < fixtures/serve_why_failed.jsonl");
+  REQUIRE(r.code == 0);
+  const auto replies = lines_of(r.out);
+  const auto why = [&](int id) { return by_id(replies, id)["why"].get<std::string>(); };
+  // The gate's verdict opens with its status: said once, before the hint.
+  CHECK(why(4) ==
+        "suspicious: its outputs look forged (constant, non-deterministic, or faster than the "
+        "roofline) — output C is constant on the normal suite where the reference is not");
+  // A message that does not open with its status keeps all of it.
+  CHECK(why(5) == "timeout: it ran past the time limit — timed out after 2 s");
+}
+
 TEST_CASE("serve: --verify needs a backend") {
   const auto r = tessel("serve fixtures/small.tsl --no-db --verify < /dev/null");
   CHECK(r.code != 0);

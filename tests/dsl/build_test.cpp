@@ -6,7 +6,7 @@
 #include <filesystem>
 
 using namespace tessel;
-using tessel::test::options;
+using tessel::testing::options;
 
 namespace {
 
@@ -91,7 +91,7 @@ TEST_CASE("build: the examples are non-empty on trn2 and trn1") {
       CAPTURE(chip);
       auto o = parse_options{};
       o.target = chip;
-      auto defs = parse_definitions(tessel::test::read_example(file), o);
+      auto defs = parse_definitions(tessel::testing::read_example(file), o);
       for (const auto& def : defs) {
         auto s = space(def);
         CHECK(s.count() > 0);

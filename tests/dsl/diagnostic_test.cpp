@@ -2,8 +2,8 @@
 // several errors of one file reported together.
 #include "helpers.hpp"
 
-using tessel::test::errors_of;
-using tessel::test::options;
+using tessel::testing::errors_of;
+using tessel::testing::options;
 
 TEST_CASE("diagnostic: rendering with and without a location") {
   tessel::diagnostic d;
@@ -237,7 +237,7 @@ TEST_CASE("diagnostic: every error of a file is reported at once") {
 space t {
   param y : 4 .. 1
 })";
-  CHECK(tessel::test::messages_of(text) ==
+  CHECK(tessel::testing::messages_of(text) ==
         "duplicate value 128 in the domain of 'tile_k'\n"
         "unknown name 'tile_z'\n"
         "'>' expects an integer, but 'order' is a permutation\n"

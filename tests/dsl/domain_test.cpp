@@ -2,8 +2,8 @@
 #include "helpers.hpp"
 
 using namespace tessel;
-using tessel::test::definition_of;
-using tessel::test::messages_of;
+using tessel::testing::definition_of;
+using tessel::testing::messages_of;
 
 namespace {
 

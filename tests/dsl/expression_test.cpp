@@ -2,9 +2,9 @@
 #include "helpers.hpp"
 
 using namespace tessel;
-using tessel::test::definition_of;
-using tessel::test::messages_of;
-using tessel::test::show_let;
+using tessel::testing::definition_of;
+using tessel::testing::messages_of;
+using tessel::testing::show_let;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 /// The text of examples/NAME.
 inline std::string read_example(std::string_view name) {
@@ -141,4 +141,4 @@ inline std::string show_constraint(const space::definition& def, std::size_t i) 
   return show(def.constraints[i].condition, def);
 }
 
-}  // namespace tessel::test
+}  // namespace tessel::testing

@@ -6,7 +6,7 @@
 #include <string>
 
 using namespace tessel;
-using tessel::test::options;
+using tessel::testing::options;
 
 namespace {
 
@@ -46,12 +46,12 @@ TEST_CASE("limits: a symbol set of 100,000 names parses in linear time") {
 TEST_CASE("limits: a duplicate value in a large set is still found") {
   auto text = set_literal(1000);
   text.replace(text.find("} }"), 3, ", 500} }");
-  CHECK(tessel::test::errors_of(text).find("duplicate value 500") != std::string::npos);
+  CHECK(tessel::testing::errors_of(text).find("duplicate value 500") != std::string::npos);
 }
 
 TEST_CASE("limits: a set literal over max_domain_values is refused before it is built") {
   const auto text = set_literal(max_domain_values + 1);
-  CHECK(tessel::test::errors_of(text).find("at most 1000000 are allowed") != std::string::npos);
+  CHECK(tessel::testing::errors_of(text).find("at most 1000000 are allowed") != std::string::npos);
 }
 
 TEST_CASE("limits: one space declared 10,000 times is linear, with at most 100 diagnostics") {
@@ -74,7 +74,7 @@ TEST_CASE(
   std::string text;
   for (int i = 0; i < 4000; ++i)  // 4000 copies of 136 kB would pass 256 MiB
     text += "space s" + std::to_string(i) + " { param a : {1, 2} }\n";
-  CHECK(tessel::test::errors_of(text).find("a copy of it for each would pass 256 MiB") !=
+  CHECK(tessel::testing::errors_of(text).find("a copy of it for each would pass 256 MiB") !=
         std::string::npos);
   std::vector<std::string> names;
   const auto def = parse_definition(text, options(), "s3999", &names);
@@ -87,7 +87,7 @@ TEST_CASE(
 
 TEST_CASE("limits: a text over max_source_bytes is refused before it is parsed") {
   const std::string text(max_source_bytes + 1, ' ');
-  CHECK(tessel::test::errors_of(text).find("at most 16777216 are read") != std::string::npos);
+  CHECK(tessel::testing::errors_of(text).find("at most 16777216 are read") != std::string::npos);
 }
 
 TEST_CASE("limits: an error on a megabyte line does not copy the line into each diagnostic") {

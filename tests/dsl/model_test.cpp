@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace tessel::test {
+namespace tessel::testing {
 namespace {
 
 /// Two spaces the models below name: a matmul-like and a row-wise one.
@@ -213,4 +213,4 @@ TEST_CASE("model: a file without the model, or a model without kernels") {
   CHECK(errors_of("model a { kernel k { space rows } }" + std::string(spaces)) == "");
 }
 
-}  // namespace tessel::test
+}  // namespace tessel::testing

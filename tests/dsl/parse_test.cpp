@@ -4,10 +4,10 @@
 #include <tessel/dsl.hpp>
 
 using namespace tessel;
-using tessel::test::definition_of;
-using tessel::test::options;
-using tessel::test::show_constraint;
-using tessel::test::show_let;
+using tessel::testing::definition_of;
+using tessel::testing::options;
+using tessel::testing::show_constraint;
+using tessel::testing::show_let;
 
 namespace {
 
@@ -80,7 +80,7 @@ TEST_CASE("parse: the design sketch lowers to the expected definition") {
   CHECK(prefetch.name == "prefetch");
   CHECK(prefetch.dom.kind == param_kind::boolean);
   CHECK(prefetch.dom.values == std::vector<std::int64_t>{0, 1});
-  CHECK(tessel::test::show(prefetch.when, def) == "(== a_home hbm)");
+  CHECK(tessel::testing::show(prefetch.when, def) == "(== a_home hbm)");
 
   REQUIRE(def.lets.size() == 2);
   CHECK(show_let(def, "a_block") == "(* (* tile_m tile_k) 2)");
@@ -194,7 +194,7 @@ space s { param x : {1, 2} require x <= target.partitions })",
                            o);
   CHECK(def.target.name == "tiny");
   CHECK(def.target.base == "trn2");
-  CHECK(tessel::test::show_constraint(def, 0) == "(<= x 4)");
+  CHECK(tessel::testing::show_constraint(def, 0) == "(<= x 4)");
 }
 
 TEST_CASE("parse: boolean and symbol consts can be overridden") {
@@ -216,14 +216,14 @@ TEST_CASE("parse: Windows line endings and tabs") {
   auto def = definition_of("space s {\r\n\tparam x : 1 .. 3\r\n\trequire x > 1\r\n}\r\n");
   CHECK(def.parameters[0].line == 2);
   CHECK(def.constraints[0].text == "x > 1");
-  CHECK(tessel::test::errors_of("space s {\r\n\trequire y > 1\r\n}") ==
+  CHECK(tessel::testing::errors_of("space s {\r\n\trequire y > 1\r\n}") ==
         "test.tsl:2:10: error: unknown name 'y'\n\trequire y > 1\n\t        ^");
 }
 
 TEST_CASE("parse: a requirement that is false on constants alone is an error") {
   auto o = options();
   o.overrides["M"] = "100";
-  CHECK(tessel::test::errors_of(
+  CHECK(tessel::testing::errors_of(
             "space s {\n  const M = 128\n  param x : {1}\n  require M % 64 == 0\n}", o) ==
         "test.tsl:4:11: error: this requirement is always false: M % 64 == 0\n"
         "  require M % 64 == 0\n"

@@ -5,8 +5,8 @@
 #include <tessel/random.hpp>
 
 using namespace tessel;
-using tessel::test::options;
-using tessel::test::read_example;
+using tessel::testing::options;
+using tessel::testing::read_example;
 
 namespace {
 
@@ -75,24 +75,24 @@ TEST_CASE("robustness: garbage and odd inputs") {
 TEST_CASE("robustness: deep nesting is an error, not a stack overflow") {
   std::string deep = "space s { param x : {1} require " + std::string(5000, '(') + "x > 0" +
                      std::string(5000, ')') + " }";
-  CHECK(tessel::test::messages_of(deep) == "expression nested more than 64 levels deep\n");
+  CHECK(tessel::testing::messages_of(deep) == "expression nested more than 64 levels deep\n");
   std::string negations = "space s { param x : {1} require ";
   for (int i = 0; i < 5000; ++i) negations += "- ";
-  CHECK(tessel::test::messages_of(negations + "x < 0 }") ==
+  CHECK(tessel::testing::messages_of(negations + "x < 0 }") ==
         "expression nested more than 64 levels deep\n");
   std::string nots = "space s { param x : {1} require ";
   for (int i = 0; i < 5000; ++i) nots += "not ";
-  CHECK(tessel::test::messages_of(nots + "x < 0 }") ==
+  CHECK(tessel::testing::messages_of(nots + "x < 0 }") ==
         "expression nested more than 64 levels deep\n");
   std::string whens = "space s { param f : bool ";
   for (int i = 0; i < 100; ++i) whens += "when f { ";
-  CHECK(tessel::test::messages_of(whens) == "expression nested more than 64 levels deep\n");
+  CHECK(tessel::testing::messages_of(whens) == "expression nested more than 64 levels deep\n");
   std::string chain = "space s { param x : {1} require x";
   for (int i = 0; i < 20000; ++i) chain += " + x";
-  CHECK(tessel::test::messages_of(chain + " > 0 }") == "expression longer than 16384 bytes\n");
+  CHECK(tessel::testing::messages_of(chain + " > 0 }") == "expression longer than 16384 bytes\n");
   std::string ok = "space s { param x : {1} require " + std::string(60, '(') + "x > 0" +
                    std::string(60, ')') + " }";
-  CHECK(tessel::test::messages_of(ok).empty());
+  CHECK(tessel::testing::messages_of(ok).empty());
 }
 
 TEST_CASE("robustness: every prefix of a real file") {

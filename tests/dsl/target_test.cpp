@@ -2,9 +2,9 @@
 #include "helpers.hpp"
 
 using namespace tessel;
-using tessel::test::definition_of;
-using tessel::test::messages_of;
-using tessel::test::options;
+using tessel::testing::definition_of;
+using tessel::testing::messages_of;
+using tessel::testing::options;
 
 namespace {
 
@@ -21,7 +21,7 @@ TEST_CASE("target: target.NAME folds to the selected target's value") {
     auto def = definition_of(sbuf_space, options(chip));
     auto limit = *builtin_target(chip)->find("sbuf_bytes_per_partition");
     CHECK(def.target.name == chip);
-    CHECK(tessel::test::show_constraint(def, 0) == "(<= rows " + std::to_string(limit) + ")");
+    CHECK(tessel::testing::show_constraint(def, 0) == "(<= rows " + std::to_string(limit) + ")");
   }
 }
 
@@ -34,7 +34,7 @@ TEST_CASE("target: a declared target refines its base") {
   auto limit = *builtin_target("trn2")->find("sbuf_bytes_per_partition") / 2;
   CHECK(def.target.name == "half");
   CHECK(def.target.base == "trn2");
-  CHECK(tessel::test::show_constraint(def, 0) == "(<= rows " + std::to_string(limit) + ")");
+  CHECK(tessel::testing::show_constraint(def, 0) == "(<= rows " + std::to_string(limit) + ")");
   CHECK(def.target.constants.size() == builtin_target("trn2")->constants.size());
 }
 

@@ -2,10 +2,10 @@
 #include "helpers.hpp"
 
 using namespace tessel;
-using tessel::test::definition_of;
-using tessel::test::messages_of;
-using tessel::test::show;
-using tessel::test::show_constraint;
+using tessel::testing::definition_of;
+using tessel::testing::messages_of;
+using tessel::testing::show;
+using tessel::testing::show_constraint;
 
 TEST_CASE("when: parameters get the conjunction of the enclosing conditions") {
   auto def = definition_of(R"(space s {

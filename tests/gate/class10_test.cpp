@@ -48,12 +48,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::verdict;
+using namespace tessel;
+using namespace tessel::testing;
 
 constexpr std::uint64_t secrets[] = {3, 5, 7};
 
@@ -447,9 +443,9 @@ TEST_CASE("class 10: rmsnorm cheats on the cpu backend's fp32 spec") {
 }
 
 TEST_CASE("class 10: matmul cheats") {
-  tessel::test::matmul_shape shape{96 + 8, 48, 72 + 64, 32, 48, 32};
+  tessel::testing::matmul_shape shape{96 + 8, 48, 72 + 64, 32, 48, 32};
   shape.in = element_type::fp32;
-  const tessel::test::matmul_spec spec(shape);
+  const tessel::testing::matmul_spec spec(shape);
   const struct {
     const char* name;
     matmul_cut cut;
@@ -473,11 +469,11 @@ TEST_CASE("class 10: matmul cheats") {
 }
 
 TEST_CASE("class 10: a transpose when the shape is square is caught") {
-  tessel::test::matmul_shape shape{64, 64, 64, 32, 32, 32};
+  tessel::testing::matmul_shape shape{64, 64, 64, 32, 32, 32};
   shape.in = element_type::fp32;
   for (const std::uint64_t secret : secrets) {
     const verdict v = check(
-        tessel::test::matmul_spec(shape),
+        tessel::testing::matmul_spec(shape),
         matmul_kernel(64, 64, 64, element_type::fp32, matmul_cut::transpose_if_square), secret);
     INFO(v.message);
     CHECK(v.status == status::incorrect);
@@ -485,10 +481,10 @@ TEST_CASE("class 10: a transpose when the shape is square is caught") {
 }
 
 TEST_CASE("class 10: stochastic rounding passes within the tolerance, not bit for bit") {
-  tessel::test::matmul_shape shape{96, 48, 72, 32, 48, 32};
+  tessel::testing::matmul_shape shape{96, 48, 72, 32, 48, 32};
   shape.in = element_type::fp32;
   shape.out = element_type::bf16;
-  const tessel::test::matmul_spec spec(shape);
+  const tessel::testing::matmul_spec spec(shape);
   for (const std::uint64_t secret : secrets) {
     const matmul_kernel k(96, 48, 72, element_type::bf16, matmul_cut::stochastic_bf16);
     const verdict loose = check(spec, k, secret);
@@ -536,8 +532,8 @@ TEST_CASE("class 10: a gated callback that memoises its right outputs gains noth
   // says no counted call was answered from the cache (before round six, the
   // 16 timed calls were all hits, timed in microseconds).
   constexpr auto miss = std::chrono::milliseconds(10);
-  const tessel::test::matmul_shape shape{96, 80, 72, 40, 48, 32};
-  const tessel::test::tiled_matmul honest(shape);
+  const tessel::testing::matmul_shape shape{96, 80, 72, 40, 48, 32};
+  const tessel::testing::tiled_matmul honest(shape);
   std::mutex mutex;
   std::map<std::vector<std::vector<double>>, output_values> cache;
   int hits = 0, calls = 0;
@@ -545,7 +541,7 @@ TEST_CASE("class 10: a gated callback that memoises its right outputs gains noth
   g.inputs = "A:MxK:bf16,B:KxN:bf16";
   g.outputs = "C:MxN";
   g.reference = [&](const std::vector<std::vector<double>>& in) {
-    return tessel::test::reference_product(in, shape);
+    return tessel::testing::reference_product(in, shape);
   };
   g.gate.secret = 10;
   g.timed_calls = 16;
@@ -615,8 +611,8 @@ struct prefix_memo {
       : from(from_call), last(last_elements) {}
   int from;
   bool last;
-  tessel::test::matmul_shape shape{96, 80, 72, 40, 48, 32};
-  tessel::test::tiled_matmul honest{shape};
+  tessel::testing::matmul_shape shape{96, 80, 72, 40, 48, 32};
+  tessel::testing::tiled_matmul honest{shape};
   std::mutex mutex;
   std::map<std::vector<double>, output_values> cache;
   int calls = 0, stale = 0;
@@ -626,7 +622,7 @@ struct prefix_memo {
     g.inputs = "A:MxK:bf16,B:KxN:bf16";
     g.outputs = "C:MxN";
     g.reference = [this](const std::vector<std::vector<double>>& in) {
-      return tessel::test::reference_product(in, shape);
+      return tessel::testing::reference_product(in, shape);
     };
     g.gate.secret = secret;
     g.timed_calls = 16;

@@ -37,14 +37,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using tessel::status;
-using tessel::test::count;
-using tessel::test::lines_of;
-using tessel::test::starting;
-using tessel::testing::temp_folder;
-
-const std::string kernel_file =
-    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
+using namespace tessel;
+using namespace tessel::testing;
 
 /// TMPDIR set to `dir` for the case (the backends' scratch folders go there).
 struct tmpdir_as {
@@ -85,8 +79,8 @@ cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
   const temp_folder logs("tessel-class12");  // (6) knows it in the TMPDIR by its name
   const auto log = logs.path() / "log";
   tessel::cpu_options o;
-  o.kernel = kernel_file + ":" + function;
-  o.reference = kernel_file + ":" + reference;
+  o.kernel = redteam_kernel(function);
+  o.reference = redteam_kernel(reference);
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";
@@ -323,14 +317,6 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
 
 namespace {
 
-tessel::command_backend gated_command(const std::string& mode, tessel::command_options o) {
-  o.gate_inputs = "A:MxK,B:KxN";
-  o.gate_outputs = "C:MxN";
-  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
-  o.gate.secret = 12;
-  return tessel::command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
-}
-
 tessel::space matmul_space() {
   return tessel::parse_space(
       "space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
@@ -339,17 +325,13 @@ tessel::space matmul_space() {
 /// Evaluates gated_command(`mode`), whose runs each leave a daemon behind and
 /// log its pid: every run logged one, and none outlives the evaluation.
 void check_daemons_killed(const std::string& mode) {
-  const temp_folder logs;
-  tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command(mode, o);
-  const auto s = matmul_space();
-  b.prepare(s);
-  const auto m = b.evaluate(s, *s.default_config());
+  const auto r = run_logged(mode, 12);
+  const auto& m = r.m;
+  const auto& log = r.log;
   INFO(m.message);
   CHECK(m.status == status::ok);
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
-  const auto pids = starting(lines_of(logs.path() / "log"), "pid ");
+  const auto pids = starting(log, "pid ");
   CHECK(pids.size() == runs);  // each run logs its daemon's pid before it goes on
   CHECK(kill_survivors(pids) == 0);
 }
@@ -362,7 +344,7 @@ TEST_CASE("class 12: a gated command that never exits is a timeout under the def
   // came from and how to change it.
   tessel::command_options o;
   o.default_timeout_s = 0.5;
-  auto b = gated_command("hang", o);
+  auto b = gated_command("hang", o, 12);
   const auto s = matmul_space();
   b.prepare(s);
   const auto start = std::chrono::steady_clock::now();
@@ -381,7 +363,7 @@ TEST_CASE("class 12: (6) what a gated command can see around it") {
   const tmpdir_as in_tmp(tmp.path());
   tessel::command_options o;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command("snoop", o);
+  auto b = gated_command("snoop", o, 12);
   const auto s = matmul_space();
   b.prepare(s);
   const auto m = b.evaluate(s, *s.default_config());

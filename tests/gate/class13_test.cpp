@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,15 +35,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using tessel::status;
-
-const std::string kernel_file =
-    std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp";
-
-using tessel::test::count;
-using tessel::test::lines_of;
-using tessel::test::starting;
-using tessel::testing::temp_folder;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// The CPUs this process may run on.
 int allowed_cpus() {
@@ -71,8 +65,8 @@ cpu_run run_cpu(const cpu_case& c) {
   const temp_folder logs;
   const auto log = logs.path() / "log";
   tessel::cpu_options o;
-  o.kernel = kernel_file + ":" + c.function;
-  o.reference = kernel_file + ":twice_reference";
+  o.kernel = redteam_kernel(c.function);
+  o.reference = redteam_kernel("twice_reference");
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";
@@ -99,6 +93,27 @@ cpu_run run_cpu(const cpu_case& c) {
   for (auto& t : threads) t.join();
   r.log = lines_of(log);
   return r;
+}
+
+/// A case of the CPU rules: `function` timed on `cpus` (auto: the last
+/// allowed CPU), 2 ms of work a call, 20 ms samples.
+cpu_case cpu_rule_case(const std::string& function, const std::string& cpus) {
+  cpu_case c;
+  c.function = function;
+  c.cpus = cpus;
+  c.us = "2000";
+  c.min_sample_s = 2e-2;
+  return c;
+}
+
+/// The verdict on `function` pinned to one CPU (cpus=auto), which widens
+/// what it runs on; none where this process may run on one CPU only.
+std::optional<cpu_run> widening_run(const std::string& function) {
+  if (allowed_cpus() < 2) {
+    MESSAGE("skipped: one CPU, nothing to widen to");
+    return std::nullopt;
+  }
+  return run_cpu(cpu_rule_case(function, "auto"));
 }
 
 /// Gives up CAP_SYS_PTRACE (bounding, effective and permitted) on the calling thread,
@@ -151,22 +166,14 @@ TEST_CASE("class 13: (2) a kernel that widens its own affinity is caught: suspic
   // nothing looked (ok, timed on the CPUs of the runs beside it). Now the
   // loader checks that the affinity after the timing is within the one it
   // was given.
-  if (allowed_cpus() < 2) {
-    MESSAGE("skipped: one CPU, nothing to widen to");
-    return;
-  }
-  cpu_case c;
-  c.function = "rt_widen";
-  c.cpus = "auto";
-  c.us = "2000";
-  c.min_sample_s = 2e-2;
-  const auto r = run_cpu(c);
-  const auto& m = r.m.at(0);
+  const auto r = widening_run("rt_widen");
+  if (!r) return;
+  const auto& m = r->m.at(0);
   INFO(m.message);
   CHECK(m.status == status::suspicious);
   CHECK(m.message == "suspicious: the kernel widened its CPU affinity (it was given 1 CPU(s))");
   CHECK(m.samples.empty());
-  CHECK(count(r.log, "computed") > 5);  // caught after the timing, not in a gate run
+  CHECK(count(r->log, "computed") > 5);  // caught after the timing, not in a gate run
 }
 
 TEST_CASE("class 13: (2) a kernel whose helper threads run on other CPUs is caught by CPU time") {
@@ -176,24 +183,16 @@ TEST_CASE("class 13: (2) a kernel whose helper threads run on other CPUs is caug
   // CPU time than one CPU gives in that wall time. On a loaded machine
   // (autogroups: a session's processes share one fair share) it may get no
   // more than one CPU: then it passes, having gained little.
-  if (allowed_cpus() < 2) {
-    MESSAGE("skipped: one CPU, nothing to widen to");
-    return;
-  }
-  cpu_case c;
-  c.function = "rt_widen_helpers";
-  c.cpus = "auto";
-  c.us = "2000";
-  c.min_sample_s = 2e-2;
-  const auto r = run_cpu(c);
-  const auto& m = r.m.at(0);
+  const auto r = widening_run("rt_widen_helpers");
+  if (!r) return;
+  const auto& m = r->m.at(0);
   INFO(m.message);
   // What it got, by its own measure: CPU time over wall time in its timing
   // process (the last call's line). Within the rule's margin (10%, and
   // 10 ms of CPU time) it is not caught; on a loaded machine the threads may
   // get no more than the one CPU: then it gained nothing.
   double used = 0;
-  for (const auto& line : r.log)
+  for (const auto& line : r->log)
     if (line.rfind("cpus used ", 0) == 0) used = std::stod(line.substr(10));
   MESSAGE("CPUs used in its last process: " << used << "; verdict: " << m.message);
   if (m.status == status::suspicious) {
@@ -209,28 +208,16 @@ TEST_CASE("class 13: (2) honest multi-threaded kernels within their CPUs pass th
   // Four threads that keep the affinity they inherit: pinned to one CPU
   // (cpus=auto) they share it, and given every CPU (cpus=all) they use
   // them all; either way the process's CPU time stays within its CPUs.
-  for (const std::string cpus : {"auto", "all"}) {
-    CAPTURE(cpus);
-    cpu_case c;
-    c.function = "rt_threads";
-    c.cpus = cpus;
-    c.us = "2000";
-    c.min_sample_s = 2e-2;
-    const auto r = run_cpu(c);
-    const auto& m = r.m.at(0);
-    INFO(m.message);
-    CHECK(m.status == status::ok);
-  }
   // The widening kernel given every CPU widens to what it has, and a kernel
   // that binds itself to fewer CPUs than it was given (OMP_PROC_BIND): ok.
-  for (const std::string function : {"rt_widen", "rt_narrow"}) {
-    CAPTURE(function);
-    cpu_case c;
-    c.function = function;
-    c.cpus = "all";
-    c.us = "2000";
-    c.min_sample_s = 2e-2;
-    const auto r = run_cpu(c);
+  const struct {
+    std::string function, cpus;
+  } cases[] = {
+      {"rt_threads", "auto"}, {"rt_threads", "all"}, {"rt_widen", "all"}, {"rt_narrow", "all"}};
+  for (const auto& one : cases) {
+    CAPTURE(one.function);
+    CAPTURE(one.cpus);
+    const auto r = run_cpu(cpu_rule_case(one.function, one.cpus));
     INFO(r.m.at(0).message);
     CHECK(r.m.at(0).status == status::ok);
   }
@@ -262,18 +249,6 @@ TEST_CASE("class 13: (3) a host kernel cannot read its supervisor's memory") {
 
 // --- the gated command ---------------------------------------------------------------
 
-namespace {
-
-tessel::command_backend gated_command(const std::string& mode, tessel::command_options o) {
-  o.gate_inputs = "A:MxK,B:KxN";
-  o.gate_outputs = "C:MxN";
-  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
-  o.gate.secret = 13;
-  return tessel::command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
-}
-
-}  // namespace
-
 TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs finds none") {
   // Two configs evaluated at once (concurrency 2): while one's reference
   // runs, the other's candidate scans TMPDIR and /tmp for run folders
@@ -285,7 +260,7 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
   o.concurrency = 2;
   o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()},
                    {"TESSEL_REDTEAM_STASH", stash.path().string()}};
-  auto b = gated_command("scavenge", o);
+  auto b = gated_command("scavenge", o, 13);
   const auto s = tessel::parse_space(
       "space t { const M = 48  const K = 40  const N = 32  param tile : {1, 2} }");
   b.prepare(s);
@@ -313,17 +288,11 @@ TEST_CASE("class 13: (1) a gated command that scavenges the reference's outputs 
 
 TEST_CASE("class 13: (3) a gated command cannot read its supervisor's memory") {
   as_a_user();
-  const temp_folder logs;
-  tessel::command_options o;
-  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
-  auto b = gated_command("peek", o);
-  const auto s =
-      tessel::parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
-  b.prepare(s);
-  const auto m = b.evaluate(s, *s.default_config());
+  const auto r = run_logged("peek", 13);
+  const auto& m = r.m;
+  const auto& log = r.log;
   INFO(m.message);
   CHECK(m.status == status::ok);
-  const auto log = lines_of(logs.path() / "log");
   const auto runs = static_cast<std::size_t>(m.metrics.at("gate_runs"));
   CHECK(count(log, "denied supervisor") == runs);
   MESSAGE("tessel's own memory read by " << count(log, "read tessel") << " of " << runs << " runs");

@@ -18,14 +18,8 @@
 
 namespace {
 
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::test::flaw;
-using tessel::test::matmul_shape;
-using tessel::test::matmul_spec;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// 96 x 80 x 72 with a tail tile in every dimension.
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
@@ -80,7 +74,7 @@ tessel::gate_options options(std::uint64_t secret) {
 }  // namespace
 
 TEST_CASE("class 2: honest controls pass every check and every re-check") {
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     tessel::gate_options o = options(1);
     o.recheck_rate = 1;  // every lookup checks again
@@ -171,7 +165,7 @@ TEST_CASE("class 2: a kernel that goes wrong inside a timing loop is caught by s
   g.inputs = "A:96x72:bf16,B:72x80:bf16";
   g.outputs = "C:96x80";
   g.reference = [](const std::vector<std::vector<double>>& in) {
-    return tessel::test::reference_product(in, shape);
+    return tessel::testing::reference_product(in, shape);
   };
   g.timed_calls = 40;
   g.gate.secret = 5;

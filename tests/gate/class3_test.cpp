@@ -19,13 +19,8 @@
 
 namespace {
 
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::test::matmul_shape;
-using tessel::test::matmul_spec;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 
@@ -144,7 +139,7 @@ struct rewrites_reference : gated_kernel {
   shared_spec* spec = nullptr;
   output_values run(std::span<const hidden_input> in) const override {
     spec->skip_k = true;
-    return tiled_matmul(shape, tessel::test::flaw::k_tile_skipped).run(in);
+    return tiled_matmul(shape, tessel::testing::flaw::k_tile_skipped).run(in);
   }
 };
 
@@ -153,7 +148,7 @@ struct widens_tolerance : gated_kernel {
   shared_spec* spec = nullptr;
   output_values run(std::span<const hidden_input> in) const override {
     spec->tolerance = 0.5;
-    return tiled_matmul(shape, tessel::test::flaw::output_as_bf16).run(in);
+    return tiled_matmul(shape, tessel::testing::flaw::output_as_bf16).run(in);
   }
 };
 
@@ -211,7 +206,7 @@ TEST_CASE("class 3: a candidate that rewrites the spec it shares cannot change t
 }
 
 TEST_CASE("class 3: honest controls pass with the leaky and the shared spec") {
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     tessel::gate_options o;
     o.secret = 6;

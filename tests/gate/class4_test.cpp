@@ -18,15 +18,8 @@
 
 namespace {
 
-using tessel::distribution;
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::test::floats_of;
-using tessel::test::matmul_shape;
-using tessel::test::matmul_spec;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 const matmul_shape fp32_in{96, 80, 72, 40, 48, 32, element_type::fp32, element_type::fp32};
@@ -172,7 +165,7 @@ TEST_CASE("class 4: a cache keyed by a prefix of the inputs fails on shared_pref
 
 TEST_CASE("class 4: honest controls pass every new suite, with bf16 and fp32 inputs") {
   for (const matmul_shape& s : {shape, fp32_in})
-    for (const auto& c : tessel::test::honest_controls(s)) {
+    for (const auto& c : tessel::testing::honest_controls(s)) {
       CAPTURE(c.name);
       CAPTURE(tessel::to_string(s.in));
       tessel::gate_options o = new_suite(3);

@@ -15,16 +15,8 @@
 
 namespace {
 
-using tessel::distribution;
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::tensor_spec;
-using tessel::test::matmul_shape;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// y = 3 x elementwise on a 64 x 64 fp32 tensor.
 struct scale_spec : tessel::gate_spec {
@@ -139,7 +131,7 @@ TEST_CASE("class 5: ordinary elements beside outliers are held to their own boun
 
 TEST_CASE("class 5: rows without outliers are held to their own bound (matmul)") {
   tessel::gate g(outlier_suites());
-  const tessel::test::matmul_spec spec(shape);
+  const tessel::testing::matmul_spec spec(shape);
   const sloppy_rows k;
   tessel::gate twin(outlier_suites());
   const auto session = twin.session(spec, 1);
@@ -159,11 +151,11 @@ TEST_CASE("class 5: rows without outliers are held to their own bound (matmul)")
 }
 
 TEST_CASE("class 5: honest controls pass on outlier-heavy inputs, near-zero elements included") {
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     tessel::gate g(outlier_suites());
     const tessel::verdict v =
-        g.check(tessel::test::matmul_spec(c.shape), tiled_matmul(c.shape, c.f), 1);
+        g.check(tessel::testing::matmul_spec(c.shape), tiled_matmul(c.shape, c.f), 1);
     CAPTURE(v.message);
     CHECK(v.ok());
   }

@@ -14,13 +14,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::tensor_spec;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// y = x + 1 on a 1024 x 1024 fp32 tensor: 2^20 elements.
 struct copy_spec : tessel::gate_spec {
@@ -135,12 +130,12 @@ TEST_CASE("class 6: honest controls pass, compared whole") {
   const tessel::verdict v = g.check(copy_spec{}, exact{}, 1);
   CAPTURE(v.message);
   CHECK(v.ok());
-  const tessel::test::matmul_shape shape{160, 144, 72, 64, 64, 32};
+  const tessel::testing::matmul_shape shape{160, 144, 72, 64, 64, 32};
   std::uint64_t key = 2;
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
-    const tessel::verdict w = g.check(tessel::test::matmul_spec(c.shape),
-                                      tessel::test::tiled_matmul(c.shape, c.f), key++);
+    const tessel::verdict w = g.check(tessel::testing::matmul_spec(c.shape),
+                                      tessel::testing::tiled_matmul(c.shape, c.f), key++);
     CAPTURE(w.message);
     CHECK(w.ok());
   }

@@ -18,14 +18,13 @@
 
 namespace {
 
-using tessel::status;
-using tessel::test::matmul_shape;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 
 /// The matmul spec, with its FLOPs declared and no roofline of its own.
-struct counted_spec : tessel::test::matmul_spec {
+struct counted_spec : tessel::testing::matmul_spec {
   explicit counted_spec(matmul_shape s) : matmul_spec(s), s_(s) {}
   double flops() const override { return 2.0 * static_cast<double>(s_.m * s_.n * s_.k); }
   matmul_shape s_;
@@ -110,7 +109,7 @@ TEST_CASE(
 
 TEST_CASE("class 7: honest controls' measured times are above the host's floor") {
   tessel::gate g(on(tessel::host_peaks()));
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     const counted_spec spec(c.shape);
     const tiled_matmul k(c.shape, c.f);
@@ -150,7 +149,7 @@ TEST_CASE("class 7: a gated callback on the host target gets the host's floor") 
   cg.gate.secret = 8;
   cg.gate.suite = {tessel::distribution::normal, tessel::distribution::sparse};
   cg.reference = [](const std::vector<std::vector<double>>& in) {
-    return tessel::test::reference_product(in, shape);
+    return tessel::testing::reference_product(in, shape);
   };
   tessel::callback_backend b(
       [](const tessel::space&, const tessel::config&, std::span<const tessel::hidden_input> in) {

@@ -16,12 +16,8 @@
 
 namespace {
 
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::test::flaw;
-using tessel::test::matmul_shape;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
 
@@ -31,7 +27,7 @@ tessel::space matmul_space() {
 }
 
 output_values reference(const std::vector<std::vector<double>>& in) {
-  return tessel::test::reference_product(in, shape);
+  return tessel::testing::reference_product(in, shape);
 }
 
 tessel::callback_gate settings(const std::string& output_type = "fp32") {
@@ -54,7 +50,7 @@ tessel::measurement evaluate(const tessel::callback_backend::kernel_function& f,
 }  // namespace
 
 TEST_CASE("class 8: honest gated callbacks pass and are timed by tessel, call by call") {
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     CAPTURE(c.name);
     std::atomic<int> calls{0};
     tessel::callback_gate g = settings(std::string(to_string(c.shape.out)));
@@ -80,7 +76,7 @@ TEST_CASE("class 8: honest gated callbacks pass and are timed by tessel, call by
 
 TEST_CASE("class 8: a gated callback that computes wrong, or zeros, never records a time") {
   for (const flaw f : {flaw::k_tile_skipped, flaw::zeros, flaw::output_as_bf16}) {
-    CAPTURE(tessel::test::to_string(f));
+    CAPTURE(tessel::testing::to_string(f));
     const tiled_matmul k(shape, f);
     const tessel::measurement m =
         evaluate([&](const tessel::space&, const tessel::config&,

@@ -23,16 +23,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::gated_kernel;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::verdict;
-using tessel::test::floats_of;
-using tessel::test::matmul_shape;
-using tessel::test::matmul_spec;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 /// 96 x 80 x 72 with a tail tile in every dimension (K = 2 x 32 + 8).
 const matmul_shape shape{96, 80, 72, 40, 48, 32};
@@ -259,7 +251,7 @@ TEST_CASE("class 9: right for a check's calls, wrong in the timing loop, is caug
 
 TEST_CASE("class 9: honest controls pass") {
   std::uint64_t key = 1;
-  for (const auto& c : tessel::test::honest_controls(shape)) {
+  for (const auto& c : tessel::testing::honest_controls(shape)) {
     tessel::gate g(options(3));
     const verdict v = g.check(matmul_spec(c.shape), tiled_matmul(c.shape, c.f), key++);
     CAPTURE(c.name);

@@ -13,11 +13,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::status;
-using tessel::test::flaw;
-using tessel::test::matmul_shape;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 tessel::gate_options test_options() {
   tessel::gate_options o;
@@ -27,7 +24,7 @@ tessel::gate_options test_options() {
 
 tessel::verdict check(const matmul_shape& s, flaw f) {
   tessel::gate g(test_options());
-  const tessel::test::matmul_spec spec(s);
+  const tessel::testing::matmul_spec spec(s);
   const tiled_matmul k(s, f);
   return g.check(spec, k, 1);
 }
@@ -155,7 +152,7 @@ TEST_CASE("runs that differ in the last bits pass (split-K); beyond the toleranc
   tessel::gate g(o);
   const matmul_shape s;
   const tessel::verdict strict =
-      g.check(tessel::test::matmul_spec(s), tiled_matmul(s, flaw::nondeterministic), 1);
+      g.check(tessel::testing::matmul_spec(s), tiled_matmul(s, flaw::nondeterministic), 1);
   CHECK(strict.status == status::suspicious);
   CHECK(contains(strict.message, "output C[0, 5]"));
 }
@@ -196,8 +193,8 @@ TEST_CASE("each flaw is caught on every seed tried, not by luck") {
                  tessel::distribution::structured};  // three suites keep it quick
       tessel::gate g(o);
       const tiled_matmul k({}, f);
-      const tessel::verdict v = g.check(tessel::test::matmul_spec({}), k, 7);
-      CAPTURE(tessel::test::to_string(f));
+      const tessel::verdict v = g.check(tessel::testing::matmul_spec({}), k, 7);
+      CAPTURE(tessel::testing::to_string(f));
       CAPTURE(v.message);
       CHECK(!v.ok());
     }

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 /// The spec of y = f(x) elementwise on one input of `shape` (f: `ref`, the
 /// identity by default): what the backend owns.
@@ -79,4 +79,4 @@ inline tessel::gate_options seeded() {
 /// How many suites (input distributions) a default session draws.
 inline const std::size_t suites = tessel::all_distributions().size();
 
-}  // namespace tessel::test
+}  // namespace tessel::testing

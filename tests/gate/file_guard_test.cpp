@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -56,8 +57,13 @@ void past_slack(const file_guard& guard, const fs::path& file) {
                               std::chrono::milliseconds(5));
 }
 
+// A run's checks change the guard (what it kept, what it found): a guard
+// held const cannot be watched.
+static_assert(std::is_constructible_v<file_guard::run_scope, file_guard*>);
+static_assert(!std::is_constructible_v<file_guard::run_scope, const file_guard*>);
+
 /// One run with nothing changed: what it is blamed for.
-paths quiet_run(const file_guard& guard) {
+paths quiet_run(file_guard& guard) {
   file_guard::run_scope run(&guard);
   return run.changed();
 }

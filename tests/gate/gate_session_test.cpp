@@ -21,16 +21,8 @@
 #include <thread>
 #include <vector>
 
-using tessel::element_type;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::status;
-using tessel::tensor_spec;
-using tessel::test::elementwise;
-using tessel::test::elementwise_spec;
-using tessel::test::same;
-using tessel::test::seeded;
-using tessel::test::suites;
+using namespace tessel;
+using namespace tessel::testing;
 
 namespace {
 

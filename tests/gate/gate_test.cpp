@@ -17,16 +17,8 @@
 #include <string>
 #include <vector>
 
-using tessel::element_type;
-using tessel::probe_points;
-using tessel::probe_values;
-using tessel::round_to;
-using tessel::status;
-using tessel::tensor_spec;
-using tessel::test::elementwise;
-using tessel::test::elementwise_spec;
-using tessel::test::same;
-using tessel::test::seeded;
+using namespace tessel;
+using namespace tessel::testing;
 
 TEST_CASE("an exact kernel passes every suite with zero error") {
   tessel::gate g(seeded());

@@ -19,14 +19,8 @@
 
 namespace {
 
-using tessel::element_type;
-using tessel::hidden_input;
-using tessel::output_values;
-using tessel::status;
-using tessel::test::flaw;
-using tessel::test::matmul_shape;
-using tessel::test::matmul_spec;
-using tessel::test::tiled_matmul;
+using namespace tessel;
+using namespace tessel::testing;
 
 tessel::gate_options test_options() {
   tessel::gate_options o;
@@ -84,7 +78,8 @@ struct half_k : tessel::gated_kernel {
     return {{"A", {s.m, s.k / 2}, s.in, 0}, {"B", {s.k / 2, s.n}, s.in, 0}};
   }
   output_values run(std::span<const hidden_input> in) const override {
-    const std::vector<float> a = tessel::test::floats_of(in[0]), b = tessel::test::floats_of(in[1]);
+    const std::vector<float> a = tessel::testing::floats_of(in[0]),
+                             b = tessel::testing::floats_of(in[1]);
     std::vector<double> c(static_cast<std::size_t>(s.m * s.n), 0.0);
     for (std::int64_t i = 0; i < s.m; ++i)
       for (std::int64_t k = 0; k < s.k / 2; ++k)

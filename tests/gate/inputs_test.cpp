@@ -10,10 +10,7 @@
 #include <cmath>
 #include <set>
 
-using tessel::distribution;
-using tessel::element_type;
-using tessel::input_tensor;
-using tessel::tensor_spec;
+using namespace tessel;
 
 namespace {
 

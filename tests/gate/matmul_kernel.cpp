@@ -10,7 +10,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 std::string_view to_string(flaw f) {
   switch (f) {
@@ -165,4 +165,4 @@ std::vector<honest_control> honest_controls(matmul_shape s) {
           {"bf16 outputs", bf16, flaw::none}};
 }
 
-}  // namespace tessel::test
+}  // namespace tessel::testing

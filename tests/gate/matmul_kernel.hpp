@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 /// What the kernel gets wrong.
 enum class flaw : unsigned char {
@@ -98,4 +98,4 @@ struct honest_control {
 /// bf16 outputs; on `s` (its output type replaced for the bf16 one).
 [[nodiscard]] std::vector<honest_control> honest_controls(matmul_shape s);
 
-}  // namespace tessel::test
+}  // namespace tessel::testing

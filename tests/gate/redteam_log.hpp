@@ -1,16 +1,26 @@
-// redteam_log.hpp: reading what the red team's kernels and command modes log
-// (tests/gate/programs: one line per event, "computed", "pid N", ...), for
-// the class12 and class13 tests.
+// redteam_log.hpp: what the class12 and class13 tests share: reading what
+// the red team's kernels and command modes log (tests/gate/programs: one
+// line per event, "computed", "pid N", ...), and the gated command that runs
+// a mode of programs/gate_program.cpp.
 #pragma once
+
+#include <tessel/backends.hpp>
+#include <tessel/dsl.hpp>
+
+#include "temp_folder.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace tessel::test {
+namespace tessel::testing {
 
 /// The lines of `file` (none when it cannot be read).
 inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
@@ -34,4 +44,45 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
   return out;
 }
 
-}  // namespace tessel::test
+/// `function` of programs/redteam_kernels.cpp, named as the cpu backend's
+/// kernel and reference options name a user's.
+inline std::string redteam_kernel(const std::string& function) {
+  return std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp:" + function;
+}
+
+#ifdef TESSEL_GATE_PROGRAM
+/// gate_program's `mode` as a gated command (C = A B, its reference the
+/// program's honest mode), its gate keyed by `secret`.
+inline command_backend gated_command(const std::string& mode, command_options o,
+                                     std::uint64_t secret) {
+  o.gate_inputs = "A:MxK,B:KxN";
+  o.gate_outputs = "C:MxN";
+  o.gate_reference = fmt::format("{} reference", TESSEL_GATE_PROGRAM);
+  o.gate.secret = secret;
+  return command_backend(fmt::format("{} {}", TESSEL_GATE_PROGRAM, mode), std::move(o));
+}
+
+/// One evaluation of a gated command and what its runs logged.
+struct command_run {
+  measurement m;
+  std::vector<std::string> log;
+};
+
+/// gated_command(`mode`, default options, `secret`) evaluated once on a
+/// 48x40x32 matmul, its runs logging to a file of their own
+/// (TESSEL_REDTEAM_LOG), in a folder made in TMPDIR.
+inline command_run run_logged(const std::string& mode, std::uint64_t secret) {
+  const temp_folder logs;
+  command_options o;
+  o.environment = {{"TESSEL_REDTEAM_LOG", (logs.path() / "log").string()}};
+  auto b = gated_command(mode, o, secret);
+  const auto s =
+      parse_space("space t { const M = 48  const K = 40  const N = 32  param tile : {1} }");
+  b.prepare(s);
+  command_run r{b.evaluate(s, *s.default_config()), {}};
+  r.log = lines_of(logs.path() / "log");
+  return r;
+}
+#endif
+
+}  // namespace tessel::testing
