@@ -374,6 +374,24 @@ struct given_cpus {
 #endif
 };
 
+/// The timing rules the loader applies around the kernel's calls (docs/cpu.md,
+/// "What is measured"; docs/gate.md, rounds seven and nine), apart from the
+/// calls themselves.
+namespace timing_rules {
+
+/// The warm-up: `warmup` calls before the samples, and at least one (it
+/// calibrates the calls per sample).
+[[nodiscard]] std::size_t warmup_calls(std::size_t warmup) {
+  return std::max<std::size_t>(warmup, 1);
+}
+
+/// The calls per sample: enough that a sample takes at least `min_sample_s`
+/// at the last warm-up call's time `one` (1 to 10^6).
+[[nodiscard]] std::size_t calls_per_sample(double min_sample_s, double one) {
+  const double wanted = std::ceil(min_sample_s / std::max(one, 1e-9));
+  return static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
+}
+
 /// The CPU rule: over the timed samples the process cannot use more CPU
 /// time than its CPUs give in that wall time, whatever its threads do. The
 /// margin: 10%, and 10 ms of CPU per CPU given (a thread's CPU time reaches
@@ -382,6 +400,26 @@ struct given_cpus {
 [[nodiscard]] bool within_cpus(double cpu_s, double wall_s, int cpus) {
   return cpus <= 0 || cpu_s <= cpus * (wall_s * 1.1 + 0.01);
 }
+
+/// Answers "suspicious" when the kernel broke a rule of the CPUs it was
+/// given over the timing: widened its affinity, or used more CPU time
+/// (`cpu_s`, in `wall_s` of timing) than its CPUs allow.
+void check_cpus(const given_cpus& given, double cpu_s, double wall_s) {
+  if (!given.within())
+    fail("the kernel widened its CPU affinity (it was given " + std::to_string(given.count()) +
+             " CPU(s))",
+         "suspicious");
+  if (!within_cpus(cpu_s, wall_s, given.count())) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the kernel used more CPUs than it was given: %.3g s of CPU time in %.3g s of "
+                  "timing on %d CPU(s)",
+                  cpu_s, wall_s, given.count());
+    fail(text, "suspicious");
+  }
+}
+
+}  // namespace timing_rules
 
 }  // namespace
 
@@ -459,7 +497,7 @@ int main(int argc, char** argv) {
   };
   std::uint64_t calls = 0;
   double one = 0;  // the last warm-up call's time: calibrates iterations per sample
-  for (std::size_t w = 0; w < r.warmup || w == 0; ++w) {
+  for (std::size_t w = 0; w < timing_rules::warmup_calls(r.warmup); ++w) {
     if (calls > 0)
       for (std::size_t i = 0; i < r.inputs.size(); ++i) {
         const exchange e = next_exchange(i);
@@ -471,8 +509,7 @@ int main(int argc, char** argv) {
     one = seconds(start, clock::now());
     ++calls;
   }
-  const double wanted = std::ceil(r.min_sample_s / std::max(one, 1e-9));
-  const auto iters = static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
+  const std::size_t iters = timing_rules::calls_per_sample(r.min_sample_s, one);
   const std::size_t n_in = r.inputs.size();
   std::vector<exchange> plan(iters * n_in);
   // The CPU rule's clocks, read outside the samples' clocks: around the
@@ -504,18 +541,7 @@ int main(int argc, char** argv) {
   const double wall_s = seconds(wall_before, clock::now());
   const double cpu_s = process_cpu_s() - cpu_before;
   copy.check(r.inputs);
-  if (!given.within())
-    fail("the kernel widened its CPU affinity (it was given " + std::to_string(given.count()) +
-             " CPU(s))",
-         "suspicious");
-  if (!within_cpus(cpu_s, wall_s, given.count())) {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "the kernel used more CPUs than it was given: %.3g s of CPU time in %.3g s of "
-                  "timing on %d CPU(s)",
-                  cpu_s, wall_s, given.count());
-    fail(text, "suspicious");
-  }
+  timing_rules::check_cpus(given, cpu_s, wall_s);
   for (const auto& b : r.outputs) write_npy(b);
   std::string samples;
   for (const double s : result.samples) {
