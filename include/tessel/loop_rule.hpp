@@ -1,26 +1,39 @@
 // tessel/loop_rule.hpp: how a timing loop changes its inputs between calls,
 // so that no call of the loop is given inputs an earlier call was given
-// (docs/gate.md, "Round seven"). Before every call after the loop's first,
-// each input of n >= 2 elements has two of its elements exchanged, at
-// positions drawn from a seed the gate passes: a pair whose values differ
-// (up to `random_tries` random pairs, then the first element after the
-// second position, cyclically, that differs from the first position's), so
-// an input that is not one value everywhere changes at every step; never
-// the pair the input's previous step exchanged (that would undo it and give
-// a call the inputs of the call before last), unless the scan finds no other.
-// An exchange keeps an input's values (int32 labels stay in their range) and
-// costs two loads and two stores.
+// (docs/gate.md, "Round seven"), and so that every call's changes reach
+// every row and column of every input (docs/gate.md, "Round ten (b)").
+// Before every call after the loop's first, each input of n >= 2 elements
+// changes by exchanges of its elements, at positions drawn from a seed the
+// gate passes:
 //
-// Self-contained on purpose (the standard library only, everything inline):
-// the cpu backend compiles this very file into its loader process
-// (backends/cpu/loader.cpp), which applies the rule to its buffers, and the
-// gate (gate_session::perturbed_set) replays it on the timed set's values to
-// know the exact inputs of the loop's last call, whose outputs it judges.
-// Both sides must draw the same pairs: `differ` compares element values
-// (never bits: 0 and -0 are the same value), which are exact in the input's
-// type on both sides.
+// - The step: a pair whose values differ (up to `random_tries` random
+//   pairs, then the first element after the second position, cyclically,
+//   that differs from the first position's), so an input that is not one
+//   value everywhere changes at every step; never the pair the input's
+//   previous step exchanged (that would undo it and give a call the inputs
+//   of the call before last), unless the scan finds no other.
+// - The sweep: for an input of extents d_0..d_{r-1}, the m = max(d_i)
+//   positions of a diagonal (k + o_0, ..., k + o_{r-1}), each index modulo
+//   its extent, k = 0..m-1, its offsets o_i drawn per call, so every index
+//   of every axis is on it; each exchanged with a partner whose value
+//   differs (up to `random_tries` draws in its own last-axis row, then a
+//   scan of that row from a random position, then `random_tries` draws
+//   anywhere; none found: left alone), a partner off the diagonal and off
+//   the step's pair. Every position of the diagonal and the step's
+//   pair is exchanged once in the call, so each one's value changes: a
+//   kernel that keeps its previous inputs and outputs and recomputes only
+//   the rows or columns its changed elements reach recomputes them all. A
+//   rank-1 input of n elements (axes of extent 1 do not count) is swept as
+//   a (ceil(n / w), w) matrix, w = ceil(sqrt(n)): one change in each run of
+//   w elements.
+//
+// An exchange keeps an input's values (int32 labels stay in their range)
+// and costs two loads and two stores; a call costs about m + 1 of them per
+// input.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -90,13 +103,109 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
   return true;
 }
 
+/// The sweep's working state for one input, kept across calls so that a
+/// call allocates nothing: the matrix's extents and strides, the diagonal,
+/// and a stamp per element (the call's stamp: on the diagonal, or the step's).
+struct sweep_scratch {
+  std::vector<std::uint64_t> ext, stride, at, diagonal;
+  std::vector<std::uint32_t> mark;
+  std::uint32_t stamp = 0;
+};
+
+/// The sweep of one call on an input of extents `dims` (any container of
+/// integers; their product is the input's element count) after the step
+/// exchanged (a, b) (a = b: none): calls `exchange(p, q)` for each pair, in
+/// order, after `differ(p, q)` said their values differ (on the values
+/// after the exchanges before it). Returns how many pairs it exchanged.
+template <class Dims, class Differ, class Exchange>
+std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t b, Differ&& differ,
+                    Exchange&& exchange, sweep_scratch& scratch) {
+  // The matrix the diagonal runs on: the extents, or a rank-1 input as rows of w.
+  std::uint64_t n = 1;
+  auto& [ext, stride, at, diagonal, mark, stamp] = scratch;
+  ext.clear();
+  for (const auto d : dims) {  // an axis of extent 1 has one index: none to sweep
+    if (d > 1) ext.push_back(static_cast<std::uint64_t>(d));
+    n *= static_cast<std::uint64_t>(d);
+  }
+  if (n < 2) return 0;
+  if (ext.size() == 1) {
+    auto w = static_cast<std::uint64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+    while (w * w < n) ++w;
+    while (w > 1 && (w - 1) * (w - 1) >= n) --w;
+    ext.assign({(n + w - 1) / w, w});
+  }
+  const std::size_t r = ext.size();
+  stride.assign(r, 1);
+  at.resize(r);
+  for (std::size_t d = r - 1; d > 0; --d) stride[d - 1] = stride[d] * ext[d];
+  std::uint64_t m = 0;
+  for (std::size_t d = 0; d < r; ++d) {
+    at[d] = s.next() % ext[d];  // the diagonal's offset on axis d: its index at k = 0
+    m = std::max(m, ext[d]);
+  }
+  if (mark.size() != n) {
+    mark.assign(n, 0);
+    stamp = 0;
+  }
+  if (++stamp == 0) {  // after 2^32 calls
+    std::fill(mark.begin(), mark.end(), 0);
+    stamp = 1;
+  }
+  // The diagonal's positions (k = 0..m-1), marked with the step's pair: no
+  // partner is taken among them, so each is exchanged once in the call.
+  diagonal.clear();
+  for (std::uint64_t k = 0; k < m; ++k) {
+    std::uint64_t p = 0;
+    for (std::size_t d = 0; d < r; ++d) {
+      p += at[d] * stride[d];
+      if (++at[d] == ext[d]) at[d] = 0;
+    }
+    if (p < n) {
+      diagonal.push_back(p);
+      mark[p] = stamp;
+    }
+  }
+  if (a != b) mark[a] = mark[b] = stamp;
+  const std::uint64_t row = ext[r - 1];
+  const auto free = [&](std::uint64_t p, std::uint64_t q) {
+    return q < n && mark[q] != stamp && differ(p, q);
+  };
+  std::uint64_t exchanged = 0;
+  for (const std::uint64_t p : diagonal) {
+    if (a != b && (p == a || p == b)) continue;
+    const std::uint64_t row_start = p - p % row;
+    bool found = false;
+    std::uint64_t q = 0;
+    for (int t = 0; t < random_tries && row >= 2 && !found; ++t) {
+      q = row_start + s.next() % row;
+      found = free(p, q);
+    }
+    if (!found && row >= 2) {  // few values: its row from a random position
+      const std::uint64_t start = s.next() % row;
+      for (std::uint64_t j = 0; j < row && !found; ++j) {
+        q = row_start + (start + j) % row;
+        found = free(p, q);
+      }
+    }
+    for (int t = 0; t < random_tries && !found; ++t) {  // a row of one value
+      q = s.next() % n;
+      found = free(p, q);
+    }
+    if (!found) continue;
+    exchange(p, q);
+    ++exchanged;
+  }
+  return exchanged;
+}
+
 /// The rule over a loop's inputs: one stream for all of them, in input
 /// order; an input found to hold one value everywhere is left alone from
 /// then on (an exchange cannot change it) and draws nothing more.
 class walk {
  public:
   walk(std::uint64_t seed, std::size_t inputs)
-      : stream_(seed), constant_(inputs, false), last_(inputs, {0, 0}) {}
+      : stream_(seed), constant_(inputs, false), last_(inputs, {0, 0}), scratch_(inputs) {}
   /// The exchange before the next call on input `i` of `n` elements (call
   /// it for every input in order, once per step); false: none.
   template <class Differ>
@@ -110,11 +219,26 @@ class walk {
     constant_[i] = true;
     return false;
   }
+  /// Every change before the next call on input `i` of extents `dims`: the
+  /// step, then the sweep (call it for every input in order, once per call).
+  /// `exchange(p, q)` is called for each pair, in order: it must exchange
+  /// them in what `differ` reads. Returns how many pairs it exchanged (0:
+  /// the input holds one value everywhere).
+  template <class Dims, class Differ, class Exchange>
+  std::uint64_t call(std::size_t i, const Dims& dims, Differ&& differ, Exchange&& exchange) {
+    std::uint64_t n = 1;
+    for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+    std::uint64_t a = 0, b = 0;
+    if (!step(i, n, differ, a, b)) return 0;
+    exchange(a, b);
+    return 1 + sweep(stream_, dims, a, b, differ, exchange, scratch_[i]);
+  }
 
  private:
   stream stream_;
   std::vector<bool> constant_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> last_;  ///< per input: its last exchange
+  std::vector<sweep_scratch> scratch_;                         ///< per input
 };
 
 }  // namespace tessel::loop_rule
