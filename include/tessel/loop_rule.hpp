@@ -104,10 +104,12 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
 }
 
 /// The sweep's working state for one input, kept across calls so that a
-/// call allocates nothing: the matrix's extents and strides, the diagonal,
-/// and a stamp per element (the call's stamp: on the diagonal, or the step's).
+/// call allocates nothing: the matrix's extents and strides (made on the
+/// first call), the diagonal (each position and its row's first), and a
+/// stamp per element (the call's stamp: on the diagonal, or the step's).
 struct sweep_scratch {
-  std::vector<std::uint64_t> ext, stride, at, diagonal;
+  std::uint64_t n = 0, m = 0;
+  std::vector<std::uint64_t> ext, stride, at, diagonal, row_start;
   std::vector<std::uint32_t> mark;
   std::uint32_t stamp = 0;
 };
@@ -120,41 +122,39 @@ struct sweep_scratch {
 template <class Dims, class Differ, class Exchange>
 std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t b, Differ&& differ,
                     Exchange&& exchange, sweep_scratch& scratch) {
-  // The matrix the diagonal runs on: the extents, or a rank-1 input as rows of w.
   std::uint64_t n = 1;
-  auto& [ext, stride, at, diagonal, mark, stamp] = scratch;
-  ext.clear();
-  for (const auto d : dims) {  // an axis of extent 1 has one index: none to sweep
-    if (d > 1) ext.push_back(static_cast<std::uint64_t>(d));
-    n *= static_cast<std::uint64_t>(d);
-  }
+  for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
   if (n < 2) return 0;
-  if (ext.size() == 1) {
-    auto w = static_cast<std::uint64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
-    while (w * w < n) ++w;
-    while (w > 1 && (w - 1) * (w - 1) >= n) --w;
-    ext.assign({(n + w - 1) / w, w});
-  }
-  const std::size_t r = ext.size();
-  stride.assign(r, 1);
-  at.resize(r);
-  for (std::size_t d = r - 1; d > 0; --d) stride[d - 1] = stride[d] * ext[d];
-  std::uint64_t m = 0;
-  for (std::size_t d = 0; d < r; ++d) {
-    at[d] = s.next() % ext[d];  // the diagonal's offset on axis d: its index at k = 0
-    m = std::max(m, ext[d]);
-  }
-  if (mark.size() != n) {
+  auto& [n_kept, m, ext, stride, at, diagonal, row_start, mark, stamp] = scratch;
+  if (n_kept != n) {  // the matrix the diagonal runs on: the extents, or a vector as rows of w
+    n_kept = n;
+    ext.clear();
+    for (const auto d : dims)  // an axis of extent 1 has one index: none to sweep
+      if (d > 1) ext.push_back(static_cast<std::uint64_t>(d));
+    if (ext.size() == 1) {
+      auto w = static_cast<std::uint64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+      while (w * w < n) ++w;
+      while (w > 1 && (w - 1) * (w - 1) >= n) --w;
+      ext.assign({(n + w - 1) / w, w});
+    }
+    stride.assign(ext.size(), 1);
+    for (std::size_t d = ext.size() - 1; d > 0; --d) stride[d - 1] = stride[d] * ext[d];
+    at.resize(ext.size());
+    m = *std::max_element(ext.begin(), ext.end());
     mark.assign(n, 0);
     stamp = 0;
   }
-  if (++stamp == 0) {  // after 2^32 calls
+  const std::size_t r = ext.size();
+  for (std::size_t d = 0; d < r; ++d)
+    at[d] = s.next() % ext[d];  // the diagonal's offset on axis d: its index at k = 0
+  if (++stamp == 0) {           // after 2^32 calls
     std::fill(mark.begin(), mark.end(), 0);
     stamp = 1;
   }
   // The diagonal's positions (k = 0..m-1), marked with the step's pair: no
   // partner is taken among them, so each is exchanged once in the call.
   diagonal.clear();
+  row_start.clear();
   for (std::uint64_t k = 0; k < m; ++k) {
     std::uint64_t p = 0;
     for (std::size_t d = 0; d < r; ++d) {
@@ -163,6 +163,7 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
     }
     if (p < n) {
       diagonal.push_back(p);
+      row_start.push_back(p - (at[r - 1] == 0 ? ext[r - 1] : at[r - 1]) + 1);
       mark[p] = stamp;
     }
   }
@@ -172,19 +173,19 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
     return q < n && mark[q] != stamp && differ(p, q);
   };
   std::uint64_t exchanged = 0;
-  for (const std::uint64_t p : diagonal) {
+  for (std::size_t j = 0; j < diagonal.size(); ++j) {
+    const std::uint64_t p = diagonal[j], first = row_start[j];
     if (a != b && (p == a || p == b)) continue;
-    const std::uint64_t row_start = p - p % row;
     bool found = false;
     std::uint64_t q = 0;
     for (int t = 0; t < random_tries && row >= 2 && !found; ++t) {
-      q = row_start + s.next() % row;
+      q = first + s.next() % row;
       found = free(p, q);
     }
     if (!found && row >= 2) {  // few values: its row from a random position
       const std::uint64_t start = s.next() % row;
-      for (std::uint64_t j = 0; j < row && !found; ++j) {
-        q = row_start + (start + j) % row;
+      for (std::uint64_t i = 0; i < row && !found; ++i) {
+        q = first + (start + i) % row;
         found = free(p, q);
       }
     }
