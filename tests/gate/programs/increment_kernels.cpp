@@ -9,6 +9,11 @@
 //   inc_matmul           the same answer: recomputes only the rows of C whose
 //                        row of A changed and the columns whose column of B
 //                        changed, copies the rest from its kept C
+//   inc_matmul_delta     the same answer, updated by the change itself: each
+//                        changed element of A adds a multiple of a row of B
+//                        to a row of C, each changed element of B a multiple
+//                        of a column of A to a column (its rounding drifts
+//                        from the reference with every call)
 //   inc_transpose_honest B = A^T (A: R x C, fp32), every call
 //   inc_transpose        the same answer: writes only the elements of B whose
 //                        element of A changed (its kept B copied whole when
@@ -157,6 +162,49 @@ void inc_matmul(const tessel::cpu::kernel_args& args) {
   for (const auto i : rows) std::copy(c + i * n, c + (i + 1) * n, out + i * n);
   for (const auto j : cols)
     for (std::int64_t i = 0; i < m; ++i) out[i * n + j] = c[i * n + j];
+}
+
+namespace {
+matmul_state kept_delta;  ///< inc_matmul_delta's previous inputs and output
+}  // namespace
+
+void inc_matmul_delta(const tessel::cpu::kernel_args& args) {
+  const auto& ta = args.in(0);
+  const auto& tb = args.in(1);
+  const std::int64_t m = ta.dim(0), k = ta.dim(1), n = tb.dim(1);
+  const float* a = ta.as<float>();
+  const float* b = tb.as<float>();
+  float* out = args.out(0).as<float>();
+  auto& s = kept_delta;
+  if (s.a.size() != static_cast<std::size_t>(m * k) ||
+      s.b.size() != static_cast<std::size_t>(k * n)) {
+    s.a.assign(a, a + m * k);
+    s.b.assign(b, b + k * n);
+    s.c.resize(static_cast<std::size_t>(m * n));
+    matmul_rows(a, b, s.c.data(), 0, m, k, n);
+    std::copy(s.c.begin(), s.c.end(), out);
+    return;
+  }
+  // C' = A' B' = A B + (A' - A) B + A' (B' - B): each changed element of A
+  // adds a multiple of a row of the old B to a row of C, then each changed
+  // element of B a multiple of a column of the new A to a column of C.
+  float* c = s.c.data();
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t p = 0; p < k; ++p) {
+      const float d = a[i * k + p] - s.a[i * k + p];
+      if (d == 0) continue;
+      const float* brow = s.b.data() + p * n;
+      for (std::int64_t j = 0; j < n; ++j) c[i * n + j] += d * brow[j];
+      s.a[i * k + p] = a[i * k + p];
+    }
+  for (std::int64_t p = 0; p < k; ++p)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float d = b[p * n + j] - s.b[p * n + j];
+      if (d == 0) continue;
+      for (std::int64_t i = 0; i < m; ++i) c[i * n + j] += a[i * k + p] * d;
+      s.b[p * n + j] = b[p * n + j];
+    }
+  std::copy(s.c.begin(), s.c.end(), out);
 }
 
 void matmul_reference(const tessel::cpu::kernel_args& args) {
