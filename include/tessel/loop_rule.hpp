@@ -106,12 +106,12 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
 /// The sweep's working state for one input, kept across calls so that a
 /// call allocates nothing: the matrix's extents and strides (made on the
 /// first call), the diagonal (each position and its row's first), and a
-/// stamp per element (the call's stamp: on the diagonal, or the step's).
+/// byte per element, set during a call on the diagonal's positions and the
+/// step's pair and cleared at the call's end.
 struct sweep_scratch {
   std::uint64_t n = 0, m = 0;
   std::vector<std::uint64_t> ext, stride, at, diagonal, row_start;
-  std::vector<std::uint32_t> mark;
-  std::uint32_t stamp = 0;
+  std::vector<std::uint8_t> mark;
 };
 
 /// The sweep of one call on an input of extents `dims` (any container of
@@ -125,7 +125,7 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
   std::uint64_t n = 1;
   for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
   if (n < 2) return 0;
-  auto& [n_kept, m, ext, stride, at, diagonal, row_start, mark, stamp] = scratch;
+  auto& [n_kept, m, ext, stride, at, diagonal, row_start, mark] = scratch;
   if (n_kept != n) {  // the matrix the diagonal runs on: the extents, or a vector as rows of w
     n_kept = n;
     ext.clear();
@@ -142,15 +142,10 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
     at.resize(ext.size());
     m = *std::max_element(ext.begin(), ext.end());
     mark.assign(n, 0);
-    stamp = 0;
   }
   const std::size_t r = ext.size();
   for (std::size_t d = 0; d < r; ++d)
     at[d] = s.next() % ext[d];  // the diagonal's offset on axis d: its index at k = 0
-  if (++stamp == 0) {           // after 2^32 calls
-    std::fill(mark.begin(), mark.end(), 0);
-    stamp = 1;
-  }
   // The diagonal's positions (k = 0..m-1), marked with the step's pair: no
   // partner is taken among them, so each is exchanged once in the call.
   diagonal.clear();
@@ -164,13 +159,13 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
     if (p < n) {
       diagonal.push_back(p);
       row_start.push_back(p - (at[r - 1] == 0 ? ext[r - 1] : at[r - 1]) + 1);
-      mark[p] = stamp;
+      mark[p] = 1;
     }
   }
-  if (a != b) mark[a] = mark[b] = stamp;
+  if (a != b) mark[a] = mark[b] = 1;
   const std::uint64_t row = ext[r - 1];
   const auto free = [&](std::uint64_t p, std::uint64_t q) {
-    return q < n && mark[q] != stamp && differ(p, q);
+    return q < n && mark[q] == 0 && differ(p, q);
   };
   std::uint64_t exchanged = 0;
   for (std::size_t j = 0; j < diagonal.size(); ++j) {
@@ -197,6 +192,8 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
     exchange(p, q);
     ++exchanged;
   }
+  for (const std::uint64_t p : diagonal) mark[p] = 0;
+  if (a != b) mark[a] = mark[b] = 0;
   return exchanged;
 }
 
