@@ -150,17 +150,29 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
   // partner is taken among them, so each is exchanged once in the call.
   diagonal.clear();
   row_start.clear();
-  for (std::uint64_t k = 0; k < m; ++k) {
-    std::uint64_t p = 0;
-    for (std::size_t d = 0; d < r; ++d) {
-      p += at[d] * stride[d];
-      if (++at[d] == ext[d]) at[d] = 0;
-    }
-    if (p < n) {
-      diagonal.push_back(p);
-      row_start.push_back(p - (at[r - 1] == 0 ? ext[r - 1] : at[r - 1]) + 1);
-      mark[p] = 1;
-    }
+  // In runs: until an axis wraps, the diagonal steps by the sum of the
+  // strides and its row's first position by that less one.
+  std::uint64_t pos = 0, step = 0;
+  for (std::size_t d = 0; d < r; ++d) {
+    pos += at[d] * stride[d];
+    step += stride[d];
+  }
+  for (std::uint64_t k = 0; k < m;) {
+    std::uint64_t run = m - k;
+    for (std::size_t d = 0; d < r; ++d) run = std::min(run, ext[d] - at[d]);
+    std::uint64_t first = pos - at[r - 1];
+    for (std::uint64_t j = 0; j < run; ++j, pos += step, first += step - 1)
+      if (pos < n) {
+        diagonal.push_back(pos);
+        row_start.push_back(first);
+        mark[pos] = 1;
+      }
+    k += run;
+    for (std::size_t d = 0; d < r; ++d)
+      if ((at[d] += run) == ext[d]) {
+        at[d] = 0;
+        pos -= ext[d] * stride[d];
+      }
   }
   if (a != b) mark[a] = mark[b] = 1;
   const std::uint64_t row = ext[r - 1];
