@@ -1,26 +1,39 @@
 // tessel/loop_rule.hpp: how a timing loop changes its inputs between calls,
 // so that no call of the loop is given inputs an earlier call was given
-// (docs/gate.md, "Round seven"). Before every call after the loop's first,
-// each input of n >= 2 elements has two of its elements exchanged, at
-// positions drawn from a seed the gate passes: a pair whose values differ
-// (up to `random_tries` random pairs, then the first element after the
-// second position, cyclically, that differs from the first position's), so
-// an input that is not one value everywhere changes at every step; never
-// the pair the input's previous step exchanged (that would undo it and give
-// a call the inputs of the call before last), unless the scan finds no other.
-// An exchange keeps an input's values (int32 labels stay in their range) and
-// costs two loads and two stores.
+// (docs/gate.md, "Round seven"), and so that every call's changes reach
+// every row and column of every input (docs/gate.md, "Round ten (b)").
+// Before every call after the loop's first, each input of n >= 2 elements
+// changes by exchanges of its elements, at positions drawn from a seed the
+// gate passes:
 //
-// Self-contained on purpose (the standard library only, everything inline):
-// the cpu backend compiles this very file into its loader process
-// (backends/cpu/loader.cpp), which applies the rule to its buffers, and the
-// gate (gate_session::perturbed_set) replays it on the timed set's values to
-// know the exact inputs of the loop's last call, whose outputs it judges.
-// Both sides must draw the same pairs: `differ` compares element values
-// (never bits: 0 and -0 are the same value), which are exact in the input's
-// type on both sides.
+// - The step: a pair whose values differ (up to `random_tries` random
+//   pairs, then the first element after the second position, cyclically,
+//   that differs from the first position's), so an input that is not one
+//   value everywhere changes at every step; never the pair the input's
+//   previous step exchanged (that would undo it and give a call the inputs
+//   of the call before last), unless the scan finds no other.
+// - The sweep: for an input of extents d_0..d_{r-1}, the m = max(d_i)
+//   positions of a diagonal (k + o_0, ..., k + o_{r-1}), each index modulo
+//   its extent, k = 0..m-1, its offsets o_i drawn per call, so every index
+//   of every axis is on it; each exchanged with a partner whose value
+//   differs (up to `random_tries` draws in its own last-axis row, then a
+//   scan of that row from a random position, then `random_tries` draws
+//   anywhere; none found: left alone), a partner off the diagonal and off
+//   the step's pair. Every position of the diagonal and the step's
+//   pair is exchanged once in the call, so each one's value changes: a
+//   kernel that keeps its previous inputs and outputs and recomputes only
+//   the rows or columns its changed elements reach recomputes them all. A
+//   rank-1 input of n elements (axes of extent 1 do not count) is swept as
+//   a (ceil(n / w), w) matrix, w = ceil(sqrt(n)): one change in each run of
+//   w elements.
+//
+// An exchange keeps an input's values (int32 labels stay in their range)
+// and costs two loads and two stores; a call costs about m + 1 of them per
+// input.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -90,13 +103,119 @@ bool pick(stream& s, std::uint64_t n, Differ&& differ, std::uint64_t& a, std::ui
   return true;
 }
 
+/// The sweep's working state for one input, kept across calls so that a
+/// call allocates nothing: the matrix's extents and strides (made on the
+/// first call), the diagonal (each position and its row's first), and a
+/// byte per element, set during a call on the diagonal's positions and the
+/// step's pair and cleared at the call's end.
+struct sweep_scratch {
+  std::uint64_t n = 0, m = 0;
+  std::vector<std::uint64_t> ext, stride, at, diagonal, row_start;
+  std::vector<std::uint8_t> mark;
+};
+
+/// The sweep of one call on an input of extents `dims` (any container of
+/// integers; their product is the input's element count) after the step
+/// exchanged (a, b) (a = b: none): calls `exchange(p, q)` for each pair, in
+/// order, after `differ(p, q)` said their values differ (on the values
+/// after the exchanges before it). Returns how many pairs it exchanged.
+template <class Dims, class Differ, class Exchange>
+std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t b, Differ&& differ,
+                    Exchange&& exchange, sweep_scratch& scratch) {
+  std::uint64_t n = 1;
+  for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+  if (n < 2) return 0;
+  auto& [n_kept, m, ext, stride, at, diagonal, row_start, mark] = scratch;
+  if (n_kept != n) {  // the matrix the diagonal runs on: the extents, or a vector as rows of w
+    n_kept = n;
+    ext.clear();
+    for (const auto d : dims)  // an axis of extent 1 has one index: none to sweep
+      if (d > 1) ext.push_back(static_cast<std::uint64_t>(d));
+    if (ext.size() == 1) {
+      auto w = static_cast<std::uint64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+      while (w * w < n) ++w;
+      while (w > 1 && (w - 1) * (w - 1) >= n) --w;
+      ext.assign({(n + w - 1) / w, w});
+    }
+    stride.assign(ext.size(), 1);
+    for (std::size_t d = ext.size() - 1; d > 0; --d) stride[d - 1] = stride[d] * ext[d];
+    at.resize(ext.size());
+    m = *std::max_element(ext.begin(), ext.end());
+    mark.assign(n, 0);
+  }
+  const std::size_t r = ext.size();
+  for (std::size_t d = 0; d < r; ++d)
+    at[d] = s.next() % ext[d];  // the diagonal's offset on axis d: its index at k = 0
+  // The diagonal's positions (k = 0..m-1), marked with the step's pair: no
+  // partner is taken among them, so each is exchanged once in the call.
+  diagonal.clear();
+  row_start.clear();
+  // In runs: until an axis wraps, the diagonal steps by the sum of the
+  // strides and its row's first position by that less one.
+  std::uint64_t pos = 0, step = 0;
+  for (std::size_t d = 0; d < r; ++d) {
+    pos += at[d] * stride[d];
+    step += stride[d];
+  }
+  for (std::uint64_t k = 0; k < m;) {
+    std::uint64_t run = m - k;
+    for (std::size_t d = 0; d < r; ++d) run = std::min(run, ext[d] - at[d]);
+    std::uint64_t first = pos - at[r - 1];
+    for (std::uint64_t j = 0; j < run; ++j, pos += step, first += step - 1)
+      if (pos < n) {
+        diagonal.push_back(pos);
+        row_start.push_back(first);
+        mark[pos] = 1;
+      }
+    k += run;
+    for (std::size_t d = 0; d < r; ++d)
+      if ((at[d] += run) == ext[d]) {
+        at[d] = 0;
+        pos -= ext[d] * stride[d];
+      }
+  }
+  if (a != b) mark[a] = mark[b] = 1;
+  const std::uint64_t row = ext[r - 1];
+  const auto free = [&](std::uint64_t p, std::uint64_t q) {
+    return q < n && mark[q] == 0 && differ(p, q);
+  };
+  std::uint64_t exchanged = 0;
+  for (std::size_t j = 0; j < diagonal.size(); ++j) {
+    const std::uint64_t p = diagonal[j], first = row_start[j];
+    if (a != b && (p == a || p == b)) continue;
+    bool found = false;
+    std::uint64_t q = 0;
+    for (int t = 0; t < random_tries && row >= 2 && !found; ++t) {
+      q = first + s.next() % row;
+      found = free(p, q);
+    }
+    if (!found && row >= 2) {  // few values: its row from a random position
+      const std::uint64_t start = s.next() % row;
+      for (std::uint64_t i = 0; i < row && !found; ++i) {
+        q = first + (start + i) % row;
+        found = free(p, q);
+      }
+    }
+    for (int t = 0; t < random_tries && !found; ++t) {  // a row of one value
+      q = s.next() % n;
+      found = free(p, q);
+    }
+    if (!found) continue;
+    exchange(p, q);
+    ++exchanged;
+  }
+  for (const std::uint64_t p : diagonal) mark[p] = 0;
+  if (a != b) mark[a] = mark[b] = 0;
+  return exchanged;
+}
+
 /// The rule over a loop's inputs: one stream for all of them, in input
 /// order; an input found to hold one value everywhere is left alone from
 /// then on (an exchange cannot change it) and draws nothing more.
 class walk {
  public:
   walk(std::uint64_t seed, std::size_t inputs)
-      : stream_(seed), constant_(inputs, false), last_(inputs, {0, 0}) {}
+      : stream_(seed), constant_(inputs, false), last_(inputs, {0, 0}), scratch_(inputs) {}
   /// The exchange before the next call on input `i` of `n` elements (call
   /// it for every input in order, once per step); false: none.
   template <class Differ>
@@ -110,11 +229,26 @@ class walk {
     constant_[i] = true;
     return false;
   }
+  /// Every change before the next call on input `i` of extents `dims`: the
+  /// step, then the sweep (call it for every input in order, once per call).
+  /// `exchange(p, q)` is called for each pair, in order: it must exchange
+  /// them in what `differ` reads. Returns how many pairs it exchanged (0:
+  /// the input holds one value everywhere).
+  template <class Dims, class Differ, class Exchange>
+  std::uint64_t call(std::size_t i, const Dims& dims, Differ&& differ, Exchange&& exchange) {
+    std::uint64_t n = 1;
+    for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+    std::uint64_t a = 0, b = 0;
+    if (!step(i, n, differ, a, b)) return 0;
+    exchange(a, b);
+    return 1 + sweep(stream_, dims, a, b, differ, exchange, scratch_[i]);
+  }
 
  private:
   stream stream_;
   std::vector<bool> constant_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> last_;  ///< per input: its last exchange
+  std::vector<sweep_scratch> scratch_;                         ///< per input
 };
 
 }  // namespace tessel::loop_rule

@@ -293,7 +293,8 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
   const auto key = std::make_pair(s, calls);
   if (const auto known = perturbed_.find(key); known != perturbed_.end()) return known->second;
   // Replay the loop's exchanges on set s's values (docs/gate.md, "Round
-  // seven"): the loader made them on its buffers before each call after the first.
+  // seven", "Round ten (b)"): the loader made them on its buffers before each
+  // call after the first.
   // The first tracked_calls calls' inputs are hashed (element_hash, summed),
   // so that a loop whose calls come back to inputs an earlier call had (few
   // elements, few values) is told apart from one whose every call is new.
@@ -323,15 +324,18 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
     bool moved = false;
     for (std::size_t i = 0; i < values.size(); ++i) {
       std::vector<double>& v = values[i];
-      std::uint64_t a = 0, b = 0;
-      if (walk.step(
-              i, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b)) {
-        if (call < tracked_calls)
-          sums[i] += element_hash(b, v[a]) + element_hash(a, v[b]) - element_hash(a, v[a]) -
-                     element_hash(b, v[b]);
-        std::swap(v[a], v[b]);
+      const bool tracked = call < tracked_calls;
+      std::uint64_t& sum = sums[i];
+      if (walk.call(
+              i, drawn_[s][i].spec().shape,
+              [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; },
+              [&v, &sum, tracked](std::uint64_t a, std::uint64_t b) {
+                if (tracked)
+                  sum += element_hash(b, v[a]) + element_hash(a, v[b]) - element_hash(a, v[a]) -
+                         element_hash(b, v[b]);
+                std::swap(v[a], v[b]);
+              }) > 0)
         moved = true;
-      }
     }
     changed = changed || moved;
     if (moved && call < tracked_calls) seen.emplace_back(state_hash(), call + 1);
@@ -342,7 +346,7 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
     if (seen[k].first == seen[k - 1].first)
       throw error(fmt::format(
           "the timing loop on the {} suite gave call {} the inputs of call {} (of {}; the loop "
-          "exchanges two elements of each input between calls): the spec's inputs, {}, have too "
+          "exchanges elements of each input between calls): the spec's inputs, {}, have too "
           "little variety to keep a loop's calls apart (docs/gate.md, \"Distinct sets\")",
           suite_name(s), std::max(seen[k].second, seen[k - 1].second),
           std::min(seen[k].second, seen[k - 1].second), calls, variety_text()));

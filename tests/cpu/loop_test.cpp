@@ -106,11 +106,13 @@ TEST_CASE("loop rule: the session replays the loader's exchanges, and judges the
   const std::vector<double> before = v;
   loop_rule::walk walk(session.loop_seed(s), 1);
   for (int step = 1; step < 50; ++step) {
-    std::uint64_t a = 0, b = 0;
-    REQUIRE(walk.step(
-        0, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b));
-    CHECK(v[a] != v[b]);  // every step changes the input
-    std::swap(v[a], v[b]);
+    REQUIRE(walk.call(
+                0, session.inputs(s)[0].spec().shape,
+                [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; },
+                [&v](std::uint64_t a, std::uint64_t b) {
+                  CHECK(v[a] != v[b]);  // every exchange changes the input
+                  std::swap(v[a], v[b]);
+                }) > 0);
   }
   CHECK(session.inputs(last)[0].values() == v);
   CHECK(v != before);
@@ -151,10 +153,10 @@ TEST_CASE("loop rule: a constant set cannot change and is judged as drawn") {
     std::vector<double> v = session.inputs(s)[0].values();
     loop_rule::walk walk(session.loop_seed(s), 1);
     for (int step = 1; step < 200; ++step) {
-      std::uint64_t a = 0, b = 0;
-      REQUIRE(walk.step(
-          0, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b));
-      std::swap(v[a], v[b]);
+      REQUIRE(walk.call(
+                  0, session.inputs(s)[0].spec().shape,
+                  [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; },
+                  [&v](std::uint64_t a, std::uint64_t b) { std::swap(v[a], v[b]); }) > 0);
     }
     CHECK(session.inputs(session.perturbed_set(s, 200))[0].values() == v);
   }

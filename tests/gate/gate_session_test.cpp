@@ -427,10 +427,10 @@ TEST_CASE("a timing loop whose calls come back to earlier inputs is named, not j
   std::set<std::vector<double>> states{v};
   tessel::loop_rule::walk walk(other.loop_seed(w), 1);
   for (int call = 2; call <= 2000; ++call) {
-    std::uint64_t a = 0, b = 0;
-    REQUIRE(walk.step(
-        0, v.size(), [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; }, a, b));
-    std::swap(v[a], v[b]);
+    REQUIRE(walk.call(
+                0, other.inputs(w)[0].spec().shape,
+                [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; },
+                [&v](std::uint64_t a, std::uint64_t b) { std::swap(v[a], v[b]); }) > 0);
     INFO("call ", call);
     CHECK(states.insert(v).second);
   }
