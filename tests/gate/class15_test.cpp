@@ -29,7 +29,7 @@
 namespace {
 
 using tessel::status;
-using tessel::test::lines_of;
+using tessel::testing::lines_of;
 using tessel::testing::temp_folder;
 
 const std::string kernel_file =
