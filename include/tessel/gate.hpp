@@ -95,6 +95,7 @@ enum class distribution : unsigned char {
   bf16_valued,    ///< N(0, 1) rounded to bf16 first: data that was bf16 upstream
   heavy_tailed,   ///< N(0, 1), one element in 64 scaled by 2^U(4, 16) (less for narrow types)
   shared_prefix,  ///< another input's values on a long prefix (at least 3/4), then fresh ones
+  late_terms,     ///< rows of negligible stretches (zeros, tiny, masked logits), terms after them
 };
 [[nodiscard]] std::string_view to_string(distribution d) noexcept;
 /// Every distribution, in declaration order (the default suite).
@@ -132,8 +133,8 @@ struct tensor_spec {
 /// outlive it. docs/gate.md lists how each distribution draws (large and tiny
 /// magnitudes per type, the outlier rate). int32 inputs are labels: uniform
 /// in [0, label_range) (the constant suite: one label; structured: flat index
-/// mod label_range; sparse, padded and mask: label 0 where a float input
-/// would be 0).
+/// mod label_range; sparse, padded, mask and late_terms: label 0 where a
+/// float input would be 0).
 ///
 /// A `disguised` tensor (what the gate draws) is also scaled by 2^U(-1, 1)
 /// and offset by U(-1/2, 1/2) x that scale, both drawn from the seed (large
@@ -181,12 +182,14 @@ class input_tensor {
   [[nodiscard]] input_tensor rebound(const tensor_spec& s) const;
   void disguise() noexcept;
   [[nodiscard]] bool zero_at(std::int64_t flat) const noexcept;
+  /// late_terms: the element at `flat`, whose own hash is `h`.
+  [[nodiscard]] double late_value(std::int64_t flat, std::uint64_t h) const noexcept;
   const tensor_spec* spec_;
   distribution kind_;
   std::uint64_t seed_;
   double scale_ = 1, offset_ = 0;
   std::int64_t zero_rows_ = 0;      ///< padded: the trailing zero rows
-  std::uint64_t padding_ = 0;       ///< padded: each row's zero runs derive from it
+  std::uint64_t padding_ = 0;       ///< padded, late_terms: each row's layout derives from it
   std::int64_t prefix_ = 0;         ///< shared_prefix: elements taken from base_
   std::vector<input_tensor> base_;  ///< shared_prefix: what the prefix equals (one)
   std::shared_ptr<const std::vector<double>> values_;  ///< with_values: every element

@@ -20,19 +20,20 @@
 namespace tessel {
 namespace {
 
-constexpr std::array<distribution, 15> all_kinds{
+constexpr std::array<distribution, 16> all_kinds{
     distribution::normal,      distribution::uniform,      distribution::large,
     distribution::tiny,        distribution::constant,     distribution::structured,
     distribution::outliers,    distribution::shifted,      distribution::positive,
     distribution::sparse,      distribution::padded,       distribution::mask,
     distribution::bf16_valued, distribution::heavy_tailed, distribution::shared_prefix,
+    distribution::late_terms,
 };
 
 /// Counters of the disguise's, the shift's, the padding's and the prefix's
 /// draws (elements use their index).
 constexpr std::uint64_t scale_stream = ~0ULL - 3, offset_stream = ~0ULL - 4,
                         shift_stream = ~0ULL - 5, padding_stream = ~0ULL - 6,
-                        prefix_stream = ~0ULL - 7, base_stream = ~0ULL - 8;
+                        prefix_stream = ~0ULL - 7, base_stream = ~0ULL - 8, late_stream = ~0ULL - 9;
 
 /// An outlier is one element in 1024, multiplied by outlier_factor().
 constexpr std::uint64_t outlier_mask = 1023;
@@ -89,6 +90,38 @@ std::pair<double, double> heavy_exponents(element_type t) noexcept {
 
 double uniform01(std::uint64_t h) noexcept { return static_cast<double>(h >> 11) * 0x1p-53; }
 
+/// late_terms: what fills a row's negligible stretch (drawn per row).
+enum class stretch : unsigned char { zeros, tiny, masked };
+
+/// late_terms' tiny stretch: 2^-20 of the terms that matter for fp32 and
+/// bf16 (products of five stay normal in fp32: (2^-23)^5 = 2^-115); 16 x
+/// fp16's smallest normal (a disguise of 1/2 and |z| >= 1/8 keep it normal);
+/// none for fp8, whose normal range is too short for a value to be
+/// negligible (its tiny rows are zeros).
+double late_tiny_scale(element_type t) noexcept {
+  switch (t) {
+    case element_type::fp16: return 16 * min_normal(t);
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return 0;
+    default: return 0x1p-20;
+  }
+}
+
+/// late_terms' masked stretch: one value per row, -2^(5 + span u), as an
+/// additive mask leaves (e^-32 or less of the terms that matter): down to
+/// -2^14 for fp32 and bf16 (a mask of -1e4), -2^6 for the narrow types (x2
+/// disguised: inside fp8 e4m3's 448). One value, not a draw per element: a
+/// block of rows near -M with a spread of their own left honest
+/// Newton-Schulz schedules (tests/sim) beyond their bound.
+double late_mask_span(element_type t) noexcept {
+  switch (t) {
+    case element_type::fp16:
+    case element_type::fp8_e4m3:
+    case element_type::fp8_e5m2: return 1;
+    default: return 9;
+  }
+}
+
 /// N(0, 1) by inversion: Acklam's rational approximation of the normal
 /// quantile (absolute error < 1.2e-8; the coefficients are his published
 /// ones) at u from the top 32 bits of `h`, so |z| <= 6.3. Drawing inputs is
@@ -136,6 +169,32 @@ double structured_value(std::uint64_t seed, std::int64_t flat, std::int64_t last
          0.5 * (2 * col / static_cast<double>(last) - 1);
 }
 
+/// Where an element of a late_terms row lies. One row in four (every row of
+/// a vector; from `row_bits`): a head of 1 to cols/8 + 1 ordinary draws,
+/// then a negligible stretch to the row's end, broken by 1 to 4 terms that
+/// matter at positions drawn in the stretch's second half, and by the row's
+/// last element in half the rows. The other rows are ordinary draws, so a
+/// matrix of such rows keeps a dense, well-conditioned bulk (Newton-Schulz
+/// on a matrix of sparse rows is honest only to within its rounding).
+enum class late_part : unsigned char { head, stretch, term };
+late_part late_layout(std::uint64_t row_bits, std::int64_t col, std::int64_t cols,
+                      bool every_row) noexcept {
+  if (!every_row && (row_bits & 3) != 0) return late_part::head;
+  const auto head =
+      1 + static_cast<std::int64_t>(uniform01(row_bits) * static_cast<double>(cols / 8));
+  if (col < head) return late_part::head;
+  const std::uint64_t w = detail::mix64(row_bits);
+  if (col == cols - 1 && ((w >> 2) & 1) != 0) return late_part::term;
+  const std::int64_t start = head + (cols - head) / 2, width = cols - start;
+  const auto terms = static_cast<int>(1 + (w & 3));
+  for (int i = 0; i < terms; ++i) {
+    const auto bits = static_cast<double>((w >> (8 + 14 * i)) & 0x3fff) * 0x1p-14;
+    if (col == start + static_cast<std::int64_t>(bits * static_cast<double>(width)))
+      return late_part::term;
+  }
+  return late_part::stretch;
+}
+
 }  // namespace
 
 std::string_view to_string(distribution d) noexcept {
@@ -155,6 +214,7 @@ std::string_view to_string(distribution d) noexcept {
     case distribution::bf16_valued: return "bf16_valued";
     case distribution::heavy_tailed: return "heavy_tailed";
     case distribution::shared_prefix: return "shared_prefix";
+    case distribution::late_terms: return "late_terms";
   }
   return "unknown";
 }
@@ -221,6 +281,7 @@ input_tensor::input_tensor(const tensor_spec& spec, distribution d, std::uint64_
                                 1, static_cast<std::int64_t>(share * static_cast<double>(rows)))
                           : 0;
   }
+  if (d == distribution::late_terms) padding_ = detail::hash(seed, late_stream);
   if (t == element_type::int32) {
     if (d == distribution::constant)
       offset_ = static_cast<double>(detail::hash(seed, ~0ULL) %
@@ -267,7 +328,8 @@ void input_tensor::disguise() noexcept {
     case distribution::positive:
     case distribution::sparse:
     case distribution::padded:
-    case distribution::mask: scale_ *= factor; return;
+    case distribution::mask:
+    case distribution::late_terms: scale_ *= factor; return;
     default:
       offset_ = (offset_ + shift) * factor;
       scale_ *= factor;
@@ -301,6 +363,7 @@ double input_tensor::at(std::int64_t flat) const noexcept {
   if (kind_ == distribution::constant) return offset_;
   if (kind_ == distribution::padded && zero_at(flat)) return 0;
   const std::uint64_t h = detail::hash(seed_, static_cast<std::uint64_t>(flat));
+  if (kind_ == distribution::late_terms) return late_value(flat, h);
   if (t == element_type::int32) {
     const auto range = static_cast<std::uint64_t>(spec_->label_range);
     if (kind_ == distribution::structured)
@@ -340,9 +403,41 @@ double input_tensor::at(std::int64_t flat) const noexcept {
       break;
     }
     case distribution::constant:
-    case distribution::shared_prefix: break;
+    case distribution::shared_prefix:
+    case distribution::late_terms: break;
   }
   return round_to(t, v * scale_ + offset_);
+}
+
+double input_tensor::late_value(std::int64_t flat, std::uint64_t h) const noexcept {
+  // A row of negligible values with the terms that matter after them: an
+  // additive mask in the middle of a row, zeros, tiny magnitudes (docs/gate.md,
+  // "Round ten (a)"). The row's layout and what fills its stretch derive from
+  // padding_ and the row, the values from the element's own hash.
+  const element_type t = spec_->type;
+  const std::int64_t cols =
+      spec_->shape.empty() ? 1 : std::max<std::int64_t>(spec_->shape.back(), 1);
+  const std::uint64_t row_bits = detail::hash(padding_, static_cast<std::uint64_t>(flat / cols));
+  const late_part part = late_layout(row_bits, flat % cols, cols, spec_->elements() <= cols);
+  if (t == element_type::int32) {
+    if (part == late_part::stretch) return 0;
+    return static_cast<double>(h % static_cast<std::uint64_t>(spec_->label_range));
+  }
+  const double z = standard_normal(h);
+  double v = z;
+  if (part == late_part::term) {
+    v = away_from_zero(z) * std::exp2(2 * uniform01(detail::mix64(h)));
+  } else if (part == late_part::stretch) {
+    const std::uint64_t fill = detail::mix64(detail::mix64(row_bits));
+    auto kind = static_cast<stretch>(fill % 3);
+    if (kind == stretch::tiny && late_tiny_scale(t) == 0) kind = stretch::zeros;
+    switch (kind) {
+      case stretch::zeros: return 0;
+      case stretch::tiny: v = late_tiny_scale(t) * away_from_zero(z); break;
+      case stretch::masked: v = -std::exp2(5 + late_mask_span(t) * uniform01(fill)); break;
+    }
+  }
+  return round_to(t, v * scale_);
 }
 
 input_tensor input_tensor::rebound(const tensor_spec& s) const {

@@ -33,6 +33,7 @@ bool can_be_base(distribution d) {
     case distribution::sparse:
     case distribution::padded:
     case distribution::mask:
+    case distribution::late_terms:
     case distribution::shared_prefix: return false;
     default: return true;
   }

@@ -55,10 +55,12 @@ struct gate_session::state {
   /// set the candidate has been given: a shared_prefix set shares its
   /// prefix with the check's base set (and its tail with the check's
   /// shared_prefix set); a padded set's last rows, and the ends of its
-  /// rows, are zero like the check's padded set's.
+  /// rows, are zero like the check's padded set's; a late_terms set's zero
+  /// stretches are zero like theirs.
   [[nodiscard]] bool timed_shares_seen(std::size_t i) const {
     const distribution d = timed_kind(i);
-    return d == distribution::shared_prefix || d == distribution::padded;
+    return d == distribution::shared_prefix || d == distribution::padded ||
+           d == distribution::late_terms;
   }
   /// The rule's seed for a timing loop on set `s` (tessel/loop_rule.hpp).
   [[nodiscard]] std::uint64_t loop_seed(std::size_t s) const { return derive("loop", s); }

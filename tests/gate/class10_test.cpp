@@ -386,28 +386,31 @@ TEST_CASE("class 10: softmax cheats on the simulator's bf16 spec") {
                       });
 }
 
-TEST_CASE("class 10: dropping negligible softmax terms is caught only now and then") {
-  // Documented limits. (1) Stopping the sum when a chunk adds less than 2^-20
-  // of it is wrong only on rows where terms that matter follow a negligible
-  // stretch (an additive mask in the middle of a row): no suite draws such
-  // rows, and heavy_tailed's rare near-maximal values catch it under some
-  // keys only. (2) Zeroing the terms with x - max < -12 in a bf16 softmax
-  // leaves errors below tol x scale (the bound's floor near zero, by design)
-  // unless the row is so peaked that the output's median is tiny: caught
-  // under about half the keys (fp32's tighter bound: 39 of 40).
+TEST_CASE("class 10: dropping negligible softmax terms: early stops caught, a cutoff at times") {
+  // (1) Stopping the sum when a chunk adds less than 2^-20 of it is wrong
+  // only on rows where terms that matter follow a negligible stretch (an
+  // additive mask in the middle of a row): caught under every key since
+  // round ten (a)'s late_terms suite draws such rows (class14_test.cpp) in
+  // fp32, under 7 of the 8 in bf16 (its bound is 64 times wider), under some
+  // keys only before. A documented limit: (2) zeroing the terms
+  // with x - max < -12 in a bf16 softmax leaves errors below tol x scale
+  // (the bound's floor near zero, by design) unless the row is so peaked
+  // that the output's median is tiny: caught under about half the keys
+  // (fp32's tighter bound: 39 of 40).
   const cpu_spec fp32("softmax", {{"R", 64}, {"D", 256}});
   const auto bf16 = sim_spec("sim_softmax", {{"rows", "256"}, {"cols", "512"}});
   const struct {
     const char* name;
     const tessel::gate_spec* spec;
     softmax_kernel kernel;
+    bool always;  ///< caught under every key
   } cases[] = {
       {"fp32, early stop", &fp32,
-       softmax_kernel(64, 256, element_type::fp32, softmax_cut::early_stop)},
+       softmax_kernel(64, 256, element_type::fp32, softmax_cut::early_stop), true},
       {"bf16, early stop", bf16.get(),
-       softmax_kernel(256, 512, element_type::bf16, softmax_cut::early_stop)},
+       softmax_kernel(256, 512, element_type::bf16, softmax_cut::early_stop), false},
       {"bf16, cutoff", bf16.get(),
-       softmax_kernel(256, 512, element_type::bf16, softmax_cut::cutoff)},
+       softmax_kernel(256, 512, element_type::bf16, softmax_cut::cutoff), false},
   };
   for (const auto& c : cases) {
     int caught = 0, passed = 0;
@@ -418,7 +421,7 @@ TEST_CASE("class 10: dropping negligible softmax terms is caught only now and th
     }
     CAPTURE(std::string(c.name));
     CHECK(caught > 0);
-    CHECK(passed > 0);
+    CHECK((passed == 0) == c.always);
   }
 }
 
@@ -571,7 +574,7 @@ TEST_CASE("class 10: a gated callback that memoises its right outputs gains noth
   REQUIRE(m.ok());   // not caught: every output is right
   CHECK(hits >= 2);  // it memoised: the check's repeats were hits
   CHECK(hits == calls - static_cast<int>(m.samples.size()));  // and only those
-  CHECK(m.samples.size() == 15 + 16);  // every set's first call and every timed call
+  CHECK(m.samples.size() == 16 + 16);  // every set's first call and every timed call
   CHECK(m.metrics.at("gate_calls") == calls);
   const double floor_s = std::chrono::duration<double>(miss).count();
   for (const double t : m.samples) CHECK(t >= floor_s);  // no counted call was a hit
@@ -593,7 +596,7 @@ TEST_CASE("class 10: a gated command that memoises its right outputs on disk gai
   REQUIRE(m.status == status::ok);  // not caught: every output is right
   CHECK(hits >= 2);                 // its cache answered the repeats
   CHECK(m.metrics.at("gate_runs") == static_cast<double>(m.samples.size() + hits));
-  CHECK(m.samples.size() == 15);  // one counted run per set, on inputs it had never seen
+  CHECK(m.samples.size() == 16);  // one counted run per set, on inputs it had never seen
   for (const double t : m.samples) CHECK(t >= 0.040);  // none answered from the cache
   CHECK(m.objective >= 0.040);
 }
@@ -605,7 +608,7 @@ namespace {
 /// cheap hash: the first 8, or the last 8) and, from its call number `from`
 /// on, answers any call whose key it has seen from that cache, stale when
 /// the rest of the inputs differ. `from` 0: from the first call; past the
-/// check's calls (at most 21): only in the timing loop.
+/// check's calls (at most 22): only in the timing loop.
 struct prefix_memo {
   explicit prefix_memo(int from_call, bool last_elements = false)
       : from(from_call), last(last_elements) {}
@@ -664,7 +667,7 @@ TEST_CASE("class 10: a cache keyed on a few elements answers a fresh set stale a
 }
 
 TEST_CASE("class 10: a cache keyed on a few elements, used only once timed, is caught") {
-  // Waiting out the check (21 calls at most), it can answer only the timed
+  // Waiting out the check (22 calls at most), it can answer only the timed
   // calls whose sets share its key with one it has seen; the other timed
   // calls get new sets and miss. Keyed on the first elements: the timed
   // shared_prefix sets (the check's base set's prefix); on the last: timed

@@ -28,7 +28,7 @@ TEST_CASE("an exact kernel passes every suite with zero error") {
   CHECK(v.ok());
   CHECK(v.message.empty());
   CHECK(v.max_error == 0);
-  CHECK(v.suites == 15);
+  CHECK(v.suites == 16);
   CHECK(!v.cached);
   CHECK(k.runs == v.calls);  // every call judged
   CHECK(v.calls >= 15 + 2);  // every suite, then 2 to 6 repeats
