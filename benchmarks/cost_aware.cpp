@@ -378,6 +378,9 @@ int main(int argc, char** argv) {
                                 {"first_seed", first_seed},
                                 {"alpha_start", alpha},
                                 {"explore_every", explore_every},
+                                {"cost_rule", cost_rule},
+                                {"gittins_lambda", gittins_lambda},
+                                {"gittins_decay", gittins_decay},
                                 {"spaces", report},
                                 {"geomean_mean_ratio", geo},
                                 {"geomean_ci95", {ci.geomean.first, ci.geomean.second}}}
@@ -400,8 +403,11 @@ int main(int argc, char** argv) {
       "(bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "time = evaluation cost charged + tessel's own CPU time; a run that never reaches the "
       "target counts at the cap;\n{} seeds per arm, strategy '{}' proposing, GP surrogate and cost "
-      "model scoring in both arms; cost-aware alpha cooled from {} to 0{}.\n",
+      "model scoring in both arms; cost-aware alpha cooled from {} to 0{}{}.\n",
       geo, ci.geomean.first, ci.geomean.second, seeds, strategy, alpha,
-      explore_every ? fmt::format(", every {}th evaluation at alpha 0", explore_every) : "");
+      explore_every ? fmt::format(", every {}th evaluation at alpha 0", explore_every) : "",
+      cost_rule == "gittins" ? fmt::format(", ranked by the Gittins index (lambda {}{})",
+                                           gittins_lambda, gittins_decay ? ", halved" : "")
+                             : "");
   return 0;
 }

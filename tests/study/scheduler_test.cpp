@@ -1,6 +1,7 @@
 // Cost-aware scheduling with in-test models: ask() ranks by expected gain
 // per cost^alpha, reports the numbers, cools alpha, and stops early when the
-// gain left is negligible.
+// gain left is negligible; with cost_rule gittins, by the Pandora's-box
+// Gittins index, whose solver is tested here too.
 #include "core/space_fixtures.hpp"
 #include "temp_folder.hpp"
 
