@@ -16,10 +16,13 @@
 // CPU time and the kernel's latency). The ratios come with
 // percentile-bootstrap 95% intervals over the seeds. --exact-cost gives the
 // replay arms the recorded cost of every config (an oracle cost model).
+// --cost-rule gittins ranks the cost-aware arm by the Pandora's-box Gittins
+// index instead (study_options::cost_rule; EI-only is the same either way).
 //
 //   bench_cost_aware [--data DIR] [--seeds 25] [--first-seed 1] [--jobs 1] [--alpha A]
 //                    [--explore-every K] [--strategy auto] [--spaces a,b] [--pool-factor N]
 //                    [--exact-cost] [--cost-choice] [--no-cpu] [--no-sim] [--no-replay]
+//                    [--cost-rule cooled_ei|gittins] [--gittins-lambda L] [--gittins-decay]
 //                    [--json]
 #include "common.hpp"
 #include "replay_frame.hpp"
@@ -70,6 +73,9 @@ struct problem {
   bool oracle_cost = false;  ///< the backend's estimate is exact: no cost model is learned
   bool charge_cpu = true;    ///< tessel's own CPU time counts toward the clock
   bool choose_cost = false;  ///< cost_model_options::choose_by_error
+  study::options::cost_rule_kind cost_rule = study::options::cost_rule_kind::cooled_ei;
+  double gittins_lambda = study::options{}.gittins_lambda;
+  bool gittins_decay = false;
 };
 
 /// One run; `alpha_start` 0 is the EI-only arm.
@@ -84,6 +90,9 @@ trajectory run_once(const problem& p, const std::string& strategy, std::size_t p
   o.cost_alpha_start = alpha_start;
   o.cost_alpha_end = 0.0;
   o.cost_explore_every = explore_every;
+  o.cost_rule = p.cost_rule;  // inert in the EI-only arm (alpha 0)
+  o.gittins_lambda = p.gittins_lambda;
+  o.gittins_decay = p.gittins_decay;
   o.cost_budget_hint_s = p.cap_s;
   if (pool_factor) o.pool_factor = pool_factor;
   study st(p.s, p.b, make_strategy(strategy), o);
@@ -232,6 +241,9 @@ int main(int argc, char** argv) {
   std::string only;
   bool no_sim = false, no_replay = false, json_out = false, exact_cost = false, no_cpu = false;
   bool cost_choice = cost_model_options{}.choose_by_error;
+  std::string cost_rule = "cooled_ei";
+  double gittins_lambda = study::options{}.gittins_lambda;
+  bool gittins_decay = study::options{}.gittins_decay;
   std::size_t sim_sample = 2000;
   std::size_t pool_factor = 0;
   std::size_t explore_every = study::options{}.cost_explore_every;
@@ -270,6 +282,18 @@ int main(int argc, char** argv) {
   app.add_flag("--cost-choice,!--no-cost-choice", cost_choice,
                "the cost model with cost_model_options::choose_by_error: GP or ridge, and the "
                "run link or not, by one-step error");
+  app.add_option("--cost-rule", cost_rule,
+                 "the cost-aware arm's study_options::cost_rule: cooled_ei (gain / price^alpha) or "
+                 "gittins (the Pandora's-box Gittins index)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cooled_ei", "gittins"}));
+  app.add_option("--gittins-lambda", gittins_lambda,
+                 "gittins: study_options::gittins_lambda (log objective per mean evaluation cost)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--gittins-decay", gittins_decay,
+               "gittins: halve lambda when the first choice's index is not below the incumbent "
+               "(PBGI-D)");
   app.add_flag("--no-sim", no_sim, "skip the simulator space");
   app.add_flag("--no-replay", no_replay, "skip the replay spaces");
   app.add_flag("--json", json_out, "print JSON instead of a table");
@@ -284,6 +308,10 @@ int main(int argc, char** argv) {
   for (auto& p : problems) {
     p.charge_cpu = !no_cpu;
     p.choose_cost = cost_choice;
+    p.cost_rule = cost_rule == "gittins" ? study::options::cost_rule_kind::gittins
+                                         : study::options::cost_rule_kind::cooled_ei;
+    p.gittins_lambda = gittins_lambda;
+    p.gittins_decay = gittins_decay;
   }
 
   nlohmann::json report = nlohmann::json::array();
@@ -350,6 +378,9 @@ int main(int argc, char** argv) {
                                 {"first_seed", first_seed},
                                 {"alpha_start", alpha},
                                 {"explore_every", explore_every},
+                                {"cost_rule", cost_rule},
+                                {"gittins_lambda", gittins_lambda},
+                                {"gittins_decay", gittins_decay},
                                 {"spaces", report},
                                 {"geomean_mean_ratio", geo},
                                 {"geomean_ci95", {ci.geomean.first, ci.geomean.second}}}
@@ -372,8 +403,11 @@ int main(int argc, char** argv) {
       "(bootstrap 95% interval [{:.2f}, {:.2f}])\n"
       "time = evaluation cost charged + tessel's own CPU time; a run that never reaches the "
       "target counts at the cap;\n{} seeds per arm, strategy '{}' proposing, GP surrogate and cost "
-      "model scoring in both arms; cost-aware alpha cooled from {} to 0{}.\n",
+      "model scoring in both arms; cost-aware alpha cooled from {} to 0{}{}.\n",
       geo, ci.geomean.first, ci.geomean.second, seeds, strategy, alpha,
-      explore_every ? fmt::format(", every {}th evaluation at alpha 0", explore_every) : "");
+      explore_every ? fmt::format(", every {}th evaluation at alpha 0", explore_every) : "",
+      cost_rule == "gittins" ? fmt::format(", ranked by the Gittins index (lambda {}{})",
+                                           gittins_lambda, gittins_decay ? ", halved" : "")
+                             : "");
   return 0;
 }

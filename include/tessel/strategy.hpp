@@ -40,6 +40,13 @@ class search_context {
   /// subtract alpha * ln predicted_cost(c) from its log acquisition, so its
   /// proposals already favour gain per second (as `bo` does).
   [[nodiscard]] virtual double cost_alpha() const { return 0.0; }
+  /// With the study's cost rule `gittins` (study_options::cost_rule) while
+  /// it weighs cost: lambda / c_ref, the log objective one second of
+  /// evaluation must be expected to gain; a strategy ranks by the lowest
+  /// gittins_index(mu, sd, gittins_rate() * price of a success), mu and sd
+  /// the posterior of ln objective (tessel/surrogate.hpp), instead of
+  /// subtracting alpha ln cost. 0: the rule is not in force.
+  [[nodiscard]] virtual double gittins_rate() const { return 0.0; }
   /// The study's prediction of what evaluating `c` costs, in seconds (its
   /// cost model, seeded by the backend's estimate); > 0. Meaningful when
   /// cost_alpha() > 0.

@@ -195,6 +195,26 @@ struct study_options {
   /// (k = 4, 8, 16 from alpha 2 and k = 8 from alpha 3 and 4 did not beat it
   /// chosen by leave-one-out over seven spaces; benchmarks/README.md).
   std::size_t cost_explore_every = 0;
+  /// How predicted cost enters the ranking while alpha > 0. cooled_ei: gain
+  /// / price^alpha above, and `bo`'s log EI less alpha ln price.
+  /// gittins: the Pandora's-box Gittins index (Weitzman 1979; Xie et al.,
+  /// NeurIPS 2024): the scheduler and `bo` rank by the lowest g solving
+  /// E[(g - ln f)^+] = lambda price / c_ref, ln f ~ the posterior of the log
+  /// objective, price the price of a success (price_per_success), c_ref the
+  /// mean cost of the evaluations so far (tessel::gittins_index;
+  /// docs/scheduler.md). alpha still switches it on and drives the other
+  /// strategies' cheaper draws. Default cooled_ei (benchmarks/README.md,
+  /// "the Pandora's-box Gittins index").
+  enum class cost_rule_kind : unsigned char { cooled_ei, gittins };
+  cost_rule_kind cost_rule = cost_rule_kind::cooled_ei;
+  /// gittins: lambda, the log objective one evaluation of mean cost must be
+  /// expected to gain (0.01: 1%). > 0.
+  double gittins_lambda = 0.01;
+  /// gittins: halve lambda whenever the index of the first config chosen is
+  /// not below the incumbent's log objective (Weitzman's rule would stop;
+  /// "PBGI-D"), so a run that has bought what lambda pays for goes on
+  /// exploring at a lower price.
+  bool gittins_decay = false;
   /// The budget alpha cools over, for ask/tell use: evaluations, or seconds
   /// of summed evaluation cost (progress::cost_s; CArBO cools by cost spent);
   /// with both, whichever is more used up. 0 and 0: the fraction of run()'s

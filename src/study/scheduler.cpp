@@ -2,7 +2,8 @@
 // in the order they were made. utility: rank candidates by expected gain per
 // unit of predicted cost, cost^alpha with alpha cooled as the budget is spent
 // (EI per second: Snoek, Larochelle & Adams 2012; cost cooling: Lee, Eriksson,
-// Bindel & Wilson 2020).
+// Bindel & Wilson 2020), or with study_options::cost_rule gittins by the
+// Pandora's-box Gittins index (Weitzman 1979; Xie et al. 2024), solved here.
 #include "study/scheduler.hpp"
 
 #include <boost/math/distributions/normal.hpp>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace tessel {
 namespace {
@@ -24,9 +26,74 @@ struct candidate {
   prediction predicted;
 };
 
+/// ln h(z), h(z) = z Phi(z) + phi(z) = E[(z - x)^+] for x ~ N(0, 1). Above
+/// -30 directly (relative error about eps z^2); below, its asymptotic series
+/// phi(z) / z^2 (1 - 3/z^2 + 15/z^4 - ...), to 6 terms (the next is 2.5e-13
+/// of the sum at -30).
+double log_h(double z) noexcept {
+  if (z >= -30) {
+    const double cdf = 0.5 * std::erfc(-z / std::numbers::sqrt2);
+    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
+    return std::log(pdf + z * cdf);
+  }
+  const double w = 1 / (z * z);
+  const double series = 1 + w * (-3 + w * (15 + w * (-105 + w * (945 + w * -10395))));
+  return -0.5 * z * z - 0.5 * std::log(2 * std::numbers::pi) + std::log(w) + std::log(series);
+}
+
+/// d ln h / dz = Phi(z) / h(z); below -30, -z - 2/z (+ O(z^-3)).
+double log_h_slope(double z) noexcept {
+  if (z >= -30) {
+    const double cdf = 0.5 * std::erfc(-z / std::numbers::sqrt2);
+    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
+    return cdf / (pdf + z * cdf);
+  }
+  return -z - 2 / z;
+}
+
+/// The gittins index of a scored candidate on the log scale: ln f ~ N(m,
+/// s^2) matched to the surrogate's log-normal mean and sigma (the GP
+/// surrogate's own log posterior, when it models ln f). A non-positive mean
+/// (a surrogate of the objective itself) is linearised about the incumbent,
+/// ln f ~ ln|b| + (f - |b|) / |b|.
+double log_gittins(const candidate_score& cs, double price, std::optional<double> incumbent) {
+  if (cs.mean > 0) {
+    const double var = std::log1p((cs.sigma / cs.mean) * (cs.sigma / cs.mean));
+    return gittins_index(std::log(cs.mean) - 0.5 * var, std::sqrt(var), price);
+  }
+  const double b = incumbent && *incumbent != 0 ? std::abs(*incumbent) : 1.0;
+  return gittins_index(std::log(b) + (cs.mean - b) / b, cs.sigma / b, price);
+}
+
 }  // namespace
 
+double gittins_index(double mean, double sigma, double price) noexcept {
+  if (!(price > 0)) return -std::numeric_limits<double>::infinity();
+  if (!(sigma > 0)) return mean + price;
+  // Newton's method on F(z) = ln h(z) - ln(price / sigma): F is increasing
+  // and concave, so from the left of the root every step stays left and
+  // rises to it, and a first step from the right lands left of it.
+  const double target = std::log(price) - std::log(sigma);
+  double z = target > 0 ? std::exp(target) : 0.0;  // h(z) > z: never left of the root
+  for (int i = 0; i < 200; ++i) {
+    const double f = log_h(z) - target;
+    const double step = f / log_h_slope(z);
+    if (!std::isfinite(step)) break;
+    z -= step;
+    if (std::abs(step) <= 1e-15 * (1 + std::abs(z))) break;
+  }
+  return mean + sigma * z;
+}
+
 double study::state::cost_alpha() const { return scheduler_->cost_alpha(*this); }
+
+double study::state::gittins_rate() const {
+  if (options_.cost_rule != study_options::cost_rule_kind::gittins) return 0.0;
+  if (progress_.evaluations == 0 || !(progress_.cost_s > 0)) return 0.0;
+  if (!(cost_alpha() > 0)) return 0.0;
+  return gittins_lambda.value_or(options_.gittins_lambda) *
+         static_cast<double>(progress_.evaluations) / progress_.cost_s;
+}
 
 /// The surrogate's score of `c` when the cost model reads it and it is ready.
 std::optional<candidate_score> study::state::surrogate_score(const config& c) const {
@@ -129,10 +196,12 @@ prediction study::state::utility_scheduler::score(const state& s, const config& 
   // cheaply, nor spared for a cheap failure when its success is costly.
   const double failed = s.predicted_failure_cost(c, cs) + token_s;
   const double per_success = price_per_success(cs.p_feasible, cost, failed, min_p_feasible);
-  return {cs.mean,       cs.sigma,
-          cs.p_feasible, cs.expected_gain,
-          cost,          cs.expected_gain / std::pow(per_success, cost_alpha(s)),
-          tokens,        prediction::basis::model};
+  // The gittins rule: the lowest index first, so utility = -index.
+  const double rate = s.gittins_rate();
+  const double utility = rate > 0 ? -log_gittins(cs, rate * per_success, s.progress_.best)
+                                  : cs.expected_gain / std::pow(per_success, cost_alpha(s));
+  return {cs.mean, cs.sigma, cs.p_feasible, cs.expected_gain,
+          cost,    utility,  tokens,        prediction::basis::model};
 }
 
 prediction study::state::utility_scheduler::predict(const state& s, const config& c,
@@ -175,6 +244,12 @@ std::vector<std::size_t> study::state::utility_scheduler::select(state& s, std::
       return {};
     }
   }
+
+  // PBGI-D: when even the first choice's index is not below the incumbent
+  // (Weitzman's rule would stop), lambda halves.
+  if (s.options_.gittins_decay && !candidates.empty() && s.gittins_rate() > 0 && s.progress_.best &&
+      *s.progress_.best > 0 && -candidates.front().predicted.utility >= std::log(*s.progress_.best))
+    s.gittins_lambda = 0.5 * s.gittins_lambda.value_or(s.options_.gittins_lambda);
 
   std::vector<std::size_t> chosen;
   std::vector<bool> taken(s.pool.size(), false);

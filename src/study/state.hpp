@@ -51,6 +51,9 @@ struct study::state final : search_context {
   std::vector<std::size_t> choose(std::size_t n);
   /// The scheduler's exponent on predicted cost now (scheduler::cost_alpha).
   [[nodiscard]] double cost_alpha() const override;
+  /// lambda / c_ref while the cost rule is gittins and cost_alpha() > 0
+  /// (c_ref: the mean cost of the evaluations so far); else 0.
+  [[nodiscard]] double gittins_rate() const override;
   /// The cost model's prediction (the backend's estimate without one), told
   /// the surrogate's score of `c` once the surrogate is ready.
   [[nodiscard]] double predicted_cost(const config& c) const override;
@@ -145,6 +148,9 @@ struct study::state final : search_context {
   /// condition bounds no count.
   std::optional<std::size_t> run_budget;
   bool negligible = false;  ///< the early-stop test fired
+  /// The gittins rule's lambda now: study_options::gittins_lambda, halved
+  /// by the scheduler with gittins_decay.
+  std::optional<double> gittins_lambda;
   std::optional<std::size_t> best_index;
   progress progress_;
   std::map<status, std::size_t> by_status;

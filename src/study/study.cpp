@@ -39,6 +39,10 @@ void study_options::validate() const {
   if (pool_factor == 0) throw options_error("study::options::pool_factor", "must be at least 1");
   if (!(cost_alpha_start >= 0) || !(cost_alpha_end >= 0))
     throw options_error("study::options::cost_alpha_start/end", "must be >= 0");
+  if (!(gittins_lambda > 0) || !std::isfinite(gittins_lambda))
+    throw options_error("study::options::gittins_lambda", "must be finite and > 0");
+  if (cost_rule != cost_rule_kind::cooled_ei && cost_rule != cost_rule_kind::gittins)
+    throw options_error("study::options::cost_rule", "must be cooled_ei or gittins");
   if (!(cost_budget_hint_s >= 0) || !std::isfinite(cost_budget_hint_s))
     throw options_error("study::options::cost_budget_hint_s", "must be finite and >= 0");
   if (!(min_gain_fraction >= 0))

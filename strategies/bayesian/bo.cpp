@@ -4,7 +4,9 @@
 // hill-climbing valid neighbours; batches fantasise pending proposals. When
 // the study weighs cost, the log acquisition is less alpha * ln(predicted
 // cost): expected improvement per second^alpha, maximised over the whole
-// pool (Snoek et al. 2012; Lee et al. 2020). Learned rules cap P(feasible)
+// pool (Snoek et al. 2012; Lee et al. 2020); with the study's cost rule
+// gittins, the lowest Pandora's-box Gittins index of the price of a success
+// instead (search_context::gittins_rate). Learned rules cap P(feasible)
 // (tessel/constraints.hpp), but now and then, less often each time, one
 // proposal ignores them, so a rule too broad for its failures is tested
 // rather than obeyed for good (bo_options::rule_test_after).
@@ -55,7 +57,10 @@ struct pool {
   std::vector<bool> taken;
   std::unordered_set<std::uint64_t> seen;  ///< every key examined, fresh or not
   double alpha = 0;                        ///< the study's cost exponent during this propose()
-  bool testing_rules = false;              ///< the pick being made ignores the learned rules
+  /// search_context::gittins_rate() during this propose(); > 0: the
+  /// acquisition is minus the Gittins index (not with Thompson sampling).
+  double gittins_rate = 0;
+  bool testing_rules = false;  ///< the pick being made ignores the learned rules
 
   /// Adds `c` when it is fresh and new to the pool; returns its index.
   std::optional<std::size_t> add(const config& c, const detail::batch& b, const bayes::model& m) {
@@ -284,6 +289,8 @@ double bo_search::lie(const Eigen::VectorXd& features) const {
 pool bo_search::make_pool(const detail::batch& b) {
   pool p;
   p.alpha = b.context().cost_alpha();
+  if (options_.acquisition != acquisition_kind::thompson)
+    p.gittins_rate = b.context().gittins_rate();
   const auto& s = model_->space();
   for (std::size_t i = 0; i < options_.pool_size; ++i) (void)p.add(s.sample(random_), b, *model_);
   auto best = model_->observed();
@@ -385,6 +392,18 @@ std::vector<scored> bo_search::best_of(const pool& p, const std::vector<std::siz
 double bo_search::acquire(const pool& p, const bayes::candidates_view& v, std::size_t j,
                           std::size_t index, double variance) const {
   const auto c = static_cast<Eigen::Index>(j);
+  if (p.gittins_rate > 0) {
+    // Minus the index of ln f (of f scaled by the incumbent when the model is
+    // not of the log): it rises with the variance, as the bounds need.
+    const double scale =
+        model_->log_scale() || !(std::abs(model_->best()) > 0) || !std::isfinite(model_->best())
+            ? 1.0
+            : std::abs(model_->best());
+    const double price = p.gittins_rate * scale *
+                         price_per_success(v.p[c], p.costs[index].ok_s, p.costs[index].failed_s);
+    const double penalty = v.p[c] < cutoff_ ? -1e6 : 0.0;
+    return -gittins_index(v.mean[c], std::sqrt(std::max(0.0, variance)), price) + penalty;
+  }
   return value(v.mean[c], variance, v.p[c]) - p.cost_penalty(index, v.p[c]);
 }
 

@@ -291,3 +291,40 @@ TEST_CASE("bo weighs cost when the study does: EI per second, and a cheaper init
   });
   CHECK(run.best == doctest::Approx(1.0));
 }
+
+TEST_CASE("bo ranks by the gittins index when the study's rule is gittins: cheaper, still finds") {
+  const auto s = bowl_space();
+  // y >= 8 costs 20 s, the rest 1 s; the optimum (x 11, y 5) is cheap.
+  const auto seconds = [](const space& sp, const config& c) {
+    return sp.integer(c, "y") >= 8 ? 20.0 : 1.0;
+  };
+  // Seconds of the model's proposals (after the 10 initial samples).
+  auto spent = [&](double alpha, double rate, std::uint64_t seed) {
+    auto st = make_bo_strategy({.initial_samples = 10});
+    const auto run = drive(*st, s, bowl, 60, 1, seed, std::nullopt, {}, [&](fake_context& ctx) {
+      ctx.alpha = alpha;
+      ctx.gittins = rate;
+      ctx.seconds = seconds;
+    });
+    CHECK(run.problems.empty());
+    double total = 0;
+    for (std::size_t i = 10; i < run.proposals.size(); ++i) total += seconds(s, run.proposals[i]);
+    return total;
+  };
+  double gittins = 0, cooled = 0, blind = 0;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    gittins += spent(1.0, 0.01, seed);
+    cooled += spent(1.0, 0.0, seed);
+    blind += spent(0.0, 0.0, seed);
+  }
+  MESSAGE("seconds of the model's 50 proposals, 3 seeds: gittins "
+          << gittins << ", log EI - ln cost " << cooled << ", EI alone " << blind);
+  CHECK(gittins < 0.8 * blind);
+  auto st = make_bo_strategy();
+  const auto run = drive(*st, s, bowl, 150, 1, 4, 1.0, {}, [&](fake_context& ctx) {
+    ctx.alpha = 1.0;
+    ctx.gittins = 0.01;
+    ctx.seconds = seconds;
+  });
+  CHECK(run.best == doctest::Approx(1.0));
+}

@@ -28,6 +28,7 @@ class fake_context final : public search_context {
   [[nodiscard]] const trial* best() const override { return best_ ? &*best_ : nullptr; }
   [[nodiscard]] std::size_t finished() const override { return finished_; }
   [[nodiscard]] double cost_alpha() const override { return alpha; }
+  [[nodiscard]] double gittins_rate() const override { return gittins; }
   [[nodiscard]] double predicted_cost(const config& c) const override {
     return seconds ? seconds(space_, c) : 1.0;
   }
@@ -35,6 +36,8 @@ class fake_context final : public search_context {
 
   /// What the study would say of cost (0 and null: it does not weigh cost).
   double alpha = 0;
+  /// The study's gittins rate (0: the cost rule is not gittins).
+  double gittins = 0;
   std::function<double(const tessel::space&, const config&)> seconds;
   /// The study's evaluation budget (nullopt: unbounded).
   std::optional<std::size_t> budget;

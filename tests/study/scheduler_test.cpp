@@ -1,6 +1,7 @@
 // Cost-aware scheduling with in-test models: ask() ranks by expected gain
 // per cost^alpha, reports the numbers, cools alpha, and stops early when the
-// gain left is negligible.
+// gain left is negligible; with cost_rule gittins, by the Pandora's-box
+// Gittins index, whose solver is tested here too.
 #include "core/space_fixtures.hpp"
 #include "temp_folder.hpp"
 
@@ -12,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <optional>
 
 using namespace tessel;
@@ -318,4 +321,189 @@ TEST_CASE("a resumed study runs the trials a killed run left unfinished before a
   REQUIRE(first.size() == 2);
   CHECK(first[0].trial_id == left[0]);
   CHECK(first[1].trial_id == left[1]);
+}
+
+// --- the Pandora's-box Gittins index (study_options::cost_rule gittins) -------
+
+namespace {
+
+/// sigma h((g - mean) / sigma), h(z) = z Phi(z) + phi(z), in long double:
+/// E[(g - f)^+] for f ~ N(mean, sigma^2), independently of the solver.
+long double expected_shortfall(double mean, double sigma, double g) {
+  const long double z = (static_cast<long double>(g) - mean) / sigma;
+  const long double cdf = 0.5L * std::erfc(-z / std::sqrt(2.0L));
+  const long double pdf = std::exp(-0.5L * z * z) / std::sqrt(2.0L * 3.14159265358979323846L);
+  return sigma * (z * cdf + pdf);
+}
+
+}  // namespace
+
+TEST_CASE("the gittins index solves E[(g - f)^+] = price to 1e-9") {
+  for (double mean : {-3.0, 0.0, 2.5})
+    for (double sigma : {1e-3, 0.2, 1.0, 7.0})
+      for (double ratio : {1e-120, 1e-30, 1e-6, 1e-3, 0.1, 0.39, 1.0, 10.0, 1e4}) {
+        const double price = ratio * sigma;  // z from about -23 to 1e4
+        const double g = gittins_index(mean, sigma, price);
+        INFO("mean " << mean << " sigma " << sigma << " price " << price << " g " << g);
+        REQUIRE(std::isfinite(g));
+        const long double got = expected_shortfall(mean, sigma, g);
+        CHECK(std::abs(got / price - 1.0L) < 1e-9L);
+      }
+  // Deeper in the tail the equation is checked on its log (long double's
+  // erfc still resolves it at z = -35).
+  const double g = gittins_index(0.0, 1.0, 1e-270);
+  CHECK(g < -34);
+  CHECK(std::abs(std::log(expected_shortfall(0.0, 1.0, g)) - std::log(1e-270L)) < 1e-8L);
+  // No spread: f is the mean, so g - mean = price; a free box comes first.
+  CHECK(gittins_index(2.0, 0.0, 0.5) == 2.5);
+  CHECK(gittins_index(2.0, 1.0, 0.0) == -std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("the gittins index rises with the mean and the price and falls as sigma grows") {
+  double last = -std::numeric_limits<double>::infinity();
+  for (double mean = -2; mean <= 2; mean += 0.25) {
+    const double g = gittins_index(mean, 0.5, 0.01);
+    CHECK(g > last);
+    CHECK(g - mean == doctest::Approx(gittins_index(0.0, 0.5, 0.01)).epsilon(1e-12));
+    last = g;
+  }
+  last = -std::numeric_limits<double>::infinity();
+  for (double price : {1e-12, 1e-8, 1e-4, 1e-2, 0.1, 1.0, 10.0, 100.0}) {
+    const double g = gittins_index(1.0, 0.5, price);
+    CHECK(g > last);
+    last = g;
+  }
+  last = std::numeric_limits<double>::infinity();
+  for (double sigma : {0.004, 0.01, 0.1, 0.5, 1.0, 4.0, 16.0}) {
+    const double g = gittins_index(1.0, sigma, 0.01);
+    CHECK(g < last);
+    last = g;
+  }
+  // A large price: the index is the mean plus the price (h(z) ~ z).
+  CHECK(gittins_index(1.0, 0.1, 50.0) == doctest::Approx(51.0).epsilon(1e-9));
+}
+
+namespace {
+
+/// mean(x) and sigma(x) of the objective as set by the test.
+class posterior_table final : public surrogate {
+ public:
+  explicit posterior_table(const space& s) : space_(s) {}
+  void observe(const trial&) override {}
+  bool ready() const override { return true; }
+  candidate_score score(const config& c, std::optional<double>) const override {
+    const double x = static_cast<double>(space_.integer(c, "x"));
+    return {mean(x), sigma(x), 1.0, 0.0};
+  }
+  std::function<double(double)> mean = [](double) { return 50.0; };
+  std::function<double(double)> sigma = [](double) { return 5.0; };
+
+ private:
+  const space& space_;
+};
+
+/// Costs `seconds(x)`; a failure the same.
+class cost_table final : public cost_model {
+ public:
+  cost_table(const space& s, std::function<double(double)> seconds)
+      : space_(s), seconds_(std::move(seconds)) {}
+  void observe(const trial&) override {}
+  double predict(const config& c, const cost_query&) const override {
+    return seconds_(static_cast<double>(space_.integer(c, "x")));
+  }
+
+ private:
+  const space& space_;
+  std::function<double(double)> seconds_;
+};
+
+/// in_order, recording search_context::gittins_rate() at each proposal.
+class rate_recording final : public strategy {
+ public:
+  explicit rate_recording(std::vector<double>& rates) : rates_(rates) {}
+  std::string name() const override { return "rate_recording"; }
+  void start(const space&, std::uint64_t) override {}
+  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
+    rates_.push_back(ctx.gittins_rate());
+    return inner_.propose(n, ctx);
+  }
+  void observe(const trial&) override {}
+
+ private:
+  std::vector<double>& rates_;
+  in_order inner_;
+};
+
+/// A study with the gittins rule whose first evaluation (x = 20, off the
+/// pool) cost 2 s and measured `first`; then the next pick's x.
+std::int64_t gittins_pick(const space& s, const std::shared_ptr<posterior_table>& model,
+                          std::function<double(double)> seconds, double first = 60.0) {
+  study::options o;
+  o.evaluate_baseline = false;
+  o.surrogate = model;
+  o.costs = std::make_shared<cost_table>(s, std::move(seconds));
+  o.pool_factor = 10;
+  o.cost_rule = study::options::cost_rule_kind::gittins;
+  study st(s, std::make_shared<flat>(), std::make_unique<in_order>(), o);
+  // Every utility is 0 before the first evaluation (no mean cost, no gain):
+  // the queued x = 20 goes first, and the pool x = 1..10 stays.
+  REQUIRE(st.enqueue(s.at(19), {"test", 0, {}}));
+  const auto head = st.ask(1);
+  REQUIRE(st.space().integer(head[0].config, "x") == 20);
+  st.tell(head[0].trial_id, measurement::success(first, {2.0, 0, 0}));
+  return st.space().integer(st.ask(1)[0].config, "x");
+}
+
+}  // namespace
+
+TEST_CASE("gittins: of equal posteriors the cheapest first, of equal costs the better one") {
+  const auto s = line_space();
+  auto model = std::make_shared<posterior_table>(s);
+  // Equal posteriors, cost grows with x: the pool x = 1..10 gives x = 1.
+  CHECK(gittins_pick(s, model, [](double x) { return 1.0 + x; }) == 1);
+  // Cost falling with x: x = 10.
+  CHECK(gittins_pick(s, model, [](double x) { return 20.0 - x; }) == 10);
+  // Equal costs, the mean falls with x: the lowest mean, x = 10 ...
+  model->mean = [](double x) { return 60.0 - x; };
+  CHECK(gittins_pick(s, model, [](double) { return 3.0; }) == 10);
+  // ... and of equal means the wider posterior (a lower index).
+  model->mean = [](double) { return 50.0; };
+  model->sigma = [](double x) { return x == 4 ? 9.0 : 3.0; };
+  CHECK(gittins_pick(s, model, [](double) { return 3.0; }) == 4);
+  // A better mean is worth a higher cost only up to a point: x = 9 is 1%
+  // better than the rest (0.01 in ln) for twice the cost (0.005 more in ln
+  // at lambda 0.01 per 2 s).
+  model->sigma = [](double) { return 1e-3; };
+  model->mean = [](double x) { return x == 9 ? 49.5 : 50.0; };
+  CHECK(gittins_pick(s, model, [](double x) { return x == 9 ? 2.0 : 1.0; }) == 9);
+  CHECK(gittins_pick(s, model, [](double x) { return x == 9 ? 300.0 : 1.0; }) != 9);
+}
+
+TEST_CASE("gittins: the rate is lambda per mean evaluation cost, 0 when cost is not weighed") {
+  const auto s = line_space();
+  auto rates_with = [&](double alpha, bool decay, double objective) {
+    std::vector<double> rates;
+    study::options o;
+    o.evaluate_baseline = false;
+    o.surrogate = std::make_shared<posterior_table>(s);
+    o.costs = std::make_shared<cost_table>(s, [](double) { return 1.0; });
+    o.pool_factor = 1;
+    o.cost_alpha_start = o.cost_alpha_end = alpha;
+    o.cost_rule = study::options::cost_rule_kind::gittins;
+    o.gittins_lambda = 0.02;
+    o.gittins_decay = decay;
+    study st(s, std::make_shared<flat>(), std::make_unique<rate_recording>(rates), o);
+    for (int i = 0; i < 3; ++i) {
+      const auto b = st.ask(1);
+      st.tell(b[0].trial_id, measurement::success(objective, {4.0, 0, 0}));
+    }
+    return rates;
+  };
+  // Before any evaluation there is no mean cost: 0; then 0.02 / 4 s.
+  CHECK(rates_with(1.0, false, 60.0) == std::vector<double>{0.0, 0.005, 0.005});
+  CHECK(rates_with(0.0, false, 60.0) == std::vector<double>{0.0, 0.0, 0.0});
+  // PBGI-D: every index (about ln 50) is above ln 1, the incumbent: halved
+  // at each choice; below ln 60 it is not.
+  CHECK(rates_with(1.0, true, 1.0) == std::vector<double>{0.0, 0.005, 0.0025});
+  CHECK(rates_with(1.0, true, 60.0) == std::vector<double>{0.0, 0.005, 0.005});
 }
