@@ -76,6 +76,8 @@ study_options study_options_of(const study_spec& spec, const space& s, open_mode
   }
   so.min_gain_fraction = spec.min_gain;
   so.cost_alpha_start = spec.cost_alpha;
+  so.cost_rule = spec.cost_rule == "gittins" ? study_options::cost_rule_kind::gittins
+                                             : study_options::cost_rule_kind::cooled_ei;
   so.budget_hint = spec.budget_hint;
   so.cost_budget_hint_s = spec.cost_budget_hint_s;
   so.token_price_s = spec.token_price_s;

@@ -59,6 +59,8 @@ void study_spec::validate() const {
         fmt::format("applies to a replay FILE (.json or .json.gz), not '{}'", file));
   if (scheduler != "utility" && scheduler != "fifo")
     invalid("scheduler", fmt::format("must be utility or fifo, not '{}'", scheduler));
+  if (cost_rule != "cooled_ei" && cost_rule != "gittins")
+    invalid("cost_rule", fmt::format("must be cooled_ei or gittins, not '{}'", cost_rule));
   if (!fidelity.empty() && fidelity.size() != 2)
     invalid("fidelity", fmt::format("give exactly two, the low fidelity first (e.g. --fidelity "
                                     "sim:target=trn2 --fidelity trainium:...); got {}",
@@ -93,6 +95,7 @@ json study_spec::to_json() const {
               {"strategy", strategy},
               {"scheduler", scheduler},
               {"cost_alpha", cost_alpha},
+              {"cost_rule", cost_rule},
               {"min_gain", min_gain},
               {"budget_hint", budget_hint},
               {"cost_budget_hint_s", cost_budget_hint_s},
@@ -129,6 +132,7 @@ study_spec study_spec::from_json(const json& j) {
   read(j, "strategy", s.strategy);
   read(j, "scheduler", s.scheduler);
   read(j, "cost_alpha", s.cost_alpha);
+  read(j, "cost_rule", s.cost_rule);
   read(j, "min_gain", s.min_gain);
   read(j, "budget_hint", s.budget_hint);
   read(j, "cost_budget_hint_s", s.cost_budget_hint_s);

@@ -85,7 +85,10 @@ struct study_spec {
   /// "utility" (rank by expected gain per predicted cost) or "fifo"
   /// (proposal order) (docs/scheduler.md).
   std::string scheduler = "utility";
-  double cost_alpha = 2.0;        ///< where the cost exponent cools from (utility)
+  double cost_alpha = 2.0;  ///< where the cost exponent cools from (utility)
+  /// How cost enters the utility's ranking: "cooled_ei" (expected gain per
+  /// price^alpha) or "gittins" (the Pandora's-box Gittins index; docs/scheduler.md).
+  std::string cost_rule = "cooled_ei";
   double min_gain = 0;            ///< stop when the best expected gain left is below this fraction
   std::size_t budget_hint = 0;    ///< evaluations the exponent cools over (ask/tell)
   double cost_budget_hint_s = 0;  ///< seconds of cost the exponent cools over (ask/tell)

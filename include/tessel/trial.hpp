@@ -25,7 +25,7 @@ struct prediction {
   double p_feasible = 1;     ///< probability it passes compile and gate
   double expected_gain = 0;  ///< expected improvement over the incumbent
   double cost_s = 0;         ///< predicted evaluation cost, seconds
-  double utility = 0;        ///< expected gain per cost^alpha
+  double utility = 0;        ///< the rank: gain / price^alpha, or -index (cost_rule gittins)
   double tokens =
       0;  ///< agent tokens counted in cost_s: the proposal's own, else its source's mean
   /// What the numbers come from. model: the fitted surrogate. prior: no model

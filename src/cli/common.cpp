@@ -240,6 +240,13 @@ void add_study_options(CLI::App& command, spec_options& o) {
       ->check(non_negative())
       ->capture_default_str();
   command
+      .add_option("--cost-rule", s.cost_rule,
+                  "How the utility scheduler weighs cost: cooled_ei (expected gain / cost^A) or "
+                  "gittins (the Pandora's-box Gittins index; docs/scheduler.md)")
+      ->type_name("RULE")
+      ->check(CLI::IsMember({"cooled_ei", "gittins"}).description(""))
+      ->capture_default_str();
+  command
       .add_option("--min-gain", s.min_gain,
                   "Stop when the best expected gain left is below this fraction of the best "
                   "objective (utility scheduler; 0 = never)")

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -424,6 +425,35 @@ TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
   const auto bad_alpha = tessel("serve fixtures/small.tsl --no-db --cost-alpha -1 < /dev/null");
   CHECK(bad_alpha.code != 0);
   CHECK(contains(bad_alpha.err, "--cost-alpha"));
+}
+
+TEST_CASE("serve: --cost-rule gittins ranks by the Gittins index, and a bad rule is refused") {
+  // The same six trials and ask as above: under the index the utility is
+  // minus the index of ln f (docs/scheduler.md), not gain / cost^2.
+  const auto ask = [](const std::string& rule) {
+    const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 " + rule +
+                          " < fixtures/serve_cost.jsonl");
+    REQUIRE(r.code == 0);
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = json::parse(line);
+      if (j.contains("id") && j["id"] == 2) return j["suggestions"][0]["prediction"];
+    }
+    FAIL("no reply to the second ask");
+    return json();
+  };
+  const auto cooled = ask("--cost-rule cooled_ei");
+  CHECK(cooled == ask(""));
+  const auto gittins = ask("--cost-rule gittins");
+  const double cost = gittins["cost_s"].get<double>();
+  CHECK(gittins["utility"].get<double>() !=
+        doctest::Approx(gittins["expected_gain"].get<double>() / (cost * cost)));
+  // the index lies near ln f's posterior: below its mean (a small price), finite
+  CHECK(std::isfinite(gittins["utility"].get<double>()));
+  CHECK(-gittins["utility"].get<double>() < std::log(gittins["mean"].get<double>()));
+  const auto bad = tessel("serve fixtures/small.tsl --no-db --cost-rule greedy < /dev/null");
+  CHECK(bad.code != 0);
+  CHECK(contains(bad.err, "--cost-rule"));
 }
 
 TEST_CASE("serve: a scripted agent conversation, malformed lines included") {
