@@ -388,23 +388,31 @@ TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel'
                           dir.string() + " --resume\n"));
 }
 
+namespace {
+
+/// serve_cost.jsonl's six trials told at 2 s each, then one ask: the first
+/// suggestion's prediction, with `flags` added to serve's command line.
+json second_ask_prediction(const std::string& flags) {
+  const auto r =
+      tessel("serve fixtures/small.tsl --no-db --seed 1 " + flags + " < fixtures/serve_cost.jsonl");
+  REQUIRE(r.code == 0);
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = json::parse(line);
+    if (j.contains("id") && j["id"] == 2) return j["suggestions"][0]["prediction"];
+  }
+  FAIL("no reply to the second ask");
+  return json();
+}
+
+}  // namespace
+
 TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
   // Six trials told at 2 s each (12 s); then one ask. Without a hint alpha
   // stays at its start, 2 by default (utility = gain / cost^2) or as
   // --cost-alpha says; with a 6 s hint the budget is spent and alpha is 0
   // (utility = gain).
-  auto prediction = [](const std::string& hint) {
-    const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 " + hint +
-                          " < fixtures/serve_cost.jsonl");
-    REQUIRE(r.code == 0);
-    std::istringstream lines(r.out);
-    for (std::string line; std::getline(lines, line);) {
-      const auto j = json::parse(line);
-      if (j.contains("id") && j["id"] == 2) return j["suggestions"][0]["prediction"];
-    }
-    FAIL("no reply to the second ask");
-    return json();
-  };
+  const auto prediction = second_ask_prediction;
   const auto plain = prediction("");
   const double plain_cost = plain["cost_s"].get<double>();
   CHECK(plain["utility"].get<double>() ==
@@ -430,18 +438,7 @@ TEST_CASE("serve: --cost-budget cools the cost weight the suggestions report") {
 TEST_CASE("serve: --cost-rule gittins ranks by the Gittins index, and a bad rule is refused") {
   // The same six trials and ask as above: under the index the utility is
   // minus the index of ln f (docs/scheduler.md), not gain / cost^2.
-  const auto ask = [](const std::string& rule) {
-    const auto r = tessel("serve fixtures/small.tsl --no-db --seed 1 " + rule +
-                          " < fixtures/serve_cost.jsonl");
-    REQUIRE(r.code == 0);
-    std::istringstream lines(r.out);
-    for (std::string line; std::getline(lines, line);) {
-      const auto j = json::parse(line);
-      if (j.contains("id") && j["id"] == 2) return j["suggestions"][0]["prediction"];
-    }
-    FAIL("no reply to the second ask");
-    return json();
-  };
+  const auto ask = second_ask_prediction;
   const auto cooled = ask("--cost-rule cooled_ei");
   CHECK(cooled == ask(""));
   const auto gittins = ask("--cost-rule gittins");

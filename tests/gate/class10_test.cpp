@@ -19,6 +19,7 @@
 #include <tessel/target.hpp>
 
 #include "cpu/builtins.hpp"
+#include "cpu_spec.hpp"
 #include "sim/machine.hpp"
 #include "sim/workload.hpp"
 
@@ -54,29 +55,6 @@ using namespace tessel::testing;
 constexpr std::uint64_t secrets[] = {3, 5, 7};
 
 // --- the specs a user meets --------------------------------------------------------
-
-/// A cpu backend built-in kernel's spec (cpu_backend.cpp's builtin_spec):
-/// its tensors and tessel's fp64 reference, at the given constants.
-class cpu_spec final : public tessel::gate_spec {
- public:
-  cpu_spec(std::string_view name, std::map<std::string, std::int64_t, std::less<>> constants)
-      : kernel_(*tessel::detail::find_builtin(name)) {
-    constants_.kernel = std::string(name);
-    constants_.integers = std::move(constants);
-  }
-  std::vector<tessel::tensor_spec> inputs() const override { return kernel_.inputs(constants_); }
-  std::vector<tessel::tensor_spec> outputs() const override { return kernel_.outputs(constants_); }
-  tessel::probe_values reference(std::span<const tessel::input_tensor> in,
-                                 const tessel::probe_points& where) const override {
-    tessel::detail::input_values values;
-    for (const auto& t : in) values.push_back(t.values());
-    return kernel_.reference(values, constants_, where);
-  }
-
- private:
-  const tessel::detail::builtin_kernel& kernel_;
-  tessel::detail::kernel_constants constants_;
-};
 
 /// The simulator's functional spec of an example space's default config.
 std::unique_ptr<tessel::sim::functional_kernel> sim_spec(

@@ -11,6 +11,7 @@
 #include <tessel/gate.hpp>
 
 #include "cpu/builtins.hpp"
+#include "cpu_spec.hpp"
 
 #include <doctest/doctest.h>
 
@@ -35,31 +36,9 @@ using tessel::hidden_input;
 using tessel::output_values;
 using tessel::status;
 using tessel::verdict;
+using tessel::testing::cpu_spec;
 
 constexpr std::int64_t rows = 64, cols = 256;
-
-/// A cpu backend built-in kernel's spec (cpu_backend.cpp's builtin_spec):
-/// its tensors and tessel's fp64 reference, at the given constants.
-class cpu_spec final : public tessel::gate_spec {
- public:
-  cpu_spec(std::string_view name, std::map<std::string, std::int64_t, std::less<>> constants)
-      : kernel_(*tessel::detail::find_builtin(name)) {
-    constants_.kernel = std::string(name);
-    constants_.integers = std::move(constants);
-  }
-  std::vector<tessel::tensor_spec> inputs() const override { return kernel_.inputs(constants_); }
-  std::vector<tessel::tensor_spec> outputs() const override { return kernel_.outputs(constants_); }
-  tessel::probe_values reference(std::span<const tessel::input_tensor> in,
-                                 const tessel::probe_points& where) const override {
-    tessel::detail::input_values values;
-    for (const auto& t : in) values.push_back(t.values());
-    return kernel_.reference(values, constants_, where);
-  }
-
- private:
-  const tessel::detail::builtin_kernel& kernel_;
-  tessel::detail::kernel_constants constants_;
-};
 
 /// What one value per row of x (rows x cols, fp32) reduces to.
 enum class reduce : unsigned char { sum, logsumexp, max };

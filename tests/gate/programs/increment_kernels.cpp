@@ -89,9 +89,37 @@ void matmul_rows(const float* a, const float* b, float* c, std::int64_t i0, std:
   }
 }
 
+/// A matmul call's operands: C (m x n) = A (m x k) B (k x n), fp32.
+struct matmul_operands {
+  std::int64_t m, k, n;
+  const float* a;
+  const float* b;
+  float* c;
+};
+
+matmul_operands operands(const tessel::cpu::kernel_args& args) {
+  const auto& a = args.in(0);
+  const auto& b = args.in(1);
+  return {a.dim(0), a.dim(1), b.dim(1), a.as<float>(), b.as<float>(), args.out(0).as<float>()};
+}
+
 /// The kept state of inc_matmul: the previous call's inputs and output.
 struct matmul_state {
   std::vector<float> a, b, c;
+
+  /// On the first call at these sizes: keeps the inputs, computes C whole
+  /// into `out` and says so; later calls find the state kept.
+  bool start(const float* a_in, const float* b_in, float* out, std::int64_t m, std::int64_t k,
+             std::int64_t n) {
+    if (a.size() == static_cast<std::size_t>(m * k) && b.size() == static_cast<std::size_t>(k * n))
+      return false;
+    a.assign(a_in, a_in + m * k);
+    b.assign(b_in, b_in + k * n);
+    c.resize(static_cast<std::size_t>(m * n));
+    matmul_rows(a_in, b_in, c.data(), 0, m, k, n);
+    std::copy(c.begin(), c.end(), out);
+    return true;
+  }
 } kept_mm;
 
 }  // namespace
@@ -104,22 +132,11 @@ void inc_matmul_honest(const tessel::cpu::kernel_args& args) {
 }
 
 void inc_matmul(const tessel::cpu::kernel_args& args) {
-  const auto& ta = args.in(0);
-  const auto& tb = args.in(1);
-  const std::int64_t m = ta.dim(0), k = ta.dim(1), n = tb.dim(1);
-  const float* a = ta.as<float>();
-  const float* b = tb.as<float>();
-  float* out = args.out(0).as<float>();
+  const auto [m, k, n, a, b, out] = operands(args);
   auto& s = kept_mm;
   register_counts(matmul_counts);
   ++matmul_counts.calls;
-  if (s.a.size() != static_cast<std::size_t>(m * k) ||
-      s.b.size() != static_cast<std::size_t>(k * n)) {
-    s.a.assign(a, a + m * k);
-    s.b.assign(b, b + k * n);
-    s.c.resize(static_cast<std::size_t>(m * n));
-    matmul_rows(a, b, s.c.data(), 0, m, k, n);
-    std::copy(s.c.begin(), s.c.end(), out);
+  if (s.start(a, b, out, m, k, n)) {
     ++matmul_counts.full;
     return;
   }
@@ -169,22 +186,9 @@ matmul_state kept_delta;  ///< inc_matmul_delta's previous inputs and output
 }  // namespace
 
 void inc_matmul_delta(const tessel::cpu::kernel_args& args) {
-  const auto& ta = args.in(0);
-  const auto& tb = args.in(1);
-  const std::int64_t m = ta.dim(0), k = ta.dim(1), n = tb.dim(1);
-  const float* a = ta.as<float>();
-  const float* b = tb.as<float>();
-  float* out = args.out(0).as<float>();
+  const auto [m, k, n, a, b, out] = operands(args);
   auto& s = kept_delta;
-  if (s.a.size() != static_cast<std::size_t>(m * k) ||
-      s.b.size() != static_cast<std::size_t>(k * n)) {
-    s.a.assign(a, a + m * k);
-    s.b.assign(b, b + k * n);
-    s.c.resize(static_cast<std::size_t>(m * n));
-    matmul_rows(a, b, s.c.data(), 0, m, k, n);
-    std::copy(s.c.begin(), s.c.end(), out);
-    return;
-  }
+  if (s.start(a, b, out, m, k, n)) return;
   // C' = A' B' = A B + (A' - A) B + A' (B' - B): each changed element of A
   // adds a multiple of a row of the old B to a row of C, then each changed
   // element of B a multiple of a column of the new A to a column of C.
@@ -208,12 +212,7 @@ void inc_matmul_delta(const tessel::cpu::kernel_args& args) {
 }
 
 void matmul_reference(const tessel::cpu::kernel_args& args) {
-  const auto& ta = args.in(0);
-  const auto& tb = args.in(1);
-  const std::int64_t m = ta.dim(0), k = ta.dim(1), n = tb.dim(1);
-  const float* a = ta.as<float>();
-  const float* b = tb.as<float>();
-  float* c = args.out(0).as<float>();
+  const auto [m, k, n, a, b, c] = operands(args);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       double sum = 0;
