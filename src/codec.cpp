@@ -114,8 +114,8 @@ std::string reason_of(const trial& t) {
   if (!t.prediction) return why;
   if (t.prediction->from == prediction::basis::model)
     return why + fmt::format(
-                     "; ranked by the model: expected gain {:.3g} / cost {:.3g} s "
-                     "(utility {:.3g})",
+                     "; ranked by the model: expected gain {:.3g}, cost {:.3g} s, "
+                     "utility {:.3g}",
                      t.prediction->expected_gain, t.prediction->cost_s, t.prediction->utility);
   return why + "; no model is fitted yet, so proposals go in order and the prediction is the prior";
 }
