@@ -125,7 +125,16 @@ std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t 
   std::uint64_t n = 1;
   for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
   if (n < 2) return 0;
-  auto& [n_kept, m, ext, stride, at, diagonal, row_start, mark] = scratch;
+  // Named references, not a structured binding: the lambda below reads
+  // `mark`, and clang before 16 cannot capture a binding.
+  auto& n_kept = scratch.n;
+  auto& m = scratch.m;
+  auto& ext = scratch.ext;
+  auto& stride = scratch.stride;
+  auto& at = scratch.at;
+  auto& diagonal = scratch.diagonal;
+  auto& row_start = scratch.row_start;
+  auto& mark = scratch.mark;
   if (n_kept != n) {  // the matrix the diagonal runs on: the extents, or a vector as rows of w
     n_kept = n;
     ext.clear();
