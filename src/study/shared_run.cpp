@@ -42,9 +42,6 @@ std::string default_worker_name() {
   return fmt::format("{}:{}", host[0] ? host.data() : "localhost", ::getpid());
 }
 
-/// How often the proposer looks whether the queue needs topping up.
-constexpr std::chrono::milliseconds proposer_period{10};
-
 /// How long to wait before looking at the store again when there was
 /// nothing to do: short at first, longer while it stays idle.
 class backoff {
