@@ -323,6 +323,20 @@ inline void apply_all(buffer& b, const exchange* from, const exchange* to) {
     for (; from != to; ++from) swap_elements<std::uint32_t>(b.data, *from);
 }
 
+/// One call's exchanges of the loop rule on input `i` (tessel/loop_rule.hpp):
+/// drawn on `in`, which each changes as it is drawn (the next depends on the
+/// values before it), and appended to `out` in order.
+void draw_call(tessel::loop_rule::walk& walk, std::size_t i, buffer& in,
+               std::vector<exchange>& out) {
+  walk.call(
+      i, in.shape, [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); },
+      [&](std::uint64_t x, std::uint64_t y) {
+        const exchange e{static_cast<std::size_t>(x), static_cast<std::size_t>(y)};
+        apply(in, e);
+        out.push_back(e);
+      });
+}
+
 /// The loader's own copy of the inputs, made before the first call: what
 /// the inputs must hold after the calls (the same exchanges applied to it).
 struct input_copy {
@@ -417,14 +431,7 @@ namespace timing_rules {
   std::vector<std::size_t> ends;
   for (std::size_t c = 0; c < 4096 && (c < 16 || plan.size() < 8192); ++c)
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      buffer& in = scratch.buffers[i];
-      walk.call(
-          i, in.shape, [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); },
-          [&](std::uint64_t x, std::uint64_t y) {
-            const exchange e{static_cast<std::size_t>(x), static_cast<std::size_t>(y)};
-            apply(in, e);
-            plan.push_back(e);
-          });
+      draw_call(walk, i, scratch.buffers[i], plan);
       ends.push_back(plan.size());
     }
   if (plan.empty()) return 0;
@@ -542,16 +549,7 @@ int main(int argc, char** argv) {
   // walk is the one tessel replays whatever the kernel does to its inputs.
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   std::vector<exchange> drawn;  // the exchanges of the calls drawn so far, in order
-  const auto draw = [&](std::size_t i) {
-    buffer& in = copy.buffers[i];
-    walk.call(
-        i, in.shape, [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); },
-        [&](std::uint64_t x, std::uint64_t y) {
-          const exchange e{static_cast<std::size_t>(x), static_cast<std::size_t>(y)};
-          apply(in, e);
-          drawn.push_back(e);
-        });
-  };
+  const auto draw = [&](std::size_t i) { draw_call(walk, i, copy.buffers[i], drawn); };
   std::uint64_t calls = 0;
   double one = 0;  // the last warm-up call's time: calibrates iterations per sample
   for (std::size_t w = 0; w < timing_rules::warmup_calls(r.warmup); ++w) {
@@ -568,8 +566,8 @@ int main(int argc, char** argv) {
   }
   const std::size_t iters = timing_rules::calls_per_sample(r.min_sample_s, one);
   const std::size_t n_in = r.inputs.size();
-  std::vector<std::size_t> ends(iters *
-                                n_in);  // where each (call, input)'s exchanges end in `drawn`
+  // Where each (call, input)'s exchanges end in `drawn`.
+  std::vector<std::size_t> ends(iters * n_in);
   // The CPU rule's clocks, read outside the samples' clocks: around the
   // whole race, so only its ends can be late (the rule's margin).
   const double cpu_before = process_cpu_s();

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -102,6 +103,8 @@ struct gate_session::state {
   std::optional<verdict> judge_probes(std::size_t s, const probe_values& at);
   /// A failure from outside the rules (the candidate threw): kept as the verdict.
   verdict fail(verdict v);
+  /// fail() with runtime_error: the candidate threw `e` in the current stage.
+  verdict failed_in_stage(const std::exception& e);
   /// The spec's declarations read again, when they differ from the first reading.
   [[nodiscard]] std::optional<verdict> spec_changed() const;
   [[nodiscard]] verdict finish() const;

@@ -69,6 +69,11 @@ verdict gate_session::state::fail(verdict v) {
   return *failure_;
 }
 
+verdict gate_session::state::failed_in_stage(const std::exception& e) {
+  return fail(
+      judged(status::runtime_error, fmt::format("the kernel failed in {}: {}", stage, e.what())));
+}
+
 std::optional<verdict> gate_session::state::judge_whole(std::size_t s, const output_values& whole) {
   if (failure_) return failure_;
   try {
@@ -95,8 +100,7 @@ std::optional<verdict> gate_session::state::judge_whole(std::size_t s, const out
     if (auto failed = judge(s, at)) return fail(*std::move(failed));
     if (auto failed = strays(s, stray)) return fail(*std::move(failed));
   } catch (const std::exception& e) {
-    return fail(
-        judged(status::runtime_error, fmt::format("the kernel failed in {}: {}", stage, e.what())));
+    return failed_in_stage(e);
   }
   return std::nullopt;
 }
@@ -108,8 +112,7 @@ std::optional<verdict> gate_session::state::judge_probes(std::size_t s, const pr
     check_shape(at, "run()");
     if (auto failed = judge(s, at)) return fail(*std::move(failed));
   } catch (const std::exception& e) {
-    return fail(
-        judged(status::runtime_error, fmt::format("the kernel failed in {}: {}", stage, e.what())));
+    return failed_in_stage(e);
   }
   return std::nullopt;
 }
