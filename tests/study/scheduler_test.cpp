@@ -99,6 +99,26 @@ study::options weighing_cost(const space& s, std::size_t pool_factor) {
   return o;
 }
 
+/// in_order, recording what its context reports (`read`: cost_alpha,
+/// gittins_rate) at each proposal.
+class recording final : public strategy {
+ public:
+  recording(std::vector<double>& seen, double (search_context::*read)() const)
+      : seen_(seen), read_(read) {}
+  std::string name() const override { return "recording"; }
+  void start(const space&, std::uint64_t) override {}
+  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
+    seen_.push_back((ctx.*read_)());
+    return inner_.propose(n, ctx);
+  }
+  void observe(const trial&) override {}
+
+ private:
+  std::vector<double>& seen_;
+  double (search_context::*read_)() const;
+  in_order inner_;
+};
+
 }  // namespace
 
 TEST_CASE("ask ranks the pool by expected gain and reports the prediction") {
@@ -204,27 +224,12 @@ TEST_CASE("alpha cools from start to end over the evaluation budget") {
 
 TEST_CASE("cost_explore_every: every k-th evaluation is ranked and proposed at alpha 0") {
   const auto s = line_space();
-  /// in_order, recording the alpha its context reports at each proposal.
-  class recording final : public strategy {
-   public:
-    explicit recording(std::vector<double>& alphas) : alphas_(alphas) {}
-    std::string name() const override { return "recording"; }
-    void start(const space&, std::uint64_t) override {}
-    std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-      alphas_.push_back(ctx.cost_alpha());
-      return inner_.propose(n, ctx);
-    }
-    void observe(const trial&) override {}
-
-   private:
-    std::vector<double>& alphas_;
-    in_order inner_;
-  };
   auto picks_with = [&](std::size_t every, std::vector<double>& alphas) {
     auto o = weighing_cost(s, 20);
     o.cost_alpha_start = o.cost_alpha_end = 1.0;
     o.cost_explore_every = every;
-    study st(s, std::make_shared<flat>(), std::make_unique<recording>(alphas), o);
+    study st(s, std::make_shared<flat>(),
+             std::make_unique<recording>(alphas, &search_context::cost_alpha), o);
     std::vector<std::int64_t> picks;
     for (int i = 0; i < 6; ++i) {
       const auto b = st.ask(1);
@@ -417,23 +422,6 @@ class cost_table final : public cost_model {
   std::function<double(double)> seconds_;
 };
 
-/// in_order, recording search_context::gittins_rate() at each proposal.
-class rate_recording final : public strategy {
- public:
-  explicit rate_recording(std::vector<double>& rates) : rates_(rates) {}
-  std::string name() const override { return "rate_recording"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    rates_.push_back(ctx.gittins_rate());
-    return inner_.propose(n, ctx);
-  }
-  void observe(const trial&) override {}
-
- private:
-  std::vector<double>& rates_;
-  in_order inner_;
-};
-
 /// A study with the gittins rule whose first evaluation (x = 20, off the
 /// pool) cost 2 s and measured `first`; then the next pick's x.
 std::int64_t gittins_pick(const space& s, const std::shared_ptr<posterior_table>& model,
@@ -492,7 +480,8 @@ TEST_CASE("gittins: the rate is lambda per mean evaluation cost, 0 when cost is 
     o.cost_rule = study::options::cost_rule_kind::gittins;
     o.gittins_lambda = 0.02;
     o.gittins_decay = decay;
-    study st(s, std::make_shared<flat>(), std::make_unique<rate_recording>(rates), o);
+    study st(s, std::make_shared<flat>(),
+             std::make_unique<recording>(rates, &search_context::gittins_rate), o);
     for (int i = 0; i < 3; ++i) {
       const auto b = st.ask(1);
       st.tell(b[0].trial_id, measurement::success(objective, {4.0, 0, 0}));
