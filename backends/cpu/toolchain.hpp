@@ -1,8 +1,9 @@
 // toolchain.hpp: the system C++ compiler as the cpu backend uses it: a
 // translation unit's text in, a shared library out, cached in a folder by
 // the text, what it includes, the compiler's identity, the flags and the
-// host's CPU model. Also builds the loader (loader.cpp) once per cache.
-// Private to the cpu backend.
+// host's CPU model, and reused only while every file the compile read is
+// unchanged (a manifest beside each build). Also builds the loader
+// (loader.cpp) once per cache, by the same rule. Private to the cpu backend.
 #pragma once
 
 #include <tessel/measurement.hpp>
@@ -20,6 +21,9 @@ struct toolchain_options {
   std::filesystem::path cache_dir;
   double timeout_s = 120;
   double kill_grace_s = 1;
+  /// Also hash the system headers a compile read (-MD, not -MMD) into its
+  /// manifest: a build is then reused only while they are unchanged too.
+  bool hash_system_headers = false;
 };
 
 /// One build's outcome.
@@ -40,7 +44,12 @@ class toolchain {
 
   /// Builds `source` into a shared library; `depends` are the texts of the
   /// files it includes that are not embedded (a user's kernel), hashed into
-  /// the key. Thread-safe. `cpus`: where the compiler may run (empty: anywhere).
+  /// the key. A cached build (or compile error) is reused only when every
+  /// file its compile read (the dependency list the compiler wrote: user
+  /// and tessel headers; system headers too with hash_system_headers) has
+  /// the content it had then; else it is built again and replaces it.
+  /// Thread-safe, and safe beside other processes on the same cache.
+  /// `cpus`: where the compiler may run (empty: anywhere).
   [[nodiscard]] build_result build(const std::string& source,
                                    const std::vector<std::string>& depends,
                                    const std::vector<int>& cpus) const;
@@ -56,9 +65,16 @@ class toolchain {
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
  private:
-  [[nodiscard]] std::vector<std::string> command(const std::filesystem::path& source,
-                                                 const std::filesystem::path& output,
-                                                 bool shared) const;
+  [[nodiscard]] std::vector<std::string> command(const std::filesystem::path& source) const;
+  /// The cached outcome under `stem` (stem.manifest), or a compile of
+  /// `source` (written with `text` first) with `arguments` (then -o and the
+  /// dependency file) into stem-HASH`suffix`.
+  [[nodiscard]] build_result compile_cached(const std::filesystem::path& stem,
+                                            const std::string& suffix,
+                                            const std::filesystem::path& source,
+                                            std::string_view text,
+                                            std::vector<std::string> arguments, double timeout_s,
+                                            const std::vector<int>& cpus) const;
   toolchain_options o_;
   std::string compiler_path_, identity_, key_base_;
   std::filesystem::path loader_;

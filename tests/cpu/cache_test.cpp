@@ -1,0 +1,194 @@
+// The cpu backend's compile cache and the files a compile read: a kernel
+// that includes a header of its own folder, the header edited, broken,
+// removed and put back between evaluations, and the loader's own build. A
+// cached build is reused only while every file its compile read is what it
+// was (docs/cpu.md, "What is measured": the compile cache).
+#include <tessel/cpu.hpp>
+#include <tessel/dsl.hpp>
+
+#include "test_kernel.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tessel;
+
+const std::string kernels_dir = std::string(TESSEL_SOURCE_DIR) + "/tests/cpu/kernels";
+
+/// A folder of the test's own, removed when it ends.
+struct scratch {
+  fs::path dir;
+  explicit scratch(std::string_view what) {
+    static std::atomic<int> counter{0};
+    dir = fs::temp_directory_path() /
+          fmt::format("tessel-cpu-{}-{}-{}", what, ::getpid(), counter.fetch_add(1));
+    fs::create_directories(dir);
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  ~scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+void write(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+/// y = SCALE x, SCALE from scale.hpp beside the kernel; the reference is 2 x.
+constexpr std::string_view scaled_kernel = R"(#include <tessel/cpu_kernel.hpp>
+#include "scale.hpp"
+#include <cstdint>
+void scaled(const tessel::cpu::kernel_args& a) {
+  const float* x = a.in(0).as<float>();
+  float* y = a.out(0).as<float>();
+  for (std::int64_t i = 0; i < a.in(0).elements(); ++i) y[i] = TESSEL_TEST_SCALE * x[i];
+}
+)";
+
+space one_config_space() { return parse_space("space s { const N = 4096 param us : {1} }"); }
+
+cpu_options scaled_options(const fs::path& folder) {
+  auto o = testing::kernel_options((folder / "scaled.cpp").string() + ":scaled",
+                                   kernels_dir + "/reference.cpp:twice_reference");
+  o.gate_settings.secret = 31;
+  o.gate_settings.suite = {distribution::normal, distribution::uniform};
+  return o;
+}
+
+/// The file in `dir` whose name starts with `prefix` and ends with `suffix`.
+fs::path only_file(const fs::path& dir, std::string_view prefix, std::string_view suffix) {
+  fs::path found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with(prefix) && name.ends_with(suffix)) {
+      CHECK_MESSAGE(found.empty(), "two files " << prefix << "*" << suffix);
+      found = e.path();
+    }
+  }
+  REQUIRE_MESSAGE(!found.empty(), "no file " << prefix << "*" << suffix << " in " << dir);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("cpu cache: an edited, broken or removed header of the kernel is compiled again") {
+  const scratch folder("header");
+  write(folder.dir / "scaled.cpp", scaled_kernel);
+  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  const auto s = one_config_space();
+  const auto c = s.from_json(R"({"us": 1})");
+  cpu_backend b(scaled_options(folder.dir));
+  b.prepare(s);
+  const auto evaluate = [&](status expected, int cached) {
+    const auto m = b.evaluate(s, c);
+    INFO(m.message);
+    CHECK(m.status == expected);
+    CHECK(m.metrics.at("compile_cached") == cached);
+    CHECK((m.cost.compile_s > 0) == (cached == 0));  // a hit runs no compiler
+    return m;
+  };
+
+  (void)evaluate(status::ok, 0);
+  SUBCASE("an unchanged header is a hit, even touched") {
+    (void)evaluate(status::ok, 1);
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");  // same bytes, new times
+    (void)evaluate(status::ok, 1);
+  }
+  SUBCASE("an edited header is compiled again: y = 3 x is caught") {
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
+    (void)evaluate(status::incorrect, 0);
+    (void)evaluate(status::incorrect, 1);
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");  // and back
+    (void)evaluate(status::ok, 0);
+  }
+  SUBCASE("a broken header is a compile error, cached until it is fixed") {
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\nint broken_here = ;\n");
+    const auto m = evaluate(status::compile_error, 0);
+    CHECK(m.message.find("scale.hpp") != std::string::npos);
+    (void)evaluate(status::compile_error, 1);
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+    (void)evaluate(status::ok, 0);
+  }
+  SUBCASE("a removed header is a compile error naming it, never the stale build") {
+    fs::remove(folder.dir / "scale.hpp");
+    const auto m = evaluate(status::compile_error, 0);
+    CHECK(m.message.find("scale.hpp") != std::string::npos);
+    (void)evaluate(status::compile_error, 0);  // no dependency list: not cached
+    // Put back as it was: every file of the first build is again what it read.
+    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+    (void)evaluate(status::ok, 1);
+  }
+}
+
+TEST_CASE("cpu cache: a reference's edited header is compiled again") {
+  const scratch folder("reference");
+  write(folder.dir / "scaled.cpp", scaled_kernel);
+  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  auto o = scaled_options(folder.dir);
+  o.kernel = kernels_dir + "/kernels.cpp:twice";  // y = 2 x against y = SCALE x
+  o.reference = (folder.dir / "scaled.cpp").string() + ":scaled";
+  const auto s = one_config_space();
+  const auto c = s.from_json(R"({"us": 1})");
+  const auto evaluate = [&] {
+    cpu_backend b(o);
+    b.prepare(s);
+    return b.evaluate(s, c);
+  };
+  CHECK(evaluate().status == status::ok);
+  // The reference built from the old header would still say 2 x.
+  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
+  const auto m = evaluate();
+  INFO(m.message);
+  CHECK(m.status == status::incorrect);
+}
+
+TEST_CASE("cpu cache: the loader is rebuilt when a header it read is not what it was") {
+  const scratch cache("loader");
+  auto o = scaled_options(cache.dir);
+  o.kernel = kernels_dir + "/kernels.cpp:twice";
+  o.cache_dir = (cache.dir / "cache").string();
+  const auto s = one_config_space();
+  cpu_backend(o).prepare(s);
+  const auto manifest = only_file(o.cache_dir, "loader-", ".manifest");
+  std::stringstream read;
+  read << std::ifstream(manifest).rdbuf();
+  auto text = read.str();
+  const auto named = text.find("\nbuilt ") + 7;  // the build the manifest is of
+  REQUIRE(named > 7);
+  const auto loader = fs::path(o.cache_dir) / text.substr(named, text.find('\n', named) - named);
+  REQUIRE(fs::is_regular_file(loader));
+  const auto line = text.find("/tessel/loop_rule.hpp\n");
+  REQUIRE(line != std::string::npos);
+  const auto start = text.rfind('\n', line) + 1;
+  struct stat before {};
+  REQUIRE(::stat(loader.c_str(), &before) == 0);
+
+  cpu_backend(o).prepare(s);  // every file as it was: the same build
+  struct stat same {};
+  REQUIRE(::stat(loader.c_str(), &same) == 0);
+  CHECK(same.st_ino == before.st_ino);
+
+  // As if another process had written another loop_rule.hpp after this
+  // build read it: the manifest's hash no longer matches what is there.
+  text[start] = text[start] == '0' ? '1' : '0';
+  write(manifest, text);
+  cpu_backend(o).prepare(s);
+  struct stat after {};
+  REQUIRE(::stat(loader.c_str(), &after) == 0);
+  CHECK(after.st_ino != before.st_ino);  // built again (the same files: the same name)
+}
