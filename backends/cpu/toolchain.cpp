@@ -213,9 +213,11 @@ std::optional<cached_outcome> look_up(const fs::path& stem) {
   const auto head = rest.substr(0, end);
   const auto space = head.find(' ');
   if (end == std::string_view::npos || space == std::string_view::npos) return std::nullopt;
-  cached_outcome out{head.substr(0, space) == "built",
-                     stem.parent_path() / std::string(head.substr(space + 1))};
-  if (!unchanged(rest.substr(end + 1)) || !fs::exists(out.file)) return std::nullopt;
+  const auto kind = head.substr(0, space);
+  cached_outcome out{kind == "built", stem.parent_path() / std::string(head.substr(space + 1))};
+  if ((kind != "built" && kind != "compile_error") || !unchanged(rest.substr(end + 1)) ||
+      !fs::exists(out.file))
+    return std::nullopt;
   return out;
 }
 
@@ -257,7 +259,8 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
                             v.started ? head_of(v.errors, 5, 500) : v.start_error));
   identity_ = compiler_path_ + " (" + head_of(v.output, 1, 200) + ")";
   key_base_ = identity_ + "\n" + fmt::format("{}", fmt::join(o_.flags, " ")) + "\n" +
-              fmt::format("{}", fmt::join(o_.libraries, " ")) + "\n" + host_cpu_model() + "\n";
+              fmt::format("{}", fmt::join(o_.libraries, " ")) + "\n" + host_cpu_model() + "\n" +
+              (o_.hash_system_headers ? "system headers\n" : "");
   std::error_code ec;
   fs::create_directories(o_.cache_dir / "build", ec);
   if (ec)
