@@ -16,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -191,4 +193,46 @@ TEST_CASE("cpu cache: the loader is rebuilt when a header it read is not what it
   struct stat after {};
   REQUIRE(::stat(loader.c_str(), &after) == 0);
   CHECK(after.st_ino != before.st_ino);  // built again (the same files: the same name)
+}
+
+TEST_CASE("cpu cache: backends building the same loader and kernel at once leave one of each") {
+  const scratch folder("parallel");
+  write(folder.dir / "scaled.cpp", scaled_kernel);
+  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  auto o = scaled_options(folder.dir);
+  o.cache_dir = (folder.dir / "cache").string();
+  const auto s = one_config_space();
+  const auto c = s.from_json(R"({"us": 1})");
+  std::vector<measurement> got(3);
+  {
+    std::vector<std::jthread> threads;
+    for (auto& m : got)
+      threads.emplace_back([&o, &s, &c, &m] {
+        cpu_backend b(o);
+        b.prepare(s);  // the loader and the reference, in a fresh cache
+        m = b.evaluate(s, c);
+      });
+  }
+  for (const auto& m : got) CHECK(m.status == status::ok);
+  cpu_backend b(o);
+  b.prepare(s);
+  CHECK(b.evaluate(s, c).metrics.at("compile_cached") == 1);
+  // Every manifest names a file that is there; no temporary is left.
+  std::size_t manifests = 0;
+  for (const auto& dir : {fs::path(o.cache_dir), fs::path(o.cache_dir) / "build"})
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const auto name = e.path().filename().string();
+      INFO(name);
+      CHECK(!name.ends_with(".tmp"));
+      CHECK(!name.ends_with(".d"));
+      if (!name.ends_with(".manifest")) continue;
+      ++manifests;
+      std::stringstream read;
+      read << std::ifstream(e.path()).rdbuf();
+      const auto text = read.str();
+      const auto named = text.find("\nbuilt ") + 7;
+      REQUIRE(named > 7);
+      CHECK(fs::is_regular_file(dir / text.substr(named, text.find('\n', named) - named)));
+    }
+  CHECK(manifests == 3);  // the loader, the kernel's config, the reference
 }
