@@ -357,8 +357,13 @@ void rt_hijack(const tessel::cpu::kernel_args& a) {
       std::ifstream unit(e.path());
       const std::string text((std::istreambuf_iterator<char>(unit)), {});
       if (text.find("// no config") == std::string::npos) continue;
-      auto library = e.path();
-      library.replace_extension(".so");
+      // The build its manifest names (KEY.manifest: a header, "built KEY-HASH.so").
+      std::ifstream manifest(fs::path(e.path()).replace_extension(".manifest"));
+      std::string line;
+      std::getline(manifest, line);
+      std::getline(manifest, line);
+      if (!line.starts_with("built ")) continue;
+      const auto library = own.parent_path() / line.substr(6);
       if (library == own || !fs::exists(library)) continue;
       const auto planted = library.string() + ".planted";
       fs::copy_file(own, planted, fs::copy_options::overwrite_existing, ec);

@@ -3,9 +3,9 @@
 // double fork, so it is in none of the run's process groups and its parent
 // has exited), and look at other processes through /proc (their parent,
 // their memory). redteam_kernels.cpp is compiled by the cpu backend
-// at test time and finds this file beside itself (a quoted include), but the
-// backend hashes only the kernel's own file into its builds: a change here
-// reaches the test cache (build/.../cpu-cache) only with a change there.
+// at test time and finds this file beside itself (a quoted include); each
+// build's manifest lists it (docs/cpu.md, "How the cache decides"), so a
+// change here is compiled again in the test cache like a change there.
 #pragma once
 
 #include <cstdio>
