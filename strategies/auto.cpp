@@ -79,30 +79,16 @@ namespace {
 /// The study's context, plus the configs already in this batch and those
 /// the learned rules vetoed as known, so arms never propose what another arm
 /// just did, nor a vetoed config again.
-class batch_context final : public search_context {
+class batch_context final : public forwarding_context {
  public:
   batch_context(const search_context& base, const batch& b,
                 const std::unordered_set<std::uint64_t>& vetoed)
-      : base_(base), batch_(b), vetoed_(vetoed) {}
-  [[nodiscard]] const tessel::space& space() const override { return base_.space(); }
+      : forwarding_context(base), batch_(b), vetoed_(vetoed) {}
   [[nodiscard]] bool known(std::uint64_t key) const override {
     return !batch_.fresh(key) || vetoed_.contains(key);
   }
-  [[nodiscard]] const trial* best() const override { return base_.best(); }
-  [[nodiscard]] std::size_t finished() const override { return base_.finished(); }
-  [[nodiscard]] double cost_alpha() const override { return base_.cost_alpha(); }
-  [[nodiscard]] double predicted_cost(const config& c) const override {
-    return base_.predicted_cost(c);
-  }
-  [[nodiscard]] cost_forecast predicted_costs(const config& c) const override {
-    return base_.predicted_costs(c);
-  }
-  [[nodiscard]] std::optional<std::size_t> evaluation_budget() const override {
-    return base_.evaluation_budget();
-  }
 
  private:
-  const search_context& base_;
   const batch& batch_;
   const std::unordered_set<std::uint64_t>& vetoed_;
 };

@@ -75,6 +75,34 @@ class search_context {
   }
 };
 
+/// A search_context that answers every question as `base` does; a
+/// meta-strategy derives from it and overrides what it changes for its arms
+/// (`auto` adds its batch to known()). Every virtual of search_context is
+/// forwarded here, so a question added there reaches arms unchanged once it
+/// is added here too, instead of falling back to its default in each wrapper.
+class forwarding_context : public search_context {
+ public:
+  explicit forwarding_context(const search_context& base) : base_(base) {}
+  [[nodiscard]] const tessel::space& space() const override { return base_.space(); }
+  [[nodiscard]] bool known(std::uint64_t key) const override { return base_.known(key); }
+  [[nodiscard]] const trial* best() const override { return base_.best(); }
+  [[nodiscard]] std::size_t finished() const override { return base_.finished(); }
+  [[nodiscard]] double cost_alpha() const override { return base_.cost_alpha(); }
+  [[nodiscard]] double gittins_rate() const override { return base_.gittins_rate(); }
+  [[nodiscard]] double predicted_cost(const config& c) const override {
+    return base_.predicted_cost(c);
+  }
+  [[nodiscard]] cost_forecast predicted_costs(const config& c) const override {
+    return base_.predicted_costs(c);
+  }
+  [[nodiscard]] std::optional<std::size_t> evaluation_budget() const override {
+    return base_.evaluation_budget();
+  }
+
+ private:
+  const search_context& base_;
+};
+
 class strategy {
  public:
   virtual ~strategy() = default;

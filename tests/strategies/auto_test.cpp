@@ -55,6 +55,31 @@ class scripted_arm final : public strategy {
   std::uint32_t next_ = 0;
 };
 
+/// An arm that records, at each proposal, what its context says of cost
+/// and budget, then proposes like scripted_arm from 0 upward.
+class asking_arm final : public strategy {
+ public:
+  struct answers {
+    double alpha = -1, gittins = -1, cost = -1, failed_cost = -1;
+    std::optional<std::size_t> budget;
+    std::size_t finished = 0;
+  };
+  explicit asking_arm(std::vector<answers>& seen) : seen_(seen) {}
+  [[nodiscard]] std::string name() const override { return "asking"; }
+  void start(const space& s, std::uint64_t seed) override { inner_.start(s, seed); }
+  std::vector<config> propose(std::size_t n, const search_context& context) override {
+    const auto forecast = context.predicted_costs(config{7});
+    seen_.push_back({context.cost_alpha(), context.gittins_rate(), context.predicted_cost(config{7}),
+                     forecast.failed_s, context.evaluation_budget(), context.finished()});
+    return inner_.propose(n, context);
+  }
+  void observe(const trial&) override {}
+
+ private:
+  std::vector<answers>& seen_;
+  scripted_arm inner_{"inner", 0, false};
+};
+
 space line_space(std::int64_t n) {
   space::definition def;
   std::vector<std::int64_t> values;
@@ -194,4 +219,29 @@ TEST_CASE("auto replays arm credit from provenance when it did not propose the t
   t.key = s.key(t.config);
   st->observe(t);
   CHECK(a->bandit().history() == 1);
+}
+
+TEST_CASE("auto's arms hear what the study says of cost and budget, the gittins rate included") {
+  // Each question the study answers must reach an arm unchanged through
+  // auto's batch context; the gittins rate once fell back to 0 there, so
+  // `bo` under auto ranked by cooled EI with cost_rule gittins.
+  const auto s = line_space(40);
+  std::vector<asking_arm::answers> seen;
+  std::vector<std::unique_ptr<strategy>> arms;
+  arms.push_back(std::make_unique<asking_arm>(seen));
+  auto st = make_auto_strategy({}, std::move(arms));
+  fake_context context(s);
+  context.alpha = 0.75;
+  context.gittins = 0.125;
+  context.budget = 30;
+  context.seconds = [](const space&, const config& c) { return 2.0 + c[0]; };
+  st->start(s, 5);
+  REQUIRE(st->propose(2, context).size() == 2);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].alpha == 0.75);
+  CHECK(seen[0].gittins == 0.125);
+  CHECK(seen[0].cost == 9.0);
+  CHECK(seen[0].failed_cost == 9.0);
+  CHECK(seen[0].budget == std::optional<std::size_t>(30));
+  CHECK(seen[0].finished == 0);
 }
