@@ -14,14 +14,17 @@
 // `iters` calls each (iters chosen so a sample takes at least min-sample
 // seconds), raced by race_decision; the outputs of the last timed call are
 // written. Before every call after the first, the inputs change by the rule
-// of tessel/loop_rule.hpp (two elements of each input exchanged, drawn from
-// the loop seed, and a diagonal sweep that reaches every row and column), so
-// no call is given inputs an earlier one was, and the answer counts the
-// calls made: tessel replays the rule to judge the last call's outputs
-// (docs/gate.md, "Round seven", "Round ten (b)"). Inputs are read-only: the
-// loader keeps a private copy of them, changed by the same exchanges outside
-// the timed region, and compares them with it after the call (run) or the
-// timing (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
+// of tessel/loop_rule.hpp (two elements of each input's base exchanged,
+// drawn from the loop seed, and a diagonal sweep that reaches every row and
+// column; the call is given the bases with every row rotated by an offset of
+// its own), so no call is given inputs an earlier one was, nearly every
+// element differs from the call before's, and the answer counts the calls
+// made: tessel replays the rule to judge the last call's outputs
+// (docs/gate.md, "Round seven", "Round ten (b)", "Round eleven"). Inputs are
+// read-only: the loader keeps a private copy of the bases, changed by the
+// same exchanges outside the timed region, and compares the inputs with it
+// (turned as the last call's were) after the call (run) or the timing
+// (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
 // "Round eight"). A timing is given some CPUs (its affinity when it starts):
 // a kernel that widened the affinity, or whose process used more CPU time
 // over the samples than those CPUs allow, is answered "suspicious"
@@ -295,47 +298,91 @@ bool differ(const buffer& b, std::uint64_t x, std::uint64_t y) {
   return p[x] != p[y];
 }
 
-/// One exchange of the loop rule: elements a and b of one input (a = b: none).
-struct exchange {
-  std::size_t a = 0, b = 0;
+/// Rows of at most this many elements are turned from a doubled base (one
+/// copy a row, in a loop of fixed length), longer ones in place.
+constexpr std::uint64_t short_row = 64;
+
+/// The changes the loop rule makes before a run of calls, drawn ahead
+/// (outside any clock) and made in order before each call
+/// (tessel/loop_rule.hpp). Per (call, input): an input of short rows has
+/// its base held twice (loop_rule::doubled): its exchanges made there, then
+/// the input written from it turned. An input of long rows is changed in
+/// place, so the timed loop touches nothing else (a base read whole every
+/// call would crowd the kernel's caches: 1.10 of the honest 512 x 512
+/// transpose's time): its exchanges where the input holds the base's
+/// elements now, then each row turned from its offset in the call before.
+struct call_plan {
+  using exchange = tessel::loop_rule::doubled::exchange;  ///< in place: a2 = b2 = 0
+  std::vector<std::uint64_t> lengths;                     ///< per input: its rows' length
+  std::vector<std::vector<std::uint32_t>> turned;         ///< per input: each row's offset now
+  std::vector<std::optional<tessel::loop_rule::doubled>> held;  ///< per input of short rows
+  std::vector<exchange> exchanges;
+  std::vector<std::uint32_t> offsets;  ///< per row: its offset (in place: from the call before's)
+  std::vector<std::size_t> exchange_ends, offset_ends;  ///< per (call, input) drawn
+  std::vector<std::uint32_t> scratch;                   ///< turn_in_place's
+
+  explicit call_plan(const std::vector<buffer>& inputs) {
+    std::uint64_t longest = 0;
+    for (const auto& b : inputs) {
+      const std::uint64_t length = tessel::loop_rule::row_length(b.shape),
+                          n = static_cast<std::uint64_t>(b.elements());
+      lengths.push_back(length);
+      turned.emplace_back(length == 0 ? 0 : (n + length - 1) / length, 0);
+      held.emplace_back();
+      if (length <= short_row) held.back().emplace(b.data, n, size_of(b), length);
+      longest = std::max(longest, length);
+    }
+    scratch.resize(longest);
+  }
+  static std::size_t size_of(const buffer& b) { return b.type == dtype::bf16 ? 2 : 4; }
+  void clear() {
+    exchanges.clear();
+    offsets.clear();
+    exchange_ends.clear();
+    offset_ends.clear();
+  }
+  /// Draws call `call`'s changes to input `i` on `base` (the copy), which
+  /// its exchanges change as they are drawn (the next depends on the values
+  /// before it).
+  void draw(tessel::loop_rule::walk& walk, std::uint64_t call, std::size_t i, buffer& base) {
+    const std::uint64_t length = lengths[i], n = static_cast<std::uint64_t>(base.elements());
+    std::vector<std::uint32_t>& now = turned[i];
+    const auto held_at = [&](std::uint64_t p) {  // in place: where the input holds p now
+      const std::uint64_t start = p / length * length, len = std::min(length, n - start);
+      return static_cast<std::size_t>(start + (p - start + now[p / length]) % len);
+    };
+    walk.call(
+        i, base.shape, [&base](std::uint64_t x, std::uint64_t y) { return differ(base, x, y); },
+        [&](std::uint64_t x, std::uint64_t y) {
+          tessel::loop_rule::swap_elements(base.data, size_of(base), x, y);
+          exchanges.push_back(held[i] ? held[i]->exchange_of(x, y)
+                                      : exchange{held_at(x), held_at(y), 0, 0});
+        });
+    std::size_t row = 0;
+    walk.turn(call, i, base.shape, [&](std::uint64_t, std::uint64_t len, std::uint64_t offset) {
+      offsets.push_back(
+          static_cast<std::uint32_t>(held[i] ? offset : (offset + len - now[row]) % len));
+      now[row++] = static_cast<std::uint32_t>(offset);
+    });
+    exchange_ends.push_back(exchanges.size());
+    offset_ends.push_back(offsets.size());
+  }
+  /// Makes the changes drawn `j`-th, to input `i` (`input`).
+  void make(std::size_t j, std::size_t i, buffer& input) {
+    const exchange* e = exchanges.data() + (j > 0 ? exchange_ends[j - 1] : 0);
+    const exchange* const end = exchanges.data() + exchange_ends[j];
+    const std::uint32_t* const turn = offsets.data() + (j > 0 ? offset_ends[j - 1] : 0);
+    if (held[i]) {
+      for (; e != end; ++e) held[i]->apply(*e);
+      held[i]->write(input.data, turn);
+      return;
+    }
+    for (; e != end; ++e) tessel::loop_rule::swap_elements(input.data, size_of(input), e->a, e->b);
+    tessel::loop_rule::turn_in_place(input.data, size_of(input),
+                                     static_cast<std::uint64_t>(input.elements()), lengths[i], turn,
+                                     scratch.data());
+  }
 };
-
-template <class T>
-inline void swap_elements(void* data, const exchange& e) {
-  T* p = static_cast<T*>(data);
-  const T t = p[e.a];
-  p[e.a] = p[e.b];
-  p[e.b] = t;
-}
-
-inline void apply(buffer& b, const exchange& e) {
-  if (b.type == dtype::bf16)
-    swap_elements<std::uint16_t>(b.data, e);
-  else
-    swap_elements<std::uint32_t>(b.data, e);
-}
-
-/// The exchanges [from, to) on `b`, in order.
-inline void apply_all(buffer& b, const exchange* from, const exchange* to) {
-  if (b.type == dtype::bf16)
-    for (; from != to; ++from) swap_elements<std::uint16_t>(b.data, *from);
-  else
-    for (; from != to; ++from) swap_elements<std::uint32_t>(b.data, *from);
-}
-
-/// One call's exchanges of the loop rule on input `i` (tessel/loop_rule.hpp):
-/// drawn on `in`, which each changes as it is drawn (the next depends on the
-/// values before it), and appended to `out` in order.
-void draw_call(tessel::loop_rule::walk& walk, std::size_t i, buffer& in,
-               std::vector<exchange>& out) {
-  walk.call(
-      i, in.shape, [&in](std::uint64_t x, std::uint64_t y) { return differ(in, x, y); },
-      [&](std::uint64_t x, std::uint64_t y) {
-        const exchange e{static_cast<std::size_t>(x), static_cast<std::size_t>(y)};
-        apply(in, e);
-        out.push_back(e);
-      });
-}
 
 /// The loader's own copy of the inputs, made before the first call: what
 /// the inputs must hold after the calls (the same exchanges applied to it).
@@ -415,39 +462,39 @@ namespace timing_rules {
   return static_cast<std::size_t>(std::clamp(wanted, 1.0, 1e6));
 }
 
-/// The time of one exchange of the loop rule, subtracted from every sample
-/// per exchange its calls made: a call makes max(d_i) + 1 of them per input
-/// (tessel/loop_rule.hpp), 9 on an 8 x 8 input, a third of a 17 ns kernel's
-/// time. Measured before the kernel is loaded, on a copy of the inputs: a
-/// throwaway walk's exchanges for at least 16 calls and 8192 exchanges,
-/// made five times (undone between), the fastest per exchange; fastest,
-/// so that what is subtracted is at most what the exchanges cost.
-[[nodiscard]] double exchange_seconds(const std::vector<buffer>& inputs, std::uint64_t seed) {
+/// The time of one call's changes by the loop rule (a call_plan's make for
+/// every input), subtracted from every sample per call: a call makes
+/// max(d_i) + 1 exchanges per input and turns each of its rows
+/// (tessel/loop_rule.hpp), 9 exchanges and 8 rows of 8 on an 8 x 8 input,
+/// more than a 17 ns kernel's time. Measured before the kernel is loaded, on
+/// copies of the inputs: a throwaway walk's changes for at least 16 calls
+/// and 8192 exchanges, made 5 to 25 times (until 2 ms are spent; the inputs
+/// restored between), the fastest per call; fastest, so that what is
+/// subtracted is at most what the changes cost, and many times, so that a
+/// moment of a loaded machine does not set it.
+[[nodiscard]] double change_seconds(const std::vector<buffer>& inputs, std::uint64_t seed) {
   if (inputs.empty()) return 0;
   using clock = std::chrono::steady_clock;
-  input_copy scratch(inputs);
+  input_copy drawn(inputs), changed(inputs);
   tessel::loop_rule::walk walk(seed ^ 0x5eed5eed5eed5eedULL, inputs.size());
-  std::vector<exchange> plan;
-  std::vector<std::size_t> ends;
-  for (std::size_t c = 0; c < 4096 && (c < 16 || plan.size() < 8192); ++c)
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      draw_call(walk, i, scratch.buffers[i], plan);
-      ends.push_back(plan.size());
-    }
-  if (plan.empty()) return 0;
-  double best = std::numeric_limits<double>::infinity();
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto start = clock::now();
-    for (std::size_t j = 0, e = 0; j < ends.size(); ++j) {
-      apply_all(scratch.buffers[j % inputs.size()], plan.data() + e, plan.data() + ends[j]);
-      e = ends[j];
-    }
-    best = std::min(best, std::chrono::duration<double>(clock::now() - start).count());
-    for (std::size_t j = ends.size(); j-- > 0;)  // undone, in reverse order
-      for (std::size_t e = ends[j]; e-- > (j > 0 ? ends[j - 1] : 0);)
-        apply(scratch.buffers[j % inputs.size()], plan[e]);
+  call_plan plan(inputs);
+  const auto held = plan.held;  // the doubled bases as the inputs were
+  std::uint64_t calls = 1;
+  for (; calls < 4096 && (calls <= 16 || plan.exchanges.size() < 8192); ++calls)
+    for (std::size_t i = 0; i < inputs.size(); ++i) plan.draw(walk, calls, i, drawn.buffers[i]);
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int rep = 0; rep < 25 && (rep < 5 || spent < 2e-3); ++rep) {
+    for (std::size_t i = 0; i < inputs.size(); ++i)  // the inputs as they were
+      std::memcpy(changed.buffers[i].data, inputs[i].data, inputs[i].bytes());
+    plan.held = held;
+    const auto begin = clock::now();
+    for (std::size_t j = 0; j < plan.exchange_ends.size();)  // as the timed loop makes them
+      for (std::size_t i = 0; i < inputs.size(); ++i, ++j) plan.make(j, i, changed.buffers[i]);
+    const double took = std::chrono::duration<double>(clock::now() - begin).count();
+    best = std::min(best, took);
+    spent += took;
   }
-  return best / static_cast<double>(plan.size());
+  return best / static_cast<double>(calls - 1);
 }
 
 /// The CPU rule: over the timed samples the process cannot use more CPU
@@ -490,10 +537,10 @@ int main(int argc, char** argv) {
   request r = parse(argc, argv);
   const given_cpus given;  // before the kernel's code is loaded
   for (auto& b : r.inputs) read_npy(b);
-  // The exchanges' own time, measured before the kernel's code is loaded
+  // The changes' own time, measured before the kernel's code is loaded
   // (none of its threads can slow it, to have more subtracted).
-  const double exchange_s =
-      r.mode == "time" ? timing_rules::exchange_seconds(r.inputs, r.loop_seed) : 0;
+  const double change_s =
+      r.mode == "time" ? timing_rules::change_seconds(r.inputs, r.loop_seed) : 0;
 
   void* library = ::dlopen(r.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
@@ -540,34 +587,33 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // The loop rule: before every call after the first, each input changes
-  // (the step's two elements exchanged, and the sweep's diagonal: every row
-  // and column of the input), so a kernel that memoises its outputs by the
-  // inputs' content meets new inputs on every call, and one that recomputes
-  // only what changed recomputes every row and column. The exchanges are
-  // drawn on the copy, which the kernel cannot reach by its arguments: the
-  // walk is the one tessel replays whatever the kernel does to its inputs.
+  // The loop rule: before every call after the first, each input's base
+  // changes (the step's two elements exchanged, and the sweep's diagonal:
+  // every row and column of the input), and the call is given its base with
+  // every row turned by an offset of its own, so a kernel that memoises its
+  // outputs by the inputs' content meets new inputs on every call, and one
+  // that recomputes only what changed finds nearly every element changed.
+  // The exchanges are drawn on the copy, which the kernel cannot reach by
+  // its arguments: the walk is the one tessel replays whatever the kernel
+  // does to its inputs. `base`: the bases the calls' inputs are written
+  // from, changed call by call as the inputs are.
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
-  std::vector<exchange> drawn;  // the exchanges of the calls drawn so far, in order
-  const auto draw = [&](std::size_t i) { draw_call(walk, i, copy.buffers[i], drawn); };
+  call_plan plan(r.inputs);
+  const std::size_t n_in = r.inputs.size();
   std::uint64_t calls = 0;
   double one = 0;  // the last warm-up call's time: calibrates iterations per sample
   for (std::size_t w = 0; w < timing_rules::warmup_calls(r.warmup); ++w) {
-    if (calls > 0)
-      for (std::size_t i = 0; i < r.inputs.size(); ++i) {
-        drawn.clear();
-        draw(i);
-        apply_all(r.inputs[i], drawn.data(), drawn.data() + drawn.size());
-      }
+    if (calls > 0) {
+      plan.clear();
+      for (std::size_t i = 0; i < n_in; ++i) plan.draw(walk, calls, i, copy.buffers[i]);
+      for (std::size_t i = 0; i < n_in; ++i) plan.make(i, i, r.inputs[i]);
+    }
     const auto start = clock::now();
     call();
     one = seconds(start, clock::now());
     ++calls;
   }
   const std::size_t iters = timing_rules::calls_per_sample(r.min_sample_s, one);
-  const std::size_t n_in = r.inputs.size();
-  // Where each (call, input)'s exchanges end in `drawn`.
-  std::vector<std::size_t> ends(iters * n_in);
   // The CPU rule's clocks, read outside the samples' clocks: around the
   // whole race, so only its ends can be late (the rule's margin).
   const double cpu_before = process_cpu_s();
@@ -575,37 +621,35 @@ int main(int argc, char** argv) {
   const auto result = tessel::race(
       [&]() -> std::optional<double> {
         poison_all();
-        // The sample's exchanges, drawn before its clock starts: made on the
-        // copy in order (each depends on the values before it), so the copy
-        // holds what the inputs must hold after the sample, and the timed
-        // loop only makes the planned exchanges before each call.
-        drawn.clear();
+        // The sample's changes, drawn before its clock starts: made on the
+        // copy in order (each exchange depends on the values before it), so
+        // the copy holds the bases after the sample, and the timed loop only
+        // makes the planned changes before each call.
+        plan.clear();
         for (std::size_t k = 0; k < iters; ++k)
-          for (std::size_t i = 0; i < n_in; ++i) {
-            draw(i);
-            ends[k * n_in + i] = drawn.size();
-          }
-        const exchange* const plan = drawn.data();
+          for (std::size_t i = 0; i < n_in; ++i) plan.draw(walk, calls + k, i, copy.buffers[i]);
         const auto start = clock::now();
-        const exchange* from = plan;
-        for (std::size_t k = 0; k < iters; ++k) {
-          for (std::size_t i = 0; i < n_in; ++i) {
-            const exchange* const to = plan + ends[k * n_in + i];
-            apply_all(r.inputs[i], from, to);
-            from = to;
-          }
+        for (std::size_t k = 0, j = 0; k < iters; ++k) {
+          for (std::size_t i = 0; i < n_in; ++i, ++j) plan.make(j, i, r.inputs[i]);
           call();
         }
-        // The exchanges' time, kept out of the sample (timing_rules::exchange_seconds).
-        const double took = std::max(
-            seconds(start, clock::now()) - exchange_s * static_cast<double>(drawn.size()), 0.0);
+        // The changes' time, kept out of the sample (timing_rules::change_seconds).
+        const double took =
+            std::max(seconds(start, clock::now()) - change_s * static_cast<double>(iters), 0.0);
         calls += iters;
         return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
   const double wall_s = seconds(wall_before, clock::now());
   const double cpu_s = process_cpu_s() - cpu_before;
-  copy.check(r.inputs);
+  // What the last call was given, and so what the inputs must hold: the
+  // bases (the copy) turned as they were for it.
+  input_copy last(copy.buffers);
+  for (std::size_t i = 0; i < n_in; ++i)
+    tessel::loop_rule::turn_in_place(last.buffers[i].data, call_plan::size_of(r.inputs[i]),
+                                     static_cast<std::uint64_t>(r.inputs[i].elements()),
+                                     plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
+  last.check(r.inputs);
   timing_rules::check_cpus(given, cpu_s, wall_s);
   for (const auto& b : r.outputs) write_npy(b);
   std::string samples;

@@ -294,8 +294,8 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
   const auto key = std::make_pair(s, calls);
   if (const auto known = perturbed_.find(key); known != perturbed_.end()) return known->second;
   // Replay the loop's exchanges on set s's values (docs/gate.md, "Round
-  // seven", "Round ten (b)"): the loader made them on its buffers before each
-  // call after the first.
+  // seven", "Round ten (b)"): the loader made them on its bases before each
+  // call after the first, and gave each call its bases turned.
   // The first tracked_calls calls' inputs are hashed (element_hash, summed),
   // so that a loop whose calls come back to inputs an earlier call had (few
   // elements, few values) is told apart from one whose every call is new.
@@ -342,6 +342,10 @@ std::size_t gate_session::state::perturbed_set(std::size_t s, std::uint64_t call
     if (moved && call < tracked_calls) seen.emplace_back(state_hash(), call + 1);
   }
   if (!changed) return perturbed_.emplace(key, s).first->second;
+  // The last call's turn (docs/gate.md, "Round eleven"): its rows rotated,
+  // drawn for that call alone; the hashes above are of the bases.
+  for (std::size_t i = 0; i < values.size(); ++i)
+    walk.turn_values(calls - 1, i, drawn_[s][i].spec().shape, values[i]);
   std::sort(seen.begin(), seen.end());
   for (std::size_t k = 1; k < seen.size(); ++k)
     if (seen[k].first == seen[k - 1].first)

@@ -114,12 +114,16 @@ TEST_CASE("loop rule: the session replays the loader's exchanges, and judges the
                   std::swap(v[a], v[b]);
                 }) > 0);
   }
-  CHECK(session.inputs(last)[0].values() == v);
+  // The last call (49) is given the bases turned: each row rotated.
+  std::vector<double> given = v;
+  walk.turn_values(49, 0, session.inputs(s)[0].spec().shape, given);
+  CHECK(session.inputs(last)[0].values() == given);
+  CHECK(given != v);
   CHECK(v != before);
-  auto sorted = v, sorted_before = before;
+  auto sorted = given, sorted_before = before;
   std::sort(sorted.begin(), sorted.end());
   std::sort(sorted_before.begin(), sorted_before.end());
-  CHECK(sorted == sorted_before);  // exchanges keep the values
+  CHECK(sorted == sorted_before);  // exchanges and turns keep the values
 
   // The loop's last outputs are judged on `last` (a fresh gate with the same
   // secret deals the same sets): the right ones pass; the outputs of the
@@ -158,6 +162,7 @@ TEST_CASE("loop rule: a constant set cannot change and is judged as drawn") {
                   [&v](std::uint64_t x, std::uint64_t y) { return v[x] != v[y]; },
                   [&v](std::uint64_t a, std::uint64_t b) { std::swap(v[a], v[b]); }) > 0);
     }
+    walk.turn_values(199, 0, session.inputs(s)[0].spec().shape, v);
     CHECK(session.inputs(session.perturbed_set(s, 200))[0].values() == v);
   }
 }
@@ -183,24 +188,32 @@ TEST_CASE("loop rule: a kernel memoising by all its input bytes gains nothing in
   }
 }
 
-TEST_CASE("loop rule: a kernel memoising by its first elements answers stale and is caught") {
+TEST_CASE(
+    "loop rule: a kernel memoising by its first elements misses, or answers stale and is "
+    "caught") {
   // memo_prefix keys on the first 8 elements, which an exchange rarely
-  // touches: after the loop's first call it answers from its cache, stale.
-  // The last call's outputs are judged against the inputs that call had, so
-  // a run is caught exactly when that call was answered stale. (Against
-  // main's library the loop's inputs never change: no answer is stale and
-  // it passes under all four keys.)
-  int caught = 0;
+  // touches: under round seven's rule, after the loop's first call it
+  // answered from its cache, stale, and was caught exactly when the last
+  // call was answered stale (3 of these 4 keys). Since round eleven every
+  // call is given its rows rotated by offsets of their own, so its first 8
+  // elements change with nearly every call: it misses (each miss sleeps 2
+  // ms: it gains nothing), and where they repeat (a `mask` set's 0s and 1s)
+  // it answers stale and is caught when its last call was. (Against main's
+  // library of round six the loop's inputs never change: no answer is
+  // stale and it passes under all four keys.)
   for (std::uint64_t secret = 1; secret <= 4; ++secret) {
     const memo_run r = evaluate_memo("memo_prefix", secret);
-    INFO("key ", secret, ": ", r.m.message);
+    INFO("key ", secret, ": ", r.m.message, "; calls ", r.timing().calls, ", hits ",
+         r.timing().hits, ", stale ", r.timing().stale);
     REQUIRE(r.processes.size() >= 2);
-    CHECK(r.timing().stale >= 1);
     CHECK(r.m.ok() == (r.timing().last_stale == 0));
     if (!r.m.ok()) CHECK((r.m.status == status::incorrect || r.m.status == status::suspicious));
-    caught += r.m.ok() ? 0 : 1;
+    // Passed: at most one call in 4 answered from its cache, so a sample
+    // (its calls' mean) is at least 3/4 of a miss's 2 ms.
+    if (r.m.ok()) CHECK(r.m.objective >= 1.5e-3);
+    MESSAGE("key " << secret << ": " << to_string(r.m.status) << ", calls " << r.timing().calls
+                   << ", hits " << r.timing().hits << ", stale " << r.timing().stale);
   }
-  CHECK(caught >= 3);
 }
 
 TEST_CASE("loop rule: int32 labels are exchanged within their range, an honest kernel passes") {
