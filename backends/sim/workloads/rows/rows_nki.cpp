@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessel::sim::rows {
@@ -112,6 +113,38 @@ class pipeline_writer {
     w.line("stages += 1");
   }
 
+  /// Opens stage function `name` (its docstring `doc`) through its loop over
+  /// the chunks.
+  static void open_stage(nki::writer& w, std::string_view name, std::string_view doc) {
+    w.open("def {}(t):", name);
+    w.line("\"\"\"{}\"\"\"", doc);
+    tile_lines(w);
+    w.open("for c in nl.affine_range(CHUNKS):");
+  }
+
+  /// Opens the scale stage (its docstring `doc`) through its loop over the
+  /// row groups of a chunk, with the chunk's output staging slot.
+  static void open_scale(nki::writer& w, std::string_view doc) {
+    open_stage(w, "scale", doc);
+    chunk_lines(w);
+    stage_slot(w);
+    w.open("for g in nl.affine_range(G):");
+  }
+
+  /// Closes the scale stage opened by open_scale() with the store of the
+  /// chunk's staged y, writes the driver and `return <returns>`, and sets
+  /// f.kernel to the kernel's text.
+  void finish(nki::writer& w, nki::kernel_file& f, std::string_view returns) const {
+    w.close();
+    w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
+    w.close(2);
+    w.line();
+    driver(w);
+    w.line("return {}", returns);
+    w.close();
+    f.kernel = w.text();
+  }
+
   /// The software pipeline over the tiles.
   void driver(nki::writer& w) const {
     const bool drop = ctx_.injected == nki::fault::drop_tail;
@@ -196,11 +229,10 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   pw.load(w, choice.residual ? std::vector<std::string>{"x", "residual"}
                              : std::vector<std::string>{"x"});
 
-  w.open("def reduce(t):");
-  w.line("\"\"\"{}the sum of squares per chunk and row (fp32), then rstd per row.\"\"\"",
-         choice.residual ? "h = x + residual (stored), " : "");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      fmt::format("{}the sum of squares per chunk and row (fp32), then rstd per row.",
+                  choice.residual ? "h = x + residual (stored), " : ""));
   pipeline_writer::chunk_lines(w);
   if (choice.residual) {
     w.open("for g in nl.affine_range(G):");
@@ -232,13 +264,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = h * rstd * w, chunk by chunk, through the output staging.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = h * rstd * w, chunk by chunk, through the output staging.");
   w.line("xs, out, r = x_sb[0:n, s, g, c0:c1], y_stage[0:n, slot, g, 0:cw], rstd[0:n, s, g:g + 1]");
   if (choice.fuse_weight) {
     w.line("# fuse_weight: (h * rstd) * w in one VectorE pass");
@@ -258,14 +284,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
         "nisa.tensor_tensor(dst=out, data1=sc, data2=w_sb[0:n, c0:c1], op=nl.multiply, "
         "engine=nisa.engine.vector)");
   }
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return {}", choice.residual ? "y, h" : "y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, choice.residual ? "y, h" : "y");
   f.reference = fmt::format(
       "def reference(x, {0}w):\n"
       "    \"\"\"The outputs in float64, from the same inputs.\"\"\"\n"
@@ -307,12 +326,9 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.line();
   pw.load(w, {"x"});
 
-  w.open("def reduce(t):");
-  w.line(
-      "\"\"\"Row max per chunk, -max per row, exp in place with the row sums (fp32), "
-      "1/sum.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      "Row max per chunk, -max per row, exp in place with the row sums (fp32), 1/sum.");
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
   w.open("for g in nl.affine_range(G):");
   w.line(
@@ -339,27 +355,14 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = exp * (1/sum), chunk by chunk, through the output staging.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = exp * (1/sum), chunk by chunk, through the output staging.");
   w.line("xs, out, r = x_sb[0:n, s, g, c0:c1], y_stage[0:n, slot, g, 0:cw], stat[0:n, s, g:g + 1]");
   if (choice.scale == scalar_engine)
     w.line("nisa.activation(dst=out, op=nl.copy, data=xs, scale=r)");
   else
     w.line(
         "nisa.tensor_scalar(dst=out, data=xs, op0=nl.multiply, operand0=r, engine=SCALE_ENGINE)");
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, "y");
   f.reference =
       "def reference(x):\n"
       "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
@@ -408,12 +411,9 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line();
   pw.load(w, {"x"});
 
-  w.open("def reduce(t):");
-  w.line(
-      "\"\"\"Row sums and sums of squares per chunk (fp32), then rstd and -mean * rstd per "
-      "row.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      "Row sums and sums of squares per chunk (fp32), then rstd and -mean * rstd per row.");
   pipeline_writer::chunk_lines(w);
   w.open("for g in nl.affine_range(G):");
   w.line("xs, sc = x_sb[0:n, s, g, c0:c1], scratch[0:n, g % 2, 0:cw]");
@@ -461,13 +461,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = (x * rstd - mean * rstd) * gamma + beta, chunk by chunk.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = (x * rstd - mean * rstd) * gamma + beta, chunk by chunk.");
   w.line("xs, xn = x_sb[0:n, s, g, c0:c1], normalized[0:n, g % 2, 0:cw]");
   w.line("r, b = rstd[0:n, s, g:g + 1], bias[0:n, s, g:g + 1]");
   if (choice.scale == scalar_engine)
@@ -483,14 +477,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line(
       "nisa.tensor_tensor(dst=y_stage[0:n, slot, g, 0:cw], data1=xn, data2=beta_sb[0:n, c0:c1], "
       "op=nl.add,\n                   engine=nisa.engine.vector)");
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, "y");
   f.reference =
       "def reference(x, gamma, beta):\n"
       "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
