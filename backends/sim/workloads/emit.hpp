@@ -226,6 +226,53 @@ class builder {
   instruction_id last_matmul_ = program::none;
 };
 
+/// The slots of one operand, used in turn: who read each slot last (the
+/// WAR dependency of the next write into it).
+struct slot_ring {
+  int count = 1, slot = 0;
+  std::int64_t serial = 0;
+  std::vector<instruction_id> reader;
+
+  void init(int n) {
+    count = n;
+    reader.assign(static_cast<std::size_t>(n), program::none);
+  }
+  /// Moves to the next slot; returns the WAR dependency of writing it.
+  instruction_id next() {
+    slot = static_cast<int>(serial++ % count);
+    return reader[static_cast<std::size_t>(slot)];
+  }
+  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
+};
+
+/// The block slots of an operand loaded `pieces` pieces (contraction slabs)
+/// to a slot: who loaded each piece (RAW) and who read the slot last (WAR).
+struct piece_slots : slot_ring {
+  std::int64_t pieces = 1;
+  std::vector<instruction_id> load;
+  std::vector<std::uint8_t> consumed;
+
+  void init(int slot_count, std::int64_t piece_count) {
+    slot_ring::init(slot_count);
+    pieces = piece_count;
+    load.assign(static_cast<std::size_t>(count * pieces), program::none);
+    consumed.assign(load.size(), 1);
+  }
+  /// `id` loaded `piece` of the current slot.
+  void fill(std::int64_t piece, instruction_id id) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    load[i] = id;
+    consumed[i] = 0;
+  }
+  /// Adds the load of `piece` to `deps` unless TensorE already waited on it.
+  void need(std::int64_t piece, std::vector<instruction_id>& deps) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    if (consumed[i]) return;
+    deps.push_back(load[i]);
+    consumed[i] = 1;
+  }
+};
+
 /// DMA queues for `streams` independent streams, `per_stream` queues each:
 /// stream s rotates over its own queues.
 class queues {

@@ -125,32 +125,10 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-/// One operand's block slots: who loaded each contraction slab and who read
-/// the slot last (RAW and WAR dependencies).
-struct operand {
-  std::int64_t slabs = 1;
-  int slots = 1, slot = 0;
-  std::int64_t block = -1, serial = 0;
-  std::vector<instruction_id> load, reader;
-  std::vector<std::uint8_t> consumed;
-
-  void init(int slot_count, std::int64_t slab_count) {
-    slots = slot_count;
-    slabs = slab_count;
-    load.assign(static_cast<std::size_t>(slots * slabs), program::none);
-    consumed.assign(load.size(), 1);
-    reader.assign(static_cast<std::size_t>(slots), program::none);
-  }
-  [[nodiscard]] std::size_t at(std::int64_t slab) const {
-    return static_cast<std::size_t>(slot * slabs + slab);
-  }
-  /// Adds the load of `slab` to `deps` unless TensorE already waited on it.
-  void need(std::int64_t slab, std::vector<instruction_id>& deps) {
-    const auto i = at(slab);
-    if (consumed[i]) return;
-    deps.push_back(load[i]);
-    consumed[i] = 1;
-  }
+/// One operand's block slots (emit::piece_slots over its contraction
+/// slabs) and the block its current slot holds.
+struct operand : emit::piece_slots {
+  std::int64_t block = -1;
 };
 
 class lowerer {
@@ -230,16 +208,14 @@ class lowerer {
   void place(operand& x, int stream, std::int64_t block, std::int64_t cols) {
     if (x.block == block) return;
     x.block = block;
-    x.slot = static_cast<int>(x.serial++ % x.slots);
+    const auto war = x.next();
     const std::int64_t b = dtype_bytes(p_.type);
-    const auto war = x.reader[static_cast<std::size_t>(x.slot)];
     for (std::int64_t k = 0; k < pl_.slabs; ++k) {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
       const auto id =
           b_.dma(q_.next(stream), stream == 0 ? hbm_x_ : hbm_w_, stream == 0 ? sb_x_ : sb_w_, rows,
                  cols * b, stream == 0 ? t_x : t_w, {war});
-      x.load[x.at(k)] = id;
-      x.consumed[x.at(k)] = 0;
+      x.fill(k, id);
     }
   }
 
@@ -274,8 +250,8 @@ class lowerer {
       }
       epilogue(ti, vi, s, rows, cols, last, bank0);
     }
-    x_.reader[static_cast<std::size_t>(x_.slot)] = last;
-    w_.reader[static_cast<std::size_t>(w_.slot)] = last;
+    x_.read_by(last);
+    w_.read_by(last);
   }
 
   /// The online log-sum-exp step of one row tile over one chunk of logits,

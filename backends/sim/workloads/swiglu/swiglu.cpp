@@ -145,42 +145,6 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-/// One operand's block slots: who loaded each piece and who read the slot
-/// last (RAW and WAR dependencies).
-struct operand {
-  std::int64_t pieces = 1;
-  int slots = 1, slot = 0;
-  std::int64_t serial = 0;
-  std::vector<instruction_id> load, reader;
-  std::vector<std::uint8_t> consumed;
-
-  void init(int slot_count, std::int64_t piece_count) {
-    slots = slot_count;
-    pieces = piece_count;
-    load.assign(static_cast<std::size_t>(slots * pieces), program::none);
-    consumed.assign(load.size(), 1);
-    reader.assign(static_cast<std::size_t>(slots), program::none);
-  }
-  /// Moves to the next slot; returns the WAR dependency of its loads.
-  instruction_id next() {
-    slot = static_cast<int>(serial++ % slots);
-    return reader[static_cast<std::size_t>(slot)];
-  }
-  void fill(std::int64_t piece, instruction_id id) {
-    const auto i = static_cast<std::size_t>(slot * pieces + piece);
-    load[i] = id;
-    consumed[i] = 0;
-  }
-  /// Adds the load of `piece` to `deps` unless TensorE already waited on it.
-  void need(std::int64_t piece, std::vector<instruction_id>& deps) {
-    const auto i = static_cast<std::size_t>(slot * pieces + piece);
-    if (consumed[i]) return;
-    deps.push_back(load[i]);
-    consumed[i] = 1;
-  }
-  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
-};
-
 class lowerer {
  public:
   lowerer(const plan& pl, const machine& m, program& out)
@@ -466,7 +430,7 @@ class lowerer {
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
             sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  operand x_, gu_, wd_;
+  emit::piece_slots x_, gu_, wd_;
   std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
       deps_;
   std::vector<std::uint8_t> h_consumed_;
