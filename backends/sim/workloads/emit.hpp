@@ -290,4 +290,22 @@ class queues {
   std::vector<std::int64_t> count_;
 };
 
+/// What a fused workload's lowerer starts from: its plan `pl_` (of a Plan
+/// with its params as `p`) and those params `p_`, the machine, the program it
+/// writes, the instruction builder over that program and the DMA queues
+/// (`streams` streams of `per_stream` queues each).
+template <class Plan>
+class lowering {
+ protected:
+  lowering(const Plan& pl, const machine& m, program& out, int streams, int per_stream)
+      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(streams, per_stream) {}
+
+  const Plan& pl_;
+  const decltype(Plan::p)& p_;
+  const machine& m_;
+  program& out_;
+  builder b_;
+  queues q_;
+};
+
 }  // namespace tessel::sim::emit

@@ -131,10 +131,9 @@ struct operand : emit::piece_slots {
   std::int64_t block = -1;
 };
 
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(3, pl.p.queues) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 3, pl.p.queues) {}
 
   void run() {
     setup();
@@ -296,12 +295,6 @@ class lowerer {
     state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, t_store, {loss});
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_labels_ = 0, hbm_loss_ = 0, sb_x_ = 0, sb_w_ = 0,
             sb_scratch_ = 0, sb_state_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank

@@ -145,10 +145,9 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(4, pl.p.queues) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 4, pl.p.queues) {}
 
   void run() {
     setup();
@@ -421,12 +420,6 @@ class lowerer {
     }
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
             sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
