@@ -139,6 +139,18 @@ struct sbuf_part {
       total, context, cap, total - cap);
 }
 
+/// A fused workload's first suggestion when its bottleneck `b` is DMA
+/// transfers that spend over a quarter of it issuing: more queues (the
+/// `dma_queues` knob) issue the transfers of `b`'s operand in parallel.
+inline void suggest_queues_for_issue(const bottleneck& b, const knob_reader& v,
+                                     std::vector<std::string>& out) {
+  if (b.phase.rfind("dma", 0) == 0 && b.issue_share > 0.25 * b.share)
+    out.push_back(fmt::format(
+        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
+        "issue them in parallel",
+        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+}
+
 /// Instruction builders over one program, with its table of labels: a
 /// builder's `tag` is an index into the texts given to tags(). An elementwise
 /// instruction reads PSUM (flag_reads_psum) exactly when its `src` is a PSUM

@@ -601,11 +601,7 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
   const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
-  if (dma && b.issue_share > 0.25 * b.share)
-    out.push_back(fmt::format(
-        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
-        "issue them in parallel",
-        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+  emit::suggest_queues_for_issue(b, v, out);
   if (dma && b.tag == "load W") {
     out.push_back(fmt::format(
         "raise token_tile (now {}): W is read from HBM once per token tile ({} times now)", tile,

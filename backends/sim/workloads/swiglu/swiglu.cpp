@@ -549,11 +549,7 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
   const auto tokens = v.integer("tokens");
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
-  if (dma && b.issue_share > 0.25 * b.share)
-    out.push_back(fmt::format(
-        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
-        "issue them in parallel",
-        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+  emit::suggest_queues_for_issue(b, v, out);
   if (dma && (b.tag == "load W_gate/W_up" || b.tag == "load W_down")) {
     out.push_back(fmt::format(
         "raise token_tile (now {}): the weights are read from HBM once per token tile ({} times "
