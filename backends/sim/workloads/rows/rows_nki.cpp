@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessel::sim::rows {
@@ -33,8 +34,14 @@ class pipeline_writer {
   pipeline_writer(const pipeline_spec& spec, const nki::context& ctx)
       : s_(spec), t_(tiling_of(spec)), ctx_(ctx) {}
 
-  void constants(nki::kernel_file& f, const std::string& rows_name,
-                 const std::string& cols_name) const {
+  /// Starts kernel file `f` of `workload` (what it computes: `summary`): its
+  /// DMA queues and the pipeline's constants, the shape's named `rows_name`
+  /// and `cols_name` as the space names them.
+  void begin(nki::kernel_file& f, std::string workload, std::string summary,
+             const std::string& rows_name, const std::string& cols_name) const {
+    f.workload = std::move(workload);
+    f.summary = std::move(summary);
+    f.note_dma_queues(s_.queues);
     auto add = [&](std::string n, auto v, std::string meaning) {
       f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
     };
@@ -187,11 +194,10 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
                         const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "rmsnorm";
-  f.summary = choice.residual ? "h = x + residual; y = h / sqrt(mean(h^2) + eps) * w, row by row"
-                              : "y = x / sqrt(mean(x^2) + eps) * w, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "hidden");
+  pw.begin(f, "rmsnorm",
+           choice.residual ? "h = x + residual; y = h / sqrt(mean(h^2) + eps) * w, row by row"
+                           : "y = x / sqrt(mean(x^2) + eps) * w, row by row",
+           "rows", "hidden");
   f.constants.push_back({"EPS", nki::py_float(rms_epsilon), "epsilon"});
   f.constants.push_back({"ADD_ENGINE", nki::engine(choice.add), "residual add (add_engine)"});
   f.constants.push_back({"SQUARE_ENGINE", nki::engine(choice.square), "squares (square_engine)"});
@@ -301,10 +307,7 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
                         const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "softmax";
-  f.summary = "y = exp(x - rowmax) / rowsum, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "cols");
+  pw.begin(f, "softmax", "y = exp(x - rowmax) / rowsum, row by row", "rows", "cols");
   f.constants.push_back(
       {"SCALE_ENGINE", nki::engine(choice.scale), "multiplies by 1/sum (scale_engine)"});
   const std::string dt = nki::dtype_name(spec.type);
@@ -376,10 +379,8 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
                           const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "layernorm";
-  f.summary = "y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "hidden");
+  pw.begin(f, "layernorm", "y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row", "rows",
+           "hidden");
   f.constants.push_back({"EPS", "1e-05", "epsilon"});
   const std::string dt = nki::dtype_name(spec.type);
   f.signature = fmt::format(
