@@ -196,19 +196,20 @@ class counter {
   double queues_;
 };
 
-/// What a closed-form model of a plan starts from (swiglu's and moe's): the
-/// plan, its params, the machine, the element size, the partitions, and a
-/// counter with the plan's dma_queues per stream (emit::queues over four).
+/// What a closed-form model of a plan starts from (swiglu's, moe's and
+/// cross_entropy's): the plan, its params, the machine, the element size,
+/// the partitions, and a counter with the plan's dma_queues per stream
+/// (emit::queues over the lowering's `streams` streams).
 template <class Plan>
 class closed_model {
  public:
-  closed_model(const Plan& pl, const machine& m)
+  closed_model(const Plan& pl, const machine& m, int streams = 4)
       : pl_(pl),
         p_(pl.p),
         m_(m),
         b_(dtype_bytes(pl.p.type)),
         parts_(m.partitions),
-        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 4)) {}
+        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / streams)) {}
 
  protected:
   const Plan& pl_;

@@ -72,35 +72,13 @@ inline std::string show_value(std::int64_t value, value_type type, const space::
   return std::to_string(value);
 }
 
-inline const char* op_name(expr_op op) {
-  switch (op) {
-    case expr_op::negate: return "neg";
-    case expr_op::logical_not: return "not";
-    case expr_op::add: return "+";
-    case expr_op::subtract: return "-";
-    case expr_op::multiply: return "*";
-    case expr_op::divide: return "/";
-    case expr_op::modulo: return "%";
-    case expr_op::equal: return "==";
-    case expr_op::not_equal: return "!=";
-    case expr_op::less: return "<";
-    case expr_op::less_equal: return "<=";
-    case expr_op::greater: return ">";
-    case expr_op::greater_equal: return ">=";
-    case expr_op::logical_and: return "and";
-    case expr_op::logical_or: return "or";
-    case expr_op::min: return "min";
-    case expr_op::max: return "max";
-    case expr_op::ceil_div: return "ceil_div";
-    case expr_op::log2: return "log2";
-    case expr_op::pow2: return "pow2";
-    case expr_op::is_pow2: return "is_pow2";
-    case expr_op::in_set: return "in";
-    case expr_op::position: return "pos";
-    case expr_op::before: return "before";
-    case expr_op::element_at: return "at";
-    default: return "?";
-  }
+/// The operator's name in show()'s prefix form: the library's
+/// (to_string), but "neg" for negation and "at" for element_at, whose
+/// symbols ("-", "[]") read ambiguously there.
+inline std::string op_name(expr_op op) {
+  if (op == expr_op::negate) return "neg";
+  if (op == expr_op::element_at) return "at";
+  return std::string(to_string(op));
 }
 
 /// `(and (== (% 4096 tile_m) 0) prefetch)`; literals print by type.

@@ -2,6 +2,7 @@
 // that kernel's study, the allocator serves the kernel that dominates the
 // step, even and share split as they say, and a killed model resumes.
 #include "core/space_fixtures.hpp"
+#include "study/in_order.hpp"
 #include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
@@ -31,20 +32,6 @@ space line_space(const std::string& name) {
   def.parameters.push_back(std::move(p));
   return space(def);
 }
-
-/// Proposes in rank order, skipping known configs.
-class in_order final : public strategy {
- public:
-  std::string name() const override { return "in_order"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    std::vector<config> out;
-    for (std::uint64_t r = 0; r < ctx.space().count() && out.size() < n; ++r)
-      if (auto c = ctx.space().at(r); !ctx.known(ctx.space().key(c))) out.push_back(c);
-    return out;
-  }
-  void observe(const trial&) override {}
-};
 
 /// objective = base * (1 + (x - best_x)^2 / 100); roofline `roofline` x base.
 class bowl final : public backend {

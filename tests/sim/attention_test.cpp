@@ -71,23 +71,6 @@ TEST_CASE(
     "backend") {
   for (const char* file : {"sim_attention.tsl", "attention.tsl"}) {
     INFO(file);
-    parse_options options;
-    options.target = "trn2";
-    const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
-    sim_options timing_only;  // the gate is tested in functional_test.cpp
-    timing_only.gate = false;
-    sim_backend b(timing_only);
-    b.prepare(s);
-    rng random(11);
-    int ok = 0;
-    for (int i = 0; i < 8; ++i) {
-      const auto c = s.sample(random);
-      const auto m = b.evaluate(s, c);
-      CHECK((m.ok() || m.status == status::compile_error));
-      if (!m.ok()) continue;
-      ++ok;
-      CHECK(m.objective >= m.metrics.at("roofline_s"));
-    }
-    CHECK(ok > 0);
+    check_example_samples(file, {}, 11, {.samples = 8, .compile_errors = true});
   }
 }

@@ -113,13 +113,23 @@ inline double matmul_flops(const program& p) {
   return f;
 }
 
-/// Loads examples/`example` on trn2 with `overrides` and times 8 sampled
-/// configs with the gate off (the gate has its own cases): each must
-/// compile (the space's requirements match the workload's resource checks)
-/// and take no less than its roofline bound.
+/// What check_example_samples asks of the sampled configs.
+struct sample_checks {
+  int samples = 8;
+  /// A compile error passes too (the space's requirements do not mirror
+  /// every resource check of the workload); at least one config must run.
+  bool compile_errors = false;
+  bool explained = false;  ///< a config that runs also explains its time
+};
+
+/// Loads examples/`example` on trn2 with `overrides` and times
+/// `checks.samples` sampled configs with the gate off (the gate has its own
+/// cases): each must compile (the space's requirements match the workload's
+/// resource checks; see sample_checks::compile_errors) and take no less than
+/// its roofline bound.
 inline void check_example_samples(const std::string& example,
                                   const std::map<std::string, std::string>& overrides,
-                                  std::uint64_t seed) {
+                                  std::uint64_t seed, const sample_checks& checks = {}) {
   parse_options options;
   options.target = "trn2";
   for (const auto& [name, value] : overrides) options.overrides[name] = value;
@@ -130,14 +140,18 @@ inline void check_example_samples(const std::string& example,
   b.prepare(s);
   rng random(seed);
   int ok = 0;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < checks.samples; ++i) {
     const auto c = s.sample(random);
     const auto m = b.evaluate(s, c);
     INFO(m.message);
-    CHECK(m.ok());
+    if (checks.compile_errors)
+      CHECK((m.ok() || m.status == status::compile_error));
+    else
+      CHECK(m.ok());
     if (!m.ok()) continue;
     ++ok;
     CHECK(m.objective >= m.metrics.at("roofline_s"));
+    if (checks.explained) CHECK(!b.explain(s, c).empty());
   }
   CHECK(ok > 0);
 }

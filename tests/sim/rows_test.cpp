@@ -123,24 +123,6 @@ TEST_CASE(
     "backend") {
   for (const char* file : {"sim_rmsnorm.tsl", "sim_softmax.tsl", "rmsnorm.tsl"}) {
     INFO(file);
-    parse_options options;
-    options.target = "trn2";
-    const space s = load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
-    sim_options timing_only;  // the gate is tested in functional_test.cpp
-    timing_only.gate = false;
-    sim_backend b(timing_only);
-    b.prepare(s);
-    rng random(5);
-    int ok = 0;
-    for (int i = 0; i < 10; ++i) {
-      const auto c = s.sample(random);
-      const auto m = b.evaluate(s, c);
-      CHECK((m.ok() || m.status == status::compile_error));
-      if (!m.ok()) continue;
-      ++ok;
-      CHECK(m.objective >= m.metrics.at("roofline_s"));
-      CHECK(!b.explain(s, c).empty());
-    }
-    CHECK(ok > 0);
+    check_example_samples(file, {}, 5, {.samples = 10, .compile_errors = true, .explained = true});
   }
 }

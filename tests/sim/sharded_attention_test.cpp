@@ -95,17 +95,13 @@ TEST_CASE("sharded_attention: a sharded output needs no collective; overlap gath
 }
 
 TEST_CASE("sharded_attention: a split the topology or the heads cannot take says why") {
-  const space s = example("trn2_chip", small);
-  const measurement m = evaluate(s, with(s, R"({"tp": 16})"));
-  CHECK(m.status == status::compile_error);
-  CHECK(m.message == "tp = 16 exceeds the 8 ranks of target 'trn2_chip'");
+  check_compile_error(example("trn2_chip", small), R"({"tp": 16})",
+                      "tp = 16 exceeds the 8 ranks of target 'trn2_chip'");
   parse_options options;
   options.target = "trn2_chip";
   const space odd = parse_space(
       "space sharded_attention { const heads = 12  const seq = 512  param tp : {1, 8} }", options);
-  const measurement o = evaluate(odd, with(odd, R"({"tp": 8})"));
-  CHECK(o.status == status::compile_error);
-  CHECK(o.message == "heads = 12 is not a multiple of tp = 8");
+  check_compile_error(odd, R"({"tp": 8})", "heads = 12 is not a multiple of tp = 8");
 }
 
 TEST_CASE("sharded_attention: the gate checks the gathered O against the unsharded attention") {

@@ -41,6 +41,15 @@ inline measurement evaluate(const space& s, const config& c, sim_model model = s
   return b.evaluate(s, c);
 }
 
+/// Evaluating (s, json) without the gate is a compile error that says
+/// `message` (a split the topology or the shapes cannot take).
+inline void check_compile_error(const space& s, const std::string& json,
+                                const std::string& message) {
+  const measurement m = evaluate(s, with(s, json));
+  CHECK(m.status == status::compile_error);
+  CHECK(m.message == message);
+}
+
 /// The gate passes (s, c)'s functional kernel on `m`, then catches it with
 /// `f` injected. Returns the kernel (its shapes are the caller's to check).
 inline std::unique_ptr<functional_kernel> check_gate_catches(const space& s, const config& c,

@@ -82,19 +82,16 @@ TEST_CASE("sharded_matmul: overlap hides the collective behind the compute, bloc
 }
 
 TEST_CASE("sharded_matmul: a config the topology cannot run is a compile error that says why") {
-  const space s = example("trn2_chip", small);
-  const measurement m = evaluate(s, with(s, R"({"tp": 16})"));
-  CHECK(m.status == status::compile_error);
-  CHECK(m.message == "tp = 16 exceeds the 8 ranks of target 'trn2_chip'");
+  check_compile_error(example("trn2_chip", small), R"({"tp": 16})",
+                      "tp = 16 exceeds the 8 ranks of target 'trn2_chip'");
   parse_options options;
   options.target = "trn2_chip";
   const space odd = parse_space(
       "space sharded_matmul { const M = 1004  const N = 1024  const K = 1024  param tp : {1, 8} "
       "}",
       options);
-  const measurement o = evaluate(odd, with(odd, R"({"tp": 8})"));  // shard = m by default
-  CHECK(o.status == status::compile_error);
-  CHECK(o.message == "M = 1004 is not a multiple of tp = 8");
+  // shard = m by default
+  check_compile_error(odd, R"({"tp": 8})", "M = 1004 is not a multiple of tp = 8");
 }
 
 TEST_CASE("sharded_matmul: the gate checks the gathered C against the unsharded product") {

@@ -128,10 +128,8 @@ TEST_CASE("sharded_moe: overlap dispatches and combines expert by expert behind 
 }
 
 TEST_CASE("sharded_moe: a split the topology, the experts or the tokens cannot take says why") {
-  const space s = example("trn2_chip", small);
-  const measurement m = evaluate(s, with(s, R"({"ep": 16})"));
-  CHECK(m.status == status::compile_error);
-  CHECK(m.message == "ep = 16 exceeds the 8 ranks of target 'trn2_chip'");
+  check_compile_error(example("trn2_chip", small), R"({"ep": 16})",
+                      "ep = 16 exceeds the 8 ranks of target 'trn2_chip'");
   // ep = 8 of `tokens` tokens routed to `experts` experts: the compile error's message
   const auto eight = [](int tokens, int experts) {
     parse_options options;

@@ -3,6 +3,7 @@
 // re-measured by verify(), tokens counted per source and weighed as cost, a
 // token budget, and partial configs completed with defaults.
 #include "core/space_fixtures.hpp"
+#include "study/in_order.hpp"
 #include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
@@ -28,19 +29,6 @@ space line_space() {
   return space(def);
 }
 
-class first_unknown final : public strategy {
- public:
-  std::string name() const override { return "first_unknown"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    std::vector<config> out;
-    for (std::uint64_t r = 0; r < ctx.space().count() && out.size() < n; ++r)
-      if (auto c = ctx.space().at(r); !ctx.known(ctx.space().key(c))) out.push_back(c);
-    return out;
-  }
-  void observe(const trial&) override {}
-};
-
 /// objective = a + b seconds; costs 1 s to evaluate.
 class sum_backend final : public backend {
  public:
@@ -54,8 +42,8 @@ class sum_backend final : public backend {
 };
 
 study make(study::options o = {}, std::shared_ptr<sqlite_store> db = nullptr) {
-  return study(line_space(), std::make_shared<sum_backend>(), std::make_unique<first_unknown>(), o,
-               std::move(db));
+  return study(line_space(), std::make_shared<sum_backend>(),
+               std::make_unique<in_order>("first_unknown"), o, std::move(db));
 }
 
 }  // namespace

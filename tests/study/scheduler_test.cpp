@@ -3,6 +3,7 @@
 // gain left is negligible; with cost_rule gittins, by the Pandora's-box
 // Gittins index, whose solver is tested here too.
 #include "core/space_fixtures.hpp"
+#include "study/in_order.hpp"
 #include "temp_folder.hpp"
 
 #include <tessel/storage.hpp>
@@ -30,20 +31,6 @@ space line_space() {
   def.parameters.push_back(param("x", integers(xs)));
   return space(def);
 }
-
-/// Proposes in rank order, skipping known configs.
-class in_order final : public strategy {
- public:
-  std::string name() const override { return "in_order"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    std::vector<config> out;
-    for (std::uint64_t r = 0; r < ctx.space().count() && out.size() < n; ++r)
-      if (auto c = ctx.space().at(r); !ctx.known(ctx.space().key(c))) out.push_back(c);
-    return out;
-  }
-  void observe(const trial&) override {}
-};
 
 /// Believes larger x gains more: gain = x; ready after `warmup` observations.
 class believes_large final : public surrogate {

@@ -4,6 +4,7 @@
 // operations one process drives refused.
 #include "core/space_fixtures.hpp"
 #include "storage/pg_cluster.hpp"
+#include "study/in_order.hpp"
 
 #include <tessel/error.hpp>
 #include <tessel/storage.hpp>
@@ -34,23 +35,9 @@ space grid() {
   return space(def);
 }
 
-/// Proposes the configs no one has proposed yet, in rank order: every
-/// process proposes the same ones, so only reading the whole history first
-/// keeps them from being evaluated twice.
-class in_order final : public strategy {
- public:
-  std::string name() const override { return "in_order"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    std::vector<config> out;
-    for (std::uint64_t r = 0; r < ctx.space().count() && out.size() < n; ++r) {
-      auto c = ctx.space().at(r);
-      if (!ctx.known(ctx.space().key(c))) out.push_back(c);
-    }
-    return out;
-  }
-  void observe(const trial&) override {}
-};
+// in_order (study/in_order.hpp) proposes the configs no one has proposed
+// yet, in rank order: every process proposes the same ones, so only reading
+// the whole history first keeps them from being evaluated twice.
 
 class bowl final : public backend {
  public:

@@ -2,6 +2,7 @@
 // depend on the core alone: ask/tell, dedupe, baseline, errors, parallel
 // merge order, exceptions, and resume from the study file.
 #include "core/space_fixtures.hpp"
+#include "study/in_order.hpp"
 #include "temp_folder.hpp"
 
 #include <tessel/error.hpp>
@@ -30,25 +31,6 @@ space small_space() {
   require(def, op(expr_op::less_equal, ref(def, "a"), ref(def, "b")), "a <= b");
   return space(def);
 }
-
-/// Proposes configs in rank order (skipping known ones): deterministic.
-class in_order final : public strategy {
- public:
-  std::string name() const override { return "in_order"; }
-  void start(const space&, std::uint64_t) override {}
-  std::vector<config> propose(std::size_t n, const search_context& ctx) override {
-    std::vector<config> out;
-    for (std::uint64_t r = 0; r < ctx.space().count() && out.size() < n; ++r) {
-      auto c = ctx.space().at(r);
-      if (!ctx.known(ctx.space().key(c))) out.push_back(c);
-    }
-    for (std::size_t i = 0; i < out.size(); ++i) told_when_proposed.push_back(observed.size());
-    return out;
-  }
-  void observe(const trial& t) override { observed.push_back(t.id); }
-  std::vector<std::uint64_t> observed;
-  std::vector<std::size_t> told_when_proposed;  ///< results known at each proposal
-};
 
 /// in_order that records the evaluation budget each propose() saw.
 class budget_spy final : public strategy {

@@ -139,6 +139,18 @@ struct sbuf_part {
       total, context, cap, total - cap);
 }
 
+/// A fused workload's first suggestion when its bottleneck `b` is DMA
+/// transfers that spend over a quarter of it issuing: more queues (the
+/// `dma_queues` knob) issue the transfers of `b`'s operand in parallel.
+inline void suggest_queues_for_issue(const bottleneck& b, const knob_reader& v,
+                                     std::vector<std::string>& out) {
+  if (b.phase.rfind("dma", 0) == 0 && b.issue_share > 0.25 * b.share)
+    out.push_back(fmt::format(
+        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
+        "issue them in parallel",
+        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+}
+
 /// Instruction builders over one program, with its table of labels: a
 /// builder's `tag` is an index into the texts given to tags(). An elementwise
 /// instruction reads PSUM (flag_reads_psum) exactly when its `src` is a PSUM
@@ -226,6 +238,53 @@ class builder {
   instruction_id last_matmul_ = program::none;
 };
 
+/// The slots of one operand, used in turn: who read each slot last (the
+/// WAR dependency of the next write into it).
+struct slot_ring {
+  int count = 1, slot = 0;
+  std::int64_t serial = 0;
+  std::vector<instruction_id> reader;
+
+  void init(int n) {
+    count = n;
+    reader.assign(static_cast<std::size_t>(n), program::none);
+  }
+  /// Moves to the next slot; returns the WAR dependency of writing it.
+  instruction_id next() {
+    slot = static_cast<int>(serial++ % count);
+    return reader[static_cast<std::size_t>(slot)];
+  }
+  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
+};
+
+/// The block slots of an operand loaded `pieces` pieces (contraction slabs)
+/// to a slot: who loaded each piece (RAW) and who read the slot last (WAR).
+struct piece_slots : slot_ring {
+  std::int64_t pieces = 1;
+  std::vector<instruction_id> load;
+  std::vector<std::uint8_t> consumed;
+
+  void init(int slot_count, std::int64_t piece_count) {
+    slot_ring::init(slot_count);
+    pieces = piece_count;
+    load.assign(static_cast<std::size_t>(count * pieces), program::none);
+    consumed.assign(load.size(), 1);
+  }
+  /// `id` loaded `piece` of the current slot.
+  void fill(std::int64_t piece, instruction_id id) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    load[i] = id;
+    consumed[i] = 0;
+  }
+  /// Adds the load of `piece` to `deps` unless TensorE already waited on it.
+  void need(std::int64_t piece, std::vector<instruction_id>& deps) {
+    const auto i = static_cast<std::size_t>(slot * pieces + piece);
+    if (consumed[i]) return;
+    deps.push_back(load[i]);
+    consumed[i] = 1;
+  }
+};
+
 /// DMA queues for `streams` independent streams, `per_stream` queues each:
 /// stream s rotates over its own queues.
 class queues {
@@ -241,6 +300,24 @@ class queues {
  private:
   int per_;
   std::vector<std::int64_t> count_;
+};
+
+/// What a fused workload's lowerer starts from: its plan `pl_` (of a Plan
+/// with its params as `p`) and those params `p_`, the machine, the program it
+/// writes, the instruction builder over that program and the DMA queues
+/// (`streams` streams of `per_stream` queues each).
+template <class Plan>
+class lowering {
+ protected:
+  lowering(const Plan& pl, const machine& m, program& out, int streams, int per_stream)
+      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(streams, per_stream) {}
+
+  const Plan& pl_;
+  const decltype(Plan::p)& p_;
+  const machine& m_;
+  program& out_;
+  builder b_;
+  queues q_;
 };
 
 }  // namespace tessel::sim::emit

@@ -125,38 +125,15 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-/// One operand's block slots: who loaded each contraction slab and who read
-/// the slot last (RAW and WAR dependencies).
-struct operand {
-  std::int64_t slabs = 1;
-  int slots = 1, slot = 0;
-  std::int64_t block = -1, serial = 0;
-  std::vector<instruction_id> load, reader;
-  std::vector<std::uint8_t> consumed;
-
-  void init(int slot_count, std::int64_t slab_count) {
-    slots = slot_count;
-    slabs = slab_count;
-    load.assign(static_cast<std::size_t>(slots * slabs), program::none);
-    consumed.assign(load.size(), 1);
-    reader.assign(static_cast<std::size_t>(slots), program::none);
-  }
-  [[nodiscard]] std::size_t at(std::int64_t slab) const {
-    return static_cast<std::size_t>(slot * slabs + slab);
-  }
-  /// Adds the load of `slab` to `deps` unless TensorE already waited on it.
-  void need(std::int64_t slab, std::vector<instruction_id>& deps) {
-    const auto i = at(slab);
-    if (consumed[i]) return;
-    deps.push_back(load[i]);
-    consumed[i] = 1;
-  }
+/// One operand's block slots (emit::piece_slots over its contraction
+/// slabs) and the block its current slot holds.
+struct operand : emit::piece_slots {
+  std::int64_t block = -1;
 };
 
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(3, pl.p.queues) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 3, pl.p.queues) {}
 
   void run() {
     setup();
@@ -230,16 +207,14 @@ class lowerer {
   void place(operand& x, int stream, std::int64_t block, std::int64_t cols) {
     if (x.block == block) return;
     x.block = block;
-    x.slot = static_cast<int>(x.serial++ % x.slots);
+    const auto war = x.next();
     const std::int64_t b = dtype_bytes(p_.type);
-    const auto war = x.reader[static_cast<std::size_t>(x.slot)];
     for (std::int64_t k = 0; k < pl_.slabs; ++k) {
       const std::int64_t rows = std::min(p_.mm_k, p_.d_model - k * p_.mm_k);
       const auto id =
           b_.dma(q_.next(stream), stream == 0 ? hbm_x_ : hbm_w_, stream == 0 ? sb_x_ : sb_w_, rows,
                  cols * b, stream == 0 ? t_x : t_w, {war});
-      x.load[x.at(k)] = id;
-      x.consumed[x.at(k)] = 0;
+      x.fill(k, id);
     }
   }
 
@@ -274,8 +249,8 @@ class lowerer {
       }
       epilogue(ti, vi, s, rows, cols, last, bank0);
     }
-    x_.reader[static_cast<std::size_t>(x_.slot)] = last;
-    w_.reader[static_cast<std::size_t>(w_.slot)] = last;
+    x_.read_by(last);
+    w_.read_by(last);
   }
 
   /// The online log-sum-exp step of one row tile over one chunk of logits,
@@ -320,12 +295,6 @@ class lowerer {
     state_[row_tile] = b_.dma(q_.next(2), sb_state_, hbm_loss_, rows, 4, t_store, {loss});
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_labels_ = 0, hbm_loss_ = 0, sb_x_ = 0, sb_w_ = 0,
             sb_scratch_ = 0, sb_state_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
@@ -632,11 +601,7 @@ std::vector<std::string> cross_entropy::suggest(const bottleneck& b, const space
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
   const auto chunk = std::max<std::int64_t>(1, v.integer("vocab_chunk"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
-  if (dma && b.issue_share > 0.25 * b.share)
-    out.push_back(fmt::format(
-        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
-        "issue them in parallel",
-        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+  emit::suggest_queues_for_issue(b, v, out);
   if (dma && b.tag == "load W") {
     out.push_back(fmt::format(
         "raise token_tile (now {}): W is read from HBM once per token tile ({} times now)", tile,

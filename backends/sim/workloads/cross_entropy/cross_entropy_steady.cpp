@@ -35,15 +35,9 @@ using work = steady::stretch;
 /// The lowering's DMA streams: x tiles, W chunks, labels and losses.
 enum stream : std::size_t { s_x, s_w, s_rows };
 
-class model {
+class model : steady::closed_model<plan> {
  public:
-  model(const plan& pl, const machine& m)
-      : pl_(pl),
-        p_(pl.p),
-        m_(m),
-        b_(dtype_bytes(pl.p.type)),
-        parts_(m.partitions),
-        c_(m, pl.p.type, std::clamp(pl.p.queues, 1, dma_queue_count / 3)) {}
+  model(const plan& pl, const machine& m) : closed_model(pl, m, 3) {}
 
   steady_estimate run() {
     const cut tiles = split(p_.tokens, p_.token_tile), chunks = split(p_.vocab, p_.vocab_chunk);
@@ -236,11 +230,6 @@ class model {
            c_.transfer_ns(rows, 4, 0, true) + m_.dma_fixed_latency_ns;
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  std::int64_t b_, parts_;
-  steady::counter c_;
   double fill_ = 0, cold_ = 0;  ///< the first blocks' wait; the first burst's ramp
 };
 

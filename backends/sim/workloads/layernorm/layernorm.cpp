@@ -55,10 +55,7 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
 
   [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
                                   rows::layernorm_choices& choice) const override {
-    spec.name = "layernorm";
-    spec.rows = v.integer("rows");
-    spec.cols = v.integer("hidden");
-    if (auto e = rows::read_common(v, spec); !e.empty()) return e;
+    if (auto e = rows::read_common(v, "layernorm", "rows", "hidden", spec); !e.empty()) return e;
     choice.stats = emit::read_engine(v, "stats_engine");
     choice.scale = emit::read_engine(v, "scale_engine");
     spec.broadcasts = 2;  // gamma and beta
@@ -100,9 +97,7 @@ class layernorm final : public rows::pipeline_workload<rows::layernorm_choices> 
     auto beta = op_on(vector_engine, op::tensor_tensor, "beta");
     beta.uses_broadcast = beta.to_staging = true;
     apply.ops.push_back(beta);
-    auto store = op_on(vector_engine, op::dma, "store y");
-    store.store = true;
-    apply.ops.push_back(store);
+    apply.ops.push_back(rows::store_op("store y"));
     spec.scale = rows::steps_of(std::move(apply));
     return "";
   }

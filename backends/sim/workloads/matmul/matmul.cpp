@@ -201,20 +201,28 @@ class lowerer {
   }
 
   void load_a(std::int64_t im, std::int64_t ik) {
-    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik), parts = m_.partitions,
-                       in_b = dtype_bytes(p_.in);
-    const auto slabs = static_cast<int>(ceil_div(kb, parts));
+    const std::int64_t mb = size(dim_m, im), kb = size(dim_k, ik);
     if (p_.a_mk) return load_a_transposed(mb, kb);
-    const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(mb, p_.mm_m));
-    // tile column outer, slab inner: the tutorial's `for bm: for k: load`
+    load_slabs(a_, 0, hbm_a_, sb_a_, tag_load_a_, mb, kb, p_.mm_m, pl_.tm);
+  }
+
+  /// A block of `x` (stream 0: A given as lhsT [K, M], 1: B) `width` wide
+  /// and `kb` deep, loaded in 128-row K slabs of instruction tiles `mm` wide
+  /// (`tiles` to a full block), or of the whole width when coalesced: tile
+  /// column outer, slab inner (the tutorial's `for bm: for k: load`).
+  void load_slabs(operand& x, int stream, buffer_id hbm, buffer_id sb, std::uint16_t tag,
+                  std::int64_t width, std::int64_t kb, std::int64_t mm, int tiles) {
+    const std::int64_t parts = m_.partitions, in_b = dtype_bytes(p_.in);
+    const auto slabs = static_cast<int>(ceil_div(kb, parts));
+    const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(width, mm));
     for (int w = 0; w < widths; ++w)
       for (int s = 0; s < slabs; ++s) {
-        const std::int64_t cols = p_.coalesce ? mb : std::min(p_.mm_m, mb - w * p_.mm_m);
-        const int piece = s * (p_.coalesce ? 1 : pl_.tm) + w;
-        const auto id = out_.add(
-            dma(queue(0), hbm_a_, sb_a_, std::min(parts, kb - s * parts), cols * in_b, tag_load_a_),
-            {a_.reader[a_.at(piece)]});
-        fill(a_, piece, id);
+        const std::int64_t cols = p_.coalesce ? width : std::min(mm, width - w * mm);
+        const int piece = s * (p_.coalesce ? 1 : tiles) + w;
+        const auto id =
+            out_.add(dma(queue(stream), hbm, sb, std::min(parts, kb - s * parts), cols * in_b, tag),
+                     {x.reader[x.at(piece)]});
+        fill(x, piece, id);
       }
   }
 
@@ -257,19 +265,8 @@ class lowerer {
   }
 
   void load_b(std::int64_t ik, std::int64_t in) {
-    const std::int64_t nb = size(dim_n, in), kb = size(dim_k, ik), parts = m_.partitions,
-                       in_b = dtype_bytes(p_.in);
-    const auto slabs = static_cast<int>(ceil_div(kb, parts));
-    const int widths = p_.coalesce ? 1 : static_cast<int>(ceil_div(nb, p_.mm_n));
-    for (int w = 0; w < widths; ++w)
-      for (int s = 0; s < slabs; ++s) {
-        const std::int64_t cols = p_.coalesce ? nb : std::min(p_.mm_n, nb - w * p_.mm_n);
-        const int piece = s * (p_.coalesce ? 1 : pl_.tn) + w;
-        const auto id = out_.add(
-            dma(queue(1), hbm_b_, sb_b_, std::min(parts, kb - s * parts), cols * in_b, tag_load_b_),
-            {b_.reader[b_.at(piece)]});
-        fill(b_, piece, id);
-      }
+    load_slabs(b_, 1, hbm_b_, sb_b_, tag_load_b_, size(dim_n, in), size(dim_k, ik), p_.mm_n,
+               pl_.tn);
   }
 
   // --- compute ---------------------------------------------------------------------------------

@@ -88,26 +88,9 @@ std::string read(const knob_reader& v, const machine& m, params& p) {
   return "";
 }
 
-/// Slots of one operand: who wrote each piece of a slot, who read it last.
-struct slots {
-  int count = 1, slot = 0;
-  std::int64_t serial = 0;
-  std::vector<instruction_id> reader;
-  void init(int n) {
-    count = n;
-    reader.assign(static_cast<std::size_t>(n), program::none);
-  }
-  instruction_id next() {
-    slot = static_cast<int>(serial++ % count);
-    return reader[static_cast<std::size_t>(slot)];
-  }
-  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
-};
-
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(4, pl.p.queues) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 4, pl.p.queues) {}
 
   void run() {
     setup();
@@ -332,16 +315,10 @@ class lowerer {
     }
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_route_ = 0, hbm_part_ = 0, hbm_y_ = 0, sb_x_ = 0,
             sb_raw_ = 0, sb_w_ = 0, sb_stage_ = 0, sb_comb_ = 0, sb_part_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  slots x_, route_, raw_, w_, stage_, comb_;
+  emit::slot_ring x_, route_, raw_, w_, stage_, comb_;
   std::vector<instruction_id> bank_reader_, scatters_;
   std::uint64_t transposes_ = 0, sets_ = 0;
   instruction_id weights_ = program::none;  ///< the current sub-tile's router weights

@@ -93,10 +93,9 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(2, 1) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 2, 1) {}
 
   void run() {
     setup();
@@ -354,12 +353,6 @@ class lowerer {
     }
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_g_ = 0, hbm_x_ = 0, sb_x_ = 0, sb_xt_ = 0, sb_a_ = 0, sb_b_ = 0, sb_sums_ = 0,
             psum_ = 0;
   std::vector<instruction_id> bank_reader_, x_piece_, xt_ready_, a_ready_, b_ready_, deps_;

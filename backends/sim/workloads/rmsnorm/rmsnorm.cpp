@@ -67,10 +67,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
 
   [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
                                   rows::rmsnorm_choices& choice) const override {
-    spec.name = "rmsnorm";
-    spec.rows = v.integer("rows");
-    spec.cols = v.integer("hidden");
-    if (auto e = rows::read_common(v, spec); !e.empty()) return e;
+    if (auto e = rows::read_common(v, "rmsnorm", "rows", "hidden", spec); !e.empty()) return e;
     choice.residual = v.flag("residual");
     choice.fuse_weight = v.flag("fuse_weight");
     choice.add = emit::read_engine(v, "add_engine");
@@ -87,10 +84,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
     rows::row_step sums;  // per chunk and row group
     if (choice.residual) {
       sums.ops.push_back(op_on(choice.add, op::tensor_tensor, "residual add"));
-      rows::row_op store = op_on(vector_engine, op::dma, "store h");
-      store.store = true;
-      store.output = 1;
-      sums.ops.push_back(store);
+      sums.ops.push_back(rows::store_op("store h", 1));
     }
     if (choice.square == scalar_engine) {  // square with the activation's accumulate: one pass
       sums.ops.push_back(op_on(scalar_engine, op::activation, "square-sum"));
@@ -121,9 +115,7 @@ class rmsnorm final : public rows::pipeline_workload<rows::rmsnorm_choices> {
       weight.to_staging = weight.uses_broadcast = true;
       apply.ops.push_back(weight);
     }
-    rows::row_op store = op_on(vector_engine, op::dma, "store y");
-    store.store = true;
-    apply.ops.push_back(store);
+    apply.ops.push_back(rows::store_op("store y"));
     spec.scale = rows::steps_of(std::move(apply));
     return "";
   }

@@ -340,7 +340,11 @@ std::string lower(const pipeline_spec& spec, const machine& m, program& out) {
   return "";
 }
 
-std::string read_common(const knob_reader& v, pipeline_spec& spec) {
+std::string read_common(const knob_reader& v, std::string name, std::string_view rows_name,
+                        std::string_view cols_name, pipeline_spec& spec) {
+  spec.name = std::move(name);
+  spec.rows = v.integer(rows_name);
+  spec.cols = v.integer(cols_name);
   std::string type = v.symbol("dtype", "");
   if (type.empty()) {
     const auto b = v.integer("bytes");

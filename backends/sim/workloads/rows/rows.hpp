@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessel::sim {
@@ -52,6 +53,15 @@ struct row_op {
   o.engine = e;
   o.kind = kind;
   o.tag = std::move(tag);
+  return o;
+}
+
+/// The store of a chunk's current value to HBM output `output` (0: the
+/// first), labelled `tag` ("store y").
+[[nodiscard]] inline row_op store_op(std::string tag, int output = 0) {
+  row_op o = op_on(vector_engine, op::dma, std::move(tag));
+  o.store = true;
+  o.output = output;
   return o;
 }
 
@@ -119,9 +129,13 @@ struct tiling {
 /// (rows_steady.cpp; docs/simulator.md, "Speed").
 [[nodiscard]] steady_estimate estimate_steady(const pipeline_spec& spec, const machine& m);
 
-/// Reads the shared names (rows_per_tile, cols_per_step, bufs, stages,
-/// dma_queues, dtype/bytes) into `spec`; returns "" or an error.
-[[nodiscard]] std::string read_common(const knob_reader& v, pipeline_spec& spec);
+/// Names `spec` `name` and reads its shape (the constants `rows_name` and
+/// `cols_name`, as knobs_with() declared them) and the shared names
+/// (rows_per_tile, cols_per_step, bufs, stages, dma_queues, dtype/bytes)
+/// into it; returns "" or an error.
+[[nodiscard]] std::string read_common(const knob_reader& v, std::string name,
+                                      std::string_view rows_name, std::string_view cols_name,
+                                      pipeline_spec& spec);
 
 /// The shared knobs, then `own`: a row workload's knob table.
 [[nodiscard]] std::vector<knob> knobs_with(const std::string& rows_name,

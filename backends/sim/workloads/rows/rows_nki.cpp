@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessel::sim::rows {
@@ -32,8 +34,14 @@ class pipeline_writer {
   pipeline_writer(const pipeline_spec& spec, const nki::context& ctx)
       : s_(spec), t_(tiling_of(spec)), ctx_(ctx) {}
 
-  void constants(nki::kernel_file& f, const std::string& rows_name,
-                 const std::string& cols_name) const {
+  /// Starts kernel file `f` of `workload` (what it computes: `summary`): its
+  /// DMA queues and the pipeline's constants, the shape's named `rows_name`
+  /// and `cols_name` as the space names them.
+  void begin(nki::kernel_file& f, std::string workload, std::string summary,
+             const std::string& rows_name, const std::string& cols_name) const {
+    f.workload = std::move(workload);
+    f.summary = std::move(summary);
+    f.note_dma_queues(s_.queues);
     auto add = [&](std::string n, auto v, std::string meaning) {
       f.constants.push_back({std::move(n), fmt::format("{}", v), std::move(meaning)});
     };
@@ -112,6 +120,38 @@ class pipeline_writer {
     w.line("stages += 1");
   }
 
+  /// Opens stage function `name` (its docstring `doc`) through its loop over
+  /// the chunks.
+  static void open_stage(nki::writer& w, std::string_view name, std::string_view doc) {
+    w.open("def {}(t):", name);
+    w.line("\"\"\"{}\"\"\"", doc);
+    tile_lines(w);
+    w.open("for c in nl.affine_range(CHUNKS):");
+  }
+
+  /// Opens the scale stage (its docstring `doc`) through its loop over the
+  /// row groups of a chunk, with the chunk's output staging slot.
+  static void open_scale(nki::writer& w, std::string_view doc) {
+    open_stage(w, "scale", doc);
+    chunk_lines(w);
+    stage_slot(w);
+    w.open("for g in nl.affine_range(G):");
+  }
+
+  /// Closes the scale stage opened by open_scale() with the store of the
+  /// chunk's staged y, writes the driver and `return <returns>`, and sets
+  /// f.kernel to the kernel's text.
+  void finish(nki::writer& w, nki::kernel_file& f, std::string_view returns) const {
+    w.close();
+    w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
+    w.close(2);
+    w.line();
+    driver(w);
+    w.line("return {}", returns);
+    w.close();
+    f.kernel = w.text();
+  }
+
   /// The software pipeline over the tiles.
   void driver(nki::writer& w) const {
     const bool drop = ctx_.injected == nki::fault::drop_tail;
@@ -154,11 +194,10 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
                         const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "rmsnorm";
-  f.summary = choice.residual ? "h = x + residual; y = h / sqrt(mean(h^2) + eps) * w, row by row"
-                              : "y = x / sqrt(mean(x^2) + eps) * w, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "hidden");
+  pw.begin(f, "rmsnorm",
+           choice.residual ? "h = x + residual; y = h / sqrt(mean(h^2) + eps) * w, row by row"
+                           : "y = x / sqrt(mean(x^2) + eps) * w, row by row",
+           "rows", "hidden");
   f.constants.push_back({"EPS", nki::py_float(rms_epsilon), "epsilon"});
   f.constants.push_back({"ADD_ENGINE", nki::engine(choice.add), "residual add (add_engine)"});
   f.constants.push_back({"SQUARE_ENGINE", nki::engine(choice.square), "squares (square_engine)"});
@@ -196,11 +235,10 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   pw.load(w, choice.residual ? std::vector<std::string>{"x", "residual"}
                              : std::vector<std::string>{"x"});
 
-  w.open("def reduce(t):");
-  w.line("\"\"\"{}the sum of squares per chunk and row (fp32), then rstd per row.\"\"\"",
-         choice.residual ? "h = x + residual (stored), " : "");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      fmt::format("{}the sum of squares per chunk and row (fp32), then rstd per row.",
+                  choice.residual ? "h = x + residual (stored), " : ""));
   pipeline_writer::chunk_lines(w);
   if (choice.residual) {
     w.open("for g in nl.affine_range(G):");
@@ -232,13 +270,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = h * rstd * w, chunk by chunk, through the output staging.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = h * rstd * w, chunk by chunk, through the output staging.");
   w.line("xs, out, r = x_sb[0:n, s, g, c0:c1], y_stage[0:n, slot, g, 0:cw], rstd[0:n, s, g:g + 1]");
   if (choice.fuse_weight) {
     w.line("# fuse_weight: (h * rstd) * w in one VectorE pass");
@@ -258,14 +290,7 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
         "nisa.tensor_tensor(dst=out, data1=sc, data2=w_sb[0:n, c0:c1], op=nl.multiply, "
         "engine=nisa.engine.vector)");
   }
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return {}", choice.residual ? "y, h" : "y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, choice.residual ? "y, h" : "y");
   f.reference = fmt::format(
       "def reference(x, {0}w):\n"
       "    \"\"\"The outputs in float64, from the same inputs.\"\"\"\n"
@@ -282,10 +307,7 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
                         const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "softmax";
-  f.summary = "y = exp(x - rowmax) / rowsum, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "cols");
+  pw.begin(f, "softmax", "y = exp(x - rowmax) / rowsum, row by row", "rows", "cols");
   f.constants.push_back(
       {"SCALE_ENGINE", nki::engine(choice.scale), "multiplies by 1/sum (scale_engine)"});
   const std::string dt = nki::dtype_name(spec.type);
@@ -307,12 +329,9 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.line();
   pw.load(w, {"x"});
 
-  w.open("def reduce(t):");
-  w.line(
-      "\"\"\"Row max per chunk, -max per row, exp in place with the row sums (fp32), "
-      "1/sum.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      "Row max per chunk, -max per row, exp in place with the row sums (fp32), 1/sum.");
   w.line("c0, c1 = c * CPS, min(COLS, (c + 1) * CPS)");
   w.open("for g in nl.affine_range(G):");
   w.line(
@@ -339,27 +358,14 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = exp * (1/sum), chunk by chunk, through the output staging.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = exp * (1/sum), chunk by chunk, through the output staging.");
   w.line("xs, out, r = x_sb[0:n, s, g, c0:c1], y_stage[0:n, slot, g, 0:cw], stat[0:n, s, g:g + 1]");
   if (choice.scale == scalar_engine)
     w.line("nisa.activation(dst=out, op=nl.copy, data=xs, scale=r)");
   else
     w.line(
         "nisa.tensor_scalar(dst=out, data=xs, op0=nl.multiply, operand0=r, engine=SCALE_ENGINE)");
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, "y");
   f.reference =
       "def reference(x):\n"
       "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
@@ -373,10 +379,8 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
                           const nki::context& ctx, std::string& out) {
   pipeline_writer pw(spec, ctx);
   nki::kernel_file f;
-  f.workload = "layernorm";
-  f.summary = "y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row";
-  f.note_dma_queues(spec.queues);
-  pw.constants(f, "rows", "hidden");
+  pw.begin(f, "layernorm", "y = (x - mean) / sqrt(var + eps) * gamma + beta, row by row", "rows",
+           "hidden");
   f.constants.push_back({"EPS", "1e-05", "epsilon"});
   const std::string dt = nki::dtype_name(spec.type);
   f.signature = fmt::format(
@@ -408,12 +412,9 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line();
   pw.load(w, {"x"});
 
-  w.open("def reduce(t):");
-  w.line(
-      "\"\"\"Row sums and sums of squares per chunk (fp32), then rstd and -mean * rstd per "
-      "row.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
+  pipeline_writer::open_stage(
+      w, "reduce",
+      "Row sums and sums of squares per chunk (fp32), then rstd and -mean * rstd per row.");
   pipeline_writer::chunk_lines(w);
   w.open("for g in nl.affine_range(G):");
   w.line("xs, sc = x_sb[0:n, s, g, c0:c1], scratch[0:n, g % 2, 0:cw]");
@@ -461,13 +462,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.close();
   w.line();
 
-  w.open("def scale(t):");
-  w.line("\"\"\"y = (x * rstd - mean * rstd) * gamma + beta, chunk by chunk.\"\"\"");
-  pipeline_writer::tile_lines(w);
-  w.open("for c in nl.affine_range(CHUNKS):");
-  pipeline_writer::chunk_lines(w);
-  pipeline_writer::stage_slot(w);
-  w.open("for g in nl.affine_range(G):");
+  pipeline_writer::open_scale(w, "y = (x * rstd - mean * rstd) * gamma + beta, chunk by chunk.");
   w.line("xs, xn = x_sb[0:n, s, g, c0:c1], normalized[0:n, g % 2, 0:cw]");
   w.line("r, b = rstd[0:n, s, g:g + 1], bias[0:n, s, g:g + 1]");
   if (choice.scale == scalar_engine)
@@ -483,14 +478,7 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line(
       "nisa.tensor_tensor(dst=y_stage[0:n, slot, g, 0:cw], data1=xn, data2=beta_sb[0:n, c0:c1], "
       "op=nl.add,\n                   engine=nisa.engine.vector)");
-  w.close();
-  w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
-  w.close(2);
-  w.line();
-  pw.driver(w);
-  w.line("return y");
-  w.close();
-  f.kernel = w.text();
+  pw.finish(w, f, "y");
   f.reference =
       "def reference(x, gamma, beta):\n"
       "    \"\"\"y in float64, from the same inputs.\"\"\"\n"

@@ -54,10 +54,7 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
 
   [[nodiscard]] std::string build(const knob_reader& v, rows::pipeline_spec& spec,
                                   rows::softmax_choices& choice) const override {
-    spec.name = "softmax";
-    spec.rows = v.integer("rows");
-    spec.cols = v.integer("cols");
-    if (auto e = rows::read_common(v, spec); !e.empty()) return e;
+    if (auto e = rows::read_common(v, "softmax", "rows", "cols", spec); !e.empty()) return e;
     spec.flops_per_element = 4;
     choice.max = emit::read_engine(v, "max_engine");
     choice.scale = emit::read_engine(v, "scale_engine");
@@ -86,9 +83,7 @@ class softmax final : public rows::pipeline_workload<rows::softmax_choices> {
     normalize.perf_mode = choice.scale != scalar_engine;
     normalize.to_staging = true;
     apply.ops.push_back(normalize);
-    rows::row_op store = op_on(vector_engine, op::dma, "store y");
-    store.store = true;
-    apply.ops.push_back(store);
+    apply.ops.push_back(rows::store_op("store y"));
     spec.scale = rows::steps_of(std::move(apply));
     return "";
   }

@@ -145,46 +145,9 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
-/// One operand's block slots: who loaded each piece and who read the slot
-/// last (RAW and WAR dependencies).
-struct operand {
-  std::int64_t pieces = 1;
-  int slots = 1, slot = 0;
-  std::int64_t serial = 0;
-  std::vector<instruction_id> load, reader;
-  std::vector<std::uint8_t> consumed;
-
-  void init(int slot_count, std::int64_t piece_count) {
-    slots = slot_count;
-    pieces = piece_count;
-    load.assign(static_cast<std::size_t>(slots * pieces), program::none);
-    consumed.assign(load.size(), 1);
-    reader.assign(static_cast<std::size_t>(slots), program::none);
-  }
-  /// Moves to the next slot; returns the WAR dependency of its loads.
-  instruction_id next() {
-    slot = static_cast<int>(serial++ % slots);
-    return reader[static_cast<std::size_t>(slot)];
-  }
-  void fill(std::int64_t piece, instruction_id id) {
-    const auto i = static_cast<std::size_t>(slot * pieces + piece);
-    load[i] = id;
-    consumed[i] = 0;
-  }
-  /// Adds the load of `piece` to `deps` unless TensorE already waited on it.
-  void need(std::int64_t piece, std::vector<instruction_id>& deps) {
-    const auto i = static_cast<std::size_t>(slot * pieces + piece);
-    if (consumed[i]) return;
-    deps.push_back(load[i]);
-    consumed[i] = 1;
-  }
-  void read_by(instruction_id id) { reader[static_cast<std::size_t>(slot)] = id; }
-};
-
-class lowerer {
+class lowerer : emit::lowering<plan> {
  public:
-  lowerer(const plan& pl, const machine& m, program& out)
-      : pl_(pl), p_(pl.p), m_(m), out_(out), b_(out), q_(4, pl.p.queues) {}
+  lowerer(const plan& pl, const machine& m, program& out) : lowering(pl, m, out, 4, pl.p.queues) {}
 
   void run() {
     setup();
@@ -457,16 +420,10 @@ class lowerer {
     }
   }
 
-  const plan& pl_;
-  const params& p_;
-  const machine& m_;
-  program& out_;
-  emit::builder b_;
-  emit::queues q_;
   buffer_id hbm_x_ = 0, hbm_w_ = 0, hbm_y_ = 0, sb_x_ = 0, sb_gu_ = 0, sb_h_ = 0, sb_wd_ = 0,
             sb_scratch_ = 0, sb_stage_ = 0, sb_acc_ = 0;
   std::vector<buffer_id> psum_;  ///< one per bank
-  operand x_, gu_, wd_;
+  emit::piece_slots x_, gu_, wd_;
   std::vector<instruction_id> h_write_, h_reader_, bank_reader_, scratch_reader_, stage_store_,
       deps_;
   std::vector<std::uint8_t> h_consumed_;
@@ -592,11 +549,7 @@ std::vector<std::string> swiglu::suggest(const bottleneck& b, const space& s,
   const auto tokens = v.integer("tokens");
   const auto tile = std::max<std::int64_t>(1, v.integer("token_tile"));
   const bool dma = b.phase.rfind("dma", 0) == 0;
-  if (dma && b.issue_share > 0.25 * b.share)
-    out.push_back(fmt::format(
-        "raise dma_queues (now {}): every transfer of {} pays a fixed issue cost, and more queues "
-        "issue them in parallel",
-        v.integer("dma_queues"), b.tag.rfind("load ", 0) == 0 ? b.tag.substr(5) : b.tag));
+  emit::suggest_queues_for_issue(b, v, out);
   if (dma && (b.tag == "load W_gate/W_up" || b.tag == "load W_down")) {
     out.push_back(fmt::format(
         "raise token_tile (now {}): the weights are read from HBM once per token tile ({} times "
