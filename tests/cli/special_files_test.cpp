@@ -143,6 +143,9 @@ TEST_CASE("a FIFO that nothing writes to or reads from is an error at once, neve
   r = limited("report '" + db.string() + "' -o " + quoted);
   CHECK(r.code == 1);
   CHECK(contains(r.err, quoted + " is a pipe that nothing reads from"));
+  r = limited("explain ../../examples/matmul.tsl --config '{\"tile_k\": 128}' --trace " + quoted);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "sim: the trace: " + quoted + " is a pipe that nothing reads from"));
 }
 
 TEST_CASE("a FIFO with something at its other end is read and written as before") {
