@@ -176,13 +176,12 @@ class store_interrupted : public error {
 /// study appends: the file must be writable, and the writer's claim is taken).
 enum class store_access : unsigned char { read, write };
 
-/// open_store(location) for `access`. read: a SQLite file is opened
-/// read-only (it must exist and hold a study; nothing in it or beside it is
-/// changed, and a file in a folder this process may not write is read as
-/// it is). write: a SQLite file must be writable, and so must its folder
-/// (its journal and lock live there), else tessel::error names the file and
-/// the cause before anything is evaluated; then claim_writer(). A PostgreSQL
-/// study is opened as by open_store(location) either way, and claimed for write.
+/// open_store(location) for `access`. read: a SQLite file must exist and
+/// hold a study, and nothing stored in it is changed (sqlite_store below);
+/// a file or folder this process may not write is read as it is. write: a SQLite file must be
+/// writable, and so must its folder (its journal and lock live there), else tessel::error names the
+/// file and the cause before anything is evaluated; then claim_writer(). A PostgreSQL study is
+/// opened as by open_store(location) either way, and claimed for write.
 [[nodiscard]] std::shared_ptr<study_store> open_store(std::string_view location,
                                                       store_access access);
 /// Whether open_store(location) would open a PostgreSQL study.
@@ -197,9 +196,10 @@ class sqlite_store final : public study_store {
   /// with the path and SQLite's message on failure, when the path names no
   /// regular file (a folder, a pipe, a device: check_path, tessel/files.hpp),
   /// or when the file's schema version is newer than this build understands.
-  /// With store_access::read the file is opened read-only (SQLite's
-  /// mode=ro; immutable=1 in a folder this process may not write, when no
-  /// journal is there); every write then throws. With store_access::write
+  /// With store_access::read nothing is written through this store (every
+  /// write throws): a file this process may write is opened with PRAGMA
+  /// query_only; one it may not (the file or its folder) read-only, as
+  /// immutable=1 when no journal is beside it, so nothing is made there. With store_access::write
   /// (the default) a file or folder this process may not write is refused
   /// here, naming the file and the cause.
   explicit sqlite_store(const std::filesystem::path& path,

@@ -99,8 +99,8 @@ open_mode checked_mode(const fs::path& path, store_access access) {
   }
   if (const int err = exists ? may(path, R_OK | W_OK) : 0)
     throw error(fmt::format(
-        "{}: this process may not write it ({}); tune, serve and worker store every trial in "
-        "it: read it with show, export or report, or copy it (tessel copy {} NEW.db) and "
+        "{}: this process may not write it ({}); tune, serve and mcp store every trial in it: "
+        "read it with show, export or report, or copy it (tessel copy {} NEW.db) and "
         "resume the copy",
         where, std::strerror(err), path.string()));
   if (const int err = may(folder, W_OK | X_OK))
