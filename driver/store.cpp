@@ -14,15 +14,6 @@
 
 namespace tessel {
 
-std::shared_ptr<study_store> open_store(const std::string& db, store_access access) {
-  if (db.empty()) throw error("no study file given");
-  if (access == store_access::read && !is_postgres_location(db) && !std::filesystem::exists(db))
-    throw error(fmt::format("no study file '{}'", db));
-  auto store = open_store(std::string_view(db));
-  if (access == store_access::write) store->claim_writer();
-  return store;
-}
-
 stored_study reopen_study(const std::string& db) {
   const auto store = open_store(db, store_access::read);
   auto record = store->study();

@@ -5,10 +5,9 @@
 #include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace tessel {
 
@@ -75,20 +74,11 @@ std::string read_text(const std::filesystem::path& path, const std::string& show
 }  // namespace
 
 std::optional<std::string> read_file_at_most(const std::filesystem::path& path, std::size_t limit) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return std::nullopt;  // ifstream opens one
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string text;
-  char block[1 << 16];
-  while (text.size() <= limit) {
-    in.read(block, static_cast<std::streamsize>(
-                       std::min<std::size_t>(sizeof block, limit + 1 - text.size())));
-    text.append(block, static_cast<std::size_t>(in.gcount()));
-    if (in.bad()) return std::nullopt;
-    if (!in) break;  // the end of the file
+  try {
+    return read_file_at_most_bytes(path, limit);
+  } catch (const error&) {
+    return std::nullopt;
   }
-  return text;
 }
 
 std::string read_text_file(const std::filesystem::path& path, std::size_t limit) {
@@ -98,12 +88,11 @@ std::string read_text_file(const std::filesystem::path& path, std::size_t limit)
   if (!ec && size > limit)  // a regular file: said before reading it
     throw error(shown + " is " + std::to_string(size) + " bytes; at most " + std::to_string(limit) +
                 " are read (docs/limits.md)");
-  auto text = read_file_at_most(path, limit);
-  if (!text) throw error("cannot read " + shown);
-  if (text->size() > limit)  // a device or a pipe, whose size is known only now
+  auto text = read_file_at_most_bytes(path, limit);  // names the path and the cause
+  if (text.size() > limit)  // a device or a pipe, whose size is known only now
     throw error(shown + " holds more than " + std::to_string(limit) +
                 " bytes; at most that many are read (docs/limits.md)");
-  return std::move(*text);
+  return text;
 }
 
 space load_space(const std::filesystem::path& path, parse_options options, std::string_view name) {

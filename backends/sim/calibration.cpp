@@ -7,6 +7,7 @@
 #include "timing.hpp"
 #include "workload.hpp"
 
+#include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
 #include <tessel/fidelity.hpp>
 #include <tessel/target.hpp>
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 namespace tessel::sim {
 namespace {
@@ -26,10 +26,14 @@ using json = nlohmann::json;
 using overrides_t = std::map<std::string, double, std::less<>>;
 
 json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw error(fmt::format("calibration: cannot read '{}'", path.string()));
+  std::string text;
   try {
-    return json::parse(in);
+    text = read_text_file(path);  // bounded; a FIFO nothing writes to is refused (files.hpp)
+  } catch (const error& e) {
+    throw error(fmt::format("calibration: {}", e.what()));
+  }
+  try {
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw error(fmt::format("calibration: '{}' is not JSON: {}", path.string(), e.what()));
   }

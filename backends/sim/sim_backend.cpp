@@ -2,6 +2,7 @@
 // and the model constants, lowers and times configs, and turns the timing
 // into a measurement, an explanation and a trace.
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/sim.hpp>
 #include <tessel/target.hpp>
 
@@ -17,7 +18,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -472,10 +472,11 @@ std::string sim_backend::trace_json(const space& s, const config& c) const {
 void sim_backend::write_trace(const space& s, const config& c,
                               const std::filesystem::path& path) const {
   const std::string json = trace_json(s, c);
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw error(fmt::format("sim: cannot write the trace to '{}'", path.string()));
-  out << json;
-  if (!out) throw error(fmt::format("sim: writing the trace to '{}' failed", path.string()));
+  try {
+    write_file(path, json);  // a FIFO nothing reads from is refused, never waited on
+  } catch (const error& e) {
+    throw error(fmt::format("sim: the trace: {}", e.what()));
+  }
 }
 
 }  // namespace tessel

@@ -186,15 +186,8 @@ struct opened_study {
 /// open_study with the space and backend the spec names.
 [[nodiscard]] opened_study open_study(study_spec spec, open_mode mode);
 
-/// Which use a study file is opened for: read (show, export; any number at
-/// once) or write (one study appends: the writer's claim is taken).
-enum class store_access : unsigned char { read, write };
-
-/// The study store `db` names: a SQLite file ("PATH", "sqlite:PATH") or a
-/// PostgreSQL study ("postgresql://...", docs/distributed.md). Throws
-/// tessel::error when it cannot be opened, or with store_access::read when
-/// a file does not exist.
-[[nodiscard]] std::shared_ptr<study_store> open_store(const std::string& db, store_access access);
+// open_store(db, store_access) (tessel/storage.hpp) opens the study store
+// `db` names for reading (show, export) or writing (one study appends).
 
 /// A study read back from its file: its record, the spec it was made with,
 /// its space rebuilt from the stored source with the spec's target and

@@ -41,14 +41,17 @@ inline constexpr std::size_t max_copied_source_bytes = std::size_t{256} << 20;
 /// `limit` + 1 of them, so a device or a pipe that never ends (/dev/zero)
 /// costs at most that: a result longer than `limit` means the file holds more,
 /// and the caller refuses it. std::nullopt when it cannot be opened or read
-/// (a folder, no permission).
+/// (a folder, no permission, a FIFO that nothing writes to: never waits);
+/// read_file_at_most_bytes (tessel/files.hpp) says why.
 [[nodiscard]] std::optional<std::string> read_file_at_most(const std::filesystem::path& path,
                                                            std::size_t limit);
 /// The text of the file at `path`, refused past `limit` bytes (a regular
 /// file by its size, before it is read; a device or a pipe after limit + 1
 /// bytes, read_file_at_most). Throws tessel::error naming the path and the
 /// limit, "'PATH' holds more than LIMIT bytes; at most that many are read
-/// (docs/limits.md)", or "cannot read 'PATH'"; a caller adds its context
+/// (docs/limits.md)", or why it cannot be read (check_path in
+/// tessel/files.hpp: a folder, a FIFO that nothing writes to, the OS's
+/// message); a caller adds its context
 /// (the option or the diagnostic that names the file).
 [[nodiscard]] std::string read_text_file(const std::filesystem::path& path,
                                          std::size_t limit = max_source_bytes);

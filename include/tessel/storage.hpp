@@ -170,6 +170,20 @@ class store_interrupted : public error {
 /// query parameter naming the PostgreSQL schema that holds the study;
 /// default `tessel`). Throws tessel::error naming the location and why.
 [[nodiscard]] std::shared_ptr<study_store> open_store(std::string_view location);
+
+/// Which use a study store is opened for: read (show, export, report; any
+/// number at once, and a file this process may not write) or write (one
+/// study appends: the file must be writable, and the writer's claim is taken).
+enum class store_access : unsigned char { read, write };
+
+/// open_store(location) for `access`. read: a SQLite file must exist and
+/// hold a study, and nothing stored in it is changed (sqlite_store below);
+/// a file or folder this process may not write is read as it is. write: a SQLite file must be
+/// writable, and so must its folder (its journal and lock live there), else tessel::error names the
+/// file and the cause before anything is evaluated; then claim_writer(). A PostgreSQL study is
+/// opened as by open_store(location) either way, and claimed for write.
+[[nodiscard]] std::shared_ptr<study_store> open_store(std::string_view location,
+                                                      store_access access);
 /// Whether open_store(location) would open a PostgreSQL study.
 [[nodiscard]] bool is_postgres_location(std::string_view location) noexcept;
 
@@ -179,9 +193,17 @@ class store_interrupted : public error {
 class sqlite_store final : public study_store {
  public:
   /// Opens (creating if needed) the study file at `path`. Throws tessel::error
-  /// with the path and SQLite's message on failure, or when the file's
-  /// schema version is newer than this build understands.
-  explicit sqlite_store(const std::filesystem::path& path);
+  /// with the path and SQLite's message on failure, when the path names no
+  /// regular file (a folder, a pipe, a device: check_path, tessel/files.hpp),
+  /// or when the file's schema version is newer than this build understands.
+  /// With store_access::read nothing is written through this store (every
+  /// write throws): a file this process may write is opened with PRAGMA
+  /// query_only; one it may not (the file or its folder) read-only, as
+  /// immutable=1 when no journal is beside it, so nothing is made there. With store_access::write
+  /// (the default) a file or folder this process may not write is refused
+  /// here, naming the file and the cause.
+  explicit sqlite_store(const std::filesystem::path& path,
+                        store_access access = store_access::write);
   ~sqlite_store() override;
   sqlite_store(const sqlite_store&) = delete;
   sqlite_store& operator=(const sqlite_store&) = delete;

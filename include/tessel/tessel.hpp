@@ -19,6 +19,7 @@
 #include <tessel/error.hpp>
 #include <tessel/expr.hpp>
 #include <tessel/fidelity.hpp>
+#include <tessel/files.hpp>
 #include <tessel/gate.hpp>
 #include <tessel/hash.hpp>
 #include <tessel/interactions.hpp>

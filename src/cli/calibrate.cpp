@@ -17,13 +17,13 @@
 #include <tessel/calibration.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/settings.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <memory>
 
 namespace tessel::cli {
@@ -65,10 +65,7 @@ int run_calibrate(calibrate_options& o) {
     fit.recorded = o.recorded;
   }
   const calibration_result r = calibrate_simulator(fit);
-  if (!o.out.empty()) {
-    std::ofstream file(o.out, std::ios::binary);
-    if (!(file << r.target_text)) throw error(fmt::format("cannot write '{}'", o.out));
-  }
+  if (!o.out.empty()) write_file(o.out, r.target_text);
   if (o.json) {
     const auto j = calibration_json(r);
     fmt::print("{}\n", j.dump(2));

@@ -7,13 +7,13 @@
 
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/sim.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 
 namespace tessel::cli {
@@ -53,10 +53,7 @@ int run_emit(emit_options o) {
     fmt::print("{}", kernel);
     return exit_code::success;
   }
-  std::ofstream out(o.output, std::ios::binary);
-  if (!out) throw error(fmt::format("emit: cannot write '{}'", o.output));
-  out << kernel;
-  if (!out) throw error(fmt::format("emit: writing '{}' failed", o.output));
+  write_file(o.output, kernel);
   fmt::print(stderr, "wrote {} ({} lines)\n", o.output,
              std::count(kernel.begin(), kernel.end(), '\n'));
   return exit_code::success;

@@ -4,14 +4,15 @@
 
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/storage.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace tessel::cli {
 namespace {
@@ -29,11 +30,9 @@ int run_export(const export_options& o) {
     export_trials(std::cout, format, stored.record, stored.trials, stored.space);
     return exit_code::success;
   }
-  std::ofstream out(o.output);
-  if (!out) throw error(fmt::format("cannot write '{}'", o.output));
-  export_trials(out, format, stored.record, stored.trials, stored.space);
-  out.close();
-  if (!out) throw error(fmt::format("cannot write '{}'", o.output));
+  std::ostringstream text;
+  export_trials(text, format, stored.record, stored.trials, stored.space);
+  write_file(o.output, text.str());
   fmt::print(stderr, "tessel: wrote {} trials to {}\n", stored.trials.size(), o.output);
   return exit_code::success;
 }

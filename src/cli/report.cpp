@@ -6,13 +6,13 @@
 
 #include <tessel/driver.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/report.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -39,10 +39,7 @@ int run_report(const report_options& o) {
     std::cout << text;
     return exit_code::success;
   }
-  std::ofstream out(o.output, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw error(fmt::format("cannot write '{}'", o.output));
+  write_file(o.output, text);
   fmt::print(stderr, "tessel: wrote the report of {} ({} trials) to {}\n", o.db,
              stored.trials.size(), o.output);
   return exit_code::success;

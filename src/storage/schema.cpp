@@ -120,16 +120,33 @@ void write_meta(const sqlite::connection& c, bool created, double now) {
   q.step();
 }
 
-}  // namespace
-
-void prepare(const sqlite::connection& c) {
-  sqlite::transaction t(c);
+/// current_version(c), refused when newer than this build understands.
+int known_version(const sqlite::connection& c) {
   const int version = current_version(c);
   if (version > schema_version)
     throw error("study file '" + c.path().string() + "' has schema version " +
                 std::to_string(version) +
                 ", newer than this tessel (" TESSEL_VERSION ") understands (" +
                 std::to_string(schema_version) + "); open it with a newer tessel");
+  return version;
+}
+
+}  // namespace
+
+void check_readable(const sqlite::connection& c) {
+  const int version = known_version(c);
+  if (version == 0) throw error("study file '" + c.path().string() + "' holds no study yet");
+  if (version < schema_version)
+    throw error("study file '" + c.path().string() + "' has schema version " +
+                std::to_string(version) + ", older than this tessel's (" +
+                std::to_string(schema_version) +
+                "), and was opened to read: open it once to write (tessel tune --resume) to "
+                "bring it up to date");
+}
+
+void prepare(const sqlite::connection& c) {
+  sqlite::transaction t(c);
+  const int version = known_version(c);
   if (version == schema_version) return;  // nothing to write; the transaction rolls back
   const double now = now_unix();
   for (const auto& m : migrations)

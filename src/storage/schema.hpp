@@ -20,6 +20,11 @@ inline constexpr int application_id = 0x54534C31;
 /// a SQLite file that is not a study file, or one with a newer schema.
 void prepare(const sqlite::connection& c);
 
+/// What prepare() checks, for a file opened to read (nothing is written):
+/// throws tessel::error for a file that is not a study file, holds no study
+/// yet, or has a schema other than this build's.
+void check_readable(const sqlite::connection& c);
+
 /// The file's schema version and creation time (Unix seconds), from `meta`.
 struct meta_row {
   int schema_version = 0;

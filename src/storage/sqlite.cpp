@@ -3,17 +3,41 @@
 
 #include <tessel/error.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
 
 namespace tessel::detail::sqlite {
 
-connection::connection(std::filesystem::path path) : path_(std::move(path)) {
+namespace {
+
+/// `path` as a SQLite URI filename (https://sqlite.org/uri.html) with `query`.
+std::string uri_of(const std::filesystem::path& path, const char* query) {
+  std::string uri = "file:";
+  for (const char c : path.string()) {
+    if (c == '%' || c == '?' || c == '#')
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    else
+      uri += c;
+  }
+  return uri + "?" + query;
+}
+
+}  // namespace
+
+connection::connection(std::filesystem::path path, open_mode mode) : path_(std::move(path)) {
   // FULLMUTEX: SQLite serializes use of the connection itself; sqlite_store adds
   // its own mutex so that a statement and its error message stay together.
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
-  const int rc = sqlite3_open_v2(path_.string().c_str(), &db_, flags, nullptr);
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  std::string name = path_.string();
+  if (mode == open_mode::query_only) flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
+  if (mode == open_mode::read_only || mode == open_mode::immutable) {
+    flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX;
+    name = uri_of(path_, mode == open_mode::immutable ? "mode=ro&immutable=1" : "mode=ro");
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     // db_ may be null (out of memory) or hold the message; close it either way.
     const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -23,6 +47,7 @@ connection::connection(std::filesystem::path path) : path_(std::move(path)) {
                 "); does its folder exist, and may this process write there?");
   }
   sqlite3_extended_result_codes(db_, 0);
+  if (mode == open_mode::query_only) exec("PRAGMA query_only = 1", "opening it to read");
 }
 
 connection::~connection() { sqlite3_close_v2(db_); }
@@ -34,6 +59,10 @@ void connection::fail(std::string_view doing) const {
   if (code == SQLITE_NOTADB)
     throw error(where + " is not a SQLite database (SQLite: " + message +
                 "); pass the path of a tessel study file, or a new one");
+  if (code == SQLITE_READONLY)
+    throw error(where + ": " + std::string(doing) + ": " + message +
+                "; it was opened to read (show, export, report), or this process may not "
+                "write it");
   if (code == SQLITE_CANTOPEN)
     throw error(where + ": " + std::string(doing) + ": " + message +
                 "; does its folder exist, and may this process write there?");

@@ -20,10 +20,22 @@ struct statement_deleter {
 };
 using statement_ptr = std::unique_ptr<sqlite3_stmt, statement_deleter>;
 
+/// How a connection opens its file.
+enum class open_mode : unsigned char {
+  read_write,  ///< created if needed
+  query_only,  ///< an existing file this process may write, opened read-write
+               ///< with PRAGMA query_only (SQLite refuses every write): as the
+               ///< last connection it merges and removes the journal, as before
+  read_only,   ///< SQLite's mode=ro: reads, follows a live writer's journal
+  immutable,   ///< mode=ro&immutable=1: a file with no journal beside it, which
+               ///< this process may not write (no -wal or -shm is made)
+};
+
 class connection {
  public:
-  /// Opens (creating if needed) the file; throws tessel::error on failure.
-  explicit connection(std::filesystem::path path);
+  /// Opens the file (read_write: creating it if needed); throws tessel::error
+  /// on failure.
+  explicit connection(std::filesystem::path path, open_mode mode = open_mode::read_write);
   ~connection();
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;

@@ -8,9 +8,17 @@
 #include "storage/writer_lock.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/storage.hpp>
 
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,7 +30,8 @@ using detail::sqlite::statement_ptr;
 using detail::sqlite::transaction;
 
 struct sqlite_store::impl {
-  explicit impl(const std::filesystem::path& p) : path(p), db(p) {}
+  impl(const std::filesystem::path& p, detail::sqlite::open_mode mode)
+      : path(p), read_only(mode != detail::sqlite::open_mode::read_write), db(p, mode) {}
 
   /// Wraps errors raised while reading or writing trials with the file's path.
   template <class F>
@@ -38,6 +47,7 @@ struct sqlite_store::impl {
   }
 
   std::filesystem::path path;
+  bool read_only;
   std::unique_ptr<detail::storage::writer_lock> writer;  ///< held from claim_writer() on
   detail::sqlite::connection db;
   mutable std::mutex mutex;
@@ -46,6 +56,61 @@ struct sqlite_store::impl {
 };
 
 namespace {
+
+namespace fs = std::filesystem;
+using detail::sqlite::open_mode;
+
+/// 0 when this process (its effective ids) may access `path` as `how`
+/// (R_OK, W_OK...), else the OS's errno.
+int may(const fs::path& path, int how) {
+  return ::faccessat(AT_FDCWD, path.c_str(), how, AT_EACCESS) == 0 ? 0 : errno;
+}
+
+/// Looks at the file and its folder before SQLite opens them, so that what
+/// this process may not do is said at once, naming the cause: how to open it.
+open_mode checked_mode(const fs::path& path, store_access access) {
+  const std::string where = "study file '" + path.string() + "'";
+  try {
+    check_path(path, file_use::study);
+  } catch (const error& e) {
+    throw error("study file " + std::string(e.what()));
+  }
+  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (access == store_access::read) {
+    if (!exists) throw error("no study file '" + path.string() + "'");
+    if (const int err = may(path, R_OK))
+      throw error(fmt::format("{}: cannot read it ({})", where, std::strerror(err)));
+    if (may(path, W_OK) == 0 && may(folder, W_OK | X_OK) == 0) return open_mode::query_only;
+    // A reader that may not write the file or its folder must leave nothing
+    // beside it (a -shm or -wal it made would be its own, of the file's mode,
+    // in the way of the file's writer; in a folder it may not write, SQLite
+    // cannot make them at all). With no journal there, no connection is
+    // open on the file: it is read as it is (immutable). With one, a writer
+    // is live or was killed with trials in it: it is followed (mode=ro).
+    if (!fs::exists(path.string() + "-wal", ec)) return open_mode::immutable;
+    if (!fs::exists(path.string() + "-shm", ec) && may(folder, W_OK | X_OK) != 0)
+      throw error(where +
+                  ": its journal (-wal) holds trials not yet merged into it, and SQLite cannot "
+                  "make the index it needs to read them (-shm) in a folder this process may "
+                  "not write; open it once where it may be written (tessel show as its owner)");
+    return open_mode::read_only;
+  }
+  if (const int err = exists ? may(path, R_OK | W_OK) : 0)
+    throw error(fmt::format(
+        "{}: this process may not write it ({}); tune, serve and mcp store every trial in it: "
+        "read it with show, export or report, or copy it (tessel copy {} NEW.db) and "
+        "resume the copy",
+        where, std::strerror(err), path.string()));
+  if (const int err = may(folder, W_OK | X_OK))
+    throw error(fmt::format(
+        "{}: cannot write in its folder '{}' ({}): SQLite keeps the file's journal ({}-wal) "
+        "there, and tessel its writer lock ({}-lock); does its folder exist, and may this "
+        "process write there?",
+        where, folder.string(), std::strerror(err), path.string(), path.string()));
+  return open_mode::read_write;
+}
 
 /// How long a writer waits for another connection's lock before failing.
 constexpr int busy_timeout_ms = 10'000;
@@ -92,10 +157,15 @@ void configure(const detail::sqlite::connection& c) {
 
 }  // namespace
 
-sqlite_store::sqlite_store(const std::filesystem::path& path)
-    : impl_(std::make_unique<impl>(path)) {
-  configure(impl_->db);
-  detail::storage::prepare(impl_->db);
+sqlite_store::sqlite_store(const std::filesystem::path& path, store_access access)
+    : impl_(std::make_unique<impl>(path, checked_mode(path, access))) {
+  if (access == store_access::read) {
+    sqlite3_busy_timeout(impl_->db.get(), busy_timeout_ms);
+    detail::storage::check_readable(impl_->db);
+  } else {
+    configure(impl_->db);
+    detail::storage::prepare(impl_->db);
+  }
   impl_->upsert = impl_->db.prepare(detail::storage::upsert_sql(false));
   impl_->select = impl_->db.prepare(std::string("SELECT ") + detail::storage::trial_columns +
                                     " FROM trials ORDER BY id");
@@ -116,6 +186,9 @@ std::optional<study_record> sqlite_store::study() const {
 
 void sqlite_store::claim_writer() {
   std::lock_guard lock(impl_->mutex);
+  if (impl_->read_only)
+    throw error("study file '" + impl_->path.string() +
+                "' was opened to read (store_access::read): it takes no writer's claim");
   if (!impl_->writer) impl_->writer = std::make_unique<detail::storage::writer_lock>(impl_->path);
 }
 
