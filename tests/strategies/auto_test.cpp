@@ -69,8 +69,9 @@ class asking_arm final : public strategy {
   void start(const space& s, std::uint64_t seed) override { inner_.start(s, seed); }
   std::vector<config> propose(std::size_t n, const search_context& context) override {
     const auto forecast = context.predicted_costs(config{7});
-    seen_.push_back({context.cost_alpha(), context.gittins_rate(), context.predicted_cost(config{7}),
-                     forecast.failed_s, context.evaluation_budget(), context.finished()});
+    seen_.push_back({context.cost_alpha(), context.gittins_rate(),
+                     context.predicted_cost(config{7}), forecast.failed_s,
+                     context.evaluation_budget(), context.finished()});
     return inner_.propose(n, context);
   }
   void observe(const trial&) override {}
