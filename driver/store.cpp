@@ -8,10 +8,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 namespace tessel {
 
 stored_study reopen_study(const std::string& db) {

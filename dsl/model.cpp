@@ -12,6 +12,7 @@
 #include <tessel/did_you_mean.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -267,15 +268,15 @@ const space_text* model_checker::read(const kernel_fields& f, const std::string&
   const auto key = resolved.lexically_normal().string();
   if (const auto it = texts_.find(key); it != texts_.end()) return &it->second;
   // At most one byte past the limit: the parser then refuses the text by name.
-  auto text = read_file_at_most(resolved, max_source_bytes);
-  if (!text) {
-    out_.error(at(*f.space),
-               "kernel '" + kernel + "': cannot read the space file '" + f.path + "' (looked for " +
-                   resolved.string() + ")",
+  std::string text;
+  try {  // names the path it looked at and the cause (missing, a folder, a silent pipe)
+    text = read_file_at_most_bytes(resolved, max_source_bytes);
+  } catch (const error& e) {
+    out_.error(at(*f.space), "kernel '" + kernel + "': " + e.what(),
                "a space file's path is relative to the model's file");
     return nullptr;
   }
-  return &texts_.emplace(key, space_text{key, std::move(*text)}).first->second;
+  return &texts_.emplace(key, space_text{key, std::move(text)}).first->second;
 }
 
 std::optional<space::definition> model_checker::definition(const space_text& t,

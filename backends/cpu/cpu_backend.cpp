@@ -13,6 +13,7 @@
 #include <tessel/backends.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/racing.hpp>
 
 #include <fmt/format.h>
@@ -71,6 +72,22 @@ std::vector<int> parse_cpu_list(const std::string& text) {
   }
   if (out.empty()) throw options_error("cpu_options::cpus", "the CPU list is empty");
   return out;
+}
+
+/// Checks that `path`, a kernel or reference source, is a regular file the
+/// compiler can read: a missing one, a folder, a dangling link or a pipe is
+/// an error naming it and the cause (tessel/files.hpp), never a hang.
+void regular_source(const fs::path& path, std::string_view what, std::string_view given) {
+  try {
+    check_path(path, file_use::read);
+  } catch (const error& e) {
+    throw error(fmt::format("backend cpu: {} file (from '{}'): {}", what, given, e.what()));
+  }
+  if (!fs::is_regular_file(path))
+    throw error(
+        fmt::format("backend cpu: {} file '{}' (from '{}') is not a regular file; the "
+                    "compiler reads it as a source file",
+                    what, path.string(), given));
 }
 
 std::string read_text(const fs::path& path) {
@@ -293,9 +310,7 @@ void cpu_backend::impl::pick_kernel(const space& s, detail::kernel_constants& co
           fmt::format("backend cpu: the kernel's path {} holds a quote, a backslash or a "
                       "newline; move the file",
                       kernel_file.string()));
-    if (!fs::is_regular_file(kernel_file))
-      throw error(fmt::format("backend cpu: kernel file {} does not exist (from '{}')",
-                              kernel_file.string(), o.kernel));
+    regular_source(kernel_file, "kernel", o.kernel);
     kernel_text = read_text(kernel_file);
     setup.inputs = detail::parse_tensor_specs(o.inputs, "backend cpu: inputs", constant);
     setup.outputs = detail::parse_tensor_specs(o.outputs, "backend cpu: outputs", constant);
@@ -375,8 +390,7 @@ void cpu_backend::prepare(const space& s) {
   if (x.builtin == nullptr && !x.o.reference.empty()) {
     const auto colon = x.o.reference.rfind(':');
     const auto file = fs::absolute(x.o.reference.substr(0, colon));
-    if (!fs::is_regular_file(file))
-      throw error(fmt::format("backend cpu: reference file {} does not exist", file.string()));
+    regular_source(file, "reference", x.o.reference);
     const auto built =
         x.tools->build(detail::kernel_unit(s, nullptr, file, x.o.reference.substr(colon + 1)),
                        {read_text(file)}, {});

@@ -73,8 +73,17 @@ TEST_CASE("model: a bad model file is a located error, exit 1") {
   }
   const auto r = tessel("model '" + file + "'");
   CHECK(r.code == 1);
-  CHECK(
-      contains(r.err, "bad.tsl:2:14: error: kernel 'k': cannot read the space file 'nowhere.tsl'"));
+  CHECK(contains(r.err, "bad.tsl:2:14: error: kernel 'k': cannot read '"));
+  CHECK(contains(r.err, "nowhere.tsl': No such file or directory"));
+  // A folder where the space file should be: said as such, not "cannot read".
+  std::filesystem::create_directories(dir + "/folder.tsl");
+  {
+    std::ofstream out(file);
+    out << "model m {\n  kernel k { space \"folder.tsl\" calls 2 }\n}\n";
+  }
+  const auto folder = tessel("model '" + file + "'");
+  CHECK(folder.code == 1);
+  CHECK(contains(folder.err, "folder.tsl' is a directory, not a file"));
   const auto none = tessel("model ../../examples/sim_matmul.tsl");
   CHECK(none.code == 1);
   CHECK(contains(none.err, "no model is defined"));

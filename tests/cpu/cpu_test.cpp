@@ -17,6 +17,9 @@
 #include <numeric>
 #include <string>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -219,6 +222,26 @@ TEST_CASE("cpu: every built-in kernel passes the gate at a small shape") {
     CHECK(m.metrics.at("gbytes_per_s") > 0);
     CHECK(b.name() == "cpu:" + s.def().symbols.at(0));
   }
+}
+
+TEST_CASE("cpu: a kernel or reference path that is not a source file is named, never waited on") {
+  const auto s = spin_space();
+  const auto dir = fs::temp_directory_path() / fmt::format("tessel-cpu-paths-{}", ::getpid());
+  fs::create_directories(dir / "folder.cpp");
+  const auto fifo = dir / "fifo.cpp";  // nothing ever writes to it
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto o = user_kernel("spin");
+  o.kernel = (dir / "folder.cpp").string() + ":spin";
+  CHECK_THROWS_WITH_AS(cpu_backend(o).prepare(s),
+                       doctest::Contains("folder.cpp' is a directory, not a file"), error);
+  o.kernel = fifo.string() + ":spin";
+  CHECK_THROWS_WITH_AS(cpu_backend(o).prepare(s), doctest::Contains("is not a regular file"),
+                       error);
+  o = user_kernel("spin");
+  o.reference = (dir / "missing.cpp").string() + ":twice_reference";
+  CHECK_THROWS_WITH_AS(cpu_backend(o).prepare(s),
+                       doctest::Contains("missing.cpp': No such file or directory"), error);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("cpu: misuse is named before tuning starts") {

@@ -191,7 +191,7 @@ TEST_CASE("model: every kind of mistake in a kernel is reported, all at once") {
         "8: kernel 'e': space 'mm' has no valid config: constraint 'M % tile == 0 and N % tile "
         "== 0' at line 21 rejects every config that reaches it (3 rejected in all)\n"
         "9: kernel 'f': test.tsl has no space 'nope'\n"
-        "10: kernel 'g': cannot read the space file 'missing.tsl' (looked for missing.tsl)\n"
+        "10: kernel 'g': cannot read 'missing.tsl': No such file or directory\n"
         "11: kernel 'h' sets its dtype twice (dtype and set dtype)\n"
         "12: kernel 'i' gives its calls twice\n"
         "13: kernel 'j': its sets do not fit the space test.tsl:mm (its errors follow)\n"
