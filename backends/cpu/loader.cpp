@@ -96,9 +96,8 @@ struct buffer {
     for (const auto d : shape) n *= d;
     return n;
   }
-  std::size_t bytes() const {
-    return static_cast<std::size_t>(elements()) * (type == dtype::bf16 ? 2 : 4);
-  }
+  std::size_t element_size() const { return type == dtype::bf16 ? 2 : 4; }
+  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * element_size(); }
 };
 
 dtype parse_type(const std::string& t) {
@@ -329,12 +328,11 @@ struct call_plan {
       lengths.push_back(length);
       turned.emplace_back(length == 0 ? 0 : (n + length - 1) / length, 0);
       held.emplace_back();
-      if (length <= short_row) held.back().emplace(b.data, n, size_of(b), length);
+      if (length <= short_row) held.back().emplace(b.data, n, b.element_size(), length);
       longest = std::max(longest, length);
     }
     scratch.resize(longest);
   }
-  static std::size_t size_of(const buffer& b) { return b.type == dtype::bf16 ? 2 : 4; }
   void clear() {
     exchanges.clear();
     offsets.clear();
@@ -354,7 +352,7 @@ struct call_plan {
     walk.call(
         i, base.shape, [&base](std::uint64_t x, std::uint64_t y) { return differ(base, x, y); },
         [&](std::uint64_t x, std::uint64_t y) {
-          tessel::loop_rule::swap_elements(base.data, size_of(base), x, y);
+          tessel::loop_rule::swap_elements(base.data, base.element_size(), x, y);
           exchanges.push_back(held[i] ? held[i]->exchange_of(x, y)
                                       : exchange{held_at(x), held_at(y), 0, 0});
         });
@@ -377,8 +375,9 @@ struct call_plan {
       held[i]->write(input.data, turn);
       return;
     }
-    for (; e != end; ++e) tessel::loop_rule::swap_elements(input.data, size_of(input), e->a, e->b);
-    tessel::loop_rule::turn_in_place(input.data, size_of(input),
+    for (; e != end; ++e)
+      tessel::loop_rule::swap_elements(input.data, input.element_size(), e->a, e->b);
+    tessel::loop_rule::turn_in_place(input.data, input.element_size(),
                                      static_cast<std::uint64_t>(input.elements()), lengths[i], turn,
                                      scratch.data());
   }
@@ -646,7 +645,7 @@ int main(int argc, char** argv) {
   // bases (the copy) turned as they were for it.
   input_copy last(copy.buffers);
   for (std::size_t i = 0; i < n_in; ++i)
-    tessel::loop_rule::turn_in_place(last.buffers[i].data, call_plan::size_of(r.inputs[i]),
+    tessel::loop_rule::turn_in_place(last.buffers[i].data, r.inputs[i].element_size(),
                                      static_cast<std::uint64_t>(r.inputs[i].elements()),
                                      plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
   last.check(r.inputs);

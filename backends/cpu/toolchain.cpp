@@ -19,7 +19,6 @@
 #include <ctime>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <tuple>
 
 #include <sys/stat.h>
@@ -57,13 +56,6 @@ std::string find_compiler(const std::string& given) {
       "backend cpu: no C++ compiler found (tried {}); install one (apt-get install g++) or set "
       "compiler=PATH",
       fmt::join(candidates, ", ")));
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 /// The first `lines` lines of `text`, at most `bytes` bytes, "..." marking a cut.
@@ -108,6 +100,9 @@ std::optional<std::string> read_bytes(const fs::path& path) {
     return std::nullopt;
   return text;
 }
+
+/// A file's bytes; "" when it cannot be read.
+std::string read_text(const fs::path& path) { return read_bytes(path).value_or(""); }
 
 /// The files a compile read, from the dependency file GCC and Clang write
 /// with -MD/-MMD -MF (make syntax: the first rule's prerequisites, lines

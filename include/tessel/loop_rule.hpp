@@ -75,6 +75,14 @@ class stream {
   std::uint64_t state_;
 };
 
+/// The element count of an input of extents `dims` (any container of integers).
+template <class Dims>
+std::uint64_t elements(const Dims& dims) {
+  std::uint64_t n = 1;
+  for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
 /// The rows of w elements a vector of n elements is swept and turned as:
 /// w = ceil(sqrt(n)).
 inline std::uint64_t vector_width(std::uint64_t n) {
@@ -185,8 +193,7 @@ struct sweep_scratch {
 template <class Dims, class Differ, class Exchange>
 std::uint64_t sweep(stream& s, const Dims& dims, std::uint64_t a, std::uint64_t b, Differ&& differ,
                     Exchange&& exchange, sweep_scratch& scratch) {
-  std::uint64_t n = 1;
-  for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+  const std::uint64_t n = elements(dims);
   if (n < 2) return 0;
   // Named references, not a structured binding: the lambda below reads
   // `mark`, and clang before 16 cannot capture a binding.
@@ -418,8 +425,7 @@ class walk {
   /// the input holds one value everywhere).
   template <class Dims, class Differ, class Exchange>
   std::uint64_t call(std::size_t i, const Dims& dims, Differ&& differ, Exchange&& exchange) {
-    std::uint64_t n = 1;
-    for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+    const std::uint64_t n = elements(dims);
     std::uint64_t a = 0, b = 0;
     if (!step(i, n, differ, a, b)) return 0;
     exchange(a, b);
@@ -430,8 +436,7 @@ class walk {
   /// exchanges: drawn from the seed, not from the walk's stream.
   template <class Dims, class Turn>
   void turn(std::uint64_t call, std::size_t i, const Dims& dims, Turn&& turn) const {
-    std::uint64_t n = 1;
-    for (const auto d : dims) n *= static_cast<std::uint64_t>(d);
+    const std::uint64_t n = elements(dims);
     turns(seed_, call, i, n, row_length(dims), turn);
   }
   /// `values`, input i's base (the exchanges made), made into what call
