@@ -6,12 +6,12 @@
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
+#include "temp_folder.hpp"
 #include "test_kernel.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,23 +28,6 @@ namespace fs = std::filesystem;
 using namespace tessel;
 
 const std::string kernels_dir = std::string(TESSEL_SOURCE_DIR) + "/tests/cpu/kernels";
-
-/// A folder of the test's own, removed when it ends.
-struct scratch {
-  fs::path dir;
-  explicit scratch(std::string_view what) {
-    static std::atomic<int> counter{0};
-    dir = fs::temp_directory_path() /
-          fmt::format("tessel-cpu-{}-{}-{}", what, ::getpid(), counter.fetch_add(1));
-    fs::create_directories(dir);
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-  ~scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 void write(const fs::path& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -89,12 +72,12 @@ fs::path only_file(const fs::path& dir, std::string_view prefix, std::string_vie
 }  // namespace
 
 TEST_CASE("cpu cache: an edited, broken or removed header of the kernel is compiled again") {
-  const scratch folder("header");
-  write(folder.dir / "scaled.cpp", scaled_kernel);
-  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  const testing::temp_folder folder("tessel-cpu-header");
+  write(folder.path() / "scaled.cpp", scaled_kernel);
+  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
   const auto s = one_config_space();
   const auto c = s.from_json(R"({"us": 1})");
-  cpu_backend b(scaled_options(folder.dir));
+  cpu_backend b(scaled_options(folder.path()));
   b.prepare(s);
   const auto evaluate = [&](status expected, int cached) {
     const auto m = b.evaluate(s, c);
@@ -108,42 +91,43 @@ TEST_CASE("cpu cache: an edited, broken or removed header of the kernel is compi
   (void)evaluate(status::ok, 0);
   SUBCASE("an unchanged header is a hit, even touched") {
     (void)evaluate(status::ok, 1);
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");  // same bytes, new times
+    write(folder.path() / "scale.hpp",
+          "#define TESSEL_TEST_SCALE 2.0f\n");  // same bytes, new times
     (void)evaluate(status::ok, 1);
   }
   SUBCASE("an edited header is compiled again: y = 3 x is caught") {
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
     (void)evaluate(status::incorrect, 0);
     (void)evaluate(status::incorrect, 1);
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");  // and back
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");  // and back
     (void)evaluate(status::ok, 0);
   }
   SUBCASE("a broken header is a compile error, cached until it is fixed") {
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\nint broken_here = ;\n");
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\nint broken_here = ;\n");
     const auto m = evaluate(status::compile_error, 0);
     CHECK(m.message.find("scale.hpp") != std::string::npos);
     (void)evaluate(status::compile_error, 1);
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
     (void)evaluate(status::ok, 0);
   }
   SUBCASE("a removed header is a compile error naming it, never the stale build") {
-    fs::remove(folder.dir / "scale.hpp");
+    fs::remove(folder.path() / "scale.hpp");
     const auto m = evaluate(status::compile_error, 0);
     CHECK(m.message.find("scale.hpp") != std::string::npos);
     (void)evaluate(status::compile_error, 0);  // no dependency list: not cached
     // Put back as it was: every file of the first build is again what it read.
-    write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
     (void)evaluate(status::ok, 1);
   }
 }
 
 TEST_CASE("cpu cache: a reference's edited header is compiled again") {
-  const scratch folder("reference");
-  write(folder.dir / "scaled.cpp", scaled_kernel);
-  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
-  auto o = scaled_options(folder.dir);
+  const testing::temp_folder folder("tessel-cpu-reference");
+  write(folder.path() / "scaled.cpp", scaled_kernel);
+  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  auto o = scaled_options(folder.path());
   o.kernel = kernels_dir + "/kernels.cpp:twice";  // y = 2 x against y = SCALE x
-  o.reference = (folder.dir / "scaled.cpp").string() + ":scaled";
+  o.reference = (folder.path() / "scaled.cpp").string() + ":scaled";
   const auto s = one_config_space();
   const auto c = s.from_json(R"({"us": 1})");
   const auto evaluate = [&] {
@@ -153,17 +137,17 @@ TEST_CASE("cpu cache: a reference's edited header is compiled again") {
   };
   CHECK(evaluate().status == status::ok);
   // The reference built from the old header would still say 2 x.
-  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
+  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 3.0f\n");
   const auto m = evaluate();
   INFO(m.message);
   CHECK(m.status == status::incorrect);
 }
 
 TEST_CASE("cpu cache: the loader is rebuilt when a header it read is not what it was") {
-  const scratch cache("loader");
-  auto o = scaled_options(cache.dir);
+  const testing::temp_folder cache("tessel-cpu-loader");
+  auto o = scaled_options(cache.path());
   o.kernel = kernels_dir + "/kernels.cpp:twice";
-  o.cache_dir = (cache.dir / "cache").string();
+  o.cache_dir = (cache.path() / "cache").string();
   const auto s = one_config_space();
   cpu_backend(o).prepare(s);
   const auto manifest = only_file(o.cache_dir, "loader-", ".manifest");
@@ -196,11 +180,11 @@ TEST_CASE("cpu cache: the loader is rebuilt when a header it read is not what it
 }
 
 TEST_CASE("cpu cache: backends building the same loader and kernel at once leave one of each") {
-  const scratch folder("parallel");
-  write(folder.dir / "scaled.cpp", scaled_kernel);
-  write(folder.dir / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
-  auto o = scaled_options(folder.dir);
-  o.cache_dir = (folder.dir / "cache").string();
+  const testing::temp_folder folder("tessel-cpu-parallel");
+  write(folder.path() / "scaled.cpp", scaled_kernel);
+  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  auto o = scaled_options(folder.path());
+  o.cache_dir = (folder.path() / "cache").string();
   const auto s = one_config_space();
   const auto c = s.from_json(R"({"us": 1})");
   std::vector<measurement> got(3);
