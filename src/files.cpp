@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 namespace tessel {
@@ -128,6 +129,11 @@ std::string read_file_at_most_bytes(const std::filesystem::path& path, std::size
     text.append(block.data(), static_cast<std::size_t>(n));
   }
   return text;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  // One below the largest size: read_file_at_most_bytes reads up to limit + 1.
+  return read_file_at_most_bytes(path, std::numeric_limits<std::size_t>::max() - 1);
 }
 
 void write_file(const std::filesystem::path& path, std::string_view text) {

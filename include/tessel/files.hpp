@@ -43,6 +43,11 @@ void check_path(const std::filesystem::path& path, file_use use);
 [[nodiscard]] std::string read_file_at_most_bytes(const std::filesystem::path& path,
                                                   std::size_t limit);
 
+/// The whole file at `path`: read_file_at_most_bytes with no limit (the
+/// same checks, the same errors). For files tessel wrote or was given to
+/// read whole (a kernel's source, a cached build, a test's output).
+[[nodiscard]] std::string read_file(const std::filesystem::path& path);
+
 /// Writes `text` to `path` (created, or truncated): check_path(write), then
 /// an open that never waits, so a FIFO nothing reads from is refused with
 /// "'P' is a pipe that nothing reads from" instead of blocking. Throws
