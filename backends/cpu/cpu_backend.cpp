@@ -23,10 +23,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #ifdef __linux__
 #include <sched.h>
@@ -88,13 +88,6 @@ void regular_source(const fs::path& path, std::string_view what, std::string_vie
         fmt::format("backend cpu: {} file '{}' (from '{}') is not a regular file; the "
                     "compiler reads it as a source file",
                     what, path.string(), given));
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 /// What a built-in kernel must compute, for the gate: tessel's own fp64
@@ -222,6 +215,10 @@ struct cpu_backend::impl {
   std::vector<std::string> timing_inputs;  ///< .npy bytes, a fixed normal draw: the gate off
   std::vector<int> timing_cpus, other_cpus;
   std::unique_ptr<slots> compile_slots;
+  /// What the cache mended while preparing (the loader's and the
+  /// reference's lookups): told in the next trial's message, once.
+  std::string prepare_notes;
+  std::mutex notes_mutex;
   double flops = 0;
   std::int64_t bytes = 0;
 
@@ -231,9 +228,13 @@ struct cpu_backend::impl {
   /// reference with the flops and min_bytes settings for `c`.
   [[nodiscard]] std::shared_ptr<const gate_spec> spec_for(const space& s, const config& c) const;
   measurement evaluate(const space& s, const config& c, bool full);
-  /// Compiles `c` (one compile slot): nullopt and `library` set, or the failure.
-  std::optional<measurement> build(const space& s, const config& c, cost& paid, fs::path& library,
-                                   measurement& notes);
+  /// Compiles `c` (one compile slot): nullopt and `library` (the sealed
+  /// build to run) set, or the failure. `note`: what the cache mended.
+  std::optional<measurement> build(const space& s, const config& c, cost& paid,
+                                   std::shared_ptr<const detail::sealed_file>& library,
+                                   measurement& notes, std::string& note);
+  /// evaluate() without the cache's notes.
+  measurement measure(const space& s, const config& c, bool full, std::string& note);
   /// Runs the session's gate calls on the compile CPUs, judging each, and
   /// gives the verdict on them: nullopt when it passed, else the failure.
   std::optional<measurement> gate_calls(gate_session& session, detail::session_files& files,
@@ -311,7 +312,7 @@ void cpu_backend::impl::pick_kernel(const space& s, detail::kernel_constants& co
                       "newline; move the file",
                       kernel_file.string()));
     regular_source(kernel_file, "kernel", o.kernel);
-    kernel_text = read_text(kernel_file);
+    kernel_text = read_file(kernel_file);
     setup.inputs = detail::parse_tensor_specs(o.inputs, "backend cpu: inputs", constant);
     setup.outputs = detail::parse_tensor_specs(o.outputs, "backend cpu: outputs", constant);
     return;
@@ -369,9 +370,13 @@ void cpu_backend::prepare(const space& s) {
                         "and int32 tensors",
                         tensor.name, to_string(tensor.type)));
   x.bytes = bytes_of(x.setup.inputs) + bytes_of(x.setup.outputs);
+  // Runs exec the loader's sealed copy; the guard watches its build in the
+  // cache, which a run must not change either.
   x.setup.loader = x.tools->loader();
   auto guard = std::make_shared<detail::file_guard>();
-  guard->add(x.setup.loader);
+  guard->add(x.tools->loader_file());
+  std::vector<std::string> notes;
+  if (!x.tools->loader_note().empty()) notes.push_back(x.tools->loader_note());
   x.setup.constants.clear();
   for (const auto& [name, value] : constants.integers)
     x.setup.constants.push_back(fmt::format("{}={}", name, value));
@@ -393,13 +398,14 @@ void cpu_backend::prepare(const space& s) {
     regular_source(file, "reference", x.o.reference);
     const auto built =
         x.tools->build(detail::kernel_unit(s, nullptr, file, x.o.reference.substr(colon + 1)),
-                       {read_text(file)}, {});
+                       {read_file(file)}, {});
     if (built.status != status::ok)
       throw error(fmt::format("backend cpu: the reference {} does not build:\n{}", x.o.reference,
                               built.message));
+    if (!built.note.empty()) notes.push_back(built.note);
     guard->add(built.library);
-    x.user_reference = [&x, library = built.library](const std::vector<std::string>& files) {
-      auto r = detail::run_loader(x.setup, library, files, x.other_cpus, std::nullopt).run;
+    x.user_reference = [&x, library = built.sealed](const std::vector<std::string>& files) {
+      auto r = detail::run_loader(x.setup, library->path(), files, x.other_cpus, std::nullopt).run;
       if (r.status == status::suspicious)  // a rule of the call broken: the user's fault
         r.message = "the reference broke a rule every kernel keeps: " + r.message;
       else if (r.status != status::ok)
@@ -408,6 +414,8 @@ void cpu_backend::prepare(const space& s) {
     };
   }
   x.setup.guard = std::move(guard);
+  const std::lock_guard lock(x.notes_mutex);
+  x.prepare_notes = fmt::format("{}", fmt::join(notes, "; "));
 }
 
 std::shared_ptr<const gate_spec> cpu_backend::impl::spec_for(const space& s,
@@ -419,12 +427,14 @@ std::shared_ptr<const gate_spec> cpu_backend::impl::spec_for(const space& s,
       detail::count_setting(o.min_bytes, "backend cpu: min_bytes", s, c));
 }
 
-std::optional<measurement> cpu_backend::impl::build(const space& s, const config& c, cost& paid,
-                                                    fs::path& library, measurement& notes) {
+std::optional<measurement> cpu_backend::impl::build(
+    const space& s, const config& c, cost& paid,
+    std::shared_ptr<const detail::sealed_file>& library, measurement& notes, std::string& note) {
   const slot_lease lease(*compile_slots);
   const auto built =
       tools->build(detail::kernel_unit(s, &c, kernel_file, function), {kernel_text}, other_cpus);
   paid.compile_s += built.seconds;
+  note = built.note;
   notes.metrics["compile_cached"] = built.cached ? 1 : 0;
   notes.metrics["compiler_s"] = built.seconds;
   if (built.status != status::ok) {
@@ -432,7 +442,7 @@ std::optional<measurement> cpu_backend::impl::build(const space& s, const config
     m.metrics = notes.metrics;
     return m;
   }
-  library = built.library;
+  library = built.sealed;
   return std::nullopt;
 }
 
@@ -471,22 +481,35 @@ detail::loader_run cpu_backend::impl::time(const fs::path& library,
 
 measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool full) {
   if (!tools) throw error("backend cpu: prepare() was not called");
+  std::string note;
+  auto m = measure(s, c, full, note);
+  {
+    const std::lock_guard lock(notes_mutex);
+    if (!prepare_notes.empty())
+      note = std::exchange(prepare_notes, "") + (note.empty() ? "" : "; " + note);
+  }
+  if (!note.empty()) m.message += (m.message.empty() ? "" : "\n") + ("compile cache: " + note);
+  return m;
+}
+
+measurement cpu_backend::impl::measure(const space& s, const config& c, bool full,
+                                       std::string& note) {
   cost paid;
-  fs::path library;
+  std::shared_ptr<const detail::sealed_file> library;
   measurement notes;
   const auto fail = [&](measurement m) {
     m.cost = paid;
     for (const auto& [k, v] : notes.metrics) m.metrics.emplace(k, v);
     return m;
   };
-  if (auto failed = build(s, c, paid, library, notes)) return *failed;
+  if (auto failed = build(s, c, paid, library, notes, note)) return *failed;
   const auto spec = spec_for(s, c);
   std::optional<gate_session> session;
   std::optional<detail::session_files> files;
   if (o.gate) {
     session.emplace(checker->session(*spec, s.key(c)));
     files.emplace(*session);
-    if (auto failed = gate_calls(*session, *files, library, paid)) return fail(*failed);
+    if (auto failed = gate_calls(*session, *files, library->path(), paid)) return fail(*failed);
   }
   // Timed on a set of its own, drawn from the secret like the gate's (one it
   // was never given, so a cache of earlier outputs cannot answer it): the
@@ -499,7 +522,7 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
   for (std::size_t i = 1; session && i < 4 && !session->perturbable(timed_set); ++i)
     if (const std::size_t next = session->timed_set(i); session->perturbable(next))
       timed_set = next;
-  const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full,
+  const auto timed = time(library->path(), files ? files->of(timed_set) : timing_inputs, full,
                           session ? session->loop_seed(timed_set) : 0x7e55e1);
   paid.run_s += timed.run.seconds;
   if (timed.run.status != status::ok)

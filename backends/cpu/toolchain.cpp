@@ -7,6 +7,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,15 +15,21 @@
 #include <boost/uuid/uuid.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <optional>
 #include <tuple>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 extern "C" char** environ;  // NOLINT: POSIX
 
@@ -89,20 +96,15 @@ void write_atomically(const fs::path& path, std::string_view text) {
   fs::rename(tmp, path);
 }
 
-/// A file's bytes; nullopt when it cannot be read (vanished, a folder).
+/// A file's bytes (tessel/files.hpp); nullopt when it cannot be read
+/// (vanished, a folder): in the cache that is a miss, never an error.
 std::optional<std::string> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  const auto size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
-  if (size < 0) return std::nullopt;
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), size) || in.peek() != std::char_traits<char>::eof())
+  try {
+    return read_file(path);
+  } catch (const error&) {
     return std::nullopt;
-  return text;
+  }
 }
-
-/// A file's bytes; "" when it cannot be read.
-std::string read_text(const fs::path& path) { return read_bytes(path).value_or(""); }
 
 /// The files a compile read, from the dependency file GCC and Clang write
 /// with -MD/-MMD -MF (make syntax: the first rule's prerequisites, lines
@@ -154,7 +156,44 @@ std::optional<std::timespec> change_time(const fs::path& path) {
   return st.st_ctim;
 }
 
-constexpr std::string_view manifest_magic = "tessel cpu build manifest 1\n";
+constexpr std::string_view manifest_family = "tessel cpu build manifest ";
+constexpr std::string_view manifest_magic = "tessel cpu build manifest 2\n";
+
+/// What a manifest records of a file's bytes: "HASH SIZE".
+std::string fingerprint(std::string_view bytes) {
+  return fmt::format("{} {}", content_key(bytes), bytes.size());
+}
+
+/// `text` cut at its first space: the word before and the rest after it;
+/// nullopt when it has none.
+std::optional<std::pair<std::string_view, std::string_view>> split_word(std::string_view text) {
+  const auto space = text.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  return std::pair{text.substr(0, space), text.substr(space + 1)};
+}
+
+/// `text`'s first line (without its newline), and `text` moved past it.
+std::string_view next_line(std::string_view& text) {
+  const auto end = text.find('\n');
+  const auto line = text.substr(0, end);
+  text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  return line;
+}
+
+/// Writes `text` to `path` (its folders made) unless it holds it already.
+void write_if_different(const fs::path& path, std::string_view text) {
+  if (read_bytes(path) == text) return;
+  fs::create_directories(path.parent_path());
+  write_atomically(path, text);
+}
+
+/// Whether `path` holds `text` and was last written no later than `since`.
+bool holds(const fs::path& path, std::string_view text, std::timespec since) {
+  const auto changed = change_time(path);
+  return changed &&
+         std::tie(changed->tv_sec, changed->tv_nsec) <= std::tie(since.tv_sec, since.tv_nsec) &&
+         read_bytes(path) == text;
+}
 
 /// The manifest's lines for `files` but `source` (its text is in the key):
 /// "HASH SIZE PATH" each. nullopt when one cannot be read, has a newline in
@@ -171,48 +210,69 @@ std::optional<std::string> manifest_lines(const std::vector<fs::path>& files,
         std::tie(changed->tv_sec, changed->tv_nsec) > std::tie(started.tv_sec, started.tv_nsec) ||
         !text || f.string().find('\n') != std::string::npos)
       return std::nullopt;
-    lines += fmt::format("{} {} {}\n", content_key(*text), text->size(), f.string());
+    lines += fmt::format("{} {}\n", fingerprint(*text), f.string());
   }
   return lines;
 }
 
-/// Whether every file of `lines` (manifest_lines) still holds what it held.
+/// Whether every file of `lines` (manifest_lines: "HASH SIZE PATH") still
+/// holds what it held.
 bool unchanged(std::string_view lines) {
   while (!lines.empty()) {
-    const auto end = lines.find('\n');
-    const auto line = lines.substr(0, end);
-    lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 1);
-    const auto space = line.find(' ', 33);
-    if (line.size() < 35 || line[32] != ' ' || space == std::string_view::npos) return false;
-    const auto text = read_bytes(std::string(line.substr(space + 1)));
-    if (!text || std::to_string(text->size()) != line.substr(33, space - 33) ||
-        content_key(*text) != line.substr(0, 32))
-      return false;
+    const auto line = next_line(lines);
+    const auto hash = split_word(line);
+    const auto size = hash ? split_word(hash->second) : std::nullopt;
+    if (!size) return false;
+    const auto path = size->second;
+    const auto text = read_bytes(std::string(path));
+    if (!text || fingerprint(*text) != line.substr(0, line.size() - path.size() - 1)) return false;
   }
   return true;
 }
 
-/// A cached outcome: stem.manifest names what the compile left (a build or
-/// a compiler's message) beside it, and the files it read.
-struct cached_outcome {
-  bool built = false;
+/// A lookup of stem.manifest: its first lines are the magic and "KIND NAME
+/// HASH SIZE", what the compile left (a build or a compiler's message) beside
+/// it and a fingerprint of its bytes; then the files the compile read.
+struct lookup {
+  /// A hit: whether it built, the file and its checked bytes.
+  bool hit = false, built = false;
   fs::path file;
+  std::string bytes;
+  /// The file a manifest names (of any version, hit or not): removed when a
+  /// new manifest replaces it. Only names of stem's own outcomes count.
+  fs::path named;
+  std::string note;  ///< why a named outcome was not used, when it did not hold its bytes
 };
 
-std::optional<cached_outcome> look_up(const fs::path& stem) {
+lookup look_up(const fs::path& stem) {
+  lookup out;
   const auto text = read_bytes(stem.string() + ".manifest");
-  if (!text || !text->starts_with(manifest_magic)) return std::nullopt;
+  if (!text || !text->starts_with(manifest_family)) return out;
   std::string_view rest(*text);
-  rest.remove_prefix(manifest_magic.size());
-  const auto end = rest.find('\n');
-  const auto head = rest.substr(0, end);
-  const auto space = head.find(' ');
-  if (end == std::string_view::npos || space == std::string_view::npos) return std::nullopt;
-  const auto kind = head.substr(0, space);
-  cached_outcome out{kind == "built", stem.parent_path() / std::string(head.substr(space + 1))};
-  if ((kind != "built" && kind != "compile_error") || !unchanged(rest.substr(end + 1)) ||
-      !fs::exists(out.file))
-    return std::nullopt;
+  const bool current = next_line(rest) == manifest_magic.substr(0, manifest_magic.size() - 1);
+  const auto kind = split_word(next_line(rest));
+  if (!kind) return out;
+  const auto name = split_word(kind->second);
+  const auto file = std::string(name ? name->first : kind->second);
+  const auto own = stem.filename().string() + "-";
+  if (!file.starts_with(own) || file.find('/') != std::string::npos) return out;
+  out.named = stem.parent_path() / file;
+  if (!current || !name || (kind->first != "built" && kind->first != "compile_error") ||
+      !unchanged(rest))
+    return out;
+  auto bytes = read_bytes(out.named);
+  if (!bytes) return out;
+  if (fingerprint(*bytes) != name->second) {
+    out.note = fmt::format(
+        "{} did not hold the bytes its manifest recorded (it was changed after it was built); "
+        "it is not used, and was built again",
+        out.named.string());
+    return out;
+  }
+  out.hit = true;
+  out.built = kind->first == "built";
+  out.file = out.named;
+  out.bytes = std::move(*bytes);
   return out;
 }
 
@@ -242,6 +302,50 @@ std::string content_key(std::string_view text) {
   return u;
 }
 
+sealed_file::sealed_file(std::string_view bytes, const fs::path& near) {
+#ifdef __linux__
+  // MFD_EXEC (Linux 6.3; older headers lack it): executable even where the
+  // system makes memfds non-executable by default. An older kernel refuses it.
+  constexpr unsigned exec = 0x10U;
+  int fd = ::memfd_create("tessel-build", MFD_CLOEXEC | MFD_ALLOW_SEALING | exec);
+  if (fd < 0 && errno == EINVAL)
+    fd = ::memfd_create("tessel-build", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd >= 0) {
+    std::string_view rest = bytes;
+    while (!rest.empty()) {
+      const auto n = ::write(fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    // Sealed, then opened again read-only and the writable descriptor
+    // closed: exec refuses a file that something holds open to write.
+    constexpr int seals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+    const int read_only =
+        rest.empty() && ::fcntl(fd, F_ADD_SEALS, seals) == 0
+            ? ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC)
+            : -1;
+    ::close(fd);
+    if (read_only >= 0) {
+      fd_ = read_only;
+      path_ = fmt::format("/proc/{}/fd/{}", ::getpid(), fd_);
+      return;
+    }
+  }
+#endif
+  path_ = private_name(near / "run", "copy");
+  write_atomically(path_, bytes);
+  fs::permissions(path_, fs::perms::owner_all);
+}
+
+sealed_file::~sealed_file() {
+  std::error_code ec;
+  if (fd_ >= 0)
+    ::close(fd_);
+  else
+    fs::remove(path_, ec);
+}
+
 toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   compiler_path_ = find_compiler(o_.compiler);
   process_request version;
@@ -256,6 +360,12 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   key_base_ = identity_ + "\n" + fmt::format("{}", fmt::join(o_.flags, " ")) + "\n" +
               fmt::format("{}", fmt::join(o_.libraries, " ")) + "\n" + host_cpu_model() + "\n" +
               (o_.hash_system_headers ? "system headers\n" : "");
+  // This version's embedded files, in a folder of their own: another
+  // version sharing the cache writes its own beside it, never over them.
+  std::string embedded;
+  for (const auto& f : cpu_embedded_files())
+    embedded += fmt::format("{} {}\n{}\n", f.name, f.text.size(), f.text);
+  embedded_ = o_.cache_dir / ("embedded-" + content_key(embedded).substr(0, 16));
   std::error_code ec;
   fs::create_directories(o_.cache_dir / "build", ec);
   if (ec)
@@ -279,7 +389,7 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   const auto built =
       compile_cached(stem, "", source, source_text,
                      {compiler_path_, "-std=c++20", "-O2", "-pthread",
-                      "-I" + (o_.cache_dir / "include").string(), source.string(), "-ldl"},
+                      "-I" + (embedded_ / "include").string(), source.string(), "-ldl"},
                      limit, {});
   if (built.status != status::ok)
     throw error(fmt::format(
@@ -287,22 +397,44 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
         built.status == status::timeout
             ? fmt::format("it ran past 10 x compile_timeout ({} s) and was killed", limit)
             : "\n" + built.message));
-  loader_ = built.library;
+  loader_ = built;
 }
 
 fs::path toolchain::write_file(const std::string& name, std::string_view text) const {
-  const auto path = o_.cache_dir / name;
-  fs::create_directories(path.parent_path());
-  if (fs::exists(path) && read_text(path) == text) return path;
-  write_atomically(path, text);
+  const auto path = embedded_ / name;
+  {
+    const std::lock_guard lock(own_mutex_);
+    own_.insert_or_assign(path, std::string(text));
+  }
+  write_if_different(path, text);
   return path;
+}
+
+std::string toolchain::restore_own_files() const {
+  const std::lock_guard lock(own_mutex_);
+  std::vector<std::string> put_back;
+  for (const auto& [path, text] : own_)
+    if (read_bytes(path) != text) {
+      write_if_different(path, text);
+      put_back.push_back(path.string());
+    }
+  return put_back.empty()
+             ? ""
+             : fmt::format("tessel's own {} did not hold what tessel wrote; written again",
+                           fmt::join(put_back, ", "));
+}
+
+bool toolchain::own_files_intact(const std::timespec& since) const {
+  const std::lock_guard lock(own_mutex_);
+  return std::all_of(own_.begin(), own_.end(),
+                     [&since](const auto& file) { return holds(file.first, file.second, since); });
 }
 
 std::vector<std::string> toolchain::command(const fs::path& source) const {
   std::vector<std::string> args{compiler_path_, "-std=c++20"};
   args.insert(args.end(), o_.flags.begin(), o_.flags.end());
-  args.insert(args.end(), {"-fPIC", "-shared", "-pthread",
-                           "-I" + (o_.cache_dir / "include").string(), source.string()});
+  args.insert(args.end(), {"-fPIC", "-shared", "-pthread", "-I" + (embedded_ / "include").string(),
+                           source.string()});
   args.insert(args.end(), o_.libraries.begin(), o_.libraries.end());
   return args;
 }
@@ -328,44 +460,73 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
                                        std::vector<std::string> arguments, double timeout_s,
                                        const std::vector<int>& cpus) const {
   build_result out;
-  if (const auto hit = look_up(stem)) {
+  auto found = look_up(stem);
+  if (found.hit) {
     out.cached = true;
-    if (hit->built) {
-      out.library = hit->file;
+    if (found.built) {
+      out.library = found.file;
+      out.sealed = std::make_shared<const sealed_file>(found.bytes, stem.parent_path());
     } else {
       out.status = status::compile_error;
-      out.message = read_text(hit->file);
+      out.message = std::move(found.bytes);
     }
     return out;
   }
-  // The source is written only now: a lookup reads no more than the manifest
-  // and the files it names (its key is the source's text).
-  (void)write_file(fs::relative(source, o_.cache_dir).string(), text);
+  std::vector<std::string> notes;
+  if (!found.note.empty()) notes.push_back(found.note);
   const auto tmp = fs::path(private_name(stem.string() + suffix, "tmp"));
-  const auto deps = fs::path(private_name(stem, "d"));
-  { std::ofstream touch(deps); }  // its ctime: a file changed after it, changed mid-compile
-  const auto started = change_time(deps);
-  process_request request;
-  request.arguments = std::move(arguments);
-  request.arguments.insert(
-      request.arguments.end(),
-      {"-o", tmp.string(), o_.hash_system_headers ? "-MD" : "-MMD", "-MF", deps.string()});
-  request.environment = inherited_environment();
-  request.timeout_s = timeout_s;
-  request.kill_grace_s = o_.kill_grace_s;
-  request.cpus = cpus;
-  const auto r = run_process(request);
-  out.seconds = r.wall_s;
-  const auto read = dependency_list(read_bytes(deps).value_or(""));
-  std::error_code ec;
-  fs::remove(deps, ec);
-  const auto lines = read && started ? manifest_lines(*read, source, *started) : std::nullopt;
-  const auto keep = [&](const std::string& name, std::string_view kind) {
+  process_result r;
+  std::optional<std::string> lines;
+  // A compile that read tessel's own files (its headers, a built-in
+  // kernel's source, the unit) while something changed them built what that
+  // process wrote: they are put back and it compiles again, once.
+  for (int attempt = 0;; ++attempt) {
+    if (auto restored = restore_own_files(); !restored.empty()) notes.push_back(restored);
+    // The source is written only now: a lookup reads no more than the
+    // manifest and the files it names (its key is the source's text).
+    write_if_different(source, text);
+    const auto deps = fs::path(private_name(stem, "d"));
+    { std::ofstream touch(deps); }  // its ctime: a file changed after it, changed mid-compile
+    const auto started = change_time(deps);
+    process_request request;
+    request.arguments = arguments;
+    request.arguments.insert(
+        request.arguments.end(),
+        {"-o", tmp.string(), o_.hash_system_headers ? "-MD" : "-MMD", "-MF", deps.string()});
+    request.environment = inherited_environment();
+    request.timeout_s = timeout_s;
+    request.kill_grace_s = o_.kill_grace_s;
+    request.cpus = cpus;
+    r = run_process(request);
+    out.seconds += r.wall_s;
+    const auto read = dependency_list(read_bytes(deps).value_or(""));
+    std::error_code ec;
+    fs::remove(deps, ec);
+    lines = read && started ? manifest_lines(*read, source, *started) : std::nullopt;
+    if (started && own_files_intact(*started) && holds(source, text, *started)) break;
+    fs::remove(tmp, ec);
+    if (attempt == 1) {
+      out.status = status::compile_error;
+      out.message =
+          "tessel's own files in the compile cache (its headers, the unit it compiles) were "
+          "changed while the compiler ran, twice: a process beside it writes them (a kernel "
+          "being run?); the build is not used";
+      out.note = fmt::format("{}", fmt::join(notes, "; "));
+      return out;
+    }
+    notes.push_back("tessel's own files were changed while the compiler ran; compiled again");
+  }
+  out.note = fmt::format("{}", fmt::join(notes, "; "));
+  const auto keep = [&](const fs::path& file, std::string_view kind, std::string_view bytes) {
     if (!lines) return;  // a missing header, an edit mid-compile: not reused, never stale
     write_atomically(stem.string() + ".manifest",
-                     fmt::format("{}{} {}\n{}", manifest_magic, kind,
-                                 fs::path(name).filename().string(), *lines));
+                     fmt::format("{}{} {} {}\n{}", manifest_magic, kind, file.filename().string(),
+                                 fingerprint(bytes), *lines));
+    // The outcome the replaced manifest named is no one's now.
+    std::error_code ec;
+    if (!found.named.empty() && found.named != file) fs::remove(found.named, ec);
   };
+  std::error_code ec;
   if (r.timed_out) {
     out.status = status::timeout;
   } else if (!r.started || r.exit_code != 0 || r.signal != 0) {
@@ -374,20 +535,27 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
                   : r.signal != 0 ? "the compiler was killed by " + signal_name(r.signal)
                                   : head_of(r.errors + r.output, 30, 4000);
     if (r.started && r.signal == 0 && lines) {  // the compiler's verdict on these files
-      const auto name = fmt::format("{}-{}.compile_error", stem.string(),
-                                    content_key(*lines + out.message).substr(0, 16));
+      const auto name = fs::path(fmt::format("{}-{}.compile_error", stem.string(),
+                                             content_key(*lines + out.message).substr(0, 16)));
       write_atomically(name, out.message);
-      keep(name, "compile_error");
+      keep(name, "compile_error", out.message);
     }
+  } else if (auto bytes = read_bytes(tmp); !bytes) {
+    out.status = status::compile_error;
+    out.message = fmt::format("the compiler's output {} cannot be read", tmp.string());
   } else {
-    // Named by what it was built from: two processes that built the same
-    // files write the same name, a manifest names only its own build.
-    out.library =
-        lines ? fmt::format("{}-{}{}", stem.string(), content_key(*lines).substr(0, 16), suffix)
-              : private_name(stem, "uncached") + suffix;
-    fs::rename(tmp, out.library);
-    keep(out.library, "built");
-    return out;
+    // What is run is these bytes, sealed; on disk, a build named by what it
+    // was built from (two processes that built the same files write the
+    // same name, a manifest names only its own build) or, when it is not
+    // kept (`lines` unknown), none.
+    out.sealed = std::make_shared<const sealed_file>(*bytes, stem.parent_path());
+    out.library = out.sealed->path();
+    if (lines) {
+      out.library =
+          fmt::format("{}-{}{}", stem.string(), content_key(*lines).substr(0, 16), suffix);
+      fs::rename(tmp, out.library);
+      keep(out.library, "built", *bytes);
+    }
   }
   fs::remove(tmp, ec);
   return out;

@@ -2,13 +2,19 @@
 // translation unit's text in, a shared library out, cached in a folder by
 // the text, what it includes, the compiler's identity, the flags and the
 // host's CPU model, and reused only while every file the compile read is
-// unchanged (a manifest beside each build). Also builds the loader
-// (loader.cpp) once per cache, by the same rule. Private to the cpu backend.
+// unchanged and the build itself holds the bytes its manifest recorded (a
+// manifest beside each build). What is run is a sealed copy of the checked
+// bytes. Also builds the loader (loader.cpp) once per cache, by the same
+// rule. Private to the cpu backend.
 #pragma once
 
 #include <tessel/measurement.hpp>
 
+#include <ctime>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,20 +32,50 @@ struct toolchain_options {
   bool hash_system_headers = false;
 };
 
+/// Bytes no process can change, for a run: a memfd sealed against every
+/// write (Linux), named by a path any process of this user can open while
+/// it lives (/proc/PID/fd/N: the loader execs it, dlopen opens it). Where
+/// memfds cannot be sealed, a private file beside `near`, removed with it.
+class sealed_file {
+ public:
+  /// Copies `bytes`; throws tessel::error when neither can be made.
+  sealed_file(std::string_view bytes, const std::filesystem::path& near);
+  ~sealed_file();
+  sealed_file(const sealed_file&) = delete;
+  sealed_file& operator=(const sealed_file&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  /// Whether it is a sealed memfd (else the private file).
+  [[nodiscard]] bool sealed() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
 /// One build's outcome.
 struct build_result {
   tessel::status status = tessel::status::ok;  ///< ok, compile_error or timeout
   std::string message;                         ///< the compiler's first lines when it failed
-  std::filesystem::path library;               ///< the .so, when ok
-  double seconds = 0;                          ///< the compiler's wall time (0 when cached)
+  std::filesystem::path library;               ///< the .so in the cache, when ok
+  /// What to run, when ok: a sealed copy of the bytes the lookup checked or
+  /// the compiler wrote (run() is its path). Shared: it lives while a run
+  /// that holds it does.
+  std::shared_ptr<const sealed_file> sealed;
+  double seconds = 0;  ///< the compiler's wall time (0 when cached)
   bool cached = false;
+  /// What the cache found wrong and mended on the way ("" when nothing): a
+  /// build that did not hold its manifest's bytes, tessel's own file changed.
+  std::string note;
+  [[nodiscard]] const std::filesystem::path& run() const { return sealed->path(); }
 };
 
 class toolchain {
  public:
-  /// Finds the compiler, writes the embedded headers under cache/include
-  /// and builds the loader (cached). Throws tessel::error with what is
-  /// missing or what the compiler said.
+  /// Finds the compiler, writes the embedded headers under
+  /// cache/embedded-HASH/include (HASH: of every embedded file, so two
+  /// versions of tessel sharing the cache keep theirs apart) and builds the
+  /// loader (cached). Throws tessel::error with what is missing or what the
+  /// compiler said.
   explicit toolchain(toolchain_options o);
 
   /// Builds `source` into a shared library; `depends` are the texts of the
@@ -48,19 +84,36 @@ class toolchain {
   /// file its compile read (the dependency list the compiler wrote: user
   /// and tessel headers; system headers too with hash_system_headers) has
   /// the content it had then; else it is built again and replaces it.
+  /// A cached build is used only when its bytes are the ones its manifest
+  /// recorded (else it is built again, and build_result::note says so); a
+  /// manifest that replaces another removes the build the old one named.
+  /// Before a compile, tessel's own files (write_file) are put back when
+  /// changed; a compile during which one changed is run again (once).
   /// Thread-safe, and safe beside other processes on the same cache.
   /// `cpus`: where the compiler may run (empty: anywhere).
   [[nodiscard]] build_result build(const std::string& source,
                                    const std::vector<std::string>& depends,
                                    const std::vector<int>& cpus) const;
 
-  /// Writes `text` to cache/NAME when its content differs (atomically);
-  /// returns the path. For built-in kernel sources the wrapper includes.
+  /// Writes `text` to cache/embedded-HASH/NAME when its content differs
+  /// (atomically) and keeps it among tessel's own files, which every build
+  /// checks; returns the path. For built-in kernel sources the wrapper includes.
   [[nodiscard]] std::filesystem::path write_file(const std::string& name,
                                                  std::string_view text) const;
 
-  [[nodiscard]] const std::filesystem::path& loader() const noexcept { return loader_; }
+  /// The loader to exec: its sealed copy.
+  [[nodiscard]] const std::filesystem::path& loader() const noexcept {
+    return loader_.sealed->path();
+  }
+  /// The loader's build in the cache (what the sealed copy was checked against).
+  [[nodiscard]] const std::filesystem::path& loader_file() const noexcept {
+    return loader_.library;
+  }
+  /// What the loader's lookup found wrong and mended ("" when nothing).
+  [[nodiscard]] const std::string& loader_note() const noexcept { return loader_.note; }
   [[nodiscard]] const std::filesystem::path& cache_dir() const noexcept { return o_.cache_dir; }
+  /// Where the embedded files are written: cache/embedded-HASH.
+  [[nodiscard]] const std::filesystem::path& embedded_dir() const noexcept { return embedded_; }
   /// The compiler's path and the first line of its --version.
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
@@ -75,9 +128,18 @@ class toolchain {
                                             std::string_view text,
                                             std::vector<std::string> arguments, double timeout_s,
                                             const std::vector<int>& cpus) const;
+  /// Puts back tessel's own files that do not hold their text; says which.
+  [[nodiscard]] std::string restore_own_files() const;
+  /// Whether tessel's own files all hold their text and none was written
+  /// after `since` (a compile's start).
+  [[nodiscard]] bool own_files_intact(const std::timespec& since) const;
+
   toolchain_options o_;
   std::string compiler_path_, identity_, key_base_;
-  std::filesystem::path loader_;
+  std::filesystem::path embedded_;
+  build_result loader_;
+  mutable std::mutex own_mutex_;
+  mutable std::map<std::filesystem::path, std::string> own_;  ///< path -> its text
 };
 
 /// The host's CPU model ("AMD EPYC ..."), from /proc/cpuinfo; "" when unknown.

@@ -3,71 +3,23 @@
 // removed and put back between evaluations, and the loader's own build. A
 // cached build is reused only while every file its compile read is what it
 // was (docs/cpu.md, "What is measured": the compile cache).
-#include <tessel/cpu.hpp>
-#include <tessel/dsl.hpp>
-
+#include "cache_fixtures.hpp"
 #include "temp_folder.hpp"
-#include "test_kernel.hpp"
 
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace tessel;
-
-const std::string kernels_dir = std::string(TESSEL_SOURCE_DIR) + "/tests/cpu/kernels";
-
-void write(const fs::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
-
-/// y = SCALE x, SCALE from scale.hpp beside the kernel; the reference is 2 x.
-constexpr std::string_view scaled_kernel = R"(#include <tessel/cpu_kernel.hpp>
-#include "scale.hpp"
-#include <cstdint>
-void scaled(const tessel::cpu::kernel_args& a) {
-  const float* x = a.in(0).as<float>();
-  float* y = a.out(0).as<float>();
-  for (std::int64_t i = 0; i < a.in(0).elements(); ++i) y[i] = TESSEL_TEST_SCALE * x[i];
-}
-)";
-
-space one_config_space() { return parse_space("space s { const N = 4096 param us : {1} }"); }
-
-cpu_options scaled_options(const fs::path& folder) {
-  auto o = testing::kernel_options((folder / "scaled.cpp").string() + ":scaled",
-                                   kernels_dir + "/reference.cpp:twice_reference");
-  o.gate_settings.secret = 31;
-  o.gate_settings.suite = {distribution::normal, distribution::uniform};
-  return o;
-}
-
-/// The file in `dir` whose name starts with `prefix` and ends with `suffix`.
-fs::path only_file(const fs::path& dir, std::string_view prefix, std::string_view suffix) {
-  fs::path found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const auto name = e.path().filename().string();
-    if (name.starts_with(prefix) && name.ends_with(suffix)) {
-      CHECK_MESSAGE(found.empty(), "two files " << prefix << "*" << suffix);
-      found = e.path();
-    }
-  }
-  REQUIRE_MESSAGE(!found.empty(), "no file " << prefix << "*" << suffix << " in " << dir);
-  return found;
-}
+using namespace tessel::testing;
 
 }  // namespace
 
@@ -151,12 +103,8 @@ TEST_CASE("cpu cache: the loader is rebuilt when a header it read is not what it
   const auto s = one_config_space();
   cpu_backend(o).prepare(s);
   const auto manifest = only_file(o.cache_dir, "loader-", ".manifest");
-  std::stringstream read;
-  read << std::ifstream(manifest).rdbuf();
-  auto text = read.str();
-  const auto named = text.find("\nbuilt ") + 7;  // the build the manifest is of
-  REQUIRE(named > 7);
-  const auto loader = fs::path(o.cache_dir) / text.substr(named, text.find('\n', named) - named);
+  auto text = read_file(manifest);
+  const auto loader = named_by(manifest);  // the build the manifest is of
   REQUIRE(fs::is_regular_file(loader));
   const auto line = text.find("/tessel/loop_rule.hpp\n");
   REQUIRE(line != std::string::npos);
@@ -211,12 +159,7 @@ TEST_CASE("cpu cache: backends building the same loader and kernel at once leave
       CHECK(!name.ends_with(".d"));
       if (!name.ends_with(".manifest")) continue;
       ++manifests;
-      std::stringstream read;
-      read << std::ifstream(e.path()).rdbuf();
-      const auto text = read.str();
-      const auto named = text.find("\nbuilt ") + 7;
-      REQUIRE(named > 7);
-      CHECK(fs::is_regular_file(dir / text.substr(named, text.find('\n', named) - named)));
+      CHECK(fs::is_regular_file(named_by(e.path())));
     }
   CHECK(manifests == 3);  // the loader, the kernel's config, the reference
 }
