@@ -11,6 +11,7 @@
 #include "cpu/toolchain.hpp"
 
 #include <tessel/dsl.hpp>
+#include <tessel/files.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -31,12 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tessel;
 
-std::string read_text(const fs::path& path) {
-  std::stringstream s;
-  s << std::ifstream(path, std::ios::binary).rdbuf();
-  return s.str();
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -56,7 +51,7 @@ int main(int argc, char** argv) {
 
   const auto colon = kernel.rfind(':');
   const auto file = fs::absolute(kernel.substr(0, colon));
-  const auto kernel_text = read_text(file);
+  const auto kernel_text = read_file(file);
   const auto s = parse_space("space b { const N = 64 param us : {1} }");
   const auto c = s.from_json(R"({"us": 1})");
   const auto unit = detail::kernel_unit(s, &c, file, kernel.substr(colon + 1));
@@ -83,11 +78,15 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::size_t, std::size_t>> listed;
   for (const auto& e : fs::directory_iterator(cache / "build")) {
     if (e.path().extension() != ".manifest") continue;
-    std::istringstream lines(read_text(e.path()));
+    std::istringstream lines(read_file(e.path()));
     std::string line;
     std::pair<std::size_t, std::size_t> n{0, 0};
-    for (int i = 0; std::getline(lines, line); ++i)
-      if (i >= 2) n = {n.first + 1, n.second + std::stoull(line.substr(33))};
+    // After the magic and the outcome's line, "HASH SIZE PATH" per file.
+    for (int i = 0; std::getline(lines, line); ++i) {
+      std::string hash;
+      std::size_t size = 0;
+      if (i >= 2 && std::istringstream(line) >> hash >> size) n = {n.first + 1, n.second + size};
+    }
     listed.push_back(n);
   }
   std::sort(listed.begin(), listed.end());

@@ -18,6 +18,9 @@ struct result {
   std::string err;
 };
 
+/// The file's bytes, "" when it cannot be read. Not tessel::read_file: this
+/// test runs the tool as a binary and links no library, and its callers poll
+/// files that do not exist yet (a missing file reads as "", not an error).
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;

@@ -4,6 +4,7 @@
 #include "storage_fixtures.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/files.hpp>
 #include <tessel/storage.hpp>
 
 #include <doctest/doctest.h>
@@ -13,20 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 
 using namespace tessel;
 using namespace tessel::testing;
 
 namespace {
-
-std::string bytes_of(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// A study file holding the record and `n` finished trials, closed.
 void write_study(const std::filesystem::path& path, std::uint64_t n) {
@@ -43,7 +36,7 @@ TEST_CASE("a study file opened to read reads everything and changes nothing") {
   const auto path = dir.file("x.tessel.db");
   const auto s = storage_space();
   write_study(path, 5);
-  const auto before = bytes_of(path);
+  const auto before = read_file(path);
   {
     const auto db = open_store(path.string(), store_access::read);
     REQUIRE(db->study().has_value());
@@ -62,7 +55,7 @@ TEST_CASE("a study file opened to read reads everything and changes nothing") {
     CHECK_THROWS_WITH_AS(db->claim_writer(), doctest::Contains("was opened to read"), error);
     CHECK_FALSE(std::filesystem::exists(path.string() + "-lock"));
   }
-  CHECK(bytes_of(path) == before);
+  CHECK(read_file(path) == before);
   CHECK(sqlite_store(path).trial_count() == 5);
 }
 
