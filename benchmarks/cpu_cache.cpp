@@ -81,11 +81,11 @@ int main(int argc, char** argv) {
     std::istringstream lines(read_file(e.path()));
     std::string line;
     std::pair<std::size_t, std::size_t> n{0, 0};
-    // After the magic and the outcome's line, "HASH SIZE PATH" per file.
+    // After the magic, the outcome and its bytes, "HASH SIZE PATH" per file.
     for (int i = 0; std::getline(lines, line); ++i) {
       std::string hash;
       std::size_t size = 0;
-      if (i >= 2 && std::istringstream(line) >> hash >> size) n = {n.first + 1, n.second + size};
+      if (i >= 3 && std::istringstream(line) >> hash >> size) n = {n.first + 1, n.second + size};
     }
     listed.push_back(n);
   }

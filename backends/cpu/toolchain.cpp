@@ -230,9 +230,9 @@ bool unchanged(std::string_view lines) {
   return true;
 }
 
-/// A lookup of stem.manifest: its first lines are the magic and "KIND NAME
-/// HASH SIZE", what the compile left (a build or a compiler's message) beside
-/// it and a fingerprint of its bytes; then the files the compile read.
+/// A lookup of stem.manifest: its first lines are the magic, "KIND NAME"
+/// (what the compile left beside it: a build or a compiler's message) and
+/// "HASH SIZE" (a fingerprint of its bytes); then the files the compile read.
 struct lookup {
   /// A hit: whether it built, the file and its checked bytes.
   bool hit = false, built = false;
@@ -252,17 +252,16 @@ lookup look_up(const fs::path& stem) {
   const bool current = next_line(rest) == manifest_magic.substr(0, manifest_magic.size() - 1);
   const auto kind = split_word(next_line(rest));
   if (!kind) return out;
-  const auto name = split_word(kind->second);
-  const auto file = std::string(name ? name->first : kind->second);
+  const auto file = std::string(kind->second);
   const auto own = stem.filename().string() + "-";
   if (!file.starts_with(own) || file.find('/') != std::string::npos) return out;
   out.named = stem.parent_path() / file;
-  if (!current || !name || (kind->first != "built" && kind->first != "compile_error") ||
-      !unchanged(rest))
+  const auto recorded = next_line(rest);
+  if (!current || (kind->first != "built" && kind->first != "compile_error") || !unchanged(rest))
     return out;
   auto bytes = read_bytes(out.named);
   if (!bytes) return out;
-  if (fingerprint(*bytes) != name->second) {
+  if (fingerprint(*bytes) != recorded) {
     out.note = fmt::format(
         "{} did not hold the bytes its manifest recorded (it was changed after it was built); "
         "it is not used, and was built again",
@@ -520,7 +519,7 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
   const auto keep = [&](const fs::path& file, std::string_view kind, std::string_view bytes) {
     if (!lines) return;  // a missing header, an edit mid-compile: not reused, never stale
     write_atomically(stem.string() + ".manifest",
-                     fmt::format("{}{} {} {}\n{}", manifest_magic, kind, file.filename().string(),
+                     fmt::format("{}{} {}\n{}\n{}", manifest_magic, kind, file.filename().string(),
                                  fingerprint(bytes), *lines));
     // The outcome the replaced manifest named is no one's now.
     std::error_code ec;
