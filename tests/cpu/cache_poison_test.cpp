@@ -210,3 +210,39 @@ TEST_CASE("cpu cache: another version's headers in the same cache are left as th
   const auto m = f.study();
   CHECK(m.metrics.at("compile_cached") == 1);
 }
+
+TEST_CASE("cpu cache: a compile during which tessel's header changed is compiled again") {
+  // A compiler beside which something rewrites tessel's header once it has
+  // started (as a kernel running beside the compile could): once, or always.
+  scaled_fixture f;
+  const auto once = f.folder.path() / "changed-once";
+  const auto racing_compiler = [&](bool always) {
+    const auto path = f.folder.path() / (always ? "always-c++" : "once-c++");
+    write(path, fmt::format(R"(#!/bin/sh
+include=
+for a in "$@"; do case $a in -I*) include=${{a#-I}};; esac; done
+case " $* " in *" -shared "*)
+  if [ ! -e '{}' ] || [ {} = 1 ]; then
+    touch '{}'; sleep 0.05; echo '// changed' >> "$include/tessel/cpu_kernel.hpp"
+  fi;;
+esac
+exec c++ "$@"
+)",
+                            once.string(), always ? 1 : 0, once.string()));
+    fs::permissions(path, fs::perms::owner_all);
+    return path.string();
+  };
+  SUBCASE("once: the compile is run again, on the header tessel wrote") {
+    f.o.compiler = racing_compiler(false);
+    const auto m = f.study();
+    INFO(m.message);
+    CHECK(m.status == status::ok);
+    CHECK(m.message.find("tessel's own files were changed while the compiler ran; compiled "
+                         "again") != std::string::npos);
+    CHECK(fs::exists(once));
+  }
+  SUBCASE("always: the build is refused, saying why") {
+    f.o.compiler = racing_compiler(true);
+    CHECK_THROWS_WITH(f.study(), doctest::Contains("changed while the compiler ran, twice"));
+  }
+}
