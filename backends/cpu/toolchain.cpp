@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -83,6 +84,23 @@ std::string head_of(std::string_view text, std::size_t lines, std::size_t bytes)
 std::string private_name(const fs::path& path, std::string_view what) {
   static std::atomic<std::uint64_t> counter{0};
   return path.string() + fmt::format(".{}-{}.{}", ::getpid(), counter.fetch_add(1), what);
+}
+
+/// Removes the builds earlier versions of tessel left in `dir` unkept
+/// (private_name "uncached": KEY.PID-N.uncached.so) by processes that are
+/// no longer running; this version runs such a build from its sealed copy.
+void remove_stale_uncached(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    const auto mark = name.find(".uncached");
+    const auto dash = name.rfind('-', mark);
+    const auto dot = dash == std::string::npos ? dash : name.rfind('.', dash);
+    if (mark == std::string::npos || dot == std::string::npos) continue;
+    const auto pid = std::strtol(name.c_str() + dot + 1, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fs::remove(e.path(), ec);
+  }
 }
 
 /// Writes atomically: a private temporary, then a rename.
@@ -370,6 +388,7 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   if (ec)
     throw error(fmt::format("backend cpu: cannot create the cache folder {}: {}",
                             o_.cache_dir.string(), ec.message()));
+  remove_stale_uncached(o_.cache_dir / "build");
   for (const auto* header :
        {"tessel/cpu_kernel.hpp", "tessel/race_rule.hpp", "tessel/loop_rule.hpp"})
     (void)write_file(fmt::format("include/{}", header), cpu_embedded_text(header));

@@ -190,6 +190,15 @@ exit $rc
     CHECK(!e.path().string().ends_with(".so"));
     CHECK(e.path().string().find("uncached") == std::string::npos);
   }
+  // What an earlier version left unkept: removed once its process is gone.
+  const auto build = fs::path(f.o.cache_dir) / "build";
+  const auto gone = build / "0123.999999999-0.uncached.so";
+  const auto running = build / fmt::format("0123.{}-0.uncached.so", ::getpid());
+  write(gone, "an old build");
+  write(running, "an old build in use");
+  cpu_backend(f.o).prepare(f.s);
+  CHECK(!fs::exists(gone));
+  CHECK(fs::exists(running));
 }
 
 TEST_CASE("cpu cache: another version's headers in the same cache are left as they are") {
