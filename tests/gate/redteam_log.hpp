@@ -20,7 +20,30 @@
 #include <utility>
 #include <vector>
 
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace tessel::testing {
+
+/// Gives up CAP_SYS_PTRACE (bounding, effective and permitted) on the calling thread,
+/// and so in every process it starts after: the rights of a user who is not
+/// root, which may read the memory and open the files of its own dumpable
+/// processes only. A no-op when the test does not run as root; false when
+/// it could not.
+inline bool as_a_user() {
+  if (::geteuid() == 0 &&  // root's exec would give it back: from the bounding set too
+      ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L) != 0)
+    return false;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
 
 /// The lines of `file` (none when it cannot be read).
 inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
