@@ -560,19 +560,20 @@ int main(int argc, char** argv) {
   for (std::size_t w = 1; w < timing_rules::warmup_calls(r.warmup); ++w, ++calls)
     (void)kernel.timed(1);
   // The last warm-up call calibrates the calls per sample; a call far
-  // shorter than the handoff's jitter is timed in runs of 8^k calls, until a
-  // run lasts an eighth of a sample, then once more (the faster of the two,
-  // so a moment of a loaded machine does not set it); their calls are
-  // warm-up calls too.
+  // shorter than the handoff's jitter is timed in runs of 8^k calls, until
+  // two runs of the same length each last an eighth of a sample (so a
+  // moment of a loaded machine, or a slow handoff, in one run does not set
+  // it); the faster of the two is kept. Their calls are warm-up calls too.
   double one = 0;
   for (std::uint64_t run = 1;; run *= 8) {
-    const double took = std::max(kernel.timed(run) - handoff_s, 0.0);
-    calls += run;
-    one = took / static_cast<double>(run);
-    if (run > 1 && (took >= r.min_sample_s / 8 || run >= 1000000)) {
-      one = std::min(one, std::max(kernel.timed(run) - handoff_s, 0.0) / static_cast<double>(run));
+    const auto timed_run = [&] {
       calls += run;
-    }
+      return std::max(kernel.timed(run) - handoff_s, 0.0);
+    };
+    const double first = timed_run();
+    if (first < r.min_sample_s / 8 && run < 1000000) continue;
+    const double took = std::min(first, timed_run());
+    one = took / static_cast<double>(run);
     if (took >= r.min_sample_s / 8 || run >= 1000000) break;
   }
   const std::size_t iters = timing_rules::calls_per_sample(r.min_sample_s, one);

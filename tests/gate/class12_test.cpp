@@ -61,44 +61,22 @@ struct tmpdir_as {
   tmpdir_as& operator=(const tmpdir_as&) = delete;
 };
 
-/// y = 2 x over 4096 floats; the honest kernel spins 200 us a call.
-tessel::space twice_space() {
-  return tessel::parse_space("space twice { const N = 4096  param us : {200} }");
-}
-
-struct cpu_run {
-  tessel::measurement m;
-  std::vector<std::string> log;
-};
+using cpu_run = twice_run;
 
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
                 const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
                 const std::string& reference = "twice_reference") {
-  const temp_folder logs("tessel-class12");  // (6) knows it in the TMPDIR by its name
-  const auto log = logs.path() / "log";
   tessel::cpu_options o;
   o.kernel = redteam_kernel(function);
   o.reference = redteam_kernel(reference);
-  o.inputs = "x:N";
-  o.outputs = "y:N";
   o.flags = "-O1";
   o.cache_dir = cache;
-  o.cpus = "off";  // a shared test machine: pinning would only add contention
-  o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.min_sample_s = min_sample_s;
   o.run_timeout_s = run_timeout_s;
-  o.kill_grace_s = 0.2;
-  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
   o.gate_settings.secret = 12;
-  const auto s = twice_space();
-  tessel::cpu_backend b(o);
-  b.prepare(s);
-  cpu_run r;
-  r.m = b.evaluate(s, *s.default_config());
-  r.log = lines_of(log);
-  return r;
+  return run_twice(o, "tessel-class12");  // (6) knows it in the TMPDIR by its name
 }
 
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
 #include "temp_folder.hpp"
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -71,6 +73,36 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
 /// kernel and reference options name a user's.
 inline std::string redteam_kernel(const std::string& function) {
   return std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp:" + function;
+}
+
+/// What a red-team kernel's evaluation gave: its measurement and the lines
+/// its processes logged.
+struct twice_run {
+  tessel::measurement m;
+  std::vector<std::string> log;
+};
+
+/// Evaluates `o`'s kernel and reference (y = 2 x over 4096 floats, the
+/// honest kernel 200 us a call), gated, unpinned (a shared test machine:
+/// pinning would only add contention), 3 to 8 samples, with
+/// $TESSEL_REDTEAM_LOG in a new folder named `log_prefix`-...; its log
+/// lines come back.
+inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix) {
+  const temp_folder logs(log_prefix);
+  const auto log = logs.path() / "log";
+  o.inputs = "x:N";
+  o.outputs = "y:N";
+  o.cpus = "off";
+  o.racing = {3, 8, 0.0, 0.02, 2.0};
+  o.kill_grace_s = 0.2;
+  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
+  const auto s = tessel::parse_space("space twice { const N = 4096  param us : {200} }");
+  tessel::cpu_backend b(o);
+  b.prepare(s);
+  twice_run r;
+  r.m = b.evaluate(s, *s.default_config());
+  r.log = lines_of(log);
+  return r;
 }
 
 #ifdef TESSEL_GATE_PROGRAM
