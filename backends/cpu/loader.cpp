@@ -177,8 +177,10 @@ struct call_plan {
   }
 };
 
-/// The loader's own copy of the inputs, made before the first call: what
-/// the inputs must hold after the calls (the same exchanges applied to it).
+/// The loader's own copy of tensors: of the inputs, made before the first
+/// call, what the inputs must hold after the calls (the same exchanges
+/// applied to it); of the inputs and outputs after the last call, what is
+/// checked and written (the kernel's process cannot change it after).
 struct input_copy {
   std::vector<buffer> buffers;
   std::vector<std::vector<unsigned char>> bytes;
@@ -542,9 +544,10 @@ int main(int argc, char** argv) {
   kernel.load();
   if (r.mode == "run") {
     const double took = std::max(kernel.timed(1) - handoff_s, 0.0);
+    const input_copy inputs(r.inputs), outputs(r.outputs);  // as the call left them
     kernel.finish();
-    copy.check(r.inputs);
-    for (const auto& b : r.outputs) write_npy(b);
+    copy.check(inputs.buffers);
+    for (const auto& b : outputs.buffers) write_npy(b);
     std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g, \"token\": %s}\n", took,
                  json_string(token).c_str());
     return 0;
@@ -595,6 +598,10 @@ int main(int argc, char** argv) {
   const double wall_s = std::chrono::duration<double>(clock::now() - wall_before).count();
   const double cpu_s = kernel.cpu_s() - cpu_before;
   timing_rules::check_cpus(given, kernel_pid, cpu_s, wall_s);
+  // The tensors as the last call left them, kept before the kernel's
+  // process quits: what its exit handlers (or threads still running) write
+  // after its last "done" is not judged.
+  const input_copy inputs(r.inputs), outputs(r.outputs);
   kernel.finish();
   // The parent's replay of the changes on its copy of the bases: what the
   // last call was given, and so what the inputs must hold, is the bases
@@ -609,8 +616,8 @@ int main(int argc, char** argv) {
     tessel::loop_rule::turn_in_place(last.buffers[i].data, r.inputs[i].element_size(),
                                      static_cast<std::uint64_t>(r.inputs[i].elements()),
                                      plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
-  last.check(r.inputs);
-  for (const auto& b : r.outputs) write_npy(b);
+  last.check(inputs.buffers);
+  for (const auto& b : outputs.buffers) write_npy(b);
   std::string samples;
   for (const double s : result.samples) {
     char text[32];

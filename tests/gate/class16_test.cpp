@@ -112,3 +112,17 @@ TEST_CASE("class 16: a kernel that takes the answer channel for itself is caught
   CHECK(both.caught());
   CHECK(both.cheat.m.status == status::timeout);
 }
+
+TEST_CASE("class 16: a kernel whose work ends at its process's exit is caught") {
+  // Each call returns at once; a thread of its own computes the queued
+  // calls, and an atexit handler waits for the queue, so the last call's
+  // output is complete when the kernel's process ends. The loader keeps
+  // the outputs as the last call's "done" left them, before it tells the
+  // kernel's process to quit: they are not complete there (under the
+  // first version of the split, which read them after the process ended,
+  // it was ok at a fraction of its time).
+  const runs both = run_beside_honest("fg_drain");
+  CHECK(both.caught());
+  CHECK((both.cheat.m.status == status::incorrect || both.cheat.m.status == status::suspicious));
+  CHECK(count(both.cheat.log, "drained at exit") == 1);
+}
