@@ -64,8 +64,10 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -413,6 +415,9 @@ class kernel_process {
     ::prctl(PR_SET_DUMPABLE, 0);
     ::signal(SIGPIPE, SIG_IGN);  // a child that is gone is seen by its pipe's EOF
     kernel_pid = pid;
+#ifdef SYS_pidfd_open
+    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#endif
     ::close(down[0]);
     ::close(up[1]);
     to_ = down[1];
@@ -458,7 +463,7 @@ class kernel_process {
   }
 
  private:
-  int to_ = -1, from_ = -1;
+  int to_ = -1, from_ = -1, pidfd_ = -1;
   bool quitting_ = false;
 
   static void explicit_wipe(char* p, std::size_t n) {
@@ -469,19 +474,32 @@ class kernel_process {
     if (::write(to_, &c, sizeof c) != static_cast<ssize_t>(sizeof c)) reap();
   }
   /// Reads the child's reply; a failure it reported, or its end, is answered.
+  /// The child's end is seen by its pidfd too (Linux 5.3), not only by the
+  /// pipe's EOF, which never comes while a process it forked holds the pipe.
   void expect(char wanted) {
     char reply = 0;
+    if (pidfd_ >= 0) {
+      pollfd ready[2] = {{from_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+      while (::poll(ready, 2, -1) < 0 && errno == EINTR) {
+      }
+      if ((ready[0].revents & POLLIN) == 0) reap();
+    }
     if (::read(from_, &reply, 1) != 1) reap();
     if (reply == wanted) return;
     std::string message;
-    if (reply == 'f')
+    if (reply == 'f') {  // its message is in the pipe whole before it exits
+      int status = 0;
+      ::waitpid(kernel_pid, &status, 0);
+      kernel_pid = 0;
+      ::fcntl(from_, F_SETFL, O_NONBLOCK);
       for (char buffer[512];;) {
         const ssize_t n = ::read(from_, buffer, sizeof buffer);
         if (n <= 0) break;
         message.append(buffer, static_cast<std::size_t>(n));
       }
-    else
+    } else {
       message = "the kernel's process broke its handoff with the loader";
+    }
     fail(message.substr(0, 2048));
   }
   /// Waits for the child's end: a signal ends the parent the same way (a

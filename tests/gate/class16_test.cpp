@@ -18,6 +18,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 
 namespace {
@@ -125,4 +126,18 @@ TEST_CASE("class 16: a kernel whose work ends at its process's exit is caught") 
   CHECK(both.caught());
   CHECK((both.cheat.m.status == status::incorrect || both.cheat.m.status == status::suspicious));
   CHECK(count(both.cheat.log, "drained at exit") == 1);
+}
+
+TEST_CASE("class 16: a kernel that crashes after forking is seen crashing at once") {
+  // The process it forked holds the reply pipe open, so its EOF never
+  // comes; the timing parent also waits on the child's pidfd, sees it end
+  // and ends by the same signal, long before the run's 10 s limit.
+  const auto start = std::chrono::steady_clock::now();
+  const cpu_run r = run_cpu("fg_fork_crash");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.m.message);
+  CHECK(r.m.status == status::runtime_error);
+  CHECK(r.m.message.find("crashed (SIGSEGV)") != std::string::npos);
+  CHECK(took < 8);
 }

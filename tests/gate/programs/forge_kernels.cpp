@@ -26,6 +26,9 @@
 //               handler waits until the queue is empty, so the last call's
 //               output is complete when the process ends, not when the
 //               call returned
+//   fg_fork_crash  forks a process that sleeps 30 s holding every file it
+//               inherited (the handoff's pipes among them), then crashes
+//               (SIGSEGV): not a forger, the case the loader's pidfd is for
 // (The reference: redteam_kernels.cpp's twice_reference.)
 // Every forged line goes to $TESSEL_REDTEAM_LOG ("forged on fd N",
 // "forged on /proc/PID/fd/N", "killed its parent", "parent's pipes opened
@@ -298,4 +301,13 @@ void fg_drain(const tessel::cpu::kernel_args& a) {
     std::atexit(drain_at_exit);
   }
   queue->push(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements());
+}
+
+void fg_fork_crash(const tessel::cpu::kernel_args& a) {
+  if (::fork() == 0) {
+    ::sleep(30);
+    ::_exit(0);
+  }
+  work(a);
+  std::raise(SIGSEGV);
 }
