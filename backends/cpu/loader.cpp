@@ -1,41 +1,55 @@
 // loader.cpp: the process that runs and times one compiled kernel for the
 // cpu backend (docs/cpu.md, "What is measured"). tessel builds it once per
-// cache folder with the system compiler, from this file, tessel/cpu_kernel.hpp
-// and tessel/race_rule.hpp (embedded in the library), and starts one loader
-// per gate run and per timing, so a kernel that crashes or hangs takes only
-// its loader down.
+// cache folder with the system compiler, from this file (loader_io.hpp
+// written in place of its #include by embed.cmake), tessel/cpu_kernel.hpp,
+// tessel/race_rule.hpp and tessel/loop_rule.hpp (embedded in the library),
+// and starts one loader per gate run and per timing, so a kernel that
+// crashes or hangs takes only its loader down.
 //
 //   loader LIBRARY.so run  [--in TYPE DIMS FILE.npy]... [--out TYPE DIMS FILE.npy]... [--const
 //   NAME=V]... loader LIBRARY.so time ... --warmup N --min-sample S --min-repeats N --max-repeats N
 //                              --margin X --target-ci X --max-seconds X [--incumbent S]
 //                              [--loop-seed N]
+//   (stdin: the run's token, one line; empty: none)
 //
-// run: one call, its outputs written. time: `warmup` calls, then samples of
-// `iters` calls each (iters chosen so a sample takes at least min-sample
-// seconds), raced by race_decision; the outputs of the last timed call are
-// written. Before every call after the first, the inputs change by the rule
-// of tessel/loop_rule.hpp (two elements of each input's base exchanged,
-// drawn from the loop seed, and a diagonal sweep that reaches every row and
-// column; the call is given the bases with every row rotated by an offset of
-// its own), so no call is given inputs an earlier one was, nearly every
+// Two processes (docs/gate.md, "Round twelve: the answer"): the timing
+// parent keeps the clock, the answer channel, the token and its private copy
+// of the inputs' bases; the kernel's process, its child, closes the answer
+// channel and wipes the token before it loads the kernel, and calls it on
+// tensors in memory both share, a run of calls at a time on the parent's
+// word (a pipe each way). The parent measures each run of calls from its
+// word to the child's "done", so a kernel cannot reach the clock, the
+// samples or the answer: a line it writes anywhere is not the loader's
+// (tessel takes the one line with the token), and a kernel that kills its
+// loader or exits leaves no answer.
+//
+// run: one call, its outputs written. time: `warmup` calls (the last one,
+// for a kernel far faster than the handoff, a run of 8^k calls lasting an
+// eighth of a sample), then samples of `iters` calls each (iters chosen so a
+// sample takes at least min-sample seconds), raced by race_decision; the outputs of the last timed
+// call are written. Before every call after the first, the inputs change by the rule of
+// tessel/loop_rule.hpp (two elements of each input's base exchanged, drawn from the loop seed, and
+// a diagonal sweep that reaches every row and column; the call is given the bases with every row
+// rotated by an offset of its own), so no call is given inputs an earlier one was, nearly every
 // element differs from the call before's, and the answer counts the calls
 // made: tessel replays the rule to judge the last call's outputs
-// (docs/gate.md, "Round seven", "Round ten (b)", "Round eleven"). Inputs are
-// read-only: the loader keeps a private copy of the bases, changed by the
-// same exchanges outside the timed region, and compares the inputs with it
-// (turned as the last call's were) after the call (run) or the timing
-// (time); a kernel that wrote one is answered "suspicious" (docs/gate.md,
-// "Round eight"). A timing is given some CPUs (its affinity when it starts):
-// a kernel that widened the affinity, or whose process used more CPU time
-// over the samples than those CPUs allow, is answered "suspicious"
-// (docs/gate.md, "Round nine"). The answer is one JSON line on the original
-// stdout; the kernel's own stdout goes to stderr, so it cannot forge the
-// answer.
+// (docs/gate.md, "Round seven", "Round ten (b)", "Round eleven"). The
+// kernel's process draws and makes the changes; the parent replays them on
+// its private copy of the bases after the timing, and compares the inputs
+// with it (turned as the last call's were): a kernel that wrote one, or
+// changed the inputs otherwise than the rule does, is answered
+// "suspicious" (docs/gate.md, "Round eight"). A timing is given some CPUs
+// (the parent's affinity when it starts): a kernel that widened its
+// process's affinity, or whose process used more CPU time over the samples
+// than those CPUs allow, is answered "suspicious" (docs/gate.md, "Round
+// nine"). The answer is one JSON line on the original stdout, with the
+// token; the kernel's stdout goes to stderr.
 #include <tessel/cpu_kernel.hpp>
 #include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +60,15 @@
 #include <string>
 #include <vector>
 
+#include "loader_io.hpp"
+
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,232 +77,6 @@
 #endif
 
 namespace {
-
-using tessel::cpu::dtype;
-
-FILE* answer_channel = stdout;
-
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-/// Answers a failure (status "runtime_error", or "suspicious" for a kernel
-/// that broke a rule of the call no honest mistake breaks) and exits.
-[[noreturn]] void fail(const std::string& message, const char* status = "runtime_error") {
-  std::fprintf(answer_channel, "{\"status\": \"%s\", \"message\": %s}\n", status,
-               json_string(message).c_str());
-  std::fflush(answer_channel);
-  std::_Exit(0);
-}
-
-struct buffer {
-  dtype type = dtype::fp32;
-  std::vector<std::int64_t> shape;
-  std::string path;
-  void* data = nullptr;
-  std::int64_t elements() const {
-    std::int64_t n = 1;
-    for (const auto d : shape) n *= d;
-    return n;
-  }
-  std::size_t element_size() const { return type == dtype::bf16 ? 2 : 4; }
-  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * element_size(); }
-};
-
-dtype parse_type(const std::string& t) {
-  if (t == "fp32") return dtype::fp32;
-  if (t == "bf16") return dtype::bf16;
-  if (t == "int32") return dtype::int32;
-  fail("unknown element type " + t);
-}
-
-std::vector<std::int64_t> parse_dims(const std::string& text) {
-  std::vector<std::int64_t> dims;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto end = std::min(text.find('x', start), text.size());
-    dims.push_back(std::atoll(text.substr(start, end - start).c_str()));
-    if (dims.back() <= 0) fail("bad dimensions " + text);
-    start = end + 1;
-  }
-  return dims;
-}
-
-void allocate(buffer& b) {
-  const std::size_t size = (b.bytes() + 63) / 64 * 64;
-  b.data = std::aligned_alloc(64, size > 0 ? size : 64);
-  if (b.data == nullptr) fail("out of memory allocating a tensor");
-}
-
-/// Reads a .npy file tessel wrote: C order, '<f4' (fp32 and bf16 inputs)
-/// or '<i4' (int32), exactly b.elements() values.
-void read_npy(buffer& b) {
-  FILE* f = std::fopen(b.path.c_str(), "rb");
-  if (f == nullptr) fail("cannot open " + b.path);
-  unsigned char head[12];
-  if (std::fread(head, 1, 10, f) != 10 || std::memcmp(head, "\x93NUMPY", 6) != 0)
-    fail(b.path + " is not a .npy file");
-  std::size_t header = head[8] | (head[9] << 8);
-  if (head[6] >= 2) {
-    if (std::fread(head + 10, 1, 2, f) != 2) fail(b.path + ": short header");
-    header |= static_cast<std::size_t>(head[10]) << 16 | static_cast<std::size_t>(head[11]) << 24;
-  }
-  std::string text(header, '\0');
-  if (std::fread(text.data(), 1, header, f) != header) fail(b.path + ": short header");
-  const bool is_int = text.find("'<i4'") != std::string::npos;
-  if (!is_int && text.find("'<f4'") == std::string::npos) fail(b.path + ": not float32 or int32");
-  const auto n = static_cast<std::size_t>(b.elements());
-  std::vector<std::uint32_t> raw(n);
-  if (std::fread(raw.data(), 4, n, f) != n) fail(b.path + ": fewer values than its shape");
-  std::fclose(f);
-  allocate(b);
-  for (std::size_t i = 0; i < n; ++i) {
-    float value;
-    if (is_int) {
-      std::int32_t v;
-      std::memcpy(&v, &raw[i], 4);
-      value = static_cast<float>(v);
-    } else {
-      std::memcpy(&value, &raw[i], 4);
-    }
-    if (b.type == dtype::fp32) {
-      static_cast<float*>(b.data)[i] = value;
-    } else if (b.type == dtype::bf16) {
-      static_cast<tessel::cpu::bf16*>(b.data)[i] = tessel::cpu::to_bf16(value);
-    } else {
-      static_cast<std::int32_t*>(b.data)[i] =
-          is_int ? static_cast<std::int32_t>(raw[i]) : static_cast<std::int32_t>(value);
-    }
-  }
-}
-
-void write_npy(const buffer& b) {
-  const bool is_int = b.type == dtype::int32;
-  std::string shape;
-  for (const auto d : b.shape) shape += std::to_string(d) + ", ";
-  if (b.shape.size() > 1) shape.resize(shape.size() - 2);
-  std::string header = std::string("{'descr': '") + (is_int ? "<i4" : "<f4") +
-                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  FILE* f = std::fopen(b.path.c_str(), "wb");
-  if (f == nullptr) fail("cannot write " + b.path);
-  const unsigned char magic[10] = {0x93,
-                                   'N',
-                                   'U',
-                                   'M',
-                                   'P',
-                                   'Y',
-                                   1,
-                                   0,
-                                   static_cast<unsigned char>(header.size() & 0xff),
-                                   static_cast<unsigned char>(header.size() >> 8)};
-  std::fwrite(magic, 1, 10, f);
-  std::fwrite(header.data(), 1, header.size(), f);
-  const auto n = static_cast<std::size_t>(b.elements());
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t word;
-    if (b.type == dtype::bf16) {
-      const float v = tessel::cpu::to_float(static_cast<const tessel::cpu::bf16*>(b.data)[i]);
-      std::memcpy(&word, &v, 4);
-    } else {
-      std::memcpy(&word, static_cast<const char*>(b.data) + 4 * i, 4);
-    }
-    std::fwrite(&word, 4, 1, f);
-  }
-  if (std::fclose(f) != 0) fail("cannot write " + b.path);
-}
-
-/// Fills an output with NaN (int32: INT32_MIN), so a kernel that skips an
-/// element is seen.
-void poison(buffer& b) {
-  const auto n = static_cast<std::size_t>(b.elements());
-  if (b.type == dtype::fp32) {
-    auto* p = static_cast<float*>(b.data);
-    for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
-  } else if (b.type == dtype::bf16) {
-    auto* p = static_cast<tessel::cpu::bf16*>(b.data);
-    for (std::size_t i = 0; i < n; ++i) p[i] = tessel::cpu::bf16{0x7fc0};
-  } else {
-    auto* p = static_cast<std::int32_t*>(b.data);
-    for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<std::int32_t>::min();
-  }
-}
-
-struct request {
-  std::string library, mode;
-  std::vector<buffer> inputs, outputs;
-  std::vector<std::string> constant_names;
-  std::vector<std::int64_t> constant_values;
-  std::size_t warmup = 2;
-  std::uint64_t loop_seed = 0;
-  double min_sample_s = 1e-3, incumbent = 0;
-  tessel::race_options racing;
-};
-
-request parse(int argc, char** argv) {
-  if (argc < 3) fail("usage: loader LIBRARY.so run|time [options]");
-  request r;
-  r.library = argv[1];
-  r.mode = argv[2];
-  if (r.mode != "run" && r.mode != "time") fail("unknown mode " + r.mode);
-  for (int i = 3; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const auto next = [&]() -> std::string {
-      if (i + 1 >= argc) fail("missing value after " + flag);
-      return argv[++i];
-    };
-    if (flag == "--in" || flag == "--out") {
-      buffer b;
-      b.type = parse_type(next());
-      b.shape = parse_dims(next());
-      b.path = next();
-      (flag == "--in" ? r.inputs : r.outputs).push_back(b);
-    } else if (flag == "--const") {
-      const auto text = next();
-      const auto eq = text.find('=');
-      if (eq == std::string::npos) fail("--const needs NAME=VALUE");
-      r.constant_names.push_back(text.substr(0, eq));
-      r.constant_values.push_back(std::atoll(text.substr(eq + 1).c_str()));
-    } else if (flag == "--warmup") {
-      r.warmup = std::strtoull(next().c_str(), nullptr, 10);
-    } else if (flag == "--min-sample") {
-      r.min_sample_s = std::atof(next().c_str());
-    } else if (flag == "--min-repeats") {
-      r.racing.min_repeats = std::strtoull(next().c_str(), nullptr, 10);
-    } else if (flag == "--max-repeats") {
-      r.racing.max_repeats = std::strtoull(next().c_str(), nullptr, 10);
-    } else if (flag == "--margin") {
-      r.racing.margin = std::atof(next().c_str());
-    } else if (flag == "--target-ci") {
-      r.racing.target_relative_ci = std::atof(next().c_str());
-    } else if (flag == "--max-seconds") {
-      r.racing.max_seconds = std::atof(next().c_str());
-    } else if (flag == "--loop-seed") {
-      r.loop_seed = std::strtoull(next().c_str(), nullptr, 10);
-    } else if (flag == "--incumbent") {
-      r.incumbent = std::atof(next().c_str());
-    } else {
-      fail("unknown option " + flag);
-    }
-  }
-  if (const auto p = r.racing.problem())
-    fail(std::string("racing options: ") + p->field + " " + p->rule);
-  return r;
-}
 
 /// Whether elements x and y of `b` hold different values (the loop rule's
 /// `differ`: values, not bits, as tessel compares them when it replays).
@@ -383,8 +179,10 @@ struct call_plan {
   }
 };
 
-/// The loader's own copy of the inputs, made before the first call: what
-/// the inputs must hold after the calls (the same exchanges applied to it).
+/// The loader's own copy of tensors: of the inputs, made before the first
+/// call, what the inputs must hold after the calls (the same exchanges
+/// applied to it); of the inputs and outputs after the last call, what is
+/// checked and written (the kernel's process cannot change it after).
 struct input_copy {
   std::vector<buffer> buffers;
   std::vector<std::vector<unsigned char>> bytes;
@@ -410,10 +208,12 @@ struct input_copy {
   }
 };
 
-/// The process's CPU time so far (every thread), in seconds.
-double process_cpu_s() {
+/// Process `pid`'s CPU time so far (every thread), in seconds.
+double process_cpu_s(pid_t pid) {
+  clockid_t id{};
   timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  if (::clock_getcpuclockid(pid, &id) != 0 || ::clock_gettime(id, &t) != 0)
+    fail("cannot read the kernel's process's CPU time");
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
@@ -428,18 +228,19 @@ struct given_cpus {
     known = ::sched_getaffinity(0, sizeof set, &set) == 0;
   }
   [[nodiscard]] int count() const { return known ? CPU_COUNT(&set) : 0; }
-  /// Whether the calling thread's affinity is still within the one given
-  /// (a kernel may bind itself to fewer CPUs: OMP_PROC_BIND does).
-  [[nodiscard]] bool within() const {
+  /// Whether the affinity of `pid` (the kernel's process's first thread,
+  /// which calls the kernel) is still within the one given (a kernel may
+  /// bind itself to fewer CPUs: OMP_PROC_BIND does).
+  [[nodiscard]] bool within(pid_t pid) const {
     cpu_set_t now, both;
     CPU_ZERO(&now);
-    if (!known || ::sched_getaffinity(0, sizeof now, &now) != 0) return true;
+    if (!known || ::sched_getaffinity(pid, sizeof now, &now) != 0) return true;
     CPU_AND(&both, &now, &set);
     return CPU_EQUAL(&both, &now) != 0;
   }
 #else
   [[nodiscard]] int count() const { return 0; }
-  [[nodiscard]] bool within() const { return true; }
+  [[nodiscard]] bool within(pid_t) const { return true; }
 #endif
 };
 
@@ -506,10 +307,10 @@ namespace timing_rules {
 }
 
 /// Answers "suspicious" when the kernel broke a rule of the CPUs it was
-/// given over the timing: widened its affinity, or used more CPU time
+/// given over the timing: widened its process's (`pid`) affinity, or used more CPU time
 /// (`cpu_s`, in `wall_s` of timing) than its CPUs allow.
-void check_cpus(const given_cpus& given, double cpu_s, double wall_s) {
-  if (!given.within())
+void check_cpus(const given_cpus& given, pid_t pid, double cpu_s, double wall_s) {
+  if (!given.within(pid))
     fail("the kernel widened its CPU affinity (it was given " + std::to_string(given.count()) +
              " CPU(s))",
          "suspicious");
@@ -525,6 +326,213 @@ void check_cpus(const given_cpus& given, double cpu_s, double wall_s) {
 
 }  // namespace timing_rules
 
+/// What the parent tells the kernel's process: 'l' load the kernel, 'p'
+/// prepare `calls` calls (poison the outputs, draw the changes), 'g' go (make them, call),
+/// 'q' quit. Its replies: one byte, 'r' ready or 'd' done, or 'f' and the
+/// failure's message (then it exits).
+struct command {
+  char op = 'q';
+  std::uint64_t calls = 0;
+};
+
+/// The kernel's process: the kernel loaded (on 'l') and called on the
+/// shared tensors, with the loop rule's changes drawn on its own copy of
+/// the bases (`copy`, its after the fork). Never returns.
+[[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, int commands) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
+  tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
+  const std::size_t n_in = r.inputs.size();
+  tessel::cpu::entry_function entry = nullptr;
+  std::vector<tessel::cpu::tensor> ins, outs;
+  std::vector<tessel::cpu::constant> constants;
+  tessel::cpu::kernel_args args{};
+  char message[2048] = {0};
+  std::uint64_t calls = 0;
+  for (command c; ::read(commands, &c, sizeof c) == static_cast<ssize_t>(sizeof c);) {
+    if (c.op == 'l') {
+      void* library = ::dlopen(r.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
+      entry = reinterpret_cast<tessel::cpu::entry_function>(
+          ::dlsym(library, tessel::cpu::entry_symbol));
+      if (entry == nullptr) fail("the library has no tessel_cpu_entry");
+      for (auto& b : r.inputs)
+        ins.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
+      for (auto& b : r.outputs)
+        outs.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
+      for (std::size_t i = 0; i < r.constant_names.size(); ++i)
+        constants.push_back({r.constant_names[i].c_str(), r.constant_values[i]});
+      args = {ins.data(),       static_cast<std::int32_t>(ins.size()),
+              outs.data(),      static_cast<std::int32_t>(outs.size()),
+              constants.data(), static_cast<std::int32_t>(constants.size())};
+    } else if (c.op == 'p') {
+      // The outputs poisoned, here so that their lines are in this
+      // process's caches as they would be in one process's; and the
+      // changes, drawn before the parent's clock starts: made on the copy
+      // in order (each exchange depends on the values before it).
+      for (auto& b : r.outputs) poison(b);
+      plan.clear();
+      for (std::uint64_t k = calls; k < calls + c.calls; ++k)
+        for (std::size_t i = 0; k > 0 && i < n_in; ++i) plan.draw(walk, k, i, copy.buffers[i]);
+    } else if (c.op == 'g') {
+      if (c.calls > 0 && entry == nullptr) fail("the kernel is not loaded");
+      for (std::uint64_t k = 0, j = 0; k < c.calls; ++k, ++calls) {
+        for (std::size_t i = 0; calls > 0 && i < n_in; ++i, ++j) plan.make(j, i, r.inputs[i]);
+        if (entry(&args, message, sizeof message) != 0)
+          fail(std::string("the kernel failed: ") + (message[0] != 0 ? message : "(no message)"));
+      }
+    } else {
+      std::exit(0);  // the kernel's atexit handlers run, as in a process of its own
+    }
+    const char reply = c.op == 'g' ? 'd' : 'r';
+    if (::write(reply_channel, &reply, 1) != 1) std::_Exit(0);
+  }
+  std::_Exit(0);  // the parent is gone
+}
+
+/// The parent's side of the kernel's process: started before the kernel is
+/// loaded (its tensors already mapped shared), told what to do, and timed
+/// from the parent's word to its reply.
+class kernel_process {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  kernel_process(request& r, input_copy& copy, call_plan& plan) {
+    int down[2], up[2];
+    if (::pipe(down) != 0 || ::pipe(up) != 0) fail("cannot make the kernel process's pipes");
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) fail("cannot start the kernel's process");
+    if (pid == 0) {
+      ::close(::fileno(answer_channel));  // the kernel never holds the answer channel
+      explicit_wipe(token, sizeof token);
+      ::close(down[1]);
+      ::close(up[0]);
+      reply_channel = up[1];
+      serve(r, copy, plan, down[0]);
+    }
+    // Nothing else of this process may reach the child's hands: not its
+    // memory (/proc/PID/mem), its files (/proc/PID/fd) or a ptrace attach.
+    ::prctl(PR_SET_DUMPABLE, 0);
+    ::signal(SIGPIPE, SIG_IGN);  // a child that is gone is seen by its pipe's EOF
+    kernel_pid = pid;
+#ifdef SYS_pidfd_open
+    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#endif
+    ::close(down[0]);
+    ::close(up[1]);
+    to_ = down[1];
+    from_ = up[0];
+  }
+  kernel_process(const kernel_process&) = delete;
+  kernel_process& operator=(const kernel_process&) = delete;
+
+  /// Loads the kernel in the child.
+  void load() {
+    send({'l', 0});
+    expect('r');
+  }
+  /// `calls` calls (with their changes): the seconds from the word to go to
+  /// the reply done, their changes drawn before.
+  double timed(std::uint64_t calls) {
+    send({'p', calls});
+    expect('r');
+    const auto start = clock::now();
+    send({'g', calls});
+    expect('d');
+    return std::chrono::duration<double>(clock::now() - start).count();
+  }
+  /// The handoff's own time: the fastest of at least 16 runs of no calls
+  /// (until 2 ms are spent, at most 1000), measured before the kernel is
+  /// loaded; subtracted from every sample, as the changes' time is.
+  double handoff_seconds() {
+    double best = std::numeric_limits<double>::infinity(), spent = 0;
+    for (int rep = 0; rep < 1000 && (rep < 16 || spent < 2e-3); ++rep) {
+      const double took = timed(0);
+      best = std::min(best, took);
+      spent += took;
+    }
+    return best;
+  }
+  /// The child's CPU time so far.
+  [[nodiscard]] double cpu_s() const { return process_cpu_s(kernel_pid); }
+  /// Tells the child to quit and waits for its end (its atexit handlers run).
+  void finish() {
+    quitting_ = true;
+    send({'q', 0});
+    reap();
+  }
+
+ private:
+  int to_ = -1, from_ = -1, pidfd_ = -1;
+  bool quitting_ = false;
+
+  static void explicit_wipe(char* p, std::size_t n) {
+    volatile char* v = p;
+    for (std::size_t i = 0; i < n; ++i) v[i] = 0;
+  }
+  void send(const command& c) {
+    if (::write(to_, &c, sizeof c) != static_cast<ssize_t>(sizeof c)) reap();
+  }
+  /// Reads the child's reply; a failure it reported, or its end, is answered.
+  /// The child's end is seen by its pidfd too (Linux 5.3), not only by the
+  /// pipe's EOF, which never comes while a process it forked holds the pipe.
+  void expect(char wanted) {
+    char reply = 0;
+    if (pidfd_ >= 0) {
+      pollfd ready[2] = {{from_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+      while (::poll(ready, 2, -1) < 0 && errno == EINTR) {
+      }
+      if ((ready[0].revents & POLLIN) == 0) reap();
+    }
+    if (::read(from_, &reply, 1) != 1) reap();
+    if (reply == wanted) return;
+    std::string message;
+    if (reply == 'f') {  // its message is in the pipe whole before it exits
+      int status = 0;
+      ::waitpid(kernel_pid, &status, 0);
+      kernel_pid = 0;
+      ::fcntl(from_, F_SETFL, O_NONBLOCK);
+      for (char buffer[512];;) {
+        const ssize_t n = ::read(from_, buffer, sizeof buffer);
+        if (n <= 0) break;
+        message.append(buffer, static_cast<std::size_t>(n));
+      }
+    } else {
+      message = "the kernel's process broke its handoff with the loader";
+    }
+    fail(message.substr(0, 2048));
+  }
+  /// Waits for the child's end: a signal ends the parent the same way (a
+  /// crash stays a crash), an exit that was not asked for is answered.
+  void reap() {
+    int status = 0;
+    while (::waitpid(kernel_pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    kernel_pid = 0;
+    if (WIFSIGNALED(status)) {
+      ::signal(WTERMSIG(status), SIG_DFL);
+      ::raise(WTERMSIG(status));
+    }
+    if (!quitting_)
+      fail("the kernel's process exited (code " + std::to_string(WEXITSTATUS(status)) +
+           ") before its calls were done");
+  }
+};
+
+/// Reads the run's token (one line on stdin, at most 79 bytes), then gives
+/// stdin /dev/null.
+void read_token() {
+  std::size_t n = 0;
+  for (ssize_t got = 0; n + 1 < sizeof token; n += static_cast<std::size_t>(got)) {
+    got = ::read(0, token + n, sizeof token - 1 - n);
+    if (got <= 0) break;
+  }
+  token[std::min(std::strcspn(token, "\n"), sizeof token - 1)] = '\0';
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null >= 0) ::dup2(null, 0);
+  if (null > 0) ::close(null);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -533,56 +541,33 @@ int main(int argc, char** argv) {
   if (channel < 0 || ::dup2(2, 1) < 0) return 3;
   answer_channel = ::fdopen(channel, "w");
   if (answer_channel == nullptr) return 3;
+  read_token();
   request r = parse(argc, argv);
-  const given_cpus given;  // before the kernel's code is loaded
+  const given_cpus given;  // before the kernel's process starts
+  map_tensors(r.inputs, r.outputs);
   for (auto& b : r.inputs) read_npy(b);
   // The changes' own time, measured before the kernel's code is loaded
   // (none of its threads can slow it, to have more subtracted).
   const double change_s =
       r.mode == "time" ? timing_rules::change_seconds(r.inputs, r.loop_seed) : 0;
+  for (auto& b : r.outputs) allocate(b);
 
-  void* library = ::dlopen(r.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
-  const auto entry =
-      reinterpret_cast<tessel::cpu::entry_function>(::dlsym(library, tessel::cpu::entry_symbol));
-  if (entry == nullptr) fail("the library has no tessel_cpu_entry");
-
-  std::vector<tessel::cpu::tensor> ins, outs;
-  for (auto& b : r.inputs)
-    ins.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
-  for (auto& b : r.outputs) {
-    allocate(b);
-    outs.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
-  }
-  std::vector<tessel::cpu::constant> constants;
-  for (std::size_t i = 0; i < r.constant_names.size(); ++i)
-    constants.push_back({r.constant_names[i].c_str(), r.constant_values[i]});
-  const tessel::cpu::kernel_args args{
-      ins.data(),       static_cast<std::int32_t>(ins.size()),
-      outs.data(),      static_cast<std::int32_t>(outs.size()),
-      constants.data(), static_cast<std::int32_t>(constants.size())};
-  char message[2048] = {0};
-  const auto call = [&] {
-    if (entry(&args, message, sizeof message) != 0)
-      fail(std::string("the kernel failed: ") + (message[0] != 0 ? message : "(no message)"));
-  };
-  const auto poison_all = [&] {
-    for (auto& b : r.outputs) poison(b);
-  };
-  using clock = std::chrono::steady_clock;
-  const auto seconds = [](clock::time_point a, clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
-
-  input_copy copy(r.inputs);  // before the first call, outside any clock
+  // The copy of the bases and the plan of the changes, before the fork:
+  // the child draws the calls' changes on its copy, the parent replays them
+  // on its own after the timing.
+  input_copy copy(r.inputs);
+  call_plan plan(r.inputs);
+  kernel_process kernel(r, copy, plan);
+  const double handoff_s = r.mode == "time" ? kernel.handoff_seconds() : 0;
+  kernel.load();
   if (r.mode == "run") {
-    poison_all();
-    const auto start = clock::now();
-    call();
-    const double took = seconds(start, clock::now());
-    copy.check(r.inputs);
-    for (const auto& b : r.outputs) write_npy(b);
-    std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g}\n", took);
+    const double took = std::max(kernel.timed(1) - handoff_s, 0.0);
+    const input_copy inputs(r.inputs), outputs(r.outputs);  // as the call left them
+    kernel.finish();
+    copy.check(inputs.buffers);
+    for (const auto& b : outputs.buffers) write_npy(b);
+    std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g, \"token\": %s}\n", took,
+                 json_string(token).c_str());
     return 0;
   }
 
@@ -592,65 +577,65 @@ int main(int argc, char** argv) {
   // every row turned by an offset of its own, so a kernel that memoises its
   // outputs by the inputs' content meets new inputs on every call, and one
   // that recomputes only what changed finds nearly every element changed.
-  // The exchanges are drawn on the copy, which the kernel cannot reach by
-  // its arguments: the walk is the one tessel replays whatever the kernel
-  // does to its inputs. `base`: the bases the calls' inputs are written
-  // from, changed call by call as the inputs are.
-  tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
-  call_plan plan(r.inputs);
-  const std::size_t n_in = r.inputs.size();
   std::uint64_t calls = 0;
-  double one = 0;  // the last warm-up call's time: calibrates iterations per sample
-  for (std::size_t w = 0; w < timing_rules::warmup_calls(r.warmup); ++w) {
-    if (calls > 0) {
-      plan.clear();
-      for (std::size_t i = 0; i < n_in; ++i) plan.draw(walk, calls, i, copy.buffers[i]);
-      for (std::size_t i = 0; i < n_in; ++i) plan.make(i, i, r.inputs[i]);
-    }
-    const auto start = clock::now();
-    call();
-    one = seconds(start, clock::now());
-    ++calls;
+  for (std::size_t w = 1; w < timing_rules::warmup_calls(r.warmup); ++w, ++calls)
+    (void)kernel.timed(1);
+  // The last warm-up call calibrates the calls per sample; a call far
+  // shorter than the handoff's jitter is timed in runs of 8^k calls, until
+  // two runs of the same length each last an eighth of a sample (so a
+  // moment of a loaded machine, or a slow handoff, in one run does not set
+  // it); the faster of the two is kept. Their calls are warm-up calls too.
+  double one = 0;
+  for (std::uint64_t run = 1;; run *= 8) {
+    const auto timed_run = [&] {
+      calls += run;
+      return std::max(kernel.timed(run) - handoff_s, 0.0);
+    };
+    const double first = timed_run();
+    if (first < r.min_sample_s / 8 && run < 1000000) continue;
+    const double took = std::min(first, timed_run());
+    one = took / static_cast<double>(run);
+    if (took >= r.min_sample_s / 8 || run >= 1000000) break;
   }
   const std::size_t iters = timing_rules::calls_per_sample(r.min_sample_s, one);
   // The CPU rule's clocks, read outside the samples' clocks: around the
   // whole race, so only its ends can be late (the rule's margin).
-  const double cpu_before = process_cpu_s();
+  using clock = kernel_process::clock;
+  const double cpu_before = kernel.cpu_s();
   const auto wall_before = clock::now();
   const auto result = tessel::race(
       [&]() -> std::optional<double> {
-        poison_all();
-        // The sample's changes, drawn before its clock starts: made on the
-        // copy in order (each exchange depends on the values before it), so
-        // the copy holds the bases after the sample, and the timed loop only
-        // makes the planned changes before each call.
-        plan.clear();
-        for (std::size_t k = 0; k < iters; ++k)
-          for (std::size_t i = 0; i < n_in; ++i) plan.draw(walk, calls + k, i, copy.buffers[i]);
-        const auto start = clock::now();
-        for (std::size_t k = 0, j = 0; k < iters; ++k) {
-          for (std::size_t i = 0; i < n_in; ++i, ++j) plan.make(j, i, r.inputs[i]);
-          call();
-        }
-        // The changes' time, kept out of the sample (timing_rules::change_seconds).
+        // The handoff's and the changes' time, kept out of the sample
+        // (timing_rules::change_seconds).
         const double took =
-            std::max(seconds(start, clock::now()) - change_s * static_cast<double>(iters), 0.0);
+            std::max(kernel.timed(iters) - handoff_s - change_s * static_cast<double>(iters), 0.0);
         calls += iters;
         return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
-  const double wall_s = seconds(wall_before, clock::now());
-  const double cpu_s = process_cpu_s() - cpu_before;
-  // What the last call was given, and so what the inputs must hold: the
-  // bases (the copy) turned as they were for it.
+  const double wall_s = std::chrono::duration<double>(clock::now() - wall_before).count();
+  const double cpu_s = kernel.cpu_s() - cpu_before;
+  timing_rules::check_cpus(given, kernel_pid, cpu_s, wall_s);
+  // The tensors as the last call left them, kept before the kernel's
+  // process quits: what its exit handlers (or threads still running) write
+  // after its last "done" is not judged.
+  const input_copy inputs(r.inputs), outputs(r.outputs);
+  kernel.finish();
+  // The parent's replay of the changes on its copy of the bases: what the
+  // last call was given, and so what the inputs must hold, is the bases
+  // turned as they were for it.
+  tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
+  for (std::uint64_t k = 1; k < calls; ++k) {
+    plan.clear();
+    for (std::size_t i = 0; i < r.inputs.size(); ++i) plan.draw(walk, k, i, copy.buffers[i]);
+  }
   input_copy last(copy.buffers);
-  for (std::size_t i = 0; i < n_in; ++i)
+  for (std::size_t i = 0; i < r.inputs.size(); ++i)
     tessel::loop_rule::turn_in_place(last.buffers[i].data, r.inputs[i].element_size(),
                                      static_cast<std::uint64_t>(r.inputs[i].elements()),
                                      plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
-  last.check(r.inputs);
-  timing_rules::check_cpus(given, cpu_s, wall_s);
-  for (const auto& b : r.outputs) write_npy(b);
+  last.check(inputs.buffers);
+  for (const auto& b : outputs.buffers) write_npy(b);
   std::string samples;
   for (const double s : result.samples) {
     char text[32];
@@ -659,8 +644,8 @@ int main(int argc, char** argv) {
   }
   std::fprintf(answer_channel,
                "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu, "
-               "\"calls\": %llu}\n",
+               "\"calls\": %llu, \"token\": %s}\n",
                samples.c_str(), tessel::to_string(result.stopped), iters,
-               static_cast<unsigned long long>(calls));
+               static_cast<unsigned long long>(calls), json_string(token).c_str());
   return 0;
 }

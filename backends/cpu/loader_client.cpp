@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <unistd.h>
@@ -38,16 +39,39 @@ std::string read_bytes(const fs::path& path, std::uintmax_t limit) {
   return s.str();
 }
 
-/// The last line of `output` that parses as a JSON object.
-std::optional<nlohmann::json> answer_of(const std::string& output) {
+/// A new run's token: 128 random bits, as hex. The loader reads it from its
+/// stdin before the kernel's process starts and puts it in its answer; the
+/// kernel's process never holds it (docs/gate.md, "Round twelve: the answer").
+std::string new_token() {
+  thread_local std::random_device device;
+  std::string token;
+  for (int i = 0; i < 4; ++i) token += fmt::format("{:08x}", device());
+  return token;
+}
+
+/// What the loader's stdout held: its answer (the one line that carries
+/// `token`) and whether anything else was written there, which the loader
+/// never does (a forged answer, or a second one).
+struct answer_lines {
+  std::optional<nlohmann::json> answer;
+  std::size_t foreign = 0;  ///< non-empty lines that are not the answer
+  std::size_t answers = 0;  ///< lines with the token
+};
+
+answer_lines answer_of(const std::string& output, const std::string& token) {
   std::istringstream lines(output);
-  std::optional<nlohmann::json> last;
+  answer_lines out;
   for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line.front() != '{') continue;
+    if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object()) last = std::move(j);
+    if (j.is_object() && j.value("token", "") == token) {
+      ++out.answers;
+      out.answer = std::move(j);
+    } else {
+      ++out.foreign;
+    }
   }
-  return last;
+  return out;
 }
 
 std::vector<std::string> arguments(const loader_setup& setup, const fs::path& library,
@@ -95,6 +119,8 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
   request.kill_grace_s = setup.kill_grace_s;
   request.cpus = cpus;
   request.max_output_bytes = 1u << 20;
+  const std::string token = new_token();
+  request.input = token + "\n";
   file_guard::run_scope guarded(setup.guard.get());
   const auto result = run_process(request);
 
@@ -116,7 +142,18 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
     const auto tail = tail_of(result.errors, 10, 1500);
     return tail.empty() ? std::string() : "\nstderr:\n" + tail;
   };
-  const auto answer = answer_of(result.output);
+  const auto [answer, foreign, answers] = answer_of(result.output, token);
+  if (foreign > 0 || answers > 1 || result.output_truncated) {
+    // The loader writes one line on its answer channel, its answer with
+    // the token; anything else there was written by the kernel's process
+    // (through its ancestors' pipes, /proc/PID/fd), to be read as the answer.
+    r.status = status::suspicious;
+    r.message = fmt::format(
+        "something other than the loader wrote on its answer channel ({} line(s) without the "
+        "run's token, {} with it): a forged answer",
+        foreign, answers);
+    return out;
+  }
   if (result.timed_out) {
     r.status = status::timeout;
     r.message = fmt::format(

@@ -5,10 +5,10 @@
 // corners would: returning before the work is done, mutating its inputs,
 // detecting the timing loop, planting the next call's answer in its input,
 // leaving a daemon behind, surviving SIGTERM, looking around its folders,
-// forging the loader's answer, replacing the reference (the cpu backend's
-// library in the compile cache, a gated command's reference program: both
-// caught now), never exiting. Each case asserts today's verdict, caught or
-// not (docs/gate.md, "Round eight").
+// forging the loader's answer (no gain since round twelve), replacing the
+// reference (the cpu backend's library in the compile cache, a gated
+// command's reference program: both caught now), never exiting. Each case
+// asserts today's verdict, caught or not (docs/gate.md, "Round eight").
 #include <tessel/backends.hpp>
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
@@ -61,44 +61,22 @@ struct tmpdir_as {
   tmpdir_as& operator=(const tmpdir_as&) = delete;
 };
 
-/// y = 2 x over 4096 floats; the honest kernel spins 200 us a call.
-tessel::space twice_space() {
-  return tessel::parse_space("space twice { const N = 4096  param us : {200} }");
-}
-
-struct cpu_run {
-  tessel::measurement m;
-  std::vector<std::string> log;
-};
+using cpu_run = twice_run;
 
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
                 const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
                 const std::string& reference = "twice_reference") {
-  const temp_folder logs("tessel-class12");  // (6) knows it in the TMPDIR by its name
-  const auto log = logs.path() / "log";
   tessel::cpu_options o;
   o.kernel = redteam_kernel(function);
   o.reference = redteam_kernel(reference);
-  o.inputs = "x:N";
-  o.outputs = "y:N";
   o.flags = "-O1";
   o.cache_dir = cache;
-  o.cpus = "off";  // a shared test machine: pinning would only add contention
-  o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.min_sample_s = min_sample_s;
   o.run_timeout_s = run_timeout_s;
-  o.kill_grace_s = 0.2;
-  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
   o.gate_settings.secret = 12;
-  const auto s = twice_space();
-  tessel::cpu_backend b(o);
-  b.prepare(s);
-  cpu_run r;
-  r.m = b.evaluate(s, *s.default_config());
-  r.log = lines_of(log);
-  return r;
+  return run_twice(o, "tessel-class12");  // (6) knows it in the TMPDIR by its name
 }
 
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
@@ -274,19 +252,22 @@ TEST_CASE("class 12: (6) what a host kernel can see around it") {
   CHECK(count(r.log, "see writable cache") == runs);
 }
 
-TEST_CASE("class 12: (7) a kernel that forges the loader's answer line is NOT caught") {
-  // The kernel runs in the loader's process: it finds the answer channel (the
-  // one pipe past stderr), and an atexit handler writes a line of 20 us
-  // samples after the loader's own, with the calls it counted (the loader's
-  // line carries them since round seven). The backend takes the last line,
-  // and the last call's outputs, honest, are right for that count.
+TEST_CASE("class 12: (7) a kernel that forges the loader's answer line gains nothing") {
+  // It finds the answer channel (the one pipe past stderr), and an atexit
+  // handler writes a line of 20 us samples after the loader's own, with the
+  // calls it counted. Until round twelve the kernel ran in the loader's
+  // process, the pipe was the answer channel and the backend took the last
+  // line: ok at 20 us for a kernel that takes 200 us. Now the kernel runs in
+  // the loader's child, which holds no answer channel: the pipe it finds is
+  // its handoff with the timing parent, which has stopped reading, and the
+  // answer is the parent's (docs/gate.md, "Round twelve: the answer";
+  // class16_test.cpp's forgers reach further).
   const auto r = run_cpu("rt_forge");
   INFO(r.m.message);
-  REQUIRE(r.m.status == status::ok);                 // not caught (docs/gate.md, round eight)
-  CHECK(!starting(r.log, "forged on fd ").empty());  // every pipe it holds, the channel among them
-  CHECK(r.m.objective == doctest::Approx(2e-5));     // the forged time, not its 200 us
-  CHECK(r.m.samples == std::vector<double>(5, 2e-5));
-  CHECK(r.m.metrics.at("iters_per_sample") == 1);  // forged too
+  REQUIRE(r.m.status == status::ok);
+  CHECK(!starting(r.log, "forged on fd ").empty());  // the pipe it holds
+  CHECK(r.m.objective > 1e-4);                       // its 200 us, not the forged 20
+  CHECK(r.m.samples != std::vector<double>(5, 2e-5));
 }
 
 TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is caught") {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessel/backends.hpp>
+#include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
 #include "temp_folder.hpp"
@@ -17,10 +18,34 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace tessel::testing {
+
+/// Gives up CAP_SYS_PTRACE (bounding, effective and permitted) on the calling thread,
+/// and so in every process it starts after: the rights of a user who is not
+/// root, which may read the memory and open the files of its own dumpable
+/// processes only. A no-op when the test does not run as root; false when
+/// it could not.
+inline bool as_a_user() {
+  if (::geteuid() == 0 &&  // root's exec would give it back: from the bounding set too
+      ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L) != 0)
+    return false;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
 
 /// The lines of `file` (none when it cannot be read).
 inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
@@ -48,6 +73,36 @@ inline std::vector<std::string> starting(const std::vector<std::string>& lines,
 /// kernel and reference options name a user's.
 inline std::string redteam_kernel(const std::string& function) {
   return std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/redteam_kernels.cpp:" + function;
+}
+
+/// What a red-team kernel's evaluation gave: its measurement and the lines
+/// its processes logged.
+struct twice_run {
+  tessel::measurement m;
+  std::vector<std::string> log;
+};
+
+/// Evaluates `o`'s kernel and reference (y = 2 x over 4096 floats, the
+/// honest kernel 200 us a call), gated, unpinned (a shared test machine:
+/// pinning would only add contention), 3 to 8 samples, with
+/// $TESSEL_REDTEAM_LOG in a new folder named `log_prefix`-...; its log
+/// lines come back.
+inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix) {
+  const temp_folder logs(log_prefix);
+  const auto log = logs.path() / "log";
+  o.inputs = "x:N";
+  o.outputs = "y:N";
+  o.cpus = "off";
+  o.racing = {3, 8, 0.0, 0.02, 2.0};
+  o.kill_grace_s = 0.2;
+  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
+  const auto s = tessel::parse_space("space twice { const N = 4096  param us : {200} }");
+  tessel::cpu_backend b(o);
+  b.prepare(s);
+  twice_run r;
+  r.m = b.evaluate(s, *s.default_config());
+  r.log = lines_of(log);
+  return r;
 }
 
 #ifdef TESSEL_GATE_PROGRAM

@@ -51,7 +51,9 @@
 //                    affinity they were given (the control for the CPU rule)
 //   rt_peek          honest, after trying to read its ancestors' memory
 //                    (/proc/PID/mem at a mapped address): logs "read ROLE"
-//                    or "denied ROLE" for the supervisor and tessel
+//                    or "denied ROLE" for the timing parent ("loader", when
+//                    its parent runs the loader's command line: round
+//                    twelve), the supervisor and tessel
 //   twice_reference  the reference (fp64)
 // Every call appends a line to $TESSEL_REDTEAM_LOG when it is set:
 // "computed", "copied", "pid N", "see ...".
@@ -109,12 +111,25 @@ void work(const tessel::cpu::kernel_args& a) {
   note("computed");
 }
 
-/// The loader's arguments (argv), from /proc/self/cmdline.
-std::vector<std::string> own_arguments() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+/// Process `pid`'s arguments (argv), from /proc/PID/cmdline.
+std::vector<std::string> arguments_of(long pid) {
+  std::ifstream f("/proc/" + (pid > 0 ? std::to_string(pid) : "self") + "/cmdline",
+                  std::ios::binary);
   std::vector<std::string> words;
   for (std::string word; std::getline(f, word, '\0');) words.push_back(word);
   return words;
+}
+
+/// The loader's arguments (argv).
+std::vector<std::string> own_arguments() { return arguments_of(0); }
+
+/// Whether this process's parent is the timing parent (round twelve: the
+/// loader runs the kernel in a child of its own, which has its arguments).
+bool parent_is_loader() { return own_arguments() == arguments_of(::getppid()); }
+
+/// The process above the loader: the run's supervisor.
+long supervisor_pid() {
+  return parent_is_loader() ? tessel_redteam::parent_of(::getppid()) : ::getppid();
 }
 
 bool in_timing_process() {
@@ -335,7 +350,7 @@ void rt_snoop(const tessel::cpu::kernel_args& a) {
   if (const char* tmp = std::getenv("TMPDIR"))  // NOLINT(concurrency-mt-unsafe)
     for (const auto& e : fs::directory_iterator(tmp, ec))
       note("see tmpdir " + e.path().filename().string());
-  std::ifstream parent("/proc/" + std::to_string(::getppid()) + "/cmdline", std::ios::binary);
+  std::ifstream parent("/proc/" + std::to_string(supervisor_pid()) + "/cmdline", std::ios::binary);
   std::string first;
   if (std::getline(parent, first, '\0')) note("see parent " + fs::path(first).filename().string());
   Dl_info self{};
@@ -465,7 +480,10 @@ void rt_peek(const tessel::cpu::kernel_args& a) {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    const long supervisor = ::getppid(), tessel_process = tessel_redteam::parent_of(supervisor);
+    if (parent_is_loader())
+      note(std::string(tessel_redteam::read_memory(::getppid()) ? "read" : "denied") + " loader");
+    const long supervisor = supervisor_pid(),
+               tessel_process = tessel_redteam::parent_of(supervisor);
     note(std::string(tessel_redteam::read_memory(supervisor) ? "read" : "denied") + " supervisor");
     note(std::string(tessel_redteam::read_memory(tessel_process) ? "read" : "denied") + " tessel");
   }
