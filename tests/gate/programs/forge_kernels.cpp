@@ -88,11 +88,12 @@ std::vector<std::string> arguments_of(const std::string& pid) {
   return words;
 }
 
-/// Whether a process runs the loader (its first word names it) and times.
+/// Whether a process runs the loader and times: `PROGRAM LIBRARY run|time
+/// ...`. The program is not found by its name: the cpu backend execs a
+/// sealed copy of the loader, whose path is /proc/PID/fd/N.
 bool is_loader(const std::string& pid, bool timing) {
   const auto words = arguments_of(pid);
-  return words.size() > 2 && words[0].find("loader") != std::string::npos &&
-         (!timing || words[2] == "time");
+  return words.size() > 2 && (words[2] == "time" || (!timing && words[2] == "run"));
 }
 
 /// The parent of process `pid` ("" when it cannot be read).
