@@ -43,6 +43,38 @@ void read_gate(settings_reader& read, gate_options& o) {
   o.secret = read.count("gate_secret").value_or(o.secret);  // whole: every 64-bit key
 }
 
+/// The kernel, its reference and their inputs and outputs, as the backends
+/// that build and check a user's kernel (trainium, cpu) read them.
+template <class Options>
+void read_kernel_files(settings_reader& read, Options& o) {
+  o.kernel = read.text("kernel").value_or("");
+  o.reference = read.text("reference").value_or("");
+  o.inputs = read.text("inputs").value_or("");
+  o.outputs = read.text("outputs").value_or("");
+}
+
+/// Their time limits and warm-up: compile_timeout, timeout, kill_grace, warmup.
+template <class Options>
+void read_limits(settings_reader& read, Options& o) {
+  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
+  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
+  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
+  o.warmup = read.count("warmup", 1).value_or(o.warmup);
+}
+
+/// Their racing, gate, work counts (flops, min_bytes), estimated_cost and
+/// the environment of the kernel's runs (env.NAME).
+template <class Options>
+void read_run_settings(settings_reader& read, Options& o) {
+  read_racing(read, o.racing);
+  o.gate = read.flag("gate").value_or(o.gate);
+  read_gate(read, o.gate_settings);
+  o.flops = read.text("flops").value_or("");
+  o.min_bytes = read.text("min_bytes").value_or("");
+  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
+  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+}
+
 std::shared_ptr<backend> make_replay(std::string_view argument, const backend_settings& settings) {
   if (argument.empty()) throw error("backend replay: give the table's path, as replay:PATH");
   settings_reader read("backend replay", settings);
@@ -133,10 +165,7 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   const auto settings = merged_settings("trainium", argument, given);
   settings_reader read("backend trainium", settings);
   trainium_options o;
-  o.kernel = read.text("kernel").value_or("");
-  o.reference = read.text("reference").value_or("");
-  o.inputs = read.text("inputs").value_or("");
-  o.outputs = read.text("outputs").value_or("");
+  read_kernel_files(read, o);
   if (auto hosts = read.text("host")) o.hosts = comma_list(*hosts);
   o.cores_per_host = read.count("cores", 1).value_or(o.cores_per_host);
   o.compile_jobs = read.count("compile_jobs", 1).value_or(o.compile_jobs);
@@ -145,18 +174,9 @@ std::shared_ptr<backend> make_trainium(std::string_view argument, const backend_
   o.remote_dir = read.text("remote_dir").value_or(o.remote_dir);
   o.ssh = read.text("ssh").value_or(o.ssh);
   o.cache_dir = read.text("cache_dir").value_or(o.cache_dir);
-  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
-  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
-  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
-  o.warmup = read.count("warmup", 1).value_or(o.warmup);
+  read_limits(read, o);
   o.iters_per_sample = read.count("iters", 1).value_or(o.iters_per_sample);
-  read_racing(read, o.racing);
-  o.gate = read.flag("gate").value_or(o.gate);
-  read_gate(read, o.gate_settings);
-  o.flops = read.text("flops").value_or("");
-  o.min_bytes = read.text("min_bytes").value_or("");
-  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
-  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+  read_run_settings(read, o);
   read.finish();
   if (o.kernel.empty() || o.reference.empty() || o.inputs.empty() || o.outputs.empty())
     throw error(
@@ -179,28 +199,16 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   }
   const auto settings = merged_settings("cpu", argument, given);
   settings_reader read("backend cpu", settings);
-  o.kernel = read.text("kernel").value_or("");
-  o.reference = read.text("reference").value_or("");
-  o.inputs = read.text("inputs").value_or("");
-  o.outputs = read.text("outputs").value_or("");
+  read_kernel_files(read, o);
   o.compiler = read.text("compiler").value_or("");
   o.flags = read.text("flags").value_or(o.flags);
   o.libraries = read.text("libs").value_or("");
   o.cache_dir = read.text("cache_dir").value_or("");
   o.cpus = read.text("cpus").value_or(o.cpus);
   o.compile_jobs = read.count("compile_jobs", 1).value_or(0);
-  o.compile_timeout_s = read.number("compile_timeout").value_or(o.compile_timeout_s);
-  o.run_timeout_s = read.number("timeout").value_or(o.run_timeout_s);
-  o.kill_grace_s = read.number("kill_grace").value_or(o.kill_grace_s);
-  o.warmup = read.count("warmup", 1).value_or(o.warmup);
+  read_limits(read, o);
   o.min_sample_s = read.number("min_sample").value_or(o.min_sample_s);
-  read_racing(read, o.racing);
-  o.gate = read.flag("gate").value_or(o.gate);
-  read_gate(read, o.gate_settings);
-  o.flops = read.text("flops").value_or("");
-  o.min_bytes = read.text("min_bytes").value_or("");
-  o.estimated_cost_s = read.number("estimated_cost").value_or(o.estimated_cost_s);
-  for (auto& [name, value] : read.prefixed("env.")) o.environment[name] = value;
+  read_run_settings(read, o);
   for (auto& [name, value] : read.prefixed("set.")) {
     char* end = nullptr;
     const long long v = std::strtoll(value.c_str(), &end, 10);

@@ -349,27 +349,6 @@ struct arm {
   }
 };
 
-/// Percentile-bootstrap 95% intervals of each pair's high-only / multi mean
-/// ratio and of their geometric mean (seeds resampled, each arm on its own).
-std::pair<std::vector<std::pair<double, double>>, std::pair<double, double>> bootstrap(
-    const std::vector<std::pair<arm, arm>>& arms) {
-  constexpr std::size_t draws = 2000;
-  rng random(2024);
-  std::vector<std::vector<double>> ratios(arms.size());
-  std::vector<double> geo(draws, 0.0);
-  for (std::size_t d = 0; d < draws; ++d)
-    for (std::size_t i = 0; i < arms.size(); ++i) {
-      const double r = bench::resampled_mean(arms[i].first.high, random) /
-                       bench::resampled_mean(arms[i].second.high, random);
-      ratios[i].push_back(r);
-      geo[d] += std::log(r) / static_cast<double>(arms.size());
-    }
-  std::vector<std::pair<double, double>> per;
-  for (auto& r : ratios) per.push_back(bench::interval(std::move(r)));
-  for (auto& g : geo) g = std::exp(g);
-  return {per, bench::interval(std::move(geo))};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -484,7 +463,10 @@ int main(int argc, char** argv) {
                       {"ratio", ratio}});
   }
   const double geo = std::exp(log_sum / static_cast<double>(pairs.size()));
-  const auto [per, geo_ci] = bootstrap(arms);
+  // each pair's high-only / multi-fidelity mean ratio, seeds resampled
+  std::vector<std::pair<std::vector<double>, std::vector<double>>> high_over_multi;
+  for (const auto& [h, m] : arms) high_over_multi.emplace_back(h.high, m.high);
+  const auto [per, geo_ci] = bench::bootstrap_ratios(high_over_multi);
   for (std::size_t i = 0; i < report.size(); ++i)
     report[i]["ratio_ci95"] = {per[i].first, per[i].second};
   if (json_out) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
@@ -123,6 +124,13 @@ target make_trn2() {
   return t;
 }
 
+/// `from` renamed `name`, with `from` as its base: the start of a target
+/// made from another.
+target derived(target from, std::string name) {
+  from.base = std::exchange(from.name, std::move(name));
+  return from;
+}
+
 /// trn2 with the logical NeuronCore setting 2 (LNC=2): two physical
 /// NeuronCore-v3 fused into one logical core that shares their HBM. Per-core
 /// figures (partitions, SBUF and PSUM per partition, clocks, DMA engines of a
@@ -131,9 +139,7 @@ target make_trn2() {
 /// logical cores instead of 8. Source: Neuron docs, "Logical NeuronCore
 /// configuration" and NKI "Using Logical NeuronCores (LNC)" (docs/targets.md).
 target make_trn2_lnc2() {
-  target t = make_trn2();
-  t.name = "trn2_lnc2";
-  t.base = "trn2";
+  target t = derived(make_trn2(), "trn2_lnc2");
   auto& c = t.constants;
   c["lnc"] = 2;
   c["cores"] = c["cores_per_chip"] / 2;  // logical cores of the chip
@@ -149,9 +155,7 @@ target make_trn2_lnc2() {
 /// ranks on a chip exchange data through the shared HBM (docs/targets.md,
 /// "Topology"; docs/topology.md).
 target make_trn2_chip() {
-  target t = make_trn2();
-  t.name = "trn2_chip";
-  t.base = "trn2";
+  target t = derived(make_trn2(), "trn2_chip");
   auto& c = t.constants;
   c["ranks_per_chip"] = c["cores_per_chip"];
   c["ranks"] = c["chips"] * c["ranks_per_chip"];
@@ -162,9 +166,7 @@ target make_trn2_chip() {
 /// 4 x 4 2D torus (Neuron docs, "Best practices for training", "Keep TP4
 /// within a chip. Use NeuronLink-v3's 4 x 4 torus ..."); 128 ranks at LNC=1.
 target make_trn2_server() {
-  target t = make_trn2_chip();
-  t.name = "trn2_server";
-  t.base = "trn2_chip";
+  target t = derived(make_trn2_chip(), "trn2_server");
   auto& c = t.constants;
   c["torus_x"] = 4;
   c["torus_y"] = 4;

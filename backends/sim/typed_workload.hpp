@@ -113,4 +113,28 @@ class typed_workload : public workload {
   knob_table knobs_;
 };
 
+/// A typed_workload planned in two steps and lowered by a lowering that
+/// cannot fail: `Read(v, m, params)` reads the knobs ("" or why not),
+/// `Make(params, m, plan)` plans them ("" or why not), and
+/// `Lowerer(plan, m, out).run()` lowers the plan. A workload that lowers
+/// otherwise (reserving first, say) still overrides lower_program.
+template <class Plan, class Params, auto Read, auto Make, class Lowerer>
+class planned_workload : public typed_workload<Plan> {
+ public:
+  using typed_workload<Plan>::typed_workload;
+
+ protected:
+  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
+                                      Plan& out) const override {
+    Params p;
+    if (auto e = Read(v, m, p); !e.empty()) return e;
+    return Make(p, m, out);
+  }
+  [[nodiscard]] std::string lower_program(const Plan& pl, const machine& m,
+                                          program& out) const override {
+    Lowerer(pl, m, out).run();
+    return "";
+  }
+};
+
 }  // namespace tessel::sim

@@ -93,21 +93,25 @@ inline std::uint64_t vector_width(std::uint64_t n) {
 }
 
 /// The length of the rows the sweep's matrix of an input of extents `dims`
-/// has: its last extent above 1, or a vector's vector_width; n (0 or 1) for
-/// an input of fewer than 2 elements.
+/// and `n` = elements(dims) elements has: its last extent above 1, or a
+/// vector's vector_width; n (0 or 1) for an input of fewer than 2 elements.
 template <class Dims>
-std::uint64_t row_length(const Dims& dims) {
-  std::uint64_t n = 1, last = 1;
+std::uint64_t row_length(const Dims& dims, std::uint64_t n) {
+  if (n < 2) return n;
+  std::uint64_t last = 1;
   int axes = 0;
-  for (const auto d : dims) {
-    n *= static_cast<std::uint64_t>(d);
+  for (const auto d : dims)
     if (d > 1) {
       last = static_cast<std::uint64_t>(d);
       ++axes;
     }
-  }
-  if (n < 2) return n;
   return axes > 1 ? last : vector_width(n);
+}
+
+/// row_length(dims, n) of an input whose element count is not at hand.
+template <class Dims>
+std::uint64_t row_length(const Dims& dims) {
+  return row_length(dims, elements(dims));
 }
 
 /// The turn of call `call` (the loop's calls counted from 0; call 0 is not
@@ -437,7 +441,7 @@ class walk {
   template <class Dims, class Turn>
   void turn(std::uint64_t call, std::size_t i, const Dims& dims, Turn&& turn) const {
     const std::uint64_t n = elements(dims);
-    turns(seed_, call, i, n, row_length(dims), turn);
+    turns(seed_, call, i, n, row_length(dims, n), turn);
   }
   /// `values`, input i's base (the exchanges made), made into what call
   /// `call` is given: each row rotated by its offset.

@@ -167,15 +167,7 @@ std::optional<study_record> postgres_store::study() const {
         "reading the study record");
     if (r.rows() == 0) return std::nullopt;
     const auto q = r.at(0);
-    study_record out;
-    out.space_name = q.text(0);
-    out.space_source = q.text(1);
-    out.space_hash = q.text(2);
-    out.target = q.text(3);
-    out.backend = q.text(4);
-    out.strategy = q.text(5);
-    out.options_json = q.text(6);
-    out.seed = static_cast<std::uint64_t>(q.integer(7));
+    study_record out = read_study_columns(q);
     out.schema_version = static_cast<int>(q.integer(8));
     out.created_at = q.real(9);
     return out;

@@ -121,15 +121,7 @@ std::optional<study_record> read_study(const detail::sqlite::connection& c) {
       "seed FROM study WHERE id = 1");
   statement q(c, s.get(), "reading the study record");
   if (!q.step()) return std::nullopt;
-  study_record r;
-  r.space_name = q.text(0);
-  r.space_source = q.text(1);
-  r.space_hash = q.text(2);
-  r.target = q.text(3);
-  r.backend = q.text(4);
-  r.strategy = q.text(5);
-  r.options_json = q.text(6);
-  r.seed = static_cast<std::uint64_t>(q.integer(7));  // the bit pattern (docs/storage.md)
+  study_record r = detail::storage::read_study_columns(q);
   const auto meta = detail::storage::read_meta(c);
   r.schema_version = meta.schema_version;
   r.created_at = meta.created_at;

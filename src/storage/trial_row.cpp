@@ -184,9 +184,25 @@ trial read_trial(const Row& q, const space& s) {
   return t;
 }
 
+template <class Row>
+study_record read_study_columns(const Row& q) {
+  study_record r;
+  r.space_name = q.text(0);
+  r.space_source = q.text(1);
+  r.space_hash = q.text(2);
+  r.target = q.text(3);
+  r.backend = q.text(4);
+  r.strategy = q.text(5);
+  r.options_json = q.text(6);
+  r.seed = from_column(q.integer(7));  // the bit pattern (docs/storage.md)
+  return r;
+}
+
 template void trial_row::bind(sqlite::statement&, int) const;
 template void trial_row::bind(pg::params&, int) const;
 template trial read_trial(const sqlite::statement&, const space&);
 template trial read_trial(const pg::row&, const space&);
+template study_record read_study_columns(const sqlite::statement&);
+template study_record read_study_columns(const pg::row&);
 
 }  // namespace tessel::detail::storage

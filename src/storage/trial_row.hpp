@@ -1,9 +1,11 @@
 // A trial as a row of the `trials` table, and back, for both stores: the
 // binders and readers are templates instantiated for SQLite's statement and
-// PostgreSQL's parameters and rows (trial_row.cpp). Private to src/storage/.
+// PostgreSQL's parameters and rows (trial_row.cpp); and the study record
+// read from a row of `study`. Private to src/storage/.
 #pragma once
 
 #include <tessel/space.hpp>
+#include <tessel/storage.hpp>
 #include <tessel/trial.hpp>
 
 #include <string>
@@ -51,5 +53,13 @@ struct trial_row {
 /// `Row`: sqlite::statement or pg::row.
 template <class Row>
 [[nodiscard]] trial read_trial(const Row& q, const space& s);
+
+/// The study record in the current row of a `SELECT space_name,
+/// space_source, space_hash, target, backend, strategy, options_json, seed`
+/// (columns 0 to 7; the seed as its int64 bit pattern): all but the schema
+/// version and creation time, which the caller reads from `meta`.
+/// `Row`: sqlite::statement or pg::row.
+template <class Row>
+[[nodiscard]] study_record read_study_columns(const Row& q);
 
 }  // namespace tessel::detail::storage

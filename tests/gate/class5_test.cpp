@@ -6,6 +6,7 @@
 // here against it, on the same inputs) and fail the new one.
 #include <tessel/gate.hpp>
 
+#include "elementwise.hpp"
 #include "matmul_kernel.hpp"
 
 #include <doctest/doctest.h>
@@ -17,22 +18,6 @@ namespace {
 
 using namespace tessel;
 using namespace tessel::testing;
-
-/// y = 3 x elementwise on a 64 x 64 fp32 tensor.
-struct scale_spec : tessel::gate_spec {
-  std::vector<tensor_spec> inputs() const override {
-    return {{"x", {64, 64}, element_type::fp32, 0}};
-  }
-  std::vector<tensor_spec> outputs() const override {
-    return {{"y", {64, 64}, element_type::fp32, 0}};
-  }
-  probe_values reference(std::span<const tessel::input_tensor> in,
-                         const probe_points& where) const override {
-    probe_values y(1);
-    for (const std::int64_t flat : where[0]) y[0].push_back(3 * in[0].at(flat));
-    return y;
-  }
-};
 
 /// Whether `y` has outliers: an element above 100 x the median magnitude.
 bool has_outliers(const std::vector<double>& y) {
@@ -111,7 +96,8 @@ tessel::gate_options outlier_suites() {
 
 TEST_CASE("class 5: ordinary elements beside outliers are held to their own bound (elementwise)") {
   tessel::gate g(outlier_suites());
-  const scale_spec spec;
+  const elementwise_spec spec({64, 64}, element_type::fp32,  // y = 3 x
+                              [](double x, std::int64_t) { return 3 * x; });
   const sloppy_beside_outliers k;
   // the old rule lets it through on the same inputs
   tessel::gate twin(outlier_suites());

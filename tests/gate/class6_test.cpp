@@ -5,6 +5,7 @@
 // are now compared whole; larger ones on random tiles drawn from the secret.
 #include <tessel/gate.hpp>
 
+#include "elementwise.hpp"
 #include "matmul_kernel.hpp"
 
 #include <doctest/doctest.h>
@@ -18,20 +19,9 @@ using namespace tessel;
 using namespace tessel::testing;
 
 /// y = x + 1 on a 1024 x 1024 fp32 tensor: 2^20 elements.
-struct copy_spec : tessel::gate_spec {
-  std::vector<tensor_spec> inputs() const override {
-    return {{"x", {1024, 1024}, element_type::fp32, 0}};
-  }
-  std::vector<tensor_spec> outputs() const override {
-    return {{"y", {1024, 1024}, element_type::fp32, 0}};
-  }
-  probe_values reference(std::span<const tessel::input_tensor> in,
-                         const probe_points& where) const override {
-    probe_values y(1);
-    for (const std::int64_t flat : where[0]) y[0].push_back(in[0].at(flat) + 1);
-    return y;
-  }
-};
+elementwise_spec copy_spec() {
+  return {{1024, 1024}, element_type::fp32, [](double x, std::int64_t) { return x + 1; }};
+}
 
 /// Right, except on one 8 x 8 interior tile (left as the input: the +1 skipped).
 struct skips_a_tile : gated_kernel {
@@ -72,7 +62,7 @@ tessel::gate_options two_suites(std::uint64_t secret) {
 TEST_CASE("class 6: one wrong interior tile of a 2^20-element output is caught on every secret") {
   for (std::uint64_t secret = 1; secret <= 3; ++secret) {
     tessel::gate g(two_suites(secret));
-    const tessel::verdict v = g.check(copy_spec{}, skips_a_tile{}, secret);
+    const tessel::verdict v = g.check(copy_spec(), skips_a_tile{}, secret);
     CAPTURE(v.message);
     CHECK(v.status == tessel::status::incorrect);
     CHECK(v.message.find("64 of 1048576 compared elements of y are off") != std::string::npos);
@@ -82,7 +72,7 @@ TEST_CASE("class 6: one wrong interior tile of a 2^20-element output is caught o
 TEST_CASE("class 6: one wrong interior element is caught on every secret") {
   for (std::uint64_t secret = 1; secret <= 3; ++secret) {
     tessel::gate g(two_suites(secret));
-    const tessel::verdict v = g.check(copy_spec{}, skips_an_element{}, secret);
+    const tessel::verdict v = g.check(copy_spec(), skips_an_element{}, secret);
     CAPTURE(v.message);
     CHECK(v.status == tessel::status::incorrect);
     CHECK(v.message.find("output y[777, 333]") != std::string::npos);
@@ -127,7 +117,7 @@ TEST_CASE("class 6: beyond 2^22 elements, the compared tiles are drawn from the 
 
 TEST_CASE("class 6: honest controls pass, compared whole") {
   tessel::gate g(two_suites(4));
-  const tessel::verdict v = g.check(copy_spec{}, exact{}, 1);
+  const tessel::verdict v = g.check(copy_spec(), exact{}, 1);
   CAPTURE(v.message);
   CHECK(v.ok());
   const tessel::testing::matmul_shape shape{160, 144, 72, 64, 64, 32};

@@ -7,6 +7,7 @@
 // caught; the honest controls pass (docs/gate.md, "Round four").
 #include <tessel/gate.hpp>
 
+#include "elementwise.hpp"
 #include "matmul_kernel.hpp"
 
 #include <doctest/doctest.h>
@@ -32,21 +33,10 @@ const matmul_shape shape{96, 80, 72, 40, 48, 32};
 tessel::gate_options options(std::uint64_t secret) { return {.secret = secret}; }
 
 /// y = x + 1 on 2048 x 2080 fp32 (above whole_output_limit: compared on tiles).
-struct big_copy_spec : tessel::gate_spec {
-  static constexpr std::int64_t rows = 2048, cols = 2080;
-  std::vector<tessel::tensor_spec> inputs() const override {
-    return {{"x", {rows, cols}, element_type::fp32}};
-  }
-  std::vector<tessel::tensor_spec> outputs() const override {
-    return {{"y", {rows, cols}, element_type::fp32}};
-  }
-  tessel::probe_values reference(std::span<const tessel::input_tensor> in,
-                                 const tessel::probe_points& where) const override {
-    tessel::probe_values y(1);
-    for (const std::int64_t flat : where[0]) y[0].push_back(in[0].at(flat) + 1);
-    return y;
-  }
-};
+constexpr std::int64_t big_rows = 2048, big_cols = 2080;
+elementwise_spec big_copy_spec() {
+  return {{big_rows, big_cols}, element_type::fp32, [](double x, std::int64_t) { return x + 1; }};
+}
 
 /// Does the work only where the default probes always look: the first and
 /// the last 64 x 64 tile, the last column and the last element; elsewhere
@@ -54,7 +44,7 @@ struct big_copy_spec : tessel::gate_spec {
 struct only_always_probed : gated_kernel {
   output_values run(std::span<const hidden_input> in) const override {
     std::vector<double> y = in[0].values();
-    const std::int64_t rows = big_copy_spec::rows, cols = big_copy_spec::cols;
+    const std::int64_t rows = big_rows, cols = big_cols;
     for (std::int64_t i = 0; i < rows * cols; ++i) {
       const std::int64_t r = i / cols, c = i % cols;
       const bool first = r < 64 && c < 64, last = r >= rows - 64 && c >= cols - 64;
@@ -174,7 +164,7 @@ TEST_CASE("class 9: computing only the elements the probes always include is cau
   for (std::uint64_t secret = 1; secret <= 2; ++secret) {
     tessel::gate g(
         {.suite = {tessel::distribution::normal, tessel::distribution::uniform}, .secret = secret});
-    const verdict v = g.check(big_copy_spec{}, only_always_probed{}, 1);
+    const verdict v = g.check(big_copy_spec(), only_always_probed{}, 1);
     CAPTURE(v.message);
     CHECK(v.status == status::incorrect);
   }

@@ -24,6 +24,16 @@ inline target builtin(const std::string& name) { return *builtin_target(name); }
 
 inline machine machine_for(const std::string& name) { return resolve_machine(builtin(name)); }
 
+/// One evaluation of (s, c) by the sim backend with `model`, without the gate.
+inline measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
+  sim_options o;
+  o.gate = false;
+  o.model = model;
+  sim_backend b(o);
+  b.prepare(s);
+  return b.evaluate(s, c);
+}
+
 /// A program with one SBUF and one PSUM buffer and a "work" tag.
 struct bench_program {
   program p;

@@ -28,18 +28,15 @@ space example(const std::string& file, const std::string& target,
   return load_space(std::string(TESSEL_SOURCE_DIR) + "/examples/" + file, options);
 }
 
-measurement evaluate(const space& s, const config& c) {
-  sim_options o;
-  o.gate = false;
-  sim_backend b(o);
-  b.prepare(s);
-  auto m = b.evaluate(s, c);
+/// evaluate(s, c) by the event model, required to succeed.
+measurement evaluate_ok(const space& s, const config& c) {
+  auto m = evaluate(s, c);
   INFO(m.message);
   REQUIRE(m.ok());
   return m;
 }
 
-double latency(const space& s, const config& c) { return evaluate(s, c).objective; }
+double latency(const space& s, const config& c) { return evaluate_ok(s, c).objective; }
 
 /// moe at a shape whose expert split reaches the core barrier unevenly: three experts,
 /// top-1, over 192 tokens, whole experts per core (the combine is split in even halves).
@@ -87,12 +84,12 @@ TEST_CASE("lnc: an odd split is as slow as its larger share") {
   const auto two = example("sim_matmul.tsl", "trn2_lnc2", {{"M", "384"}});
   const auto share = example("sim_matmul.tsl", "trn2", {{"M", "256"}});
   const auto c = *one.default_config();
-  const auto split = evaluate(two, c);
+  const auto split = evaluate_ok(two, c);
   CHECK(split.objective < latency(one, c));
   CHECK(split.objective == doctest::Approx(latency(share, c)));
   // the 128-row core finishes well before the 256-row one
   CHECK(split.metrics.at("core_balance") < 0.75);
-  CHECK(evaluate(one, c).metrics.count("core_balance") == 0);
+  CHECK(evaluate_ok(one, c).metrics.count("core_balance") == 0);
 }
 
 TEST_CASE("lnc: moe splits by experts or by tokens; whole experts read each weight once") {
@@ -102,7 +99,7 @@ TEST_CASE("lnc: moe splits by experts or by tokens; whole experts read each weig
   CHECK(c1[*one.parameter_index("core_split")] == config::inactive);  // no second core
   auto c2 = *two.default_config();
   const double single = latency(one, c1);
-  const auto expert_split = evaluate(two, c2);
+  const auto expert_split = evaluate_ok(two, c2);
   const double by_expert = expert_split.objective;
   CHECK(expert_split.metrics.at("core_balance") > 0.8);  // experts balanced by sub-tiles
   c2[*two.parameter_index("core_split")] = 1;            // token
@@ -140,12 +137,7 @@ TEST_CASE(
   REQUIRE(uneven.size() == 2);
   CHECK_FALSE(uneven[1]->same_as_previous);
   // the analytic model reports both cores (the estimate reused) as balanced
-  sim_options o;
-  o.gate = false;
-  o.model = sim_model::analytic;
-  sim_backend b(o);
-  b.prepare(even);
-  const auto a = b.evaluate(even, c);
+  const auto a = evaluate(even, c, sim_model::analytic);
   REQUIRE(a.ok());
   CHECK(a.metrics.at("analytic") == 1.0);
   CHECK(a.metrics.at("core_balance") == 1.0);
@@ -187,7 +179,7 @@ TEST_CASE("lnc: sharded_attention splits whole heads over the two cores") {
   const auto c = *two.default_config();
   const auto* w = workload_for_space(two, "");
   CHECK(w->core_shares(two, m) == std::vector<std::int64_t>{1, 2});
-  const auto a = evaluate(two, c);
+  const auto a = evaluate_ok(two, c);
   CHECK(a.metrics.at("core_balance") == doctest::Approx(0.5).epsilon(0.05));  // 1 head of 2
   CHECK(a.objective < 0.75 * latency(one, c));  // the slower core runs 2 of the 3 heads
 }
@@ -221,7 +213,7 @@ TEST_CASE("lnc: a core that reaches the core barrier first waits there for the o
   CHECK(std::abs(reach[0] - reach[1]) > 0.05 * std::max(reach[0], reach[1]));  // unbalanced
   const std::size_t slow = reach[0] > reach[1] ? 0 : 1, fast = 1 - slow;
   const double bound = reach[slow] + (alone[fast] - reach[fast]);
-  const auto run = evaluate(two, c);
+  const auto run = evaluate_ok(two, c);
   const double timed = run.objective * 1e9;
   CHECK(timed >= bound * (1 - 1e-9));
   CHECK(timed >= std::max(alone[0], alone[1]) * (1 - 1e-9));
@@ -232,12 +224,7 @@ TEST_CASE("lnc: a core that reaches the core barrier first waits there for the o
         doctest::Approx(std::min(waited, timed) / std::max(waited, timed)));
   CHECK(run.metrics.at("core_balance") > alone[fast] / alone[slow] + 0.1);
   // the analytic model adds the same wait to its estimates
-  sim_options o;
-  o.gate = false;
-  o.model = sim_model::analytic;
-  sim_backend b(o);
-  b.prepare(two);
-  const auto a = b.evaluate(two, c);
+  const auto a = evaluate(two, c, sim_model::analytic);
   REQUIRE(a.ok());
   const std::size_t s_slow = steady_reach[0] > steady_reach[1] ? 0 : 1, s_fast = 1 - s_slow;
   CHECK(steady_reach[s_fast] >= 0);

@@ -116,14 +116,7 @@ TEST_CASE("newton_schulz: the closed-form steady model counts exactly and times 
           auto v = ns_values(dtype, transpose);
           v.integers["psum_bufs"] = psum_bufs;
           auto [s, c] = fixed_space("newton_schulz", builtin(target), v);
-          sim_options o;
-          o.gate = false;
-          sim_backend event(o);
-          o.model = sim_model::analytic;
-          sim_backend analytic(o);
-          event.prepare(s);
-          analytic.prepare(s);
-          const measurement e = event.evaluate(s, c), a = analytic.evaluate(s, c);
+          const measurement e = evaluate(s, c), a = evaluate(s, c, sim_model::analytic);
           INFO(target, " ", dtype, " ", transpose, " psum_bufs = ", psum_bufs);
           REQUIRE(e.ok());
           REQUIRE(a.ok());

@@ -40,15 +40,9 @@ struct both {
 };
 
 both time_both(const space& s) {
-  sim_options o;
-  o.gate = false;
-  sim_backend event(o);
-  o.model = sim_model::analytic;
-  sim_backend analytic(o);
-  event.prepare(s);
-  analytic.prepare(s);
+  using sim::testing::evaluate;
   const config c = s.from_partial_json("{}");
-  return {event.evaluate(s, c), analytic.evaluate(s, c)};
+  return {evaluate(s, c), evaluate(s, c, sim_model::analytic)};
 }
 
 }  // namespace

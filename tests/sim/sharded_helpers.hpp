@@ -31,16 +31,6 @@ inline space sharded_example(const std::string& file, const std::string& target,
 
 inline config with(const space& s, const std::string& json) { return s.from_partial_json(json); }
 
-/// One evaluation by the sim backend, without the gate.
-inline measurement evaluate(const space& s, const config& c, sim_model model = sim_model::event) {
-  sim_options o;
-  o.gate = false;
-  o.model = model;
-  sim_backend b(o);
-  b.prepare(s);
-  return b.evaluate(s, c);
-}
-
 /// Evaluating (s, json) without the gate is a compile error that says
 /// `message` (a split the topology or the shapes cannot take).
 inline void check_compile_error(const space& s, const std::string& json,

@@ -482,10 +482,10 @@ class cross_entropy_kernel final : public functional_kernel {
   input_memo<drawn> memo_;
 };
 
-class cross_entropy final : public typed_workload<plan> {
+class cross_entropy final : public planned_workload<plan, params, read, make_plan, lowerer> {
  public:
   cross_entropy()
-      : typed_workload({
+      : planned_workload({
             "cross_entropy",
             "fused cross-entropy: loss = logsumexp(x W) - (x W)[label], chunked over the "
             "vocabulary (the logits never reach HBM)",
@@ -536,20 +536,12 @@ class cross_entropy final : public typed_workload<plan> {
                                                  const config& c) const override;
 
  private:
-  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
-                                      plan& out) const override {
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return make_plan(p, m, out);
-  }
-
   [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
                                           program& out) const override {
     out.reserve(static_cast<std::size_t>(
         std::min<double>(2e6, static_cast<double>(pl.token_tiles * pl.chunks) *
                                   static_cast<double>(pl.slabs * 2 + pl.subs * 8))));
-    lowerer(pl, m, out).run();
-    return "";
+    return planned_workload::lower_program(pl, m, out);
   }
 
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,

@@ -461,10 +461,10 @@ class lowerer {
 
 // --- the workload ---------------------------------------------------------------------------
 
-class matmul final : public typed_workload<plan> {
+class matmul final : public planned_workload<plan, params, read_checked, make_plan, lowerer> {
  public:
   matmul()
-      : typed_workload({
+      : planned_workload({
             "matmul",
             "C[M,N] = A[M,K] @ B[K,N], A given transposed (lhsT [K,M]) or not, bf16/fp8/fp32",
             knobs_of_matmul(),
@@ -489,14 +489,6 @@ class matmul final : public typed_workload<plan> {
                                                  const config& c) const override;
 
  private:
-  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
-                                      plan& out) const override {
-    params p;
-    if (auto e = read_params(v, m, p); !e.empty()) return e;
-    if (auto e = check_tiles(p, m); !e.empty()) return e;
-    return make_plan(p, m, out);
-  }
-
   [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
                                           program& out) const override {
     const params& p = pl.p;
@@ -504,8 +496,7 @@ class matmul final : public typed_workload<plan> {
         static_cast<double>(ceil_div(p.size_m, p.mm_m) * ceil_div(p.size_n, p.mm_n)) *
         static_cast<double>(ceil_div(p.size_k, p.mm_k));
     out.reserve(static_cast<std::size_t>(std::min(2e6, matmuls / 2 + 1024)));
-    lowerer(pl, m, out).run();
-    return "";
+    return planned_workload::lower_program(pl, m, out);
   }
 
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,

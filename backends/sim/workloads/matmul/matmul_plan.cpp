@@ -376,11 +376,15 @@ std::string make_plan(const params& p, const machine& m, plan& pl) {
   return "";
 }
 
+std::string read_checked(const knob_reader& v, const machine& m, params& p) {
+  if (auto e = read_params(v, m, p); !e.empty()) return e;
+  return check_tiles(p, m);
+}
+
 std::string plan_for(const space& s, const config& c, const machine& m, plan& pl) {
   params p;
-  if (auto e = read_params(knob_reader(matmul_workload().knobs(), s, c), m, p); !e.empty())
+  if (auto e = read_checked(knob_reader(matmul_workload().knobs(), s, c), m, p); !e.empty())
     return e;
-  if (auto e = check_tiles(p, m); !e.empty()) return e;
   return make_plan(p, m, pl);
 }
 

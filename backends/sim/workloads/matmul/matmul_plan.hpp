@@ -109,6 +109,8 @@ struct sbuf_use {
 [[nodiscard]] std::string read_params(const knob_reader& v, const machine& m, params& p);
 /// The instruction-tile limits of the target, as a compiler checks them.
 [[nodiscard]] std::string check_tiles(const params& p, const machine& m);
+/// read_params, then check_tiles: "" or the first error.
+[[nodiscard]] std::string read_checked(const knob_reader& v, const machine& m, params& p);
 /// The contraction tiles NKI can issue: mm_k divides the partitions, or (fp8's
 /// double_row) is two slabs and every tile of a k block is two full slabs or
 /// fits one.
@@ -117,7 +119,7 @@ struct sbuf_use {
 [[nodiscard]] std::string make_plan(const params& p, const machine& m, plan& pl);
 /// SBUF bytes per partition of each buffer of the plan.
 [[nodiscard]] sbuf_use sbuf_needs(const plan& pl, const machine& m);
-/// read_params, check_tiles and make_plan: "" or the first error.
+/// read_checked and make_plan: "" or the first error.
 [[nodiscard]] std::string plan_for(const space& s, const config& c, const machine& m, plan& pl);
 /// The functional executor of a plan (matmul_functional.cpp).
 [[nodiscard]] std::unique_ptr<functional_kernel> make_functional(const plan& pl);

@@ -332,10 +332,10 @@ struct group_stats {
   double fill = 1;
 };
 
-class moe final : public typed_workload<plan> {
+class moe final : public planned_workload<plan, params, read, moe_detail::make_plan, lowerer> {
  public:
   moe()
-      : typed_workload({
+      : planned_workload({
             "moe",
             "MoE expert matmul: tokens routed to top_k experts, gathered, a grouped GEMM per "
             "expert, scaled by the router weights and combined",
@@ -426,19 +426,6 @@ class moe final : public typed_workload<plan> {
                                                  const config& c) const override;
 
  private:
-  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
-                                      plan& out) const override {
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return moe_detail::make_plan(p, m, out);
-  }
-
-  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
-                                          program& out) const override {
-    lowerer(pl, m, out).run();
-    return "";
-  }
-
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
                                                             const machine& m) const override {
     (void)m;

@@ -359,10 +359,10 @@ class lowerer : emit::lowering<plan> {
   std::uint64_t banks_ = 0;
 };
 
-class newton_schulz final : public typed_workload<plan> {
+class newton_schulz final : public planned_workload<plan, params, read, make_plan, lowerer> {
  public:
   newton_schulz()
-      : typed_workload({
+      : planned_workload({
             "newton_schulz",
             "Muon's Newton-Schulz orthogonalisation: X = G / ||G||, then X <- a X + (b A + c A^2) "
             "X with A = X X^T, every operand resident in SBUF",
@@ -406,19 +406,6 @@ class newton_schulz final : public typed_workload<plan> {
   }
 
  private:
-  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
-                                      plan& out) const override {
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return make_plan(p, m, out);
-  }
-
-  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
-                                          program& out) const override {
-    lowerer(pl, m, out).run();
-    return "";
-  }
-
   [[nodiscard]] std::optional<steady_estimate> steady(const plan& pl,
                                                       const machine& m) const override {
     return ns_detail::estimate_steady(pl, m);

@@ -92,16 +92,28 @@ void transpose(nki::writer& w) {
   w.close(3);
 }
 
-void step(const plan& pl, const nki::context& ctx, nki::writer& w) {
-  const bool skip = ctx.injected == nki::fault::skip_accumulation;
-  w.open("def step(cur, nxt):");
-  w.line("\"\"\"A' = b X X^T; B = S A'A' + A'; X+ = a X + B X into slot nxt.\"\"\"");
-  w.open("for i in nl.sequential_range(ROW_TILES):");
-  w.line("n = min(P, ROWS - i * P)");
+/// Opens the loop over the MM_N-wide column groups g of a ROWS-wide
+/// product (A' or B), each with its PSUM bank.
+void open_row_groups(nki::writer& w) {
   w.open("for g in nl.sequential_range(ROW_GROUPS):");
   w.line("g0 = g * MM_N");
   w.line("gw = min(MM_N, ROWS - g0)");
   w.line("bank = next_bank()");
+}
+
+/// Opens the loops over the row tiles i of a ROWS x ROWS product and, in
+/// each, its column groups (open_row_groups).
+void open_row_tiles_and_groups(nki::writer& w) {
+  w.open("for i in nl.sequential_range(ROW_TILES):");
+  w.line("n = min(P, ROWS - i * P)");
+  open_row_groups(w);
+}
+
+void step(const plan& pl, const nki::context& ctx, nki::writer& w) {
+  const bool skip = ctx.injected == nki::fault::skip_accumulation;
+  w.open("def step(cur, nxt):");
+  w.line("\"\"\"A' = b X X^T; B = S A'A' + A'; X+ = a X + B X into slot nxt.\"\"\"");
+  open_row_tiles_and_groups(w);
   w.open("for k in nl.sequential_range(COL_TILES{}):", skip ? " - 1" : "");
   if (skip) w.line("# FAULT skip_accumulation: the last slab of X^T is not accumulated");
   w.line("kw = min(P, COLS - k * P)");
@@ -110,12 +122,7 @@ void step(const plan& pl, const nki::context& ctx, nki::writer& w) {
   w.close();
   w.line(evict(pl.p, "a_sb[0:n, i, g0:g0 + gw]", "ps[0:n, bank, 0:gw]", "COEF_B"));
   w.close(2);
-  w.open("for i in nl.sequential_range(ROW_TILES):");
-  w.line("n = min(P, ROWS - i * P)");
-  w.open("for g in nl.sequential_range(ROW_GROUPS):");
-  w.line("g0 = g * MM_N");
-  w.line("gw = min(MM_N, ROWS - g0)");
-  w.line("bank = next_bank()");
+  open_row_tiles_and_groups(w);
   w.open("for k in nl.sequential_range(ROW_TILES):  # A' is symmetric: its rows are A'^T's");
   w.line("kn = min(P, ROWS - k * P)");
   w.line("nisa.nc_matmul(dst=ps[0:n, bank, 0:gw], stationary=a_sb[0:kn, k, i * P:i * P + n],");
@@ -148,10 +155,7 @@ void recompute(nki::writer& w) {
   w.open("for j in nl.sequential_range(COL_TILES):");
   w.line("c0 = j * P");
   w.line("cw = min(P, COLS - c0)");
-  w.open("for g in nl.sequential_range(ROW_GROUPS):");
-  w.line("g0 = g * MM_N");
-  w.line("gw = min(MM_N, ROWS - g0)");
-  w.line("bank = next_bank()");
+  open_row_groups(w);
   w.open("for k in nl.sequential_range(ROW_TILES):");
   w.line("kn = min(P, ROWS - k * P)");
   w.line("nisa.nc_matmul(dst=ps[0:cw, bank, 0:gw], stationary=x_sb[0:kn, cur, k, c0:c0 + cw],");

@@ -139,9 +139,11 @@ class pipeline_writer {
   }
 
   /// Closes the scale stage opened by open_scale() with the store of the
-  /// chunk's staged y, writes the driver and `return <returns>`, and sets
-  /// f.kernel to the kernel's text.
-  void finish(nki::writer& w, nki::kernel_file& f, std::string_view returns) const {
+  /// chunk's staged y, writes the driver and `return <returns>`, sets
+  /// f.kernel to the kernel's text and f.reference to `reference` (the
+  /// float64 reference function), and assembles the file into `out`: "".
+  [[nodiscard]] std::string finish(nki::writer& w, nki::kernel_file& f, std::string_view returns,
+                                   std::string reference, std::string& out) const {
     w.close();
     w.line("nisa.dma_copy(dst=yv[q0:q0 + n, :, c0:c1], src=y_stage[0:n, slot, :, 0:cw])");
     w.close(2);
@@ -150,6 +152,9 @@ class pipeline_writer {
     w.line("return {}", returns);
     w.close();
     f.kernel = w.text();
+    f.reference = std::move(reference);
+    out = nki::assemble(f, ctx_);
+    return "";
   }
 
   /// The software pipeline over the tiles.
@@ -290,17 +295,16 @@ std::string rmsnorm_nki(const pipeline_spec& spec, const rmsnorm_choices& choice
         "nisa.tensor_tensor(dst=out, data1=sc, data2=w_sb[0:n, c0:c1], op=nl.multiply, "
         "engine=nisa.engine.vector)");
   }
-  pw.finish(w, f, choice.residual ? "y, h" : "y");
-  f.reference = fmt::format(
-      "def reference(x, {0}w):\n"
-      "    \"\"\"The outputs in float64, from the same inputs.\"\"\"\n"
-      "    h = x.astype(np.float64){1}\n"
-      "    rstd = 1.0 / np.sqrt(np.mean(h * h, axis=1, keepdims=True) + EPS)\n"
-      "    return {{\"y\": h * rstd * w.astype(np.float64)[None, :]{2}}}\n",
-      choice.residual ? "residual, " : "", choice.residual ? " + residual" : "",
-      choice.residual ? ", \"h\": h" : "");
-  out = nki::assemble(f, ctx);
-  return "";
+  return pw.finish(
+      w, f, choice.residual ? "y, h" : "y",
+      fmt::format("def reference(x, {0}w):\n"
+                  "    \"\"\"The outputs in float64, from the same inputs.\"\"\"\n"
+                  "    h = x.astype(np.float64){1}\n"
+                  "    rstd = 1.0 / np.sqrt(np.mean(h * h, axis=1, keepdims=True) + EPS)\n"
+                  "    return {{\"y\": h * rstd * w.astype(np.float64)[None, :]{2}}}\n",
+                  choice.residual ? "residual, " : "", choice.residual ? " + residual" : "",
+                  choice.residual ? ", \"h\": h" : ""),
+      out);
 }
 
 std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice,
@@ -365,14 +369,12 @@ std::string softmax_nki(const pipeline_spec& spec, const softmax_choices& choice
   else
     w.line(
         "nisa.tensor_scalar(dst=out, data=xs, op0=nl.multiply, operand0=r, engine=SCALE_ENGINE)");
-  pw.finish(w, f, "y");
-  f.reference =
-      "def reference(x):\n"
-      "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
-      "    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
-      "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n";
-  out = nki::assemble(f, ctx);
-  return "";
+  return pw.finish(w, f, "y",
+                   "def reference(x):\n"
+                   "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
+                   "    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
+                   "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n",
+                   out);
 }
 
 std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& choice,
@@ -478,16 +480,15 @@ std::string layernorm_nki(const pipeline_spec& spec, const layernorm_choices& ch
   w.line(
       "nisa.tensor_tensor(dst=y_stage[0:n, slot, g, 0:cw], data1=xn, data2=beta_sb[0:n, c0:c1], "
       "op=nl.add,\n                   engine=nisa.engine.vector)");
-  pw.finish(w, f, "y");
-  f.reference =
+  return pw.finish(
+      w, f, "y",
       "def reference(x, gamma, beta):\n"
       "    \"\"\"y in float64, from the same inputs.\"\"\"\n"
       "    x = x.astype(np.float64)\n"
       "    mean = x.mean(axis=1, keepdims=True)\n"
       "    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)\n"
-      "    return {\"y\": (x - mean) / np.sqrt(var + EPS) * gamma[None, :] + beta[None, :]}\n";
-  out = nki::assemble(f, ctx);
-  return "";
+      "    return {\"y\": (x - mean) / np.sqrt(var + EPS) * gamma[None, :] + beta[None, :]}\n",
+      out);
 }
 
 }  // namespace tessel::sim::rows

@@ -445,10 +445,10 @@ std::unique_ptr<functional_kernel> functional_of(const plan& pl) {
   return swiglu_detail::make_kernel(p);
 }
 
-class swiglu final : public typed_workload<plan> {
+class swiglu final : public planned_workload<plan, params, read, make_plan, lowerer> {
  public:
   swiglu()
-      : typed_workload({
+      : planned_workload({
             "swiglu",
             "SwiGLU MLP: y = (silu(x W_gate) * (x W_up)) W_down, weights streamed per token tile",
             {
@@ -511,19 +511,6 @@ class swiglu final : public typed_workload<plan> {
                                                  const config& c) const override;
 
  private:
-  [[nodiscard]] std::string read_plan(const knob_reader& v, const machine& m,
-                                      plan& out) const override {
-    params p;
-    if (auto e = read(v, m, p); !e.empty()) return e;
-    return make_plan(p, m, out);
-  }
-
-  [[nodiscard]] std::string lower_program(const plan& pl, const machine& m,
-                                          program& out) const override {
-    lowerer(pl, m, out).run();
-    return "";
-  }
-
   [[nodiscard]] std::unique_ptr<functional_kernel> executor(const plan& pl,
                                                             const machine& m) const override {
     (void)m;

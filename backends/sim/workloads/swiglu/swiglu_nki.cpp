@@ -66,6 +66,18 @@ void constants(const params& p, const nki::context& ctx, nki::kernel_file& f) {
   add("DT", nki::nl_dtype(p.type), "dtype of x, the weights, h and y");
 }
 
+/// Opens the loops that stage y for its store: the 128-row sub-tiles ts of
+/// the token tile (each in the next of two stage slots) and, in each, the
+/// MM_N-wide pieces n of the d block.
+void open_y_stage(nki::writer& w) {
+  w.open("for ts in nl.affine_range((tn + P - 1) // P):");
+  w.line("tr = min(P, tn - ts * P)");
+  w.line("slot = stages % 2");
+  w.line("stages += 1");
+  w.open("for n in nl.affine_range((dw + MM_N - 1) // MM_N):");
+  w.line("nw = min(MM_N, dw - n * MM_N)");
+}
+
 }  // namespace
 
 std::string emit_nki(const params& p, const nki::context& ctx, std::string& out) {
@@ -244,12 +256,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
     w.line("nisa.tensor_tensor(dst=part, data1=part, data2=ps, op=nl.add, engine=EVICT_ADD)");
     w.close(3);
     w.open("if fb == F_BLOCKS - 1:  # y = the accumulator in DT, stored");
-    w.open("for ts in nl.affine_range((tn + P - 1) // P):");
-    w.line("tr = min(P, tn - ts * P)");
-    w.line("slot = stages % 2");
-    w.line("stages += 1");
-    w.open("for n in nl.affine_range((dw + MM_N - 1) // MM_N):");
-    w.line("nw = min(MM_N, dw - n * MM_N)");
+    open_y_stage(w);
     w.line(copy(p.evict, "y_stage[0:tr, slot, n * MM_N:n * MM_N + nw]",
                 "acc[0:tr, ts, d0 + n * MM_N:d0 + n * MM_N + nw]"));
     w.close();
@@ -258,12 +265,7 @@ std::string emit_nki(const params& p, const nki::context& ctx, std::string& out)
         "0:dw])");
     w.close(5);
   } else {
-    w.open("for ts in nl.affine_range((tn + P - 1) // P):");
-    w.line("tr = min(P, tn - ts * P)");
-    w.line("slot = stages % 2");
-    w.line("stages += 1");
-    w.open("for n in nl.affine_range((dw + MM_N - 1) // MM_N):");
-    w.line("nw = min(MM_N, dw - n * MM_N)");
+    open_y_stage(w);
     w.line("bank, col = y_bank(ys, ts, n)");
     w.line(copy(p.evict, "y_stage[0:tr, slot, n * MM_N:n * MM_N + nw]",
                 "y_psum[0:tr, bank, col:col + nw]"));
