@@ -17,15 +17,16 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 #include <pthread.h>
 #include <sched.h>
@@ -380,33 +381,44 @@ bool refusal(int e) {
   return e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS || e == ENOSYS || e == EACCES;
 }
 
-int supervisor_entry(void* plan) { supervise(*static_cast<const launch*>(plan)); }
+/// fork with namespaces: clone3 with no stack of its own, so the child goes
+/// on from here on its copy of this thread's stack, as after fork (no atfork
+/// handler runs). -1 with ENOSYS where the kernel (before 5.3) or the
+/// headers have no clone3.
+pid_t clone_into(std::uint64_t namespaces) {
+#ifdef SYS_clone3
+  struct {
+    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+  } args{namespaces, 0, 0, 0, SIGCHLD, 0, 0, 0};  // struct clone_args, its first version
+  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+#else
+  (void)namespaces;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
 #endif
 
-/// Starts the run's supervisor: cloned as the init of a new PID namespace
+/// Forks the run's supervisor: as the init of a new PID namespace
 /// (CLONE_NEWPID, as root; else CLONE_NEWUSER | CLONE_NEWPID) where the
-/// system allows one, else forked. Sets plan's pid_namespace and
-/// user_namespace to what it got; returns the supervisor's pid, or -1
-/// (errno) when it could not start one.
+/// system allows one, else as a plain fork. Sets plan's pid_namespace and
+/// user_namespace to what it got; returns as fork does: the supervisor's
+/// pid, 0 in the supervisor, -1 (errno) when it could not start one.
 pid_t start_supervisor(launch& plan) {
 #ifdef __linux__
   if (!namespaces_turned_off() && allowed.load() != isolation::refused) {
     // A process that is not dumpable cannot write its own /proc/self/uid_map
     // (its /proc files are root's): no user namespace for its runs.
     const bool may_map = ::prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1;
-    // A stack for the clone's first function: the child's copy of it (no
-    // CLONE_VM: the child has a copy of tessel's memory, as after fork).
-    constexpr std::size_t stack_size = std::size_t{128} << 10;
-    const std::unique_ptr<char[]> stack(new char[stack_size]);
     plan.uid = static_cast<unsigned>(::getuid());
     plan.gid = static_cast<unsigned>(::getgid());
     for (const bool user : {false, true}) {
       if ((!user && allowed.load() == isolation::user_and_pid) || (user && !may_map)) continue;
       plan.pid_namespace = true;
       plan.user_namespace = user;
-      const pid_t pid = ::clone(supervisor_entry, stack.get() + stack_size,
-                                CLONE_NEWPID | (user ? CLONE_NEWUSER : 0) | SIGCHLD, &plan);
-      if (pid >= 0) {
+      const pid_t pid = clone_into(CLONE_NEWPID | (user ? CLONE_NEWUSER : 0));
+      if (pid == 0) return 0;
+      if (pid > 0) {
         allowed.store(user ? isolation::user_and_pid : isolation::pid);
         return pid;
       }
