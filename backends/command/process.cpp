@@ -228,6 +228,18 @@ struct session {
     }
   }
 
+  /// Reads what the life pipe holds (the command's end, the supervisor's
+  /// last record); at its EOF closes it and returns false.
+  bool read_life() {
+    if (!life.open()) return false;
+    if (read_records(life.get(), record, record_got, [&](const report_record& r) {
+          if (r.tag == report_record::kind::command_status) status = r.value;
+        }))
+      return true;
+    life.reset();
+    return false;
+  }
+
   /// Signals the command's group while the run goes on: once the
   /// supervisor has exited it has reaped the command, and the group id may
   /// be another's. In a PID namespace the group's id is the namespace's, so
@@ -306,11 +318,7 @@ struct session {
         if (fds[i].fd == life.get()) {
           // The supervisor's last record, then EOF: it has closed its
           // files, so it is exiting, and the wait for its end is short.
-          const bool open = read_records(life.get(), record, record_got, [&](const auto& r) {
-            if (r.tag == report_record::kind::command_status) status = r.value;
-          });
-          if (open) continue;
-          life.reset();
+          if (read_life()) continue;
           if (!exited && has_exited(pid, true)) {
             exited = true;
             exited_at = clock::now();
@@ -567,8 +575,10 @@ process_result run_process(const process_request& request) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   // The command's end as the supervisor reported it: as a namespace's init
-  // it cannot end by the command's signal. Without the record (the
-  // supervisor was killed), the supervisor's own end.
+  // it cannot end by the command's signal. The loop may have seen the
+  // supervisor's exit before its record, which the pipe still holds.
+  // Without the record (the supervisor was killed), the supervisor's end.
+  (void)s.read_life();
   status = s.status.value_or(status);
   result.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

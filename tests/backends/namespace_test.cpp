@@ -100,6 +100,16 @@ TEST_CASE("command: each run gets a PID namespace of its own, unless turned off"
     CHECK(m.metrics.at("pid_namespace") == (allowed ? 1 : 0));
     if (allowed) CHECK(m.objective == 2);
   }
+  SUBCASE("a command that ends by a signal is reported so (not as its supervisor's exit code)") {
+    // The supervisor, pid 1, cannot end by the command's signal as it does
+    // outside a namespace: it reports the command's end on the life pipe,
+    // which tessel reads even when it saw the supervisor exit first.
+    for (int i = 0; i < 20; ++i) {
+      const auto m = run("kill -SEGV $$");
+      CHECK(m.status == status::runtime_error);
+      CHECK(m.message.rfind("killed by signal 11 (SIGSEGV)", 0) == 0);
+    }
+  }
   SUBCASE("TESSEL_NO_PID_NAMESPACE=1: the supervisor alone, pids of this machine") {
     const fallback_forced off(true);
     const auto m = whoami();
