@@ -39,8 +39,8 @@ static_assert(sizeof(report_record) == 8 && sizeof(report_record) <= PIPE_BUF);
 /// read after it.
 struct launch {
   int in, out, err, report;  ///< the child ends of the pipes
-  int life;                  ///< held by the supervisor until it exits
-  const char* directory;     ///< nullptr: the caller's
+  int life;  ///< held by the supervisor until it exits; its last record: the command's end
+  const char* directory;  ///< nullptr: the caller's
   const char* path;
   char* const* argv;
   char* const* envp;
