@@ -1,24 +1,33 @@
 // process.cpp: fork/exec with pipes, a poll loop and process-group kills
 // (POSIX). Each run has a supervisor process of its own (supervisor.cpp):
-// tessel forks it, it forks and waits for the command, and when the command
-// has exited it kills what the run left behind. This file is tessel's side:
-// everything the supervisor and the command need (path, argv, envp, the cpu
-// set) is built here before the fork; then the pipes are fed and read until
-// the supervisor exits, with the time limit's signals sent to the command's
-// process group.
+// tessel clones it as the init of a new PID namespace where the system
+// allows one (else forks it), it forks and waits for the command, and when
+// the command has exited it kills what the run left behind. This file is
+// tessel's side: everything the supervisor and the command need (path,
+// argv, envp, the cpu set) is built here before the fork; then the pipes are
+// fed and read until the supervisor exits, with the time limit's signals
+// sent to the command's process group (through the supervisor, in a
+// namespace).
 #include "command/process.hpp"
 #include "command/supervisor.hpp"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -146,6 +155,24 @@ class sigpipe_guard {
   bool was_pending_ = false, broke_ = false;
 };
 
+/// Reads the records a pipe holds (supervisor.hpp) into `r`, of which `got`
+/// bytes have come so far, and hands each whole one to `take`. Returns
+/// false at EOF or on an error, true when a non-blocking pipe is empty.
+template <class Take>
+bool read_records(int fd, report_record& r, std::size_t& got, Take&& take) {
+  auto* bytes = reinterpret_cast<char*>(&r);
+  for (;;) {
+    const auto n = ::read(fd, bytes + got, sizeof r - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+    if (got < sizeof r) continue;  // each record is written whole: the rest follows
+    got = 0;
+    take(r);
+  }
+}
+
 /// The poll loop's state: the three pipes and the kill schedule.
 struct session {
   const process_request& request;
@@ -155,8 +182,11 @@ struct session {
   fd_guard& in;
   fd_guard& out;
   fd_guard& err;
-  fd_guard& life;  ///< EOF: the supervisor is exiting
+  fd_guard& life;  ///< the command's end, then EOF: the supervisor is exiting
   sigpipe_guard& sigpipe;
+  std::optional<int> status{};  ///< the command's wait status, as the supervisor reported it
+  report_record record{};
+  std::size_t record_got = 0;
   std::size_t written = 0;
   bool exited = false;
   clock::time_point exited_at{};
@@ -198,11 +228,29 @@ struct session {
     }
   }
 
+  /// Reads what the life pipe holds (the command's end, the supervisor's
+  /// last record); at its EOF closes it and returns false.
+  bool read_life() {
+    if (!life.open()) return false;
+    if (read_records(life.get(), record, record_got, [&](const report_record& r) {
+          if (r.tag == report_record::kind::command_status) status = r.value;
+        }))
+      return true;
+    life.reset();
+    return false;
+  }
+
   /// Signals the command's group while the run goes on: once the
   /// supervisor has exited it has reaped the command, and the group id may
-  /// be another's.
+  /// be another's. In a PID namespace the group's id is the namespace's, so
+  /// the signal goes to the supervisor: it passes SIGTERM on to the group,
+  /// and SIGKILL ends it, the namespace's init, and the kernel kills the rest.
   void signal_group(int sig) const {
-    if (group > 0 && !has_exited(pid)) ::kill(-group, sig);
+    if (has_exited(pid)) return;
+    if (result.pid_namespace)
+      ::kill(pid, sig);
+    else if (group > 0)
+      ::kill(-group, sig);
   }
 
   /// Sends the kills that are due; returns the milliseconds until the next one.
@@ -268,9 +316,9 @@ struct session {
       for (nfds_t i = 0; i < n; ++i) {
         if (fds[i].revents == 0) continue;
         if (fds[i].fd == life.get()) {
-          // Nobody writes to it: EOF. The supervisor has closed its files,
-          // so it is exiting, and the wait for its end is short.
-          life.reset();
+          // The supervisor's last record, then EOF: it has closed its
+          // files, so it is exiting, and the wait for its end is short.
+          if (read_life()) continue;
           if (!exited && has_exited(pid, true)) {
             exited = true;
             exited_at = clock::now();
@@ -299,6 +347,7 @@ struct start_report {
   pid_t command = 0;   ///< the command's pid and process group; 0: not forked
   int exec_errno = 0;  ///< the command's chdir or exec failed
   int fork_errno = 0;  ///< the supervisor could not fork the command
+  int map_errno = 0;   ///< the supervisor could not map tessel's uid in its user namespace
 };
 
 /// Reads the report pipe's records until its EOF (the command's exec, or
@@ -307,22 +356,89 @@ struct start_report {
 start_report read_reports(int fd) {
   start_report out;
   report_record r{};
-  auto* bytes = reinterpret_cast<char*>(&r);
   std::size_t got = 0;
-  for (;;) {
-    const auto n = ::read(fd, bytes + got, sizeof r - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-    if (got < sizeof r) continue;  // each record is written whole: the rest follows
-    got = 0;
-    switch (r.tag) {
-      case report_record::kind::command_pid: out.command = static_cast<pid_t>(r.value); break;
-      case report_record::kind::exec_error: out.exec_errno = r.value; break;
-      case report_record::kind::fork_error: out.fork_errno = r.value; break;
+  (void)read_records(fd, r, got, [&](const report_record& each) {
+    switch (each.tag) {
+      case report_record::kind::command_pid: out.command = static_cast<pid_t>(each.value); break;
+      case report_record::kind::exec_error: out.exec_errno = each.value; break;
+      case report_record::kind::fork_error: out.fork_errno = each.value; break;
+      case report_record::kind::map_error: out.map_errno = each.value; break;
+      case report_record::kind::command_status: break;  // on the life pipe only
     }
-  }
+  });
   return out;
+}
+
+/// TESSEL_NO_PID_NAMESPACE set (not empty, not "0"): every run gets the
+/// supervisor alone, as where the system refuses namespaces.
+bool namespaces_turned_off() {
+  const char* value = std::getenv("TESSEL_NO_PID_NAMESPACE");
+  return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+}
+
+#ifdef __linux__
+/// What the runs so far learnt the system allows: tried once, then kept,
+/// since a clone the system refuses has already copied tessel's page tables.
+enum class isolation : int { untried, pid, user_and_pid, refused };
+std::atomic<isolation> allowed{isolation::untried};
+
+/// errno of a clone(CLONE_NEWPID ...) the system refuses: not privileged,
+/// no user namespaces (a seccomp filter, user.max_user_namespaces = 0), no
+/// more PID namespaces (user.max_pid_namespaces), a kernel without them.
+bool refusal(int e) {
+  return e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS || e == ENOSYS || e == EACCES;
+}
+
+/// fork with namespaces: clone3 with no stack of its own, so the child goes
+/// on from here on its copy of this thread's stack, as after fork (no atfork
+/// handler runs). -1 with ENOSYS where the kernel (before 5.3) or the
+/// headers have no clone3.
+pid_t clone_into(std::uint64_t namespaces) {
+#ifdef SYS_clone3
+  struct {
+    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+  } args{namespaces, 0, 0, 0, SIGCHLD, 0, 0, 0};  // struct clone_args, its first version
+  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+#else
+  (void)namespaces;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+#endif
+
+/// Forks the run's supervisor: as the init of a new PID namespace
+/// (CLONE_NEWPID, as root; else CLONE_NEWUSER | CLONE_NEWPID) where the
+/// system allows one, else as a plain fork. Sets plan's pid_namespace and
+/// user_namespace to what it got; returns as fork does: the supervisor's
+/// pid, 0 in the supervisor, -1 (errno) when it could not start one.
+pid_t start_supervisor(launch& plan) {
+#ifdef __linux__
+  if (!namespaces_turned_off() && allowed.load() != isolation::refused) {
+    // A process that is not dumpable cannot write its own /proc/self/uid_map
+    // (its /proc files are root's): no user namespace for its runs.
+    const bool may_map = ::prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1;
+    plan.uid = static_cast<unsigned>(::getuid());
+    plan.gid = static_cast<unsigned>(::getgid());
+    for (const bool user : {false, true}) {
+      if ((!user && allowed.load() == isolation::user_and_pid) || (user && !may_map)) continue;
+      plan.pid_namespace = true;
+      plan.user_namespace = user;
+      const pid_t pid = clone_into(CLONE_NEWPID | (user ? CLONE_NEWUSER : 0));
+      if (pid == 0) return 0;
+      if (pid > 0) {
+        allowed.store(user ? isolation::user_and_pid : isolation::pid);
+        return pid;
+      }
+      if (!refusal(errno)) break;  // EAGAIN, ENOMEM: a fork would fail too
+      if (user) allowed.store(isolation::refused);
+    }
+    if (!may_map && allowed.load() == isolation::untried) allowed.store(isolation::refused);
+  }
+  plan.pid_namespace = false;
+  plan.user_namespace = false;
+#endif
+  return ::fork();
 }
 
 }  // namespace
@@ -405,17 +521,18 @@ process_result run_process(const process_request& request) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
-  const launch plan{
-      in_read.get(), out_write.get(), err_write.get(), report_write.get(), life_write.get(),
-      directory,     path->c_str(),   argv.data(),     envp.data(),        cpus};
+  launch plan{in_read.get(), out_write.get(), err_write.get(), report_write.get(), life_write.get(),
+              directory,     path->c_str(),   argv.data(),     envp.data(),        cpus};
   sigpipe_guard sigpipe;
   const auto start = clock::now();
-  const pid_t pid = ::fork();  // the supervisor
+  const pid_t pid = start_supervisor(plan);
   if (pid < 0) {
     result.start_error = "fork failed: " + error_text(errno);
     return result;
   }
   if (pid == 0) supervise(plan);
+  result.pid_namespace = plan.pid_namespace;
+  result.user_namespace = plan.user_namespace;
   ::setpgid(pid, pid);  // also in the parent, as the supervisor does itself
   in_read.reset();
   out_write.reset();
@@ -423,11 +540,17 @@ process_result run_process(const process_request& request) {
   report_write.reset();
   life_write.reset();
 
-  const auto [command, exec_errno, fork_errno] = read_reports(report_read.get());
-  if (exec_errno != 0 || fork_errno != 0) {
+  const auto [command, exec_errno, fork_errno, map_errno] = read_reports(report_read.get());
+  if (exec_errno != 0 || fork_errno != 0 || map_errno != 0) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+#ifdef __linux__
+    if (map_errno != 0) {  // the command never started: run it without namespaces
+      allowed.store(isolation::refused);
+      return run_process(request);
+    }
+#endif
     if (fork_errno != 0) {
       result.start_error = "fork failed: " + error_text(fork_errno);
       return result;
@@ -442,6 +565,7 @@ process_result run_process(const process_request& request) {
   set_nonblocking(in_write.get());
   set_nonblocking(out_read.get());
   set_nonblocking(err_read.get());
+  set_nonblocking(life_read.get());
   if (request.input.empty()) in_write.reset();
   session s{request, result, pid, command, in_write, out_read, err_read, life_read, sigpipe};
   s.loop();
@@ -450,6 +574,12 @@ process_result run_process(const process_request& request) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  // The command's end as the supervisor reported it: as a namespace's init
+  // it cannot end by the command's signal. The loop may have seen the
+  // supervisor's exit before its record, which the pipe still holds.
+  // Without the record (the supervisor was killed), the supervisor's end.
+  (void)s.read_life();
+  status = s.status.value_or(status);
   result.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);

@@ -1,6 +1,7 @@
 // process.hpp: run one program to completion with fork/exec, its own process
-// group, stdin fed and stdout/stderr captured through pipes, and a wall-clock
-// limit that kills the whole group. Private to the command backend.
+// group (and PID namespace, where the system allows one), stdin fed and
+// stdout/stderr captured through pipes, and a wall-clock limit that kills
+// the whole group. Private to the command backend.
 #pragma once
 
 #include <optional>
@@ -34,6 +35,12 @@ struct process_result {
   std::string errors;       ///< stderr (its tail)
   bool output_truncated = false;
   double wall_s = 0;  ///< from start to exit
+  /// The run had a PID namespace of its own, its supervisor as init
+  /// (Linux, where the system allows one and TESSEL_NO_PID_NAMESPACE is not
+  /// set): nothing of the run outlives it, and it cannot signal a process
+  /// outside it. false: the supervisor alone (docs/backends.md).
+  bool pid_namespace = false;
+  bool user_namespace = false;  ///< ... inside a user namespace of its own
 };
 
 /// Runs the program. Never throws for the program's behaviour; failures to

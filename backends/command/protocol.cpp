@@ -212,7 +212,9 @@ std::string timeout_message(const command_options& options) {
       options.default_timeout_s, how);
 }
 
-measurement interpret(const process_result& result, const command_options& options) {
+namespace {
+
+measurement interpret_run(const process_result& result, const command_options& options) {
   if (!result.started)
     return measurement::failure(tessel::status::runtime_error,
                                 "could not start the program: " + result.start_error);
@@ -247,6 +249,16 @@ measurement interpret(const process_result& result, const command_options& optio
                     result, options),
         cost_of(nullptr, result.wall_s));
   return from_report(std::move(*r), result, options);
+}
+
+}  // namespace
+
+measurement interpret(const process_result& result, const command_options& options) {
+  auto m = interpret_run(result, options);
+  // Which isolation the run got (docs/backends.md, "Process groups"): 1, a
+  // PID namespace of its own; 0, the supervisor alone.
+  m.metrics["pid_namespace"] = result.pid_namespace ? 1.0 : 0.0;
+  return m;
 }
 
 }  // namespace tessel::detail

@@ -1,10 +1,13 @@
-// supervisor.cpp: the per-run supervisor (supervisor.hpp). tessel forks
-// it; it becomes a child subreaper in a process group of its own, vforks the
-// command, and when the command has exited kills its group and, on Linux,
-// every process left among its own children (all that the run left behind,
-// even after it left the group: setsid, double fork), then ends as the
-// command ended. Everything here runs after fork in a process whose parent
-// may have threads: async-signal-safe calls only, no allocation.
+// supervisor.cpp: the per-run supervisor (supervisor.hpp). tessel clones
+// it as the init of a PID namespace of its own where the system allows one,
+// else forks it; it becomes a child subreaper in a process group of its
+// own, vforks the command, and when the command has exited kills its group
+// and everything else the run left behind (even after it left the group:
+// setsid, double fork): in a namespace every other process in it, else, on
+// Linux, every process left among its own children. Then it reports the
+// command's end on the life pipe and ends as the command ended. Everything
+// here runs after fork in a process whose parent may have threads:
+// async-signal-safe calls only, no allocation.
 #include "command/supervisor.hpp"
 
 #include <algorithm>
@@ -222,6 +225,45 @@ void kill_the_rest() {
 }
 #endif
 
+/// Writes `text` to the file at `path` (a /proc/self file); whether it was
+/// written whole.
+bool write_file(const char* path, const char* text, std::size_t size) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool whole = ::write(fd, text, size) == static_cast<ssize_t>(size);
+  ::close(fd);
+  return whole;
+}
+
+/// In a user namespace of its own, maps tessel's uid and gid to themselves
+/// (as `unshare -r` does for 0): unmapped, the command would run as the
+/// overflow user and could not write its own files. setgroups must be
+/// denied before an unprivileged gid_map is written.
+bool map_user(const launch& l) {
+  std::array<char, 64> line{};
+  const auto map = [&](const char* path, unsigned id) {
+    char* end = put_text(put_decimal(put_text(put_decimal(line.data(), id), " "), id), " 1\n");
+    return write_file(path, line.data(), static_cast<std::size_t>(end - line.data()));
+  };
+  static constexpr char deny[] = "deny";
+  return map("/proc/self/uid_map", l.uid) &&
+         write_file("/proc/self/setgroups", deny, sizeof deny - 1) &&
+         map("/proc/self/gid_map", l.gid);
+}
+
+/// As the init of the run's PID namespace: kills every other process in it
+/// (kill(-1) reaches the whole namespace but its init) and reaps them.
+/// The kernel would kill them when the init exits; doing it first lets the
+/// init report the command's end only once the run is over.
+void kill_the_namespace() {
+  (void)::kill(-1, SIGKILL);
+  for (;;) {
+    if (::waitpid(-1, nullptr, 0) > 0) continue;
+    if (errno == EINTR) continue;
+    return;  // ECHILD: none left
+  }
+}
+
 /// Ends the supervisor as its command ended: the same exit code, or the
 /// same signal raised on itself (with no core file of its own).
 [[noreturn]] void end_as(int status) {
@@ -245,17 +287,58 @@ void kill_the_rest() {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
+/// Waits for the command's end, reaping whatever else of the run ends
+/// meanwhile. Signals stay blocked and are taken here one at a time: a
+/// SIGTERM sent from outside the supervisor's PID namespace (si_pid 0, by
+/// kill: tessel's time limit, which cannot name the command's group by a
+/// pid of the namespace) goes on to the command's group; others are
+/// dropped (those the run sends its init, too).
+int wait_for(pid_t command) {
+  sigset_t wake;
+  sigemptyset(&wake);
+  sigaddset(&wake, SIGCHLD);
+  sigaddset(&wake, SIGTERM);
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      break;  // no child at all
+    }
+    if (info.si_pid == command) break;
+    if (info.si_pid != 0) {  // an orphan that ended: reap it, look again
+      while (::waitpid(info.si_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      continue;
+    }
+    siginfo_t got{};
+    if (::sigwaitinfo(&wake, &got) < 0) continue;
+    if (got.si_signo == SIGTERM && got.si_code == SI_USER && got.si_pid == 0)
+      (void)::kill(-command, SIGTERM);
+  }
+  ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
+  int status = 0;
+  while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 }  // namespace
 
 /// The supervisor: a child subreaper in a process group of its own, which
 /// forks the command, reaps what the run orphans as it exits, and once the
-/// command has exited kills its group and every process left among its own
-/// children, then ends as the command ended. Every signal is blocked: the
-/// timeout's signals go to the command's group, which it is not in.
+/// command has exited kills its group and everything else of the run, then
+/// reports and ends as the command ended. Every signal is blocked: the time
+/// limit's signals go to the command's group, which it is not in, or, in a
+/// PID namespace, to the supervisor, which passes SIGTERM on (SIGKILL from
+/// outside ends the namespace's init, and the kernel kills the rest).
 void supervise(const launch& l) {
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  if (l.user_namespace && !map_user(l)) {
+    send_report(l.report, report_record::kind::map_error, errno);
+    ::_exit(127);
+  }
   ::setpgid(0, 0);
 #ifdef __linux__
   (void)::prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
@@ -278,23 +361,13 @@ void supervise(const launch& l) {
   send_report(l.report, report_record::kind::command_pid, static_cast<int>(command));
   for (const int fd : {l.in, l.out, l.err, l.report}) ::close(fd);
 
-  for (;;) {
-    siginfo_t info{};
-    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (info.si_pid == command) break;
-    while (::waitpid(info.si_pid, nullptr, 0) < 0 && errno == EINTR) {  // an orphan that ended
-    }
-  }
-  ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
-  int status = 0;
-  while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_for(command);
+  if (l.pid_namespace) kill_the_namespace();
 #ifdef __linux__
-  kill_the_rest();
+  else
+    kill_the_rest();
 #endif
+  send_report(l.life, report_record::kind::command_status, status);
   end_as(status);
 }
 

@@ -20,6 +20,15 @@ struct report_record {
     command_pid = 1,  ///< value: the command's pid (its process group's id)
     exec_error = 2,   ///< value: errno of the command's chdir or exec
     fork_error = 3,   ///< value: errno of the supervisor's fork of the command
+    /// value: the command's wait status, the supervisor's last words on the
+    /// life pipe (not the report pipe) before it exits: as the init of a PID
+    /// namespace it cannot end by the command's signal (the kernel ignores
+    /// an init's own default-action signals), so tessel takes the
+    /// command's end from this record when there is one.
+    command_status = 4,
+    /// value: errno of the supervisor's uid or gid map in its user
+    /// namespace (tessel then runs the command without namespaces)
+    map_error = 5,
   };
   kind tag = kind::command_pid;
   std::int32_t value = 0;
@@ -30,16 +39,26 @@ static_assert(sizeof(report_record) == 8 && sizeof(report_record) <= PIPE_BUF);
 /// read after it.
 struct launch {
   int in, out, err, report;  ///< the child ends of the pipes
-  int life;                  ///< held by the supervisor until it exits
-  const char* directory;     ///< nullptr: the caller's
+  int life;  ///< held by the supervisor until it exits; its last record: the command's end
+  const char* directory;  ///< nullptr: the caller's
   const char* path;
   char* const* argv;
   char* const* envp;
   const void* cpus;  ///< a cpu_set_t, or nullptr
+  /// The supervisor is the init (pid 1) of a PID namespace of its own
+  /// (tessel cloned it with CLONE_NEWPID): the run cannot signal it, and
+  /// when it exits the kernel kills whatever is left in the namespace.
+  bool pid_namespace = false;
+  /// ... in a user namespace of its own too (CLONE_NEWUSER, where tessel
+  /// may not make a PID namespace alone): the supervisor maps `uid` and
+  /// `gid` (tessel's) to themselves before it forks the command.
+  bool user_namespace = false;
+  unsigned uid = 0, gid = 0;
 };
 
-/// The supervisor, in the child of tessel's fork: it never returns. Calls
-/// only async-signal-safe functions (tessel may have other threads).
+/// The supervisor, in the child of tessel's fork or clone: it never
+/// returns. Calls only async-signal-safe functions (tessel may have other
+/// threads).
 [[noreturn]] void supervise(const launch& l);
 
 }  // namespace tessel::detail

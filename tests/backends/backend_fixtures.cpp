@@ -75,6 +75,12 @@ std::filesystem::path bench_file(const std::string& name) {
   return std::filesystem::path(TESSEL_DATA_DIR) / "bench" / name;
 }
 
+std::string last_job_pid(const std::filesystem::path& file) {
+  return "read -r self _ < /proc/self/stat; read -r jobs < /proc/$self/task/$self/children; "
+         "echo ${jobs##* } > '" +
+         file.string() + "'";
+}
+
 pid_t read_pid(const std::filesystem::path& file) {
   std::ifstream in(file);
   pid_t pid = -1;

@@ -27,6 +27,12 @@ std::string helper_program();
 /// data/bench/NAME
 std::filesystem::path bench_file(const std::string& name);
 
+/// Shell code (sh) that writes the pid of the last background job ($!) to
+/// `file` as this machine's /proc names it: in a run's PID namespace $! is
+/// the namespace's pid (helper.sh's last_job_pid, for a command of its own;
+/// Linux).
+std::string last_job_pid(const std::filesystem::path& file);
+
 /// The pid written (as text) to `file`, or -1.
 pid_t read_pid(const std::filesystem::path& file);
 

@@ -364,12 +364,12 @@ TEST_CASE("command: after a timeout, a daemon the program left outside its group
   options.timeout_s = 0.5;
   options.kill_grace_s = 0.2;
   const auto start = std::chrono::steady_clock::now();
-  const auto m =
-      command_backend(std::vector<std::string>{"/bin/sh", "-c",
-                                               "setsid env -i sleep 300 & echo $! > '" +
-                                                   pid_file.string() + "'; exec sleep 100"},
-                      options)
-          .evaluate(s, some_config(s));
+  const auto m = command_backend(std::vector<std::string>{"/bin/sh", "-c",
+                                                          "setsid env -i sleep 300 & " +
+                                                              testing::last_job_pid(pid_file) +
+                                                              "; exec sleep 100"},
+                                 options)
+                     .evaluate(s, some_config(s));
   CHECK(seconds_since(start) < 5);  // a bound for a hang, not a timing
   CHECK(m.status == status::timeout);
   const auto daemon = testing::read_pid(pid_file);

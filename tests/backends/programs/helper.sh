@@ -4,6 +4,17 @@
 # part of the protocol in docs/backends.md.
 mode=$1
 shift
+# Writes the pid of the last background job ($!) to the file $1, as this
+# machine's /proc names it: the run may be in a PID namespace of its own,
+# where $! is the namespace's pid (docs/backends.md, "Process groups"). The
+# shell reads /proc itself (builtins, no fork): its own pid, then its
+# children, the newest last.
+last_job_pid() {
+  if [ ! -r /proc/self/stat ]; then echo $! > "$1"; return; fi  # no /proc: no namespace
+  read -r self _ < /proc/self/stat
+  read -r jobs < "/proc/$self/task/$self/children"
+  echo "${jobs##* }" > "$1"
+}
 case "$mode" in
   ok)  # logs first, then the report as the last line
     echo "compiling..."
@@ -67,18 +78,18 @@ case "$mode" in
     ;;
   hang)  # a grandchild that would outlive us; its pid goes to $1
     sleep 100 &
-    echo $! > "$1"
+    last_job_pid "$1"
     wait
     ;;
   hang_ignoring_term)  # ignores SIGTERM (and so does its grandchild): needs SIGKILL
     trap '' TERM
     sleep 100 &
-    echo $! > "$1"
+    last_job_pid "$1"
     while :; do wait; done
     ;;
   leave_behind)  # exits at once, leaving a grandchild that holds stdout open
     sleep 100 &
-    echo $! > "$1"
+    last_job_pid "$1"
     echo 2.0
     ;;
   flood)  # 16 MB of garbage JSON on one line: '[' nested millions deep

@@ -1,0 +1,248 @@
+// Each run's PID namespace (docs/backends.md, "Process groups"; docs/gate.md,
+// "What a kernel leaves running"): a run that kills its supervisor or every
+// process it can signal, with the namespace and with the fallback forced by
+// TESSEL_NO_PID_NAMESPACE.
+#include "backend_fixtures.hpp"
+
+#include <tessel/backends.hpp>
+#include <tessel/dsl.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
+
+#ifdef __linux__
+#include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Sets (or unsets) TESSEL_NO_PID_NAMESPACE for the life of the guard.
+class fallback_forced {
+ public:
+  explicit fallback_forced(bool on) {
+    if (on) ::setenv("TESSEL_NO_PID_NAMESPACE", "1", 1);
+  }
+  fallback_forced(const fallback_forced&) = delete;
+  fallback_forced& operator=(const fallback_forced&) = delete;
+  ~fallback_forced() { ::unsetenv("TESSEL_NO_PID_NAMESPACE"); }
+};
+
+/// Whether this process, as `uid` (-1: as it is), may make a PID namespace,
+/// alone or inside a user namespace: asked in a forked child, as tessel's
+/// runs would ask the kernel.
+bool namespaces_allowed(int uid = -1) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (uid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
+                     ::setuid(static_cast<uid_t>(uid)) != 0))
+      ::_exit(2);
+    ::_exit(::unshare(CLONE_NEWPID) == 0 || ::unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+measurement run(const std::string& script, double timeout_s = 30) {
+  const auto s = testing::small_space();
+  command_options options;
+  options.timeout_s = timeout_s;
+  return command_backend(std::vector<std::string>{"/bin/sh", "-c", script}, options)
+      .evaluate(s, testing::small_config(s, 32, "k,m,n", true, "beta", 3));
+}
+
+/// SIGKILLs the process whose pid is in `file` (if any) when it goes out of
+/// scope: a daemon a case started must not outlive it, whatever it checked.
+class kill_at_exit {
+ public:
+  explicit kill_at_exit(fs::path file) : file_(std::move(file)) {}
+  kill_at_exit(const kill_at_exit&) = delete;
+  kill_at_exit& operator=(const kill_at_exit&) = delete;
+  ~kill_at_exit() {
+    if (const auto pid = testing::read_pid(file_); pid > 0) ::kill(pid, SIGKILL);
+  }
+
+ private:
+  fs::path file_;
+};
+
+/// The run's own pid as it sees it ($$), and the isolation it got.
+measurement whoami() { return run("echo $$"); }
+
+std::uintmax_t size_of(const fs::path& file) {
+  std::error_code ignored;
+  const auto n = fs::file_size(file, ignored);
+  return ignored ? 0 : n;
+}
+
+}  // namespace
+
+TEST_CASE("command: each run gets a PID namespace of its own, unless turned off") {
+  const bool allowed = namespaces_allowed();
+  SUBCASE("the default: the run is pid 2, after its supervisor (pid 1)") {
+    const auto m = whoami();
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.metrics.at("pid_namespace") == (allowed ? 1 : 0));
+    if (allowed) CHECK(m.objective == 2);
+  }
+  SUBCASE("a command that ends by a signal is reported so (not as its supervisor's exit code)") {
+    // The supervisor, pid 1, cannot end by the command's signal as it does
+    // outside a namespace: it reports the command's end on the life pipe,
+    // which tessel reads even when it saw the supervisor exit first.
+    for (int i = 0; i < 20; ++i) {
+      const auto m = run("kill -SEGV $$");
+      CHECK(m.status == status::runtime_error);
+      CHECK(m.message.rfind("killed by signal 11 (SIGSEGV)", 0) == 0);
+    }
+  }
+  SUBCASE("TESSEL_NO_PID_NAMESPACE=1: the supervisor alone, pids of this machine") {
+    const fallback_forced off(true);
+    const auto m = whoami();
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.metrics.at("pid_namespace") == 0);
+    CHECK(m.objective > 2);
+  }
+  SUBCASE("as a user who is not root: inside a user namespace, its uid mapped to itself") {
+    // A forked child gives up root (the tests run as root here) and runs a
+    // command that reports its pid and uid; its exit code says what it saw.
+    // Giving up root made it not dumpable (a user's own process is
+    // dumpable): its /proc files are root's, and its supervisor could not
+    // write its uid_map, so it makes itself dumpable first. Then, not
+    // dumpable again, its runs fall back and still run.
+    constexpr int nobody = 65534;
+    const bool user_allowed = namespaces_allowed(nobody);
+    const pid_t child = ::fork();
+    if (child == 0) try {
+        if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0)
+          ::_exit(10);
+        const auto check = [](bool namespaced, int code) {
+          const auto m = run("echo $(( $$ * 100000 + $(id -u) ))");
+          if (!m.ok()) {
+            std::fprintf(stderr, "%s\n", m.message.c_str());
+            ::_exit(code);
+          }
+          const double pid = std::floor(m.objective / 100000), uid = m.objective - pid * 100000;
+          if (uid != nobody || m.metrics.at("pid_namespace") != (namespaced ? 1 : 0) ||
+              (namespaced && pid != 2))
+            ::_exit(code + 1);
+        };
+        ::prctl(PR_SET_DUMPABLE, 1L, 0L, 0L, 0L);
+        check(user_allowed, 11);
+        ::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
+        check(false, 13);
+        ::_exit(0);
+      } catch (...) {
+        ::_exit(20);  // never back into the test runner: it is this test's fork
+      }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}
+
+TEST_CASE("command: a run that kills its supervisor leaves no daemon behind") {
+  // The command starts a daemon (a double fork into a session of its own)
+  // that appends to a file, then SIGKILLs its parent, the run's supervisor.
+  // In a PID namespace that parent is the namespace's init, whom the run
+  // cannot signal: the command goes on, and when it exits the rest of the
+  // namespace is killed. Before, the supervisor died, and the daemon (its
+  // orphan) went to init and outlived the run.
+  const testing::temp_folder folder;
+  const auto grows = folder.path() / "grows";
+  const auto pid_file = folder.path() / "daemon.pid";
+  const std::string daemon = "(setsid sh -c 'read -r p _ < /proc/self/stat; echo $p > " +
+                             pid_file.string() + "; while :; do echo x >> " + grows.string() +
+                             "; sleep 0.02; done' > /dev/null 2>&1 &)";
+  const std::string script = daemon + "; while [ ! -s " + pid_file.string() +
+                             " ]; do sleep 0.01; done; kill -9 $PPID; sleep 0.2; echo 1";
+  const auto stops_growing = [&] {
+    auto before = size_of(grows);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return size_of(grows) == before;
+  };
+  SUBCASE("in a PID namespace: the run goes on, and its daemon is killed when it ends") {
+    if (!namespaces_allowed()) {
+      MESSAGE("skipped: this system allows no PID namespace");
+      return;
+    }
+    const kill_at_exit daemon_killed(pid_file);
+    const auto m = run(script);
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.objective == 1);
+    CHECK(m.metrics.at("pid_namespace") == 1);
+    const auto pid = testing::read_pid(pid_file);
+    REQUIRE(pid > 0);
+    CHECK(testing::process_gone(pid));
+    CHECK(stops_growing());
+  }
+  SUBCASE("the fallback: the supervisor dies, the run is a failure, the daemon escapes") {
+    const fallback_forced off(true);
+    const kill_at_exit daemon_killed(pid_file);
+    const auto m = run(script);
+    CHECK(m.status == status::runtime_error);
+    CHECK(m.message.rfind("killed by signal 9 (SIGKILL)", 0) == 0);
+    CHECK(m.metrics.at("pid_namespace") == 0);
+    const auto pid = testing::read_pid(pid_file);
+    REQUIRE(pid > 0);
+    CHECK_FALSE(testing::process_gone(pid, 0.2));  // the limit docs/gate.md states
+    CHECK_FALSE(stops_growing());
+  }
+}
+
+TEST_CASE("command: a run that kills every process it may signal kills only its own") {
+  // kill(-1, SIGKILL) reaches every process its user may signal: outside a
+  // PID namespace, as root here, every process on the machine (this test,
+  // the other tests, everyone's work). So it runs only once a run has been
+  // seen to be pid 2 of a namespace of its own, and the command checks that
+  // again itself ($$ is 2) before it sends anything.
+  if (!namespaces_allowed()) {
+    MESSAGE("skipped: this system allows no PID namespace (kill(-1) would reach this machine)");
+    return;
+  }
+  const char* forced = std::getenv("TESSEL_NO_PID_NAMESPACE");
+  REQUIRE((forced == nullptr || *forced == '\0'));
+  const auto probe = whoami();
+  REQUIRE_MESSAGE(probe.ok(), probe.message);
+  REQUIRE(probe.metrics.at("pid_namespace") == 1);
+  REQUIRE(probe.objective == 2);
+
+  // Another run at the same time, and a process of this test's own: both
+  // outlive the kill.
+  const pid_t own = ::fork();
+  if (own == 0) {
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(own > 0);
+  measurement other;
+  std::thread beside([&] { other = run("sleep 1; echo 5"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto m = run("[ \"$$\" = 2 ] || exit 99; sleep 100 & /bin/kill -9 -1; sleep 5; echo 1");
+  beside.join();
+  CHECK(m.status == status::runtime_error);
+  CHECK(m.message.rfind("killed by signal 9 (SIGKILL)", 0) == 0);
+  REQUIRE_MESSAGE(other.ok(), other.message);
+  CHECK(other.objective == 5);
+  CHECK(::kill(own, 0) == 0);
+  int status = 0;
+  CHECK(::waitpid(own, &status, WNOHANG) == 0);  // still running
+  ::kill(own, SIGKILL);
+  ::waitpid(own, &status, 0);
+}
+#endif
