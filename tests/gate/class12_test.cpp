@@ -368,7 +368,8 @@ TEST_CASE("class 12: (5) a daemon a gated command leaves behind is killed when i
 }
 
 TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress are not") {
-  // Two plain commands, each leaving a setsid daemon that writes its pid:
+  // Two plain commands, each leaving a setsid daemon that writes its pid
+  // (this machine's, from /proc: $$ is its run's PID namespace's):
   // `slow` keeps running while `quick` starts and ends. When quick's root
   // exits, its daemon is killed; slow's, a child of slow's supervisor, is
   // not, until slow's own root exits.
@@ -377,7 +378,8 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
     const auto file = (dir.path() / name).string();
     return std::vector<std::string>{
         "/bin/sh", "-c",
-        fmt::format("setsid sh -c 'echo $$ > {0}.tmp && mv {0}.tmp {0}; exec sleep 300' & "
+        fmt::format("setsid sh -c 'read -r s < /proc/self/stat; echo ${{s%% *}} > {0}.tmp && "
+                    "mv {0}.tmp {0}; exec sleep 300' & "
                     "while [ ! -s {0} ]; do sleep 0.01; done; sleep {1}; "
                     "echo '{{\"objective\": 0.001}}'",
                     file, linger_s)};

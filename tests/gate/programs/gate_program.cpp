@@ -125,7 +125,7 @@ std::vector<double> product(const npy_array& a, const npy_array& b, bool exact) 
 
 /// The tessel process that runs this program: the parent of its parent,
 /// the run's supervisor (backends/command/process.cpp).
-long tuner() { return tessel_redteam::parent_of(::getppid()); }
+long tuner() { return tessel_redteam::parent_of(tessel_redteam::machine_parent()); }
 
 /// Runs under the same tessel process so far, this one included (a file
 /// per tessel process).
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "peek") {
-    const long supervisor = ::getppid();
+    const long supervisor = tessel_redteam::machine_parent();
     std::ofstream log(env("TESSEL_REDTEAM_LOG"), std::ios::app);
     log << (tessel_redteam::read_memory(supervisor) ? "read" : "denied") << " supervisor\n";
     log << (tessel_redteam::read_memory(tuner()) ? "read" : "denied") << " tessel\n";

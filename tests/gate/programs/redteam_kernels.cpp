@@ -125,11 +125,14 @@ std::vector<std::string> own_arguments() { return arguments_of(0); }
 
 /// Whether this process's parent is the timing parent (round twelve: the
 /// loader runs the kernel in a child of its own, which has its arguments).
-bool parent_is_loader() { return own_arguments() == arguments_of(::getppid()); }
+bool parent_is_loader() {
+  return own_arguments() == arguments_of(tessel_redteam::machine_parent());
+}
 
 /// The process above the loader: the run's supervisor.
 long supervisor_pid() {
-  return parent_is_loader() ? tessel_redteam::parent_of(::getppid()) : ::getppid();
+  const long parent = tessel_redteam::machine_parent();
+  return parent_is_loader() ? tessel_redteam::parent_of(parent) : parent;
 }
 
 bool in_timing_process() {
@@ -481,7 +484,9 @@ void rt_peek(const tessel::cpu::kernel_args& a) {
   if (!tried) {
     tried = true;
     if (parent_is_loader())
-      note(std::string(tessel_redteam::read_memory(::getppid()) ? "read" : "denied") + " loader");
+      note(std::string(tessel_redteam::read_memory(tessel_redteam::machine_parent()) ? "read"
+                                                                                     : "denied") +
+           " loader");
     const long supervisor = supervisor_pid(),
                tessel_process = tessel_redteam::parent_of(supervisor);
     note(std::string(tessel_redteam::read_memory(supervisor) ? "read" : "denied") + " supervisor");

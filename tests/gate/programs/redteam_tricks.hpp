@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -29,6 +30,16 @@ enum class disguise {
   bare,    ///< execs /bin/sleep with an empty environment
 };
 
+/// This process's pid as this machine numbers it. In a run's PID namespace
+/// getpid() and getppid() give the namespace's numbers, but /proc is the
+/// machine's (the namespace does not remount it): every pid read from or
+/// looked up in /proc must be the machine's (docs/gate.md, "A run's PID
+/// namespace"). kill() takes the namespace's.
+inline long machine_pid() {
+  char link[32] = {0};
+  return ::readlink("/proc/self", link, sizeof link - 1) > 0 ? std::atol(link) : 0;
+}
+
 /// Leaves a daemon that sleeps 300 s and holds none of the caller's files;
 /// returns its pid (0 when it could not) once its first parent has exited.
 inline pid_t leave_daemon(disguise how) {
@@ -39,6 +50,8 @@ inline pid_t leave_daemon(disguise how) {
     ::setsid();
     const pid_t daemon = ::fork();
     if (daemon == 0) {
+      const auto pid = static_cast<pid_t>(machine_pid());  // the test looks it up
+      (void)!::write(channel[1], &pid, sizeof pid);
       for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // holds no pipe of tessel's
       if (how == disguise::erased)
         for (char** e = environ; *e != nullptr; ++e) std::memset(*e, 0, std::strlen(*e));
@@ -51,7 +64,10 @@ inline pid_t leave_daemon(disguise how) {
       ::sleep(300);
       ::_exit(0);
     }
-    (void)!::write(channel[1], &daemon, sizeof daemon);
+    if (daemon < 0) {
+      const pid_t none = 0;
+      (void)!::write(channel[1], &none, sizeof none);
+    }
     ::_exit(0);
   }
   ::close(channel[1]);
@@ -75,6 +91,9 @@ inline long parent_of(long pid) {
     std::sscanf(text.c_str() + end + 1, " %*c %ld", &parent);
   return parent;
 }
+
+/// This process's parent as this machine numbers it (machine_pid).
+inline long machine_parent() { return parent_of(machine_pid()); }
 
 /// Whether `pid`'s memory can be read: a read at the start of its first
 /// readable mapping (/proc/PID/maps, /proc/PID/mem).
