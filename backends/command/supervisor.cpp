@@ -346,6 +346,14 @@ void supervise(const launch& l) {
   // supervisor's copy of tessel's memory through /proc/PID/mem; the command
   // is dumpable again once it execs (docs/gate.md, "Round nine").
   (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
+  // In a namespace the run ends with tessel: killed, its runs' time limits
+  // would die with it, and a hanging run would never end. The thread that
+  // cloned the supervisor waits in run_process until the supervisor ends, so
+  // the death signal, which follows that thread, comes only when tessel is
+  // gone; SIGKILL ends the init, and the kernel kills the rest. (The
+  // fallback's supervisor would die alone, leaving the command's group.)
+  if (l.pid_namespace)
+    (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(SIGKILL), 0L, 0L, 0L);
 #endif
   close_all_but(l);
   // vfork: the command borrows the supervisor's memory until it execs (it

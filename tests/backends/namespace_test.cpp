@@ -205,6 +205,37 @@ TEST_CASE("command: a run that kills its supervisor leaves no daemon behind") {
   }
 }
 
+TEST_CASE("command: a run ends when its tessel is killed") {
+  // A process standing for tessel starts a run that would last 300 s and is
+  // SIGKILLed while it waits: its run's time limit dies with it. In a PID
+  // namespace the init gets SIGKILL when tessel goes (PR_SET_PDEATHSIG), and
+  // the kernel kills the run with it. Before, the run went on to its end.
+  if (!namespaces_allowed()) {
+    MESSAGE("skipped: this system allows no PID namespace");
+    return;
+  }
+  const testing::temp_folder folder;
+  const auto pid_file = folder.path() / "run.pid";
+  const kill_at_exit run_killed(pid_file);
+  const pid_t tessel_process = ::fork();
+  if (tessel_process == 0) {
+    (void)run("read -r p _ < /proc/self/stat; echo $p > " + pid_file.string() + ".tmp && mv " +
+              pid_file.string() + ".tmp " + pid_file.string() + "; exec sleep 300");
+    ::_exit(0);
+  }
+  REQUIRE(tessel_process > 0);
+  pid_t pid = 0;
+  for (int wait = 0; wait < 1000 && pid <= 0; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pid = testing::read_pid(pid_file);
+  }
+  ::kill(tessel_process, SIGKILL);
+  int status = 0;
+  ::waitpid(tessel_process, &status, 0);
+  REQUIRE(pid > 0);
+  CHECK(testing::process_gone(pid));
+}
+
 TEST_CASE("command: a run that kills every process it may signal kills only its own") {
   // kill(-1, SIGKILL) reaches every process its user may signal: outside a
   // PID namespace, as root here, every process on the machine (this test,
