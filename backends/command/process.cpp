@@ -493,6 +493,10 @@ process_result run_process(const process_request& request) {
     result.start_error = "empty command";
     return result;
   }
+  if (request.inherited.size() > max_inherited) {
+    result.start_error = "more than " + std::to_string(max_inherited) + " descriptors to inherit";
+    return result;
+  }
   const auto path = find_program(request.arguments[0], path_variable_of(request.environment));
   if (!path) {
     result.start_error = "program not found in PATH: " + request.arguments[0];
@@ -521,8 +525,18 @@ process_result run_process(const process_request& request) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
-  launch plan{in_read.get(), out_write.get(), err_write.get(), report_write.get(), life_write.get(),
-              directory,     path->c_str(),   argv.data(),     envp.data(),        cpus};
+  launch plan{in_read.get(),
+              out_write.get(),
+              err_write.get(),
+              report_write.get(),
+              life_write.get(),
+              directory,
+              path->c_str(),
+              argv.data(),
+              envp.data(),
+              cpus,
+              request.inherited.data(),
+              request.inherited.size()};
   sigpipe_guard sigpipe;
   const auto start = clock::now();
   const pid_t pid = start_supervisor(plan);

@@ -23,7 +23,14 @@ struct process_request {
   /// Linux: the CPUs the program may run on (sched_setaffinity before exec;
   /// its threads inherit them); empty: not pinned. Ignored elsewhere.
   std::vector<int> cpus;
+  /// Descriptors of tessel's the program keeps, under the same numbers, at
+  /// most `max_inherited` (every other one is closed in the program, as
+  /// always): a sealed file it runs or loads as /proc/self/fd/N, which the
+  /// program of a run in a user namespace could not open in tessel's /proc.
+  std::vector<int> inherited;
 };
+
+inline constexpr std::size_t max_inherited = 8;
 
 struct process_result {
   bool started = false;

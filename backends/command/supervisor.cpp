@@ -10,6 +10,8 @@
 // async-signal-safe calls only, no allocation.
 #include "command/supervisor.hpp"
 
+#include "command/process.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -115,14 +117,18 @@ void close_between(int first, int last) {
 /// another run started at the same time (that run's EOF held until this
 /// one ends).
 void close_all_but(const launch& l) {
-  std::array<int, 8> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
-  std::sort(keep.begin(), keep.end());
+  std::array<int, 8 + max_inherited> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
+  const std::size_t kept = 8 + std::min(l.inherited_count, max_inherited);
+  std::copy_n(l.inherited, kept - 8, keep.begin() + 8);
+  std::sort(keep.begin(), keep.begin() + static_cast<std::ptrdiff_t>(kept));
   int from = 0;
-  for (const int fd : keep) {
-    close_between(from, fd - 1);
-    from = std::max(from, fd + 1);
+  for (std::size_t i = 0; i < kept; ++i) {
+    close_between(from, keep[i] - 1);
+    from = std::max(from, keep[i] + 1);
   }
   close_between(from, std::numeric_limits<int>::max());
+  // tessel opened them close-on-exec; the command keeps them across its exec.
+  for (std::size_t i = 0; i < kept - 8; ++i) (void)::fcntl(l.inherited[i], F_SETFD, 0);
 }
 
 #ifdef __linux__

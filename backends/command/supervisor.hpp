@@ -44,7 +44,9 @@ struct launch {
   const char* path;
   char* const* argv;
   char* const* envp;
-  const void* cpus;  ///< a cpu_set_t, or nullptr
+  const void* cpus;                ///< a cpu_set_t, or nullptr
+  const int* inherited = nullptr;  ///< process_request::inherited, kept open in the command
+  std::size_t inherited_count = 0;
   /// The supervisor is the init (pid 1) of a PID namespace of its own
   /// (tessel cloned it with CLONE_NEWPID): the run cannot signal it, and
   /// when it exits the kernel kills whatever is left in the namespace.

@@ -3,6 +3,7 @@
 
 #include "command/process.hpp"
 #include "command/protocol.hpp"
+#include "cpu/toolchain.hpp"
 
 #include <tessel/error.hpp>
 
@@ -108,6 +109,9 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
         .write(inputs[i].data(), static_cast<std::streamsize>(inputs[i].size()));
   process_request request;
   request.arguments = arguments(setup, library, dir.path(), timing);
+  for (const auto* path :
+       {&setup.loader, &library})  // the loader's and a reference's sealed copies
+    if (const auto fd = sealed_file::descriptor_of(*path)) request.inherited.push_back(*fd);
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.environment.emplace_back(*e);
   for (const auto& [name, value] : setup.environment) {
     const std::string prefix = name + "=";  // (clang 14 cannot capture a structured binding)

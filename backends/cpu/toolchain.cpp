@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -37,6 +38,9 @@ extern "C" char** environ;  // NOLINT: POSIX
 namespace tessel::detail {
 namespace fs = std::filesystem;
 namespace {
+
+/// How a sealed copy is named (sealed_file): "/proc/self/fd/" and its descriptor.
+constexpr std::string_view proc_self_fd = "/proc/self/fd/";
 
 std::vector<std::string> inherited_environment() {
   std::vector<std::string> out;
@@ -345,7 +349,10 @@ sealed_file::sealed_file(std::string_view bytes, const fs::path& near) {
     ::close(fd);
     if (read_only >= 0) {
       fd_ = read_only;
-      path_ = fmt::format("/proc/{}/fd/{}", ::getpid(), fd_);
+      // /proc/self: tessel's own descriptor here, and the run's, which
+      // inherits it under the same number (descriptor_of): a run in a user
+      // namespace of its own may not open tessel's /proc/PID/fd.
+      path_ = fmt::format("{}{}", proc_self_fd, fd_);
       return;
     }
   }
@@ -353,6 +360,17 @@ sealed_file::sealed_file(std::string_view bytes, const fs::path& near) {
   path_ = private_name(near / "run", "copy");
   write_atomically(path_, bytes);
   fs::permissions(path_, fs::perms::owner_all);
+}
+
+std::optional<int> sealed_file::descriptor_of(const fs::path& path) {
+  const auto text = path.native();
+  if (!text.starts_with(proc_self_fd)) return std::nullopt;
+  int fd = -1;
+  const auto* first = text.data() + proc_self_fd.size();
+  const auto* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, fd);
+  if (ec != std::errc() || end != last || fd < 0) return std::nullopt;
+  return fd;
 }
 
 sealed_file::~sealed_file() {

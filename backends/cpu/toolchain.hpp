@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,10 @@ struct toolchain_options {
 };
 
 /// Bytes no process can change, for a run: a memfd sealed against every
-/// write (Linux), named by a path any process of this user can open while
-/// it lives (/proc/PID/fd/N: the loader execs it, dlopen opens it). Where
-/// memfds cannot be sealed, a private file beside `near`, removed with it.
+/// write (Linux), named /proc/self/fd/N, a path that opens it in tessel and
+/// in a run that inherits descriptor N (process_request::inherited; the
+/// loader execs it, dlopen opens it; descriptor_of gives N). Where memfds
+/// cannot be sealed, a private file beside `near`, removed with it.
 class sealed_file {
  public:
   /// Copies `bytes`; throws tessel::error when neither can be made.
@@ -46,6 +48,9 @@ class sealed_file {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
   /// Whether it is a sealed memfd (else the private file).
   [[nodiscard]] bool sealed() const noexcept { return fd_ >= 0; }
+  /// The descriptor a run must inherit to open `path`, when it names a
+  /// sealed copy (/proc/self/fd/N); nothing for any other path.
+  [[nodiscard]] static std::optional<int> descriptor_of(const std::filesystem::path& path);
 
  private:
   int fd_ = -1;

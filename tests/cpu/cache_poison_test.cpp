@@ -10,11 +10,17 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <grp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -140,9 +146,44 @@ void where(const tessel::cpu::kernel_args&) {
   const auto m = f.study();
   INFO(m.message);
   REQUIRE(m.status != status::ok);
-  CHECK(m.message.find(fmt::format("library=/proc/{}/fd/", ::getpid())) != std::string::npos);
+  CHECK(m.message.find("library=/proc/self/fd/") != std::string::npos);
   CHECK(m.message.find("exe=/memfd:tessel-build") != std::string::npos);
   CHECK(m.message.find(f.o.cache_dir) == std::string::npos);
+}
+
+TEST_CASE("cpu cache: a user who is not root runs the sealed copies too") {
+  // A user's runs are in a user namespace of their own (docs/backends.md, "A
+  // PID namespace per run"), from which tessel's /proc/PID/fd cannot be
+  // opened: each run inherits the sealed copies' descriptors and opens them
+  // as its own (/proc/self/fd/N). Before, every loader run of a user who is
+  // not root failed to exec. A forked child gives up root (the tests run as
+  // root here) and makes itself dumpable again, as a user's own process is;
+  // everything it reads is in a folder it may read.
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: not root, so not able to become another user");
+    return;
+  }
+  scaled_fixture f;
+  write(f.folder.path() / "reference.cpp", read_file(kernels_dir + "/reference.cpp"));
+  f.o.reference = (f.folder.path() / "reference.cpp").string() + ":twice_reference";
+  fs::permissions(f.folder.path(), fs::perms::all);
+  constexpr int nobody = 65534;
+  const pid_t child = ::fork();
+  if (child == 0) try {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0)
+        ::_exit(10);
+      ::prctl(PR_SET_DUMPABLE, 1L, 0L, 0L, 0L);
+      const auto m = f.study();
+      if (!m.ok()) std::fprintf(stderr, "as nobody: %s\n", m.message.c_str());
+      ::_exit(m.ok() ? 0 : 11);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "as nobody: %s\n", e.what());
+      ::_exit(12);  // never back into the test runner: it is this test's fork
+    }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("cpu cache: a build a manifest no longer names is removed") {
