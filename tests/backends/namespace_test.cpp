@@ -2,6 +2,7 @@
 // "What a kernel leaves running"): a run that kills its supervisor or every
 // process it can signal, with the namespace and with the fallback forced by
 // TESSEL_NO_PID_NAMESPACE.
+#include "as_user.hpp"
 #include "backend_fixtures.hpp"
 
 #include <tessel/backends.hpp>
@@ -120,39 +121,29 @@ TEST_CASE("command: each run gets a PID namespace of its own, unless turned off"
   SUBCASE("as a user who is not root: inside a user namespace, its uid mapped to itself") {
     // A forked child gives up root (the tests run as root here) and runs a
     // command that reports its pid and uid; its exit code says what it saw.
-    // Giving up root made it not dumpable (a user's own process is
-    // dumpable): its /proc files are root's, and its supervisor could not
-    // write its uid_map, so it makes itself dumpable first. Then, not
+    // Giving up root made it not dumpable: its /proc files would be root's,
+    // and its supervisor could not write its uid_map, so it is made dumpable
+    // again, as a user's own process is (exit_code_as_user). Then, not
     // dumpable again, its runs fall back and still run.
-    constexpr int nobody = 65534;
-    const bool user_allowed = namespaces_allowed(nobody);
-    const pid_t child = ::fork();
-    if (child == 0) try {
-        if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0)
-          ::_exit(10);
-        const auto check = [](bool namespaced, int code) {
-          const auto m = run("echo $(( $$ * 100000 + $(id -u) ))");
-          if (!m.ok()) {
-            std::fprintf(stderr, "%s\n", m.message.c_str());
-            ::_exit(code);
-          }
-          const double pid = std::floor(m.objective / 100000), uid = m.objective - pid * 100000;
-          if (uid != nobody || m.metrics.at("pid_namespace") != (namespaced ? 1 : 0) ||
-              (namespaced && pid != 2))
-            ::_exit(code + 1);
-        };
-        ::prctl(PR_SET_DUMPABLE, 1L, 0L, 0L, 0L);
-        check(user_allowed, 11);
-        ::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
-        check(false, 13);
-        ::_exit(0);
-      } catch (...) {
-        ::_exit(20);  // never back into the test runner: it is this test's fork
-      }
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
+    const bool user_allowed = namespaces_allowed(testing::nobody);
+    CHECK(testing::exit_code_as_user(testing::nobody, [user_allowed] {
+            const auto seen = [](bool namespaced) {
+              const auto m = run("echo $(( $$ * 100000 + $(id -u) ))");
+              if (!m.ok()) {
+                std::fprintf(stderr, "%s\n", m.message.c_str());
+                return 1;
+              }
+              const double pid = std::floor(m.objective / 100000), uid = m.objective - pid * 100000;
+              const bool right = uid == testing::nobody &&
+                                 m.metrics.at("pid_namespace") == (namespaced ? 1 : 0) &&
+                                 (!namespaced || pid == 2);
+              return right ? 0 : 2;
+            };
+            if (const int code = seen(user_allowed); code != 0) return 10 + code;
+            ::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
+            if (const int code = seen(false); code != 0) return 20 + code;
+            return 0;
+          }) == 0);
   }
 }
 

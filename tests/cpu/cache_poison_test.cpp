@@ -4,6 +4,7 @@
 // or studies is noticed and never run, what runs is a sealed copy of the
 // checked bytes, and the cache does not keep what no manifest names
 // (docs/cpu.md, "How the cache decides").
+#include "as_user.hpp"
 #include "cache_fixtures.hpp"
 #include "temp_folder.hpp"
 
@@ -11,15 +12,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <grp.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -167,23 +164,11 @@ TEST_CASE("cpu cache: a user who is not root runs the sealed copies too") {
   write(f.folder.path() / "reference.cpp", read_file(kernels_dir + "/reference.cpp"));
   f.o.reference = (f.folder.path() / "reference.cpp").string() + ":twice_reference";
   fs::permissions(f.folder.path(), fs::perms::all);
-  constexpr int nobody = 65534;
-  const pid_t child = ::fork();
-  if (child == 0) try {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0)
-        ::_exit(10);
-      ::prctl(PR_SET_DUMPABLE, 1L, 0L, 0L, 0L);
-      const auto m = f.study();
-      if (!m.ok()) std::fprintf(stderr, "as nobody: %s\n", m.message.c_str());
-      ::_exit(m.ok() ? 0 : 11);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "as nobody: %s\n", e.what());
-      ::_exit(12);  // never back into the test runner: it is this test's fork
-    }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(exit_code_as_user(nobody, [&f] {
+          const auto m = f.study();
+          if (!m.ok()) std::fprintf(stderr, "as nobody: %s\n", m.message.c_str());
+          return m.ok() ? 0 : 11;
+        }) == 0);
 }
 
 TEST_CASE("cpu cache: a build a manifest no longer names is removed") {
