@@ -438,6 +438,7 @@ pid_t start_supervisor(launch& plan) {
   plan.pid_namespace = false;
   plan.user_namespace = false;
 #endif
+  plan.parent = static_cast<int>(::getpid());
   return ::fork();
 }
 

@@ -1,8 +1,8 @@
 // supervisor.cpp: the per-run supervisor (supervisor.hpp). tessel clones
 // it as the init of a PID namespace of its own where the system allows one,
 // else forks it; it becomes a child subreaper in a process group of its
-// own, vforks the command, and when the command has exited kills its group
-// and everything else the run left behind (even after it left the group:
+// own, vforks the command, and when the command has exited (or tessel is
+// gone) kills its group and everything else the run left behind (even after it left the group:
 // setsid, double fork): in a namespace every other process in it, else, on
 // Linux, every process left among its own children. Then it reports the
 // command's end on the life pipe and ends as the command ended. Everything
@@ -293,17 +293,25 @@ void kill_the_namespace() {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
+/// Whether the tessel process that started the fallback's supervisor is
+/// gone: the supervisor has another parent (init, or a subreaper above
+/// tessel). Only outside a PID namespace, whose init sees no parent.
+bool tessel_gone(const launch& l) { return ::getppid() != static_cast<pid_t>(l.parent); }
+
 /// Waits for the command's end, reaping whatever else of the run ends
 /// meanwhile. Signals stay blocked and are taken here one at a time: a
 /// SIGTERM sent from outside the supervisor's PID namespace (si_pid 0, by
 /// kill: tessel's time limit, which cannot name the command's group by a
-/// pid of the namespace) goes on to the command's group; others are
-/// dropped (those the run sends its init, too).
-int wait_for(pid_t command) {
+/// pid of the namespace) goes on to the command's group; a SIGHUP in the
+/// fallback, once tessel is gone (its death signal), ends the wait as the
+/// command's end would; others are dropped (those the run sends its init,
+/// or its parent, too).
+int wait_for(const launch& l, pid_t command) {
   sigset_t wake;
   sigemptyset(&wake);
   sigaddset(&wake, SIGCHLD);
   sigaddset(&wake, SIGTERM);
+  sigaddset(&wake, SIGHUP);
   for (;;) {
     siginfo_t info{};
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
@@ -320,6 +328,7 @@ int wait_for(pid_t command) {
     if (::sigwaitinfo(&wake, &got) < 0) continue;
     if (got.si_signo == SIGTERM && got.si_code == SI_USER && got.si_pid == 0)
       (void)::kill(-command, SIGTERM);
+    if (got.si_signo == SIGHUP && !l.pid_namespace && tessel_gone(l)) break;
   }
   ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
   int status = 0;
@@ -352,14 +361,23 @@ void supervise(const launch& l) {
   // supervisor's copy of tessel's memory through /proc/PID/mem; the command
   // is dumpable again once it execs (docs/gate.md, "Round nine").
   (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
-  // In a namespace the run ends with tessel: killed, its runs' time limits
-  // would die with it, and a hanging run would never end. The thread that
-  // cloned the supervisor waits in run_process until the supervisor ends, so
-  // the death signal, which follows that thread, comes only when tessel is
-  // gone; SIGKILL ends the init, and the kernel kills the rest. (The
-  // fallback's supervisor would die alone, leaving the command's group.)
-  if (l.pid_namespace)
+  // The run ends with tessel: killed, its runs' time limits would die with
+  // it, and a hanging run would never end. The thread that forked or cloned
+  // the supervisor waits in run_process until the supervisor ends, so the
+  // death signal, which follows that thread, comes only when tessel is gone.
+  // In a namespace SIGKILL ends the init, and the kernel kills the rest. In
+  // the fallback SIGKILL would end the supervisor alone and leave the
+  // command's group, so it asks for SIGHUP, which wait_for takes (blocked,
+  // it waits) and acts on only once its parent has changed (a process of
+  // the run may send SIGHUP too): it kills the run as at a normal end. Were
+  // tessel gone before the prctl, no signal would come: the parent is
+  // checked after it, and then the command is never started.
+  if (l.pid_namespace) {
     (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(SIGKILL), 0L, 0L, 0L);
+  } else {
+    (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(SIGHUP), 0L, 0L, 0L);
+    if (tessel_gone(l)) ::_exit(127);
+  }
 #endif
   close_all_but(l);
   // vfork: the command borrows the supervisor's memory until it execs (it
@@ -375,7 +393,7 @@ void supervise(const launch& l) {
   send_report(l.report, report_record::kind::command_pid, static_cast<int>(command));
   for (const int fd : {l.in, l.out, l.err, l.report}) ::close(fd);
 
-  const int status = wait_for(command);
+  const int status = wait_for(l, command);
   if (l.pid_namespace) kill_the_namespace();
 #ifdef __linux__
   else

@@ -56,6 +56,9 @@ struct launch {
   /// `gid` (tessel's) to themselves before it forks the command.
   bool user_namespace = false;
   unsigned uid = 0, gid = 0;
+  /// tessel's pid, outside a PID namespace: the fallback's supervisor ends
+  /// the run once its parent is another (tessel is gone).
+  int parent = 0;
 };
 
 /// The supervisor, in the child of tessel's fork or clone: it never

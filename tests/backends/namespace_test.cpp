@@ -197,34 +197,56 @@ TEST_CASE("command: a run that kills its supervisor leaves no daemon behind") {
 }
 
 TEST_CASE("command: a run ends when its tessel is killed") {
-  // A process standing for tessel starts a run that would last 300 s and is
+  // A process standing for tessel starts a run that would last 300 s, after
+  // it left a daemon (a double fork into a session of its own), and is
   // SIGKILLed while it waits: its run's time limit dies with it. In a PID
   // namespace the init gets SIGKILL when tessel goes (PR_SET_PDEATHSIG), and
-  // the kernel kills the run with it. Before, the run went on to its end.
-  if (!namespaces_allowed()) {
-    MESSAGE("skipped: this system allows no PID namespace");
-    return;
+  // the kernel kills the run with it; in the fallback the supervisor gets
+  // SIGHUP, sees that its parent is gone, and kills the command's group and
+  // what the run left among its children, as at a normal end. Before, the
+  // run and its daemon went on (in the fallback until session 17).
+  const auto killed_tessel_ends_its_run = [] {
+    const testing::temp_folder folder;
+    const auto pid_file = folder.path() / "run.pid";
+    const auto daemon_file = folder.path() / "daemon.pid";
+    const kill_at_exit run_killed(pid_file), daemon_killed(daemon_file);
+    const pid_t tessel_process = ::fork();
+    if (tessel_process == 0) {
+      const auto write_pid = [](const fs::path& file) {
+        return "read -r p _ < /proc/self/stat; echo $p > " + file.string() + ".tmp && mv " +
+               file.string() + ".tmp " + file.string();
+      };
+      (void)run("(setsid sh -c '" + write_pid(daemon_file) +
+                "; exec sleep 300' > /dev/null 2>&1 &); while [ ! -s " + daemon_file.string() +
+                " ]; do sleep 0.01; done; " + write_pid(pid_file) + "; exec sleep 300");
+      ::_exit(0);
+    }
+    REQUIRE(tessel_process > 0);
+    pid_t pid = 0;
+    for (int wait = 0; wait < 1000 && pid <= 0; ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      pid = testing::read_pid(pid_file);
+    }
+    ::kill(tessel_process, SIGKILL);
+    int status = 0;
+    ::waitpid(tessel_process, &status, 0);
+    REQUIRE(pid > 0);
+    CHECK(testing::process_gone(pid));
+    const auto daemon = testing::read_pid(daemon_file);
+    REQUIRE(daemon > 0);
+    CHECK(testing::process_gone(daemon));
+  };
+  SUBCASE("in a PID namespace") {
+    if (!namespaces_allowed()) {
+      MESSAGE("skipped: this system allows no PID namespace");
+      return;
+    }
+    killed_tessel_ends_its_run();
   }
-  const testing::temp_folder folder;
-  const auto pid_file = folder.path() / "run.pid";
-  const kill_at_exit run_killed(pid_file);
-  const pid_t tessel_process = ::fork();
-  if (tessel_process == 0) {
-    (void)run("read -r p _ < /proc/self/stat; echo $p > " + pid_file.string() + ".tmp && mv " +
-              pid_file.string() + ".tmp " + pid_file.string() + "; exec sleep 300");
-    ::_exit(0);
+  SUBCASE("the fallback: the supervisor alone") {
+    const fallback_forced off(true);
+    killed_tessel_ends_its_run();
   }
-  REQUIRE(tessel_process > 0);
-  pid_t pid = 0;
-  for (int wait = 0; wait < 1000 && pid <= 0; ++wait) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    pid = testing::read_pid(pid_file);
-  }
-  ::kill(tessel_process, SIGKILL);
-  int status = 0;
-  ::waitpid(tessel_process, &status, 0);
-  REQUIRE(pid > 0);
-  CHECK(testing::process_gone(pid));
 }
 
 TEST_CASE("command: a run that kills every process it may signal kills only its own") {
