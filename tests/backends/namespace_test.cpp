@@ -21,7 +21,6 @@
 #include <utility>
 
 #ifdef __linux__
-#include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -43,20 +42,14 @@ class fallback_forced {
   ~fallback_forced() { ::unsetenv("TESSEL_NO_PID_NAMESPACE"); }
 };
 
-/// Whether this process, as `uid` (-1: as it is), may make a PID namespace,
-/// alone or inside a user namespace: asked in a forked child, as tessel's
-/// runs would ask the kernel.
-bool namespaces_allowed(int uid = -1) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    if (uid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
-                     ::setuid(static_cast<uid_t>(uid)) != 0))
-      ::_exit(2);
-    ::_exit(::unshare(CLONE_NEWPID) == 0 || ::unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0 ? 0 : 1);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+/// Whether this process, as `uid` (as_is: as it is), may make a PID
+/// namespace, alone or inside a user namespace: asked in a forked child, as
+/// tessel's runs would ask the kernel.
+bool namespaces_allowed(int uid = testing::as_is) {
+  return testing::exit_code_as_user(uid, [] {
+           const bool alone = ::unshare(CLONE_NEWPID) == 0;
+           return alone || ::unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0 ? 0 : 1;
+         }) == 0;
 }
 
 measurement run(const std::string& script, double timeout_s = 30) {
