@@ -1,7 +1,7 @@
 // process.cpp: fork/exec with pipes, a poll loop and process-group kills
 // (POSIX). Each run has a supervisor process of its own (supervisor.cpp):
 // tessel clones it as the init of a new PID namespace where the system
-// allows one (else forks it), it forks and waits for the command, and when
+// allows one, else forks it (namespaces.cpp), it forks and waits for the command, and when
 // the command has exited it kills what the run left behind. This file is
 // tessel's side: everything the supervisor and the command need (path,
 // argv, envp, the cpu set) is built here before the fork; then the pipes are
@@ -9,25 +9,19 @@
 // sent to the command's process group (through the supervisor, in a
 // namespace).
 #include "command/process.hpp"
+#include "command/namespaces.hpp"
 #include "command/supervisor.hpp"
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#endif
 #include <pthread.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -369,79 +363,6 @@ start_report read_reports(int fd) {
   return out;
 }
 
-/// TESSEL_NO_PID_NAMESPACE set (not empty, not "0"): every run gets the
-/// supervisor alone, as where the system refuses namespaces.
-bool namespaces_turned_off() {
-  const char* value = std::getenv("TESSEL_NO_PID_NAMESPACE");
-  return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
-}
-
-#ifdef __linux__
-/// What the runs so far learnt the system allows: tried once, then kept,
-/// since a clone the system refuses has already copied tessel's page tables.
-enum class isolation : int { untried, pid, user_and_pid, refused };
-std::atomic<isolation> allowed{isolation::untried};
-
-/// errno of a clone(CLONE_NEWPID ...) the system refuses: not privileged,
-/// no user namespaces (a seccomp filter, user.max_user_namespaces = 0), no
-/// more PID namespaces (user.max_pid_namespaces), a kernel without them.
-bool refusal(int e) {
-  return e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS || e == ENOSYS || e == EACCES;
-}
-
-/// fork with namespaces: clone3 with no stack of its own, so the child goes
-/// on from here on its copy of this thread's stack, as after fork (no atfork
-/// handler runs). -1 with ENOSYS where the kernel (before 5.3) or the
-/// headers have no clone3.
-pid_t clone_into(std::uint64_t namespaces) {
-#ifdef SYS_clone3
-  struct {
-    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-  } args{namespaces, 0, 0, 0, SIGCHLD, 0, 0, 0};  // struct clone_args, its first version
-  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-#else
-  (void)namespaces;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-#endif
-
-/// Forks the run's supervisor: as the init of a new PID namespace
-/// (CLONE_NEWPID, as root; else CLONE_NEWUSER | CLONE_NEWPID) where the
-/// system allows one, else as a plain fork. Sets plan's pid_namespace and
-/// user_namespace to what it got; returns as fork does: the supervisor's
-/// pid, 0 in the supervisor, -1 (errno) when it could not start one.
-pid_t start_supervisor(launch& plan) {
-#ifdef __linux__
-  if (!namespaces_turned_off() && allowed.load() != isolation::refused) {
-    // A process that is not dumpable cannot write its own /proc/self/uid_map
-    // (its /proc files are root's): no user namespace for its runs.
-    const bool may_map = ::prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1;
-    plan.uid = static_cast<unsigned>(::getuid());
-    plan.gid = static_cast<unsigned>(::getgid());
-    for (const bool user : {false, true}) {
-      if ((!user && allowed.load() == isolation::user_and_pid) || (user && !may_map)) continue;
-      plan.pid_namespace = true;
-      plan.user_namespace = user;
-      const pid_t pid = clone_into(CLONE_NEWPID | (user ? CLONE_NEWUSER : 0));
-      if (pid == 0) return 0;
-      if (pid > 0) {
-        allowed.store(user ? isolation::user_and_pid : isolation::pid);
-        return pid;
-      }
-      if (!refusal(errno)) break;  // EAGAIN, ENOMEM: a fork would fail too
-      if (user) allowed.store(isolation::refused);
-    }
-    if (!may_map && allowed.load() == isolation::untried) allowed.store(isolation::refused);
-  }
-  plan.pid_namespace = false;
-  plan.user_namespace = false;
-#endif
-  plan.parent = static_cast<int>(::getpid());
-  return ::fork();
-}
-
 }  // namespace
 
 std::optional<std::string> find_program(const std::string& program,
@@ -562,7 +483,7 @@ process_result run_process(const process_request& request) {
     }
 #ifdef __linux__
     if (map_errno != 0) {  // the command never started: run it without namespaces
-      allowed.store(isolation::refused);
+      refuse_namespaces_for_good();
       return run_process(request);
     }
 #endif

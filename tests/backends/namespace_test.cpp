@@ -4,12 +4,14 @@
 // TESSEL_NO_PID_NAMESPACE.
 #include "as_user.hpp"
 #include "backend_fixtures.hpp"
+#include "command/namespaces.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
 
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -19,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #ifdef __linux__
 #include <sched.h>
@@ -137,6 +140,65 @@ TEST_CASE("command: each run gets a PID namespace of its own, unless turned off"
             if (const int code = seen(false); code != 0) return 20 + code;
             return 0;
           }) == 0);
+  }
+}
+
+TEST_CASE("command: a passing refusal falls back for a while, a lasting one for good") {
+  // The kernel's refusal is stood for by refuse_next_namespaces (the next
+  // clones fail with that errno without asking it). Each case runs in a
+  // forked child (exit_code_as_user), so what it teaches tessel's
+  // process-wide state stays out of this runner; as root, and as nobody
+  // (whose runs' PID namespaces are in user namespaces) where allowed.
+  if (!namespaces_allowed()) {
+    MESSAGE("skipped: this system allows no PID namespace");
+    return;
+  }
+  // 1: the run had a namespace, 0: the fallback, -1: it failed or its
+  // pid_namespace metric says otherwise than the pid it saw.
+  const auto isolated = [] {
+    const auto m = whoami();
+    const bool namespaced = m.ok() && m.metrics.at("pid_namespace") == 1;
+    return !m.ok() || namespaced != (m.objective == 2) ? -1 : (namespaced ? 1 : 0);
+  };
+  const auto ms = [](int n) { return std::chrono::milliseconds(n); };
+  std::vector<int> users{testing::as_is};
+  if (namespaces_allowed(testing::nobody)) users.push_back(testing::nobody);
+  SUBCASE("ENOSPC (too many namespaces now): the fallback, asked again after a back-off") {
+    for (const int uid : users) {
+      CAPTURE(uid);
+      CHECK(testing::exit_code_as_user(uid, [&] {
+              if (isolated() != 1) return 1;
+              detail::refuse_next_namespaces(ENOSPC, 1);
+              if (isolated() != 0) return 2;  // refused: 250 ms without asking
+              if (isolated() != 0) return 3;
+              std::this_thread::sleep_for(ms(300));
+              if (isolated() != 1) return 4;  // asked, granted: the back-off starts over
+              detail::refuse_next_namespaces(ENOSPC, 2);
+              if (isolated() != 0) return 5;  // 250 ms
+              std::this_thread::sleep_for(ms(300));
+              const auto before = std::chrono::steady_clock::now();
+              if (isolated() != 0) return 6;  // refused again, in a row: 500 ms
+              std::this_thread::sleep_until(before + ms(300));
+              if (isolated() != 0) return 7;
+              std::this_thread::sleep_for(ms(500));
+              return isolated() == 1 ? 0 : 8;
+            }) == 0);
+    }
+  }
+  SUBCASE("EPERM, EINVAL, ENOSYS, EACCES, EUSERS: the fallback for the process's life") {
+    for (const int uid : users) {
+      for (const int e : {EPERM, EINVAL, ENOSYS, EACCES, EUSERS}) {
+        if (uid != testing::as_is && e != EPERM) continue;  // a user's: EPERM alone
+        CAPTURE(uid);
+        CAPTURE(e);
+        CHECK(testing::exit_code_as_user(uid, [&] {
+                detail::refuse_next_namespaces(e, 2);  // alone, then in a user namespace
+                if (isolated() != 0) return 1;
+                std::this_thread::sleep_for(ms(300));  // past a passing refusal's back-off
+                return isolated() == 0 ? 0 : 2;
+              }) == 0);
+      }
+    }
   }
 }
 
