@@ -302,6 +302,15 @@ TEST_CASE("command: a run ends when its tessel is killed") {
     const fallback_forced off(true);
     killed_tessel_ends_its_run();
   }
+  SUBCASE("the fallback: a SIGHUP the run sends its supervisor is not tessel's end") {
+    // The death signal can be sent by anyone of the run's user: the
+    // supervisor acts on it only once its parent is another.
+    const fallback_forced off(true);
+    const auto m = run("kill -HUP $PPID; sleep 0.2; echo 1");
+    REQUIRE_MESSAGE(m.ok(), m.message);
+    CHECK(m.objective == 1);
+    CHECK(m.metrics.at("pid_namespace") == 0);
+  }
 }
 
 TEST_CASE("command: a run that kills every process it may signal kills only its own") {
