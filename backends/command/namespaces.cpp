@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include <sched.h>
 #include <unistd.h>
@@ -73,12 +74,16 @@ bool paused() {
   return until != 0 && clock::now().time_since_epoch().count() < until;
 }
 
-/// After a passing refusal. Refusals of runs started during the pause (all
-/// those at once that asked before it began) do not lengthen it.
+/// After a passing refusal. Refusals of runs that asked at the same moment
+/// (before the pause began) do not lengthen it: the first to swap the
+/// pause's end (to "for ever", for the moment) doubles it.
 void pause_after_refusal() {
-  if (paused()) return;
+  const auto now = clock::now();
+  auto until = paused_until.load();
+  if (until != 0 && now.time_since_epoch().count() < until) return;
+  if (!paused_until.compare_exchange_strong(until, std::numeric_limits<clock::rep>::max())) return;
   const int doublings = std::min(refused_in_a_row.fetch_add(1), most_doublings);
-  paused_until.store((clock::now() + first_pause * (1 << doublings)).time_since_epoch().count());
+  paused_until.store((now + first_pause * (1 << doublings)).time_since_epoch().count());
 }
 
 /// After a namespace was granted: the next refusal pauses for the first
