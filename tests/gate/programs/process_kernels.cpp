@@ -19,6 +19,9 @@
 //   pk_exec          on its first call runs a shell in its process's place
 //                    (execv), which logs "exec ran"; when that fails it logs
 //                    "exec failed: ERROR" and computes
+//   pk_system        on its first call runs a shell command by system(3)
+//                    (posix_spawn: its clone made with every signal
+//                    blocked), which logs "system ran"; then computes
 //   pk_ptrace        on its first call attaches to its parent (the timing
 //                    parent, or the loader: as root, whatever the parent
 //                    set) and reads a word of its memory, then detaches
@@ -194,6 +197,12 @@ void pk_exec(const tessel::cpu::kernel_args& a) {
     return true;
   }();
   (void)tried;
+  work(a);
+}
+
+void pk_system(const tessel::cpu::kernel_args& a) {
+  static const int ran = std::system("echo 'system ran' >> \"$TESSEL_REDTEAM_LOG\"");
+  (void)ran;
   work(a);
 }
 
