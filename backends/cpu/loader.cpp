@@ -1,7 +1,7 @@
 // loader.cpp: the process that runs and times one compiled kernel for the
 // cpu backend (docs/cpu.md, "What is measured"). tessel builds it once per
-// cache folder with the system compiler, from this file (loader_io.hpp
-// written in place of its #include by embed.cmake), tessel/cpu_kernel.hpp,
+// cache folder with the system compiler, from this file (loader_io.hpp and
+// loader_seccomp.hpp written in place of their #include by embed.cmake), tessel/cpu_kernel.hpp,
 // tessel/race_rule.hpp and tessel/loop_rule.hpp (embedded in the library),
 // and starts one loader per gate run and per timing, so a kernel that
 // crashes or hangs takes only its loader down.
@@ -21,7 +21,8 @@
 // word to the child's "done", so a kernel cannot reach the clock, the
 // samples or the answer: a line it writes anywhere is not the loader's
 // (tessel takes the one line with the token), and a kernel that kills its
-// loader or exits leaves no answer.
+// loader or exits leaves no answer. The kernel's process cannot create
+// processes or reach the parent's memory (loader_seccomp.hpp, round thirteen).
 //
 // run: one call, its outputs written. time: `warmup` calls (the last one,
 // for a kernel far faster than the handoff, a run of 8^k calls lasting an
@@ -61,6 +62,7 @@
 #include <vector>
 
 #include "loader_io.hpp"
+#include "loader_seccomp.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -328,8 +330,8 @@ void check_cpus(const given_cpus& given, pid_t pid, double cpu_s, double wall_s)
 
 /// What the parent tells the kernel's process: 'l' load the kernel, 'p'
 /// prepare `calls` calls (poison the outputs, draw the changes), 'g' go (make them, call),
-/// 'q' quit. Its replies: one byte, 'r' ready or 'd' done, or 'f' and the
-/// failure's message (then it exits).
+/// 'q' quit. Its replies: one byte, 'r' ready or 'd' done, or 'f' (or 's',
+/// "suspicious") and the failure's message (then it exits).
 struct command {
   char op = 'q';
   std::uint64_t calls = 0;
@@ -340,6 +342,13 @@ struct command {
 /// the bases (`copy`, its after the fork). Never returns.
 [[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, int commands) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
+  // No process of its own, no program in its place, no other process's
+  // memory (loader_seccomp.hpp), from before the kernel is loaded.
+  if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(); !why.empty())
+    fail(why + " (TESSEL_CPU_SECCOMP=off runs kernels without it: docs/cpu.md)");
+  const auto refused = [] {  // a refusal recorded since is the kernel's answer
+    if (seccomp::refused_call != 0) fail(seccomp::refusal(), "suspicious");
+  };
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   const std::size_t n_in = r.inputs.size();
   tessel::cpu::entry_function entry = nullptr;
@@ -354,6 +363,7 @@ struct command {
       if (library == nullptr) fail(std::string("cannot load the kernel: ") + ::dlerror());
       entry = reinterpret_cast<tessel::cpu::entry_function>(
           ::dlsym(library, tessel::cpu::entry_symbol));
+      refused();  // its constructors
       if (entry == nullptr) fail("the library has no tessel_cpu_entry");
       for (auto& b : r.inputs)
         ins.push_back({b.data, b.shape.data(), static_cast<std::int32_t>(b.shape.size()), b.type});
@@ -377,7 +387,9 @@ struct command {
       if (c.calls > 0 && entry == nullptr) fail("the kernel is not loaded");
       for (std::uint64_t k = 0, j = 0; k < c.calls; ++k, ++calls) {
         for (std::size_t i = 0; calls > 0 && i < n_in; ++i, ++j) plan.make(j, i, r.inputs[i]);
-        if (entry(&args, message, sizeof message) != 0)
+        const int failed = entry(&args, message, sizeof message);
+        refused();
+        if (failed != 0)
           fail(std::string("the kernel failed: ") + (message[0] != 0 ? message : "(no message)"));
       }
     } else {
@@ -487,7 +499,7 @@ class kernel_process {
     if (::read(from_, &reply, 1) != 1) reap();
     if (reply == wanted) return;
     std::string message;
-    if (reply == 'f') {  // its message is in the pipe whole before it exits
+    if (reply == 'f' || reply == 's') {  // its message is in the pipe whole before it exits
       int status = 0;
       ::waitpid(kernel_pid, &status, 0);
       kernel_pid = 0;
@@ -500,7 +512,7 @@ class kernel_process {
     } else {
       message = "the kernel's process broke its handoff with the loader";
     }
-    fail(message.substr(0, 2048));
+    fail(message.substr(0, 2048), reply == 's' ? "suspicious" : "runtime_error");
   }
   /// Waits for the child's end: a signal ends the parent the same way (a
   /// crash stays a crash), an exit that was not asked for is answered.
@@ -509,6 +521,8 @@ class kernel_process {
     while (::waitpid(kernel_pid, &status, 0) < 0 && errno == EINTR) {
     }
     kernel_pid = 0;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && !seccomp::turned_off())
+      fail(seccomp::killed, "suspicious");  // a refused call with SIGSYS blocked
     if (WIFSIGNALED(status)) {
       ::signal(WTERMSIG(status), SIG_DFL);
       ::raise(WTERMSIG(status));
@@ -558,6 +572,7 @@ int main(int argc, char** argv) {
   input_copy copy(r.inputs);
   call_plan plan(r.inputs);
   kernel_process kernel(r, copy, plan);
+  const char* const filtered = seccomp::turned_off() ? "false" : "true";  // the answer says
   const double handoff_s = r.mode == "time" ? kernel.handoff_seconds() : 0;
   kernel.load();
   if (r.mode == "run") {
@@ -566,8 +581,9 @@ int main(int argc, char** argv) {
     kernel.finish();
     copy.check(inputs.buffers);
     for (const auto& b : outputs.buffers) write_npy(b);
-    std::fprintf(answer_channel, "{\"status\": \"ok\", \"seconds\": %.9g, \"token\": %s}\n", took,
-                 json_string(token).c_str());
+    std::fprintf(answer_channel,
+                 "{\"status\": \"ok\", \"seconds\": %.9g, \"seccomp\": %s, \"token\": %s}\n", took,
+                 filtered, json_string(token).c_str());
     return 0;
   }
 
@@ -644,8 +660,8 @@ int main(int argc, char** argv) {
   }
   std::fprintf(answer_channel,
                "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu, "
-               "\"calls\": %llu, \"token\": %s}\n",
+               "\"calls\": %llu, \"seccomp\": %s, \"token\": %s}\n",
                samples.c_str(), tessel::to_string(result.stopped), iters,
-               static_cast<unsigned long long>(calls), json_string(token).c_str());
+               static_cast<unsigned long long>(calls), filtered, json_string(token).c_str());
   return 0;
 }

@@ -35,8 +35,8 @@ FILE* answer_channel = stdout;
 /// twelve"). The kernel's process wipes its copy before loading the kernel.
 char token[80] = {0};
 /// In the kernel's process: the pipe to the timing parent, on which a
-/// failure is reported ('f' and its message) instead of an answer; -1 in the
-/// parent.
+/// failure is reported ('f', or 's' for "suspicious", and its message)
+/// instead of an answer; -1 in the parent.
 int reply_channel = -1;
 /// The kernel's process (the parent's child); 0: not started. Killed when
 /// the parent answers a failure.
@@ -63,7 +63,7 @@ std::string json_string(const std::string& text) {
 /// that broke a rule of the call no honest mistake breaks) and exits.
 [[noreturn]] void fail(const std::string& message, const char* status = "runtime_error") {
   if (reply_channel >= 0) {  // the kernel's process: the parent answers
-    const std::string report = "f" + message;
+    const std::string report = (std::strcmp(status, "suspicious") == 0 ? "s" : "f") + message;
     (void)!::write(reply_channel, report.data(), report.size());
     std::_Exit(0);
   }

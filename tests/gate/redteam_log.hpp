@@ -83,19 +83,20 @@ struct twice_run {
 };
 
 /// Evaluates `o`'s kernel and reference (y = 2 x over 4096 floats, the
-/// honest kernel 200 us a call), gated, unpinned (a shared test machine:
-/// pinning would only add contention), 3 to 8 samples, with
-/// $TESSEL_REDTEAM_LOG in a new folder named `log_prefix`-...; its log
-/// lines come back.
-inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix) {
+/// honest kernel 200 us a call), gated, unpinned unless `cpus` says (a
+/// shared test machine: pinning would only add contention), 3 to 8 samples, with
+/// $TESSEL_REDTEAM_LOG (added to `o`'s environment) in a new folder named
+/// `log_prefix`-...; its log lines come back.
+inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix,
+                           const std::string& cpus = "off") {
   const temp_folder logs(log_prefix);
   const auto log = logs.path() / "log";
   o.inputs = "x:N";
   o.outputs = "y:N";
-  o.cpus = "off";
+  o.cpus = cpus;
   o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.kill_grace_s = 0.2;
-  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
+  o.environment["TESSEL_REDTEAM_LOG"] = log.string();  // beside any of the caller's
   const auto s = tessel::parse_space("space twice { const N = 4096  param us : {200} }");
   tessel::cpu_backend b(o);
   b.prepare(s);

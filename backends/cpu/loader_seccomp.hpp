@@ -1,0 +1,247 @@
+// loader_seccomp.hpp: the seccomp filter the loader's kernel process
+// installs before it loads the kernel (docs/gate.md, "Round thirteen"), so
+// that the kernel cannot create processes (whose CPU time the CPU rule does
+// not count), run another program in its place, or reach another process's
+// memory (its timing parent's, as root). Part of the loader's source:
+// embed.cmake writes it in place of its #include, so the loader is still
+// built from one file.
+//
+// Refused: fork, vfork, clone without CLONE_THREAD, execve, execveat,
+// ptrace, process_vm_readv, process_vm_writev and pidfd_getfd fail with
+// EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
+// the loader answers "suspicious" with the call's name (a call made with
+// SIGSYS blocked, as posix_spawn makes its clone, ends the process by
+// SIGSYS instead: also "suspicious", see `killed`); clone3 fails with
+// ENOSYS, unrecorded (its flags are behind a pointer a filter cannot read;
+// glibc then makes its threads with clone, whose flags it can). Threads
+// (clone with CLONE_THREAD) are allowed: their CPU time is the process's.
+// A system call of another ABI than the loader's (i386's int 0x80, x32's
+// numbers on x86_64) is refused the same way, since the numbers above would
+// not match it. The process also gives up CAP_SYS_PTRACE, so that a kernel
+// running as root cannot open its parent's memory or files through /proc.
+//
+// Hand-written BPF from the kernel's headers, not libseccomp: the loader is
+// compiled on the user's machine at run time, where libseccomp's headers
+// and library would then be needed too, for a filter of twenty
+// instructions. On an architecture the filter does not know (anything but
+// x86_64 and aarch64), or on a system that refuses filters, the loader
+// refuses to run a kernel, unless TESSEL_CPU_SECCOMP=off is in its
+// environment (the protection of round twelve only: docs/cpu.md).
+#pragma once
+
+#include <cerrno>
+#include <csignal>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace {
+
+namespace seccomp {
+
+#if defined(__x86_64__)
+constexpr unsigned arch = AUDIT_ARCH_X86_64;
+constexpr const char* arch_name = "x86_64";
+#elif defined(__aarch64__) && defined(__AARCH64EL__)
+constexpr unsigned arch = AUDIT_ARCH_AARCH64;
+constexpr const char* arch_name = "aarch64";
+#else
+constexpr unsigned arch = 0;  ///< none known: no filter (the loader refuses, or is told not to)
+constexpr const char* arch_name = "";
+#endif
+
+/// The system call a kernel's process was refused first (0: none), set by
+/// `refused` (so from a signal handler, in any of its threads).
+volatile std::sig_atomic_t refused_call = 0;
+/// Set when the refused call was of another ABI than the loader's.
+volatile std::sig_atomic_t foreign_call = 0;
+
+/// The SIGSYS the filter raises for a refused call (SECCOMP_RET_TRAP): the
+/// call is recorded and returns -EPERM to its caller, as a refused call
+/// would. A kernel that installs a SIGSYS handler of its own is refused the
+/// call all the same (it returns what the handler leaves there), unrecorded;
+/// one that blocks SIGSYS is killed by it.
+void refused(int, siginfo_t* info, void* context) {
+  if (refused_call == 0) {
+    refused_call = info->si_syscall != 0 ? info->si_syscall : -1;
+    foreign_call = static_cast<unsigned>(info->si_arch) != arch;
+  }
+  auto* uc = static_cast<ucontext_t*>(context);
+#if defined(__x86_64__)
+  uc->uc_mcontext.gregs[REG_RAX] = -EPERM;
+#elif defined(__aarch64__)
+  uc->uc_mcontext.regs[0] = static_cast<unsigned long long>(-EPERM);
+#else
+  (void)uc;
+#endif
+}
+
+/// What a refused call would have done, for the message.
+const char* refused_what(long nr) {
+  struct named {
+    long nr;
+    const char* what;
+  };
+  static const named calls[] = {
+#ifdef SYS_fork
+      {SYS_fork, "create a process (fork)"},
+#endif
+#ifdef SYS_vfork
+      {SYS_vfork, "create a process (vfork)"},
+#endif
+      {SYS_clone, "create a process (clone without CLONE_THREAD)"},
+      {SYS_execve, "run a program in its place (execve)"},
+#ifdef SYS_execveat
+      {SYS_execveat, "run a program in its place (execveat)"},
+#endif
+      {SYS_ptrace, "reach another process (ptrace)"},
+#ifdef SYS_process_vm_readv
+      {SYS_process_vm_readv, "read another process's memory (process_vm_readv)"},
+      {SYS_process_vm_writev, "write another process's memory (process_vm_writev)"},
+#endif
+#ifdef SYS_pidfd_getfd
+      {SYS_pidfd_getfd, "take another process's files (pidfd_getfd)"},
+#endif
+  };
+  for (const auto& c : calls)
+    if (c.nr == nr) return c.what;
+  return "make a system call a kernel's process may not make";
+}
+
+/// The message for the refusal recorded, or "" when none was.
+std::string refusal() {
+  if (refused_call == 0) return {};
+  const long nr = refused_call;
+  const std::string what = foreign_call != 0
+                               ? "make a system call of another ABI than the loader's (number " +
+                                     std::to_string(nr) + ")"
+                               : refused_what(nr);
+  return "the kernel's process tried to " + what +
+         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\")";
+}
+
+sock_filter statement(unsigned code, unsigned k) {
+  return {static_cast<unsigned short>(code), 0, 0, k};
+}
+sock_filter jump(unsigned code, unsigned k, unsigned char if_true, unsigned char if_false) {
+  return {static_cast<unsigned short>(code), if_true, if_false, k};
+}
+
+/// The message for a kernel's process that SIGSYS ended: a refused call
+/// made with SIGSYS blocked (posix_spawn blocks every signal around its
+/// clone: system and popen use it), which the kernel forces on it.
+constexpr const char* killed =
+    "the kernel's process was killed by SIGSYS: it made a system call a kernel may not (to create "
+    "a process, run a program or reach another process; posix_spawn, system and popen block "
+    "SIGSYS around theirs), which was refused (docs/gate.md, \"Round thirteen\")";
+
+/// The filter: `refused` for every call above, ENOSYS for clone3, any other
+/// call allowed.
+std::vector<sock_filter> program() {
+  const sock_filter trap = statement(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
+  std::vector<sock_filter> p{
+      statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      jump(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+      trap,
+      statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+  };
+#if defined(__x86_64__)
+  p.push_back(jump(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));  // x32's numbers
+  p.push_back(trap);
+#endif
+  const auto refuse = [&p](long nr, const sock_filter& how) {
+    p.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 1));
+    p.push_back(how);
+  };
+  for (const long nr : {
+#ifdef SYS_fork
+           static_cast<long>(SYS_fork),
+#endif
+#ifdef SYS_vfork
+           static_cast<long>(SYS_vfork),
+#endif
+#ifdef SYS_execveat
+           static_cast<long>(SYS_execveat),
+#endif
+#ifdef SYS_process_vm_readv
+           static_cast<long>(SYS_process_vm_readv), static_cast<long>(SYS_process_vm_writev),
+#endif
+#ifdef SYS_pidfd_getfd
+           static_cast<long>(SYS_pidfd_getfd),
+#endif
+           static_cast<long>(SYS_execve), static_cast<long>(SYS_ptrace)})
+    refuse(nr, trap);
+#ifdef SYS_clone3
+  refuse(SYS_clone3, statement(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+#endif
+  // clone: a thread (CLONE_THREAD, in the low word of its flags) is allowed.
+  p.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_clone), 0, 3));
+  p.push_back(statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+  p.push_back(jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
+  p.push_back(trap);
+  p.push_back(statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  return p;
+}
+
+/// Whether the loader's environment turns the filter off (TESSEL_CPU_SECCOMP=off).
+bool turned_off() {
+  const char* v = std::getenv("TESSEL_CPU_SECCOMP");  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr && std::strcmp(v, "off") == 0;
+}
+
+/// Gives up CAP_SYS_PTRACE (effective, permitted, inheritable, and from the
+/// bounding set where the process may): with it, a kernel running as root
+/// opens its timing parent's memory and files (/proc/PID/mem, /proc/PID/fd)
+/// whatever the parent set, which no filter of system calls can refuse. ""
+/// when it is gone, else why not.
+std::string drop_ptrace_capability() {
+  ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L);  // EPERM without CAP_SETPCAP: none to drop
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0)
+    return std::string("cannot read its capabilities: ") + std::strerror(errno);
+  auto& word = data[CAP_TO_INDEX(CAP_SYS_PTRACE)];
+  word.effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  word.permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  word.inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  if (::syscall(SYS_capset, &header, data) != 0)
+    return std::string("cannot give up CAP_SYS_PTRACE: ") + std::strerror(errno);
+  return {};
+}
+
+/// Installs the filter in the calling process (the kernel's, single
+/// threaded: its threads inherit it): "" when it is in place, else why not.
+std::string install() {
+  if (arch == 0)
+    return "this loader has no seccomp filter for its architecture (x86_64 and aarch64 have one)";
+  if (std::string why = drop_ptrace_capability(); !why.empty()) return why;
+  struct sigaction action {};
+  action.sa_sigaction = refused;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  if (::sigaction(SIGSYS, &action, nullptr) != 0)
+    return std::string("cannot handle SIGSYS: ") + std::strerror(errno);
+  std::vector<sock_filter> p = program();
+  sock_fprog prog{static_cast<unsigned short>(p.size()), p.data()};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0)
+    return std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno);
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0L, 0L) != 0)
+    return std::string("the system refused the seccomp filter: ") + std::strerror(errno);
+  return {};
+}
+
+}  // namespace seccomp
+
+}  // namespace

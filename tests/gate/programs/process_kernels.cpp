@@ -1,0 +1,236 @@
+// process_kernels.cpp: host kernels that reach for processes
+// (tests/gate/class17_test.cpp, docs/gate.md "Round thirteen"). Each
+// computes y = 2 x after TESSEL_US microseconds of work a call (a spin on
+// the thread's CPU clock: the slow kernel a cheat wants to hide), and logs "seccomp N" (its
+// process's Seccomp line of /proc/self/status: 2 under a filter, 0 without) once per process:
+//   pk_honest        the control
+//   pk_threads       honest, with OpenMP (compiled with -fopenmp): two
+//                    threads each spin half the time and compute half of y,
+//                    so its process's CPU time is its work's
+//   pk_fork_workers  on its first call forks one worker per CPU of the
+//                    machine (8 at most), each widening its affinity to
+//                    every CPU, sharing the tensors (the loader maps them
+//                    shared); each call, on a word from the kernel, each
+//                    worker does its share of the work and of y, and
+//                    answers. Their CPU time is not the kernel process's,
+//                    and their affinity not checked: the CPU rule saw none
+//                    of their work, on CPUs the timing was not given. When fork fails
+//                    it logs "fork failed: ERROR" and throws
+//   pk_exec          on its first call runs a shell in its process's place
+//                    (execv), which logs "exec ran"; when that fails it logs
+//                    "exec failed: ERROR" and computes
+//   pk_system        on its first call runs a shell command by system(3)
+//                    (posix_spawn: its clone made with every signal
+//                    blocked), which logs "system ran"; then computes
+//   pk_ptrace        on its first call attaches to its parent (the timing
+//                    parent, or the loader: as root, whatever the parent
+//                    set) and reads a word of its memory, then detaches
+//                    ("ptrace attached"), and reads it by process_vm_readv
+//                    ("read parent's memory"), and through /proc/PID/mem
+//                    ("read parent's memory through /proc"); a failure logs
+//                    "ptrace failed: ERROR" or "process_vm_readv failed:
+//                    ERROR". Then it computes
+// (The reference: redteam_kernels.cpp's twice_reference.)
+#include <tessel/cpu_kernel.hpp>
+
+#include "redteam_tricks.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TESSEL_US
+#define TESSEL_US 200
+#endif
+
+extern char** environ;
+
+namespace {
+
+void note(const std::string& line) {
+  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
+  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
+}
+
+/// Logs this process's seccomp mode, once.
+void note_seccomp() {
+  static const bool noted = [] {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Seccomp:", 0) == 0)
+        note("seccomp " + std::to_string(std::atoi(line.c_str() + 8)));
+    return true;
+  }();
+  (void)noted;
+}
+
+/// `us` microseconds of this thread's CPU time (work: a thread that is not
+/// running does none of it).
+void spin(double us) {
+  const auto now = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  for (const double start = now(); now() - start < us * 1e-6;) {
+  }
+}
+
+/// Part `part` of `parts` of the work: its share of the spin, then its
+/// share of y = 2 x.
+void share(const float* x, float* y, std::int64_t n, int part, int parts) {
+  spin(static_cast<double>(TESSEL_US) / parts);
+  for (std::int64_t i = n * part / parts; i < n * (part + 1) / parts; ++i) y[i] = 2 * x[i];
+}
+
+void work(const tessel::cpu::kernel_args& a) {
+  note_seccomp();
+  share(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements(), 0, 1);
+}
+
+std::string error_text(int e) { return std::strerror(e); }
+
+}  // namespace
+
+void pk_honest(const tessel::cpu::kernel_args& a) { work(a); }
+
+void pk_threads(const tessel::cpu::kernel_args& a) {
+  note_seccomp();
+  const float* x = a.in(0).as<float>();
+  float* y = a.out(0).as<float>();
+  const std::int64_t n = a.in(0).elements();
+#pragma omp parallel num_threads(2)
+  {
+#ifdef _OPENMP
+#pragma omp for
+#endif
+    for (int part = 0; part < 2; ++part) share(x, y, n, part, 2);
+  }
+}
+
+namespace {
+
+/// pk_fork_workers' workers, one per CPU of the machine (8 at most): one
+/// pipe each way per worker.
+constexpr int most_workers = 8;
+int workers = 0;
+struct job {
+  const float* x;
+  float* y;
+  std::int64_t n;
+};
+int to_worker[most_workers], from_worker[most_workers];
+
+/// Widens the calling process's affinity to every CPU (the timing's pin is
+/// its parent's: the CPU rule checks the kernel's own process only).
+void every_cpu() {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  ::sched_setaffinity(0, sizeof all, &all);
+}
+
+/// Starts the workers; false (the error logged) when a fork fails.
+bool start_workers() {
+  workers = std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1, most_workers);
+  for (int w = 0; w < workers; ++w) {
+    int down[2], up[2];
+    if (::pipe(down) != 0 || ::pipe(up) != 0) return false;
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      note("fork failed: " + error_text(errno));
+      return false;
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the kernel's process's end is theirs
+      every_cpu();
+      for (job j{}; ::read(down[0], &j, sizeof j) == static_cast<ssize_t>(sizeof j);) {
+        share(j.x, j.y, j.n, w, workers);
+        const char done = 'd';
+        if (::write(up[1], &done, 1) != 1) break;
+      }
+      ::_exit(0);
+    }
+    to_worker[w] = down[1];
+    from_worker[w] = up[0];
+  }
+  note("forked workers");
+  return true;
+}
+
+}  // namespace
+
+void pk_fork_workers(const tessel::cpu::kernel_args& a) {
+  note_seccomp();
+  static const bool started = start_workers();
+  if (!started) throw std::runtime_error("cannot fork its workers");
+  const job j{a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements()};
+  for (int w = 0; w < workers; ++w)
+    if (::write(to_worker[w], &j, sizeof j) != static_cast<ssize_t>(sizeof j))
+      throw std::runtime_error("a worker is gone");
+  for (int w = 0; w < workers; ++w) {
+    char done = 0;
+    if (::read(from_worker[w], &done, 1) != 1) throw std::runtime_error("a worker is gone");
+  }
+}
+
+void pk_exec(const tessel::cpu::kernel_args& a) {
+  static const bool tried = [] {
+    const char* argv[] = {"sh", "-c", "echo 'exec ran' >> \"$TESSEL_REDTEAM_LOG\"", nullptr};
+    ::execv("/bin/sh", const_cast<char* const*>(argv));
+    note("exec failed: " + error_text(errno));
+    return true;
+  }();
+  (void)tried;
+  work(a);
+}
+
+void pk_system(const tessel::cpu::kernel_args& a) {
+  static const int ran = std::system("echo 'system ran' >> \"$TESSEL_REDTEAM_LOG\"");
+  (void)ran;
+  work(a);
+}
+
+void pk_ptrace(const tessel::cpu::kernel_args& a) {
+  static const bool tried = [] {
+    const pid_t parent = ::getppid();
+    // A word every fork of the loader holds at the same address: environ.
+    auto* const address = reinterpret_cast<void*>(&environ);
+    if (::ptrace(PTRACE_ATTACH, parent, nullptr, nullptr) == 0) {
+      int status = 0;
+      ::waitpid(parent, &status, __WALL);
+      errno = 0;
+      const long word = ::ptrace(PTRACE_PEEKDATA, parent, address, nullptr);
+      if (errno == 0 && word != 0) note("ptrace attached");
+      ::ptrace(PTRACE_DETACH, parent, nullptr, nullptr);
+    } else {
+      note("ptrace failed: " + error_text(errno));
+    }
+    long word = 0;
+    iovec local{&word, sizeof word}, remote{address, sizeof word};
+    if (::process_vm_readv(parent, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof word))
+      note("read parent's memory");
+    else
+      note("process_vm_readv failed: " + error_text(errno));
+    if (tessel_redteam::read_memory(tessel_redteam::machine_parent()))
+      note("read parent's memory through /proc");
+    return true;
+  }();
+  (void)tried;
+  work(a);
+}
