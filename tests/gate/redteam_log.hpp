@@ -95,7 +95,7 @@ inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix) {
   o.cpus = "off";
   o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.kill_grace_s = 0.2;
-  o.environment = {{"TESSEL_REDTEAM_LOG", log.string()}};
+  o.environment["TESSEL_REDTEAM_LOG"] = log.string();
   const auto s = tessel::parse_space("space twice { const N = 4096  param us : {200} }");
   tessel::cpu_backend b(o);
   b.prepare(s);
