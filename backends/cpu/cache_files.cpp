@@ -16,6 +16,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/sendfile.h>
+#endif
 #include <unistd.h>
 
 namespace tessel::detail {
@@ -66,9 +69,19 @@ bool write_all(int fd, const char* data, std::size_t size) {
   return true;
 }
 
-/// Copies what remains of `from` to `to`.
+/// Copies what remains of `from` to `to`: in the kernel (sendfile) where it
+/// can, else through a buffer.
 bool copy_all(int from, int to) {
-  std::array<char, 1 << 16> buffer{};
+#ifdef __linux__
+  for (;;) {
+    const auto n = ::sendfile(to, from, nullptr, std::size_t{1} << 30);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    if (n == 0) return true;
+    if (errno != EINVAL && errno != ENOSYS) return false;
+    break;  // not between these files: nothing was copied
+  }
+#endif
+  std::array<char, 1 << 16> buffer;  // NOLINT(cppcoreguidelines-pro-type-member-init): read into
   for (;;) {
     const auto n = ::read(from, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
