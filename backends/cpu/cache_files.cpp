@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #ifdef __linux__
@@ -90,12 +91,18 @@ bool copy_all(int from, int to) {
   }
 }
 
-/// A descriptor of the regular file `path` to read; -1 when it cannot be
-/// opened or is something else (a link, a FIFO: opened without waiting).
-int open_regular(const fs::path& path) {
+/// A descriptor of the regular file `path` to read, locked `lock` (flock);
+/// -1 when it cannot be opened or locked, is something else (a link, a
+/// FIFO: opened without waiting), or `path` names another file once it is
+/// locked (removed or replaced meanwhile).
+int open_regular(const fs::path& path, int lock) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
   struct stat st {};
-  if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+  struct stat named {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::flock(fd, lock) != 0 ||
+      ::lstat(path.c_str(), &named) != 0 || named.st_ino != st.st_ino ||
+      named.st_dev != st.st_dev) {
     ::close(fd);
     return -1;
   }
@@ -145,10 +152,19 @@ std::size_t remove_leftovers_of_dead(const fs::path& dir) {
   return removed;
 }
 
+bool remove_unless_in_use(const fs::path& file) {
+  const int fd = open_regular(file, LOCK_EX | LOCK_NB);
+  std::error_code ec;
+  const bool removed = fd >= 0 ? fs::remove(file, ec) : !fs::exists(file, ec);
+  if (fd >= 0) ::close(fd);
+  return removed;
+}
+
 std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
-  const int source = open_regular(from);
+  const int source = open_regular(from, LOCK_SH);
   if (source < 0) return nullptr;
   std::shared_ptr<sealed_file> out(new sealed_file());
+  out->lease_ = source;
 #ifdef __linux__
   out->fd_ = sealed_copy(source);
   // /proc/self: tessel's own descriptor here, and the run's, which inherits
@@ -164,7 +180,6 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
         mapped >= 0 && ::lseek(source, 0, SEEK_SET) == 0 && copy_all(source, mapped);
     if (!copied) {
       const auto why = std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): a message
-      ::close(source);
       if (mapped >= 0) ::close(mapped);
       throw error(fmt::format("backend cpu: cannot copy {} to {}: {}", from.string(),
                               out->path_.string(), why));
@@ -174,7 +189,6 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
     ::close(mapped);
     mapped = ::open(out->path_.c_str(), O_RDONLY | O_CLOEXEC);
   }
-  ::close(source);
   struct stat st {};
   const bool sized = mapped >= 0 && ::fstat(mapped, &st) == 0;
   if (sized && st.st_size > 0) {
@@ -196,6 +210,7 @@ std::string_view sealed_file::bytes() const noexcept {
 
 sealed_file::~sealed_file() {
   if (map_ != nullptr) ::munmap(map_, size_);
+  if (lease_ >= 0) ::close(lease_);
   std::error_code ec;
   if (fd_ >= 0)
     ::close(fd_);

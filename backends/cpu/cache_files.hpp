@@ -24,6 +24,11 @@ namespace tessel::detail {
 /// share a cache must see each other's. Returns how many it removed.
 std::size_t remove_leftovers_of_dead(const std::filesystem::path& dir);
 
+/// Removes the build `file` unless a process holds it in use (a
+/// sealed_file copied from it, in any process: its shared lock); true when
+/// it is gone.
+bool remove_unless_in_use(const std::filesystem::path& file);
+
 /// Bytes no process can change, for a run: a memfd sealed against every
 /// write (Linux), named /proc/self/fd/N, a path that opens it in tessel and
 /// in a run that inherits descriptor N (fd(); process_request::inherited:
@@ -35,8 +40,10 @@ class sealed_file {
  public:
   /// A copy of the bytes of the regular file `from` (opened without
   /// following a link, never waiting on a FIFO); nullptr when it cannot be
-  /// opened or is no regular file (in the cache: a miss, not an error).
-  /// Throws tessel::error when no copy can be made.
+  /// opened, is no regular file or was removed meanwhile (in the cache: a
+  /// miss, not an error). `from` stays in use while this lives (a shared
+  /// lock, which remove_unless_in_use respects). Throws tessel::error when
+  /// no copy can be made.
   [[nodiscard]] static std::shared_ptr<const sealed_file> copy_of(
       const std::filesystem::path& from);
   ~sealed_file();
@@ -58,6 +65,7 @@ class sealed_file {
  private:
   sealed_file() = default;
   int fd_ = -1;
+  int lease_ = -1;  ///< `from`, locked shared
   std::filesystem::path path_;
   void* map_ = nullptr;
   std::size_t size_ = 0;

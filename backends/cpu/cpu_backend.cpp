@@ -189,6 +189,9 @@ void cpu_options::validate() const {
         "cpu_options",
         "a kernel file needs a reference=FILE.cpp:FUNCTION for the gate (or gate=false)");
   if (warmup == 0) throw options_error("cpu_options::warmup", "must be >= 1");
+  if (!(cache_limit_mb >= 0) || !std::isfinite(cache_limit_mb))
+    throw options_error("cpu_options::cache_limit_mb",
+                        "must be a number of MiB >= 0 (0: no limit)");
   if (!(min_sample_s > 0) || !(run_timeout_s > 0) || !(compile_timeout_s > 0) ||
       !(kill_grace_s >= 0))
     throw options_error(
@@ -359,6 +362,7 @@ void cpu_backend::prepare(const space& s) {
   t.libraries = split_command(x.o.libraries);
   t.cache_dir = fs::absolute(x.o.cache_dir.empty() ? ".tessel-cpu-cache" : x.o.cache_dir);
   t.timeout_s = x.o.compile_timeout_s;
+  t.cache_limit_bytes = static_cast<std::uintmax_t>(x.o.cache_limit_mb * 1024 * 1024);
   t.kill_grace_s = x.o.kill_grace_s;
   x.tools = std::make_unique<detail::toolchain>(std::move(t));
   x.pick_kernel(s, constants);

@@ -264,7 +264,51 @@ lookup look_up(const fs::path& stem) {
   out.built = built;
   out.sealed = std::move(sealed);
   out.message = std::move(message).value_or("");
+  // Its use, for trim_builds: the least recently used go first.
+  std::error_code ec;
+  fs::last_write_time(stem.string() + ".manifest", fs::file_time_type::clock::now(), ec);
   return out;
+}
+
+/// `path`'s size, 0 when it has none (gone).
+std::uintmax_t size_of(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
+/// Keeps the builds folder `dir` under `limit` bytes, when it is over:
+/// removes keys in the order of their manifests' last use (a hit touches
+/// its manifest), each manifest with its unit (KEY.cpp) and the outcome it
+/// names, skipping a key whose outcome is in use (remove_unless_in_use).
+void trim_builds(const fs::path& dir, std::uintmax_t limit) {
+  std::uintmax_t total = 0;
+  std::vector<std::pair<fs::file_time_type, fs::path>> manifests;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    total += size_of(e.path());
+    std::error_code when;
+    if (e.path().extension() == ".manifest")
+      manifests.emplace_back(fs::last_write_time(e.path(), when), e.path());
+  }
+  std::sort(manifests.begin(), manifests.end());
+  for (auto it = manifests.begin(); total > limit && it != manifests.end(); ++it) {
+    const auto& manifest = it->second;
+    const auto text = read_bytes(manifest).value_or("");
+    std::string_view rest(text);
+    (void)next_line(rest);
+    const auto kind = split_word(next_line(rest));
+    const auto key = manifest.stem().string();
+    fs::path outcome;
+    if (kind && kind->second.starts_with(key + "-") && kind->second.find('/') == std::string::npos)
+      outcome = dir / kind->second;
+    const auto unit = dir / (key + ".cpp");
+    const auto sizes = size_of(outcome) + size_of(manifest) + size_of(unit);
+    if (!outcome.empty() && !remove_unless_in_use(outcome)) continue;
+    fs::remove(manifest, ec);
+    fs::remove(unit, ec);
+    total -= std::min(total, sizes);
+  }
 }
 
 }  // namespace
@@ -400,6 +444,9 @@ build_result toolchain::build(const std::string& source, const std::vector<std::
         "the compiler ran past {} s and was killed (the compile limit; change it with "
         "--backend-set compile_timeout=S or cpu_options::compile_timeout_s)",
         o_.timeout_s);
+  // After a compile, never on a hit; the new build is in use (out.sealed).
+  if (!out.cached && o_.cache_limit_bytes > 0)
+    trim_builds(o_.cache_dir / "build", o_.cache_limit_bytes);
   return out;
 }
 

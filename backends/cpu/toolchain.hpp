@@ -27,6 +27,9 @@ struct toolchain_options {
   std::vector<std::string> flags;      ///< before the source
   std::vector<std::string> libraries;  ///< after the source
   std::filesystem::path cache_dir;
+  /// Bytes cache_dir/build is kept under after each compile (trim_builds);
+  /// 0: no limit.
+  std::uintmax_t cache_limit_bytes = 0;
   double timeout_s = 120;
   double kill_grace_s = 1;
   /// Also hash the system headers a compile read (-MD, not -MMD) into its
