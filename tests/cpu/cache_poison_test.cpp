@@ -381,6 +381,23 @@ TEST_CASE("cpu cache: what a process that is gone left in the cache is removed a
   for (const auto& path : others) CHECK_MESSAGE(fs::exists(path), path);
 }
 
+TEST_CASE("cpu cache: as a user who is not root, another user's running process keeps its own") {
+  // kill(PID, 0) on another user's process is refused (EPERM), not ESRCH:
+  // it runs, and what it named stays; a dead one's still goes.
+  if (!may_become_another_user()) return;
+  const shared_fixture f;
+  CHECK(exit_code_as_user(nobody, [&f] {
+          if (const int failed = study_exit_code(f, "as nobody")) return failed;
+          const auto build = fs::path(f.o.cache_dir) / "build";
+          const auto init = build / "0123-4567.so.1-0.tmp";  // PID 1: root's, running
+          const auto gone = build / "0123-4567.so.999999999-0.tmp";
+          write(init, "a running process's");
+          write(gone, "left by a killed process");
+          if (const int failed = study_exit_code(f, "as nobody, again")) return failed;
+          return fs::exists(init) && !fs::exists(gone) ? 0 : 15;
+        }) == 0);
+}
+
 TEST_CASE("cpu cache: another version's headers in the same cache are left as they are") {
   scaled_fixture f;
   const auto cache = fs::path(f.o.cache_dir);
