@@ -204,6 +204,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   o.flags = read.text("flags").value_or(o.flags);
   o.libraries = read.text("libs").value_or("");
   o.cache_dir = read.text("cache_dir").value_or("");
+  o.cache_limit_mb = read.number("cache_limit").value_or(o.cache_limit_mb);
   o.cpus = read.text("cpus").value_or(o.cpus);
   o.compile_jobs = read.count("compile_jobs", 1).value_or(0);
   read_limits(read, o);
@@ -221,6 +222,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   return read.validated({{"cpu_options::cpus", "cpus"},
                          {"cpu_options::kernel", "kernel"},
                          {"cpu_options::reference", "reference"},
+                         {"cpu_options::cache_limit_mb", "cache_limit"},
                          {"gate_options::tolerance_scale", "tolerance_scale"}},
                         [&] { return std::make_shared<cpu_backend>(std::move(o)); });
 }

@@ -189,6 +189,9 @@ void cpu_options::validate() const {
         "cpu_options",
         "a kernel file needs a reference=FILE.cpp:FUNCTION for the gate (or gate=false)");
   if (warmup == 0) throw options_error("cpu_options::warmup", "must be >= 1");
+  if (!(cache_limit_mb >= 0) || !std::isfinite(cache_limit_mb))
+    throw options_error("cpu_options::cache_limit_mb",
+                        "must be a number of MiB >= 0 (0: no limit)");
   if (!(min_sample_s > 0) || !(run_timeout_s > 0) || !(compile_timeout_s > 0) ||
       !(kill_grace_s >= 0))
     throw options_error(
@@ -238,11 +241,12 @@ struct cpu_backend::impl {
   /// Runs the session's gate calls on the compile CPUs, judging each, and
   /// gives the verdict on them: nullopt when it passed, else the failure.
   std::optional<measurement> gate_calls(gate_session& session, detail::session_files& files,
-                                        const fs::path& library, cost& paid);
+                                        const detail::sealed_file& library, cost& paid);
   /// Times `library` on `inputs` (racing unless `full`), one timing at a
   /// time, the inputs changed between calls by the loop rule from `loop_seed`.
-  detail::loader_run time(const fs::path& library, const std::vector<std::string>& inputs,
-                          bool full, std::uint64_t loop_seed) const;
+  detail::loader_run time(const detail::sealed_file& library,
+                          const std::vector<std::string>& inputs, bool full,
+                          std::uint64_t loop_seed) const;
 };
 
 cpu_backend::cpu_backend(options o) : impl_(std::make_unique<impl>()) {
@@ -358,6 +362,7 @@ void cpu_backend::prepare(const space& s) {
   t.libraries = split_command(x.o.libraries);
   t.cache_dir = fs::absolute(x.o.cache_dir.empty() ? ".tessel-cpu-cache" : x.o.cache_dir);
   t.timeout_s = x.o.compile_timeout_s;
+  t.cache_limit_bytes = static_cast<std::uintmax_t>(x.o.cache_limit_mb * 1024 * 1024);
   t.kill_grace_s = x.o.kill_grace_s;
   x.tools = std::make_unique<detail::toolchain>(std::move(t));
   x.pick_kernel(s, constants);
@@ -405,7 +410,7 @@ void cpu_backend::prepare(const space& s) {
     if (!built.note.empty()) notes.push_back(built.note);
     guard->add(built.library);
     x.user_reference = [&x, library = built.sealed](const std::vector<std::string>& files) {
-      auto r = detail::run_loader(x.setup, library->path(), files, x.other_cpus, std::nullopt).run;
+      auto r = detail::run_loader(x.setup, *library, files, x.other_cpus, std::nullopt).run;
       if (r.status == status::suspicious)  // a rule of the call broken: the user's fault
         r.message = "the reference broke a rule every kernel keeps: " + r.message;
       else if (r.status != status::ok)
@@ -447,7 +452,8 @@ std::optional<measurement> cpu_backend::impl::build(const space& s, const config
 
 std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
                                                          detail::session_files& files,
-                                                         const fs::path& library, cost& paid) {
+                                                         const detail::sealed_file& library,
+                                                         cost& paid) {
   const slot_lease lease(*compile_slots);
   const auto& calls = session.calls();
   for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -465,7 +471,7 @@ std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
   return std::nullopt;
 }
 
-detail::loader_run cpu_backend::impl::time(const fs::path& library,
+detail::loader_run cpu_backend::impl::time(const detail::sealed_file& library,
                                            const std::vector<std::string>& inputs, bool full,
                                            std::uint64_t loop_seed) const {
   detail::loader_timing t;
@@ -494,10 +500,9 @@ measurement cpu_backend::impl::evaluate(const space& s, const config& c, bool fu
 measurement cpu_backend::impl::measure(const space& s, const config& c, bool full,
                                        std::string& note) {
   cost paid;
-  // The kernel's build runs from the cache, its bytes checked by the lookup
-  // (from its sealed copy when the cache does not keep it): unlike the
-  // loader's and the reference's, a swap between that check and the loads
-  // is not closed (docs/cpu.md, "Limits").
+  // The kernel's build runs from its sealed copy, like the loader and the
+  // reference: the bytes the lookup checked (or the compiler wrote) are the
+  // bytes every run loads (docs/cpu.md, "A poisoned cache is not trusted").
   detail::build_result built;
   measurement notes;
   const auto fail = [&](measurement m) {
@@ -506,7 +511,7 @@ measurement cpu_backend::impl::measure(const space& s, const config& c, bool ful
     return m;
   };
   if (auto failed = build(s, c, paid, built, notes, note)) return *failed;
-  const auto& library = built.library;
+  const auto& library = *built.sealed;
   const auto spec = spec_for(s, c);
   std::optional<gate_session> session;
   std::optional<detail::session_files> files;

@@ -3,7 +3,6 @@
 
 #include "command/process.hpp"
 #include "command/protocol.hpp"
-#include "cpu/toolchain.hpp"
 
 #include <tessel/error.hpp>
 
@@ -75,9 +74,10 @@ answer_lines answer_of(const std::string& output, const std::string& token) {
   return out;
 }
 
-std::vector<std::string> arguments(const loader_setup& setup, const fs::path& library,
+std::vector<std::string> arguments(const loader_setup& setup, const sealed_file& library,
                                    const fs::path& dir, const std::optional<loader_timing>& t) {
-  std::vector<std::string> args{setup.loader.string(), library.string(), t ? "time" : "run"};
+  std::vector<std::string> args{setup.loader->path().string(), library.path().string(),
+                                t ? "time" : "run"};
   for (const auto& in : setup.inputs)
     args.insert(args.end(), {"--in", std::string(to_string(in.type)), dims_of(in),
                              (dir / (in.name + ".npy")).string()});
@@ -100,7 +100,7 @@ std::vector<std::string> arguments(const loader_setup& setup, const fs::path& li
 
 }  // namespace
 
-loader_run run_loader(const loader_setup& setup, const fs::path& library,
+loader_run run_loader(const loader_setup& setup, const sealed_file& library,
                       const std::vector<std::string>& inputs, const std::vector<int>& cpus,
                       const std::optional<loader_timing>& timing) {
   const scratch_dir dir("tessel-cpu");
@@ -109,9 +109,8 @@ loader_run run_loader(const loader_setup& setup, const fs::path& library,
         .write(inputs[i].data(), static_cast<std::streamsize>(inputs[i].size()));
   process_request request;
   request.arguments = arguments(setup, library, dir.path(), timing);
-  for (const auto* path :
-       {&setup.loader, &library})  // the loader's and a reference's sealed copies
-    if (const auto fd = sealed_file::descriptor_of(*path)) request.inherited.push_back(*fd);
+  for (const auto* copy : {setup.loader.get(), &library})  // a private file has none
+    if (copy->fd() >= 0) request.inherited.push_back(copy->fd());
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.environment.emplace_back(*e);
   for (const auto& [name, value] : setup.environment) {
     const std::string prefix = name + "=";  // (clang 14 cannot capture a structured binding)

@@ -5,6 +5,7 @@
 // never an exception. Private to the cpu backend.
 #pragma once
 
+#include "cpu/cache_files.hpp"
 #include "gated/file_gate.hpp"
 #include "gated/file_guard.hpp"
 
@@ -21,7 +22,8 @@ namespace tessel::detail {
 
 /// What every loader run of one kernel shares.
 struct loader_setup {
-  std::filesystem::path loader;
+  /// The loader's sealed copy: exec'd as its path, its descriptor inherited.
+  std::shared_ptr<const sealed_file> loader;
   /// The loader and a user reference's library, checked around every run
   /// (gated/file_guard.hpp); null: none. Shared by the kernel's runs: each
   /// run's check changes it (it is thread-safe).
@@ -56,9 +58,10 @@ struct loader_run {
   std::uint64_t calls = 0;
 };
 
-/// Runs `library` on `inputs` (.npy bytes, one per setup.inputs) on `cpus`
-/// (empty: not pinned). Thread-safe.
-[[nodiscard]] loader_run run_loader(const loader_setup& setup, const std::filesystem::path& library,
+/// Runs `library` (a build's sealed copy: the loader loads its path, and the
+/// run inherits its descriptor and the loader's) on `inputs` (.npy bytes,
+/// one per setup.inputs) on `cpus` (empty: not pinned). Thread-safe.
+[[nodiscard]] loader_run run_loader(const loader_setup& setup, const sealed_file& library,
                                     const std::vector<std::string>& inputs,
                                     const std::vector<int>& cpus,
                                     const std::optional<loader_timing>& timing);

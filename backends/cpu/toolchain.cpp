@@ -16,31 +16,19 @@
 #include <boost/uuid/uuid_io.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <optional>
 #include <tuple>
 
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 extern "C" char** environ;  // NOLINT: POSIX
 
 namespace tessel::detail {
 namespace fs = std::filesystem;
 namespace {
-
-/// How a sealed copy is named (sealed_file): "/proc/self/fd/" and its descriptor.
-constexpr std::string_view proc_self_fd = "/proc/self/fd/";
 
 std::vector<std::string> inherited_environment() {
   std::vector<std::string> out;
@@ -82,29 +70,6 @@ std::string head_of(std::string_view text, std::size_t lines, std::size_t bytes)
   if (out.size() < text.size() && text.find_first_not_of(" \n", out.size()) != std::string::npos)
     out += "\n...";
   return out;
-}
-
-/// A name no other thread or process uses: for a temporary beside `path`.
-std::string private_name(const fs::path& path, std::string_view what) {
-  static std::atomic<std::uint64_t> counter{0};
-  return path.string() + fmt::format(".{}-{}.{}", ::getpid(), counter.fetch_add(1), what);
-}
-
-/// Removes the builds earlier versions of tessel left in `dir` unkept
-/// (private_name "uncached": KEY.PID-N.uncached.so) by processes that are
-/// no longer running; this version runs such a build from its sealed copy.
-void remove_stale_uncached(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const auto name = e.path().filename().string();
-    const auto mark = name.find(".uncached");
-    const auto dash = name.rfind('-', mark);
-    const auto dot = dash == std::string::npos ? dash : name.rfind('.', dash);
-    if (mark == std::string::npos || dot == std::string::npos) continue;
-    const auto pid = std::strtol(name.c_str() + dot + 1, nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      fs::remove(e.path(), ec);
-  }
 }
 
 /// Writes atomically: a private temporary, then a rename.
@@ -256,10 +221,11 @@ bool unchanged(std::string_view lines) {
 /// (what the compile left beside it: a build or a compiler's message) and
 /// "HASH SIZE" (a fingerprint of its bytes); then the files the compile read.
 struct lookup {
-  /// A hit: whether it built, the file and its checked bytes.
+  /// A hit: whether it built; a build's sealed copy, whose own bytes were
+  /// checked, or the compiler's message.
   bool hit = false, built = false;
-  fs::path file;
-  std::string bytes;
+  std::shared_ptr<const sealed_file> sealed;
+  std::string message;
   /// The file a manifest names (of any version, hit or not): removed when a
   /// new manifest replaces it. Only names of stem's own outcomes count.
   fs::path named;
@@ -281,9 +247,13 @@ lookup look_up(const fs::path& stem) {
   const auto recorded = next_line(rest);
   if (!current || (kind->first != "built" && kind->first != "compile_error") || !unchanged(rest))
     return out;
-  auto bytes = read_bytes(out.named);
-  if (!bytes) return out;
-  if (fingerprint(*bytes) != recorded) {
+  // A build is checked in its sealed copy, which is what a run loads: a
+  // swap of the cache's file after this check is never run.
+  const bool built = kind->first == "built";
+  auto sealed = built ? sealed_file::copy_of(out.named) : nullptr;
+  auto message = built ? std::nullopt : read_bytes(out.named);
+  if (!sealed && !message) return out;
+  if (fingerprint(sealed ? sealed->bytes() : *message) != recorded) {
     out.note = fmt::format(
         "{} did not hold the bytes its manifest recorded (it was changed after it was built); "
         "it is not used, and was built again",
@@ -291,10 +261,54 @@ lookup look_up(const fs::path& stem) {
     return out;
   }
   out.hit = true;
-  out.built = kind->first == "built";
-  out.file = out.named;
-  out.bytes = std::move(*bytes);
+  out.built = built;
+  out.sealed = std::move(sealed);
+  out.message = std::move(message).value_or("");
+  // Its use, for trim_builds: the least recently used go first.
+  std::error_code ec;
+  fs::last_write_time(stem.string() + ".manifest", fs::file_time_type::clock::now(), ec);
   return out;
+}
+
+/// `path`'s size, 0 when it has none (gone).
+std::uintmax_t size_of(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
+/// Keeps the builds folder `dir` under `limit` bytes, when it is over:
+/// removes keys in the order of their manifests' last use (a hit touches
+/// its manifest), each manifest with its unit (KEY.cpp) and the outcome it
+/// names, skipping a key whose outcome is in use (remove_unless_in_use).
+void trim_builds(const fs::path& dir, std::uintmax_t limit) {
+  std::uintmax_t total = 0;
+  std::vector<std::pair<fs::file_time_type, fs::path>> manifests;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    total += size_of(e.path());
+    std::error_code when;
+    if (e.path().extension() == ".manifest")
+      manifests.emplace_back(fs::last_write_time(e.path(), when), e.path());
+  }
+  std::sort(manifests.begin(), manifests.end());
+  for (auto it = manifests.begin(); total > limit && it != manifests.end(); ++it) {
+    const auto& manifest = it->second;
+    const auto text = read_bytes(manifest).value_or("");
+    std::string_view rest(text);
+    (void)next_line(rest);
+    const auto kind = split_word(next_line(rest));
+    const auto key = manifest.stem().string();
+    fs::path outcome;
+    if (kind && kind->second.starts_with(key + "-") && kind->second.find('/') == std::string::npos)
+      outcome = dir / kind->second;
+    const auto unit = dir / (key + ".cpp");
+    const auto sizes = size_of(outcome) + size_of(manifest) + size_of(unit);
+    if (!outcome.empty() && !remove_unless_in_use(outcome)) continue;
+    fs::remove(manifest, ec);
+    fs::remove(unit, ec);
+    total -= std::min(total, sizes);
+  }
 }
 
 }  // namespace
@@ -323,64 +337,6 @@ std::string content_key(std::string_view text) {
   return u;
 }
 
-sealed_file::sealed_file(std::string_view bytes, const fs::path& near) {
-#ifdef __linux__
-  // MFD_EXEC (Linux 6.3; older headers lack it): executable even where the
-  // system makes memfds non-executable by default. An older kernel refuses it.
-  constexpr unsigned exec = 0x10U;
-  int fd = ::memfd_create("tessel-build", MFD_CLOEXEC | MFD_ALLOW_SEALING | exec);
-  if (fd < 0 && errno == EINVAL)
-    fd = ::memfd_create("tessel-build", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd >= 0) {
-    std::string_view rest = bytes;
-    while (!rest.empty()) {
-      const auto n = ::write(fd, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-    // Sealed, then opened again read-only and the writable descriptor
-    // closed: exec refuses a file that something holds open to write.
-    constexpr int seals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-    const int read_only =
-        rest.empty() && ::fcntl(fd, F_ADD_SEALS, seals) == 0
-            ? ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC)
-            : -1;
-    ::close(fd);
-    if (read_only >= 0) {
-      fd_ = read_only;
-      // /proc/self: tessel's own descriptor here, and the run's, which
-      // inherits it under the same number (descriptor_of): a run in a user
-      // namespace of its own may not open tessel's /proc/PID/fd.
-      path_ = fmt::format("{}{}", proc_self_fd, fd_);
-      return;
-    }
-  }
-#endif
-  path_ = private_name(near / "run", "copy");
-  write_atomically(path_, bytes);
-  fs::permissions(path_, fs::perms::owner_all);
-}
-
-std::optional<int> sealed_file::descriptor_of(const fs::path& path) {
-  const auto text = path.native();
-  if (!text.starts_with(proc_self_fd)) return std::nullopt;
-  int fd = -1;
-  const auto* first = text.data() + proc_self_fd.size();
-  const auto* last = text.data() + text.size();
-  const auto [end, ec] = std::from_chars(first, last, fd);
-  if (ec != std::errc() || end != last || fd < 0) return std::nullopt;
-  return fd;
-}
-
-sealed_file::~sealed_file() {
-  std::error_code ec;
-  if (fd_ >= 0)
-    ::close(fd_);
-  else
-    fs::remove(path_, ec);
-}
-
 toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   compiler_path_ = find_compiler(o_.compiler);
   process_request version;
@@ -406,7 +362,7 @@ toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {
   if (ec)
     throw error(fmt::format("backend cpu: cannot create the cache folder {}: {}",
                             o_.cache_dir.string(), ec.message()));
-  remove_stale_uncached(o_.cache_dir / "build");
+  remove_leftovers_of_dead(o_.cache_dir);
   for (const auto* header :
        {"tessel/cpu_kernel.hpp", "tessel/race_rule.hpp", "tessel/loop_rule.hpp"})
     (void)write_file(fmt::format("include/{}", header), cpu_embedded_text(header));
@@ -488,6 +444,9 @@ build_result toolchain::build(const std::string& source, const std::vector<std::
         "the compiler ran past {} s and was killed (the compile limit; change it with "
         "--backend-set compile_timeout=S or cpu_options::compile_timeout_s)",
         o_.timeout_s);
+  // After a compile, never on a hit; the new build is in use (out.sealed).
+  if (!out.cached && o_.cache_limit_bytes > 0)
+    trim_builds(o_.cache_dir / "build", o_.cache_limit_bytes);
   return out;
 }
 
@@ -500,11 +459,11 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
   if (found.hit) {
     out.cached = true;
     if (found.built) {
-      out.library = found.file;
-      out.sealed = std::make_shared<const sealed_file>(found.bytes, stem.parent_path());
+      out.library = found.named;
+      out.sealed = std::move(found.sealed);
     } else {
       out.status = status::compile_error;
-      out.message = std::move(found.bytes);
+      out.message = std::move(found.message);
     }
     return out;
   }
@@ -576,21 +535,22 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
       write_atomically(name, out.message);
       keep(name, "compile_error", out.message);
     }
-  } else if (auto bytes = read_bytes(tmp); !bytes) {
+  } else if (auto sealed = sealed_file::copy_of(tmp); !sealed) {
     out.status = status::compile_error;
     out.message = fmt::format("the compiler's output {} cannot be read", tmp.string());
   } else {
-    // What is run is these bytes, sealed; on disk, a build named by what it
-    // was built from (two processes that built the same files write the
-    // same name, a manifest names only its own build) or, when it is not
-    // kept (`lines` unknown), none.
-    out.sealed = std::make_shared<const sealed_file>(*bytes, stem.parent_path());
+    // What is run is the sealed copy, and what the manifest records is the
+    // copy's own bytes; on disk, a build named by what it was built from
+    // (two processes that built the same files write the same name, a
+    // manifest names only its own build) or, when it is not kept (`lines`
+    // unknown), none.
+    out.sealed = std::move(sealed);
     out.library = out.sealed->path();
     if (lines) {
       out.library =
           fmt::format("{}-{}{}", stem.string(), content_key(*lines).substr(0, 16), suffix);
       fs::rename(tmp, out.library);
-      keep(out.library, "built", *bytes);
+      keep(out.library, "built", out.sealed->bytes());
     }
   }
   fs::remove(tmp, ec);

@@ -3,10 +3,12 @@
 // the text, what it includes, the compiler's identity, the flags and the
 // host's CPU model, and reused only while every file the compile read is
 // unchanged and the build itself holds the bytes its manifest recorded (a
-// manifest beside each build). What is run is a sealed copy of the checked
-// bytes. Also builds the loader (loader.cpp) once per cache, by the same
-// rule. Private to the cpu backend.
+// manifest beside each build). What is run is a sealed copy of the build,
+// and what is checked is that copy's own bytes. Also builds the loader (loader.cpp) once per cache,
+// by the same rule. Private to the cpu backend.
 #pragma once
+
+#include "cpu/cache_files.hpp"
 
 #include <tessel/measurement.hpp>
 
@@ -15,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct toolchain_options {
   std::vector<std::string> flags;      ///< before the source
   std::vector<std::string> libraries;  ///< after the source
   std::filesystem::path cache_dir;
+  /// Bytes cache_dir/build is kept under after each compile (trim_builds);
+  /// 0: no limit.
+  std::uintmax_t cache_limit_bytes = 0;
   double timeout_s = 120;
   double kill_grace_s = 1;
   /// Also hash the system headers a compile read (-MD, not -MMD) into its
@@ -33,45 +37,22 @@ struct toolchain_options {
   bool hash_system_headers = false;
 };
 
-/// Bytes no process can change, for a run: a memfd sealed against every
-/// write (Linux), named /proc/self/fd/N, a path that opens it in tessel and
-/// in a run that inherits descriptor N (process_request::inherited; the
-/// loader execs it, dlopen opens it; descriptor_of gives N). Where memfds
-/// cannot be sealed, a private file beside `near`, removed with it.
-class sealed_file {
- public:
-  /// Copies `bytes`; throws tessel::error when neither can be made.
-  sealed_file(std::string_view bytes, const std::filesystem::path& near);
-  ~sealed_file();
-  sealed_file(const sealed_file&) = delete;
-  sealed_file& operator=(const sealed_file&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-  /// Whether it is a sealed memfd (else the private file).
-  [[nodiscard]] bool sealed() const noexcept { return fd_ >= 0; }
-  /// The descriptor a run must inherit to open `path`, when it names a
-  /// sealed copy (/proc/self/fd/N); nothing for any other path.
-  [[nodiscard]] static std::optional<int> descriptor_of(const std::filesystem::path& path);
-
- private:
-  int fd_ = -1;
-  std::filesystem::path path_;
-};
-
 /// One build's outcome.
 struct build_result {
   tessel::status status = tessel::status::ok;  ///< ok, compile_error or timeout
   std::string message;                         ///< the compiler's first lines when it failed
-  std::filesystem::path library;               ///< the .so in the cache, when ok
-  /// What to run, when ok: a sealed copy of the bytes the lookup checked or
-  /// the compiler wrote (run() is its path). Shared: it lives while a run
-  /// that holds it does.
+  /// The build in the cache, when ok (the sealed copy's path when the
+  /// cache does not keep it): what a file_guard watches, never what runs.
+  std::filesystem::path library;
+  /// What to run, when ok: a sealed copy of the build, whose own bytes the
+  /// lookup checked against its manifest or the manifest records. Shared:
+  /// it lives while a run that holds it does.
   std::shared_ptr<const sealed_file> sealed;
   double seconds = 0;  ///< the compiler's wall time (0 when cached)
   bool cached = false;
   /// What the cache found wrong and mended on the way ("" when nothing): a
   /// build that did not hold its manifest's bytes, tessel's own file changed.
   std::string note;
-  [[nodiscard]] const std::filesystem::path& run() const { return sealed->path(); }
 };
 
 class toolchain {
@@ -107,8 +88,8 @@ class toolchain {
                                                  std::string_view text) const;
 
   /// The loader to exec: its sealed copy.
-  [[nodiscard]] const std::filesystem::path& loader() const noexcept {
-    return loader_.sealed->path();
+  [[nodiscard]] const std::shared_ptr<const sealed_file>& loader() const noexcept {
+    return loader_.sealed;
   }
   /// The loader's build in the cache (what the sealed copy was checked against).
   [[nodiscard]] const std::filesystem::path& loader_file() const noexcept {

@@ -38,6 +38,10 @@ struct cpu_options {
   std::string flags = "-O3 -march=native";  ///< compiler flags (split shell-style)
   std::string libraries;                    ///< link flags after the source ("-lopenblas")
   std::string cache_dir;  ///< compiled kernels; "": .tessel-cpu-cache in the working folder
+  /// MiB the cache's builds (cache_dir/build) are kept under: after a
+  /// compile, the least recently used builds go first, never one a run of
+  /// any process holds (docs/cpu.md, "The cache's size"); 0: no limit.
+  double cache_limit_mb = 1024;
   /// CPUs the timed process is pinned to: "auto" (the last CPU this process
   /// may use; all of them when the space has a parameter `threads`), "all",
   /// "off" (no pinning), or a list "3" / "2,3" / "0-3". Compiles and gate

@@ -11,12 +11,19 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <array>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace {
@@ -54,6 +61,30 @@ struct scaled_fixture {
     return b.evaluate(s, c);
   }
 };
+
+/// scaled_fixture in a folder every user may read, its reference there too.
+struct shared_fixture : scaled_fixture {
+  shared_fixture() {
+    write(folder.path() / "reference.cpp", read_file(kernels_dir + "/reference.cpp"));
+    o.reference = (folder.path() / "reference.cpp").string() + ":twice_reference";
+    fs::permissions(folder.path(), fs::perms::all);
+  }
+};
+
+/// Whether this process may become another user (it is root); says so when not.
+bool may_become_another_user() {
+  if (::geteuid() == 0) return true;
+  MESSAGE("skipped: not root, so not able to become another user");
+  return false;
+}
+
+/// For a forked child: 0 when f's study is ok, else 11 and its message on
+/// stderr after `what`.
+int study_exit_code(const scaled_fixture& f, const char* what) {
+  const auto m = f.study();
+  if (!m.ok()) std::fprintf(stderr, "%s: %s\n", what, m.message.c_str());
+  return m.ok() ? 0 : 11;
+}
 
 }  // namespace
 
@@ -121,10 +152,11 @@ TEST_CASE("cpu cache: tessel's header overwritten in the cache is written again 
   CHECK(b.evaluate(s, s.from_json(R"({"us": 1})")).metrics.at("compile_cached") == 1);
 }
 
-TEST_CASE("cpu cache: the loader and the reference run from sealed copies of the checked bytes") {
-  scaled_fixture f;
-  // The reference says where its code and its process's program come from.
-  write(f.folder.path() / "where.cpp", R"(#include <tessel/cpu_kernel.hpp>
+namespace {
+
+/// A kernel (or reference) that says where its code and its process's
+/// program come from, as its failure: "library=PATH exe=PATH".
+constexpr std::string_view where_source = R"(#include <tessel/cpu_kernel.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
 #include <stdexcept>
@@ -137,15 +169,125 @@ void where(const tessel::cpu::kernel_args&) {
   throw std::runtime_error(std::string("library=") + info.dli_fname +
                            " exe=" + std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0));
 }
-)");
-  f.o.kernel = kernels_dir + "/kernels.cpp:twice";
-  f.o.reference = (f.folder.path() / "where.cpp").string() + ":where";
-  const auto m = f.study();
+)";
+
+/// A study whose kernel (`kernel`) or reference runs where_source: its
+/// measurement, failed with where_source's message.
+measurement where_study(const scaled_fixture& f, bool kernel) {
+  write(f.folder.path() / "where.cpp", where_source);
+  auto o = f.o;
+  const auto where = (f.folder.path() / "where.cpp").string() + ":where";
+  o.kernel = kernel ? where : kernels_dir + "/kernels.cpp:twice";
+  if (!kernel) o.reference = where;
+  cpu_backend b(o);
+  b.prepare(f.s);
+  return b.evaluate(f.s, f.c);
+}
+
+}  // namespace
+
+TEST_CASE("cpu cache: the loader, the reference and the kernel run from sealed copies") {
+  scaled_fixture f;
+  bool kernel = false;
+  SUBCASE("the reference") { kernel = false; }
+  // Until session 17 the kernel's own build was loaded from the cache.
+  SUBCASE("the kernel") { kernel = true; }
+  const auto m = where_study(f, kernel);
   INFO(m.message);
   REQUIRE(m.status != status::ok);
   CHECK(m.message.find("library=/proc/self/fd/") != std::string::npos);
   CHECK(m.message.find("exe=/memfd:tessel-build") != std::string::npos);
   CHECK(m.message.find(f.o.cache_dir) == std::string::npos);
+}
+
+TEST_CASE("cpu cache: a kernel's build swapped in the cache after its lookup is never loaded") {
+  // The kernel computes y = 2 x, then replaces every config's build in the
+  // cache (a unit that is not the reference's, "// no config") with bytes
+  // that are no library, as a kernel of another config running beside it
+  // could between this config's lookup and its loads. Until session 17 the
+  // next gate run loaded the swapped file ("cannot load the kernel").
+  scaled_fixture f;
+  write(f.folder.path() / "swapper.cpp", R"(#include <tessel/cpu_kernel.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+void swapper(const tessel::cpu::kernel_args& a) {
+  namespace fs = std::filesystem;
+  const float* x = a.in(0).as<float>();
+  float* y = a.out(0).as<float>();
+  for (std::int64_t i = 0; i < a.in(0).elements(); ++i) y[i] = 2 * x[i];
+  const fs::path build = fs::path(std::getenv("TESSEL_TEST_CACHE")) / "build";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(build, ec)) {
+    const auto name = e.path().filename().string();
+    if (e.path().extension() != ".so" || name.find('-') == std::string::npos) continue;
+    std::ifstream unit(build / (name.substr(0, name.rfind('-')) + ".cpp"));
+    const std::string text((std::istreambuf_iterator<char>(unit)), {});
+    if (text.empty() || text.find("// no config") != std::string::npos) continue;
+    std::ofstream(e.path().string() + ".swap") << "not a library";
+    fs::rename(e.path().string() + ".swap", e.path(), ec);
+  }
+}
+)");
+  f.o.kernel = (f.folder.path() / "swapper.cpp").string() + ":swapper";
+  f.o.environment["TESSEL_TEST_CACHE"] = f.o.cache_dir;
+  cpu_backend b(f.o);
+  b.prepare(f.s);
+  const auto m = b.evaluate(f.s, f.c);
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  // The next lookup finds the swapped build, and builds it again.
+  const auto next = b.evaluate(f.s, f.c);
+  INFO(next.message);
+  CHECK(next.status == status::ok);
+  CHECK(next.metrics.at("compile_cached") == 0);
+  CHECK(next.message.find("did not hold the bytes its manifest recorded") != std::string::npos);
+}
+
+namespace {
+
+/// Makes memfd_create fail (EPERM) in this process and every process it
+/// starts, as a container's seccomp filter may: the compile cache then runs
+/// private copies (sealed_file's fallback). For a forked child: it cannot
+/// be undone. false when the system refuses the filter.
+bool refuse_memfd() {
+  std::array<sock_filter, 4> filter{{
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  }};
+  const sock_fprog program{static_cast<unsigned short>(filter.size()), filter.data()};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("cpu cache: where memfd_create is refused, a gated study runs from private copies") {
+  // The fallback is reached only when the system refuses memfds (seccomp,
+  // no memfd support): a forked child refuses them to itself, then runs a
+  // study that says where its code came from and a gated study, as root or
+  // as a user who is not (its runs in a user namespace of their own).
+  if (!may_become_another_user()) return;
+  const shared_fixture f;
+  int user = 0;
+  SUBCASE("as root") { user = 0; }
+  SUBCASE("as nobody") { user = nobody; }
+  CHECK(exit_code_as_user(user, [&f] {
+          if (!refuse_memfd()) return 12;
+          const auto where = where_study(f, true);
+          if (where.message.find("library=" + f.o.cache_dir) == std::string::npos ||
+              where.message.find("exe=" + f.o.cache_dir) == std::string::npos) {
+            std::fprintf(stderr, "not run from private copies: %s\n", where.message.c_str());
+            return 13;
+          }
+          if (const int failed = study_exit_code(f, "with private copies")) return failed;
+          return files_ending(f.o.cache_dir, ".copy").empty() ? 0 : 14;  // removed with it
+        }) == 0);
 }
 
 TEST_CASE("cpu cache: a user who is not root runs the sealed copies too") {
@@ -156,19 +298,9 @@ TEST_CASE("cpu cache: a user who is not root runs the sealed copies too") {
   // not root failed to exec. A forked child gives up root (the tests run as
   // root here) and makes itself dumpable again, as a user's own process is;
   // everything it reads is in a folder it may read.
-  if (::geteuid() != 0) {
-    MESSAGE("skipped: not root, so not able to become another user");
-    return;
-  }
-  scaled_fixture f;
-  write(f.folder.path() / "reference.cpp", read_file(kernels_dir + "/reference.cpp"));
-  f.o.reference = (f.folder.path() / "reference.cpp").string() + ":twice_reference";
-  fs::permissions(f.folder.path(), fs::perms::all);
-  CHECK(exit_code_as_user(nobody, [&f] {
-          const auto m = f.study();
-          if (!m.ok()) std::fprintf(stderr, "as nobody: %s\n", m.message.c_str());
-          return m.ok() ? 0 : 11;
-        }) == 0);
+  if (!may_become_another_user()) return;
+  const shared_fixture f;
+  CHECK(exit_code_as_user(nobody, [&f] { return study_exit_code(f, "as nobody"); }) == 0);
 }
 
 TEST_CASE("cpu cache: a build a manifest no longer names is removed") {
@@ -216,15 +348,54 @@ exit $rc
     CHECK(!e.path().string().ends_with(".so"));
     CHECK(e.path().string().find("uncached") == std::string::npos);
   }
-  // What an earlier version left unkept: removed once its process is gone.
-  const auto build = fs::path(f.o.cache_dir) / "build";
-  const auto gone = build / "0123.999999999-0.uncached.so";
-  const auto running = build / fmt::format("0123.{}-0.uncached.so", ::getpid());
-  write(gone, "an old build");
-  write(running, "an old build in use");
-  cpu_backend(f.o).prepare(f.s);
-  CHECK(!fs::exists(gone));
-  CHECK(fs::exists(running));
+}
+
+TEST_CASE("cpu cache: what a process that is gone left in the cache is removed at the next start") {
+  // A compile killed with its process leaves its temporaries (*.tmp: the
+  // output, a manifest, a unit) and its dependency list (*.d), a run its
+  // private copy (*.copy), an earlier version its unkept build
+  // (*.uncached.so). Until session 17 only the last were removed.
+  scaled_fixture f;
+  REQUIRE(f.study().ok());
+  const auto cache = fs::path(f.o.cache_dir);
+  const auto build = cache / "build";
+  std::vector<fs::path> gone, running;
+  for (const auto* kind : {"uncached.so", "tmp", "d", "copy"}) {
+    gone.push_back(build / fmt::format("0123-4567.so.999999999-0.{}", kind));
+    running.push_back(build / fmt::format("0123-4567.so.{}-0.{}", ::getpid(), kind));
+  }
+  gone.push_back(cache / "loader-0123.manifest.999999999-3.tmp");
+  gone.push_back(files_ending(cache, "include/tessel/cpu_kernel.hpp").at(0).string() +
+                 ".999999999-7.tmp");
+  // Names that only look alike are no one's private names.
+  const std::vector<fs::path> others{build / "0123.999999999-0.so", build / "0123.x-0.tmp",
+                                     build / "0123.999999999-.tmp", cache / "999999999-0.tmp"};
+  for (const auto& path : gone) write(path, "left by a killed process");
+  for (const auto& path : running) write(path, "in use");
+  for (const auto& path : others) write(path, "someone else's");
+  const auto m = f.study();
+  INFO(m.message);
+  CHECK(m.ok());
+  for (const auto& path : gone) CHECK_MESSAGE(!fs::exists(path), path);
+  for (const auto& path : running) CHECK_MESSAGE(fs::exists(path), path);
+  for (const auto& path : others) CHECK_MESSAGE(fs::exists(path), path);
+}
+
+TEST_CASE("cpu cache: as a user who is not root, another user's running process keeps its own") {
+  // kill(PID, 0) on another user's process is refused (EPERM), not ESRCH:
+  // it runs, and what it named stays; a dead one's still goes.
+  if (!may_become_another_user()) return;
+  const shared_fixture f;
+  CHECK(exit_code_as_user(nobody, [&f] {
+          if (const int failed = study_exit_code(f, "as nobody")) return failed;
+          const auto build = fs::path(f.o.cache_dir) / "build";
+          const auto init = build / "0123-4567.so.1-0.tmp";  // PID 1: root's, running
+          const auto gone = build / "0123-4567.so.999999999-0.tmp";
+          write(init, "a running process's");
+          write(gone, "left by a killed process");
+          if (const int failed = study_exit_code(f, "as nobody, again")) return failed;
+          return fs::exists(init) && !fs::exists(gone) ? 0 : 15;
+        }) == 0);
 }
 
 TEST_CASE("cpu cache: another version's headers in the same cache are left as they are") {

@@ -2,11 +2,15 @@
 // that includes a header of its own folder, the header edited, broken,
 // removed and put back between evaluations, and the loader's own build. A
 // cached build is reused only while every file its compile read is what it
-// was (docs/cpu.md, "What is measured": the compile cache).
+// was (docs/cpu.md, "What is measured": the compile cache). Over its size
+// limit, the least recently used builds go, never one in use.
+#include <tessel/backends.hpp>
+
 #include "cache_fixtures.hpp"
 #include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <string>
@@ -162,4 +166,64 @@ TEST_CASE("cpu cache: backends building the same loader and kernel at once leave
       CHECK(fs::is_regular_file(named_by(e.path())));
     }
   CHECK(manifests == 3);  // the loader, the kernel's config, the reference
+}
+
+TEST_CASE("cpu cache: over its limit, the least recently used builds go, never one in use") {
+  const testing::temp_folder folder("tessel-cpu-limit");
+  write(folder.path() / "scaled.cpp", scaled_kernel);
+  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+  const auto s = parse_space("space s { const N = 4096 param us : {1, 2, 3} }");
+  const auto us = [&s](int value) { return s.from_json(fmt::format(R"({{"us": {}}})", value)); };
+  auto o = scaled_options(folder.path());
+  o.cache_dir = (folder.path() / "cache").string();
+  const auto build = fs::path(o.cache_dir) / "build";
+  const auto bytes = [&build] {
+    std::uintmax_t total = 0;
+    for (const auto& e : fs::directory_iterator(build)) total += fs::file_size(e.path());
+    return total;
+  };
+  const auto cached = [](cpu_backend& b, const space& sp, const config& c) {
+    const auto m = b.evaluate(sp, c);
+    INFO(m.message);
+    CHECK(m.status == status::ok);
+    CHECK(m.message.find("compile cache") == std::string::npos);
+    return m.metrics.at("compile_cached");
+  };
+  {  // the default limit (1 GiB) keeps all: the reference and configs 1 and 2
+    cpu_backend b(o);
+    b.prepare(s);
+    REQUIRE(cached(b, s, us(1)) == 0);
+    REQUIRE(cached(b, s, us(2)) == 0);
+  }
+  // The reference's manifest: its unit is the one that builds no config.
+  fs::path reference;
+  for (const auto& e : fs::directory_iterator(build))
+    if (e.path().extension() == ".cpp" &&
+        read_file(e.path()).find("// no config") != std::string::npos)
+      reference = fs::path(e.path()).replace_extension(".manifest");
+  REQUIRE(fs::exists(reference));
+  // Room for what is there and not one build more.
+  o.cache_limit_mb = static_cast<double>(bytes() + 1024) / (1024 * 1024);
+  cpu_backend b(o);
+  b.prepare(s);  // the reference: a hit, the least recently used from here on, and in use
+  CHECK(cached(b, s, us(2)) == 1);
+  CHECK(cached(b, s, us(1)) == 1);  // now 2 is the least recently used not in use
+  CHECK(cached(b, s, us(3)) == 0);  // over the limit: 2 goes
+  CHECK(bytes() <= static_cast<std::uintmax_t>(o.cache_limit_mb * 1024 * 1024));
+  CHECK(cached(b, s, us(1)) == 1);
+  CHECK(cached(b, s, us(3)) == 1);
+  CHECK(cached(b, s, us(2)) == 0);
+  // The reference, the oldest but in use all along, was never removed.
+  CHECK(fs::exists(reference));
+}
+
+TEST_CASE("cpu cache: a cache limit below zero is refused, naming the field or the setting") {
+  cpu_options o;
+  o.cache_limit_mb = -1;
+  CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("cpu_options::cache_limit_mb"),
+                       options_error);
+  CHECK_THROWS_WITH_AS(make_backend("cpu:gemm,cache_limit=-1"),
+                       doctest::Contains("cache_limit: must be a number of MiB >= 0"),
+                       options_error);
+  CHECK_NOTHROW((void)make_backend("cpu:gemm,cache_limit=0"));
 }

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -67,8 +68,10 @@ using cpu_run = twice_run;
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
                 const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
-                const std::string& reference = "twice_reference") {
+                const std::string& reference = "twice_reference",
+                const std::map<std::string, std::string>& environment = {}) {
   tessel::cpu_options o;
+  o.environment = environment;
   o.kernel = redteam_kernel(function);
   o.reference = redteam_kernel(reference);
   o.flags = "-O1";
@@ -251,10 +254,13 @@ TEST_CASE("class 12: (6) what a host kernel can see around it") {
   }
   CHECK(scratch == runs);
   // Not hidden: its parent's command line (a gate_secret given on tessel's
-  // command line is readable there), and the compile cache, which it can
-  // write (docs/gate.md, round seven).
+  // command line is readable there). The compile cache, which it can write
+  // (docs/gate.md, round seven), is no longer the folder of its own
+  // library: since session 17 the kernel is loaded from a sealed copy,
+  // /proc/self/fd/N (until then, every run saw the writable cache there).
   CHECK(count(r.log, "see parent test_gate_class12") == runs);
-  CHECK(count(r.log, "see writable cache") == runs);
+  CHECK(count(r.log, "see own folder /proc/self/fd") == runs);
+  CHECK(count(r.log, "see writable cache") == 0);
 }
 
 TEST_CASE("class 12: (7) a kernel that forges the loader's answer line gains nothing") {
@@ -282,8 +288,12 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
   // library over the reference's in its first gate run, the reference then
   // computed 2 x + 1 too, and the trial was ok. Now the loader and the
   // reference's library are checked around every run and put back.
+  // Since session 17 it does not find the cache through its own library
+  // (next case); a kernel whose author knows where the cache is (the
+  // user's folder) still does.
   const temp_folder cache;  // a fresh cache: this case tampers with it
-  const auto r = run_cpu("rt_hijack", 20, cache.path().string());
+  const auto r = run_cpu("rt_hijack", 20, cache.path().string(), 2e-4, "twice_reference",
+                         {{"TESSEL_REDTEAM_CACHE", cache.path().string()}});
   INFO(r.m.message);
   CHECK(!starting(r.log, "planted ").empty());
   CHECK(r.m.status == status::suspicious);
@@ -297,6 +307,18 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
   const auto honest = run_cpu("rt_honest", 20, cache.path().string());
   INFO(honest.m.message);
   CHECK(honest.m.status == status::ok);
+}
+
+TEST_CASE("class 12: (7) a kernel does not find the cache through its own library") {
+  // dladdr of its own code names the file it was loaded from: until session
+  // 17 its build in the compile cache, since then its sealed copy,
+  // /proc/self/fd/N. Looking beside it, it plants nothing, and is judged
+  // on its own wrong 2 x + 1.
+  const temp_folder cache;
+  const auto r = run_cpu("rt_hijack", 20, cache.path().string());
+  INFO(r.m.message);
+  CHECK(starting(r.log, "planted ").empty());
+  CHECK(r.m.status == status::incorrect);
 }
 
 // --- the gated command ---------------------------------------------------------------

@@ -24,11 +24,14 @@
 //                    log before the call goes on
 //   rt_term_hang     ignores SIGTERM, then never returns
 //   rt_snoop         honest; logs what it can see: its input folder, the
-//                    TMPDIR, its parent's command line, the compile cache
+//                    TMPDIR, its parent's command line, the folder of its
+//                    own library (dladdr: the compile cache until session 17)
 //   rt_hijack        wrong (y = 2 x + 1), and on every call copies its own
 //                    library over the reference's in the compile cache (the
 //                    unit whose text says "// no config"), so the reference
-//                    computes what it computes
+//                    computes what it computes; the cache is the folder of
+//                    its own library (dladdr), else $TESSEL_REDTEAM_CACHE
+//                    (a kernel whose author knows where the cache is)
 //   rt_scavenge      (round nine) looks for the reference's outputs on disk:
 //                    every folder under TMPDIR, /tmp and the compile cache
 //                    that holds an input beside an output (x.npy and
@@ -340,6 +343,16 @@ void rt_term_hang(const tessel::cpu::kernel_args& a) {
   for (;;) spin_for(1);
 }
 
+namespace {
+/// Whether `folder` holds a compile cache's manifests (it is the cache's).
+bool holds_manifests(const std::filesystem::path& folder) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+    if (e.path().extension() == ".manifest") return true;
+  return false;
+}
+}  // namespace
+
 void rt_snoop(const tessel::cpu::kernel_args& a) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -358,8 +371,9 @@ void rt_snoop(const tessel::cpu::kernel_args& a) {
   if (std::getline(parent, first, '\0')) note("see parent " + fs::path(first).filename().string());
   Dl_info self{};
   if (::dladdr(reinterpret_cast<void*>(&rt_snoop), &self) != 0 && self.dli_fname != nullptr) {
-    const auto cache = fs::path(self.dli_fname).parent_path();
-    if (::access(cache.c_str(), W_OK) == 0) note("see writable cache");
+    const auto folder = fs::path(self.dli_fname).parent_path();
+    note("see own folder " + folder.string());
+    if (holds_manifests(folder) && ::access(folder.c_str(), W_OK) == 0) note("see writable cache");
   }
   work(a);
 }
@@ -369,8 +383,11 @@ void rt_hijack(const tessel::cpu::kernel_args& a) {
   Dl_info self{};
   if (::dladdr(reinterpret_cast<void*>(&rt_hijack), &self) != 0 && self.dli_fname != nullptr) {
     const fs::path own = self.dli_fname;
+    fs::path cache = own.parent_path();
+    if (const char* named = std::getenv("TESSEL_REDTEAM_CACHE"))  // NOLINT(concurrency-mt-unsafe)
+      if (!holds_manifests(cache)) cache = fs::path(named) / "build";
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(own.parent_path(), ec)) {
+    for (const auto& e : fs::directory_iterator(cache, ec)) {
       if (e.path().extension() != ".cpp") continue;
       std::ifstream unit(e.path());
       const std::string text((std::istreambuf_iterator<char>(unit)), {});
@@ -381,7 +398,7 @@ void rt_hijack(const tessel::cpu::kernel_args& a) {
       std::getline(manifest, line);
       std::getline(manifest, line);
       if (!line.starts_with("built ")) continue;
-      const auto library = own.parent_path() / line.substr(6);
+      const auto library = cache / line.substr(6);
       if (library == own || !fs::exists(library)) continue;
       const auto planted = library.string() + ".planted";
       fs::copy_file(own, planted, fs::copy_options::overwrite_existing, ec);
