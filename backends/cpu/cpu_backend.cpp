@@ -553,6 +553,7 @@ measurement cpu_backend::impl::measure(const space& s, const config& c, bool ful
   record_race(m, {timed.samples, timed.stopped});
   m.metrics["iters_per_sample"] = static_cast<double>(timed.iters);
   m.metrics["pinned_cpu"] = timing_cpus.size() == 1 ? timing_cpus.front() : -1;
+  m.metrics["seccomp"] = timed.seccomp ? 1 : 0;
   if (flops > 0) m.metrics["gflops"] = flops / m.objective * 1e-9;
   m.metrics["gbytes_per_s"] = static_cast<double>(bytes) / m.objective * 1e-9;
   if (o.gate) checker->apply_time(m, *spec);  // every sample above the host's floor

@@ -193,6 +193,7 @@ loader_run run_loader(const loader_setup& setup, const sealed_file& library,
           parse_race_stop(answer->at("stopped").get<std::string>()).value_or(race_stop::failed);
       out.iters = answer->at("iters").get<std::size_t>();
       out.calls = answer->at("calls").get<std::uint64_t>();
+      out.seccomp = answer->value("seccomp", false);
       if (out.calls == 0) throw error("it made no call");
     }
   } catch (const std::exception& e) {

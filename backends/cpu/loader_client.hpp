@@ -56,6 +56,8 @@ struct loader_run {
   race_stop stopped = race_stop::go_on;
   std::size_t iters = 0;
   std::uint64_t calls = 0;
+  bool seccomp =
+      false;  ///< the kernel ran under the loader's filter (docs/gate.md, round thirteen)
 };
 
 /// Runs `library` (a build's sealed copy: the loader loads its path, and the

@@ -89,6 +89,7 @@ TEST_CASE("class 17: the honest kernel runs under the filter") {
   const cpu_run r = run_cpu("pk_honest");
   CHECK(r.m.ok());
   CHECK(filtered(r));
+  CHECK(r.m.metrics.at("seccomp") == 1);  // the measurement says it
 }
 
 TEST_CASE("class 17: a kernel that does its work in forked processes is refused") {
@@ -112,6 +113,7 @@ TEST_CASE("class 17: with the filter turned off, forked workers are timed as bef
   CHECK(r.m.ok());
   CHECK(count(r.log, "forked workers") > 0);
   CHECK(count(r.log, "seccomp 2") == 0);
+  CHECK(honest.m.metrics.at("seccomp") == 0);
   MESSAGE("forked workers / honest, unfiltered, on one CPU of "
           << ::sysconf(_SC_NPROCESSORS_ONLN) << ": " << r.m.objective / honest.m.objective);
 }
