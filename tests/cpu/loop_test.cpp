@@ -206,7 +206,17 @@ TEST_CASE(
     INFO("key ", secret, ": ", r.m.message, "; calls ", r.timing().calls, ", hits ",
          r.timing().hits, ", stale ", r.timing().stale);
     REQUIRE(r.processes.size() >= 2);
-    CHECK(r.m.ok() == (r.timing().last_stale == 0));
+    // Caught when its last call was stale; or, when a call it answered from
+    // its cache was a sample of its own (one call per sample at 2 ms a
+    // miss), by that sample: a hit takes less than the handoff the parent
+    // subtracts, so the sample is 0 (round twelve). On a quiet machine the
+    // latter happens more often than not.
+    if (r.timing().last_stale != 0) {
+      CHECK_FALSE(r.m.ok());
+    } else if (!r.m.ok()) {
+      CHECK(r.timing().hits > 0);
+      CHECK(r.m.message.find("non-positive, samples") != std::string::npos);
+    }
     if (!r.m.ok()) CHECK((r.m.status == status::incorrect || r.m.status == status::suspicious));
     // Passed: at most one call in 4 answered from its cache, so a sample
     // (its calls' mean) is at least 3/4 of a miss's 2 ms.
