@@ -26,7 +26,7 @@ const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
 
 /// A fresh folder under the test's work folder, readable by every user.
 fs::path fresh_folder(const std::string& name) {
-  const fs::path dir = fs::path(TESSEL_CLI_WORK_DIR) / (name + "_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(work_folder) / (name + "_" + std::to_string(::getpid()));
   if (fs::exists(dir)) fs::permissions(dir, fs::perms::all);  // a folder of mode 555 left behind
   fs::remove_all(dir);
   fs::create_directories(dir);
