@@ -15,7 +15,7 @@ namespace {
 const std::string table = std::string(TESSEL_DATA_DIR) + "/bench/convolution_RTX_3090.json.gz";
 
 std::string fresh_db(const std::string& name) {
-  const auto path = std::filesystem::path(TESSEL_CLI_WORK_DIR) / (name + ".tessel.db");
+  const auto path = std::filesystem::path(work_folder) / (name + ".tessel.db");
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
   return path.string();
 }

@@ -73,8 +73,7 @@ TEST_CASE("serve: a space whose text holds a non-UTF-8 byte is described, bytes 
 TEST_CASE("mcp: a line past 16 MiB and a request nested 100,000 deep get errors, and it goes on") {
   // Before: mcp read whole lines with std::getline (no bound) and parsed them
   // without a depth limit.
-  const std::string input =
-      std::string(TESSEL_CLI_WORK_DIR) + "/mcp_hostile_" + std::to_string(::getpid()) + ".jsonl";
+  const std::string input = work_folder + "/mcp_hostile_" + std::to_string(::getpid()) + ".jsonl";
   {
     std::ofstream in(input, std::ios::binary);
     in << std::string((std::size_t{16} << 20) + 10, 'x') << '\n'
@@ -177,8 +176,7 @@ TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE a
   r = limited("explain ../../examples/rmsnorm.tsl --config @/dev/zero");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "--config: '/dev/zero' holds more than 16777216 bytes"));
-  const std::string model =
-      std::string(TESSEL_CLI_WORK_DIR) + "/zero_model_" + std::to_string(::getpid()) + ".tsl";
+  const std::string model = work_folder + "/zero_model_" + std::to_string(::getpid()) + ".tsl";
   std::ofstream(model) << "model m {\n  kernel k {\n    space \"/dev/zero\"\n    calls 1\n  }\n}\n";
   r = limited("model '" + model + "'");
   CHECK(r.code == 1);
@@ -188,8 +186,7 @@ TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE a
 TEST_CASE("a regular file past 16 MiB is refused by its size, before it is read, everywhere") {
   // Before: only FILE was; --config @PATH and a model file were read first
   // (16 MiB + 1), then refused as "holds more than".
-  const std::string big =
-      std::string(TESSEL_CLI_WORK_DIR) + "/big_" + std::to_string(::getpid()) + ".tsl";
+  const std::string big = work_folder + "/big_" + std::to_string(::getpid()) + ".tsl";
   std::ofstream{big};
   std::filesystem::resize_file(big, (std::uintmax_t{16} << 20) + 1);  // sparse: nothing written
   const std::string refused = "'" + big + "' is 16777217 bytes; at most 16777216 are read";
@@ -207,8 +204,7 @@ TEST_CASE("a regular file past 16 MiB is refused by its size, before it is read,
 
 TEST_CASE("a space of more than 2^64 configs names its file") {
   // Before: ": error: space 's' has more than 2^64 valid configs" (no file).
-  const std::string path =
-      std::string(TESSEL_CLI_WORK_DIR) + "/huge_space_" + std::to_string(::getpid()) + ".tsl";
+  const std::string path = work_folder + "/huge_space_" + std::to_string(::getpid()) + ".tsl";
   {
     std::ofstream out(path);
     out << "space s {\n";
@@ -238,8 +234,7 @@ TEST_CASE("--backend sim:KEY=VALUE,... takes settings, as calibrate's printed ad
 
 TEST_CASE("a control character in a .tsl is shown escaped, never written to the terminal") {
   // Before: "found '\0'" and the source line were written with the NUL itself.
-  const std::string path =
-      std::string(TESSEL_CLI_WORK_DIR) + "/nul_" + std::to_string(::getpid()) + ".tsl";
+  const std::string path = work_folder + "/nul_" + std::to_string(::getpid()) + ".tsl";
   {
     std::ofstream out(path, std::ios::binary);
     out << "space s {\n  param a : {1, 2}" << '\0' << "\x1b[2J\n}\n";
@@ -257,8 +252,7 @@ TEST_CASE("a control character in a .tsl is shown escaped, never written to the 
 TEST_CASE("output that cannot be written (a full disk) is an error, not exit 0") {
   // Before: stdout is buffered, the write failed at exit unseen, and
   // `tessel export DB > out.csv` on a full disk exited 0 with nothing written.
-  const std::string err =
-      std::string(TESSEL_CLI_WORK_DIR) + "/full_" + std::to_string(::getpid()) + ".err";
+  const std::string err = work_folder + "/full_" + std::to_string(::getpid()) + ".err";
   const auto to_full = [&](const std::string& args) {
     const int status = std::system(("cd '" + std::string(TESSEL_CLI_TESTS_DIR) + "' && '" +
                                     TESSEL_CLI_PATH + "' " + args + " >/dev/full 2>'" + err + "'")
@@ -298,8 +292,7 @@ TEST_CASE("--fidelity-set without --fidelity, --backend-set without --backend: b
 TEST_CASE("a failing command candidate's stderr is stored without escapes or control characters") {
   // Before: its colours, a window title (ESC ] ... BEL), BEL and CR were stored
   // as written, and `tessel export` and `report` handed them on to a terminal.
-  const std::string db =
-      std::string(TESSEL_CLI_WORK_DIR) + "/ansi_" + std::to_string(::getpid()) + ".db";
+  const std::string db = work_folder + "/ansi_" + std::to_string(::getpid()) + ".db";
   auto r =
       tessel("tune fixtures/small.tsl --backend command:fixtures/ansi.sh --budget 1 -q --db '" +
              db + "' --overwrite");
@@ -360,8 +353,7 @@ TEST_CASE("a value the library refuses is named as the option or setting the use
     CHECK_MESSAGE(!contains(r.err, "options"), one.first, ": ", r.err);
   }
   // emit --target: a target the file declares is no built-in the emitter knows.
-  const std::string custom =
-      std::string(TESSEL_CLI_WORK_DIR) + "/custom_target_" + std::to_string(::getpid()) + ".tsl";
+  const std::string custom = work_folder + "/custom_target_" + std::to_string(::getpid()) + ".tsl";
   {
     std::ofstream out(custom);
     out << "target my_chip : trn2 { }\n"

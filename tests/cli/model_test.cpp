@@ -18,7 +18,7 @@ namespace {
 const std::string examples = std::string(TESSEL_SOURCE_DIR) + "/examples/";
 
 std::string fresh_dir(const std::string& name) {
-  const auto path = std::filesystem::path(TESSEL_CLI_WORK_DIR) / name;
+  const auto path = std::filesystem::path(work_folder) / name;
   std::filesystem::remove_all(path);
   return path.string();
 }

@@ -25,7 +25,7 @@ namespace {
 /// `tessel ARGS` (the name `tessel` is also the library's namespace here).
 result run(const std::string& args) { return cli_testing::tessel(args); }
 
-const std::string work = TESSEL_CLI_WORK_DIR;
+const std::string work = work_folder;
 const std::string matmul = "'" + std::string(TESSEL_SOURCE_DIR) + "/examples/matmul.tsl'";
 
 /// Runs `command` in a shell: its exit code, stdout and stderr.

@@ -159,8 +159,7 @@ TEST_CASE("serve: explain keeps suggestions to the space's knobs, the rest apart
 
 TEST_CASE("serve: SIGTERM mid-session says so on stderr, with the trials told and how to resume") {
   // Before: the session ended without a word. stdout stays JSON lines only.
-  const std::string base =
-      std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_serve_" + std::to_string(::getpid());
+  const std::string base = work_folder + "/interrupted_serve_" + std::to_string(::getpid());
   const std::string db = base + ".tessel.db";
   std::filesystem::remove(db);
   int requests[2];

@@ -17,7 +17,7 @@ namespace {
 const std::string matmul = "'" + std::string(TESSEL_SOURCE_DIR) + "/examples/matmul.tsl'";
 
 std::string fresh(const std::string& name) {
-  const auto path = std::filesystem::path(TESSEL_CLI_WORK_DIR) / name;
+  const auto path = std::filesystem::path(work_folder) / name;
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
@@ -232,7 +232,7 @@ TEST_CASE("calibrate: fits recorded results, writes a target file that tune can 
   CHECK(contains(text, "target lab_trn2 : trn2 {"));
 
   // the live path through a backend spec (the simulator standing in for a device)
-  const auto recorded = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "recorded_sim";
+  const auto recorded = std::filesystem::path(work_folder) / "recorded_sim";
   std::filesystem::remove_all(recorded);
   const auto live =
       tessel("calibrate --backend sim --record-to '" + recorded.string() + "' --data '" + data +
@@ -250,7 +250,7 @@ TEST_CASE("calibrate: fits recorded results, writes a target file that tune can 
 }
 
 TEST_CASE("check --backend sim: a misspelt knob is refused with the name it is close to") {
-  const auto dir = std::filesystem::path(TESSEL_CLI_WORK_DIR);
+  const auto dir = std::filesystem::path(work_folder);
   const auto typo = (dir / "typo.tsl").string();
   {
     std::ofstream out(typo);

@@ -26,7 +26,7 @@ const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
 
 /// A fresh folder under the test's work folder, readable by every user.
 fs::path fresh_folder(const std::string& name) {
-  const fs::path dir = fs::path(TESSEL_CLI_WORK_DIR) / (name + "_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(work_folder) / (name + "_" + std::to_string(::getpid()));
   if (fs::exists(dir)) fs::permissions(dir, fs::perms::all);  // a folder of mode 555 left behind
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -105,8 +105,11 @@ TEST_CASE("a study file in a folder this user may not write: read as it is, neve
   const auto dir = fresh_folder("read_only_folder");
   const auto db = dir / "x.tessel.db";
   make_study(db);
-  fs::permissions(db, fs::perms::all);  // the file is writable by all; the folder is not
+  fs::permissions(db, fs::perms::all);  // the file is writable by all; the folder is not,
+  // not even by its owner: the test's user when it is not root (scripts/test_nonroot)
+  fs::permissions(dir, fs::perms::owner_write, fs::perm_options::remove);
   check_read_only(db, "cannot write in its folder '" + dir.string() + "' (Permission denied)");
+  fs::permissions(dir, fs::perms::owner_all);
 }
 
 TEST_CASE("a FIFO that nothing writes to or reads from is an error at once, never a hang") {

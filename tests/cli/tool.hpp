@@ -1,6 +1,8 @@
 // Running the built `tessel` tool from tests, as a user would.
 #pragma once
 
+#include "work_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -11,6 +13,10 @@
 #include <string>
 
 namespace cli_testing {
+
+/// Where the tests write (TESSEL_CLI_WORK_DIR, the build's tests/cli/, or that
+/// path under TESSEL_TEST_WORK_DIR: work_dir.hpp).
+inline const std::string work_folder = test_dirs::work_dir(TESSEL_CLI_WORK_DIR);
 
 struct result {
   int code = -1;
@@ -32,7 +38,7 @@ inline std::string read_text(const std::string& path) {
 /// stdout and stderr captured.
 inline result run_tessel(const std::string& before, const std::string& args,
                          const std::string& after) {
-  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/run_" + std::to_string(::getpid());
+  const std::string base = work_folder + "/run_" + std::to_string(::getpid());
   const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " + before + "'" +
                               TESSEL_CLI_PATH + "' " + args + after + " >'" + base + ".out' 2>'" +
                               base + ".err'";

@@ -29,7 +29,7 @@ const std::string replay_file =
 const std::string bowl = "--backend 'command:fixtures/bowl.sh'";
 
 std::string temp_db(const std::string& name) {
-  const auto path = std::filesystem::path(TESSEL_CLI_WORK_DIR) / (name + ".tessel.db");
+  const auto path = std::filesystem::path(work_folder) / (name + ".tessel.db");
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
@@ -190,7 +190,7 @@ TEST_CASE("concurrent writers of one study file: one writes, the others are refu
     std::vector<pid_t> pids;
     std::vector<std::string> bases;
     for (int i = 0; i < writers; ++i) {
-      bases.push_back(std::string(TESSEL_CLI_WORK_DIR) + "/concurrent_" + std::to_string(i));
+      bases.push_back(work_folder + "/concurrent_" + std::to_string(i));
       pids.push_back(spawn_tessel(args, "0.02", bases.back()));
     }
     int succeeded = 0, refused = 0;
@@ -312,7 +312,7 @@ std::string interrupt_line(const std::string& err) {
 
 TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored and how to resume") {
   // Before: the process ended without a word.
-  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted";
+  const std::string base = work_folder + "/interrupted";
   std::string db;
   for (const int sig : {SIGINT, SIGTERM}) {
     db = temp_db("interrupted_" + std::to_string(sig));
@@ -357,9 +357,9 @@ TEST_CASE("SIGINT or SIGTERM mid-run: one line says so, with the trials stored a
 }
 
 TEST_CASE("tune-model: SIGTERM mid-run says so, with the trials of every kernel's study file") {
-  const auto dir = std::filesystem::path(TESSEL_CLI_WORK_DIR) / "interrupted_model";
+  const auto dir = std::filesystem::path(work_folder) / "interrupted_model";
   std::filesystem::remove_all(dir);
-  const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_model";
+  const std::string base = work_folder + "/interrupted_model";
   std::filesystem::remove(base + ".err");  // the last run's header would end the wait
   const pid_t pid =
       spawn_tessel("tune-model ../../examples/models/dense_60m.tsl --budget 100000 --db-dir '" +

@@ -31,7 +31,7 @@ class background {
  public:
   /// `env`: VAR=VALUE assignments for its environment.
   background(const std::string& name, const std::string& args, const std::string& env = "")
-      : base_(std::string(TESSEL_CLI_WORK_DIR) + "/" + name + "_" + std::to_string(::getpid())),
+      : base_(work_folder + "/" + name + "_" + std::to_string(::getpid())),
         thread_([this, args, env] {
           const std::string command = std::string("cd '") + TESSEL_CLI_TESTS_DIR + "' && " + env +
                                       " '" + TESSEL_CLI_PATH + "' " + args + " >'" + base_ +
@@ -93,8 +93,7 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 61);
 
   // Into a file and back into another PostgreSQL study: the same export.
-  const std::string file =
-      std::string(TESSEL_CLI_WORK_DIR) + "/copied_" + std::to_string(::getpid()) + ".tessel.db";
+  const std::string file = work_folder + "/copied_" + std::to_string(::getpid()) + ".tessel.db";
   std::filesystem::remove(file);
   const auto copied = run("copy '" + url + "' '" + file + "'");
   REQUIRE(copied.code == 0);
@@ -115,8 +114,8 @@ TEST_CASE("worker: SIGINT or SIGTERM mid-run says so; its trials go back to the 
   PG_CLUSTER_OR_SKIP();
   for (const int sig : {SIGINT, SIGTERM}) {
     const auto url = pg_cluster::instance().study_url("interrupted");
-    const std::string base = std::string(TESSEL_CLI_WORK_DIR) + "/interrupted_worker_" +
-                             std::to_string(sig) + "_" + std::to_string(::getpid());
+    const std::string base = work_folder + "/interrupted_worker_" + std::to_string(sig) + "_" +
+                             std::to_string(::getpid());
     std::filesystem::remove(base + ".err");
     const pid_t pid = fork();  // the worker, whose pid the signal goes to
     REQUIRE(pid >= 0);

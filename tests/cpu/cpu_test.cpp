@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using namespace tessel;
 
 const std::string kernels_dir = std::string(TESSEL_SOURCE_DIR) + "/tests/cpu/kernels";
-const std::string cache_dir = TESSEL_CPU_TEST_CACHE;
+const std::string cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
 
 space spin_space() {
   return parse_space(R"(

@@ -5,12 +5,14 @@
 
 #include <tessel/cpu.hpp>
 
+#include "work_dir.hpp"
+
 #include <string>
 
 namespace tessel::testing {
 
 /// `kernel` and `reference` as FILE.cpp:FUNCTION, on inputs "x:N", outputs
-/// "y:N", built with -O1 into TESSEL_CPU_TEST_CACHE.
+/// "y:N", built with -O1 into TESSEL_CPU_TEST_CACHE (work_dir.hpp).
 inline cpu_options kernel_options(const std::string& kernel, const std::string& reference) {
   cpu_options o;
   o.kernel = kernel;
@@ -18,7 +20,7 @@ inline cpu_options kernel_options(const std::string& kernel, const std::string& 
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.cpus = "off";  // a test machine is shared: pinning would only add contention
   o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.min_sample_s = 2e-4;

@@ -15,6 +15,7 @@
 
 #include "redteam_log.hpp"
 #include "temp_folder.hpp"
+#include "work_dir.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -64,10 +65,13 @@ struct tmpdir_as {
 
 using cpu_run = twice_run;
 
+/// The compile cache of this round's kernels (work_dir.hpp).
+std::string round_cache() { return test_dirs::work_dir(TESSEL_CPU_TEST_CACHE); }
+
 /// Evaluates redteam_kernels.cpp's `function` on the cpu backend, as a
 /// user's kernel with its reference, gated; its log lines come back.
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
-                const std::string& cache = TESSEL_CPU_TEST_CACHE, double min_sample_s = 2e-4,
+                const std::string& cache = round_cache(), double min_sample_s = 2e-4,
                 const std::string& reference = "twice_reference",
                 const std::map<std::string, std::string>& environment = {}) {
   tessel::cpu_options o;
@@ -176,7 +180,7 @@ TEST_CASE("class 12: (4) writing an input only in the timing loop is caught afte
 TEST_CASE("class 12: an honest kernel reading its inputs passes the input check over many calls") {
   // 2 ms samples of a 200 us kernel: about ten calls a sample, each after an
   // exchange made on the inputs and, outside the clock, on the loader's copy.
-  const auto r = run_cpu("rt_honest", 20, TESSEL_CPU_TEST_CACHE, 2e-3);
+  const auto r = run_cpu("rt_honest", 20, round_cache(), 2e-3);
   INFO(r.m.message);
   REQUIRE(r.m.status == status::ok);
   CHECK(r.m.metrics.at("iters_per_sample") >= 5);
@@ -513,7 +517,7 @@ TEST_CASE("class 12: a reference that writes its inputs is named as the referenc
   cpu_run r;
   std::string error;
   try {
-    r = run_cpu("rt_honest", 20, TESSEL_CPU_TEST_CACHE, 2e-4, "rt_zero_inputs");
+    r = run_cpu("rt_honest", 20, round_cache(), 2e-4, "rt_zero_inputs");
   } catch (const tessel::error& e) {
     error = e.what();
   }

@@ -15,6 +15,7 @@
 
 #include "redteam_log.hpp"
 #include "temp_folder.hpp"
+#include "work_dir.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -67,7 +68,7 @@ cpu_run run_cpu(const cpu_case& c) {
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.flags = "-O1";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.cpus = c.cpus;
   o.racing = {3, 8, 0.0, 0.02, 2.0};
   o.min_sample_s = c.min_sample_s;

@@ -23,6 +23,7 @@
 
 #include "redteam_log.hpp"
 #include "temp_folder.hpp"
+#include "work_dir.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -71,7 +72,7 @@ run evaluate(const shape_case& c, const std::string& function, std::uint64_t sec
   o.inputs = c.inputs;
   o.outputs = c.outputs;
   o.flags = "-O2";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.cpus = "off";  // a shared test machine
   o.racing = {5, 10, 0.0, 0.02, 2.0};
   o.min_sample_s = 1e-3;

@@ -15,6 +15,7 @@
 
 #include "redteam_log.hpp"
 #include "temp_folder.hpp"
+#include "work_dir.hpp"
 
 #include <doctest/doctest.h>
 
@@ -41,7 +42,7 @@ cpu_run run_cpu(const std::string& function,
   o.kernel = std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/forge_kernels.cpp:" + function;
   o.reference = tessel::testing::redteam_kernel("twice_reference");
   o.flags = "-O1";
-  o.cache_dir = TESSEL_CPU_TEST_CACHE;
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.min_sample_s = 2e-4;
   o.run_timeout_s = 10;
   o.gate_settings.secret = 16;
