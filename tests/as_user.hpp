@@ -10,6 +10,8 @@
 #include <exception>
 #include <functional>
 
+#include <doctest/doctest.h>
+
 #include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -22,6 +24,14 @@ inline constexpr int nobody = 65534;
 
 /// As `uid` for exit_code_as_user: the child stays who the test runner is.
 inline constexpr int as_is = -1;
+
+/// Whether this process may become another user (it is root); says so
+/// (a doctest message) when not, for a test that then skips.
+inline bool may_become_another_user() {
+  if (::geteuid() == 0) return true;
+  MESSAGE("skipped: not root, so not able to become another user");
+  return false;
+}
 
 /// Runs `body` in a forked child that has become `uid` (no supplementary
 /// groups, gid `uid`) and made itself dumpable again, as a user's own

@@ -71,13 +71,6 @@ struct shared_fixture : scaled_fixture {
   }
 };
 
-/// Whether this process may become another user (it is root); says so when not.
-bool may_become_another_user() {
-  if (::geteuid() == 0) return true;
-  MESSAGE("skipped: not root, so not able to become another user");
-  return false;
-}
-
 /// For a forked child: 0 when f's study is ok, else 11 and its message on
 /// stderr after `what`.
 int study_exit_code(const scaled_fixture& f, const char* what) {

@@ -15,6 +15,7 @@
 #include "as_user.hpp"
 #include "redteam_log.hpp"
 #include "temp_folder.hpp"
+#include "work_dir.hpp"
 
 #include <doctest/doctest.h>
 
@@ -37,7 +38,7 @@ using cpu_run = tessel::testing::twice_run;
 /// environment holding `environment` too, with its compile cache in `cache`.
 cpu_run run_quietly(const std::string& function, const std::string& flags = "-O1",
                     const std::map<std::string, std::string>& environment = {},
-                    const std::string& cache = TESSEL_CPU_TEST_CACHE,
+                    const std::string& cache = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE),
                     const std::string& cpus = "off") {
   tessel::cpu_options o;
   o.kernel =
@@ -56,7 +57,8 @@ cpu_run run_quietly(const std::string& function, const std::string& flags = "-O1
 cpu_run run_cpu(const std::string& function, const std::string& flags = "-O1",
                 const std::map<std::string, std::string>& environment = {},
                 const std::string& cpus = "off") {
-  auto r = run_quietly(function, flags, environment, TESSEL_CPU_TEST_CACHE, cpus);
+  auto r =
+      run_quietly(function, flags, environment, test_dirs::work_dir(TESSEL_CPU_TEST_CACHE), cpus);
   MESSAGE(function << ": " << to_string(r.m.status) << ", objective " << r.m.objective << ": "
                    << r.m.message);
   return r;
