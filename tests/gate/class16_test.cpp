@@ -126,9 +126,16 @@ TEST_CASE("class 16: a kernel whose work ends at its process's exit is caught") 
   // kernel's process to quit: they are not complete there (under the
   // first version of the split, which read them after the process ended,
   // it was ok at a fraction of its time).
+  // Where its worker thread finishes the last call before the parent takes
+  // the outputs (it shares the kernel's CPUs: on a loaded or one-CPU
+  // machine the calls' wall time is then its work's), it is ok at the
+  // honest kernel's time: it gained nothing, and it is judged as it is.
   const runs both = run_beside_honest("fg_drain");
   CHECK(both.caught());
-  CHECK((both.cheat.m.status == status::incorrect || both.cheat.m.status == status::suspicious));
+  if (both.cheat.m.ok())
+    CHECK(both.cheat.m.objective > 0.8 * both.honest.m.objective);
+  else
+    CHECK((both.cheat.m.status == status::incorrect || both.cheat.m.status == status::suspicious));
   CHECK(count(both.cheat.log, "drained at exit") == 1);
 }
 
