@@ -543,10 +543,8 @@ measurement cpu_backend::impl::measure(const space& s, const config& c, bool ful
             detail::finish_with_timed_run(*session, session->perturbed_set(timed_set, timed.calls),
                                           timed.run, setup.outputs, paid))
       return fail(*failed);
-  if (timed.samples.empty() || std::any_of(timed.samples.begin(), timed.samples.end(),
-                                           [](double v) { return !std::isfinite(v) || v <= 0; }))
-    return fail(measurement::failure(
-        status::suspicious, "suspicious: the loader timed no, or non-positive, samples", paid));
+  if (auto why = timed.sample_fault())
+    return fail(measurement::failure(status::suspicious, "suspicious: " + *why, paid));
   measurement m = std::move(notes);
   m.status = status::ok;
   m.cost = paid;

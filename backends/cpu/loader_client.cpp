@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -201,6 +202,17 @@ loader_run run_loader(const loader_setup& setup, const sealed_file& library,
     r.message = fmt::format("reading the loader's answer: {}", e.what());
   }
   return out;
+}
+
+std::optional<std::string> loader_run::sample_fault() const {
+  if (samples.empty()) return "the loader timed no samples";
+  if (std::any_of(samples.begin(), samples.end(), [](double v) { return !std::isfinite(v); }))
+    return "the loader timed a sample that is not a finite number";
+  if (std::all_of(samples.begin(), samples.end(), [](double v) { return v > 0; }))
+    return std::nullopt;
+  return "a sample timed 0: its calls took less time than the handoff between the timing parent "
+         "and the kernel's process (about 5 us a sample, subtracted from it); make the kernel do "
+         "more work per call, or raise min_sample so that a sample repeats more calls";
 }
 
 }  // namespace tessel::detail

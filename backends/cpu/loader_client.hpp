@@ -58,6 +58,13 @@ struct loader_run {
   std::uint64_t calls = 0;
   bool seccomp =
       false;  ///< the kernel ran under the loader's filter (docs/gate.md, round thirteen)
+
+  /// What is wrong with a timing's samples, in words a user can act on;
+  /// nullopt when every one is a positive time. A sample is its calls' time
+  /// less the handoff's, so it is 0 when they took less than the handoff
+  /// between the timing parent and the kernel's process (a kernel that does
+  /// almost nothing per call, or answers from a cache of its own).
+  [[nodiscard]] std::optional<std::string> sample_fault() const;
 };
 
 /// Runs `library` (a build's sealed copy: the loader loads its path, and the

@@ -10,6 +10,7 @@
 #include <tessel/gate.hpp>
 #include <tessel/loop_rule.hpp>
 
+#include "cpu/loader_client.hpp"
 #include "temp_folder.hpp"
 #include "test_kernel.hpp"
 
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -221,7 +223,7 @@ TEST_CASE(
       CHECK_FALSE(r.m.ok());
     } else if (!r.m.ok()) {
       CHECK(r.timing().hits > 0);
-      CHECK(r.m.message.find("non-positive, samples") != std::string::npos);
+      CHECK(r.m.message.find("less time than the handoff") != std::string::npos);
     }
     if (!r.m.ok()) CHECK((r.m.status == status::incorrect || r.m.status == status::suspicious));
     // Passed: at most one call in 4 answered from its cache, so a sample
@@ -230,6 +232,22 @@ TEST_CASE(
     MESSAGE("key " << secret << ": " << to_string(r.m.status) << ", calls " << r.timing().calls
                    << ", hits " << r.timing().hits << ", stale " << r.timing().stale);
   }
+}
+
+TEST_CASE("cpu timing: a sample of 0 says what to change, not only what was seen") {
+  // A sample is its calls' time less the handoff's (round twelve): 0 when
+  // the calls took less than the handoff, as memo_prefix's cache hits above.
+  detail::loader_run r;
+  CHECK(*r.sample_fault() == "the loader timed no samples");
+  r.samples = {1e-3, 2e-3};
+  CHECK_FALSE(r.sample_fault());
+  r.samples = {1e-3, 0.0};
+  const auto zero = r.sample_fault().value_or("");
+  CHECK(zero.find("less time than the handoff") != std::string::npos);
+  CHECK(zero.find("more work per call") != std::string::npos);
+  CHECK(zero.find("min_sample") != std::string::npos);
+  r.samples = {1e-3, std::numeric_limits<double>::quiet_NaN()};
+  CHECK(r.sample_fault().value_or("").find("not a finite number") != std::string::npos);
 }
 
 TEST_CASE("loop rule: int32 labels are exchanged within their range, an honest kernel passes") {
