@@ -134,6 +134,33 @@ int sealed_copy(int from) {
 
 }  // namespace
 
+std::optional<std::string> read_regular(const fs::path& path, struct stat* status) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    // Sized by the fstat, one byte more to see the end in the same read; a
+    // file that grew meanwhile is read on.
+    std::string text(static_cast<std::size_t>(st.st_size) + 1, '\0');
+    std::size_t have = 0;
+    for (;;) {
+      if (have == text.size()) text.resize(text.size() * 2);
+      const auto n = ::read(fd, text.data() + have, text.size() - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) {
+        text.resize(have);
+        out = std::move(text);
+      }
+      if (n <= 0) break;
+      have += static_cast<std::size_t>(n);
+    }
+  }
+  ::close(fd);
+  if (out && status != nullptr) *status = st;
+  return out;
+}
+
 std::string private_name(const fs::path& path, std::string_view what) {
   static std::atomic<std::uint64_t> counter{0};
   return path.string() + fmt::format(".{}-{}.{}", ::getpid(), counter.fetch_add(1), what);
@@ -191,15 +218,12 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
   }
   struct stat st {};
   const bool sized = mapped >= 0 && ::fstat(mapped, &st) == 0;
-  if (sized && st.st_size > 0) {
-    out->size_ = static_cast<std::size_t>(st.st_size);
-    out->map_ = ::mmap(nullptr, out->size_, PROT_READ, MAP_PRIVATE, mapped, 0);
-  }
-  const auto why = std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): a message
+  const int why = errno;  // words only for the message, when there is one
   if (mapped >= 0 && mapped != out->fd_) ::close(mapped);
   if (!sized || out->map_ == MAP_FAILED) {
     out->map_ = nullptr;
-    throw error(fmt::format("backend cpu: cannot map the copy of {}: {}", from.string(), why));
+    throw error(fmt::format("backend cpu: cannot map the copy of {}: {}", from.string(),
+                            std::strerror(why)));  // NOLINT(concurrency-mt-unsafe): a message
   }
   return out;
 }

@@ -6,10 +6,21 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+struct stat;
+
 namespace tessel::detail {
+
+/// The bytes of the regular file `path` (links followed), and its status in
+/// `*status` when given; nullopt when it cannot be opened or read or is no
+/// regular file (a FIFO is opened without waiting and never read). In the
+/// cache that is a miss, never an error. One open, fstat and read: a hit
+/// reads its manifest and every file it lists with this.
+[[nodiscard]] std::optional<std::string> read_regular(const std::filesystem::path& path,
+                                                      struct stat* status = nullptr);
 
 /// A name beside `path` that no other thread or process uses:
 /// PATH.PID-N.WHAT, WHAT one of "tmp", "d", "copy" (what

@@ -22,6 +22,7 @@
 #include <optional>
 #include <tuple>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 extern "C" char** environ;  // NOLINT: POSIX
@@ -83,15 +84,9 @@ void write_atomically(const fs::path& path, std::string_view text) {
   fs::rename(tmp, path);
 }
 
-/// A file's bytes (tessel/files.hpp); nullopt when it cannot be read
-/// (vanished, a folder): in the cache that is a miss, never an error.
-std::optional<std::string> read_bytes(const fs::path& path) {
-  try {
-    return read_file(path);
-  } catch (const error&) {
-    return std::nullopt;
-  }
-}
+/// A file's bytes; nullopt when it cannot be read (vanished, a folder, a
+/// FIFO): in the cache that is a miss, never an error (read_regular).
+std::optional<std::string> read_bytes(const fs::path& path) { return read_regular(path); }
 
 /// The files a compile read, from the dependency file GCC and Clang write
 /// with -MD/-MMD -MF (make syntax: the first rule's prerequisites, lines
@@ -232,9 +227,27 @@ struct lookup {
   std::string note;  ///< why a named outcome was not used, when it did not hold its bytes
 };
 
+/// How old a manifest's mtime (its last use, for trim_builds) may be before
+/// a hit sets it to now: the least recently used keys go first, and this
+/// is the order's grain. Keys used within it are ordered by the use before.
+constexpr std::time_t use_grain_s = 5 * 60;
+
+/// Records a hit of `manifest`, whose status is `st`: sets its mtime to now
+/// when it is older than use_grain_s (else nothing: a hit then costs no
+/// write to the file system). A manifest another user owns and does not let
+/// this one write keeps its mtime.
+void mark_use(const fs::path& manifest, const struct stat& st) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  if (st.st_mtim.tv_sec + use_grain_s > now.tv_sec) return;
+  (void)::utimensat(AT_FDCWD, manifest.c_str(), nullptr, 0);
+}
+
 lookup look_up(const fs::path& stem) {
   lookup out;
-  const auto text = read_bytes(stem.string() + ".manifest");
+  const auto manifest = fs::path(stem.string() + ".manifest");
+  struct stat manifest_status {};
+  const auto text = read_regular(manifest, &manifest_status);
   if (!text || !text->starts_with(manifest_family)) return out;
   std::string_view rest(*text);
   const bool current = next_line(rest) == manifest_magic.substr(0, manifest_magic.size() - 1);
@@ -264,9 +277,7 @@ lookup look_up(const fs::path& stem) {
   out.built = built;
   out.sealed = std::move(sealed);
   out.message = std::move(message).value_or("");
-  // Its use, for trim_builds: the least recently used go first.
-  std::error_code ec;
-  fs::last_write_time(stem.string() + ".manifest", fs::file_time_type::clock::now(), ec);
+  mark_use(manifest, manifest_status);  // for trim_builds: the least recently used go first
   return out;
 }
 

@@ -12,9 +12,13 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/stat.h>
@@ -24,6 +28,72 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tessel;
 using namespace tessel::testing;
+
+/// Sets every manifest's mtime in `build` (its last use) back by `by`.
+void set_back(const fs::path& build, fs::file_time_type::duration by) {
+  for (const auto& e : fs::directory_iterator(build))
+    if (e.path().extension() == ".manifest")
+      fs::last_write_time(e.path(), fs::last_write_time(e.path()) - by);
+}
+
+/// A file's mtime and ctime, in ns.
+std::pair<std::int64_t, std::int64_t> stamps(const fs::path& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  const auto ns = [](const timespec& t) {
+    return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+  };
+  return {ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+/// "1, 2, ..., n".
+std::string values_up_to(int n) {
+  std::string out = "1";
+  for (int i = 2; i <= n; ++i) out += fmt::format(", {}", i);
+  return out;
+}
+
+/// The scaled kernel with configs us = 1..`configs` and the reference, in
+/// a cache of its own whose builds folder is `build`.
+struct limit_fixture {
+  testing::temp_folder folder;
+  space s;
+  cpu_options o;
+  fs::path build;
+  limit_fixture(std::string_view name, int configs)
+      : folder(name),
+        s(parse_space(
+            fmt::format("space s {{ const N = 4096 param us : {{{}}} }}", values_up_to(configs)))),
+        o(scaled_options(folder.path())) {
+    write(folder.path() / "scaled.cpp", scaled_kernel);
+    write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
+    o.cache_dir = (folder.path() / "cache").string();
+    build = fs::path(o.cache_dir) / "build";
+  }
+  [[nodiscard]] config us(int value) const {
+    return s.from_json(fmt::format(R"({{"us": {}}})", value));
+  }
+  /// The bytes in the builds folder.
+  [[nodiscard]] std::uintmax_t bytes() const {
+    std::uintmax_t total = 0;
+    for (const auto& e : fs::directory_iterator(build)) total += fs::file_size(e.path());
+    return total;
+  }
+  /// The manifest of the reference (`is_reference`) or of the one config
+  /// built: the reference's unit is the one that builds no config (the
+  /// loader's unit is here too, its manifest in the cache's root).
+  [[nodiscard]] fs::path manifest(bool is_reference) const {
+    fs::path found;
+    for (const auto& e : fs::directory_iterator(build)) {
+      const auto named = fs::path(e.path()).replace_extension(".manifest");
+      if (e.path().extension() == ".cpp" && fs::exists(named) &&
+          (read_file(e.path()).find("// no config") != std::string::npos) == is_reference)
+        found = named;
+    }
+    REQUIRE(fs::exists(found));
+    return found;
+  }
+};
 
 }  // namespace
 
@@ -169,19 +239,10 @@ TEST_CASE("cpu cache: backends building the same loader and kernel at once leave
 }
 
 TEST_CASE("cpu cache: over its limit, the least recently used builds go, never one in use") {
-  const testing::temp_folder folder("tessel-cpu-limit");
-  write(folder.path() / "scaled.cpp", scaled_kernel);
-  write(folder.path() / "scale.hpp", "#define TESSEL_TEST_SCALE 2.0f\n");
-  const auto s = parse_space("space s { const N = 4096 param us : {1, 2, 3} }");
-  const auto us = [&s](int value) { return s.from_json(fmt::format(R"({{"us": {}}})", value)); };
-  auto o = scaled_options(folder.path());
-  o.cache_dir = (folder.path() / "cache").string();
-  const auto build = fs::path(o.cache_dir) / "build";
-  const auto bytes = [&build] {
-    std::uintmax_t total = 0;
-    for (const auto& e : fs::directory_iterator(build)) total += fs::file_size(e.path());
-    return total;
-  };
+  limit_fixture f("tessel-cpu-limit", 3);
+  const auto& s = f.s;
+  auto& o = f.o;
+  const auto us = [&f](int value) { return f.us(value); };
   const auto cached = [](cpu_backend& b, const space& sp, const config& c) {
     const auto m = b.evaluate(sp, c);
     INFO(m.message);
@@ -195,26 +256,42 @@ TEST_CASE("cpu cache: over its limit, the least recently used builds go, never o
     REQUIRE(cached(b, s, us(1)) == 0);
     REQUIRE(cached(b, s, us(2)) == 0);
   }
-  // The reference's manifest: its unit is the one that builds no config.
-  fs::path reference;
-  for (const auto& e : fs::directory_iterator(build))
-    if (e.path().extension() == ".cpp" &&
-        read_file(e.path()).find("// no config") != std::string::npos)
-      reference = fs::path(e.path()).replace_extension(".manifest");
-  REQUIRE(fs::exists(reference));
+  const auto reference = f.manifest(true);
+  // A hit records its use only on a manifest last used over 5 minutes ago
+  // (the order's grain): all were, an hour ago.
+  set_back(f.build, std::chrono::hours(1));
   // Room for what is there and not one build more.
-  o.cache_limit_mb = static_cast<double>(bytes() + 1024) / (1024 * 1024);
+  o.cache_limit_mb = static_cast<double>(f.bytes() + 1024) / (1024 * 1024);
   cpu_backend b(o);
   b.prepare(s);  // the reference: a hit, the least recently used from here on, and in use
   CHECK(cached(b, s, us(2)) == 1);
   CHECK(cached(b, s, us(1)) == 1);  // now 2 is the least recently used not in use
   CHECK(cached(b, s, us(3)) == 0);  // over the limit: 2 goes
-  CHECK(bytes() <= static_cast<std::uintmax_t>(o.cache_limit_mb * 1024 * 1024));
+  CHECK(f.bytes() <= static_cast<std::uintmax_t>(o.cache_limit_mb * 1024 * 1024));
   CHECK(cached(b, s, us(1)) == 1);
   CHECK(cached(b, s, us(3)) == 1);
   CHECK(cached(b, s, us(2)) == 0);
   // The reference, the oldest but in use all along, was never removed.
   CHECK(fs::exists(reference));
+}
+
+TEST_CASE("cpu cache: a hit writes its manifest's last use only when it is minutes old") {
+  limit_fixture f("tessel-cpu-use", 1);
+  const auto c = f.us(1);
+  cpu_backend b(f.o);
+  b.prepare(f.s);
+  REQUIRE(b.evaluate(f.s, c).metrics.at("compile_cached") == 0);
+  const auto manifest = f.manifest(false);
+  // Used just now: a hit leaves the manifest as it is (no write, its ctime
+  // kept), so hits cost no write to the file system.
+  const auto fresh = stamps(manifest);
+  REQUIRE(b.evaluate(f.s, c).metrics.at("compile_cached") == 1);
+  CHECK(stamps(manifest) == fresh);
+  // Last used an hour ago: the hit sets its use to now.
+  set_back(f.build, std::chrono::hours(1));
+  const auto old = stamps(manifest);
+  REQUIRE(b.evaluate(f.s, c).metrics.at("compile_cached") == 1);
+  CHECK(stamps(manifest).first > old.first + std::int64_t{3500} * 1'000'000'000);
 }
 
 TEST_CASE("cpu cache: a cache limit below zero is refused, naming the field or the setting") {
