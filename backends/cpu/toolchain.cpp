@@ -11,11 +11,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <boost/uuid/name_generator_sha1.hpp>
-#include <boost/uuid/uuid.hpp>
-#include <boost/uuid/uuid_io.hpp>
+#include <openssl/evp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -139,7 +138,9 @@ std::optional<std::timespec> change_time(const fs::path& path) {
 }
 
 constexpr std::string_view manifest_family = "tessel cpu build manifest ";
-constexpr std::string_view manifest_magic = "tessel cpu build manifest 2\n";
+/// Version 3: SHA-256 fingerprints (2: SHA-1, which keys of their own kept
+/// apart anyway). A manifest of another version is a miss, never misread.
+constexpr std::string_view manifest_magic = "tessel cpu build manifest 3\n";
 
 /// What a manifest records of a file's bytes: "HASH SIZE".
 std::string fingerprint(std::string_view bytes) {
@@ -342,10 +343,18 @@ std::string host_cpu_model() {
 }
 
 std::string content_key(std::string_view text) {
-  const boost::uuids::name_generator_sha1 generate(boost::uuids::ns::oid());
-  auto u = boost::uuids::to_string(generate(text.data(), text.size()));
-  std::erase(u, '-');
-  return u;
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1)
+    throw error("backend cpu: OpenSSL's libcrypto could not compute a SHA-256");
+  constexpr std::string_view hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * size);
+  for (unsigned int i = 0; i < size; ++i) {
+    out += hex[digest[i] >> 4U];
+    out += hex[digest[i] & 0xfU];
+  }
+  return out;
 }
 
 toolchain::toolchain(toolchain_options o) : o_(std::move(o)) {

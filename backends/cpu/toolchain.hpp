@@ -131,8 +131,8 @@ class toolchain {
 /// The host's CPU model ("AMD EPYC ..."), from /proc/cpuinfo; "" when unknown.
 [[nodiscard]] std::string host_cpu_model();
 
-/// A stable name for `text`: 32 hex digits of a SHA-1 name-based UUID
-/// (RFC 4122, through Boost.UUID).
+/// A stable name for `text`: the 64 hex digits of its SHA-256 (OpenSSL's
+/// libcrypto, which uses the CPU's SHA instructions where it has them).
 [[nodiscard]] std::string content_key(std::string_view text);
 
 }  // namespace tessel::detail
