@@ -293,7 +293,9 @@ std::uintmax_t size_of(const fs::path& path) {
 /// removes keys in the order of their manifests' last use (a hit touches
 /// its manifest), each manifest with its unit (KEY.cpp) and the outcome it
 /// names, skipping a key whose outcome is in use (remove_unless_in_use).
-void trim_builds(const fs::path& dir, std::uintmax_t limit) {
+/// Returns the folder's size after it, as the scan found it less what it
+/// removed.
+std::uintmax_t trim_builds(const fs::path& dir, std::uintmax_t limit) {
   std::uintmax_t total = 0;
   std::vector<std::pair<fs::file_time_type, fs::path>> manifests;
   std::error_code ec;
@@ -321,6 +323,7 @@ void trim_builds(const fs::path& dir, std::uintmax_t limit) {
     fs::remove(unit, ec);
     total -= std::min(total, sizes);
   }
+  return total;
 }
 
 }  // namespace
@@ -465,9 +468,30 @@ build_result toolchain::build(const std::string& source, const std::vector<std::
         "--backend-set compile_timeout=S or cpu_options::compile_timeout_s)",
         o_.timeout_s);
   // After a compile, never on a hit; the new build is in use (out.sealed).
+  // What it added: the unit, the manifest and the outcome (counted when
+  // not kept too: an estimate may be over, never under).
   if (!out.cached && o_.cache_limit_bytes > 0)
-    trim_builds(o_.cache_dir / "build", o_.cache_limit_bytes);
+    account(source.size() + size_of(o_.cache_dir / "build" / (key + ".manifest")) +
+            (out.sealed ? out.sealed->bytes().size() : out.message.size()));
   return out;
+}
+
+void toolchain::account(std::uintmax_t added) const {
+  const auto limit = o_.cache_limit_bytes;
+  const std::lock_guard lock(tally_.mutex);
+  tally_.estimate += added;
+  tally_.since_scan += added;
+  if (tally_.scanned && tally_.estimate <= limit && tally_.since_scan <= limit / rescan_fraction)
+    return;
+  tally_.estimate = trim_builds(o_.cache_dir / "build", limit);
+  tally_.since_scan = 0;
+  tally_.scanned = true;
+  ++tally_.scans;
+}
+
+std::uint64_t toolchain::scans() const {
+  const std::lock_guard lock(tally_.mutex);
+  return tally_.scans;
 }
 
 build_result toolchain::compile_cached(const fs::path& stem, const std::string& suffix,

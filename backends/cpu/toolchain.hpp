@@ -27,8 +27,8 @@ struct toolchain_options {
   std::vector<std::string> flags;      ///< before the source
   std::vector<std::string> libraries;  ///< after the source
   std::filesystem::path cache_dir;
-  /// Bytes cache_dir/build is kept under after each compile (trim_builds);
-  /// 0: no limit.
+  /// Bytes cache_dir/build is kept under (trim_builds, when a compile's
+  /// running estimate says it may be over; toolchain::build); 0: no limit.
   std::uintmax_t cache_limit_bytes = 0;
   double timeout_s = 120;
   double kill_grace_s = 1;
@@ -102,6 +102,14 @@ class toolchain {
   [[nodiscard]] const std::filesystem::path& embedded_dir() const noexcept { return embedded_; }
   /// The compiler's path and the first line of its --version.
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
+  /// How many times a compile scanned cache/build to keep it under the
+  /// limit (the rest went by the running estimate). For tests.
+  [[nodiscard]] std::uint64_t scans() const;
+
+  /// Of the limit, what this process lets its own compiles add since its
+  /// last scan before it scans again, though its estimate is under the
+  /// limit: what other processes added is seen then (1/16).
+  static constexpr std::uintmax_t rescan_fraction = 16;
 
  private:
   [[nodiscard]] std::vector<std::string> command(const std::filesystem::path& source) const;
@@ -114,6 +122,11 @@ class toolchain {
                                             std::string_view text,
                                             std::vector<std::string> arguments, double timeout_s,
                                             const std::vector<int>& cpus) const;
+  /// After a compile that added `added` bytes to cache/build: trims it
+  /// (trim_builds) when this process's estimate of its size is over the
+  /// limit, when its own compiles added a rescan_fraction-th of the limit
+  /// since the last scan, or at its first compile; else adds to the estimate.
+  void account(std::uintmax_t added) const;
   /// Puts back tessel's own files that do not hold their text; says which.
   [[nodiscard]] std::string restore_own_files() const;
   /// Whether tessel's own files all hold their text and none was written
@@ -126,6 +139,15 @@ class toolchain {
   build_result loader_;
   mutable std::mutex own_mutex_;
   mutable std::map<std::filesystem::path, std::string> own_;  ///< path -> its text
+  /// What this process knows of cache/build's size (account()).
+  struct tally {
+    std::mutex mutex;
+    bool scanned = false;
+    std::uintmax_t estimate = 0;    ///< at the last scan, plus what was added since
+    std::uintmax_t since_scan = 0;  ///< added by this process since its last scan
+    std::uint64_t scans = 0;
+  };
+  mutable tally tally_;
 };
 
 /// The host's CPU model ("AMD EPYC ..."), from /proc/cpuinfo; "" when unknown.

@@ -7,6 +7,7 @@
 #include <tessel/backends.hpp>
 
 #include "cache_fixtures.hpp"
+#include "cpu/toolchain.hpp"
 #include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
@@ -273,6 +274,47 @@ TEST_CASE("cpu cache: over its limit, the least recently used builds go, never o
   CHECK(cached(b, s, us(2)) == 0);
   // The reference, the oldest but in use all along, was never removed.
   CHECK(fs::exists(reference));
+}
+
+TEST_CASE("cpu cache: far under its limit a compile trims by an estimate, scanning rarely") {
+  const testing::temp_folder folder("tessel-cpu-tally");
+  detail::toolchain_options o;
+  o.flags = {"-O0"};
+  o.cache_dir = folder.path() / "cache";
+  o.cache_limit_bytes = std::uintmax_t{1} << 20;  // 1 MiB: rescans after 64 KiB of its own
+  const auto build = o.cache_dir / "build";
+  const detail::toolchain t(o);
+  // A unit whose build holds `bytes` bytes of data besides its code.
+  const auto unit = [](int n, int bytes) {
+    return fmt::format("extern \"C\" {{ const char tally_{0}[{1}] = {{1}}; }}\n", n, bytes);
+  };
+  const auto size = [&build] {
+    std::uintmax_t total = 0;
+    for (const auto& e : fs::directory_iterator(build)) total += fs::file_size(e.path());
+    return total;
+  };
+  REQUIRE(t.build(unit(0, 1), {}, {}).status == status::ok);
+  CHECK(t.scans() == 1);  // the first compile scans
+  // Another process's key, 1 MiB, last used an hour ago: the folder is over.
+  const auto other = build / "other.manifest";
+  write(other, "tessel cpu build manifest 3\nbuilt other-0.so\n0 0\n");
+  write(build / "other-0.so", std::string(std::size_t{1} << 20, 'x'));
+  write(build / "other.cpp", "");
+  fs::last_write_time(other, fs::last_write_time(other) - std::chrono::hours(1));
+  // A small compile: this process's estimate is under the limit and it
+  // added less than 64 KiB since its scan, so nothing is scanned: the folder
+  // stays over by what the other process added (the stated margin).
+  REQUIRE(t.build(unit(1, 1), {}, {}).status == status::ok);
+  CHECK(t.scans() == 1);
+  CHECK(fs::exists(other));
+  CHECK(size() > o.cache_limit_bytes);
+  // Then 64 KiB of its own: it scans, and the other's key goes.
+  REQUIRE(t.build(unit(2, 70000), {}, {}).status == status::ok);
+  CHECK(t.scans() == 2);
+  CHECK_FALSE(fs::exists(other));
+  CHECK(size() <= o.cache_limit_bytes);
+  for (int n = 3; n < 6; ++n) REQUIRE(t.build(unit(n, 1), {}, {}).status == status::ok);
+  CHECK(t.scans() == 2);
 }
 
 TEST_CASE("cpu cache: a hit writes its manifest's last use only when it is minutes old") {
