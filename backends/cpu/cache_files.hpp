@@ -36,8 +36,9 @@ namespace tessel::detail {
 std::size_t remove_leftovers_of_dead(const std::filesystem::path& dir);
 
 /// Removes the build `file` unless a process holds it in use (a
-/// sealed_file copied from it, in any process: its shared lock); true when
-/// it is gone.
+/// sealed_file copied from it, or a file_guard guarding it with
+/// hold::shared_lock, in any process: their shared lock); true when it is
+/// gone.
 bool remove_unless_in_use(const std::filesystem::path& file);
 
 /// Bytes no process can change, for a run: a memfd sealed against every

@@ -408,7 +408,9 @@ void cpu_backend::prepare(const space& s) {
       throw error(fmt::format("backend cpu: the reference {} does not build:\n{}", x.o.reference,
                               built.message));
     if (!built.note.empty()) notes.push_back(built.note);
-    guard->add(built.library);
+    // Locked like its sealed copy's source: the cache's size limit never
+    // removes it, nor the build the guard puts back in its place.
+    guard->add(built.library, detail::file_guard::hold::shared_lock);
     x.user_reference = [&x, library = built.sealed](const std::vector<std::string>& files) {
       auto r = detail::run_loader(x.setup, *library, files, x.other_cpus, std::nullopt).run;
       if (r.status == status::suspicious)  // a rule of the call broken: the user's fault

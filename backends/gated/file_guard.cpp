@@ -13,7 +13,10 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <utility>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,9 +72,25 @@ bool holds(const fs::path& path, const std::string& bytes) {
   return at == bytes.size();
 }
 
+/// A descriptor of `path` holding a shared flock on it; -1 when it cannot
+/// be opened or locked.
+int shared_lock_on(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0 && ::flock(fd, LOCK_SH) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
-void file_guard::add(const fs::path& file) {
+file_guard::~file_guard() {
+  for (const auto& f : files_)
+    if (f.lock >= 0) ::close(f.lock);
+}
+
+void file_guard::add(const fs::path& file, hold what) {
   const auto before = now_ns();
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -87,7 +106,8 @@ void file_guard::add(const fs::path& file) {
   std::error_code ec;
   auto perms = fs::status(file, ec).permissions();
   if (ec) perms = fs::perms::owner_read | fs::perms::owner_write;
-  kept k{file, std::move(bytes), perms, slack_of(st), std::nullopt};
+  kept k{file, std::move(bytes), perms, slack_of(st), std::nullopt, -1};
+  if (what == hold::shared_lock) k.lock = shared_lock_on(file);
   const std::lock_guard lock(mutex_);
   k.trusted = trust(stamps_of(st), before, k.slack_ns);
   files_.push_back(std::move(k));
@@ -110,7 +130,7 @@ std::uint64_t file_guard::reads() const {
   return reads_;
 }
 
-void file_guard::restore_locked(const kept& file) {
+void file_guard::restore_locked(kept& file) {
   const auto& path = file.path;
   std::error_code ec;
   // The changed file is kept beside, not lost (a person may have edited
@@ -125,7 +145,11 @@ void file_guard::restore_locked(const kept& file) {
   std::ofstream(fresh, std::ios::binary | std::ios::trunc)
       .write(file.bytes.data(), static_cast<std::streamsize>(file.bytes.size()));
   fs::permissions(fresh, file.perms, ec);
+  // Locked before it has the name: never a moment without the lock there.
+  int lock = file.lock >= 0 ? shared_lock_on(fresh) : -1;
   fs::rename(fresh, path, ec);  // a new file: a process that has the old one mapped keeps it
+  if (lock >= 0 && !ec) std::swap(lock, file.lock);
+  if (lock >= 0) ::close(lock);
 }
 
 file_guard::stamps file_guard::stamps_of(const struct stat& st) {

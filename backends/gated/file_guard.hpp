@@ -59,9 +59,28 @@ class file_guard {
   /// The largest file guarded: its bytes are kept in memory (1 GiB).
   static constexpr std::size_t max_bytes = std::size_t{1} << 30;
 
+  /// What a guard holds on a file besides its bytes.
+  enum class hold {
+    bytes,
+    /// Also a shared flock on the file as long as the guard lives, taken
+    /// on each file it puts back before that file gets the name: the cpu
+    /// compile cache's size limit removes no file a process holds so
+    /// (cpu/cache_files.hpp, remove_unless_in_use), so a reference's build
+    /// the guard put back is as safe from it as the one it replaced. A
+    /// file that cannot be opened to lock is guarded by its bytes alone.
+    shared_lock,
+  };
+
+  file_guard() = default;
+  file_guard(const file_guard&) = delete;
+  file_guard& operator=(const file_guard&) = delete;
+  file_guard(file_guard&&) = delete;
+  file_guard& operator=(file_guard&&) = delete;
+  ~file_guard();
+
   /// Keeps `file`'s bytes and stamps as they are now. Throws tessel::error
   /// when it cannot be read or holds more than max_bytes.
-  void add(const std::filesystem::path& file);
+  void add(const std::filesystem::path& file, hold what = hold::bytes);
   [[nodiscard]] bool empty() const;
 
   /// One run, watched from just before its process starts until changed().
@@ -115,6 +134,7 @@ class file_guard {
     std::int64_t slack_ns = 0;
     /// Stamps a check may take for the bytes; none: compare the bytes.
     std::optional<stamps> trusted;
+    int lock = -1;  ///< hold::shared_lock: a descriptor of the file, flocked shared
   };
   /// A change found by check `found_at` (numbered from 1) while a scope
   /// was open.
@@ -132,7 +152,7 @@ class file_guard {
   /// matched, when a check may take it for the bytes. Called with mutex_
   /// held.
   std::optional<stamps> trust(const stamps& now, std::int64_t before, std::int64_t slack_ns) const;
-  static void restore_locked(const kept& file);
+  static void restore_locked(kept& file);
   /// Forgets scope `id` and the changes no open scope can be blamed for.
   void close_locked(std::uint64_t id);
 

@@ -276,6 +276,32 @@ TEST_CASE("cpu cache: over its limit, the least recently used builds go, never o
   CHECK(fs::exists(reference));
 }
 
+TEST_CASE("cpu cache: a reference's build the guard put back is never removed by the limit") {
+  limit_fixture f("tessel-cpu-guard-lock", 2);
+  f.o.cache_limit_mb = 1.0 / 1024;  // 1 KiB: every key not in use is to go
+  cpu_backend b(f.o);
+  b.prepare(f.s);
+  const auto reference = f.manifest(true);
+  const auto library = named_by(reference);
+  const auto bytes = read_file(library);
+  // A kernel's process writes the reference's build (in place: the file
+  // its sealed copy locked). Config 1's compile trims first (the reference
+  // in use, kept); its gate run's guard puts the build back, a new file.
+  write(library, "not the reference");
+  const auto first = b.evaluate(f.s, f.us(1));
+  INFO(first.message);
+  REQUIRE(first.status == status::ok);
+  CHECK(read_file(library) == bytes);
+  // Config 2's compile trims again: the put-back build is in use too (the
+  // guard holds its lock), so the reference's key stays, build and all.
+  const auto second = b.evaluate(f.s, f.us(2));
+  INFO(second.message);
+  CHECK(second.status == status::ok);
+  CHECK(fs::exists(reference));
+  CHECK(fs::exists(library));
+  CHECK(fs::exists(fs::path(reference).replace_extension(".cpp")));
+}
+
 TEST_CASE("cpu cache: far under its limit a compile trims by an estimate, scanning rarely") {
   const testing::temp_folder folder("tessel-cpu-tally");
   detail::toolchain_options o;
