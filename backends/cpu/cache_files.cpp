@@ -200,11 +200,16 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
   if (out->fd_ >= 0) out->path_ = fmt::format("/proc/self/fd/{}", out->fd_);
 #endif
   int mapped = out->fd_;
+  struct stat written {};
   if (mapped < 0) {
     out->path_ = private_name(from, "copy");
     mapped = ::open(out->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, S_IRWXU);
-    const bool copied =
-        mapped >= 0 && ::lseek(source, 0, SEEK_SET) == 0 && copy_all(source, mapped);
+    // Read-only once written (r-x: the loader is exec'd): a process that
+    // opens it to write is refused unless it changes the mode first (as
+    // its owner can) or is root.
+    const bool copied = mapped >= 0 && ::lseek(source, 0, SEEK_SET) == 0 &&
+                        copy_all(source, mapped) && ::fchmod(mapped, S_IRUSR | S_IXUSR) == 0 &&
+                        ::fstat(mapped, &written) == 0;
     if (!copied) {
       const auto why = std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): a message
       if (mapped >= 0) ::close(mapped);
@@ -214,10 +219,24 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
     // Mapped from a read-only descriptor: a mapping holds its file open,
     // and exec refuses a file that something holds open to write.
     ::close(mapped);
-    mapped = ::open(out->path_.c_str(), O_RDONLY | O_CLOEXEC);
+    mapped = ::open(out->path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   }
   struct stat st {};
   const bool sized = mapped >= 0 && ::fstat(mapped, &st) == 0;
+  // The file it wrote, not one another process renamed over its name
+  // between the two opens: what is mapped is what a caller checks (and a
+  // fresh compile's manifest records).
+  if (sized && mapped != out->fd_ && (st.st_ino != written.st_ino || st.st_dev != written.st_dev)) {
+    ::close(mapped);
+    throw error(fmt::format(
+        "backend cpu: the private copy {} of {} was replaced before it was opened again (a "
+        "process of the same user writes the cache)",
+        out->path_.string(), from.string()));
+  }
+  if (sized && st.st_size > 0) {
+    out->size_ = static_cast<std::size_t>(st.st_size);
+    out->map_ = ::mmap(nullptr, out->size_, PROT_READ, MAP_PRIVATE, mapped, 0);
+  }
   const int why = errno;  // words only for the message, when there is one
   if (mapped >= 0 && mapped != out->fd_) ::close(mapped);
   if (!sized || out->map_ == MAP_FAILED) {

@@ -6,6 +6,7 @@
 // (docs/cpu.md, "How the cache decides").
 #include "as_user.hpp"
 #include "cache_fixtures.hpp"
+#include "cpu/cache_files.hpp"
 #include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -280,6 +282,33 @@ TEST_CASE("cpu cache: where memfd_create is refused, a gated study runs from pri
           }
           if (const int failed = study_exit_code(f, "with private copies")) return failed;
           return files_ending(f.o.cache_dir, ".copy").empty() ? 0 : 14;  // removed with it
+        }) == 0);
+}
+
+TEST_CASE("cpu cache: a private copy, where memfds are refused, is read-only once written") {
+  // Its owner can still make it writable (docs/cpu.md, "A poisoned cache is
+  // not trusted", says what is not guaranteed); a process of the user that
+  // opens it to write, as a kernel poisoning builds in place does, is
+  // refused. As nobody: root's writes ignore the mode.
+  if (!may_become_another_user()) return;
+  const temp_folder folder("tessel-cpu-private-copy");
+  const auto from = folder.path() / "build.so";
+  write(from, "the build's bytes\n");
+  fs::permissions(folder.path(), fs::perms::all);
+  fs::permissions(from, fs::perms::all);
+  CHECK(exit_code_as_user(nobody, [&from] {
+          if (!refuse_memfd()) return 12;
+          const auto copy = detail::sealed_file::copy_of(from);
+          if (!copy || copy->sealed() || copy->bytes() != "the build's bytes\n") return 13;
+          struct stat st {};
+          if (::stat(copy->path().c_str(), &st) != 0) return 14;
+          if ((st.st_mode & 07777) != (S_IRUSR | S_IXUSR)) {
+            std::fprintf(stderr, "the private copy's mode is %o\n", st.st_mode & 07777);
+            return 15;
+          }
+          const int fd = ::open(copy->path().c_str(), O_WRONLY | O_CLOEXEC);
+          if (fd >= 0 || errno != EACCES) return 16;
+          return 0;
         }) == 0);
 }
 
