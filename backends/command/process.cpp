@@ -14,10 +14,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <ctime>
+#include <limits>
+#include <new>
 #include <utility>
 
 #include <fcntl.h>
@@ -60,6 +64,19 @@ class fd_guard {
   int fd_ = -1;
 };
 
+/// throw_in_next_runs: how many throws are still to come, and where.
+std::atomic<int> throws_to_inject{0};
+std::atomic<run_step> injected_step{run_step::output};
+
+/// Throws std::bad_alloc where a test asked for it (throw_in_next_runs).
+void injected_throw(run_step step) {
+  if (throws_to_inject.load(std::memory_order_relaxed) <= 0 || injected_step.load() != step) return;
+  int left = throws_to_inject.load();
+  while (left > 0 && !throws_to_inject.compare_exchange_weak(left, left - 1)) {
+  }
+  if (left > 0) throw std::bad_alloc();
+}
+
 /// A pipe whose ends are close-on-exec, so a concurrently forked child of
 /// another evaluation never inherits them (it would hold our EOF hostage).
 bool make_pipe(fd_guard& read_end, fd_guard& write_end) {
@@ -77,6 +94,15 @@ bool make_pipe(fd_guard& read_end, fd_guard& write_end) {
 }
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/// `seconds` (>= 0) on the steady clock, at most a century: in its
+/// nanoseconds a longer time (1e300 s is finite, and a valid time limit)
+/// would overflow, and a deadline would come before its start.
+clock::duration span(double seconds) {
+  constexpr double century = 100.0 * 365.25 * 24 * 3600;
+  return std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(std::min(seconds, century)));
+}
 
 /// Appends `data` to `buffer`, keeping at most `limit` bytes (the tail).
 void append_tail(std::string& buffer, const char* data, std::size_t size, std::size_t limit,
@@ -104,6 +130,54 @@ bool has_exited(pid_t pid, bool block = false) {
     if (errno != EINTR) return true;  // not our child any more: nothing to wait for
   return info.si_pid == pid;
 }
+
+/// The run's supervisor, from its start until it is reaped. Whichever way
+/// run_process leaves before it reaped it (an exception: the output's
+/// buffer could not grow, ...), the destructor ends the run and reaps it:
+/// left alone, the run would go on with no time limit, its supervisor never
+/// reaped.
+class run_owner {
+ public:
+  run_owner(pid_t pid, bool namespaced) : pid_(pid), namespaced_(namespaced) {}
+  run_owner(const run_owner&) = delete;
+  run_owner& operator=(const run_owner&) = delete;
+  ~run_owner() {
+    if (pid_ > 0) end();
+  }
+  /// The command's process group, once the supervisor has reported it.
+  void set_group(pid_t group) noexcept { group_ = group; }
+  /// Waits for the supervisor's end; returns its wait status.
+  int reap() noexcept {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = 0;
+    return status;
+  }
+
+ private:
+  /// In a namespace SIGKILL ends its init, and the kernel kills the rest.
+  /// In the fallback the command's group is killed, and the supervisor,
+  /// seeing the command's end, kills what else the run left among its
+  /// children and exits, as at a normal end; it gets a second (a process of
+  /// the run may have stopped it), then SIGKILL.
+  void end() noexcept {
+    if (namespaced_) {
+      ::kill(pid_, SIGKILL);
+    } else {
+      if (group_ > 0 && !has_exited(pid_)) ::kill(-group_, SIGKILL);
+      const timespec pause{0, 1000000};
+      for (int waited = 0; waited < 1000 && !has_exited(pid_); ++waited)
+        ::nanosleep(&pause, nullptr);
+      if (!has_exited(pid_)) ::kill(pid_, SIGKILL);
+    }
+    (void)reap();
+  }
+
+  pid_t pid_;
+  bool namespaced_;
+  pid_t group_ = 0;
+};
 
 /// NUL-terminated pointers into `strings` (which must outlive them).
 std::vector<char*> c_array(std::vector<std::string>& strings) {
@@ -210,6 +284,7 @@ struct session {
     for (;;) {
       const auto n = ::read(fd.get(), chunk.data(), chunk.size());
       if (n > 0) {
+        injected_throw(run_step::output);
         append_tail(buffer, chunk.data(), static_cast<std::size_t>(n), limit, truncated);
       } else if (n < 0 && errno == EINTR) {
         continue;
@@ -250,19 +325,20 @@ struct session {
   /// Sends the kills that are due; returns the milliseconds until the next one.
   int schedule(clock::time_point now, clock::time_point deadline, bool has_deadline) {
     if (has_deadline && !term_sent && now >= deadline) {
+      injected_throw(run_step::time_limit);
       result.timed_out = true;
       term_sent = true;
       signal_group(SIGTERM);
-      kill_at = now + std::chrono::duration_cast<clock::duration>(
-                          std::chrono::duration<double>(request.kill_grace_s));
+      kill_at = now + span(request.kill_grace_s);
     }
     if (term_sent && !kill_sent && now >= kill_at) {
       kill_sent = true;
       signal_group(SIGKILL);
     }
     auto until = [&](clock::time_point t) {
-      return static_cast<int>(std::max<long long>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1));
+      return static_cast<int>(std::clamp<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1, 0,
+          std::numeric_limits<int>::max()));
     };
     if (has_deadline && !term_sent) return until(deadline);
     if (term_sent && !kill_sent) return until(kill_at);
@@ -272,8 +348,7 @@ struct session {
   void loop() {
     const auto start = clock::now();
     const bool has_deadline = request.timeout_s > 0;
-    const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                      std::chrono::duration<double>(request.timeout_s));
+    const auto deadline = start + span(request.timeout_s);
     // The supervisor exits after it killed what the command left running;
     // then the pipes get at most this long to reach EOF (a process that
     // escaped it, outside Linux, may hold them).
@@ -409,6 +484,11 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
+void throw_in_next_runs(run_step step, int count) {
+  injected_step.store(step);
+  throws_to_inject.store(count);
+}
+
 process_result run_process(const process_request& request) {
   process_result result;
   if (request.arguments.empty()) {
@@ -467,6 +547,7 @@ process_result run_process(const process_request& request) {
     return result;
   }
   if (pid == 0) supervise(plan);
+  run_owner owner(pid, plan.pid_namespace);  // from here on, no way out leaves the run behind
   result.pid_namespace = plan.pid_namespace;
   result.user_namespace = plan.user_namespace;
   ::setpgid(pid, pid);  // also in the parent, as the supervisor does itself
@@ -478,9 +559,7 @@ process_result run_process(const process_request& request) {
 
   const auto [command, exec_errno, fork_errno, map_errno] = read_reports(report_read.get());
   if (exec_errno != 0 || fork_errno != 0 || map_errno != 0) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    (void)owner.reap();
 #ifdef __linux__
     if (map_errno != 0) {  // the command never started: run it without namespaces
       refuse_namespaces_for_good();
@@ -497,6 +576,7 @@ process_result run_process(const process_request& request) {
     return result;
   }
   result.started = true;
+  owner.set_group(command);
 
   set_nonblocking(in_write.get());
   set_nonblocking(out_read.get());
@@ -507,9 +587,7 @@ process_result run_process(const process_request& request) {
   s.loop();
   if (!s.exited) s.signal_group(SIGKILL);  // the loop gave up (poll failed): leave nothing behind
 
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = owner.reap();
   // The command's end as the supervisor reported it: as a namespace's init
   // it cannot end by the command's signal. The loop may have seen the
   // supervisor's exit before its record, which the pipe still holds.
