@@ -43,6 +43,7 @@ class fd_guard {
  public:
   fd_guard() = default;
   explicit fd_guard(int fd) : fd_(fd) {}
+  fd_guard(fd_guard&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   fd_guard(const fd_guard&) = delete;
   fd_guard& operator=(const fd_guard&) = delete;
   fd_guard& operator=(fd_guard&& other) noexcept {
@@ -64,18 +65,27 @@ class fd_guard {
   int fd_ = -1;
 };
 
+/// Takes one of the `left` a test's hook asked for; whether there was one.
+bool take_one(std::atomic<int>& left) {
+  int now = left.load(std::memory_order_relaxed);
+  while (now > 0 && !left.compare_exchange_weak(now, now - 1)) {
+  }
+  return now > 0;
+}
+
 /// throw_in_next_runs: how many throws are still to come, and where.
 std::atomic<int> throws_to_inject{0};
 std::atomic<run_step> injected_step{run_step::output};
 
 /// Throws std::bad_alloc where a test asked for it (throw_in_next_runs).
 void injected_throw(run_step step) {
-  if (throws_to_inject.load(std::memory_order_relaxed) <= 0 || injected_step.load() != step) return;
-  int left = throws_to_inject.load();
-  while (left > 0 && !throws_to_inject.compare_exchange_weak(left, left - 1)) {
-  }
-  if (left > 0) throw std::bad_alloc();
+  if (injected_step.load(std::memory_order_relaxed) == step && take_one(throws_to_inject))
+    throw std::bad_alloc();
 }
+
+/// delay_next_supervisors: how many supervisors are still to wait, and how long.
+std::atomic<int> delays_to_inject{0};
+std::atomic<int> injected_delay_ms{0};
 
 /// A pipe whose ends are close-on-exec, so a concurrently forked child of
 /// another evaluation never inherits them (it would hold our EOF hostage).
@@ -131,14 +141,15 @@ bool has_exited(pid_t pid, bool block = false) {
   return info.si_pid == pid;
 }
 
-/// The run's supervisor, from its start until it is reaped. Whichever way
-/// run_process leaves before it reaped it (an exception: the output's
-/// buffer could not grow, ...), the destructor ends the run and reaps it:
-/// left alone, the run would go on with no time limit, its supervisor never
-/// reaped.
+/// The run's supervisor, from its start until it is reaped, and tessel's
+/// end of its tether (supervisor.hpp). Whichever way run_process leaves
+/// before it reaped it (an exception: the output's buffer could not grow,
+/// ...), the destructor ends the run and reaps it: left alone, the run
+/// would go on with no time limit, its supervisor never reaped.
 class run_owner {
  public:
-  run_owner(pid_t pid, bool namespaced) : pid_(pid), namespaced_(namespaced) {}
+  run_owner(pid_t pid, bool namespaced, fd_guard tether)
+      : pid_(pid), namespaced_(namespaced), tether_(std::move(tether)) {}
   run_owner(const run_owner&) = delete;
   run_owner& operator=(const run_owner&) = delete;
   ~run_owner() {
@@ -152,30 +163,37 @@ class run_owner {
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     pid_ = 0;
+    tether_.reset();
     return status;
   }
 
  private:
   /// In a namespace SIGKILL ends its init, and the kernel kills the rest.
-  /// In the fallback the command's group is killed, and the supervisor,
-  /// seeing the command's end, kills what else the run left among its
-  /// children and exits, as at a normal end; it gets a second (a process of
-  /// the run may have stopped it), then SIGKILL.
+  /// In the fallback the tether hangs up, and the supervisor (told by
+  /// SIGHUP, or looking before it starts the command) kills the command's
+  /// group and what else the run left among its children and exits, as at
+  /// a normal end. It gets a second (a process of the run may have stopped
+  /// it; a process the embedding program forked may hold the tether), then
+  /// SIGKILL, the command's group's too.
   void end() noexcept {
+    tether_.reset();
     if (namespaced_) {
       ::kill(pid_, SIGKILL);
     } else {
-      if (group_ > 0 && !has_exited(pid_)) ::kill(-group_, SIGKILL);
       const timespec pause{0, 1000000};
       for (int waited = 0; waited < 1000 && !has_exited(pid_); ++waited)
         ::nanosleep(&pause, nullptr);
-      if (!has_exited(pid_)) ::kill(pid_, SIGKILL);
+      if (!has_exited(pid_)) {
+        if (group_ > 0) ::kill(-group_, SIGKILL);
+        ::kill(pid_, SIGKILL);
+      }
     }
     (void)reap();
   }
 
   pid_t pid_;
   bool namespaced_;
+  fd_guard tether_;
   pid_t group_ = 0;
 };
 
@@ -484,6 +502,11 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
+void delay_next_supervisors(int ms, int count) {
+  injected_delay_ms.store(ms);
+  delays_to_inject.store(count);
+}
+
 void throw_in_next_runs(run_step step, int count) {
   injected_step.store(step);
   throws_to_inject.store(count);
@@ -520,10 +543,10 @@ process_result run_process(const process_request& request) {
 #endif
 
   fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write,
-      life_read, life_write;
+      life_read, life_write, tether_read, tether_write;
   if (!make_pipe(in_read, in_write) || !make_pipe(out_read, out_write) ||
       !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write) ||
-      !make_pipe(life_read, life_write)) {
+      !make_pipe(life_read, life_write) || !make_pipe(tether_read, tether_write)) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
@@ -532,6 +555,7 @@ process_result run_process(const process_request& request) {
               err_write.get(),
               report_write.get(),
               life_write.get(),
+              tether_read.get(),
               directory,
               path->c_str(),
               argv.data(),
@@ -539,6 +563,7 @@ process_result run_process(const process_request& request) {
               cpus,
               request.inherited.data(),
               request.inherited.size()};
+  if (take_one(delays_to_inject)) plan.delay_ms = injected_delay_ms.load();
   sigpipe_guard sigpipe;
   const auto start = clock::now();
   const pid_t pid = start_supervisor(plan);
@@ -547,7 +572,8 @@ process_result run_process(const process_request& request) {
     return result;
   }
   if (pid == 0) supervise(plan);
-  run_owner owner(pid, plan.pid_namespace);  // from here on, no way out leaves the run behind
+  // From here on, no way out leaves the run behind.
+  run_owner owner(pid, plan.pid_namespace, std::move(tether_write));
   result.pid_namespace = plan.pid_namespace;
   result.user_namespace = plan.user_namespace;
   ::setpgid(pid, pid);  // also in the parent, as the supervisor does itself
@@ -556,6 +582,7 @@ process_result run_process(const process_request& request) {
   err_write.reset();
   report_write.reset();
   life_write.reset();
+  tether_read.reset();
 
   const auto [command, exec_errno, fork_errno, map_errno] = read_reports(report_read.get());
   if (exec_errno != 0 || fork_errno != 0 || map_errno != 0) {

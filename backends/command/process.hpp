@@ -71,6 +71,12 @@ enum class run_step {
 /// exception.
 void throw_in_next_runs(run_step step, int count);
 
+/// For tests only (tests/backends/supervisor_test.cpp): the supervisors of
+/// the next `count` runs wait `ms` milliseconds before they ask to be told
+/// of tessel's end (Linux: PR_SET_PDEATHSIG, the tether), so that a test
+/// can kill tessel in that window.
+void delay_next_supervisors(int ms, int count);
+
 /// The file exec would run for `program` given `path_variable` (PATH's value):
 /// `program` itself when it holds a '/', else the first executable match.
 [[nodiscard]] std::optional<std::string> find_program(const std::string& program,

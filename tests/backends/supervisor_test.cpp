@@ -1,15 +1,19 @@
 // A run's end, whichever way tessel's side of it ends (docs/backends.md,
-// "A run ends with its tessel"): run_process leaving by an exception, and
-// a tessel that is gone before its run's supervisor asked to be told.
+// "Whichever way tessel leaves a run", "A killed tessel"): run_process
+// leaving by an exception, a tessel that is gone before its run's
+// supervisor asked to be told; and a time limit too long for the clock.
 #include "command/process.hpp"
 #include "run_fixtures.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef __linux__
@@ -98,6 +102,55 @@ TEST_CASE("command: a time limit too long for the clock is no limit, not one alr
     CHECK_FALSE(r.timed_out);
     CHECK(r.exit_code == 0);
     CHECK(r.output == "1\n");
+  }
+}
+
+TEST_CASE("command: a tessel killed before its run's supervisor asked to be told ends the run") {
+  // A process standing for tessel starts a run whose supervisor waits
+  // 0.5 s (delay_next_supervisors) before it asks for a death signal, and
+  // is SIGKILLed as soon as that supervisor exists. In a PID namespace the
+  // supervisor's getppid() is 0 whoever its parent is: before session 18
+  // nothing told it that tessel was gone, and the run went on with no time
+  // limit. Now the tether (a pipe whose write end only tessel keeps) has
+  // hung up, and the command is never started. As root and as nobody,
+  // namespace and fallback.
+  for (const int uid : users()) {
+    for (const bool fallback : {false, true}) {
+      CAPTURE(uid);
+      CAPTURE(fallback);
+      const testing::temp_folder folder;
+      ::chmod(folder.path().c_str(), 0777);
+      const auto pid_file = folder.path() / "run.pid";
+      const testing::kill_at_exit run_killed(pid_file);
+      CHECK(testing::exit_code_as_user(uid, [&] {
+              const testing::fallback_forced off(fallback);
+              const pid_t tessel_process = ::fork();
+              if (tessel_process == 0) {
+                detail::process_request request;
+                request.arguments = {"/bin/sh", "-c",
+                                     testing::write_own_pid(pid_file) + "; exec sleep 300"};
+                request.environment = {"PATH=/usr/bin:/bin"};
+                detail::delay_next_supervisors(500, 1);
+                (void)detail::run_process(request);
+                ::_exit(0);
+              }
+              if (tessel_process < 0) return 1;
+              const auto children = "/proc/" + std::to_string(tessel_process) + "/task/" +
+                                    std::to_string(tessel_process) + "/children";
+              pid_t supervisor = -1;
+              for (int wait = 0; wait < 2000 && supervisor <= 0; ++wait) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                supervisor = testing::read_pid(children);
+              }
+              ::kill(tessel_process, SIGKILL);
+              int status = 0;
+              ::waitpid(tessel_process, &status, 0);
+              if (supervisor <= 0) return 2;
+              if (!testing::process_gone(supervisor, 5)) return 3;
+              const auto command = testing::read_pid(pid_file);  // none: never started
+              return command > 0 && !testing::process_gone(command) ? 4 : 0;
+            }) == 0);
+    }
   }
 }
 #endif
