@@ -11,6 +11,8 @@
 // the ratios to the first. Linux only.
 //
 //   bench_proc_namespace [--runs 3000]
+#include "common.hpp"
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -25,23 +27,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
-
-double cpu_seconds() {
-  rusage self{}, children{};
-  ::getrusage(RUSAGE_SELF, &self);
-  ::getrusage(RUSAGE_CHILDREN, &children);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(self.ru_utime) + seconds(self.ru_stime) + seconds(children.ru_utime) +
-         seconds(children.ru_stime);
-}
 
 enum mode : std::size_t { pid_only, mount_namespace, fresh_proc };
 constexpr std::array<const char*, 3> mode_names{"PID namespace", "+ mount namespace",
@@ -112,11 +102,11 @@ int main(int argc, char** argv) {
   std::array<int, 3> count{};
   for (int i = 0; i < runs; ++i) {
     const auto m = static_cast<mode>(i % 3);
-    const double cpu_before = cpu_seconds();
+    const double cpu_before = tessel::bench::cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     const int code = run(m, user, uid_map, gid_map);
     wall[m] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    cpu[m] += cpu_seconds() - cpu_before;
+    cpu[m] += tessel::bench::cpu_seconds() - cpu_before;
     ++count[m];
     if (code != 0) {
       fmt::print(stderr, "{}: {}\n", mode_names[m],

@@ -238,14 +238,8 @@ TEST_CASE("command: a run ends when its tessel is killed") {
       ::_exit(0);
     }
     REQUIRE(tessel_process > 0);
-    pid_t pid = 0;
-    for (int wait = 0; wait < 1000 && pid <= 0; ++wait) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      pid = testing::read_pid(pid_file);
-    }
-    ::kill(tessel_process, SIGKILL);
-    int status = 0;
-    ::waitpid(tessel_process, &status, 0);
+    const pid_t pid = testing::wait_for_pid(pid_file, 1000, 10);
+    testing::kill_and_reap(tessel_process);
     REQUIRE(pid > 0);
     CHECK(testing::process_gone(pid));
     const auto daemon = testing::read_pid(daemon_file);

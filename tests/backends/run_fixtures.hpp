@@ -8,13 +8,17 @@
 #include "as_user.hpp"
 #include "backend_fixtures.hpp"
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <sched.h>
+#include <sys/wait.h>
 
 namespace tessel::testing {
 
@@ -66,6 +70,25 @@ inline std::string write_own_pid(const std::filesystem::path& file) {
 inline std::string start_daemon(const std::filesystem::path& file) {
   return "(setsid sh -c '" + write_own_pid(file) + "; exec sleep 300' > /dev/null 2>&1 &); " +
          "while [ ! -s " + file.string() + " ]; do sleep 0.01; done";
+}
+
+/// The pid `file` holds once it holds one, looked at every `step_ms` up
+/// to `tries` times; -1 when it never did.
+inline pid_t wait_for_pid(const std::filesystem::path& file, int tries, int step_ms) {
+  pid_t pid = read_pid(file);
+  for (int tried = 0; tried < tries && pid <= 0; ++tried) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+    pid = read_pid(file);
+  }
+  return pid;
+}
+
+/// SIGKILLs the child `pid` (a process standing for tessel) and reaps it.
+inline void kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace tessel::testing

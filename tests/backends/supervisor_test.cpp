@@ -137,14 +137,8 @@ TEST_CASE("command: a tessel killed before its run's supervisor asked to be told
               if (tessel_process < 0) return 1;
               const auto children = "/proc/" + std::to_string(tessel_process) + "/task/" +
                                     std::to_string(tessel_process) + "/children";
-              pid_t supervisor = -1;
-              for (int wait = 0; wait < 2000 && supervisor <= 0; ++wait) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                supervisor = testing::read_pid(children);
-              }
-              ::kill(tessel_process, SIGKILL);
-              int status = 0;
-              ::waitpid(tessel_process, &status, 0);
+              const pid_t supervisor = testing::wait_for_pid(children, 2000, 1);
+              testing::kill_and_reap(tessel_process);
               if (supervisor <= 0) return 2;
               if (!testing::process_gone(supervisor, 5)) return 3;
               const auto command = testing::read_pid(pid_file);  // none: never started
