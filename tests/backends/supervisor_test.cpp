@@ -45,8 +45,9 @@ std::vector<int> users() {
 
 TEST_CASE("command: a run whose tessel side throws is killed and reaped") {
   // The command leaves a daemon (a double fork into a session of its own),
-  // writes its own pid, prints a line and sleeps 300 s under a 0.5 s limit;
-  // the run throws where the hook says (std::bad_alloc, as a buffer that
+  // writes its own pid, prints a line and sleeps 300 s under a 2 s limit
+  // (long enough for the pids to be written on a loaded machine before it
+  // expires); the run throws where the hook says (std::bad_alloc, as a buffer that
   // cannot grow), in a forked child as root and as nobody, with the
   // namespace where allowed and with the fallback. Before, the exception
   // left the supervisor unreaped and the command running with no limit.
@@ -69,7 +70,7 @@ TEST_CASE("command: a run whose tessel side throws is killed and reaped") {
                                          testing::write_own_pid(pid_file) +
                                          "; echo started; exec sleep 300"};
                 request.environment = {"PATH=/usr/bin:/bin"};
-                request.timeout_s = 0.5;
+                request.timeout_s = 2;
                 detail::throw_in_next_runs(step, 1);
                 try {
                   (void)detail::run_process(request);
