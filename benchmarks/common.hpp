@@ -11,6 +11,7 @@
 
 #include <tessel/random.hpp>
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -31,6 +32,19 @@ inline double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// CPU seconds of this process and of its children that ended and were
+/// reaped (getrusage): what a run of a program costs the machine.
+inline double cpu_seconds() {
+  rusage self{}, children{};
+  ::getrusage(RUSAGE_SELF, &self);
+  ::getrusage(RUSAGE_CHILDREN, &children);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(self.ru_utime) + seconds(self.ru_stime) + seconds(children.ru_utime) +
+         seconds(children.ru_stime);
 }
 
 /// Calls run(seed) for seed = 0 .. seeds-1 on `jobs` threads (this one

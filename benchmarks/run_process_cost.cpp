@@ -9,6 +9,8 @@
 //   bench_run_process [--runs 2000] [--program /bin/true]
 #include "command/process.hpp"
 
+#include "common.hpp"
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -17,20 +19,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <sys/resource.h>
-
 namespace {
-
-double cpu_seconds() {
-  rusage self{}, children{};
-  ::getrusage(RUSAGE_SELF, &self);
-  ::getrusage(RUSAGE_CHILDREN, &children);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(self.ru_utime) + seconds(self.ru_stime) + seconds(children.ru_utime) +
-         seconds(children.ru_stime);
-}
 
 struct totals {
   double wall_s = 0, cpu_s = 0;
@@ -57,12 +46,12 @@ int main(int argc, char** argv) {
       ::setenv("TESSEL_NO_PID_NAMESPACE", "1", 1);
     else
       ::unsetenv("TESSEL_NO_PID_NAMESPACE");
-    const double cpu = cpu_seconds();
+    const double cpu = tessel::bench::cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     const auto result = tessel::detail::run_process(request);
     auto& t = modes[mode];
     t.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    t.cpu_s += cpu_seconds() - cpu;
+    t.cpu_s += tessel::bench::cpu_seconds() - cpu;
     ++t.runs;
     t.namespaced += result.pid_namespace ? 1 : 0;
     if (!result.started || result.exit_code != 0) {

@@ -14,10 +14,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <ctime>
+#include <limits>
+#include <new>
 #include <utility>
 
 #include <fcntl.h>
@@ -39,6 +43,7 @@ class fd_guard {
  public:
   fd_guard() = default;
   explicit fd_guard(int fd) : fd_(fd) {}
+  fd_guard(fd_guard&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   fd_guard(const fd_guard&) = delete;
   fd_guard& operator=(const fd_guard&) = delete;
   fd_guard& operator=(fd_guard&& other) noexcept {
@@ -60,6 +65,28 @@ class fd_guard {
   int fd_ = -1;
 };
 
+/// Takes one of the `left` a test's hook asked for; whether there was one.
+bool take_one(std::atomic<int>& left) {
+  int now = left.load(std::memory_order_relaxed);
+  while (now > 0 && !left.compare_exchange_weak(now, now - 1)) {
+  }
+  return now > 0;
+}
+
+/// throw_in_next_runs: how many throws are still to come, and where.
+std::atomic<int> throws_to_inject{0};
+std::atomic<run_step> injected_step{run_step::output};
+
+/// Throws std::bad_alloc where a test asked for it (throw_in_next_runs).
+void injected_throw(run_step step) {
+  if (injected_step.load(std::memory_order_relaxed) == step && take_one(throws_to_inject))
+    throw std::bad_alloc();
+}
+
+/// delay_next_supervisors: how many supervisors are still to wait, and how long.
+std::atomic<int> delays_to_inject{0};
+std::atomic<int> injected_delay_ms{0};
+
 /// A pipe whose ends are close-on-exec, so a concurrently forked child of
 /// another evaluation never inherits them (it would hold our EOF hostage).
 bool make_pipe(fd_guard& read_end, fd_guard& write_end) {
@@ -77,6 +104,15 @@ bool make_pipe(fd_guard& read_end, fd_guard& write_end) {
 }
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/// `seconds` (>= 0) on the steady clock, at most a century: in its
+/// nanoseconds a longer time (1e300 s is finite, and a valid time limit)
+/// would overflow, and a deadline would come before its start.
+clock::duration span(double seconds) {
+  constexpr double century = 100.0 * 365.25 * 24 * 3600;
+  return std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(std::min(seconds, century)));
+}
 
 /// Appends `data` to `buffer`, keeping at most `limit` bytes (the tail).
 void append_tail(std::string& buffer, const char* data, std::size_t size, std::size_t limit,
@@ -104,6 +140,62 @@ bool has_exited(pid_t pid, bool block = false) {
     if (errno != EINTR) return true;  // not our child any more: nothing to wait for
   return info.si_pid == pid;
 }
+
+/// The run's supervisor, from its start until it is reaped, and tessel's
+/// end of its tether (supervisor.hpp). Whichever way run_process leaves
+/// before it reaped it (an exception: the output's buffer could not grow,
+/// ...), the destructor ends the run and reaps it: left alone, the run
+/// would go on with no time limit, its supervisor never reaped.
+class run_owner {
+ public:
+  run_owner(pid_t pid, bool namespaced, fd_guard tether)
+      : pid_(pid), namespaced_(namespaced), tether_(std::move(tether)) {}
+  run_owner(const run_owner&) = delete;
+  run_owner& operator=(const run_owner&) = delete;
+  ~run_owner() {
+    if (pid_ > 0) end();
+  }
+  /// The command's process group, once the supervisor has reported it.
+  void set_group(pid_t group) noexcept { group_ = group; }
+  /// Waits for the supervisor's end; returns its wait status.
+  int reap() noexcept {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = 0;
+    tether_.reset();
+    return status;
+  }
+
+ private:
+  /// In a namespace SIGKILL ends its init, and the kernel kills the rest.
+  /// In the fallback the tether hangs up, and the supervisor (told by
+  /// SIGHUP, or looking before it starts the command) kills the command's
+  /// group and what else the run left among its children and exits, as at
+  /// a normal end. It gets a second (a process of the run may have stopped
+  /// it; a process the embedding program forked may hold the tether), then
+  /// SIGKILL, the command's group's too.
+  void end() noexcept {
+    tether_.reset();
+    if (namespaced_) {
+      ::kill(pid_, SIGKILL);
+    } else {
+      const timespec pause{0, 1000000};
+      for (int waited = 0; waited < 1000 && !has_exited(pid_); ++waited)
+        ::nanosleep(&pause, nullptr);
+      if (!has_exited(pid_)) {
+        if (group_ > 0) ::kill(-group_, SIGKILL);
+        ::kill(pid_, SIGKILL);
+      }
+    }
+    (void)reap();
+  }
+
+  pid_t pid_;
+  bool namespaced_;
+  fd_guard tether_;
+  pid_t group_ = 0;
+};
 
 /// NUL-terminated pointers into `strings` (which must outlive them).
 std::vector<char*> c_array(std::vector<std::string>& strings) {
@@ -210,6 +302,7 @@ struct session {
     for (;;) {
       const auto n = ::read(fd.get(), chunk.data(), chunk.size());
       if (n > 0) {
+        injected_throw(run_step::output);
         append_tail(buffer, chunk.data(), static_cast<std::size_t>(n), limit, truncated);
       } else if (n < 0 && errno == EINTR) {
         continue;
@@ -250,19 +343,20 @@ struct session {
   /// Sends the kills that are due; returns the milliseconds until the next one.
   int schedule(clock::time_point now, clock::time_point deadline, bool has_deadline) {
     if (has_deadline && !term_sent && now >= deadline) {
+      injected_throw(run_step::time_limit);
       result.timed_out = true;
       term_sent = true;
       signal_group(SIGTERM);
-      kill_at = now + std::chrono::duration_cast<clock::duration>(
-                          std::chrono::duration<double>(request.kill_grace_s));
+      kill_at = now + span(request.kill_grace_s);
     }
     if (term_sent && !kill_sent && now >= kill_at) {
       kill_sent = true;
       signal_group(SIGKILL);
     }
     auto until = [&](clock::time_point t) {
-      return static_cast<int>(std::max<long long>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1));
+      return static_cast<int>(std::clamp<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1, 0,
+          std::numeric_limits<int>::max()));
     };
     if (has_deadline && !term_sent) return until(deadline);
     if (term_sent && !kill_sent) return until(kill_at);
@@ -272,8 +366,7 @@ struct session {
   void loop() {
     const auto start = clock::now();
     const bool has_deadline = request.timeout_s > 0;
-    const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                      std::chrono::duration<double>(request.timeout_s));
+    const auto deadline = start + span(request.timeout_s);
     // The supervisor exits after it killed what the command left running;
     // then the pipes get at most this long to reach EOF (a process that
     // escaped it, outside Linux, may hold them).
@@ -409,6 +502,16 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
+void delay_next_supervisors(int ms, int count) {
+  injected_delay_ms.store(ms);
+  delays_to_inject.store(count);
+}
+
+void throw_in_next_runs(run_step step, int count) {
+  injected_step.store(step);
+  throws_to_inject.store(count);
+}
+
 process_result run_process(const process_request& request) {
   process_result result;
   if (request.arguments.empty()) {
@@ -440,10 +543,10 @@ process_result run_process(const process_request& request) {
 #endif
 
   fd_guard in_read, in_write, out_read, out_write, err_read, err_write, report_read, report_write,
-      life_read, life_write;
+      life_read, life_write, tether_read, tether_write;
   if (!make_pipe(in_read, in_write) || !make_pipe(out_read, out_write) ||
       !make_pipe(err_read, err_write) || !make_pipe(report_read, report_write) ||
-      !make_pipe(life_read, life_write)) {
+      !make_pipe(life_read, life_write) || !make_pipe(tether_read, tether_write)) {
     result.start_error = "could not create pipes: " + error_text(errno);
     return result;
   }
@@ -452,6 +555,7 @@ process_result run_process(const process_request& request) {
               err_write.get(),
               report_write.get(),
               life_write.get(),
+              tether_read.get(),
               directory,
               path->c_str(),
               argv.data(),
@@ -459,6 +563,7 @@ process_result run_process(const process_request& request) {
               cpus,
               request.inherited.data(),
               request.inherited.size()};
+  if (take_one(delays_to_inject)) plan.delay_ms = injected_delay_ms.load();
   sigpipe_guard sigpipe;
   const auto start = clock::now();
   const pid_t pid = start_supervisor(plan);
@@ -467,6 +572,8 @@ process_result run_process(const process_request& request) {
     return result;
   }
   if (pid == 0) supervise(plan);
+  // From here on, no way out leaves the run behind.
+  run_owner owner(pid, plan.pid_namespace, std::move(tether_write));
   result.pid_namespace = plan.pid_namespace;
   result.user_namespace = plan.user_namespace;
   ::setpgid(pid, pid);  // also in the parent, as the supervisor does itself
@@ -475,12 +582,11 @@ process_result run_process(const process_request& request) {
   err_write.reset();
   report_write.reset();
   life_write.reset();
+  tether_read.reset();
 
   const auto [command, exec_errno, fork_errno, map_errno] = read_reports(report_read.get());
   if (exec_errno != 0 || fork_errno != 0 || map_errno != 0) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    (void)owner.reap();
 #ifdef __linux__
     if (map_errno != 0) {  // the command never started: run it without namespaces
       refuse_namespaces_for_good();
@@ -497,6 +603,7 @@ process_result run_process(const process_request& request) {
     return result;
   }
   result.started = true;
+  owner.set_group(command);
 
   set_nonblocking(in_write.get());
   set_nonblocking(out_read.get());
@@ -507,9 +614,7 @@ process_result run_process(const process_request& request) {
   s.loop();
   if (!s.exited) s.signal_group(SIGKILL);  // the loop gave up (poll failed): leave nothing behind
 
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = owner.reap();
   // The command's end as the supervisor reported it: as a namespace's init
   // it cannot end by the command's signal. The loop may have seen the
   // supervisor's exit before its record, which the pipe still holds.

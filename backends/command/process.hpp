@@ -52,8 +52,30 @@ struct process_result {
 
 /// Runs the program. Never throws for the program's behaviour; failures to
 /// start are reported in the result. Thread-safe: concurrent calls do not
-/// leak each other's pipe ends into their children.
+/// leak each other's pipe ends into their children. Whichever way it
+/// leaves once the run has started (an exception included: an allocation
+/// for the output that fails), the run is over: its supervisor, the
+/// program and what they left are killed and reaped.
 [[nodiscard]] process_result run_process(const process_request& request);
+
+/// Where a run's tessel side can throw once the run has started, for
+/// throw_in_next_runs.
+enum class run_step {
+  output,      ///< a read of the program's stdout or stderr (its buffer grows)
+  time_limit,  ///< the time limit's expiry, before its signals are sent
+};
+
+/// For tests only (tests/backends/supervisor_test.cpp): the next `count`
+/// times a run reaches `step`, it throws std::bad_alloc there, as an
+/// allocation that fails would; the rest of run_process is as with a real
+/// exception.
+void throw_in_next_runs(run_step step, int count);
+
+/// For tests only (tests/backends/supervisor_test.cpp): the supervisors of
+/// the next `count` runs wait `ms` milliseconds before they ask to be told
+/// of tessel's end (Linux: PR_SET_PDEATHSIG, the tether), so that a test
+/// can kill tessel in that window.
+void delay_next_supervisors(int ms, int count);
 
 /// The file exec would run for `program` given `path_variable` (PATH's value):
 /// `program` itself when it holds a '/', else the first executable match.

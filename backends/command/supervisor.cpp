@@ -21,6 +21,7 @@
 #include <limits>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -117,9 +118,11 @@ void close_between(int first, int last) {
 /// another run started at the same time (that run's EOF held until this
 /// one ends).
 void close_all_but(const launch& l) {
-  std::array<int, 8 + max_inherited> keep{0, 1, 2, l.in, l.out, l.err, l.report, l.life};
-  const std::size_t kept = 8 + std::min(l.inherited_count, max_inherited);
-  std::copy_n(l.inherited, kept - 8, keep.begin() + 8);
+  constexpr std::size_t own = 9;  // the standard three and the run's pipe ends
+  std::array<int, own + max_inherited> keep{0,     1,        2,      l.in,    l.out,
+                                            l.err, l.report, l.life, l.tether};
+  const std::size_t kept = own + std::min(l.inherited_count, max_inherited);
+  std::copy_n(l.inherited, kept - own, keep.begin() + own);
   std::sort(keep.begin(), keep.begin() + static_cast<std::ptrdiff_t>(kept));
   int from = 0;
   for (std::size_t i = 0; i < kept; ++i) {
@@ -128,7 +131,7 @@ void close_all_but(const launch& l) {
   }
   close_between(from, std::numeric_limits<int>::max());
   // tessel opened them close-on-exec; the command keeps them across its exec.
-  for (std::size_t i = 0; i < kept - 8; ++i) (void)::fcntl(l.inherited[i], F_SETFD, 0);
+  for (std::size_t i = 0; i < kept - own; ++i) (void)::fcntl(l.inherited[i], F_SETFD, 0);
 }
 
 #ifdef __linux__
@@ -293,19 +296,26 @@ void kill_the_namespace() {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
-/// Whether the tessel process that started the fallback's supervisor is
-/// gone: the supervisor has another parent (init, or a subreaper above
-/// tessel). Only outside a PID namespace, whose init sees no parent.
-bool tessel_gone(const launch& l) { return ::getppid() != static_cast<pid_t>(l.parent); }
+/// Whether tessel is gone or done with the run: the tether hung up (every
+/// write end closed: tessel's, at its death or when run_process leaves
+/// early), or, outside a PID namespace (whose init sees no parent), the
+/// supervisor has another parent (init, or a subreaper above tessel).
+bool tessel_gone(const launch& l) {
+  pollfd tether{l.tether, POLLIN, 0};
+  while (::poll(&tether, 1, 0) < 0 && errno == EINTR) {
+  }
+  if ((tether.revents & (POLLHUP | POLLERR)) != 0) return true;
+  return !l.pid_namespace && ::getppid() != static_cast<pid_t>(l.parent);
+}
 
 /// Waits for the command's end, reaping whatever else of the run ends
 /// meanwhile. Signals stay blocked and are taken here one at a time: a
 /// SIGTERM sent from outside the supervisor's PID namespace (si_pid 0, by
 /// kill: tessel's time limit, which cannot name the command's group by a
-/// pid of the namespace) goes on to the command's group; a SIGHUP in the
-/// fallback, once tessel is gone (its death signal), ends the wait as the
-/// command's end would; others are dropped (those the run sends its init,
-/// or its parent, too).
+/// pid of the namespace) goes on to the command's group; a SIGHUP, once
+/// tessel is gone or done with the run (the fallback's death signal, the
+/// tether's hang-up), ends the wait as the command's end would; others are
+/// dropped (those the run sends its init, or its parent, too).
 int wait_for(const launch& l, pid_t command) {
   sigset_t wake;
   sigemptyset(&wake);
@@ -328,7 +338,7 @@ int wait_for(const launch& l, pid_t command) {
     if (::sigwaitinfo(&wake, &got) < 0) continue;
     if (got.si_signo == SIGTERM && got.si_code == SI_USER && got.si_pid == 0)
       (void)::kill(-command, SIGTERM);
-    if (got.si_signo == SIGHUP && !l.pid_namespace && tessel_gone(l)) break;
+    if (got.si_signo == SIGHUP && tessel_gone(l)) break;
   }
   ::kill(-command, SIGKILL);  // its group, while its zombie keeps the group id reserved
   int status = 0;
@@ -361,6 +371,10 @@ void supervise(const launch& l) {
   // supervisor's copy of tessel's memory through /proc/PID/mem; the command
   // is dumpable again once it execs (docs/gate.md, "Round nine").
   (void)::prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L);
+  if (l.delay_ms > 0) {  // a test's: tessel may be killed meanwhile
+    const timespec delay{l.delay_ms / 1000, (l.delay_ms % 1000) * 1000000L};
+    ::nanosleep(&delay, nullptr);
+  }
   // The run ends with tessel: killed, its runs' time limits would die with
   // it, and a hanging run would never end. The thread that forked or cloned
   // the supervisor waits in run_process until the supervisor ends, so the
@@ -368,18 +382,23 @@ void supervise(const launch& l) {
   // In a namespace SIGKILL ends the init, and the kernel kills the rest. In
   // the fallback SIGKILL would end the supervisor alone and leave the
   // command's group, so it asks for SIGHUP, which wait_for takes (blocked,
-  // it waits) and acts on only once its parent has changed (a process of
-  // the run may send SIGHUP too): it kills the run as at a normal end. Were
-  // tessel gone before the prctl, no signal would come: the parent is
-  // checked after it, and then the command is never started.
-  if (l.pid_namespace) {
-    (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(SIGKILL), 0L, 0L, 0L);
-  } else {
-    (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(SIGHUP), 0L, 0L, 0L);
-    if (tessel_gone(l)) ::_exit(127);
-  }
+  // it waits) and acts on only once tessel_gone says so (a process of the
+  // run may send SIGHUP too): it kills the run as at a normal end.
+  (void)::prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(l.pid_namespace ? SIGKILL : SIGHUP),
+                0L, 0L, 0L);
 #endif
-  close_all_but(l);
+  close_all_but(l);  // and with them the supervisor's copy of the tether's write end
+#ifdef __linux__
+  // Were tessel gone before the prctl, no death signal would come, and in a
+  // namespace getppid() says nothing (0). The tether says it whenever it
+  // happens: SIGHUP when its last write end closes from now on (tessel's,
+  // or one another run's supervisor, forked meanwhile, still held), and a
+  // look now for one closed before. Then the command is never started.
+  (void)::fcntl(l.tether, F_SETOWN, ::getpid());
+  (void)::fcntl(l.tether, F_SETSIG, SIGHUP);
+  (void)::fcntl(l.tether, F_SETFL, O_ASYNC);
+#endif
+  if (tessel_gone(l)) ::_exit(127);
   // vfork: the command borrows the supervisor's memory until it execs (it
   // only makes system calls on its own stack), so no page table is copied a
   // second time, and no atfork handler runs.

@@ -40,6 +40,11 @@ static_assert(sizeof(report_record) == 8 && sizeof(report_record) <= PIPE_BUF);
 struct launch {
   int in, out, err, report;  ///< the child ends of the pipes
   int life;  ///< held by the supervisor until it exits; its last record: the command's end
+  /// The read end of the tether, a pipe whose write end tessel alone keeps
+  /// (the supervisor closes its copy): hung up, tessel is gone, or done
+  /// with the run (run_process leaving early). The supervisor asks for
+  /// SIGHUP when it hangs up (O_ASYNC), and looks once after asking.
+  int tether;
   const char* directory;  ///< nullptr: the caller's
   const char* path;
   char* const* argv;
@@ -59,6 +64,9 @@ struct launch {
   /// tessel's pid, outside a PID namespace: the fallback's supervisor ends
   /// the run once its parent is another (tessel is gone).
   int parent = 0;
+  /// For tests only (delay_next_supervisors): milliseconds the supervisor
+  /// waits before it asks to be told of tessel's end.
+  int delay_ms = 0;
 };
 
 /// The supervisor, in the child of tessel's fork or clone: it never

@@ -2,9 +2,8 @@
 // "What a kernel leaves running"): a run that kills its supervisor or every
 // process it can signal, with the namespace and with the fallback forced by
 // TESSEL_NO_PID_NAMESPACE.
-#include "as_user.hpp"
-#include "backend_fixtures.hpp"
 #include "command/namespaces.hpp"
+#include "run_fixtures.hpp"
 
 #include <tessel/backends.hpp>
 #include <tessel/dsl.hpp>
@@ -20,11 +19,9 @@
 #include <filesystem>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #ifdef __linux__
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,26 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Sets (or unsets) TESSEL_NO_PID_NAMESPACE for the life of the guard.
-class fallback_forced {
- public:
-  explicit fallback_forced(bool on) {
-    if (on) ::setenv("TESSEL_NO_PID_NAMESPACE", "1", 1);
-  }
-  fallback_forced(const fallback_forced&) = delete;
-  fallback_forced& operator=(const fallback_forced&) = delete;
-  ~fallback_forced() { ::unsetenv("TESSEL_NO_PID_NAMESPACE"); }
-};
-
-/// Whether this process, as `uid` (as_is: as it is), may make a PID
-/// namespace, alone or inside a user namespace: asked in a forked child, as
-/// tessel's runs would ask the kernel.
-bool namespaces_allowed(int uid = testing::as_is) {
-  return testing::exit_code_as_user(uid, [] {
-           const bool alone = ::unshare(CLONE_NEWPID) == 0;
-           return alone || ::unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0 ? 0 : 1;
-         }) == 0;
-}
+using testing::fallback_forced;
+using testing::kill_at_exit;
+using testing::namespaces_allowed;
 
 measurement run(const std::string& script, double timeout_s = 30) {
   const auto s = testing::small_space();
@@ -62,21 +42,6 @@ measurement run(const std::string& script, double timeout_s = 30) {
   return command_backend(std::vector<std::string>{"/bin/sh", "-c", script}, options)
       .evaluate(s, testing::small_config(s, 32, "k,m,n", true, "beta", 3));
 }
-
-/// SIGKILLs the process whose pid is in `file` (if any) when it goes out of
-/// scope: a daemon a case started must not outlive it, whatever it checked.
-class kill_at_exit {
- public:
-  explicit kill_at_exit(fs::path file) : file_(std::move(file)) {}
-  kill_at_exit(const kill_at_exit&) = delete;
-  kill_at_exit& operator=(const kill_at_exit&) = delete;
-  ~kill_at_exit() {
-    if (const auto pid = testing::read_pid(file_); pid > 0) ::kill(pid, SIGKILL);
-  }
-
- private:
-  fs::path file_;
-};
 
 /// The run's own pid as it sees it ($$), and the isolation it got.
 measurement whoami() { return run("echo $$"); }
@@ -268,24 +233,13 @@ TEST_CASE("command: a run ends when its tessel is killed") {
     const kill_at_exit run_killed(pid_file), daemon_killed(daemon_file);
     const pid_t tessel_process = ::fork();
     if (tessel_process == 0) {
-      const auto write_pid = [](const fs::path& file) {
-        return "read -r p _ < /proc/self/stat; echo $p > " + file.string() + ".tmp && mv " +
-               file.string() + ".tmp " + file.string();
-      };
-      (void)run("(setsid sh -c '" + write_pid(daemon_file) +
-                "; exec sleep 300' > /dev/null 2>&1 &); while [ ! -s " + daemon_file.string() +
-                " ]; do sleep 0.01; done; " + write_pid(pid_file) + "; exec sleep 300");
+      (void)run(testing::start_daemon(daemon_file) + "; " + testing::write_own_pid(pid_file) +
+                "; exec sleep 300");
       ::_exit(0);
     }
     REQUIRE(tessel_process > 0);
-    pid_t pid = 0;
-    for (int wait = 0; wait < 1000 && pid <= 0; ++wait) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      pid = testing::read_pid(pid_file);
-    }
-    ::kill(tessel_process, SIGKILL);
-    int status = 0;
-    ::waitpid(tessel_process, &status, 0);
+    const pid_t pid = testing::wait_for_pid(pid_file, 1000, 10);
+    testing::kill_and_reap(tessel_process);
     REQUIRE(pid > 0);
     CHECK(testing::process_gone(pid));
     const auto daemon = testing::read_pid(daemon_file);
