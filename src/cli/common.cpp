@@ -143,6 +143,24 @@ void add_space_options(CLI::App& command, spec_options& o) {
       ->check(CLI::Validator(check_assignment, "", "assignment"));
 }
 
+config config_choice::in(const space& s, const std::string& command) const {
+  if (config.empty() == best.empty())
+    throw error(command + ": give the config to " + command +
+                " with --config JSON (or @PATH) or --best DB");
+  return chosen_config(s, config, best);
+}
+
+void add_config_options(CLI::App& command, config_choice& o, const std::string& verb) {
+  command
+      .add_option("--config", o.config,
+                  "The config as a JSON object (parameters left out take their default), or "
+                  "@PATH of a file holding one")
+      ->type_name("JSON");
+  command.add_option("--best", o.best, verb + " the best trial of this study file instead")
+      ->type_name("DB")
+      ->excludes("--config");
+}
+
 void add_study_options(CLI::App& command, spec_options& o) {
   add_space_options(command, o);
   auto& s = o.spec;

@@ -66,6 +66,19 @@ void add_study_options(CLI::App& command, spec_options& o);
 /// hints, --token-price and --verify.
 void add_session_options(CLI::App& command, spec_options& o);
 
+/// Which config of a space a command works on (explain, emit):
+/// `--config JSON|@PATH` or `--best DB`, exactly one of them.
+struct config_choice {
+  std::string config;  ///< JSON text, or @PATH
+  std::string best;    ///< a study file whose best successful trial to use
+  /// The chosen config of `s` (tessel::chosen_config). Throws tessel::error
+  /// naming `command` when neither or both were given.
+  [[nodiscard]] tessel::config in(const space& s, const std::string& command) const;
+};
+/// `--config` and `--best` into `o` (which must outlive parsing); `verb`
+/// starts --best's description ("Explain", "Emit").
+void add_config_options(CLI::App& command, config_choice& o, const std::string& verb);
+
 /// A model's options (`tessel model`, `tessel tune-model`, docs/models.md):
 /// `FILE [--model NAME] [--target T]... [--set K=V]... [--backend SPEC] ...`
 struct model_options {
