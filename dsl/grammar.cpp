@@ -409,6 +409,14 @@ void report_syntax_error(const source& src, reporter& out, iterator where,
                          const std::string& which) {
   iterator begin = src.text().data();
   iterator end = begin + src.text().size();
+  if (which == "'\"'") {  // a string's closing quote: point at its opening one, on this line
+    iterator open = where;
+    while (open != begin && *(open - 1) != '"') --open;
+    out.error(static_cast<std::size_t>(open - begin) - (open == begin ? 0 : 1),
+              "unterminated string: expected '\"' before the end of the line",
+              "a string (a require message, a kernel's space file) is on one line");
+    return;
+  }
   where = skip_blanks(where, end);
   auto found = token_at(where, end);
   if (found.empty()) {  // point just after the last token, not at a blank last line
