@@ -20,6 +20,26 @@
 
 namespace {
 
+/// For CLI11's "The following arguments were not expected: 3 --budjet":
+/// "tessel tune: unknown option '--budjet'; did you mean '--budget'?", the
+/// first argument `command` left that looks like an option, with the
+/// nearest option it has. "" when none of what is left is an option.
+std::string unknown_option(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const auto* option : command.get_options()) {
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+    for (const auto& name : option->get_snames()) names.push_back("-" + name);
+  }
+  for (const auto& arg : command.remaining()) {
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
+    const auto name = arg.substr(0, arg.find('='));
+    const auto hint = tessel::did_you_mean(name, names);
+    return "tessel " + command.get_name() + ": unknown option '" + name + "'" +
+           (hint.empty() ? "" : "; " + hint);
+  }
+  return {};
+}
+
 int run(int argc, char** argv) {
   using namespace tessel::cli;
   command_line().assign(argv, argv + argc);
@@ -47,6 +67,15 @@ int run(int argc, char** argv) {
   }
   try {
     tool.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    for (const auto& c : commands) {
+      const auto message = c.app->parsed() ? unknown_option(*c.app) : std::string();
+      if (message.empty()) continue;
+      std::fprintf(stderr, "%s\nRun with --help for more information.\n", message.c_str());
+      return exit_code::usage;
+    }
+    (void)tool.exit(e);  // an argument that is no option: CLI11's message
+    return exit_code::usage;
   } catch (const CLI::ParseError& e) {
     const int code = tool.exit(e);  // prints help, the version, or the usage error
     return code == static_cast<int>(CLI::ExitCodes::Success) ? exit_code::success

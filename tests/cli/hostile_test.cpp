@@ -161,6 +161,24 @@ TEST_CASE("an unknown command is named, with a hint") {
   CHECK(contains(r.err, "unknown command 'frobnicate'"));
 }
 
+TEST_CASE("a misspelt option is named, with the nearest option of that command") {
+  // Before: "The following arguments were not expected: 3 --budjet".
+  auto r = tessel("tune fixtures/small.tsl --backend sim --budjet 3 --no-db");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "tessel tune: unknown option '--budjet'; did you mean '--budget'?"));
+  CHECK(contains(r.err, "Run with --help for more information."));
+  r = tessel("check fixtures/small.tsl --sampel=2");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "tessel check: unknown option '--sampel'; did you mean '--sample'?"));
+  r = tessel("show --frobnicate x.db");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "tessel show: unknown option '--frobnicate'"));
+  CHECK(!contains(r.err, "did you mean"));
+  r = tessel("show a.db extra_positional");  // no option: CLI11's message stays
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "not expected: extra_positional"));
+}
+
 TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE and as --config @") {
   // Before: read whole, without bound (1.6 GB after two seconds). Run under
   // a limit on memory and time so that a regression fails instead of hanging.
