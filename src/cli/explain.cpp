@@ -112,6 +112,7 @@ command add_explain_command(CLI::App& tool) {
       ->type_name("JSON");
   app->add_option("--budget", options->budget,
                   "With --interactions: simulator evaluations to spend at most")
+      ->type_name("N")
       ->check(whole_number())
       ->capture_default_str();
   return {app, [options] {
