@@ -375,10 +375,12 @@ std::string keyword_hint(const std::string& which, const std::string& found) {
   static const std::vector<std::string> top_level = {"space", "target", "model"};
   static const std::vector<std::string> kernel_fields = {"space", "set", "dtype", "calls", "group"};
   static const std::vector<std::string> model_items = {"const", "kernel"};
+  static const std::vector<std::string> domain_words = {"bool", "perm", "pow2"};
   if (which.starts_with("a statement")) return did_you_mean(found, statements);
   if (which.starts_with("'space'")) return did_you_mean(found, top_level);
   if (which.starts_with("a kernel field")) return did_you_mean(found, kernel_fields);
   if (which.starts_with("a const, a kernel")) return did_you_mean(found, model_items);
+  if (which.starts_with("domain")) return did_you_mean(found, domain_words);
   return {};
 }
 

@@ -50,6 +50,13 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
         "perm(...)), found '}'\n"
         "space s { param x : }\n"
         "                    ^");
+  CHECK(errors_of("space s { param o : prm(m, n) }") ==
+        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or "
+        "perm(...)), found 'prm'\n"
+        "space s { param o : prm(m, n) }\n"
+        "                    ^\n"
+        "  hint: did you mean 'perm'?");
+  CHECK(errors_of("space s { param f : boool }").ends_with("  hint: did you mean 'bool'?"));
   CHECK(errors_of("space s { let y = 1 + }") ==
         "test.tsl:1:23: error: expected expression, found '}'\n"
         "space s { let y = 1 + }\n"
