@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace cli_testing;
 
@@ -105,6 +107,38 @@ TEST_CASE(
     }
   }
   CHECK(commands >= 14);
+}
+
+TEST_CASE("every `tessel COMMAND ... --option` that README.md and docs/ write is an option of it") {
+  // Before: bayesian.md and scheduler.md wrote `tessel serve --budget-hint`, a
+  // hidden name of before, where --help shows --budget. Quoted text (a
+  // command backend's own flags, a message) is not the tool's.
+  const std::string root = std::string(TESSEL_CLI_TESTS_DIR) + "/../..";
+  std::vector<std::string> files = {root + "/README.md"};
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/docs"))
+    if (entry.path().extension() == ".md") files.push_back(entry.path().string());
+  const std::regex use(
+      "tessel (check|tune-model|tune|model|worker|serve|mcp|explain|emit|show|export|report|copy|"
+      "calibrate)\\b([^`|#\n]*)");
+  const std::regex quoted("'[^']*'|\"[^\"]*\"");
+  const std::regex flag("(^|[^a-zA-Z0-9_-])(--[a-z][a-z0-9-]*)");
+  std::map<std::string, std::string> helps;
+  std::size_t checked = 0;
+  for (const auto& file : files) {
+    const std::string text = read_text(file);
+    for (std::sregex_iterator u(text.begin(), text.end(), use), end; u != end; ++u) {
+      const std::string command = (*u)[1];
+      if (!helps.contains(command)) helps[command] = tessel(command + " --help").out;
+      const std::string rest = std::regex_replace((*u)[2].str(), quoted, "''");
+      for (std::sregex_iterator f(rest.begin(), rest.end(), flag); f != end; ++f) {
+        const std::string option = (*f)[2];
+        INFO(file, ": tessel ", command, " ", option);
+        CHECK(std::regex_search(helps[command], std::regex(option + "(?![a-z0-9-])")));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
 }
 
 TEST_CASE("usage errors exit with 2") {
