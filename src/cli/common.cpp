@@ -328,8 +328,8 @@ void add_model_options(CLI::App& command, model_options& o) {
       .add_option("--target", o.targets,
                   "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
                   "compare them")
-      ->type_name("NAME")
-      ->capture_default_str();
+      ->type_name("TARGET")
+      ->default_str("trn2");
   command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);
@@ -341,8 +341,9 @@ void add_model_options(CLI::App& command, model_options& o) {
                   "A backend setting for every kernel, e.g. --backend-set model=analytic")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  command.add_flag("!--no-gate", o.gate,
-                   "--backend sim: time configs without the equivalence gate");
+  command.add_flag_callback(
+      "--no-gate", [&o] { o.gate = false; },
+      "--backend sim: time configs without the equivalence gate");
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
 }
 
