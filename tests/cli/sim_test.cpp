@@ -136,6 +136,13 @@ TEST_CASE("explain: clear errors for a missing, unknown, invalid config or a non
   r = tessel("explain " + matmul + " --config 'tile_k=128'");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "JSON object"));
+  // Where the JSON breaks, not only that it does (before: no position).
+  r = tessel("explain " + matmul + " --config '{\"tile_k\": 128'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "parse error at line 1, column 15"));
+  r = tessel("explain " + matmul + " --config '[1]'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "holding one; not a JSON object"));
   r = tessel("explain " + matmul + " --config '{\"tile_k\": 100}'");
   CHECK(r.code == 1);
   CHECK(contains(r.err, "tile_k"));
