@@ -20,24 +20,33 @@
 
 namespace {
 
-/// For CLI11's "The following arguments were not expected: 3 --budjet":
-/// "tessel tune: unknown option '--budjet'; did you mean '--budget'?", the
-/// first argument `command` left that looks like an option, with the
-/// nearest option it has. "" when none of what is left is an option.
-std::string unknown_option(const CLI::App& command) {
+/// "WHO: unknown option 'ARG'; did you mean '--x'?" with the nearest long
+/// option of `app` (a short one gets no hint: any letter is one edit from
+/// every other).
+std::string unknown_option(const CLI::App& app, const std::string& who, const std::string& arg) {
   std::vector<std::string> names;
-  for (const auto* option : command.get_options()) {
+  for (const auto* option : app.get_options())
     for (const auto& name : option->get_lnames()) names.push_back("--" + name);
-    for (const auto& name : option->get_snames()) names.push_back("-" + name);
-  }
-  for (const auto& arg : command.remaining()) {
-    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
-    const auto name = arg.substr(0, arg.find('='));
-    const auto hint = tessel::did_you_mean(name, names);
-    return "tessel " + command.get_name() + ": unknown option '" + name + "'" +
-           (hint.empty() ? "" : "; " + hint);
-  }
+  const auto name = arg.substr(0, arg.find('='));
+  const auto hint = name.starts_with("--") ? tessel::did_you_mean(name, names) : std::string();
+  return who + ": unknown option '" + name + "'" + (hint.empty() ? "" : "; " + hint);
+}
+
+/// For CLI11's "The following arguments were not expected: 3 --budjet":
+/// "tessel tune: unknown option '--budjet'; did you mean '--budget'?", for
+/// the first argument `command` left that looks like an option; "" when
+/// none of what is left is one.
+std::string unknown_option(const CLI::App& command) {
+  for (const auto& arg : command.remaining())
+    if (arg.size() >= 2 && arg[0] == '-' && (arg[1] < '0' || arg[1] > '9'))
+      return unknown_option(command, "tessel " + command.get_name(), arg);
   return {};
+}
+
+bool is_option_of(const CLI::App& app, const std::string& arg) {
+  for (const auto* option : app.get_options())
+    if (option->check_name(arg)) return true;
+  return false;
 }
 
 int run(int argc, char** argv) {
@@ -63,6 +72,14 @@ int run(int argc, char** argv) {
     std::fprintf(stderr,
                  "tessel: unknown command '%s'%s%s\nRun with --help for more information.\n",
                  argv[1], hint.empty() ? "" : "; ", hint.c_str());
+    return exit_code::usage;
+  }
+  // And an option before any command with "A subcommand is required".
+  if (argc > 1 && argv[1][0] == '-' && !is_option_of(tool, argv[1])) {
+    std::fprintf(stderr,
+                 "%s (a command's options follow it: tessel COMMAND [OPTIONS])\nRun with --help "
+                 "for more information.\n",
+                 unknown_option(tool, "tessel", argv[1]).c_str());
     return exit_code::usage;
   }
   try {

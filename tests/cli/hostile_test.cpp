@@ -169,6 +169,10 @@ TEST_CASE("a misspelt option is named, with the nearest option of that command")
       {"check fixtures/small.tsl --sampel=2",
        "tessel check: unknown option '--sampel'; did you mean '--sample'?\n"},
       {"show --frobnicate x.db", "tessel show: unknown option '--frobnicate'\n"},  // none near
+      {"tune fixtures/small.tsl -x", "tessel tune: unknown option '-x'\n"},  // short: no guess
+      // before the command: it was "A subcommand is required"
+      {"--bogus", "tessel: unknown option '--bogus' (a command's options follow it"},
+      {"--budget 3 tune fixtures/small.tsl", "tessel: unknown option '--budget'"},
       {"show a.db extra_positional", "not expected: extra_positional"},  // no option: CLI11's
   };
   for (const auto& one : cases) {  // no structured binding: doctest captures it (clang-14)
