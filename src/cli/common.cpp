@@ -347,6 +347,18 @@ void add_model_options(CLI::App& command, model_options& o) {
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
 }
 
+void note_resumed_options(const opened_study& opened) {
+  const auto record = opened.db ? opened.db->study() : std::nullopt;
+  if (!record || opened.study->trials().empty()) return;  // a new study: nothing to resume
+  const auto& spec = opened.spec;
+  const auto strategy = spec.strategy.substr(0, spec.strategy.find('['));  // bo[...] is bo
+  if (record->strategy == strategy && record->seed == spec.seed) return;
+  fmt::print(stderr,
+             "tessel: note: {} was begun with --strategy {} --seed {}; this run proposes with "
+             "--strategy {} --seed {} (give the first ones to continue it as it began)\n",
+             opened.db->location(), record->strategy, record->seed, spec.strategy, spec.seed);
+}
+
 std::vector<std::string>& command_line() {
   static std::vector<std::string> words;
   return words;

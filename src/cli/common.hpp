@@ -97,6 +97,12 @@ struct model_options {
 };
 void add_model_options(CLI::App& command, model_options& options);
 
+/// On stderr, when `opened` resumes a study file begun with another
+/// strategy or seed: the file keeps the first run's record (what `show`
+/// prints), and the trials from here on follow this run's, so say so and how
+/// to continue as it began. Nothing otherwise.
+void note_resumed_options(const opened_study& opened);
+
 /// The command line as typed, argv[0] first (main sets it): what an
 /// interrupted `tessel tune` prints to resume the run.
 [[nodiscard]] std::vector<std::string>& command_line();
