@@ -1,6 +1,8 @@
 // store.cpp: opening a study file from the spec's `db`, reading a study
 // back from one, and the config a person names (a JSON object, or a study
 // file's best) (tessel/driver.hpp).
+#include "request.hpp"
+
 #include <tessel/driver.hpp>
 #include <tessel/dsl.hpp>
 #include <tessel/error.hpp>
@@ -53,11 +55,14 @@ config chosen_config(const space& s, const std::string& config_spec, const std::
     if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", best_db));
     return s.from_json(stored.space.to_json(best->config));
   }
-  const auto given = nlohmann::json::parse(read_config_text(config_spec), nullptr, false);
-  if (given.is_discarded() || !given.is_object())
+  nlohmann::json given;
+  auto why = parse_request(read_config_text(config_spec), given);  // where the text breaks
+  if (why.empty() && !given.is_object()) why = "not a JSON object";
+  if (!why.empty())
     throw error(
         "--config expects a JSON object of parameter names to values, e.g. "
-        "'{\"tile_m\": 128}', or @PATH of a file holding one");
+        "'{\"tile_m\": 128}', or @PATH of a file holding one; " +
+        why);
   const config c = s.from_partial_json(given.dump());
   if (!s.is_valid(c))
     throw error(fmt::format("the config {} is not valid in space '{}': {}", s.to_json(c), s.name(),

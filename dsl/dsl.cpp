@@ -50,8 +50,16 @@ space::definition parse_definition(std::string_view text, const parse_options& o
   auto chosen = name.empty() ? spaces.begin()
                              : std::find_if(spaces.begin(), spaces.end(),
                                             [&](const auto& def) { return def.name == name; });
-  if (chosen == spaces.end())
-    fail(options.file, "unknown space '" + std::string(name) + "'", did_you_mean(name, all));
+  if (chosen == spaces.end()) {
+    auto hint = did_you_mean(name, all);
+    if (hint.empty()) {  // no near name: say which there are, the first 8
+      hint = "the file declares " + std::to_string(all.size()) +
+             (all.size() == 1 ? " space: " : " spaces: ");
+      for (std::size_t i = 0; i < all.size() && i < 8; ++i) hint += (i > 0 ? ", " : "") + all[i];
+      if (all.size() > 8) hint += ", ...";
+    }
+    fail(options.file, "unknown space '" + std::string(name) + "'", hint);
+  }
   chosen->source = std::string(text);
   return std::move(*chosen);
 }

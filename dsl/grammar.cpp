@@ -375,10 +375,12 @@ std::string keyword_hint(const std::string& which, const std::string& found) {
   static const std::vector<std::string> top_level = {"space", "target", "model"};
   static const std::vector<std::string> kernel_fields = {"space", "set", "dtype", "calls", "group"};
   static const std::vector<std::string> model_items = {"const", "kernel"};
+  static const std::vector<std::string> domain_words = {"bool", "perm", "pow2"};
   if (which.starts_with("a statement")) return did_you_mean(found, statements);
   if (which.starts_with("'space'")) return did_you_mean(found, top_level);
   if (which.starts_with("a kernel field")) return did_you_mean(found, kernel_fields);
   if (which.starts_with("a const, a kernel")) return did_you_mean(found, model_items);
+  if (which.starts_with("domain")) return did_you_mean(found, domain_words);
   return {};
 }
 
@@ -409,6 +411,14 @@ void report_syntax_error(const source& src, reporter& out, iterator where,
                          const std::string& which) {
   iterator begin = src.text().data();
   iterator end = begin + src.text().size();
+  if (which == "'\"'") {  // a string's closing quote: point at its opening one, on this line
+    iterator open = where;
+    while (open != begin && *(open - 1) != '"') --open;
+    out.error(static_cast<std::size_t>(open - begin) - (open == begin ? 0 : 1),
+              "unterminated string: expected '\"' before the end of the line",
+              "a string (a require message, a kernel's space file) is on one line");
+    return;
+  }
   where = skip_blanks(where, end);
   auto found = token_at(where, end);
   if (found.empty()) {  // point just after the last token, not at a blank last line

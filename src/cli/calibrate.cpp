@@ -104,8 +104,10 @@ command add_calibrate_command(CLI::App& tool) {
   app->add_option("--data", o->data, "With --backend: the data/ folder holding calibration/")
       ->type_name("DIR");
   app->add_option("--base", o->fit_options.base, "The built-in target to derive from")
+      ->type_name("TARGET")
       ->capture_default_str();
   app->add_option("--name", o->fit_options.name, "The written target's name")
+      ->type_name("NAME")
       ->capture_default_str();
   app->add_option("--out", o->out, "Write the target file here (default: print it)")
       ->type_name("FILE");

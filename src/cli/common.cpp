@@ -143,6 +143,24 @@ void add_space_options(CLI::App& command, spec_options& o) {
       ->check(CLI::Validator(check_assignment, "", "assignment"));
 }
 
+config config_choice::in(const space& s, const std::string& command) const {
+  if (config.empty() == best.empty())
+    throw error(command + ": give the config to " + command +
+                " with --config JSON (or @PATH) or --best DB");
+  return chosen_config(s, config, best);
+}
+
+void add_config_options(CLI::App& command, config_choice& o, const std::string& verb) {
+  command
+      .add_option("--config", o.config,
+                  "The config as a JSON object (parameters left out take their default), or "
+                  "@PATH of a file holding one")
+      ->type_name("JSON");
+  command.add_option("--best", o.best, verb + " the best trial of this study file instead")
+      ->type_name("DB")
+      ->excludes("--config");
+}
+
 void add_study_options(CLI::App& command, spec_options& o) {
   add_space_options(command, o);
   auto& s = o.spec;
@@ -310,8 +328,8 @@ void add_model_options(CLI::App& command, model_options& o) {
       .add_option("--target", o.targets,
                   "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
                   "compare them")
-      ->type_name("NAME")
-      ->capture_default_str();
+      ->type_name("TARGET")
+      ->default_str("trn2");
   command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);
@@ -323,9 +341,22 @@ void add_model_options(CLI::App& command, model_options& o) {
                   "A backend setting for every kernel, e.g. --backend-set model=analytic")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  command.add_flag("!--no-gate", o.gate,
-                   "--backend sim: time configs without the equivalence gate");
+  command.add_flag_callback(
+      "--no-gate", [&o] { o.gate = false; },
+      "--backend sim: time configs without the equivalence gate");
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
+}
+
+void note_resumed_options(const opened_study& opened) {
+  const auto record = opened.db ? opened.db->study() : std::nullopt;
+  if (!record || opened.study->trials().empty()) return;  // a new study: nothing to resume
+  const auto& spec = opened.spec;
+  const auto strategy = spec.strategy.substr(0, spec.strategy.find('['));  // bo[...] is bo
+  if (record->strategy == strategy && record->seed == spec.seed) return;
+  fmt::print(stderr,
+             "tessel: note: {} was begun with --strategy {} --seed {}; this run proposes with "
+             "--strategy {} --seed {} (give the first ones to continue it as it began)\n",
+             opened.db->location(), record->strategy, record->seed, spec.strategy, spec.seed);
 }
 
 std::vector<std::string>& command_line() {

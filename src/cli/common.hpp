@@ -66,6 +66,19 @@ void add_study_options(CLI::App& command, spec_options& o);
 /// hints, --token-price and --verify.
 void add_session_options(CLI::App& command, spec_options& o);
 
+/// Which config of a space a command works on (explain, emit):
+/// `--config JSON|@PATH` or `--best DB`, exactly one of them.
+struct config_choice {
+  std::string config;  ///< JSON text, or @PATH
+  std::string best;    ///< a study file whose best successful trial to use
+  /// The chosen config of `s` (tessel::chosen_config). Throws tessel::error
+  /// naming `command` when neither or both were given.
+  [[nodiscard]] tessel::config in(const space& s, const std::string& command) const;
+};
+/// `--config` and `--best` into `o` (which must outlive parsing); `verb`
+/// starts --best's description ("Explain", "Emit").
+void add_config_options(CLI::App& command, config_choice& o, const std::string& verb);
+
 /// A model's options (`tessel model`, `tessel tune-model`, docs/models.md):
 /// `FILE [--model NAME] [--target T]... [--set K=V]... [--backend SPEC] ...`
 struct model_options {
@@ -83,6 +96,12 @@ struct model_options {
   [[nodiscard]] model_spec spec_for(const std::string& target) const;
 };
 void add_model_options(CLI::App& command, model_options& options);
+
+/// On stderr, when `opened` resumes a study file begun with another
+/// strategy or seed: the file keeps the first run's record (what `show`
+/// prints), and the trials from here on follow this run's, so say so and how
+/// to continue as it began. Nothing otherwise.
+void note_resumed_options(const opened_study& opened);
 
 /// The command line as typed, argv[0] first (main sets it): what an
 /// interrupted `tessel tune` prints to resume the run.

@@ -35,8 +35,11 @@ command add_copy_command(CLI::App& tool) {
   auto* app = tool.add_subcommand(
       "copy", "Copy a study between stores: a SQLite file and a PostgreSQL study, either way");
   app->add_option("FROM", o->from, "The study to copy: a study file, or a postgresql:// URL")
+      ->type_name("DB")
       ->required();
-  app->add_option("TO", o->to, "Where to: a new study file, or a postgresql:// URL")->required();
+  app->add_option("TO", o->to, "Where to: a new study file, or a postgresql:// URL")
+      ->type_name("DB")
+      ->required();
   return {app, [o] { return report_errors([&] { return run_copy(*o); }, false); }};
 }
 

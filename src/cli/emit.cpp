@@ -21,8 +21,7 @@ namespace {
 
 struct emit_options {
   spec_options input;
-  std::string config;           ///< JSON text, or @PATH
-  std::string best;             ///< a study file whose best trial to emit
+  config_choice chosen;
   std::string backend = "sim";  ///< sim or sim:WORKLOAD, as explain takes it
   std::string workload;         ///< --workload, the name before issue 27
   std::string output;           ///< "" = stdout
@@ -30,16 +29,14 @@ struct emit_options {
 };
 
 int run_emit(emit_options o) {
-  if (o.config.empty() == o.best.empty())
-    throw error("emit: give the config to emit with --config JSON (or @PATH) or --best DB");
   // the best trial was timed on the study's target (its space may have parameters only that
   // target enables, as moe's core_split with lnc = 2)
-  if (!o.best.empty() && o.input.spec.target.empty())
-    o.input.spec.target = reopen_study(o.best).spec.target;
+  if (!o.chosen.best.empty() && o.input.spec.target.empty())
+    o.input.spec.target = reopen_study(o.chosen.best).spec.target;
   const auto spec = o.input.resolved();
   const auto loaded = read_space(spec);
   const auto& s = loaded.space;
-  const config c = chosen_config(s, o.config, o.best);
+  const config c = o.chosen.in(s, "emit");
   nki_options options;
   if (o.backend != "sim" && !o.backend.starts_with("sim:"))
     throw error(fmt::format(
@@ -68,13 +65,7 @@ command add_emit_command(CLI::App& tool) {
       "Write the NKI kernel (Python) that implements one config's simulated plan, with a numpy "
       "reference (docs/nki.md)");
   add_space_options(*app, options->input);
-  app->add_option("--config", options->config,
-                  "The config as a JSON object (parameters left out take their default), or "
-                  "@PATH of a file holding one")
-      ->type_name("JSON");
-  app->add_option("--best", options->best, "Emit the best trial of this study file instead")
-      ->type_name("DB")
-      ->excludes("--config");
+  add_config_options(*app, options->chosen, "Emit");
   app->add_option("--backend", options->backend,
                   "The simulator: sim, or sim:WORKLOAD to name the workload (default: the "
                   "space's `const workload`, or its name)")

@@ -23,8 +23,7 @@ namespace {
 
 struct explain_options {
   spec_options input;
-  std::string config;  ///< JSON text, or @PATH
-  std::string best;    ///< a study file whose best trial to explain
+  config_choice chosen;
   std::string backend = "sim";
   std::vector<std::string> backend_settings;
   std::string trace;  ///< write the timeline here
@@ -44,28 +43,26 @@ int run_interactions(const explain_options& o, const space& s, backend& b, const
   if (base.empty())
     throw error("explain --interactions: the baseline is not a valid config; give --against");
   std::vector<trial> known;  // with --best, the study's trials: measured already, at no cost
-  if (!o.best.empty()) known = reopen_study(o.best).trials;
+  if (!o.chosen.best.empty()) known = reopen_study(o.chosen.best).trials;
   const auto r = interactions_measured_on(b, s, base, target, o.budget, known);
   fmt::print("base    {}\ntarget  {}\n{}", s.to_json(base), s.to_json(target), r.text());
   return exit_code::success;
 }
 
 int run_explain(const explain_options& o) {
-  if (o.config.empty() == o.best.empty())
-    throw error("explain: give the config to explain with --config JSON (or @PATH) or --best DB");
   const auto loaded = read_space(o.input.resolved());
   const auto& s = loaded.space;
   const auto sim =
       simulator_for(s, o.backend, parse_assignments(o.backend_settings, "--backend-set"));
-  const config c = chosen_config(s, o.config, o.best);
+  const config c = o.chosen.in(s, "explain");
   if (o.interactions) return run_interactions(o, s, *sim, c);
   const auto e = sim->analyse(s, c);
   if (!o.trace.empty()) sim->write_trace(s, c, o.trace);
   // With --best, what the study's failures taught (tessel/constraints.hpp).
   std::vector<learned_constraint> learned;
   std::string learned_block;
-  if (!o.best.empty()) {
-    const auto stored = reopen_study(o.best);
+  if (!o.chosen.best.empty()) {
+    const auto stored = reopen_study(o.chosen.best);
     learned = learn_constraints(stored.space, stored.trials);
     learned_block = learned_text(learned, stored.trials);
   }
@@ -73,7 +70,7 @@ int run_explain(const explain_options& o) {
     auto out = explanation_json(e, s, c);
     out["ok"] = true;
     if (!o.trace.empty()) out["trace"] = o.trace;
-    if (!o.best.empty()) out["learned_constraints"] = learned_json(learned);
+    if (!o.chosen.best.empty()) out["learned_constraints"] = learned_json(learned);
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_code::success;
   }
@@ -94,13 +91,7 @@ command add_explain_command(CLI::App& tool) {
       "Say why one config is as fast as it is on the simulator: bottleneck, engine busy "
       "fractions, ranked suggestions; --trace writes a Perfetto timeline");
   add_space_options(*app, options->input);
-  app->add_option("--config", options->config,
-                  "The config as a JSON object (parameters left out take their default), or "
-                  "@PATH of a file holding one")
-      ->type_name("JSON");
-  app->add_option("--best", options->best, "Explain the best trial of this study file instead")
-      ->type_name("DB")
-      ->excludes("--config");
+  add_config_options(*app, options->chosen, "Explain");
   app->add_option("--backend", options->backend, "The simulator: sim or sim:WORKLOAD")
       ->capture_default_str()
       ->type_name("SPEC");
@@ -121,6 +112,7 @@ command add_explain_command(CLI::App& tool) {
       ->type_name("JSON");
   app->add_option("--budget", options->budget,
                   "With --interactions: simulator evaluations to spend at most")
+      ->type_name("N")
       ->check(whole_number())
       ->capture_default_str();
   return {app, [options] {

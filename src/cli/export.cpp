@@ -43,8 +43,12 @@ command add_export_command(CLI::App& tool) {
   auto options = std::make_shared<export_options>();
   auto* app = tool.add_subcommand(
       "export", "Write a study's trials as T4 (Kernel Tuner's schema), CSV or JSON lines");
-  app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
-  app->add_option("--format,-f", options->format, "t4, csv or json")->capture_default_str();
+  app->add_option("DB", options->db, "The study: a study file, or a postgresql:// URL")
+      ->required()
+      ->type_name("DB");
+  app->add_option("--format,-f", options->format, "t4, csv or json")
+      ->type_name("FORMAT")
+      ->capture_default_str();
   app->add_option("--output,-o", options->output, "Where to write (default: stdout)")
       ->type_name("PATH");
   return {app, [options] { return report_errors([&] { return run_export(*options); }, false); }};

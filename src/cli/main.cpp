@@ -20,6 +20,35 @@
 
 namespace {
 
+/// "WHO: unknown option 'ARG'; did you mean '--x'?" with the nearest long
+/// option of `app` (a short one gets no hint: any letter is one edit from
+/// every other).
+std::string unknown_option(const CLI::App& app, const std::string& who, const std::string& arg) {
+  std::vector<std::string> names;
+  for (const auto* option : app.get_options())
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+  const auto name = arg.substr(0, arg.find('='));
+  const auto hint = name.starts_with("--") ? tessel::did_you_mean(name, names) : std::string();
+  return who + ": unknown option '" + name + "'" + (hint.empty() ? "" : "; " + hint);
+}
+
+/// For CLI11's "The following arguments were not expected: 3 --budjet":
+/// "tessel tune: unknown option '--budjet'; did you mean '--budget'?", for
+/// the first argument `command` left that looks like an option; "" when
+/// none of what is left is one.
+std::string unknown_option(const CLI::App& command) {
+  for (const auto& arg : command.remaining())
+    if (arg.size() >= 2 && arg[0] == '-' && (arg[1] < '0' || arg[1] > '9'))
+      return unknown_option(command, "tessel " + command.get_name(), arg);
+  return {};
+}
+
+bool is_option_of(const CLI::App& app, const std::string& arg) {
+  for (const auto* option : app.get_options())
+    if (option->check_name(arg)) return true;
+  return false;
+}
+
 int run(int argc, char** argv) {
   using namespace tessel::cli;
   command_line().assign(argv, argv + argc);
@@ -45,8 +74,25 @@ int run(int argc, char** argv) {
                  argv[1], hint.empty() ? "" : "; ", hint.c_str());
     return exit_code::usage;
   }
+  // And an option before any command with "A subcommand is required".
+  if (argc > 1 && argv[1][0] == '-' && !is_option_of(tool, argv[1])) {
+    std::fprintf(stderr,
+                 "%s (a command's options follow it: tessel COMMAND [OPTIONS])\nRun with --help "
+                 "for more information.\n",
+                 unknown_option(tool, "tessel", argv[1]).c_str());
+    return exit_code::usage;
+  }
   try {
     tool.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    for (const auto& c : commands) {
+      const auto message = c.app->parsed() ? unknown_option(*c.app) : std::string();
+      if (message.empty()) continue;
+      std::fprintf(stderr, "%s\nRun with --help for more information.\n", message.c_str());
+      return exit_code::usage;
+    }
+    (void)tool.exit(e);  // an argument that is no option: CLI11's message
+    return exit_code::usage;
   } catch (const CLI::ParseError& e) {
     const int code = tool.exit(e);  // prints help, the version, or the usage error
     return code == static_cast<int>(CLI::ExitCodes::Success) ? exit_code::success

@@ -53,16 +53,20 @@ command add_report_command(CLI::App& tool) {
       "report",
       "Draw a study file: one self-contained HTML page of SVG plots (convergence, objective "
       "per parameter, importance, best trials, status, engines), or one plot as SVG");
-  app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
+  app->add_option("DB", options->db, "The study: a study file, or a postgresql:// URL")
+      ->required()
+      ->type_name("DB");
   app->add_option("--output,-o", options->output, "Where to write (default: stdout)")
       ->type_name("PATH");
   app->add_option("--format,-f", options->format, "html (the page) or svg (one plot, --plot)")
+      ->type_name("FORMAT")
       ->capture_default_str();
   app->add_option("--plot", options->plot,
                   "With --format svg: convergence, convergence_cost, objective_by_parameter, "
                   "importance, interactions, parallel, status, engines or fidelity")
       ->type_name("NAME");
   app->add_option("--top", options->top, "Trials in the parallel-coordinates view and the table")
+      ->type_name("N")
       ->check(whole_number())
       ->capture_default_str();
   return {app, [options] { return report_errors([&] { return run_report(*options); }, false); }};

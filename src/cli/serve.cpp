@@ -17,6 +17,7 @@ namespace {
 
 int run_serve(const spec_options& o) {
   auto opened = open_study(o.resolved(), o.mode());
+  note_resumed_options(opened);
   agent_ops ops(*opened.study, opened.backend, opened.evaluates);
   // On stderr, as tune's; before the start line, which tells a watcher the
   // session is on.

@@ -54,8 +54,11 @@ int run_show(const show_options& o) {
 command add_show_command(CLI::App& tool) {
   auto options = std::make_shared<show_options>();
   auto* app = tool.add_subcommand("show", "Print a study file's summary and best trials");
-  app->add_option("DB", options->db, "The study file")->required()->type_name("PATH");
+  app->add_option("DB", options->db, "The study: a study file, or a postgresql:// URL")
+      ->required()
+      ->type_name("DB");
   app->add_option("--top", options->top, "How many of the best trials to list")
+      ->type_name("N")
       ->check(whole_number())
       ->capture_default_str();
   app->add_flag("--json", options->json, "Print JSON on stdout");

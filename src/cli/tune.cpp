@@ -94,6 +94,7 @@ int run_tune(const tune_options& o) {
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
         "or a replay file as FILE");
   auto opened = open_study(spec, o.study.mode());
+  note_resumed_options(opened);
   const auto& s = opened.study->space();
   if (!spec.budget.bounded())
     fmt::print(stderr,

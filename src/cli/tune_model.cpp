@@ -133,11 +133,14 @@ command add_tune_model_command(CLI::App& tool) {
                   "utility: the largest calls x expected gain / cost; even: the same number of "
                   "evaluations per kernel; share: in proportion to each kernel's share of the "
                   "default step")
-      ->check(CLI::IsMember({"utility", "even", "share"}))
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"utility", "even", "share"}).description(""))
       ->capture_default_str();
   app->add_option("--strategy", s.strategy, "Each kernel study's search strategy")
+      ->type_name("NAME")
       ->capture_default_str();
   app->add_option("--seed", s.seed, "Seed (kernel i uses seed + i)")
+      ->type_name("S")
       ->check(whole_number())
       ->capture_default_str();
   app->add_option("--db-dir", s.db_dir,
@@ -154,7 +157,8 @@ command add_tune_model_command(CLI::App& tool) {
       ->excludes("--overwrite");
   app->add_option("--scheduler", s.scheduler,
                   "Each kernel study's scheduler: utility (cost-aware) or fifo")
-      ->check(CLI::IsMember({"utility", "fifo"}))
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"utility", "fifo"}).description(""))
       ->capture_default_str();
   app->add_flag("--quiet,-q", options->quiet, "No progress on stderr");
   return {app, [options] {

@@ -78,6 +78,7 @@ command add_worker_command(CLI::App& tool) {
   app->add_option("STUDY_URL", o->url,
                   "postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?study=NAME]: the study "
                   "`tessel tune --db` made")
+      ->type_name("URL")
       ->required();
   app->add_option("--backend", o->backend,
                   "Evaluate on this backend instead of the study's (e.g. trainium with this "
@@ -89,25 +90,30 @@ command add_worker_command(CLI::App& tool) {
       ->allow_extra_args(false);
   app->add_option("--jobs,-j", o->jobs,
                   "Trials this worker evaluates at once (0 = the backend's concurrency)")
+      ->type_name("N")
       ->check(whole_number())
       ->capture_default_str();
   app->add_option("--seed", o->seed,
                   "Seed of this worker's proposals (default: from the study's seed and the "
                   "worker's name)")
+      ->type_name("S")
       ->check(whole_number());
   app->add_option("--wait", o->wait_s,
                   "Seconds to wait for the study to be created (by `tessel tune --db URL`), "
                   "when it is not there yet")
+      ->type_name("SECONDS")
       ->check(non_negative())
       ->capture_default_str();
   app->add_option("--name", o->worker.name, "What other workers and `tessel show` call it")
       ->type_name("NAME");
   app->add_option("--heartbeat", o->worker.heartbeat_s, "Seconds between heartbeats")
+      ->type_name("SECONDS")
       ->check(positive())
       ->capture_default_str();
   app->add_option("--lease", o->worker.lease_s,
                   "Seconds without a heartbeat after which this worker's running trials go "
                   "back to the queue (more than --heartbeat)")
+      ->type_name("SECONDS")
       ->check(positive())
       ->capture_default_str();
   app->add_flag("--json", o->json, "Print the summary as JSON on stdout");

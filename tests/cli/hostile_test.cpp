@@ -161,6 +161,28 @@ TEST_CASE("an unknown command is named, with a hint") {
   CHECK(contains(r.err, "unknown command 'frobnicate'"));
 }
 
+TEST_CASE("a misspelt option is named, with the nearest option of that command") {
+  // Before: "The following arguments were not expected: 3 --budjet".
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tune fixtures/small.tsl --backend sim --budjet 3 --no-db",
+       "tessel tune: unknown option '--budjet'; did you mean '--budget'?\n"},
+      {"check fixtures/small.tsl --sampel=2",
+       "tessel check: unknown option '--sampel'; did you mean '--sample'?\n"},
+      {"show --frobnicate x.db", "tessel show: unknown option '--frobnicate'\n"},  // none near
+      {"tune fixtures/small.tsl -x", "tessel tune: unknown option '-x'\n"},  // short: no guess
+      // before the command: it was "A subcommand is required"
+      {"--bogus", "tessel: unknown option '--bogus' (a command's options follow it"},
+      {"--budget 3 tune fixtures/small.tsl", "tessel: unknown option '--budget'"},
+      {"show a.db extra_positional", "not expected: extra_positional"},  // no option: CLI11's
+  };
+  for (const auto& one : cases) {  // no structured binding: doctest captures it (clang-14)
+    const auto r = tessel(one.first);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(contains(r.err, one.second), one.first, ": ", r.err);
+    CHECK(contains(r.err, "Run with --help for more information."));
+  }
+}
+
 TEST_CASE("a file that never ends (/dev/zero) is refused after 16 MiB, as FILE and as --config @") {
   // Before: read whole, without bound (1.6 GB after two seconds). Run under
   // a limit on memory and time so that a regression fails instead of hanging.

@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace cli_testing;
 using json = nlohmann::json;
@@ -127,21 +130,21 @@ TEST_CASE("explain --trace writes Chrome/Perfetto trace JSON with a track per en
 }
 
 TEST_CASE("explain: clear errors for a missing, unknown, invalid config or a non-sim backend") {
-  auto r = tessel("explain " + matmul);
-  CHECK(r.code == 1);
-  CHECK(contains(r.err, "--config"));
-  r = tessel("explain " + matmul + " --config '{\"tile_q\": 1}'");
-  CHECK(r.code == 1);
-  CHECK(contains(r.err, "unknown parameter 'tile_q'"));
-  r = tessel("explain " + matmul + " --config 'tile_k=128'");
-  CHECK(r.code == 1);
-  CHECK(contains(r.err, "JSON object"));
-  r = tessel("explain " + matmul + " --config '{\"tile_k\": 100}'");
-  CHECK(r.code == 1);
-  CHECK(contains(r.err, "tile_k"));
-  r = tessel("explain " + matmul + " --config '{}' --backend 'command:true'");
-  CHECK(r.code == 1);
-  CHECK(contains(r.err, "needs the simulator"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "--config"},
+      {" --config '{\"tile_q\": 1}'", "unknown parameter 'tile_q'"},
+      {" --config 'tile_k=128'", "JSON object"},
+      // where the JSON breaks, not only that it does (before: no position)
+      {" --config '{\"tile_k\": 128'", "parse error at line 1, column 15"},
+      {" --config '[1]'", "holding one; not a JSON object"},
+      {" --config '{\"tile_k\": 100}'", "tile_k"},
+      {" --config '{}' --backend 'command:true'", "needs the simulator"},
+  };
+  for (const auto& one : cases) {
+    const auto r = tessel("explain " + matmul + one.first);
+    CHECK(r.code == 1);
+    CHECK_MESSAGE(contains(r.err, one.second), one.first, ": ", r.err);
+  }
 }
 
 TEST_CASE("tune: --scheduler picks fifo or the cost-aware ranking; --min-gain stops early") {

@@ -247,6 +247,24 @@ TEST_CASE("a start that fails leaves no study in the way; --overwrite starts ove
   CHECK(tessel(run + " --overwrite --resume").code == 2);  // a usage error
 }
 
+TEST_CASE("--resume with another --strategy or --seed says so: the file keeps the first run's") {
+  // Before: silent, so `--resume` without the first run's --seed 7 went on
+  // with seed 0 while `show` still said seed 7.
+  const auto db = temp_db("resume_options");
+  const std::string run = "tune fixtures/small.tsl " + bowl + " --quiet --db '" + db + "'";
+  REQUIRE(tessel(run + " --budget 3 --seed 7 --strategy random").code == 0);
+  auto r = tessel(run + " --budget 4 --seed 7 --strategy random --resume");
+  REQUIRE(r.code == 0);
+  CHECK(!contains(r.err, "note:"));
+  r = tessel(run + " --budget 5 --resume");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "tessel: note: " + db +
+                            " was begun with --strategy random --seed 7; this run proposes with "
+                            "--strategy auto --seed 0 (give the first ones to continue it as it "
+                            "began)"));
+  CHECK(exported(db).size() == 5);
+}
+
 TEST_CASE("kill -9 at random moments loses no finished trial, and --resume completes the study") {
   const auto db = temp_db("killed");
   const std::string args = "tune fixtures/small.tsl " + bowl +

@@ -75,7 +75,13 @@ TEST_CASE("build: parse_space picks a space by name, the first by default") {
   constexpr std::string_view text = "space a { param x : {1} }\nspace b { param x : 1 .. 5 }";
   CHECK(parse_space(text, options()).name() == "a");
   CHECK(parse_space(text, options(), "b").count() == 5);
-  CHECK_THROWS_WITH_AS(parse_space(text, options(), "c"), "test.tsl: error: unknown space 'c'",
+  // Before: the names of the file's spaces were left for the user to look up.
+  CHECK_THROWS_WITH_AS(parse_space(text, options(), "c"),
+                       "test.tsl: error: unknown space 'c'\n"
+                       "  hint: the file declares 2 spaces: a, b",
+                       space_error);
+  CHECK_THROWS_WITH_AS(parse_space(text, options(), "bb"),
+                       "test.tsl: error: unknown space 'bb'\n  hint: did you mean 'b'?",
                        space_error);
   CHECK_THROWS_WITH_AS(
       parse_space("# nothing here\n", options()),

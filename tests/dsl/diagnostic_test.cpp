@@ -50,10 +50,31 @@ TEST_CASE("diagnostic: syntax errors say what was expected") {
         "perm(...)), found '}'\n"
         "space s { param x : }\n"
         "                    ^");
+  CHECK(errors_of("space s { param o : prm(m, n) }") ==
+        "test.tsl:1:21: error: expected domain ({...}, lo .. hi, pow2(lo .. hi), bool or "
+        "perm(...)), found 'prm'\n"
+        "space s { param o : prm(m, n) }\n"
+        "                    ^\n"
+        "  hint: did you mean 'perm'?");
+  CHECK(errors_of("space s { param f : boool }").ends_with("  hint: did you mean 'bool'?"));
   CHECK(errors_of("space s { let y = 1 + }") ==
         "test.tsl:1:23: error: expected expression, found '}'\n"
         "space s { let y = 1 + }\n"
         "                      ^");
+}
+
+TEST_CASE("diagnostic: a string without its closing quote is named where it opens") {
+  // It was "expected ''', found 'when'", at the first word of the next line.
+  CHECK(errors_of("space s {\n  require 1 > 0 \"a message\n  when true { }\n}") ==
+        "test.tsl:2:17: error: unterminated string: expected '\"' before the end of the line\n"
+        "  require 1 > 0 \"a message\n"
+        "                ^\n"
+        "  hint: a string (a require message, a kernel's space file) is on one line");
+  CHECK(errors_of("space s { require 1 > 0 \"open") ==
+        "test.tsl:1:25: error: unterminated string: expected '\"' before the end of the line\n"
+        "space s { require 1 > 0 \"open\n"
+        "                        ^\n"
+        "  hint: a string (a require message, a kernel's space file) is on one line");
 }
 
 TEST_CASE("diagnostic: one syntax error per block, the parser resumes after it") {
