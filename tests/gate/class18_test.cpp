@@ -1,0 +1,121 @@
+// class18_test.cpp: round fourteen, kernels that hide a refused call from
+// the loader's record, or slow the clock the loader times with (docs/gate.md,
+// "Round fourteen: the record of a refusal, and the clock"). Round thirteen's
+// filter refuses a call by a SIGSYS whose handler, the loader's, records it;
+// a kernel could put its own handler in its place (sigaction, signal) and
+// have its refused calls answered EPERM unrecorded, falling back to honest
+// work when they fail: `ok`. As root it could also slow CLOCK_MONOTONIC, the
+// timing parent's clock, by up to 10% for the whole machine (adjtimex's
+// tick). Now the filter refuses both: a new action for SIGSYS, and the calls
+// that change the system clock. Each kernel is real
+// (programs/process_kernels.cpp), compiled and run by the backend as a
+// user's kernel is.
+#include "as_user.hpp"
+#include "process_run.hpp"
+#include "temp_folder.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+using tessel::status;
+using tessel::testing::check_refused;
+using tessel::testing::count;
+using tessel::testing::cpu_run;
+using tessel::testing::has;
+
+cpu_run run_cpu(const std::string& function) {
+  return tessel::testing::run_told("tessel-class18", function);
+}
+
+constexpr const char* handler_refused = "replace the loader's SIGSYS handler (rt_sigaction)";
+
+}  // namespace
+
+TEST_CASE("class 18: a kernel that installs its own SIGSYS handler is refused") {
+  // Before (e199d0f): its handler took the filter's SIGSYS, its fork failed
+  // (EPERM, as its handler answered), nothing was recorded, it computed
+  // honestly after, and it was ok. Now its sigaction fails and is recorded.
+  const cpu_run r = run_cpu("pk_own_handler");
+  check_refused(r, handler_refused, "own handler", "sigaction");
+  CHECK(count(r.log, "fork failed: Operation not permitted") > 0);  // the loader's handler answered
+  CHECK(count(r.log, "forked") == 0);
+}
+
+TEST_CASE("class 18: a kernel that ignores SIGSYS is refused") {
+  // Before: signal(SIGSYS, SIG_IGN) worked, and the kernel then forced the
+  // filter's SIGSYS with its default action (an ignored forced signal
+  // takes it): killed by SIGSYS, suspicious already. Now the signal call is
+  // refused and named.
+  const cpu_run r = run_cpu("pk_ignore_sigsys");
+  check_refused(r, handler_refused, "own handler", "sigaction");
+  CHECK(count(r.log, "forked") == 0);
+}
+
+TEST_CASE("class 18: a kernel that blocks SIGSYS is killed by it") {
+  // A forced signal that is blocked is unblocked and takes its default
+  // action (Linux's force_sig_info): the process ends by SIGSYS before its
+  // fork returns, which the parent answers as a refusal.
+  const cpu_run r = run_cpu("pk_block_sigsys");
+  CHECK(r.m.status == status::suspicious);
+  CHECK(has(r, "was killed by SIGSYS"));
+  CHECK(count(r.log, "forked") == 0);
+  CHECK(count(r.log, "fork failed: Operation not permitted") == 0);  // it never returned
+}
+
+TEST_CASE("class 18: a SIGSYS that cannot be delivered is refused unrecorded (what remains)") {
+  // The kernel makes its fork with its stack pointer at an unmapped page:
+  // Linux cannot write the SIGSYS's frame and forces a SIGSEGV instead,
+  // which the kernel's own handler takes on its alternate stack. The fork
+  // is refused all the same (no process), but the loader's handler never
+  // ran: the try is unrecorded and the kernel ok. It gains nothing a kernel
+  // that never tries has (docs/gate.md, "Round fourteen", "What remains").
+#if defined(__x86_64__)
+  const cpu_run r = run_cpu("pk_bad_stack");
+  CHECK(count(r.log, "SIGSEGV caught") > 0);
+  CHECK(count(r.log, "fork failed: Operation not permitted") > 0);
+  CHECK(count(r.log, "forked") == 0);
+  CHECK(r.m.ok());
+#else
+  MESSAGE("skipped: the kernel's trick is written for x86_64");
+#endif
+}
+
+TEST_CASE("class 18: a kernel may not change the system clock") {
+  // Before, as root (CAP_SYS_TIME): adjtimex read the clock's tick and set
+  // it (to the same value here; 9000 of 10000 would make CLOCK_MONOTONIC,
+  // the timing parent's clock, and so every sample, 10% short, and the
+  // whole machine's clock slow while it runs), and the kernel was ok. Now
+  // the read is refused and named (glibc's adjtimex is clock_adjtime).
+  const cpu_run r = run_cpu("pk_clock");
+  check_refused(r, "change the system clock", "clock read", "adjtimex");
+  CHECK(count(r.log, "clock set") == 0);
+}
+
+TEST_CASE("class 18: a user who is not root cannot replace the handler either") {
+  // The filter is the same for a user who is not root (PR_SET_NO_NEW_PRIVS):
+  // a forked child gives up root, with a cache of its own.
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: not root, so not able to become another user");
+    return;
+  }
+  const tessel::testing::temp_folder folder("tessel-class18-user");
+  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
+  const std::string cache = (folder.path() / "cache").string();
+  CHECK(tessel::testing::exit_code_as_user(tessel::testing::nobody, [&cache] {
+          const auto run = [&cache](const std::string& function) {
+            return tessel::testing::run_process_kernel("tessel-class18", function, "-O1", {},
+                                                       cache);
+          };
+          if (!run("pk_honest").m.ok()) return 11;
+          const cpu_run cheat = run("pk_own_handler");
+          if (cheat.m.status != status::suspicious || !has(cheat, handler_refused)) return 12;
+          if (count(cheat.log, "own handler") != 0) return 13;
+          return 0;
+        }) == 0);
+}
