@@ -119,3 +119,30 @@ TEST_CASE("class 18: a user who is not root cannot replace the handler either") 
           return 0;
         }) == 0);
 }
+TEST_CASE("class 18: a kernel that works only on the last call of each run is ok (what remains)") {
+  // The loader judges the timing's last call only, and runs the samples'
+  // calls in runs of `iters` each, the outputs poisoned (NaN) before each
+  // run. A kernel that counts the calls of each run from the poison
+  // computes only the call as far into its run as the run before was long,
+  // and leaves the others (y[0] = 0 so the run's start is still seen): the
+  // last call of the last run is right, and each sample costs one call in
+  // `iters`. At the default sample (1 ms, iters 5 for this 200 us kernel):
+  // ok at about 0.2 of the honest kernel here. Open: docs/gate.md, "Round
+  // fourteen", "What remains" (why the run's length cannot be hidden from a
+  // kernel in the process that holds it).
+  tessel::cpu_options o;
+  o.kernel = std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_honest";
+  o.reference = tessel::testing::redteam_kernel("twice_reference");
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
+  o.run_timeout_s = 10;
+  o.gate_settings.secret = 17;
+  const cpu_run honest = tessel::testing::run_twice(o, "tessel-class18");
+  o.kernel =
+      std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_last_of_run";
+  const cpu_run lazy = tessel::testing::run_twice(o, "tessel-class18");
+  REQUIRE(honest.m.ok());
+  CHECK(lazy.m.ok());
+  CHECK(lazy.m.objective < honest.m.objective);  // by about 5 times
+  MESSAGE("last of each run / honest: " << lazy.m.objective / honest.m.objective << ", iters "
+                                        << lazy.m.metrics.at("iters_per_sample"));
+}
