@@ -8,13 +8,10 @@
 // answers "suspicious", naming what the kernel tried; threads still work.
 // Each kernel is real (programs/process_kernels.cpp), compiled and run by
 // the backend as a user's kernel is, beside the honest control.
-#include "as_user.hpp"
 #include "process_run.hpp"
-#include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 
@@ -122,14 +119,7 @@ TEST_CASE("class 17: a user who is not root gets the filter too") {
   // Without root, a filter needs PR_SET_NO_NEW_PRIVS, which the loader sets.
   // A forked child gives up root (the tests run as root here), with a cache
   // of its own.
-  if (::geteuid() != 0) {
-    MESSAGE("skipped: not root, so not able to become another user");
-    return;
-  }
-  const tessel::testing::temp_folder folder("tessel-class17-user");
-  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
-  const std::string cache = (folder.path() / "cache").string();
-  CHECK(tessel::testing::exit_code_as_user(tessel::testing::nobody, [&cache] {
+  CHECK(tessel::testing::exit_code_as_nobody("tessel-class17-user", [](const std::string& cache) {
           const cpu_run honest = run_quietly("pk_honest", "-O1", {}, cache);
           if (!honest.m.ok() || !filtered(honest)) return 11;
           const cpu_run cheat = run_quietly("pk_fork_workers", "-O1", {}, cache);

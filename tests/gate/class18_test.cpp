@@ -10,28 +10,18 @@
 // that change the system clock. Each kernel is real
 // (programs/process_kernels.cpp), compiled and run by the backend as a
 // user's kernel is.
-#include "as_user.hpp"
 #include "process_run.hpp"
-#include "temp_folder.hpp"
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <string>
-
-#include <unistd.h>
 
 namespace {
 
 using tessel::status;
-using tessel::testing::check_refused;
-using tessel::testing::count;
-using tessel::testing::cpu_run;
-using tessel::testing::has;
+using namespace tessel::testing;
 
-cpu_run run_cpu(const std::string& function) {
-  return tessel::testing::run_told("tessel-class18", function);
-}
+cpu_run run_cpu(const std::string& function) { return run_told("tessel-class18", function); }
 
 constexpr const char* handler_refused = "replace the loader's SIGSYS handler (rt_sigaction)";
 
@@ -100,17 +90,9 @@ TEST_CASE("class 18: a kernel may not change the system clock") {
 TEST_CASE("class 18: a user who is not root cannot replace the handler either") {
   // The filter is the same for a user who is not root (PR_SET_NO_NEW_PRIVS):
   // a forked child gives up root, with a cache of its own.
-  if (::geteuid() != 0) {
-    MESSAGE("skipped: not root, so not able to become another user");
-    return;
-  }
-  const tessel::testing::temp_folder folder("tessel-class18-user");
-  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
-  const std::string cache = (folder.path() / "cache").string();
-  CHECK(tessel::testing::exit_code_as_user(tessel::testing::nobody, [&cache] {
+  CHECK(exit_code_as_nobody("tessel-class18-user", [](const std::string& cache) {
           const auto run = [&cache](const std::string& function) {
-            return tessel::testing::run_process_kernel("tessel-class18", function, "-O1", {},
-                                                       cache);
+            return run_process_kernel("tessel-class18", function, "-O1", {}, cache);
           };
           if (!run("pk_honest").m.ok()) return 11;
           const cpu_run cheat = run("pk_own_handler");
@@ -119,6 +101,7 @@ TEST_CASE("class 18: a user who is not root cannot replace the handler either") 
           return 0;
         }) == 0);
 }
+
 TEST_CASE("class 18: a kernel that works only on the last call of each run is ok (what remains)") {
   // The loader judges the timing's last call only, and runs the samples'
   // calls in runs of `iters` each, the outputs poisoned (NaN) before each
@@ -132,14 +115,14 @@ TEST_CASE("class 18: a kernel that works only on the last call of each run is ok
   // kernel in the process that holds it).
   tessel::cpu_options o;
   o.kernel = std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_honest";
-  o.reference = tessel::testing::redteam_kernel("twice_reference");
+  o.reference = redteam_kernel("twice_reference");
   o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.run_timeout_s = 10;
   o.gate_settings.secret = 17;
-  const cpu_run honest = tessel::testing::run_twice(o, "tessel-class18");
+  const cpu_run honest = run_twice(o, "tessel-class18");
   o.kernel =
       std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_last_of_run";
-  const cpu_run lazy = tessel::testing::run_twice(o, "tessel-class18");
+  const cpu_run lazy = run_twice(o, "tessel-class18");
   REQUIRE(honest.m.ok());
   CHECK(lazy.m.ok());
   CHECK(lazy.m.objective < honest.m.objective);  // by about 5 times

@@ -9,13 +9,19 @@
 #include <tessel/cpu.hpp>
 #include <tessel/dsl.hpp>
 
+#include "as_user.hpp"
 #include "redteam_log.hpp"
+#include "temp_folder.hpp"
 #include "work_dir.hpp"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
+
+#include <unistd.h>
 
 namespace tessel::testing {
 
@@ -74,6 +80,21 @@ inline void check_refused(const cpu_run& r, const std::string& what, const std::
   CHECK(has(r, "tried to " + what));
   CHECK(count(r.log, done) == 0);
   CHECK(count(r.log, call + " failed: Operation not permitted") > 0);
+}
+
+/// Runs `body` in a forked child that gives up root for `nobody`, given a
+/// compile cache of its own (in a folder named `prefix`-...): its exit code,
+/// 0 when all was well. Where the test is not root, 0 without running it.
+inline int exit_code_as_nobody(const std::string& prefix,
+                               const std::function<int(const std::string& cache)>& body) {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: not root, so not able to become another user");
+    return 0;
+  }
+  const temp_folder folder(prefix);
+  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
+  const std::string cache = (folder.path() / "cache").string();
+  return exit_code_as_user(nobody, [&body, &cache] { return body(cache); });
 }
 
 }  // namespace tessel::testing

@@ -271,6 +271,14 @@ void pk_ptrace(const tessel::cpu::kernel_args& a) {
 
 namespace {
 
+/// Calls `tried` on the caller's first call only (each caller's own: the
+/// type of a lambda is its own).
+template <class Try>
+void on_first_call(Try tried) {
+  static const bool done = (tried(), true);
+  (void)done;
+}
+
 /// Tries to fork (the child exits at once), logging what came of it.
 void try_fork() {
   const pid_t pid = ::fork();
@@ -315,35 +323,29 @@ void take_sigsys(void (*handler)(int, siginfo_t*, void*)) {
 }  // namespace
 
 void pk_own_handler(const tessel::cpu::kernel_args& a) {
-  static const bool tried = [] {
+  on_first_call([] {
     take_sigsys(own_sigsys);
     try_fork();
-    return true;
-  }();
-  (void)tried;
+  });
   work(a);
 }
 
 void pk_ignore_sigsys(const tessel::cpu::kernel_args& a) {
-  static const bool tried = [] {
+  on_first_call([] {
     take_sigsys(nullptr);
     try_fork();
-    return true;
-  }();
-  (void)tried;
+  });
   work(a);
 }
 
 void pk_block_sigsys(const tessel::cpu::kernel_args& a) {
-  static const bool tried = [] {
+  on_first_call([] {
     sigset_t sys;
     sigemptyset(&sys);
     sigaddset(&sys, SIGSYS);
     ::pthread_sigmask(SIG_BLOCK, &sys, nullptr);
     try_fork();
-    return true;
-  }();
-  (void)tried;
+  });
   work(a);
 }
 
@@ -368,7 +370,7 @@ void stack_back(int, siginfo_t*, void* context) {
 
 void pk_bad_stack(const tessel::cpu::kernel_args& a) {
 #if defined(__x86_64__)
-  static const bool tried = [] {
+  on_first_call([] {
     static char alternate[1 << 16];
     stack_t stack{};
     stack.ss_sp = alternate;
@@ -395,9 +397,7 @@ void pk_bad_stack(const tessel::cpu::kernel_args& a) {
       note("forked");
     }
     if (segv_caught != 0) note("SIGSEGV caught");
-    return true;
-  }();
-  (void)tried;
+  });
 #endif
   work(a);
 }
@@ -409,11 +409,11 @@ long clock_tick = 0;  ///< the tick pk_clock read, put back at exit
 }  // namespace
 
 void pk_clock(const tessel::cpu::kernel_args& a) {
-  static const bool tried = [] {
+  on_first_call([] {
     timex read{};
     if (::adjtimex(&read) < 0) {
       note("adjtimex failed: " + error_text(errno));
-      return true;
+      return;
     }
     note("clock read");
     clock_tick = read.tick;
@@ -423,7 +423,7 @@ void pk_clock(const tessel::cpu::kernel_args& a) {
     set.tick = wanted != nullptr ? std::atol(wanted) : read.tick;
     if (::adjtimex(&set) < 0) {
       note("adjtimex failed: " + error_text(errno));
-      return true;
+      return;
     }
     note("clock set");
     std::atexit([] {
@@ -432,9 +432,7 @@ void pk_clock(const tessel::cpu::kernel_args& a) {
       back.tick = clock_tick;
       ::adjtimex(&back);
     });
-    return true;
-  }();
-  (void)tried;
+  });
   work(a);
 }
 
