@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -102,30 +103,55 @@ TEST_CASE("class 18: a user who is not root cannot replace the handler either") 
         }) == 0);
 }
 
-TEST_CASE("class 18: a kernel that works only on the last call of each run is ok (what remains)") {
-  // The loader judges the timing's last call only, and runs the samples'
-  // calls in runs of `iters` each, the outputs poisoned (NaN) before each
-  // run. A kernel that counts the calls of each run from the poison
-  // computes only the call as far into its run as the run before was long,
-  // and leaves the others (y[0] = 0 so the run's start is still seen): the
-  // last call of the last run is right, and each sample costs one call in
-  // `iters`. At the default sample (1 ms, iters 5 for this 200 us kernel):
-  // ok at about 0.2 of the honest kernel here. Open: docs/gate.md, "Round
-  // fourteen", "What remains" (why the run's length cannot be hidden from a
-  // kernel in the process that holds it).
+namespace {
+
+/// `function` evaluated at the cpu backend's default sample (1 ms: runs of
+/// 5 calls for these 200 us kernels), and the honest kernel beside it.
+std::pair<cpu_run, cpu_run> beside_honest(const std::string& function) {
   tessel::cpu_options o;
   o.kernel = std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_honest";
   o.reference = redteam_kernel("twice_reference");
   o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
   o.run_timeout_s = 10;
   o.gate_settings.secret = 17;
-  const cpu_run honest = run_twice(o, "tessel-class18");
+  cpu_run honest = run_twice(o, "tessel-class18");
   o.kernel =
-      std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:pk_last_of_run";
-  const cpu_run lazy = run_twice(o, "tessel-class18");
+      std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:" + function;
+  cpu_run r = run_twice(o, "tessel-class18");
+  MESSAGE(function << ": " << to_string(r.m.status) << ", " << r.m.objective / honest.m.objective
+                   << " of the honest kernel's time: " << r.m.message);
+  return {std::move(honest), std::move(r)};
+}
+
+}  // namespace
+
+TEST_CASE("class 18: a kernel that works only on the last call of each run is caught") {
+  // The loader judges the timing's last call only, and runs the samples'
+  // calls in runs of `iters` each, the outputs poisoned (NaN) before each
+  // run. The kernel counts the calls of each run from the poison and
+  // computes only the call as far into its run as the run before was long,
+  // leaving the others (y[0] = 0, so the run's start is still seen).
+  // Before: the last call of the last sample was right, and at the default
+  // sample (1 ms, iters 5 for this 200 us kernel) it was ok at 0.21 of the
+  // honest kernel. Now the timing ends with one more run, untimed, shorter
+  // than a sample by a length the timing parent draws: its last call, the
+  // judged one, is left undone.
+  const auto [honest, lazy] = beside_honest("pk_last_of_run");
   REQUIRE(honest.m.ok());
-  CHECK(lazy.m.ok());
-  CHECK(lazy.m.objective < honest.m.objective);  // by about 5 times
-  MESSAGE("last of each run / honest: " << lazy.m.objective / honest.m.objective << ", iters "
-                                        << lazy.m.metrics.at("iters_per_sample"));
+  CHECK(honest.m.metrics.at("iters_per_sample") > 1);  // runs of more than one call
+  CHECK_FALSE(lazy.m.ok());
+  CHECK(count(lazy.log, "worked") > 0);  // it did work on some calls
+}
+
+TEST_CASE("class 18: a kernel that reads its run's length in its process (what remains)") {
+  // The same kernel, but it finds the run's length where the loader's
+  // command holds it, on the stack above its call ({'g', calls}), and works
+  // on the last call of every run, the judged one included: ok at about 0.2
+  // of the honest kernel's time here. Whatever tells the kernel's process
+  // where a run ends is in that process (docs/gate.md, "Round fourteen",
+  // "What remains"). Not asserted: it reads the loader's memory, whose
+  // layout is the compiler's.
+  const auto [honest, lazy] = beside_honest("pk_last_by_stack");
+  CHECK(honest.m.ok());
+  CHECK(count(lazy.log, "worked") > 0);
 }

@@ -60,6 +60,9 @@
 //                    the run before was long; on every other call it writes
 //                    y[0] = 0 and returns. The timing's last call is right,
 //                    every other call of a sample left undone
+//   pk_last_by_stack the same, the run's length read where the loader's
+//                    command holds it ({'g', calls} on the stack above the
+//                    call): it works on the last call of every run
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
@@ -457,5 +460,36 @@ void pk_last_of_run(const tessel::cpu::kernel_args& a) {
     work(a);
   } else {
     y[0] = 0;  // marks the run as going on
+  }
+}
+
+namespace {
+
+/// The length of the run of calls going on, as the loader's command to its
+/// kernel's process holds it ({'g', calls}, on the stack of the loader's
+/// serve(), above this call's frames); 0 when not found.
+std::uint64_t run_length_on_stack() {
+  char here = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(
+      (reinterpret_cast<std::uintptr_t>(&here) + 7) & ~std::uintptr_t{7});
+  for (int i = 0; i < 8192; ++i, p += 8) {
+    std::uint64_t calls = 0;
+    std::memcpy(&calls, p + 8, sizeof calls);
+    if (p[0] == 'g' && calls > 0 && calls <= 1000000) return calls;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
+  float* y = a.out(0).as<float>();
+  if (std::isnan(y[0])) call_in_run = 0;  // a new run of calls
+  const std::uint64_t length = run_length_on_stack();
+  if (length == 0 || static_cast<std::uint64_t>(++call_in_run) >= length) {
+    note("worked");
+    work(a);
+  } else {
+    y[0] = 0;
   }
 }
