@@ -7,7 +7,11 @@
 // built from one file.
 //
 // Refused: fork, vfork, clone without CLONE_THREAD, execve, execveat,
-// ptrace, process_vm_readv, process_vm_writev and pidfd_getfd fail with
+// ptrace, process_vm_readv, process_vm_writev and pidfd_getfd (round
+// thirteen); rt_sigaction that sets a new action for SIGSYS, so the handler
+// that records refusals stays the loader's, and adjtimex, clock_adjtime,
+// clock_settime and settimeofday, by which a kernel running as root slowed
+// CLOCK_MONOTONIC, the timing parent's clock (round fourteen). They fail with
 // EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
 // the loader answers "suspicious" with the call's name (a call made with
 // SIGSYS blocked, as posix_spawn makes its clone, ends the process by
@@ -70,9 +74,12 @@ volatile std::sig_atomic_t foreign_call = 0;
 
 /// The SIGSYS the filter raises for a refused call (SECCOMP_RET_TRAP): the
 /// call is recorded and returns -EPERM to its caller, as a refused call
-/// would. A kernel that installs a SIGSYS handler of its own is refused the
-/// call all the same (it returns what the handler leaves there), unrecorded;
-/// one that blocks SIGSYS is killed by it.
+/// would. A kernel may not install a SIGSYS handler of its own: that is a refused
+/// call (round fourteen), which is recorded; one that blocks or ignores SIGSYS
+/// is killed by it. One that makes the call where its SIGSYS cannot be
+/// delivered (its stack pointer at an unmapped page) has it refused, but
+/// unrecorded when a SIGSEGV handler of its own takes the SIGSEGV Linux forces
+/// instead (docs/gate.md, "Round fourteen", "What remains").
 void refused(int, siginfo_t* info, void* context) {
   if (refused_call == 0) {
     refused_call = info->si_syscall != 0 ? info->si_syscall : -1;
@@ -107,6 +114,13 @@ const char* refused_what(long nr) {
       {SYS_execveat, "run a program in its place (execveat)"},
 #endif
       {SYS_ptrace, "reach another process (ptrace)"},
+      {SYS_rt_sigaction, "replace the loader's SIGSYS handler (rt_sigaction)"},
+#ifdef SYS_adjtimex
+      {SYS_adjtimex, "change the system clock (adjtimex)"},
+#endif
+      {SYS_clock_adjtime, "change the system clock (clock_adjtime)"},
+      {SYS_clock_settime, "change the system clock (clock_settime)"},
+      {SYS_settimeofday, "change the system clock (settimeofday)"},
 #ifdef SYS_process_vm_readv
       {SYS_process_vm_readv, "read another process's memory (process_vm_readv)"},
       {SYS_process_vm_writev, "write another process's memory (process_vm_writev)"},
@@ -129,7 +143,8 @@ std::string refusal() {
                                      std::to_string(nr) + ")"
                                : refused_what(nr);
   return "the kernel's process tried to " + what +
-         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\")";
+         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\", \"Round "
+         "fourteen\")";
 }
 
 sock_filter statement(unsigned code, unsigned k) {
@@ -144,11 +159,13 @@ sock_filter jump(unsigned code, unsigned k, unsigned char if_true, unsigned char
 /// clone: system and popen use it), which the kernel forces on it.
 constexpr const char* killed =
     "the kernel's process was killed by SIGSYS: it made a system call a kernel may not (to create "
-    "a process, run a program or reach another process; posix_spawn, system and popen block "
-    "SIGSYS around theirs), which was refused (docs/gate.md, \"Round thirteen\")";
+    "a process, run a program, reach another process or change the system clock; posix_spawn, "
+    "system and popen block SIGSYS around theirs), which was refused (docs/gate.md, \"Round "
+    "thirteen\")";
 
 /// The filter: `refused` for every call above, ENOSYS for clone3, any other
-/// call allowed.
+/// call allowed. (The machines it knows are little-endian: an argument's low
+/// word is at its offset, its high word 4 bytes on.)
 std::vector<sock_filter> program() {
   const sock_filter trap = statement(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   std::vector<sock_filter> p{
@@ -181,8 +198,25 @@ std::vector<sock_filter> program() {
 #ifdef SYS_pidfd_getfd
            static_cast<long>(SYS_pidfd_getfd),
 #endif
-           static_cast<long>(SYS_execve), static_cast<long>(SYS_ptrace)})
+#ifdef SYS_adjtimex
+           static_cast<long>(SYS_adjtimex),
+#endif
+           static_cast<long>(SYS_clock_adjtime), static_cast<long>(SYS_clock_settime),
+           static_cast<long>(SYS_settimeofday), static_cast<long>(SYS_execve),
+           static_cast<long>(SYS_ptrace)})
     refuse(nr, trap);
+  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
+  // kernel reads an int; a new action: args[1] not NULL): the handler that
+  // records refusals stays the loader's. Reading the action is allowed.
+  const sock_filter allow = statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  const auto word = [](int arg, int high) {
+    return statement(BPF_LD | BPF_W | BPF_ABS,
+                     static_cast<unsigned>(offsetof(seccomp_data, args) + 8 * arg + 4 * high));
+  };
+  p.insert(p.end(), {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_rt_sigaction), 0, 8),
+                     word(0, 0), jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 5), word(1, 0),
+                     jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2), word(1, 1),
+                     jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), trap, allow});
 #ifdef SYS_clone3
   refuse(SYS_clone3, statement(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
 #endif
@@ -191,7 +225,7 @@ std::vector<sock_filter> program() {
   p.push_back(statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
   p.push_back(jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
   p.push_back(trap);
-  p.push_back(statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  p.push_back(allow);
   return p;
 }
 

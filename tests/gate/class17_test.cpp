@@ -8,19 +8,10 @@
 // answers "suspicious", naming what the kernel tried; threads still work.
 // Each kernel is real (programs/process_kernels.cpp), compiled and run by
 // the backend as a user's kernel is, beside the honest control.
-#include <tessel/backends.hpp>
-#include <tessel/cpu.hpp>
-#include <tessel/dsl.hpp>
-
-#include "as_user.hpp"
-#include "redteam_log.hpp"
-#include "temp_folder.hpp"
-#include "work_dir.hpp"
+#include "process_run.hpp"
 
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <map>
 #include <string>
 
@@ -29,60 +20,22 @@
 namespace {
 
 using tessel::status;
+using tessel::testing::check_refused;
 using tessel::testing::count;
+using tessel::testing::cpu_run;
+using tessel::testing::filtered;
+using tessel::testing::has;
 
-using cpu_run = tessel::testing::twice_run;
-
-/// Evaluates process_kernels.cpp's `function` on the cpu backend, gated, as
-/// a user's kernel with its reference, compiled with `flags`, the loader's
-/// environment holding `environment` too, with its compile cache in `cache`.
 cpu_run run_quietly(const std::string& function, const std::string& flags = "-O1",
                     const std::map<std::string, std::string>& environment = {},
-                    const std::string& cache = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE),
-                    const std::string& cpus = "off") {
-  tessel::cpu_options o;
-  o.kernel =
-      std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:" + function;
-  o.reference = tessel::testing::redteam_kernel("twice_reference");
-  o.flags = flags;
-  o.cache_dir = cache;
-  o.min_sample_s = 2e-4;
-  o.run_timeout_s = 10;
-  o.gate_settings.secret = 17;
-  o.environment = environment;
-  return tessel::testing::run_twice(o, "tessel-class17", cpus);
+                    const std::string& cache = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE)) {
+  return tessel::testing::run_process_kernel("tessel-class17", function, flags, environment, cache);
 }
 
-/// run_quietly, its outcome told (doctest's MESSAGE: not in a forked child).
 cpu_run run_cpu(const std::string& function, const std::string& flags = "-O1",
                 const std::map<std::string, std::string>& environment = {},
                 const std::string& cpus = "off") {
-  auto r =
-      run_quietly(function, flags, environment, test_dirs::work_dir(TESSEL_CPU_TEST_CACHE), cpus);
-  MESSAGE(function << ": " << to_string(r.m.status) << ", objective " << r.m.objective << ": "
-                   << r.m.message);
-  return r;
-}
-
-bool has(const cpu_run& r, const std::string& text) {
-  return r.m.message.find(text) != std::string::npos;
-}
-
-/// Whether every process of the run that logged its seccomp mode had the
-/// filter (mode 2), and one did at least.
-bool filtered(const cpu_run& r) {
-  return count(r.log, "seccomp 2") > 0 && count(r.log, "seccomp 0") == 0;
-}
-
-/// Checks that `r`'s kernel was refused for trying to `what` (the loader's
-/// words), that it did not log `done` (what it logs when the call works),
-/// and that it logged the call `call` failing with EPERM.
-void check_refused(const cpu_run& r, const std::string& what, const std::string& done,
-                   const std::string& call) {
-  CHECK(r.m.status == status::suspicious);
-  CHECK(has(r, "tried to " + what));
-  CHECK(count(r.log, done) == 0);
-  CHECK(count(r.log, call + " failed: Operation not permitted") > 0);
+  return tessel::testing::run_told("tessel-class17", function, flags, environment, cpus);
 }
 
 }  // namespace
@@ -166,14 +119,7 @@ TEST_CASE("class 17: a user who is not root gets the filter too") {
   // Without root, a filter needs PR_SET_NO_NEW_PRIVS, which the loader sets.
   // A forked child gives up root (the tests run as root here), with a cache
   // of its own.
-  if (::geteuid() != 0) {
-    MESSAGE("skipped: not root, so not able to become another user");
-    return;
-  }
-  const tessel::testing::temp_folder folder("tessel-class17-user");
-  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
-  const std::string cache = (folder.path() / "cache").string();
-  CHECK(tessel::testing::exit_code_as_user(tessel::testing::nobody, [&cache] {
+  CHECK(tessel::testing::exit_code_as_nobody("tessel-class17-user", [](const std::string& cache) {
           const cpu_run honest = run_quietly("pk_honest", "-O1", {}, cache);
           if (!honest.m.ok() || !filtered(honest)) return 11;
           const cpu_run cheat = run_quietly("pk_fork_workers", "-O1", {}, cache);

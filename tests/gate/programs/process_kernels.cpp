@@ -30,6 +30,39 @@
 //                    ("read parent's memory through /proc"); a failure logs
 //                    "ptrace failed: ERROR" or "process_vm_readv failed:
 //                    ERROR". Then it computes
+// Round fourteen (tests/gate/class18_test.cpp): kernels that hide a refused
+// call from the loader's record, or slow the clock the loader times with.
+// Each then computes as pk_honest does:
+//   pk_own_handler   installs a SIGSYS handler of its own (one that answers
+//                    EPERM, as the loader's does, recording nothing), then
+//                    tries to fork; it logs "sigaction failed: ERROR" or
+//                    "own handler", then "fork failed: ERROR" or "forked"
+//   pk_ignore_sigsys the same with SIGSYS ignored (signal(SIGSYS, SIG_IGN))
+//   pk_block_sigsys  blocks SIGSYS in its thread, then tries to fork
+//   pk_bad_stack     (x86_64) a SIGSEGV handler on an alternate stack of
+//                    its own, then fork made with its stack pointer at an
+//                    unmapped address, so the kernel cannot deliver the
+//                    filter's SIGSYS and forces a SIGSEGV instead, which its
+//                    handler takes (restoring the stack, answering EPERM):
+//                    logs "fork failed: ERROR" or "forked", and "SIGSEGV
+//                    caught" when its handler ran
+//   pk_clock         as root (CAP_SYS_TIME): reads the system clock's tick
+//                    (adjtimex), logging "clock read", and sets it to
+//                    $TESSEL_REDTEAM_TICK (default: the tick it read, so
+//                    nothing changes), logging "clock set"; an atexit
+//                    handler puts the tick back. A tick of 9000 (of 10000)
+//                    makes CLOCK_MONOTONIC, the loader's clock, run 10% slow
+//                    on the whole machine; a failure logs "adjtimex failed:
+//                    ERROR"
+//   pk_last_of_run   works (logging "worked") only on the call of each run
+//                    of calls (a sample, a warm-up: the loader poisons the
+//                    outputs, y[0] NaN, before each) as far into the run as
+//                    the run before was long; on every other call it writes
+//                    y[0] = 0 and returns. The timing's last call is right,
+//                    every other call of a sample left undone
+//   pk_last_by_stack the same, the run's length read where the loader's
+//                    command holds it ({'g', calls} on the stack above the
+//                    call): it works on the last call of every run
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
@@ -38,6 +71,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +84,8 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -233,4 +270,226 @@ void pk_ptrace(const tessel::cpu::kernel_args& a) {
   }();
   (void)tried;
   work(a);
+}
+
+namespace {
+
+/// Calls `tried` on the caller's first call only (each caller's own: the
+/// type of a lambda is its own).
+template <class Try>
+void on_first_call(Try tried) {
+  static const bool done = (tried(), true);
+  (void)done;
+}
+
+/// Tries to fork (the child exits at once), logging what came of it.
+void try_fork() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  if (pid < 0) {
+    note("fork failed: " + error_text(errno));
+    return;
+  }
+  ::waitpid(pid, nullptr, 0);
+  note("forked");
+}
+
+/// A SIGSYS handler of the kernel's own: the refused call answers EPERM, as
+/// under the loader's, and nothing is recorded.
+void own_sigsys(int, siginfo_t*, void* context) {
+#if defined(__x86_64__)
+  static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RAX] = -EPERM;
+#elif defined(__aarch64__)
+  static_cast<ucontext_t*>(context)->uc_mcontext.regs[0] = static_cast<unsigned long long>(-EPERM);
+#else
+  (void)context;
+#endif
+}
+
+/// Sets SIGSYS's handler to `handler` (SIG_IGN, or own_sigsys), logging
+/// whether it could.
+void take_sigsys(void (*handler)(int, siginfo_t*, void*)) {
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  if (handler == nullptr) {
+    action.sa_handler = SIG_IGN;
+  } else {
+    action.sa_sigaction = handler;
+    action.sa_flags = SA_SIGINFO;
+  }
+  if (::sigaction(SIGSYS, &action, nullptr) != 0)
+    note("sigaction failed: " + error_text(errno));
+  else
+    note("own handler");
+}
+
+}  // namespace
+
+void pk_own_handler(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    take_sigsys(own_sigsys);
+    try_fork();
+  });
+  work(a);
+}
+
+void pk_ignore_sigsys(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    take_sigsys(nullptr);
+    try_fork();
+  });
+  work(a);
+}
+
+void pk_block_sigsys(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    sigset_t sys;
+    sigemptyset(&sys);
+    sigaddset(&sys, SIGSYS);
+    ::pthread_sigmask(SIG_BLOCK, &sys, nullptr);
+    try_fork();
+  });
+  work(a);
+}
+
+namespace {
+
+/// pk_bad_stack's stack pointer before its fork, and its SIGSEGV handler,
+/// which puts it back and answers EPERM.
+char* saved_stack = nullptr;
+volatile std::sig_atomic_t segv_caught = 0;
+void stack_back(int, siginfo_t*, void* context) {
+#if defined(__x86_64__)
+  auto& regs = static_cast<ucontext_t*>(context)->uc_mcontext.gregs;
+  regs[REG_RSP] = reinterpret_cast<greg_t>(saved_stack);
+  regs[REG_RAX] = -EPERM;
+#else
+  (void)context;
+#endif
+  segv_caught = 1;
+}
+
+}  // namespace
+
+void pk_bad_stack(const tessel::cpu::kernel_args& a) {
+#if defined(__x86_64__)
+  on_first_call([] {
+    static char alternate[1 << 16];
+    stack_t stack{};
+    stack.ss_sp = alternate;
+    stack.ss_size = sizeof alternate;
+    ::sigaltstack(&stack, nullptr);
+    struct sigaction action {};
+    sigemptyset(&action.sa_mask);
+    action.sa_sigaction = stack_back;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    ::sigaction(SIGSEGV, &action, nullptr);
+    long result = 0;
+    asm volatile(
+        "mov %%rsp, %[saved]\n\t"
+        "mov $0x10, %%rsp\n\t"
+        "syscall\n\t"
+        "mov %[saved], %%rsp\n\t"
+        : "=a"(result), [saved] "=m"(saved_stack)
+        : "0"(static_cast<long>(SYS_fork))
+        : "rcx", "r11", "memory");
+    if (result == 0) ::_exit(0);  // a child, with the filter off
+    if (result < 0) note("fork failed: " + error_text(static_cast<int>(-result)));
+    if (result > 0) {
+      ::waitpid(static_cast<pid_t>(result), nullptr, 0);
+      note("forked");
+    }
+    if (segv_caught != 0) note("SIGSEGV caught");
+  });
+#endif
+  work(a);
+}
+
+namespace {
+
+long clock_tick = 0;  ///< the tick pk_clock read, put back at exit
+
+}  // namespace
+
+void pk_clock(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    timex read{};
+    if (::adjtimex(&read) < 0) {
+      note("adjtimex failed: " + error_text(errno));
+      return;
+    }
+    note("clock read");
+    clock_tick = read.tick;
+    const char* wanted = std::getenv("TESSEL_REDTEAM_TICK");  // NOLINT(concurrency-mt-unsafe)
+    timex set{};
+    set.modes = ADJ_TICK;
+    set.tick = wanted != nullptr ? std::atol(wanted) : read.tick;
+    if (::adjtimex(&set) < 0) {
+      note("adjtimex failed: " + error_text(errno));
+      return;
+    }
+    note("clock set");
+    std::atexit([] {
+      timex back{};
+      back.modes = ADJ_TICK;
+      back.tick = clock_tick;
+      ::adjtimex(&back);
+    });
+  });
+  work(a);
+}
+
+namespace {
+
+/// pk_last_of_run's count of calls: in the run of calls going on (the
+/// loader poisons the outputs before each run: y[0] NaN), and in the run
+/// before it.
+std::int64_t call_in_run = 0, previous_run = 0;
+
+}  // namespace
+
+void pk_last_of_run(const tessel::cpu::kernel_args& a) {
+  float* y = a.out(0).as<float>();
+  if (std::isnan(y[0])) {  // a new run of calls (a sample, a warm-up)
+    previous_run = call_in_run;
+    call_in_run = 0;
+  }
+  const bool last = call_in_run++ >= previous_run - 1;  // as long as the run before
+  if (last) {
+    note("worked");
+    work(a);
+  } else {
+    y[0] = 0;  // marks the run as going on
+  }
+}
+
+namespace {
+
+/// The length of the run of calls going on, as the loader's command to its
+/// kernel's process holds it ({'g', calls}, on the stack of the loader's
+/// serve(), above this call's frames); 0 when not found.
+std::uint64_t run_length_on_stack() {
+  char here = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(
+      (reinterpret_cast<std::uintptr_t>(&here) + 7) & ~std::uintptr_t{7});
+  for (int i = 0; i < 8192; ++i, p += 8) {
+    std::uint64_t calls = 0;
+    std::memcpy(&calls, p + 8, sizeof calls);
+    if (p[0] == 'g' && calls > 0 && calls <= 1000000) return calls;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
+  float* y = a.out(0).as<float>();
+  if (std::isnan(y[0])) call_in_run = 0;  // a new run of calls
+  const std::uint64_t length = run_length_on_stack();
+  if (length == 0 || static_cast<std::uint64_t>(++call_in_run) >= length) {
+    note("worked");
+    work(a);
+  } else {
+    y[0] = 0;
+  }
 }
