@@ -246,7 +246,7 @@ struct cpu_backend::impl {
   /// time, the inputs changed between calls by the loop rule from `loop_seed`.
   detail::loader_run time(const detail::sealed_file& library,
                           const std::vector<std::string>& inputs, bool full,
-                          std::uint64_t loop_seed) const;
+                          std::uint64_t loop_seed, std::uint64_t judged_seed) const;
 };
 
 cpu_backend::cpu_backend(options o) : impl_(std::make_unique<impl>()) {
@@ -475,9 +475,11 @@ std::optional<measurement> cpu_backend::impl::gate_calls(gate_session& session,
 
 detail::loader_run cpu_backend::impl::time(const detail::sealed_file& library,
                                            const std::vector<std::string>& inputs, bool full,
-                                           std::uint64_t loop_seed) const {
+                                           std::uint64_t loop_seed,
+                                           std::uint64_t judged_seed) const {
   detail::loader_timing t;
   t.loop_seed = loop_seed;
+  t.judged_seed = judged_seed;
   t.warmup = o.warmup;
   t.min_sample_s = o.min_sample_s;
   t.racing = full ? timer->full_options() : o.racing;
@@ -534,17 +536,28 @@ measurement cpu_backend::impl::measure(const space& s, const config& c, bool ful
     if (const std::size_t next = session->timed_set(i); session->perturbable(next))
       timed_set = next;
   const auto timed = time(library, files ? files->of(timed_set) : timing_inputs, full,
-                          session ? session->loop_seed(timed_set) : 0x7e55e1);
+                          session ? session->loop_seed(timed_set) : 0x7e55e1,
+                          session ? session->judged_call_seed(timed_set) : 0);
   paid.run_s += timed.run.seconds;
   if (timed.run.status != status::ok)
     return fail(measurement::failure(timed.run.status, verdict_text(timed.run), paid));
   // The outputs are the last call's: on the timed set's inputs after the
-  // loop rule's calls - 1 steps, which the session replays.
+  // loop rule's calls - 1 steps, which the session replays; and those of a
+  // call of the last run the loader drew after it (docs/cpu.md, "What is
+  // measured"), judged the same way on its own inputs.
   if (session)
     if (auto failed =
             detail::finish_with_timed_run(*session, session->perturbed_set(timed_set, timed.calls),
                                           timed.run, setup.outputs, paid))
       return fail(*failed);
+  if (session && timed.judged_call > 0) {
+    detail::file_run judged = timed.run;
+    judged.outputs = timed.judged_outputs;
+    if (auto failed = detail::finish_with_timed_run(
+            *session, session->perturbed_set(timed_set, timed.judged_call), judged, setup.outputs,
+            paid, fmt::format("the call {} of {}", timed.judged_call, timed.calls)))
+      return fail(*failed);
+  }
   if (auto why = timed.sample_fault())
     return fail(measurement::failure(status::suspicious, "suspicious: " + *why, paid));
   measurement m = std::move(notes);

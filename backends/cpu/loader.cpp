@@ -10,7 +10,7 @@
 //   NAME=V]... loader LIBRARY.so time ... --warmup N --min-sample S --min-repeats N --max-repeats N
 //                              --margin X --target-ci X --max-seconds X [--incumbent S]
 //                              [--loop-seed N]
-//   (stdin: the run's token, one line; empty: none)
+//   (stdin: the run's token, one line, and for a timing the judged call's seed; empty: none)
 //
 // Two processes (docs/gate.md, "Round twelve: the answer"): the timing
 // parent keeps the clock, the answer channel, the token and its private copy
@@ -28,7 +28,9 @@
 // for a kernel far faster than the handoff, a run of 8^k calls lasting an
 // eighth of a sample), then samples of `iters` calls each (iters chosen so a
 // sample takes at least min-sample seconds), raced by race_decision; the outputs of the last timed
-// call are written. Before every call after the first, the inputs change by the rule of
+// call are written, and those of one other call of the last run, which the parent draws after it
+// (each call writes outputs of its own: output_slots). Before every call after the first, the
+// inputs change by the rule of
 // tessel/loop_rule.hpp (two elements of each input's base exchanged, drawn from the loop seed, and
 // a diagonal sweep that reaches every row and column; the call is given the bases with every row
 // rotated by an offset of its own), so no call is given inputs an earlier one was, nearly every
@@ -340,7 +342,8 @@ struct command {
 /// The kernel's process: the kernel loaded (on 'l') and called on the
 /// shared tensors, with the loop rule's changes drawn on its own copy of
 /// the bases (`copy`, its after the fork). Never returns.
-[[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, int commands) {
+[[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, const output_slots& slots,
+                        int commands) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
   // No process of its own, no program in its place, no other process's
   // memory (loader_seccomp.hpp), from before the kernel is loaded.
@@ -379,14 +382,18 @@ struct command {
       // process's caches as they would be in one process's; and the
       // changes, drawn before the parent's clock starts: made on the copy
       // in order (each exchange depends on the values before it).
-      for (auto& b : r.outputs) poison(b);
+      for (std::size_t s = 0; s < slots.used(c.calls); ++s)
+        for (std::size_t o = 0; o < r.outputs.size(); ++o) poison(r.outputs[o], slots.at(s, o));
       plan.clear();
       for (std::uint64_t k = calls; k < calls + c.calls; ++k)
         for (std::size_t i = 0; k > 0 && i < n_in; ++i) plan.draw(walk, k, i, copy.buffers[i]);
     } else if (c.op == 'g') {
       if (c.calls > 0 && entry == nullptr) fail("the kernel is not loaded");
-      for (std::uint64_t k = 0, j = 0; k < c.calls; ++k, ++calls) {
+      const std::size_t used = slots.used(c.calls);
+      for (std::uint64_t k = 0, j = 0, slot = 0; k < c.calls;
+           ++k, ++calls, slot = slot + 1 < used ? slot + 1 : 0) {
         for (std::size_t i = 0; calls > 0 && i < n_in; ++i, ++j) plan.make(j, i, r.inputs[i]);
+        for (std::size_t o = 0; o < outs.size(); ++o) outs[o].data = slots.at(slot, o);  // call k's
         const int failed = entry(&args, message, sizeof message);
         refused();
         if (failed != 0)
@@ -408,7 +415,9 @@ class kernel_process {
  public:
   using clock = std::chrono::steady_clock;
 
-  kernel_process(request& r, input_copy& copy, call_plan& plan) {
+  std::uint64_t last_run = 0;  ///< the calls of the last run made
+
+  kernel_process(request& r, input_copy& copy, call_plan& plan, const output_slots& slots) {
     int down[2], up[2];
     if (::pipe(down) != 0 || ::pipe(up) != 0) fail("cannot make the kernel process's pipes");
     std::fflush(nullptr);
@@ -417,10 +426,11 @@ class kernel_process {
     if (pid == 0) {
       ::close(::fileno(answer_channel));  // the kernel never holds the answer channel
       explicit_wipe(token, sizeof token);
+      judged_seed = 0;
       ::close(down[1]);
       ::close(up[0]);
       reply_channel = up[1];
-      serve(r, copy, plan, down[0]);
+      serve(r, copy, plan, slots, down[0]);
     }
     // Nothing else of this process may reach the child's hands: not its
     // memory (/proc/PID/mem), its files (/proc/PID/fd) or a ptrace attach.
@@ -451,6 +461,7 @@ class kernel_process {
     const auto start = clock::now();
     send({'g', calls});
     expect('d');
+    if (calls > 0) last_run = calls;
     return std::chrono::duration<double>(clock::now() - start).count();
   }
   /// The handoff's own time: the fastest of at least 16 runs of no calls
@@ -533,20 +544,6 @@ class kernel_process {
   }
 };
 
-/// Reads the run's token (one line on stdin, at most 79 bytes), then gives
-/// stdin /dev/null.
-void read_token() {
-  std::size_t n = 0;
-  for (ssize_t got = 0; n + 1 < sizeof token; n += static_cast<std::size_t>(got)) {
-    got = ::read(0, token + n, sizeof token - 1 - n);
-    if (got <= 0) break;
-  }
-  token[std::min(std::strcspn(token, "\n"), sizeof token - 1)] = '\0';
-  const int null = ::open("/dev/null", O_RDONLY);
-  if (null >= 0) ::dup2(null, 0);
-  if (null > 0) ::close(null);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -558,20 +555,21 @@ int main(int argc, char** argv) {
   read_token();
   request r = parse(argc, argv);
   const given_cpus given;  // before the kernel's process starts
-  map_tensors(r.inputs, r.outputs);
+  map_tensors(r.inputs, {});
   for (auto& b : r.inputs) read_npy(b);
   // The changes' own time, measured before the kernel's code is loaded
   // (none of its threads can slow it, to have more subtracted).
   const double change_s =
       r.mode == "time" ? timing_rules::change_seconds(r.inputs, r.loop_seed) : 0;
-  for (auto& b : r.outputs) allocate(b);
+  output_slots slots;  // after the inputs, as the arena placed them
+  slots.map(r.outputs, r.inputs, r.mode == "time" ? 1000000 : 1);
 
   // The copy of the bases and the plan of the changes, before the fork:
   // the child draws the calls' changes on its copy, the parent replays them
   // on its own after the timing.
   input_copy copy(r.inputs);
   call_plan plan(r.inputs);
-  kernel_process kernel(r, copy, plan);
+  kernel_process kernel(r, copy, plan, slots);
   const char* const filtered = seccomp::turned_off() ? "false" : "true";  // the answer says
   const double handoff_s = r.mode == "time" ? kernel.handoff_seconds() : 0;
   kernel.load();
@@ -632,10 +630,16 @@ int main(int argc, char** argv) {
   const double wall_s = std::chrono::duration<double>(clock::now() - wall_before).count();
   const double cpu_s = kernel.cpu_s() - cpu_before;
   timing_rules::check_cpus(given, kernel_pid, cpu_s, wall_s);
-  // The tensors as the last call left them, kept before the kernel's
-  // process quits: what its exit handlers (or threads still running) write
-  // after its last "done" is not judged.
-  const input_copy inputs(r.inputs), outputs(r.outputs);
+  // The judged calls: the last, and one other of the last run's that the
+  // parent draws now, from a seed the kernel's process never held, among
+  // those whose slot the run's later calls left (output_slots).
+  const std::uint64_t run = kernel.last_run, used = slots.used(run);
+  const std::uint64_t back = used > 1 ? 1 + tessel::loop_rule::mix(judged_seed) % (used - 1) : 0;
+  // The tensors as the calls left them, kept before the kernel's process
+  // quits: what its exit handlers (or threads still running) write after
+  // its last "done" is not judged.
+  const input_copy inputs(r.inputs), outputs(slots.in(r.outputs, (run - 1) % used)),
+      judged(slots.in(r.outputs, (run - 1 - back) % used));
   kernel.finish();
   // The parent's replay of the changes on its copy of the bases: what the
   // last call was given, and so what the inputs must hold, is the bases
@@ -652,6 +656,8 @@ int main(int argc, char** argv) {
                                      plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
   last.check(inputs.buffers);
   for (const auto& b : outputs.buffers) write_npy(b);
+  for (auto b : judged.buffers)  // the drawn call's, beside the last's
+    if (back > 0) write_npy((b.path += ".judged", b));
   std::string samples;
   for (const double s : result.samples) {
     char text[32];
@@ -660,8 +666,10 @@ int main(int argc, char** argv) {
   }
   std::fprintf(answer_channel,
                "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu, "
-               "\"calls\": %llu, \"seccomp\": %s, \"token\": %s}\n",
+               "\"calls\": %llu, \"judged_call\": %llu, \"seccomp\": %s, \"token\": %s}\n",
                samples.c_str(), tessel::to_string(result.stopped), iters,
-               static_cast<unsigned long long>(calls), filtered, json_string(token).c_str());
+               static_cast<unsigned long long>(calls),
+               static_cast<unsigned long long>(back > 0 ? calls - back : 0), filtered,
+               json_string(token).c_str());
   return 0;
 }

@@ -124,7 +124,7 @@ loader_run run_loader(const loader_setup& setup, const sealed_file& library,
   request.cpus = cpus;
   request.max_output_bytes = 1u << 20;
   const std::string token = new_token();
-  request.input = token + "\n";
+  request.input = token + "\n" + (timing ? std::to_string(timing->judged_seed) + "\n" : "");
   file_guard::run_scope guarded(setup.guard.get());
   const auto result = run_process(request);
 
@@ -185,15 +185,24 @@ loader_run run_loader(const loader_setup& setup, const sealed_file& library,
   }
   if (r.status != status::ok) return out;
   try {
-    for (const auto& o : setup.outputs)
-      r.outputs.push_back(read_bytes(dir.path() / ("out_" + o.name + ".npy"),
-                                     static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
+    const auto outputs = [&](const std::string& suffix) {  // "": the last call's
+      std::vector<std::string> files;
+      for (const auto& o : setup.outputs)
+        files.push_back(read_bytes(dir.path() / ("out_" + o.name + ".npy" + suffix),
+                                   static_cast<std::uintmax_t>(o.elements()) * 8 + 4096));
+      return files;
+    };
+    r.outputs = outputs("");
     if (timing) {
       for (const auto& v : answer->at("samples_s")) out.samples.push_back(v.get<double>());
       out.stopped =
           parse_race_stop(answer->at("stopped").get<std::string>()).value_or(race_stop::failed);
       out.iters = answer->at("iters").get<std::size_t>();
       out.calls = answer->at("calls").get<std::uint64_t>();
+      out.judged_call = answer->value("judged_call", std::uint64_t{0});
+      if (out.judged_call >= out.calls && out.judged_call > 0)
+        throw error("its judged call is not before its last");
+      if (out.judged_call > 0) out.judged_outputs = outputs(".judged");
       out.seccomp = answer->value("seccomp", false);
       if (out.calls == 0) throw error("it made no call");
     }

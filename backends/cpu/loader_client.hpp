@@ -44,6 +44,10 @@ struct loader_timing {
   /// The seed of the rule that changes the inputs between calls
   /// (tessel/loop_rule.hpp; gate_session::loop_seed).
   std::uint64_t loop_seed = 0;
+  /// The seed the loader draws the judged call from, besides the last
+  /// (gate_session::judged_call_seed): given on stdin, which the kernel's
+  /// process never reads.
+  std::uint64_t judged_seed = 0;
 };
 
 /// One loader run: its status and outputs (file_run), and for a timing the
@@ -56,6 +60,10 @@ struct loader_run {
   race_stop stopped = race_stop::go_on;
   std::size_t iters = 0;
   std::uint64_t calls = 0;
+  /// A call of the last run the loader drew after it (its number among the
+  /// calls, 1 the first; 0: none, a run of one call) and its outputs.
+  std::uint64_t judged_call = 0;
+  std::vector<std::string> judged_outputs;
   bool seccomp =
       false;  ///< the kernel ran under the loader's filter (docs/gate.md, round thirteen)
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +35,11 @@ FILE* answer_channel = stdout;
 /// line that anything else wrote on the pipe (docs/gate.md, "Round
 /// twelve"). The kernel's process wipes its copy before loading the kernel.
 char token[80] = {0};
+/// The seed of the judged call's draw (a second line on stdin after the
+/// token; 0: none given), drawn by tessel from its secret: the parent draws
+/// after the timing which call of the last run is judged besides the last
+/// (output_slots). The kernel's process wipes it with the token.
+std::uint64_t judged_seed = 0;
 /// In the kernel's process: the pipe to the timing parent, on which a
 /// failure is reported ('f', or 's' for "suspicious", and its message)
 /// instead of an answer; -1 in the parent.
@@ -217,20 +223,85 @@ void write_npy(const buffer& b) {
   if (std::fclose(f) != 0) fail("cannot write " + b.path);
 }
 
-/// Fills an output with NaN (int32: INT32_MIN), so a kernel that skips an
-/// element is seen.
-void poison(buffer& b) {
+/// Fills an output (`b`, at `data`) with NaN (int32: INT32_MIN), so a
+/// kernel that skips an element is seen.
+void poison(const buffer& b, void* data) {
   const auto n = static_cast<std::size_t>(b.elements());
   if (b.type == dtype::fp32) {
-    auto* p = static_cast<float*>(b.data);
+    auto* p = static_cast<float*>(data);
     for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
   } else if (b.type == dtype::bf16) {
-    auto* p = static_cast<tessel::cpu::bf16*>(b.data);
+    auto* p = static_cast<tessel::cpu::bf16*>(data);
     for (std::size_t i = 0; i < n; ++i) p[i] = tessel::cpu::bf16{0x7fc0};
   } else {
-    auto* p = static_cast<std::int32_t*>(b.data);
+    auto* p = static_cast<std::int32_t*>(data);
     for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<std::int32_t>::min();
   }
+}
+
+/// The outputs' slots: each call of a run of calls writes its own copy of
+/// the outputs, call k of the run slot k % used (used: the run's calls, at
+/// most `count`), so that the parent can judge, besides the run's last call,
+/// one it draws after the run (docs/cpu.md, "What is measured"). Mapped
+/// shared before the kernel's process starts: at most max_bytes of slots
+/// (one at least), pages touched only as they are poisoned. The first slot
+/// starts `skew` bytes into a page (the bytes the inputs take in the arena),
+/// so that the outputs alias the inputs in the store buffer as they would
+/// placed after them.
+struct output_slots {
+  static constexpr std::size_t max_bytes = std::size_t{64} << 20;
+  unsigned char* base = nullptr;
+  std::size_t stride = 0, count = 0;
+  std::vector<std::size_t> offsets;  ///< per output: where it is in a slot
+
+  /// Maps slots for `outputs`, at most `most`, and points the outputs at
+  /// slot 0; `inputs`: the tensors in the arena.
+  void map(std::vector<buffer>& outputs, const std::vector<buffer>& inputs, std::size_t most) {
+    std::size_t skew = 0;
+    for (const auto& b : inputs) skew += (b.bytes() + 63) / 64 * 64 + 64;
+    for (const auto& b : outputs) {
+      offsets.push_back(stride);
+      stride += (b.bytes() + 63) / 64 * 64 + 64;
+    }
+    stride = std::max<std::size_t>(stride, 64);
+    count = std::clamp<std::size_t>(max_bytes / stride, 1, std::max<std::size_t>(most, 1));
+    skew %= 4096;
+    void* p = ::mmap(nullptr, skew + stride * count, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fail("out of memory mapping the outputs");
+    base = static_cast<unsigned char*>(p) + skew;
+    for (std::size_t o = 0; o < outputs.size(); ++o) outputs[o].data = at(0, o);
+  }
+  /// The slots a run of `calls` calls uses.
+  [[nodiscard]] std::size_t used(std::uint64_t calls) const {
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(std::max<std::uint64_t>(calls, 1), count));
+  }
+  [[nodiscard]] void* at(std::size_t slot, std::size_t o) const {
+    return base + slot * stride + offsets[o];
+  }
+  /// `outputs` as slot `slot` holds them.
+  [[nodiscard]] std::vector<buffer> in(std::vector<buffer> outputs, std::size_t slot) const {
+    for (std::size_t o = 0; o < outputs.size(); ++o) outputs[o].data = at(slot, o);
+    return outputs;
+  }
+};
+
+/// Reads the run's token (one line on stdin, at most 79 bytes in all) and
+/// the judged call's seed (a second line, if any), then gives stdin
+/// /dev/null.
+void read_token() {
+  std::size_t n = 0;
+  for (ssize_t got = 0; n + 1 < sizeof token; n += static_cast<std::size_t>(got)) {
+    got = ::read(0, token + n, sizeof token - 1 - n);
+    if (got <= 0) break;
+  }
+  const std::size_t end = std::min(std::strcspn(token, "\n"), sizeof token - 1);
+  if (end + 1 < n) judged_seed = std::strtoull(token + end + 1, nullptr, 10);
+  std::memset(token + end, 0, sizeof token - end);
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null >= 0) ::dup2(null, 0);
+  if (null > 0) ::close(null);
 }
 
 struct request {

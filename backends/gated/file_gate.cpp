@@ -136,7 +136,7 @@ std::optional<measurement> judge_run(gate_session& session, std::size_t set, con
 std::optional<measurement> finish_with_timed_run(gate_session& session, std::size_t set,
                                                  const file_run& timed,
                                                  const std::vector<tensor_spec>& outputs,
-                                                 tessel::cost& paid) {
+                                                 tessel::cost& paid, std::string_view call) {
   // The gate's calls first, alone; then with the timed run's outputs: a
   // verdict that turns only then is a kernel that computes differently when
   // it is timed.
@@ -147,7 +147,7 @@ std::optional<measurement> finish_with_timed_run(gate_session& session, std::siz
         timed.outputs.empty()
             ? measurement::failure(status::suspicious,
                                    "suspicious: the timed run returned no outputs to check", paid)
-            : judge_run(session, set, timed, outputs, "the timed run", paid);
+            : judge_run(session, set, timed, outputs, call.empty() ? "the timed run" : call, paid);
     if (!failed) {
       v = session.finish();
     } else if (failed->status == status::incorrect || failed->status == status::suspicious) {
@@ -158,7 +158,8 @@ std::optional<measurement> finish_with_timed_run(gate_session& session, std::siz
     }
     if (!failed && !v.ok()) {
       v.status = status::suspicious;
-      v.message = "suspicious: the kernel computes differently when it is timed: " + v.message;
+      v.message = fmt::format("suspicious: the kernel computes differently when it is timed{}: {}",
+                              call.empty() ? "" : fmt::format(" ({})", call), v.message);
     }
   }
   if (!failed && !v.ok()) failed = failed_verdict(v, paid);

@@ -109,10 +109,11 @@ class session_files {
 /// an ok timed run on `set` (its outputs judged like a gate call): nullopt
 /// when both pass, else the failed measurement. A verdict that turns only
 /// with the timed run's outputs is suspicious: the kernel computes
-/// differently when it is timed.
+/// differently when it is timed. `call`, when not empty, names the timed
+/// call judged ("the call 7 of 9") in that message.
 [[nodiscard]] std::optional<measurement> finish_with_timed_run(
     gate_session& session, std::size_t set, const file_run& timed,
-    const std::vector<tensor_spec>& outputs, tessel::cost& paid);
+    const std::vector<tensor_spec>& outputs, tessel::cost& paid, std::string_view call = {});
 
 /// The failed measurement of a failing verdict: its status and message, its
 /// max_error as the metric "gate_max_error".

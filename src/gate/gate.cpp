@@ -298,6 +298,10 @@ bool gate_session::spot_check(std::size_t i, std::size_t count) const {
 
 std::uint64_t gate_session::loop_seed(std::size_t s) const { return state_->loop_seed(s); }
 
+std::uint64_t gate_session::judged_call_seed(std::size_t s) const {
+  return state_->derive("judged call", s);
+}
+
 bool gate_session::perturbable(std::size_t s) const {
   if (s >= state_->all_sets())
     throw error(fmt::format("gate_session::perturbable: set {} of {}", s, state_->all_sets()));

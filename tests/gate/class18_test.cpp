@@ -6,14 +6,16 @@
 // work: `ok`. As root it could slow CLOCK_MONOTONIC, the timing parent's
 // clock, by up to 10% for the whole machine (adjtimex's tick). Now the
 // filter refuses a new action for SIGSYS and the calls that change the
-// clock. What remains is tested too: a SIGSYS that cannot be delivered, and
-// kernels that work only on the last call of each run, the one the loader
-// judges. Each kernel is real (programs/process_kernels.cpp), compiled and
+// clock. What remains is tested too: a SIGSYS that cannot be delivered. And
+// kernels that work only on the last call of each run, once the only call
+// the loader judged, are suspicious now for another call it draws after the
+// run. Each kernel is real (programs/process_kernels.cpp), compiled and
 // run by the backend as a user's kernel is.
 #include "process_run.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -123,32 +125,48 @@ std::pair<cpu_run, cpu_run> beside_honest(const std::string& function) {
   return {std::move(honest), std::move(r)};
 }
 
+/// Checks that `lazy`, a kernel that works only on the last call of each
+/// run, is suspicious for a call of the last run the loader drew after it
+/// ("the call K of N", K < N), and that it did work (on the last calls).
+void check_judged_call(const cpu_run& lazy) {
+  CHECK(lazy.m.status == status::suspicious);
+  CHECK(has(lazy, "computes differently when it is timed (the call "));
+  const auto at = lazy.m.message.find("(the call ");
+  REQUIRE(at != std::string::npos);
+  const char* text = lazy.m.message.c_str() + at + 10;
+  char* rest = nullptr;
+  const auto k = std::strtoull(text, &rest, 10);
+  const auto n = std::strtoull(rest + 4, nullptr, 10);  // " of N"
+  CHECK(k > 0);
+  CHECK(k < n);
+  CHECK(count(lazy.log, "worked") > 0);
+}
+
 }  // namespace
 
-TEST_CASE("class 18: a kernel that works only on the last call of each run is ok (what remains)") {
-  // The loader judges the timing's last call only, and runs the samples'
-  // calls in runs of `iters` each, the outputs poisoned (NaN) before each
-  // run. The kernel counts the calls of each run from the poison and
+TEST_CASE("class 18: a kernel that works only on the last call of each run is suspicious") {
+  // The loader times samples of `iters` calls, back to back, and judged the
+  // timing's last call only. The kernel counts the calls of each run and
   // computes only the call as far into its run as the run before was long,
-  // leaving the others (y[0] = 0, so the run's start is still seen): the
-  // last call of the last sample is right. At the default sample (1 ms,
-  // iters 5 for this 200 us kernel): ok at about 0.2 of the honest kernel.
-  // Open (docs/gate.md, "Round fourteen", "What remains").
+  // leaving the others (y[0] = 0): before (d69d503), ok at about 0.2 of the
+  // honest kernel (iters 5 at the default 1 ms sample for this 200 us
+  // kernel). Now each call of a run writes outputs of its own, and the
+  // parent draws, after the run, one of the last run's other calls to be
+  // judged too: its outputs are undone (docs/gate.md, "Round fourteen").
   const auto [honest, lazy] = beside_honest("pk_last_of_run");
   REQUIRE(honest.m.ok());
   CHECK(honest.m.metrics.at("iters_per_sample") > 1);  // runs of more than one call
-  CHECK(lazy.m.ok());
-  CHECK(lazy.m.objective < honest.m.objective);  // by about 5 times
+  check_judged_call(lazy);
 }
 
-TEST_CASE("class 18: a kernel that reads its run's length in its process (what remains)") {
+TEST_CASE("class 18: a kernel that reads its run's length in its process is suspicious") {
   // The same kernel, but it finds the run's length where the loader's
   // command holds it, on the stack above its call ({'g', calls}), and works
   // on the last call of every run: ok at about 0.2 of the honest kernel's
-  // time here. Whatever tells the kernel's process where a run ends is in
-  // that process (docs/gate.md, "Round fourteen", "What remains"). Not
-  // asserted: it reads the loader's memory, whose layout is the compiler's.
+  // time before. Whatever the kernel's process knows of the run, the call
+  // judged besides the last is drawn by the parent after the run, from a
+  // seed that process never held.
   const auto [honest, lazy] = beside_honest("pk_last_by_stack");
   CHECK(honest.m.ok());
-  CHECK(count(lazy.log, "worked") > 0);
+  check_judged_call(lazy);
 }

@@ -56,10 +56,12 @@
 //                    ERROR"
 //   pk_last_of_run   works (logging "worked") only on the call of each run
 //                    of calls (a sample, a warm-up: the loader poisons the
-//                    outputs, y[0] NaN, before each) as far into the run as
-//                    the run before was long; on every other call it writes
-//                    y[0] = 0 and returns. The timing's last call is right,
-//                    every other call of a sample left undone
+//                    outputs, y[0] NaN, before each; since round fourteen's
+//                    fix each call of a run has outputs of its own, the
+//                    first call's at the lowest address) as far into the
+//                    run as the run before was long; on every other call it
+//                    writes y[0] = 0 and returns. The timing's last call is
+//                    right, every other call of a sample left undone
 //   pk_last_by_stack the same, the run's length read where the loader's
 //                    command holds it ({'g', calls} on the stack above the
 //                    call): it works on the last call of every run
@@ -441,16 +443,26 @@ void pk_clock(const tessel::cpu::kernel_args& a) {
 
 namespace {
 
-/// pk_last_of_run's count of calls: in the run of calls going on (the
-/// loader poisons the outputs before each run: y[0] NaN), and in the run
-/// before it.
+/// pk_last_of_run's count of calls: in the run of calls going on, and in
+/// the run before it.
 std::int64_t call_in_run = 0, previous_run = 0;
+
+/// Whether the call whose first output is `y` starts a run of calls: the
+/// loader poisons the outputs before each run (y[0] NaN), every call's
+/// outputs of the run when each call has its own, at rising addresses; so a
+/// run starts at poisoned outputs not past the call before's.
+bool run_starts(const float* y) {
+  static const float* before = nullptr;
+  const bool starts = std::isnan(y[0]) && y <= before;
+  before = y;
+  return starts;
+}
 
 }  // namespace
 
 void pk_last_of_run(const tessel::cpu::kernel_args& a) {
   float* y = a.out(0).as<float>();
-  if (std::isnan(y[0])) {  // a new run of calls (a sample, a warm-up)
+  if (run_starts(y)) {  // a new run of calls (a sample, a warm-up)
     previous_run = call_in_run;
     call_in_run = 0;
   }
@@ -484,7 +496,7 @@ std::uint64_t run_length_on_stack() {
 
 void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
   float* y = a.out(0).as<float>();
-  if (std::isnan(y[0])) call_in_run = 0;  // a new run of calls
+  if (run_starts(y)) call_in_run = 0;  // a new run of calls
   const std::uint64_t length = run_length_on_stack();
   if (length == 0 || static_cast<std::uint64_t>(++call_in_run) >= length) {
     note("worked");
