@@ -100,10 +100,7 @@ std::atomic<int> injected_errno{0};
 
 /// Whether this clone is one a test asked to fail (errno set).
 bool injected_refusal() {
-  int left = refusals_to_inject.load(std::memory_order_relaxed);
-  while (left > 0 && !refusals_to_inject.compare_exchange_weak(left, left - 1)) {
-  }
-  if (left <= 0) return false;
+  if (!take_one(refusals_to_inject)) return false;
   errno = injected_errno.load();
   return true;
 }
@@ -175,6 +172,13 @@ void refuse_namespaces_for_good() {
 #ifdef __linux__
   allowed.store(isolation::refused);
 #endif
+}
+
+bool take_one(std::atomic<int>& left) {
+  int now = left.load(std::memory_order_relaxed);
+  while (now > 0 && !left.compare_exchange_weak(now, now - 1)) {
+  }
+  return now > 0;
 }
 
 void refuse_next_namespaces(int error, int count) {

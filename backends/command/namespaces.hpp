@@ -6,6 +6,8 @@
 
 #include "command/supervisor.hpp"
 
+#include <atomic>
+
 #include <sys/types.h>
 
 namespace tessel::detail {
@@ -27,5 +29,9 @@ void refuse_namespaces_for_good();
 /// kernel, as a system that refuses them would; the rest of
 /// start_supervisor is as with a real refusal.
 void refuse_next_namespaces(int error, int count);
+
+/// For the test hooks (here and in process.cpp): takes one of the `left` a
+/// test asked for; whether there was one.
+bool take_one(std::atomic<int>& left);
 
 }  // namespace tessel::detail

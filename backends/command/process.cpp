@@ -65,14 +65,6 @@ class fd_guard {
   int fd_ = -1;
 };
 
-/// Takes one of the `left` a test's hook asked for; whether there was one.
-bool take_one(std::atomic<int>& left) {
-  int now = left.load(std::memory_order_relaxed);
-  while (now > 0 && !left.compare_exchange_weak(now, now - 1)) {
-  }
-  return now > 0;
-}
-
 /// throw_in_next_runs: how many throws are still to come, and where.
 std::atomic<int> throws_to_inject{0};
 std::atomic<run_step> injected_step{run_step::output};
