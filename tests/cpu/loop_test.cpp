@@ -217,13 +217,18 @@ TEST_CASE(
     // Caught when its last call was stale; or, when a call it answered from
     // its cache was a sample of its own (one call per sample at 2 ms a
     // miss), by that sample: a hit takes less than the handoff the parent
-    // subtracts, so the sample is 0 (round twelve). On a quiet machine the
-    // latter happens more often than not.
+    // subtracts, so the sample is 0 (round twelve); or when the other call
+    // of the last run the parent drew and judged was stale (round
+    // fourteen's judged call). On a quiet machine the sample of 0 happens
+    // more often than not; which one catches it depends on the timing.
     if (r.timing().last_stale != 0) {
       CHECK_FALSE(r.m.ok());
     } else if (!r.m.ok()) {
       CHECK(r.timing().hits > 0);
-      CHECK(r.m.message.find("less time than the handoff") != std::string::npos);
+      const bool zero_sample = r.m.message.find("less time than the handoff") != std::string::npos;
+      const bool judged_call =
+          r.m.message.find("computes differently when it is timed (the call") != std::string::npos;
+      CHECK((zero_sample || judged_call));
     }
     if (!r.m.ok()) CHECK((r.m.status == status::incorrect || r.m.status == status::suspicious));
     // Passed: at most one call in 4 answered from its cache, so a sample
