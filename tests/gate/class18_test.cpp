@@ -170,3 +170,16 @@ TEST_CASE("class 18: a kernel that reads its run's length in its process is susp
   CHECK(honest.m.ok());
   check_judged_call(lazy);
 }
+
+TEST_CASE("class 18: a kernel that skips its work in all samples but the last is ok (the hole)") {
+  // It counts the runs of calls and does a fifth of its work, leaving its
+  // outputs undone, in samples 1 to 7 of the 8 run_twice races; its samples
+  // differ by more than the race's 2%, so the race takes all 8. Only the
+  // last sample's calls are judged (its last call and one drawn of it):
+  // they are right, and its median sample is fast.
+  const auto [honest, lazy] = beside_honest("pk_skip_some_runs");
+  REQUIRE(honest.m.ok());
+  CHECK(count(lazy.log, "skipped run") == 7);
+  CHECK(lazy.m.ok());
+  CHECK(lazy.m.objective < 0.5 * honest.m.objective);
+}
