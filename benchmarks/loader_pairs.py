@@ -3,7 +3,9 @@
 
 Runs loader A then loader B on the same kernel and input, PAIRS times, and prints
 each pair's median samples and their ratio B / A, then the median ratio
-(benchmarks/README.md, "Gate round twelve"). Build the loaders and the library
+(benchmarks/README.md, "Gate round twelve"), and, for a loader B that reports
+it (judged_copy_s), the time its parent spent copying the judged call's outputs,
+beside the samples, as a share of the samples' time. Build the loaders and the library
 by hand, e.g. (from the repository root, OLD the commit before):
 
   git show OLD:backends/cpu/loader.cpp > /tmp/b/loader_a.cpp   # a one-file loader
@@ -37,7 +39,16 @@ def median_sample(loader, folder, size, repeats, pin):
     answer = json.loads(text.strip().splitlines()[-1])
     if answer["status"] != "ok":
         raise SystemExit(f"{loader}: {answer}")
-    return statistics.median(answer["samples_s"])
+    return statistics.median(answer["samples_s"]), answer
+
+
+def copy_share(answer):
+    """The judged call's copies (judged_copy_s, a loader that reports it) as a
+    share of the timed samples' time (every sample's calls), or None."""
+    if "judged_copy_s" not in answer:
+        return None
+    timed = sum(answer["samples_s"]) * answer["iters"]
+    return answer["judged_copy_s"], answer["judged_copy_s"] / timed
 
 
 def main():
@@ -50,14 +61,20 @@ def main():
     p.add_argument("--pairs", type=int, default=11)
     p.add_argument("--pin", default="none", help="a CPU list for taskset, or none")
     args = p.parse_args()
-    ratios = []
+    ratios, shares = [], []
     for pair in range(args.pairs):
-        a = median_sample(args.a, args.folder, args.size, args.repeats, args.pin)
-        b = median_sample(args.b, args.folder, args.size, args.repeats, args.pin)
+        a, _ = median_sample(args.a, args.folder, args.size, args.repeats, args.pin)
+        b, answer = median_sample(args.b, args.folder, args.size, args.repeats, args.pin)
         ratios.append(b / a)
-        print(f"pair {pair + 1}: a {a * 1e9:.2f} ns  b {b * 1e9:.2f} ns  b/a {b / a:.3f}",
+        copies = copy_share(answer)
+        note = "" if copies is None else (
+            f"  b's copies {copies[0] * 1e6:.1f} us, {copies[1]:.5f} of its samples' time")
+        shares += [] if copies is None else [copies[1]]
+        print(f"pair {pair + 1}: a {a * 1e9:.2f} ns  b {b * 1e9:.2f} ns  b/a {b / a:.3f}{note}",
               flush=True)
     print(f"median b/a {statistics.median(ratios):.3f}")
+    if shares:
+        print(f"median share of b's copies {statistics.median(shares):.5f}")
 
 
 if __name__ == "__main__":

@@ -543,19 +543,20 @@ measurement cpu_backend::impl::measure(const space& s, const config& c, bool ful
     return fail(measurement::failure(timed.run.status, verdict_text(timed.run), paid));
   // The outputs are the last call's: on the timed set's inputs after the
   // loop rule's calls - 1 steps, which the session replays; and those of a
-  // call of the last run the loader drew after it (docs/cpu.md, "What is
-  // measured"), judged the same way on its own inputs.
+  // call of the samples the loader drew after them (docs/cpu.md, "What is
+  // measured"), judged the same way on its own inputs. Both are named by
+  // their number among all the timing's calls, as their sets are.
   if (session)
-    if (auto failed =
-            detail::finish_with_timed_run(*session, session->perturbed_set(timed_set, timed.calls),
-                                          timed.run, setup.outputs, paid))
+    if (auto failed = detail::finish_with_timed_run(
+            *session, session->perturbed_set(timed_set, timed.calls), timed.run, setup.outputs,
+            paid, fmt::format("the call {} of {}, the last", timed.calls, timed.calls)))
       return fail(*failed);
   if (session && timed.judged_call > 0) {
     detail::file_run judged = timed.run;
     judged.outputs = timed.judged_outputs;
     if (auto failed = detail::finish_with_timed_run(
             *session, session->perturbed_set(timed_set, timed.judged_call), judged, setup.outputs,
-            paid, fmt::format("the call {} of {}", timed.judged_call, timed.calls)))
+            paid, fmt::format("the call {} of {}, drawn", timed.judged_call, timed.calls)))
       return fail(*failed);
   }
   if (auto why = timed.sample_fault())

@@ -28,25 +28,22 @@
 // for a kernel far faster than the handoff, a run of 8^k calls lasting an
 // eighth of a sample), then samples of `iters` calls each (iters chosen so a
 // sample takes at least min-sample seconds), raced by race_decision; the outputs of the last timed
-// call are written, and those of one other call of the last run, which the parent draws after it
-// (each call writes outputs of its own: output_slots). Before every call after the first, the
-// inputs change by the rule of
-// tessel/loop_rule.hpp (two elements of each input's base exchanged, drawn from the loop seed, and
-// a diagonal sweep that reaches every row and column; the call is given the bases with every row
-// rotated by an offset of its own), so no call is given inputs an earlier one was, nearly every
-// element differs from the call before's, and the answer counts the calls
-// made: tessel replays the rule to judge the last call's outputs
-// (docs/gate.md, "Round seven", "Round ten (b)", "Round eleven"). The
-// kernel's process draws and makes the changes; the parent replays them on
-// its private copy of the bases after the timing, and compares the inputs
-// with it (turned as the last call's were): a kernel that wrote one, or
-// changed the inputs otherwise than the rule does, is answered
-// "suspicious" (docs/gate.md, "Round eight"). A timing is given some CPUs
-// (the parent's affinity when it starts): a kernel that widened its
-// process's affinity, or whose process used more CPU time over the samples
-// than those CPUs allow, is answered "suspicious" (docs/gate.md, "Round
-// nine"). The answer is one JSON line on the original stdout, with the
-// token; the kernel's stdout goes to stderr.
+// call are written, and those of one other call of the samples, which the parent draws after each
+// sample by reservoir sampling (each call writes outputs of its own, output_slots; judged_call).
+// Before every call after the first, the inputs change by the rule of tessel/loop_rule.hpp (two
+// elements of each input's base exchanged, drawn from the loop seed, and a diagonal sweep that
+// reaches every row and column; the call is given the bases with every row rotated by an offset of
+// its own), so no call is given inputs an earlier one was, nearly every element differs from the
+// call before's, and the answer counts the calls made: tessel replays the rule to judge the last
+// call's outputs (docs/gate.md, "Round seven", "Round ten (b)", "Round eleven"). The kernel's
+// process draws and makes the changes; the parent replays them on its private copy of the bases
+// after the timing, and compares the inputs with it (turned as the last call's were): a kernel that
+// wrote one, or changed the inputs otherwise than the rule does, is answered "suspicious"
+// (docs/gate.md, "Round eight"). A timing is given some CPUs (the parent's affinity when it
+// starts): a kernel that widened its process's affinity, or whose process used more CPU time over
+// the samples than those CPUs allow, is answered "suspicious" (docs/gate.md, "Round nine"). The
+// answer is one JSON line on the original stdout, with the token; the kernel's stdout goes to
+// stderr.
 #include <tessel/cpu_kernel.hpp>
 #include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
@@ -617,29 +614,30 @@ int main(int argc, char** argv) {
   using clock = kernel_process::clock;
   const double cpu_before = kernel.cpu_s();
   const auto wall_before = clock::now();
+  // The judged calls: the timing's last, and one other that the parent
+  // draws over the samples, each sample's after its run, from a seed the
+  // kernel's process never held (judged_call).
+  judged_call judged;
   const auto result = tessel::race(
       [&]() -> std::optional<double> {
         // The handoff's and the changes' time, kept out of the sample
         // (timing_rules::change_seconds).
         const double took =
             std::max(kernel.timed(iters) - handoff_s - change_s * static_cast<double>(iters), 0.0);
+        judged.offer(slots, r.outputs, calls, iters);  // before the next run poisons the slots
         calls += iters;
         return took / static_cast<double>(iters);
       },
       r.incumbent, r.racing);
-  const double wall_s = std::chrono::duration<double>(clock::now() - wall_before).count();
+  const double wall_s =
+      std::chrono::duration<double>(clock::now() - wall_before).count() - judged.copy_s;
   const double cpu_s = kernel.cpu_s() - cpu_before;
   timing_rules::check_cpus(given, kernel_pid, cpu_s, wall_s);
-  // The judged calls: the last, and one other of the last run's that the
-  // parent draws now, from a seed the kernel's process never held, among
-  // those whose slot the run's later calls left (output_slots).
-  const std::uint64_t run = kernel.last_run, used = slots.used(run);
-  const std::uint64_t back = used > 1 ? 1 + tessel::loop_rule::mix(judged_seed) % (used - 1) : 0;
   // The tensors as the calls left them, kept before the kernel's process
   // quits: what its exit handlers (or threads still running) write after
   // its last "done" is not judged.
-  const input_copy inputs(r.inputs), outputs(slots.in(r.outputs, (run - 1) % used)),
-      judged(slots.in(r.outputs, (run - 1 - back) % used));
+  const std::uint64_t run = kernel.last_run;
+  const input_copy inputs(r.inputs), outputs(slots.in(r.outputs, (run - 1) % slots.used(run)));
   kernel.finish();
   // The parent's replay of the changes on its copy of the bases: what the
   // last call was given, and so what the inputs must hold, is the bases
@@ -656,8 +654,8 @@ int main(int argc, char** argv) {
                                      plan.lengths[i], plan.turned[i].data(), plan.scratch.data());
   last.check(inputs.buffers);
   for (const auto& b : outputs.buffers) write_npy(b);
-  for (auto b : judged.buffers)  // the drawn call's, beside the last's
-    if (back > 0) write_npy((b.path += ".judged", b));
+  for (auto b : judged.outputs)  // the drawn call's, beside the last's
+    if (judged.call > 0 && judged.call < calls) write_npy((b.path += ".judged", b));
   std::string samples;
   for (const double s : result.samples) {
     char text[32];
@@ -666,10 +664,11 @@ int main(int argc, char** argv) {
   }
   std::fprintf(answer_channel,
                "{\"status\": \"ok\", \"samples_s\": [%s], \"stopped\": \"%s\", \"iters\": %zu, "
-               "\"calls\": %llu, \"judged_call\": %llu, \"seccomp\": %s, \"token\": %s}\n",
+               "\"calls\": %llu, \"judged_call\": %llu, \"judged_copy_s\": %.9g, \"seccomp\": %s, "
+               "\"token\": %s}\n",
                samples.c_str(), tessel::to_string(result.stopped), iters,
                static_cast<unsigned long long>(calls),
-               static_cast<unsigned long long>(back > 0 ? calls - back : 0), filtered,
-               json_string(token).c_str());
+               static_cast<unsigned long long>(judged.call < calls ? judged.call : 0),
+               judged.copy_s, filtered, json_string(token).c_str());
   return 0;
 }

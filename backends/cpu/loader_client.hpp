@@ -60,8 +60,9 @@ struct loader_run {
   race_stop stopped = race_stop::go_on;
   std::size_t iters = 0;
   std::uint64_t calls = 0;
-  /// A call of the last run the loader drew after it (its number among the
-  /// calls, 1 the first; 0: none, a run of one call) and its outputs.
+  /// A call of the samples the loader drew after them (its number among the
+  /// calls, 1 the first; 0: none, when the draw fell on the last call) and
+  /// its outputs.
   std::uint64_t judged_call = 0;
   std::vector<std::string> judged_outputs;
   bool seccomp =

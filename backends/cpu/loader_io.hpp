@@ -7,9 +7,11 @@
 #pragma once
 
 #include <tessel/cpu_kernel.hpp>
+#include <tessel/loop_rule.hpp>
 #include <tessel/race_rule.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -37,8 +39,8 @@ FILE* answer_channel = stdout;
 char token[80] = {0};
 /// The seed of the judged call's draw (a second line on stdin after the
 /// token; 0: none given), drawn by tessel from its secret: the parent draws
-/// after the timing which call of the last run is judged besides the last
-/// (output_slots). The kernel's process wipes it with the token.
+/// after each sample which call is judged besides the last (judged_call).
+/// The kernel's process wipes it with the token.
 std::uint64_t judged_seed = 0;
 /// In the kernel's process: the pipe to the timing parent, on which a
 /// failure is reported ('f', or 's' for "suspicious", and its message)
@@ -241,8 +243,9 @@ void poison(const buffer& b, void* data) {
 
 /// The outputs' slots: each call of a run of calls writes its own copy of
 /// the outputs, call k of the run slot k % used (used: the run's calls, at
-/// most `count`), so that the parent can judge, besides the run's last call,
-/// one it draws after the run (docs/cpu.md, "What is measured"). Mapped
+/// most `count`), so that the parent can judge, besides the timing's last
+/// call, one it draws after a run (judged_call; docs/cpu.md, "What is
+/// measured"). Mapped
 /// shared before the kernel's process starts: at most max_bytes of slots
 /// (one at least), pages touched only as they are poisoned. The first slot
 /// starts `skew` bytes into a page (the bytes the inputs take in the arena),
@@ -284,6 +287,45 @@ struct output_slots {
   [[nodiscard]] std::vector<buffer> in(std::vector<buffer> outputs, std::size_t slot) const {
     for (std::size_t o = 0; o < outputs.size(); ++o) outputs[o].data = at(slot, o);
     return outputs;
+  }
+};
+
+/// The call judged besides the timing's last (docs/gate.md, "Round
+/// fourteen"), drawn over all the samples by reservoir sampling: after each
+/// sample's run of calls (outside its clock), the parent draws, from the
+/// judged call's seed (which the kernel's process never holds) and the
+/// sample's number i (1-based), one of the run's calls whose slot no later
+/// call of it wrote, other than its last (its only call when it has one
+/// slot), and with odds 1/i keeps that call in place of the one kept: a
+/// copy of its outputs in the parent's own memory, and its number among all
+/// the timing's calls (1-based: call k was given the loop rule's inputs of
+/// perturbed_set(set, k)). Every sample then holds the kept call with the
+/// same odds, 1/n, and the kernel cannot foresee which: skipping the work in
+/// any share of the samples is caught at about that share's odds.
+struct judged_call {
+  std::vector<buffer> outputs;  ///< the kept call's, in `bytes`
+  std::vector<std::vector<unsigned char>> bytes;
+  std::uint64_t call = 0;  ///< the kept call's number; 0: none
+  std::uint64_t samples = 0;
+  double copy_s = 0;  ///< the copies' wall time, kept out of the CPU rule's window
+
+  /// Offers the sample just timed: `run` calls after the timing's first `before`.
+  void offer(const output_slots& slots, const std::vector<buffer>& outs, std::uint64_t before,
+             std::uint64_t run) {
+    const std::uint64_t i = ++samples, used = slots.used(run),
+                        draw = tessel::loop_rule::mix(judged_seed + i * 0x9e3779b97f4a7c15ULL);
+    if (run == 0 || tessel::loop_rule::mix(draw ^ 1) % i != 0) return;
+    const std::uint64_t back = used > 1 ? 1 + tessel::loop_rule::mix(draw ^ 2) % (used - 1) : 0;
+    const auto start = std::chrono::steady_clock::now();
+    outputs = slots.in(outs, (run - 1 - back) % used);
+    bytes.resize(outputs.size());
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      const auto* p = static_cast<const unsigned char*>(outputs[o].data);
+      bytes[o].assign(p, p + outputs[o].bytes());
+      outputs[o].data = bytes[o].data();
+    }
+    call = before + run - back;
+    copy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 };
 

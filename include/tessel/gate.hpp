@@ -525,8 +525,8 @@ class gate_session {
   /// the rule's seed for a loop on set `s`, drawn from the secret.
   [[nodiscard]] std::uint64_t loop_seed(std::size_t s) const;
   /// The seed such a loop on set `s` draws its judged call from (one of its
-  /// last run's calls, judged besides the last: docs/cpu.md), drawn from
-  /// the secret apart from loop_seed(s), which the candidate's process holds.
+  /// samples' calls, judged besides the last: docs/cpu.md), drawn from the
+  /// secret apart from loop_seed(s), which the candidate's process holds.
   [[nodiscard]] std::uint64_t judged_call_seed(std::size_t s) const;
   /// Whether the rule changes set `s`'s inputs: some input holds two
   /// different values (a `constant` set does not).

@@ -401,7 +401,7 @@ distribution gate_session::state::timed_kind(std::size_t i) const {
 std::string gate_session::state::suite_name(std::size_t s) const {
   if (s < sets()) return fmt::format("'{}'", to_string(options_.suite[s]));
   if (const auto loop = loop_calls_.find(s); loop != loop_calls_.end())
-    return fmt::format("'{}' (timed, the last of {} calls)", to_string(kinds_.at(s)), loop->second);
+    return fmt::format("'{}' (timed, the call {})", to_string(kinds_.at(s)), loop->second);
   return fmt::format("'{}' (timed)", to_string(kinds_.at(s)));
 }
 

@@ -187,7 +187,7 @@ struct gate_session::state {
   std::map<std::size_t, std::size_t> timed_;  ///< timed call -> its set
   /// (set, calls) -> the set of a loop's last call (perturbed_set)
   std::map<std::pair<std::size_t, std::uint64_t>, std::size_t> perturbed_;
-  std::map<std::size_t, std::uint64_t> loop_calls_;  ///< derived set -> its loop's calls
+  std::map<std::size_t, std::uint64_t> loop_calls_;  ///< derived set -> its call k of the loop
   std::vector<std::size_t> calls_;
   std::optional<verdict> failure_;
   int judged_ = 0;
