@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -137,7 +138,22 @@ TEST_CASE("worker: SIGINT or SIGTERM mid-run says so; its trials go back to the 
     for (int i = 0; i < 600 && !contains(read_text(base + ".err"), "tessel worker w:"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(contains(read_text(base + ".err"), "tessel worker w:"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    // Its own kept results (worker_id), not the study's: tune finishes more
+    // meanwhile, which the worker's observers also see (before: said counted them).
+    const auto schema = url.substr(url.find("?study=") + 7);
+    const auto own_results = [&] {
+      const auto text = pg_cluster::instance().psql(
+          "SELECT count(*) FROM " + schema + ".trials t JOIN " + schema +
+          ".workers w ON t.worker_id = w.id WHERE t.state = 'finished' AND w.name = 'w'");
+      return text.empty() || std::isdigit(static_cast<unsigned char>(text[0])) == 0
+                 ? 0ULL
+                 : std::stoull(text);
+    };
+    // Mid-run: once it has kept a result (0.1 s a trial, two at a time). A
+    // fixed 0.8 s after its start line could pass before its first on a
+    // loaded machine, and own > 0 below failed.
+    for (int i = 0; i < 600 && own_results() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ::kill(pid, sig);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -156,14 +172,9 @@ TEST_CASE("worker: SIGINT or SIGTERM mid-run says so; its trials go back to the 
     REQUIRE(at != std::string::npos);
     const auto line = err.substr(at, err.find('\n', at) + 1 - at);
     const auto said = std::stoull(line.substr(start.size()));
-    const auto schema = url.substr(url.find("?study=") + 7);
     const auto finished = std::stoull(pg_cluster::instance().psql(
         "SELECT count(*) FROM " + schema + ".trials WHERE state = 'finished'"));
-    // Its own kept results (worker_id), not the study's: tune finished more
-    // meanwhile, which the worker's observers also saw (before: said counted them).
-    const auto own = std::stoull(pg_cluster::instance().psql(
-        "SELECT count(*) FROM " + schema + ".trials t JOIN " + schema +
-        ".workers w ON t.worker_id = w.id WHERE t.state = 'finished' AND w.name = 'w'"));
+    const auto own = own_results();
     INFO("said ", said, ", own ", own, ", finished ", finished);
     CHECK(own > 0);
     CHECK(own < finished);

@@ -231,9 +231,18 @@ TEST_CASE(
       CHECK((zero_sample || judged_call));
     }
     if (!r.m.ok()) CHECK((r.m.status == status::incorrect || r.m.status == status::suspicious));
-    // Passed: at most one call in 4 answered from its cache, so a sample
-    // (its calls' mean) is at least 3/4 of a miss's 2 ms.
-    if (r.m.ok()) CHECK(r.m.objective >= 1.5e-3);
+    // Passed: it gained nothing (at most one call in 4 answered from its
+    // cache, so a sample, its calls' mean, is at least 3/4 of a miss's 2
+    // ms); or it gained by stale answers and neither judged call was one:
+    // its last call missed, and so did the call of the last sample the
+    // parent drew (round fourteen catches a sample's share of stale calls at
+    // that share's odds, docs/gate.md). Which calls miss is fixed by the
+    // key, the draw too, but the count of calls by the timing: under key 3
+    // the timing ends on a stale call at 155 calls (caught) and on a miss at
+    // 147, the count a loaded machine's calibration gave in 7 of 26 runs,
+    // where it passed at 1.8 us with 134 of its calls answered stale.
+    if (r.m.ok() && r.m.objective < 1.5e-3)
+      CHECK(r.timing().stale > 0);  // the loop's inputs changed under its key
     MESSAGE("key " << secret << ": " << to_string(r.m.status) << ", calls " << r.timing().calls
                    << ", hits " << r.timing().hits << ", stale " << r.timing().stale);
   }

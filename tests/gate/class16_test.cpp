@@ -19,7 +19,6 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <map>
 #include <string>
 
@@ -144,13 +143,15 @@ TEST_CASE("class 16: a kernel that crashes after forking is seen crashing at onc
   // comes; the timing parent also waits on the child's pidfd, sees it end
   // and ends by the same signal, long before the run's 10 s limit. (Since
   // round thirteen a kernel cannot fork: the case runs without the filter,
-  // TESSEL_CPU_SECCOMP=off, as on a system that cannot have it.)
-  const auto start = std::chrono::steady_clock::now();
+  // TESSEL_CPU_SECCOMP=off, as on a system that cannot have it.) The time
+  // is its runs' (the gate's and the timing's), not the compiler's: the
+  // wall time around the evaluation held the kernel's compile too (the
+  // loader's and the reference's as well where no case before built them),
+  // 9.8 s for this case alone on a fresh cache at a load of 4.
   const cpu_run r = run_cpu("fg_fork_crash", {{"TESSEL_CPU_SECCOMP", "off"}});
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(r.m.message);
   CHECK(r.m.status == status::runtime_error);
   CHECK(r.m.message.find("crashed (SIGSEGV)") != std::string::npos);
-  CHECK(took < 8);
+  CHECK(r.m.cost.gate_s > 0);  // it crashed in a run of the gate, which was timed
+  CHECK(r.m.cost.gate_s + r.m.cost.run_s < 8);
 }
