@@ -234,9 +234,9 @@ TEST_CASE(
     // Passed: it gained nothing (at most one call in 4 answered from its
     // cache, so a sample, its calls' mean, is at least 3/4 of a miss's 2
     // ms); or it gained by stale answers and neither judged call was one:
-    // its last call missed, and so did the call of the last sample the
-    // parent drew (round fourteen catches a sample's share of stale calls at
-    // that share's odds, docs/gate.md). Which calls miss is fixed by the
+    // its last call missed, and so did the call the parent drew over the
+    // samples (the judged call catches a share of stale calls at that
+    // share's odds, docs/gate.md). Which calls miss is fixed by the
     // key, the draw too, but the count of calls by the timing: under key 3
     // the timing ends on a stale call at 155 calls (caught) and on a miss at
     // 147, the count a loaded machine's calibration gave in 7 of 26 runs,
