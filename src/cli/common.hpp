@@ -34,6 +34,9 @@ struct spec_options {
   std::vector<std::string> backend_settings;   ///< --backend-set KEY=VALUE
   std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
   bool resume = false, overwrite = false, no_db = false;
+  /// The command these options belong to (add_study_options sets it): which
+  /// options its command line gave.
+  const CLI::App* command = nullptr;
 
   /// The spec with the assignments read, the study file defaulted
   /// (study_spec::default_db, none with --no-db) and the spec's own
@@ -97,11 +100,13 @@ struct model_options {
 };
 void add_model_options(CLI::App& command, model_options& options);
 
-/// On stderr, when `opened` resumes a study file begun with another
-/// strategy or seed: the file keeps the first run's record (what `show`
-/// prints), and the trials from here on follow this run's, so say so and how
-/// to continue as it began. Nothing otherwise.
-void note_resumed_options(const opened_study& opened);
+/// open_study(spec, o.mode()) for tune, serve and mcp (`spec`: o.resolved(),
+/// perhaps checked). With --resume, the options the study file records that
+/// decide which trials come next (--strategy, --seed, --scheduler, --window,
+/// ...) and that this command line leaves out are taken from the file, so the
+/// run goes on as it began; one it gives that differs wins. Either is said
+/// in a line on stderr ("tessel: note: ...").
+[[nodiscard]] opened_study open_as_given(const spec_options& o, study_spec spec);
 
 /// The command line as typed, argv[0] first (main sets it): what an
 /// interrupted `tessel tune` prints to resume the run.

@@ -205,3 +205,24 @@ TEST_CASE("serve: SIGTERM mid-session says so on stderr, with the trials told an
                           " serve fixtures/small.tsl --seed 1 --db " + db + " --resume\n"));
   for (const auto& reply : lines_of(read_text(base + ".out"))) CHECK(reply["ok"] == true);
 }
+
+TEST_CASE("serve and mcp --resume go on with the study's own strategy and seed") {
+  // Before: they went on with auto and seed 0 unless given the first run's.
+  const auto db = work_folder + "/serve_resume.tessel.db";
+  std::filesystem::remove(db);
+  REQUIRE(tessel("tune fixtures/small.tsl --backend command:fixtures/bowl.sh --quiet --budget 3 "
+                 "--seed 7 --strategy random --db '" +
+                 db + "'")
+              .code == 0);
+  const auto serve = tessel("serve fixtures/small.tsl --resume --db '" + db + "' < /dev/null");
+  REQUIRE(serve.code == 0);
+  CHECK(contains(serve.err, "tessel: note: " + db +
+                                " resumes with --strategy random --seed 7, as it began (from the "
+                                "study file)\n"));
+  const auto mcp = tessel("mcp fixtures/small.tsl --resume --seed 8 --db '" + db + "' < /dev/null");
+  REQUIRE(mcp.code == 0);
+  CHECK(contains(mcp.err, "tessel: note: " + db + " resumes with --strategy random, as it began"));
+  CHECK(contains(mcp.err, "tessel: note: " + db +
+                              " was begun with --seed 7; this run proposes with --seed 8 as "
+                              "given (leave it out to continue it as it began)\n"));
+}
