@@ -409,29 +409,37 @@ std::vector<std::string> take_recorded(study_spec& spec, const study_spec& recor
   if (!taken.empty()) {
     spec = study_spec::from_json(mine);
     notes.push_back(
-        fmt::format("resumes with {}, as it began (from the study file)", fmt::join(taken, " ")));
+        fmt::format("resuming with {}, as it began (from the study file)", fmt::join(taken, " ")));
   }
   if (!kept.empty())
     notes.push_back(fmt::format(
-        "was begun with {}; this run proposes with {} as given (leave {} out to continue it as "
-        "it began)",
+        "begun with {}; this run proposes with {} as given (leave {} out to continue it as it "
+        "began)",
         fmt::join(began, " "), fmt::join(kept, " "), kept.size() == 1 ? "it" : "them"));
   return notes;
 }
 
 }  // namespace
 
+std::function<void(study_spec&, const study_spec&)> resume_as_given(
+    const CLI::App& command, std::vector<std::string>& notes) {
+  return [&command, &notes](study_spec& spec, const study_spec& recorded) {
+    auto mine = take_recorded(spec, recorded, command);
+    if (notes.empty()) notes = std::move(mine);
+  };
+}
+
+void print_notes(const std::string& where, const std::vector<std::string>& notes) {
+  for (const auto& note : notes) fmt::print(stderr, "tessel: note: {}: {}\n", where, note);
+}
+
 opened_study open_as_given(const spec_options& o, study_spec spec) {
   open_options options;
   options.mode = o.mode();
   std::vector<std::string> notes;
-  if (o.command)
-    options.resuming = [&](study_spec& s, const study_spec& recorded) {
-      notes = take_recorded(s, recorded, *o.command);
-    };
+  if (o.command) options.resuming = resume_as_given(*o.command, notes);
   auto opened = open_study(std::move(spec), std::move(options));
-  for (const auto& note : notes)
-    fmt::print(stderr, "tessel: note: {} {}\n", opened.db->location(), note);
+  if (opened.db) print_notes(opened.db->location(), notes);
   return opened;
 }
 

@@ -28,6 +28,7 @@ struct tune_model_options {
   std::string allocate = "utility";
   bool resume = false, overwrite = false;
   bool quiet = false;
+  const CLI::App* command = nullptr;  ///< tune-model: which options were given
 };
 
 /// A log line each time the step time improves (a live line on a terminal).
@@ -81,7 +82,10 @@ int run_tune_model(const tune_model_options& o) {
     spec.budget = o.tuning.budget;
     spec.cost_budget_s = o.tuning.cost_budget_s;
     spec.policy = *policy;
+    std::vector<std::string> notes;
+    spec.resuming = resume_as_given(*o.command, notes);
     auto t = open_model_tuning(spec, several);
+    if (!t.db_dir.empty()) print_notes("the study files in " + t.db_dir, notes);
     // Before the header, which tells a watcher (the tests) the run is on.
     std::vector<study*> kernels;
     for (std::size_t k = 0; k < t.study.size(); ++k) kernels.push_back(&t.study.kernel_study(k));
@@ -120,6 +124,7 @@ command add_tune_model_command(CLI::App& tool) {
       "Tune every kernel of a model under one budget, each next evaluation going to the kernel "
       "with the largest expected step-time gain per unit of cost");
   add_model_options(*app, options->model);
+  options->command = app;
   auto& s = options->tuning;
   app->add_option("--budget", s.budget, "Evaluations over all kernels (resumed ones count)")
       ->type_name("N")

@@ -217,12 +217,13 @@ TEST_CASE("serve and mcp --resume go on with the study's own strategy and seed")
   const auto serve = tessel("serve fixtures/small.tsl --resume --db '" + db + "' < /dev/null");
   REQUIRE(serve.code == 0);
   CHECK(contains(serve.err, "tessel: note: " + db +
-                                " resumes with --strategy random --seed 7, as it began (from the "
+                                ": resuming with --strategy random --seed 7, as it began (from the "
                                 "study file)\n"));
   const auto mcp = tessel("mcp fixtures/small.tsl --resume --seed 8 --db '" + db + "' < /dev/null");
   REQUIRE(mcp.code == 0);
-  CHECK(contains(mcp.err, "tessel: note: " + db + " resumes with --strategy random, as it began"));
+  CHECK(
+      contains(mcp.err, "tessel: note: " + db + ": resuming with --strategy random, as it began"));
   CHECK(contains(mcp.err, "tessel: note: " + db +
-                              " was begun with --seed 7; this run proposes with --seed 8 as "
+                              ": begun with --seed 7; this run proposes with --seed 8 as "
                               "given (leave it out to continue it as it began)\n"));
 }

@@ -260,7 +260,7 @@ TEST_CASE("--resume goes on as the study began: what it leaves out is taken from
   auto r = tessel(run + " --db '" + db + "' --budget 12 --resume");
   REQUIRE(r.code == 0);
   CHECK(r.err == "tessel: note: " + db +
-                     " resumes with --strategy random --seed 7 --scheduler fifo, as it began "
+                     ": resuming with --strategy random --seed 7 --scheduler fifo, as it began "
                      "(from the study file)\n");
   CHECK(sequence(db) == sequence(whole));
   // Given as it began: nothing to say.
@@ -271,10 +271,10 @@ TEST_CASE("--resume goes on as the study began: what it leaves out is taken from
   r = tessel(run + " --db '" + db + "' --budget 14 --seed 9 --window 2 --no-baseline --resume");
   REQUIRE(r.code == 0);
   CHECK(contains(r.err, "tessel: note: " + db +
-                            " resumes with --strategy random --scheduler fifo, as it began (from "
+                            ": resuming with --strategy random --scheduler fifo, as it began (from "
                             "the study file)\n"));
   CHECK(contains(r.err, "tessel: note: " + db +
-                            " was begun with --seed 7 --window 4 the baseline; this run proposes "
+                            ": begun with --seed 7 --window 4 the baseline; this run proposes "
                             "with --seed 9 --window 2 --no-baseline as given (leave them out to "
                             "continue it as it began)\n"));
   CHECK(exported(db).size() == 14);
