@@ -135,7 +135,7 @@ void add_space_options(CLI::App& command, spec_options& o) {
                   "The target to check against: " + listed(builtin_target_names()) +
                       ", or a target FILE declares (cpu with --backend cpu)")
       ->type_name("TARGET")
-      ->default_str("trn2");  // shown only: "" lets the spec resolve it
+      ->default_str(default_target());  // shown only: "" lets the spec resolve it
   command
       .add_option("--set", o.sets, "Override a const of the space, e.g. --set M=8192; repeatable")
       ->type_name("NAME=VALUE")
@@ -307,6 +307,16 @@ void add_session_options(CLI::App& command, spec_options& o) {
                    "the best (needs --backend)");
 }
 
+std::string default_target(const std::string& backend) {
+  study_spec spec;
+  spec.backend = backend;
+  return spec.resolved().target;
+}
+
+std::vector<std::string> model_options::chosen_targets() const {
+  return targets.empty() ? std::vector<std::string>{default_target(backend)} : targets;
+}
+
 model_spec model_options::spec_for(const std::string& target) const {
   model_spec s;
   s.file = file;
@@ -330,7 +340,7 @@ void add_model_options(CLI::App& command, model_options& o) {
                   "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
                   "compare them")
       ->type_name("TARGET")
-      ->default_str("trn2");
+      ->default_str(default_target());  // shown only: none given is chosen_targets()
   command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);

@@ -59,6 +59,11 @@ struct spec_options {
 /// A finite number.
 [[nodiscard]] const CLI::Validator& finite();
 
+/// The target a command checks against without --target, for a `backend`
+/// spec: study_spec::resolved's rule (cpu on the cpu backend, else trn2),
+/// the one place every command's default comes from.
+[[nodiscard]] std::string default_target(const std::string& backend = "");
+
 /// `FILE [--space NAME] [--target T] [--set K=V]...`, into `o` (which must
 /// outlive parsing). A --set without '=' is a usage error.
 void add_space_options(CLI::App& command, spec_options& o);
@@ -86,14 +91,17 @@ void add_config_options(CLI::App& command, config_choice& o, const std::string& 
 /// `FILE [--model NAME] [--target T]... [--set K=V]... [--backend SPEC] ...`
 struct model_options {
   std::string file;
-  std::string model;  ///< "" selects the first model of FILE
-  std::vector<std::string> targets{"trn2"};
-  std::vector<std::string> sets;  ///< the model's consts, "NAME=VALUE"
+  std::string model;                 ///< "" selects the first model of FILE
+  std::vector<std::string> targets;  ///< none given: default_target(backend)
+  std::vector<std::string> sets;     ///< the model's consts, "NAME=VALUE"
   std::string backend = "sim";
   std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
   bool gate = true;
   bool json = false;
 
+  /// The targets given, or the one the other commands default to for
+  /// `backend` (default_target).
+  [[nodiscard]] std::vector<std::string> chosen_targets() const;
   /// The model part of a model_spec for one of the targets. Throws
   /// tessel::error for an assignment without '='.
   [[nodiscard]] model_spec spec_for(const std::string& target) const;

@@ -66,10 +66,11 @@ int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
     throw error(fmt::format("--allocate {}: expected utility, even or share", o.allocate));
-  const bool several = o.model.targets.size() > 1;
+  const auto targets = o.model.chosen_targets();
+  const bool several = targets.size() > 1;
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
-  for (const auto& target : o.model.targets) {
+  for (const auto& target : targets) {
     auto spec = o.model.spec_for(target);
     spec.strategy = o.tuning.strategy;
     spec.seed = o.tuning.seed;
@@ -102,9 +103,9 @@ int run_tune_model(const tune_model_options& o) {
     if (o.model.json)
       all.push_back(t.to_json());
     else
-      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", t.text());
+      fmt::print("{}{}", &target == &targets.front() ? "" : "\n", t.text());
   }
-  const auto comparison = steps.size() == o.model.targets.size() ? compare_text(steps) : "";
+  const auto comparison = steps.size() == targets.size() ? compare_text(steps) : "";
   if (o.model.json) {
     nlohmann::json out = {{"ok", true}, {"targets", all}};
     if (!comparison.empty()) out["comparison"] = comparison;

@@ -169,3 +169,17 @@ TEST_CASE("the example models: the README commands run") {
   CHECK(contains(tuned.out, "model qwen3_moe_layer on trn2: 20 evaluations"));
   CHECK(contains(tuned.out, "the gap to the roofline left in the step"));
 }
+
+TEST_CASE("model and tune-model default --target as tune does: cpu on the cpu backend") {
+  // Before: their default was a literal "trn2" of their own, so a model of
+  // cpu kernels needed --target cpu with --backend cpu where tune does not.
+  const auto r = tessel("model fixtures/cpu_model.tsl --backend cpu --json");
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out).at("targets").at(0).at("target") == "cpu");
+  // and --help shows the one default every command has
+  for (const char* command : {"tune", "check", "model", "tune-model"}) {
+    INFO(command);
+    const auto help = tessel(std::string(command) + " --help");
+    CHECK(contains(help.out, "--target TARGET=trn2 "));
+  }
+}
