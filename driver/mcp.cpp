@@ -4,6 +4,7 @@
 // speaks as JSON lines.
 #include "request.hpp"
 
+#include <tessel/did_you_mean.hpp>
 #include <tessel/ops.hpp>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include <istream>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tessel {
 namespace {
@@ -155,12 +157,12 @@ class server {
                          "tools/call needs params {\"name\": TOOL, \"arguments\": "
                          "{...}}"}};
     const auto name = params["name"].get<std::string>();
-    const auto& list = op_list();
-    const bool known = std::any_of(list.begin(), list.end(),
-                                   [&](const op_info& o) { return o.tool && o.name == name; });
-    if (!known)
-      throw rpc_failure{
-          {invalid_params, fmt::format("unknown tool '{}': tools/list names them", name)}};
+    std::vector<std::string> tools;
+    for (const auto& o : op_list())
+      if (o.tool) tools.push_back(o.name);
+    if (std::find(tools.begin(), tools.end(), name) == tools.end())
+      throw rpc_failure{{invalid_params, unknown_name("tool", name, fmt::format("'{}'", name),
+                                                      tools, "tools/list names them")}};
     const json args = params.contains("arguments") ? params["arguments"] : json::object();
     progress_sink progress;
     if (params.contains("_meta") && params["_meta"].is_object() &&

@@ -262,7 +262,10 @@ model_study open_model_study(const model_definition& m, const model_spec& spec,
     so.scheduler = spec.scheduler;
     // the evaluation budget each kernel's cost weight cools over
     if (spec.budget) so.budget_hint = std::max<std::size_t>(1, spec.budget / distinct.size());
-    auto opened = open_study(std::move(so), spec.mode);
+    open_options opening;
+    opening.mode = spec.mode;
+    opening.resuming = spec.resuming;
+    auto opened = open_study(std::move(so), std::move(opening));
     members.push_back({name, calls, std::move(opened.study)});
   }
   return model_study(std::move(members), allocator);

@@ -44,8 +44,10 @@ std::shared_ptr<backend> backend_of(const study_spec& spec) {
 }
 
 /// The study file, claimed for writing: cleared with open_mode::overwrite; a
-/// file whose study has trials needs open_mode::resume.
-std::shared_ptr<study_store> writable_store(const study_spec& spec, open_mode mode) {
+/// file whose study has trials needs open_mode::resume, which may take from
+/// the file what the caller left unsaid (open_options::resuming).
+std::shared_ptr<study_store> writable_store(study_spec& spec, const open_options& options) {
+  const auto mode = options.mode;
   auto db = open_store(spec.db, store_access::write);
   if (mode == open_mode::overwrite) {
     db->clear();
@@ -59,6 +61,10 @@ std::shared_ptr<study_store> writable_store(const study_spec& spec, open_mode mo
         "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
         "over, --db PATH to keep it and start another, or --no-db",
         db->location(), stored->space_name, trials, trials == 1 ? "" : "s"));
+  if (stored && mode == open_mode::resume && options.resuming) {
+    options.resuming(spec, recorded_spec(*stored));
+    spec.validate();
+  }
   return db;
 }
 
@@ -139,10 +145,12 @@ opened_study open_study(study_spec spec, open_options options) {
     out.backend = options.backend ? options.backend : backend_of(spec);
     out.evaluates = options.backend || !spec.backend.empty();
   }
-  auto strategy = make_strategy(spec.strategy);
+  auto strategy = make_strategy(spec.strategy);  // a bad one refused before the file is touched
+  const auto asked = spec.strategy;
   if (const auto at = spec.db.find("{space}"); at != std::string::npos)
     spec.db.replace(at, 7, space.name());
-  if (!spec.db.empty()) out.db = writable_store(spec, options.mode);
+  if (!spec.db.empty()) out.db = writable_store(spec, options);
+  if (spec.strategy != asked) strategy = make_strategy(spec.strategy);  // taken from the file
   auto so = study_options_of(spec, space, options.mode);
   so.worker = options.worker;
   out.study = std::make_unique<tessel::study>(std::move(space), out.backend, std::move(strategy),

@@ -4,6 +4,7 @@
 
 #include <tessel/backends.hpp>
 #include <tessel/codec.hpp>
+#include <tessel/did_you_mean.hpp>
 #include <tessel/driver.hpp>
 #include <tessel/interactions.hpp>
 #include <tessel/model_driver.hpp>
@@ -11,6 +12,7 @@
 #include <tessel/space_check.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -365,9 +367,11 @@ const op_info& info_of(std::string_view name) {
   const auto info =
       std::find_if(list.begin(), list.end(), [&](const op_info& o) { return o.name == name; });
   if (info != list.end()) return *info;
-  std::string names;
-  for (const auto& o : list) names += (names.empty() ? "" : ", ") + o.name;
-  throw op_error(op_error_kind::unknown_op, fmt::format("unknown op '{}': use {}", name, names));
+  std::vector<std::string> names;
+  for (const auto& o : list) names.push_back(o.name);
+  throw op_error(op_error_kind::unknown_op,
+                 unknown_name("op", name, fmt::format("'{}'", name), names,
+                              fmt::format("use {}", fmt::join(names, ", "))));
 }
 
 /// Refuses an argument the op's schema does not name ("op" and "id" are the transport's).
@@ -375,10 +379,11 @@ void check_names(const op_info& info, const json& given) {
   const auto& properties = (*info.arguments)["properties"];
   for (const auto& [key, v] : given.items()) {
     if (properties.contains(key) || key == "op" || key == "id") continue;
-    std::string known;
-    for (const auto& [k, _] : properties.items()) known += (known.empty() ? "" : ", ") + k;
-    bad(info.name, fmt::format("unknown argument \"{}\" (takes: {})", key,
-                               known.empty() ? std::string("no arguments") : known));
+    std::vector<std::string> known;
+    for (const auto& [k, _] : properties.items()) known.push_back(k);
+    bad(info.name, unknown_name("argument", key, fmt::format("\"{}\"", key), known,
+                                known.empty() ? std::string("takes no arguments")
+                                              : fmt::format("takes: {}", fmt::join(known, ", "))));
   }
 }
 

@@ -16,14 +16,26 @@ stored_study reopen_study(const std::string& db) {
   const auto store = open_store(db, store_access::read);
   auto record = store->study();
   if (!record) throw error(fmt::format("'{}' holds no study yet", store->location()));
-  study_spec spec;
-  const auto options = nlohmann::json::parse(record->options_json, nullptr, false);
-  if (options.is_object() && options.contains("annotations"))
-    spec = study_spec::from_json(options["annotations"]);
-  spec = spec.resolved();
+  const auto spec = recorded_spec(*record);
   auto s = parse_space(record->space_source, space_parse_options(db, spec), record->space_name);
   auto trials = store->load(s);
   return {std::move(*record), std::move(spec), std::move(s), std::move(trials)};
+}
+
+study_spec recorded_spec(const study_record& record) {
+  study_spec spec;
+  const auto options = nlohmann::json::parse(record.options_json, nullptr, false);
+  if (!options.is_object()) return spec.resolved();
+  if (options.contains("annotations")) spec = study_spec::from_json(options["annotations"]);
+  // What the study ran with, whoever made it (Python's annotations leave these out).
+  spec.seed = record.seed;
+  if (const auto jobs = options.find("jobs"); jobs != options.end() && jobs->is_number_unsigned())
+    spec.jobs = jobs->get<std::size_t>();
+  if (const auto w = options.find("window"); w != options.end() && w->is_number_unsigned())
+    spec.window = w->get<std::size_t>();
+  if (const auto b = options.find("evaluate_baseline"); b != options.end() && b->is_boolean())
+    spec.baseline = b->get<bool>();
+  return spec.resolved();
 }
 
 const trial* best_trial(const stored_study& stored) {

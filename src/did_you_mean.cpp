@@ -54,4 +54,12 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   return did_you_mean(name, views);
 }
 
+std::string unknown_name(std::string_view what, std::string_view name, std::string_view quoted,
+                         const std::vector<std::string>& candidates, std::string_view rest) {
+  const auto hint = did_you_mean(name, candidates);
+  std::string out = "unknown " + std::string(what) + " " + std::string(quoted);
+  if (hint.empty()) return out + ": " + std::string(rest);
+  return out + "; " + hint + " (" + std::string(rest) + ")";
+}
+
 }  // namespace tessel

@@ -289,22 +289,58 @@ std::uintmax_t size_of(const fs::path& path) {
   return ec ? 0 : size;
 }
 
+/// The build a file the reference's guard wrote beside it belongs to
+/// (file_guard::run_scope::changed): BUILD.changed-PID-N, what a run wrote
+/// over it, kept; BUILD.restore-PID, the bytes put back before their
+/// rename. "" for any other name.
+std::string guarded_build_of(const std::string& name) {
+  for (const auto* mark : {".changed-", ".restore-"})
+    if (const auto at = name.rfind(mark); at != std::string::npos && at > 0)
+      return name.substr(0, at);
+  return {};
+}
+
+/// Removes the files the guard kept beside the build `outcome` (all of
+/// them when `outcome` is ""), of `asides`; returns their bytes.
+std::uintmax_t remove_asides(std::vector<fs::path>& asides, const fs::path& outcome) {
+  std::uintmax_t bytes = 0;
+  std::error_code ec;
+  std::erase_if(asides, [&](const fs::path& aside) {
+    if (!outcome.empty() &&
+        guarded_build_of(aside.filename().string()) != outcome.filename().string())
+      return false;
+    bytes += size_of(aside);
+    fs::remove(aside, ec);
+    return true;
+  });
+  return bytes;
+}
+
 /// Keeps the builds folder `dir` under `limit` bytes, when it is over:
 /// removes keys in the order of their manifests' last use (a hit touches
-/// its manifest), each manifest with its unit (KEY.cpp) and the outcome it
-/// names, skipping a key whose outcome is in use (remove_unless_in_use).
-/// Returns the folder's size after it, as the scan found it less what it
-/// removed.
+/// its manifest), each manifest with its unit (KEY.cpp), the outcome it
+/// names and what the guard kept beside that outcome, skipping a key whose
+/// outcome is in use (remove_unless_in_use); first, the changed bytes the
+/// guard kept beside a build that is gone. Returns the folder's size after it, as the
+/// scan found it less what it removed.
 std::uintmax_t trim_builds(const fs::path& dir, std::uintmax_t limit) {
   std::uintmax_t total = 0;
   std::vector<std::pair<fs::file_time_type, fs::path>> manifests;
+  std::vector<fs::path> asides, orphans;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     total += size_of(e.path());
     std::error_code when;
     if (e.path().extension() == ".manifest")
       manifests.emplace_back(fs::last_write_time(e.path(), when), e.path());
+    else if (const auto build = guarded_build_of(e.path().filename().string()); !build.empty())
+      // A .restore- file whose build is gone may be one a guard is about to rename.
+      (fs::exists(dir / build, when) || e.path().string().find(".changed-") == std::string::npos
+           ? asides
+           : orphans)
+          .push_back(e.path());
   }
+  if (total > limit) total -= std::min(total, remove_asides(orphans, {}));
   std::sort(manifests.begin(), manifests.end());
   for (auto it = manifests.begin(); total > limit && it != manifests.end(); ++it) {
     const auto& manifest = it->second;
@@ -321,7 +357,7 @@ std::uintmax_t trim_builds(const fs::path& dir, std::uintmax_t limit) {
     if (!outcome.empty() && !remove_unless_in_use(outcome)) continue;
     fs::remove(manifest, ec);
     fs::remove(unit, ec);
-    total -= std::min(total, sizes);
+    total -= std::min(total, sizes + (outcome.empty() ? 0 : remove_asides(asides, outcome)));
   }
   return total;
 }

@@ -31,4 +31,12 @@ namespace tessel {
 [[nodiscard]] std::string did_you_mean(std::string_view name,
                                        const std::vector<std::string>& candidates);
 
+/// "unknown WHAT NAME; did you mean 'x'? (REST)" when a candidate is close,
+/// else "unknown WHAT NAME: REST" (`quoted`: NAME as the message shows it):
+/// an agent's unknown op, tool or argument, as the CLI's unknown options.
+[[nodiscard]] std::string unknown_name(std::string_view what, std::string_view name,
+                                       std::string_view quoted,
+                                       const std::vector<std::string>& candidates,
+                                       std::string_view rest);
+
 }  // namespace tessel

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -159,6 +160,12 @@ struct open_options {
   /// How this process works a shared study (a postgresql:// spec.db;
   /// docs/distributed.md): its name, heartbeat and lease.
   worker_info worker;
+  /// With open_mode::resume, on a study file that already holds a study:
+  /// called before the strategy and the study are made, with the spec this
+  /// open was given and the one the study was begun with (recorded_spec), so
+  /// a front-end can take from the file what its caller left unsaid (the
+  /// CLI's --seed, --strategy, ...: docs/cli.md). May change `spec`.
+  std::function<void(study_spec& spec, const study_spec& recorded)> resuming;
 };
 
 /// A study built from a spec, with the parts front-ends report on.
@@ -202,6 +209,12 @@ struct stored_study {
 /// Reads the study file `db`. Throws tessel::error naming it when it does
 /// not exist or holds no study yet.
 [[nodiscard]] stored_study reopen_study(const std::string& db);
+
+/// The spec a stored study was begun with: its record's annotations
+/// (study_spec::from_json; what an older file leaves out keeps its default),
+/// with the seed, jobs, window and baseline the study itself recorded
+/// (resolved).
+[[nodiscard]] study_spec recorded_spec(const study_record& record);
 
 /// The best trial of a stored study: finished, ok and measured at full
 /// fidelity; null when it has none.

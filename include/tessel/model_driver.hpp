@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ struct model_spec {
   std::size_t budget = 0;              ///< evaluations over all kernels (resumed ones count)
   double cost_budget_s = 0;            ///< seconds of summed evaluation cost (0: none)
   allocation policy = allocation::utility;
+  /// With open_mode::resume: each kernel study's open_options::resuming
+  /// (its recorded seed is this seed + i).
+  std::function<void(study_spec& spec, const study_spec& recorded)> resuming;
 
   /// Throws options_error naming the field and the rule.
   void validate() const;

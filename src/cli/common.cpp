@@ -135,7 +135,7 @@ void add_space_options(CLI::App& command, spec_options& o) {
                   "The target to check against: " + listed(builtin_target_names()) +
                       ", or a target FILE declares (cpu with --backend cpu)")
       ->type_name("TARGET")
-      ->default_str("trn2");  // shown only: "" lets the spec resolve it
+      ->default_str(default_target());  // shown only: "" lets the spec resolve it
   command
       .add_option("--set", o.sets, "Override a const of the space, e.g. --set M=8192; repeatable")
       ->type_name("NAME=VALUE")
@@ -162,6 +162,7 @@ void add_config_options(CLI::App& command, config_choice& o, const std::string& 
 }
 
 void add_study_options(CLI::App& command, spec_options& o) {
+  o.command = &command;
   add_space_options(command, o);
   auto& s = o.spec;
   auto* b = command
@@ -306,6 +307,16 @@ void add_session_options(CLI::App& command, spec_options& o) {
                    "the best (needs --backend)");
 }
 
+std::string default_target(const std::string& backend) {
+  study_spec spec;
+  spec.backend = backend;
+  return spec.resolved().target;
+}
+
+std::vector<std::string> model_options::chosen_targets() const {
+  return targets.empty() ? std::vector<std::string>{default_target(backend)} : targets;
+}
+
 model_spec model_options::spec_for(const std::string& target) const {
   model_spec s;
   s.file = file;
@@ -329,7 +340,7 @@ void add_model_options(CLI::App& command, model_options& o) {
                   "Target(s) every kernel is checked and timed on; give two (trn2, trn2_lnc2) to "
                   "compare them")
       ->type_name("TARGET")
-      ->default_str("trn2");
+      ->default_str(default_target());  // shown only: none given is chosen_targets()
   command.add_option("--set", o.sets, "Override a const of the model, e.g. --set layers=12")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);
@@ -347,16 +358,99 @@ void add_model_options(CLI::App& command, model_options& o) {
   command.add_flag("--json", o.json, "Print one JSON object instead of the tables");
 }
 
-void note_resumed_options(const opened_study& opened) {
-  const auto record = opened.db ? opened.db->study() : std::nullopt;
-  if (!record || opened.study->trials().empty()) return;  // a new study: nothing to resume
-  const auto& spec = opened.spec;
-  const auto strategy = spec.strategy.substr(0, spec.strategy.find('['));  // bo[...] is bo
-  if (record->strategy == strategy && record->seed == spec.seed) return;
-  fmt::print(stderr,
-             "tessel: note: {} was begun with --strategy {} --seed {}; this run proposes with "
-             "--strategy {} --seed {} (give the first ones to continue it as it began)\n",
-             opened.db->location(), record->strategy, record->seed, spec.strategy, spec.seed);
+namespace {
+
+/// An option whose value the study file records and that decides which
+/// trials come next: `field` of study_spec::to_json. It applies to a command
+/// that has `alias` (else `option`), and is given by either name.
+struct resumed_option {
+  const char* option;
+  const char* field;
+  const char* alias = nullptr;
+};
+
+constexpr resumed_option resumed_options[] = {
+    {"--strategy", "strategy"},
+    {"--seed", "seed"},
+    {"--scheduler", "scheduler"},
+    {"--cost-alpha", "cost_alpha"},
+    {"--cost-rule", "cost_rule"},
+    {"--min-gain", "min_gain"},
+    {"--window", "window"},
+    {"--jobs", "jobs"},  // only with --window 0 (taken below)
+    {"--no-baseline", "baseline"},
+    {"--budget", "budget_hint", "--budget-hint"},  // serve and mcp (tune's --budget stops it)
+    {"--cost-budget", "cost_budget_hint_s", "--cost-budget-hint"},
+    {"--token-price", "token_price_s"},
+};
+
+bool given(const CLI::App& command, const char* name) {
+  const auto* option = name ? command.get_option_no_throw(name) : nullptr;
+  return option && option->count() > 0;
+}
+
+/// `--option value` as a person gives it (a flag: itself, or "the baseline").
+std::string option_text(const resumed_option& r, const nlohmann::json& value) {
+  if (value.is_boolean()) return value.get<bool>() ? "the baseline" : std::string(r.option);
+  return fmt::format("{} {}", r.option,
+                     value.is_string() ? value.get<std::string>() : value.dump());
+}
+
+/// Takes from `recorded` what `command` left out (resumed_options); returns
+/// the notes to print, each after the study file's location.
+std::vector<std::string> take_recorded(study_spec& spec, const study_spec& recorded,
+                                       const CLI::App& command) {
+  auto mine = spec.to_json();
+  const auto theirs = recorded.to_json();
+  std::vector<std::string> taken, kept, began;
+  for (const auto& r : resumed_options) {
+    const bool applies = command.get_option_no_throw(r.alias ? r.alias : r.option) != nullptr;
+    if (!applies || mine[r.field] == theirs[r.field]) continue;
+    if (std::string_view(r.field) == "jobs" && mine["window"] != 0) continue;  // no effect
+    if (given(command, r.option) || given(command, r.alias)) {
+      kept.push_back(option_text(r, mine[r.field]));
+      began.push_back(option_text(r, theirs[r.field]));
+    } else {
+      mine[r.field] = theirs[r.field];
+      taken.push_back(option_text(r, theirs[r.field]));
+    }
+  }
+  std::vector<std::string> notes;
+  if (!taken.empty()) {
+    spec = study_spec::from_json(mine);
+    notes.push_back(
+        fmt::format("resuming with {}, as it began (from the study file)", fmt::join(taken, " ")));
+  }
+  if (!kept.empty())
+    notes.push_back(fmt::format(
+        "begun with {}; this run proposes with {} as given (leave {} out to continue it as it "
+        "began)",
+        fmt::join(began, " "), fmt::join(kept, " "), kept.size() == 1 ? "it" : "them"));
+  return notes;
+}
+
+}  // namespace
+
+std::function<void(study_spec&, const study_spec&)> resume_as_given(
+    const CLI::App& command, std::vector<std::string>& notes) {
+  return [&command, &notes](study_spec& spec, const study_spec& recorded) {
+    auto mine = take_recorded(spec, recorded, command);
+    if (notes.empty()) notes = std::move(mine);
+  };
+}
+
+void print_notes(const std::string& where, const std::vector<std::string>& notes) {
+  for (const auto& note : notes) fmt::print(stderr, "tessel: note: {}: {}\n", where, note);
+}
+
+opened_study open_as_given(const spec_options& o, study_spec spec) {
+  open_options options;
+  options.mode = o.mode();
+  std::vector<std::string> notes;
+  if (o.command) options.resuming = resume_as_given(*o.command, notes);
+  auto opened = open_study(std::move(spec), std::move(options));
+  if (opened.db) print_notes(opened.db->location(), notes);
+  return opened;
 }
 
 std::vector<std::string>& command_line() {

@@ -34,6 +34,9 @@ struct spec_options {
   std::vector<std::string> backend_settings;   ///< --backend-set KEY=VALUE
   std::vector<std::string> fidelity_settings;  ///< --fidelity-set KEY=VALUE
   bool resume = false, overwrite = false, no_db = false;
+  /// The command these options belong to (add_study_options sets it): which
+  /// options its command line gave.
+  const CLI::App* command = nullptr;
 
   /// The spec with the assignments read, the study file defaulted
   /// (study_spec::default_db, none with --no-db) and the spec's own
@@ -55,6 +58,11 @@ struct spec_options {
 [[nodiscard]] const CLI::Validator& positive();
 /// A finite number.
 [[nodiscard]] const CLI::Validator& finite();
+
+/// The target a command checks against without --target, for a `backend`
+/// spec: study_spec::resolved's rule (cpu on the cpu backend, else trn2),
+/// the one place every command's default comes from.
+[[nodiscard]] std::string default_target(const std::string& backend = "");
 
 /// `FILE [--space NAME] [--target T] [--set K=V]...`, into `o` (which must
 /// outlive parsing). A --set without '=' is a usage error.
@@ -83,25 +91,37 @@ void add_config_options(CLI::App& command, config_choice& o, const std::string& 
 /// `FILE [--model NAME] [--target T]... [--set K=V]... [--backend SPEC] ...`
 struct model_options {
   std::string file;
-  std::string model;  ///< "" selects the first model of FILE
-  std::vector<std::string> targets{"trn2"};
-  std::vector<std::string> sets;  ///< the model's consts, "NAME=VALUE"
+  std::string model;                 ///< "" selects the first model of FILE
+  std::vector<std::string> targets;  ///< none given: default_target(backend)
+  std::vector<std::string> sets;     ///< the model's consts, "NAME=VALUE"
   std::string backend = "sim";
   std::vector<std::string> backend_settings;  ///< "KEY=VALUE"
   bool gate = true;
   bool json = false;
 
+  /// The targets given, or the one the other commands default to for
+  /// `backend` (default_target).
+  [[nodiscard]] std::vector<std::string> chosen_targets() const;
   /// The model part of a model_spec for one of the targets. Throws
   /// tessel::error for an assignment without '='.
   [[nodiscard]] model_spec spec_for(const std::string& target) const;
 };
 void add_model_options(CLI::App& command, model_options& options);
 
-/// On stderr, when `opened` resumes a study file begun with another
-/// strategy or seed: the file keeps the first run's record (what `show`
-/// prints), and the trials from here on follow this run's, so say so and how
-/// to continue as it began. Nothing otherwise.
-void note_resumed_options(const opened_study& opened);
+/// open_study(spec, o.mode()) for tune, serve and mcp (`spec`: o.resolved(),
+/// perhaps checked). With --resume, the options the study file records that
+/// decide which trials come next (--strategy, --seed, --scheduler, --window,
+/// ...) and that this command line leaves out are taken from the file, so the
+/// run goes on as it began; one it gives that differs wins. Either is said
+/// in a line on stderr ("tessel: note: ...").
+[[nodiscard]] opened_study open_as_given(const spec_options& o, study_spec spec);
+/// open_options::resuming (model_spec::resuming) for `command`: what its
+/// command line leaves out of resumed_options is taken from the study file;
+/// the first study's notes are kept in `notes` (both must outlive opening).
+[[nodiscard]] std::function<void(study_spec&, const study_spec&)> resume_as_given(
+    const CLI::App& command, std::vector<std::string>& notes);
+/// Each note on stderr: "tessel: note: WHERE: NOTE".
+void print_notes(const std::string& where, const std::vector<std::string>& notes);
 
 /// The command line as typed, argv[0] first (main sets it): what an
 /// interrupted `tessel tune` prints to resume the run.

@@ -20,16 +20,17 @@ struct model_command_options {
 };
 
 int run_model(const model_command_options& o) {
-  const bool several = o.model.targets.size() > 1;
+  const auto targets = o.model.chosen_targets();
+  const bool several = targets.size() > 1;
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
-  for (const auto& target : o.model.targets) {
+  for (const auto& target : targets) {
     const auto r = model_step(o.model.spec_for(target), o.from, several);
     steps.push_back({target, r.step.step_s, physical_cores(r.model)});
     if (o.model.json)
       all.push_back(r.to_json());
     else
-      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", r.text());
+      fmt::print("{}{}", &target == &targets.front() ? "" : "\n", r.text());
   }
   const auto comparison = compare_text(steps);
   if (o.model.json) {

@@ -16,8 +16,7 @@ namespace tessel::cli {
 namespace {
 
 int run_serve(const spec_options& o) {
-  auto opened = open_study(o.resolved(), o.mode());
-  note_resumed_options(opened);
+  auto opened = open_as_given(o, o.resolved());
   agent_ops ops(*opened.study, opened.backend, opened.evaluates);
   // On stderr, as tune's; before the start line, which tells a watcher the
   // session is on.

@@ -93,8 +93,7 @@ int run_tune(const tune_options& o) {
     throw error(
         "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
         "or a replay file as FILE");
-  auto opened = open_study(spec, o.study.mode());
-  note_resumed_options(opened);
+  auto opened = open_as_given(o.study, spec);
   const auto& s = opened.study->space();
   if (!spec.budget.bounded())
     fmt::print(stderr,

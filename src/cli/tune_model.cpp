@@ -28,6 +28,7 @@ struct tune_model_options {
   std::string allocate = "utility";
   bool resume = false, overwrite = false;
   bool quiet = false;
+  const CLI::App* command = nullptr;  ///< tune-model: which options were given
 };
 
 /// A log line each time the step time improves (a live line on a terminal).
@@ -65,10 +66,11 @@ int run_tune_model(const tune_model_options& o) {
   const auto policy = parse_allocation(o.allocate);
   if (!policy)
     throw error(fmt::format("--allocate {}: expected utility, even or share", o.allocate));
-  const bool several = o.model.targets.size() > 1;
+  const auto targets = o.model.chosen_targets();
+  const bool several = targets.size() > 1;
   nlohmann::json all = nlohmann::json::array();
   std::vector<target_step> steps;
-  for (const auto& target : o.model.targets) {
+  for (const auto& target : targets) {
     auto spec = o.model.spec_for(target);
     spec.strategy = o.tuning.strategy;
     spec.seed = o.tuning.seed;
@@ -81,7 +83,10 @@ int run_tune_model(const tune_model_options& o) {
     spec.budget = o.tuning.budget;
     spec.cost_budget_s = o.tuning.cost_budget_s;
     spec.policy = *policy;
+    std::vector<std::string> notes;
+    spec.resuming = resume_as_given(*o.command, notes);
     auto t = open_model_tuning(spec, several);
+    if (!t.db_dir.empty()) print_notes("the study files in " + t.db_dir, notes);
     // Before the header, which tells a watcher (the tests) the run is on.
     std::vector<study*> kernels;
     for (std::size_t k = 0; k < t.study.size(); ++k) kernels.push_back(&t.study.kernel_study(k));
@@ -98,9 +103,9 @@ int run_tune_model(const tune_model_options& o) {
     if (o.model.json)
       all.push_back(t.to_json());
     else
-      fmt::print("{}{}", &target == &o.model.targets.front() ? "" : "\n", t.text());
+      fmt::print("{}{}", &target == &targets.front() ? "" : "\n", t.text());
   }
-  const auto comparison = steps.size() == o.model.targets.size() ? compare_text(steps) : "";
+  const auto comparison = steps.size() == targets.size() ? compare_text(steps) : "";
   if (o.model.json) {
     nlohmann::json out = {{"ok", true}, {"targets", all}};
     if (!comparison.empty()) out["comparison"] = comparison;
@@ -120,6 +125,7 @@ command add_tune_model_command(CLI::App& tool) {
       "Tune every kernel of a model under one budget, each next evaluation going to the kernel "
       "with the largest expected step-time gain per unit of cost");
   add_model_options(*app, options->model);
+  options->command = app;
   auto& s = options->tuning;
   app->add_option("--budget", s.budget, "Evaluations over all kernels (resumed ones count)")
       ->type_name("N")

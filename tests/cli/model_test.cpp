@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 using namespace cli_testing;
 using json = nlohmann::json;
@@ -124,6 +125,34 @@ TEST_CASE("tune-model: one budget over the kernels, one study file each, resumed
         doctest::Approx(b.at("after_s").get<double>()));
 }
 
+TEST_CASE("tune-model --resume goes on with the kernels' own strategy and seed") {
+  // Before: without the first run's --seed 5 --strategy random the kernel
+  // studies went on with auto and seeds 0, 1, ...
+  const auto resumed = fresh_dir("resumed_model"), whole = fresh_dir("whole_model");
+  const std::string run = "tune-model fixtures/two_kernels.tsl --quiet --json";
+  const std::string began = " --seed 5 --strategy random";
+  REQUIRE(tessel(run + " --budget 12 --db-dir '" + whole + "'" + began).code == 0);
+  REQUIRE(tessel(run + " --budget 6 --db-dir '" + resumed + "'" + began).code == 0);
+  const auto r = tessel(run + " --budget 12 --resume --db-dir '" + resumed + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err == "tessel: note: the study files in " + resumed +
+                     ": resuming with --strategy random --seed 5, as it began (from the study "
+                     "file)\n");
+  for (const char* kernel : {"/proj.tessel.db", "/norm.tessel.db"}) {
+    INFO(kernel);
+    auto configs = [&](const std::string& dir) {  // in trial order
+      const auto trials = tessel("export '" + dir + kernel + "' --format json");
+      REQUIRE(trials.code == 0);
+      std::vector<std::string> out;
+      std::istringstream lines(trials.out);
+      for (std::string line; std::getline(lines, line);)
+        out.push_back(json::parse(line).at("config").dump());
+      return out;
+    };
+    CHECK(configs(resumed) == configs(whole));
+  }
+}
+
 TEST_CASE("the example models: the README commands run") {
   for (const auto* file : {"models/dense_60m.tsl", "models/qwen3_moe_layer.tsl"}) {
     const auto r = tessel("model '" + examples + file + "' --no-gate");
@@ -139,4 +168,18 @@ TEST_CASE("the example models: the README commands run") {
   CHECK(tuned.code == 0);
   CHECK(contains(tuned.out, "model qwen3_moe_layer on trn2: 20 evaluations"));
   CHECK(contains(tuned.out, "the gap to the roofline left in the step"));
+}
+
+TEST_CASE("model and tune-model default --target as tune does: cpu on the cpu backend") {
+  // Before: their default was a literal "trn2" of their own, so a model of
+  // cpu kernels needed --target cpu with --backend cpu where tune does not.
+  const auto r = tessel("model fixtures/cpu_model.tsl --backend cpu --json");
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out).at("targets").at(0).at("target") == "cpu");
+  // and --help shows the one default every command has
+  for (const char* command : {"tune", "check", "model", "tune-model"}) {
+    INFO(command);
+    const auto help = tessel(std::string(command) + " --help");
+    CHECK(contains(help.out, "--target TARGET=trn2 "));
+  }
 }

@@ -205,3 +205,58 @@ TEST_CASE("serve: SIGTERM mid-session says so on stderr, with the trials told an
                           " serve fixtures/small.tsl --seed 1 --db " + db + " --resume\n"));
   for (const auto& reply : lines_of(read_text(base + ".out"))) CHECK(reply["ok"] == true);
 }
+
+TEST_CASE("serve and mcp --resume go on with the study's own strategy and seed") {
+  // Before: they went on with auto and seed 0 unless given the first run's.
+  const auto db = work_folder + "/serve_resume.tessel.db";
+  std::filesystem::remove(db);
+  REQUIRE(tessel("tune fixtures/small.tsl --backend command:fixtures/bowl.sh --quiet --budget 3 "
+                 "--seed 7 --strategy random --db '" +
+                 db + "'")
+              .code == 0);
+  const auto serve = tessel("serve fixtures/small.tsl --resume --db '" + db + "' < /dev/null");
+  REQUIRE(serve.code == 0);
+  CHECK(contains(serve.err, "tessel: note: " + db +
+                                ": resuming with --strategy random --seed 7, as it began (from the "
+                                "study file)\n"));
+  const auto mcp = tessel("mcp fixtures/small.tsl --resume --seed 8 --db '" + db + "' < /dev/null");
+  REQUIRE(mcp.code == 0);
+  CHECK(
+      contains(mcp.err, "tessel: note: " + db + ": resuming with --strategy random, as it began"));
+  CHECK(contains(mcp.err, "tessel: note: " + db +
+                              ": begun with --seed 7; this run proposes with --seed 8 as "
+                              "given (leave it out to continue it as it began)\n"));
+}
+
+TEST_CASE("serve and mcp: an unknown op, tool or argument gets a did-you-mean") {
+  // Before: "unknown op 'aks': use help, ask, ...", no nearest name, unlike
+  // the CLI's own options ("unknown option '--budjet'; did you mean '--budget'?").
+  const auto lines = work_folder + "/did_you_mean.jsonl";
+  {
+    std::ofstream out(lines);
+    out << R"({"op": "aks", "id": 1})"
+        << "\n"
+        << R"({"op": "ask", "nn": 2, "id": 2})"
+        << "\n"
+        << R"({"op": "fly", "id": 3})"
+        << "\n";
+  }
+  const auto serve = tessel("serve fixtures/small.tsl --no-db < '" + lines + "'");
+  REQUIRE(serve.code == 0);
+  const auto replies = lines_of(serve.out);
+  const auto error = [&](int id) { return by_id(replies, id)["error"].get<std::string>(); };
+  CHECK(error(1).starts_with("unknown op 'aks'; did you mean 'ask'? (use space, ask, tell, "));
+  CHECK(contains(error(2), "unknown argument \"nn\"; did you mean 'n'? (takes: "));
+  CHECK(error(3).starts_with("unknown op 'fly': use space, ask, tell, "));  // none near: the list
+
+  const auto rpc = work_folder + "/did_you_mean_mcp.jsonl";
+  {
+    std::ofstream out(rpc);
+    out << R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"evalute"}})"
+        << "\n";
+  }
+  const auto mcp = tessel("mcp fixtures/small.tsl --no-db < '" + rpc + "'");
+  REQUIRE(mcp.code == 0);
+  CHECK(by_id(lines_of(mcp.out), 1)["error"]["message"] ==
+        "unknown tool 'evalute'; did you mean 'evaluate'? (tools/list names them)");
+}

@@ -302,6 +302,50 @@ TEST_CASE("cpu cache: a reference's build the guard put back is never removed by
   CHECK(fs::exists(fs::path(reference).replace_extension(".cpp")));
 }
 
+TEST_CASE("cpu cache: what the guard kept beside a build goes with it over the limit") {
+  // Before: BUILD.changed-PID-N, the bytes a run wrote over the reference's
+  // build that its guard kept, stayed in the builds folder for good,
+  // counted against the limit, as did one whose build was gone.
+  limit_fixture f("tessel-cpu-guard-asides", 1);
+  f.o.cache_limit_mb = 1.0 / 1024;  // 1 KiB: every key not in use is to go
+  const auto kept = [&f] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(f.build))
+      if (e.path().filename().string().find(".changed-") != std::string::npos)
+        out.push_back(e.path());
+    return out;
+  };
+  fs::path reference;
+  {
+    cpu_backend b(f.o);
+    b.prepare(f.s);
+    reference = f.manifest(true);
+    write(named_by(reference), "not the reference");  // a run's write, put back by the guard
+    const auto m = b.evaluate(f.s, f.us(1));
+    INFO(m.message);
+    REQUIRE(m.status == status::ok);
+  }
+  REQUIRE(kept().size() == 1);
+  write(f.build / "gone-0123.so.changed-1-1", "the aside of a build already removed");
+  // A built-in kernel's compile in the same cache trims: the reference,
+  // no longer in use, goes with what was kept beside it.
+  const auto gemm = parse_space(
+      "space g { const kernel = gemm const M = 8 const N = 8 "
+      "const K = 8 param mr : {2} }");
+  cpu_options o;
+  o.flags = "-O1";
+  o.cache_dir = f.o.cache_dir;
+  o.cache_limit_mb = f.o.cache_limit_mb;
+  o.cpus = "off";
+  cpu_backend b(o);
+  b.prepare(gemm);
+  const auto m = b.evaluate(gemm, gemm.from_json(R"({"mr": 2})"));
+  INFO(m.message);
+  CHECK(m.status == status::ok);
+  CHECK(!fs::exists(reference));
+  CHECK(kept().empty());
+}
+
 TEST_CASE("cpu cache: far under its limit a compile trims by an estimate, scanning rarely") {
   const testing::temp_folder folder("tessel-cpu-tally");
   detail::toolchain_options o;
