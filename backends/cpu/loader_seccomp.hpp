@@ -21,8 +21,10 @@
 // (clone with CLONE_THREAD) are allowed: their CPU time is the process's.
 // A system call of another ABI than the loader's (i386's int 0x80, x32's
 // numbers on x86_64) is refused the same way, since the numbers above would
-// not match it. The process also gives up CAP_SYS_PTRACE, so that a kernel
-// running as root cannot open its parent's memory or files through /proc.
+// not match it. Before the filter, the process gives up every capability
+// (drop_capabilities: round thirteen gave up CAP_SYS_PTRACE, so that a kernel
+// running as root could not open its parent's memory or files through /proc;
+// round fifteen gives up the rest).
 //
 // Hand-written BPF from the kernel's headers, not libseccomp: the loader is
 // compiled on the user's machine at run time, where libseccomp's headers
@@ -47,6 +49,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -235,32 +238,53 @@ bool turned_off() {
   return v != nullptr && std::strcmp(v, "off") == 0;
 }
 
-/// Gives up CAP_SYS_PTRACE (effective, permitted, inheritable, and from the
-/// bounding set where the process may): with it, a kernel running as root
-/// opens its timing parent's memory and files (/proc/PID/mem, /proc/PID/fd)
-/// whatever the parent set, which no filter of system calls can refuse. ""
-/// when it is gone, else why not.
-std::string drop_ptrace_capability() {
-  ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L);  // EPERM without CAP_SETPCAP: none to drop
+/// Gives up every capability the calling process holds (effective,
+/// permitted, inheritable, ambient, and the bounding set where CAP_SETPCAP
+/// allows), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
+/// (docs/gate.md, "Round fifteen"). A kernel run by root kept them all but
+/// CAP_SYS_PTRACE until then: it made itself real-time (CAP_SYS_NICE), killed
+/// any process (CAP_KILL), wrote, chmod'ed and chown'ed any file
+/// (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN), and as round thirteen found,
+/// opened its timing parent's memory and files through /proc
+/// (CAP_SYS_PTRACE), which no filter of system calls can refuse. Its
+/// RLIMIT_RTPRIO and RLIMIT_NICE go to 0 first, hard limits too (raising
+/// them back needs CAP_SYS_RESOURCE): a system may set them (limits.conf's
+/// rtprio) to let a process without CAP_SYS_NICE make itself real-time or
+/// raise its priority. Nothing the kernel's process does after the fork
+/// needs a capability: its tensors are mapped and its pipes open before it,
+/// and the kernel's library is opened through /proc/self/fd. A process
+/// without capabilities (a user who is not root) has none to give up: ""
+/// then too. "" when none is left, else why not.
+std::string drop_capabilities() {
+  const rlimit none{0, 0};
+  (void)::setrlimit(RLIMIT_RTPRIO, &none);
+  (void)::setrlimit(RLIMIT_NICE, &none);
+  // The bounding set while CAP_SETPCAP is still held; EINVAL past the last
+  // capability the system knows, EPERM without CAP_SETPCAP (none to drop).
+  for (unsigned long cap = 0; cap < 64 && ::prctl(PR_CAPBSET_DROP, cap, 0L, 0L, 0L) == 0; ++cap) {
+  }
+  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0L, 0L, 0L);  // EINVAL before Linux 4.3
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capset, &header, data) != 0)
+    return std::string("cannot give up its capabilities: ") + std::strerror(errno);
   if (::syscall(SYS_capget, &header, data) != 0)
     return std::string("cannot read its capabilities: ") + std::strerror(errno);
-  auto& word = data[CAP_TO_INDEX(CAP_SYS_PTRACE)];
-  word.effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  word.permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  word.inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  if (::syscall(SYS_capset, &header, data) != 0)
-    return std::string("cannot give up CAP_SYS_PTRACE: ") + std::strerror(errno);
+  for (const auto& word : data)
+    if (word.effective != 0 || word.permitted != 0 || word.inheritable != 0)
+      return "its capabilities are still held after giving them up";
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0)
+    return std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno);
   return {};
 }
 
 /// Installs the filter in the calling process (the kernel's, single
-/// threaded: its threads inherit it): "" when it is in place, else why not.
+/// threaded: its threads inherit it), after drop_capabilities (whose
+/// PR_SET_NO_NEW_PRIVS lets a process that is not root install one): ""
+/// when it is in place, else why not.
 std::string install() {
   if (arch == 0)
     return "this loader has no seccomp filter for its architecture (x86_64 and aarch64 have one)";
-  if (std::string why = drop_ptrace_capability(); !why.empty()) return why;
   struct sigaction action {};
   action.sa_sigaction = refused;
   action.sa_flags = SA_SIGINFO;
@@ -269,8 +293,6 @@ std::string install() {
     return std::string("cannot handle SIGSYS: ") + std::strerror(errno);
   std::vector<sock_filter> p = program();
   sock_fprog prog{static_cast<unsigned short>(p.size()), p.data()};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0)
-    return std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno);
   if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0L, 0L) != 0)
     return std::string("the system refused the seccomp filter: ") + std::strerror(errno);
   return {};

@@ -65,6 +65,25 @@
 //   pk_last_by_stack the same, the run's length read where the loader's
 //                    command holds it ({'g', calls} on the stack above the
 //                    call): it works on the last call of every run
+// Round fifteen (tests/gate/class19_test.cpp): kernels that use root's
+// capabilities (the kernel's process kept all but CAP_SYS_PTRACE until this
+// round), or uid 0's rights over root's own processes and files. Each then
+// computes as pk_honest does:
+//   pk_caps          logs its process's capability sets once: "caps INH PRM
+//                    EFF BND AMB" (hex, in /proc/self/status's order)
+//   pk_realtime      (CAP_SYS_NICE) makes its process SCHED_FIFO ("realtime")
+//                    and nice -20 ("nice -20"), so that no other load on its
+//                    CPU preempts its timed calls; a failure logs
+//                    "sched_setscheduler failed: ERROR" or "setpriority
+//                    failed: ERROR"
+//   pk_kill          (CAP_KILL, or uid 0 for a process of root's) sends
+//                    SIGKILL to the process $TESSEL_REDTEAM_VICTIM (a pid of
+//                    this machine's), logging "killed" or "kill failed: ERROR"
+//   pk_files         (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN; or uid 0 for a
+//                    file root owns) appends a line to $TESSEL_REDTEAM_FILE
+//                    ("wrote the file" or "open failed: ERROR"), makes it
+//                    mode 0666 ("chmod the file" or "chmod failed: ERROR")
+//                    and root's ("chown the file" or "chown failed: ERROR")
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
@@ -82,10 +101,13 @@
 #include <stdexcept>
 #include <string>
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
 #include <sys/uio.h>
@@ -504,4 +526,64 @@ void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
   } else {
     y[0] = 0;
   }
+}
+
+void pk_caps(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    std::ifstream status("/proc/self/status");
+    std::string sets = "caps";
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Cap", 0) == 0) sets += " " + line.substr(line.find_first_not_of(" \t", 7));
+    note(sets);
+  });
+  work(a);
+}
+
+void pk_realtime(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    const sched_param first{1};
+    if (::sched_setscheduler(0, SCHED_FIFO, &first) == 0)
+      note("realtime");
+    else
+      note("sched_setscheduler failed: " + error_text(errno));
+    if (::setpriority(PRIO_PROCESS, 0, -20) == 0)
+      note("nice -20");
+    else
+      note("setpriority failed: " + error_text(errno));
+  });
+  work(a);
+}
+
+void pk_kill(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    const char* victim = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
+    if (victim == nullptr) return;
+    if (::kill(static_cast<pid_t>(std::atol(victim)), SIGKILL) == 0)
+      note("killed");
+    else
+      note("kill failed: " + error_text(errno));
+  });
+  work(a);
+}
+
+void pk_files(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    const char* file = std::getenv("TESSEL_REDTEAM_FILE");  // NOLINT(concurrency-mt-unsafe)
+    if (file == nullptr) return;
+    const int fd = ::open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0 && ::write(fd, "kernel\n", 7) == 7)
+      note("wrote the file");
+    else
+      note("open failed: " + error_text(errno));
+    if (fd >= 0) ::close(fd);
+    if (::chmod(file, 0666) == 0)
+      note("chmod the file");
+    else
+      note("chmod failed: " + error_text(errno));
+    if (::chown(file, 0, 0) == 0)
+      note("chown the file");
+    else
+      note("chown failed: " + error_text(errno));
+  });
+  work(a);
 }
