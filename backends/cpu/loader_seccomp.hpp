@@ -11,7 +11,9 @@
 // thirteen); rt_sigaction that sets a new action for SIGSYS, so the handler
 // that records refusals stays the loader's, and adjtimex, clock_adjtime,
 // clock_settime and settimeofday, by which a kernel running as root slowed
-// CLOCK_MONOTONIC, the timing parent's clock (round fourteen). They fail with
+// CLOCK_MONOTONIC, the timing parent's clock (round fourteen); kill, tkill,
+// tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo aimed at another process
+// than its own, and pidfd_send_signal (round fifteen). They fail with
 // EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
 // the loader answers "suspicious" with the call's name (a call made with
 // SIGSYS blocked, as posix_spawn makes its clone, ends the process by
@@ -117,6 +119,14 @@ const char* refused_what(long nr) {
       {SYS_execveat, "run a program in its place (execveat)"},
 #endif
       {SYS_ptrace, "reach another process (ptrace)"},
+      {SYS_kill, "signal another process (kill)"},
+      {SYS_tkill, "signal another process (tkill)"},
+      {SYS_tgkill, "signal another process (tgkill)"},
+      {SYS_rt_sigqueueinfo, "signal another process (rt_sigqueueinfo)"},
+      {SYS_rt_tgsigqueueinfo, "signal another process (rt_tgsigqueueinfo)"},
+#ifdef SYS_pidfd_send_signal
+      {SYS_pidfd_send_signal, "signal a process by its pidfd (pidfd_send_signal)"},
+#endif
       {SYS_rt_sigaction, "replace the loader's SIGSYS handler (rt_sigaction)"},
 #ifdef SYS_adjtimex
       {SYS_adjtimex, "change the system clock (adjtimex)"},
@@ -146,8 +156,8 @@ std::string refusal() {
                                      std::to_string(nr) + ")"
                                : refused_what(nr);
   return "the kernel's process tried to " + what +
-         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\", \"Round "
-         "fourteen\")";
+         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\" to \"Round "
+         "fifteen\")";
 }
 
 sock_filter statement(unsigned code, unsigned k) {
@@ -162,14 +172,16 @@ sock_filter jump(unsigned code, unsigned k, unsigned char if_true, unsigned char
 /// clone: system and popen use it), which the kernel forces on it.
 constexpr const char* killed =
     "the kernel's process was killed by SIGSYS: it made a system call a kernel may not (to create "
-    "a process, run a program, reach another process or change the system clock; posix_spawn, "
+    "a process, run a program, reach or signal another process or change the system clock; "
+    "posix_spawn, "
     "system and popen block SIGSYS around theirs), which was refused (docs/gate.md, \"Round "
     "thirteen\")";
 
-/// The filter: `refused` for every call above, ENOSYS for clone3, any other
-/// call allowed. (The machines it knows are little-endian: an argument's low
-/// word is at its offset, its high word 4 bytes on.)
-std::vector<sock_filter> program() {
+/// The filter for the process `self` (its pid): `refused` for every call
+/// above, ENOSYS for clone3, any other call allowed. (The machines it knows
+/// are little-endian: an argument's low word is at its offset, its high word
+/// 4 bytes on.)
+std::vector<sock_filter> program(pid_t self) {
   const sock_filter trap = statement(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   std::vector<sock_filter> p{
       statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
@@ -208,14 +220,29 @@ std::vector<sock_filter> program() {
            static_cast<long>(SYS_settimeofday), static_cast<long>(SYS_execve),
            static_cast<long>(SYS_ptrace)})
     refuse(nr, trap);
-  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
-  // kernel reads an int; a new action: args[1] not NULL): the handler that
-  // records refusals stays the loader's. Reading the action is allowed.
   const sock_filter allow = statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   const auto word = [](int arg, int high) {
     return statement(BPF_LD | BPF_W | BPF_ABS,
                      static_cast<unsigned>(offsetof(seccomp_data, args) + 8 * arg + 4 * high));
   };
+  // A signal to its own process only (round fifteen): the first argument
+  // of each (a pid, a thread group, a thread: its low word, as the kernel
+  // reads a pid_t) is its own pid. glibc's raise, abort and pthread_kill
+  // send tgkill(getpid(), tid). Uid 0 without capabilities may signal every
+  // process of root's (tessel, another run) where a run has no PID
+  // namespace, and its timing parent where it has one.
+  for (const long nr :
+       {static_cast<long>(SYS_kill), static_cast<long>(SYS_tkill), static_cast<long>(SYS_tgkill),
+        static_cast<long>(SYS_rt_sigqueueinfo), static_cast<long>(SYS_rt_tgsigqueueinfo)})
+    p.insert(p.end(),
+             {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 4), word(0, 0),
+              jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(self), 0, 1), allow, trap});
+#ifdef SYS_pidfd_send_signal
+  refuse(SYS_pidfd_send_signal, trap);  // a pidfd names another process, or its own
+#endif
+  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
+  // kernel reads an int; a new action: args[1] not NULL): the handler that
+  // records refusals stays the loader's. Reading the action is allowed.
   p.insert(p.end(), {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_rt_sigaction), 0, 8),
                      word(0, 0), jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 5), word(1, 0),
                      jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2), word(1, 1),
@@ -291,7 +318,7 @@ std::string install() {
   sigemptyset(&action.sa_mask);
   if (::sigaction(SIGSYS, &action, nullptr) != 0)
     return std::string("cannot handle SIGSYS: ") + std::strerror(errno);
-  std::vector<sock_filter> p = program();
+  std::vector<sock_filter> p = program(::getpid());
   sock_fprog prog{static_cast<unsigned short>(p.size()), p.data()};
   if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0L, 0L) != 0)
     return std::string("the system refused the seccomp filter: ") + std::strerror(errno);

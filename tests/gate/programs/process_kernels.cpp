@@ -76,9 +76,11 @@
 //                    CPU preempts its timed calls; a failure logs
 //                    "sched_setscheduler failed: ERROR" or "setpriority
 //                    failed: ERROR"
-//   pk_kill          (CAP_KILL, or uid 0 for a process of root's) sends
-//                    SIGKILL to the process $TESSEL_REDTEAM_VICTIM (a pid of
-//                    this machine's), logging "killed" or "kill failed: ERROR"
+//   pk_kill          sends SIGWINCH to itself (kill, raise: ignored), logging
+//                    "signalled itself"; then (CAP_KILL, or uid 0 for a
+//                    process of root's) SIGKILL to the process
+//                    $TESSEL_REDTEAM_VICTIM (a pid of this machine's),
+//                    logging "killed" or "kill failed: ERROR"
 //   pk_files         (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN; or uid 0 for a
 //                    file root owns) appends a line to $TESSEL_REDTEAM_FILE
 //                    ("wrote the file" or "open failed: ERROR"), makes it
@@ -556,6 +558,7 @@ void pk_realtime(const tessel::cpu::kernel_args& a) {
 
 void pk_kill(const tessel::cpu::kernel_args& a) {
   on_first_call([] {
+    if (::kill(::getpid(), SIGWINCH) == 0 && ::raise(SIGWINCH) == 0) note("signalled itself");
     const char* victim = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
     if (victim == nullptr) return;
     if (::kill(static_cast<pid_t>(std::atol(victim)), SIGKILL) == 0)
