@@ -12,8 +12,8 @@
 // that records refusals stays the loader's, and adjtimex, clock_adjtime,
 // clock_settime and settimeofday, by which a kernel running as root slowed
 // CLOCK_MONOTONIC, the timing parent's clock (round fourteen); kill, tkill,
-// tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo aimed at another process
-// than its own, and pidfd_send_signal (round fifteen). They fail with
+// tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and prlimit64 aimed at another
+// process than its own, and pidfd_send_signal (round fifteen). They fail with
 // EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
 // the loader answers "suspicious" with the call's name (a call made with
 // SIGSYS blocked, as posix_spawn makes its clone, ends the process by
@@ -124,6 +124,7 @@ const char* refused_what(long nr) {
       {SYS_tgkill, "signal another process (tgkill)"},
       {SYS_rt_sigqueueinfo, "signal another process (rt_sigqueueinfo)"},
       {SYS_rt_tgsigqueueinfo, "signal another process (rt_tgsigqueueinfo)"},
+      {SYS_prlimit64, "change another process's limits (prlimit64)"},
 #ifdef SYS_pidfd_send_signal
       {SYS_pidfd_send_signal, "signal a process by its pidfd (pidfd_send_signal)"},
 #endif
@@ -231,12 +232,21 @@ std::vector<sock_filter> program(pid_t self) {
   // send tgkill(getpid(), tid). Uid 0 without capabilities may signal every
   // process of root's (tessel, another run) where a run has no PID
   // namespace, and its timing parent where it has one.
+  // So are prlimit64's limits, whose pid may also be 0 (itself: glibc's
+  // getrlimit and setrlimit): a process of the same uid and gid may lower
+  // another's (RLIMIT_CPU below the CPU time it has used kills it by
+  // SIGXCPU, RLIMIT_NOFILE at 0 fails its every open).
+  const auto own = [&](long nr, bool or_zero) {
+    p.insert(p.end(),
+             {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 5), word(0, 0),
+              jump(BPF_JMP | BPF_JEQ | BPF_K, 0, or_zero ? 1 : 0, 0),
+              jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(self), 0, 1), allow, trap});
+  };
   for (const long nr :
        {static_cast<long>(SYS_kill), static_cast<long>(SYS_tkill), static_cast<long>(SYS_tgkill),
         static_cast<long>(SYS_rt_sigqueueinfo), static_cast<long>(SYS_rt_tgsigqueueinfo)})
-    p.insert(p.end(),
-             {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 4), word(0, 0),
-              jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(self), 0, 1), allow, trap});
+    own(nr, false);
+  own(SYS_prlimit64, true);
 #ifdef SYS_pidfd_send_signal
   refuse(SYS_pidfd_send_signal, trap);  // a pidfd names another process, or its own
 #endif

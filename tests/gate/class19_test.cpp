@@ -20,6 +20,7 @@
 
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +62,12 @@ class victim {
   victim& operator=(const victim&) = delete;
 
   [[nodiscard]] std::string pid() const { return std::to_string(pid_); }
+  /// Its RLIMIT_NOFILE (soft).
+  [[nodiscard]] rlim_t open_files() const {
+    rlimit now{};
+    REQUIRE(::prlimit(pid_, RLIMIT_NOFILE, nullptr, &now) == 0);
+    return now.rlim_cur;
+  }
   /// Whether SIGKILL ended it (a signal the kernel sent is long delivered
   /// when its run has ended).
   bool killed() {
@@ -164,6 +171,22 @@ TEST_CASE("class 19: a kernel running as root cannot kill a process of root's (u
   check_refused(r, "signal another process (kill)", "killed", "kill");
   CHECK(count(r.log, "signalled itself") > 0);
   CHECK_FALSE(ours.killed());
+}
+
+TEST_CASE("class 19: a kernel running as root cannot lower the limits of a process of root's") {
+  // A process of the same uid and gid may lower another's limits
+  // (prlimit64): RLIMIT_CPU below the CPU time it has used kills it by
+  // SIGXCPU, past the signal filter; RLIMIT_NOFILE at 3 fails its every
+  // open (a study that can no longer write). Before: the victim's limit was
+  // 3 after the run and the kernel ok. Now prlimit64 of another process is
+  // refused and recorded; its own limits (pid 0) it still sets.
+  if (!root()) return;
+  const no_pid_namespace machine_pids;
+  victim ours(as_is);
+  const cpu_run r = run_cpu("pk_limit", {{"TESSEL_REDTEAM_VICTIM", ours.pid()}});
+  check_refused(r, "change another process's limits (prlimit64)", "limited", "prlimit");
+  CHECK(count(r.log, "limited itself") > 0);
+  CHECK(ours.open_files() > 3);
 }
 
 TEST_CASE("class 19: a kernel running as root cannot write, chmod or chown another user's file") {

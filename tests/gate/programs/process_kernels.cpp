@@ -81,6 +81,11 @@
 //                    process of root's) SIGKILL to the process
 //                    $TESSEL_REDTEAM_VICTIM (a pid of this machine's),
 //                    logging "killed" or "kill failed: ERROR"
+//   pk_limit         lowers its own RLIMIT_NOFILE's soft limit a little
+//                    (prlimit64 of pid 0: "limited itself"), then the
+//                    RLIMIT_NOFILE of $TESSEL_REDTEAM_VICTIM to 3 ("limited"
+//                    or "prlimit failed: ERROR"): a process of the same uid
+//                    may lower another's limits
 //   pk_files         (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN; or uid 0 for a
 //                    file root owns) appends a line to $TESSEL_REDTEAM_FILE
 //                    ("wrote the file" or "open failed: ERROR"), makes it
@@ -565,6 +570,24 @@ void pk_kill(const tessel::cpu::kernel_args& a) {
       note("killed");
     else
       note("kill failed: " + error_text(errno));
+  });
+  work(a);
+}
+
+void pk_limit(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur > 64) {
+      --files.rlim_cur;
+      if (::setrlimit(RLIMIT_NOFILE, &files) == 0) note("limited itself");
+    }
+    const char* victim = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
+    if (victim == nullptr) return;
+    const rlimit three{3, 3};
+    if (::prlimit(static_cast<pid_t>(std::atol(victim)), RLIMIT_NOFILE, &three, nullptr) == 0)
+      note("limited");
+    else
+      note("prlimit failed: " + error_text(errno));
   });
   work(a);
 }
