@@ -91,6 +91,17 @@ struct no_pid_namespace {
   no_pid_namespace& operator=(const no_pid_namespace&) = delete;
 };
 
+/// `function` run without a PID namespace, `target`'s pid in
+/// $TESSEL_REDTEAM_VICTIM, checked refused for trying to `what` (never
+/// logging `done`, logging `call` failing with EPERM: check_refused).
+cpu_run refused_against(const victim& target, const std::string& function, const std::string& what,
+                        const std::string& done, const std::string& call) {
+  const no_pid_namespace machine_pids;
+  cpu_run r = run_cpu(function, {{"TESSEL_REDTEAM_VICTIM", target.pid()}});
+  check_refused(r, what, done, call);
+  return r;
+}
+
 /// pk_files on a file of `uid`'s, mode 0600, in a folder of its own: the
 /// run, and whether the file is as it was (empty, 0600, `uid`'s).
 std::pair<cpu_run, bool> files_of(int uid) {
@@ -151,10 +162,8 @@ TEST_CASE("class 19: a kernel running as root cannot kill another user's process
   // machine: here a process of nobody's. Without CAP_KILL its kill fails
   // (EPERM); the filter of the next case refuses it first, recorded.
   if (!root()) return;
-  const no_pid_namespace machine_pids;
   victim theirs(nobody);
-  const cpu_run r = run_cpu("pk_kill", {{"TESSEL_REDTEAM_VICTIM", theirs.pid()}});
-  check_refused(r, "signal another process (kill)", "killed", "kill");
+  refused_against(theirs, "pk_kill", "signal another process (kill)", "killed", "kill");
   CHECK_FALSE(theirs.killed());
 }
 
@@ -166,10 +175,9 @@ TEST_CASE("class 19: a kernel cannot kill a process of its own user's (root's: t
   // the kernel's process signal itself only (kill, raise still work there)
   // and records the try. (As root here, and as nobody in
   // scripts/test_nonroot.)
-  const no_pid_namespace machine_pids;
   victim ours(as_is);
-  const cpu_run r = run_cpu("pk_kill", {{"TESSEL_REDTEAM_VICTIM", ours.pid()}});
-  check_refused(r, "signal another process (kill)", "killed", "kill");
+  const cpu_run r =
+      refused_against(ours, "pk_kill", "signal another process (kill)", "killed", "kill");
   CHECK(count(r.log, "signalled itself") > 0);
   CHECK_FALSE(ours.killed());
 }
@@ -182,10 +190,9 @@ TEST_CASE("class 19: a kernel cannot lower the limits of a process of its own us
   // 3 after the run and the kernel ok. Now prlimit64 of another process is
   // refused and recorded; its own limits (pid 0) it still sets. (As root
   // here, and as nobody in scripts/test_nonroot.)
-  const no_pid_namespace machine_pids;
   victim ours(as_is);
-  const cpu_run r = run_cpu("pk_limit", {{"TESSEL_REDTEAM_VICTIM", ours.pid()}});
-  check_refused(r, "change another process's limits (prlimit64)", "limited", "prlimit");
+  const cpu_run r = refused_against(ours, "pk_limit", "change another process's limits (prlimit64)",
+                                    "limited", "prlimit");
   CHECK(count(r.log, "limited itself") > 0);
   CHECK(ours.open_files() > 3);
 }

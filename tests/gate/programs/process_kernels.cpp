@@ -535,6 +535,21 @@ void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
   }
 }
 
+namespace {
+
+/// Logs `done` when the call worked, else "`call` failed: ERROR" (errno).
+void logged(bool worked, const std::string& done, const std::string& call) {
+  note(worked ? done : call + " failed: " + error_text(errno));
+}
+
+/// $TESSEL_REDTEAM_VICTIM's pid (0: not set).
+pid_t victim() {
+  const char* pid = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
+  return pid != nullptr ? static_cast<pid_t>(std::atol(pid)) : 0;
+}
+
+}  // namespace
+
 void pk_caps(const tessel::cpu::kernel_args& a) {
   on_first_call([] {
     std::ifstream status("/proc/self/status");
@@ -549,14 +564,8 @@ void pk_caps(const tessel::cpu::kernel_args& a) {
 void pk_realtime(const tessel::cpu::kernel_args& a) {
   on_first_call([] {
     const sched_param first{1};
-    if (::sched_setscheduler(0, SCHED_FIFO, &first) == 0)
-      note("realtime");
-    else
-      note("sched_setscheduler failed: " + error_text(errno));
-    if (::setpriority(PRIO_PROCESS, 0, -20) == 0)
-      note("nice -20");
-    else
-      note("setpriority failed: " + error_text(errno));
+    logged(::sched_setscheduler(0, SCHED_FIFO, &first) == 0, "realtime", "sched_setscheduler");
+    logged(::setpriority(PRIO_PROCESS, 0, -20) == 0, "nice -20", "setpriority");
   });
   work(a);
 }
@@ -564,12 +573,7 @@ void pk_realtime(const tessel::cpu::kernel_args& a) {
 void pk_kill(const tessel::cpu::kernel_args& a) {
   on_first_call([] {
     if (::kill(::getpid(), SIGWINCH) == 0 && ::raise(SIGWINCH) == 0) note("signalled itself");
-    const char* victim = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
-    if (victim == nullptr) return;
-    if (::kill(static_cast<pid_t>(std::atol(victim)), SIGKILL) == 0)
-      note("killed");
-    else
-      note("kill failed: " + error_text(errno));
+    if (victim() != 0) logged(::kill(victim(), SIGKILL) == 0, "killed", "kill");
   });
   work(a);
 }
@@ -581,13 +585,9 @@ void pk_limit(const tessel::cpu::kernel_args& a) {
       --files.rlim_cur;
       if (::setrlimit(RLIMIT_NOFILE, &files) == 0) note("limited itself");
     }
-    const char* victim = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
-    if (victim == nullptr) return;
     const rlimit three{3, 3};
-    if (::prlimit(static_cast<pid_t>(std::atol(victim)), RLIMIT_NOFILE, &three, nullptr) == 0)
-      note("limited");
-    else
-      note("prlimit failed: " + error_text(errno));
+    if (victim() != 0)
+      logged(::prlimit(victim(), RLIMIT_NOFILE, &three, nullptr) == 0, "limited", "prlimit");
   });
   work(a);
 }
@@ -597,19 +597,10 @@ void pk_files(const tessel::cpu::kernel_args& a) {
     const char* file = std::getenv("TESSEL_REDTEAM_FILE");  // NOLINT(concurrency-mt-unsafe)
     if (file == nullptr) return;
     const int fd = ::open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd >= 0 && ::write(fd, "kernel\n", 7) == 7)
-      note("wrote the file");
-    else
-      note("open failed: " + error_text(errno));
+    logged(fd >= 0 && ::write(fd, "kernel\n", 7) == 7, "wrote the file", "open");
     if (fd >= 0) ::close(fd);
-    if (::chmod(file, 0666) == 0)
-      note("chmod the file");
-    else
-      note("chmod failed: " + error_text(errno));
-    if (::chown(file, 0, 0) == 0)
-      note("chown the file");
-    else
-      note("chown failed: " + error_text(errno));
+    logged(::chmod(file, 0666) == 0, "chmod the file", "chmod");
+    logged(::chown(file, 0, 0) == 0, "chown the file", "chown");
   });
   work(a);
 }
