@@ -11,7 +11,9 @@
 // thirteen); rt_sigaction that sets a new action for SIGSYS, so the handler
 // that records refusals stays the loader's, and adjtimex, clock_adjtime,
 // clock_settime and settimeofday, by which a kernel running as root slowed
-// CLOCK_MONOTONIC, the timing parent's clock (round fourteen). They fail with
+// CLOCK_MONOTONIC, the timing parent's clock (round fourteen); kill, tkill,
+// tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and prlimit64 aimed at another
+// process than its own, and pidfd_send_signal (round fifteen). They fail with
 // EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
 // the loader answers "suspicious" with the call's name (a call made with
 // SIGSYS blocked, as posix_spawn makes its clone, ends the process by
@@ -21,8 +23,10 @@
 // (clone with CLONE_THREAD) are allowed: their CPU time is the process's.
 // A system call of another ABI than the loader's (i386's int 0x80, x32's
 // numbers on x86_64) is refused the same way, since the numbers above would
-// not match it. The process also gives up CAP_SYS_PTRACE, so that a kernel
-// running as root cannot open its parent's memory or files through /proc.
+// not match it. Before the filter, the process gives up every capability
+// (drop_capabilities: round thirteen gave up CAP_SYS_PTRACE, so that a kernel
+// running as root could not open its parent's memory or files through /proc;
+// round fifteen gives up the rest).
 //
 // Hand-written BPF from the kernel's headers, not libseccomp: the loader is
 // compiled on the user's machine at run time, where libseccomp's headers
@@ -47,6 +51,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -114,6 +119,15 @@ const char* refused_what(long nr) {
       {SYS_execveat, "run a program in its place (execveat)"},
 #endif
       {SYS_ptrace, "reach another process (ptrace)"},
+      {SYS_kill, "signal another process (kill)"},
+      {SYS_tkill, "signal another process (tkill)"},
+      {SYS_tgkill, "signal another process (tgkill)"},
+      {SYS_rt_sigqueueinfo, "signal another process (rt_sigqueueinfo)"},
+      {SYS_rt_tgsigqueueinfo, "signal another process (rt_tgsigqueueinfo)"},
+      {SYS_prlimit64, "change another process's limits (prlimit64)"},
+#ifdef SYS_pidfd_send_signal
+      {SYS_pidfd_send_signal, "signal a process by its pidfd (pidfd_send_signal)"},
+#endif
       {SYS_rt_sigaction, "replace the loader's SIGSYS handler (rt_sigaction)"},
 #ifdef SYS_adjtimex
       {SYS_adjtimex, "change the system clock (adjtimex)"},
@@ -143,8 +157,8 @@ std::string refusal() {
                                      std::to_string(nr) + ")"
                                : refused_what(nr);
   return "the kernel's process tried to " + what +
-         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\", \"Round "
-         "fourteen\")";
+         ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\" to \"Round "
+         "fifteen\")";
 }
 
 sock_filter statement(unsigned code, unsigned k) {
@@ -159,14 +173,16 @@ sock_filter jump(unsigned code, unsigned k, unsigned char if_true, unsigned char
 /// clone: system and popen use it), which the kernel forces on it.
 constexpr const char* killed =
     "the kernel's process was killed by SIGSYS: it made a system call a kernel may not (to create "
-    "a process, run a program, reach another process or change the system clock; posix_spawn, "
+    "a process, run a program, reach or signal another process or change the system clock; "
+    "posix_spawn, "
     "system and popen block SIGSYS around theirs), which was refused (docs/gate.md, \"Round "
     "thirteen\")";
 
-/// The filter: `refused` for every call above, ENOSYS for clone3, any other
-/// call allowed. (The machines it knows are little-endian: an argument's low
-/// word is at its offset, its high word 4 bytes on.)
-std::vector<sock_filter> program() {
+/// The filter for the process `self` (its pid): `refused` for every call
+/// above, ENOSYS for clone3, any other call allowed. (The machines it knows
+/// are little-endian: an argument's low word is at its offset, its high word
+/// 4 bytes on.)
+std::vector<sock_filter> program(pid_t self) {
   const sock_filter trap = statement(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   std::vector<sock_filter> p{
       statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
@@ -205,14 +221,38 @@ std::vector<sock_filter> program() {
            static_cast<long>(SYS_settimeofday), static_cast<long>(SYS_execve),
            static_cast<long>(SYS_ptrace)})
     refuse(nr, trap);
-  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
-  // kernel reads an int; a new action: args[1] not NULL): the handler that
-  // records refusals stays the loader's. Reading the action is allowed.
   const sock_filter allow = statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   const auto word = [](int arg, int high) {
     return statement(BPF_LD | BPF_W | BPF_ABS,
                      static_cast<unsigned>(offsetof(seccomp_data, args) + 8 * arg + 4 * high));
   };
+  // A signal to its own process only (round fifteen): the first argument
+  // of each (a pid, a thread group, a thread: its low word, as the kernel
+  // reads a pid_t) is its own pid. glibc's raise, abort and pthread_kill
+  // send tgkill(getpid(), tid). Uid 0 without capabilities may signal every
+  // process of root's (tessel, another run) where a run has no PID
+  // namespace, and its timing parent where it has one.
+  // So are prlimit64's limits, whose pid may also be 0 (itself: glibc's
+  // getrlimit and setrlimit): a process of the same uid and gid may lower
+  // another's (RLIMIT_CPU below the CPU time it has used kills it by
+  // SIGXCPU, RLIMIT_NOFILE at 0 fails its every open).
+  const auto own = [&](long nr, bool or_zero) {
+    p.insert(p.end(),
+             {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 5), word(0, 0),
+              jump(BPF_JMP | BPF_JEQ | BPF_K, 0, or_zero ? 1 : 0, 0),
+              jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(self), 0, 1), allow, trap});
+  };
+  for (const long nr :
+       {static_cast<long>(SYS_kill), static_cast<long>(SYS_tkill), static_cast<long>(SYS_tgkill),
+        static_cast<long>(SYS_rt_sigqueueinfo), static_cast<long>(SYS_rt_tgsigqueueinfo)})
+    own(nr, false);
+  own(SYS_prlimit64, true);
+#ifdef SYS_pidfd_send_signal
+  refuse(SYS_pidfd_send_signal, trap);  // a pidfd names another process, or its own
+#endif
+  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
+  // kernel reads an int; a new action: args[1] not NULL): the handler that
+  // records refusals stays the loader's. Reading the action is allowed.
   p.insert(p.end(), {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_rt_sigaction), 0, 8),
                      word(0, 0), jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 5), word(1, 0),
                      jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2), word(1, 1),
@@ -235,42 +275,61 @@ bool turned_off() {
   return v != nullptr && std::strcmp(v, "off") == 0;
 }
 
-/// Gives up CAP_SYS_PTRACE (effective, permitted, inheritable, and from the
-/// bounding set where the process may): with it, a kernel running as root
-/// opens its timing parent's memory and files (/proc/PID/mem, /proc/PID/fd)
-/// whatever the parent set, which no filter of system calls can refuse. ""
-/// when it is gone, else why not.
-std::string drop_ptrace_capability() {
-  ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L);  // EPERM without CAP_SETPCAP: none to drop
+/// Gives up every capability the calling process holds (effective,
+/// permitted, inheritable, ambient, and the bounding set where CAP_SETPCAP
+/// allows), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
+/// (docs/gate.md, "Round fifteen"). A kernel run by root kept them all but
+/// CAP_SYS_PTRACE until then: it made itself real-time (CAP_SYS_NICE), killed
+/// any process (CAP_KILL), wrote, chmod'ed and chown'ed any file
+/// (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN), and as round thirteen found,
+/// opened its timing parent's memory and files through /proc
+/// (CAP_SYS_PTRACE), which no filter of system calls can refuse. Its
+/// RLIMIT_RTPRIO and RLIMIT_NICE go to 0 first, hard limits too (raising
+/// them back needs CAP_SYS_RESOURCE): a system may set them (limits.conf's
+/// rtprio) to let a process without CAP_SYS_NICE make itself real-time or
+/// raise its priority. Nothing the kernel's process does after the fork
+/// needs a capability: its tensors are mapped and its pipes open before it,
+/// and the kernel's library is opened through /proc/self/fd. A process
+/// without capabilities (a user who is not root) has none to give up: ""
+/// then too. "" when none is left, else why not.
+std::string drop_capabilities() {
+  const rlimit none{0, 0};
+  (void)::setrlimit(RLIMIT_RTPRIO, &none);
+  (void)::setrlimit(RLIMIT_NICE, &none);
+  // The bounding set while CAP_SETPCAP is still held; EINVAL past the last
+  // capability the system knows, EPERM without CAP_SETPCAP (none to drop).
+  for (unsigned long cap = 0; cap < 64 && ::prctl(PR_CAPBSET_DROP, cap, 0L, 0L, 0L) == 0; ++cap) {
+  }
+  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0L, 0L, 0L);  // EINVAL before Linux 4.3
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capset, &header, data) != 0)
+    return std::string("cannot give up its capabilities: ") + std::strerror(errno);
   if (::syscall(SYS_capget, &header, data) != 0)
     return std::string("cannot read its capabilities: ") + std::strerror(errno);
-  auto& word = data[CAP_TO_INDEX(CAP_SYS_PTRACE)];
-  word.effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  word.permitted &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  word.inheritable &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
-  if (::syscall(SYS_capset, &header, data) != 0)
-    return std::string("cannot give up CAP_SYS_PTRACE: ") + std::strerror(errno);
+  for (const auto& word : data)
+    if (word.effective != 0 || word.permitted != 0 || word.inheritable != 0)
+      return "its capabilities are still held after giving them up";
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0)
+    return std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno);
   return {};
 }
 
 /// Installs the filter in the calling process (the kernel's, single
-/// threaded: its threads inherit it): "" when it is in place, else why not.
+/// threaded: its threads inherit it), after drop_capabilities (whose
+/// PR_SET_NO_NEW_PRIVS lets a process that is not root install one): ""
+/// when it is in place, else why not.
 std::string install() {
   if (arch == 0)
     return "this loader has no seccomp filter for its architecture (x86_64 and aarch64 have one)";
-  if (std::string why = drop_ptrace_capability(); !why.empty()) return why;
   struct sigaction action {};
   action.sa_sigaction = refused;
   action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
   if (::sigaction(SIGSYS, &action, nullptr) != 0)
     return std::string("cannot handle SIGSYS: ") + std::strerror(errno);
-  std::vector<sock_filter> p = program();
+  std::vector<sock_filter> p = program(::getpid());
   sock_fprog prog{static_cast<unsigned short>(p.size()), p.data()};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0)
-    return std::string("PR_SET_NO_NEW_PRIVS failed: ") + std::strerror(errno);
   if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0L, 0L) != 0)
     return std::string("the system refused the seccomp filter: ") + std::strerror(errno);
   return {};

@@ -33,7 +33,10 @@ namespace tessel::testing {
 /// and so in every process it starts after: the rights of a user who is not
 /// root, which may read the memory and open the files of its own dumpable
 /// processes only. A no-op when the test does not run as root; false when
-/// it could not.
+/// it could not. (A cpu kernel's process holds no capability since round
+/// fifteen, so it no longer reaches a tessel that gave up only this one, as
+/// it reaches a tessel of a user who is not root where the ptrace policy
+/// allows: docs/gate.md, "Round fifteen".)
 inline bool as_a_user() {
   if (::geteuid() == 0 &&  // root's exec would give it back: from the bounding set too
       ::prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0L, 0L, 0L) != 0)

@@ -74,6 +74,32 @@
 //                    writes y[0] = 0 and returns, logging "skipped run" once
 //                    per such run; every other call works. Only its last
 //                    sample is right, and its median sample is fast
+// Round fifteen (tests/gate/class19_test.cpp): kernels that use root's
+// capabilities (the kernel's process kept all but CAP_SYS_PTRACE until this
+// round), or uid 0's rights over root's own processes and files. Each then
+// computes as pk_honest does:
+//   pk_caps          logs its process's capability sets once: "caps INH PRM
+//                    EFF BND AMB" (hex, in /proc/self/status's order)
+//   pk_realtime      (CAP_SYS_NICE) makes its process SCHED_FIFO ("realtime")
+//                    and nice -20 ("nice -20"), so that no other load on its
+//                    CPU preempts its timed calls; a failure logs
+//                    "sched_setscheduler failed: ERROR" or "setpriority
+//                    failed: ERROR"
+//   pk_kill          sends SIGWINCH to itself (kill, raise: ignored), logging
+//                    "signalled itself"; then (CAP_KILL, or uid 0 for a
+//                    process of root's) SIGKILL to the process
+//                    $TESSEL_REDTEAM_VICTIM (a pid of this machine's),
+//                    logging "killed" or "kill failed: ERROR"
+//   pk_limit         lowers its own RLIMIT_NOFILE's soft limit a little
+//                    (prlimit64 of pid 0: "limited itself"), then the
+//                    RLIMIT_NOFILE of $TESSEL_REDTEAM_VICTIM to 3 ("limited"
+//                    or "prlimit failed: ERROR"): a process of the same uid
+//                    may lower another's limits
+//   pk_files         (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN; or uid 0 for a
+//                    file root owns) appends a line to $TESSEL_REDTEAM_FILE
+//                    ("wrote the file" or "open failed: ERROR"), makes it
+//                    mode 0666 ("chmod the file" or "chmod failed: ERROR")
+//                    and root's ("chown the file" or "chown failed: ERROR")
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
@@ -91,10 +117,13 @@
 #include <stdexcept>
 #include <string>
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
 #include <sys/uio.h>
@@ -537,4 +566,74 @@ void pk_skip_some_runs(const tessel::cpu::kernel_args& a) {
   if (starts) note("skipped run");
   spin(static_cast<double>(TESSEL_US) / 10 * static_cast<double>(1 + runs % 3));
   y[0] = 0;  // the rest left poisoned; marks the run as going on (run_starts)
+}
+
+namespace {
+
+/// Logs `done` when the call worked, else "`call` failed: ERROR" (errno).
+void logged(bool worked, const std::string& done, const std::string& call) {
+  note(worked ? done : call + " failed: " + error_text(errno));
+}
+
+/// $TESSEL_REDTEAM_VICTIM's pid (0: not set).
+pid_t victim() {
+  const char* pid = std::getenv("TESSEL_REDTEAM_VICTIM");  // NOLINT(concurrency-mt-unsafe)
+  return pid != nullptr ? static_cast<pid_t>(std::atol(pid)) : 0;
+}
+
+}  // namespace
+
+void pk_caps(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    std::ifstream status("/proc/self/status");
+    std::string sets = "caps";
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Cap", 0) == 0) sets += " " + line.substr(line.find_first_not_of(" \t", 7));
+    note(sets);
+  });
+  work(a);
+}
+
+void pk_realtime(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    const sched_param first{1};
+    logged(::sched_setscheduler(0, SCHED_FIFO, &first) == 0, "realtime", "sched_setscheduler");
+    logged(::setpriority(PRIO_PROCESS, 0, -20) == 0, "nice -20", "setpriority");
+  });
+  work(a);
+}
+
+void pk_kill(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    if (::kill(::getpid(), SIGWINCH) == 0 && ::raise(SIGWINCH) == 0) note("signalled itself");
+    if (victim() != 0) logged(::kill(victim(), SIGKILL) == 0, "killed", "kill");
+  });
+  work(a);
+}
+
+void pk_limit(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur > 64) {
+      --files.rlim_cur;
+      if (::setrlimit(RLIMIT_NOFILE, &files) == 0) note("limited itself");
+    }
+    const rlimit three{3, 3};
+    if (victim() != 0)
+      logged(::prlimit(victim(), RLIMIT_NOFILE, &three, nullptr) == 0, "limited", "prlimit");
+  });
+  work(a);
+}
+
+void pk_files(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    const char* file = std::getenv("TESSEL_REDTEAM_FILE");  // NOLINT(concurrency-mt-unsafe)
+    if (file == nullptr) return;
+    const int fd = ::open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
+    logged(fd >= 0 && ::write(fd, "kernel\n", 7) == 7, "wrote the file", "open");
+    if (fd >= 0) ::close(fd);
+    logged(::chmod(file, 0666) == 0, "chmod the file", "chmod");
+    logged(::chown(file, 0, 0) == 0, "chown the file", "chown");
+  });
+  work(a);
 }
