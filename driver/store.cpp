@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace tessel {
 
 stored_study reopen_study(const std::string& db) {
@@ -36,6 +38,28 @@ study_spec recorded_spec(const study_record& record) {
   if (const auto b = options.find("evaluate_baseline"); b != options.end() && b->is_boolean())
     spec.baseline = b->get<bool>();
   return spec.resolved();
+}
+
+std::vector<resumed_option> take_recorded(
+    study_spec& spec, const study_spec& recorded,
+    const std::function<option_said(std::string_view field)>& said) {
+  static constexpr const char* fields[] = {
+      "strategy", "seed", "scheduler", "cost_alpha",  "cost_rule",          "min_gain",
+      "window",   "jobs", "baseline",  "budget_hint", "cost_budget_hint_s", "token_price_s"};
+  auto mine = spec.to_json();
+  const auto theirs = recorded.to_json();
+  std::vector<resumed_option> out;
+  for (const std::string_view field : fields) {
+    const std::string key(field);
+    const auto how = said(field);
+    if (how == option_said::cannot || mine[key] == theirs[key]) continue;
+    if (field == "jobs" && mine["window"] != 0) continue;  // no effect (window is taken first)
+    out.push_back({key, mine[key].dump(), theirs[key].dump(), how == option_said::left_out});
+    if (out.back().taken) mine[key] = theirs[key];
+  }
+  if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.taken; }))
+    spec = study_spec::from_json(mine);
+  return out;
 }
 
 const trial* best_trial(const stored_study& stored) {

@@ -12,18 +12,22 @@
 #include <tessel/tessel.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -244,7 +248,8 @@ config config_of(const space& s, const std::string& text) { return s.from_partia
 struct py_study {
   opened_study opened;
   std::unique_ptr<agent_ops> ops;
-  bool read_space = false;  ///< the driver read the space again, for the backend's target
+  bool read_space = false;         ///< the driver read the space again, for the backend's target
+  std::vector<std::string> notes;  ///< what a resume took from the study file (resume_as_given)
 
   std::string call(const std::string& op, const std::string& args) {
     const auto parsed = parse_json(args, op);
@@ -262,13 +267,59 @@ struct py_study {
   std::string run_budget() { return run(opened.until()); }
 };
 
+/// A field of study_spec::to_json as a keyword of tessel.Study, with its
+/// value as Python writes it (`seed=7`, `strategy='random'`, `baseline=False`).
+std::string keyword_text(const std::string& field, const std::string& value_json) {
+  const auto value = json::parse(value_json);
+  const std::string keyword = field == "token_price_s" ? "token_price" : field;
+  if (value.is_boolean()) return keyword + (value.get<bool>() ? "=True" : "=False");
+  if (value.is_string()) return fmt::format("{}='{}'", keyword, value.get<std::string>());
+  return keyword + "=" + value.dump();
+}
+
+/// open_options::resuming for tessel.Study(resume=True): the options of the
+/// spec the caller left out (not in `given`, fields of study_spec::to_json)
+/// are taken from the study file (take_recorded); `notes` says what was taken
+/// and what the caller gave that differs.
+std::function<void(study_spec&, const study_spec&)> resume_as_given(
+    std::vector<std::string> given, std::vector<std::string>& notes) {
+  return [given = std::move(given), &notes](study_spec& spec, const study_spec& recorded) {
+    const auto said = [&given](std::string_view field) {
+      return std::find(given.begin(), given.end(), field) != given.end() ? option_said::given
+                                                                         : option_said::left_out;
+    };
+    std::vector<std::string> taken, kept, began;
+    for (const auto& o : take_recorded(spec, recorded, said)) {
+      if (o.taken) {
+        taken.push_back(keyword_text(o.field, o.recorded));
+      } else {
+        kept.push_back(keyword_text(o.field, o.given));
+        began.push_back(keyword_text(o.field, o.recorded));
+      }
+    }
+    if (!taken.empty())
+      notes.push_back(fmt::format("resuming with {}, as it began (from the study file)",
+                                  fmt::join(taken, ", ")));
+    if (!kept.empty())
+      notes.push_back(fmt::format(
+          "begun with {}; this study proposes with {} as given (leave {} out to continue it as "
+          "it began)",
+          fmt::join(began, ", "), fmt::join(kept, ", "), kept.size() == 1 ? "it" : "them"));
+  };
+}
+
 /// `s`: the space (None: the driver reads the spec's file); `spec`: a
 /// study_spec's JSON (python/tessel/__init__.py builds it);
-/// `backend`: None (the spec's backend, or none) or a Python callable.
+/// `backend`: None (the spec's backend, or none) or a Python callable;
+/// `given`: the spec's fields the caller gave (on resume the others are
+/// taken from the study file).
 std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::string& spec,
-                                     py::object backend, bool resume) {
+                                     py::object backend, bool resume,
+                                     std::vector<std::string> given) {
+  auto out = std::make_unique<py_study>();
   open_options o;
   o.mode = resume ? open_mode::resume : open_mode::create;
+  o.resuming = resume_as_given(std::move(given), out->notes);
   o.space = s;  // none: the driver reads spec.file
   if (py::isinstance<py::function>(backend)) {
     o.backend = python_backend(backend.cast<py::function>(), "python");
@@ -287,7 +338,6 @@ std::unique_ptr<py_study> make_study(const std::optional<space>& s, const std::s
   if (s && parsed.target.empty() && !parsed.file.empty() &&
       parsed.resolved().target != s->def().target.name)
     o.space.reset();
-  auto out = std::make_unique<py_study>();
   out->read_space = !o.space;
   out->opened = with_keywords("tessel.Study", study_keywords,
                               [&] { return open_study(std::move(parsed), std::move(o)); });
@@ -470,10 +520,11 @@ PYBIND11_MODULE(_tessel, m) {
 
   py::class_<py_study>(m, "Study")
       .def(py::init(&make_study), py::arg("space"), py::arg("spec"), py::arg("backend"),
-           py::arg("resume"))
+           py::arg("resume"), py::arg("given"))
       .def_static("join", &join_shared, py::arg("url"), py::arg("backend"), py::arg("settings"),
                   py::arg("jobs"), py::arg("seed"), py::arg("wait"), py::arg("name"))
       .def("read_space", [](const py_study& s) { return s.read_space; })
+      .def("notes", [](const py_study& s) { return s.notes; })
       .def("space", [](const py_study& s) { return s.opened.study->space(); })
       .def("call", &py_study::call)
       .def("run", &py_study::run)

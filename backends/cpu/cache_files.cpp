@@ -10,7 +10,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <optional>
+#include <sstream>
+#include <string>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -43,9 +47,15 @@ std::optional<long> trailing_number(std::string_view& text) {
   return value;
 }
 
-/// The PID of the process a private name belongs to (NAME.PID-N.KIND);
-/// nullopt for any other name.
+/// The PID of the process a private name belongs to (NAME.PID-N.KIND), or
+/// the file guard's that writes the bytes it puts back under NAME.restore-PID
+/// before renaming them over NAME (file_guard::restore_locked); nullopt for
+/// any other name.
 std::optional<pid_t> owner_of(std::string_view name) {
+  constexpr std::string_view restore = ".restore-";
+  if (auto rest = name; const auto pid = trailing_number(rest))
+    if (*pid > 0 && rest.ends_with(restore) && rest.size() > restore.size())
+      return static_cast<pid_t>(*pid);
   for (const auto kind : private_kinds) {
     if (!name.ends_with(kind)) continue;
     name.remove_suffix(kind.size());
@@ -166,15 +176,67 @@ std::string private_name(const fs::path& path, std::string_view what) {
   return path.string() + fmt::format(".{}-{}.{}", ::getpid(), counter.fetch_add(1), what);
 }
 
+namespace {
+
+/// The number after the next `skip` words of `in`; nullopt when none.
+std::optional<double> number_after(std::istream&& in, int skip) {
+  std::string word;
+  for (int i = 0; i < skip; ++i)
+    if (!(in >> word)) return std::nullopt;
+  double value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+/// Seconds since the process `pid` started, by /proc (the time since boot,
+/// less its start time after boot); nullopt when /proc does not say.
+std::optional<double> age_s(pid_t pid) {
+  const auto stat = read_regular(fs::path("/proc") / std::to_string(pid) / "stat");
+  const auto up = number_after(std::ifstream("/proc/uptime"), 0);
+  const long per_s = ::sysconf(_SC_CLK_TCK);
+  // The fields after the command's name, in parentheses (it may hold
+  // spaces): the start time, in clock ticks, is the 20th.
+  const auto name_end = stat ? stat->rfind(')') : std::string::npos;
+  if (!up || per_s <= 0 || name_end == std::string::npos) return std::nullopt;
+  const auto ticks = number_after(std::istringstream(stat->substr(name_end + 1)), 19);
+  if (!ticks) return std::nullopt;
+  return *up - *ticks / static_cast<double>(per_s);
+}
+
+/// Whether the process running as `pid` started more than 2 s after `file`
+/// was last written, so that it cannot have written it (its PID was used
+/// again; 2 s: the clocks' ticks and a second's rounding); false where /proc
+/// does not say.
+bool started_after(pid_t pid, const fs::path& file) {
+  struct stat st {};
+  timespec now{};
+  const auto age = age_s(pid);
+  if (!age || ::stat(file.c_str(), &st) != 0 || ::clock_gettime(CLOCK_REALTIME, &now) != 0)
+    return false;
+  const double written_s_ago = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+                               static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
+  return *age + 2 < written_s_ago;
+}
+
+}  // namespace
+
 std::size_t remove_leftovers_of_dead(const fs::path& dir) {
   std::size_t removed = 0;
   std::error_code ec;
   for (auto it =
            fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const auto pid = owner_of(it->path().filename().native());
-    std::error_code gone;
-    if (pid && ::kill(*pid, 0) != 0 && errno == ESRCH && fs::remove(it->path(), gone)) ++removed;
+    const auto name = it->path().filename().string();
+    const auto pid = owner_of(name);
+    if (!pid) continue;
+    // A guard writes BUILD.restore-PID afresh (its mtime: when), so a
+    // process that started after that is not its writer. A private name
+    // may be a copy or a link that keeps an older mtime: only ESRCH says.
+    const bool gone =
+        (::kill(*pid, 0) != 0 && errno == ESRCH) ||
+        (name.find(".restore-") != std::string::npos && started_after(*pid, it->path()));
+    std::error_code failed;
+    if (gone && fs::remove(it->path(), failed)) ++removed;
   }
   return removed;
 }

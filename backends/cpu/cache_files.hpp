@@ -30,9 +30,12 @@ namespace tessel::detail {
 /// Removes, under `dir` (recursively), the private names (and the
 /// KEY.PID-N.uncached.so builds earlier versions left unkept) of processes
 /// that are no longer running: a compile's temporaries and dependency lists,
-/// a run's private copy, left by a process that was killed. A process that
-/// runs keeps its own; the PIDs are this PID namespace's, so processes that
-/// share a cache must see each other's. Returns how many it removed.
+/// a run's private copy, left by a process that was killed; and a file
+/// guard's BUILD.restore-PID (the bytes it puts back, before their rename)
+/// whose PID no longer runs or now names a process that started after it was
+/// written. A process that runs keeps its own; the PIDs are this PID
+/// namespace's, so processes that share a cache must see each other's.
+/// Returns how many it removed.
 std::size_t remove_leftovers_of_dead(const std::filesystem::path& dir);
 
 /// Removes the build `file` unless a process holds it in use (a

@@ -216,6 +216,33 @@ struct stored_study {
 /// (resolved).
 [[nodiscard]] study_spec recorded_spec(const study_record& record);
 
+/// How a caller resuming a study said one option of its spec (take_recorded).
+enum class option_said : unsigned char {
+  cannot,    ///< the caller has no such option: neither taken nor compared
+  left_out,  ///< taken from the study file
+  given,     ///< kept as given
+};
+
+/// One option a study file records that decides which trials come next,
+/// where the spec given and the one the study began with differ.
+struct resumed_option {
+  std::string field;     ///< its key in study_spec::to_json
+  std::string given;     ///< the value given, as JSON text
+  std::string recorded;  ///< the value the study began with, as JSON text
+  bool taken = false;    ///< left out: `spec` now holds the recorded value
+};
+
+/// What every front-end's open_options::resuming does (the CLI's `--resume`,
+/// Python's `Study(resume=True)`): takes into `spec` from `recorded` each
+/// option that decides which trials come next (strategy, seed, scheduler,
+/// cost_alpha, cost_rule, min_gain, window, jobs with window 0, baseline,
+/// budget_hint, cost_budget_hint_s, token_price_s) that the caller left out,
+/// as `said(field)` tells; one it gave stays. Returns those that differ, in
+/// that order, each marked taken or not, for the caller's notes.
+[[nodiscard]] std::vector<resumed_option> take_recorded(
+    study_spec& spec, const study_spec& recorded,
+    const std::function<option_said(std::string_view field)>& said);
+
 /// The best trial of a stored study: finished, ok and measured at full
 /// fidelity; null when it has none.
 [[nodiscard]] const trial* best_trial(const stored_study& stored);

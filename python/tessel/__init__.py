@@ -173,23 +173,40 @@ class Study:
     until re-measured on the backend. jobs: evaluations run at once by run();
     window: proposals in flight (0 = jobs), so the same seed gives the same
     trials at any jobs (docs/scheduler.md).
+
+    Left out (None): strategy "auto", seed 0, scheduler "utility",
+    token_price 0, jobs 1, window 4, baseline True; but with resume=True
+    the study goes on as it began: each of these the caller leaves out is
+    taken from the study file, one it gives wins, and `notes` says which
+    (docs/agents.md, "Resuming a study").
     """
 
     _joined = False  # made by Study.join: run() goes on until the shared study's budget
 
-    def __init__(self, space, backend=None, strategy="auto", seed=0, db=None, resume=False,
-                 scheduler="utility", token_price=0.0, verify=False, jobs=1, window=4,
-                 baseline=True):
+    # The defaults of the options a resume may take from the study file, by
+    # keyword, and each one's field of the study spec (docs/driver.md).
+    _recorded = {"strategy": ("strategy", "auto"), "seed": ("seed", 0),
+                 "scheduler": ("scheduler", "utility"), "token_price": ("token_price_s", 0.0),
+                 "jobs": ("jobs", 1), "window": ("window", 4), "baseline": ("baseline", True)}
+
+    def __init__(self, space, backend=None, strategy=None, seed=None, db=None, resume=False,
+                 scheduler=None, token_price=None, verify=False, jobs=None, window=None,
+                 baseline=None):
         if not isinstance(space, Space):  # a path: read as `tessel tune FILE` reads it
             space = Space(None, {"file": str(space), "space": "", "target": None, "set": {}})
         self.space = space
+        given = {"strategy": strategy, "seed": seed, "scheduler": scheduler,
+                 "token_price": token_price, "jobs": jobs, "window": window, "baseline": baseline}
+        options = {field: default if given[k] is None else given[k]
+                   for k, (field, default) in self._recorded.items()}
+        options["token_price_s"] = float(options["token_price_s"])
         # The study spec (docs/driver.md), as `tessel tune` would record it.
-        spec = dict(space._origin, strategy=strategy, scheduler=scheduler, seed=seed,
-                    db="" if db is None else str(db), token_price_s=float(token_price),
-                    verify=verify, jobs=jobs, window=window, baseline=baseline,
+        spec = dict(space._origin, **options, db="" if db is None else str(db), verify=verify,
                     backend=backend if isinstance(backend, str) else "")
         self._st = _tessel.Study(space._s, _dumps(spec),
-                                 None if isinstance(backend, str) else backend, resume)
+                                 None if isinstance(backend, str) else backend, resume,
+                                 [self._recorded[k][0] for k, v in given.items() if v is not None])
+        self.notes = self._st.notes()
         if self._st.read_space():  # read for the backend's target (cpu)
             self.space = Space(self._st.space(), dict(space._origin))
 
@@ -210,6 +227,7 @@ class Study:
                                       jobs, seed, float(wait), name)
         self.space = Space(self._st.space())
         self._joined = True
+        self.notes = []
         return self
 
     def _call(self, op, **args):

@@ -360,16 +360,16 @@ void add_model_options(CLI::App& command, model_options& o) {
 
 namespace {
 
-/// An option whose value the study file records and that decides which
-/// trials come next: `field` of study_spec::to_json. It applies to a command
-/// that has `alias` (else `option`), and is given by either name.
-struct resumed_option {
+/// An option of the command line for a field of study_spec::to_json that
+/// take_recorded (tessel/driver.hpp) may take from the study file. It applies
+/// to a command that has `alias` (else `option`), and is given by either name.
+struct recorded_option {
   const char* option;
   const char* field;
   const char* alias = nullptr;
 };
 
-constexpr resumed_option resumed_options[] = {
+constexpr recorded_option recorded_options[] = {
     {"--strategy", "strategy"},
     {"--seed", "seed"},
     {"--scheduler", "scheduler"},
@@ -377,12 +377,18 @@ constexpr resumed_option resumed_options[] = {
     {"--cost-rule", "cost_rule"},
     {"--min-gain", "min_gain"},
     {"--window", "window"},
-    {"--jobs", "jobs"},  // only with --window 0 (taken below)
+    {"--jobs", "jobs"},
     {"--no-baseline", "baseline"},
     {"--budget", "budget_hint", "--budget-hint"},  // serve and mcp (tune's --budget stops it)
     {"--cost-budget", "cost_budget_hint_s", "--cost-budget-hint"},
     {"--token-price", "token_price_s"},
 };
+
+const recorded_option* option_for(std::string_view field) {
+  for (const auto& r : recorded_options)
+    if (field == r.field) return &r;
+  return nullptr;
+}
 
 bool given(const CLI::App& command, const char* name) {
   const auto* option = name ? command.get_option_no_throw(name) : nullptr;
@@ -390,37 +396,38 @@ bool given(const CLI::App& command, const char* name) {
 }
 
 /// `--option value` as a person gives it (a flag: itself, or "the baseline").
-std::string option_text(const resumed_option& r, const nlohmann::json& value) {
+std::string option_text(const recorded_option& r, const std::string& value_json) {
+  const auto value = nlohmann::json::parse(value_json);
   if (value.is_boolean()) return value.get<bool>() ? "the baseline" : std::string(r.option);
   return fmt::format("{} {}", r.option,
                      value.is_string() ? value.get<std::string>() : value.dump());
 }
 
-/// Takes from `recorded` what `command` left out (resumed_options); returns
+/// Takes from `recorded` what `command` left out (take_recorded); returns
 /// the notes to print, each after the study file's location.
-std::vector<std::string> take_recorded(study_spec& spec, const study_spec& recorded,
+std::vector<std::string> take_left_out(study_spec& spec, const study_spec& recorded,
                                        const CLI::App& command) {
-  auto mine = spec.to_json();
-  const auto theirs = recorded.to_json();
+  const auto said = [&command](std::string_view field) {
+    const auto* r = option_for(field);
+    if (!r || !command.get_option_no_throw(r->alias ? r->alias : r->option))
+      return option_said::cannot;
+    return given(command, r->option) || given(command, r->alias) ? option_said::given
+                                                                 : option_said::left_out;
+  };
   std::vector<std::string> taken, kept, began;
-  for (const auto& r : resumed_options) {
-    const bool applies = command.get_option_no_throw(r.alias ? r.alias : r.option) != nullptr;
-    if (!applies || mine[r.field] == theirs[r.field]) continue;
-    if (std::string_view(r.field) == "jobs" && mine["window"] != 0) continue;  // no effect
-    if (given(command, r.option) || given(command, r.alias)) {
-      kept.push_back(option_text(r, mine[r.field]));
-      began.push_back(option_text(r, theirs[r.field]));
+  for (const auto& o : take_recorded(spec, recorded, said)) {
+    const auto& r = *option_for(o.field);
+    if (o.taken) {
+      taken.push_back(option_text(r, o.recorded));
     } else {
-      mine[r.field] = theirs[r.field];
-      taken.push_back(option_text(r, theirs[r.field]));
+      kept.push_back(option_text(r, o.given));
+      began.push_back(option_text(r, o.recorded));
     }
   }
   std::vector<std::string> notes;
-  if (!taken.empty()) {
-    spec = study_spec::from_json(mine);
+  if (!taken.empty())
     notes.push_back(
         fmt::format("resuming with {}, as it began (from the study file)", fmt::join(taken, " ")));
-  }
   if (!kept.empty())
     notes.push_back(fmt::format(
         "begun with {}; this run proposes with {} as given (leave {} out to continue it as it "
@@ -434,7 +441,7 @@ std::vector<std::string> take_recorded(study_spec& spec, const study_spec& recor
 std::function<void(study_spec&, const study_spec&)> resume_as_given(
     const CLI::App& command, std::vector<std::string>& notes) {
   return [&command, &notes](study_spec& spec, const study_spec& recorded) {
-    auto mine = take_recorded(spec, recorded, command);
+    auto mine = take_left_out(spec, recorded, command);
     if (notes.empty()) notes = std::move(mine);
   };
 }

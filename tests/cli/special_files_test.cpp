@@ -9,13 +9,20 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <filesystem>
 #include <iterator>
 #include <string>
+#include <thread>
 
 using namespace cli_testing;
 namespace fs = std::filesystem;
@@ -45,6 +52,67 @@ result as_user(const std::string& args) {
 
 /// `tessel ARGS` under a 20 s limit.
 result limited(const std::string& args) { return run_tessel("timeout 20 ", args, ""); }
+
+/// The other end of the FIFO `fifo`: a child process that opens it, to
+/// write `text` into it (O_WRONLY) or to copy what it reads to `copy`
+/// (O_RDONLY). Made once the child waits in that open(), which /proc says
+/// (its syscall: openat): what the test runs next finds it waiting there,
+/// however loaded the machine (a sleep, before, could end first).
+class fifo_end {
+ public:
+  fifo_end(const fs::path& fifo, int flags, const std::string& text, const fs::path& copy = {})
+      : pid_(::fork()) {
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {  // open, read, write and _exit only: async-signal-safe after fork
+      const int fd = ::open(fifo.c_str(), flags | O_CLOEXEC);
+      const int to = flags == O_RDONLY
+                         ? ::open(copy.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                         : fd;
+      std::array<char, 4096> block{};
+      if (fd < 0 || to < 0) ::_exit(1);
+      if (flags == O_WRONLY) ::_exit(write_all(fd, text.data(), text.size()) ? 0 : 2);
+      for (ssize_t n = 0; (n = ::read(fd, block.data(), block.size())) > 0;)
+        if (!write_all(to, block.data(), static_cast<std::size_t>(n))) ::_exit(2);
+      ::_exit(0);
+    }
+    // 20 s: a bound for a child that never gets there, not a timing.
+    const auto path = "/proc/" + std::to_string(pid_) + "/syscall";
+    const auto opening = std::to_string(SYS_openat) + " ";
+    for (int i = 0; i < 20000 && read_text(path).rfind(opening, 0) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE_MESSAGE(read_text(path).rfind(opening, 0) == 0, "never waited in open(): ", path);
+  }
+  fifo_end(const fifo_end&) = delete;
+  fifo_end& operator=(const fifo_end&) = delete;
+  ~fifo_end() {
+    if (pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  /// Waits for it to finish (20 s at most); true when it read or wrote all.
+  bool finished() {
+    int status = 0;
+    for (int i = 0; i < 20000; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      }
+    return false;
+  }
+
+ private:
+  static bool write_all(int fd, const char* data, std::size_t size) {
+    while (size > 0) {
+      const auto n = ::write(fd, data, size);
+      if (n <= 0) return false;
+      data += n;
+      size -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  pid_t pid_;
+};
 
 /// A study of 6 trials of fixtures/small.tsl in `db`.
 void make_study(const fs::path& db) {
@@ -157,17 +225,22 @@ TEST_CASE("a FIFO with something at its other end is read and written as before"
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   const std::string quoted = "'" + fifo.string() + "'";
   // A writer waiting in open() when tessel opens the FIFO.
-  auto r = run_tessel("(cat fixtures/small.tsl > " + quoted + " &) && sleep 1 && timeout 20 ",
-                      "check " + quoted + " --sample 0", "");
-  CHECK(r.code == 0);
-  CHECK(contains(r.out, "small (" + fifo.string() + ")"));
+  {
+    fifo_end writer(fifo, O_WRONLY,
+                    read_text(std::string(TESSEL_CLI_TESTS_DIR) + "/fixtures/small.tsl"));
+    const auto r = limited("check " + quoted + " --sample 0");
+    CHECK(r.code == 0);
+    CHECK(contains(r.out, "small (" + fifo.string() + ")"));
+    CHECK(writer.finished());
+  }
   // A reader waiting in open() when tessel writes to it.
   const auto db = dir / "x.tessel.db";
   make_study(db);
   const auto copy = dir / "copy.csv";
-  r = run_tessel("(cat " + quoted + " > '" + copy.string() + "' &) && sleep 1 && timeout 20 ",
-                 "export '" + db.string() + "' --format csv -o " + quoted, " && sleep 1");
+  fifo_end reader(fifo, O_RDONLY, "", copy);
+  const auto r = limited("export '" + db.string() + "' --format csv -o " + quoted);
   CHECK(r.code == 0);
+  REQUIRE(reader.finished());  // it has read to the end and written all it read
   const auto csv = read_text(copy.string());
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);
 }

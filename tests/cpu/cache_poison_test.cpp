@@ -403,6 +403,34 @@ TEST_CASE("cpu cache: what a process that is gone left in the cache is removed a
   for (const auto& path : others) CHECK_MESSAGE(fs::exists(path), path);
 }
 
+TEST_CASE("cpu cache: a guard's restore file left by a process that is gone is removed") {
+  // A guard writes the bytes it puts back to BUILD.restore-PID, then renames
+  // them over BUILD: a process killed between the two left it for good (the
+  // limit's trim keeps a .restore- file, which a running guard may be about
+  // to rename). Now the next start removes it when no process runs as PID,
+  // or the one that does started after it was written (the PID used again).
+  scaled_fixture f;
+  REQUIRE(f.study().ok());
+  const auto build = fs::path(f.o.cache_dir) / "build";
+  const auto gone = build / "0123-4567.so.restore-999999999";
+  const auto reused = build / fmt::format("0123-4567.so.restore-{}", ::getpid());
+  const auto running = build / fmt::format("89ab-cdef.so.restore-{}", ::getpid());
+  const std::vector<fs::path> others{build / ".restore-999999999",
+                                     build / "0123.so.restore-x999999999",
+                                     build / "0123.so.restore-"};
+  for (const auto& path : {gone, reused, running}) write(path, "the bytes a guard puts back");
+  for (const auto& path : others) write(path, "someone else's");
+  // Written an hour ago: before this process started.
+  fs::last_write_time(reused, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const auto m = f.study();
+  INFO(m.message);
+  CHECK(m.ok());
+  CHECK(!fs::exists(gone));
+  CHECK(!fs::exists(reused));
+  CHECK(fs::exists(running));
+  for (const auto& path : others) CHECK_MESSAGE(fs::exists(path), path);
+}
+
 TEST_CASE("cpu cache: as a user who is not root, another user's running process keeps its own") {
   // kill(PID, 0) on another user's process is refused (EPERM), not ESRCH:
   // it runs, and what it named stays; a dead one's still goes.

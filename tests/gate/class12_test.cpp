@@ -108,7 +108,12 @@ TEST_CASE("class 12: the honest host kernel passes, every call computed") {
   const auto r = run_cpu("rt_honest");
   INFO(r.m.message);
   REQUIRE(r.m.status == status::ok);
-  CHECK(r.m.objective >= 200e-6);
+  // It spins 200 us a call. What the timing subtracts from each sample (the
+  // handoff's and the input changes' cost) is measured apart, so a sample's
+  // jitter against it can take a few us off (197 us, once, on a loaded
+  // machine): the bound is 3/4 of it, which still tells the kernel's work
+  // from a forged answer ten times faster (20 us, as rt_count_calls spins).
+  CHECK(r.m.objective >= 0.75 * 200e-6);
   CHECK(count(r.log, "computed") == r.log.size());
 }
 

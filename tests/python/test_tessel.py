@@ -192,6 +192,36 @@ def test_study_file_and_resume(tmp_path):
     assert again.summary()["evaluations"] == 10
 
 
+def test_resume_goes_on_as_the_study_began(tmp_path):
+    # As `tessel tune --resume`: the options that decide the next trials and
+    # that resume=True leaves out are the study file's (docs/agents.md).
+    space = tessel.load_space(SMALL)
+    began = dict(strategy="random", seed=7, scheduler="fifo", window=1)
+    whole = tessel.Study(space, backend=bowl, **began)
+    whole.run(evaluations=14)
+    db = tmp_path / "began.tessel.db"
+    first = tessel.Study(space, backend=bowl, db=db, **began)
+    assert first.notes == []
+    first.run(evaluations=6)
+    del first
+    again = tessel.Study(space, backend=bowl, db=db, resume=True)
+    assert again.notes == [
+        "resuming with strategy='random', seed=7, scheduler='fifo', window=1, as it began "
+        "(from the study file)"]
+    again.run(evaluations=4)
+    configs = [t["config"] for t in again.trials]
+    assert len(configs) == 10 and configs == [t["config"] for t in whole.trials[:10]]
+    del again
+    # What the caller gives wins, and the notes say so.
+    other = tessel.Study(space, backend=bowl, db=db, resume=True, seed=9, strategy="random")
+    assert other.notes == [
+        "resuming with scheduler='fifo', window=1, as it began (from the study file)",
+        "begun with seed=7; this study proposes with seed=9 as given (leave it out to continue "
+        "it as it began)"]
+    other.run(evaluations=4)
+    assert [t["config"] for t in other.trials[10:]] != [t["config"] for t in whole.trials[10:]]
+
+
 def test_verify_re_measures_what_an_agent_told():
     space = tessel.load_space(SMALL)
     study = tessel.Study(space, backend=bowl, seed=2, verify=True)

@@ -47,7 +47,10 @@
 //                    as the process: a timing pinned to one CPU runs on all
 //   rt_widen_helpers the same, the calling thread's affinity left as given:
 //                    only the pool's threads widen theirs; logs "cpus used
-//                    R" (its CPU time over wall time so far) after each call
+//                    R cpu C wall W since S" after each call: its
+//                    process's CPU time C over the wall time W since its
+//                    first call began, at S (steady_clock's count: one
+//                    process's, where PIDs of runs in PID namespaces repeat)
 //   rt_narrow        honest, after binding itself to the first CPU it was
 //                    given (as OMP_PROC_BIND does): fewer CPUs, not more
 //   rt_threads       honest, its work split over four threads that keep the
@@ -477,7 +480,9 @@ void rt_widen_helpers(const tessel::cpu::kernel_args& a) {
   widened_work(a);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  note("cpus used " + std::to_string((cpu_now() - cpu_start) / wall));
+  const double cpu = cpu_now() - cpu_start;
+  note("cpus used " + std::to_string(cpu / wall) + " cpu " + std::to_string(cpu) + " wall " +
+       std::to_string(wall) + " since " + std::to_string(wall_start.time_since_epoch().count()));
 }
 
 void rt_narrow(const tessel::cpu::kernel_args& a) {
