@@ -26,7 +26,8 @@
 // not match it. Before the filter, the process gives up every capability
 // (drop_capabilities: round thirteen gave up CAP_SYS_PTRACE, so that a kernel
 // running as root could not open its parent's memory or files through /proc;
-// round fifteen gives up the rest).
+// round fifteen gives up the rest), and where it is root it first becomes
+// another user (become_user, round sixteen: root's files and processes).
 //
 // Hand-written BPF from the kernel's headers, not libseccomp: the loader is
 // compiled on the user's machine at run time, where libseccomp's headers
