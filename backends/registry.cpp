@@ -206,6 +206,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
   o.cache_dir = read.text("cache_dir").value_or("");
   o.cache_limit_mb = read.number("cache_limit").value_or(o.cache_limit_mb);
   o.cpus = read.text("cpus").value_or(o.cpus);
+  o.kernel_user = read.text("kernel_user").value_or(o.kernel_user);
   o.compile_jobs = read.count("compile_jobs", 1).value_or(0);
   read_limits(read, o);
   o.min_sample_s = read.number("min_sample").value_or(o.min_sample_s);
@@ -223,6 +224,7 @@ std::shared_ptr<backend> make_cpu(std::string_view argument, const backend_setti
                          {"cpu_options::kernel", "kernel"},
                          {"cpu_options::reference", "reference"},
                          {"cpu_options::cache_limit_mb", "cache_limit"},
+                         {"cpu_options::kernel_user", "kernel_user"},
                          {"gate_options::tolerance_scale", "tolerance_scale"}},
                         [&] { return std::make_shared<cpu_backend>(std::move(o)); });
 }

@@ -15,7 +15,10 @@ by hand, e.g. (from the repository root, OLD the commit before):
   g++ -std=c++20 -O2 -fPIC -shared -Iinclude unit.cpp -o /tmp/b/t.so
 
 Inputs are .npy files of SIZE x SIZE float32 (aSIZE.npy in the folder). A CPU
-list pins both loaders with taskset; "none" leaves them unpinned.
+list pins both loaders with taskset; "none" leaves them unpinned. --b-args adds
+options to loader B's command line only (e.g. "--kernel-user 65534:65534",
+the user a root loader's kernel process becomes: benchmarks/README.md, "Gate
+round sixteen").
 """
 import argparse
 import json
@@ -24,7 +27,7 @@ import subprocess
 from pathlib import Path
 
 
-def median_sample(loader, folder, size, repeats, pin):
+def median_sample(loader, folder, size, repeats, pin, extra=()):
     folder = folder.resolve()
     out = folder / f"b_{loader.name}.npy"
     command = ([] if pin == "none" else ["taskset", "-c", pin]) + [
@@ -33,7 +36,7 @@ def median_sample(loader, folder, size, repeats, pin):
         "--out", "fp32", f"{size}x{size}", str(out),
         "--warmup", "2", "--min-sample", "1e-3", "--min-repeats", str(repeats),
         "--max-repeats", str(repeats), "--margin", "0", "--target-ci", "0.02",
-        "--max-seconds", "100", "--incumbent", "0", "--loop-seed", "5"]
+        "--max-seconds", "100", "--incumbent", "0", "--loop-seed", "5", *extra]
     text = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, check=False).stdout
     answer = json.loads(text.strip().splitlines()[-1])
@@ -60,11 +63,13 @@ def main():
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--pairs", type=int, default=11)
     p.add_argument("--pin", default="none", help="a CPU list for taskset, or none")
+    p.add_argument("--b-args", default="", help="options for loader B only, split on spaces")
     args = p.parse_args()
     ratios, shares = [], []
     for pair in range(args.pairs):
         a, _ = median_sample(args.a, args.folder, args.size, args.repeats, args.pin)
-        b, answer = median_sample(args.b, args.folder, args.size, args.repeats, args.pin)
+        b, answer = median_sample(args.b, args.folder, args.size, args.repeats, args.pin,
+                                  args.b_args.split())
         ratios.append(b / a)
         copies = copy_share(answer)
         note = "" if copies is None else (

@@ -268,10 +268,12 @@ std::shared_ptr<const sealed_file> sealed_file::copy_of(const fs::path& from) {
     mapped = ::open(out->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, S_IRWXU);
     // Read-only once written (r-x: the loader is exec'd): a process that
     // opens it to write is refused unless it changes the mode first (as
-    // its owner can) or is root.
-    const bool copied = mapped >= 0 && ::lseek(source, 0, SEEK_SET) == 0 &&
-                        copy_all(source, mapped) && ::fchmod(mapped, S_IRUSR | S_IXUSR) == 0 &&
-                        ::fstat(mapped, &written) == 0;
+    // its owner can) or is root. Every user's r-x: a root tessel's kernel
+    // runs as another user (docs/cpu.md, "The kernel's user") and loads it.
+    const bool copied =
+        mapped >= 0 && ::lseek(source, 0, SEEK_SET) == 0 && copy_all(source, mapped) &&
+        ::fchmod(mapped, S_IRUSR | S_IXUSR | S_IRGRP | S_IXGRP | S_IROTH | S_IXOTH) == 0 &&
+        ::fstat(mapped, &written) == 0;
     if (!copied) {
       const auto why = std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): a message
       if (mapped >= 0) ::close(mapped);

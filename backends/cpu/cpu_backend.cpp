@@ -189,6 +189,9 @@ void cpu_options::validate() const {
         "cpu_options",
         "a kernel file needs a reference=FILE.cpp:FUNCTION for the gate (or gate=false)");
   if (warmup == 0) throw options_error("cpu_options::warmup", "must be >= 1");
+  if (kernel_user.empty())
+    throw options_error("cpu_options::kernel_user",
+                        "must name a user (nobody, a name, UID or UID:GID), or root");
   if (!(cache_limit_mb >= 0) || !std::isfinite(cache_limit_mb))
     throw options_error("cpu_options::cache_limit_mb",
                         "must be a number of MiB >= 0 (0: no limit)");
@@ -386,6 +389,7 @@ void cpu_backend::prepare(const space& s) {
   for (const auto& [name, value] : constants.integers)
     x.setup.constants.push_back(fmt::format("{}={}", name, value));
   x.setup.environment = x.o.environment;
+  x.setup.kernel_user = detail::kernel_user_ids(x.o.kernel_user);
   x.setup.timeout_s = x.o.run_timeout_s;
   x.setup.kill_grace_s = x.o.kill_grace_s;
   x.pick_cpus(s);

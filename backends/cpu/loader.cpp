@@ -342,9 +342,12 @@ struct command {
 [[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, const output_slots& slots,
                         int commands) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
-  // None of root's rights but uid 0's (round fifteen), filter or not; then
-  // no process of its own, no program in its place, no other process's
-  // memory (loader_seccomp.hpp), from before the kernel is loaded.
+  // Not root's uid where the loader is root (round sixteen); none of its
+  // rights (round fifteen), filter or not; then no process of its own, no
+  // program in its place, no other process's memory (loader_seccomp.hpp),
+  // from before the kernel is loaded.
+  if (const std::string why = seccomp::become_user(r.kernel_uid, r.kernel_gid); !why.empty())
+    fail(why);
   if (const std::string why = seccomp::drop_capabilities(); !why.empty()) fail(why);
   if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(); !why.empty())
     fail(why + " (TESSEL_CPU_SECCOMP=off runs kernels without it: docs/cpu.md)");

@@ -14,9 +14,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <vector>
 
+#include <pwd.h>
 #include <unistd.h>
 
 extern "C" char** environ;  // NOLINT: POSIX
@@ -86,6 +89,7 @@ std::vector<std::string> arguments(const loader_setup& setup, const sealed_file&
     args.insert(args.end(), {"--out", std::string(to_string(out.type)), dims_of(out),
                              (dir / ("out_" + out.name + ".npy")).string()});
   for (const auto& c : setup.constants) args.insert(args.end(), {"--const", c});
+  if (!setup.kernel_user.empty()) args.insert(args.end(), {"--kernel-user", setup.kernel_user});
   if (t) {
     const auto number = [](double v) { return fmt::format("{:.17g}", v); };
     args.insert(
@@ -100,6 +104,42 @@ std::vector<std::string> arguments(const loader_setup& setup, const sealed_file&
 }
 
 }  // namespace
+
+std::string kernel_user_ids(const std::string& user) {
+  if (user == "root" || user == "0" || user == "0:0") return {};
+  const auto number = [](const std::string& text) -> std::optional<unsigned long> {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+        text.size() > 10)
+      return std::nullopt;
+    const unsigned long v = std::stoul(text);
+    return v < 4294967295UL ? std::optional(v) : std::nullopt;  // (uid_t)-1 is no one
+  };
+  const auto colon = user.find(':');
+  if (const auto uid = number(user.substr(0, colon))) {
+    const auto gid = colon == std::string::npos ? uid : number(user.substr(colon + 1));
+    if (!gid)
+      throw error(
+          fmt::format("backend cpu: kernel_user '{}' must be a user name, UID or UID:GID", user));
+    if (*uid == 0 || *gid == 0)
+      throw error(fmt::format(
+          "backend cpu: kernel_user '{}' keeps root's uid or gid: say kernel_user=root", user));
+    return fmt::format("{}:{}", *uid, *gid);
+  }
+  std::vector<char> text(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (colon == std::string::npos &&
+      ::getpwnam_r(user.c_str(), &entry, text.data(), text.size(), &found) == 0 &&
+      found != nullptr) {
+    if (found->pw_uid == 0) return {};
+    return fmt::format("{}:{}", found->pw_uid, found->pw_gid);
+  }
+  if (user == "nobody") return "65534:65534";  // a system without the name in its passwd
+  throw error(fmt::format(
+      "backend cpu: kernel_user '{}' is no user of this system (a user name, UID or UID:GID; "
+      "root keeps uid 0)",
+      user));
+}
 
 loader_run run_loader(const loader_setup& setup, const sealed_file& library,
                       const std::vector<std::string>& inputs, const std::vector<int>& cpus,

@@ -31,9 +31,17 @@ struct loader_setup {
   std::vector<tensor_spec> inputs, outputs;
   std::vector<std::string> constants;  ///< "NAME=VALUE", the kernel's run-time constants
   std::map<std::string, std::string> environment;
+  /// "UID:GID": who the kernel's process becomes where the loader is root
+  /// (kernel_user_ids); "": it keeps uid 0.
+  std::string kernel_user;
   double timeout_s = 60;
   double kill_grace_s = 1;
 };
+
+/// cpu_options::kernel_user as the loader's --kernel-user takes it,
+/// "UID:GID" ("" for root: uid 0 kept); throws tessel::error naming the
+/// setting for a user this system does not know.
+std::string kernel_user_ids(const std::string& user);
 
 /// How to time (mode "time"); absent: one call (mode "run").
 struct loader_timing {

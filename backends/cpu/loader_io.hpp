@@ -355,6 +355,9 @@ struct request {
   std::uint64_t loop_seed = 0;
   double min_sample_s = 1e-3, incumbent = 0;
   tessel::race_options racing;
+  /// --kernel-user UID:GID: who the kernel's process becomes where the
+  /// loader is root (seccomp::become_user); -1: no one, uid 0 kept.
+  long kernel_uid = -1, kernel_gid = -1;
 };
 
 request parse(int argc, char** argv) {
@@ -397,6 +400,16 @@ request parse(int argc, char** argv) {
       r.racing.max_seconds = std::atof(next().c_str());
     } else if (flag == "--loop-seed") {
       r.loop_seed = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (flag == "--kernel-user") {
+      const std::string ids = next();
+      char* end = nullptr;
+      r.kernel_uid = std::strtol(ids.c_str(), &end, 10);
+      if (end == ids.c_str() || *end != ':' || r.kernel_uid < 0)
+        fail("--kernel-user needs UID:GID, got " + ids);
+      const char* gid = end + 1;
+      r.kernel_gid = std::strtol(gid, &end, 10);
+      if (end == gid || *end != 0 || r.kernel_gid < 0)
+        fail("--kernel-user needs UID:GID, got " + ids);
     } else if (flag == "--incumbent") {
       r.incumbent = std::atof(next().c_str());
     } else {

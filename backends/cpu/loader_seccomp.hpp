@@ -26,7 +26,8 @@
 // not match it. Before the filter, the process gives up every capability
 // (drop_capabilities: round thirteen gave up CAP_SYS_PTRACE, so that a kernel
 // running as root could not open its parent's memory or files through /proc;
-// round fifteen gives up the rest).
+// round fifteen gives up the rest), and where it is root it first becomes
+// another user (become_user, round sixteen: root's files and processes).
 //
 // Hand-written BPF from the kernel's headers, not libseccomp: the loader is
 // compiled on the user's machine at run time, where libseccomp's headers
@@ -45,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include <grp.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -275,6 +277,54 @@ bool turned_off() {
   return v != nullptr && std::strcmp(v, "off") == 0;
 }
 
+/// The first part of drop_capabilities: RLIMIT_RTPRIO and RLIMIT_NICE to
+/// 0, and the bounding set emptied while CAP_SETPCAP is still held (before
+/// become_user too, whose change of uid clears it).
+void drop_bounding_set() {
+  const rlimit none{0, 0};
+  (void)::setrlimit(RLIMIT_RTPRIO, &none);
+  (void)::setrlimit(RLIMIT_NICE, &none);
+  // EINVAL past the last capability the system knows, EPERM without
+  // CAP_SETPCAP (none to drop).
+  for (unsigned long cap = 0; cap < 64 && ::prctl(PR_CAPBSET_DROP, cap, 0L, 0L, 0L) == 0; ++cap) {
+  }
+}
+
+/// Makes the calling process (the kernel's, before the kernel is loaded)
+/// user `uid` and group `gid`, no supplementary groups, when it runs as uid
+/// 0 (docs/gate.md, "Round sixteen"; docs/cpu.md, "The kernel's user"):
+/// without a capability, uid 0 still owns root's files (the study, the
+/// cache) and may renice or re-pin root's processes; another uid owns
+/// neither. Nothing it needs after is opened by a path root alone may open:
+/// its tensors are mapped and its pipes open, and its library is a memfd
+/// anyone may open through /proc/self/fd. Linux clears the parent-death
+/// signal when the uid changes, so it is set again here, and the process
+/// ends if its parent is already gone. `uid` < 0 (no --kernel-user: root
+/// kept, or tessel is not root), or a process that is not uid 0 (a user's,
+/// already unprivileged): nothing to do, "". Else "" when it is the user,
+/// or why not.
+std::string become_user(long uid, long gid) {
+  if (uid < 0 || ::geteuid() != 0) return {};
+  drop_bounding_set();  // while CAP_SETPCAP is held
+  const pid_t parent = ::getppid();
+  const auto why = [uid, gid](const char* call) {
+    return std::string("cannot become the kernel's user ") + std::to_string(uid) + ":" +
+           std::to_string(gid) + " (" + call + ": " + std::strerror(errno) +
+           "; cpu setting kernel_user chooses another, kernel_user=root keeps uid 0)";
+  };
+  if (::setgroups(0, nullptr) != 0) return why("setgroups");
+  if (::setresgid(static_cast<gid_t>(gid), static_cast<gid_t>(gid), static_cast<gid_t>(gid)) != 0)
+    return why("setresgid");
+  if (::setresuid(static_cast<uid_t>(uid), static_cast<uid_t>(uid), static_cast<uid_t>(uid)) != 0)
+    return why("setresuid");
+  uid_t r = 0, e = 0, s = 0;
+  if (::getresuid(&r, &e, &s) != 0 || r != static_cast<uid_t>(uid) || e != r || s != r)
+    return "the kernel's process is not its user after becoming it";
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);        // cleared by the change
+  if (::getppid() != parent) std::_Exit(0);  // the parent went before it was set again
+  return {};
+}
+
 /// Gives up every capability the calling process holds (effective,
 /// permitted, inheritable, ambient, and the bounding set where CAP_SETPCAP
 /// allows), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
@@ -293,13 +343,7 @@ bool turned_off() {
 /// without capabilities (a user who is not root) has none to give up: ""
 /// then too. "" when none is left, else why not.
 std::string drop_capabilities() {
-  const rlimit none{0, 0};
-  (void)::setrlimit(RLIMIT_RTPRIO, &none);
-  (void)::setrlimit(RLIMIT_NICE, &none);
-  // The bounding set while CAP_SETPCAP is still held; EINVAL past the last
-  // capability the system knows, EPERM without CAP_SETPCAP (none to drop).
-  for (unsigned long cap = 0; cap < 64 && ::prctl(PR_CAPBSET_DROP, cap, 0L, 0L, 0L) == 0; ++cap) {
-  }
+  drop_bounding_set();
   (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0L, 0L, 0L);  // EINVAL before Linux 4.3
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};

@@ -49,8 +49,15 @@ struct cpu_options {
   std::string cpus = "auto";
   std::size_t compile_jobs = 0;  ///< compiles (and gate runs) at once; 0: the CPUs not timing, >= 1
   std::map<std::string, std::string> environment;  ///< added to the kernel processes' environment
-  double compile_timeout_s = 120;                  ///< per compile
-  double run_timeout_s = 60;  ///< per kernel process (one gate run, or one timing)
+  /// Who the kernel's process runs as where tessel runs as root
+  /// (docs/cpu.md, "The kernel's user"): "nobody" (65534:65534 where the
+  /// system has no such user), a user name, "UID" (its group the same
+  /// number) or "UID:GID"; "root" (or "0") keeps uid 0, which is weaker: the
+  /// kernel then owns root's files (the study, the cache). Ignored where
+  /// tessel is not root: the kernel is then tessel's user already.
+  std::string kernel_user = "nobody";
+  double compile_timeout_s = 120;  ///< per compile
+  double run_timeout_s = 60;       ///< per kernel process (one gate run, or one timing)
   double kill_grace_s = 1;
   std::size_t warmup = 2;                      ///< calls before timing (at least one)
   double min_sample_s = 1e-3;                  ///< one sample times enough calls to last this long

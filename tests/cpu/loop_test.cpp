@@ -55,6 +55,7 @@ struct memo_run {
 memo_run evaluate_memo(const std::string& function, std::uint64_t secret) {
   const auto s = parse_space("space memo { const N = 4096  param p : {1, 2} }");
   const testing::temp_folder folder;
+  fs::permissions(folder.path(), fs::perms::all);  // the kernel's user writes its log (nobody)
   const fs::path log = folder.file("memo.log");
   auto o = testing::kernel_options(memo_file + ":" + function, reference_file + ":twice_reference");
   o.environment["TESSEL_MEMO_LOG"] = log.string();

@@ -73,9 +73,11 @@ std::string round_cache() { return test_dirs::work_dir(TESSEL_CPU_TEST_CACHE); }
 cpu_run run_cpu(const std::string& function, double run_timeout_s = 20,
                 const std::string& cache = round_cache(), double min_sample_s = 2e-4,
                 const std::string& reference = "twice_reference",
-                const std::map<std::string, std::string>& environment = {}) {
+                const std::map<std::string, std::string>& environment = {},
+                const std::string& kernel_user = "nobody") {
   tessel::cpu_options o;
   o.environment = environment;
+  o.kernel_user = kernel_user;
   o.kernel = redteam_kernel(function);
   o.reference = redteam_kernel(reference);
   o.flags = "-O1";
@@ -244,7 +246,10 @@ TEST_CASE("class 12: (5) a kernel cannot leave a daemon behind") {
 TEST_CASE("class 12: (6) what a host kernel can see around it") {
   const temp_folder tmp;
   const tmpdir_as in_tmp(tmp.path());
-  const auto r = run_cpu("rt_snoop");
+  // As a kernel of tessel's own user sees it (kernel_user=root here; a
+  // tessel that is not root): its run's folder is its user's. A root
+  // tessel's kernel, nobody since round sixteen, cannot even list it.
+  const auto r = run_cpu("rt_snoop", 20, round_cache(), 2e-4, "twice_reference", {}, "root");
   INFO(r.m.message);
   REQUIRE(r.m.status == status::ok);
   // Its folder holds its own inputs only (no other set's, no reference's).
@@ -300,9 +305,12 @@ TEST_CASE("class 12: (7) a kernel that overwrites the reference's library is cau
   // Since session 17 it does not find the cache through its own library
   // (next case); a kernel whose author knows where the cache is (the
   // user's folder) still does.
+  // A kernel of the cache's user (kernel_user=root here, as any kernel of
+  // a tessel that is not root): a root tessel's kernel, nobody since round
+  // sixteen, cannot write root's cache at all.
   const temp_folder cache;  // a fresh cache: this case tampers with it
   const auto r = run_cpu("rt_hijack", 20, cache.path().string(), 2e-4, "twice_reference",
-                         {{"TESSEL_REDTEAM_CACHE", cache.path().string()}});
+                         {{"TESSEL_REDTEAM_CACHE", cache.path().string()}}, "root");
   INFO(r.m.message);
   CHECK(!starting(r.log, "planted ").empty());
   CHECK(r.m.status == status::suspicious);

@@ -62,7 +62,7 @@ struct cpu_run {
 /// once (one thread each); its log lines come back.
 cpu_run run_cpu(const cpu_case& c) {
   const temp_folder logs;
-  const auto log = logs.path() / "log";
+  const auto log = kernel_log(logs);
   tessel::cpu_options o;
   o.kernel = redteam_kernel(c.function);
   o.reference = redteam_kernel("twice_reference");

@@ -65,7 +65,7 @@ struct run {
 /// under `secret`, as a user's kernel with its reference.
 run evaluate(const shape_case& c, const std::string& function, std::uint64_t secret = 15) {
   const temp_folder logs;
-  const auto log = logs.path() / "log";
+  const auto log = kernel_log(logs);
   tessel::cpu_options o;
   o.kernel = kernel_file + ":" + function;
   o.reference = kernel_file + ":" + c.reference;

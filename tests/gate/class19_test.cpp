@@ -5,13 +5,17 @@
 // (CAP_SYS_NICE), kill a process of any user (CAP_KILL), and write, chmod
 // and chown any file (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN). Now it gives
 // up every capability before the kernel is loaded
-// (backends/cpu/loader_seccomp.hpp). Each kernel is real
+// (backends/cpu/loader_seccomp.hpp). Round sixteen (docs/gate.md, "Round
+// sixteen"): a root loader's kernel process also becomes another user
+// (nobody, cpu_options::kernel_user), so uid 0's own rights (root's files,
+// root's processes' priority and CPUs) go too. Each kernel is real
 // (programs/process_kernels.cpp), compiled and run by the backend as a
 // user's kernel is.
 #include "process_run.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,9 +23,12 @@
 #include <string>
 
 #include <grp.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,14 +38,21 @@ using tessel::status;
 using namespace tessel::testing;
 
 cpu_run run_cpu(const std::string& function,
-                const std::map<std::string, std::string>& environment = {}) {
-  return run_told("tessel-class19", function, "-O1", environment);
+                const std::map<std::string, std::string>& environment = {},
+                const std::string& kernel_user = "nobody") {
+  return run_told("tessel-class19", function, "-O1", environment, "off", kernel_user);
 }
 
-/// A child of the test that waits to be killed, as `uid` (as_is: root).
+/// A user neither root nor the kernel's (nobody), whose process and file a
+/// kernel must not reach.
+constexpr int another_user = 4321;
+
+/// A child of the test that waits to be killed, as `uid` (as_is: root),
+/// holding no capability where `capless` (as a root tessel's kernel process
+/// since round fifteen).
 class victim {
  public:
-  explicit victim(int uid) {
+  explicit victim(int uid, bool capless = false) {
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
     pid_ = ::fork();
@@ -46,6 +60,9 @@ class victim {
       if (uid != as_is && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
                            ::setuid(static_cast<uid_t>(uid)) != 0))
         ::_exit(100);
+      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct none[2]{};
+      if (capless && ::syscall(SYS_capset, &header, none) != 0) ::_exit(101);
       (void)!::write(ready[1], "r", 1);
       for (;;) ::pause();
     }
@@ -62,6 +79,7 @@ class victim {
   victim& operator=(const victim&) = delete;
 
   [[nodiscard]] std::string pid() const { return std::to_string(pid_); }
+  [[nodiscard]] pid_t id() const { return pid_; }
   /// Its RLIMIT_NOFILE (soft).
   [[nodiscard]] rlim_t open_files() const {
     rlimit now{};
@@ -103,19 +121,32 @@ cpu_run refused_against(const victim& target, const std::string& function, const
 }
 
 /// pk_files on a file of `uid`'s, mode 0600, in a folder of its own: the
-/// run, and whether the file is as it was (empty, 0600, `uid`'s).
-std::pair<cpu_run, bool> files_of(int uid) {
+/// run (its kernel as `kernel_user`), and whether the file is as it was
+/// (empty, 0600, `uid`'s).
+std::pair<cpu_run, bool> files_of(int uid, const std::string& kernel_user = "nobody") {
   const temp_folder folder("tessel-class19-file");
   const auto file = folder.file("theirs");
   std::ofstream(file).flush();
   REQUIRE(::chown(file.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) == 0);
   REQUIRE(::chmod(file.c_str(), 0600) == 0);
-  cpu_run r = run_cpu("pk_files", {{"TESSEL_REDTEAM_FILE", file.string()}});
+  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);  // any kernel's way in
+  cpu_run r = run_cpu("pk_files", {{"TESSEL_REDTEAM_FILE", file.string()}}, kernel_user);
   struct stat after {};
   REQUIRE(::stat(file.c_str(), &after) == 0);
   const bool untouched = after.st_size == 0 && (after.st_mode & 07777) == 0600 &&
                          after.st_uid == static_cast<uid_t>(uid);
   return {std::move(r), untouched};
+}
+
+/// files_of(`uid`): the kernel ok, each call refused (EACCES, EPERM,
+/// EPERM), the file as it was.
+void check_files_refused(int uid) {
+  const auto [r, untouched] = files_of(uid);
+  CHECK(r.m.ok());
+  CHECK(untouched);
+  CHECK(count(r.log, "open failed: Permission denied") > 0);
+  CHECK(count(r.log, "chmod failed: Operation not permitted") > 0);
+  CHECK(count(r.log, "chown failed: Operation not permitted") > 0);
 }
 
 bool root() {
@@ -139,6 +170,40 @@ TEST_CASE("class 19: the kernel's process holds no capability") {
   MESSAGE("CapInh CapPrm CapEff CapBnd CapAmb: " << caps[0]);
   const std::string none = "0000000000000000";
   CHECK(count(caps, none + " " + none + " " + none + " " + none + " " + none) == caps.size());
+  // Round sixteen: and it is nobody, of nobody's group, no other group.
+  // Before (8201971): "Uid: 0 0 0 0 Gid: 0 0 0 0 Groups: 0".
+  const auto ids = starting(r.log, "ids ");
+  REQUIRE(!ids.empty());
+  MESSAGE("ids: " << ids[0]);
+  for (const auto& line : ids)
+    CHECK(line.rfind("Uid: 65534 65534 65534 65534 Gid: 65534 65534 65534 65534 Groups: ", 0) == 0);
+  for (const auto& line : ids)
+    CHECK(line.find_first_not_of(' ', line.find("Groups:") + 7) == std::string::npos);
+}
+
+TEST_CASE("class 19: kernel_user chooses the kernel's user, and root keeps uid 0") {
+  if (!root()) return;
+  const auto ids_of = [](const std::string& user) {
+    const cpu_run r = run_cpu("pk_caps", {}, user);
+    CHECK(r.m.ok());
+    return starting(r.log, "ids ");
+  };
+  const auto chosen = ids_of("4321:4322");
+  REQUIRE(!chosen.empty());
+  CHECK(chosen[0].rfind("Uid: 4321 4321 4321 4321 Gid: 4322 4322 4322 4322", 0) == 0);
+  const auto kept = ids_of("root");  // weaker: round fifteen's rights only
+  REQUIRE(!kept.empty());
+  CHECK(kept[0].rfind("Uid: 0 0 0 0 Gid: 0 0 0 0", 0) == 0);
+  tessel::cpu_options o;  // a name this system does not know: prepare says so
+  o.kernel = redteam_kernel("twice_reference");
+  o.reference = redteam_kernel("twice_reference");
+  o.inputs = "x:N";
+  o.outputs = "y:N";
+  o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
+  o.kernel_user = "no-such-user-of-tessel";
+  tessel::cpu_backend b(o);
+  CHECK_THROWS_WITH(b.prepare(tessel::parse_space("space t { const N = 64  param us : {1} }")),
+                    doctest::Contains("kernel_user 'no-such-user-of-tessel' is no user"));
 }
 
 TEST_CASE("class 19: a kernel running as root cannot make itself real-time") {
@@ -159,10 +224,11 @@ TEST_CASE("class 19: a kernel running as root cannot make itself real-time") {
 TEST_CASE("class 19: a kernel running as root cannot kill another user's process") {
   // Before (CAP_KILL): where a run has no PID namespace (the system refuses
   // one, or TESSEL_NO_PID_NAMESPACE), a kernel killed any process of the
-  // machine: here a process of nobody's. Without CAP_KILL its kill fails
-  // (EPERM); the filter of the next case refuses it first, recorded.
+  // machine: here a process of another user's (round fifteen used nobody's,
+  // the kernel's own user since round sixteen). Without CAP_KILL its kill
+  // fails (EPERM); the filter of the next case refuses it first, recorded.
   if (!root()) return;
-  victim theirs(nobody);
+  victim theirs(another_user);
   refused_against(theirs, "pk_kill", "signal another process (kill)", "killed", "kill");
   CHECK_FALSE(theirs.killed());
 }
@@ -198,16 +264,11 @@ TEST_CASE("class 19: a kernel cannot lower the limits of a process of its own us
 }
 
 TEST_CASE("class 19: a kernel running as root cannot write, chmod or chown another user's file") {
-  // Before: it appended to a file of nobody's, mode 0600 (CAP_DAC_OVERRIDE),
-  // made it 0666 (CAP_FOWNER) and root's (CAP_CHOWN). Now each fails and the
-  // file is as it was.
+  // Before: it appended to a file of another user's, mode 0600
+  // (CAP_DAC_OVERRIDE), made it 0666 (CAP_FOWNER) and root's (CAP_CHOWN).
+  // Now each fails and the file is as it was.
   if (!root()) return;
-  const auto [r, untouched] = files_of(nobody);
-  CHECK(r.m.ok());
-  CHECK(untouched);
-  CHECK(count(r.log, "open failed: Permission denied") > 0);
-  CHECK(count(r.log, "chmod failed: Operation not permitted") > 0);
-  CHECK(count(r.log, "chown failed: Operation not permitted") > 0);
+  check_files_refused(another_user);
 }
 
 TEST_CASE("class 19: a kernel of a root without CAP_SYS_PTRACE cannot read tessel's memory") {
@@ -219,6 +280,9 @@ TEST_CASE("class 19: a kernel of a root without CAP_SYS_PTRACE cannot read tesse
   // rt_peek read tessel's memory from every loader process (23 of 23), the
   // token of every run in it. Now an empty set covers none: denied in every
   // one. A forked child gives up CAP_SYS_PTRACE, so the test runner keeps it.
+  // The kernel keeps uid 0 (kernel_user=root), tessel's uid as a real
+  // user's kernel has it: as nobody (round sixteen) it would be denied for
+  // its uid alone, and this would not test the capability rule.
   if (!root()) return;
   CHECK(exit_code_as_user(as_is, [] {
           if (!as_a_user()) return 10;
@@ -228,6 +292,7 @@ TEST_CASE("class 19: a kernel of a root without CAP_SYS_PTRACE cannot read tesse
           o.cache_dir = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE);
           o.run_timeout_s = 10;
           o.gate_settings.secret = 19;
+          o.kernel_user = "root";
           const cpu_run r = run_twice(o, "tessel-class19");
           if (!r.m.ok()) return 11;
           if (count(r.log, "read tessel") != 0) return 12;
@@ -235,19 +300,59 @@ TEST_CASE("class 19: a kernel of a root without CAP_SYS_PTRACE cannot read tesse
         }) == 0);
 }
 
-TEST_CASE("class 19: a kernel running as root still writes root's files (what remains)") {
-  // Uid 0 without capabilities owns what root owns: the study file a CLI run
-  // is stored in (its path is in tessel's command line, which every process
-  // may read), the cpu cache, a file of root's 0600. No filter of system
-  // calls can tell those from the kernel's own files (docs/gate.md, "Round
-  // fifteen", "What remains"): the kernel writes, chmods and chowns it, and
-  // is ok.
+TEST_CASE("class 19: a kernel of a root tessel cannot write, chmod or chown root's files") {
+  // Round fifteen's "what remains": uid 0 without capabilities owns what
+  // root owns, the study file a CLI run is stored in (its path is in
+  // tessel's command line, which every process may read), the cpu cache, a
+  // file of root's 0600; no filter of system calls can tell those from the
+  // kernel's own files. Before (8201971): the kernel wrote, chmod'ed and
+  // chown'ed it, and was ok. Now its process is nobody (round sixteen):
+  // EACCES, EPERM, EPERM, and the file is as it was.
   if (!root()) return;
-  const auto [r, untouched] = files_of(0);
+  check_files_refused(0);
+}
+
+TEST_CASE("class 19: with kernel_user=root a kernel still writes root's files (weaker)") {
+  // What a user who keeps uid 0 for its kernels (kernel_user=root) keeps:
+  // round fifteen's "what remains".
+  if (!root()) return;
+  const auto [r, untouched] = files_of(0, "root");
   CHECK(r.m.ok());
   CHECK_FALSE(untouched);
   CHECK(count(r.log, "wrote the file") > 0);
   CHECK(count(r.log, "chmod the file") > 0);
+}
+
+TEST_CASE("class 19: a kernel of a root tessel cannot renice or re-pin root's processes") {
+  // Uid 0 without capabilities may still lower the priority (setpriority to
+  // nice 19) and change the CPUs (sched_setaffinity) of a process of root's
+  // whose capabilities its own cover (Linux's commoncap: a target's
+  // permitted set must be a subset of the caller's, else CAP_SYS_NICE):
+  // tessel and the timing parent, which hold root's, were out of its reach
+  // since round fifteen; every other root kernel process, which holds none
+  // (another run's, timed beside it where runs have no PID namespace), was
+  // not. Before (8201971): both worked on such a process (this test's
+  // child), the kernel ok. Now the kernel is nobody: both EPERM, the process
+  // as it was.
+  if (!root()) return;
+  victim ours(as_is, true);
+  cpu_set_t before;
+  REQUIRE(::sched_getaffinity(ours.id(), sizeof before, &before) == 0);
+  errno = 0;
+  const int nice =
+      ::getpriority(PRIO_PROCESS, static_cast<id_t>(ours.id()));  // ctest's, under nice
+  REQUIRE(errno == 0);
+  const no_pid_namespace machine_pids;
+  const cpu_run r = run_cpu("pk_renice", {{"TESSEL_REDTEAM_VICTIM", ours.pid()}});
+  CHECK(r.m.ok());
+  CHECK(count(r.log, "reniced") == 0);
+  CHECK(count(r.log, "repinned") == 0);
+  CHECK(count(r.log, "setpriority failed: Operation not permitted") > 0);
+  CHECK(count(r.log, "sched_setaffinity failed: Operation not permitted") > 0);
+  CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(ours.id())) == nice);
+  cpu_set_t after;
+  REQUIRE(::sched_getaffinity(ours.id(), sizeof after, &after) == 0);
+  CHECK(CPU_EQUAL(&before, &after));
 }
 
 TEST_CASE("class 19: a user who is not root has none to give up, and runs kernels as before") {

@@ -30,12 +30,13 @@ using cpu_run = twice_run;
 /// Evaluates process_kernels.cpp's `function` on the cpu backend, gated, as
 /// a user's kernel with its reference, compiled with `flags`, the loader's
 /// environment holding `environment` too, with its compile cache in `cache`
-/// (the test's own by default), its log in a folder named `log_prefix`-...
+/// (the test's own by default), its log in a folder named `log_prefix`-...,
+/// its process run as `kernel_user` where the test is root (cpu_options).
 inline cpu_run run_process_kernel(
     const std::string& log_prefix, const std::string& function, const std::string& flags = "-O1",
     const std::map<std::string, std::string>& environment = {},
     const std::string& cache = test_dirs::work_dir(TESSEL_CPU_TEST_CACHE),
-    const std::string& cpus = "off") {
+    const std::string& cpus = "off", const std::string& kernel_user = "nobody") {
   tessel::cpu_options o;
   o.kernel =
       std::string(TESSEL_SOURCE_DIR) + "/tests/gate/programs/process_kernels.cpp:" + function;
@@ -46,6 +47,7 @@ inline cpu_run run_process_kernel(
   o.run_timeout_s = 10;
   o.gate_settings.secret = 17;
   o.environment = environment;
+  o.kernel_user = kernel_user;
   return run_twice(o, log_prefix, cpus);
 }
 
@@ -53,9 +55,10 @@ inline cpu_run run_process_kernel(
 inline cpu_run run_told(const std::string& log_prefix, const std::string& function,
                         const std::string& flags = "-O1",
                         const std::map<std::string, std::string>& environment = {},
-                        const std::string& cpus = "off") {
+                        const std::string& cpus = "off",
+                        const std::string& kernel_user = "nobody") {
   auto r = run_process_kernel(log_prefix, function, flags, environment,
-                              test_dirs::work_dir(TESSEL_CPU_TEST_CACHE), cpus);
+                              test_dirs::work_dir(TESSEL_CPU_TEST_CACHE), cpus, kernel_user);
   MESSAGE(function << ": " << to_string(r.m.status) << ", objective " << r.m.objective << ": "
                    << r.m.message);
   return r;

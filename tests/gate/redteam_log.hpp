@@ -50,6 +50,14 @@ inline bool as_a_user() {
   return ::syscall(SYS_capset, &header, data) == 0;
 }
 
+/// `folder`/log, the folder made writable by every user (mode 0777): a cpu
+/// kernel that tessel runs as root runs as another user
+/// (nobody: docs/gate.md, "Round sixteen") and writes its log there itself.
+inline std::filesystem::path kernel_log(const temp_folder& folder) {
+  std::filesystem::permissions(folder.path(), std::filesystem::perms::all);
+  return folder.path() / "log";
+}
+
 /// The lines of `file` (none when it cannot be read).
 inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
   std::ifstream in(file);
@@ -93,7 +101,7 @@ struct twice_run {
 inline twice_run run_twice(tessel::cpu_options o, std::string_view log_prefix,
                            const std::string& cpus = "off") {
   const temp_folder logs(log_prefix);
-  const auto log = logs.path() / "log";
+  const auto log = kernel_log(logs);
   o.inputs = "x:N";
   o.outputs = "y:N";
   o.cpus = cpus;

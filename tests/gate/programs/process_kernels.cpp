@@ -79,7 +79,8 @@
 // round), or uid 0's rights over root's own processes and files. Each then
 // computes as pk_honest does:
 //   pk_caps          logs its process's capability sets once: "caps INH PRM
-//                    EFF BND AMB" (hex, in /proc/self/status's order)
+//                    EFF BND AMB" (hex, in /proc/self/status's order), and
+//                    its ids: "ids Uid: ... Gid: ... Groups: ..." (as there)
 //   pk_realtime      (CAP_SYS_NICE) makes its process SCHED_FIFO ("realtime")
 //                    and nice -20 ("nice -20"), so that no other load on its
 //                    CPU preempts its timed calls; a failure logs
@@ -100,6 +101,12 @@
 //                    ("wrote the file" or "open failed: ERROR"), makes it
 //                    mode 0666 ("chmod the file" or "chmod failed: ERROR")
 //                    and root's ("chown the file" or "chown failed: ERROR")
+//   pk_renice        (uid 0 for a process of root's) makes the process
+//                    $TESSEL_REDTEAM_VICTIM nice 19 ("reniced" or "setpriority
+//                    failed: ERROR") and pins it to one CPU of its own set
+//                    ("repinned" or "sched_setaffinity failed: ERROR"): a
+//                    timing of another run's slowed, or moved onto a CPU it
+//                    shares with load
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
@@ -586,10 +593,17 @@ pid_t victim() {
 void pk_caps(const tessel::cpu::kernel_args& a) {
   on_first_call([] {
     std::ifstream status("/proc/self/status");
-    std::string sets = "caps";
+    std::string sets = "caps", ids = "ids";
     for (std::string line; std::getline(status, line);)
-      if (line.rfind("Cap", 0) == 0) sets += " " + line.substr(line.find_first_not_of(" \t", 7));
+      if (line.rfind("Cap", 0) == 0)
+        sets += " " + line.substr(line.find_first_not_of(" \t", 7));
+      else if (line.rfind("Uid:", 0) == 0 || line.rfind("Gid:", 0) == 0 ||
+               line.rfind("Groups:", 0) == 0) {
+        std::replace(line.begin(), line.end(), '\t', ' ');
+        ids += " " + line;
+      }
     note(sets);
+    note(ids);
   });
   work(a);
 }
@@ -634,6 +648,24 @@ void pk_files(const tessel::cpu::kernel_args& a) {
     if (fd >= 0) ::close(fd);
     logged(::chmod(file, 0666) == 0, "chmod the file", "chmod");
     logged(::chown(file, 0, 0) == 0, "chown the file", "chown");
+  });
+  work(a);
+}
+
+void pk_renice(const tessel::cpu::kernel_args& a) {
+  on_first_call([] {
+    if (victim() == 0) return;
+    logged(::setpriority(PRIO_PROCESS, static_cast<id_t>(victim()), 19) == 0, "reniced",
+           "setpriority");
+    cpu_set_t own, one;
+    CPU_ZERO(&one);
+    if (::sched_getaffinity(0, sizeof own, &own) == 0)
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &own)) {
+          CPU_SET(cpu, &one);  // the first of its own
+          break;
+        }
+    logged(::sched_setaffinity(victim(), sizeof one, &one) == 0, "repinned", "sched_setaffinity");
   });
   work(a);
 }
