@@ -8,6 +8,7 @@
 #include <tessel/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -38,6 +39,31 @@ study_spec recorded_spec(const study_record& record) {
   if (const auto b = options.find("evaluate_baseline"); b != options.end() && b->is_boolean())
     spec.baseline = b->get<bool>();
   return spec.resolved();
+}
+
+std::vector<std::string> resume_notes(
+    const std::vector<resumed_option>& options,
+    const std::function<std::string(const std::string& field, const std::string& value_json)>& text,
+    std::string_view separator, std::string_view proposer) {
+  std::vector<std::string> taken, kept, began;
+  for (const auto& o : options) {
+    if (o.taken) {
+      taken.push_back(text(o.field, o.recorded));
+    } else {
+      kept.push_back(text(o.field, o.given));
+      began.push_back(text(o.field, o.recorded));
+    }
+  }
+  std::vector<std::string> notes;
+  if (!taken.empty())
+    notes.push_back(fmt::format("resuming with {}, as it began (from the study file)",
+                                fmt::join(taken, separator)));
+  if (!kept.empty())
+    notes.push_back(fmt::format(
+        "begun with {}; {} proposes with {} as given (leave {} out to continue it as it began)",
+        fmt::join(began, separator), proposer, fmt::join(kept, separator),
+        kept.size() == 1 ? "it" : "them"));
+  return notes;
 }
 
 std::vector<resumed_option> take_recorded(

@@ -12,7 +12,6 @@
 #include <tessel/tessel.hpp>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -288,23 +287,8 @@ std::function<void(study_spec&, const study_spec&)> resume_as_given(
       return std::find(given.begin(), given.end(), field) != given.end() ? option_said::given
                                                                          : option_said::left_out;
     };
-    std::vector<std::string> taken, kept, began;
-    for (const auto& o : take_recorded(spec, recorded, said)) {
-      if (o.taken) {
-        taken.push_back(keyword_text(o.field, o.recorded));
-      } else {
-        kept.push_back(keyword_text(o.field, o.given));
-        began.push_back(keyword_text(o.field, o.recorded));
-      }
-    }
-    if (!taken.empty())
-      notes.push_back(fmt::format("resuming with {}, as it began (from the study file)",
-                                  fmt::join(taken, ", ")));
-    if (!kept.empty())
-      notes.push_back(fmt::format(
-          "begun with {}; this study proposes with {} as given (leave {} out to continue it as "
-          "it began)",
-          fmt::join(began, ", "), fmt::join(kept, ", "), kept.size() == 1 ? "it" : "them"));
+    auto more = resume_notes(take_recorded(spec, recorded, said), keyword_text, ", ", "this study");
+    notes.insert(notes.end(), more.begin(), more.end());
   };
 }
 

@@ -5,6 +5,7 @@
 #include "command/protocol.hpp"
 
 #include <tessel/error.hpp>
+#include <tessel/settings.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -107,12 +108,9 @@ std::vector<std::string> arguments(const loader_setup& setup, const sealed_file&
 
 std::string kernel_user_ids(const std::string& user) {
   if (user == "root" || user == "0" || user == "0:0") return {};
-  const auto number = [](const std::string& text) -> std::optional<unsigned long> {
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-        text.size() > 10)
-      return std::nullopt;
-    const unsigned long v = std::stoul(text);
-    return v < 4294967295UL ? std::optional(v) : std::nullopt;  // (uid_t)-1 is no one
+  const auto number = [](const std::string& text) -> std::optional<std::size_t> {
+    const auto v = parse_whole(text);
+    return v && *v < 4294967295U ? v : std::nullopt;  // (uid_t)-1 is no one
   };
   const auto colon = user.find(':');
   if (const auto uid = number(user.substr(0, colon))) {

@@ -243,6 +243,16 @@ struct resumed_option {
     study_spec& spec, const study_spec& recorded,
     const std::function<option_said(std::string_view field)>& said);
 
+/// The notes a front-end prints for take_recorded's `options`: what was
+/// taken from the study file, and what was given that differs from how the
+/// study began. `text(field, value_json)` writes one option as the front-end
+/// spells it (`--seed 7`, `seed=7`), joined by `separator`; `proposer` is
+/// who goes on ("this run", "this study").
+[[nodiscard]] std::vector<std::string> resume_notes(
+    const std::vector<resumed_option>& options,
+    const std::function<std::string(const std::string& field, const std::string& value_json)>& text,
+    std::string_view separator, std::string_view proposer);
+
 /// The best trial of a stored study: finished, ok and measured at full
 /// fidelity; null when it has none.
 [[nodiscard]] const trial* best_trial(const stored_study& stored);

@@ -414,26 +414,10 @@ std::vector<std::string> take_left_out(study_spec& spec, const study_spec& recor
     return given(command, r->option) || given(command, r->alias) ? option_said::given
                                                                  : option_said::left_out;
   };
-  std::vector<std::string> taken, kept, began;
-  for (const auto& o : take_recorded(spec, recorded, said)) {
-    const auto& r = *option_for(o.field);
-    if (o.taken) {
-      taken.push_back(option_text(r, o.recorded));
-    } else {
-      kept.push_back(option_text(r, o.given));
-      began.push_back(option_text(r, o.recorded));
-    }
-  }
-  std::vector<std::string> notes;
-  if (!taken.empty())
-    notes.push_back(
-        fmt::format("resuming with {}, as it began (from the study file)", fmt::join(taken, " ")));
-  if (!kept.empty())
-    notes.push_back(fmt::format(
-        "begun with {}; this run proposes with {} as given (leave {} out to continue it as it "
-        "began)",
-        fmt::join(began, " "), fmt::join(kept, " "), kept.size() == 1 ? "it" : "them"));
-  return notes;
+  const auto text = [](const std::string& field, const std::string& value_json) {
+    return option_text(*option_for(field), value_json);
+  };
+  return resume_notes(take_recorded(spec, recorded, said), text, " ", "this run");
 }
 
 }  // namespace
