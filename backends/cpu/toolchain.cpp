@@ -83,10 +83,6 @@ void write_atomically(const fs::path& path, std::string_view text) {
   fs::rename(tmp, path);
 }
 
-/// A file's bytes; nullopt when it cannot be read (vanished, a folder, a
-/// FIFO): in the cache that is a miss, never an error (read_regular).
-std::optional<std::string> read_bytes(const fs::path& path) { return read_regular(path); }
-
 /// The files a compile read, from the dependency file GCC and Clang write
 /// with -MD/-MMD -MF (make syntax: the first rule's prerequisites, lines
 /// continued with a backslash, spaces escaped as "\ ", '#' as "\#", '$' as
@@ -165,7 +161,7 @@ std::string_view next_line(std::string_view& text) {
 
 /// Writes `text` to `path` (its folders made) unless it holds it already.
 void write_if_different(const fs::path& path, std::string_view text) {
-  if (read_bytes(path) == text) return;
+  if (read_regular(path) == text) return;
   fs::create_directories(path.parent_path());
   write_atomically(path, text);
 }
@@ -175,7 +171,7 @@ bool holds(const fs::path& path, std::string_view text, std::timespec since) {
   const auto changed = change_time(path);
   return changed &&
          std::tie(changed->tv_sec, changed->tv_nsec) <= std::tie(since.tv_sec, since.tv_nsec) &&
-         read_bytes(path) == text;
+         read_regular(path) == text;
 }
 
 /// The manifest's lines for `files` but `source` (its text is in the key):
@@ -188,7 +184,7 @@ std::optional<std::string> manifest_lines(const std::vector<fs::path>& files,
   for (const auto& f : files) {
     if (f == source) continue;
     const auto changed = change_time(f);
-    const auto text = read_bytes(f);
+    const auto text = read_regular(f);
     if (!changed ||
         std::tie(changed->tv_sec, changed->tv_nsec) > std::tie(started.tv_sec, started.tv_nsec) ||
         !text || f.string().find('\n') != std::string::npos)
@@ -207,7 +203,7 @@ bool unchanged(std::string_view lines) {
     const auto size = hash ? split_word(hash->second) : std::nullopt;
     if (!size) return false;
     const auto path = size->second;
-    const auto text = read_bytes(std::string(path));
+    const auto text = read_regular(std::string(path));
     if (!text || fingerprint(*text) != line.substr(0, line.size() - path.size() - 1)) return false;
   }
   return true;
@@ -265,7 +261,7 @@ lookup look_up(const fs::path& stem) {
   // swap of the cache's file after this check is never run.
   const bool built = kind->first == "built";
   auto sealed = built ? sealed_file::copy_of(out.named) : nullptr;
-  auto message = built ? std::nullopt : read_bytes(out.named);
+  auto message = built ? std::nullopt : read_regular(out.named);
   if (!sealed && !message) return out;
   if (fingerprint(sealed ? sealed->bytes() : *message) != recorded) {
     out.note = fmt::format(
@@ -344,7 +340,7 @@ std::uintmax_t trim_builds(const fs::path& dir, std::uintmax_t limit) {
   std::sort(manifests.begin(), manifests.end());
   for (auto it = manifests.begin(); total > limit && it != manifests.end(); ++it) {
     const auto& manifest = it->second;
-    const auto text = read_bytes(manifest).value_or("");
+    const auto text = read_regular(manifest).value_or("");
     std::string_view rest(text);
     (void)next_line(rest);
     const auto kind = split_word(next_line(rest));
@@ -465,7 +461,7 @@ std::string toolchain::restore_own_files() const {
   const std::lock_guard lock(own_mutex_);
   std::vector<std::string> put_back;
   for (const auto& [path, text] : own_)
-    if (read_bytes(path) != text) {
+    if (read_regular(path) != text) {
       write_if_different(path, text);
       put_back.push_back(path.string());
     }
@@ -574,7 +570,7 @@ build_result toolchain::compile_cached(const fs::path& stem, const std::string& 
     request.cpus = cpus;
     r = run_process(request);
     out.seconds += r.wall_s;
-    const auto read = dependency_list(read_bytes(deps).value_or(""));
+    const auto read = dependency_list(read_regular(deps).value_or(""));
     std::error_code ec;
     fs::remove(deps, ec);
     lines = read && started ? manifest_lines(*read, source, *started) : std::nullopt;
