@@ -9,7 +9,9 @@ may also be marked by an HTML comment on the line before it:
 
   <!-- stdin -->          the block is the standard input of the next run
   <!-- run: COMMAND -->   the block is what COMMAND prints
-  <!-- not run: WHY -->   the next "$ " block is not run (say why: hardware)
+  <!-- not run: WHY -->   the next "$ " block is not run (say why: hardware);
+                          before a block of commands, tests/docs/commands.py
+                          does not run them either (it checks their options)
 
 Commands run in a scratch folder that links the repository's examples/,
 data/, tests/, python/ and the build folder as build/ci, with the built
@@ -135,6 +137,17 @@ def scratch(source, build):
     return folder
 
 
+def environment(folder, build):
+    """The environment commands run in: the built `tessel` and the scratch
+    folder's `python3` first on PATH, the built Python package importable."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.join(folder, ".bin"), os.path.join(build, "src", "cli"),
+                                   env.get("PATH", "")])
+    env["PYTHONPATH"] = os.path.join(build, "python")
+    env.pop("TESSEL_UPDATE_GOLDEN", None)
+    return env
+
+
 def run_document(path, source, build, update=False):
     """Problems found in one document (empty: every transcript matched). With
     `update`, a transcript shown exactly (no "...") that differs is rewritten
@@ -145,11 +158,7 @@ def run_document(path, source, build, update=False):
     if not todo:
         return []
     problems, folder = [], scratch(source, build)
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.join(folder, ".bin"), os.path.join(build, "src", "cli"),
-                                   env.get("PATH", "")])
-    env["PYTHONPATH"] = os.path.join(build, "python")
-    env.pop("TESSEL_UPDATE_GOLDEN", None)
+    env = environment(folder, build)
     try:
         rewrites = []
         for command, stdin, expected, at in todo:
