@@ -2,7 +2,8 @@
 tests/docs/transcripts.py does not run), and the links between documents.
 
 1. Flags. Every `tessel SUBCOMMAND ...` line of docs/*.md, in a command
-   block, a synopsis or a "$ " transcript marked `<!-- not run: WHY -->`,
+   block, a synopsis or a "$ " transcript marked `<!-- not run: WHY -->`
+   (and of README.md's blocks, and every `tessel ...` code span of either),
    has each of its options (`--budget`, `-o`; not what is quoted: a
    command backend's own flags) in `tessel SUBCOMMAND --help`: a renamed or
    removed option fails here even where the command cannot run.
@@ -191,14 +192,24 @@ def slug(heading):
 
 
 def prose(path, spans=False):
-    """A document's text without its fenced blocks (and, with `spans`, its code spans)."""
+    """A document's text without its fenced blocks (their lines left empty) and,
+    with `spans`, its code spans."""
     with open(path, encoding="utf-8") as f:
-        text = re.sub(r"^```.*?^```", "", f.read(), flags=re.S | re.M)
+        text = re.sub(r"^```.*?^```", lambda m: "\n" * m.group().count("\n"), f.read(),
+                      flags=re.S | re.M)
     return re.sub(r"`[^`\n]*`", "", text) if spans else text
 
 
 def anchors(path):
     return {slug(h) for h in re.findall(r"^#+ (.*)$", prose(path), re.M)}
+
+
+def inline_commands(path):
+    """(command, line number, None) of each `tessel ...` code span of a
+    document's prose (a span may wrap onto the next line)."""
+    text = prose(path)
+    return [(" ".join(m.group(1).split()), text.count("\n", 0, m.start()) + 1, None)
+            for m in re.finditer(r"`(tessel [a-z][^`]*)`", text)]
 
 
 def link_problems(path, source):
@@ -256,7 +267,9 @@ def option_problems(checker, name, commands):
 
 
 def reference_problems(checker, source, docs):
-    """docs/cli.md against every --help, README's table, every document's links."""
+    """docs/cli.md against every --help, README's table, every document's links,
+    the options of the README's commands (docs_readme_commands runs some) and
+    of every document's `tessel ...` code spans."""
     with open(os.path.join(source, "docs", "cli.md"), encoding="utf-8") as f:
         reference = f.read()
     problems = [f"docs/cli.md: `tessel {subcommand} --help` lists {option}, which it never names"
@@ -267,6 +280,10 @@ def reference_problems(checker, source, docs):
                  for doc in docs if f"| [{os.path.relpath(doc, source)}](" not in readme]
     for doc in [os.path.join(source, "README.md")] + docs:
         problems += [p.replace(source + os.sep, "") for p in link_problems(doc, source)]
+        name = os.path.relpath(doc, source)
+        problems += option_problems(checker, name, inline_commands(doc))
+    with open(os.path.join(source, "README.md"), encoding="utf-8") as f:
+        problems += option_problems(checker, "README.md", document_commands(f.read()))
     return problems
 
 
