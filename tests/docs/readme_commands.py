@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import transcripts  # noqa: E402  (its scratch folder)
+import transcripts  # noqa: E402  (its scratch folder and environment)
 
 RUNS = re.compile(r"^tessel (tune|tune-model|serve|mcp) ")
 BUDGET = re.compile(r"(--budget|-n) \d+")
@@ -53,8 +53,7 @@ def main(argv):
     with open(os.path.join(source, "README.md"), encoding="utf-8") as f:
         commands = readme_commands(f.read())
     folder = transcripts.scratch(source, build)
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.join(build, "src", "cli"), env.get("PATH", "")])
+    env = transcripts.environment(folder, build)
     problems, ran = [], 0
     try:
         for command in commands:
