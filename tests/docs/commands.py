@@ -7,16 +7,17 @@ tests/docs/transcripts.py does not run), and the links between documents.
    has each of its options (`--budget`, `-o`; not what is quoted: a
    command backend's own flags) in `tessel SUBCOMMAND --help`: a renamed or
    removed option fails here even where the command cannot run.
-2. Runs. The commands that can run here on the simulator or the CPU, with
-   the files of the repository, run as written in a scratch folder of their
-   own per document, in document order (as transcripts.py's folder: examples/,
-   data/, the build as build/ci, `tessel` and `python3` on PATH), with every
-   `--budget N` cut to 3 and `--high-budget N` to 2; each must exit 0. A
-   `tessel tune` with no stop condition is a problem: it runs until the space
-   is exhausted. Skipped, with the reason printed: a block marked
-   `<!-- not run: WHY -->`, a synopsis (a placeholder such as FILE, `[`,
-   `|`, `...`), a shared study (`postgresql://`: a server at the address
-   shown; tests/cli/worker_test.cpp and tests/storage run these on
+2. Runs. The commands that can run here (the simulator, replay, models,
+   show/report/emit, python3 lines), with the files of the repository, run
+   as written in a scratch folder of their own per document, in document
+   order (as transcripts.py's folder: examples/, data/, the build as
+   build/ci, `tessel` and `python3` on PATH), with every `--budget N` cut to
+   3 and `--high-budget N` to 2; each must exit 0. A `tessel tune` with no
+   stop condition is a problem: it runs until the space is exhausted.
+   Skipped, with the reason printed: a block marked `<!-- not run: WHY -->`,
+   a synopsis (a placeholder such as FILE, `[`, `|`, `...` outside quotes:
+   so a pipe, too), a shared study (`postgresql://`: a server at the
+   address shown; tests/cli/worker_test.cpp and tests/storage run these on
    loopback), the `trainium` backend (a Neuron device), the `cpu` backend
    (g++ compiles every config: seconds a trial; the README's cpu command
    runs in docs_readme_commands and tests/cpu covers the backend), and a
