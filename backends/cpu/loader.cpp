@@ -342,10 +342,12 @@ struct command {
 [[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, const output_slots& slots,
                         int commands) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
-  // Not root's uid where the loader is root (round sixteen); none of its
-  // rights (round fifteen), filter or not; then no process of its own, no
-  // program in its place, no other process's memory (loader_seccomp.hpp),
-  // from before the kernel is loaded.
+  // Not root's uid where the loader is root (round sixteen; the bounding set
+  // emptied first, while CAP_SETPCAP is held); none of its rights (round
+  // fifteen), filter or not; then no process of its own, no program in its
+  // place, no other process's memory (loader_seccomp.hpp), from before the
+  // kernel is loaded.
+  seccomp::drop_bounding_set();
   if (const std::string why = seccomp::become_user(r.kernel_uid, r.kernel_gid); !why.empty())
     fail(why);
   if (const std::string why = seccomp::drop_capabilities(); !why.empty()) fail(why);

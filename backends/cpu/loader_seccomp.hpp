@@ -277,9 +277,10 @@ bool turned_off() {
   return v != nullptr && std::strcmp(v, "off") == 0;
 }
 
-/// The first part of drop_capabilities: RLIMIT_RTPRIO and RLIMIT_NICE to
-/// 0, and the bounding set emptied while CAP_SETPCAP is still held (before
-/// become_user too, whose change of uid clears it).
+/// The first step of giving up root's rights (serve calls it before
+/// become_user, whose change of uid clears CAP_SETPCAP, and
+/// drop_capabilities): RLIMIT_RTPRIO and RLIMIT_NICE to 0, and the bounding
+/// set emptied while CAP_SETPCAP is still held.
 void drop_bounding_set() {
   const rlimit none{0, 0};
   (void)::setrlimit(RLIMIT_RTPRIO, &none);
@@ -302,10 +303,9 @@ void drop_bounding_set() {
 /// ends if its parent is already gone. `uid` < 0 (no --kernel-user: root
 /// kept, or tessel is not root), or a process that is not uid 0 (a user's,
 /// already unprivileged): nothing to do, "". Else "" when it is the user,
-/// or why not.
+/// or why not. After drop_bounding_set.
 std::string become_user(long uid, long gid) {
   if (uid < 0 || ::geteuid() != 0) return {};
-  drop_bounding_set();  // while CAP_SETPCAP is held
   const pid_t parent = ::getppid();
   const auto why = [uid, gid](const char* call) {
     return std::string("cannot become the kernel's user ") + std::to_string(uid) + ":" +
@@ -326,8 +326,8 @@ std::string become_user(long uid, long gid) {
 }
 
 /// Gives up every capability the calling process holds (effective,
-/// permitted, inheritable, ambient, and the bounding set where CAP_SETPCAP
-/// allows), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
+/// permitted, inheritable, ambient; the bounding set was emptied by
+/// drop_bounding_set), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
 /// (docs/gate.md, "Round fifteen"). A kernel run by root kept them all but
 /// CAP_SYS_PTRACE until then: it made itself real-time (CAP_SYS_NICE), killed
 /// any process (CAP_KILL), wrote, chmod'ed and chown'ed any file
@@ -341,9 +341,9 @@ std::string become_user(long uid, long gid) {
 /// needs a capability: its tensors are mapped and its pipes open before it,
 /// and the kernel's library is opened through /proc/self/fd. A process
 /// without capabilities (a user who is not root) has none to give up: ""
-/// then too. "" when none is left, else why not.
+/// then too. "" when none is left, else why not. After drop_bounding_set
+/// (the bounding set and the limits) and become_user.
 std::string drop_capabilities() {
-  drop_bounding_set();
   (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0L, 0L, 0L);  // EINVAL before Linux 4.3
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
