@@ -351,10 +351,11 @@ struct command {
   if (const std::string why = seccomp::become_user(r.kernel_uid, r.kernel_gid); !why.empty())
     fail(why);
   if (const std::string why = seccomp::drop_capabilities(); !why.empty()) fail(why);
-  if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(); !why.empty())
+  if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(reply_channel);
+      !why.empty())
     fail(why + " (TESSEL_CPU_SECCOMP=off runs kernels without it: docs/cpu.md)");
-  const auto refused = [] {  // a refusal recorded since is the kernel's answer
-    if (seccomp::refused_call != 0) fail(seccomp::refusal(), "suspicious");
+  const auto refused = [] {  // a refusal since was reported (seccomp::refused): the answer
+    if (seccomp::refused_call != 0) std::_Exit(0);
   };
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   const std::size_t n_in = r.inputs.size();

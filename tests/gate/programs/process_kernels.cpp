@@ -45,7 +45,9 @@
 //                    filter's SIGSYS and forces a SIGSEGV instead, which its
 //                    handler takes (restoring the stack, answering EPERM):
 //                    logs "fork failed: ERROR" or "forked", and "SIGSEGV
-//                    caught" when its handler ran
+//                    caught" when its handler ran; "sigaction failed: ERROR"
+//                    when its handler could not be set (round seventeen,
+//                    class20_test.cpp: the fork then ends its process)
 //   pk_clock         as root (CAP_SYS_TIME): reads the system clock's tick
 //                    (adjtimex), logging "clock read", and sets it to
 //                    $TESSEL_REDTEAM_TICK (default: the tick it read, so
@@ -75,13 +77,15 @@
 //                    per such run; every other call works. Only its last
 //                    sample is right, and its median sample is fast
 // Round seventeen (tests/gate/class20_test.cpp):
-//   pk_skip_run_ends counts the runs as pk_skip_some_runs does and reads each
-//                    run's length as pk_last_by_stack does; in samples 1 to
-//                    7 it skips the last call of the run (y[0] = 0, the rest
-//                    left poisoned, after a spin of 0, 0.2 or 0.4 of
-//                    TESSEL_US by turns, so the samples never agree within
-//                    the race's 2%), logging "skipped call K" (its K-th
-//                    call in its process: the loader's number of it);
+//   pk_skip_run_ends counts the runs and their calls as pk_last_of_run and
+//                    pk_skip_some_runs do (by the outputs' poison and
+//                    address: no trick of the stack, whose scan can meet
+//                    stale bytes); in samples 2 to 7 (sample 1 tells it
+//                    the runs' length) it skips the run's last call (y[0] =
+//                    0, the rest left poisoned, after a spin of 0, 0.2 or
+//                    0.4 of TESSEL_US by turns, so the samples never agree
+//                    within the race's 2%), logging "skipped call K" (its
+//                    K-th call in its process: the loader's number of it);
 //                    every other call works. Until round seventeen a run's
 //                    last call was never the drawn one
 // Round fifteen (tests/gate/class19_test.cpp): kernels that use root's
@@ -382,7 +386,7 @@ void pk_bad_stack(const tessel::cpu::kernel_args& a) {
     sigemptyset(&action.sa_mask);
     action.sa_sigaction = stack_back;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    ::sigaction(SIGSEGV, &action, nullptr);
+    if (::sigaction(SIGSEGV, &action, nullptr) != 0) note("sigaction failed: " + error_text(errno));
     long result = 0;
     asm volatile(
         "mov %%rsp, %[saved]\n\t"
@@ -533,11 +537,11 @@ void pk_skip_run_ends(const tessel::cpu::kernel_args& a) {
   float* y = a.out(0).as<float>();
   if (run_starts(y) || runs == 0) {  // the first call starts the first run
     ++runs;
+    previous_run = call_in_run;
     call_in_run = 0;
   }
-  const std::uint64_t length = run_length_on_stack();
-  const bool last = length > 0 && static_cast<std::uint64_t>(++call_in_run) == length;
-  if (!last || runs <= warm_runs || runs > warm_runs + skipped_samples) {
+  const bool last = call_in_run++ == previous_run - 1;  // as long as the run before
+  if (!last || runs <= warm_runs + 1 || runs > warm_runs + skipped_samples) {
     work(a);
     return;
   }
