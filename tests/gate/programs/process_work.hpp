@@ -15,16 +15,15 @@
 #include <fstream>
 #include <string>
 
+#include "redteam_tricks.hpp"
+
 #ifndef TESSEL_US
 #define TESSEL_US 200
 #endif
 
 namespace {
 
-void note(const std::string& line) {
-  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
-  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
-}
+using tessel_redteam::note;
 
 /// Logs this process's seccomp mode, once.
 void note_seccomp() {
