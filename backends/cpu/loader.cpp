@@ -354,8 +354,10 @@ struct command {
   if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(reply_channel);
       !why.empty())
     fail(why + " (TESSEL_CPU_SECCOMP=off runs kernels without it: docs/cpu.md)");
-  const auto refused = [] {  // a refusal since was reported (seccomp::refused): the answer
-    if (seccomp::refused_call != 0) std::_Exit(0);
+  const auto refused = [] {  // a refusal since is the answer: reported by seccomp::refused,
+    if (seccomp::refused_call == 0) return;  // or here where its report could not be written
+    if (seccomp::reported == 0) fail(seccomp::refusal(), "suspicious");
+    std::_Exit(0);
   };
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   const std::size_t n_in = r.inputs.size();

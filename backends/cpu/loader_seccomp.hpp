@@ -85,6 +85,9 @@ volatile std::sig_atomic_t refused_call = 0;
 int report_channel = -1;
 /// Set by the first refusal's handler, which alone reports.
 int refusal_taken = 0;
+/// The first refusal's ABI (set when it was another's than the loader's)
+/// and first argument, and whether its report was written whole.
+volatile std::sig_atomic_t refused_foreign = 0, refused_signal = 0, reported = 0;
 
 /// What a refused call would have done, for the message; `signal`:
 /// rt_sigaction's first argument.
@@ -171,12 +174,20 @@ std::size_t describe(char* out, std::size_t size, long nr, bool foreign, long si
   return n;
 }
 
+/// The message for the first refusal (refused_call not 0).
+std::string refusal() {
+  char text[1024];
+  describe(text, sizeof text, refused_call, refused_foreign != 0, refused_signal);
+  return text;
+}
+
 /// The SIGSYS the filter raises for a refused call (SECCOMP_RET_TRAP): the
 /// call returns -EPERM to its caller, as a refused call would, and the first
 /// refusal is reported to the timing parent at once ('s' and its message,
 /// one write, as `fail` writes a failure), so a kernel that clears the
 /// record or ends its process after the refusal cannot take it back; the
-/// loader ends the process after the kernel's call (serve). A kernel may not
+/// loader ends the process after the kernel's call (serve; answering with
+/// `refusal()` there where the report could not be written). A kernel may not
 /// install a SIGSYS handler of its own: that is a refused call (round
 /// fourteen); one that blocks or ignores SIGSYS is killed by it. One that
 /// makes the call where its SIGSYS cannot be delivered (its stack pointer at
@@ -196,7 +207,9 @@ void refused(int, siginfo_t* info, void* context) {
     char report[1024] = {'s'};
     const std::size_t n = 1 + describe(report + 1, sizeof report - 1, nr,
                                        static_cast<unsigned>(info->si_arch) != arch, signal);
-    if (report_channel >= 0) (void)!::write(report_channel, report, n);
+    reported = report_channel >= 0 && ::write(report_channel, report, n) == static_cast<ssize_t>(n);
+    refused_foreign = static_cast<unsigned>(info->si_arch) != arch;
+    refused_signal = static_cast<std::sig_atomic_t>(signal);
     refused_call = static_cast<std::sig_atomic_t>(nr);  // after the report: serve ends the process
   }
 #if defined(__x86_64__)
