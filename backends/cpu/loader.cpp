@@ -342,17 +342,22 @@ struct command {
 [[noreturn]] void serve(request& r, input_copy& copy, call_plan& plan, const output_slots& slots,
                         int commands) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // its parent's end is its own
-  // Not root's uid where the loader is root (round sixteen); none of its
-  // rights (round fifteen), filter or not; then no process of its own, no
-  // program in its place, no other process's memory (loader_seccomp.hpp),
-  // from before the kernel is loaded.
+  // Not root's uid where the loader is root (round sixteen; the bounding set
+  // emptied first, while CAP_SETPCAP is held); none of its rights (round
+  // fifteen), filter or not; then no process of its own, no program in its
+  // place, no other process's memory (loader_seccomp.hpp), from before the
+  // kernel is loaded.
+  seccomp::drop_bounding_set();
   if (const std::string why = seccomp::become_user(r.kernel_uid, r.kernel_gid); !why.empty())
     fail(why);
   if (const std::string why = seccomp::drop_capabilities(); !why.empty()) fail(why);
-  if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(); !why.empty())
+  if (const std::string why = seccomp::turned_off() ? "" : seccomp::install(reply_channel);
+      !why.empty())
     fail(why + " (TESSEL_CPU_SECCOMP=off runs kernels without it: docs/cpu.md)");
-  const auto refused = [] {  // a refusal recorded since is the kernel's answer
-    if (seccomp::refused_call != 0) fail(seccomp::refusal(), "suspicious");
+  const auto refused = [] {  // a refusal since is the answer: reported by seccomp::refused,
+    if (seccomp::refused_call == 0) return;  // or here where its report could not be written
+    if (seccomp::reported == 0) fail(seccomp::refusal(), "suspicious");
+    std::_Exit(0);
   };
   tessel::loop_rule::walk walk(r.loop_seed, r.inputs.size());
   const std::size_t n_in = r.inputs.size();

@@ -291,17 +291,22 @@ struct output_slots {
 };
 
 /// The call judged besides the timing's last (docs/gate.md, "Round
-/// fourteen"), drawn over all the samples by reservoir sampling: after each
-/// sample's run of calls (outside its clock), the parent draws, from the
-/// judged call's seed (which the kernel's process never holds) and the
-/// sample's number i (1-based), one of the run's calls whose slot no later
-/// call of it wrote, other than its last (its only call when it has one
-/// slot), and with odds 1/i keeps that call in place of the one kept: a
-/// copy of its outputs in the parent's own memory, and its number among all
-/// the timing's calls (1-based: call k was given the loop rule's inputs of
-/// perturbed_set(set, k)). Every sample then holds the kept call with the
-/// same odds, 1/n, and the kernel cannot foresee which: skipping the work in
-/// any share of the samples is caught at about that share's odds.
+/// fourteen", "Round seventeen"), drawn over all the samples by reservoir
+/// sampling: after each sample's run of calls (outside its clock), the
+/// parent draws, from the judged call's seed (which the kernel's process
+/// never holds) and the sample's number i (1-based), one of the run's calls
+/// whose slot no later call of it wrote, its last included, and with odds
+/// 1/i keeps that call in place of the one kept: a copy of its outputs in
+/// the parent's own memory, and its number among all the timing's calls
+/// (1-based: call k was given the loop rule's inputs of perturbed_set(set,
+/// k)). Every call of every sample (of the last `used` of each, where a run
+/// cycles through its slots) is then kept with the same odds, 1/(n used),
+/// and the kernel cannot foresee which: skipping the work on any share of
+/// the calls is caught at about that share's odds. (Until round seventeen a
+/// run's last call was never drawn, as the last sample's is judged anyway:
+/// a kernel that skipped the last call of every run but the final one was
+/// never judged on those.) When the kept call is the timing's last, the
+/// draw judges nothing more: main() writes no second set of outputs.
 struct judged_call {
   std::vector<buffer> outputs;  ///< the kept call's, in `bytes`
   std::vector<std::vector<unsigned char>> bytes;
@@ -315,7 +320,7 @@ struct judged_call {
     const std::uint64_t i = ++samples, used = slots.used(run),
                         draw = tessel::loop_rule::mix(judged_seed + i * 0x9e3779b97f4a7c15ULL);
     if (run == 0 || tessel::loop_rule::mix(draw ^ 1) % i != 0) return;
-    const std::uint64_t back = used > 1 ? 1 + tessel::loop_rule::mix(draw ^ 2) % (used - 1) : 0;
+    const std::uint64_t back = tessel::loop_rule::mix(draw ^ 2) % used;  // 0: the run's last
     const auto start = std::chrono::steady_clock::now();
     outputs = slots.in(outs, (run - 1 - back) % used);
     bytes.resize(outputs.size());

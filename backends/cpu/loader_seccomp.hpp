@@ -9,17 +9,19 @@
 // Refused: fork, vfork, clone without CLONE_THREAD, execve, execveat,
 // ptrace, process_vm_readv, process_vm_writev and pidfd_getfd (round
 // thirteen); rt_sigaction that sets a new action for SIGSYS, so the handler
-// that records refusals stays the loader's, and adjtimex, clock_adjtime,
-// clock_settime and settimeofday, by which a kernel running as root slowed
-// CLOCK_MONOTONIC, the timing parent's clock (round fourteen); kill, tkill,
-// tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and prlimit64 aimed at another
-// process than its own, and pidfd_send_signal (round fifteen). They fail with
-// EPERM, and the refusal is recorded (a SIGSYS handler, see `refused`), so
-// the loader answers "suspicious" with the call's name (a call made with
-// SIGSYS blocked, as posix_spawn makes its clone, ends the process by
-// SIGSYS instead: also "suspicious", see `killed`); clone3 fails with
-// ENOSYS, unrecorded (its flags are behind a pointer a filter cannot read;
-// glibc then makes its threads with clone, whose flags it can). Threads
+// that records refusals stays the loader's (round fourteen), or for SIGSEGV,
+// so a SIGSYS that cannot be delivered ends the process (round seventeen);
+// adjtimex, clock_adjtime, clock_settime and settimeofday, by which a kernel
+// running as root slowed CLOCK_MONOTONIC, the timing parent's clock (round
+// fourteen); kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and
+// prlimit64 aimed at another process than its own, and pidfd_send_signal
+// (round fifteen). They fail with EPERM, and the refusal is reported to the
+// timing parent at once (a SIGSYS handler, see `refused`), so the loader
+// answers "suspicious" with the call's name (a call made with SIGSYS
+// blocked, as posix_spawn makes its clone, ends the process by SIGSYS
+// instead: also "suspicious", see `killed`); clone3 fails with ENOSYS,
+// unrecorded (its flags are behind a pointer a filter cannot read; glibc
+// then makes its threads with clone, whose flags it can). Threads
 // (clone with CLONE_THREAD) are allowed: their CPU time is the process's.
 // A system call of another ABI than the loader's (i386's int 0x80, x32's
 // numbers on x86_64) is refused the same way, since the numbers above would
@@ -74,36 +76,25 @@ constexpr const char* arch_name = "";
 #endif
 
 /// The system call a kernel's process was refused first (0: none), set by
-/// `refused` (so from a signal handler, in any of its threads).
+/// `refused` (so from a signal handler, in any of its threads) once its
+/// report is written.
 volatile std::sig_atomic_t refused_call = 0;
-/// Set when the refused call was of another ABI than the loader's.
-volatile std::sig_atomic_t foreign_call = 0;
+/// Where `refused` reports a refusal the moment it is made: the kernel's
+/// process's reply channel to its timing parent (install's `report`); -1:
+/// nowhere.
+int report_channel = -1;
+/// Set by the first refusal's handler, which alone reports.
+int refusal_taken = 0;
+/// The first refusal's ABI (set when it was another's than the loader's)
+/// and first argument, and whether its report was written whole.
+volatile std::sig_atomic_t refused_foreign = 0, refused_signal = 0, reported = 0;
 
-/// The SIGSYS the filter raises for a refused call (SECCOMP_RET_TRAP): the
-/// call is recorded and returns -EPERM to its caller, as a refused call
-/// would. A kernel may not install a SIGSYS handler of its own: that is a refused
-/// call (round fourteen), which is recorded; one that blocks or ignores SIGSYS
-/// is killed by it. One that makes the call where its SIGSYS cannot be
-/// delivered (its stack pointer at an unmapped page) has it refused, but
-/// unrecorded when a SIGSEGV handler of its own takes the SIGSEGV Linux forces
-/// instead (docs/gate.md, "Round fourteen", "What remains").
-void refused(int, siginfo_t* info, void* context) {
-  if (refused_call == 0) {
-    refused_call = info->si_syscall != 0 ? info->si_syscall : -1;
-    foreign_call = static_cast<unsigned>(info->si_arch) != arch;
-  }
-  auto* uc = static_cast<ucontext_t*>(context);
-#if defined(__x86_64__)
-  uc->uc_mcontext.gregs[REG_RAX] = -EPERM;
-#elif defined(__aarch64__)
-  uc->uc_mcontext.regs[0] = static_cast<unsigned long long>(-EPERM);
-#else
-  (void)uc;
-#endif
-}
-
-/// What a refused call would have done, for the message.
-const char* refused_what(long nr) {
+/// What a refused call would have done, for the message; `signal`:
+/// rt_sigaction's first argument.
+const char* refused_what(long nr, long signal) {
+  if (nr == SYS_rt_sigaction && signal == SIGSEGV)
+    return "set an action for SIGSEGV (rt_sigaction), by which a refused call whose SIGSYS "
+           "cannot be delivered would go unrecorded";
   struct named {
     long nr;
     const char* what;
@@ -150,17 +141,84 @@ const char* refused_what(long nr) {
   return "make a system call a kernel's process may not make";
 }
 
-/// The message for the refusal recorded, or "" when none was.
-std::string refusal() {
-  if (refused_call == 0) return {};
-  const long nr = refused_call;
-  const std::string what = foreign_call != 0
-                               ? "make a system call of another ABI than the loader's (number " +
-                                     std::to_string(nr) + ")"
-                               : refused_what(nr);
-  return "the kernel's process tried to " + what +
+/// Appends `text` to `out` (`size` bytes, `n` used), as much as fits, and
+/// ends it with a 0: async-signal-safe, as `refused` needs.
+void append(char* out, std::size_t size, std::size_t& n, const char* text) {
+  for (; *text != 0 && n + 1 < size; ++text) out[n++] = *text;
+  out[n] = 0;
+}
+
+/// The message for refused call `nr` (of another ABI than the loader's
+/// when `foreign`; `signal`: its first argument), written to `out`: its
+/// length. Async-signal-safe (no allocation), as `refused` needs.
+std::size_t describe(char* out, std::size_t size, long nr, bool foreign, long signal) {
+  std::size_t n = 0;
+  append(out, size, n, "the kernel's process tried to ");
+  if (foreign) {
+    char digits[24] = {0};
+    std::size_t d = sizeof digits - 1;
+    const unsigned long magnitude =
+        nr < 0 ? 0UL - static_cast<unsigned long>(nr) : static_cast<unsigned long>(nr);
+    for (unsigned long v = magnitude; d == sizeof digits - 1 || v != 0; v /= 10)
+      digits[--d] = static_cast<char>('0' + v % 10);
+    if (nr < 0) digits[--d] = '-';
+    append(out, size, n, "make a system call of another ABI than the loader's (number ");
+    append(out, size, n, digits + d);
+    append(out, size, n, ")");
+  } else {
+    append(out, size, n, refused_what(nr, signal));
+  }
+  append(out, size, n,
          ", which a kernel may not: it was refused (docs/gate.md, \"Round thirteen\" to \"Round "
-         "fifteen\")";
+         "seventeen\")");
+  return n;
+}
+
+/// The message for the first refusal (refused_call not 0).
+std::string refusal() {
+  char text[1024];
+  describe(text, sizeof text, refused_call, refused_foreign != 0, refused_signal);
+  return text;
+}
+
+/// The SIGSYS the filter raises for a refused call (SECCOMP_RET_TRAP): the
+/// call returns -EPERM to its caller, as a refused call would, and the first
+/// refusal is reported to the timing parent at once ('s' and its message,
+/// one write, as `fail` writes a failure), so a kernel that clears the
+/// record or ends its process after the refusal cannot take it back; the
+/// loader ends the process after the kernel's call (serve; answering with
+/// `refusal()` there where the report could not be written). A kernel may not
+/// install a SIGSYS handler of its own: that is a refused call (round
+/// fourteen); one that blocks or ignores SIGSYS is killed by it. One that
+/// makes the call where its SIGSYS cannot be delivered (its stack pointer at
+/// an unmapped page) gets the SIGSEGV Linux forces instead, which ends it:
+/// its own SIGSEGV handler is a refused call (round seventeen).
+void refused(int, siginfo_t* info, void* context) {
+  auto* uc = static_cast<ucontext_t*>(context);
+  if (__atomic_exchange_n(&refusal_taken, 1, __ATOMIC_ACQ_REL) == 0) {
+    const long nr = info->si_syscall != 0 ? info->si_syscall : -1;
+#if defined(__x86_64__)
+    const long signal = static_cast<int>(uc->uc_mcontext.gregs[REG_RDI]);  // the low word
+#elif defined(__aarch64__)
+    const long signal = static_cast<int>(uc->uc_mcontext.regs[0]);
+#else
+    const long signal = 0;
+#endif
+    char report[1024] = {'s'};
+    const std::size_t n = 1 + describe(report + 1, sizeof report - 1, nr,
+                                       static_cast<unsigned>(info->si_arch) != arch, signal);
+    reported = report_channel >= 0 && ::write(report_channel, report, n) == static_cast<ssize_t>(n);
+    refused_foreign = static_cast<unsigned>(info->si_arch) != arch;
+    refused_signal = static_cast<std::sig_atomic_t>(signal);
+    refused_call = static_cast<std::sig_atomic_t>(nr);  // after the report: serve ends the process
+  }
+#if defined(__x86_64__)
+  uc->uc_mcontext.gregs[REG_RAX] = -EPERM;
+#elif defined(__aarch64__)
+  uc->uc_mcontext.regs[0] = static_cast<unsigned long long>(-EPERM);
+#else
+  (void)uc;
+#endif
 }
 
 sock_filter statement(unsigned code, unsigned k) {
@@ -252,11 +310,14 @@ std::vector<sock_filter> program(pid_t self) {
 #ifdef SYS_pidfd_send_signal
   refuse(SYS_pidfd_send_signal, trap);  // a pidfd names another process, or its own
 #endif
-  // rt_sigaction that sets SIGSYS's action (its signal's low word, as the
-  // kernel reads an int; a new action: args[1] not NULL): the handler that
-  // records refusals stays the loader's. Reading the action is allowed.
-  p.insert(p.end(), {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_rt_sigaction), 0, 8),
-                     word(0, 0), jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 5), word(1, 0),
+  // rt_sigaction that sets SIGSYS's or SIGSEGV's action (its signal's low
+  // word, as the kernel reads an int; a new action: args[1] not NULL): the
+  // handler that records refusals stays the loader's, and the SIGSEGV Linux
+  // forces when it cannot deliver a SIGSYS (a stack pointer at an unmapped
+  // page) takes its default action, the process's end. Reading is allowed.
+  p.insert(p.end(), {jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(SYS_rt_sigaction), 0, 9),
+                     word(0, 0), jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 1, 0),
+                     jump(BPF_JMP | BPF_JEQ | BPF_K, SIGSEGV, 0, 5), word(1, 0),
                      jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2), word(1, 1),
                      jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), trap, allow});
 #ifdef SYS_clone3
@@ -277,9 +338,10 @@ bool turned_off() {
   return v != nullptr && std::strcmp(v, "off") == 0;
 }
 
-/// The first part of drop_capabilities: RLIMIT_RTPRIO and RLIMIT_NICE to
-/// 0, and the bounding set emptied while CAP_SETPCAP is still held (before
-/// become_user too, whose change of uid clears it).
+/// The first step of giving up root's rights (serve calls it before
+/// become_user, whose change of uid clears CAP_SETPCAP, and
+/// drop_capabilities): RLIMIT_RTPRIO and RLIMIT_NICE to 0, and the bounding
+/// set emptied while CAP_SETPCAP is still held.
 void drop_bounding_set() {
   const rlimit none{0, 0};
   (void)::setrlimit(RLIMIT_RTPRIO, &none);
@@ -302,10 +364,9 @@ void drop_bounding_set() {
 /// ends if its parent is already gone. `uid` < 0 (no --kernel-user: root
 /// kept, or tessel is not root), or a process that is not uid 0 (a user's,
 /// already unprivileged): nothing to do, "". Else "" when it is the user,
-/// or why not.
+/// or why not. After drop_bounding_set.
 std::string become_user(long uid, long gid) {
   if (uid < 0 || ::geteuid() != 0) return {};
-  drop_bounding_set();  // while CAP_SETPCAP is held
   const pid_t parent = ::getppid();
   const auto why = [uid, gid](const char* call) {
     return std::string("cannot become the kernel's user ") + std::to_string(uid) + ":" +
@@ -326,8 +387,8 @@ std::string become_user(long uid, long gid) {
 }
 
 /// Gives up every capability the calling process holds (effective,
-/// permitted, inheritable, ambient, and the bounding set where CAP_SETPCAP
-/// allows), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
+/// permitted, inheritable, ambient; the bounding set was emptied by
+/// drop_bounding_set), and sets PR_SET_NO_NEW_PRIVS, so no program it runs gets any back
 /// (docs/gate.md, "Round fifteen"). A kernel run by root kept them all but
 /// CAP_SYS_PTRACE until then: it made itself real-time (CAP_SYS_NICE), killed
 /// any process (CAP_KILL), wrote, chmod'ed and chown'ed any file
@@ -341,9 +402,9 @@ std::string become_user(long uid, long gid) {
 /// needs a capability: its tensors are mapped and its pipes open before it,
 /// and the kernel's library is opened through /proc/self/fd. A process
 /// without capabilities (a user who is not root) has none to give up: ""
-/// then too. "" when none is left, else why not.
+/// then too. "" when none is left, else why not. After drop_bounding_set
+/// (the bounding set and the limits) and become_user.
 std::string drop_capabilities() {
-  drop_bounding_set();
   (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0L, 0L, 0L);  // EINVAL before Linux 4.3
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
@@ -361,9 +422,11 @@ std::string drop_capabilities() {
 
 /// Installs the filter in the calling process (the kernel's, single
 /// threaded: its threads inherit it), after drop_capabilities (whose
-/// PR_SET_NO_NEW_PRIVS lets a process that is not root install one): ""
-/// when it is in place, else why not.
-std::string install() {
+/// PR_SET_NO_NEW_PRIVS lets a process that is not root install one),
+/// refusals reported on `report` (the reply channel to the timing parent):
+/// "" when it is in place, else why not.
+std::string install(int report) {
+  report_channel = report;
   if (arch == 0)
     return "this loader has no seccomp filter for its architecture (x86_64 and aarch64 have one)";
   struct sigaction action {};

@@ -6,7 +6,8 @@
 // work: `ok`. As root it could slow CLOCK_MONOTONIC, the timing parent's
 // clock, by up to 10% for the whole machine (adjtimex's tick). Now the
 // filter refuses a new action for SIGSYS and the calls that change the
-// clock. What remains is tested too: a SIGSYS that cannot be delivered. And
+// clock. (What remained, a SIGSYS that cannot be delivered, is round
+// seventeen's: class20_test.cpp.) And
 // kernels that work only on the last call of each run, once the only call
 // the loader judged, are suspicious now for another call it draws after the
 // run. Each kernel is real (programs/process_kernels.cpp), compiled and
@@ -59,24 +60,6 @@ TEST_CASE("class 18: a kernel that blocks SIGSYS is killed by it") {
   CHECK(has(r, "was killed by SIGSYS"));
   CHECK(count(r.log, "forked") == 0);
   CHECK(count(r.log, "fork failed: Operation not permitted") == 0);  // it never returned
-}
-
-TEST_CASE("class 18: a SIGSYS that cannot be delivered is refused unrecorded (what remains)") {
-  // The kernel makes its fork with its stack pointer at an unmapped page:
-  // Linux cannot write the SIGSYS's frame and forces a SIGSEGV instead,
-  // which the kernel's own handler takes on its alternate stack. The fork
-  // is refused all the same (no process), but the loader's handler never
-  // ran: the try is unrecorded and the kernel ok. It gains nothing a kernel
-  // that never tries has (docs/gate.md, "Round fourteen", "What remains").
-#if defined(__x86_64__)
-  const cpu_run r = run_cpu("pk_bad_stack");
-  CHECK(count(r.log, "SIGSEGV caught") > 0);
-  CHECK(count(r.log, "fork failed: Operation not permitted") > 0);
-  CHECK(count(r.log, "forked") == 0);
-  CHECK(r.m.ok());
-#else
-  MESSAGE("skipped: the kernel's trick is written for x86_64");
-#endif
 }
 
 TEST_CASE("class 18: a kernel may not change the system clock") {

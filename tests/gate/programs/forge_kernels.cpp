@@ -55,16 +55,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "redteam_tricks.hpp"
+
 #ifndef TESSEL_US
 #define TESSEL_US 200
 #endif
 
 namespace {
 
-void note(const std::string& line) {
-  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
-  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
-}
+using tessel_redteam::note;
 
 /// The honest work: spin, then y = 2 x over n elements.
 void twice_after_spin(const float* x, float* y, std::int64_t n) {

@@ -45,7 +45,9 @@
 //                    filter's SIGSYS and forces a SIGSEGV instead, which its
 //                    handler takes (restoring the stack, answering EPERM):
 //                    logs "fork failed: ERROR" or "forked", and "SIGSEGV
-//                    caught" when its handler ran
+//                    caught" when its handler ran; "sigaction failed: ERROR"
+//                    when its handler could not be set (round seventeen,
+//                    class20_test.cpp: the fork then ends its process)
 //   pk_clock         as root (CAP_SYS_TIME): reads the system clock's tick
 //                    (adjtimex), logging "clock read", and sets it to
 //                    $TESSEL_REDTEAM_TICK (default: the tick it read, so
@@ -74,6 +76,18 @@
 //                    writes y[0] = 0 and returns, logging "skipped run" once
 //                    per such run; every other call works. Only its last
 //                    sample is right, and its median sample is fast
+// Round seventeen (tests/gate/class20_test.cpp):
+//   pk_skip_run_ends counts the runs and their calls as pk_last_of_run and
+//                    pk_skip_some_runs do (by the outputs' poison and
+//                    address: no trick of the stack, whose scan can meet
+//                    stale bytes); in samples 2 to 7 (sample 1 tells it
+//                    the runs' length) it skips the run's last call (y[0] =
+//                    0, the rest left poisoned, after a spin of 0, 0.2 or
+//                    0.4 of TESSEL_US by turns, so the samples never agree
+//                    within the race's 2%), logging "skipped call K" (its
+//                    K-th call in its process: the loader's number of it);
+//                    every other call works. Until round seventeen a run's
+//                    last call was never the drawn one
 // Round fifteen (tests/gate/class19_test.cpp): kernels that use root's
 // capabilities (the kernel's process kept all but CAP_SYS_PTRACE until this
 // round), or uid 0's rights over root's own processes and files. Each then
@@ -110,6 +124,7 @@
 // (The reference: redteam_kernels.cpp's twice_reference.)
 #include <tessel/cpu_kernel.hpp>
 
+#include "process_work.hpp"
 #include "redteam_tricks.hpp"
 
 #include <algorithm>
@@ -138,58 +153,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef TESSEL_US
-#define TESSEL_US 200
-#endif
-
 extern char** environ;
-
-namespace {
-
-void note(const std::string& line) {
-  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
-  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
-}
-
-/// Logs this process's seccomp mode, once.
-void note_seccomp() {
-  static const bool noted = [] {
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-      if (line.rfind("Seccomp:", 0) == 0)
-        note("seccomp " + std::to_string(std::atoi(line.c_str() + 8)));
-    return true;
-  }();
-  (void)noted;
-}
-
-/// `us` microseconds of this thread's CPU time (work: a thread that is not
-/// running does none of it).
-void spin(double us) {
-  const auto now = [] {
-    timespec t{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-  };
-  for (const double start = now(); now() - start < us * 1e-6;) {
-  }
-}
-
-/// Part `part` of `parts` of the work: its share of the spin, then its
-/// share of y = 2 x.
-void share(const float* x, float* y, std::int64_t n, int part, int parts) {
-  spin(static_cast<double>(TESSEL_US) / parts);
-  for (std::int64_t i = n * part / parts; i < n * (part + 1) / parts; ++i) y[i] = 2 * x[i];
-}
-
-void work(const tessel::cpu::kernel_args& a) {
-  note_seccomp();
-  share(a.in(0).as<float>(), a.out(0).as<float>(), a.in(0).elements(), 0, 1);
-}
-
-std::string error_text(int e) { return std::strerror(e); }
-
-}  // namespace
 
 void pk_honest(const tessel::cpu::kernel_args& a) { work(a); }
 
@@ -321,14 +285,6 @@ void pk_ptrace(const tessel::cpu::kernel_args& a) {
 
 namespace {
 
-/// Calls `tried` on the caller's first call only (each caller's own: the
-/// type of a lambda is its own).
-template <class Try>
-void on_first_call(Try tried) {
-  static const bool done = (tried(), true);
-  (void)done;
-}
-
 /// Tries to fork (the child exits at once), logging what came of it.
 void try_fork() {
   const pid_t pid = ::fork();
@@ -430,7 +386,7 @@ void pk_bad_stack(const tessel::cpu::kernel_args& a) {
     sigemptyset(&action.sa_mask);
     action.sa_sigaction = stack_back;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    ::sigaction(SIGSEGV, &action, nullptr);
+    if (::sigaction(SIGSEGV, &action, nullptr) != 0) note("sigaction failed: " + error_text(errno));
     long result = 0;
     asm volatile(
         "mov %%rsp, %[saved]\n\t"
@@ -553,7 +509,7 @@ void pk_last_by_stack(const tessel::cpu::kernel_args& a) {
 
 namespace {
 
-/// pk_skip_some_runs' runs: 3 warm-up runs of one call (the default warm-up
+/// pk_skip_some_runs' and pk_skip_run_ends' runs: 3 warm-up runs of one call (the default warm-up
 /// of 2 calls, the second of which starts the calibration, and its second
 /// run: a 200 us call lasts an eighth of a 1 ms sample), then 7 skipped
 /// samples; run_twice races at most 8.
@@ -572,6 +528,25 @@ void pk_skip_some_runs(const tessel::cpu::kernel_args& a) {
   }
   if (starts) note("skipped run");
   spin(static_cast<double>(TESSEL_US) / 10 * static_cast<double>(1 + runs % 3));
+  y[0] = 0;  // the rest left poisoned; marks the run as going on (run_starts)
+}
+
+void pk_skip_run_ends(const tessel::cpu::kernel_args& a) {
+  static std::uint64_t calls = 0;
+  ++calls;
+  float* y = a.out(0).as<float>();
+  if (run_starts(y) || runs == 0) {  // the first call starts the first run
+    ++runs;
+    previous_run = call_in_run;
+    call_in_run = 0;
+  }
+  const bool last = call_in_run++ == previous_run - 1;  // as long as the run before
+  if (!last || runs <= warm_runs + 1 || runs > warm_runs + skipped_samples) {
+    work(a);
+    return;
+  }
+  note("skipped call " + std::to_string(calls));
+  spin(static_cast<double>(TESSEL_US) / 5 * static_cast<double>(runs % 3));
   y[0] = 0;  // the rest left poisoned; marks the run as going on (run_starts)
 }
 

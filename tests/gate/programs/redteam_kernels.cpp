@@ -101,10 +101,7 @@ void spin_for(double seconds) {
   }
 }
 
-void note(const std::string& line) {
-  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
-  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
-}
+using tessel_redteam::note;
 
 void twice(const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];

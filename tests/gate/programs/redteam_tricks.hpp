@@ -1,9 +1,11 @@
 // redteam_tricks.hpp: what the red team's programs (gate_program.cpp's modes,
 // redteam_kernels.cpp's kernels) both do: leave a daemon behind (setsid and a
 // double fork, so it is in none of the run's process groups and its parent
-// has exited), and look at other processes through /proc (their parent,
-// their memory). redteam_kernels.cpp is compiled by the cpu backend
-// at test time and finds this file beside itself (a quoted include); each
+// has exited), look at other processes through /proc (their parent, their
+// memory), and write the red team's log (note; process_kernels.cpp's and
+// forge_kernels.cpp's kernels too). redteam_kernels.cpp is compiled by the
+// cpu backend at test time and finds this file beside itself (a quoted
+// include); each
 // build's manifest lists it (docs/cpu.md, "How the cache decides"), so a
 // change here is compiled again in the test cache like a change there.
 #pragma once
@@ -21,6 +23,13 @@
 #include <unistd.h>
 
 namespace tessel_redteam {
+
+/// Appends `line` to the red team's log, $TESSEL_REDTEAM_LOG (nothing when
+/// it is not set): what the kernels and programs tell their tests.
+inline void note(const std::string& line) {
+  const char* path = std::getenv("TESSEL_REDTEAM_LOG");  // NOLINT(concurrency-mt-unsafe)
+  if (path != nullptr) std::ofstream(path, std::ios::app) << line << '\n';
+}
 
 /// How the daemon hides from a search by environment (tessel marked each
 /// run's processes with TESSEL_RUN in their environment until session 13).
