@@ -270,10 +270,37 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
   o.resume = true;
   study st(small_space(), std::make_shared<bowl>(), std::move(strat), o, db);
   CHECK(st.trials().size() == 6);
-  CHECK(raw->observed.size() == 4);  // the finished ones were replayed to the strategy
+  // Told to the strategy when the study is first used: run() replays them
+  // in their places (src/study/replay.cpp), ask() in id order.
+  CHECK(raw->observed.empty());
   CHECK(st.current_summary().evaluations == 4);
   const auto sum = st.run(stop::never());
   CHECK(sum.reason == termination::space_exhausted);
   CHECK(st.trials().size() == 10);
   CHECK(sum.evaluations == 10);
+  CHECK(raw->observed.size() == 10);
+  for (std::size_t i = 0; i < 10; ++i) CHECK(st.trials()[i].id == i + 1);
+}
+
+TEST_CASE("a resumed study asked first tells the strategy every finished trial, then the pending") {
+  const temp_folder folder;
+  const auto path = folder.file("tessel_study_resume_ask.tessel.db");
+  {
+    auto db = std::make_shared<sqlite_store>(path);
+    study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
+    st.run(stop::evaluations(4));
+    (void)st.ask(2);
+  }
+  auto strat = std::make_unique<in_order>();
+  auto* raw = strat.get();
+  study::options o;
+  o.resume = true;
+  study st(small_space(), std::make_shared<bowl>(), std::move(strat), o,
+           std::make_shared<sqlite_store>(path));
+  const auto asked = st.ask(3);
+  CHECK(raw->observed.size() == 4);
+  REQUIRE(asked.size() == 3);
+  CHECK(asked[0].trial_id == 5);  // the interrupted ones first
+  CHECK(asked[1].trial_id == 6);
+  CHECK(asked[2].trial_id == 7);
 }
