@@ -302,6 +302,36 @@ TEST_CASE("tune --budget 20, then --resume --budget 40: the trials of one --budg
   }
 }
 
+TEST_CASE("tune --resume takes the backend from the study file, as it began") {
+  // Before: `tune FILE --resume` without --backend was refused, though the
+  // file records it.
+  const auto db = temp_db("resume_backend");
+  const std::string run = "tune ../../examples/sim_matmul.tsl --seed 3 --quiet";
+  REQUIRE(tessel(run + " --backend sim --budget 5 --db '" + db + "'").code == 0);
+  auto r = tessel(run + " --budget 8 --resume --db '" + db + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err == "tessel: note: " + db +
+                     ": resuming with --backend sim, as it began (from the study file)\n");
+  CHECK(sequence(db).size() == 8);
+  // Without --db: the space's default study file, named without the backend.
+  const auto dir = work_folder + "/resume_backend_default";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string in_dir = "cd '" + dir + "' && ";
+  const std::string file = std::string(TESSEL_CLI_TESTS_DIR) + "/../../examples/sim_matmul.tsl";
+  REQUIRE(run_tessel(in_dir, "tune '" + file + "' --backend sim --budget 4 --quiet", "").code == 0);
+  r = run_tessel(in_dir, "tune '" + file + "' --budget 6 --resume --quiet", "");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "sim_matmul.tessel.db: resuming with --backend sim, as it began"));
+  CHECK(sequence(dir + "/sim_matmul.tessel.db").size() == 6);
+  // Nothing to take it from: a clear error, and no file made.
+  r = tessel(run + " --budget 8 --resume --db '" + temp_db("resume_backend_none") + "'");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "tune needs --backend SPEC"));
+  CHECK(contains(r.err, "--resume takes it from the study file, and '"));
+  CHECK_FALSE(std::filesystem::exists(temp_db("resume_backend_none")));
+}
+
 TEST_CASE("kill -9 at random moments loses no finished trial, and --resume completes the study") {
   const auto db = temp_db("killed");
   const std::string args = "tune fixtures/small.tsl " + bowl +

@@ -247,16 +247,23 @@ TEST_CASE("options are validated") {
   CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("window"), options_error);
 }
 
+namespace {
+
+/// A study file at `path` with 4 finished trials and 2 asked but never told
+/// (as if the process died).
+void write_interrupted(const std::filesystem::path& path) {
+  auto db = std::make_shared<sqlite_store>(path);
+  study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
+  st.run(stop::evaluations(4));
+  CHECK(st.ask(2).size() == 2);
+}
+
+}  // namespace
+
 TEST_CASE("a study resumes from its file: finished trials kept, pending ones queued again") {
   const temp_folder folder;
   const auto path = folder.file("tessel_study_resume_test.tessel.db");
-  {
-    auto db = std::make_shared<sqlite_store>(path);
-    study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
-    st.run(stop::evaluations(4));
-    const auto pending = st.ask(2);  // asked but never told: as if the process died
-    CHECK(pending.size() == 2);
-  }
+  write_interrupted(path);
   auto db = std::make_shared<sqlite_store>(path);
   // The stored identity of the space: FNV-1a of "small;a;b" (no source: the
   // name, then each parameter). A new value would refuse every existing file.
@@ -285,12 +292,7 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
 TEST_CASE("a resumed study asked first tells the strategy every finished trial, then the pending") {
   const temp_folder folder;
   const auto path = folder.file("tessel_study_resume_ask.tessel.db");
-  {
-    auto db = std::make_shared<sqlite_store>(path);
-    study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
-    st.run(stop::evaluations(4));
-    (void)st.ask(2);
-  }
+  write_interrupted(path);
   auto strat = std::make_unique<in_order>();
   auto* raw = strat.get();
   study::options o;
