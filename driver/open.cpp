@@ -117,7 +117,12 @@ loaded_space read_space(const study_spec& spec) {
 
 std::optional<study_spec> begun_with(const std::string& db) {
   if (db.find("://") == std::string::npos && !std::filesystem::exists(db)) return std::nullopt;
-  const auto record = open_store(db, store_access::read)->study();
+  std::optional<study_record> record;
+  try {
+    record = open_store(db, store_access::read)->study();
+  } catch (const error&) {  // being made by another process, or unreadable: writing it says why
+    return std::nullopt;
+  }
   if (!record) return std::nullopt;
   return recorded_spec(*record);
 }

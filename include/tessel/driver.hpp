@@ -219,7 +219,9 @@ struct stored_study {
 /// (resolved).
 [[nodiscard]] study_spec recorded_spec(const study_record& record);
 /// The spec the study in `db` was begun with (recorded_spec), read without
-/// writing; nullopt when there is no such file yet or it holds no study.
+/// writing; nullopt when there is no such file yet, it holds no study, or it
+/// cannot be read (another process is making it; opening it to write says
+/// what else is wrong).
 [[nodiscard]] std::optional<study_spec> begun_with(const std::string& db);
 
 /// How a caller resuming a study said one option of its spec (take_recorded).
