@@ -72,6 +72,18 @@ model_spec model_spec::from_json(const json& j) {
   if (resume && overwrite)
     throw error("model spec: \"resume\" and \"overwrite\" exclude each other");
   s.mode = resume ? open_mode::resume : overwrite ? open_mode::overwrite : open_mode::create;
+  if (resume) {  // what it leaves out is each kernel study's own, as tune-model --resume takes it
+    std::set<std::string, std::less<>> given;
+    for (const char* key : {"strategy", "seed", "scheduler"})
+      if (j.contains(key)) given.emplace(key);
+    s.resuming = [given](study_spec& spec, const study_spec& recorded) {
+      (void)take_recorded(spec, recorded, [&given](const recorded_field& r) {
+        if (r.field != "strategy" && r.field != "seed" && r.field != "scheduler")
+          return option_said::cannot;  // not a model spec's to give
+        return given.contains(r.field) ? option_said::given : option_said::left_out;
+      });
+    };
+  }
   read(j, "budget", s.budget);
   read(j, "cost_budget", s.cost_budget_s);
   std::string policy(to_string(s.policy));

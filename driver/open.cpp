@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -44,11 +45,9 @@ std::shared_ptr<backend> backend_of(const study_spec& spec) {
 }
 
 /// The study file, claimed for writing: cleared with open_mode::overwrite; a
-/// file whose study has trials needs open_mode::resume, which may take from
-/// the file what the caller left unsaid (open_options::resuming).
-std::shared_ptr<study_store> writable_store(study_spec& spec, const open_options& options) {
-  const auto mode = options.mode;
-  auto db = open_store(spec.db, store_access::write);
+/// file whose study has trials needs open_mode::resume.
+std::shared_ptr<study_store> writable_store(const std::string& location, open_mode mode) {
+  auto db = open_store(location, store_access::write);
   if (mode == open_mode::overwrite) {
     db->clear();
     return db;
@@ -61,10 +60,6 @@ std::shared_ptr<study_store> writable_store(study_spec& spec, const open_options
         "`tessel show {0}`): pass --resume to continue it, --overwrite to delete it and start "
         "over, --db PATH to keep it and start another, or --no-db",
         db->location(), stored->space_name, trials, trials == 1 ? "" : "s"));
-  if (stored && mode == open_mode::resume && options.resuming) {
-    options.resuming(spec, recorded_spec(*stored));
-    spec.validate();
-  }
   return db;
 }
 
@@ -120,6 +115,18 @@ loaded_space read_space(const study_spec& spec) {
   return {std::move(built), std::move(names), parse_ms, ms_since(building)};
 }
 
+std::optional<study_spec> begun_with(const std::string& db) {
+  if (db.find("://") == std::string::npos && !std::filesystem::exists(db)) return std::nullopt;
+  std::optional<study_record> record;
+  try {
+    record = open_store(db, store_access::read)->study();
+  } catch (const error&) {  // being made by another process, or unreadable: writing it says why
+    return std::nullopt;
+  }
+  if (!record) return std::nullopt;
+  return recorded_spec(*record);
+}
+
 opened_study open_study(study_spec spec, open_options options) {
   spec = spec.resolved();
   if (spec.backend.empty() && spec.fidelity.empty() && !options.backend &&
@@ -135,6 +142,17 @@ opened_study open_study(study_spec spec, open_options options) {
     out.build_ms = loaded.build_ms;
     return std::move(loaded.space);
   }();
+  if (const auto at = spec.db.find("{space}"); at != std::string::npos)
+    spec.db.replace(at, 7, space.name());
+  // A resume may take from the file what the caller left unsaid, before
+  // anything is made of the spec.
+  if (options.mode == open_mode::resume && options.resuming && !spec.db.empty())
+    if (const auto recorded = begun_with(spec.db)) {
+      const auto target = spec.target;
+      options.resuming(spec, *recorded);
+      spec.validate();
+      if (spec.target != target && !options.space) space = read_space(spec).space;  // its own
+    }
   if (!spec.fidelity.empty()) {
     auto settings = spec.fidelity_settings;  // never more promotions than the budget allows
     if (spec.budget.high_evaluations)
@@ -145,12 +163,8 @@ opened_study open_study(study_spec spec, open_options options) {
     out.backend = options.backend ? options.backend : backend_of(spec);
     out.evaluates = options.backend || !spec.backend.empty();
   }
-  auto strategy = make_strategy(spec.strategy);  // a bad one refused before the file is touched
-  const auto asked = spec.strategy;
-  if (const auto at = spec.db.find("{space}"); at != std::string::npos)
-    spec.db.replace(at, 7, space.name());
-  if (!spec.db.empty()) out.db = writable_store(spec, options);
-  if (spec.strategy != asked) strategy = make_strategy(spec.strategy);  // taken from the file
+  auto strategy = make_strategy(spec.strategy);  // a bad one refused before the file is written
+  if (!spec.db.empty()) out.db = writable_store(spec.db, options.mode);
   auto so = study_options_of(spec, space, options.mode);
   so.worker = options.worker;
   out.study = std::make_unique<tessel::study>(std::move(space), out.backend, std::move(strategy),

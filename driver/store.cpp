@@ -41,17 +41,42 @@ study_spec recorded_spec(const study_record& record) {
   return spec.resolved();
 }
 
+std::span<const recorded_field> recorded_fields() {
+  static constexpr recorded_field fields[] = {
+      // What evaluates (with its settings) and the target: tune --resume needs neither.
+      {"backend", "--backend", "backend", {}, true},
+      {"target", "--target", "target", {}, true},
+      {"strategy", "--strategy", "strategy"},
+      {"seed", "--seed", "seed"},
+      {"scheduler", "--scheduler", "scheduler"},
+      {"cost_alpha", "--cost-alpha", "cost_alpha"},
+      {"cost_rule", "--cost-rule", "cost_rule"},
+      {"min_gain", "--min-gain", "min_gain"},
+      {"window", "--window", "window"},
+      {"jobs", "--jobs", "jobs"},
+      {"baseline", "--no-baseline", "baseline"},
+      {"budget_hint", "--budget", "budget_hint", "--budget-hint"},
+      {"cost_budget_hint_s", "--cost-budget", "cost_budget_hint_s", "--cost-budget-hint"},
+      {"token_price_s", "--token-price", "token_price"},
+  };
+  return fields;
+}
+
 std::vector<std::string> resume_notes(
     const std::vector<resumed_option>& options,
-    const std::function<std::string(const std::string& field, const std::string& value_json)>& text,
+    const std::function<std::string(const recorded_field& field, const std::string& value_json)>&
+        text,
     std::string_view separator, std::string_view proposer) {
+  const auto fields = recorded_fields();
   std::vector<std::string> taken, kept, began;
   for (const auto& o : options) {
+    const auto& f = *std::find_if(fields.begin(), fields.end(),
+                                  [&o](const recorded_field& r) { return r.field == o.field; });
     if (o.taken) {
-      taken.push_back(text(o.field, o.recorded));
+      taken.push_back(text(f, o.recorded));
     } else {
-      kept.push_back(text(o.field, o.given));
-      began.push_back(text(o.field, o.recorded));
+      kept.push_back(text(f, o.given));
+      began.push_back(text(f, o.recorded));
     }
   }
   std::vector<std::string> notes;
@@ -68,20 +93,20 @@ std::vector<std::string> resume_notes(
 
 std::vector<resumed_option> take_recorded(
     study_spec& spec, const study_spec& recorded,
-    const std::function<option_said(std::string_view field)>& said) {
-  static constexpr const char* fields[] = {
-      "strategy", "seed", "scheduler", "cost_alpha",  "cost_rule",          "min_gain",
-      "window",   "jobs", "baseline",  "budget_hint", "cost_budget_hint_s", "token_price_s"};
+    const std::function<option_said(const recorded_field& field)>& said) {
   auto mine = spec.to_json();
   const auto theirs = recorded.to_json();
   std::vector<resumed_option> out;
-  for (const std::string_view field : fields) {
+  for (const auto& r : recorded_fields()) {
+    const auto field = r.field;
     const std::string key(field);
-    const auto how = said(field);
+    const auto how = said(r);
     if (how == option_said::cannot || mine[key] == theirs[key]) continue;
     if (field == "jobs" && mine["window"] != 0) continue;  // no effect (window is taken first)
     out.push_back({key, mine[key].dump(), theirs[key].dump(), how == option_said::left_out});
-    if (out.back().taken) mine[key] = theirs[key];
+    if (!out.back().taken) continue;
+    mine[key] = theirs[key];
+    if (field == "backend") mine["backend_settings"] = theirs["backend_settings"];
   }
   if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.taken; }))
     spec = study_spec::from_json(mine);

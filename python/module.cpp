@@ -266,11 +266,11 @@ struct py_study {
   std::string run_budget() { return run(opened.until()); }
 };
 
-/// A field of study_spec::to_json as a keyword of tessel.Study, with its
-/// value as Python writes it (`seed=7`, `strategy='random'`, `baseline=False`).
-std::string keyword_text(const std::string& field, const std::string& value_json) {
+/// A recorded field as a keyword of tessel.Study, with its value as Python
+/// writes it (`seed=7`, `strategy='random'`, `baseline=False`).
+std::string keyword_text(const recorded_field& field, const std::string& value_json) {
   const auto value = json::parse(value_json);
-  const std::string keyword = field == "token_price_s" ? "token_price" : field;
+  const std::string keyword(field.keyword);
   if (value.is_boolean()) return keyword + (value.get<bool>() ? "=True" : "=False");
   if (value.is_string()) return fmt::format("{}='{}'", keyword, value.get<std::string>());
   return keyword + "=" + value.dump();
@@ -283,9 +283,10 @@ std::string keyword_text(const std::string& field, const std::string& value_json
 std::function<void(study_spec&, const study_spec&)> resume_as_given(
     std::vector<std::string> given, std::vector<std::string>& notes) {
   return [given = std::move(given), &notes](study_spec& spec, const study_spec& recorded) {
-    const auto said = [&given](std::string_view field) {
-      return std::find(given.begin(), given.end(), field) != given.end() ? option_said::given
-                                                                         : option_said::left_out;
+    const auto said = [&given](const recorded_field& r) {
+      if (r.evaluates) return option_said::cannot;  // the caller's backend, or none
+      return std::find(given.begin(), given.end(), r.field) != given.end() ? option_said::given
+                                                                           : option_said::left_out;
     };
     auto more = resume_notes(take_recorded(spec, recorded, said), keyword_text, ", ", "this study");
     notes.insert(notes.end(), more.begin(), more.end());

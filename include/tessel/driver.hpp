@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -161,8 +162,10 @@ struct open_options {
   /// docs/distributed.md): its name, heartbeat and lease.
   worker_info worker;
   /// With open_mode::resume, on a study file that already holds a study:
-  /// called before the strategy and the study are made, with the spec this
-  /// open was given and the one the study was begun with (recorded_spec), so
+  /// called once the space is read, before the backend, the strategy and the
+  /// study are made and before the file is written (it is read for this),
+  /// with the spec this open was given and the one the study was begun with
+  /// (recorded_spec), so
   /// a front-end can take from the file what its caller left unsaid (the
   /// CLI's --seed, --strategy, ...: docs/cli.md). May change `spec`.
   std::function<void(study_spec& spec, const study_spec& recorded)> resuming;
@@ -215,6 +218,11 @@ struct stored_study {
 /// with the seed, jobs, window and baseline the study itself recorded
 /// (resolved).
 [[nodiscard]] study_spec recorded_spec(const study_record& record);
+/// The spec the study in `db` was begun with (recorded_spec), read without
+/// writing; nullopt when there is no such file yet, it holds no study, or it
+/// cannot be read (another process is making it; opening it to write says
+/// what else is wrong).
+[[nodiscard]] std::optional<study_spec> begun_with(const std::string& db);
 
 /// How a caller resuming a study said one option of its spec (take_recorded).
 enum class option_said : unsigned char {
@@ -232,16 +240,36 @@ struct resumed_option {
   bool taken = false;    ///< left out: `spec` now holds the recorded value
 };
 
+/// One option a study file records that decides which trials come next,
+/// and how each front-end spells it: the one list take_recorded takes from.
+struct recorded_field {
+  std::string_view field;    ///< its key in study_spec::to_json
+  std::string_view option;   ///< the `tessel` option ("--seed"; for a boolean, its flag)
+  std::string_view keyword;  ///< tessel.Study's keyword (or the spec field Python records)
+  /// The option whose presence says a command has this field, when not
+  /// `option` itself (serve's and mcp's --budget-hint: tune's --budget stops
+  /// the run instead); either name gives it.
+  std::string_view only_with = {};
+  /// What evaluates (the backend, the target): taken only where the study
+  /// measures by itself (`tune`), never where a caller left it out to
+  /// measure and tell (`serve`, `mcp`, Python).
+  bool evaluates = false;
+};
+
+/// The options take_recorded takes, in the order it takes them: backend
+/// (with its settings), target, strategy, seed, scheduler, cost_alpha,
+/// cost_rule, min_gain, window, jobs (with window 0), baseline, budget_hint,
+/// cost_budget_hint_s, token_price_s.
+[[nodiscard]] std::span<const recorded_field> recorded_fields();
+
 /// What every front-end's open_options::resuming does (the CLI's `--resume`,
 /// Python's `Study(resume=True)`): takes into `spec` from `recorded` each
-/// option that decides which trials come next (strategy, seed, scheduler,
-/// cost_alpha, cost_rule, min_gain, window, jobs with window 0, baseline,
-/// budget_hint, cost_budget_hint_s, token_price_s) that the caller left out,
-/// as `said(field)` tells; one it gave stays. Returns those that differ, in
-/// that order, each marked taken or not, for the caller's notes.
+/// of recorded_fields() that the caller left out, as `said(field)` tells;
+/// one it gave stays. Returns those that differ, in that order, each marked
+/// taken or not, for the caller's notes.
 [[nodiscard]] std::vector<resumed_option> take_recorded(
     study_spec& spec, const study_spec& recorded,
-    const std::function<option_said(std::string_view field)>& said);
+    const std::function<option_said(const recorded_field& field)>& said);
 
 /// The notes a front-end prints for take_recorded's `options`: what was
 /// taken from the study file, and what was given that differs from how the
@@ -250,7 +278,8 @@ struct resumed_option {
 /// who goes on ("this run", "this study").
 [[nodiscard]] std::vector<std::string> resume_notes(
     const std::vector<resumed_option>& options,
-    const std::function<std::string(const std::string& field, const std::string& value_json)>& text,
+    const std::function<std::string(const recorded_field& field, const std::string& value_json)>&
+        text,
     std::string_view separator, std::string_view proposer);
 
 /// The best trial of a stored study: finished, ok and measured at full

@@ -338,16 +338,19 @@ class Model:
         """step() as the tables `tessel model` prints."""
         return _tessel.model_step_text(_dumps(self._spec))
 
-    def tune(self, budget=None, cost_budget=None, allocate="utility", strategy="auto", seed=0,
-             db_dir=None, resume=False, overwrite=False, scheduler="utility"):
+    def tune(self, budget=None, cost_budget=None, allocate="utility", strategy=None, seed=None,
+             db_dir=None, resume=False, overwrite=False, scheduler=None):
         """Tunes every kernel under one budget (evaluations, or seconds of cost), one study
         file per kernel in db_dir (default <model>.tessel; db_dir=False keeps nothing on
-        disk); resume=True continues them. Returns the step before and after, and
-        per kernel its evaluations, best config and gap to the roofline."""
+        disk); resume=True continues them. Left out (None): strategy "auto", seed 0,
+        scheduler "utility"; but with resume=True each kernel study goes on with its own, as
+        it began (as `tessel tune-model --resume` does). Returns the step before and after,
+        and per kernel its evaluations, best config and gap to the roofline."""
+        given = {"strategy": strategy, "seed": seed, "scheduler": scheduler}
         spec = dict(self._spec, budget=budget or 0, cost_budget=float(cost_budget or 0),
-                    allocate=allocate, strategy=strategy, seed=seed, resume=resume,
-                    overwrite=overwrite, scheduler=scheduler, no_db=db_dir is False,
-                    db_dir="" if db_dir in (None, False) else str(db_dir))
+                    allocate=allocate, resume=resume, overwrite=overwrite, no_db=db_dir is False,
+                    db_dir="" if db_dir in (None, False) else str(db_dir),
+                    **{k: v for k, v in given.items() if v is not None})
         return _json.loads(_tessel.tune_model(_dumps(spec)))
 
     def __repr__(self):

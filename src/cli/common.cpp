@@ -360,64 +360,35 @@ void add_model_options(CLI::App& command, model_options& o) {
 
 namespace {
 
-/// An option of the command line for a field of study_spec::to_json that
-/// take_recorded (tessel/driver.hpp) may take from the study file. It applies
-/// to a command that has `alias` (else `option`), and is given by either name.
-struct recorded_option {
-  const char* option;
-  const char* field;
-  const char* alias = nullptr;
-};
-
-constexpr recorded_option recorded_options[] = {
-    {"--strategy", "strategy"},
-    {"--seed", "seed"},
-    {"--scheduler", "scheduler"},
-    {"--cost-alpha", "cost_alpha"},
-    {"--cost-rule", "cost_rule"},
-    {"--min-gain", "min_gain"},
-    {"--window", "window"},
-    {"--jobs", "jobs"},
-    {"--no-baseline", "baseline"},
-    {"--budget", "budget_hint", "--budget-hint"},  // serve and mcp (tune's --budget stops it)
-    {"--cost-budget", "cost_budget_hint_s", "--cost-budget-hint"},
-    {"--token-price", "token_price_s"},
-};
-
-const recorded_option* option_for(std::string_view field) {
-  for (const auto& r : recorded_options)
-    if (field == r.field) return &r;
-  return nullptr;
-}
-
-bool given(const CLI::App& command, const char* name) {
-  const auto* option = name ? command.get_option_no_throw(name) : nullptr;
+bool given(const CLI::App& command, std::string_view name) {
+  const auto* option = name.empty() ? nullptr : command.get_option_no_throw(std::string(name));
   return option && option->count() > 0;
 }
 
 /// `--option value` as a person gives it (a flag: itself, or "the baseline").
-std::string option_text(const recorded_option& r, const std::string& value_json) {
+std::string option_text(const recorded_field& r, const std::string& value_json) {
   const auto value = nlohmann::json::parse(value_json);
   if (value.is_boolean()) return value.get<bool>() ? "the baseline" : std::string(r.option);
   return fmt::format("{} {}", r.option,
                      value.is_string() ? value.get<std::string>() : value.dump());
 }
 
-/// Takes from `recorded` what `command` left out (take_recorded); returns
-/// the notes to print, each after the study file's location.
+/// Takes from `recorded` what `command` left out (take_recorded over
+/// recorded_fields(), by their CLI option); returns the notes to print, each
+/// after the study file's location.
 std::vector<std::string> take_left_out(study_spec& spec, const study_spec& recorded,
                                        const CLI::App& command) {
-  const auto said = [&command](std::string_view field) {
-    const auto* r = option_for(field);
-    if (!r || !command.get_option_no_throw(r->alias ? r->alias : r->option))
+  const auto said = [&command](const recorded_field& r) {
+    if (!command.get_option_no_throw(std::string(r.only_with.empty() ? r.option : r.only_with)) ||
+        (r.evaluates && command.get_name() != "tune"))  // serve's agent may measure itself
       return option_said::cannot;
-    return given(command, r->option) || given(command, r->alias) ? option_said::given
-                                                                 : option_said::left_out;
+    // --fidelity says what evaluates as --backend does.
+    const bool fidelity = r.field == "backend" && given(command, "--fidelity");
+    return fidelity || given(command, r.option) || given(command, r.only_with)
+               ? option_said::given
+               : option_said::left_out;
   };
-  const auto text = [](const std::string& field, const std::string& value_json) {
-    return option_text(*option_for(field), value_json);
-  };
-  return resume_notes(take_recorded(spec, recorded, said), text, " ", "this run");
+  return resume_notes(take_recorded(spec, recorded, said), option_text, " ", "this run");
 }
 
 }  // namespace

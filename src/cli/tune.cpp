@@ -9,6 +9,7 @@
 #include <tessel/text.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -87,12 +88,42 @@ class progress_printer final : public observer {
   std::map<status, std::size_t> by_status_;
 };
 
+/// Whether `spec` leaves what evaluates to the study file it resumes (whose
+/// backend open_as_given takes); throws when that file has none to give.
+void check_backend(const study_spec& spec, open_mode mode) {
+  if (!spec.backend.empty() || !spec.fidelity.empty() || is_replay_file(spec.file)) return;
+  const std::string needs =
+      "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), or a replay "
+      "file as FILE";
+  if (mode != open_mode::resume) throw error(needs);
+  auto db = spec.db;
+  if (const auto at = db.find("{space}"); at != std::string::npos) {
+    std::string name;
+    try {  // the study file is named after the space, whatever the target
+      name = read_space(spec).space.name();
+    } catch (const std::exception&) {
+      throw error(needs +
+                  "; --resume takes it from the study file, which --db names (the space "
+                  "could not be read to find its default name)");
+    }
+    db.replace(at, 7, name);
+  }
+  const auto recorded = begun_with(db);
+  if (!recorded)
+    throw error(
+        fmt::format("{}; --resume takes it from the study file, and '{}' holds no study "
+                    "yet",
+                    needs, db));
+  if (!recorded->fidelity.empty())
+    throw error(fmt::format("'{}' was begun with --fidelity {}: give them again to resume it", db,
+                            fmt::join(recorded->fidelity, " --fidelity ")));
+  if (recorded->backend.empty())
+    throw error(fmt::format("{}: '{}' records none to resume with", needs, db));
+}
+
 int run_tune(const tune_options& o) {
   const auto spec = o.study.resolved();
-  if (spec.backend.empty() && spec.fidelity.empty() && !is_replay_file(spec.file))
-    throw error(
-        "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), "
-        "or a replay file as FILE");
+  check_backend(spec, o.study.mode());
   auto opened = open_as_given(o.study, spec);
   const auto& s = opened.study->space();
   if (!spec.budget.bounded())
@@ -105,7 +136,7 @@ int run_tune(const tune_options& o) {
   if (!o.quiet && opened.db)
     fmt::print(stderr,
                "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
-               s.name(), with_separators(s.count()), opened.backend->name(), spec.strategy,
+               s.name(), with_separators(s.count()), opened.backend->name(), opened.spec.strategy,
                opened.db->location());
   announce_interrupts(opened.db ? opened.db->location() : std::string(), {opened.study.get()});
   const auto sum = opened.study->run(opened.until());

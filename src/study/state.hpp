@@ -84,8 +84,27 @@ struct study::state final : search_context {
   void observe_models(const trial& t);
   /// Makes trial `index` the best when its ok result beats it.
   bool consider_best(std::size_t index);
-  /// Reloads a study file's trials (resume).
+  /// Reloads a study file's trials (resume). One process's study keeps them
+  /// from the models (deferred) until it is first used: run() replays them
+  /// (begin_replay), anything else tells them in id order (settle).
   void resume(std::vector<trial> stored);
+
+  // --- a resumed study's replay (replay.cpp, docs/driver.md) -------------------
+  /// Tells the models every stored trial, in id order, when they are still
+  /// deferred: the search rebuilt from the stored results (ask/tell, enqueue).
+  void settle();
+  /// run() on a resumed study: clears the trials read back, so that run()
+  /// proposes again from the start and takes each stored trial's result when
+  /// its config comes up in its place (replayed), as the run that stored it did.
+  void begin_replay();
+  /// add_trial's replay: the next stored trial when `c` is its config (its
+  /// index; its result, when it has one, in replay_results); nullopt when
+  /// the replay is over or `c` departs from it (diverge).
+  std::optional<std::size_t> replay_one(const config& c);
+  /// Ends the replay where the proposals depart from the stored trials (or
+  /// run() stops first): appends the stored trials not replayed yet as
+  /// resume() does, told in id order, interrupted ones queued.
+  void diverge();
   /// Appends one stored trial (the next id): replays it to the strategy when
   /// finished, else queues it as interrupted when `requeue` (a shared study
   /// leaves it to the store's queue).
@@ -137,6 +156,14 @@ struct study::state final : search_context {
   /// before anything else, whatever the scheduler would rank first, so a
   /// resumed study completes them within its budget.
   std::deque<std::size_t> interrupted;
+  /// The stored trials of a resumed study not yet replayed (begin_replay),
+  /// from replay_next on, while deferred or replaying.
+  std::vector<trial> replay_;
+  std::size_t replay_next = 0;
+  bool deferred = false;   ///< the models have not been told the stored trials
+  bool in_replay = false;  ///< run() is re-proposing the stored trials
+  /// Replayed trials not told yet: their stored results, by index.
+  std::unordered_map<std::size_t, measurement> replay_results;
   std::vector<std::pair<config, std::string>>
       pool;  ///< scored, not chosen strategy proposals (and who made them)
   std::unordered_set<std::uint64_t> pool_keys;

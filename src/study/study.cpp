@@ -125,6 +125,8 @@ void study::state::one_process(std::string_view what) const {
 }
 
 std::size_t study::state::add_trial(const config& c, provenance source) {
+  if (in_replay)
+    if (const auto index = replay_one(c)) return *index;
   trial t;
   t.id = trials.size() + 1;
   t.config = c;
@@ -141,7 +143,7 @@ std::size_t study::state::add_trial(const config& c, provenance source) {
 suggestion study::state::start(std::size_t index) {
   auto& t = trials[index];
   t.state = trial_state::running;
-  save(t);
+  if (!replay_results.contains(index)) save(t);
   return {t.id, t.config, t.provenance, t.prediction};
 }
 
@@ -175,9 +177,10 @@ const trial& study::state::finish(std::size_t index, const measurement& m, bool 
   if (!improved) ++progress_.since_improvement;
   if (shared_) {
     unobserved.push_back(index);  // told the models when this process next proposes
-  } else {
+  } else if (!deferred) {
     observe_models(t);
   }
+  if (replaying && !shared_) return t;  // observers heard of it in the run that stored it
   auto p = progress_;
   p.wall_s = seconds_since(run_started.value_or(created));
   for (const auto& o : observers) {
@@ -234,11 +237,6 @@ void study::state::reverify(std::size_t index) {
     for (const auto& o : observers) o->on_improvement(t, progress_);
 }
 
-void study::state::resume(std::vector<trial> stored) {
-  for (auto& t : stored) append_stored(std::move(t), /*requeue=*/!shared_);
-  baseline_considered = !trials.empty();
-}
-
 void study::state::append_stored(trial t, bool requeue) {
   if (t.id != trials.size() + 1)
     throw error(
@@ -287,6 +285,7 @@ std::vector<std::size_t> study::state::choose(std::size_t n) {
 std::vector<suggestion> study::ask(std::size_t n) {
   auto& s = *state_;
   s.one_process("ask");
+  s.settle();
   std::vector<suggestion> out;
   for (auto index : s.choose(n)) out.push_back(s.start(index));
   return out;
@@ -295,6 +294,7 @@ std::vector<suggestion> study::ask(std::size_t n) {
 const trial& study::tell(std::uint64_t trial_id, const measurement& m, double tokens) {
   auto& s = *state_;
   s.one_process("tell");
+  s.settle();
   if (trial_id == 0 || trial_id > s.trials.size())
     throw error(fmt::format("tell: unknown trial id {}", trial_id));
   const auto index = trial_id - 1;
@@ -314,6 +314,7 @@ const trial& study::tell(std::uint64_t trial_id, const measurement& m, double to
 std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) {
   auto& s = *state_;
   s.one_process("enqueue");
+  s.settle();
   if (const auto why = s.space_.why_invalid(c); !why.empty())
     throw error("enqueue: config is not valid: " + why);
   if (s.known(s.space_.key(c))) return std::nullopt;
@@ -325,6 +326,7 @@ std::optional<std::uint64_t> study::enqueue(const config& c, provenance source) 
 const trial& study::evaluate(const config& c, provenance source) {
   auto& s = *state_;
   s.one_process("evaluate");
+  s.settle();
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
@@ -362,6 +364,7 @@ const trial& study::evaluate(const config& c, provenance source) {
 std::size_t study::verify(std::size_t max) {
   auto& s = *state_;
   s.one_process("verify");
+  s.settle();
   std::vector<std::size_t> candidates;
   for (std::size_t i = 0; i < s.trials.size(); ++i) {
     const auto& t = s.trials[i];
@@ -385,6 +388,7 @@ std::size_t study::verify(std::size_t max) {
 }
 
 prediction study::predict(const config& c, const provenance& source) const {
+  state_->settle();
   return state_->scheduler_->predict(*state_, c, source);
 }
 
@@ -394,6 +398,7 @@ summary study::run(const stop_condition& until) {
   const auto started = clock::now();
   const double wall_before = s.run_wall_s;
   s.run_started = started;
+  if (s.deferred) s.begin_replay();
   if (!s.prepared) {
     s.backend_->prepare(s.space_);
     s.prepared = true;
@@ -414,6 +419,7 @@ summary study::run(const stop_condition& until) {
   struct in_flight {
     std::size_t index;
     measurement result;
+    bool replayed = false;  ///< its stored result (begin_replay), not evaluated
     std::exception_ptr error;
     std::shared_ptr<detail::evaluation_pool::job> job;
   };
@@ -444,6 +450,13 @@ summary study::run(const stop_condition& until) {
         }
         auto f = std::make_unique<in_flight>();
         f->index = batch.front().trial_id - 1;
+        if (const auto stored = s.replay_results.find(f->index); stored != s.replay_results.end()) {
+          f->result = stored->second;
+          f->replayed = true;
+          s.replay_results.erase(stored);
+          flight.push_back(std::move(f));
+          continue;
+        }
         auto* slot = f.get();
         const auto c = batch.front().config;
         f->job = pool.submit([&s, slot, c] {
@@ -464,14 +477,15 @@ summary study::run(const stop_condition& until) {
       if (flight.empty()) break;
       // Told in proposal order, whatever order the threads finish in.
       const auto eval_started = clock::now();
-      pool.wait(flight.front()->job);
+      if (flight.front()->job) pool.wait(flight.front()->job);
       s.evaluate_s += seconds_since(eval_started);
       auto done = std::move(flight.front());
       flight.pop_front();
-      s.finish(done->index, done->result);
+      s.finish(done->index, done->result, done->replayed);
       if (s.options_.rethrow_exceptions && done->error && !to_rethrow) to_rethrow = done->error;
     }
   }
+  if (s.in_replay) s.diverge();  // stopped before every stored trial came up again
   s.run_wall_s = wall_before + seconds_since(started);
   s.run_started.reset();
   s.run_spent.reset();

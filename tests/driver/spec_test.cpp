@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <string_view>
+
 namespace {
 
 using namespace tessel;
@@ -125,4 +128,16 @@ TEST_CASE("study_spec::validate names the field and the rule") {
       "study_spec.budget.high_evaluations = 3: counts high-fidelity evaluations; it "
       "needs --fidelity",
       options_error);
+}
+
+TEST_CASE("recorded_fields: each is a field of the spec's JSON, with its option and keyword") {
+  const auto fields = tessel::study_spec{}.to_json();
+  std::set<std::string_view> options;
+  for (const auto& r : tessel::recorded_fields()) {
+    CAPTURE(r.field);
+    CHECK(fields.contains(std::string(r.field)));
+    CHECK(r.option.starts_with("--"));
+    CHECK(!r.keyword.empty());
+    CHECK(options.insert(r.option).second);
+  }
 }

@@ -48,6 +48,18 @@ def test_tune_is_tune_model_and_resumes(tmp_path):
     assert more["before_s"] == result["before_s"]
 
 
+def test_tune_resumed_goes_on_as_it_began(tmp_path):
+    # Before: resume=True without the first call's seed and strategy went on
+    # with auto and seed 0 (the tune_model op had no resuming hook).
+    began = {"seed": 5, "strategy": "random"}
+    whole = tessel.Model(TWO).tune(budget=12, db_dir=tmp_path / "whole", **began)
+    tessel.Model(TWO).tune(budget=6, db_dir=tmp_path / "resumed", **began)
+    more = tessel.Model(TWO).tune(budget=12, db_dir=tmp_path / "resumed", resume=True)
+    for r in (whole, more):
+        del r["db_dir"]
+    assert more == whole
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(tessel.Error, match="\"allocate\" must be utility, even or share"):
         tessel.Model(TWO).tune(budget=2, allocate="greedy", db_dir=False)

@@ -247,16 +247,23 @@ TEST_CASE("options are validated") {
   CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("window"), options_error);
 }
 
+namespace {
+
+/// A study file at `path` with 4 finished trials and 2 asked but never told
+/// (as if the process died).
+void write_interrupted(const std::filesystem::path& path) {
+  auto db = std::make_shared<sqlite_store>(path);
+  study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
+  st.run(stop::evaluations(4));
+  CHECK(st.ask(2).size() == 2);
+}
+
+}  // namespace
+
 TEST_CASE("a study resumes from its file: finished trials kept, pending ones queued again") {
   const temp_folder folder;
   const auto path = folder.file("tessel_study_resume_test.tessel.db");
-  {
-    auto db = std::make_shared<sqlite_store>(path);
-    study st(small_space(), std::make_shared<bowl>(), std::make_unique<in_order>(), {}, db);
-    st.run(stop::evaluations(4));
-    const auto pending = st.ask(2);  // asked but never told: as if the process died
-    CHECK(pending.size() == 2);
-  }
+  write_interrupted(path);
   auto db = std::make_shared<sqlite_store>(path);
   // The stored identity of the space: FNV-1a of "small;a;b" (no source: the
   // name, then each parameter). A new value would refuse every existing file.
@@ -270,10 +277,32 @@ TEST_CASE("a study resumes from its file: finished trials kept, pending ones que
   o.resume = true;
   study st(small_space(), std::make_shared<bowl>(), std::move(strat), o, db);
   CHECK(st.trials().size() == 6);
-  CHECK(raw->observed.size() == 4);  // the finished ones were replayed to the strategy
+  // Told to the strategy when the study is first used: run() replays them
+  // in their places (src/study/replay.cpp), ask() in id order.
+  CHECK(raw->observed.empty());
   CHECK(st.current_summary().evaluations == 4);
   const auto sum = st.run(stop::never());
   CHECK(sum.reason == termination::space_exhausted);
   CHECK(st.trials().size() == 10);
   CHECK(sum.evaluations == 10);
+  CHECK(raw->observed.size() == 10);
+  for (std::size_t i = 0; i < 10; ++i) CHECK(st.trials()[i].id == i + 1);
+}
+
+TEST_CASE("a resumed study asked first tells the strategy every finished trial, then the pending") {
+  const temp_folder folder;
+  const auto path = folder.file("tessel_study_resume_ask.tessel.db");
+  write_interrupted(path);
+  auto strat = std::make_unique<in_order>();
+  auto* raw = strat.get();
+  study::options o;
+  o.resume = true;
+  study st(small_space(), std::make_shared<bowl>(), std::move(strat), o,
+           std::make_shared<sqlite_store>(path));
+  const auto asked = st.ask(3);
+  CHECK(raw->observed.size() == 4);
+  REQUIRE(asked.size() == 3);
+  CHECK(asked[0].trial_id == 5);  // the interrupted ones first
+  CHECK(asked[1].trial_id == 6);
+  CHECK(asked[2].trial_id == 7);
 }
