@@ -202,6 +202,14 @@ TEST_CASE("command: a run that kills its supervisor leaves no daemon behind") {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     return size_of(grows) == before;
   };
+  // Whether it grows within 30 s (a bound: a daemon that runs appends every
+  // 20 ms, but a loaded machine may not run it for 300 ms).
+  const auto still_grows = [&] {
+    const auto before = size_of(grows);
+    for (int i = 0; i < 3000 && size_of(grows) == before; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return size_of(grows) != before;
+  };
   SUBCASE("in a PID namespace: the run goes on, and its daemon is killed when it ends") {
     if (!namespaces_allowed()) {
       MESSAGE("skipped: this system allows no PID namespace");
@@ -227,7 +235,7 @@ TEST_CASE("command: a run that kills its supervisor leaves no daemon behind") {
     const auto pid = testing::read_pid(pid_file);
     REQUIRE(pid > 0);
     CHECK_FALSE(testing::process_gone(pid, 0.2));  // the limit docs/gate.md states
-    CHECK_FALSE(stops_growing());
+    CHECK(still_grows());
   }
 }
 

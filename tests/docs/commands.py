@@ -53,7 +53,6 @@ PLACEHOLDER = re.compile(r"(?<![\w./-])[A-Z][A-Z_]+(?![\w./-])|\[|\||\.\.\.")
 SYNOPSIS_GOES_ON = re.compile(r"^\s+[\[(]")  # a synopsis's indented next line
 STOPS = ("--budget", "-n", "--time", "--cost-budget", "--target-objective", "--patience",
          "--high-budget")
-TIMEOUT_S = 120
 
 
 def document_commands(text):
@@ -98,7 +97,8 @@ class tool:
     def help(self, subcommand):
         if subcommand not in self.helps:
             args = [self.path] + ([subcommand] if subcommand else []) + ["--help"]
-            done = subprocess.run(args, capture_output=True, text=True, timeout=30)
+            done = subprocess.run(args, capture_output=True, text=True,
+                                  timeout=transcripts.time_left())
             self.helps[subcommand] = done.stdout if done.returncode == 0 else None
         return self.helps[subcommand]
 
@@ -173,10 +173,11 @@ def run_document(path, commands, build):
             try:
                 done = subprocess.run(["bash", "-c", short], cwd=folder, env=env,
                                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                      timeout=TIMEOUT_S)
+                                      timeout=transcripts.time_left())
             except subprocess.TimeoutExpired:
-                problems.append(f"{path}:{at}: `{short}` ran past {TIMEOUT_S} s")
-                continue
+                problems.append(f"{path}:{at}: `{short}` ran past the {transcripts.DEADLINE_S} s all "
+                                "the commands may take (a hang?)")
+                break
             ran.append((at, short))
             if done.returncode != 0:
                 problems.append(f"{path}:{at}: `{short}` exited {done.returncode}:\n"

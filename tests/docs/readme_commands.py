@@ -18,11 +18,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import transcripts  # noqa: E402  (its scratch folder and environment)
+import transcripts  # noqa: E402  (its scratch folder, environment and deadline)
 
 RUNS = re.compile(r"^tessel (tune|tune-model|serve|mcp) ")
 BUDGET = re.compile(r"(--budget|-n) \d+")
-TIMEOUT_S = 300
 
 
 def readme_commands(text):
@@ -60,9 +59,14 @@ def main(argv):
             if not runnable(command, folder):
                 continue
             short = BUDGET.sub(r"\1 3", command)
-            done = subprocess.run(["bash", "-c", short], cwd=folder, env=env,
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
+            try:
+                done = subprocess.run(["bash", "-c", short], cwd=folder, env=env,
+                                      stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                      timeout=transcripts.time_left())
+            except subprocess.TimeoutExpired:
+                problems.append(f"README.md: `{short}` ran past the {transcripts.DEADLINE_S} s "
+                                "all the commands may take (a hang?)")
+                break
             ran += 1
             if done.returncode != 0:
                 problems.append(f"README.md: `{short}` exited {done.returncode}:\n{done.stderr}")

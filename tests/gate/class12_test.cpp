@@ -416,17 +416,24 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
   // (this machine's, from /proc: $$ is its run's PID namespace's):
   // `slow` keeps running while `quick` starts and ends. When quick's root
   // exits, its daemon is killed; slow's, a child of slow's supervisor, is
-  // not, until slow's own root exits.
+  // not, until slow's own root exits. Slow goes on until the test has looked
+  // (the file `go`, or 60 s as a bound): before, it lingered a fixed 3 s,
+  // within which quick had to start and end, on a loaded machine too.
   const temp_folder dir;
-  const auto script = [&](const std::string& name, double linger_s) {
+  const auto go = (dir.path() / "go").string();
+  const auto script = [&](const std::string& name, bool wait_for_go) {
     const auto file = (dir.path() / name).string();
     return std::vector<std::string>{
         "/bin/sh", "-c",
         fmt::format("setsid sh -c 'read -r s < /proc/self/stat; echo ${{s%% *}} > {0}.tmp && "
                     "mv {0}.tmp {0}; exec sleep 300' & "
-                    "while [ ! -s {0} ]; do sleep 0.01; done; sleep {1}; "
+                    "while [ ! -s {0} ]; do sleep 0.01; done; {1}"
                     "echo '{{\"objective\": 0.001}}'",
-                    file, linger_s)};
+                    file,
+                    wait_for_go ? fmt::format("i=0; while [ ! -e {} ] && [ $i -lt 6000 ]; do "
+                                              "sleep 0.01; i=$((i + 1)); done; ",
+                                              go)
+                                : "")};
   };
   const auto pid_in = [&](const std::string& name) {
     std::ifstream in(dir.path() / name);
@@ -435,17 +442,18 @@ TEST_CASE("class 12: (5) a run's leftovers are killed, another run's in progress
     return static_cast<pid_t>(pid);
   };
   const auto s = matmul_space();
-  tessel::command_backend slow(script("slow", 3), {});
-  tessel::command_backend quick(script("quick", 0), {});
+  tessel::command_backend slow(script("slow", true), {});
+  tessel::command_backend quick(script("quick", false), {});
   slow.prepare(s);
   quick.prepare(s);
   tessel::measurement slow_m;
   std::thread other([&] { slow_m = slow.evaluate(s, *s.default_config()); });
-  for (int wait = 0; wait < 200 && !fs::exists(dir.path() / "slow"); ++wait)
+  for (int wait = 0; wait < 6000 && !fs::exists(dir.path() / "slow"); ++wait)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const auto quick_m = quick.evaluate(s, *s.default_config());
   const pid_t slow_daemon = pid_in("slow"), quick_daemon = pid_in("quick");
   const bool slow_alive = alive(slow_daemon), quick_alive = alive(quick_daemon);
+  std::ofstream(go).put('\n');  // slow may end now
   other.join();
   INFO(quick_m.message);
   INFO(slow_m.message);
