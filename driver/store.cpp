@@ -139,7 +139,8 @@ config chosen_config(const space& s, const std::string& config_spec, const std::
   if (!best_db.empty()) {
     const auto stored = reopen_study(best_db);
     const trial* best = best_trial(stored);
-    if (!best) throw error(fmt::format("study file '{}' has no successful trial yet", best_db));
+    if (!best)
+      throw error(fmt::format("{} '{}' has no successful trial yet", study_kind(best_db), best_db));
     return s.from_json(stored.space.to_json(best->config));
   }
   nlohmann::json given;

@@ -186,6 +186,9 @@ enum class store_access : unsigned char { read, write };
                                                       store_access access);
 /// Whether open_store(location) would open a PostgreSQL study.
 [[nodiscard]] bool is_postgres_location(std::string_view location) noexcept;
+/// What output and errors call the study at `location`: "shared study" (PostgreSQL) or
+/// "study file" (SQLite).
+[[nodiscard]] std::string_view study_kind(std::string_view location) noexcept;
 
 /// The study file: one SQLite file per study. Writes are durable when the
 /// call returns (WAL, synchronous=NORMAL at commit points), so a process

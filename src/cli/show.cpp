@@ -1,4 +1,4 @@
-// `tessel show DB`: a study file's summary and its best trials.
+// `tessel show DB`: a study's (file or shared) summary and its best trials.
 #include "command.hpp"
 #include "common.hpp"
 
@@ -30,10 +30,10 @@ int run_show(const show_options& o) {
     return exit_code::success;
   }
   fmt::print(
-      "study file   {}\nspace        {} ({} valid configs), target {}\nbackend      {}\nstrategy   "
+      "{:<12} {}\nspace        {} ({} valid configs), target {}\nbackend      {}\nstrategy   "
       "  {} (seed {})\n",
-      o.db, stored.record.space_name, with_separators(s.count()), stored.record.target,
-      stored.record.backend, stored.record.strategy, stored.record.seed);
+      study_kind(o.db), o.db, stored.record.space_name, with_separators(s.count()),
+      stored.record.target, stored.record.backend, stored.record.strategy, stored.record.seed);
   fmt::print(
       "trials       {} finished, {} interrupted (re-run on --resume), evaluation cost {:.3f} s\n",
       seen.finished, seen.pending, seen.cost_s);
@@ -53,7 +53,7 @@ int run_show(const show_options& o) {
 
 command add_show_command(CLI::App& tool) {
   auto options = std::make_shared<show_options>();
-  auto* app = tool.add_subcommand("show", "Print a study file's summary and best trials");
+  auto* app = tool.add_subcommand("show", "Print a study's summary and best trials");
   app->add_option("DB", options->db, "The study: a study file, or a postgresql:// URL")
       ->required()
       ->type_name("DB");

@@ -134,10 +134,9 @@ int run_tune(const tune_options& o) {
     opened.study->add_observer(
         std::make_shared<progress_printer>(opened.until(), spec.budget.evaluations, s));
   if (!o.quiet && opened.db)
-    fmt::print(stderr,
-               "tessel: space '{}' ({} valid configs), backend {}, strategy {}, study file {}\n",
+    fmt::print(stderr, "tessel: space '{}' ({} valid configs), backend {}, strategy {}, {} {}\n",
                s.name(), with_separators(s.count()), opened.backend->name(), opened.spec.strategy,
-               opened.db->location());
+               study_kind(opened.db->location()), opened.db->location());
   announce_interrupts(opened.db ? opened.db->location() : std::string(), {opened.study.get()});
   const auto sum = opened.study->run(opened.until());
   stop_announcing_interrupts();

@@ -11,6 +11,10 @@ bool is_postgres_location(std::string_view location) noexcept {
   return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
 }
 
+std::string_view study_kind(std::string_view location) noexcept {
+  return is_postgres_location(location) ? "shared study" : "study file";
+}
+
 namespace {
 
 std::shared_ptr<study_store> open_for(std::string_view location, store_access access) {

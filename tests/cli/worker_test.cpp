@@ -89,6 +89,10 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   const auto shown = json::parse(show.out);
   CHECK(shown["finished"] == 60);
   CHECK(shown["pending"] == 0);
+  // Its text names it for what it is: a shared study at the URL, not a file.
+  const auto text = run("show '" + url + "'");
+  REQUIRE(text.code == 0);
+  CHECK(text.out.rfind("shared study " + url + "\nspace        small", 0) == 0);
   const auto csv = run("export '" + url + "' --format csv");
   REQUIRE(csv.code == 0);
   CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 61);
@@ -102,6 +106,7 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
         "copied study of space 'small' (60 trials) from " + url + " to " + file + "\n");
   const auto back_url = pg_cluster::instance().study_url("cli_back");
   REQUIRE(run("copy '" + file + "' '" + back_url + "'").code == 0);
+  CHECK(run("show '" + file + "'").out.rfind("study file   " + file + "\n", 0) == 0);
   CHECK(run("export '" + file + "' --format csv").out == csv.out);
   CHECK(run("export '" + back_url + "' --format csv").out == csv.out);
   const auto again = run("copy '" + file + "' '" + back_url + "'");
