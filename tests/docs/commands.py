@@ -16,12 +16,11 @@ tests/docs/transcripts.py does not run), and the links between documents.
    stop condition is a problem: it runs until the space is exhausted.
    Skipped, with the reason printed: a block marked `<!-- not run: WHY -->`,
    a synopsis (a placeholder such as FILE, `[`, `|`, `...` outside quotes:
-   so a pipe, too), a shared study (`postgresql://`: a server at the
-   address shown; tests/cli/worker_test.cpp and tests/storage run these on
-   loopback), the `trainium` backend (a Neuron device), the `cpu` backend
-   (g++ compiles every config: seconds a trial; the README's cpu command
-   runs in docs_readme_commands and tests/cpu covers the backend), and a
-   FILE the repository does not hold (kernel.tsl: an illustration).
+   so a pipe, too), a shared study (`postgresql://`: tests/docs/postgres.py,
+   ctest docs_postgres, runs these on a server it starts on loopback), the
+   `trainium` backend (a Neuron device), the `cpu` backend (g++ compiles
+   every config: seconds a trial; the README's cpu command runs in
+   docs_readme_commands and tests/cpu covers the backend), and a FILE the repository does not hold (kernel.tsl: an illustration).
 3. The reference. Every option that `tessel SUBCOMMAND --help` lists, for
    every subcommand, is named in docs/cli.md.
 4. Links. Every relative Markdown link of README.md and docs/*.md names a
@@ -45,8 +44,6 @@ import transcripts  # noqa: E402  (its blocks, marks and scratch folder)
 
 TOOL = re.compile(r"^(?:build/(?:release|ci)/src/cli/|~/\.local/bin/)?tessel(?= )")
 PYTHON = re.compile(r"^(?:PYTHONPATH=\S+ )?python3 ")
-BUDGET = re.compile(r"(--budget|-n) \d+")
-HIGH_BUDGET = re.compile(r"--high-budget \d+")
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 PLACEHOLDER = re.compile(r"(?<![\w./-])[A-Z][A-Z_]+(?![\w./-])|\[|\||\.\.\.")
@@ -129,13 +126,13 @@ class tool:
         return out
 
 
-def skip_reason(command, folder):
-    """Why `command` cannot run here, or None."""
+def skip_reason(command, folder, server=None):
+    """Why `command` cannot run here (with postgres.py's `server`: there), or None."""
     bare = QUOTED.sub("''", command)
     if PLACEHOLDER.search(bare):
         return "a synopsis"
-    if "postgresql://" in command:
-        return "a shared study: needs a PostgreSQL server at the address shown"
+    if "postgresql://" in command and not server:
+        return "a shared study: tests/docs/postgres.py (docs_postgres) runs it on a server"
     if re.search(r"(--backend|--fidelity)[ =]['\"]?trainium", command):
         return "the trainium backend: needs a Neuron device"
     if re.search(r"(--backend|--fidelity)[ =]['\"]?cpu", command):
@@ -153,15 +150,19 @@ def unbounded(command):
     return words[:2] == ["tessel", "tune"] and not any(w in STOPS for w in words)
 
 
-def run_document(path, commands, build):
-    """(problems, [(line, command)] run, [(line, command, why)] skipped)."""
+def run_document(path, commands, build, server=None):
+    """(problems, [(line, command)] run, [(line, command, why)] skipped). With
+    `server` (postgres.py's), only the `postgresql://` commands, their URLs
+    mapped to it."""
     problems, ran, skipped = [], [], []
     source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     folder = transcripts.scratch(source, build)
     env = transcripts.environment(folder, build)
     try:
         for command, at, why in commands:
-            why = why or skip_reason(command, folder)
+            if server and "postgresql://" not in command:
+                continue
+            why = why or skip_reason(command, folder, server)
             if why:
                 skipped.append((at, command, why))
                 continue
@@ -169,11 +170,9 @@ def run_document(path, commands, build):
                 problems.append(f"{path}:{at}: `{command}` has no stop condition (--budget, "
                                 "--time, ...): it runs until the space is exhausted")
                 continue
-            short = HIGH_BUDGET.sub("--high-budget 2", BUDGET.sub(r"\1 3", command))
+            short = transcripts.shortened(server.command(command)[0] if server else command)
             try:
-                done = subprocess.run(["bash", "-c", short], cwd=folder, env=env,
-                                      stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                      timeout=transcripts.time_left())
+                done = transcripts.run_shell(short, folder, env)
             except subprocess.TimeoutExpired:
                 problems.append(f"{path}:{at}: `{short}` ran past the {transcripts.DEADLINE_S} s all "
                                 "the commands may take (a hang?)")

@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import transcripts  # noqa: E402  (its scratch folder, environment and deadline)
 
 RUNS = re.compile(r"^tessel (tune|tune-model|serve|mcp) ")
-BUDGET = re.compile(r"(--budget|-n) \d+")
 
 
 def readme_commands(text):
@@ -58,11 +57,9 @@ def main(argv):
         for command in commands:
             if not runnable(command, folder):
                 continue
-            short = BUDGET.sub(r"\1 3", command)
+            short = transcripts.shortened(command)
             try:
-                done = subprocess.run(["bash", "-c", short], cwd=folder, env=env,
-                                      stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                      timeout=transcripts.time_left())
+                done = transcripts.run_shell(short, folder, env)
             except subprocess.TimeoutExpired:
                 problems.append(f"README.md: `{short}` ran past the {transcripts.DEADLINE_S} s "
                                 "all the commands may take (a hang?)")

@@ -12,6 +12,12 @@ may also be marked by an HTML comment on the line before it:
   <!-- not run: WHY -->   the next "$ " block is not run (say why: hardware);
                           before a block of commands, tests/docs/commands.py
                           does not run them either (it checks their options)
+  <!-- postgres -->        the next "$ " block works shared studies: not run
+                          here, but by tests/docs/postgres.py (ctest
+                          docs_postgres), on a server it starts on loopback
+                          (its docstring says how the URLs shown map to it)
+
+A command line that ends in "\\" goes on on the next line, as in bash.
 
 Commands run in a scratch folder that links the repository's examples/,
 data/, tests/, python/ and the build folder as build/ci, with the built
@@ -34,13 +40,14 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-MARK = re.compile(r"<!--\s*(stdin|run:|not run:)\s*(.*?)\s*-->")
+MARK = re.compile(r"<!--\s*(stdin|run:|not run:|postgres)\s*(.*?)\s*-->")
 # How long one run of this script, or of readme_commands.py, may take, all
 # its commands together: a bound for a hang, under ctest's TIMEOUT (900 s,
 # tests/docs/CMakeLists.txt) so that the command it stops is named. Not a
@@ -79,30 +86,64 @@ def blocks(text):
     return out
 
 
-def transcripts(text):
+def transcripts(text, postgres=False):
     """(command, stdin, expected lines, index of the first expected line) to
-    run, in document order."""
+    run, in document order: those of blocks marked `<!-- postgres -->` with
+    `postgres`, the others without."""
     stdin, out = None, []
     for mark, body, first in blocks(text):
         kind, argument = mark if mark else (None, None)
         if kind == "stdin":
             stdin = "\n".join(body) + "\n"
-        elif kind == "run":
+        elif kind == "run" and not postgres:
             out.append((argument, stdin, body, first))
             stdin = None
-        elif body and body[0].startswith("$ ") and kind != "not run":
-            command, expected, at = None, [], first
+        elif body and body[0].startswith("$ ") and kind != "not run" and \
+                (kind == "postgres") == postgres:
+            command, expected, at, going_on = None, [], first, False
             for n, line in enumerate(body):
-                if line.startswith("$ "):
+                if going_on:
+                    command = command[:-1].rstrip() + " " + line.strip()
+                    at = first + n + 1
+                elif line.startswith("$ "):
                     if command is not None:
                         out.append((command, stdin, expected, at))
                         stdin = None
-                    command, expected, at = line[2:], [], first + n + 1
+                    command, expected, at = line[2:].rstrip(), [], first + n + 1
                 else:
                     expected.append(line)
+                going_on = not expected and command.endswith("\\")
             out.append((command, stdin, expected, at))
             stdin = None
     return out
+
+
+def run_shell(command, folder, env, stdin=None):
+    """`bash -c command` in `folder`, its output captured, in a session of its
+    own: past the deadline (time_left) the whole session is killed, not only
+    bash (a `tessel` it started would live on), and TimeoutExpired is raised."""
+    with subprocess.Popen(["bash", "-c", command], cwd=folder, env=env, text=True,
+                          stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as process:
+        try:
+            out, err = process.communicate(stdin, timeout=time_left())
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+BUDGET = re.compile(r"(--budget|-n) \d+")
+HIGH_BUDGET = re.compile(r"--high-budget \d+")
+
+
+def shortened(command):
+    """`command` with every `--budget N` (`-n N`) cut to 3 and `--high-budget N`
+    to 2: a few evaluations, for the scripts that run commands shown without
+    their output."""
+    return HIGH_BUDGET.sub("--high-budget 2", BUDGET.sub(r"\1 3", command))
 
 
 def pattern(line):
@@ -162,13 +203,15 @@ def environment(folder, build):
     return env
 
 
-def run_document(path, source, build, update=False):
+def run_document(path, source, build, update=False, server=None):
     """Problems found in one document (empty: every transcript matched). With
     `update`, a transcript shown exactly (no "...") that differs is rewritten
-    with what the command printed, as TESSEL_UPDATE_GOLDEN does for goldens."""
+    with what the command printed, as TESSEL_UPDATE_GOLDEN does for goldens.
+    With `server` (postgres.py's), the `<!-- postgres -->` transcripts run
+    instead, their URLs mapped to it."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    todo = transcripts(text)
+    todo = transcripts(text, postgres=server is not None)
     if not todo:
         return []
     problems, folder = [], scratch(source, build)
@@ -176,10 +219,10 @@ def run_document(path, source, build, update=False):
     try:
         rewrites = []
         for command, stdin, expected, at in todo:
+            shown, back = (server.command(command) if server else (command, []))
             try:
-                done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, input=stdin,
-                                      capture_output=True, text=True, timeout=time_left())
-                got = done.stdout.split("\n")
+                done = run_shell(shown, folder, env, stdin)
+                got = (server.output(done.stdout, back) if server else done.stdout).split("\n")
             except subprocess.TimeoutExpired:
                 problems.append(f"{path}: `{command}` ran past the {DEADLINE_S} s all the "
                                 "commands may take (a hang?)")
@@ -188,7 +231,7 @@ def run_document(path, source, build, update=False):
                 if update and not any("..." in e or "…" in e for e in expected):
                     rewrites.append((at, len(expected), [g.rstrip() for g in got]))
                     continue
-                problems.append(f"{path}: `{command}` printed (exit {done.returncode}):\n"
+                problems.append(f"{path}: `{shown}` printed (exit {done.returncode}):\n"
                                 + done.stdout + done.stderr[-2000:]
                                 + "\n--- where the document shows:\n" + "\n".join(expected))
         if rewrites:
@@ -220,6 +263,41 @@ def self_test():
     assert [t[0] for t in transcripts("```\n$ a\nx\n$ b\n```\n<!-- not run: hw -->\n"
                                       "```\n$ c\n```\n<!-- stdin -->\n```\nin\n```\n"
                                       "<!-- run: d -->\n```\nout\n```\n")] == ["a", "b", "d"]
+    shared = "<!-- postgres -->\n```\n$ e \\\n    f  # g\nout\n```\n```\n$ h\n```\n"
+    assert [t[:3] for t in transcripts(shared, postgres=True)] == [("e f  # g", None, ["out"])]
+    assert [t[0] for t in transcripts(shared)] == ["h"]
+    assert shortened("tessel tune a -n 50 --budget 9 --high-budget 4") == \
+        "tessel tune a -n 3 --budget 3 --high-budget 2"
+
+
+def self_test_timeout():
+    """A command past the deadline is killed with what it started: a `sleep`
+    bash put in the background must not outlive it."""
+    global DEADLINE_S
+    folder, kept = tempfile.mkdtemp(prefix="tessel_docs_"), DEADLINE_S
+    began = time.monotonic()
+    DEADLINE_S = began - STARTED + 1
+    try:
+        run_shell("sleep 60 & echo $! > child; wait", folder, dict(os.environ))
+        raise AssertionError("run_shell did not time out")
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        DEADLINE_S = kept
+    # (killing bash alone, the sleep would hold its output open 60 s)
+    assert time.monotonic() - began < 30, "run_shell waited for the sleep it should have killed"
+    with open(os.path.join(folder, "child"), encoding="utf-8") as f:
+        child = int(f.read())
+    shutil.rmtree(folder)
+    for _ in range(50):  # killed at once; reaped by whoever adopted it
+        try:
+            with open(f"/proc/{child}/stat", encoding="utf-8") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the sleep run_shell's command started (pid {child}) outlived it")
 
 
 def examples_not_run(source, commands):
@@ -266,6 +344,7 @@ def examples_not_run(source, commands):
 
 def main(argv):
     self_test()
+    self_test_timeout()
     build = os.path.abspath(argv[1])
     source = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
     docs = argv[2:] or [os.path.join(source, "README.md")] + sorted(
