@@ -81,7 +81,7 @@ std::vector<std::string> resume_notes(
   }
   std::vector<std::string> notes;
   if (!taken.empty())
-    notes.push_back(fmt::format("resuming with {}, as it began (from the study file)",
+    notes.push_back(fmt::format("resuming with {}, as it began (as the study recorded it)",
                                 fmt::join(taken, separator)));
   if (!kept.empty())
     notes.push_back(fmt::format(

@@ -136,8 +136,8 @@ TEST_CASE("tune-model --resume goes on with the kernels' own strategy and seed")
   const auto r = tessel(run + " --budget 12 --resume --db-dir '" + resumed + "'");
   REQUIRE(r.code == 0);
   CHECK(r.err == "tessel: note: the study files in " + resumed +
-                     ": resuming with --strategy random --seed 5, as it began (from the study "
-                     "file)\n");
+                     ": resuming with --strategy random --seed 5, as it began (as the study "
+                     "recorded it)\n");
   for (const char* kernel : {"/proj.tessel.db", "/norm.tessel.db"}) {
     INFO(kernel);
     auto configs = [&](const std::string& dir) {  // in trial order

@@ -217,8 +217,8 @@ TEST_CASE("serve and mcp --resume go on with the study's own strategy and seed")
   const auto serve = tessel("serve fixtures/small.tsl --resume --db '" + db + "' < /dev/null");
   REQUIRE(serve.code == 0);
   CHECK(contains(serve.err, "tessel: note: " + db +
-                                ": resuming with --strategy random --seed 7, as it began (from the "
-                                "study file)\n"));
+                                ": resuming with --strategy random --seed 7, as it began (as the "
+                                "study recorded it)\n"));
   const auto mcp = tessel("mcp fixtures/small.tsl --resume --seed 8 --db '" + db + "' < /dev/null");
   REQUIRE(mcp.code == 0);
   CHECK(

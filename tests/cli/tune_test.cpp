@@ -261,7 +261,7 @@ TEST_CASE("--resume goes on as the study began: what it leaves out is taken from
   REQUIRE(r.code == 0);
   CHECK(r.err == "tessel: note: " + db +
                      ": resuming with --strategy random --seed 7 --scheduler fifo, as it began "
-                     "(from the study file)\n");
+                     "(as the study recorded it)\n");
   CHECK(sequence(db) == sequence(whole));
   // Given as it began: nothing to say.
   r = tessel(run + " --db '" + db + "' --budget 13 --resume" + began);
@@ -271,8 +271,8 @@ TEST_CASE("--resume goes on as the study began: what it leaves out is taken from
   r = tessel(run + " --db '" + db + "' --budget 14 --seed 9 --window 2 --no-baseline --resume");
   REQUIRE(r.code == 0);
   CHECK(contains(r.err, "tessel: note: " + db +
-                            ": resuming with --strategy random --scheduler fifo, as it began (from "
-                            "the study file)\n"));
+                            ": resuming with --strategy random --scheduler fifo, as it began (as "
+                            "the study recorded it)\n"));
   CHECK(contains(r.err, "tessel: note: " + db +
                             ": begun with --seed 7 --window 4 the baseline; this run proposes "
                             "with --seed 9 --window 2 --no-baseline as given (leave them out to "
@@ -311,7 +311,7 @@ TEST_CASE("tune --resume takes the backend from the study file, as it began") {
   auto r = tessel(run + " --budget 8 --resume --db '" + db + "'");
   REQUIRE(r.code == 0);
   CHECK(r.err == "tessel: note: " + db +
-                     ": resuming with --backend sim, as it began (from the study file)\n");
+                     ": resuming with --backend sim, as it began (as the study recorded it)\n");
   CHECK(sequence(db).size() == 8);
   // Without --db: the space's default study file, named without the backend.
   const auto dir = work_folder + "/resume_backend_default";

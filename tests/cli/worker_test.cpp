@@ -109,9 +109,16 @@ TEST_CASE("worker: tune on PostgreSQL with two workers alongside; show, export a
   CHECK(run("show '" + file + "'").out.rfind("study file   " + file + "\n", 0) == 0);
   CHECK(run("export '" + file + "' --format csv").out == csv.out);
   CHECK(run("export '" + back_url + "' --format csv").out == csv.out);
+  // Resumed on the server, it is a shared study there too, not a study file.
+  const auto resumed =
+      run("tune fixtures/small.tsl --budget 61 --resume -q --db '" + back_url + "'");
+  CHECK(resumed.code == 0);
+  CHECK(contains(resumed.err, "resuming with --backend command:fixtures/bowl.sh"));
+  CHECK(contains(resumed.err, "as it began (as the study recorded it)"));
+  CHECK(!contains(resumed.err, "study file"));
   const auto again = run("copy '" + file + "' '" + back_url + "'");
   CHECK(again.code == 1);
-  CHECK(contains(again.err, "it holds 60 trials already"));
+  CHECK(contains(again.err, "it holds 61 trials already"));
   std::filesystem::remove(file);
 }
 

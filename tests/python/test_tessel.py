@@ -207,7 +207,7 @@ def test_resume_goes_on_as_the_study_began(tmp_path):
     again = tessel.Study(space, backend=bowl, db=db, resume=True)
     assert again.notes == [
         "resuming with strategy='random', seed=7, scheduler='fifo', window=1, as it began "
-        "(from the study file)"]
+        "(as the study recorded it)"]
     again.run(evaluations=4)
     configs = [t["config"] for t in again.trials]
     assert len(configs) == 10 and configs == [t["config"] for t in whole.trials[:10]]
@@ -215,7 +215,7 @@ def test_resume_goes_on_as_the_study_began(tmp_path):
     # What the caller gives wins, and the notes say so.
     other = tessel.Study(space, backend=bowl, db=db, resume=True, seed=9, strategy="random")
     assert other.notes == [
-        "resuming with scheduler='fifo', window=1, as it began (from the study file)",
+        "resuming with scheduler='fifo', window=1, as it began (as the study recorded it)",
         "begun with seed=7; this study proposes with seed=9 as given (leave it out to continue "
         "it as it began)"]
     other.run(evaluations=4)
