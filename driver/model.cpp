@@ -278,9 +278,9 @@ model_study open_model_study(const model_definition& m, const model_spec& spec,
     open_options opening;
     opening.mode = spec.mode;
     if (spec.resuming)
-      opening.resuming = [&spec, notes, first = i == 0](study_spec& s, const study_spec& r) {
-        auto mine = spec.resuming(s, r);
-        if (first && notes) *notes = std::move(mine);
+      opening.resuming = [&spec, notes](study_spec& s, const study_spec& r) {
+        auto mine = spec.resuming(s, r);  // one model spec began them all (seed + i)
+        if (notes && notes->empty()) *notes = std::move(mine);
       };
     auto opened = open_study(std::move(so), std::move(opening));
     members.push_back({name, calls, std::move(opened.study)});

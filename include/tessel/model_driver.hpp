@@ -50,7 +50,8 @@ struct model_spec {
   allocation policy = allocation::utility;
   /// With open_mode::resume: each kernel study's open_options::resuming
   /// (its recorded seed is this seed + i), returning the notes that say what
-  /// it took (resume_notes); the first kernel study's are model_tuning::notes.
+  /// it took (resume_notes); the first kernel study's that has any are
+  /// model_tuning::notes.
   std::function<std::vector<std::string>(study_spec& spec, const study_spec& recorded)> resuming;
 
   /// Throws options_error naming the field and the rule.
@@ -147,7 +148,8 @@ struct model_step_report {
 /// `tessel show` reads it, under one model_study whose budget hint per
 /// kernel is spec.budget over the kernels. Throws tessel::error as
 /// open_study does (a study file with trials and open_mode::create, ...).
-/// `notes`, when given, gets spec.resuming's notes for the first kernel study.
+/// `notes`, when given, gets spec.resuming's notes for the first kernel study
+/// that has any.
 [[nodiscard]] model_study open_model_study(const model_definition& m, const model_spec& spec,
                                            const std::filesystem::path& dir,
                                            std::vector<std::string>* notes = nullptr);
@@ -168,7 +170,7 @@ struct model_tuning {
   model_summary summary;  ///< after run()
   std::string db_dir;     ///< the study files' folder; "" with no_db
   /// What a resume took from the study files (spec.resuming's notes for the
-  /// first kernel study: they all began with one model spec, seed + i).
+  /// first kernel study that has any: they all began with one model spec, seed + i).
   std::vector<std::string> notes;
 
   /// Runs the study under spec.budget / spec.cost_budget_s (observers added
