@@ -77,11 +77,12 @@ model_spec model_spec::from_json(const json& j) {
     for (const char* key : {"strategy", "seed", "scheduler"})
       if (j.contains(key)) given.emplace(key);
     s.resuming = [given](study_spec& spec, const study_spec& recorded) {
-      (void)take_recorded(spec, recorded, [&given](const recorded_field& r) {
+      const auto said = [&given](const recorded_field& r) {
         if (r.field != "strategy" && r.field != "seed" && r.field != "scheduler")
           return option_said::cannot;  // not a model spec's to give
         return given.contains(r.field) ? option_said::given : option_said::left_out;
-      });
+      };
+      return resume_notes(take_recorded(spec, recorded, said), keyword_text, ", ", "this tuning");
     };
   }
   read(j, "budget", s.budget);
@@ -246,7 +247,7 @@ std::string member_name(const model_definition& m, const std::vector<std::size_t
 }
 
 model_study open_model_study(const model_definition& m, const model_spec& spec,
-                             const std::filesystem::path& dir) {
+                             const std::filesystem::path& dir, std::vector<std::string>* notes) {
   spec.validate();
   if (!spec.no_db) std::filesystem::create_directories(dir);
   model_study_options allocator;
@@ -276,7 +277,11 @@ model_study open_model_study(const model_definition& m, const model_spec& spec,
     if (spec.budget) so.budget_hint = std::max<std::size_t>(1, spec.budget / distinct.size());
     open_options opening;
     opening.mode = spec.mode;
-    opening.resuming = spec.resuming;
+    if (spec.resuming)
+      opening.resuming = [&spec, notes](study_spec& s, const study_spec& r) {
+        auto mine = spec.resuming(s, r);  // one model spec began them all (seed + i)
+        if (notes && notes->empty()) *notes = std::move(mine);
+      };
     auto opened = open_study(std::move(so), std::move(opening));
     members.push_back({name, calls, std::move(opened.study)});
   }
@@ -305,8 +310,10 @@ model_tuning open_model_tuning(const model_spec& spec, bool folder_per_target) {
                         "needs a budget: --budget N (evaluations) or --cost-budget SECONDS");
   auto m = read_model(spec);
   const auto dir = model_db_dir(m, spec.db_dir, folder_per_target);
-  auto study = open_model_study(m, spec, dir);
-  return {spec, std::move(m), std::move(study), {}, spec.no_db ? std::string() : dir.string()};
+  std::vector<std::string> notes;
+  auto study = open_model_study(m, spec, dir, &notes);
+  return {spec, std::move(m), std::move(study), {}, spec.no_db ? std::string() : dir.string(),
+          notes};
 }
 
 const model_summary& model_tuning::run() {
@@ -344,6 +351,7 @@ json model_tuning::to_json() const {
               {"stopped", summary.stopped},
               {"kernels", kernels}};
   if (!db_dir.empty()) out["db_dir"] = db_dir;
+  if (!notes.empty()) out["notes"] = notes;
   if (summary.before_s) out["before_s"] = *summary.before_s;
   if (summary.after_s) out["after_s"] = *summary.after_s;
   return out;

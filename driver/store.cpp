@@ -91,6 +91,14 @@ std::vector<std::string> resume_notes(
   return notes;
 }
 
+std::string keyword_text(const recorded_field& field, const std::string& value_json) {
+  const auto value = nlohmann::json::parse(value_json);
+  const std::string keyword(field.keyword);
+  if (value.is_boolean()) return keyword + (value.get<bool>() ? "=True" : "=False");
+  if (value.is_string()) return fmt::format("{}='{}'", keyword, value.get<std::string>());
+  return keyword + "=" + value.dump();
+}
+
 std::vector<resumed_option> take_recorded(
     study_spec& spec, const study_spec& recorded,
     const std::function<option_said(const recorded_field& field)>& said) {
@@ -106,7 +114,10 @@ std::vector<resumed_option> take_recorded(
     out.push_back({key, mine[key].dump(), theirs[key].dump(), how == option_said::left_out});
     if (!out.back().taken) continue;
     mine[key] = theirs[key];
-    if (field == "backend") mine["backend_settings"] = theirs["backend_settings"];
+    if (field != "backend") continue;
+    auto settings = theirs["backend_settings"];  // those given (tune --resume's) on top
+    for (const auto& [name, value] : mine["backend_settings"].items()) settings[name] = value;
+    mine["backend_settings"] = std::move(settings);
   }
   if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.taken; }))
     spec = study_spec::from_json(mine);

@@ -266,16 +266,6 @@ struct py_study {
   std::string run_budget() { return run(opened.until()); }
 };
 
-/// A recorded field as a keyword of tessel.Study, with its value as Python
-/// writes it (`seed=7`, `strategy='random'`, `baseline=False`).
-std::string keyword_text(const recorded_field& field, const std::string& value_json) {
-  const auto value = json::parse(value_json);
-  const std::string keyword(field.keyword);
-  if (value.is_boolean()) return keyword + (value.get<bool>() ? "=True" : "=False");
-  if (value.is_string()) return fmt::format("{}='{}'", keyword, value.get<std::string>());
-  return keyword + "=" + value.dump();
-}
-
 /// open_options::resuming for tessel.Study(resume=True): the options of the
 /// spec the caller left out (not in `given`, fields of study_spec::to_json)
 /// are taken from the study file (take_recorded); `notes` says what was taken

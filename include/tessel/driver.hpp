@@ -282,6 +282,11 @@ struct recorded_field {
         text,
     std::string_view separator, std::string_view proposer);
 
+/// A recorded field as a keyword with its value as Python writes it
+/// (`seed=7`, `strategy='random'`, `baseline=False`): resume_notes' `text`
+/// for tessel.Study, Model.tune and the tune_model op.
+[[nodiscard]] std::string keyword_text(const recorded_field& field, const std::string& value_json);
+
 /// The best trial of a stored study: finished, ok and measured at full
 /// fidelity; null when it has none.
 [[nodiscard]] const trial* best_trial(const stored_study& stored);

@@ -49,8 +49,10 @@ struct model_spec {
   double cost_budget_s = 0;            ///< seconds of summed evaluation cost (0: none)
   allocation policy = allocation::utility;
   /// With open_mode::resume: each kernel study's open_options::resuming
-  /// (its recorded seed is this seed + i).
-  std::function<void(study_spec& spec, const study_spec& recorded)> resuming;
+  /// (its recorded seed is this seed + i), returning the notes that say what
+  /// it took (resume_notes); the first kernel study's that has any are
+  /// model_tuning::notes.
+  std::function<std::vector<std::string>(study_spec& spec, const study_spec& recorded)> resuming;
 
   /// Throws options_error naming the field and the rule.
   void validate() const;
@@ -146,8 +148,11 @@ struct model_step_report {
 /// `tessel show` reads it, under one model_study whose budget hint per
 /// kernel is spec.budget over the kernels. Throws tessel::error as
 /// open_study does (a study file with trials and open_mode::create, ...).
+/// `notes`, when given, gets spec.resuming's notes for the first kernel study
+/// that has any.
 [[nodiscard]] model_study open_model_study(const model_definition& m, const model_spec& spec,
-                                           const std::filesystem::path& dir);
+                                           const std::filesystem::path& dir,
+                                           std::vector<std::string>* notes = nullptr);
 
 /// Where a kernel's best stands against its roofline.
 struct kernel_gap {
@@ -164,13 +169,17 @@ struct model_tuning {
   model_study study;
   model_summary summary;  ///< after run()
   std::string db_dir;     ///< the study files' folder; "" with no_db
+  /// What a resume took from the study files (spec.resuming's notes for the
+  /// first kernel study that has any: they all began with one model spec, seed + i).
+  std::vector<std::string> notes;
 
   /// Runs the study under spec.budget / spec.cost_budget_s (observers added
   /// to `study` hear of each evaluation) and keeps its summary.
   const model_summary& run();
   /// The report as JSON (`tessel tune-model --json`, the `tune_model` op,
   /// Python's Model.tune): step before and after, per kernel its evaluations,
-  /// first and best, best config and gap to the roofline.
+  /// first and best, best config and gap to the roofline; "notes" when a
+  /// resume took options from the study files.
   [[nodiscard]] nlohmann::json to_json() const;
   /// The same report as tables (`tessel tune-model`): the step before and
   /// after, per kernel, the gap to the roofline, the best configs.

@@ -344,8 +344,9 @@ class Model:
         file per kernel in db_dir (default <model>.tessel; db_dir=False keeps nothing on
         disk); resume=True continues them. Left out (None): strategy "auto", seed 0,
         scheduler "utility"; but with resume=True each kernel study goes on with its own, as
-        it began (as `tessel tune-model --resume` does). Returns the step before and after,
-        and per kernel its evaluations, best config and gap to the roofline."""
+        it began (as `tessel tune-model --resume` does), and the result's "notes" says what
+        was taken. Returns the step before and after, and per kernel its evaluations, best
+        config and gap to the roofline."""
         given = {"strategy": strategy, "seed": seed, "scheduler": scheduler}
         spec = dict(self._spec, budget=budget or 0, cost_budget=float(cost_budget or 0),
                     allocate=allocate, resume=resume, overwrite=overwrite, no_db=db_dir is False,

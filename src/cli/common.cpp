@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -104,7 +105,11 @@ study_spec spec_options::resolved() const {
   if (!out.fidelity_settings.empty() && out.fidelity.empty())
     throw error(fmt::format("--fidelity-set {}=...: multi-fidelity settings need --fidelity",
                             out.fidelity_settings.begin()->first));
-  if (!out.backend_settings.empty() && out.backend.empty() && !is_replay_file(out.file))
+  // tune --resume takes the backend from the study file, the settings given on top.
+  const bool takes_backend =
+      mode() == open_mode::resume && command && command->get_name() == "tune";
+  if (!out.backend_settings.empty() && out.backend.empty() && !is_replay_file(out.file) &&
+      !(takes_backend && out.fidelity.empty()))
     throw error(fmt::format("--backend-set {}=...: {}", out.backend_settings.begin()->first,
                             out.fidelity.empty()
                                 ? "there is no --backend to apply it to"
@@ -388,16 +393,27 @@ std::vector<std::string> take_left_out(study_spec& spec, const study_spec& recor
                ? option_said::given
                : option_said::left_out;
   };
-  return resume_notes(take_recorded(spec, recorded, said), option_text, " ", "this run");
+  const auto settings = spec.backend_settings;  // given: on top of a backend taken
+  const auto options = take_recorded(spec, recorded, said);
+  auto notes = resume_notes(options, option_text, " ", "this run");
+  const bool took_backend = std::any_of(options.begin(), options.end(), [](const auto& o) {
+    return o.field == "backend" && o.taken;
+  });
+  if (took_backend && !settings.empty()) {
+    std::vector<std::string> given_settings;
+    for (const auto& [key, value] : settings) given_settings.push_back(key + "=" + value);
+    notes.push_back(fmt::format("--backend-set {} applied on top of the settings it began with",
+                                fmt::join(given_settings, " --backend-set ")));
+  }
+  return notes;
 }
 
 }  // namespace
 
-std::function<void(study_spec&, const study_spec&)> resume_as_given(
-    const CLI::App& command, std::vector<std::string>& notes) {
-  return [&command, &notes](study_spec& spec, const study_spec& recorded) {
-    auto mine = take_left_out(spec, recorded, command);
-    if (notes.empty()) notes = std::move(mine);
+std::function<std::vector<std::string>(study_spec&, const study_spec&)> resume_as_given(
+    const CLI::App& command) {
+  return [&command](study_spec& spec, const study_spec& recorded) {
+    return take_left_out(spec, recorded, command);
   };
 }
 
@@ -409,7 +425,11 @@ opened_study open_as_given(const spec_options& o, study_spec spec) {
   open_options options;
   options.mode = o.mode();
   std::vector<std::string> notes;
-  if (o.command) options.resuming = resume_as_given(*o.command, notes);
+  if (o.command)
+    options.resuming = [taking = resume_as_given(*o.command), &notes](study_spec& given,
+                                                                      const study_spec& recorded) {
+      notes = taking(given, recorded);
+    };
   auto opened = open_study(std::move(spec), std::move(options));
   if (opened.db) print_notes(opened.db->location(), notes);
   return opened;

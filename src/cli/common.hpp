@@ -115,11 +115,11 @@ void add_model_options(CLI::App& command, model_options& options);
 /// run goes on as it began; one it gives that differs wins. Either is said
 /// in a line on stderr ("tessel: note: ...").
 [[nodiscard]] opened_study open_as_given(const spec_options& o, study_spec spec);
-/// open_options::resuming (model_spec::resuming) for `command`: what its
-/// command line leaves out of resumed_options is taken from the study file;
-/// the first study's notes are kept in `notes` (both must outlive opening).
-[[nodiscard]] std::function<void(study_spec&, const study_spec&)> resume_as_given(
-    const CLI::App& command, std::vector<std::string>& notes);
+/// model_spec::resuming for `command` (open_as_given's too): what its
+/// command line leaves out of recorded_fields() is taken from the study
+/// file; returns the notes to print (`command` must outlive opening).
+[[nodiscard]] std::function<std::vector<std::string>(study_spec&, const study_spec&)>
+resume_as_given(const CLI::App& command);
 /// Each note on stderr: "tessel: note: WHERE: NOTE".
 void print_notes(const std::string& where, const std::vector<std::string>& notes);
 

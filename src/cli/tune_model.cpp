@@ -83,10 +83,9 @@ int run_tune_model(const tune_model_options& o) {
     spec.budget = o.tuning.budget;
     spec.cost_budget_s = o.tuning.cost_budget_s;
     spec.policy = *policy;
-    std::vector<std::string> notes;
-    spec.resuming = resume_as_given(*o.command, notes);
+    spec.resuming = resume_as_given(*o.command);
     auto t = open_model_tuning(spec, several);
-    if (!t.db_dir.empty()) print_notes("the study files in " + t.db_dir, notes);
+    if (!t.db_dir.empty()) print_notes("the study files in " + t.db_dir, t.notes);
     // Before the header, which tells a watcher (the tests) the run is on.
     std::vector<study*> kernels;
     for (std::size_t k = 0; k < t.study.size(); ++k) kernels.push_back(&t.study.kernel_study(k));

@@ -332,6 +332,34 @@ TEST_CASE("tune --resume takes the backend from the study file, as it began") {
   CHECK_FALSE(std::filesystem::exists(temp_db("resume_backend_none")));
 }
 
+TEST_CASE("tune --resume --backend-set without --backend: on top of the backend it began with") {
+  // Before: refused ("there is no --backend to apply it to"), though --resume
+  // takes the backend, with its settings, from the study file.
+  const auto db = temp_db("resume_backend_set"), whole = temp_db("resume_backend_set_whole");
+  const std::string run = "tune ../../examples/sim_matmul.tsl --seed 3 --quiet --backend-set";
+  REQUIRE(tessel(run + " model=analytic --backend sim --budget 8 --db '" + whole + "'").code == 0);
+  REQUIRE(tessel(run + " model=analytic --backend sim --budget 5 --db '" + db + "'").code == 0);
+  const auto r = tessel(run + " gate=true --budget 8 --resume --db '" + db + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err == "tessel: note: " + db +
+                     ": resuming with --backend sim, as it began (from the study file)\n"
+                     "tessel: note: " +
+                     db +
+                     ": --backend-set gate=true applied on top of the settings it began with\n");
+  // Still the analytic model (the recorded setting kept): one run's trials.
+  auto results = [](const std::string& file) {
+    std::vector<std::string> out;
+    for (const auto& t : exported(file))
+      out.push_back(t.at("config").dump() + " " + t.at("objective").dump());
+    return out;
+  };
+  CHECK(results(db) == results(whole));
+  // Without --resume there is still nothing to apply it to.
+  const auto fresh = tessel(run + " gate=true --budget 8 --db '" + temp_db("resume_set_no") + "'");
+  CHECK(fresh.code != 0);
+  CHECK(contains(fresh.err, "--backend-set gate=...: there is no --backend to apply it to"));
+}
+
 TEST_CASE("kill -9 at random moments loses no finished trial, and --resume completes the study") {
   const auto db = temp_db("killed");
   const std::string args = "tune fixtures/small.tsl " + bowl +

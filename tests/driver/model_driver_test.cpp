@@ -141,3 +141,29 @@ TEST_CASE("the model and tune_model ops: the driver's model over JSON, progress,
       ops.call("tune_model", {{"file", file}, {"no_db", true}}),
       R"(tune_model: needs a budget: "budget" (evaluations) or "cost_budget" (seconds))", op_error);
 }
+
+TEST_CASE("the tune_model op resumed: its result says what it took from the study files") {
+  // Before: the op went on with each kernel study's recorded options but its
+  // result did not say so (only the CLI printed the notes).
+  study_spec s;
+  s.file = testing::small_tsl();
+  auto opened = open_study(s, open_options{});
+  agent_ops ops(*opened.study, opened.backend, opened.evaluates);
+  const testing::temp_folder dir;
+  const json began = {{"file", two_kernels(0).file},
+                      {"db_dir", dir.path().string()},
+                      {"seed", 5},
+                      {"strategy", "random"},
+                      {"budget", 4}};
+  CHECK_FALSE(ops.call("tune_model", began).at("tuning").contains("notes"));
+  json more = {{"file", began["file"]}, {"db_dir", began["db_dir"]}, {"budget", 6}};
+  more["resume"] = true;
+  CHECK(ops.call("tune_model", more).at("tuning").at("notes") ==
+        json{"resuming with strategy='random', seed=5, as it began (from the study file)"});
+  more["seed"] = 9;  // given and different: kept, and said
+  more["budget"] = 8;
+  CHECK(ops.call("tune_model", more).at("tuning").at("notes") ==
+        json{"resuming with strategy='random', as it began (from the study file)",
+             "begun with seed=5; this tuning proposes with seed=9 as given (leave it out to "
+             "continue it as it began)"});
+}

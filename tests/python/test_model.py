@@ -55,6 +55,10 @@ def test_tune_resumed_goes_on_as_it_began(tmp_path):
     whole = tessel.Model(TWO).tune(budget=12, db_dir=tmp_path / "whole", **began)
     tessel.Model(TWO).tune(budget=6, db_dir=tmp_path / "resumed", **began)
     more = tessel.Model(TWO).tune(budget=12, db_dir=tmp_path / "resumed", resume=True)
+    # and says what it took (before: the result had no notes)
+    assert more.pop("notes") == [
+        "resuming with strategy='random', seed=5, as it began (from the study file)"]
+    assert "notes" not in whole
     for r in (whole, more):
         del r["db_dir"]
     assert more == whole

@@ -35,21 +35,27 @@ def server():
     os.rmdir(parent)
 
 
-def test_a_python_worker_shares_the_budget_of_a_study_tune_made(server):
+def test_a_python_worker_shares_the_budget_of_a_study_tune_made(server, tmp_path):
     url = server + "?study=python_join"
     bowl = "command:" + str(FIXTURES / "bowl.sh")
-    env = dict(os.environ, BOWL_SLEEP="0.03")  # long enough that both get a share
+    # The tool evaluates only once the Python worker has begun its first
+    # evaluation (bowl.sh: BOWL_WAIT_FOR, BOWL_MARK), so both keep results at
+    # any speed; before, a worker that joined after the tool had done all 40
+    # would have left it one.
+    began = str(tmp_path / "python_began")
+    env = dict(os.environ, BOWL_SLEEP="0.03", BOWL_WAIT_FOR=began)
     tune = subprocess.Popen(
         [TOOL, "tune", str(FIXTURES / "small.tsl"), "--backend", bowl, "--budget", "40",
          "--seed", "3", "-q", "--jobs", "1", "--db", url],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    os.environ["BOWL_SLEEP"] = "0.03"  # the worker's own evaluations run in this process
+    # the worker's own evaluations run in this process
+    os.environ.update(BOWL_SLEEP="0.03", BOWL_MARK=began)
     try:
         worker = tessel.Study.join(url, wait=60, jobs=1, name="python")
         assert worker.space.name == "small"
         summary = worker.run()
     finally:
-        del os.environ["BOWL_SLEEP"]
+        del os.environ["BOWL_SLEEP"], os.environ["BOWL_MARK"]
         out, err = tune.communicate(timeout=300)
     assert tune.returncode == 0, err
     assert "40 evaluations done" in out
