@@ -171,11 +171,8 @@ def run_document(path, commands, build, server=None):
                                 "--time, ...): it runs until the space is exhausted")
                 continue
             short = transcripts.shortened(server.command(command)[0] if server else command)
-            try:
-                done = transcripts.run_shell(short, folder, env)
-            except subprocess.TimeoutExpired:
-                problems.append(f"{path}:{at}: `{short}` ran past the {transcripts.DEADLINE_S} s all "
-                                "the commands may take (a hang?)")
+            done = transcripts.run_or_stop(short, folder, env, f"{path}:{at}", problems)
+            if done is None:
                 break
             ran.append((at, short))
             if done.returncode != 0:

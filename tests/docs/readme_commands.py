@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,11 +57,8 @@ def main(argv):
             if not runnable(command, folder):
                 continue
             short = transcripts.shortened(command)
-            try:
-                done = transcripts.run_shell(short, folder, env)
-            except subprocess.TimeoutExpired:
-                problems.append(f"README.md: `{short}` ran past the {transcripts.DEADLINE_S} s "
-                                "all the commands may take (a hang?)")
+            done = transcripts.run_or_stop(short, folder, env, "README.md", problems)
+            if done is None:
                 break
             ran += 1
             if done.returncode != 0:

@@ -135,6 +135,17 @@ def run_shell(command, folder, env, stdin=None):
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+def run_or_stop(command, folder, env, where, problems, stdin=None, shown=None):
+    """run_shell, or None once the deadline stops it, with the problem said
+    (`where: `shown` ran past ...`; `shown` defaults to the command)."""
+    try:
+        return run_shell(command, folder, env, stdin)
+    except subprocess.TimeoutExpired:
+        problems.append(f"{where}: `{shown or command}` ran past the {DEADLINE_S} s all the "
+                        "commands may take (a hang?)")
+        return None
+
+
 BUDGET = re.compile(r"(--budget|-n) \d+")
 HIGH_BUDGET = re.compile(r"--high-budget \d+")
 
@@ -220,13 +231,10 @@ def run_document(path, source, build, update=False, server=None):
         rewrites = []
         for command, stdin, expected, at in todo:
             shown, back = (server.command(command) if server else (command, []))
-            try:
-                done = run_shell(shown, folder, env, stdin)
-                got = (server.output(done.stdout, back) if server else done.stdout).split("\n")
-            except subprocess.TimeoutExpired:
-                problems.append(f"{path}: `{command}` ran past the {DEADLINE_S} s all the "
-                                "commands may take (a hang?)")
-                continue
+            done = run_or_stop(shown, folder, env, path, problems, stdin, shown=command)
+            if done is None:
+                break
+            got = (server.output(done.stdout, back) if server else done.stdout).split("\n")
             if not matches(expected, got):
                 if update and not any("..." in e or "…" in e for e in expected):
                     rewrites.append((at, len(expected), [g.rstrip() for g in got]))
