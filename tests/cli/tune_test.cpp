@@ -342,7 +342,7 @@ TEST_CASE("tune --resume --backend-set without --backend: on top of the backend 
   const auto r = tessel(run + " gate=true --budget 8 --resume --db '" + db + "'");
   REQUIRE(r.code == 0);
   CHECK(r.err == "tessel: note: " + db +
-                     ": resuming with --backend sim, as it began (from the study file)\n"
+                     ": resuming with --backend sim, as it began (as the study recorded it)\n"
                      "tessel: note: " +
                      db +
                      ": --backend-set gate=true applied on top of the settings it began with\n");

@@ -159,11 +159,11 @@ TEST_CASE("the tune_model op resumed: its result says what it took from the stud
   json more = {{"file", began["file"]}, {"db_dir", began["db_dir"]}, {"budget", 6}};
   more["resume"] = true;
   CHECK(ops.call("tune_model", more).at("tuning").at("notes") ==
-        json{"resuming with strategy='random', seed=5, as it began (from the study file)"});
+        json{"resuming with strategy='random', seed=5, as it began (as the study recorded it)"});
   more["seed"] = 9;  // given and different: kept, and said
   more["budget"] = 8;
   CHECK(ops.call("tune_model", more).at("tuning").at("notes") ==
-        json{"resuming with strategy='random', as it began (from the study file)",
+        json{"resuming with strategy='random', as it began (as the study recorded it)",
              "begun with seed=5; this tuning proposes with seed=9 as given (leave it out to "
              "continue it as it began)"});
 }

@@ -57,7 +57,7 @@ def test_tune_resumed_goes_on_as_it_began(tmp_path):
     more = tessel.Model(TWO).tune(budget=12, db_dir=tmp_path / "resumed", resume=True)
     # and says what it took (before: the result had no notes)
     assert more.pop("notes") == [
-        "resuming with strategy='random', seed=5, as it began (from the study file)"]
+        "resuming with strategy='random', seed=5, as it began (as the study recorded it)"]
     assert "notes" not in whole
     for r in (whole, more):
         del r["db_dir"]
