@@ -73,14 +73,11 @@ model_spec model_spec::from_json(const json& j) {
     throw error("model spec: \"resume\" and \"overwrite\" exclude each other");
   s.mode = resume ? open_mode::resume : overwrite ? open_mode::overwrite : open_mode::create;
   if (resume) {  // what it leaves out is each kernel study's own, as tune-model --resume takes it
-    std::set<std::string, std::less<>> given;
-    for (const char* key : {"strategy", "seed", "scheduler"})
-      if (j.contains(key)) given.emplace(key);
-    s.resuming = [given](study_spec& spec, const study_spec& recorded) {
-      const auto said = [&given](const recorded_field& r) {
+    s.resuming = [j](study_spec& spec, const study_spec& recorded) {
+      const auto said = [&j](const recorded_field& r) {
         if (r.field != "strategy" && r.field != "seed" && r.field != "scheduler")
           return option_said::cannot;  // not a model spec's to give
-        return given.contains(r.field) ? option_said::given : option_said::left_out;
+        return j.contains(r.field) ? option_said::given : option_said::left_out;
       };
       return resume_notes(take_recorded(spec, recorded, said), keyword_text, ", ", "this tuning");
     };

@@ -115,6 +115,14 @@ loaded_space read_space(const study_spec& spec) {
   return {std::move(built), std::move(names), parse_ms, ms_since(building)};
 }
 
+bool names_space(std::string_view db) noexcept { return db.find("{space}") != db.npos; }
+
+std::string study_location(std::string db, std::string_view space_name) {
+  if (const auto at = db.find("{space}"); at != std::string::npos)
+    db.replace(at, std::string_view("{space}").size(), space_name);
+  return db;
+}
+
 std::optional<study_spec> begun_with(const std::string& db) {
   if (db.find("://") == std::string::npos && !std::filesystem::exists(db)) return std::nullopt;
   std::optional<study_record> record;
@@ -142,8 +150,7 @@ opened_study open_study(study_spec spec, open_options options) {
     out.build_ms = loaded.build_ms;
     return std::move(loaded.space);
   }();
-  if (const auto at = spec.db.find("{space}"); at != std::string::npos)
-    spec.db.replace(at, 7, space.name());
+  spec.db = study_location(std::move(spec.db), space.name());
   // A resume may take from the file what the caller left unsaid, before
   // anything is made of the spec.
   if (options.mode == open_mode::resume && options.resuming && !spec.db.empty())

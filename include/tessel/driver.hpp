@@ -223,6 +223,10 @@ struct stored_study {
 /// cannot be read (another process is making it; opening it to write says
 /// what else is wrong).
 [[nodiscard]] std::optional<study_spec> begun_with(const std::string& db);
+/// Whether study_spec::db `db` is named after the space ("{space}" in it).
+[[nodiscard]] bool names_space(std::string_view db) noexcept;
+/// study_spec::db `db` with "{space}" replaced by `space_name`.
+[[nodiscard]] std::string study_location(std::string db, std::string_view space_name);
 
 /// How a caller resuming a study said one option of its spec (take_recorded).
 enum class option_said : unsigned char {

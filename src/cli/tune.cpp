@@ -96,18 +96,17 @@ void check_backend(const study_spec& spec, open_mode mode) {
       "tune needs --backend SPEC (sim, replay:PATH, command:'CMD {param}', ...), or a replay "
       "file as FILE";
   if (mode != open_mode::resume) throw error(needs);
-  auto db = spec.db;
-  if (const auto at = db.find("{space}"); at != std::string::npos) {
-    std::string name;
-    try {  // the study file is named after the space, whatever the target
+  std::string name;  // the study file is named after the space, whatever the target
+  if (names_space(spec.db)) {
+    try {
       name = read_space(spec).space.name();
     } catch (const std::exception&) {
       throw error(needs +
                   "; --resume takes it from the study file, which --db names (the space "
                   "could not be read to find its default name)");
     }
-    db.replace(at, 7, name);
   }
+  const auto db = study_location(spec.db, name);
   const auto recorded = begun_with(db);
   if (!recorded)
     throw error(
